@@ -1,0 +1,25 @@
+"""kaflite: a Kafka-compatible streaming platform in Python.
+
+The broker speaks the Kafka wire protocol; `kaflite.assign` holds Kafka's partitioners and
+assignors as pure Python; `kaflite.spark` is a PySpark data source and sink.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kaflite.server.embedded import EmbeddedBroker
+
+__all__ = ["EmbeddedBroker", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported lazily so that `import kaflite.assign` stays stdlib-only and fast.
+    if name == "EmbeddedBroker":
+        from kaflite.server.embedded import EmbeddedBroker
+
+        return EmbeddedBroker
+    raise AttributeError(name)
