@@ -13,10 +13,12 @@ setup_python() {
   if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
   fi
-  local stamp="$VENV/.kaflite-$extra-$(sha1sum pyproject.toml | cut -c1-12)"
+  local spec=.
+  [ -n "$extra" ] && spec=".[$extra]"
+  local stamp="$VENV/.kaflite-${extra:-base}-$(sha1sum pyproject.toml | cut -c1-12)"
   if [ ! -f "$stamp" ]; then
     "$VENV/bin/python" -m pip install -q --upgrade pip
-    "$VENV/bin/python" -m pip install -q -e ".[$extra]"
+    "$VENV/bin/python" -m pip install -q -e "$spec"
     touch "$stamp"
   else
     # keep the editable install pointing at this checkout
@@ -40,7 +42,7 @@ shift || true
 case "$cmd" in
   setup) setup_system; setup_python test ;;
   serve)
-    setup_python spark
+    setup_python ""
     exec "$VENV/bin/kaflite" serve "$@" ;;
   test)
     setup_system
