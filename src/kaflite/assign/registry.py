@@ -1,0 +1,71 @@
+"""One registry of assignors by Kafka's names (`partition.assignment.strategy` / `group.remote.assignor`).
+
+Every call returns a NEW instance: assignors keep no state between groups, so the broker and several
+clients can use them side by side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+_FACTORIES: dict[str, Callable[[], Any]] = {}
+
+
+def register_assignor(name: str, factory: Callable[[], Any]) -> None:
+    """Add a custom assignor (S-20: assignment is pluggable)."""
+    _FACTORIES[name] = factory
+
+
+def _builtin() -> None:
+    from kaflite.assign.range import RangeAssignor
+    from kaflite.assign.roundrobin import RoundRobinAssignor
+
+    _FACTORIES.setdefault("range", RangeAssignor)
+    _FACTORIES.setdefault("roundrobin", RoundRobinAssignor)
+    try:
+        from kaflite.assign.sticky import CooperativeStickyAssignor, StickyAssignor
+
+        _FACTORIES.setdefault("sticky", StickyAssignor)
+        _FACTORIES.setdefault("cooperative-sticky", CooperativeStickyAssignor)
+    except ImportError:  # pragma: no cover - during bootstrap only
+        pass
+    try:
+        from kaflite.assign.server import ServerRangeAssignor, UniformAssignor
+
+        _FACTORIES.setdefault("uniform", UniformAssignor)
+        _FACTORIES.setdefault("server-range", ServerRangeAssignor)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        from kaflite.assign.zookeeper import ZooKeeperRangeAssignor
+
+        _FACTORIES.setdefault("zookeeper", ZooKeeperRangeAssignor)
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def assignor_names() -> list[str]:
+    _builtin()
+    return list(_FACTORIES)
+
+
+def get_assignor(name: str) -> Any:
+    """A fresh assignor for Kafka's strategy name ("range", "roundrobin", "sticky", "cooperative-sticky",
+    "uniform", "server-range", "zookeeper") or a fully qualified Java class name of one of them."""
+    _builtin()
+    key = _JAVA_CLASS_NAMES.get(name, name)
+    try:
+        return _FACTORIES[key]()
+    except KeyError:
+        raise ValueError(f"unknown assignor {name!r}; allowed: {', '.join(_FACTORIES)}") from None
+
+
+_JAVA_CLASS_NAMES = {
+    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
+    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
+    "org.apache.kafka.clients.consumer.StickyAssignor": "sticky",
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "server-range",
+}
