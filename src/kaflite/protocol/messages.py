@@ -1,0 +1,190 @@
+"""Sans-IO request/response codec on top of kio's schemas: request header, body, response header.
+
+Rules (Kafka's `RequestHeader.json` / `ResponseHeader.json`):
+- the request header is v2 (flexible: tagged fields after client id) when the request's body version is
+  flexible, v1 otherwise; `client_id` is always a legacy int16-length string, even in v2;
+- the response header is v1 (correlation id + tagged fields) for flexible responses, v0 otherwise, except
+  ApiVersions whose response header is always v0 (clients parse it before they know the broker's versions);
+- unknown tagged fields are skipped and leftover bytes after a body are ignored (librdkafka sends three
+  extra bytes on Metadata v9+), never rejected.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+from kio.serial.readers import read_unsigned_varint
+
+__all__ = [
+    "API_VERSIONS_KEY",
+    "ProtocolError",
+    "RequestHeader",
+    "decode_request",
+    "encode_response",
+    "parse_request_header",
+    "request_schema",
+    "response_schema",
+]
+
+API_VERSIONS_KEY = 18
+_HEADER = struct.Struct(">hhih")
+_SIZE = struct.Struct(">i")
+_CORRELATION = struct.Struct(">i")
+
+
+class ProtocolError(Exception):
+    """A request that cannot be decoded (unknown api key/version, truncated or garbled body)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+@cache
+def request_schema(api_key: int, version: int) -> type[Any] | None:
+    """kio's request class for (api key, version), or None when kio has no such schema."""
+    try:
+        return load_request_schema(api_key, version)
+    except Exception:
+        return None
+
+
+@cache
+def response_schema(api_key: int, version: int) -> type[Any] | None:
+    try:
+        return load_response_schema(api_key, version)
+    except Exception:
+        return None
+
+
+def _is_flexible_request(api_key: int, version: int) -> bool:
+    schema = request_schema(api_key, version)
+    if schema is not None:
+        return bool(schema.__flexible__)
+    # A version kio does not know (newer than any schema): newer versions are flexible whenever the
+    # newest known one is, which is what Kafka assumes for an ApiVersions probe from a newer client.
+    newest = None
+    for v in range(version - 1, -1, -1):
+        newest = request_schema(api_key, v)
+        if newest is not None:
+            break
+    return bool(newest is not None and newest.__flexible__)
+
+
+def _skip_tagged_fields(buf: bytes | memoryview, offset: int) -> int:
+    count, n = read_unsigned_varint(buf, offset)
+    offset += n
+    for _ in range(count):
+        _tag, n = read_unsigned_varint(buf, offset)
+        offset += n
+        size, n = read_unsigned_varint(buf, offset)
+        offset += n + size
+    if offset > len(buf):
+        raise ProtocolError("tagged fields run past the end of the frame")
+    return offset
+
+
+def parse_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
+    """Parse the request header at the start of a frame; returns it and the offset of the body."""
+    if len(frame) < _HEADER.size:
+        raise ProtocolError(f"frame of {len(frame)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id, client_len = _HEADER.unpack_from(frame, 0)
+    offset = _HEADER.size
+    client_id: str | None = None
+    if client_len >= 0:
+        if offset + client_len > len(frame):
+            raise ProtocolError("client id runs past the end of the frame")
+        client_id = bytes(frame[offset : offset + client_len]).decode("utf-8", "replace")
+        offset += client_len
+    header = RequestHeader(api_key, api_version, correlation_id, client_id)
+    if _is_flexible_request(api_key, api_version):
+        try:
+            offset = _skip_tagged_fields(frame, offset)
+        except ProtocolError:
+            raise
+        except Exception as e:
+            raise ProtocolError(f"bad tagged fields in request header: {e}") from e
+    return header, offset
+
+
+def peek_correlation_id(frame: bytes | memoryview) -> int | None:
+    if len(frame) < 8:
+        return None
+    return int(_CORRELATION.unpack_from(frame, 4)[0])
+
+
+_READERS: dict[Any, Any] = {}
+_WRITERS: dict[Any, Any] = {}
+
+
+def _reader(schema: Any) -> Any:
+    r = _READERS.get(schema)
+    if r is None:
+        r = _READERS[schema] = entity_reader(schema)
+    return r
+
+
+def _writer(schema: Any) -> Any:
+    w = _WRITERS.get(schema)
+    if w is None:
+        w = _WRITERS[schema] = entity_writer(schema)
+    return w
+
+
+def decode_request(header: RequestHeader, frame: bytes | memoryview, offset: int) -> Any:
+    """Decode the body of a request with kio; trailing bytes are ignored."""
+    schema = request_schema(header.api_key, header.api_version)
+    if schema is None:
+        raise ProtocolError(f"no schema for api key {header.api_key} version {header.api_version}")
+    try:
+        body, _size = _reader(schema)(frame, offset)
+    except Exception as e:
+        raise ProtocolError(
+            f"cannot decode {schema.__name__} v{header.api_version}: {type(e).__name__}: {e}"
+        ) from e
+    return body
+
+
+def response_header_bytes(api_key: int, version: int, correlation_id: int) -> bytes:
+    flexible_header = api_key != API_VERSIONS_KEY and _is_flexible_response(api_key, version)
+    return _CORRELATION.pack(correlation_id) + (b"\x00" if flexible_header else b"")
+
+
+@cache
+def _is_flexible_response(api_key: int, version: int) -> bool:
+    schema = response_schema(api_key, version)
+    return bool(schema is not None and schema.__flexible__)
+
+
+def encode_body(response: Any) -> bytes:
+    buf = io.BytesIO()
+    _writer(type(response))(buf, response)
+    return buf.getvalue()
+
+
+def encode_response(
+    api_key: int, version: int, correlation_id: int, response: Any
+) -> list[bytes | memoryview]:
+    """Size prefix + response header + body of a kio response entity, ready for `writelines`."""
+    head = response_header_bytes(api_key, version, correlation_id)
+    body = encode_body(response)
+    return [_SIZE.pack(len(head) + len(body)), head, body]
+
+
+def encode_raw_response(
+    api_key: int, version: int, correlation_id: int, body_parts: list[bytes | memoryview]
+) -> list[bytes | memoryview]:
+    """Size prefix + response header around a body already encoded as a list of buffers (hot paths)."""
+    head = response_header_bytes(api_key, version, correlation_id)
+    size = len(head) + sum(len(p) for p in body_parts)
+    return [_SIZE.pack(size), head, *body_parts]

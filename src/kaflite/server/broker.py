@@ -1,0 +1,278 @@
+"""The broker: everything handlers share (config, storage, metadata image, purgatory, clock).
+
+Rules:
+- single node: this broker leads every partition (leader epoch 0), ISR = {this broker}, so the high
+  watermark of a partition is its log end offset as soon as an append returns (after the fsync when the
+  log is in flush-before-ack mode, `log.flush.interval.messages=1`);
+- every append completes the purgatory key `("fetch", topic, partition)`, which wakes long-polling
+  fetchers in the same loop iteration;
+- topics are created in the metadata image (persisted) before their logs, and deleted from the image
+  before their logs are removed, so a crash in between never leaves a half-visible topic;
+- all state is touched only from the event loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from kaflite.cluster.metadata import MetadataImage, TopicImage, validate_topic_name
+from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.purgatory import Purgatory
+
+__all__ = ["Broker", "FALLBACK_DEFAULTS", "Listener", "parse_listeners", "fetch_key"]
+
+log = logging.getLogger("kaflite.server")
+
+# Kafka's defaults for the keys the broker core reads; used when the config object lacks a key.
+FALLBACK_DEFAULTS: dict[str, Any] = {
+    "broker.id": 0,
+    "listeners": "PLAINTEXT://127.0.0.1:9092",
+    "advertised.listeners": None,
+    "log.dirs": "./kaflite-data",
+    "num.partitions": 1,
+    "default.replication.factor": 1,
+    "auto.create.topics.enable": True,
+    "message.max.bytes": 1048588,
+    "socket.request.max.bytes": 104857600,
+    "offsets.topic.num.partitions": 50,
+    "log.retention.check.interval.ms": 300000,
+    "log.flush.interval.messages": 9223372036854775807,
+    "log.flush.scheduler.interval.ms": 9223372036854775807,
+    "group.initial.rebalance.delay.ms": 3000,
+    "delete.topic.enable": True,
+}
+
+
+class Listener:
+    __slots__ = ("name", "host", "port")
+
+    def __init__(self, name: str, host: str, port: int) -> None:
+        self.name, self.host, self.port = name, host, port
+
+    def __repr__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def parse_listeners(value: Any) -> list[Listener]:
+    """`PLAINTEXT://host:port[,NAME://host:port]` (a string or a list of such strings)."""
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    out = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        if isinstance(item, Listener):
+            out.append(item)
+            continue
+        name, sep, rest = item.partition("://")
+        if not sep:
+            name, rest = "PLAINTEXT", item
+        host, _, port = rest.rpartition(":")
+        out.append(Listener(name.upper(), host.strip("[]"), int(port)))
+    return out
+
+
+def fetch_key(topic: str, partition: int) -> tuple[str, str, int]:
+    return ("fetch", topic, partition)
+
+
+class Broker:
+    """Shared state of one broker process. Create, `await start()`, serve, `await stop()`."""
+
+    def __init__(self, config: Any, *, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self._clock = clock
+        node_id = getattr(config, "broker_id", None)
+        self.node_id = max(0, int(node_id if node_id is not None else self.setting("broker.id")))
+        dirs = self.setting("log.dirs")
+        if dirs is None:
+            dirs = [self.setting("log.dir")]
+        elif isinstance(dirs, str):
+            dirs = [d for d in dirs.split(",") if d.strip()]
+        self.log_dirs = [Path(d).expanduser() for d in dirs]
+        self.metadata = MetadataImage(self.log_dirs[0] if self.log_dirs else None, self.node_id)
+        self.purgatory = Purgatory()
+        self.log_manager: Any = None
+        self.advertised: Listener = Listener("PLAINTEXT", "127.0.0.1", 9092)
+        self._tasks: list[asyncio.Task[None]] = []
+        self.producer_ids = ProducerIdManager()
+        # Extension slot for other subsystems (e.g. the group coordinator) to hang their state on.
+        self.extensions: dict[str, Any] = {}
+        self.registry: Any = None  # the handler Registry, set by the server (ApiVersions reads it)
+
+    # -- config ------------------------------------------------------------------------------------
+    def setting(self, key: str) -> Any:
+        """The typed value of a broker config key, falling back to Kafka's default."""
+        try:
+            return self.config[key]
+        except Exception:
+            if key in FALLBACK_DEFAULTS:
+                return FALLBACK_DEFAULTS[key]
+            raise
+
+    def now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    async def start(self) -> None:
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        try:
+            from kaflite.storage import LogManager  # type: ignore[attr-defined,unused-ignore]
+        except ImportError:  # storage engine not landed yet: metadata-only broker
+            LogManager = None  # noqa: N806
+        on_disk: list[tuple[str, int]] = []
+        if LogManager is not None:
+            self.log_manager = LogManager(self.log_dirs, self._default_log_config(), self.now_ms)
+            self.log_manager.load()
+            on_disk = [(lg.topic, lg.partition) for lg in self.log_manager.logs()]
+        self.metadata.load(on_disk)
+        for topic in list(self.metadata.topics.values()):
+            self._open_partitions(topic, 0)
+        if self.log_manager is not None:
+            self._tasks.append(asyncio.ensure_future(self._housekeeping()))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+        if self.log_manager is not None:
+            self.log_manager.close()
+            self.log_manager = None
+
+    async def _housekeeping(self) -> None:
+        retention_every = max(100, int(self.setting("log.retention.check.interval.ms")))
+        flush_every = max(10, min(1000, int(self.setting("log.flush.scheduler.interval.ms"))))
+        next_retention = self.now_ms() + retention_every
+        while True:
+            await asyncio.sleep(flush_every / 1000.0)
+            now = self.now_ms()
+            try:
+                self.log_manager.flush_due(now)
+                if now >= next_retention:
+                    next_retention = now + retention_every
+                    self.log_manager.run_retention(now)
+            except Exception:
+                log.exception("housekeeping failed")
+
+    # -- storage glue ------------------------------------------------------------------------------
+    def _default_log_config(self) -> Any:
+        from kaflite.server.logconfig import log_config_for
+
+        return log_config_for(self, {})
+
+    def _log_config(self, topic: TopicImage) -> Any:
+        from kaflite.server.logconfig import log_config_for
+
+        return log_config_for(self, topic.configs)
+
+    def _open_partitions(self, topic: TopicImage, first: int) -> None:
+        if self.log_manager is None:
+            return
+        cfg = self._log_config(topic)
+        for p in range(first, topic.num_partitions):
+            self.log_manager.get_or_create(topic.name, p, cfg)
+
+    def get_log(self, topic: str, partition: int) -> Any:
+        """The partition's Log, or raise UNKNOWN_TOPIC_OR_PARTITION."""
+        if not self.metadata.has_partition(topic, partition):
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{topic}-{partition} does not exist")
+        lg = self.log_manager.get(topic, partition)
+        if lg is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{topic}-{partition} has no log")
+        return lg
+
+    def append(self, topic: str, partition: int, records: bytes | memoryview) -> Any:
+        """Append a producer's batch(es) as leader; advances the high watermark and wakes fetchers."""
+        lg = self.get_log(topic, partition)
+        result = lg.append(records, leader_epoch=0, now_ms=self.now_ms())
+        lg.update_high_watermark(lg.log_end_offset)
+        self.purgatory.complete(fetch_key(topic, partition))
+        return result
+
+    # -- topics ------------------------------------------------------------------------------------
+    def create_topic(
+        self, name: str, num_partitions: int | None = None, configs: Mapping[str, str] | None = None
+    ) -> TopicImage:
+        if num_partitions is None or num_partitions == -1:
+            num_partitions = int(self.setting("num.partitions"))
+        topic = self.metadata.add_topic(name, num_partitions, dict(configs or {}))
+        self._open_partitions(topic, 0)
+        log.info("created topic %s with %d partition(s)", name, num_partitions)
+        return topic
+
+    def ensure_topic(
+        self, name: str, num_partitions: int | None = None, configs: Mapping[str, str] | None = None
+    ) -> TopicImage:
+        """The topic, created first when missing (auto-create, internal topics)."""
+        existing = self.metadata.topics.get(name)
+        if existing is not None:
+            return existing
+        return self.create_topic(name, num_partitions, configs)
+
+    def delete_topic(self, name: str) -> TopicImage:
+        topic = self.metadata.remove_topic(name)
+        for p in range(topic.num_partitions):
+            try:
+                self.log_manager.delete(name, p)
+            except Exception:
+                log.exception("deleting log %s-%d failed", name, p)
+            self.purgatory.complete(fetch_key(name, p))
+        log.info("deleted topic %s", name)
+        return topic
+
+    def create_partitions(self, name: str, count: int) -> None:
+        topic = self.metadata.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
+        old = topic.num_partitions
+        self.metadata.set_partition_count(name, count)
+        self._open_partitions(topic, old)
+
+    def can_auto_create(self, name: str) -> bool:
+        if not self.setting("auto.create.topics.enable"):
+            return False
+        try:
+            validate_topic_name(name)
+        except KafkaError:
+            return False
+        return True
+
+    # -- addresses ---------------------------------------------------------------------------------
+    def set_bound_address(self, host: str, port: int) -> None:
+        """Record the address actually bound; `advertised.listeners` defaults to it (port 0 resolved)."""
+        advertised = parse_listeners(self.setting("advertised.listeners"))
+        if advertised:
+            self.advertised = advertised[0]
+            if self.advertised.port == 0:
+                self.advertised.port = port
+        else:
+            if host in ("", "0.0.0.0", "::"):
+                host = socket.getfqdn()
+            self.advertised = Listener("PLAINTEXT", host, port)
+
+
+class ProducerIdManager:
+    """Hands out producer ids (InitProducerId). Single node: a counter seeded from the clock so ids from
+    before a restart are not reused while their sequence state could still be in the logs."""
+
+    def __init__(self) -> None:
+        self._next = int(time.time() * 1000) & 0x0000_7FFF_FFFF_FFFF
+
+    def next_id(self) -> int:
+        pid = self._next
+        self._next += 1
+        return pid

@@ -1,0 +1,144 @@
+"""The asyncio shell of one client connection: bytes in, frames to the dispatcher, responses out in order.
+
+Rules:
+- requests of one connection are handled one at a time, in arrival order, and their responses are
+  written in that order (Kafka mutes a channel while a request is in flight), so pipelining clients
+  (librdkafka keeps up to 5 produce requests in flight) get answers in order;
+- backpressure: reading pauses when too many frames are queued, or while the socket's write buffer is
+  above its high-water mark, and resumes when both drain;
+- a framing or protocol violation logs one line and closes only this connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections import deque
+
+from kaflite.protocol.framing import FrameDecoder, FrameError
+from kaflite.server.dispatcher import CloseConnection, Dispatcher
+
+__all__ = ["KafkaConnection"]
+
+log = logging.getLogger("kaflite.server")
+
+MAX_QUEUED_FRAMES = 16
+_ids = itertools.count(1)
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, dispatcher: Dispatcher, max_frame_bytes: int, registry_of: set[KafkaConnection]) -> None:
+        self.dispatcher = dispatcher
+        self.decoder = FrameDecoder(max_frame_bytes)
+        self.frames: deque[bytes] = deque()
+        self.transport: asyncio.Transport | None = None
+        self.peer = ""
+        self.id = next(_ids)
+        self._wakeup: asyncio.Future[None] | None = None
+        self._writable: asyncio.Future[None] | None = None
+        self._reading_paused = False
+        self._closed = False
+        self._worker: asyncio.Task[None] | None = None
+        self._all = registry_of
+
+    # -- asyncio.Protocol --------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not subclasses
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self._all.add(self)
+        self._worker = asyncio.ensure_future(self._run())
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        try:
+            frames = self.decoder.feed(data)
+        except FrameError as e:
+            self.abort(f"framing error: {e}")
+            return
+        if frames:
+            self.frames.extend(frames)
+            self._wake()
+            if len(self.frames) >= MAX_QUEUED_FRAMES:
+                self._pause_reading()
+
+    def eof_received(self) -> bool | None:
+        return None  # close the transport; queued requests are dropped like Kafka does
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._all.discard(self)
+        self._wake()
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    def pause_writing(self) -> None:
+        if self._writable is None or self._writable.done():
+            self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    # -- worker ------------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        host = self.peer.rpartition(":")[0]
+        while not self._closed:
+            if not self.frames:
+                self._wakeup = loop.create_future()
+                await self._wakeup
+                continue
+            frame = self.frames.popleft()
+            if self._reading_paused and len(self.frames) < MAX_QUEUED_FRAMES // 2:
+                self._resume_reading()
+            try:
+                out = await self.dispatcher.dispatch(frame, host, self.id)
+            except CloseConnection as e:
+                self.abort(str(e))
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.exception("request from %s failed; closing the connection", self.peer)
+                self.abort(f"{type(e).__name__}: {e}", quiet=True)
+                return
+            if out is None or self._closed or self.transport is None:
+                continue
+            self.transport.writelines(out)
+            if self._writable is not None and not self._writable.done():
+                await self._writable
+
+    def _wake(self) -> None:
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self.transport is not None:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._reading_paused and self.transport is not None and not self._closed:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    def abort(self, reason: str, quiet: bool = False) -> None:
+        if not quiet:
+            log.warning("closing connection from %s: %s", self.peer, reason)
+        self._closed = True
+        self.frames.clear()
+        self._wake()
+        if self.transport is not None:
+            self.transport.close()
+
+    async def shutdown(self) -> None:
+        self.abort("broker shutting down", quiet=True)
+        if self._worker is not None:
+            self._worker.cancel()
+            try:
+                await self._worker
+            except (asyncio.CancelledError, Exception):
+                pass

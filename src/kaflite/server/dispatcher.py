@@ -1,0 +1,81 @@
+"""From one request frame to the buffers of its response: header, registry lookup, decode, handle, encode.
+
+Rules (what Kafka's SocketServer/KafkaApis do):
+- ApiVersions at a version the broker does not serve gets a v0 response with UNSUPPORTED_VERSION (35)
+  and the full API list, so any client can learn what to speak;
+- any other unknown api key or unsupported version, or a body that does not decode, is a protocol
+  violation: the connection is closed (`CloseConnection`) with one log line;
+- a handler returning None means "no response" (Produce with acks=0).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kaflite.protocol.errors import ErrorCode
+from kaflite.protocol.messages import (
+    API_VERSIONS_KEY,
+    ProtocolError,
+    decode_request,
+    encode_raw_response,
+    encode_response,
+    parse_request_header,
+)
+from kaflite.server.context import RequestContext
+from kaflite.server.handlers import EncodedBody, Registry
+
+if TYPE_CHECKING:
+    from kaflite.server.broker import Broker
+
+__all__ = ["CloseConnection", "Dispatcher"]
+
+log = logging.getLogger("kaflite.server")
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; the connection must be closed."""
+
+
+class Dispatcher:
+    def __init__(self, broker: Broker, registry: Registry) -> None:
+        self.broker = broker
+        self.registry = registry
+
+    async def dispatch(
+        self, frame: bytes, client_host: str = "", connection_id: int = 0
+    ) -> list[bytes | memoryview] | None:
+        try:
+            header, offset = parse_request_header(frame)
+        except ProtocolError as e:
+            raise CloseConnection(f"bad request header: {e}") from e
+        handler = self.registry.lookup(header.api_key, header.api_version)
+        if handler is None:
+            if header.api_key == API_VERSIONS_KEY:
+                return self.unsupported_api_versions(header.correlation_id)
+            if self.registry.has_api(header.api_key):
+                raise CloseConnection(
+                    f"unsupported version {header.api_version} of api key {header.api_key}"
+                )
+            raise CloseConnection(f"unknown api key {header.api_key} (version {header.api_version})")
+        try:
+            request = decode_request(header, frame, offset)
+        except ProtocolError as e:
+            raise CloseConnection(str(e)) from e
+        ctx = RequestContext(self.broker, header, client_host, connection_id)
+        response = await handler(ctx, request)
+        if response is None:
+            return None
+        if isinstance(response, EncodedBody):
+            return encode_raw_response(header.api_key, header.api_version, header.correlation_id, response.parts)
+        return encode_response(header.api_key, header.api_version, header.correlation_id, response)
+
+    def unsupported_api_versions(self, correlation_id: int) -> list[bytes | memoryview]:
+        from kaflite.server.handlers.api_versions import api_versions_response
+
+        response = api_versions_response(self.registry, 0, ErrorCode.unsupported_version)
+        return encode_response(API_VERSIONS_KEY, 0, correlation_id, response)
+
+
+def describe(frame: Any) -> str:
+    return f"{len(frame)} bytes"

@@ -1,0 +1,175 @@
+"""`EmbeddedBroker`: a real kaflite broker inside the current process, for tests and notebooks.
+
+    with EmbeddedBroker() as broker:            # or: async with EmbeddedBroker() as broker
+        Producer({"bootstrap.servers": broker.bootstrap})
+
+The broker runs its asyncio server (uvloop when available) on a background thread with its own event loop,
+listens on 127.0.0.1 (an ephemeral port unless `port` is given) and keeps its data in `data_dir` (a
+temporary directory, removed on stop, when None). `dev=True` applies the `--dev` profile (no initial
+rebalance delay, small segments).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from kaflite.server.app import KafkaServer, new_event_loop
+
+__all__ = ["EmbeddedBroker", "load_broker_config"]
+
+
+def load_broker_config(overrides: dict[str, str], dev: bool) -> Any:
+    """The CLI engineer's `BrokerConfig` when present, otherwise a plain dict of the overrides (the broker
+    falls back to Kafka's defaults for missing keys)."""
+    try:
+        from kaflite.server.config import BrokerConfig
+    except ImportError:
+        return _coerce(overrides)
+    return BrokerConfig.load(None, overrides=overrides, dev=dev)
+
+
+def _coerce(raw: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in raw.items():
+        if v.lower() in ("true", "false"):
+            out[k] = v.lower() == "true"
+        else:
+            try:
+                out[k] = int(v)
+            except ValueError:
+                out[k] = v
+    return out
+
+
+class EmbeddedBroker:
+    def __init__(
+        self,
+        data_dir: Path | None = None,
+        port: int = 0,
+        overrides: dict[str, str] | None = None,
+        dev: bool = True,
+    ) -> None:
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self._requested_port = port
+        self.overrides = dict(overrides or {})
+        self.dev = dev
+        self.port = 0
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: KafkaServer | None = None
+        self._stopped: asyncio.Event | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def server(self) -> KafkaServer:
+        assert self._server is not None, "broker not started"
+        return self._server
+
+    def start(self) -> EmbeddedBroker:
+        if self._thread is not None:
+            return self
+        if self.data_dir is None:
+            self.data_dir = Path(tempfile.mkdtemp(prefix="kaflite-"))
+        overrides = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self._requested_port}",
+            "log.dirs": str(self.data_dir),
+            **self.overrides,
+        }
+        config = load_broker_config(overrides, self.dev)
+        started: Future[None] = Future()
+        self._thread = threading.Thread(
+            target=self._serve, args=(config, started), name="kaflite-broker", daemon=True
+        )
+        self._thread.start()
+        try:
+            started.result(timeout=30)
+        except BaseException:
+            self._thread.join(5)
+            self._thread = None
+            raise
+        return self
+
+    def _serve(self, config: Any, started: Future[None]) -> None:
+        loop = new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+
+        async def main() -> None:
+            self._stopped = asyncio.Event()
+            server = KafkaServer(config)
+            try:
+                await server.start()
+            except BaseException as e:
+                started.set_exception(e)
+                return
+            self._server = server
+            self.port = server.port
+            started.set_result(None)
+            try:
+                await self._stopped.wait()
+            finally:
+                await server.stop()
+
+        try:
+            loop.run_until_complete(main())
+        finally:
+            loop.close()
+
+    def stop(self) -> None:
+        thread, loop = self._thread, self._loop
+        if thread is None or loop is None:
+            return
+        if self._stopped is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._stopped.set)
+            except RuntimeError:
+                pass
+        thread.join(30)
+        self._thread = None
+        self._loop = None
+        self._server = None
+        if self._own_dir and self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir = None
+
+    def call(self, fn: Any, *args: Any) -> Any:
+        """Run `fn(*args)` on the broker's loop thread and return its result (for tests and tools)."""
+        assert self._loop is not None
+        fut: Future[Any] = Future()
+
+        def run() -> None:
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as e:
+                fut.set_exception(e)
+
+        self._loop.call_soon_threadsafe(run)
+        return fut.result(timeout=30)
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> EmbeddedBroker:
+        await asyncio.get_running_loop().run_in_executor(None, self.start)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.stop)

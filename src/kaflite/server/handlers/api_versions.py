@@ -1,0 +1,33 @@
+"""ApiVersions (key 18): the version ranges derived from the handler registry.
+
+Rules: v0-4 are served; an unsupported version is answered by the dispatcher in v0 with
+UNSUPPORTED_VERSION and the full list (KIP-511); default-valued tagged fields (supported/finalized
+features, zk_migration_ready) are omitted, which librdkafka 2.0 (Debian's kcat) needs to parse it.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kaflite.protocol.errors import ErrorCode
+from kaflite.server.context import RequestContext, build, response_module
+from kaflite.server.handlers import ApiTable, Registry
+
+API_KEY = 18
+_ZERO = datetime.timedelta(0)
+
+
+def api_versions_response(registry: Registry, version: int, error: ErrorCode = ErrorCode.none) -> Any:
+    mod = response_module(API_KEY, version)
+    keys = tuple(
+        build(mod.ApiVersion, api_key=k, min_version=lo, max_version=hi) for k, lo, hi in registry.ranges()
+    )
+    return build(mod.ApiVersionsResponse, error_code=error, api_keys=keys, throttle_time=_ZERO)
+
+
+async def handle_api_versions(ctx: RequestContext, request: Any) -> Any:
+    return api_versions_response(ctx.broker.registry, ctx.api_version)
+
+
+APIS: ApiTable = {API_KEY: (0, 4, handle_api_versions)}
