@@ -1,0 +1,249 @@
+"""The I/O shell of the connector: everything that talks to a Kafka broker, through confluent-kafka
+(librdkafka), so the connector works against kaflite and against any Kafka cluster.
+
+- OffsetReader (driver): topic discovery for the subscription, earliest / latest / by-timestamp offsets.
+- read_range (executor): the records of one OffsetRange as Arrow batches.
+- Clients are created lazily and never pickled: Spark pickles readers and input partitions.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from kaflite.spark.arrow import records_to_batch
+from kaflite.spark.offsets import OffsetRange, PartitionOffsets
+from kaflite.spark.offsets import TopicPartition as TP
+from kaflite.spark.options import ASSIGN, EARLIEST, LATEST, OffsetSpec, OptionError, ReaderOptions
+
+log = logging.getLogger("kaflite.spark")
+
+INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE = (
+    "Some data may have been lost because they are not available in Kafka any more; either the data was "
+    "aged out by Kafka or the topic may have been deleted before all the data in the topic was processed. "
+    "If you don't want your streaming query to fail on such cases, set the source option "
+    '"failOnDataLoss" to "false".'
+)
+INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE = (
+    "Some data may have been lost because they are not available in Kafka any more; either the data was "
+    "aged out by Kafka or the topic may have been deleted before all the data in the topic was processed. "
+    'If you want your streaming query to fail on such cases, set the source option "failOnDataLoss" to "true".'
+)
+
+_BATCH_RECORDS = 10_000  # records per consume() call and per Arrow batch (Spark's default arrow batch size)
+
+
+class DataLossError(RuntimeError):
+    """Offsets the query needs are gone (retention, deleted topic) and failOnDataLoss is true."""
+
+
+def data_loss_reporter(fail_on_data_loss: bool) -> Callable[[str], None]:
+    def report(message: str) -> None:
+        if fail_on_data_loss:
+            raise DataLossError(f"{message}. {INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE}")
+        log.warning("%s. %s", message, INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE)
+
+    return report
+
+
+def consumer_config(conf: dict[str, str], role: str) -> dict[str, Any]:
+    """librdkafka consumer settings: the user's `kafka.*` options plus what the connector owns."""
+    out: dict[str, Any] = {
+        # Spark's Java consumer reads uncommitted by default; librdkafka's default is read_committed
+        "isolation.level": "read_uncommitted",
+        "group.id": f"spark-kafka-source-{uuid.uuid4()}-{role}",
+        "session.timeout.ms": 45_000,
+    }
+    out.update(conf)
+    # offsets live in Spark's checkpoint, never in the group: these are not the user's to change
+    out.update({"enable.auto.commit": False, "enable.auto.offset.store": False, "auto.offset.reset": "error"})
+    return out
+
+
+class OffsetReader:
+    """Driver-side offset lookups for one source (Spark's KafkaOffsetReader)."""
+
+    def __init__(self, options: ReaderOptions, timeout_s: float = 30.0) -> None:
+        self.options = options
+        self.timeout_s = timeout_s
+        self._consumer: Consumer | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_consumer"] = None
+        return state
+
+    @property
+    def consumer(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(consumer_config(self.options.client_config, "driver"))
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def partitions(self) -> list[TP]:
+        """The partitions the subscription names right now (new topics/partitions included)."""
+        if self.options.strategy == ASSIGN:
+            return sorted(set(self.options.assigned))
+        md = self.consumer.list_topics(timeout=self.timeout_s)
+        out: list[TP] = []
+        for name, topic in md.topics.items():
+            if topic.error is not None or name.startswith("__") or not self.options.matches(name):
+                continue
+            out.extend((name, p) for p in topic.partitions)
+        return sorted(out)
+
+    def _watermarks(self, tp: TP) -> tuple[int, int]:
+        low, high = self.consumer.get_watermark_offsets(
+            TopicPartition(tp[0], tp[1]), timeout=self.timeout_s, cached=False
+        )
+        return int(low), int(high)
+
+    def earliest(self, tps: Iterable[TP]) -> PartitionOffsets:
+        return {tp: self._watermarks(tp)[0] for tp in tps}
+
+    def latest(self, tps: Iterable[TP]) -> PartitionOffsets:
+        return {tp: self._watermarks(tp)[1] for tp in tps}
+
+    def by_timestamp(self, stamps: dict[TP, int], starting: bool, no_match: str) -> PartitionOffsets:
+        """The first offset whose timestamp is >= the given one. No such record: for an ending offset the
+        latest offset; for a starting one an error, or the latest offset with strategy 'latest'."""
+        if not stamps:
+            return {}
+        found = self.consumer.offsets_for_times(
+            [TopicPartition(t, p, ts) for (t, p), ts in stamps.items()], timeout=self.timeout_s
+        )
+        out: PartitionOffsets = {}
+        for tpo in found:
+            tp = (tpo.topic, tpo.partition)
+            if tpo.error is not None:
+                raise KafkaException(tpo.error)
+            if tpo.offset >= 0:
+                out[tp] = tpo.offset
+            elif not starting or no_match == "latest":
+                out[tp] = self._watermarks(tp)[1]
+            else:
+                raise OptionError(
+                    f"No offset matched from request of topic-partition {tp[0]}-{tp[1]} and timestamp "
+                    f"{stamps[tp]}. Set the option 'startingOffsetsByTimestampStrategy' to 'latest' to start "
+                    "from the latest offset in that case."
+                )
+        return out
+
+    def resolve(self, spec: OffsetSpec, starting: bool) -> PartitionOffsets:
+        """An OffsetSpec made concrete for every partition of the subscription."""
+        tps = self.partitions()
+        if spec.kind == "earliest":
+            return self.earliest(tps)
+        if spec.kind == "latest":
+            return self.latest(tps)
+        if spec.kind == "timestamp":
+            assert spec.timestamp is not None
+            return self.by_timestamp({tp: spec.timestamp for tp in tps}, starting, spec.no_match)
+        name = ("starting" if starting else "ending") + (
+            "Offsets" if spec.kind == "offsets" else "OffsetsByTimestamp"
+        )
+        if set(spec.offsets) != set(tps):
+            raise OptionError(
+                f"If {name} contains specific offsets, you must specify all TopicPartitions. Use -1 for latest, "
+                f"-2 for earliest. Specified: {sorted(spec.offsets)} Assigned: {sorted(tps)}"
+            )
+        if spec.kind == "timestamps":
+            return self.by_timestamp(dict(spec.offsets), starting, spec.no_match)
+        out: PartitionOffsets = {}
+        for tp, off in spec.offsets.items():
+            if off == EARLIEST:
+                out[tp] = self.earliest([tp])[tp]
+            elif off == LATEST:
+                out[tp] = self.latest([tp])[tp]
+            else:
+                out[tp] = off
+        return out
+
+
+def read_range(
+    conf: dict[str, str],
+    r: OffsetRange,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+    poll_timeout_ms: int,
+) -> Iterator[pa.RecordBatch]:
+    """The records of [r.from_offset, r.until_offset) as Arrow batches (executor side).
+
+    Records missing inside the range because of compaction or transaction markers are simply absent;
+    records missing because retention deleted them are data loss (raised, or skipped with a warning).
+    """
+    report = data_loss_reporter(fail_on_data_loss)
+    consumer = Consumer(consumer_config(conf, "executor") | {"enable.partition.eof": True})
+    try:
+        tp = TopicPartition(r.topic, r.partition)
+        low, high = consumer.get_watermark_offsets(tp, timeout=poll_timeout_ms / 1000, cached=False)
+        begin, until = r.from_offset, r.until_offset
+        if low > begin:
+            report(
+                f"Cannot fetch offset {begin} of {r.topic}-{r.partition} (earliest available offset is {low})"
+            )
+            begin = low
+        if high < until:
+            report(f"Offsets [{high}, {until}) of {r.topic}-{r.partition} are no longer in the log")
+            until = high
+        if begin >= until:
+            return
+        consumer.assign([TopicPartition(r.topic, r.partition, begin)])
+        next_offset = begin
+        deadline = time.monotonic() + poll_timeout_ms / 1000
+        while next_offset < until:
+            msgs = consumer.consume(num_messages=min(_BATCH_RECORDS, until - next_offset), timeout=0.5)
+            records = []
+            at_end = False
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        at_end = True
+                        continue
+                    if err.code() == KafkaError._AUTO_OFFSET_RESET:
+                        # retention deleted the offset between the watermark check and the fetch
+                        low = consumer.get_watermark_offsets(
+                            tp, timeout=poll_timeout_ms / 1000, cached=False
+                        )[0]
+                        report(
+                            f"Cannot fetch offset {next_offset} of {r.topic}-{r.partition} "
+                            f"(earliest available offset is {low})"
+                        )
+                        next_offset = max(next_offset, low)
+                        consumer.assign([TopicPartition(r.topic, r.partition, next_offset)])
+                        break
+                    raise KafkaException(err)
+                offset = int(m.offset() or 0)
+                if offset >= until:
+                    next_offset = until
+                    break
+                records.append(m)
+                next_offset = offset + 1
+            if records:
+                deadline = time.monotonic() + poll_timeout_ms / 1000
+                yield records_to_batch(r.topic, r.partition, records, include_headers)
+            if at_end and next_offset < until:
+                # the end of the log before `until`: the offsets left were compaction or transaction
+                # marker gaps, unless the log was truncated below `until` since the range was planned
+                high = consumer.get_watermark_offsets(tp, timeout=poll_timeout_ms / 1000, cached=False)[1]
+                if high < until:
+                    report(f"Offsets [{high}, {until}) of {r.topic}-{r.partition} are no longer in the log")
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"Cannot fetch records in [{next_offset}, {until}) of {r.topic}-{r.partition} within "
+                    f"kafkaConsumer.pollTimeoutMs={poll_timeout_ms}"
+                )
+    finally:
+        consumer.close()

@@ -1,0 +1,194 @@
+"""The sink: Arrow batches of (value, key, topic, partition, headers) produced to Kafka (S-40).
+
+Placement: an explicit `partition` wins; otherwise librdkafka's `murmur2_random` partitioner puts a
+keyed row where the Java client would (`toPositive(murmur2(key)) % numPartitions`). Delivery is at least
+once: a task waits for every acknowledgement and fails if one is missing, so Spark retries it. For
+idempotent consumers downstream, the `batchIdHeader` option stamps each record of a streaming
+micro-batch with the batch id (a header), so a replayed batch can be recognised.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
+
+from kaflite.spark.options import OptionError, WriterOptions
+
+log = logging.getLogger("kaflite.spark")
+
+# Spark sets this local property on every task of a micro-batch (MicroBatchExecution.BATCH_ID_KEY)
+_BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+def validate_write_schema(schema: StructType, topic_option: str | None) -> None:
+    """Spark's KafkaWriter.validateQuery: the columns the sink understands, with their allowed types."""
+    fields = {f.name.lower(): f.dataType for f in schema.fields}
+    if "value" not in fields:
+        raise OptionError("Required attribute 'value' not found")
+    if not isinstance(fields["value"], StringType | BinaryType):
+        raise OptionError(
+            f"value attribute type must be a string or binary, got {fields['value'].simpleString()}"
+        )
+    if "key" in fields and not isinstance(fields["key"], StringType | BinaryType):
+        raise OptionError(
+            f"key attribute type must be a string or binary, got {fields['key'].simpleString()}"
+        )
+    if "topic" in fields:
+        if not isinstance(fields["topic"], StringType):
+            raise OptionError(f"topic attribute type must be a string, got {fields['topic'].simpleString()}")
+    elif topic_option is None:
+        raise OptionError(
+            "topic option required when no 'topic' attribute is present. Use the topic option for setting a topic."
+        )
+    if "partition" in fields and not isinstance(fields["partition"], IntegerType):
+        raise OptionError(
+            f"partition attribute type must be an int, got {fields['partition'].simpleString()}"
+        )
+    if "headers" in fields:
+        h = fields["headers"]
+        ok = (
+            isinstance(h, ArrayType)
+            and isinstance(h.elementType, StructType)
+            and [f.name for f in h.elementType.fields] == ["key", "value"]
+            and isinstance(h.elementType.fields[0].dataType, StringType)
+            and isinstance(h.elementType.fields[1].dataType, BinaryType)
+        )
+        if not ok:
+            raise OptionError(
+                f"headers attribute type must be an array<struct<key:string,value:binary>>, got {h.simpleString()}"
+            )
+
+
+@dataclass
+class KafkaCommitMessage(WriterCommitMessage):
+    records: int
+    batch_id: int | None = None
+
+
+def producer_config(options: WriterOptions) -> dict[str, Any]:
+    conf: dict[str, Any] = {
+        # Java's default partitioner for keyed records: toPositive(murmur2(key)) % numPartitions
+        "partitioner": "murmur2_random",
+        "linger.ms": 5,
+        "acks": "all",
+    }
+    conf.update(options.client_config)
+    return conf
+
+
+def _bytes(v: Any) -> bytes | None:
+    if v is None or isinstance(v, bytes):
+        return v
+    if isinstance(v, str):
+        return v.encode("utf-8")
+    return bytes(v)
+
+
+def _batch_id() -> int | None:
+    try:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        raw = ctx.getLocalProperty(_BATCH_ID_PROPERTY) if ctx is not None else None
+        return int(raw) if raw is not None else None
+    except Exception:  # noqa: BLE001 - no task context outside Spark (tests, local use)
+        return None
+
+
+def produce_batches(options: WriterOptions, batches: Iterator[pa.RecordBatch], batch_id: int | None) -> int:
+    """Produce every row; return how many were acknowledged. Raises if any delivery failed."""
+    from confluent_kafka import Producer
+
+    producer = Producer(producer_config(options))
+    failures: list[str] = []
+    acked = 0
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        nonlocal acked
+        if err is not None:
+            failures.append(f"{msg.topic()}: {err}")
+        else:
+            acked += 1
+
+    sent = 0
+    stamp = (
+        [(options.batch_id_header, str(batch_id).encode())]
+        if options.batch_id_header and batch_id is not None
+        else []
+    )
+    for batch in batches:
+        names = [n.lower() for n in batch.schema.names]
+        cols = {n: batch.column(i).to_pylist() for i, n in enumerate(names)}
+        n = batch.num_rows
+        values = cols["value"]
+        keys = cols.get("key", [None] * n)
+        topics = [options.topic] * n if options.topic is not None else cols.get("topic", [None] * n)
+        parts = cols.get("partition", [None] * n)
+        headers = cols.get("headers", [None] * n)
+        for i in range(n):
+            topic = topics[i]
+            if topic is None:
+                raise OptionError(
+                    "null topic present in the data. Use the topic option for setting a default topic."
+                )
+            kwargs: dict[str, Any] = {"on_delivery": on_delivery}
+            if parts[i] is not None:
+                kwargs["partition"] = parts[i]
+            h = [(e["key"], e["value"]) for e in headers[i]] if headers[i] else []
+            if stamp:
+                h = h + stamp
+            if h:
+                kwargs["headers"] = h
+            while True:
+                try:
+                    producer.produce(topic, _bytes(values[i]), _bytes(keys[i]), **kwargs)
+                    break
+                except BufferError:
+                    producer.poll(0.05)  # local queue full: let deliveries drain
+            sent += 1
+        producer.poll(0)
+    remaining = producer.flush(120)
+    if failures or remaining:
+        raise RuntimeError(
+            f"Kafka sink: {len(failures)} of {sent} records failed"
+            + (f", {remaining} unacknowledged after 120 s" if remaining else "")
+            + (f"; first error: {failures[0]}" if failures else "")
+        )
+    return acked
+
+
+class KafkaBatchWriter(DataSourceArrowWriter):
+    def __init__(self, options: WriterOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        return KafkaCommitMessage(records=produce_batches(self.options, iterator, None))
+
+
+class KafkaStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, options: WriterOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        batch_id = _batch_id()
+        return KafkaCommitMessage(
+            records=produce_batches(self.options, iterator, batch_id), batch_id=batch_id
+        )
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        total = sum(m.records for m in messages if isinstance(m, KafkaCommitMessage))
+        log.info("kaflite sink: batch %d committed, %d records", batchId, total)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        # records already acknowledged stay in the topic (at-least-once); the batch is retried
+        log.warning("kaflite sink: batch %d aborted; acknowledged records remain (at least once)", batchId)
