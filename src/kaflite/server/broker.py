@@ -227,7 +227,8 @@ class Broker:
         topic = self.metadata.remove_topic(name)
         for p in range(topic.num_partitions):
             try:
-                self.log_manager.delete(name, p)
+                if self.log_manager is not None:
+                    self.log_manager.delete(name, p)
             except Exception:
                 log.exception("deleting log %s-%d failed", name, p)
             self.purgatory.complete(fetch_key(name, p))
@@ -241,6 +242,24 @@ class Broker:
         old = topic.num_partitions
         self.metadata.set_partition_count(name, count)
         self._open_partitions(topic, old)
+
+    def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """Replace a topic's config overrides and apply them to its open logs."""
+        topic = self.metadata.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
+        self.metadata.set_topic_configs(name, dict(configs))
+        if self.log_manager is None:
+            return
+        cfg = self._log_config(topic)
+        for p in range(topic.num_partitions):
+            lg = self.log_manager.get(name, p)
+            if lg is None:
+                continue
+            if hasattr(lg, "update_config"):
+                lg.update_config(cfg)
+            else:
+                lg.config = cfg
 
     def can_auto_create(self, name: str) -> bool:
         if not self.setting("auto.create.topics.enable"):

@@ -1,0 +1,433 @@
+"""Topic and cluster administration: CreateTopics 2-7, DeleteTopics 1-5, CreatePartitions 0-3,
+DescribeConfigs 1-4, AlterConfigs 0-2, IncrementalAlterConfigs 0-1, DescribeCluster 0-1, DeleteRecords 0-2.
+
+Rules (Kafka's `ControllerApis` / `KafkaApis`):
+- a topic name appearing twice in one request is refused for every occurrence (INVALID_REQUEST);
+- `num_partitions` / `replication_factor` of -1 take the broker defaults (`num.partitions`,
+  `default.replication.factor`); a replication factor above the number of brokers (1) is
+  INVALID_REPLICATION_FACTOR; manual assignments may only name this broker (INVALID_REPLICA_ASSIGNMENT);
+- topic configs are validated by key and value (INVALID_CONFIG naming the key) before anything changes;
+  `validate_only` checks everything and changes nothing;
+- internal topics (`__consumer_offsets`) cannot be created or deleted through the API;
+- DescribeConfigs lists every topic (or broker) key with its effective value, defaults included, with
+  synonyms and documentation only when asked; broker configs are read-only (static) in kaflite;
+- DeleteRecords moves the log start offset (offset -1 = the high watermark); beyond it is
+  OFFSET_OUT_OF_RANGE.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from kaflite.cluster.metadata import INTERNAL_TOPICS, validate_topic_name
+from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.broker import Broker
+from kaflite.server.context import RequestContext, build
+from kaflite.server.handlers import ApiTable
+
+_ZERO = datetime.timedelta(0)
+RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER = 2, 4, 8
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+def _config_error(e: Exception) -> KafkaError:
+    if isinstance(e, KafkaError):
+        return e
+    return KafkaError(ErrorCode.invalid_config, str(e))
+
+
+def validate_topic_configs(broker: Broker, configs: Mapping[str, str | None]) -> dict[str, str]:
+    """Check topic configs (names and values); returns them as strings. Raises KafkaError(INVALID_CONFIG)."""
+    clean = {k: v for k, v in configs.items() if v is not None}
+    try:
+        from kaflite.server.config import validate_topic_configs as check
+
+        check(clean)
+        from kaflite.server.logconfig import log_config_for
+
+        log_config_for(broker, clean)
+    except Exception as e:
+        raise _config_error(e) from e
+    return clean
+
+
+def _check_replication(broker: Broker, replication_factor: int, assignments: Any) -> None:
+    if assignments:
+        for a in assignments:
+            ids = tuple(a.broker_ids or ())
+            if not ids or any(b != broker.node_id for b in ids) or len(set(ids)) != len(ids):
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Replica assignment {list(ids)} names brokers other than the only broker {broker.node_id}",
+                )
+        return
+    rf = replication_factor if replication_factor != -1 else int(broker.setting("default.replication.factor"))
+    if rf < 1:
+        raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
+    if rf > 1:
+        raise KafkaError(
+            ErrorCode.invalid_replication_factor,
+            f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot "
+            "be reached because only 1 broker(s) are registered.",
+        )
+
+
+# -- CreateTopics ------------------------------------------------------------------------------------
+async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    R = ctx.response
+    counts = Counter(t.name for t in request.topics)
+    results = []
+    for t in request.topics:
+        code, message = ErrorCode.none, None
+        topic = None
+        num_partitions, rf = -1, -1
+        try:
+            if counts[t.name] > 1:
+                raise KafkaError(ErrorCode.invalid_request, f"Duplicate topic name {t.name} in the request.")
+            validate_topic_name(t.name)
+            if t.name in INTERNAL_TOPICS:
+                raise KafkaError(ErrorCode.invalid_request, f"Creation of internal topic {t.name} is prohibited.")
+            if t.name in broker.metadata.topics:
+                raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.")
+            if t.assignments:
+                if t.num_partitions != -1 or t.replication_factor != -1:
+                    raise KafkaError(
+                        ErrorCode.invalid_request,
+                        "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                        "Both cannot be used at the same time.",
+                    )
+                indexes = sorted(a.partition_index for a in t.assignments)
+                if indexes != list(range(len(indexes))):
+                    raise KafkaError(ErrorCode.invalid_replica_assignment, "Partitions should be 0..n-1")
+                num_partitions = len(indexes)
+            else:
+                num_partitions = (
+                    t.num_partitions if t.num_partitions != -1 else int(broker.setting("num.partitions"))
+                )
+                if num_partitions < 1:
+                    raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+            _check_replication(broker, t.replication_factor, t.assignments)
+            rf = 1
+            configs = validate_topic_configs(broker, {c.name: c.value for c in t.configs})
+            if not request.validate_only:
+                topic = broker.create_topic(t.name, num_partitions, configs)
+        except KafkaError as e:
+            code, message = e.code, e.message or None
+            num_partitions, rf = -1, -1
+        topic_configs = None
+        if code == ErrorCode.none and ctx.api_version >= 5:
+            topic_configs = tuple(
+                build(
+                    R.CreatableTopicConfigs,
+                    name=e.name,
+                    value=e.value,
+                    read_only=e.read_only,
+                    config_source=e.source_code,
+                    is_sensitive=e.is_sensitive,
+                )
+                for e in _describe_topic_entries(broker, {c.name: c.value for c in t.configs if c.value is not None})
+            )
+        results.append(
+            build(
+                R.CreatableTopicResult,
+                name=t.name,
+                topic_id=topic.topic_id if topic is not None else None,
+                error_code=code,
+                error_message=message,
+                num_partitions=num_partitions,
+                replication_factor=rf,
+                configs=topic_configs,
+            )
+        )
+    return build(R.CreateTopicsResponse, throttle_time=_ZERO, topics=tuple(results))
+
+
+# -- DeleteTopics ------------------------------------------------------------------------------------
+async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    R = ctx.response
+    counts = Counter(request.topic_names)
+    results = []
+    for name in request.topic_names:
+        code, message = ErrorCode.none, None
+        try:
+            if counts[name] > 1:
+                raise KafkaError(ErrorCode.invalid_request, f"Duplicate topic name {name} in the request.")
+            if name in INTERNAL_TOPICS:
+                raise KafkaError(ErrorCode.invalid_request, f"Deletion of internal topic {name} is prohibited.")
+            if not broker.setting("delete.topic.enable"):
+                raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
+            broker.delete_topic(name)
+        except KafkaError as e:
+            code, message = e.code, e.message or None
+        results.append(build(R.DeletableTopicResult, name=name, error_code=code, error_message=message))
+    return build(R.DeleteTopicsResponse, throttle_time=_ZERO, responses=tuple(results))
+
+
+# -- CreatePartitions --------------------------------------------------------------------------------
+async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    R = ctx.response
+    counts = Counter(t.name for t in request.topics)
+    results = []
+    for t in request.topics:
+        code, message = ErrorCode.none, None
+        try:
+            if counts[t.name] > 1:
+                raise KafkaError(ErrorCode.invalid_request, f"Duplicate topic name {t.name} in the request.")
+            topic = broker.metadata.topics.get(t.name)
+            if topic is None:
+                raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{t.name}' does not exist.")
+            if t.count <= topic.num_partitions:
+                raise KafkaError(
+                    ErrorCode.invalid_partitions,
+                    f"Topic currently has {topic.num_partitions} partitions, which is higher than or equal "
+                    f"to the requested {t.count}.",
+                )
+            if t.assignments is not None:
+                if len(t.assignments) != t.count - topic.num_partitions:
+                    raise KafkaError(
+                        ErrorCode.invalid_replica_assignment,
+                        f"Increasing the number of partitions by {t.count - topic.num_partitions} but "
+                        f"{len(t.assignments)} assignments provided.",
+                    )
+                _check_replication(broker, -1, t.assignments)
+            if not request.validate_only:
+                broker.create_partitions(t.name, t.count)
+        except KafkaError as e:
+            code, message = e.code, e.message or None
+        results.append(build(R.CreatePartitionsTopicResult, name=t.name, error_code=code, error_message=message))
+    return build(R.CreatePartitionsResponse, throttle_time=_ZERO, results=tuple(results))
+
+
+# -- DescribeConfigs ---------------------------------------------------------------------------------
+def _describe_topic_entries(broker: Broker, overrides: Mapping[str, Any], keys: Any = None) -> list[Any]:
+    config = broker.config
+    if not hasattr(config, "describe_topic"):
+        return []
+    return _known_only(lambda ks: config.describe_topic(overrides, ks), keys)
+
+
+def _known_only(describe: Any, keys: Any) -> list[Any]:
+    if not keys:
+        return list(describe(None))
+    out = []
+    for k in keys:  # Kafka silently leaves out keys it does not know
+        try:
+            out.extend(describe([k]))
+        except Exception:
+            continue
+    return out
+
+
+async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    R = ctx.response
+    synonyms_wanted = bool(getattr(request, "include_synonyms", False))
+    docs_wanted = bool(getattr(request, "include_documentation", False))
+    results = []
+    for res in request.resources:
+        code, message, entries = ErrorCode.none, None, []
+        keys = res.configuration_keys
+        try:
+            if res.resource_type == RESOURCE_TOPIC:
+                topic = broker.metadata.topics.get(res.resource_name)
+                if topic is None:
+                    try:
+                        validate_topic_name(res.resource_name)
+                    except KafkaError as e:
+                        raise KafkaError(ErrorCode.invalid_topic_exception, e.message) from e
+                    raise KafkaError(
+                        ErrorCode.unknown_topic_or_partition, f"Topic '{res.resource_name}' does not exist."
+                    )
+                entries = _describe_topic_entries(broker, topic.configs, keys)
+            elif res.resource_type == RESOURCE_BROKER:
+                if res.resource_name not in ("", str(broker.node_id)):
+                    raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id {res.resource_name}")
+                config = broker.config
+                if hasattr(config, "describe"):
+                    entries = _known_only(config.describe, keys)
+            elif res.resource_type == RESOURCE_BROKER_LOGGER:
+                entries = []
+            else:
+                raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}")
+        except KafkaError as e:
+            code, message, entries = e.code, e.message or None, []
+        configs = tuple(
+            build(
+                R.DescribeConfigsResourceResult,
+                name=e.name,
+                value=None if e.is_sensitive else e.value,
+                read_only=e.read_only,
+                config_source=e.source_code,
+                is_sensitive=e.is_sensitive,
+                synonyms=tuple(
+                    build(R.DescribeConfigsSynonym, name=n, value=v, source=s) for n, v, s in e.synonyms
+                )
+                if synonyms_wanted
+                else (),
+                config_type=e.config_type,
+                documentation=e.documentation if docs_wanted else None,
+            )
+            for e in entries
+        )
+        results.append(
+            build(
+                R.DescribeConfigsResult,
+                error_code=code,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+                configs=configs,
+            )
+        )
+    return build(R.DescribeConfigsResponse, throttle_time=_ZERO, results=tuple(results))
+
+
+# -- AlterConfigs / IncrementalAlterConfigs ----------------------------------------------------------
+def _alter(
+    ctx: RequestContext, request: Any, new_configs: Any
+) -> list[tuple[ErrorCode, str | None, int, str]]:
+    broker = ctx.broker
+    out = []
+    for res in request.resources:
+        code, message = ErrorCode.none, None
+        try:
+            if res.resource_type != RESOURCE_TOPIC:
+                raise KafkaError(
+                    ErrorCode.invalid_request, "kaflite's broker configs are static: edit server.properties"
+                )
+            topic = broker.metadata.topics.get(res.resource_name)
+            if topic is None:
+                raise KafkaError(
+                    ErrorCode.unknown_topic_or_partition, f"Topic '{res.resource_name}' does not exist."
+                )
+            configs = validate_topic_configs(broker, new_configs(topic.configs, res.configs))
+            if not request.validate_only:
+                broker.alter_topic_configs(topic.name, configs)
+        except KafkaError as e:
+            code, message = e.code, e.message or None
+        out.append((code, message, res.resource_type, res.resource_name))
+    return out
+
+
+def _full_replace(_current: dict[str, str], configs: Any) -> dict[str, str | None]:
+    return {c.name: c.value for c in configs}
+
+
+def _incremental(current: dict[str, str], configs: Any) -> dict[str, str | None]:
+    new: dict[str, str | None] = dict(current)
+    for c in configs:
+        if c.config_operation == OP_SET:
+            new[c.name] = c.value
+        elif c.config_operation == OP_DELETE:
+            new.pop(c.name, None)
+        elif c.config_operation in (OP_APPEND, OP_SUBTRACT):
+            items = [x for x in (new.get(c.name) or "").split(",") if x]
+            for v in (c.value or "").split(","):
+                if not v:
+                    continue
+                if c.config_operation == OP_APPEND and v not in items:
+                    items.append(v)
+                elif c.config_operation == OP_SUBTRACT and v in items:
+                    items.remove(v)
+            new[c.name] = ",".join(items)
+        else:
+            raise KafkaError(ErrorCode.invalid_request, f"Unknown config operation {c.config_operation}")
+    return new
+
+
+async def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+    results = tuple(
+        build(R.AlterConfigsResourceResponse, error_code=c, error_message=m, resource_type=t, resource_name=n)
+        for c, m, t, n in _alter(ctx, request, _full_replace)
+    )
+    return build(R.AlterConfigsResponse, throttle_time=_ZERO, responses=results)
+
+
+async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+    results = tuple(
+        build(R.AlterConfigsResourceResponse, error_code=c, error_message=m, resource_type=t, resource_name=n)
+        for c, m, t, n in _alter(ctx, request, _incremental)
+    )
+    return build(R.IncrementalAlterConfigsResponse, throttle_time=_ZERO, responses=results)
+
+
+# -- DescribeCluster ---------------------------------------------------------------------------------
+async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    R = ctx.response
+    endpoint_type = getattr(request, "endpoint_type", 1)
+    adv = broker.advertised
+    if endpoint_type != 1:
+        return build(
+            R.DescribeClusterResponse,
+            throttle_time=_ZERO,
+            error_code=ErrorCode.unsupported_endpoint_type,
+            error_message="kaflite has no separate controller endpoints",
+            endpoint_type=endpoint_type,
+            cluster_id=broker.metadata.cluster_id,
+            controller_id=-1,
+            brokers=(),
+        )
+    want_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
+    # With no ACLs every cluster operation is allowed (Kafka's AclOperation codes 4..12, 14 as bits).
+    ops = sum(1 << op for op in (4, 5, 6, 7, 8, 9, 10, 11, 12, 14)) if want_ops else -(2**31)
+    return build(
+        R.DescribeClusterResponse,
+        throttle_time=_ZERO,
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=1,
+        cluster_id=broker.metadata.cluster_id,
+        controller_id=broker.node_id,
+        brokers=(build(R.DescribeClusterBroker, broker_id=broker.node_id, host=adv.host, port=adv.port),),
+        cluster_authorized_operations=ops,
+    )
+
+
+# -- DeleteRecords -----------------------------------------------------------------------------------
+async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    R = ctx.response
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            code, low = ErrorCode.none, -1
+            try:
+                log = broker.get_log(t.name, p.partition_index)
+                before = log.high_watermark if p.offset == -1 else p.offset
+                if before < 0 or before > log.high_watermark:
+                    raise KafkaError(
+                        ErrorCode.offset_out_of_range,
+                        f"Cannot delete before {before}: the high watermark is {log.high_watermark}",
+                    )
+                if before > log.log_start_offset:
+                    log.delete_records(before)
+                low = log.log_start_offset
+            except KafkaError as e:
+                code = e.code
+            parts.append(
+                build(R.DeleteRecordsPartitionResult, partition_index=p.partition_index, low_watermark=low, error_code=code)
+            )
+        topics.append(build(R.DeleteRecordsTopicResult, name=t.name, partitions=tuple(parts)))
+    return build(R.DeleteRecordsResponse, throttle_time=_ZERO, topics=tuple(topics))
+
+
+APIS: ApiTable = {
+    19: (2, 7, handle_create_topics),
+    20: (1, 5, handle_delete_topics),
+    21: (0, 2, handle_delete_records),
+    32: (1, 4, handle_describe_configs),
+    33: (0, 2, handle_alter_configs),
+    37: (0, 3, handle_create_partitions),
+    44: (0, 1, handle_incremental_alter_configs),
+    60: (0, 1, handle_describe_cluster),
+}

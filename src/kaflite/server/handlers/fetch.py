@@ -1,0 +1,125 @@
+"""Fetch (key 1), v4-12: stored record batches, long-polled until enough bytes or `max_wait`.
+
+Rules (Kafka's `ReplicaManager.fetchMessages` / `DelayedFetch`):
+- the response budget is `max_bytes` over all partitions and `partition_max_bytes` per partition; the first
+  partition that has data returns at least one whole batch even when it is larger (min_one_message), so a
+  consumer never gets stuck behind a big batch;
+- consumers read up to the high watermark; every partition answer carries the high watermark, the last
+  stable offset (= high watermark, no transactions) and the log start offset;
+- a fetch below the log start offset or beyond the log end gets OFFSET_OUT_OF_RANGE (so a reset is visible);
+- the request is answered at once when the data reaches `min_bytes`, a partition has an error, or
+  `max_wait` is 0; otherwise it waits in the purgatory and is re-evaluated as soon as an append to one of
+  its partitions completes, or when `max_wait` elapses;
+- fetch sessions (KIP-227) are not kept: session id 0 is answered (clients then send full fetches), and
+  an incremental fetch for a session the broker does not know gets FETCH_SESSION_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.broker import Broker, fetch_key
+from kaflite.server.context import RequestContext, build
+from kaflite.server.handlers import ApiTable
+
+API_KEY = 1
+_ZERO = datetime.timedelta(0)
+READ_COMMITTED = 1
+
+
+@dataclass(slots=True)
+class PartitionRead:
+    partition: int
+    error: ErrorCode = ErrorCode.none
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: list[Any] = field(default_factory=list)
+    size: int = 0
+
+
+def read_partitions(broker: Broker, request: Any) -> tuple[list[tuple[str, list[PartitionRead]]], int, bool]:
+    """One pass over every requested partition: (results by topic, bytes read, any partition error)."""
+    remaining = max(0, int(request.max_bytes))
+    total = 0
+    any_error = False
+    out: list[tuple[str, list[PartitionRead]]] = []
+    for t in request.topics:
+        reads = []
+        for p in t.partitions:
+            r = PartitionRead(p.partition)
+            try:
+                log = broker.get_log(t.topic, p.partition)
+                r.high_watermark = log.high_watermark
+                r.log_start_offset = log.log_start_offset
+                limit = min(int(p.partition_max_bytes), remaining)
+                if p.fetch_offset == r.high_watermark and p.fetch_offset <= log.log_end_offset:
+                    pass  # caught up: nothing to read, not an error
+                elif limit > 0 or total == 0:
+                    info = log.read(
+                        p.fetch_offset, limit, max_offset=r.high_watermark, min_one_message=total == 0
+                    )
+                    r.records = list(info.records)
+                    r.size = int(info.size)
+            except KafkaError as e:
+                r.error = e.code
+                any_error = True
+            total += r.size
+            remaining = max(0, remaining - r.size)
+            reads.append(r)
+        out.append((t.topic, reads))
+    return out, total, any_error
+
+
+def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[PartitionRead]]]) -> Any:
+    R = ctx.response
+    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    topics = []
+    for name, reads in results:
+        parts = tuple(
+            build(
+                R.PartitionData,
+                partition_index=r.partition,
+                error_code=r.error,
+                high_watermark=r.high_watermark,
+                last_stable_offset=r.high_watermark,
+                log_start_offset=r.log_start_offset,
+                aborted_transactions=() if committed else None,
+                preferred_read_replica=-1,
+                records=b"".join(r.records) if r.records else b"",
+            )
+            for r in reads
+        )
+        topics.append(build(R.FetchableTopicResponse, topic=name, partitions=parts))
+    return build(
+        R.FetchResponse, throttle_time=_ZERO, error_code=ErrorCode.none, session_id=0, responses=tuple(topics)
+    )
+
+
+async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    session_id = getattr(request, "session_id", 0)
+    session_epoch = getattr(request, "session_epoch", -1)
+    if session_id != 0 and session_epoch > 0:
+        R = ctx.response
+        return build(
+            R.FetchResponse,
+            throttle_time=_ZERO,
+            error_code=ErrorCode.fetch_session_id_not_found,
+            session_id=0,
+            responses=(),
+        )
+    max_wait_ms = request.max_wait.total_seconds() * 1000.0
+    deadline = broker.now_ms() + max_wait_ms
+    keys = [fetch_key(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    while True:
+        results, total, any_error = read_partitions(broker, request)
+        remaining = deadline - broker.now_ms()
+        if total >= request.min_bytes or any_error or remaining <= 0 or not keys:
+            return _response(ctx, request, results)
+        await broker.purgatory.wait(keys, remaining)
+
+
+APIS: ApiTable = {API_KEY: (4, 12, handle_fetch)}

@@ -1,0 +1,40 @@
+"""InitProducerId (key 22), v0-4: producer ids for idempotent producers.
+
+Rules: a non-transactional producer gets a fresh producer id with epoch 0 (also when it asks to bump its
+epoch, v3+, which Kafka allows to answer with a new id); a transactional id is refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED because kaflite has no transaction coordinator.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kaflite.protocol.errors import ErrorCode
+from kaflite.server.context import RequestContext, build
+from kaflite.server.handlers import ApiTable
+
+API_KEY = 22
+_ZERO = datetime.timedelta(0)
+
+
+async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+    if request.transactional_id is not None:
+        return build(
+            R.InitProducerIdResponse,
+            throttle_time=_ZERO,
+            error_code=ErrorCode.transactional_id_authorization_failed,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    return build(
+        R.InitProducerIdResponse,
+        throttle_time=_ZERO,
+        error_code=ErrorCode.none,
+        producer_id=ctx.broker.producer_ids.next_id(),
+        producer_epoch=0,
+    )
+
+
+APIS: ApiTable = {API_KEY: (0, 4, handle_init_producer_id)}

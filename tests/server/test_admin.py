@@ -1,0 +1,125 @@
+"""Topic administration through real admin clients (confluent-kafka, kafka-python)."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
+
+
+def _admin(broker) -> AdminClient:
+    return AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+def _error_code(exc: BaseException) -> str:
+    assert isinstance(exc, KafkaException)
+    return exc.args[0].name()
+
+
+def test_create_describe_alter_delete_with_confluent(broker) -> None:
+    admin = _admin(broker)
+    futures = admin.create_topics(
+        [
+            NewTopic("adm-a", num_partitions=3, replication_factor=1, config={"retention.ms": "60000"}),
+            NewTopic("adm-b"),  # broker defaults
+        ],
+        operation_timeout=10,
+    )
+    for f in futures.values():
+        f.result(timeout=10)
+    md = admin.list_topics(timeout=10)
+    assert sorted(md.topics["adm-a"].partitions) == [0, 1, 2]
+    assert sorted(md.topics["adm-b"].partitions) == [0]
+    assert md.topics["adm-a"].partitions[1].leader == 0
+    assert md.topics["adm-a"].partitions[1].replicas == [0]
+    assert md.topics["adm-a"].partitions[1].isrs == [0]
+
+    # a second create of the same topic, a bad config, an impossible replication factor
+    errors = admin.create_topics(
+        [
+            NewTopic("adm-a", 1, 1),
+            NewTopic("adm-c", 1, 1, config={"retention.ms": "soon"}),
+            NewTopic("adm-d", 1, 3),
+            NewTopic("bad name!", 1, 1),
+        ]
+    )
+    codes = {}
+    for name, f in errors.items():
+        with pytest.raises(KafkaException) as info:
+            f.result(timeout=10)
+        codes[name] = _error_code(info.value)
+    assert codes == {
+        "adm-a": "TOPIC_ALREADY_EXISTS",
+        "adm-c": "INVALID_CONFIG",
+        "adm-d": "INVALID_REPLICATION_FACTOR",
+        "bad name!": "TOPIC_EXCEPTION",  # librdkafka's name for INVALID_TOPIC_EXCEPTION (17)
+    }
+
+    # describe configs: the override and the defaults
+    res = ConfigResource(ConfigResource.Type.TOPIC, "adm-a")
+    configs = admin.describe_configs([res])[res].result(timeout=10)
+    assert configs["retention.ms"].value == "60000"
+    assert configs["retention.ms"].source == ConfigResource.Type.TOPIC.value or configs["retention.ms"].source == 1
+    assert configs["cleanup.policy"].value == "delete"
+    assert configs["cleanup.policy"].is_default
+
+    # incremental alter, then describe again
+    res2 = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        "adm-a",
+        incremental_configs=[ConfigEntry("retention.ms", "120000", incremental_operation=AlterConfigOpType.SET)],
+    )
+    admin.incremental_alter_configs([res2])[res2].result(timeout=10)
+    configs = admin.describe_configs([res])[res].result(timeout=10)
+    assert configs["retention.ms"].value == "120000"
+
+    # create partitions: grow, never shrink
+    admin.create_partitions([NewPartitions("adm-a", 5)])["adm-a"].result(timeout=10)
+    assert sorted(admin.list_topics(timeout=10).topics["adm-a"].partitions) == [0, 1, 2, 3, 4]
+    with pytest.raises(KafkaException) as info:
+        admin.create_partitions([NewPartitions("adm-a", 2)])["adm-a"].result(timeout=10)
+    assert _error_code(info.value) == "INVALID_PARTITIONS"
+
+    # broker configs are described with their defaults
+    bres = ConfigResource(ConfigResource.Type.BROKER, "0")
+    bconf = admin.describe_configs([bres])[bres].result(timeout=10)
+    assert bconf["num.partitions"].value == "1"
+
+    # delete, then the topic is gone; deleting again is UNKNOWN_TOPIC_OR_PARTITION
+    for f in admin.delete_topics(["adm-a", "adm-b"], operation_timeout=10).values():
+        f.result(timeout=10)
+    assert "adm-a" not in admin.list_topics(timeout=10).topics
+    with pytest.raises(KafkaException) as info:
+        admin.delete_topics(["adm-a"])["adm-a"].result(timeout=10)
+    assert _error_code(info.value) == "UNKNOWN_TOPIC_OR_PART"
+
+
+def test_describe_cluster_with_confluent(broker) -> None:
+    admin = _admin(broker)
+    desc = admin.describe_cluster(request_timeout=10).result(timeout=10)
+    assert desc.controller.id == 0
+    assert [n.id for n in desc.nodes] == [0]
+    assert desc.cluster_id
+
+
+def test_create_list_delete_with_kafka_python(broker) -> None:
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KNewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10000)
+    try:
+        admin.create_topics([KNewTopic("adm-kp", 2, 1)])
+        assert "adm-kp" in admin.list_topics()
+        described = admin.describe_topics(["adm-kp"])
+        assert len(described[0]["partitions"]) == 2
+        admin.delete_topics(["adm-kp"])
+        assert "adm-kp" not in admin.list_topics()
+    finally:
+        admin.close()
