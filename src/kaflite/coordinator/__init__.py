@@ -1,1 +1,57 @@
-"""kaflite.coordinator."""
+"""kaflite.coordinator: the PURE classic group coordinator (no sockets, no files, no clock).
+
+    from kaflite.coordinator import GroupCoordinator, CoordinatorConfig, messages
+    gc = GroupCoordinator(CoordinatorConfig(group_initial_rebalance_delay_ms=0))
+    result = gc.handle_join(messages.JoinGroupRequest(...), now_ms)   # records, responses, timers
+    gc.poll_timers(now_ms)                                             # fire due session/rebalance timers
+    gc.replay(key_bytes, value_bytes)                                  # rebuild from __consumer_offsets
+
+The server shell (kaflite.server.handlers.groups / .offsets) appends `result.records` to the
+`__consumer_offsets-<partition_for(group)>` log, then sends `result.responses`.
+"""
+
+from . import messages
+from .coordinator import (
+    CoordinatorConfig,
+    CoordinatorRecord,
+    CoordinatorResult,
+    GroupCoordinator,
+    TimerOp,
+    handle_heartbeat,
+    handle_join,
+    handle_leave,
+    handle_offset_commit,
+    handle_offset_delete,
+    handle_offset_fetch,
+    handle_sync,
+)
+from .group import ClassicGroup, ClassicGroupMember
+from .offsets_topic import OFFSETS_TOPIC, java_string_hashcode, partition_for, utils_abs
+from .state import VALID_PREVIOUS_STATES, GroupState, IllegalStateError, can_rebalance, is_valid_transition
+
+__all__ = [
+    "OFFSETS_TOPIC",
+    "VALID_PREVIOUS_STATES",
+    "ClassicGroup",
+    "ClassicGroupMember",
+    "CoordinatorConfig",
+    "CoordinatorRecord",
+    "CoordinatorResult",
+    "GroupCoordinator",
+    "GroupState",
+    "IllegalStateError",
+    "TimerOp",
+    "can_rebalance",
+    "handle_heartbeat",
+    "handle_join",
+    "handle_leave",
+    "handle_offset_commit",
+    "handle_offset_delete",
+    "handle_offset_fetch",
+    "handle_sync",
+    "is_valid_transition",
+    "java_string_hashcode",
+    "messages",
+    "partition_for",
+    "utils_abs",
+]
