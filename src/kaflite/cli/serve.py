@@ -1,0 +1,100 @@
+"""`kaflite serve`: load server.properties (+ flags), validate it, and run the broker in the foreground.
+
+Precedence: Kafka's defaults < `--dev` profile < `--config` file < `--override KEY=VALUE` < the
+shortcut flags `--port` / `--log-dir` / `--host`. Configuration errors print the ConfigError line and exit
+with code 2 before anything is bound; `--print-config` shows the effective configuration and exits.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+
+from kaflite.cli import EXIT_FAILURE, EXIT_USAGE, fail, handle_errors, parse_key_values
+from kaflite.server.config import DEV_PROFILE_WARNING, BrokerConfig, ConfigError, Listener, format_value
+
+__all__ = ["build_config", "register"]
+
+
+def build_config(
+    config: Path | None = None,
+    overrides: list[str] | None = None,
+    dev: bool = False,
+    port: int | None = None,
+    host: str | None = None,
+    log_dir: Path | None = None,
+) -> BrokerConfig:
+    """The broker configuration `kaflite serve` would run with (raises CliFailure with exit code 2)."""
+    pairs = parse_key_values(overrides, "--override")
+    try:
+        cfg = BrokerConfig.load(config, overrides=pairs, dev=dev)
+        shortcuts: dict[str, str] = {}
+        if port is not None or host is not None:
+            shortcuts["listeners"] = _replace_client_listener(cfg, port, host)
+        if log_dir is not None:
+            shortcuts["log.dirs"] = str(log_dir)
+        return cfg.with_overrides(shortcuts) if shortcuts else cfg
+    except ConfigError as err:
+        fail(err.message, EXIT_USAGE)
+
+
+def _replace_client_listener(cfg: BrokerConfig, port: int | None, host: str | None) -> str:
+    """`listeners` with the first client listener's port and/or host replaced (--port / --host)."""
+    first = cfg.client_listeners[0]
+    out = []
+    for li in cfg.listeners:
+        if li == first:
+            li = Listener(li.name, host if host is not None else li.host, port if port is not None else li.port)
+        out.append(str(li))
+    return ",".join(out)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+
+
+@handle_errors
+def serve(
+    config: Annotated[Path | None, typer.Option("--config", "-c",
+        help="A Kafka server.properties file.", dir_okay=False)] = None,
+    override: Annotated[list[str] | None, typer.Option("--override", "-o", metavar="KEY=VALUE",
+        help="Set a configuration key (repeatable); wins over the file.")] = None,
+    dev: Annotated[bool, typer.Option("--dev",
+        help="Dev profile: no initial rebalance delay, 1 MiB " "segments. Not durable.")] = False,
+    port: Annotated[int | None, typer.Option("--port", "-p", min=0, max=65535,
+        help="Port of the client listener (0 picks a free one).")] = None,
+    host: Annotated[str | None, typer.Option("--host", help="Host/interface of the client listener.")] = None,
+    log_dir: Annotated[Path | None, typer.Option("--log-dir", help="Data directory (sets log.dirs).")] = None,
+    print_config: Annotated[bool, typer.Option("--print-config",
+        help="Print the effective configuration (key=value  # source) and exit.")] = False,
+) -> None:
+    """Run a kaflite broker in the foreground until Ctrl-C / SIGTERM."""
+    cfg = build_config(config, override, dev, port, host, log_dir)
+    err_console = Console(stderr=True, highlight=False)
+    if print_config:
+        for key, value in cfg.items():
+            text = format_value(value)
+            typer.echo(f"{key}={'' if text is None else text}  # {cfg.source(key)}")
+        return
+    if dev:
+        err_console.print(Panel(escape(DEV_PROFILE_WARNING), title="kaflite --dev", border_style="yellow",
+                                style="yellow"))
+    try:
+        from kaflite.server.app import run_broker
+    except ImportError as err:
+        fail(f"the kaflite broker cannot be started: {err}", EXIT_FAILURE)
+    listeners = ", ".join(str(li) for li in cfg.client_listeners)
+    err_console.print(f"kaflite: starting broker {cfg.broker_id} on {escape(listeners)}, data in "
+                      f"{escape(str(cfg.log_dir))}")
+    try:
+        run_broker(cfg)
+    except KeyboardInterrupt:
+        pass
+    except OSError as err:  # the port is taken, the data directory is not writable, ...
+        fail(f"cannot start the broker: {err.strerror or err}"
+             + (f" ({err.filename})" if getattr(err, "filename", None) else f" (listeners={listeners})"))

@@ -1,0 +1,335 @@
+"""`kaflite topics create | list | describe | delete | alter`, the kafka-topics.sh vocabulary.
+
+Everything goes through confluent-kafka's AdminClient, so the commands work against any Kafka cluster.
+`describe` prints exactly the lines kafka-topics.sh --describe prints (tab separated):
+
+    Topic: abc<TAB>TopicId: ...<TAB>PartitionCount: 2<TAB>ReplicationFactor: 1<TAB>Configs: k=v,...
+    <TAB>Topic: abc<TAB>Partition: 0<TAB>Leader: 0<TAB>Replicas: 0<TAB>Isr: 0
+
+where Configs lists the entries that are not at their default (Kafka's `!ConfigEntry.isDefault()`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+
+from kaflite.cli import (
+    DEFAULT_BOOTSTRAP,
+    EXIT_USAGE,
+    CliFailure,
+    check_reachable,
+    client_config,
+    describe_exception,
+    fail,
+    handle_errors,
+    parse_key_values,
+)
+
+__all__ = ["PartitionInfo", "TopicInfo", "describe_lines", "register"]
+
+topics_app = typer.Typer(help="Create, list, describe, alter and delete topics (like kafka-topics.sh).",
+                         no_args_is_help=True)
+
+Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", envvar="KAFLITE_BOOTSTRAP",
+                                        help="host:port of a broker (comma-separated list allowed).")]
+Timeout = Annotated[float, typer.Option("--timeout",
+    help="Seconds to wait for the broker's answer.", min=0.1)]
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(topics_app, name="topics")
+
+
+def _admin(bootstrap: str) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    check_reachable(bootstrap)
+    return AdminClient(client_config(bootstrap))
+
+
+def _result(future: Any, timeout: float, what: str) -> Any:
+    """Wait for an admin future; timeouts and Kafka errors become one-line failures."""
+    import concurrent.futures
+
+    try:
+        return future.result(timeout=timeout)
+    except concurrent.futures.TimeoutError:
+        fail(f"{what}: no answer from the broker within {timeout:g} s")
+    except Exception as err:
+        fail(f"{what}: {describe_exception(err)}")
+
+
+def _is_error(err: Exception, *names: str) -> bool:
+    inner = err.args[0] if getattr(err, "args", None) else None
+    return bool(inner is not None and hasattr(inner, "name") and inner.name() in names)
+
+
+def _all_topics(admin: Any, timeout: float) -> dict[str, Any]:
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except Exception as err:
+        fail(f"listing topics: {describe_exception(err)}")
+    return dict(metadata.topics)
+
+
+# --------------------------------------------------------------------------------------------------
+# create
+
+
+@topics_app.command("create")
+@handle_errors
+def create(
+    topic: Annotated[str, typer.Argument(help="Topic name.")],
+    partitions: Annotated[int | None, typer.Option("--partitions", "-p", min=1,
+        help="Partition count (default: the broker's num.partitions).")] = None,
+    replication_factor: Annotated[int | None, typer.Option("--replication-factor", "-r", min=1,
+        help="Replication factor (default: the broker's default.replication.factor).")] = None,
+    config: Annotated[list[str] | None, typer.Option("--config", "-c", metavar="KEY=VALUE",
+        help="A topic configuration (repeatable), e.g. cleanup.policy=compact.")] = None,
+    if_not_exists: Annotated[bool, typer.Option("--if-not-exists",
+        help="Succeed if the topic already exists.")] = False,
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = 15.0,
+) -> None:
+    """Create a topic."""
+    from confluent_kafka.admin import NewTopic
+
+    configs = parse_key_values(config, "--config")
+    admin = _admin(bootstrap_server)
+    new = NewTopic(topic, num_partitions=partitions if partitions is not None else -1,
+                   replication_factor=replication_factor if replication_factor is not None else -1,
+                   config=configs)
+    future = admin.create_topics([new], operation_timeout=timeout, request_timeout=timeout)[topic]
+    try:
+        future.result(timeout=timeout + 1)
+    except Exception as err:
+        if if_not_exists and _is_error(err, "TOPIC_ALREADY_EXISTS"):
+            return
+        _result(future, timeout, f"creating topic {topic!r}")
+    typer.echo(f"Created topic {topic}.")
+
+
+# --------------------------------------------------------------------------------------------------
+# list
+
+
+@topics_app.command("list")
+@handle_errors
+def list_topics(
+    exclude_internal: Annotated[bool, typer.Option("--exclude-internal",
+        help="Leave out internal topics (names starting with __).")] = False,
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = 15.0,
+) -> None:
+    """List topic names, one a line, sorted."""
+    topics = _all_topics(_admin(bootstrap_server), timeout)
+    for name in sorted(topics):
+        if exclude_internal and name.startswith("__"):
+            continue
+        typer.echo(name)
+
+
+# --------------------------------------------------------------------------------------------------
+# describe
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    partition: int
+    leader: int | None
+    replicas: list[int]
+    isr: list[int]
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    topic_id: str | None
+    partitions: list[PartitionInfo]
+    configs: dict[str, str]  # the entries not at their default
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+
+def describe_lines(info: TopicInfo) -> list[str]:
+    """kafka-topics.sh --describe's lines for one topic."""
+    head = f"Topic: {info.name}"
+    if info.topic_id and info.topic_id != "AAAAAAAAAAAAAAAAAAAAAA":  # Kafka omits the zero Uuid
+        head += f"\tTopicId: {info.topic_id}"
+    head += f"\tPartitionCount: {len(info.partitions)}\tReplicationFactor: {info.replication_factor}"
+    head += "\tConfigs: " + ",".join(f"{k}={v}" for k, v in info.configs.items())
+    lines = [head]
+    for p in sorted(info.partitions, key=lambda p: p.partition):
+        leader = "none" if p.leader is None or p.leader < 0 else str(p.leader)
+        lines.append(f"\tTopic: {info.name}\tPartition: {p.partition}\tLeader: {leader}"
+                     f"\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+    return lines
+
+
+def _describe_topics(admin: Any, names: list[str], timeout: float) -> list[TopicInfo]:
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    metadata = admin.list_topics(timeout=timeout).topics
+    topic_ids = _topic_ids(admin, names, timeout)
+    resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
+    config_futures = admin.describe_configs(resources, request_timeout=timeout) if resources else {}
+    configs_by_topic: dict[str, dict[str, str]] = {}
+    for resource, future in config_futures.items():
+        try:
+            entries = future.result(timeout=timeout)
+        except Exception:  # a broker without DescribeConfigs: describe the partitions anyway
+            entries = {}
+        configs_by_topic[resource.name] = {
+            name: entry.value for name, entry in sorted(entries.items())
+            if not entry.is_default and entry.value is not None and not entry.is_sensitive
+        }
+    out = []
+    for name in names:
+        md = metadata.get(name)
+        if md is None or md.error is not None and md.error.name() == "UNKNOWN_TOPIC_OR_PART":
+            fail(f"Topic '{name}' does not exist as expected")
+        partitions = [PartitionInfo(p.id, p.leader, list(p.replicas), list(p.isrs)) for p in md.partitions.values()]
+        out.append(TopicInfo(name, topic_ids.get(name), partitions, configs_by_topic.get(name, {})))
+    return out
+
+
+def _topic_ids(admin: Any, names: list[str], timeout: float) -> dict[str, str]:
+    """Topic ids by name when the client and broker support DescribeTopics-by-id; {} otherwise."""
+    try:
+        from confluent_kafka import TopicCollection
+
+        futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout)
+        out = {}
+        for name, future in futures.items():
+            desc = future.result(timeout=timeout)
+            if desc.topic_id is not None:
+                # librdkafka prints standard base64; Kafka's Uuid.toString is URL-safe base64, unpadded
+                out[name] = str(desc.topic_id).rstrip("=").replace("+", "-").replace("/", "_")
+        return out
+    except Exception:
+        return {}
+
+
+@topics_app.command("describe")
+@handle_errors
+def describe(
+    topics: Annotated[list[str] | None, typer.Argument(help="Topics to describe (default: every topic).")] = None,
+    exclude_internal: Annotated[bool, typer.Option("--exclude-internal",
+        help="Leave out internal topics.")] = False,
+    output_json: Annotated[bool, typer.Option("--json",
+        help="One JSON object per topic instead of text.")] = False,
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = 15.0,
+) -> None:
+    """Describe topics: partitions, leaders, replicas, ISR and non-default configs."""
+    admin = _admin(bootstrap_server)
+    if topics:
+        names = list(dict.fromkeys(topics))
+    else:
+        names = sorted(n for n in _all_topics(admin, timeout) if not (exclude_internal and n.startswith("__")))
+    try:
+        infos = _describe_topics(admin, names, timeout)
+    except CliFailure:
+        raise
+    except Exception as err:
+        fail(f"describing topics: {describe_exception(err)}")
+    for info in infos:
+        if output_json:
+            typer.echo(json.dumps({
+                "topic": info.name, "topic_id": info.topic_id, "partition_count": len(info.partitions),
+                "replication_factor": info.replication_factor, "configs": info.configs,
+                "partitions": [{"partition": p.partition, "leader": p.leader, "replicas": p.replicas,
+                                "isr": p.isr} for p in sorted(info.partitions, key=lambda p: p.partition)],
+            }))
+        else:
+            for line in describe_lines(info):
+                typer.echo(line)
+
+
+# --------------------------------------------------------------------------------------------------
+# delete
+
+
+@topics_app.command("delete")
+@handle_errors
+def delete(
+    topics: Annotated[list[str], typer.Argument(help="Topics to delete.")],
+    if_exists: Annotated[bool, typer.Option("--if-exists",
+        help="Succeed if a topic does not exist.")] = False,
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = 15.0,
+) -> None:
+    """Delete topics."""
+    admin = _admin(bootstrap_server)
+    futures = admin.delete_topics(list(dict.fromkeys(topics)), operation_timeout=timeout, request_timeout=timeout)
+    for name, future in futures.items():
+        try:
+            future.result(timeout=timeout + 1)
+        except Exception as err:
+            if if_exists and _is_error(err, "UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID"):
+                continue
+            if _is_error(err, "UNKNOWN_TOPIC_OR_PART"):
+                fail(f"Topic '{name}' does not exist as expected")
+            _result(future, timeout, f"deleting topic {name!r}")
+        typer.echo(f"Deleted topic {name}.")
+
+
+# --------------------------------------------------------------------------------------------------
+# alter
+
+
+@topics_app.command("alter")
+@handle_errors
+def alter(
+    topic: Annotated[str, typer.Argument(help="Topic name.")],
+    partitions: Annotated[int | None, typer.Option("--partitions", "-p", min=1,
+        help="New (larger) total partition count.")] = None,
+    config: Annotated[list[str] | None, typer.Option("--config", "-c", metavar="KEY=VALUE",
+        help="Set a topic configuration (repeatable).")] = None,
+    delete_config: Annotated[list[str] | None, typer.Option("--delete-config", metavar="KEY",
+        help="Remove a topic configuration override (repeatable).")] = None,
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = 15.0,
+) -> None:
+    """Add partitions and/or change topic configurations."""
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+        ResourceType,
+    )
+
+    sets = parse_key_values(config, "--config")
+    deletes = list(delete_config or [])
+    if partitions is None and not sets and not deletes:
+        fail("alter: nothing to change; give --partitions, --config KEY=VALUE or --delete-config KEY", EXIT_USAGE)
+    admin = _admin(bootstrap_server)
+    md = _all_topics(admin, timeout).get(topic)
+    if md is None:
+        fail(f"Topic '{topic}' does not exist as expected")
+    if partitions is not None:
+        current = len(md.partitions)
+        if partitions < current:
+            fail(f"--partitions: the number of partitions can only grow; {topic} has {current}, got {partitions}",
+                 EXIT_USAGE)
+        if partitions > current:
+            future = admin.create_partitions([NewPartitions(topic, partitions)], operation_timeout=timeout,
+                                             request_timeout=timeout)[topic]
+            _result(future, timeout + 1, f"adding partitions to {topic!r}")
+            typer.echo(f"Topic {topic} now has {partitions} partitions.")
+    if sets or deletes:
+        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in sets.items()]
+        entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in deletes]
+        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+        future = admin.incremental_alter_configs([resource], request_timeout=timeout)[resource]
+        _result(future, timeout + 1, f"altering the configuration of {topic!r}")
+        typer.echo(f"Updated the configuration of topic {topic}: " + ", ".join(
+            [f"{k}={v}" for k, v in sets.items()] + [f"-{k}" for k in deletes]))
+
