@@ -1,0 +1,79 @@
+"""Checkpoint files in Kafka's text format, written atomically (temp file, fsync, rename, fsync dir).
+
+Per log directory (Kafka's names): `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
+`replication-offset-checkpoint` (high watermarks), `cleaner-offset-checkpoint`:
+
+    0                 <- version
+    <n>               <- number of entries
+    <topic> <partition> <offset>     (n lines)
+
+Per partition directory: `leader-epoch-checkpoint` (see leader_epoch.py), same header then
+`<epoch> <start offset>` lines.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = [
+    "atomic_write",
+    "read_offset_checkpoint",
+    "write_offset_checkpoint",
+    "RECOVERY_POINT_CHECKPOINT",
+    "LOG_START_OFFSET_CHECKPOINT",
+    "HIGH_WATERMARK_CHECKPOINT",
+    "CLEANER_CHECKPOINT",
+    "CLEAN_SHUTDOWN_FILE",
+]
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def write_offset_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
+    lines = ["0", str(len(offsets))]
+    lines += [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
+    atomic_write(path, ("\n".join(lines) + "\n").encode())
+
+
+def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """Read a checkpoint; a missing or malformed file reads as empty (everything is then recovered
+    from the segments, which is always safe)."""
+    try:
+        lines = path.read_text().splitlines()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return {}
+    try:
+        if not lines or lines[0].strip() != "0":
+            return {}
+        n = int(lines[1])
+        out: dict[tuple[str, int], int] = {}
+        for line in lines[2 : 2 + n]:
+            topic, part, off = line.rsplit(" ", 2)
+            out[(topic, int(part))] = int(off)
+        return out if len(out) == n else {}
+    except (ValueError, IndexError):
+        return {}

@@ -1,0 +1,93 @@
+"""LeaderEpochFileCache: the `leader-epoch-checkpoint` of one partition, (epoch, start offset) pairs.
+
+Rules (Kafka's LeaderEpochFileCache): epochs and start offsets strictly increase; an epoch is added
+when a batch with a larger partition leader epoch is appended; truncating the log's end drops epochs
+starting at or after the new end; advancing the log start offset drops epochs wholly below it and moves
+the first one up. `end_offset_for(epoch)` answers OffsetForLeaderEpoch (replication).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kaflite.storage.checkpoint import atomic_write
+
+__all__ = ["LeaderEpochFileCache", "LEADER_EPOCH_CHECKPOINT"]
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+
+
+class LeaderEpochFileCache:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.entries: list[tuple[int, int]] = self._read()
+
+    def _read(self) -> list[tuple[int, int]]:
+        try:
+            lines = self.path.read_text().splitlines()
+            if not lines or lines[0].strip() != "0":
+                return []
+            n = int(lines[1])
+            out = [(int(a), int(b)) for a, b in (ln.split() for ln in lines[2 : 2 + n])]
+            for i in range(1, len(out)):
+                if out[i][0] <= out[i - 1][0] or out[i][1] < out[i - 1][1]:
+                    return []
+            return out
+        except (FileNotFoundError, ValueError, IndexError, UnicodeDecodeError):
+            return []
+
+    def _write(self) -> None:
+        lines = ["0", str(len(self.entries))] + [f"{e} {o}" for e, o in self.entries]
+        atomic_write(self.path, ("\n".join(lines) + "\n").encode())
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.entries[-1][0] if self.entries else -1
+
+    def assign(self, epoch: int, start_offset: int, *, persist: bool = True) -> bool:
+        if epoch < 0 or (self.entries and (epoch <= self.entries[-1][0] or start_offset < self.entries[-1][1])):
+            return False
+        self.entries.append((epoch, start_offset))
+        if persist:
+            self._write()
+        return True
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        kept = [e for e in self.entries if e[1] < end_offset]
+        if len(kept) != len(self.entries):
+            self.entries = kept
+            self._write()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        if not self.entries:
+            return
+        # keep the last epoch starting at or below start_offset, moved up to start_offset
+        i = 0
+        while i + 1 < len(self.entries) and self.entries[i + 1][1] <= start_offset:
+            i += 1
+        kept = self.entries[i:]
+        if kept and kept[0][1] < start_offset:
+            kept[0] = (kept[0][0], start_offset)
+        if kept != self.entries:
+            self.entries = kept
+            self._write()
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch: the start offset of the first larger epoch, or
+        the log end offset for the latest epoch; (-1, -1) when the epoch predates every entry."""
+        if not self.entries or epoch < self.entries[0][0]:
+            return -1, -1
+        if epoch >= self.entries[-1][0]:
+            return self.entries[-1][0], log_end_offset
+        for i, (e, _start) in enumerate(self.entries):
+            if e > epoch:
+                prev = self.entries[i - 1][0] if i > 0 else -1
+                return prev, self.entries[i][1]
+        return self.entries[-1][0], log_end_offset
+
+    def flush(self) -> None:
+        self._write()
+
+    def clear(self) -> None:
+        self.entries = []
+        self._write()

@@ -1,0 +1,681 @@
+"""Log: one partition's durable log, a sequence of LogSegments in `<topic>-<partition>/`.
+
+Rules:
+- Offsets are dense for appended data (compaction may later leave gaps inside old segments):
+  log_start_offset <= high_watermark <= log_end_offset, and recovery_point <= log_end_offset.
+- append: validate the record set (log_validator, headers only), check idempotent-producer state,
+  assign offsets by patching baseOffset / partitionLeaderEpoch in a copy of the 61-byte header (the body
+  is written from the caller's buffer, never copied), roll the segment if needed, write, index, and
+  fsync when `flush.messages` unflushed offsets have accumulated (`flush.messages=1`: flush before
+  acknowledge).
+- read: whole batches starting at the batch that contains fetch_offset, below max_offset, at most
+  max_bytes (but at least one batch when min_one_message); OFFSET_OUT_OF_RANGE outside
+  [log_start_offset, log_end_offset].
+- Recovery on open: segments before the recovery point are loaded and sanity-checked; the segment
+  holding the recovery point and all later ones are rescanned (CRC), a torn/corrupt tail is truncated
+  and every later segment deleted. Nothing that was flushed (fsync'd) before the crash is lost.
+- Retention / DeleteRecords only move the log start offset forward and delete whole segments, never
+  the active one; truncate_to (replication) removes a suffix.
+All methods take an internal lock, so a Log may be shared by the event loop and a flusher thread.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.protocol.record_batch import BATCH_HEADER_SIZE, TIMESTAMP_TYPE_MASK, crc32c
+from kaflite.storage.checkpoint import fsync_dir
+from kaflite.storage.config import LogConfig
+from kaflite.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
+from kaflite.storage.log_validator import validate_client_batches, validate_replica_batches
+from kaflite.storage.producer_state import ProducerStateManager
+from kaflite.storage.retention import SegmentInfo, select_segments_to_delete
+from kaflite.storage.segment import (
+    H_BASE,
+    H_EPOCH,
+    H_LOD,
+    H_MAX_TS,
+    H_PID,
+    H_PLE,
+    H_SEQ,
+    HeaderFields,
+    LogSegment,
+)
+
+__all__ = ["Log", "AppendResult", "FetchDataInfo", "parse_topic_partition", "EARLIEST_TIMESTAMP",
+           "LATEST_TIMESTAMP", "MAX_TIMESTAMP"]
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
+_SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
+_pack_q_into = struct.Struct(">q").pack_into
+_pack_i_into = struct.Struct(">i").pack_into
+_pack_h_into = struct.Struct(">h").pack_into
+_pack_I_into = struct.Struct(">I").pack_into
+_INT32_MAX = 0x7FFFFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time: int  # -1 with CreateTime
+    log_start_offset: int
+    duplicate: bool = False
+
+
+@dataclass(slots=True)
+class FetchDataInfo:
+    records: list[memoryview | bytes] = field(default_factory=list)  # send these buffers in order
+    size: int = 0
+
+
+def parse_topic_partition(name: str) -> tuple[str, int]:
+    """`<topic>-<partition>` -> (topic, partition); raises ValueError naming the directory."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        raise ValueError(f"log directory name {name!r} is not <topic>-<partition>")
+    return topic, int(part)
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Log:
+    def __init__(
+        self,
+        directory: Path | str,
+        config: LogConfig | None = None,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+        had_clean_shutdown: bool = False,
+        now_ms: Callable[[], int] | None = None,
+        on_log_start_offset_change: Callable[[Log], None] | None = None,
+    ) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.topic, self.partition = parse_topic_partition(self.dir.name)
+        except ValueError:
+            self.topic, self.partition = self.dir.name, -1
+        self.config = config or LogConfig()
+        self._now = now_ms or _wall_ms
+        self._lock = threading.RLock()
+        self._on_lso_change = on_log_start_offset_change
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._next_offset = 0
+        self._log_start_offset = 0
+        self._high_watermark = 0
+        self.recovery_point = 0
+        self._dir_dirty = False
+        self._closed = False
+        self._last_flush_ms = self._now()
+        self.producer_state = ProducerStateManager()
+        self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT)
+        self.recovered_bytes_truncated = 0
+        self._load(recovery_point, log_start_offset, high_watermark, had_clean_shutdown)
+
+    # ==========================================================================================
+    # properties
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark (clamped to [log start, log end]); returns the value set."""
+        with self._lock:
+            self._high_watermark = min(max(offset, self._log_start_offset), self._next_offset)
+            return self._high_watermark
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self.config = config
+            for seg in self._segments:
+                seg.index_interval_bytes = config.index_interval_bytes
+
+    # ==========================================================================================
+    # load / recovery
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment(
+            self.dir,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            created_ms=self._now(),
+        )
+
+    def _remove_temporary_files(self) -> None:
+        """Finish or undo what a crash interrupted (Kafka's LogLoader rules): `.cleaned` and `.tmp`
+        files are dropped, a `.swap` (a fully written compaction result) replaces its segment,
+        `.deleted` files and orphan indexes go."""
+        for p in sorted(self.dir.iterdir()):
+            name = p.name
+            if name.endswith((".cleaned", ".tmp", ".deleted")):
+                p.unlink(missing_ok=True)
+            elif name.endswith(".log.swap"):
+                target = p.with_name(name[: -len(".swap")])
+                os.replace(p, target)
+                for suffix in (".index", ".timeindex"):
+                    target.with_suffix(suffix).unlink(missing_ok=True)
+                self._dir_dirty = True
+        for p in list(self.dir.iterdir()):
+            if p.suffix in (".index", ".timeindex") and not p.with_suffix(".log").exists():
+                p.unlink(missing_ok=True)
+
+    def _load(self, recovery_point: int, log_start_offset: int, high_watermark: int, clean: bool) -> None:
+        self._remove_temporary_files()
+        bases = sorted(int(m.group(1)) for p in self.dir.iterdir() if (m := _SEGMENT_FILE.match(p.name)))
+        epochs = self.leader_epoch_cache
+        recovered_any = False
+
+        def note_epoch(fields: HeaderFields) -> None:
+            ple = fields[H_PLE]
+            if ple >= 0 and ple > epochs.latest_epoch:
+                epochs.assign(ple, fields[H_BASE], persist=False)
+
+        segments: list[LogSegment] = []
+        prev_next: int | None = None
+        for i, base in enumerate(bases):
+            seg = self._new_segment(base)
+            if prev_next is not None and base < prev_next:
+                # overlapping segments cannot both be right: keep the earlier data, drop from here on
+                seg.delete()
+                for later in bases[i + 1 :]:
+                    self._delete_segment_files(later)
+                break
+            is_last = i == len(bases) - 1
+            holds_unflushed = is_last or bases[i + 1] > recovery_point
+            need_recovery = not clean and holds_unflushed
+            if not need_recovery and not seg.load():
+                need_recovery = True
+            if need_recovery:
+                recovered_any = True
+                truncated = seg.recover(on_batch=note_epoch)
+                self.recovered_bytes_truncated += truncated
+                if truncated:
+                    segments.append(seg)
+                    for later in bases[i + 1 :]:
+                        self._delete_segment_files(later)
+                    break
+            segments.append(seg)
+            prev_next = seg.next_offset
+        if not segments:
+            segments.append(self._new_segment(max(log_start_offset, 0)))
+            self._dir_dirty = True
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._next_offset = segments[-1].next_offset
+        self._log_start_offset = max(log_start_offset, segments[0].base_offset)
+        if self._log_start_offset > self._next_offset:
+            self._truncate_fully_and_start_at(self._log_start_offset)
+        epochs.truncate_from_end(self._next_offset)
+        epochs.truncate_from_start(self._log_start_offset)
+        epochs.flush()
+        if recovered_any:
+            # recovered bytes may only be in the page cache: make them durable before trusting them
+            self._flush_all_segments()
+            self.recovery_point = self._next_offset
+        else:
+            self.recovery_point = min(max(recovery_point, self._log_start_offset), self._next_offset)
+            if clean:
+                self.recovery_point = self._next_offset
+        self._high_watermark = min(max(high_watermark, self._log_start_offset), self._next_offset)
+        self._rebuild_producer_state()
+
+    def _delete_segment_files(self, base: int) -> None:
+        for suffix in (".log", ".index", ".timeindex"):
+            (self.dir / f"{base:020d}{suffix}").unlink(missing_ok=True)
+        self._dir_dirty = True
+
+    # ==========================================================================================
+    # producer state
+    def _snapshot_offsets(self) -> list[int]:
+        return sorted(int(m.group(1)) for p in self.dir.iterdir() if (m := _SNAPSHOT_FILE.match(p.name)))
+
+    def _rebuild_producer_state(self) -> None:
+        """Latest snapshot at or below the log end offset, then replay the batch headers after it;
+        without a usable snapshot, replay the whole log."""
+        state = ProducerStateManager()
+        start = self._log_start_offset
+        for off in reversed(self._snapshot_offsets()):
+            path = self.dir / f"{off:020d}.snapshot"
+            if off > self._next_offset or off < self._log_start_offset:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                state = ProducerStateManager.from_json(path.read_text())
+                start = off
+                break
+            except (ValueError, TypeError, OSError):
+                path.unlink(missing_ok=True)
+        self._replay_producer_state(state, start)
+        state.evict_before(self._log_start_offset)
+        self.producer_state = state
+
+    def _replay_producer_state(self, state: ProducerStateManager, from_offset: int) -> None:
+        for seg in self._segments:
+            if seg.next_offset <= from_offset or seg.size == 0:
+                continue
+            pos = seg.translate_offset(from_offset) if seg.base_offset < from_offset else 0
+            if pos is None:
+                continue
+            for _p, f in seg.iter_headers(pos, chunk=1 << 20):
+                pid = f[H_PID]
+                if pid < 0:
+                    continue
+                last = f[H_BASE] + f[H_LOD]
+                if last < from_offset:
+                    continue
+                seq = f[H_SEQ]
+                last_seq = (seq + f[H_LOD]) & _INT32_MAX if seq >= 0 else -1
+                state.update(pid, f[H_EPOCH], seq, last_seq, f[H_BASE], last, f[H_MAX_TS])
+
+    def _write_producer_snapshot(self) -> None:
+        """Kafka writes `<offset>.snapshot` on roll and on close; keep the two newest."""
+        self.producer_state.write_snapshot(self.dir, self._next_offset)
+        for off in self._snapshot_offsets()[:-2]:
+            (self.dir / f"{off:020d}.snapshot").unlink(missing_ok=True)
+
+    # ==========================================================================================
+    # append
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        leader_epoch: int = 0,
+        now_ms: int | None = None,
+        assign_offsets: bool = True,
+    ) -> AppendResult:
+        buf = records if isinstance(records, memoryview) else memoryview(records)
+        if buf.format != "B" or buf.ndim != 1:
+            buf = buf.cast("B")
+        now = self._now() if now_ms is None else now_ms
+        with self._lock:
+            if self._closed:
+                raise KafkaError(ErrorCode.kafka_storage_error, f"log {self.dir.name} is closed")
+            config = self.config
+            if assign_offsets:
+                views = validate_client_batches(buf, config, now)
+            else:
+                views = validate_replica_batches(buf, self._next_offset)
+
+            # idempotent producers: a duplicate answers with the original offsets, writes nothing
+            producer_batches = [v for v in views if v.producer_id >= 0]
+            if producer_batches and assign_offsets:
+                if len(producer_batches) > 1:
+                    raise KafkaError(
+                        ErrorCode.invalid_record,
+                        "an append with a producer id must carry exactly one record batch",
+                    )
+                v = producer_batches[0]
+                dup = self.producer_state.check(v.producer_id, v.producer_epoch, v.base_sequence, v.last_sequence)
+                if dup is not None:
+                    return AppendResult(
+                        dup.first_offset,
+                        dup.last_offset,
+                        dup.timestamp if config.log_append_time else -1,
+                        self._log_start_offset,
+                        True,
+                    )
+
+            log_append_time = assign_offsets and config.log_append_time
+            pieces: list[bytes | bytearray | memoryview] = []
+            infos: list[tuple[int, int, int, int]] = []
+            if assign_offsets:
+                offset = self._next_offset
+                first_offset = offset
+                for v in views:
+                    hdr = bytearray(v.buffer[:BATCH_HEADER_SIZE])
+                    _pack_q_into(hdr, 0, offset)
+                    _pack_i_into(hdr, 12, leader_epoch)
+                    body = v.buffer[BATCH_HEADER_SIZE:]
+                    max_ts = v.max_timestamp
+                    if log_append_time:
+                        _pack_h_into(hdr, 21, v.attributes | TIMESTAMP_TYPE_MASK)
+                        _pack_q_into(hdr, 35, now)
+                        max_ts = now
+                        _pack_I_into(hdr, 17, crc32c(body, crc32c(hdr[21:])))
+                    pieces.append(hdr)
+                    pieces.append(body)
+                    last = offset + v.last_offset_delta
+                    infos.append((v.batch_length + 12, last, max_ts, offset))
+                    offset = last + 1
+            else:
+                first_offset = views[0].base_offset
+                for v in views:
+                    pieces.append(v.buffer)
+                    infos.append((v.size, v.last_offset, v.max_timestamp, v.base_offset))
+            last_offset = infos[-1][1]
+            max_ts_in_append = max(i[2] for i in infos)
+
+            seg = self._segments[-1]
+            if seg.should_roll(len(buf), max_ts_in_append, last_offset, now, config.segment_bytes,
+                               config.segment_ms - config.segment_jitter_ms):
+                seg = self._roll(first_offset)
+            elif first_offset - seg.base_offset > _INT32_MAX:  # pragma: no cover - needs a huge gap
+                seg = self._roll(first_offset)
+            seg.append(pieces, infos)
+            self._next_offset = last_offset + 1
+
+            for v, info in zip(views, infos, strict=True):
+                if v.producer_id >= 0:
+                    seq = v.base_sequence
+                    self.producer_state.update(
+                        v.producer_id, v.producer_epoch, seq, v.last_sequence, info[3], info[1], info[2]
+                    )
+            epochs = self.leader_epoch_cache
+            if assign_offsets:
+                if leader_epoch >= 0 and leader_epoch > epochs.latest_epoch:
+                    epochs.assign(leader_epoch, first_offset)
+            else:
+                for v in views:
+                    if v.partition_leader_epoch > epochs.latest_epoch:
+                        epochs.assign(v.partition_leader_epoch, v.base_offset)
+
+            if self._next_offset - self.recovery_point >= config.flush_interval_messages:
+                self._flush_locked(now)
+            return AppendResult(
+                first_offset, last_offset, now if log_append_time else -1, self._log_start_offset, False
+            )
+
+    def _roll(self, new_base: int) -> LogSegment:
+        old = self._segments[-1]
+        if old.size == 0:
+            if old.base_offset == new_base:
+                return old
+            old.delete()
+            self._segments.pop()
+            self._bases.pop()
+        else:
+            old.on_become_inactive()
+        seg = self._new_segment(new_base)
+        self._segments.append(seg)
+        self._bases.append(new_base)
+        self._dir_dirty = True
+        self._write_producer_snapshot()
+        return seg
+
+    def roll(self) -> LogSegment:
+        """Force a new active segment at the log end offset (tests, admin)."""
+        with self._lock:
+            return self._roll(self._next_offset)
+
+    # ==========================================================================================
+    # read
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        with self._lock:
+            leo = self._next_offset
+            if fetch_offset < self._log_start_offset or fetch_offset > leo:
+                raise KafkaError(
+                    ErrorCode.offset_out_of_range,
+                    f"offset {fetch_offset} is outside [{self._log_start_offset}, {leo}] of {self.dir.name}",
+                )
+            limit = leo if max_offset is None else min(max_offset, leo)
+            if fetch_offset >= limit or max_bytes < 0:
+                return FetchDataInfo()
+            i = max(bisect_right(self._bases, fetch_offset) - 1, 0)
+            segments = self._segments
+            while i < len(segments):
+                seg = segments[i]
+                if seg.base_offset >= limit:
+                    break
+                data = seg.read(fetch_offset, max_bytes, limit, min_one_message)
+                if data is None:
+                    i += 1
+                    continue
+                return FetchDataInfo([data], len(data)) if data else FetchDataInfo()
+            return FetchDataInfo()
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """ListOffsets: (offset, timestamp) of the first record with timestamp >= target, None when none.
+        Kafka's special targets: -2 earliest -> (log start, -1), -1 latest -> (log end, -1),
+        -3 max timestamp -> (offset of the max timestamp, max timestamp)."""
+        with self._lock:
+            if timestamp_ms == EARLIEST_TIMESTAMP:
+                return self._log_start_offset, -1
+            if timestamp_ms == LATEST_TIMESTAMP:
+                return self._next_offset, -1
+            if timestamp_ms == MAX_TIMESTAMP:
+                best: LogSegment | None = None
+                for seg in self._segments:
+                    if seg.size and seg.max_timestamp >= 0 and seg.next_offset > self._log_start_offset and (
+                            best is None or seg.max_timestamp > best.max_timestamp):
+                        best = seg
+                # the exact record (KIP-734 as fixed by KAFKA-16310), not its batch's last offset
+                return None if best is None else best.find_offset_by_timestamp(best.max_timestamp,
+                                                                                 self._log_start_offset)
+            for seg in self._segments:
+                if seg.size == 0 or seg.next_offset <= self._log_start_offset or seg.max_timestamp < timestamp_ms:
+                    continue
+                found = seg.find_offset_by_timestamp(timestamp_ms, self._log_start_offset)
+                if found is not None:
+                    return found
+            return None
+
+    # ==========================================================================================
+    # retention, delete records, truncation
+    def segment_infos(self) -> list[SegmentInfo]:
+        return [
+            SegmentInfo(s.base_offset, s.size, s.max_timestamp if s.max_timestamp >= 0 else s.last_modified_ms)
+            for s in self._segments
+        ]
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Apply retention (time, size, log start offset); returns the number of segments deleted."""
+        now = self._now() if now_ms is None else now_ms
+        with self._lock:
+            cfg = self.config
+            n, _reason = select_segments_to_delete(
+                self.segment_infos(),
+                now_ms=now,
+                retention_ms=cfg.retention_ms,
+                retention_bytes=cfg.retention_bytes,
+                delete_policy=cfg.delete,
+                high_watermark=self._high_watermark,
+                log_start_offset=self._log_start_offset,
+            )
+            if n:
+                self._delete_leading_segments(n)
+            return n
+
+    def _delete_leading_segments(self, n: int) -> None:
+        doomed = self._segments[:n]
+        self._segments = self._segments[n:]
+        self._bases = self._bases[n:]
+        for seg in doomed:
+            seg.delete()
+        self._dir_dirty = True
+        new_start = max(self._log_start_offset, self._segments[0].base_offset)
+        self._advance_log_start_offset(new_start)
+
+    def _advance_log_start_offset(self, new_start: int) -> None:
+        if new_start <= self._log_start_offset:
+            return
+        self._log_start_offset = new_start
+        self._high_watermark = max(self._high_watermark, new_start)
+        self.recovery_point = max(self.recovery_point, new_start)
+        self.leader_epoch_cache.truncate_from_start(new_start)
+        self.producer_state.evict_before(new_start)
+        if self._on_lso_change is not None:
+            self._on_lso_change(self)
+
+    def delete_records(self, before_offset: int) -> int:
+        """DeleteRecords: move the log start offset to `before_offset` (<= high watermark) and delete
+        the segments wholly below it. Returns the new log start offset."""
+        with self._lock:
+            if before_offset > self._high_watermark or before_offset < 0:
+                raise KafkaError(
+                    ErrorCode.offset_out_of_range,
+                    f"cannot move the log start offset of {self.dir.name} to {before_offset}: it must be in "
+                    f"[0, high watermark {self._high_watermark}]",
+                )
+            if before_offset > self._log_start_offset:
+                self._advance_log_start_offset(before_offset)
+                n = 0
+                while n < len(self._segments) - 1 and self._segments[n + 1].base_offset <= before_offset:
+                    n += 1
+                if n:
+                    self._delete_leading_segments(n)
+            return self._log_start_offset
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every offset >= `offset` (a batch containing it goes whole). Returns False when
+        there was nothing to remove."""
+        with self._lock:
+            if offset < 0:
+                raise ValueError(f"truncate_to: offset must be >= 0, got {offset}")
+            if offset >= self._next_offset:
+                return False
+            if offset < self._log_start_offset:
+                self._truncate_fully_and_start_at(offset)
+                return True
+            while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
+                self._segments.pop().delete()
+                self._bases.pop()
+            self._segments[-1].truncate_to(offset)
+            self._next_offset = self._segments[-1].next_offset
+            self._after_truncation()
+            return True
+
+    def _after_truncation(self) -> None:
+        self._high_watermark = min(self._high_watermark, self._next_offset)
+        self.recovery_point = min(self.recovery_point, self._next_offset)
+        self.leader_epoch_cache.truncate_from_end(self._next_offset)
+        for off in self._snapshot_offsets():
+            if off > self._next_offset:
+                (self.dir / f"{off:020d}.snapshot").unlink(missing_ok=True)
+        self._dir_dirty = True
+        self._rebuild_producer_state()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        with self._lock:
+            self._truncate_fully_and_start_at(offset)
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
+        for seg in self._segments:
+            seg.delete()
+        for off in self._snapshot_offsets():
+            (self.dir / f"{off:020d}.snapshot").unlink(missing_ok=True)
+        seg = self._new_segment(offset)
+        self._segments = [seg]
+        self._bases = [offset]
+        self._next_offset = offset
+        self._log_start_offset = offset
+        self._high_watermark = offset
+        self.recovery_point = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state = ProducerStateManager()
+        self._dir_dirty = True
+        if self._on_lso_change is not None:
+            self._on_lso_change(self)
+
+    # ==========================================================================================
+    # flush / close
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked(self._now())
+
+    def _flush_locked(self, now: int) -> None:
+        segments = self._segments
+        start = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
+        for seg in segments[start:-1]:
+            seg.flush(indexes=True)
+        segments[-1].flush(indexes=False)
+        if self._dir_dirty:
+            fsync_dir(self.dir)
+            self._dir_dirty = False
+        self.recovery_point = self._next_offset
+        self._last_flush_ms = now
+
+    def _flush_all_segments(self) -> None:
+        for seg in self._segments:
+            seg.flush(indexes=seg is not self._segments[-1])
+        fsync_dir(self.dir)
+        self._dir_dirty = False
+
+    def flush_due(self, now_ms: int) -> bool:
+        """Flush if `flush.ms` has elapsed since the last flush and something is unflushed."""
+        with self._lock:
+            interval = self.config.flush_interval_ms
+            if self._closed or interval is None or self._next_offset == self.recovery_point:
+                return False
+            if now_ms - self._last_flush_ms < interval:
+                return False
+            self._flush_locked(now_ms)
+            return True
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._next_offset - self.recovery_point
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._flush_locked(self._now())
+            self._write_producer_snapshot()
+            for seg in self._segments:
+                seg.close()
+            self._closed = True
+
+    def delete_files(self) -> None:
+        """Close and remove every file of this log (the directory itself is the manager's)."""
+        with self._lock:
+            for seg in self._segments:
+                seg.delete()
+            self._segments = []
+            self._bases = []
+            self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.dir.name}, start={self._log_start_offset}, end={self._next_offset}, "
+            f"hw={self._high_watermark}, segments={len(self._segments)})"
+        )

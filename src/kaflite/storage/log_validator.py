@@ -1,0 +1,95 @@
+"""Validation of a client's record set before it is appended (Kafka's LogValidator / analyzeAndValidate),
+done on batch headers only: no record is decoded on the hot path (except for compacted topics, which
+must refuse records without a key).
+
+Rules, in Kafka's order for each batch:
+1. the header and the whole batch are present (else CORRUPT_MESSAGE);
+2. magic is 2 (else INVALID_RECORD: produce v3+ carries magic 2 only);
+3. a client batch has base offset 0 (else INVALID_RECORD);
+4. batch size <= max.message.bytes (else MESSAGE_TOO_LARGE);
+5. CRC-32C over [attributes, end) matches (else CORRUPT_MESSAGE); known compression codec;
+6. lastOffsetDelta + 1 == record count > 0 (else INVALID_RECORD); no control batch from a client;
+7. CreateTime timestamps within message.timestamp.before/after.max.ms of now (else INVALID_TIMESTAMP);
+8. a batch with a producer id has a sequence (else INVALID_RECORD);
+9. compacted topics: every record has a key (else INVALID_RECORD);
+and for the whole set: size <= segment.bytes (else RECORD_LIST_TOO_LARGE).
+"""
+
+from __future__ import annotations
+
+from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.protocol.record_batch import RecordBatchView, decode_records
+from kaflite.storage.config import LogConfig
+
+__all__ = ["validate_client_batches", "validate_replica_batches"]
+
+
+def validate_client_batches(buf: memoryview, config: LogConfig, now_ms: int) -> list[RecordBatchView]:
+    n = len(buf)
+    if n == 0:
+        raise KafkaError(ErrorCode.invalid_record, "the record set holds no batch")
+    views: list[RecordBatchView] = []
+    pos = 0
+    max_size = config.max_message_bytes
+    create_time = not config.log_append_time
+    before = config.message_timestamp_before_max_ms
+    after = config.message_timestamp_after_max_ms
+    while pos < n:
+        view = RecordBatchView.parse(buf, pos)
+        if view.magic == 2 and view.base_offset != 0:
+            raise KafkaError(
+                ErrorCode.invalid_record,
+                f"the base offset of a client record batch must be 0, not {view.base_offset}",
+            )
+        view.validate(max_size)
+        if create_time:
+            for ts in (view.first_timestamp, view.max_timestamp):
+                if ts >= 0 and (now_ms - ts > before or ts - now_ms > after):
+                    raise KafkaError(
+                        ErrorCode.invalid_timestamp,
+                        f"timestamp {ts} is out of range (now {now_ms}, message.timestamp.before.max.ms="
+                        f"{before}, message.timestamp.after.max.ms={after})",
+                    )
+        if view.producer_id >= 0 and view.base_sequence < 0:
+            raise KafkaError(
+                ErrorCode.invalid_record,
+                f"batch of producer {view.producer_id} has no sequence number",
+            )
+        if config.compact:
+            for rec in decode_records(view):
+                if rec.key is None:
+                    raise KafkaError(ErrorCode.invalid_record, "compacted topic cannot accept a record without key")
+        views.append(view)
+        pos += view.batch_length + 12
+    if n > config.segment_bytes:
+        raise KafkaError(
+            ErrorCode.record_list_too_large,
+            f"record set of {n} bytes is larger than segment.bytes={config.segment_bytes}",
+        )
+    return views
+
+
+def validate_replica_batches(buf: memoryview, next_offset: int) -> list[RecordBatchView]:
+    """Batches that already carry offsets (replication, assign_offsets=False): structure, magic, CRC and
+    strictly increasing offsets starting at or after the log end offset."""
+    views: list[RecordBatchView] = []
+    pos = 0
+    n = len(buf)
+    if n == 0:
+        raise KafkaError(ErrorCode.invalid_record, "the record set holds no batch")
+    expected = next_offset
+    while pos < n:
+        view = RecordBatchView.parse(buf, pos)
+        if view.magic != 2:
+            raise KafkaError(ErrorCode.invalid_record, f"record batch magic {view.magic} is not supported")
+        if not view.crc_ok():
+            raise KafkaError(ErrorCode.corrupt_message, "record batch CRC-32C mismatch")
+        if view.base_offset < expected or view.last_offset_delta < 0:
+            raise KafkaError(
+                ErrorCode.invalid_record,
+                f"offsets are not increasing: batch {view.base_offset}..{view.last_offset} after {expected - 1}",
+            )
+        expected = view.next_offset
+        views.append(view)
+        pos += view.size
+    return views

@@ -1,0 +1,245 @@
+"""LogManager: owns the data directories (`log.dirs`) and every partition Log in them.
+
+Rules:
+- A partition lives in `<log dir>/<topic>-<partition>/`; a new partition goes to the log dir holding the
+  fewest partitions (Kafka's placement).
+- Per log dir, Kafka's checkpoint files: `recovery-point-offset-checkpoint`,
+  `log-start-offset-checkpoint`, `replication-offset-checkpoint` (high watermarks). They are rewritten
+  (atomically) by `checkpoint()`, called from `flush_due`, retention, DeleteRecords and close.
+- `close()` flushes everything and leaves `.kafka_cleanshutdown`; `load()` skips recovery for logs in a
+  directory with that marker (and removes it), otherwise recovers from each log's recovery point.
+- A deleted partition's directory is renamed `<topic>-<partition>.<uuid>-delete` then removed; leftovers
+  of such renames are removed on load.
+- The broker's shell owns the schedule: it calls `run_retention(now)`, `run_compaction(now)` and
+  `flush_due(now)`; the decisions are pure functions of the logs' state and `now`.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.storage.checkpoint import (
+    CLEAN_SHUTDOWN_FILE,
+    HIGH_WATERMARK_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    atomic_write,
+    read_offset_checkpoint,
+    write_offset_checkpoint,
+)
+from kaflite.storage.config import LogConfig
+from kaflite.storage.log import Log, parse_topic_partition
+
+__all__ = ["LogManager", "validate_topic_name"]
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+_MAX_TOPIC_LENGTH = 249
+# how often flush_due rewrites the checkpoint files (Kafka: replica.high.watermark.checkpoint.interval.ms)
+HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = 5000
+
+
+def validate_topic_name(topic: str) -> None:
+    if not topic or topic in (".", ".."):
+        raise KafkaError(ErrorCode.invalid_topic_exception, f"topic name {topic!r} is illegal")
+    if len(topic) > _MAX_TOPIC_LENGTH:
+        raise KafkaError(
+            ErrorCode.invalid_topic_exception,
+            f"topic name is {len(topic)} characters long; the maximum is {_MAX_TOPIC_LENGTH}",
+        )
+    if not _LEGAL_TOPIC.match(topic):
+        raise KafkaError(
+            ErrorCode.invalid_topic_exception,
+            f"topic name {topic!r} is illegal: allowed characters are ASCII letters, digits, '.', '_' and '-'",
+        )
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: list[Path] | list[str],
+        default_config: LogConfig | None = None,
+        now_ms: Callable[[], int] | None = None,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("LogManager: log_dirs must name at least one directory")
+        self.log_dirs = [Path(d).resolve() for d in log_dirs]
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        self.default_config = default_config or LogConfig()
+        self._now = now_ms or _wall_ms
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._log_dir_of: dict[tuple[str, int], Path] = {}
+        self._lock = threading.RLock()
+        self._last_checkpoint_ms = 0
+        self._written: dict[tuple[Path, str], dict[tuple[str, int], int]] = {}
+        self._closed = False
+
+    # ------------------------------------------------------------------------------------------
+    def load(self) -> None:
+        """Discover `<topic>-<partition>` directories in every log dir and open (recover) each log."""
+        with self._lock:
+            for d in self.log_dirs:
+                clean_marker = d / CLEAN_SHUTDOWN_FILE
+                clean = clean_marker.exists()
+                recovery = read_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
+                starts = read_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+                hws = read_offset_checkpoint(d / HIGH_WATERMARK_CHECKPOINT)
+                for sub in sorted(d.iterdir()):
+                    if not sub.is_dir():
+                        continue
+                    if sub.name.endswith("-delete"):
+                        shutil.rmtree(sub, ignore_errors=True)
+                        continue
+                    try:
+                        tp = parse_topic_partition(sub.name)
+                    except ValueError:
+                        continue  # not a partition directory (e.g. a broker's own folder)
+                    if tp in self._logs:
+                        raise KafkaError(
+                            ErrorCode.kafka_storage_error,
+                            f"partition {sub.name} exists in two log dirs: {self._log_dir_of[tp]} and {d}",
+                        )
+                    self._logs[tp] = Log(
+                        sub,
+                        self.default_config,
+                        recovery_point=recovery.get(tp, 0),
+                        log_start_offset=starts.get(tp, 0),
+                        high_watermark=hws.get(tp, 0),
+                        had_clean_shutdown=clean,
+                        now_ms=self._now,
+                        on_log_start_offset_change=self._on_lso_change,
+                    )
+                    self._log_dir_of[tp] = d
+                clean_marker.unlink(missing_ok=True)
+            self.checkpoint(force=True)
+
+    # ------------------------------------------------------------------------------------------
+    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        with self._lock:
+            key = (topic, partition)
+            log = self._logs.get(key)
+            if log is not None:
+                if config is not None and config != log.config:
+                    log.update_config(config)
+                return log
+            if self._closed:
+                raise KafkaError(ErrorCode.kafka_storage_error, "the log manager is closed")
+            validate_topic_name(topic)
+            if partition < 0:
+                raise KafkaError(ErrorCode.invalid_partitions, f"partition {partition} must be >= 0")
+            counts = {d: 0 for d in self.log_dirs}
+            for d in self._log_dir_of.values():
+                counts[d] += 1
+            target = min(self.log_dirs, key=lambda d: counts[d])
+            log = Log(
+                target / f"{topic}-{partition}",
+                config or self.default_config,
+                now_ms=self._now,
+                on_log_start_offset_change=self._on_lso_change,
+            )
+            self._logs[key] = log
+            self._log_dir_of[key] = target
+            return log
+
+    def get(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> dict[tuple[str, int], Log]:
+        return dict(self._logs)
+
+    def delete(self, topic: str, partition: int) -> None:
+        with self._lock:
+            key = (topic, partition)
+            log = self._logs.pop(key, None)
+            d = self._log_dir_of.pop(key, None)
+            if log is None or d is None:
+                return
+            log.delete_files()
+            doomed = log.dir.with_name(f"{topic}-{partition}.{uuid.uuid4().hex}-delete")
+            log.dir.rename(doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+            self.checkpoint(force=True)
+
+    # ------------------------------------------------------------------------------------------
+    def run_retention(self, now_ms: int | None = None) -> int:
+        """Delete segments past retention in every log; returns how many segments were deleted."""
+        now = self._now() if now_ms is None else now_ms
+        deleted = 0
+        for log in list(self._logs.values()):
+            if not log.closed:
+                deleted += log.delete_old_segments(now)
+        if deleted:
+            self.checkpoint(force=True)
+        return deleted
+
+    def run_compaction(self, now_ms: int | None = None) -> int:
+        """Compact every log whose cleanup.policy includes compact and that is dirty enough; returns
+        the number of logs cleaned."""
+        from kaflite.storage.cleaner import compact_log
+
+        now = self._now() if now_ms is None else now_ms
+        cleaned = 0
+        for log in list(self._logs.values()):
+            if not log.closed and log.config.compact and compact_log(log, now).cleaned:
+                cleaned += 1
+        return cleaned
+
+    def flush_due(self, now_ms: int | None = None) -> int:
+        """Flush the logs whose flush.ms elapsed; refresh the checkpoint files after a flush and at
+        least every 5 s (Kafka's replica.high.watermark.checkpoint.interval.ms).
+        Returns the number of logs flushed."""
+        now = self._now() if now_ms is None else now_ms
+        flushed = sum(1 for log in list(self._logs.values()) if log.flush_due(now))
+        if flushed or now - self._last_checkpoint_ms >= HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS:
+            self.checkpoint()
+            self._last_checkpoint_ms = now
+        return flushed
+
+    def checkpoint(self, *, force: bool = False) -> None:
+        """Rewrite each log dir's recovery-point, log-start-offset and high-watermark checkpoints
+        (only the files whose content changed, unless force)."""
+        with self._lock:
+            for d in self.log_dirs:
+                members = {tp: log for tp, log in self._logs.items() if self._log_dir_of.get(tp) == d}
+                for name, value in (
+                    (RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point),
+                    (LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset),
+                    (HIGH_WATERMARK_CHECKPOINT, lambda lg: lg.high_watermark),
+                ):
+                    offsets = {tp: int(value(lg)) for tp, lg in members.items()}
+                    if force or self._written.get((d, name)) != offsets:
+                        write_offset_checkpoint(d / name, offsets)
+                        self._written[(d, name)] = offsets
+
+    def _on_lso_change(self, log: Log) -> None:
+        # a moved log start offset must survive a crash, or deleted records would come back
+        if (log.topic, log.partition) in self._logs:
+            self.checkpoint()
+
+    def flush(self) -> None:
+        for log in list(self._logs.values()):
+            if not log.closed:
+                log.flush()
+        self.checkpoint()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            for log in self._logs.values():
+                log.close()
+            self.checkpoint(force=True)
+            for d in self.log_dirs:
+                atomic_write(d / CLEAN_SHUTDOWN_FILE, b"")
+            self._closed = True

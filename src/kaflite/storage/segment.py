@@ -1,0 +1,411 @@
+"""LogSegment: one `<20-digit base offset>.log` file of verbatim magic-2 batches plus its two indexes.
+
+Rules:
+- Batches are appended at the end of the `.log` file exactly as they will be served (offsets already
+  assigned); positions and sizes are byte-exact, so a fetch is a byte range of the file.
+- Base offsets of consecutive batches strictly increase (compaction may leave gaps, never overlaps).
+- An index entry (last offset of the batch -> batch start position) is written when more than
+  `index.interval.bytes` were appended since the previous entry (Kafka's rule).
+- The segment is never trusted blindly after an unclean stop: `recover()` rescans the file, checks each
+  batch's structure and CRC-32C, truncates at the first bad byte and rebuilds both indexes.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from kaflite.protocol.errors import KafkaError
+from kaflite.protocol.record_batch import (
+    BATCH_HEADER_SIZE,
+    CRC_START,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    RecordBatchView,
+    crc32c,
+    decode_records,
+)
+from kaflite.storage.index import IndexCorrupt, OffsetIndex, TimeIndex
+
+__all__ = ["LogSegment", "segment_file_name", "HeaderFields"]
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD  # 49
+_IOV_MAX = 1000
+
+# indexes into the header tuple
+H_BASE, H_LEN, H_PLE, H_MAGIC, H_CRC, H_ATTR, H_LOD, H_FIRST_TS, H_MAX_TS, H_PID, H_EPOCH, H_SEQ, H_COUNT = range(13)
+HeaderFields = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+def _pwrite_all(fd: int, pieces: list[bytes | bytearray | memoryview], pos: int) -> int:
+    total = 0
+    for i in range(0, len(pieces), _IOV_MAX):
+        chunk = pieces[i : i + _IOV_MAX]
+        want = sum(len(p) for p in chunk)
+        n = os.pwritev(fd, chunk, pos + total)
+        if n != want:  # a short write (rare: disk full, signal); finish piece by piece
+            data = memoryview(b"".join(bytes(p) for p in chunk))
+            while n < want:
+                n += os.pwrite(fd, data[n:], pos + total + n)
+        total += want
+    return total
+
+
+class LogSegment:
+    """One segment. Not thread-safe on its own: the owning Log serialises access."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        created_ms: int,
+        suffix: str = ".log",
+    ) -> None:
+        self.dir = directory
+        self.base_offset = base_offset
+        self.log_path = directory / segment_file_name(base_offset, suffix)
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.index_interval_bytes = index_interval_bytes
+        self.index = OffsetIndex(directory / segment_file_name(base_offset, ".index"), base_offset, max_index_size)
+        self.time_index = TimeIndex(
+            directory / segment_file_name(base_offset, ".timeindex"), base_offset, max_index_size
+        )
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.rolling_based_timestamp: int | None = None  # max timestamp of the first batch (Kafka's rule)
+        self.created_ms = created_ms
+        self.bytes_since_last_index_entry = 0
+        self.dirty = False  # bytes written since the last fsync
+
+    # ------------------------------------------------------------------------------------------
+    # scanning
+    def iter_headers(self, start: int = 0, end: int | None = None, chunk: int = 8192) -> Iterator[tuple[int, HeaderFields]]:
+        """(position, header tuple) of each batch from `start` (a batch boundary) to `end`.
+        Stops silently at a structurally impossible or truncated header."""
+        end = self.size if end is None else end
+        pos = start
+        buf = b""
+        buf_start = pos
+        fd = self.fd
+        while pos + BATCH_HEADER_SIZE <= end:
+            rel = pos - buf_start
+            if rel + BATCH_HEADER_SIZE > len(buf):
+                buf = os.pread(fd, max(chunk, BATCH_HEADER_SIZE), pos)
+                buf_start = pos
+                rel = 0
+                if len(buf) < BATCH_HEADER_SIZE:
+                    return
+            fields: HeaderFields = _HEADER.unpack_from(buf, rel)  # type: ignore[assignment]
+            length = fields[H_LEN]
+            if length < _MIN_BATCH_LENGTH or pos + length + LOG_OVERHEAD > end:
+                return
+            yield pos, fields
+            pos += length + LOG_OVERHEAD
+
+    def iter_batches(self, start: int = 0, end: int | None = None, chunk: int = 1 << 20) -> Iterator[tuple[int, HeaderFields, memoryview]]:
+        """Like iter_headers, with a memoryview of each whole batch (read in large chunks)."""
+        end = self.size if end is None else end
+        pos = start
+        buf = memoryview(b"")
+        buf_start = pos
+        fd = self.fd
+        while pos + BATCH_HEADER_SIZE <= end:
+            rel = pos - buf_start
+            if rel + BATCH_HEADER_SIZE > len(buf):
+                buf = memoryview(os.pread(fd, min(max(chunk, BATCH_HEADER_SIZE), end - pos), pos))
+                buf_start = pos
+                rel = 0
+                if len(buf) < BATCH_HEADER_SIZE:
+                    return
+            fields: HeaderFields = _HEADER.unpack_from(buf, rel)  # type: ignore[assignment]
+            size = fields[H_LEN] + LOG_OVERHEAD
+            if fields[H_LEN] < _MIN_BATCH_LENGTH or pos + size > end:
+                return
+            if rel + size > len(buf):
+                buf = memoryview(os.pread(fd, max(chunk, size), pos))
+                buf_start = pos
+                rel = 0
+                if len(buf) < size:
+                    return
+            yield pos, fields, buf[rel : rel + size]
+            pos += size
+
+    # ------------------------------------------------------------------------------------------
+    # append
+    def append(
+        self,
+        pieces: list[bytes | bytearray | memoryview],
+        batches: list[tuple[int, int, int, int]],
+    ) -> int:
+        """Write pre-patched batch bytes at the end. `batches` = (size, last_offset, max_timestamp,
+        first_offset) per batch, in order, describing `pieces`. Returns the start position."""
+        start = self.size
+        _pwrite_all(self.fd, pieces, start)
+        pos = start
+        for size, last_offset, max_ts, _first in batches:
+            self._account_batch(pos, size, last_offset, max_ts)
+            pos += size
+        self.size = pos
+        self.dirty = True
+        return start
+
+    def _account_batch(self, pos: int, size: int, last_offset: int, max_ts: int) -> None:
+        if self.rolling_based_timestamp is None:
+            self.rolling_based_timestamp = max_ts
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+            self.offset_of_max_timestamp = last_offset
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.index.append(last_offset, pos)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += size
+        self.next_offset = last_offset + 1
+
+    # ------------------------------------------------------------------------------------------
+    # roll conditions (Kafka's LogSegment.shouldRoll)
+    def should_roll(self, append_size: int, max_ts_in_append: int, last_offset: int, now_ms: int,
+                    segment_bytes: int, roll_ms: int) -> bool:
+        if self.size == 0:
+            return False
+        if self.size > segment_bytes - append_size:
+            return True
+        # Kafka's timeWaitedForRoll: the incoming batch's timestamp minus the first batch's timestamp,
+        # or wall time since creation when the segment's batches carry no timestamp
+        based = self.rolling_based_timestamp
+        waited = max_ts_in_append - based if based is not None and based >= 0 else now_ms - self.created_ms
+        if waited > roll_ms:
+            return True
+        if self.index.is_full or self.time_index.is_full:
+            return True
+        return last_offset - self.base_offset > 0x7FFFFFFF
+
+    def on_become_inactive(self) -> None:
+        """Called on roll: the final time index entry makes the max timestamp readable on reload."""
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.index.write_pending()
+        self.time_index.write_pending()
+
+    # ------------------------------------------------------------------------------------------
+    # read
+    def translate_offset(self, offset: int, start_position: int | None = None) -> int | None:
+        """Position of the first batch whose last offset >= `offset`, or None if there is none here."""
+        pos = self.index.lookup(offset) if start_position is None else start_position
+        for p, fields in self.iter_headers(pos):
+            if fields[H_BASE] + fields[H_LOD] >= offset:
+                return p
+        return None
+
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool) -> bytes | None:
+        """Whole batches from the one containing `fetch_offset`, below `max_offset` (exclusive), at most
+        `max_bytes` (or exactly one batch when the first is bigger and `min_one_message`).
+        None when this segment holds no batch at or after `fetch_offset`."""
+        start = self.translate_offset(fetch_offset)
+        if start is None:
+            return None
+        if max_offset is not None and max_offset < self.next_offset:
+            m = self.translate_offset(max_offset, start)
+            max_pos = self.size if m is None else m
+        else:
+            max_pos = self.size
+        if max_pos <= start:
+            return b""
+        limit = start + max_bytes
+        if limit >= max_pos:
+            return os.pread(self.fd, max_pos - start, start)
+        p = max(self.index.floor_position(limit), start)  # a batch boundary <= limit
+        cut = p
+        for bpos, fields in self.iter_headers(p, max_pos):
+            bend = bpos + fields[H_LEN] + LOG_OVERHEAD
+            if bend > limit:
+                break
+            cut = bend
+        if cut == start:
+            if not min_one_message:
+                return b""
+            hdr = os.pread(self.fd, BATCH_HEADER_SIZE, start)
+            cut = min(start + _HEADER.unpack_from(hdr)[H_LEN] + LOG_OVERHEAD, max_pos)
+        return os.pread(self.fd, cut - start, start)
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= target and offset >= start_offset."""
+        from_offset = max(self.time_index.lookup(timestamp), start_offset)
+        pos = self.index.lookup(from_offset)
+        for p, fields in self.iter_headers(pos):
+            if fields[H_MAX_TS] < timestamp or fields[H_BASE] + fields[H_LOD] < start_offset:
+                continue
+            raw = os.pread(self.fd, fields[H_LEN] + LOG_OVERHEAD, p)
+            view = RecordBatchView.parse(raw)
+            try:
+                records = decode_records(view)
+            except KafkaError:
+                # a codec we cannot decode: answer at batch granularity
+                return max(view.base_offset, start_offset), view.max_timestamp
+            for rec in records:
+                if rec.timestamp >= timestamp and rec.offset >= start_offset:
+                    return rec.offset, rec.timestamp
+        return None
+
+    # ------------------------------------------------------------------------------------------
+    # load / recover
+    def load(self) -> bool:
+        """Load a segment that was cleanly written (before the recovery point). Returns False when its
+        indexes fail the sanity check or the tail does not parse, so the caller recovers it instead."""
+        try:
+            self.index.load(max(self.size, 1))
+            self.time_index.load()
+        except IndexCorrupt:
+            return False
+        if self.size > 0 and not self.time_index.path.exists():
+            return False
+        last = self.index.last_entry()
+        start = last[1] if last is not None else 0
+        end = start
+        for pos, fields in self.iter_headers(start, chunk=1 << 16):
+            self._note_header(fields)
+            end = pos + fields[H_LEN] + LOG_OVERHEAD
+        if end != self.size:
+            return False
+        if self.size > 0:
+            first = os.pread(self.fd, BATCH_HEADER_SIZE, 0)
+            self.rolling_based_timestamp = _HEADER.unpack_from(first)[H_MAX_TS]
+            te = self.time_index.last_entry()
+            if te is None and self.max_timestamp < 0:
+                return False
+            if te is not None and te[0] > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = te
+        self.bytes_since_last_index_entry = self.size - start
+        return True
+
+    def _note_header(self, fields: HeaderFields) -> None:
+        last = fields[H_BASE] + fields[H_LOD]
+        self.next_offset = last + 1
+        if fields[H_MAX_TS] > self.max_timestamp:
+            self.max_timestamp = fields[H_MAX_TS]
+            self.offset_of_max_timestamp = last
+
+    def recover(
+        self,
+        on_batch: Callable[[HeaderFields], None] | None = None,
+        max_batch_size: int | None = None,
+    ) -> int:
+        """Rescan the whole `.log`: validate each batch (structure, magic, increasing offsets, CRC-32C),
+        truncate at the first invalid byte, rebuild both indexes. Returns the number of bytes truncated."""
+        self.index.reset()
+        self.time_index.reset()
+        file_size = os.fstat(self.fd).st_size
+        self.size = file_size
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.rolling_based_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        valid = 0
+        expected_min_base = self.base_offset
+        for pos, fields, data in self.iter_batches(0, file_size):
+            size = fields[H_LEN] + LOG_OVERHEAD
+            if fields[H_MAGIC] != MAGIC_V2 or fields[H_BASE] < expected_min_base or fields[H_LOD] < 0:
+                break
+            if max_batch_size is not None and size > max_batch_size:
+                break
+            if crc32c(data[CRC_START:]) != fields[H_CRC]:
+                break
+            last = fields[H_BASE] + fields[H_LOD]
+            self._account_batch(pos, size, last, fields[H_MAX_TS])
+            if on_batch is not None:
+                on_batch(fields)
+            expected_min_base = last + 1
+            valid = pos + size
+        truncated = file_size - valid
+        if truncated:
+            os.ftruncate(self.fd, valid)
+        self.size = valid
+        if self.size == 0:
+            self.next_offset = self.base_offset
+        self.index.write_pending()
+        self.time_index.write_pending()
+        self.dirty = True
+        return truncated
+
+    # ------------------------------------------------------------------------------------------
+    # truncate / flush / close / delete
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset >= `offset` (a batch containing `offset` goes whole).
+        Returns the number of bytes removed."""
+        pos = self.translate_offset(offset)
+        if pos is None:
+            return 0
+        removed = self.size - pos
+        os.ftruncate(self.fd, pos)
+        self.size = pos
+        self.index.truncate_to_position(pos)
+        self.time_index.truncate_to_offset(offset)
+        self._rescan_state()
+        self.dirty = True
+        return removed
+
+    def _rescan_state(self) -> None:
+        """Recompute next offset / max timestamp / roll timestamp from the headers (rare operations)."""
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.rolling_based_timestamp = None
+        last_start = 0
+        for pos, fields in self.iter_headers(0, chunk=1 << 20):
+            if self.rolling_based_timestamp is None:
+                self.rolling_based_timestamp = fields[H_MAX_TS]
+            self._note_header(fields)
+            last_start = pos
+        last = self.index.last_entry()
+        self.bytes_since_last_index_entry = self.size - (last[1] if last else 0) if self.size else 0
+        del last_start
+
+    def flush(self, *, indexes: bool = True) -> None:
+        if self.dirty:
+            os.fdatasync(self.fd)
+            self.dirty = False
+        if indexes:
+            self.index.flush()
+            self.time_index.flush()
+
+    def close(self) -> None:
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.index.close()
+        self.time_index.close()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete(self) -> None:
+        self.index.delete()
+        self.time_index.delete()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        try:
+            self.log_path.unlink()
+        except FileNotFoundError:
+            pass
+
+    @property
+    def last_modified_ms(self) -> int:
+        return int(os.fstat(self.fd).st_mtime * 1000) if self.fd >= 0 else 0
+
+    def read_all(self) -> bytes:
+        return os.pread(self.fd, self.size, 0) if self.size else b""
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"
+

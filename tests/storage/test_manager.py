@@ -1,0 +1,133 @@
+"""LogManager: layout, placement, checkpoints, clean shutdown marker, delete, retention schedule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.storage import LogConfig, LogManager
+from kaflite.storage.checkpoint import read_offset_checkpoint
+from storage.storage_util import ManualClock, batch
+
+
+def test_create_load_and_checkpoints(tmp_path: Path, clock: ManualClock) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    m = LogManager(dirs, LogConfig(), now_ms=clock)
+    m.load()
+    logs = [m.get_or_create("orders", p) for p in range(4)]
+    assert m.get_or_create("orders", 0) is logs[0]
+    assert {lg.dir.parent.name for lg in logs} == {"d1", "d2"}  # spread over the log dirs
+    for i, lg in enumerate(logs):
+        for _ in range(i + 1):
+            lg.append(batch(2, ts=clock.ms))
+        lg.update_high_watermark(lg.log_end_offset)
+    assert m.get("orders", 9) is None and set(m.logs()) == {("orders", p) for p in range(4)}
+    m.close()
+    for d in dirs:
+        assert (d / ".kafka_cleanshutdown").exists()
+    hw = {**read_offset_checkpoint(dirs[0] / "replication-offset-checkpoint"),
+          **read_offset_checkpoint(dirs[1] / "replication-offset-checkpoint")}
+    assert hw == {("orders", p): 2 * (p + 1) for p in range(4)}
+
+    m2 = LogManager(dirs, LogConfig(), now_ms=clock)
+    m2.load()
+    assert not any((d / ".kafka_cleanshutdown").exists() for d in dirs)
+    got = m2.logs()
+    assert {k: (lg.log_end_offset, lg.high_watermark) for k, lg in got.items()} == {
+        ("orders", p): (2 * (p + 1), 2 * (p + 1)) for p in range(4)
+    }
+    m2.close()
+
+
+def test_unclean_stop_recovers_from_the_checkpointed_recovery_point(tmp_path: Path, clock: ManualClock) -> None:
+    m = LogManager([tmp_path], LogConfig(segment_bytes=200), now_ms=clock)
+    m.load()
+    lg = m.get_or_create("t", 0)
+    for _ in range(10):
+        lg.append(batch(1, ts=clock.ms))
+    lg.flush()
+    m.checkpoint()
+    for _ in range(3):
+        lg.append(batch(1, ts=clock.ms))
+    # no close(): simulate a crash by abandoning the objects, and tear the tail
+    tail = lg.active_segment.log_path
+    with open(tail, "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x0d\x00\x00\x01\x00garbage")
+    m2 = LogManager([tmp_path], LogConfig(segment_bytes=200), now_ms=clock)
+    m2.load()
+    lg2 = m2.get("t", 0)
+    assert lg2 is not None and lg2.log_end_offset == 13 and lg2.recovered_bytes_truncated > 0
+    assert lg2.recovery_point == 13
+    assert lg2.append(batch(1, ts=clock.ms)).base_offset == 13
+    m2.close()
+
+
+def test_delete_removes_the_directory(tmp_path: Path) -> None:
+    m = LogManager([tmp_path])
+    m.load()
+    lg = m.get_or_create("gone", 0)
+    lg.append(batch(1))
+    m.delete("gone", 0)
+    assert m.get("gone", 0) is None
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("gone")]
+    assert m.get_or_create("gone", 0).log_end_offset == 0  # recreated empty
+    m.close()
+
+
+@pytest.mark.parametrize("topic", ["", "a/b", "x" * 250, "..", "sp ace"])
+def test_bad_topic_names(tmp_path: Path, topic: str) -> None:
+    m = LogManager([tmp_path])
+    with pytest.raises(KafkaError) as e:
+        m.get_or_create(topic, 0)
+    assert e.value.code == ErrorCode.invalid_topic_exception
+
+
+def test_run_retention_and_lso_checkpoint(tmp_path: Path, clock: ManualClock) -> None:
+    one = len(batch(1))
+    m = LogManager([tmp_path], LogConfig(segment_bytes=one * 2, retention_ms=10_000), now_ms=clock)
+    m.load()
+    lg = m.get_or_create("t", 0)
+    for i in range(6):
+        lg.append(batch(1, ts=clock.ms + i * 1000))
+    lg.update_high_watermark(lg.log_end_offset)
+    assert m.run_retention(clock.ms + 10_500) == 0
+    assert m.run_retention(clock.ms + 12_500) == 1  # segment [0,1] max ts +1000 is 11.5 s old
+    assert lg.log_start_offset == 2
+    assert read_offset_checkpoint(tmp_path / "log-start-offset-checkpoint") == {("t", 0): 2}
+    assert m.run_retention(clock.ms + 100_000) == 1  # never the active segment
+    assert [s.base_offset for s in lg.segments] == [4]
+    m.close()
+
+
+def test_flush_due_flushes_by_flush_ms(tmp_path: Path, clock: ManualClock) -> None:
+    m = LogManager([tmp_path], LogConfig(flush_interval_ms=100), now_ms=clock)
+    m.load()
+    lg = m.get_or_create("t", 0)
+    lg.append(batch(1))
+    assert m.flush_due(clock.ms + 50) == 0
+    assert m.flush_due(clock.ms + 150) == 1
+    assert read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {("t", 0): 1}
+    m.close()
+
+
+def test_config_from_topic_and_broker_names() -> None:
+    cfg = LogConfig.from_topic_configs({"retention.ms": "1000", "cleanup.policy": "delete,compact",
+                                        "flush.messages": "1", "min.insync.replicas": "2",
+                                        "segment.bytes": "1048576"})
+    assert (cfg.retention_ms, cfg.cleanup_policy, cfg.flush_interval_messages) == (1000, "compact,delete", 1)
+    assert cfg.compact and cfg.delete and cfg.segment_bytes == 1048576
+    with pytest.raises(KafkaError) as e:
+        LogConfig.from_topic_configs({"retention.mss": "1"})
+    assert e.value.code == ErrorCode.invalid_config and "retention.mss" in e.value.message
+    with pytest.raises(KafkaError) as e:
+        LogConfig.from_topic_configs({"cleanup.policy": "forever"})
+    assert "cleanup.policy" in e.value.message
+    with pytest.raises(KafkaError) as e:
+        LogConfig.from_topic_configs({"segment.bytes": "big"})
+    assert "segment.bytes" in e.value.message
+    b = LogConfig.from_broker_configs({"log.retention.hours": "1", "log.retention.minutes": "2",
+                                       "log.roll.hours": "3", "log.flush.interval.messages": "1"})
+    assert (b.retention_ms, b.segment_ms, b.flush_interval_messages) == (120_000, 3 * 3600_000, 1)
+    assert LogConfig.from_broker_configs({"log.retention.hours": "-1"}).retention_ms == -1
