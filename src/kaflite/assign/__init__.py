@@ -9,7 +9,7 @@ Assignors by Kafka's names: `get_assignor("range" | "roundrobin" | "sticky" | "c
 from __future__ import annotations
 
 from kaflite.assign.murmur2 import java_string_hashcode, murmur2, partition_for_key, to_positive, utils_abs
-from kaflite.assign.registry import assignor_names, get_assignor, register_assignor
+from kaflite.assign.registry import assign_group, assignor_names, get_assignor, register_assignor
 from kaflite.assign.types import PartitionAssignorError, Subscription, TopicPartition
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "partition_for_key",
     "java_string_hashcode",
     "get_assignor",
+    "assign_group",
     "assignor_names",
     "register_assignor",
     "Subscription",

@@ -6,7 +6,7 @@ clients can use them side by side.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 _FACTORIES: dict[str, Callable[[], Any]] = {}
@@ -69,3 +69,20 @@ _JAVA_CLASS_NAMES = {
     "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
     "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "server-range",
 }
+
+
+def assign_group(assignor: Any, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Any],
+                 partition_racks: Any = None) -> dict[str, list[Any]]:
+    """Run a client assignor the way a group leader does (AbstractPartitionAssignor.assign(Cluster, ...)):
+    only topics some member subscribes to and that exist with >= 1 partition are handed to the assignor,
+    in Java HashMap order of their names."""
+    from kaflite.assign.javautil import JavaHashMap
+    from kaflite.assign.types import string_hash
+
+    wanted = {t for s in subscriptions.values() for t in s.topics}
+    ordered: JavaHashMap[str, int] = JavaHashMap(string_hash)
+    for topic in sorted(wanted):
+        n = partitions_per_topic.get(topic)
+        if n:
+            ordered[topic] = n
+    return dict(assignor.assign_partitions(ordered.as_dict(), subscriptions, partition_racks))
