@@ -1,12 +1,51 @@
-"""Log compaction (cleanup.policy=compact). Placeholder until the cleaner lands."""
+"""Log compaction (`cleanup.policy=compact`): keep the latest record per key.
+
+Rules (Kafka's LogCleaner, simplified where noted):
+1. Only sealed segments are cleaned (never the active one), and only a leading run of segments whose
+   newest record is older than `min.compaction.lag.ms`.
+2. The offset map (key -> latest offset) is built over the whole log, active segment included, so a
+   record superseded anywhere later is dropped.
+3. A record survives when it is the latest for its key; a record without a key is dropped.
+4. A tombstone (null value) that is the latest for its key survives until `delete.retention.ms` has
+   passed since its timestamp (Kafka counts from when the segment was first cleaned; kaflite uses the
+   record timestamp, which the broker sets for `__consumer_offsets`).
+5. Surviving records keep their offsets; a partly-cleaned batch is re-encoded with its ORIGINAL base
+   offset, lastOffsetDelta, producer id/epoch/base sequence and partition leader epoch, so offsets
+   become sparse but batch ranges and producer sequences are unchanged. Untouched batches are copied
+   verbatim. The last batch of each producer id is kept whole (idempotence state is rebuilt from it).
+   Batches in a codec kaflite cannot decode (snappy/lz4/zstd) are kept whole.
+6. Crash safety (Kafka's swap protocol): the cleaned copy is written to `<base>.log.cleaned`, fsync'd,
+   renamed to `<base>.log.swap`, then atomically renamed over `<base>.log`. On load a `.cleaned` file is
+   discarded and a `.swap` file completes the replacement (see Log._remove_temporary_files).
+7. A log is cleaned when dirty bytes (after the cleaner checkpoint) / cleanable bytes >=
+   `min.cleanable.dirty.ratio`, or when forced.
+The decisions (`build_offset_map`, `record_survives`, `cleanable_prefix`, `should_clean`) are pure.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kaflite.protocol.errors import KafkaError
+from kaflite.protocol.record_batch import Record, RecordBatchView, decode_records, encode_batch
+from kaflite.storage.checkpoint import fsync_dir
+from kaflite.storage.segment import LogSegment
+
 if TYPE_CHECKING:
     from kaflite.storage.log import Log
+
+__all__ = [
+    "CleanResult",
+    "build_offset_map",
+    "record_survives",
+    "cleanable_prefix",
+    "should_clean",
+    "filter_batch",
+    "compact_log",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,7 +54,143 @@ class CleanResult:
     segments: int = 0
     bytes_before: int = 0
     bytes_after: int = 0
+    records_removed: int = 0
 
 
-def compact_log(log: Log, now_ms: int) -> CleanResult:
-    return CleanResult(False)
+# --- pure decisions ------------------------------------------------------------------------------------
+def build_offset_map(records: Iterable[tuple[int, bytes | None]]) -> dict[bytes, int]:
+    """key -> offset of its latest record (records in offset order)."""
+    out: dict[bytes, int] = {}
+    for offset, key in records:
+        if key is not None:
+            out[key] = offset
+    return out
+
+
+def record_survives(record: Record, offset_map: dict[bytes, int], now_ms: int, delete_retention_ms: int) -> bool:
+    if record.key is None:
+        return False
+    if offset_map.get(record.key, -1) > record.offset:
+        return False
+    if record.value is None and now_ms - record.timestamp > delete_retention_ms:
+        return False
+    return True
+
+
+def cleanable_prefix(max_timestamps: Sequence[int], now_ms: int, min_compaction_lag_ms: int) -> int:
+    """How many leading sealed segments may be cleaned: the last segment is active; a segment with a
+    record younger than min.compaction.lag.ms stops the run."""
+    n = 0
+    while n < len(max_timestamps) - 1 and now_ms - max_timestamps[n] >= min_compaction_lag_ms:
+        n += 1
+    return n
+
+
+def should_clean(dirty_bytes: int, cleanable_bytes: int, min_ratio: float) -> bool:
+    return cleanable_bytes > 0 and dirty_bytes > 0 and dirty_bytes / cleanable_bytes >= min_ratio
+
+
+def filter_batch(
+    view: RecordBatchView, offset_map: dict[bytes, int], now_ms: int, delete_retention_ms: int
+) -> tuple[bytes | memoryview | None, int]:
+    """The batch to write in the cleaned segment (verbatim view, re-encoded bytes, or None when
+    nothing survives) and the number of records removed."""
+    try:
+        records = decode_records(view)
+    except KafkaError:
+        return view.buffer, 0  # a codec we cannot decode: keep the batch whole
+    kept = [r for r in records if record_survives(r, offset_map, now_ms, delete_retention_ms)]
+    removed = len(records) - len(kept)
+    if not removed:
+        return view.buffer, 0
+    if not kept:
+        return None, removed
+    log_append = view.timestamp_type == 1
+    first_ts = view.first_timestamp
+    encoded = [
+        (r.offset - view.base_offset, 0 if log_append else r.timestamp - first_ts, r.key, r.value, r.headers)
+        for r in kept
+    ]
+    raw = encode_batch(
+        encoded,
+        base_offset=view.base_offset,
+        last_offset_delta=view.last_offset_delta,
+        first_timestamp=first_ts,
+        max_timestamp=view.max_timestamp if log_append else max(r.timestamp for r in kept),
+        producer_id=view.producer_id,
+        producer_epoch=view.producer_epoch,
+        base_sequence=view.base_sequence,
+        attributes=view.attributes,
+        partition_leader_epoch=view.partition_leader_epoch,
+    )
+    return raw, removed
+
+
+# --- the shell: files ----------------------------------------------------------------------------------
+def _log_records(log: Log) -> Iterable[tuple[int, bytes | None]]:
+    for seg in log.segments:
+        for _pos, _fields, data in seg.iter_batches():
+            view = RecordBatchView.parse(data)
+            try:
+                for r in decode_records(view):
+                    yield r.offset, r.key
+            except KafkaError:
+                continue
+
+
+def compact_log(log: Log, now_ms: int, *, force: bool = False) -> CleanResult:
+    """Clean `log` if it is dirty enough (or `force`). Holds the log's lock for the whole pass."""
+    with log._lock:  # noqa: SLF001 - the cleaner is part of the storage package
+        cfg = log.config
+        segments = log.segments
+        n = cleanable_prefix([s.max_timestamp for s in segments], now_ms, cfg.min_compaction_lag_ms)
+        if n == 0:
+            return CleanResult(False)
+        cleanable = segments[:n]
+        cleanable_bytes = sum(s.size for s in cleanable)
+        dirty_bytes = sum(s.size for s in cleanable if s.next_offset > log.cleaner_checkpoint)
+        if not force and not should_clean(dirty_bytes, cleanable_bytes, cfg.min_cleanable_dirty_ratio):
+            return CleanResult(False)
+        offset_map = build_offset_map(_log_records(log))
+        last_batch_of_producer: dict[int, int] = {}
+        for seg in segments:
+            for _p, f in seg.iter_headers(chunk=1 << 20):
+                if f[9] >= 0:
+                    last_batch_of_producer[f[9]] = f[0]
+        removed = 0
+        after = 0
+        for seg in cleanable:
+            pieces: list[bytes | memoryview] = []
+            for _pos, fields, data in seg.iter_batches():
+                view = RecordBatchView.parse(data)
+                if view.producer_id >= 0 and last_batch_of_producer.get(view.producer_id) == view.base_offset:
+                    pieces.append(data)
+                    continue
+                out, r = filter_batch(view, offset_map, now_ms, cfg.delete_retention_ms)
+                removed += r
+                if out is not None:
+                    pieces.append(bytes(out))
+            new_size = sum(len(p) for p in pieces)
+            after += new_size
+            if new_size != seg.size:
+                log._replace_segment(seg, pieces)  # noqa: SLF001
+        log.cleaner_checkpoint = cleanable[-1].next_offset
+        return CleanResult(True, n, cleanable_bytes, after, removed)
+
+
+def write_swap_file(seg: LogSegment, pieces: Sequence[bytes | memoryview]) -> str:
+    """Write the cleaned copy of `seg` as `.cleaned`, fsync, rename to `.swap`; returns the swap path."""
+    cleaned = str(seg.log_path) + ".cleaned"
+    swap = str(seg.log_path) + ".swap"
+    fd = os.open(cleaned, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for p in pieces:
+            view = memoryview(p)
+            while view:
+                view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(cleaned, swap)
+    fsync_dir(seg.dir)
+    return swap

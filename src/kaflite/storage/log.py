@@ -129,6 +129,7 @@ class Log:
         self.producer_state = ProducerStateManager()
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT)
         self.recovered_bytes_truncated = 0
+        self.cleaner_checkpoint = 0  # compaction: offsets below this were cleaned (in memory only)
         self._load(recovery_point, log_start_offset, high_watermark, had_clean_shutdown)
 
     # ==========================================================================================
@@ -611,6 +612,30 @@ class Log:
         self._dir_dirty = True
         if self._on_lso_change is not None:
             self._on_lso_change(self)
+
+    def _replace_segment(self, seg: LogSegment, pieces: list[bytes | memoryview]) -> None:
+        """Swap a sealed segment for its cleaned copy (the cleaner's swap protocol), lock held."""
+        from kaflite.storage.cleaner import write_swap_file
+
+        i = self._segments.index(seg)
+        swap = write_swap_file(seg, pieces)
+        seg.index.delete()
+        seg.time_index.delete()
+        os.close(seg.fd)
+        seg.fd = -1
+        os.replace(swap, seg.log_path)
+        fsync_dir(self.dir)
+        new = self._new_segment(seg.base_offset)
+        new.recover()
+        new.on_become_inactive()
+        new.flush(indexes=True)
+        self._segments[i] = new
+
+    def compact(self, now_ms: int | None = None, *, force: bool = False) -> object:
+        """Run the cleaner on this log (cleanup.policy=compact); returns a cleaner.CleanResult."""
+        from kaflite.storage.cleaner import compact_log
+
+        return compact_log(self, self._now() if now_ms is None else now_ms, force=force)
 
     # ==========================================================================================
     # flush / close

@@ -1,0 +1,107 @@
+"""Idempotent producers: duplicates answered with the original offsets, gaps and old epochs refused,
+state rebuilt on reopen (from the log, or from a snapshot plus the tail)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.storage import Log, LogConfig
+from kaflite.storage.producer_state import ProducerStateManager, in_sequence
+from storage.storage_util import batch
+
+
+def _pb(seq: int, n: int = 1, pid: int = 7, epoch: int = 0) -> bytes:
+    return batch(n, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+
+# --- pure rules -------------------------------------------------------------------------------------
+def test_rules_without_files() -> None:
+    s = ProducerStateManager()
+    assert s.check(-1, -1, -1, -1) is None  # no producer id: not checked
+    assert s.check(7, 0, 42, 42) is None  # unknown producer: any sequence
+    s.update(7, 0, 0, 4, 100, 104, 1)
+    assert s.check(7, 0, 5, 5) is None  # in sequence
+    dup = s.check(7, 0, 0, 4)
+    assert dup is not None and (dup.first_offset, dup.last_offset) == (100, 104)
+    for first, last, code in (
+        (6, 6, ErrorCode.out_of_order_sequence_number),  # gap
+        (3, 3, ErrorCode.out_of_order_sequence_number),  # overlaps, not a retained batch
+    ):
+        with pytest.raises(KafkaError) as e:
+            s.check(7, 0, first, last)
+        assert e.value.code == code
+    s.update(7, 2, 0, 0, 105, 105, 1)  # epoch bump starts at 0
+    with pytest.raises(KafkaError) as e:
+        s.check(7, 1, 1, 1)
+    assert e.value.code == ErrorCode.invalid_producer_epoch
+    with pytest.raises(KafkaError) as e:
+        s.check(7, 3, 5, 5)  # a new epoch must start at 0
+    assert e.value.code == ErrorCode.out_of_order_sequence_number
+    assert s.check(7, 3, 0, 0) is None
+    assert in_sequence(2**31 - 1, 0) and not in_sequence(5, 7)
+
+
+def test_only_last_five_batches_are_remembered() -> None:
+    s = ProducerStateManager()
+    for i in range(7):
+        s.update(1, 0, i, i, i, i, 0)
+    assert s.check(1, 0, 2, 2) is not None
+    with pytest.raises(KafkaError):
+        s.check(1, 0, 1, 1)  # too old to be recognised: out of order
+    s2 = ProducerStateManager.from_json(s.to_json())
+    assert s2.check(1, 0, 6, 6) is not None and s2.check(1, 0, 7, 7) is None
+
+
+# --- through the Log ---------------------------------------------------------------------------------
+def test_retry_returns_original_offsets_and_writes_nothing(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0")
+    log.append(batch(2))
+    r = log.append(_pb(0, 3))
+    assert (r.base_offset, r.last_offset, r.duplicate) == (2, 4, False)
+    log.append(_pb(3, 1))
+    size = log.size
+    again = log.append(_pb(0, 3))
+    assert (again.base_offset, again.last_offset, again.duplicate) == (2, 4, True)
+    assert log.size == size and log.log_end_offset == 6
+    with pytest.raises(KafkaError) as e:
+        log.append(_pb(9))
+    assert e.value.code == ErrorCode.out_of_order_sequence_number
+    with pytest.raises(KafkaError) as e:
+        log.append(batch(1, producer_id=7, producer_epoch=0, base_sequence=-1))
+    assert e.value.code == ErrorCode.invalid_record
+    assert log.log_end_offset == 6
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_state_survives_reopen(tmp_path: Path, clean: bool) -> None:
+    cfg = LogConfig(segment_bytes=300)
+    log = Log(tmp_path / "t-0", cfg)
+    for seq in range(0, 20, 2):
+        log.append(_pb(seq, 2))
+    log.append(_pb(0, 1, pid=8, epoch=5))
+    assert len(log.segments) > 2
+    if clean:
+        log.close()
+        assert list((tmp_path / "t-0").glob("*.snapshot"))
+    else:
+        for p in (tmp_path / "t-0").glob("*.snapshot"):
+            p.unlink()  # force a rebuild from the log alone
+    log2 = Log(tmp_path / "t-0", cfg, had_clean_shutdown=clean)
+    r = log2.append(_pb(18, 2))
+    assert r.duplicate and (r.base_offset, r.last_offset) == (18, 19)
+    with pytest.raises(KafkaError) as e:
+        log2.append(_pb(0, 1, pid=8, epoch=4))
+    assert e.value.code == ErrorCode.invalid_producer_epoch
+    assert log2.append(_pb(20, 1)).base_offset == 21
+
+
+def test_truncation_rebuilds_state(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0")
+    log.append(_pb(0, 1))
+    log.append(_pb(1, 1))
+    log.truncate_to(1)
+    r = log.append(_pb(1, 1))  # the batch with seq 1 is gone: accepted again, not a duplicate
+    assert (r.base_offset, r.duplicate) == (1, False)
