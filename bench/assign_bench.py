@@ -87,8 +87,6 @@ def main(argv: list[str] | None = None) -> int:
             specs2 = {m: MemberSpec(t, list(first.get(m, []))) for m, t in subs.items() if m != members[0]}
             dt, second = timed(lambda specs2=specs2, kind=kind: get_assignor("uniform").assign(specs2, topics, kind))
             rows.append(("uniform", label, "1 member left", dt, balance(second)))
-        for r in rows[-6:]:
-            pass
 
     print(f"{'assignor':28} {'subscriptions':13} {'case':14} {'seconds':>8}  {'per member':>10}  target")
     for name, label, case, dt, bal in rows:

@@ -152,7 +152,7 @@ def test_range_and_roundrobin_properties(group: tuple[dict[str, int], dict[str, 
     s = {m: Subscription(t) for m, t in sub.items()}
     rng = assign_group(get_assignor("range"), topics, s)
     owned_once(topics, sub, rng)
-    for t, n in topics.items():
+    for t in topics:
         members = sorted(m for m in sub if t in sub[m])
         counts = [sum(1 for tp in rng[m] if tp.topic == t) for m in members]
         if members:

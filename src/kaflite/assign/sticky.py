@@ -532,25 +532,33 @@ class _General:
         return sum(self.ppt[t] for t in topics)
 
     def _is_balanced(self) -> bool:
+        """Kafka's isBalanced: sizes within one, or no member could take a partition of one of its topics
+        from a member holding more than one partition more. Same answer as Kafka's partition-by-partition
+        scan, computed from each topic's two largest owners (O(partitions + members x topics))."""
         cur = self.current
         lo = len(cur[self.sorted_members.first()])
         hi = len(cur[self.sorted_members.last()])
         if lo >= hi - 1:
             return True
-        owner_of = {tp: c for c, tps in cur.items() for tp in tps}
+        top2: dict[str, list[tuple[int, str]]] = {}
+        for owner, tps in cur.items():
+            size = len(tps)
+            for topic in {tp.topic for tp in tps}:
+                best = top2.get(topic)
+                if best is None:
+                    top2[topic] = [(size, owner)]
+                else:
+                    best.append((size, owner))
+                    best.sort(reverse=True)
+                    del best[2:]
         for consumer in self.sorted_members.members():
-            mine = cur[consumer]
-            count = len(mine)
+            count = len(cur[consumer])
             if count == self._max_assignment_size(consumer):
                 continue
-            mine_set = set(mine)
             for topic in self.consumer_topics[consumer]:
-                for p in range(self.ppt[topic]):
-                    tp = TopicPartition(topic, p)
-                    if tp not in mine_set:
-                        other = owner_of.get(tp)
-                        if other is not None and count + 1 < len(cur[other]):
-                            return False
+                for size, owner in top2.get(topic, ()):
+                    if owner != consumer and count + 1 < size:
+                        return False
         return True
 
     @staticmethod
