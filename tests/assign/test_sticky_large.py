@@ -9,8 +9,8 @@ import time
 from typing import Any
 
 import pytest
-from helpers import vectors_of_kind
 
+from helpers import vectors_of_kind
 from kaflite.assign.sticky import CooperativeStickyAssignor, StickyAssignor
 from kaflite.assign.types import Subscription, TopicPartition
 from kaflite.assign.userdata import encode_sticky_user_data
