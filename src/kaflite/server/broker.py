@@ -125,20 +125,15 @@ class Broker:
     async def start(self) -> None:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
-        try:
-            from kaflite.storage import LogManager  # type: ignore[attr-defined,unused-ignore]
-        except ImportError:  # storage engine not landed yet: metadata-only broker
-            LogManager = None  # noqa: N806
-        on_disk: list[tuple[str, int]] = []
-        if LogManager is not None:
-            self.log_manager = LogManager(self.log_dirs, self._default_log_config(), self.now_ms)
-            self.log_manager.load()
-            on_disk = [(lg.topic, lg.partition) for lg in self.log_manager.logs()]
+        from kaflite.storage import LogManager
+
+        self.log_manager = LogManager(self.log_dirs, self._default_log_config(), self.now_ms)
+        self.log_manager.load()
+        on_disk = list(self.log_manager.logs())
         self.metadata.load(on_disk)
         for topic in list(self.metadata.topics.values()):
             self._open_partitions(topic, 0)
-        if self.log_manager is not None:
-            self._tasks.append(asyncio.ensure_future(self._housekeeping()))
+        self._tasks.append(asyncio.ensure_future(self._housekeeping()))
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -157,6 +152,8 @@ class Broker:
         retention_every = max(100, int(self.setting("log.retention.check.interval.ms")))
         flush_every = max(10, min(1000, int(self.setting("log.flush.scheduler.interval.ms"))))
         next_retention = self.now_ms() + retention_every
+        compaction_every = 15_000  # Kafka's log.cleaner.backoff.ms
+        next_compaction = self.now_ms() + compaction_every
         while True:
             await asyncio.sleep(flush_every / 1000.0)
             now = self.now_ms()
@@ -165,6 +162,12 @@ class Broker:
                 if now >= next_retention:
                     next_retention = now + retention_every
                     self.log_manager.run_retention(now)
+                if now >= next_compaction:
+                    next_compaction = now + compaction_every
+                    try:
+                        self.log_manager.run_compaction(now)
+                    except ModuleNotFoundError:  # the log cleaner has not landed yet
+                        compaction_every = 2**62
             except Exception:
                 log.exception("housekeeping failed")
 
@@ -184,7 +187,10 @@ class Broker:
             return
         cfg = self._log_config(topic)
         for p in range(first, topic.num_partitions):
-            self.log_manager.get_or_create(topic.name, p, cfg)
+            lg = self.log_manager.get_or_create(topic.name, p, cfg)
+            # Single node: this broker is the whole ISR, so everything in its log is committed (also what
+            # a crash left beyond the last high-watermark checkpoint, which acks=all already answered).
+            lg.update_high_watermark(lg.log_end_offset)
 
     def get_log(self, topic: str, partition: int) -> Any:
         """The partition's Log, or raise UNKNOWN_TOPIC_OR_PARTITION."""

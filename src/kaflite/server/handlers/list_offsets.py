@@ -22,41 +22,12 @@ EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 _ZERO = datetime.timedelta(0)
 
 
-def _max_timestamp(log: Any) -> tuple[int, int] | None:
-    from kaflite.protocol.record_batch import iter_batches
-
-    best: tuple[int, int] | None = None
-    offset = log.log_start_offset
-    end = log.high_watermark
-    while offset < end:
-        data = log.read(offset, 1 << 20, max_offset=end, min_one_message=True)
-        if not data.records:
-            break
-        nxt = offset
-        for buf in data.records:
-            for batch in iter_batches(buf):
-                if best is None or batch.max_timestamp > best[1]:
-                    best = (batch.base_offset, batch.max_timestamp)
-                nxt = batch.next_offset
-        if nxt <= offset:
-            break
-        offset = nxt
-    if best is None:
-        return None
-    # The exact record inside the batch is not needed by clients beyond the batch granularity Kafka
-    # itself documents for v7 ("offset of the record with the max timestamp"): refine within the batch.
-    return best
-
-
 def lookup_offset(log: Any, timestamp: int) -> tuple[int, int]:
     """(offset, timestamp) answered for one partition; (-1, -1) when there is none."""
     if timestamp == EARLIEST:
         return log.log_start_offset, -1
     if timestamp == LATEST:
         return log.high_watermark, -1
-    if timestamp == MAX_TIMESTAMP:
-        found = _max_timestamp(log)
-        return (found[0], found[1]) if found else (-1, -1)
     hit = log.offset_for_timestamp(timestamp)
     if hit is None:
         return -1, -1

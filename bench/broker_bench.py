@@ -1,0 +1,268 @@
+"""kaflite broker benchmark, with Tansu (Rust, memory storage) measured in the same run as the baseline.
+
+    .venv/bin/python bench/broker_bench.py                 # 1M x 100 B, 6 partitions, linger 5 ms
+    .venv/bin/python bench/broker_bench.py --records 200000 --latency-seconds 5 --no-tansu
+
+For each broker: produce throughput (confluent-kafka, acks=all, linger.ms=5), consume throughput (assign,
+from the beginning), broker CPU-seconds per million records produced (utime+stime of the broker process
+from /proc/<pid>/stat, sampled around the produce phase), and end-to-end latency p50/p99 at a fixed rate
+(5,000 msg/s by default) with the clients' default settings. Prints one table and the kaflite/Tansu ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+REPO = Path(__file__).resolve().parents[1]
+TANSU = REPO.parent / "shared" / "peers" / "tansu.sh"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on {port}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (and its threads), from the kernel's accounting."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+@dataclass
+class BrokerProc:
+    name: str
+    bootstrap: str
+    pid: int
+    stop: object
+
+
+def start_kaflite(data_dir: Path, flush_each: bool) -> BrokerProc:
+    port = free_port()
+    cmd = [
+        sys.executable, "-m", "kaflite.server",
+        "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+        "--override", f"log.dirs={data_dir}",
+    ]
+    if flush_each:
+        cmd += ["--override", "log.flush.interval.messages=1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(data_dir / "broker.log", "wb"))
+    wait_port(port)
+
+    def stop() -> None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+    return BrokerProc("kaflite", f"127.0.0.1:{port}", proc.pid, stop)
+
+
+def start_tansu() -> BrokerProc:
+    out = subprocess.run([str(TANSU), "start"], capture_output=True, text=True, timeout=300, check=True).stdout
+    info = dict(kv.split("=", 1) for kv in out.split())
+    pid = int(info["PID"])
+
+    def stop() -> None:
+        subprocess.run([str(TANSU), "stop", str(pid)], timeout=30)
+
+    return BrokerProc("tansu", info["BOOTSTRAP"], pid, stop)
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=30)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic, timeout=10)
+        if topic in md.topics and len(md.topics[topic].partitions) == partitions and md.topics[topic].error is None:
+            return
+        time.sleep(0.1)
+
+
+def produce_phase(b: BrokerProc, topic: str, n: int, size: int) -> tuple[float, float]:
+    producer = Producer(
+        {"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 5, "queue.buffering.max.messages": 1_000_000}
+    )
+    payload = b"x" * size
+    errors = 0
+
+    def cb(err, _msg) -> None:  # noqa: ANN001
+        nonlocal errors
+        if err is not None:
+            errors += 1
+
+    cpu0 = cpu_seconds(b.pid)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        while True:
+            try:
+                producer.produce(topic, payload, on_delivery=cb)
+                break
+            except BufferError:
+                producer.poll(0.005)
+    remaining = producer.flush(120)
+    elapsed = time.perf_counter() - t0
+    cpu = cpu_seconds(b.pid) - cpu0
+    if remaining or errors:
+        raise RuntimeError(f"{b.name}: {remaining} undelivered, {errors} failed")
+    return n / elapsed, cpu * 1_000_000 / n
+
+
+def consume_phase(b: BrokerProc, topic: str, partitions: int, n: int) -> float:
+    consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "bench", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    got = 0
+    t0 = time.perf_counter()
+    deadline = time.monotonic() + 300
+    while got < n and time.monotonic() < deadline:
+        for m in consumer.consume(10_000, 0.5):
+            if m.error() is None:
+                got += 1
+    elapsed = time.perf_counter() - t0
+    consumer.close()
+    if got < n:
+        raise RuntimeError(f"{b.name}: consumed {got} of {n}")
+    return n / elapsed
+
+
+def latency_phase(b: BrokerProc, topic: str, rate: int, seconds: float) -> tuple[float, float, int]:
+    """Default client settings; each value carries its send time (perf_counter_ns)."""
+    consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "bench-lat", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    producer = Producer({"bootstrap.servers": b.bootstrap})
+    latencies: list[float] = []
+    total = int(rate * seconds)
+    done = threading.Event()
+
+    def consume() -> None:
+        deadline = time.monotonic() + seconds + 30
+        while len(latencies) < total and time.monotonic() < deadline:
+            for m in consumer.consume(1000, 0.1):
+                if m.error() is None:
+                    now = time.perf_counter_ns()
+                    (sent,) = struct.unpack_from(">q", m.value())
+                    latencies.append((now - sent) / 1e6)
+        done.set()
+
+    # warm the consumer's connection before measuring
+    consumer.poll(1.0)
+    t = threading.Thread(target=consume, daemon=True)
+    t.start()
+    interval = 1.0 / rate
+    start = time.perf_counter()
+    pad = b"x" * 92
+    for i in range(total):
+        target = start + i * interval
+        while True:
+            now = time.perf_counter()
+            if now >= target:
+                break
+            if target - now > 0.001:
+                time.sleep(target - now - 0.0005)
+        producer.produce(topic, struct.pack(">q", time.perf_counter_ns()) + pad)
+        producer.poll(0)
+    producer.flush(30)
+    done.wait(seconds + 35)
+    t.join(5)
+    consumer.close()
+    lat = sorted(latencies)
+    if not lat:
+        raise RuntimeError(f"{b.name}: no latency samples")
+    return lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))], len(lat)
+
+
+def run_one(b: BrokerProc, args: argparse.Namespace) -> dict[str, float]:
+    tag = f"{int(time.time())}"
+    topic = f"bench-{tag}"
+    create_topic(b.bootstrap, topic, args.partitions)
+    produce_rate, cpu_per_m = produce_phase(b, topic, args.records, args.size)
+    consume_rate = consume_phase(b, topic, args.partitions, args.records)
+    lat_topic = f"lat-{tag}"
+    create_topic(b.bootstrap, lat_topic, 1)
+    p50, p99, samples = latency_phase(b, lat_topic, args.rate, args.latency_seconds)
+    return {
+        "produce msg/s": produce_rate,
+        "produce MB/s": produce_rate * args.size / 1e6,
+        "consume msg/s": consume_rate,
+        "broker CPU s / 1M produced": cpu_per_m,
+        "e2e p50 ms": p50,
+        "e2e p99 ms": p99,
+        "latency samples": samples,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--rate", type=int, default=5000)
+    ap.add_argument("--latency-seconds", type=float, default=10.0)
+    ap.add_argument("--flush-each", action="store_true", help="kaflite with log.flush.interval.messages=1")
+    ap.add_argument("--no-tansu", action="store_true")
+    args = ap.parse_args()
+
+    results: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="kaflite-bench-") as tmp:
+        k = start_kaflite(Path(tmp), args.flush_each)
+        try:
+            results["kaflite"] = run_one(k, args)
+        finally:
+            k.stop()  # type: ignore[operator]
+    if not args.no_tansu:
+        t = start_tansu()
+        try:
+            results["tansu"] = run_one(t, args)
+        finally:
+            t.stop()  # type: ignore[operator]
+
+    names = list(results)
+    metrics = list(results[names[0]])
+    print(
+        f"\n{args.records:,} records x {args.size} B, {args.partitions} partitions, linger.ms=5, acks=all; "
+        f"latency at {args.rate} msg/s for {args.latency_seconds:g} s (client defaults)"
+    )
+    header = f"{'metric':<28}" + "".join(f"{n:>14}" for n in names)
+    if "tansu" in results:
+        header += f"{'kaflite/tansu':>15}"
+    print(header)
+    print("-" * len(header))
+    for m in metrics:
+        row = f"{m:<28}" + "".join(f"{results[n][m]:>14,.2f}" for n in names)
+        if "tansu" in results and results["tansu"][m]:
+            row += f"{results['kaflite'][m] / results['tansu'][m]:>15.2f}"
+        print(row)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
