@@ -64,6 +64,12 @@ def _run_kaflite(*args: str, input: str | None = None, timeout: float = 60) -> s
 
 
 @pytest.fixture
+def kaflite_exe() -> Path:
+    """Path of the installed `kaflite` console script."""
+    return KAFLITE
+
+
+@pytest.fixture
 def run_kaflite() -> Any:
     """Runs the installed `kaflite` console script in a subprocess (bounded by `timeout`)."""
     return _run_kaflite

@@ -132,14 +132,14 @@ def test_consume_group_commits(cli, cli_bootstrap: str, topic_name: str) -> None
     assert committed[0].offset == 3
 
 
-def test_produce_consume_pipeline_subprocess(run_kaflite, cli_bootstrap: str, topic_name: str) -> None:
+def test_produce_consume_pipeline_subprocess(run_kaflite, kaflite_exe, cli_bootstrap: str, topic_name: str) -> None:
     """The console scripts end to end: produce from a pipe, then follow with an idle timeout."""
     assert run_kaflite("topics", "create", topic_name, "-b", cli_bootstrap).returncode == 0
     lines = [f"line {i}" for i in range(50)]
     produced = run_kaflite("produce", topic_name, "-b", cli_bootstrap, input="\n".join(lines) + "\n")
     assert produced.returncode == 0, produced.stderr
     follower = subprocess.run(
-        [str(run_kaflite.__globals__["KAFLITE"]), "consume", topic_name, "-b", cli_bootstrap, "--from-beginning",
+        [str(kaflite_exe), "consume", topic_name, "-b", cli_bootstrap, "--from-beginning",
          "--follow", "--idle-timeout", "2"], capture_output=True, text=True, timeout=60)
     assert follower.returncode == 0, follower.stderr
     assert follower.stdout.splitlines() == lines

@@ -9,6 +9,10 @@ import re
 import pytest
 from confluent_kafka.admin import AdminClient
 
+# Tests of what the broker answers (validation, configs); the peer broker does not implement these.
+kaflite_broker_only = pytest.mark.skipif(bool(os.environ.get("KAFLITE_CLI_PEER")),
+                                         reason="checks the answers of kaflite's broker")
+
 
 def _admin(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap})
@@ -94,3 +98,45 @@ def test_alter_adds_partitions(cli, cli_bootstrap: str, topic_name: str) -> None
 def test_usage_errors(cli, cli_bootstrap: str, args: list[str]) -> None:
     result = cli("topics", *args, "--bootstrap-server", cli_bootstrap)
     assert result.exit_code == 2
+
+
+def _configs_field(output: str) -> dict[str, str]:
+    head = output.split("\n", 1)[0]
+    configs = head.split("\tConfigs: ", 1)[1]
+    return dict(pair.split("=", 1) for pair in configs.split(",") if pair)
+
+
+@kaflite_broker_only
+def test_create_with_configs_and_alter_them(cli, cli_bootstrap: str, topic_name: str) -> None:
+    b = ["--bootstrap-server", cli_bootstrap]
+    created = cli("topics", "create", topic_name, "--config", "cleanup.policy=compact", "-c", "retention.ms=1000", *b)
+    assert created.exit_code == 0, created.output
+    configs = _configs_field(cli("topics", "describe", topic_name, *b).output)
+    assert configs["cleanup.policy"] == "compact" and configs["retention.ms"] == "1000"
+
+    altered = cli("topics", "alter", topic_name, "--config", "retention.ms=5000", "--delete-config", "cleanup.policy", *b)
+    assert altered.exit_code == 0, altered.output
+    configs = _configs_field(cli("topics", "describe", topic_name, *b).output)
+    assert configs["retention.ms"] == "5000" and "cleanup.policy" not in configs
+
+
+@kaflite_broker_only
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("cleanup.policy=forever", "cleanup.policy: expected a comma-separated list of delete, compact, got 'forever'"),
+        ("retention.mss=1", "retention.mss: unknown topic configuration key; did you mean retention.ms"),
+    ],
+)
+def test_invalid_topic_config_is_one_line(cli, cli_bootstrap: str, topic_name: str, config: str, message: str) -> None:
+    result = cli("topics", "create", topic_name, "--config", config, "--bootstrap-server", cli_bootstrap)
+    assert result.exit_code == 1
+    assert "INVALID_CONFIG" in result.output
+    assert message in result.output  # kaflite's broker explains with the config table's message
+    assert len(result.output.strip().splitlines()) == 1
+
+
+@kaflite_broker_only
+def test_illegal_topic_name(cli, cli_bootstrap: str) -> None:
+    result = cli("topics", "create", "bad name!", "--bootstrap-server", cli_bootstrap)
+    assert result.exit_code == 1 and "bad name!" in result.output
