@@ -161,7 +161,7 @@ def compact_log(log: Log, now_ms: int, *, force: bool = False) -> CleanResult:
         after = 0
         for seg in cleanable:
             pieces: list[bytes | memoryview] = []
-            for _pos, fields, data in seg.iter_batches():
+            for _pos, _fields, data in seg.iter_batches():
                 view = RecordBatchView.parse(data)
                 if view.producer_id >= 0 and last_batch_of_producer.get(view.producer_id) == view.base_offset:
                     pieces.append(data)
