@@ -22,7 +22,9 @@ from kaflite.assign.partitioners import (
     StickyPartitionCache,
     client_partition,
     fnv1a_32,
+    fnv1a_abs,
     librdkafka_consistent,
+    librdkafka_fnv1a,
     load_stats,
     sarama_hash,
     validate_record,
@@ -297,3 +299,15 @@ def test_other_clients_hashing() -> None:
     assert client_partition("librdkafka", b"", 4) is None
     with pytest.raises(ValueError, match="unknown client"):
         client_partition("nope", b"k", 3)
+
+
+@pytest.mark.parametrize(("key", "expected"), [
+    # librdkafka's unit test values for rd_fnv1a (computed with Go's hash/fnv, Sarama's hash)
+    (b"kafka", 0xD33C4E1), (b"giberish123456789", 0x77A58295), (b"1234", 0x23BDD03), (b"234", 0x2DEA3CD2),
+    (b"34", 0x740FA83E), (b"4", 0x310CA263), (b"PreAmbleWillBeRemoved,ThePrePartThatIs", 0x65CBD69C),
+    (b"", 0x7EE3623B),
+])
+def test_librdkafka_fnv1a_matches_sarama(key: bytes, expected: int) -> None:
+    assert fnv1a_abs(key) == expected
+    for n in (1, 3, 7, 100):
+        assert librdkafka_fnv1a(key, n) == sarama_hash(key, n) == expected % n

@@ -296,9 +296,14 @@ def librdkafka_murmur2(key: bytes, num_partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions
 
 
+def fnv1a_abs(data: bytes) -> int:
+    """librdkafka's rd_fnv1a: FNV-1a 32 as a signed int, made non-negative (Sarama-compatible)."""
+    return abs(to_int32(fnv1a_32(data))) & 0xFFFFFFFF
+
+
 def librdkafka_fnv1a(key: bytes, num_partitions: int) -> int:
-    """librdkafka `fnv1a`: FNV-1a 32 % n."""
-    return fnv1a_32(key) % num_partitions
+    """librdkafka `fnv1a` / `fnv1a_random`: |int32(FNV-1a(key))| % n — the same as Sarama."""
+    return fnv1a_abs(key) % num_partitions
 
 
 def sarama_hash(key: bytes, num_partitions: int) -> int:
@@ -323,7 +328,7 @@ CLIENT_PARTITIONERS: dict[str, ClientPartitioner] = {
     "librdkafka-murmur2": ClientPartitioner(
         "librdkafka-murmur2", "librdkafka murmur2_random: same as Java", librdkafka_murmur2),
     "librdkafka-fnv1a": ClientPartitioner(
-        "librdkafka-fnv1a", "librdkafka fnv1a_random: FNV-1a(key) % n", librdkafka_fnv1a),
+        "librdkafka-fnv1a", "librdkafka fnv1a_random: |int32(FNV-1a(key))| % n (= Sarama)", librdkafka_fnv1a),
     "sarama": ClientPartitioner("sarama", "Sarama default HashPartitioner: |int32(FNV-1a(key)) % n|", sarama_hash),
     "java-hashcode": ClientPartitioner(
         "java-hashcode", "seed 003 MyPartition: abs(key.hashCode() % n) (key as UTF-8 string)",
