@@ -16,6 +16,7 @@ def spark() -> Iterator[Any]:
     # executors' Python workers must import kaflite from this venv
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only
     from pyspark.sql import SparkSession
 
     from kaflite.spark import register
@@ -35,3 +36,87 @@ def spark() -> Iterator[Any]:
     register(session)
     yield session
     session.stop()
+
+
+class Kafka:
+    """Small helpers over confluent-kafka for the Spark tests (a real broker on 127.0.0.1)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self._n = 0
+
+    def admin(self) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.bootstrap})
+
+    def topic(self, prefix: str, partitions: int) -> str:
+        """A new topic with a unique name, waited for until its partitions have leaders."""
+        import time
+        import uuid
+
+        from confluent_kafka.admin import NewTopic
+
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        admin = self.admin()  # kept alive until the future resolves
+        admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            md = admin.list_topics(name, timeout=10).topics.get(name)
+            if md is not None and md.error is None and len(md.partitions) == partitions:
+                return name
+            time.sleep(0.1)
+        raise TimeoutError(f"topic {name} has no metadata after 30 s")
+
+    def produce(self, topic: str, records: list[dict[str, Any]]) -> None:
+        """records: dicts of value, key, partition, headers, timestamp (ms) -> produced, all acknowledged."""
+        from confluent_kafka import Producer
+
+        p = Producer({"bootstrap.servers": self.bootstrap, "partitioner": "murmur2_random", "linger.ms": 5})
+        errors: list[Any] = []
+        for r in records:
+            kwargs = {
+                k: v
+                for k, v in r.items()
+                if k in ("key", "partition", "headers", "timestamp") and v is not None
+            }
+            p.produce(
+                topic, r.get("value"), on_delivery=lambda e, m: errors.append(e) if e else None, **kwargs
+            )
+        assert p.flush(30) == 0 and not errors, errors
+
+    def read_all(self, topic: str, timeout: float = 30.0) -> list[Any]:
+        """Every record of `topic` up to the current high watermarks (a plain consumer, for checks)."""
+        import time
+
+        from confluent_kafka import Consumer, TopicPartition
+
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "check", "enable.auto.commit": False})
+        try:
+            parts = self.admin().list_topics(topic, timeout=10).topics[topic].partitions
+            ends = {
+                p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False) for p in parts
+            }
+            c.assign([TopicPartition(topic, p, lo) for p, (lo, _) in ends.items()])
+            want = sum(hi - lo for lo, hi in ends.values())
+            out: list[Any] = []
+            deadline = time.monotonic() + timeout
+            while len(out) < want and time.monotonic() < deadline:
+                out.extend(m for m in c.consume(1000, 0.5) if m.error() is None)
+            return out
+        finally:
+            c.close()
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka]:
+    """kaflite's EmbeddedBroker, shared by the Spark tests; KAFLITE_SPARK_BOOTSTRAP points the tests at
+    another Kafka-compatible broker instead (development, comparisons)."""
+    external = os.environ.get("KAFLITE_SPARK_BOOTSTRAP")
+    if external:
+        yield Kafka(external)
+        return
+    from kaflite.server.embedded import EmbeddedBroker
+
+    with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("spark-broker")) as broker:
+        yield Kafka(broker.bootstrap)

@@ -38,7 +38,7 @@ from kaflite.spark.offsets import (
     split_ranges,
     to_checkpoint,
 )
-from kaflite.spark.options import ReaderOptions
+from kaflite.spark.options import OptionError, ReaderOptions
 
 
 class KafkaInputPartition(InputPartition):
@@ -73,8 +73,12 @@ def _input_partitions(options: ReaderOptions, ranges: list[OffsetRange]) -> list
     ]
 
 
-def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    assert isinstance(partition, KafkaInputPartition)
+def _read(partition: InputPartition | None) -> Iterator[pa.RecordBatch]:
+    if partition is None or (type(partition) is InputPartition and partition.value is None):
+        # Spark plans a single empty partition when partitions() returned none: nothing to read
+        return iter(())
+    if not isinstance(partition, KafkaInputPartition):
+        raise TypeError(f"kaflite source cannot read partition {partition!r}")
     return read_range(
         partition.client_config,
         partition.offset_range,
@@ -97,14 +101,14 @@ class KafkaBatchReader(DataSourceReader):
             end = offsets.resolve(self.options.ending, starting=False)
         finally:
             offsets.close()
-        report = data_loss_reporter(self.options.fail_on_data_loss)
         ranges = []
         for tp in sorted(set(start) & set(end)):
             if end[tp] < start[tp]:
-                report(
-                    f"Partition {tp[0]}-{tp[1]}'s ending offset {end[tp]} is before its starting offset {start[tp]}"
+                # as Spark (resolvedStartOffsetGreaterThanEndOffset): an error, not data loss
+                raise OptionError(
+                    f"The resolved start offset {start[tp]} is greater than the resolved end offset {end[tp]} "
+                    f"for topic partition {tp[0]}-{tp[1]}. Please check the starting and ending offset options."
                 )
-                continue
             ranges.append(OffsetRange(tp[0], tp[1], start[tp], end[tp]))
         return _input_partitions(self.options, ranges)
 

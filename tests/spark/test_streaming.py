@@ -1,0 +1,127 @@
+"""Streaming reads on a real broker: maxOffsetsPerTrigger with Trigger.AvailableNow, a partition added
+mid-stream, failOnDataLoss; and a streaming write."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+
+def _stream(spark: Any, kafka: Any, **options: str) -> Any:
+    reader = spark.readStream.format("kaflite").option("kafka.bootstrap.servers", kafka.bootstrap)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def _wait(cond: Callable[[], bool], what: str, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def test_max_offsets_per_trigger_with_available_now(spark: Any, kafka: Any, tmp_path: Any) -> None:
+    topic = kafka.topic("rate", 3)
+    lags = {0: 30, 1: 10, 2: 2}
+    kafka.produce(topic, [{"value": b"x", "partition": p} for p, n in lags.items() for _ in range(n)])
+    name = f"rate_{uuid.uuid4().hex[:8]}"
+    query = (
+        _stream(spark, kafka, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="10")
+        .selectExpr("partition", "offset")
+        .writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120), "AvailableNow query did not finish"
+    rows = sorted((r.partition, r.offset) for r in spark.table(name).collect())
+    assert rows == [(p, o) for p, n in lags.items() for o in range(n)]
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"] > 0]
+    # prorated by lag: 30/10/2 -> 7 + 2 + 1 (small partitions are not starved), never above the limit
+    # plus the partitions rounded up from below one
+    assert sum(sizes) == 42 and len(sizes) >= 4 and max(sizes) <= 10 + 3, sizes
+
+
+def test_partition_added_mid_stream_is_read_from_its_start(spark: Any, kafka: Any, tmp_path: Any) -> None:
+    from confluent_kafka.admin import NewPartitions
+
+    topic = kafka.topic("grow", 1)
+    kafka.produce(topic, [{"value": b"a%d" % i, "partition": 0} for i in range(4)])
+    name = f"grow_{uuid.uuid4().hex[:8]}"
+    query = (
+        _stream(spark, kafka, subscribe=topic, startingOffsets="earliest")
+        .selectExpr("partition", "offset", "value")
+        .writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(processingTime="300 milliseconds")
+        .start()
+    )
+    try:
+        _wait(lambda: spark.table(name).count() == 4, "the first 4 records")
+        admin = kafka.admin()
+        admin.create_partitions([NewPartitions(topic, 2)])[topic].result(30)
+        kafka.produce(topic, [{"value": b"b%d" % i, "partition": 1} for i in range(3)])
+        _wait(lambda: spark.table(name).count() >= 7, "the records of the new partition")
+        rows = sorted((r.partition, r.offset, r.value) for r in spark.table(name).collect())
+        assert rows == [(0, i, b"a%d" % i) for i in range(4)] + [(1, i, b"b%d" % i) for i in range(3)]
+    finally:
+        query.stop()
+
+
+def test_fail_on_data_loss(spark: Any, kafka: Any) -> None:
+    from confluent_kafka import TopicPartition
+
+    topic = kafka.topic("loss", 1)
+    kafka.produce(topic, [{"value": b"%d" % i, "partition": 0} for i in range(10)])
+    admin = kafka.admin()
+    # what retention does to a log: its start moves forward (DeleteRecords)
+    admin.delete_records([TopicPartition(topic, 0, 6)])[TopicPartition(topic, 0, 6)].result(30)
+
+    def read(fail: str) -> list[int]:
+        df = (
+            spark.read.format("kaflite")
+            .option("kafka.bootstrap.servers", kafka.bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", f'{{"{topic}": {{"0": 2}}}}')
+            .option("endingOffsets", "latest")
+            .option("failOnDataLoss", fail)
+            .load()
+        )
+        return sorted(r.offset for r in df.collect())
+
+    with pytest.raises(Exception, match="Cannot fetch offset 2"):
+        read("true")
+    assert read("false") == [6, 7, 8, 9]
+
+
+def test_streaming_write_with_batch_id_header(spark: Any, kafka: Any, tmp_path: Any) -> None:
+    source = kafka.topic("swsrc", 2)
+    sink = kafka.topic("swdst", 2)
+    kafka.produce(source, [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(12)])
+    query = (
+        _stream(spark, kafka, subscribe=source, startingOffsets="earliest", maxOffsetsPerTrigger="5")
+        .selectExpr("key", "upper(cast(value as string)) AS value")
+        .writeStream.format("kaflite")
+        .option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("topic", sink)
+        .option("batchIdHeader", "spark.batch")
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120)
+    out = kafka.read_all(sink)
+    assert sorted((m.key(), m.value()) for m in out) == sorted((b"k%d" % i, b"V%d" % i) for i in range(12))
+    batch_ids = {dict(m.headers())["spark.batch"] for m in out}
+    assert len(batch_ids) >= 2 and all(b.isdigit() for b in batch_ids)
