@@ -26,7 +26,9 @@ KAFLITE = Path(sys.executable).with_name("kaflite")
 @pytest.fixture(scope="module")
 def cli_bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
     if os.environ.get("KAFLITE_CLI_PEER") == "tansu":
-        out = subprocess.run([str(TANSU), "start"], capture_output=True, text=True, timeout=60, check=True).stdout
+        out = subprocess.run(
+            [str(TANSU), "start"], capture_output=True, text=True, timeout=60, check=True
+        ).stdout
         m = re.search(r"BOOTSTRAP=(\S+) PID=(\d+)", out)
         assert m, out
         try:
@@ -59,7 +61,9 @@ def cli() -> Cli:
     return Cli()
 
 
-def _run_kaflite(*args: str, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def _run_kaflite(
+    *args: str, input: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(KAFLITE), *args], input=input, capture_output=True, text=True, timeout=timeout)
 
 

@@ -29,14 +29,27 @@ def _read_all(bootstrap: str, topic: str, partitions: int, expected: int) -> lis
 
 def test_produce_lines_with_keys_and_headers(cli, cli_bootstrap: str, topic_name: str) -> None:
     _create(cli, cli_bootstrap, topic_name, 2)
-    result = cli("produce", topic_name, "--key-separator", ":", "--header", "source=cli", "-H", "n=1",
-                 "--bootstrap-server", cli_bootstrap, input="k1:v1\nk2:v2\nk1:v3\n")
+    result = cli(
+        "produce",
+        topic_name,
+        "--key-separator",
+        ":",
+        "--header",
+        "source=cli",
+        "-H",
+        "n=1",
+        "--bootstrap-server",
+        cli_bootstrap,
+        input="k1:v1\nk2:v2\nk1:v3\n",
+    )
     assert result.exit_code == 0, result.output
     records = _read_all(cli_bootstrap, topic_name, 2, 3)
     got = sorted((m.key(), m.value(), tuple(m.headers() or [])) for m in records)
-    assert got == [(b"k1", b"v1", (("source", b"cli"), ("n", b"1"))),
-                   (b"k1", b"v3", (("source", b"cli"), ("n", b"1"))),
-                   (b"k2", b"v2", (("source", b"cli"), ("n", b"1")))]
+    assert got == [
+        (b"k1", b"v1", (("source", b"cli"), ("n", b"1"))),
+        (b"k1", b"v3", (("source", b"cli"), ("n", b"1"))),
+        (b"k2", b"v2", (("source", b"cli"), ("n", b"1"))),
+    ]
     # same key -> same partition, in order
     k1 = [m for m in records if m.key() == b"k1"]
     assert k1[0].partition() == k1[1].partition() and k1[0].offset() < k1[1].offset()
@@ -45,8 +58,17 @@ def test_produce_lines_with_keys_and_headers(cli, cli_bootstrap: str, topic_name
 def test_produce_to_partition_and_acks(cli, cli_bootstrap: str, topic_name: str) -> None:
     _create(cli, cli_bootstrap, topic_name, 3)
     for acks in ("0", "1", "all"):
-        result = cli("produce", topic_name, "--partition", "2", "--acks", acks, "--bootstrap-server", cli_bootstrap,
-                     input=f"acks-{acks}\n")
+        result = cli(
+            "produce",
+            topic_name,
+            "--partition",
+            "2",
+            "--acks",
+            acks,
+            "--bootstrap-server",
+            cli_bootstrap,
+            input=f"acks-{acks}\n",
+        )
         assert result.exit_code == 0, result.output
     records = _read_all(cli_bootstrap, topic_name, 3, 3)
     assert sorted(m.value() for m in records) == [b"acks-0", b"acks-1", b"acks-all"]
@@ -74,12 +96,24 @@ def _produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes
 def test_consume_from_beginning_until_end(cli, cli_bootstrap: str, topic_name: str) -> None:
     _create(cli, cli_bootstrap, topic_name, 2)
     _produce(cli_bootstrap, topic_name, [(b"a", b"1", 0), (b"b", b"2", 1), (None, b"3", 0)])
-    result = cli("consume", topic_name, "--from-beginning", "--print-key", "--print-partition",
-                 "--print-offset", "--print-headers", "--bootstrap-server", cli_bootstrap)
+    result = cli(
+        "consume",
+        topic_name,
+        "--from-beginning",
+        "--print-key",
+        "--print-partition",
+        "--print-offset",
+        "--print-headers",
+        "--bootstrap-server",
+        cli_bootstrap,
+    )
     assert result.exit_code == 0, result.output
     lines = sorted(line for line in result.stdout.splitlines() if line)
-    assert lines == ["Partition:0\tOffset:0\th:x\ta\t1", "Partition:0\tOffset:1\th:x\tnull\t3",
-                     "Partition:1\tOffset:0\th:x\tb\t2"]
+    assert lines == [
+        "Partition:0\tOffset:0\th:x\ta\t1",
+        "Partition:0\tOffset:1\th:x\tnull\t3",
+        "Partition:1\tOffset:0\th:x\tb\t2",
+    ]
     assert "Processed a total of 3 messages" in result.stderr
 
 
@@ -94,8 +128,19 @@ def test_consume_latest_reads_nothing_and_exits(cli, cli_bootstrap: str, topic_n
 def test_consume_json_max_messages_partition_offset(cli, cli_bootstrap: str, topic_name: str) -> None:
     _create(cli, cli_bootstrap, topic_name)
     _produce(cli_bootstrap, topic_name, [(b"k", f"v{i}".encode(), 0) for i in range(5)])
-    result = cli("consume", topic_name, "--partition", "0", "--offset", "1", "--max-messages", "2", "--json",
-                 "--bootstrap-server", cli_bootstrap)
+    result = cli(
+        "consume",
+        topic_name,
+        "--partition",
+        "0",
+        "--offset",
+        "1",
+        "--max-messages",
+        "2",
+        "--json",
+        "--bootstrap-server",
+        cli_bootstrap,
+    )
     assert result.exit_code == 0, result.output
     docs = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(d["offset"], d["key"], d["value"]) for d in docs] == [(1, "k", "v1"), (2, "k", "v2")]
@@ -106,7 +151,9 @@ def test_consume_timestamp_format(cli, cli_bootstrap: str, topic_name: str) -> N
     _create(cli, cli_bootstrap, topic_name)
     before = int(time.time() * 1000)
     _produce(cli_bootstrap, topic_name, [(None, b"v", 0)])
-    result = cli("consume", topic_name, "--from-beginning", "--print-timestamp", "--bootstrap-server", cli_bootstrap)
+    result = cli(
+        "consume", topic_name, "--from-beginning", "--print-timestamp", "--bootstrap-server", cli_bootstrap
+    )
     ts_field, value = result.stdout.strip().split("\t")
     kind, ts = ts_field.split(":")
     assert kind == "CreateTime" and before - 5000 <= int(ts) <= before + 60_000 and value == "v"
@@ -122,8 +169,19 @@ def test_consume_group_commits(cli, cli_bootstrap: str, topic_name: str) -> None
     _create(cli, cli_bootstrap, topic_name)
     _produce(cli_bootstrap, topic_name, [(None, f"m{i}".encode(), 0) for i in range(3)])
     group = f"{topic_name}-g"
-    first = cli("consume", topic_name, "--group", group, "--from-beginning", "--idle-timeout", "45",
-                "--max-messages", "3", "--bootstrap-server", cli_bootstrap)
+    first = cli(
+        "consume",
+        topic_name,
+        "--group",
+        group,
+        "--from-beginning",
+        "--idle-timeout",
+        "45",
+        "--max-messages",
+        "3",
+        "--bootstrap-server",
+        cli_bootstrap,
+    )
     assert first.exit_code == 0, first.output
     assert first.stdout.split() == ["m0", "m1", "m2"]
     consumer = Consumer({"bootstrap.servers": cli_bootstrap, "group.id": group})
@@ -132,14 +190,71 @@ def test_consume_group_commits(cli, cli_bootstrap: str, topic_name: str) -> None
     assert committed[0].offset == 3
 
 
-def test_produce_consume_pipeline_subprocess(run_kaflite, kaflite_exe, cli_bootstrap: str, topic_name: str) -> None:
+def test_produce_consume_pipeline_subprocess(
+    run_kaflite, kaflite_exe, cli_bootstrap: str, topic_name: str
+) -> None:
     """The console scripts end to end: produce from a pipe, then follow with an idle timeout."""
     assert run_kaflite("topics", "create", topic_name, "-b", cli_bootstrap).returncode == 0
     lines = [f"line {i}" for i in range(50)]
     produced = run_kaflite("produce", topic_name, "-b", cli_bootstrap, input="\n".join(lines) + "\n")
     assert produced.returncode == 0, produced.stderr
     follower = subprocess.run(
-        [str(kaflite_exe), "consume", topic_name, "-b", cli_bootstrap, "--from-beginning",
-         "--follow", "--idle-timeout", "2"], capture_output=True, text=True, timeout=60)
+        [
+            str(kaflite_exe),
+            "consume",
+            topic_name,
+            "-b",
+            cli_bootstrap,
+            "--from-beginning",
+            "--follow",
+            "--idle-timeout",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert follower.returncode == 0, follower.stderr
     assert follower.stdout.splitlines() == lines
+
+
+def test_follow_prints_records_produced_later(kaflite_exe, cli, cli_bootstrap: str, topic_name: str) -> None:
+    _create(cli, cli_bootstrap, topic_name)
+    follower = subprocess.Popen(
+        [
+            str(kaflite_exe),
+            "consume",
+            topic_name,
+            "--from-beginning",
+            "--follow",
+            "--max-messages",
+            "2",
+            "--print-offset",
+            "-b",
+            cli_bootstrap,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # --from-beginning makes the result independent of when the follower is ready; the pause lets it
+        # usually reach the (empty) end first, where a non-following consumer would exit
+        time.sleep(2)
+        _produce(cli_bootstrap, topic_name, [(None, b"late-1", 0), (None, b"late-2", 0)])
+        out, err = follower.communicate(timeout=30)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.communicate(timeout=5)
+    assert follower.returncode == 0, err
+    assert out.splitlines() == ["Offset:0\tlate-1", "Offset:1\tlate-2"]
+
+
+def test_client_properties(cli, cli_bootstrap: str, topic_name: str) -> None:
+    _create(cli, cli_bootstrap, topic_name)
+    ok = cli("produce", topic_name, "-X", "enable.idempotence=true", "-b", cli_bootstrap, input="idem\n")
+    assert ok.exit_code == 0, ok.output
+    assert [m.value() for m in _read_all(cli_bootstrap, topic_name, 1, 1)] == [b"idem"]
+    bad = cli("produce", topic_name, "-X", "no.such.property=1", "-b", cli_bootstrap, input="x\n")
+    assert bad.exit_code == 2 and "--property: No such configuration property" in bad.output

@@ -38,7 +38,9 @@ def test_unknown_command_is_usage_error(run_kaflite) -> None:
     assert "frobnicate" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def _reload_main_with(monkeypatch: pytest.MonkeyPatch, name: str, module: types.ModuleType | None) -> types.ModuleType:
+def _reload_main_with(
+    monkeypatch: pytest.MonkeyPatch, name: str, module: types.ModuleType | None
+) -> types.ModuleType:
     if module is None:
         monkeypatch.setitem(sys.modules, name, None)  # type: ignore[arg-type]  # import raises ImportError
     else:

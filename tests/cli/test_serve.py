@@ -18,7 +18,9 @@ def _wait_for_port(port: int, proc: subprocess.Popen[str], timeout: float = 20) 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"kaflite serve exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
+            raise AssertionError(
+                f"kaflite serve exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}"
+            )
         try:
             socket.create_connection(("127.0.0.1", port), 0.2).close()
             return
@@ -42,8 +44,12 @@ def _stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
 def served(tmp_path: Path, kaflite_exe: Path) -> Iterator[tuple[str, Path, subprocess.Popen[str]]]:
     port = free_port()
     data = tmp_path / "data"
-    proc = subprocess.Popen([str(kaflite_exe), "serve", "--dev", "--port", str(port), "--log-dir", str(data)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(kaflite_exe), "serve", "--dev", "--port", str(port), "--log-dir", str(data)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _wait_for_port(port, proc)
         yield f"127.0.0.1:{port}", data, proc
@@ -65,11 +71,17 @@ def test_serve_round_trip_and_restart(run_kaflite, kaflite_exe: Path, served) ->
 
     # the same data directory after a restart: the topic and its records are still there
     port = free_port()
-    again = subprocess.Popen([str(kaflite_exe), "serve", "--dev", "--port", str(port), "--log-dir", str(data)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    again = subprocess.Popen(
+        [str(kaflite_exe), "serve", "--dev", "--port", str(port), "--log-dir", str(data)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _wait_for_port(port, again)
-        consumed = run_kaflite("consume", "served", "--from-beginning", "--print-key", "-b", f"127.0.0.1:{port}")
+        consumed = run_kaflite(
+            "consume", "served", "--from-beginning", "--print-key", "-b", f"127.0.0.1:{port}"
+        )
         assert consumed.returncode == 0, consumed.stderr
         assert sorted(consumed.stdout.splitlines()) == ["a\t1", "b\t2", "c\t3"]
     finally:

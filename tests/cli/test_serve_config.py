@@ -27,9 +27,20 @@ def test_print_config_defaults(cli) -> None:
 def test_file_override_and_shortcuts(cli, tmp_path: Path) -> None:
     props = tmp_path / "server.properties"
     props.write_text("num.partitions=3\nlog.retention.hours=24\nlisteners=PLAINTEXT://127.0.0.1:9092\n")
-    result = cli("serve", "--config", str(props), "--override", "num.partitions=4", "-o",
-                 "auto.create.topics.enable=false", "--port", "19092", "--log-dir", str(tmp_path / "d"),
-                 "--print-config")
+    result = cli(
+        "serve",
+        "--config",
+        str(props),
+        "--override",
+        "num.partitions=4",
+        "-o",
+        "auto.create.topics.enable=false",
+        "--port",
+        "19092",
+        "--log-dir",
+        str(tmp_path / "d"),
+        "--print-config",
+    )
     assert result.exit_code == 0, result.output
     cfg = _config(result.output)
     assert cfg["num.partitions"] == ("4", "override")

@@ -10,8 +10,9 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 # Tests of what the broker answers (validation, configs); the peer broker does not implement these.
-kaflite_broker_only = pytest.mark.skipif(bool(os.environ.get("KAFLITE_CLI_PEER")),
-                                         reason="checks the answers of kaflite's broker")
+kaflite_broker_only = pytest.mark.skipif(
+    bool(os.environ.get("KAFLITE_CLI_PEER")), reason="checks the answers of kaflite's broker"
+)
 
 
 def _admin(bootstrap: str) -> AdminClient:
@@ -32,12 +33,17 @@ def test_create_list_describe_delete(cli, cli_bootstrap: str, topic_name: str) -
     described = cli("topics", "describe", topic_name, *b)
     assert described.exit_code == 0, described.output
     lines = described.output.rstrip("\n").split("\n")
-    assert re.fullmatch(rf"Topic: {topic_name}(\tTopicId: [A-Za-z0-9_-]{{22}})?\tPartitionCount: 3"
-                        r"\tReplicationFactor: 1\tConfigs: .*", lines[0]), lines[0]
+    assert re.fullmatch(
+        rf"Topic: {topic_name}(\tTopicId: [A-Za-z0-9_-]{{22}})?\tPartitionCount: 3"
+        r"\tReplicationFactor: 1\tConfigs: .*",
+        lines[0],
+    ), lines[0]
     assert len(lines) == 4
     for partition, line in enumerate(lines[1:]):
-        m = re.fullmatch(rf"\tTopic: {topic_name}\tPartition: {partition}\tLeader: (\d+)\tReplicas: (\d+)\tIsr: (\d+)",
-                         line)
+        m = re.fullmatch(
+            rf"\tTopic: {topic_name}\tPartition: {partition}\tLeader: (\d+)\tReplicas: (\d+)\tIsr: (\d+)",
+            line,
+        )
         assert m, line
         assert m.group(1) == m.group(2) == m.group(3)
 
@@ -109,12 +115,23 @@ def _configs_field(output: str) -> dict[str, str]:
 @kaflite_broker_only
 def test_create_with_configs_and_alter_them(cli, cli_bootstrap: str, topic_name: str) -> None:
     b = ["--bootstrap-server", cli_bootstrap]
-    created = cli("topics", "create", topic_name, "--config", "cleanup.policy=compact", "-c", "retention.ms=1000", *b)
+    created = cli(
+        "topics", "create", topic_name, "--config", "cleanup.policy=compact", "-c", "retention.ms=1000", *b
+    )
     assert created.exit_code == 0, created.output
     configs = _configs_field(cli("topics", "describe", topic_name, *b).output)
     assert configs["cleanup.policy"] == "compact" and configs["retention.ms"] == "1000"
 
-    altered = cli("topics", "alter", topic_name, "--config", "retention.ms=5000", "--delete-config", "cleanup.policy", *b)
+    altered = cli(
+        "topics",
+        "alter",
+        topic_name,
+        "--config",
+        "retention.ms=5000",
+        "--delete-config",
+        "cleanup.policy",
+        *b,
+    )
     assert altered.exit_code == 0, altered.output
     configs = _configs_field(cli("topics", "describe", topic_name, *b).output)
     assert configs["retention.ms"] == "5000" and "cleanup.policy" not in configs
@@ -124,11 +141,16 @@ def test_create_with_configs_and_alter_them(cli, cli_bootstrap: str, topic_name:
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ("cleanup.policy=forever", "cleanup.policy: expected a comma-separated list of delete, compact, got 'forever'"),
+        (
+            "cleanup.policy=forever",
+            "cleanup.policy: expected a comma-separated list of delete, compact, got 'forever'",
+        ),
         ("retention.mss=1", "retention.mss: unknown topic configuration key; did you mean retention.ms"),
     ],
 )
-def test_invalid_topic_config_is_one_line(cli, cli_bootstrap: str, topic_name: str, config: str, message: str) -> None:
+def test_invalid_topic_config_is_one_line(
+    cli, cli_bootstrap: str, topic_name: str, config: str, message: str
+) -> None:
     result = cli("topics", "create", topic_name, "--config", config, "--bootstrap-server", cli_bootstrap)
     assert result.exit_code == 1
     assert "INVALID_CONFIG" in result.output

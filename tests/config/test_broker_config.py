@@ -104,7 +104,10 @@ def test_dev_profile_below_file_and_overrides(tmp_path: Path) -> None:
     props = tmp_path / "p.properties"
     props.write_text("group.initial.rebalance.delay.ms=100\n")
     cfg2 = BrokerConfig.load(props, dev=True)
-    assert cfg2["group.initial.rebalance.delay.ms"] == 100 and cfg2.source("group.initial.rebalance.delay.ms") == "file"
+    assert (
+        cfg2["group.initial.rebalance.delay.ms"] == 100
+        and cfg2.source("group.initial.rebalance.delay.ms") == "file"
+    )
 
 
 def test_retention_precedence_ms_over_minutes_over_hours() -> None:
@@ -123,14 +126,17 @@ def test_roll_and_flush_derived() -> None:
 
 
 def test_log_dirs_wins_over_log_dir(tmp_path: Path) -> None:
-    cfg = BrokerConfig.load(overrides={"log.dir": str(tmp_path / "a"), "log.dirs": f"{tmp_path}/b, {tmp_path}/c"})
+    cfg = BrokerConfig.load(
+        overrides={"log.dir": str(tmp_path / "a"), "log.dirs": f"{tmp_path}/b, {tmp_path}/c"}
+    )
     assert cfg.log_dirs == [tmp_path / "b", tmp_path / "c"] and cfg.log_dir == tmp_path / "b"
     assert BrokerConfig.load(overrides={"log.dir": str(tmp_path)}).log_dir == tmp_path
 
 
 def test_typed_overrides_accepted() -> None:
-    cfg = BrokerConfig.load(overrides={"num.partitions": 4, "auto.create.topics.enable": False,
-                                       "log.dirs": Path("/tmp/x")})
+    cfg = BrokerConfig.load(
+        overrides={"num.partitions": 4, "auto.create.topics.enable": False, "log.dirs": Path("/tmp/x")}
+    )
     assert cfg["num.partitions"] == 4 and cfg["auto.create.topics.enable"] is False
     assert cfg.log_dir == Path("/tmp/x")
 
@@ -142,15 +148,27 @@ def test_typed_overrides_accepted() -> None:
         ("log.retention.ms", "-2", "log.retention.ms: expected a long >= -1, got '-2'"),
         ("num.partitions", "0", "num.partitions: expected an int >= 1, got '0'"),
         ("num.partitions", "2147483648", "num.partitions: expected an int >= 1, got '2147483648'"),
-        ("auto.create.topics.enable", "yes",
-         "auto.create.topics.enable: expected a boolean (true or false), got 'yes'"),
-        ("log.message.timestamp.type", "createtime",
-         "log.message.timestamp.type: expected one of CreateTime, LogAppendTime, got 'createtime'"),
-        ("log.cleanup.policy", "delete,zap",
-         "log.cleanup.policy: expected a comma-separated list of delete, compact, got 'delete,zap'"),
+        (
+            "auto.create.topics.enable",
+            "yes",
+            "auto.create.topics.enable: expected a boolean (true or false), got 'yes'",
+        ),
+        (
+            "log.message.timestamp.type",
+            "createtime",
+            "log.message.timestamp.type: expected one of CreateTime, LogAppendTime, got 'createtime'",
+        ),
+        (
+            "log.cleanup.policy",
+            "delete,zap",
+            "log.cleanup.policy: expected a comma-separated list of delete, compact, got 'delete,zap'",
+        ),
         ("compression.type", "brotli", "compression.type: expected one of uncompressed, zstd"),
-        ("log.cleaner.min.cleanable.ratio", "1.5",
-         "log.cleaner.min.cleanable.ratio: expected a double between 0 and 1, got '1.5'"),
+        (
+            "log.cleaner.min.cleanable.ratio",
+            "1.5",
+            "log.cleaner.min.cleanable.ratio: expected a double between 0 and 1, got '1.5'",
+        ),
         ("listeners", "localhost:9092", "listeners: expected NAME://host:port"),
         ("listeners", "PLAINTEXT://:70000", "listeners: port must be between 0 and 65535"),
         ("listeners", "SSL://:9093", "listeners: kaflite serves PLAINTEXT only"),
@@ -166,7 +184,9 @@ def test_bad_values_name_key_and_allowed(key: str, value: str, expected: str) ->
 def test_unknown_key_lists_close_matches() -> None:
     with pytest.raises(UnknownConfigKey) as err:
         BrokerConfig.load(overrides={"num.partition": "3"})
-    assert str(err.value).startswith("num.partition: unknown broker configuration key; did you mean num.partitions")
+    assert str(err.value).startswith(
+        "num.partition: unknown broker configuration key; did you mean num.partitions"
+    )
     with pytest.raises(ConfigError) as err2:
         BrokerConfig.load(overrides={"retention.hours": "3"})
     assert "log.retention.hours" in str(err2.value)
@@ -196,7 +216,9 @@ def test_file_errors_carry_file_and_line(tmp_path: Path) -> None:
 
 def test_cross_key_rules() -> None:
     with pytest.raises(ConfigError, match="group.min.session.timeout.ms: must be <="):
-        BrokerConfig.load(overrides={"group.min.session.timeout.ms": "10", "group.max.session.timeout.ms": "5"})
+        BrokerConfig.load(
+            overrides={"group.min.session.timeout.ms": "10", "group.max.session.timeout.ms": "5"}
+        )
     with pytest.raises(ConfigError, match="node.id: must equal broker.id"):
         BrokerConfig.load(overrides={"node.id": "2", "broker.id": "3"})
     assert BrokerConfig.load(overrides={"node.id": "2"}).broker_id == 2
@@ -208,7 +230,9 @@ def test_cross_key_rules() -> None:
 
 def test_listeners_parsing() -> None:
     assert parse_listeners("PLAINTEXT://:9092, CONTROLLER://localhost:9093") == [
-        Listener("PLAINTEXT", "", 9092), Listener("CONTROLLER", "localhost", 9093)]
+        Listener("PLAINTEXT", "", 9092),
+        Listener("CONTROLLER", "localhost", 9093),
+    ]
     assert parse_listeners("PLAINTEXT://[::1]:0") == [Listener("PLAINTEXT", "::1", 0)]
     assert str(Listener("PLAINTEXT", "::1", 5)) == "PLAINTEXT://[::1]:5"
     with pytest.raises(ConfigError, match="appears more than once"):
@@ -294,10 +318,19 @@ def test_describe_topic_entries_and_synonyms() -> None:
     cfg = BrokerConfig.load(overrides={"log.retention.minutes": "10"})
     entries = {e.name: e for e in cfg.describe_topic({"segment.bytes": "2048"})}
     assert set(entries) == set(TOPIC_CONFIGS)
-    assert entries["segment.bytes"].value == "2048" and entries["segment.bytes"].source_code == SOURCE_DYNAMIC_TOPIC_CONFIG
+    assert (
+        entries["segment.bytes"].value == "2048"
+        and entries["segment.bytes"].source_code == SOURCE_DYNAMIC_TOPIC_CONFIG
+    )
     assert entries["segment.bytes"].synonyms[0] == ("segment.bytes", "2048", SOURCE_DYNAMIC_TOPIC_CONFIG)
     assert entries["retention.ms"].value == "600000"
     assert entries["retention.ms"].source_code == SOURCE_STATIC_BROKER_CONFIG
-    assert [s[0] for s in entries["retention.ms"].synonyms] == ["log.retention.minutes", "log.retention.hours"]
-    assert entries["cleanup.policy"].value == "delete" and entries["cleanup.policy"].source_code == SOURCE_DEFAULT_CONFIG
+    assert [s[0] for s in entries["retention.ms"].synonyms] == [
+        "log.retention.minutes",
+        "log.retention.hours",
+    ]
+    assert (
+        entries["cleanup.policy"].value == "delete"
+        and entries["cleanup.policy"].source_code == SOURCE_DEFAULT_CONFIG
+    )
     assert entries["max.message.bytes"].value == "1048588"

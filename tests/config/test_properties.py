@@ -11,7 +11,13 @@ def kv(text: str) -> dict[str, str]:
 
 def test_separators_and_whitespace() -> None:
     assert kv("a=1\nb: 2\nc 3\n  d  =  4  \ne\t=\t5\nf\n") == {
-        "a": "1", "b": "2", "c": "3", "d": "4  ", "e": "5", "f": ""}
+        "a": "1",
+        "b": "2",
+        "c": "3",
+        "d": "4  ",
+        "e": "5",
+        "f": "",
+    }
 
 
 def test_comments_and_blank_lines() -> None:

@@ -21,9 +21,20 @@ def test_every_topic_key_falls_back_to_a_known_broker_key() -> None:
 
 
 def test_required_topic_keys_exist() -> None:
-    for key in ["cleanup.policy", "retention.ms", "retention.bytes", "segment.bytes", "segment.ms",
-                "max.message.bytes", "message.timestamp.type", "delete.retention.ms", "min.insync.replicas",
-                "flush.messages", "flush.ms", "compression.type"]:
+    for key in [
+        "cleanup.policy",
+        "retention.ms",
+        "retention.bytes",
+        "segment.bytes",
+        "segment.ms",
+        "max.message.bytes",
+        "message.timestamp.type",
+        "delete.retention.ms",
+        "min.insync.replicas",
+        "flush.messages",
+        "flush.ms",
+        "compression.type",
+    ]:
         assert key in TOPIC_CONFIGS
 
 
@@ -47,7 +58,11 @@ def test_valid_topic_values(key: str, raw: str, expected: object) -> None:
 @pytest.mark.parametrize(
     ("key", "raw", "message"),
     [
-        ("cleanup.policy", "forever", "cleanup.policy: expected a comma-separated list of delete, compact, got 'forever'"),
+        (
+            "cleanup.policy",
+            "forever",
+            "cleanup.policy: expected a comma-separated list of delete, compact, got 'forever'",
+        ),
         ("retention.ms", "soon", "retention.ms: expected a long >= -1, got 'soon'"),
         ("segment.bytes", "10", "segment.bytes: expected an int >= 14, got '10'"),
         ("min.insync.replicas", "0", "min.insync.replicas: expected an int >= 1, got '0'"),
@@ -63,7 +78,9 @@ def test_invalid_topic_values(key: str, raw: str, message: str) -> None:
 
 def test_validate_many_and_effective_topic_config() -> None:
     assert validate_topic_configs({"retention.ms": "5", "cleanup.policy": "compact"}) == {
-        "retention.ms": 5, "cleanup.policy": ["compact"]}
+        "retention.ms": 5,
+        "cleanup.policy": ["compact"],
+    }
     cfg = BrokerConfig.load(overrides={"log.segment.bytes": "4096", "log.roll.hours": "1"})
     effective = cfg.topic_config({"retention.ms": "5"})
     assert effective["retention.ms"] == 5

@@ -97,8 +97,10 @@ def check_reachable(bootstrap: str, timeout: float = 3.0) -> None:
             return
         except OSError as err:
             reasons.append(f"{host}:{port} ({err.strerror or err})")
-    fail(f"cannot connect to a Kafka broker at {', '.join(reasons)}; is it running? "
-         "(start one with `kaflite serve`, or pass --bootstrap-server)")
+    fail(
+        f"cannot connect to a Kafka broker at {', '.join(reasons)}; is it running? "
+        "(start one with `kaflite serve`, or pass --bootstrap-server)"
+    )
 
 
 class ClientErrors:
@@ -119,7 +121,9 @@ class ClientErrors:
         return None
 
 
-def client_config(bootstrap: str, errors: Callable[[Any], None] | None = None, **extra: Any) -> dict[str, Any]:
+def client_config(
+    bootstrap: str, errors: Callable[[Any], None] | None = None, **extra: Any
+) -> dict[str, Any]:
     """confluent-kafka settings shared by the CLI's clients (quiet, bounded connection attempts)."""
     cfg: dict[str, Any] = {
         "bootstrap.servers": bootstrap,

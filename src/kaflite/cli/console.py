@@ -36,8 +36,24 @@ from kaflite.cli import (
 
 __all__ = ["format_record", "register"]
 
-Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", envvar="KAFLITE_BOOTSTRAP",
-                                        help="host:port of a broker (comma-separated list allowed).")]
+Bootstrap = Annotated[
+    str,
+    typer.Option(
+        "--bootstrap-server",
+        "-b",
+        envvar="KAFLITE_BOOTSTRAP",
+        help="host:port of a broker (comma-separated list allowed).",
+    ),
+]
+ClientProperty = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--property",
+        "-X",
+        metavar="KEY=VALUE",
+        help="A librdkafka client property (repeatable), e.g. -X enable.idempotence=true.",
+    ),
+]
 _ACKS = {"0": "0", "1": "1", "all": "all", "-1": "all"}
 
 
@@ -49,6 +65,14 @@ def register(app: typer.Typer) -> None:
 def _unescape_separator(sep: str) -> str:
     """Let shells pass tabs and newlines as `\\t` / `\\n`."""
     return sep.replace("\\t", "\t").replace("\\n", "\n")
+
+
+def _client(factory: Any, settings: dict[str, Any]) -> Any:
+    """Create a Producer/Consumer; a property librdkafka refuses is a usage error naming it."""
+    try:
+        return factory(settings)
+    except Exception as err:  # KafkaException / ValueError from librdkafka's configuration
+        fail(f"--property: {describe_exception(err)}", EXIT_USAGE)
 
 
 def _topic_partitions(client: Any, topic: str, timeout: float) -> int:
@@ -80,19 +104,32 @@ def _lines(stream: Any) -> Iterator[str]:
 @handle_errors
 def produce(
     topic: Annotated[str, typer.Argument(help="Topic to write to.")],
-    key_separator: Annotated[str | None, typer.Option("--key-separator", "-k",
-        help="Split each line into key<SEP>value (e.g. ':' or '\\t').")] = None,
-    header: Annotated[list[str] | None, typer.Option("--header", "-H", metavar="KEY=VALUE",
-        help="A header added to every record (repeatable).")] = None,
-    partition: Annotated[int | None, typer.Option("--partition", "-p", min=0,
-        help="Write every record to this partition.")] = None,
+    key_separator: Annotated[
+        str | None,
+        typer.Option("--key-separator", "-k", help="Split each line into key<SEP>value (e.g. ':' or '\\t')."),
+    ] = None,
+    header: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--header", "-H", metavar="KEY=VALUE", help="A header added to every record (repeatable)."
+        ),
+    ] = None,
+    partition: Annotated[
+        int | None, typer.Option("--partition", "-p", min=0, help="Write every record to this partition.")
+    ] = None,
     acks: Annotated[str, typer.Option("--acks", help="0, 1 or all (-1).")] = "all",
-    compression: Annotated[str, typer.Option("--compression",
-        help="none, gzip, snappy, lz4 or zstd.")] = "none",
+    compression: Annotated[
+        str, typer.Option("--compression", help="none, gzip, snappy, lz4 or zstd.")
+    ] = "none",
     linger_ms: Annotated[int, typer.Option("--linger-ms", min=0, help="Batching delay of the producer.")] = 5,
+    client_property: ClientProperty = None,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.1,
-        help="Seconds to wait for the broker to acknowledge every record.")] = 30.0,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout", min=0.1, help="Seconds to wait for the broker to acknowledge every record."
+        ),
+    ] = 30.0,
 ) -> None:
     """Write stdin lines to TOPIC, one record per line."""
     from confluent_kafka import Producer
@@ -105,11 +142,17 @@ def produce(
     sep = _unescape_separator(key_separator) if key_separator is not None else None
     if sep == "":
         fail("--key-separator: expected a non-empty separator", EXIT_USAGE)
+    extra = parse_key_values(client_property, "--property")
     check_reachable(bootstrap_server)
     errors = ClientErrors()
-    producer = Producer(client_config(
-        bootstrap_server, errors, **{"acks": _ACKS[acks], "compression.type": compression,
-                                     "linger.ms": linger_ms, "message.timeout.ms": int(timeout * 1000)}))
+    settings = {
+        "acks": _ACKS[acks],
+        "compression.type": compression,
+        "linger.ms": linger_ms,
+        "message.timeout.ms": int(timeout * 1000),
+        **extra,
+    }
+    producer = _client(Producer, client_config(bootstrap_server, errors, **settings))
     count = _topic_partitions(producer, topic, timeout)
     if partition is not None and partition >= count:
         fail(f"--partition: topic {topic} has partitions 0..{count - 1}, got {partition}", EXIT_USAGE)
@@ -169,9 +212,16 @@ def _text(data: bytes | None) -> str:
     return "null" if data is None else data.decode("utf-8", errors="replace")
 
 
-def format_record(msg: Any, *, print_timestamp: bool = False, print_partition: bool = False,
-                  print_offset: bool = False, print_headers: bool = False, print_key: bool = False,
-                  separator: str = "\t") -> str:
+def format_record(
+    msg: Any,
+    *,
+    print_timestamp: bool = False,
+    print_partition: bool = False,
+    print_offset: bool = False,
+    print_headers: bool = False,
+    print_key: bool = False,
+    separator: str = "\t",
+) -> str:
     """One record in kafka-console-consumer.sh's DefaultMessageFormatter layout."""
     parts: list[str] = []
     if print_timestamp:
@@ -192,42 +242,64 @@ def format_record(msg: Any, *, print_timestamp: bool = False, print_partition: b
 
 def _json_record(msg: Any) -> str:
     kind, ts = msg.timestamp()
-    return json.dumps({
-        "topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset(),
-        "timestamp": ts if kind else None,
-        "timestamp_type": {1: "CreateTime", 2: "LogAppendTime"}.get(kind),
-        "key": None if msg.key() is None else _text(msg.key()),
-        "value": None if msg.value() is None else _text(msg.value()),
-        "headers": [[k, None if v is None else _text(v)] for k, v in (msg.headers() or [])],
-    })
+    return json.dumps(
+        {
+            "topic": msg.topic(),
+            "partition": msg.partition(),
+            "offset": msg.offset(),
+            "timestamp": ts if kind else None,
+            "timestamp_type": {1: "CreateTime", 2: "LogAppendTime"}.get(kind),
+            "key": None if msg.key() is None else _text(msg.key()),
+            "value": None if msg.value() is None else _text(msg.value()),
+            "headers": [[k, None if v is None else _text(v)] for k, v in (msg.headers() or [])],
+        }
+    )
 
 
 @handle_errors
 def consume(
     topic: Annotated[str, typer.Argument(help="Topic to read.")],
-    from_beginning: Annotated[bool, typer.Option("--from-beginning",
-        help="Start at the earliest offset (default: the end, as Kafka).")] = False,
-    offset: Annotated[int | None, typer.Option("--offset", min=0,
-        help="Start at this offset (needs --partition).")] = None,
-    partition: Annotated[int | None, typer.Option("--partition", "-p", min=0,
-        help="Read only this partition.")] = None,
-    follow: Annotated[bool, typer.Option("--follow", "-f",
-        help="Keep waiting for new records (until Ctrl-C).")] = False,
-    max_messages: Annotated[int | None, typer.Option("--max-messages", "-n", min=1,
-        help="Exit after this many records.")] = None,
-    group: Annotated[str | None, typer.Option("--group", "-g",
-        help="Consume as a member of this consumer group (commits offsets).")] = None,
+    from_beginning: Annotated[
+        bool,
+        typer.Option("--from-beginning", help="Start at the earliest offset (default: the end, as Kafka)."),
+    ] = False,
+    offset: Annotated[
+        int | None, typer.Option("--offset", min=0, help="Start at this offset (needs --partition).")
+    ] = None,
+    partition: Annotated[
+        int | None, typer.Option("--partition", "-p", min=0, help="Read only this partition.")
+    ] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep waiting for new records (until Ctrl-C).")
+    ] = False,
+    max_messages: Annotated[
+        int | None, typer.Option("--max-messages", "-n", min=1, help="Exit after this many records.")
+    ] = None,
+    group: Annotated[
+        str | None,
+        typer.Option("--group", "-g", help="Consume as a member of this consumer group (commits offsets)."),
+    ] = None,
     print_key: Annotated[bool, typer.Option("--print-key", help="Print the key before the value.")] = False,
-    print_headers: Annotated[bool, typer.Option("--print-headers",
-        help="Print headers (k:v,k2:v2).")] = False,
+    print_headers: Annotated[
+        bool, typer.Option("--print-headers", help="Print headers (k:v,k2:v2).")
+    ] = False,
     print_partition: Annotated[bool, typer.Option("--print-partition", help="Print Partition:<p>.")] = False,
     print_offset: Annotated[bool, typer.Option("--print-offset", help="Print Offset:<o>.")] = False,
-    print_timestamp: Annotated[bool, typer.Option("--print-timestamp",
-        help="Print CreateTime:<ms>.")] = False,
+    print_timestamp: Annotated[
+        bool, typer.Option("--print-timestamp", help="Print CreateTime:<ms>.")
+    ] = False,
     separator: Annotated[str, typer.Option("--separator", help="Separator between printed fields.")] = "\\t",
     output_json: Annotated[bool, typer.Option("--json", help="One JSON object per record.")] = False,
-    idle_timeout: Annotated[float | None, typer.Option("--idle-timeout", min=0.1,
-        help="Exit when no record arrives for this many seconds (default: never with --follow, 15 s " "without it, as a bound on waiting for the end).")] = None,
+    idle_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--idle-timeout",
+            min=0.1,
+            help="Exit when no record arrives for this many seconds (default: never with --follow, 15 s "
+            "without it, as a bound on waiting for the end).",
+        ),
+    ] = None,
+    client_property: ClientProperty = None,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
     """Print TOPIC's records to stdout."""
@@ -238,6 +310,7 @@ def consume(
     if offset is not None and group is not None:
         fail("--offset: cannot be combined with --group (the group's committed offsets decide)", EXIT_USAGE)
     sep = _unescape_separator(separator)
+    extra = parse_key_values(client_property, "--property")
     check_reachable(bootstrap_server)
     errors = ClientErrors()
     settings: dict[str, Any] = {
@@ -245,8 +318,9 @@ def consume(
         "auto.offset.reset": "earliest" if from_beginning else "latest",
         "enable.auto.commit": group is not None,
         "group.id": group if group is not None else f"kaflite-console-{uuid.uuid4().hex[:12]}",
+        **extra,
     }
-    consumer = Consumer(client_config(bootstrap_server, errors, **settings))
+    consumer = _client(Consumer, client_config(bootstrap_server, errors, **settings))
     assigned: set[tuple[str, int]] = set()
     at_end: set[tuple[str, int]] = set()
     try:
@@ -259,6 +333,7 @@ def consume(
             consumer.assign([TopicPartition(topic, p, start) for p in ids])
             assigned.update((topic, p) for p in ids)
         else:
+
             def on_assign(c: Any, tps: list[Any]) -> None:
                 assigned.update((tp.topic, tp.partition) for tp in tps)
 
@@ -283,8 +358,10 @@ def consume(
                 if idle is not None and now - last_progress > idle:
                     if follow or idle_timeout is not None:
                         break  # an explicit idle timeout (or --follow with one) ends the run normally
-                    fail(f"consuming {topic!r}: did not reach the end of the topic within {idle:g} s "
-                         f"({len(at_end)}/{len(assigned)} partitions at the end)")
+                    fail(
+                        f"consuming {topic!r}: did not reach the end of the topic within {idle:g} s "
+                        f"({len(at_end)}/{len(assigned)} partitions at the end)"
+                    )
                 continue
             err = msg.error()
             if err is not None:
@@ -299,9 +376,19 @@ def consume(
                 continue
             last_progress = now
             at_end.discard((str(msg.topic()), msg.partition() or 0))
-            line = _json_record(msg) if output_json else format_record(
-                msg, print_timestamp=print_timestamp, print_partition=print_partition,
-                print_offset=print_offset, print_headers=print_headers, print_key=print_key, separator=sep)
+            line = (
+                _json_record(msg)
+                if output_json
+                else format_record(
+                    msg,
+                    print_timestamp=print_timestamp,
+                    print_partition=print_partition,
+                    print_offset=print_offset,
+                    print_headers=print_headers,
+                    print_key=print_key,
+                    separator=sep,
+                )
+            )
             try:
                 out.write(line + "\n")
                 if follow:

@@ -37,8 +37,10 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-        help="Print kaflite's version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print kaflite's version and exit."),
+    ] = False,
 ) -> None:
     """kaflite: a Kafka-compatible broker and tools."""
 

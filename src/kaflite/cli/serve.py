@@ -49,7 +49,9 @@ def _replace_client_listener(cfg: BrokerConfig, port: int | None, host: str | No
     out = []
     for li in cfg.listeners:
         if li == first:
-            li = Listener(li.name, host if host is not None else li.host, port if port is not None else li.port)
+            li = Listener(
+                li.name, host if host is not None else li.host, port if port is not None else li.port
+            )
         out.append(str(li))
     return ",".join(out)
 
@@ -60,18 +62,36 @@ def register(app: typer.Typer) -> None:
 
 @handle_errors
 def serve(
-    config: Annotated[Path | None, typer.Option("--config", "-c",
-        help="A Kafka server.properties file.", dir_okay=False)] = None,
-    override: Annotated[list[str] | None, typer.Option("--override", "-o", metavar="KEY=VALUE",
-        help="Set a configuration key (repeatable); wins over the file.")] = None,
-    dev: Annotated[bool, typer.Option("--dev",
-        help="Dev profile: no initial rebalance delay, 1 MiB " "segments. Not durable.")] = False,
-    port: Annotated[int | None, typer.Option("--port", "-p", min=0, max=65535,
-        help="Port of the client listener (0 picks a free one).")] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="A Kafka server.properties file.", dir_okay=False)
+    ] = None,
+    override: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--override",
+            "-o",
+            metavar="KEY=VALUE",
+            help="Set a configuration key (repeatable); wins over the file.",
+        ),
+    ] = None,
+    dev: Annotated[
+        bool,
+        typer.Option("--dev", help="Dev profile: no initial rebalance delay, 1 MiB segments. Not durable."),
+    ] = False,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            "--port", "-p", min=0, max=65535, help="Port of the client listener (0 picks a free one)."
+        ),
+    ] = None,
     host: Annotated[str | None, typer.Option("--host", help="Host/interface of the client listener.")] = None,
     log_dir: Annotated[Path | None, typer.Option("--log-dir", help="Data directory (sets log.dirs).")] = None,
-    print_config: Annotated[bool, typer.Option("--print-config",
-        help="Print the effective configuration (key=value  # source) and exit.")] = False,
+    print_config: Annotated[
+        bool,
+        typer.Option(
+            "--print-config", help="Print the effective configuration (key=value  # source) and exit."
+        ),
+    ] = False,
 ) -> None:
     """Run a kaflite broker in the foreground until Ctrl-C / SIGTERM."""
     cfg = build_config(config, override, dev, port, host, log_dir)
@@ -82,19 +102,25 @@ def serve(
             typer.echo(f"{key}={'' if text is None else text}  # {cfg.source(key)}")
         return
     if dev:
-        err_console.print(Panel(escape(DEV_PROFILE_WARNING), title="kaflite --dev", border_style="yellow",
-                                style="yellow"))
+        err_console.print(
+            Panel(escape(DEV_PROFILE_WARNING), title="kaflite --dev", border_style="yellow", style="yellow")
+        )
     try:
         from kaflite.server.app import run_broker
     except ImportError as err:
         fail(f"the kaflite broker cannot be started: {err}", EXIT_FAILURE)
     listeners = ", ".join(str(li) for li in cfg.client_listeners)
-    err_console.print(f"kaflite: starting broker {cfg.broker_id} on {escape(listeners)}, data in "
-                      f"{escape(str(cfg.log_dir))}")
+    err_console.print(
+        f"kaflite: starting broker {cfg.broker_id} on {escape(listeners)}, data in {escape(str(cfg.log_dir))}"
+    )
     try:
         run_broker(cfg)
     except KeyboardInterrupt:
         pass
+    except ConfigError as err:  # a rule only the broker can check (e.g. the data directory's contents)
+        fail(err.message, EXIT_USAGE)
     except OSError as err:  # the port is taken, the data directory is not writable, ...
-        fail(f"cannot start the broker: {err.strerror or err}"
-             + (f" ({err.filename})" if getattr(err, "filename", None) else f" (listeners={listeners})"))
+        fail(
+            f"cannot start the broker: {err.strerror or err}"
+            + (f" ({err.filename})" if getattr(err, "filename", None) else f" (listeners={listeners})")
+        )

@@ -31,13 +31,22 @@ from kaflite.cli import (
 
 __all__ = ["PartitionInfo", "TopicInfo", "describe_lines", "register"]
 
-topics_app = typer.Typer(help="Create, list, describe, alter and delete topics (like kafka-topics.sh).",
-                         no_args_is_help=True)
+topics_app = typer.Typer(
+    help="Create, list, describe, alter and delete topics (like kafka-topics.sh).", no_args_is_help=True
+)
 
-Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", envvar="KAFLITE_BOOTSTRAP",
-                                        help="host:port of a broker (comma-separated list allowed).")]
-Timeout = Annotated[float, typer.Option("--timeout",
-    help="Seconds to wait for the broker's answer.", min=0.1)]
+Bootstrap = Annotated[
+    str,
+    typer.Option(
+        "--bootstrap-server",
+        "-b",
+        envvar="KAFLITE_BOOTSTRAP",
+        help="host:port of a broker (comma-separated list allowed).",
+    ),
+]
+Timeout = Annotated[
+    float, typer.Option("--timeout", help="Seconds to wait for the broker's answer.", min=0.1)
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -84,14 +93,33 @@ def _all_topics(admin: Any, timeout: float) -> dict[str, Any]:
 @handle_errors
 def create(
     topic: Annotated[str, typer.Argument(help="Topic name.")],
-    partitions: Annotated[int | None, typer.Option("--partitions", "-p", min=1,
-        help="Partition count (default: the broker's num.partitions).")] = None,
-    replication_factor: Annotated[int | None, typer.Option("--replication-factor", "-r", min=1,
-        help="Replication factor (default: the broker's default.replication.factor).")] = None,
-    config: Annotated[list[str] | None, typer.Option("--config", "-c", metavar="KEY=VALUE",
-        help="A topic configuration (repeatable), e.g. cleanup.policy=compact.")] = None,
-    if_not_exists: Annotated[bool, typer.Option("--if-not-exists",
-        help="Succeed if the topic already exists.")] = False,
+    partitions: Annotated[
+        int | None,
+        typer.Option(
+            "--partitions", "-p", min=1, help="Partition count (default: the broker's num.partitions)."
+        ),
+    ] = None,
+    replication_factor: Annotated[
+        int | None,
+        typer.Option(
+            "--replication-factor",
+            "-r",
+            min=1,
+            help="Replication factor (default: the broker's default.replication.factor).",
+        ),
+    ] = None,
+    config: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--config",
+            "-c",
+            metavar="KEY=VALUE",
+            help="A topic configuration (repeatable), e.g. cleanup.policy=compact.",
+        ),
+    ] = None,
+    if_not_exists: Annotated[
+        bool, typer.Option("--if-not-exists", help="Succeed if the topic already exists.")
+    ] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = 15.0,
 ) -> None:
@@ -100,9 +128,12 @@ def create(
 
     configs = parse_key_values(config, "--config")
     admin = _admin(bootstrap_server)
-    new = NewTopic(topic, num_partitions=partitions if partitions is not None else -1,
-                   replication_factor=replication_factor if replication_factor is not None else -1,
-                   config=configs)
+    new = NewTopic(
+        topic,
+        num_partitions=partitions if partitions is not None else -1,
+        replication_factor=replication_factor if replication_factor is not None else -1,
+        config=configs,
+    )
     future = admin.create_topics([new], operation_timeout=timeout, request_timeout=timeout)[topic]
     try:
         future.result(timeout=timeout + 1)
@@ -120,8 +151,9 @@ def create(
 @topics_app.command("list")
 @handle_errors
 def list_topics(
-    exclude_internal: Annotated[bool, typer.Option("--exclude-internal",
-        help="Leave out internal topics (names starting with __).")] = False,
+    exclude_internal: Annotated[
+        bool, typer.Option("--exclude-internal", help="Leave out internal topics (names starting with __).")
+    ] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = 15.0,
 ) -> None:
@@ -167,8 +199,10 @@ def describe_lines(info: TopicInfo) -> list[str]:
     lines = [head]
     for p in sorted(info.partitions, key=lambda p: p.partition):
         leader = "none" if p.leader is None or p.leader < 0 else str(p.leader)
-        lines.append(f"\tTopic: {info.name}\tPartition: {p.partition}\tLeader: {leader}"
-                     f"\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+        lines.append(
+            f"\tTopic: {info.name}\tPartition: {p.partition}\tLeader: {leader}"
+            f"\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
+        )
     return lines
 
 
@@ -186,7 +220,8 @@ def _describe_topics(admin: Any, names: list[str], timeout: float) -> list[Topic
         except Exception:  # a broker without DescribeConfigs: describe the partitions anyway
             entries = {}
         configs_by_topic[resource.name] = {
-            name: entry.value for name, entry in sorted(entries.items())
+            name: entry.value
+            for name, entry in sorted(entries.items())
             if not entry.is_default and entry.value is not None and not entry.is_sensitive
         }
     out = []
@@ -194,7 +229,9 @@ def _describe_topics(admin: Any, names: list[str], timeout: float) -> list[Topic
         md = metadata.get(name)
         if md is None or md.error is not None and md.error.name() == "UNKNOWN_TOPIC_OR_PART":
             fail(f"Topic '{name}' does not exist as expected")
-        partitions = [PartitionInfo(p.id, p.leader, list(p.replicas), list(p.isrs)) for p in md.partitions.values()]
+        partitions = [
+            PartitionInfo(p.id, p.leader, list(p.replicas), list(p.isrs)) for p in md.partitions.values()
+        ]
         out.append(TopicInfo(name, topic_ids.get(name), partitions, configs_by_topic.get(name, {})))
     return out
 
@@ -219,11 +256,15 @@ def _topic_ids(admin: Any, names: list[str], timeout: float) -> dict[str, str]:
 @topics_app.command("describe")
 @handle_errors
 def describe(
-    topics: Annotated[list[str] | None, typer.Argument(help="Topics to describe (default: every topic).")] = None,
-    exclude_internal: Annotated[bool, typer.Option("--exclude-internal",
-        help="Leave out internal topics.")] = False,
-    output_json: Annotated[bool, typer.Option("--json",
-        help="One JSON object per topic instead of text.")] = False,
+    topics: Annotated[
+        list[str] | None, typer.Argument(help="Topics to describe (default: every topic).")
+    ] = None,
+    exclude_internal: Annotated[
+        bool, typer.Option("--exclude-internal", help="Leave out internal topics.")
+    ] = False,
+    output_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per topic instead of text.")
+    ] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = 15.0,
 ) -> None:
@@ -232,7 +273,9 @@ def describe(
     if topics:
         names = list(dict.fromkeys(topics))
     else:
-        names = sorted(n for n in _all_topics(admin, timeout) if not (exclude_internal and n.startswith("__")))
+        names = sorted(
+            n for n in _all_topics(admin, timeout) if not (exclude_internal and n.startswith("__"))
+        )
     try:
         infos = _describe_topics(admin, names, timeout)
     except CliFailure:
@@ -241,12 +284,26 @@ def describe(
         fail(f"describing topics: {describe_exception(err)}")
     for info in infos:
         if output_json:
-            typer.echo(json.dumps({
-                "topic": info.name, "topic_id": info.topic_id, "partition_count": len(info.partitions),
-                "replication_factor": info.replication_factor, "configs": info.configs,
-                "partitions": [{"partition": p.partition, "leader": p.leader, "replicas": p.replicas,
-                                "isr": p.isr} for p in sorted(info.partitions, key=lambda p: p.partition)],
-            }))
+            typer.echo(
+                json.dumps(
+                    {
+                        "topic": info.name,
+                        "topic_id": info.topic_id,
+                        "partition_count": len(info.partitions),
+                        "replication_factor": info.replication_factor,
+                        "configs": info.configs,
+                        "partitions": [
+                            {
+                                "partition": p.partition,
+                                "leader": p.leader,
+                                "replicas": p.replicas,
+                                "isr": p.isr,
+                            }
+                            for p in sorted(info.partitions, key=lambda p: p.partition)
+                        ],
+                    }
+                )
+            )
         else:
             for line in describe_lines(info):
                 typer.echo(line)
@@ -260,14 +317,17 @@ def describe(
 @handle_errors
 def delete(
     topics: Annotated[list[str], typer.Argument(help="Topics to delete.")],
-    if_exists: Annotated[bool, typer.Option("--if-exists",
-        help="Succeed if a topic does not exist.")] = False,
+    if_exists: Annotated[
+        bool, typer.Option("--if-exists", help="Succeed if a topic does not exist.")
+    ] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = 15.0,
 ) -> None:
     """Delete topics."""
     admin = _admin(bootstrap_server)
-    futures = admin.delete_topics(list(dict.fromkeys(topics)), operation_timeout=timeout, request_timeout=timeout)
+    futures = admin.delete_topics(
+        list(dict.fromkeys(topics)), operation_timeout=timeout, request_timeout=timeout
+    )
     for name, future in futures.items():
         try:
             future.result(timeout=timeout + 1)
@@ -288,12 +348,19 @@ def delete(
 @handle_errors
 def alter(
     topic: Annotated[str, typer.Argument(help="Topic name.")],
-    partitions: Annotated[int | None, typer.Option("--partitions", "-p", min=1,
-        help="New (larger) total partition count.")] = None,
-    config: Annotated[list[str] | None, typer.Option("--config", "-c", metavar="KEY=VALUE",
-        help="Set a topic configuration (repeatable).")] = None,
-    delete_config: Annotated[list[str] | None, typer.Option("--delete-config", metavar="KEY",
-        help="Remove a topic configuration override (repeatable).")] = None,
+    partitions: Annotated[
+        int | None, typer.Option("--partitions", "-p", min=1, help="New (larger) total partition count.")
+    ] = None,
+    config: Annotated[
+        list[str] | None,
+        typer.Option("--config", "-c", metavar="KEY=VALUE", help="Set a topic configuration (repeatable)."),
+    ] = None,
+    delete_config: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--delete-config", metavar="KEY", help="Remove a topic configuration override (repeatable)."
+        ),
+    ] = None,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = 15.0,
 ) -> None:
@@ -309,7 +376,10 @@ def alter(
     sets = parse_key_values(config, "--config")
     deletes = list(delete_config or [])
     if partitions is None and not sets and not deletes:
-        fail("alter: nothing to change; give --partitions, --config KEY=VALUE or --delete-config KEY", EXIT_USAGE)
+        fail(
+            "alter: nothing to change; give --partitions, --config KEY=VALUE or --delete-config KEY",
+            EXIT_USAGE,
+        )
     admin = _admin(bootstrap_server)
     md = _all_topics(admin, timeout).get(topic)
     if md is None:
@@ -317,11 +387,15 @@ def alter(
     if partitions is not None:
         current = len(md.partitions)
         if partitions < current:
-            fail(f"--partitions: the number of partitions can only grow; {topic} has {current}, got {partitions}",
-                 EXIT_USAGE)
+            fail(
+                f"--partitions: the number of partitions can only grow; {topic} has {current}, "
+                f"got {partitions}",
+                EXIT_USAGE,
+            )
         if partitions > current:
-            future = admin.create_partitions([NewPartitions(topic, partitions)], operation_timeout=timeout,
-                                             request_timeout=timeout)[topic]
+            future = admin.create_partitions(
+                [NewPartitions(topic, partitions)], operation_timeout=timeout, request_timeout=timeout
+            )[topic]
             _result(future, timeout + 1, f"adding partitions to {topic!r}")
             typer.echo(f"Topic {topic} now has {partitions} partitions.")
     if sets or deletes:
@@ -330,6 +404,7 @@ def alter(
         resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
         future = admin.incremental_alter_configs([resource], request_timeout=timeout)[resource]
         _result(future, timeout + 1, f"altering the configuration of {topic!r}")
-        typer.echo(f"Updated the configuration of topic {topic}: " + ", ".join(
-            [f"{k}={v}" for k, v in sets.items()] + [f"-{k}" for k in deletes]))
-
+        typer.echo(
+            f"Updated the configuration of topic {topic}: "
+            + ", ".join([f"{k}={v}" for k, v in sets.items()] + [f"-{k}" for k in deletes])
+        )

@@ -66,7 +66,14 @@ SOURCE_CODES: dict[str, int] = {
 }
 # Kafka's DescribeConfigs v3+ `config_type` codes (ConfigEntry.ConfigType).
 TYPE_CODES: dict[str, int] = {
-    "boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8,
+    "boolean": 1,
+    "string": 2,
+    "int": 3,
+    "short": 4,
+    "long": 5,
+    "double": 6,
+    "list": 7,
+    "class": 8,
     "password": 9,
 }
 
@@ -194,7 +201,9 @@ class Listener:
         return f"{self.name}://{host}:{self.port}"
 
 
-_LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_]*)://(?P<host>\[[0-9A-Fa-f:.]+\]|[^:/\[\]\s]*):(?P<port>\d+)$")
+_LISTENER_RE = re.compile(
+    r"^(?P<name>[A-Za-z][A-Za-z0-9_]*)://(?P<host>\[[0-9A-Fa-f:.]+\]|[^:/\[\]\s]*):(?P<port>\d+)$"
+)
 
 
 def parse_listeners(value: str, key: str = "listeners") -> list[Listener]:
@@ -203,8 +212,10 @@ def parse_listeners(value: str, key: str = "listeners") -> list[Listener]:
     for part in [p.strip() for p in value.split(",") if p.strip()]:
         m = _LISTENER_RE.match(part)
         if not m:
-            raise ConfigError(f"{key}: expected NAME://host:port entries such as PLAINTEXT://127.0.0.1:9092, "
-                              f"got {part!r}", key)
+            raise ConfigError(
+                f"{key}: expected NAME://host:port entries such as PLAINTEXT://127.0.0.1:9092, got {part!r}",
+                key,
+            )
         port = int(m["port"])
         if port > 65535:
             raise ConfigError(f"{key}: port must be between 0 and 65535, got {part!r}", key)
@@ -213,15 +224,20 @@ def parse_listeners(value: str, key: str = "listeners") -> list[Listener]:
     names = [li.name for li in out]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise ConfigError(f"{key}: each listener name may appear once, {', '.join(dupes)} appears more than "
-                          f"once in {value!r}", key)
+        raise ConfigError(
+            f"{key}: each listener name may appear once, {', '.join(dupes)} appears more than "
+            f"once in {value!r}",
+            key,
+        )
     return out
 
 
 def _listeners_validator(key: str) -> Validator:
     # parse_listeners raises its own precise message (bad port, duplicate name); an empty list is refused.
-    return Custom(lambda value: bool(parse_listeners(value, key)),
-                  "NAME://host:port entries such as PLAINTEXT://127.0.0.1:9092")
+    return Custom(
+        lambda value: bool(parse_listeners(value, key)),
+        "NAME://host:port entries such as PLAINTEXT://127.0.0.1:9092",
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -302,8 +318,16 @@ def _int_in_range(key: str, type_: str, value: int, raw: Any, validator: Validat
     return value
 
 
-def _k(name: str, type_: ConfigType, default: Any, doc: str, validator: Validator | None = None,
-       applies: bool = True, kafka_default: Any = None, differs: str = "") -> ConfigKey:
+def _k(
+    name: str,
+    type_: ConfigType,
+    default: Any,
+    doc: str,
+    validator: Validator | None = None,
+    applies: bool = True,
+    kafka_default: Any = None,
+    differs: str = "",
+) -> ConfigKey:
     return ConfigKey(name, type_, default, doc, validator, applies, kafka_default, differs)
 
 
@@ -314,178 +338,484 @@ _NOT_HERE = "accepted for compatibility; kaflite is one asyncio process, so this
 
 _BROKER_KEYS: list[ConfigKey] = [
     # --- identity and listeners -----------------------------------------------------------------
-    _k("broker.id", "int", 0, "The id of this broker (used as node.id when node.id is not set).",
-       AtLeast(-1), kafka_default=-1,
-       differs="Kafka defaults to -1 (generate an id); kaflite is one broker and uses 0."),
-    _k("node.id", "int", None, "KRaft name of the broker id; when set it must equal broker.id if both are "
-       "set, and wins.", AtLeast(0), kafka_default=-1),
-    _k("cluster.id", "string", None, "The cluster id reported in Metadata and DescribeCluster; when unset "
-       "the broker generates one and keeps it in the data directory's meta.properties.",
-       differs="kaflite-only key: Kafka keeps the cluster id only in meta.properties."),
+    _k(
+        "broker.id",
+        "int",
+        0,
+        "The id of this broker (used as node.id when node.id is not set).",
+        AtLeast(-1),
+        kafka_default=-1,
+        differs="Kafka defaults to -1 (generate an id); kaflite is one broker and uses 0.",
+    ),
+    _k(
+        "node.id",
+        "int",
+        None,
+        "KRaft name of the broker id; when set it must equal broker.id if both are set, and wins.",
+        AtLeast(0),
+        kafka_default=-1,
+    ),
+    _k(
+        "cluster.id",
+        "string",
+        None,
+        "The cluster id reported in Metadata and DescribeCluster; when unset "
+        "the broker generates one and keeps it in the data directory's meta.properties.",
+        differs="kaflite-only key: Kafka keeps the cluster id only in meta.properties.",
+    ),
     _k("broker.rack", "string", None, "Rack of this broker, reported in Metadata (rack-aware assignors)."),
-    _k("listeners", "string", "PLAINTEXT://127.0.0.1:9092",
-       "Comma-separated NAME://host:port addresses to listen on; port 0 picks a free port; an empty host "
-       "means every interface.",
-       _listeners_validator("listeners"), kafka_default="PLAINTEXT://:9092",
-       differs="Kafka listens on every interface by default; kaflite on loopback only."),
-    _k("advertised.listeners", "string", None,
-       "Addresses given to clients in Metadata; unset means the addresses actually bound by listeners.",
-       _listeners_validator("advertised.listeners")),
-    _k("listener.security.protocol.map", "string",
-       "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-       "Listener name to security protocol; kaflite serves PLAINTEXT only."),
+    _k(
+        "listeners",
+        "string",
+        "PLAINTEXT://127.0.0.1:9092",
+        "Comma-separated NAME://host:port addresses to listen on; port 0 picks a free port; an empty host "
+        "means every interface.",
+        _listeners_validator("listeners"),
+        kafka_default="PLAINTEXT://:9092",
+        differs="Kafka listens on every interface by default; kaflite on loopback only.",
+    ),
+    _k(
+        "advertised.listeners",
+        "string",
+        None,
+        "Addresses given to clients in Metadata; unset means the addresses actually bound by listeners.",
+        _listeners_validator("advertised.listeners"),
+    ),
+    _k(
+        "listener.security.protocol.map",
+        "string",
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+        "Listener name to security protocol; kaflite serves PLAINTEXT only.",
+    ),
     _k("inter.broker.listener.name", "string", None, "Listener used between brokers.", applies=False),
-    _k("controller.listener.names", "string", None, "KRaft controller listener names (not served to "
-       "clients).", applies=False),
-    _k("process.roles", "list", [], "KRaft roles.", ListOf(("broker", "controller"), allow_empty=True),
-       applies=False),
+    _k(
+        "controller.listener.names",
+        "string",
+        None,
+        "KRaft controller listener names (not served to clients).",
+        applies=False,
+    ),
+    _k(
+        "process.roles",
+        "list",
+        [],
+        "KRaft roles.",
+        ListOf(("broker", "controller"), allow_empty=True),
+        applies=False,
+    ),
     _k("controller.quorum.voters", "list", [], "KRaft controller quorum.", applies=False),
     _k("controller.quorum.bootstrap.servers", "list", [], "KRaft controller quorum.", applies=False),
     # --- ZooKeeper (clustering, later) ----------------------------------------------------------
-    _k("zookeeper.connect", "string", None, "ZooKeeper connection string for clustering (not used yet by "
-       "a single broker)."),
+    _k(
+        "zookeeper.connect",
+        "string",
+        None,
+        "ZooKeeper connection string for clustering (not used yet by a single broker).",
+    ),
     _k("zookeeper.connection.timeout.ms", "int", None, "ZooKeeper connection timeout.", AtLeast(0)),
     _k("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout.", AtLeast(0)),
     # --- storage --------------------------------------------------------------------------------
-    _k("log.dirs", "list", None, "Directories holding the partition logs (kaflite uses the first); "
-       "when unset, log.dir is used."),
-    _k("log.dir", "string", "./kaflite-data", "The log directory when log.dirs is not set.",
-       kafka_default="/tmp/kafka-logs", differs="kaflite keeps its data under the working directory."),
-    _k("num.partitions", "int", 1, "Partitions of an auto-created topic or a CreateTopics without a count.",
-       AtLeast(1)),
+    _k(
+        "log.dirs",
+        "list",
+        None,
+        "Directories holding the partition logs (kaflite uses the first); when unset, log.dir is used.",
+    ),
+    _k(
+        "log.dir",
+        "string",
+        "./kaflite-data",
+        "The log directory when log.dirs is not set.",
+        kafka_default="/tmp/kafka-logs",
+        differs="kaflite keeps its data under the working directory.",
+    ),
+    _k(
+        "num.partitions",
+        "int",
+        1,
+        "Partitions of an auto-created topic or a CreateTopics without a count.",
+        AtLeast(1),
+    ),
     _k("default.replication.factor", "int", 1, "Replication factor of auto-created topics.", AtLeast(1)),
     _k("auto.create.topics.enable", "boolean", True, "Create a topic when Metadata asks for an unknown one."),
     _k("delete.topic.enable", "boolean", True, "Allow DeleteTopics."),
-    _k("log.retention.hours", "int", 168, "Hours to keep a log segment before deleting it (third choice "
-       "after log.retention.ms and log.retention.minutes); -1 keeps forever.", AtLeast(-1)),
+    _k(
+        "log.retention.hours",
+        "int",
+        168,
+        "Hours to keep a log segment before deleting it (third choice "
+        "after log.retention.ms and log.retention.minutes); -1 keeps forever.",
+        AtLeast(-1),
+    ),
     _k("log.retention.minutes", "int", None, "Minutes to keep a log segment (second choice).", AtLeast(-1)),
-    _k("log.retention.ms", "long", None, "Milliseconds to keep a log segment (first choice); -1 keeps "
-       "forever.", AtLeast(-1)),
-    _k("log.retention.bytes", "long", -1, "Maximum size of a partition's log before old segments are "
-       "deleted; -1 means no limit.", AtLeast(-1)),
+    _k(
+        "log.retention.ms",
+        "long",
+        None,
+        "Milliseconds to keep a log segment (first choice); -1 keeps forever.",
+        AtLeast(-1),
+    ),
+    _k(
+        "log.retention.bytes",
+        "long",
+        -1,
+        "Maximum size of a partition's log before old segments are deleted; -1 means no limit.",
+        AtLeast(-1),
+    ),
     _k("log.retention.check.interval.ms", "long", 300000, "How often the retention check runs.", AtLeast(1)),
     _k("log.segment.bytes", "int", 1073741824, "Maximum size of one log segment file.", AtLeast(14)),
-    _k("log.roll.hours", "int", 168, "Roll a new segment after this many hours (second choice).",
-       AtLeast(1)),
-    _k("log.roll.ms", "long", None, "Roll a new segment after this many milliseconds (first choice).",
-       AtLeast(1)),
+    _k("log.roll.hours", "int", 168, "Roll a new segment after this many hours (second choice).", AtLeast(1)),
+    _k(
+        "log.roll.ms",
+        "long",
+        None,
+        "Roll a new segment after this many milliseconds (first choice).",
+        AtLeast(1),
+    ),
     _k("log.roll.jitter.hours", "int", 0, "Random jitter subtracted from the roll time.", AtLeast(0)),
-    _k("log.roll.jitter.ms", "long", None, "Random jitter subtracted from the roll time (first choice).",
-       AtLeast(0)),
-    _k("log.index.interval.bytes", "int", 4096, "Bytes of records between two offset-index entries.",
-       AtLeast(0)),
-    _k("log.index.size.max.bytes", "int", 10485760, "Maximum size of an offset or time index file.",
-       AtLeast(4)),
-    _k("log.flush.interval.messages", "long", LONG_MAX, "Fsync a partition after this many appended "
-       "messages; 1 means fsync before acknowledging each produce (flush-before-ack).", AtLeast(1)),
-    _k("log.flush.interval.ms", "long", None, "Fsync a partition when its oldest unflushed message is this "
-       "old; unset means log.flush.scheduler.interval.ms.", AtLeast(0)),
-    _k("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often the flusher checks whether a log "
-       "needs an fsync.", AtLeast(0)),
-    _k("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often the recovery-point checkpoint "
-       "is written.", AtLeast(0)),
-    _k("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "How often the log-start-offset "
-       "checkpoint is written.", AtLeast(0)),
-    _k("log.segment.delete.delay.ms", "long", 60000, "Delay before a deleted segment's files are removed.",
-       AtLeast(0)),
+    _k(
+        "log.roll.jitter.ms",
+        "long",
+        None,
+        "Random jitter subtracted from the roll time (first choice).",
+        AtLeast(0),
+    ),
+    _k(
+        "log.index.interval.bytes",
+        "int",
+        4096,
+        "Bytes of records between two offset-index entries.",
+        AtLeast(0),
+    ),
+    _k(
+        "log.index.size.max.bytes",
+        "int",
+        10485760,
+        "Maximum size of an offset or time index file.",
+        AtLeast(4),
+    ),
+    _k(
+        "log.flush.interval.messages",
+        "long",
+        LONG_MAX,
+        "Fsync a partition after this many appended "
+        "messages; 1 means fsync before acknowledging each produce (flush-before-ack).",
+        AtLeast(1),
+    ),
+    _k(
+        "log.flush.interval.ms",
+        "long",
+        None,
+        "Fsync a partition when its oldest unflushed message is this "
+        "old; unset means log.flush.scheduler.interval.ms.",
+        AtLeast(0),
+    ),
+    _k(
+        "log.flush.scheduler.interval.ms",
+        "long",
+        LONG_MAX,
+        "How often the flusher checks whether a log needs an fsync.",
+        AtLeast(0),
+    ),
+    _k(
+        "log.flush.offset.checkpoint.interval.ms",
+        "int",
+        60000,
+        "How often the recovery-point checkpoint is written.",
+        AtLeast(0),
+    ),
+    _k(
+        "log.flush.start.offset.checkpoint.interval.ms",
+        "int",
+        60000,
+        "How often the log-start-offset checkpoint is written.",
+        AtLeast(0),
+    ),
+    _k(
+        "log.segment.delete.delay.ms",
+        "long",
+        60000,
+        "Delay before a deleted segment's files are removed.",
+        AtLeast(0),
+    ),
     _k("log.preallocate", "boolean", False, "Preallocate segment files."),
-    _k("log.cleanup.policy", "list", ["delete"], "delete (retention), compact (keep the latest record per "
-       "key), or both.", ListOf(_CLEANUP)),
+    _k(
+        "log.cleanup.policy",
+        "list",
+        ["delete"],
+        "delete (retention), compact (keep the latest record per key), or both.",
+        ListOf(_CLEANUP),
+    ),
     _k("log.cleaner.enable", "boolean", True, "Run the log cleaner for compacted topics."),
     _k("log.cleaner.threads", "int", 1, "Log cleaner threads.", AtLeast(0), applies=False),
-    _k("log.cleaner.delete.retention.ms", "long", 86400000, "How long tombstones are kept in compacted "
-       "topics.", AtLeast(0)),
-    _k("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age of a record before it can be "
-       "compacted.", AtLeast(0)),
-    _k("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Maximum time a record stays uncompacted.",
-       AtLeast(1)),
-    _k("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio above which a log is compacted.",
-       Between(0, 1)),
-    _k("log.cleaner.backoff.ms", "long", 15000, "Sleep of the cleaner when there is nothing to clean.",
-       AtLeast(0)),
-    _k("log.message.timestamp.type", "string", "CreateTime", "Whether record timestamps are the "
-       "producer's (CreateTime) or the broker's append time (LogAppendTime).", OneOf(_TS_TYPES)),
-    _k("log.message.timestamp.difference.max.ms", "long", LONG_MAX, "Maximum difference between a "
-       "CreateTime timestamp and the broker's clock (deprecated in Kafka 3.6).", AtLeast(0)),
-    _k("log.message.timestamp.before.max.ms", "long", LONG_MAX, "How far in the past a CreateTime "
-       "timestamp may be.", AtLeast(0)),
-    _k("log.message.timestamp.after.max.ms", "long", LONG_MAX, "How far in the future a CreateTime "
-       "timestamp may be.", AtLeast(0)),
-    _k("log.message.downconversion.enable", "boolean", True, "Down-convert records for old fetch "
-       "versions.", applies=False),
-    _k("num.recovery.threads.per.data.dir", "int", 1, "Threads recovering logs at startup.", AtLeast(1),
-       applies=False),
-    _k("compression.type", "string", "producer", "Compression of stored batches; producer keeps what the "
-       "producer sent.", OneOf(_COMPRESSION)),
-    _k("message.max.bytes", "int", 1048588, "Largest record batch the broker accepts (after "
-       "compression).", AtLeast(0)),
+    _k(
+        "log.cleaner.delete.retention.ms",
+        "long",
+        86400000,
+        "How long tombstones are kept in compacted topics.",
+        AtLeast(0),
+    ),
+    _k(
+        "log.cleaner.min.compaction.lag.ms",
+        "long",
+        0,
+        "Minimum age of a record before it can be compacted.",
+        AtLeast(0),
+    ),
+    _k(
+        "log.cleaner.max.compaction.lag.ms",
+        "long",
+        LONG_MAX,
+        "Maximum time a record stays uncompacted.",
+        AtLeast(1),
+    ),
+    _k(
+        "log.cleaner.min.cleanable.ratio",
+        "double",
+        0.5,
+        "Dirty ratio above which a log is compacted.",
+        Between(0, 1),
+    ),
+    _k(
+        "log.cleaner.backoff.ms",
+        "long",
+        15000,
+        "Sleep of the cleaner when there is nothing to clean.",
+        AtLeast(0),
+    ),
+    _k(
+        "log.message.timestamp.type",
+        "string",
+        "CreateTime",
+        "Whether record timestamps are the "
+        "producer's (CreateTime) or the broker's append time (LogAppendTime).",
+        OneOf(_TS_TYPES),
+    ),
+    _k(
+        "log.message.timestamp.difference.max.ms",
+        "long",
+        LONG_MAX,
+        "Maximum difference between a CreateTime timestamp and the broker's clock (deprecated in Kafka 3.6).",
+        AtLeast(0),
+    ),
+    _k(
+        "log.message.timestamp.before.max.ms",
+        "long",
+        LONG_MAX,
+        "How far in the past a CreateTime timestamp may be.",
+        AtLeast(0),
+    ),
+    _k(
+        "log.message.timestamp.after.max.ms",
+        "long",
+        LONG_MAX,
+        "How far in the future a CreateTime timestamp may be.",
+        AtLeast(0),
+    ),
+    _k(
+        "log.message.downconversion.enable",
+        "boolean",
+        True,
+        "Down-convert records for old fetch versions.",
+        applies=False,
+    ),
+    _k(
+        "num.recovery.threads.per.data.dir",
+        "int",
+        1,
+        "Threads recovering logs at startup.",
+        AtLeast(1),
+        applies=False,
+    ),
+    _k(
+        "compression.type",
+        "string",
+        "producer",
+        "Compression of stored batches; producer keeps what the producer sent.",
+        OneOf(_COMPRESSION),
+    ),
+    _k(
+        "message.max.bytes",
+        "int",
+        1048588,
+        "Largest record batch the broker accepts (after compression).",
+        AtLeast(0),
+    ),
     _k("min.insync.replicas", "int", 1, "Replicas that must acknowledge an acks=all produce.", AtLeast(1)),
-    _k("unclean.leader.election.enable", "boolean", False, "Allow an out-of-sync replica to become "
-       "leader.", applies=False),
+    _k(
+        "unclean.leader.election.enable",
+        "boolean",
+        False,
+        "Allow an out-of-sync replica to become leader.",
+        applies=False,
+    ),
     # --- consumer groups and offsets ------------------------------------------------------------
-    _k("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets (fixes which "
-       "partition a group lives in; do not change after first start).", AtLeast(1)),
-    _k("offsets.topic.replication.factor", "short", 1, "Replication factor of __consumer_offsets.",
-       AtLeast(1), kafka_default=3,
-       differs="Kafka's built-in default is 3 (its shipped server.properties sets 1); kaflite is one broker."),
+    _k(
+        "offsets.topic.num.partitions",
+        "int",
+        50,
+        "Partitions of __consumer_offsets (fixes which "
+        "partition a group lives in; do not change after first start).",
+        AtLeast(1),
+    ),
+    _k(
+        "offsets.topic.replication.factor",
+        "short",
+        1,
+        "Replication factor of __consumer_offsets.",
+        AtLeast(1),
+        kafka_default=3,
+        differs="Kafka's built-in default is 3 (its shipped server.properties sets 1); "
+        "kaflite is one broker.",
+    ),
     _k("offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets.", AtLeast(1)),
-    _k("offsets.topic.compression.codec", "int", 0, "Compression codec of __consumer_offsets records.",
-       AtLeast(0)),
-    _k("offsets.retention.minutes", "int", 10080, "Committed offsets of an empty group expire after this "
-       "many minutes.", AtLeast(1)),
-    _k("offsets.retention.check.interval.ms", "long", 600000, "How often stale offsets are checked.",
-       AtLeast(1)),
-    _k("offsets.commit.timeout.ms", "int", 5000, "How long an offset commit waits to be written.",
-       AtLeast(1)),
-    _k("offsets.load.buffer.size", "int", 5242880, "Read size when loading offsets at startup.",
-       AtLeast(1)),
-    _k("offsets.commit.required.acks", "short", -1, "Acks needed for an offset commit (deprecated).",
-       applies=False),
-    _k("group.initial.rebalance.delay.ms", "int", 3000, "How long the first rebalance of a new group waits "
-       "for more members to join (0 in the dev profile).", AtLeast(0)),
-    _k("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for.",
-       AtLeast(0)),
-    _k("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for.",
-       AtLeast(0)),
+    _k(
+        "offsets.topic.compression.codec",
+        "int",
+        0,
+        "Compression codec of __consumer_offsets records.",
+        AtLeast(0),
+    ),
+    _k(
+        "offsets.retention.minutes",
+        "int",
+        10080,
+        "Committed offsets of an empty group expire after this many minutes.",
+        AtLeast(1),
+    ),
+    _k(
+        "offsets.retention.check.interval.ms",
+        "long",
+        600000,
+        "How often stale offsets are checked.",
+        AtLeast(1),
+    ),
+    _k(
+        "offsets.commit.timeout.ms", "int", 5000, "How long an offset commit waits to be written.", AtLeast(1)
+    ),
+    _k("offsets.load.buffer.size", "int", 5242880, "Read size when loading offsets at startup.", AtLeast(1)),
+    _k(
+        "offsets.commit.required.acks",
+        "short",
+        -1,
+        "Acks needed for an offset commit (deprecated).",
+        applies=False,
+    ),
+    _k(
+        "group.initial.rebalance.delay.ms",
+        "int",
+        3000,
+        "How long the first rebalance of a new group waits for more members to join (0 in the dev profile).",
+        AtLeast(0),
+    ),
+    _k(
+        "group.min.session.timeout.ms",
+        "int",
+        6000,
+        "Smallest session timeout a member may ask for.",
+        AtLeast(0),
+    ),
+    _k(
+        "group.max.session.timeout.ms",
+        "int",
+        1800000,
+        "Largest session timeout a member may ask for.",
+        AtLeast(0),
+    ),
     _k("group.max.size", "int", INT_MAX, "Maximum members of one consumer group.", AtLeast(1)),
     # --- producers and transactions ------------------------------------------------------------
-    _k("producer.id.expiration.ms", "int", 86400000, "Idle time after which a producer id's "
-       "deduplication state is dropped.", AtLeast(1)),
-    _k("transactional.id.expiration.ms", "int", 604800000, "Idle time after which a transactional id "
-       "expires.", AtLeast(1)),
-    _k("transaction.max.timeout.ms", "int", 900000, "Largest transaction timeout a producer may ask for.",
-       AtLeast(1)),
-    _k("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.",
-       AtLeast(1)),
-    _k("transaction.state.log.replication.factor", "short", 1, "Replication factor of "
-       "__transaction_state.", AtLeast(1), kafka_default=3,
-       differs="Kafka's built-in default is 3; kaflite is one broker."),
-    _k("transaction.state.log.min.isr", "int", 1, "min.insync.replicas of __transaction_state.",
-       AtLeast(1), kafka_default=2),
+    _k(
+        "producer.id.expiration.ms",
+        "int",
+        86400000,
+        "Idle time after which a producer id's deduplication state is dropped.",
+        AtLeast(1),
+    ),
+    _k(
+        "transactional.id.expiration.ms",
+        "int",
+        604800000,
+        "Idle time after which a transactional id expires.",
+        AtLeast(1),
+    ),
+    _k(
+        "transaction.max.timeout.ms",
+        "int",
+        900000,
+        "Largest transaction timeout a producer may ask for.",
+        AtLeast(1),
+    ),
+    _k("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.", AtLeast(1)),
+    _k(
+        "transaction.state.log.replication.factor",
+        "short",
+        1,
+        "Replication factor of __transaction_state.",
+        AtLeast(1),
+        kafka_default=3,
+        differs="Kafka's built-in default is 3; kaflite is one broker.",
+    ),
+    _k(
+        "transaction.state.log.min.isr",
+        "int",
+        1,
+        "min.insync.replicas of __transaction_state.",
+        AtLeast(1),
+        kafka_default=2,
+    ),
     # --- network --------------------------------------------------------------------------------
-    _k("socket.request.max.bytes", "int", 104857600, "Largest request frame accepted; a longer length "
-       "prefix closes the connection.", AtLeast(1)),
-    _k("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF of client sockets; -1 keeps the OS default.",
-       AtLeast(-1)),
-    _k("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF of client sockets; -1 keeps the OS "
-       "default.", AtLeast(-1)),
+    _k(
+        "socket.request.max.bytes",
+        "int",
+        104857600,
+        "Largest request frame accepted; a longer length prefix closes the connection.",
+        AtLeast(1),
+    ),
+    _k(
+        "socket.send.buffer.bytes",
+        "int",
+        102400,
+        "SO_SNDBUF of client sockets; -1 keeps the OS default.",
+        AtLeast(-1),
+    ),
+    _k(
+        "socket.receive.buffer.bytes",
+        "int",
+        102400,
+        "SO_RCVBUF of client sockets; -1 keeps the OS default.",
+        AtLeast(-1),
+    ),
     _k("socket.listen.backlog.size", "int", 50, "Listen backlog of the server socket.", AtLeast(1)),
-    _k("queued.max.requests", "int", 500, "Requests read ahead per connection before reading pauses "
-       "(backpressure).", AtLeast(1)),
+    _k(
+        "queued.max.requests",
+        "int",
+        500,
+        "Requests read ahead per connection before reading pauses (backpressure).",
+        AtLeast(1),
+    ),
     _k("connections.max.idle.ms", "long", 600000, "Close connections idle for this long.", AtLeast(0)),
     _k("max.connections", "int", INT_MAX, "Maximum concurrent client connections.", AtLeast(0)),
     _k("fetch.max.bytes", "int", 57671680, "Largest Fetch response the broker builds.", AtLeast(1024)),
-    _k("max.incremental.fetch.session.cache.slots", "int", 1000, "Incremental fetch sessions cached.",
-       AtLeast(0)),
+    _k(
+        "max.incremental.fetch.session.cache.slots",
+        "int",
+        1000,
+        "Incremental fetch sessions cached.",
+        AtLeast(0),
+    ),
     _k("num.network.threads", "int", 3, "Network threads.", AtLeast(1), applies=False),
     _k("num.io.threads", "int", 8, "Request handler threads.", AtLeast(1), applies=False),
     _k("background.threads", "int", 10, "Background task threads.", AtLeast(1), applies=False),
     _k("num.replica.fetchers", "int", 1, "Replica fetcher threads.", AtLeast(1), applies=False),
     _k("replica.lag.time.max.ms", "long", 30000, "A follower this far behind leaves the ISR.", AtLeast(0)),
-    _k("auto.leader.rebalance.enable", "boolean", True, "Move leadership back to preferred replicas.",
-       applies=False),
-    _k("controlled.shutdown.enable", "boolean", True, "Hand over leadership before shutdown.",
-       applies=False),
+    _k(
+        "auto.leader.rebalance.enable",
+        "boolean",
+        True,
+        "Move leadership back to preferred replicas.",
+        applies=False,
+    ),
+    _k("controlled.shutdown.enable", "boolean", True, "Hand over leadership before shutdown.", applies=False),
 ]
 for _key in _BROKER_KEYS:
     if not _key.applies and not _key.differs:
@@ -529,65 +859,168 @@ class TopicConfigKey:
         return value
 
 
-def _t(name: str, type_: ConfigType, broker_keys: str | tuple[str, ...], doc: str,
-       validator: Validator | None = None) -> TopicConfigKey:
+def _t(
+    name: str,
+    type_: ConfigType,
+    broker_keys: str | tuple[str, ...],
+    doc: str,
+    validator: Validator | None = None,
+) -> TopicConfigKey:
     keys = (broker_keys,) if isinstance(broker_keys, str) else broker_keys
     return TopicConfigKey(name, type_, keys, doc, validator)
 
 
-TOPIC_CONFIGS: dict[str, TopicConfigKey] = {t.name: t for t in [
-    _t("cleanup.policy", "list", "log.cleanup.policy", "delete, compact, or both.", ListOf(_CLEANUP)),
-    _t("compression.type", "string", "compression.type", "Compression of stored batches.",
-       OneOf(_COMPRESSION)),
-    _t("delete.retention.ms", "long", "log.cleaner.delete.retention.ms", "How long tombstones are kept.",
-       AtLeast(0)),
-    _t("file.delete.delay.ms", "long", "log.segment.delete.delay.ms", "Delay before deleted segment "
-       "files are removed.", AtLeast(0)),
-    _t("flush.messages", "long", "log.flush.interval.messages", "Fsync after this many messages.",
-       AtLeast(1)),
-    _t("flush.ms", "long", ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"), "Fsync when the "
-       "oldest unflushed message is this old.", AtLeast(0)),
-    _t("index.interval.bytes", "int", "log.index.interval.bytes", "Bytes between offset-index entries.",
-       AtLeast(0)),
-    _t("max.compaction.lag.ms", "long", "log.cleaner.max.compaction.lag.ms", "Maximum time a record "
-       "stays uncompacted.", AtLeast(1)),
-    _t("max.message.bytes", "int", "message.max.bytes", "Largest record batch accepted.", AtLeast(0)),
-    _t("message.downconversion.enable", "boolean", "log.message.downconversion.enable",
-       "Down-convert for old fetch versions."),
-    _t("message.timestamp.type", "string", "log.message.timestamp.type", "CreateTime or LogAppendTime.",
-       OneOf(_TS_TYPES)),
-    _t("message.timestamp.difference.max.ms", "long", "log.message.timestamp.difference.max.ms",
-       "Maximum CreateTime skew.", AtLeast(0)),
-    _t("message.timestamp.before.max.ms", "long", "log.message.timestamp.before.max.ms",
-       "How far in the past a CreateTime may be.", AtLeast(0)),
-    _t("message.timestamp.after.max.ms", "long", "log.message.timestamp.after.max.ms",
-       "How far in the future a CreateTime may be.", AtLeast(0)),
-    _t("min.cleanable.dirty.ratio", "double", "log.cleaner.min.cleanable.ratio", "Dirty ratio that "
-       "triggers compaction.", Between(0, 1)),
-    _t("min.compaction.lag.ms", "long", "log.cleaner.min.compaction.lag.ms", "Minimum age before "
-       "compaction.", AtLeast(0)),
-    _t("min.insync.replicas", "int", "min.insync.replicas", "Replicas needed for acks=all.", AtLeast(1)),
-    _t("preallocate", "boolean", "log.preallocate", "Preallocate segment files."),
-    _t("retention.bytes", "long", "log.retention.bytes", "Maximum partition size; -1 for no limit.",
-       AtLeast(-1)),
-    _t("retention.ms", "long", ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-       "How long records are kept; -1 forever.", AtLeast(-1)),
-    _t("segment.bytes", "int", "log.segment.bytes", "Maximum segment size.", AtLeast(14)),
-    _t("segment.index.bytes", "int", "log.index.size.max.bytes", "Maximum index file size.", AtLeast(4)),
-    _t("segment.jitter.ms", "long", ("log.roll.jitter.ms", "log.roll.jitter.hours"), "Roll-time jitter.",
-       AtLeast(0)),
-    _t("segment.ms", "long", ("log.roll.ms", "log.roll.hours"), "Roll a segment after this long.",
-       AtLeast(1)),
-    _t("unclean.leader.election.enable", "boolean", "unclean.leader.election.enable",
-       "Allow out-of-sync leaders."),
-]}
+TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
+    t.name: t
+    for t in [
+        _t("cleanup.policy", "list", "log.cleanup.policy", "delete, compact, or both.", ListOf(_CLEANUP)),
+        _t(
+            "compression.type",
+            "string",
+            "compression.type",
+            "Compression of stored batches.",
+            OneOf(_COMPRESSION),
+        ),
+        _t(
+            "delete.retention.ms",
+            "long",
+            "log.cleaner.delete.retention.ms",
+            "How long tombstones are kept.",
+            AtLeast(0),
+        ),
+        _t(
+            "file.delete.delay.ms",
+            "long",
+            "log.segment.delete.delay.ms",
+            "Delay before deleted segment files are removed.",
+            AtLeast(0),
+        ),
+        _t(
+            "flush.messages",
+            "long",
+            "log.flush.interval.messages",
+            "Fsync after this many messages.",
+            AtLeast(1),
+        ),
+        _t(
+            "flush.ms",
+            "long",
+            ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+            "Fsync when the oldest unflushed message is this old.",
+            AtLeast(0),
+        ),
+        _t(
+            "index.interval.bytes",
+            "int",
+            "log.index.interval.bytes",
+            "Bytes between offset-index entries.",
+            AtLeast(0),
+        ),
+        _t(
+            "max.compaction.lag.ms",
+            "long",
+            "log.cleaner.max.compaction.lag.ms",
+            "Maximum time a record stays uncompacted.",
+            AtLeast(1),
+        ),
+        _t("max.message.bytes", "int", "message.max.bytes", "Largest record batch accepted.", AtLeast(0)),
+        _t(
+            "message.downconversion.enable",
+            "boolean",
+            "log.message.downconversion.enable",
+            "Down-convert for old fetch versions.",
+        ),
+        _t(
+            "message.timestamp.type",
+            "string",
+            "log.message.timestamp.type",
+            "CreateTime or LogAppendTime.",
+            OneOf(_TS_TYPES),
+        ),
+        _t(
+            "message.timestamp.difference.max.ms",
+            "long",
+            "log.message.timestamp.difference.max.ms",
+            "Maximum CreateTime skew.",
+            AtLeast(0),
+        ),
+        _t(
+            "message.timestamp.before.max.ms",
+            "long",
+            "log.message.timestamp.before.max.ms",
+            "How far in the past a CreateTime may be.",
+            AtLeast(0),
+        ),
+        _t(
+            "message.timestamp.after.max.ms",
+            "long",
+            "log.message.timestamp.after.max.ms",
+            "How far in the future a CreateTime may be.",
+            AtLeast(0),
+        ),
+        _t(
+            "min.cleanable.dirty.ratio",
+            "double",
+            "log.cleaner.min.cleanable.ratio",
+            "Dirty ratio that triggers compaction.",
+            Between(0, 1),
+        ),
+        _t(
+            "min.compaction.lag.ms",
+            "long",
+            "log.cleaner.min.compaction.lag.ms",
+            "Minimum age before compaction.",
+            AtLeast(0),
+        ),
+        _t("min.insync.replicas", "int", "min.insync.replicas", "Replicas needed for acks=all.", AtLeast(1)),
+        _t("preallocate", "boolean", "log.preallocate", "Preallocate segment files."),
+        _t(
+            "retention.bytes",
+            "long",
+            "log.retention.bytes",
+            "Maximum partition size; -1 for no limit.",
+            AtLeast(-1),
+        ),
+        _t(
+            "retention.ms",
+            "long",
+            ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+            "How long records are kept; -1 forever.",
+            AtLeast(-1),
+        ),
+        _t("segment.bytes", "int", "log.segment.bytes", "Maximum segment size.", AtLeast(14)),
+        _t("segment.index.bytes", "int", "log.index.size.max.bytes", "Maximum index file size.", AtLeast(4)),
+        _t(
+            "segment.jitter.ms",
+            "long",
+            ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+            "Roll-time jitter.",
+            AtLeast(0),
+        ),
+        _t(
+            "segment.ms",
+            "long",
+            ("log.roll.ms", "log.roll.hours"),
+            "Roll a segment after this long.",
+            AtLeast(1),
+        ),
+        _t(
+            "unclean.leader.election.enable",
+            "boolean",
+            "unclean.leader.election.enable",
+            "Allow out-of-sync leaders.",
+        ),
+    ]
+}
 
 
 def _unknown(key: str, known: Sequence[str], what: str) -> UnknownConfigKey:
     close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
     if not close:  # also match on the last dotted words, e.g. "retention.hours" -> log.retention.hours
         close = [k for k in known if k.endswith("." + key) or key.endswith("." + k)][:3]
-    hint = f"; did you mean {', '.join(close)}?" if close else f"; see docs/configuration.md for the {what} keys"
+    hint = (
+        f"; did you mean {', '.join(close)}?" if close else f"; see docs/configuration.md for the {what} keys"
+    )
     return UnknownConfigKey(f"{key}: unknown {what} configuration key{hint}", key)
 
 
@@ -673,8 +1106,8 @@ def _unescape(s: str) -> str:
             j += 1
             continue
         n = s[j + 1]
-        if n == "u" and re.fullmatch(r"[0-9A-Fa-f]{4}", s[j + 2:j + 6]):
-            out.append(chr(int(s[j + 2:j + 6], 16)))
+        if n == "u" and re.fullmatch(r"[0-9A-Fa-f]{4}", s[j + 2 : j + 6]):
+            out.append(chr(int(s[j + 2 : j + 6], 16)))
             j += 6
             continue
         out.append(_ESCAPES.get(n, n))
@@ -721,8 +1154,13 @@ def format_value(value: Any) -> str | None:
 class BrokerConfig(Mapping[str, Any]):
     """The validated, typed broker configuration. `cfg[key]` is the typed value (None when unset)."""
 
-    def __init__(self, values: Mapping[str, Any], sources: Mapping[str, Source], path: Path | None = None,
-                 dev: bool = False) -> None:
+    def __init__(
+        self,
+        values: Mapping[str, Any],
+        sources: Mapping[str, Source],
+        path: Path | None = None,
+        dev: bool = False,
+    ) -> None:
         self._values = dict(values)
         self._sources = dict(sources)
         self.path = path
@@ -730,8 +1168,9 @@ class BrokerConfig(Mapping[str, Any]):
 
     # --- construction -----------------------------------------------------------------------------
     @classmethod
-    def load(cls, path: Path | str | None = None, overrides: Mapping[str, Any] | None = None,
-             dev: bool = False) -> BrokerConfig:
+    def load(
+        cls, path: Path | str | None = None, overrides: Mapping[str, Any] | None = None, dev: bool = False
+    ) -> BrokerConfig:
         """Defaults, then the dev profile, then the properties file at `path`, then `overrides`."""
         values: dict[str, Any] = {k.name: k.default for k in _BROKER_KEYS}
         sources: dict[str, Source] = {k.name: "default" for k in _BROKER_KEYS}
@@ -755,7 +1194,9 @@ class BrokerConfig(Mapping[str, Any]):
             try:
                 data = file_path.read_bytes()
             except OSError as err:
-                raise ConfigError(f"cannot read configuration file {file_path}: {err.strerror or err}") from None
+                raise ConfigError(
+                    f"cannot read configuration file {file_path}: {err.strerror or err}"
+                ) from None
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:  # Java reads .properties as ISO-8859-1
@@ -784,13 +1225,22 @@ class BrokerConfig(Mapping[str, Any]):
 
     def _check_consistency(self) -> None:
         v = self._values
-        if v["node.id"] is not None and self._sources["broker.id"] != "default" and v["node.id"] != v["broker.id"]:
-            raise ConfigError(f"node.id: must equal broker.id when both are set, got node.id={v['node.id']} "
-                              f"and broker.id={v['broker.id']}", "node.id")
+        if (
+            v["node.id"] is not None
+            and self._sources["broker.id"] != "default"
+            and v["node.id"] != v["broker.id"]
+        ):
+            raise ConfigError(
+                f"node.id: must equal broker.id when both are set, got node.id={v['node.id']} "
+                f"and broker.id={v['broker.id']}",
+                "node.id",
+            )
         if v["group.min.session.timeout.ms"] > v["group.max.session.timeout.ms"]:
-            raise ConfigError("group.min.session.timeout.ms: must be <= group.max.session.timeout.ms, got "
-                              f"{v['group.min.session.timeout.ms']} > {v['group.max.session.timeout.ms']}",
-                              "group.min.session.timeout.ms")
+            raise ConfigError(
+                "group.min.session.timeout.ms: must be <= group.max.session.timeout.ms, got "
+                f"{v['group.min.session.timeout.ms']} > {v['group.max.session.timeout.ms']}",
+                "group.min.session.timeout.ms",
+            )
         if v["log.dirs"] is not None and not v["log.dirs"]:
             raise ConfigError("log.dirs: expected at least one directory, got ''", "log.dirs")
         if not v["log.dir"]:
@@ -801,19 +1251,27 @@ class BrokerConfig(Mapping[str, Any]):
         for li in listeners:
             proto = protocols.get(li.name, li.name if li.name in protocols.values() else None)
             if proto is None:
-                raise ConfigError(f"listeners: listener name {li.name} has no entry in "
-                                  "listener.security.protocol.map", "listeners")
+                raise ConfigError(
+                    f"listeners: listener name {li.name} has no entry in listener.security.protocol.map",
+                    "listeners",
+                )
             if proto != "PLAINTEXT" and li.name not in controller:
-                raise ConfigError(f"listeners: kaflite serves PLAINTEXT only, got {li} ({proto})", "listeners")
+                raise ConfigError(
+                    f"listeners: kaflite serves PLAINTEXT only, got {li} ({proto})", "listeners"
+                )
         if not self.client_listeners:
-            raise ConfigError("listeners: expected at least one PLAINTEXT listener for clients, got "
-                              f"{v['listeners']!r}", "listeners")
+            raise ConfigError(
+                f"listeners: expected at least one PLAINTEXT listener for clients, got {v['listeners']!r}",
+                "listeners",
+            )
         if v["advertised.listeners"] is not None:
             names = {li.name for li in listeners}
             for li in parse_listeners(v["advertised.listeners"], "advertised.listeners"):
                 if li.name not in names:
-                    raise ConfigError(f"advertised.listeners: listener {li.name} is not in listeners "
-                                      f"({v['listeners']})", "advertised.listeners")
+                    raise ConfigError(
+                        f"advertised.listeners: listener {li.name} is not in listeners ({v['listeners']})",
+                        "advertised.listeners",
+                    )
 
     # --- Mapping ----------------------------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:
@@ -954,13 +1412,24 @@ class BrokerConfig(Mapping[str, Any]):
             code = SOURCE_CODES[source]
             value = format_value(self._values[name])
             synonyms = ((name, value, code),)
-            out.append(ConfigEntry(name, value, source, code, TYPE_CODES[definition.type], definition.doc,
-                                   read_only=True, is_sensitive=definition.type == "password",
-                                   synonyms=synonyms))
+            out.append(
+                ConfigEntry(
+                    name,
+                    value,
+                    source,
+                    code,
+                    TYPE_CODES[definition.type],
+                    definition.doc,
+                    read_only=True,
+                    is_sensitive=definition.type == "password",
+                    synonyms=synonyms,
+                )
+            )
         return out
 
-    def describe_topic(self, overrides: Mapping[str, Any] | None = None,
-                       keys: Sequence[str] | None = None) -> list[ConfigEntry]:
+    def describe_topic(
+        self, overrides: Mapping[str, Any] | None = None, keys: Sequence[str] | None = None
+    ) -> list[ConfigEntry]:
         """DescribeConfigs entries of a topic whose stored per-topic configs are `overrides`."""
         overrides = overrides or {}
         names = list(keys) if keys else list(TOPIC_CONFIGS)
@@ -971,18 +1440,34 @@ class BrokerConfig(Mapping[str, Any]):
                 raise _unknown(name, list(TOPIC_CONFIGS), "topic")
             synonyms: list[tuple[str, str | None, int]] = []
             if name in overrides:
-                synonyms.append((name, format_value(definition.parse(overrides[name])),
-                                 SOURCE_DYNAMIC_TOPIC_CONFIG))
+                synonyms.append(
+                    (name, format_value(definition.parse(overrides[name])), SOURCE_DYNAMIC_TOPIC_CONFIG)
+                )
             for broker_key in definition.broker_keys:
                 if self._values[broker_key] is not None:
-                    synonyms.append((broker_key, format_value(self._values[broker_key]),
-                                     SOURCE_CODES[self._sources[broker_key]]))
+                    synonyms.append(
+                        (
+                            broker_key,
+                            format_value(self._values[broker_key]),
+                            SOURCE_CODES[self._sources[broker_key]],
+                        )
+                    )
             if name in overrides:
                 value, source = synonyms[0][1], "topic"
             else:
                 value = format_value(self.topic_default(name))
                 first = next((s for s in synonyms if s[2] != SOURCE_DEFAULT_CONFIG), None)
                 source = self._sources[first[0]] if first else "default"
-            out.append(ConfigEntry(name, value, source, SOURCE_CODES[source], TYPE_CODES[definition.type],
-                                   definition.doc, read_only=False, synonyms=tuple(synonyms)))
+            out.append(
+                ConfigEntry(
+                    name,
+                    value,
+                    source,
+                    SOURCE_CODES[source],
+                    TYPE_CODES[definition.type],
+                    definition.doc,
+                    read_only=False,
+                    synonyms=tuple(synonyms),
+                )
+            )
         return out
