@@ -20,10 +20,11 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
+from kaflite.protocol.encoders import encode_fetch_response
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.broker import Broker, fetch_key
 from kaflite.server.context import RequestContext, build
-from kaflite.server.handlers import ApiTable
+from kaflite.server.handlers import ApiTable, EncodedBody
 
 API_KEY = 1
 _ZERO = datetime.timedelta(0)
@@ -73,29 +74,30 @@ def read_partitions(broker: Broker, request: Any) -> tuple[list[tuple[str, list[
     return out, total, any_error
 
 
-def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[PartitionRead]]]) -> Any:
-    R = ctx.response
+def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[PartitionRead]]]) -> EncodedBody:
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
-    topics = []
-    for name, reads in results:
-        parts = tuple(
-            build(
-                R.PartitionData,
-                partition_index=r.partition,
-                error_code=r.error,
-                high_watermark=r.high_watermark,
-                last_stable_offset=r.high_watermark,
-                log_start_offset=r.log_start_offset,
-                aborted_transactions=() if committed else None,
-                preferred_read_replica=-1,
-                records=b"".join(r.records) if r.records else b"",
-            )
-            for r in reads
+    aborted: list[tuple[int, int]] | None = [] if committed else None
+    topics = [
+        (
+            name,
+            [
+                (
+                    r.partition,
+                    r.error.value,
+                    r.high_watermark,
+                    r.high_watermark,  # last stable offset: no transactions
+                    r.log_start_offset,
+                    aborted,
+                    -1,
+                    r.records,
+                    r.size,
+                )
+                for r in reads
+            ],
         )
-        topics.append(build(R.FetchableTopicResponse, topic=name, partitions=parts))
-    return build(
-        R.FetchResponse, throttle_time=_ZERO, error_code=ErrorCode.none, session_id=0, responses=tuple(topics)
-    )
+        for name, reads in results
+    ]
+    return EncodedBody(encode_fetch_response(ctx.api_version, 0, 0, 0, topics))
 
 
 async def handle_fetch(ctx: RequestContext, request: Any) -> Any:

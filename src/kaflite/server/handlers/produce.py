@@ -14,35 +14,26 @@ Rules (Kafka's `ReplicaManager.appendRecords`):
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
+from kaflite.protocol.encoders import ProducePartitionData, encode_produce_response
 from kaflite.protocol.errors import ErrorCode, KafkaError
-from kaflite.server.context import RequestContext, build
+from kaflite.server.context import RequestContext
 from kaflite.server.dispatcher import CloseConnection
-from kaflite.server.handlers import ApiTable
+from kaflite.server.handlers import ApiTable, EncodedBody
 
 API_KEY = 0
-_ZERO = datetime.timedelta(0)
-_UTC = datetime.UTC
-
-
-def _ms_to_datetime(ms: int) -> datetime.datetime | None:
-    if ms is None or ms < 0:
-        return None
-    return datetime.datetime.fromtimestamp(ms / 1000.0, _UTC)
 
 
 async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    R = ctx.response
     acks = request.acks
     bad_acks = acks not in (0, 1, -1)
     failed: list[str] = []
-    topics = []
+    topics: list[tuple[str, list[ProducePartitionData]]] = []
     for topic_data in request.topic_data:
         name = topic_data.name
-        parts = []
+        parts: list[ProducePartitionData] = []
         for pdata in topic_data.partition_data:
             base_offset, log_start, append_time = -1, -1, -1
             message: str | None = None
@@ -66,24 +57,13 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
                     append_time = result.log_append_time
             if code != ErrorCode.none:
                 failed.append(f"{name}-{pdata.index}: {code.name}")
-            parts.append(
-                build(
-                    R.PartitionProduceResponse,
-                    index=pdata.index,
-                    error_code=code,
-                    base_offset=base_offset,
-                    log_append_time=_ms_to_datetime(append_time),
-                    log_start_offset=log_start,
-                    record_errors=(),
-                    error_message=message,
-                )
-            )
-        topics.append(build(R.TopicProduceResponse, name=name, partition_responses=tuple(parts)))
+            parts.append((pdata.index, code.value, base_offset, append_time, log_start, message))
+        topics.append((name, parts))
     if acks == 0:
         if failed:
             raise CloseConnection("acks=0 produce failed: " + ", ".join(failed))
         return None
-    return build(R.ProduceResponse, responses=tuple(topics), throttle_time=_ZERO)
+    return EncodedBody([encode_produce_response(ctx.api_version, 0, topics)])
 
 
 APIS: ApiTable = {API_KEY: (3, 11, handle_produce)}
