@@ -36,3 +36,19 @@ def test_malformed_bootstrap_is_usage_error(run_kaflite) -> None:
     proc = run_kaflite("topics", "list", "--bootstrap-server", "nohostport")
     assert proc.returncode == 2
     assert "--bootstrap-server: expected host:port, got 'nohostport'" in proc.stderr
+
+
+def test_silent_server_is_bounded_by_timeout(run_kaflite) -> None:
+    """A port that accepts connections but never answers (not a Kafka broker): the wait is bounded."""
+    import socket
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        start = time.monotonic()
+        proc = run_kaflite("topics", "list", "--timeout", "2", "--bootstrap-server", address, timeout=30)
+        elapsed = time.monotonic() - start
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr and proc.stderr.startswith("error: ")
+    assert elapsed < 10
