@@ -258,3 +258,17 @@ def test_client_properties(cli, cli_bootstrap: str, topic_name: str) -> None:
     assert [m.value() for m in _read_all(cli_bootstrap, topic_name, 1, 1)] == [b"idem"]
     bad = cli("produce", topic_name, "-X", "no.such.property=1", "-b", cli_bootstrap, input="x\n")
     assert bad.exit_code == 2 and "--property: No such configuration property" in bad.output
+
+
+def test_produce_keeps_bytes_exactly(run_kaflite, kaflite_exe, cli_bootstrap: str, topic_name: str) -> None:
+    """Non-UTF-8 bytes, CRLF endings and an empty value go through unchanged (subprocess: real stdin)."""
+    assert run_kaflite("topics", "create", topic_name, "-b", cli_bootstrap).returncode == 0
+    proc = subprocess.run(
+        [str(kaflite_exe), "produce", topic_name, "-k", "\\t", "-b", cli_bootstrap],
+        input=b"k\t\xff\xfe\r\nk2\t\n",
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    records = _read_all(cli_bootstrap, topic_name, 1, 2)
+    assert [(m.key(), m.value()) for m in records] == [(b"k", b"\xff\xfe"), (b"k2", b"")]

@@ -92,11 +92,13 @@ def _topic_partitions(client: Any, topic: str, timeout: float) -> int:
 # produce
 
 
-def _lines(stream: Any) -> Iterator[str]:
-    for line in stream:
-        if line.endswith("\n"):
+def _lines(stream: Any) -> Iterator[bytes]:
+    """stdin's lines as bytes without their line ending, so values are exactly the bytes given."""
+    raw = getattr(stream, "buffer", None)
+    for line in raw if raw is not None else (text.encode() for text in stream):
+        if line.endswith(b"\n"):
             line = line[:-1]
-            if line.endswith("\r"):
+            if line.endswith(b"\r"):
                 line = line[:-1]
         yield line
 
@@ -168,17 +170,18 @@ def produce(
             delivered += 1
 
     sent = 0
+    sep_bytes = sep.encode() if sep is not None else None
     for number, line in enumerate(_lines(sys.stdin), 1):
-        key: str | None = None
+        key: bytes | None = None
         value = line
-        if sep is not None:
-            key, found, value = line.partition(sep)
+        if sep_bytes is not None:
+            key, found, value = line.partition(sep_bytes)
             if not found:
                 producer.flush(timeout)
-                fail(f"line {number}: no key separator {sep!r} in {line!r}")
-        kwargs: dict[str, Any] = {"value": value.encode(), "on_delivery": on_delivery}
+                fail(f"line {number}: no key separator {sep!r} in {line.decode(errors='replace')!r}")
+        kwargs: dict[str, Any] = {"value": value, "on_delivery": on_delivery}
         if key is not None:
-            kwargs["key"] = key.encode()
+            kwargs["key"] = key
         if headers:
             kwargs["headers"] = headers
         if partition is not None:
