@@ -162,3 +162,29 @@ def test_invalid_topic_config_is_one_line(
 def test_illegal_topic_name(cli, cli_bootstrap: str) -> None:
     result = cli("topics", "create", "bad name!", "--bootstrap-server", cli_bootstrap)
     assert result.exit_code == 1 and "bad name!" in result.output
+
+
+@kaflite_broker_only
+def test_configs_describe_topic_and_broker(cli, cli_bootstrap: str, topic_name: str) -> None:
+    b = ["--bootstrap-server", cli_bootstrap]
+    assert cli("topics", "create", topic_name, "--config", "cleanup.policy=compact", *b).exit_code == 0
+    dynamic = cli("configs", "describe", "--topic", topic_name, *b)
+    assert dynamic.exit_code == 0, dynamic.output
+    assert dynamic.output.splitlines() == [
+        f"Dynamic configs for topic {topic_name} are:",
+        "  cleanup.policy=compact sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact, "
+        "DEFAULT_CONFIG:log.cleanup.policy=delete}",
+    ]
+    everything = cli("configs", "describe", "--topic", topic_name, "--all", *b).output.splitlines()
+    assert everything[0] == f"All configs for topic {topic_name} are:"
+    assert (
+        "  max.message.bytes=1048588 sensitive=false synonyms={DEFAULT_CONFIG:message.max.bytes=1048588}"
+        in everything
+    )
+    broker = cli("configs", "describe", "--broker", "0", "--all", *b)
+    assert (
+        broker.exit_code == 0
+        and "  num.partitions=1 sensitive=false synonyms={DEFAULT_CONFIG:num.partitions=1}"
+        in (broker.output.splitlines())
+    )
+    assert cli("configs", "describe", *b).exit_code == 2

@@ -51,6 +51,7 @@ Timeout = Annotated[
 
 def register(app: typer.Typer) -> None:
     app.add_typer(topics_app, name="topics")
+    app.add_typer(configs_app, name="configs")
 
 
 def _admin(bootstrap: str) -> Any:
@@ -408,3 +409,76 @@ def alter(
             f"Updated the configuration of topic {topic}: "
             + ", ".join([f"{k}={v}" for k, v in sets.items()] + [f"-{k}" for k in deletes])
         )
+
+
+# --------------------------------------------------------------------------------------------------
+# configs describe (kafka-configs.sh --describe)
+
+configs_app = typer.Typer(
+    help="Show topic and broker configurations with their sources (like kafka-configs.sh --describe).",
+    no_args_is_help=True,
+)
+
+# Kafka's DescribeConfigs config_source names, by code.
+CONFIG_SOURCE_NAMES = {
+    0: "UNKNOWN_CONFIG",
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+}
+_DYNAMIC = {1, 2, 3, 6}
+
+
+def _source_code(source: Any) -> int:
+    return int(getattr(source, "value", source))
+
+
+def config_line(
+    name: str, value: str | None, sensitive: bool, synonyms: list[tuple[int, str, str | None]]
+) -> str:
+    """One kafka-configs.sh --describe entry: `  name=value sensitive=false synonyms={SOURCE:name=value, ...}`."""
+    shown = "null" if sensitive else ("null" if value is None else value)
+    syns = ", ".join(
+        f"{CONFIG_SOURCE_NAMES.get(code, str(code))}:{n}={'null' if v is None else v}"
+        for code, n, v in synonyms
+    )
+    return f"  {name}={shown} sensitive={'true' if sensitive else 'false'} synonyms={{{syns}}}"
+
+
+@configs_app.command("describe")
+@handle_errors
+def configs_describe(
+    topic: Annotated[str | None, typer.Option("--topic", "-t", help="Describe this topic's configs.")] = None,
+    broker: Annotated[int | None, typer.Option("--broker", help="Describe this broker's configs.")] = None,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Every config, not only the dynamic (per-topic) ones.")
+    ] = False,
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = 15.0,
+) -> None:
+    """Print a topic's or broker's configuration entries with their sources and synonyms."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    if (topic is None) == (broker is None):
+        fail("configs describe: give exactly one of --topic NAME or --broker ID", EXIT_USAGE)
+    admin = _admin(bootstrap_server)
+    if topic is not None:
+        if topic not in _all_topics(admin, timeout):
+            fail(f"Topic '{topic}' does not exist as expected")
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        label = f"topic {topic}"
+    else:
+        resource = ConfigResource(ResourceType.BROKER, str(broker))
+        label = f"broker {broker}"
+    future = admin.describe_configs([resource], request_timeout=timeout)[resource]
+    entries = _result(future, timeout + 1, f"describing the configuration of {label}")
+    typer.echo(f"{'All' if show_all else 'Dynamic'} configs for {label} are:")
+    for name in sorted(entries):
+        entry = entries[name]
+        if not show_all and _source_code(entry.source) not in _DYNAMIC:
+            continue
+        synonyms = [(_source_code(s.source), s.name, s.value) for s in entry.synonyms.values()]
+        typer.echo(config_line(name, entry.value, bool(entry.is_sensitive), synonyms))
