@@ -19,7 +19,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,50 +153,54 @@ def consume_phase(b: BrokerProc, topic: str, partitions: int, n: int) -> float:
     return n / elapsed
 
 
+def _latency_consumer(bootstrap: str, topic: str, total: int, seconds: float, ready, out) -> None:  # noqa: ANN001
+    """Runs in its own process, so the producer's pacing loop never delays it (one GIL each)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-lat", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    consumer.poll(1.0)  # connected, first fetch parked
+    ready.set()
+    latencies: list[float] = []
+    deadline = time.monotonic() + seconds + 30
+    while len(latencies) < total and time.monotonic() < deadline:
+        # poll() hands over each message as soon as it arrives (consume(n, t) would wait for n or t)
+        m = consumer.poll(0.1)
+        if m is not None and m.error() is None:
+            now = time.perf_counter_ns()  # CLOCK_MONOTONIC: comparable across processes
+            (sent,) = struct.unpack_from(">q", m.value())
+            latencies.append((now - sent) / 1e6)
+    consumer.close()
+    out.put(latencies)
+
+
 def latency_phase(b: BrokerProc, topic: str, rate: int, seconds: float) -> tuple[float, float, int]:
     """Default client settings; each value carries its send time (perf_counter_ns)."""
-    consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "bench-lat", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    producer = Producer({"bootstrap.servers": b.bootstrap})
-    latencies: list[float] = []
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
     total = int(rate * seconds)
-    done = threading.Event()
-
-    def consume() -> None:
-        deadline = time.monotonic() + seconds + 30
-        while len(latencies) < total and time.monotonic() < deadline:
-            for m in consumer.consume(1000, 0.1):
-                if m.error() is None:
-                    now = time.perf_counter_ns()
-                    (sent,) = struct.unpack_from(">q", m.value())
-                    latencies.append((now - sent) / 1e6)
-        done.set()
-
-    # warm the consumer's connection before measuring
-    consumer.poll(1.0)
-    t = threading.Thread(target=consume, daemon=True)
-    t.start()
+    ready, out = ctx.Event(), ctx.Queue()
+    child = ctx.Process(target=_latency_consumer, args=(b.bootstrap, topic, total, seconds, ready, out))
+    child.start()
+    if not ready.wait(60):
+        child.kill()
+        raise RuntimeError(f"{b.name}: latency consumer did not start")
+    producer = Producer({"bootstrap.servers": b.bootstrap})
     interval = 1.0 / rate
     start = time.perf_counter()
     pad = b"x" * 92
     for i in range(total):
         target = start + i * interval
-        while True:
-            now = time.perf_counter()
-            if now >= target:
-                break
-            if target - now > 0.001:
-                time.sleep(target - now - 0.0005)
+        delay = target - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
         producer.produce(topic, struct.pack(">q", time.perf_counter_ns()) + pad)
         producer.poll(0)
     producer.flush(30)
-    done.wait(seconds + 35)
-    t.join(5)
-    consumer.close()
-    lat = sorted(latencies)
-    if not lat:
+    latencies = sorted(out.get(timeout=seconds + 60))
+    child.join(10)
+    if not latencies:
         raise RuntimeError(f"{b.name}: no latency samples")
-    return lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))], len(lat)
+    return latencies[len(latencies) // 2], latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))], len(latencies)
 
 
 def run_one(b: BrokerProc, args: argparse.Namespace) -> dict[str, float]:

@@ -68,8 +68,9 @@ class KafkaConnection(asyncio.Protocol):
         return None  # close the transport; queued requests are dropped like Kafka does
 
     def connection_lost(self, exc: Exception | None) -> None:
+        # Stays in the server's set until the worker ends: a request still parked (a long poll) must be
+        # cancelled by a shutdown like any other.
         self._closed = True
-        self._all.discard(self)
         self._wake()
         if self._writable is not None and not self._writable.done():
             self._writable.set_result(None)
@@ -84,6 +85,12 @@ class KafkaConnection(asyncio.Protocol):
 
     # -- worker ------------------------------------------------------------------------------------
     async def _run(self) -> None:
+        try:
+            await self._serve()
+        finally:
+            self._all.discard(self)
+
+    async def _serve(self) -> None:
         loop = asyncio.get_running_loop()
         host = self.peer.rpartition(":")[0]
         while not self._closed:
