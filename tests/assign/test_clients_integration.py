@@ -1,0 +1,195 @@
+"""Real consumer groups on kaflite's broker using kaflite's assignors as client plug-ins:
+kafka-python with Sticky and CooperativeSticky (KIP-429, kafka-python >= 3), aiokafka with Sticky.
+Every produced record must be consumed exactly once, and keyed records must sit where the Java
+partitioner puts them."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from kaflite.assign import partition_for_key
+
+PARTITIONS = 6
+DEADLINE_S = 60
+
+
+def create_topic(bootstrap: str, partitions: int = PARTITIONS) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"assign-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=15)
+    return topic
+
+
+def produce(bootstrap: str, topic: str, start: int, count: int) -> None:
+    from kafka import KafkaProducer
+
+    from kaflite.clients.kafka_python import JavaPartitioner
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, partitioner=JavaPartitioner(), linger_ms=5)
+    try:
+        for i in range(start, start + count):
+            producer.send(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
+        producer.flush(timeout=20)
+    finally:
+        producer.close(timeout=5)
+
+
+class Member:
+    """One kafka-python consumer polling in its own thread; commits after every batch."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, assignor: type, seen: list[Any],
+                 lock: threading.Lock) -> None:
+        from kafka import KafkaConsumer
+
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap, group_id=group, partition_assignment_strategy=[assignor],
+            enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=10000,
+            heartbeat_interval_ms=500, max_poll_interval_ms=30000, consumer_timeout_ms=100)
+        self.consumer.subscribe([topic])
+        self.seen, self.lock = seen, lock
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.error: BaseException | None = None
+
+    def _run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                batch = self.consumer.poll(timeout_ms=200)
+                if batch:
+                    with self.lock:
+                        for tp, records in batch.items():
+                            self.seen.extend((tp.partition, r.offset, r.key, r.value) for r in records)
+                    self.consumer.commit()
+        except BaseException as err:  # surfaced by the test
+            self.error = err
+        finally:
+            try:
+                self.consumer.close(autocommit=False)
+            except Exception:
+                pass
+
+    def assignment(self) -> set[Any]:
+        return set(self.consumer.assignment())
+
+
+def wait_for(cond: Any, what: str, timeout: float = DEADLINE_S) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def check_exactly_once(seen: list[Any], total: int) -> None:
+    keys = [k for _, _, k, _ in seen]
+    assert len(keys) == len(set(keys)), "a record was consumed twice"
+    assert sorted(keys) == sorted(f"k{i}".encode() for i in range(total))
+    for partition, _, key, _ in seen:
+        assert partition == partition_for_key(key, PARTITIONS)
+
+
+@pytest.mark.parametrize("strategy", ["sticky", "cooperative-sticky"])
+def test_kafka_python_group_with_kaflite_assignor(kaflite_broker: Any, strategy: str) -> None:
+    from kaflite.clients import kafka_python as kp
+
+    assignor = kp.StickyAssignor if strategy == "sticky" else kp.CooperativeStickyAssignor
+    bootstrap = kaflite_broker.bootstrap
+    topic = create_topic(bootstrap)
+    group = f"g-{strategy}-{uuid.uuid4().hex[:6]}"
+    seen: list[Any] = []
+    lock = threading.Lock()
+    members = [Member(bootstrap, topic, group, assignor, seen, lock) for _ in range(3)]
+    try:
+        for m in members:
+            m.thread.start()
+
+        def settled(ms: list[Member]) -> bool:
+            parts = [m.assignment() for m in ms]
+            union = set().union(*parts)
+            return all(parts) and len(union) == PARTITIONS and sum(map(len, parts)) == PARTITIONS
+
+        wait_for(lambda: settled(members), "3 members sharing 6 partitions")
+        sizes = sorted(len(m.assignment()) for m in members)
+        assert sizes == [2, 2, 2]
+        produce(bootstrap, topic, 0, 300)
+        wait_for(lambda: len(seen) >= 300, "300 records consumed")
+
+        # one member leaves: its partitions move, the others keep theirs (sticky)
+        before = [m.assignment() for m in members[1:]]
+        members[0].stop.set()
+        members[0].thread.join(timeout=20)
+        wait_for(lambda: settled(members[1:]), "2 members sharing 6 partitions")
+        for kept, m in zip(before, members[1:], strict=True):
+            assert kept <= m.assignment(), "a surviving member lost a partition it owned"
+        produce(bootstrap, topic, 300, 300)
+        wait_for(lambda: len(seen) >= 600, "600 records consumed")
+        time.sleep(0.5)  # nothing more should arrive
+        for m in members:
+            assert m.error is None, m.error
+        check_exactly_once(seen, 600)
+    finally:
+        for m in members:
+            m.stop.set()
+        for m in members:
+            m.thread.join(timeout=20)
+
+
+def test_aiokafka_group_with_kaflite_sticky(kaflite_broker: Any) -> None:
+    from aiokafka import AIOKafkaConsumer
+
+    from kaflite.clients.aiokafka import kaflite_assignor
+
+    bootstrap = kaflite_broker.bootstrap
+    topic = create_topic(bootstrap)
+    group = f"g-aio-{uuid.uuid4().hex[:6]}"
+
+    async def main() -> list[Any]:
+        consumers = [AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                                      partition_assignment_strategy=(kaflite_assignor("sticky"),),
+                                      enable_auto_commit=False, auto_offset_reset="earliest",
+                                      session_timeout_ms=10000, heartbeat_interval_ms=500)
+                     for _ in range(2)]
+        seen: list[Any] = []
+        for c in consumers:
+            await c.start()
+        try:
+            stop = asyncio.Event()
+
+            async def run(c: AIOKafkaConsumer) -> None:
+                while not stop.is_set():
+                    batch = await c.getmany(timeout_ms=200)
+                    for tp, records in batch.items():
+                        seen.extend((tp.partition, r.offset, r.key, r.value) for r in records)
+                    if batch:
+                        await c.commit()
+
+            tasks = [asyncio.create_task(run(c)) for c in consumers]
+            deadline = time.monotonic() + DEADLINE_S
+            while not (all(c.assignment() for c in consumers)
+                       and sum(len(c.assignment()) for c in consumers) == PARTITIONS):
+                assert time.monotonic() < deadline, "aiokafka group never settled"
+                await asyncio.sleep(0.1)
+            assert sorted(len(c.assignment()) for c in consumers) == [3, 3]
+            await asyncio.to_thread(produce, bootstrap, topic, 0, 400)
+            while len(seen) < 400:
+                assert time.monotonic() < deadline, f"only {len(seen)} of 400 records consumed"
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(0.5)
+            stop.set()
+            await asyncio.gather(*tasks)
+        finally:
+            for c in consumers:
+                await c.stop()
+        return seen
+
+    seen = asyncio.run(asyncio.wait_for(main(), DEADLINE_S + 30))
+    check_exactly_once(seen, 400)
