@@ -1,0 +1,14 @@
+"""The kaflite Spark pipeline in one script (same as `kaflite pipeline demo`).
+
+python examples/pipeline_demo.py                 # embedded kaflite broker
+python examples/pipeline_demo.py 127.0.0.1:9092  # any Kafka-compatible broker
+"""
+
+import sys
+
+from kaflite.spark.demo import print_report, run_demo
+
+if __name__ == "__main__":
+    report = run_demo(bootstrap=sys.argv[1] if len(sys.argv) > 1 else None, events=1500, rate=150)
+    print_report(report)
+    sys.exit(1 if report.mismatches else 0)
