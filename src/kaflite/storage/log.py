@@ -30,13 +30,19 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import BATCH_HEADER_SIZE, TIMESTAMP_TYPE_MASK, crc32c
 from kaflite.storage.checkpoint import fsync_dir
 from kaflite.storage.config import LogConfig
 from kaflite.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
-from kaflite.storage.log_validator import validate_client_batches, validate_replica_batches
+from kaflite.storage.log_validator import (
+    fast_path_limit,
+    fast_single_batch,
+    validate_client_batches,
+    validate_replica_batches,
+)
 from kaflite.storage.producer_state import ProducerStateManager
 from kaflite.storage.retention import SegmentInfo, select_segments_to_delete
 from kaflite.storage.segment import (
@@ -67,8 +73,9 @@ _pack_I_into = struct.Struct(">I").pack_into
 _INT32_MAX = 0x7FFFFFFF
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+class AppendResult(NamedTuple):
+    """What an append did (a NamedTuple: cheap to build on the hot path)."""
+
     base_offset: int
     last_offset: int
     log_append_time: int  # -1 with CreateTime
@@ -114,6 +121,7 @@ class Log:
         except ValueError:
             self.topic, self.partition = self.dir.name, -1
         self.config = config or LogConfig()
+        self._derive_config()
         self._now = now_ms or _wall_ms
         self._lock = threading.RLock()
         self._on_lso_change = on_log_start_offset_change
@@ -128,6 +136,7 @@ class Log:
         self._last_flush_ms = self._now()
         self.producer_state = ProducerStateManager()
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT)
+        self._latest_epoch = -1  # mirror of leader_epoch_cache.latest_epoch for the hot path
         self.recovered_bytes_truncated = 0
         self.cleaner_checkpoint = 0  # compaction: offsets below this were cleaned (in memory only)
         self._load(recovery_point, log_start_offset, high_watermark, had_clean_shutdown)
@@ -169,6 +178,16 @@ class Log:
             self.config = config
             for seg in self._segments:
                 seg.index_interval_bytes = config.index_interval_bytes
+            self._derive_config()
+
+    def _derive_config(self) -> None:
+        """Config values the hot path reads, computed once per config change."""
+        cfg = self.config
+        self._fast_limit = fast_path_limit(cfg)
+        self._log_append_time = cfg.log_append_time
+        self._segment_bytes = cfg.segment_bytes
+        self._roll_ms = cfg.segment_ms - cfg.segment_jitter_ms
+        self._flush_messages = cfg.flush_interval_messages
 
     # ==========================================================================================
     # load / recovery
@@ -248,6 +267,7 @@ class Log:
         epochs.truncate_from_end(self._next_offset)
         epochs.truncate_from_start(self._log_start_offset)
         epochs.flush()
+        self._latest_epoch = epochs.latest_epoch
         if recovered_any:
             # recovered bytes may only be in the page cache: make them durable before trusting them
             self._flush_all_segments()
@@ -323,11 +343,51 @@ class Log:
         now_ms: int | None = None,
         assign_offsets: bool = True,
     ) -> AppendResult:
-        buf = records if isinstance(records, memoryview) else memoryview(records)
+        buf = records if type(records) is memoryview else memoryview(records)
         if buf.format != "B" or buf.ndim != 1:
             buf = buf.cast("B")
-        now = self._now() if now_ms is None else now_ms
         with self._lock:
+            f = fast_single_batch(buf, self._fast_limit) if assign_offsets and not self._closed else None
+            if f is None:
+                return self._append_general(buf, leader_epoch, self._now() if now_ms is None else now_ms,
+                                            assign_offsets)
+            # The hot path: ONE valid client batch without producer id (log_validator.fast_single_batch).
+            # Same effects as _append_general, in straight-line code with config values precomputed
+            # (_derive_config) and the clock read only when a rule needs it.
+            offset = self._next_offset
+            hdr = bytearray(buf[:BATCH_HEADER_SIZE])
+            _pack_q_into(hdr, 0, offset)
+            _pack_i_into(hdr, 12, leader_epoch)
+            body = buf[BATCH_HEADER_SIZE:]
+            max_ts = f[8]
+            append_time = -1
+            if self._log_append_time:
+                append_time = max_ts = self._now() if now_ms is None else now_ms
+                _pack_h_into(hdr, 21, f[5] | TIMESTAMP_TYPE_MASK)
+                _pack_q_into(hdr, 35, append_time)
+                _pack_I_into(hdr, 17, crc32c(body, crc32c(hdr[21:])))
+            size = len(buf)
+            last = offset + f[6]
+            seg = self._segments[-1]
+            if seg.size:
+                rbt = seg.rolling_based_timestamp
+                if rbt is not None and rbt >= 0:
+                    waited = max_ts - rbt
+                else:
+                    waited = (self._now() if now_ms is None else now_ms) - seg.created_ms
+                if (seg.size > self._segment_bytes - size or waited > self._roll_ms or seg.indexes_full
+                        or last - seg.base_offset > _INT32_MAX):
+                    seg = self._roll(offset)
+            seg.append_one(hdr, body, size, last, max_ts)
+            self._next_offset = last + 1
+            if leader_epoch > self._latest_epoch:
+                self._assign_epoch(leader_epoch, offset)
+            if self._next_offset - self.recovery_point >= self._flush_messages:
+                self._flush_locked(self._now() if now_ms is None else now_ms)
+            return AppendResult(offset, last, append_time, self._log_start_offset, False)
+
+    def _append_general(self, buf: memoryview, leader_epoch: int, now: int, assign_offsets: bool) -> AppendResult:
+        if True:  # (keeps the indentation of the lock block it came from)
             if self._closed:
                 raise KafkaError(ErrorCode.kafka_storage_error, f"log {self.dir.name} is closed")
             config = self.config
@@ -400,20 +460,23 @@ class Log:
                     self.producer_state.update(
                         v.producer_id, v.producer_epoch, seq, v.last_sequence, info[3], info[1], info[2]
                     )
-            epochs = self.leader_epoch_cache
             if assign_offsets:
-                if leader_epoch >= 0 and leader_epoch > epochs.latest_epoch:
-                    epochs.assign(leader_epoch, first_offset)
+                if leader_epoch > self._latest_epoch:
+                    self._assign_epoch(leader_epoch, first_offset)
             else:
                 for v in views:
-                    if v.partition_leader_epoch > epochs.latest_epoch:
-                        epochs.assign(v.partition_leader_epoch, v.base_offset)
+                    if v.partition_leader_epoch > self._latest_epoch:
+                        self._assign_epoch(v.partition_leader_epoch, v.base_offset)
 
             if self._next_offset - self.recovery_point >= config.flush_interval_messages:
                 self._flush_locked(now)
             return AppendResult(
                 first_offset, last_offset, now if log_append_time else -1, self._log_start_offset, False
             )
+
+    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
+        if self.leader_epoch_cache.assign(epoch, start_offset):
+            self._latest_epoch = epoch
 
     def _roll(self, new_base: int) -> LogSegment:
         old = self._segments[-1]
@@ -539,6 +602,7 @@ class Log:
         self._high_watermark = max(self._high_watermark, new_start)
         self.recovery_point = max(self.recovery_point, new_start)
         self.leader_epoch_cache.truncate_from_start(new_start)
+        self._latest_epoch = self.leader_epoch_cache.latest_epoch
         self.producer_state.evict_before(new_start)
         if self._on_lso_change is not None:
             self._on_lso_change(self)
@@ -585,6 +649,7 @@ class Log:
         self._high_watermark = min(self._high_watermark, self._next_offset)
         self.recovery_point = min(self.recovery_point, self._next_offset)
         self.leader_epoch_cache.truncate_from_end(self._next_offset)
+        self._latest_epoch = self.leader_epoch_cache.latest_epoch
         for off in self._snapshot_offsets():
             if off > self._next_offset:
                 (self.dir / f"{off:020d}.snapshot").unlink(missing_ok=True)
@@ -608,6 +673,7 @@ class Log:
         self._high_watermark = offset
         self.recovery_point = offset
         self.leader_epoch_cache.clear()
+        self._latest_epoch = -1
         self.producer_state = ProducerStateManager()
         self._dir_dirty = True
         if self._on_lso_change is not None:

@@ -17,11 +17,57 @@ and for the whole set: size <= segment.bytes (else RECORD_LIST_TOO_LARGE).
 
 from __future__ import annotations
 
+import struct
+
+import crc32c as _crc32c_module
+
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import RecordBatchView, decode_records
-from kaflite.storage.config import LogConfig
+from kaflite.storage.config import LONG_MAX, LogConfig
 
-__all__ = ["validate_client_batches", "validate_replica_batches"]
+__all__ = ["validate_client_batches", "validate_replica_batches", "fast_single_batch", "fast_path_limit"]
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_unpack_header = _HEADER.unpack_from
+_crc32c = _crc32c_module.crc32c
+
+
+def fast_path_limit(config: LogConfig) -> int:
+    """Largest record set the hot path accepts under `config`, or 0 when the config needs the general
+    path (compacted topic: keys must be checked; CreateTime bounds: timestamps must be checked)."""
+    if config.compact:
+        return 0
+    if not config.log_append_time and (
+        config.message_timestamp_before_max_ms != LONG_MAX or config.message_timestamp_after_max_ms != LONG_MAX
+    ):
+        return 0
+    return min(config.max_message_bytes, config.segment_bytes)
+
+
+def fast_single_batch(buf: memoryview, limit: int) -> tuple[int, ...] | None:
+    """The hot path: the header fields of `buf` when it is exactly ONE valid client batch without a
+    producer id and at most `limit` bytes (see fast_path_limit); None otherwise (the caller then runs
+    validate_client_batches, which also produces the precise error). Same rules as
+    validate_client_batches, in straight-line code: no view object, no lists."""
+    n = len(buf)
+    if n < 61 or n > limit:
+        return None
+    f = _unpack_header(buf, 0)
+    # f: base, length, ple, magic, crc, attributes, lod, first_ts, max_ts, pid, epoch, seq, count
+    if (
+        f[1] + 12 != n
+        or f[3] != 2
+        or f[0] != 0
+        or f[9] >= 0
+        or f[6] < 0
+        or f[6] + 1 != f[12]
+        or f[5] & 0x27 > 4  # compression <= zstd, not a control batch
+        or f[7] < -1
+        or f[8] < -1
+        or _crc32c(buf[21:]) != f[4]
+    ):
+        return None
+    return f
 
 
 def validate_client_batches(buf: memoryview, config: LogConfig, now_ms: int) -> list[RecordBatchView]:

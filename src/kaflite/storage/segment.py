@@ -88,6 +88,9 @@ class LogSegment:
         self.created_ms = created_ms
         self.bytes_since_last_index_entry = 0
         self.dirty = False  # bytes written since the last fsync
+        self.indexes_full = False  # an index reached segment.index.bytes: roll
+        self._next_read_offset = -1  # where the last read ended (offset, position): sequential reads
+        self._next_read_position = 0
 
     # ------------------------------------------------------------------------------------------
     # scanning
@@ -161,6 +164,24 @@ class LogSegment:
         self.dirty = True
         return start
 
+    def append_one(self, header: bytearray, body: memoryview, size: int, last_offset: int, max_ts: int) -> None:
+        """Hot path of append for one batch: header copy + the caller's body, one pwritev."""
+        pos = self.size
+        n = os.pwritev(self.fd, (header, body), pos)
+        if n != size:
+            _pwrite_all(self.fd, [memoryview(bytes(header) + bytes(body))[n:]], pos + n)  # short write
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+            self.offset_of_max_timestamp = last_offset
+        if self.rolling_based_timestamp is None:
+            self.rolling_based_timestamp = max_ts
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self._add_index_entry(last_offset, pos)
+        self.bytes_since_last_index_entry += size
+        self.next_offset = last_offset + 1
+        self.size = pos + size
+        self.dirty = True
+
     def _account_batch(self, pos: int, size: int, last_offset: int, max_ts: int) -> None:
         if self.rolling_based_timestamp is None:
             self.rolling_based_timestamp = max_ts
@@ -168,11 +189,15 @@ class LogSegment:
             self.max_timestamp = max_ts
             self.offset_of_max_timestamp = last_offset
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self.index.append(last_offset, pos)
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-            self.bytes_since_last_index_entry = 0
+            self._add_index_entry(last_offset, pos)
         self.bytes_since_last_index_entry += size
         self.next_offset = last_offset + 1
+
+    def _add_index_entry(self, last_offset: int, pos: int) -> None:
+        self.index.append(last_offset, pos)
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.bytes_since_last_index_entry = 0
+        self.indexes_full = self.index.is_full or self.time_index.is_full
 
     # ------------------------------------------------------------------------------------------
     # roll conditions (Kafka's LogSegment.shouldRoll)
@@ -188,7 +213,7 @@ class LogSegment:
         waited = max_ts_in_append - based if based is not None and based >= 0 else now_ms - self.created_ms
         if waited > roll_ms:
             return True
-        if self.index.is_full or self.time_index.is_full:
+        if self.indexes_full:
             return True
         return last_offset - self.base_offset > 0x7FFFFFFF
 
@@ -208,13 +233,26 @@ class LogSegment:
                 return p
         return None
 
-    def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool) -> bytes | None:
+    def read(
+        self, fetch_offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool
+    ) -> bytes | memoryview | None:
         """Whole batches from the one containing `fetch_offset`, below `max_offset` (exclusive), at most
         `max_bytes` (or exactly one batch when the first is bigger and `min_one_message`).
-        None when this segment holds no batch at or after `fetch_offset`."""
-        start = self.translate_offset(fetch_offset)
-        if start is None:
-            return None
+        None when this segment holds no batch at or after `fetch_offset`.
+
+        One pread of the byte range; the cut at a batch boundary is found by walking the headers
+        inside the bytes already read (from the index entry nearest to the limit), and the result is
+        a zero-copy memoryview of them. A sequential reader's next fetch starts where this one ended
+        (remembered), so it needs no index lookup."""
+        if fetch_offset == self._next_read_offset:
+            start = self._next_read_position
+            if start >= self.size:
+                return None  # nothing at or after fetch_offset here (compaction may leave a gap)
+        else:
+            start_or_none = self.translate_offset(fetch_offset)
+            if start_or_none is None:
+                return None
+            start = start_or_none
         if max_offset is not None and max_offset < self.next_offset:
             m = self.translate_offset(max_offset, start)
             max_pos = self.size if m is None else m
@@ -224,20 +262,33 @@ class LogSegment:
             return b""
         limit = start + max_bytes
         if limit >= max_pos:
+            if max_pos == self.size:
+                self._next_read_offset, self._next_read_position = self.next_offset, max_pos
             return os.pread(self.fd, max_pos - start, start)
-        p = max(self.index.floor_position(limit), start)  # a batch boundary <= limit
-        cut = p
-        for bpos, fields in self.iter_headers(p, max_pos):
-            bend = bpos + fields[H_LEN] + LOG_OVERHEAD
-            if bend > limit:
+        data = os.pread(self.fd, max_bytes, start)
+        n = len(data)
+        rel = max(self.index.floor_position(limit), start) - start  # a batch boundary <= limit
+        next_offset = -1
+        unpack = _HEADER.unpack_from
+        while rel + BATCH_HEADER_SIZE <= n:
+            f = unpack(data, rel)
+            end = rel + f[H_LEN] + LOG_OVERHEAD
+            if end > n or f[H_LEN] < _MIN_BATCH_LENGTH:
                 break
-            cut = bend
-        if cut == start:
+            next_offset = f[H_BASE] + f[H_LOD] + 1
+            rel = end
+        if rel == 0:
             if not min_one_message:
                 return b""
             hdr = os.pread(self.fd, BATCH_HEADER_SIZE, start)
             cut = min(start + _HEADER.unpack_from(hdr)[H_LEN] + LOG_OVERHEAD, max_pos)
-        return os.pread(self.fd, cut - start, start)
+            return os.pread(self.fd, cut - start, start)
+        if next_offset >= 0:
+            self._next_read_offset, self._next_read_position = next_offset, start + rel
+        return memoryview(data)[:rel]
+
+    def _forget_read_position(self) -> None:
+        self._next_read_offset, self._next_read_position = -1, 0
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= target and offset >= start_offset."""
@@ -303,6 +354,7 @@ class LogSegment:
     ) -> int:
         """Rescan the whole `.log`: validate each batch (structure, magic, increasing offsets, CRC-32C),
         truncate at the first invalid byte, rebuild both indexes. Returns the number of bytes truncated."""
+        self._forget_read_position()
         self.index.reset()
         self.time_index.reset()
         file_size = os.fstat(self.fd).st_size
@@ -344,6 +396,7 @@ class LogSegment:
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset >= `offset` (a batch containing `offset` goes whole).
         Returns the number of bytes removed."""
+        self._forget_read_position()
         pos = self.translate_offset(offset)
         if pos is None:
             return 0
