@@ -194,7 +194,7 @@ def test_produce_consume_pipeline_subprocess(
     run_kaflite, kaflite_exe, cli_bootstrap: str, topic_name: str
 ) -> None:
     """The console scripts end to end: produce from a pipe, then follow with an idle timeout."""
-    assert run_kaflite("topics", "create", topic_name, "-b", cli_bootstrap).returncode == 0
+    assert run_kaflite("topics", "create", topic_name, "-p", "1", "-b", cli_bootstrap).returncode == 0
     lines = [f"line {i}" for i in range(50)]
     produced = run_kaflite("produce", topic_name, "-b", cli_bootstrap, input="\n".join(lines) + "\n")
     assert produced.returncode == 0, produced.stderr
@@ -262,7 +262,7 @@ def test_client_properties(cli, cli_bootstrap: str, topic_name: str) -> None:
 
 def test_produce_keeps_bytes_exactly(run_kaflite, kaflite_exe, cli_bootstrap: str, topic_name: str) -> None:
     """Non-UTF-8 bytes, CRLF endings and an empty value go through unchanged (subprocess: real stdin)."""
-    assert run_kaflite("topics", "create", topic_name, "-b", cli_bootstrap).returncode == 0
+    assert run_kaflite("topics", "create", topic_name, "-p", "1", "-b", cli_bootstrap).returncode == 0
     proc = subprocess.run(
         [str(kaflite_exe), "produce", topic_name, "-k", "\\t", "-b", cli_bootstrap],
         input=b"k\t\xff\xfe\r\nk2\t\n",

@@ -15,7 +15,7 @@ import kaflite
 def test_help_lists_commands(cli) -> None:
     result = cli("--help")
     assert result.exit_code == 0
-    for command in ("serve", "topics", "produce", "consume"):
+    for command in ("serve", "topics", "configs", "produce", "consume"):
         assert command in result.output
     topics = cli("topics", "--help")
     for sub in ("create", "list", "describe", "delete", "alter"):
