@@ -123,3 +123,25 @@ def test_create_list_delete_with_kafka_python(broker) -> None:
         assert "adm-kp" not in admin.list_topics()
     finally:
         admin.close()
+
+
+def test_create_describe_delete_with_aiokafka(broker) -> None:
+    import asyncio
+
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin import NewTopic as ANewTopic
+
+    async def run() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([ANewTopic("adm-aio", 4, 1, topic_configs={"cleanup.policy": "compact"})])
+            assert "adm-aio" in await admin.list_topics()
+            described = await admin.describe_topics(["adm-aio"])
+            assert len(described[0]["partitions"]) == 4
+            await admin.delete_topics(["adm-aio"])
+            assert "adm-aio" not in await admin.list_topics()
+        finally:
+            await admin.close()
+
+    asyncio.run(run())

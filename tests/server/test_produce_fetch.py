@@ -170,3 +170,15 @@ def test_kafka_python_infers_a_modern_broker(broker) -> None:
         assert producer.config["api_version"] >= (3, 0)
     finally:
         producer.close()
+
+
+def test_min_insync_replicas_and_internal_topics(broker) -> None:
+    broker.call(broker.server.broker.create_topic, "misr", 1, {"min.insync.replicas": "2"})
+    with WireClient(broker.bootstrap) as c:
+        batch = build_record_batch([(None, b"x", [])])
+        strict = c.request(_produce("misr", batch, acks=-1)).responses[0].partition_responses[0]
+        assert strict.error_code == ErrorCode.not_enough_replicas
+        assert c.request(_produce("misr", batch, acks=1)).responses[0].partition_responses[0].error_code == ErrorCode.none
+        assert c.request(_list_offsets("misr", -1)).topics[0].partitions[0].offset == 1  # the refused one is not written
+        internal = c.request(_produce("__consumer_offsets", batch, acks=1)).responses[0].partition_responses[0]
+        assert internal.error_code in (ErrorCode.invalid_topic_exception, ErrorCode.unknown_topic_or_partition)

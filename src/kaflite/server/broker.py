@@ -46,6 +46,7 @@ FALLBACK_DEFAULTS: dict[str, Any] = {
     "log.flush.scheduler.interval.ms": 9223372036854775807,
     "group.initial.rebalance.delay.ms": 3000,
     "delete.topic.enable": True,
+    "min.insync.replicas": 1,
 }
 
 
@@ -266,6 +267,13 @@ class Broker:
                 lg.update_config(cfg)
             else:
                 lg.config = cfg
+
+    def min_insync_replicas(self, topic: str) -> int:
+        """`min.insync.replicas` of a topic (its override, else the broker's)."""
+        t = self.metadata.topics.get(topic)
+        if t is not None and "min.insync.replicas" in t.configs:
+            return int(t.configs["min.insync.replicas"])
+        return int(self.setting("min.insync.replicas"))
 
     def can_auto_create(self, name: str) -> bool:
         if not self.setting("auto.create.topics.enable"):

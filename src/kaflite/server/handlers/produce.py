@@ -9,13 +9,16 @@ Rules (Kafka's `ReplicaManager.appendRecords`):
 - acks=0 gets no response at all; when one of its partitions failed, the connection is closed instead
   (the only way a fire-and-forget producer can notice, as Kafka does);
 - acks=-1 waits for the high watermark to pass the batch; with a single in-sync replica it already has
-  when the append returns (after the fsync when flush-before-ack is configured).
+  when the append returns (after the fsync when flush-before-ack is configured); a topic whose
+  `min.insync.replicas` is above the ISR size (1) refuses acks=-1 with NOT_ENOUGH_REPLICAS, unwritten;
+- clients cannot write to internal topics (`__consumer_offsets`): INVALID_TOPIC_EXCEPTION.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kaflite.cluster.metadata import INTERNAL_TOPICS
 from kaflite.protocol.encoders import ProducePartitionData, encode_produce_response
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.context import RequestContext
@@ -42,6 +45,12 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
             elif request.transactional_id is not None:
                 code = ErrorCode.transactional_id_authorization_failed
                 message = "kaflite does not support transactions"
+            elif name in INTERNAL_TOPICS:
+                code = ErrorCode.invalid_topic_exception
+                message = f"Cannot append to internal topic {name}"
+            elif acks == -1 and broker.metadata.topics.get(name) is not None and broker.min_insync_replicas(name) > 1:
+                code = ErrorCode.not_enough_replicas
+                message = f"The size of the current ISR [{broker.node_id}] is insufficient to satisfy the min.isr requirement of {broker.min_insync_replicas(name)}"
             elif pdata.records is None or len(pdata.records) == 0:
                 code = ErrorCode.corrupt_message
                 message = "no record batch"
