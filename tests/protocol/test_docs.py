@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 from helpers import REPO
-
 from kaflite.server.handlers import load_registry
 
 MINE = ("produce", "fetch", "list_offsets", "metadata", "api_versions", "admin", "init_producer_id")
