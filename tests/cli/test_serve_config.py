@@ -6,11 +6,17 @@ from pathlib import Path
 
 
 def _config(output: str) -> dict[str, tuple[str, str]]:
+    """--print-config output -> {key: (value, source)}; unset keys are commented out as `#key=`."""
     out = {}
+    source = ""
     for line in output.splitlines():
-        kv, _, source = line.partition("  # ")
-        key, _, value = kv.partition("=")
-        out[key] = (value, source)
+        if line.startswith("# source: "):
+            source = line.removeprefix("# source: ")
+        elif line.startswith("#") and line.endswith("=") and " " not in line:
+            out[line[1:-1]] = ("<unset>", source)
+        elif not line.startswith("#"):
+            key, _, value = line.partition("=")
+            out[key] = (value, source)
     return out
 
 
@@ -82,3 +88,20 @@ def test_missing_file_and_malformed_override(cli, tmp_path: Path) -> None:
     assert result.exit_code == 2 and "cannot read configuration file" in result.output
     result = cli("serve", "-o", "num.partitions")
     assert result.exit_code == 2 and "--override: expected KEY=VALUE, got 'num.partitions'" in result.output
+
+
+def test_print_config_round_trips(cli, tmp_path: Path) -> None:
+    printed = cli(
+        "serve", "--dev", "-o", "log.retention.minutes=5", "--log-dir", str(tmp_path), "--print-config"
+    )
+    props = tmp_path / "printed.properties"
+    props.write_text(printed.output)
+    again = cli("serve", "-c", str(props), "--print-config")
+    assert again.exit_code == 0, again.output
+    first, second = _config(printed.output), _config(again.output)
+    assert {k: v for k, (v, _) in first.items()} == {k: v for k, (v, _) in second.items()}
+    assert first["log.retention.minutes"] == ("5", "override") and second["log.retention.minutes"] == (
+        "5",
+        "file",
+    )
+    assert first["log.retention.ms"] == ("<unset>", "default")

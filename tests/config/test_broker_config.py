@@ -334,3 +334,23 @@ def test_describe_topic_entries_and_synonyms() -> None:
         and entries["cleanup.policy"].source_code == SOURCE_DEFAULT_CONFIG
     )
     assert entries["max.message.bytes"].value == "1048588"
+
+
+def test_to_properties_round_trip_with_awkward_values(tmp_path: Path) -> None:
+    cfg = BrokerConfig.load(
+        overrides={
+            "log.dir": " C:\\data\tdir",
+            "broker.rack": "rack #1 = a:b",
+            "log.cleanup.policy": "delete,compact",
+        },
+        dev=True,
+    )
+    props = tmp_path / "out.properties"
+    props.write_text(cfg.to_properties())
+    again = BrokerConfig.load(props)
+    assert dict(again.items()) == dict(cfg.items())
+    assert (
+        again["log.dir"] == "C:\\data\tdir"
+    )  # a backslash and a tab survive; surrounding blanks are trimmed
+    assert again["broker.rack"] == "rack #1 = a:b"
+    assert again["log.retention.ms"] is None and again.source("log.retention.ms") == "default"

@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.panel import Panel
 
 from kaflite.cli import EXIT_FAILURE, EXIT_USAGE, fail, handle_errors, parse_key_values
-from kaflite.server.config import DEV_PROFILE_WARNING, BrokerConfig, ConfigError, Listener, format_value
+from kaflite.server.config import DEV_PROFILE_WARNING, BrokerConfig, ConfigError, Listener
 
 __all__ = ["build_config", "register"]
 
@@ -89,7 +89,8 @@ def serve(
     print_config: Annotated[
         bool,
         typer.Option(
-            "--print-config", help="Print the effective configuration (key=value  # source) and exit."
+            "--print-config",
+            help="Print the effective configuration as a server.properties file (grouped by source) and exit.",
         ),
     ] = False,
 ) -> None:
@@ -97,9 +98,7 @@ def serve(
     cfg = build_config(config, override, dev, port, host, log_dir)
     err_console = Console(stderr=True, highlight=False)
     if print_config:
-        for key, value in cfg.items():
-            text = format_value(value)
-            typer.echo(f"{key}={'' if text is None else text}  # {cfg.source(key)}")
+        typer.echo(cfg.to_properties(), nl=False)
         return
     if dev:
         err_console.print(

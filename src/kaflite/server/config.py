@@ -1094,6 +1094,13 @@ def _split_key_value(line: str) -> tuple[str, str]:
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
+def _escape_value(value: str) -> str:
+    """Escape a value for a .properties line (backslashes, control characters, leading whitespace)."""
+    out = value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    out = out.replace("\f", "\\f")
+    return "\\" + out if out[:1] == " " else out
+
+
 def _unescape(s: str) -> str:
     if "\\" not in s:
         return s
@@ -1298,6 +1305,23 @@ class BrokerConfig(Mapping[str, Any]):
     def explicit(self) -> dict[str, str | None]:
         """The keys not at their default, as strings (to write back out or log at startup)."""
         return {k: format_value(v) for k, v in self._values.items() if self._sources[k] != "default"}
+
+    def to_properties(self) -> str:
+        """The effective configuration as a .properties file that `load` reads back to the same values.
+
+        Keys are grouped by source (override, file, dev-profile, default) under a comment line; unset
+        keys are written commented out (`#key=`), since an empty value is not "unset" for most types.
+        """
+        lines = ["# kaflite broker configuration (kaflite serve --print-config)"]
+        for source in ("override", "file", "dev-profile", "default"):
+            keys = [k for k in self._values if self._sources[k] == source]
+            if not keys:
+                continue
+            lines.append(f"# source: {source}")
+            for key in keys:
+                text = format_value(self._values[key])
+                lines.append(f"#{key}=" if text is None else f"{key}={_escape_value(text)}")
+        return "\n".join(lines) + "\n"
 
     # --- derived values (Kafka's precedence between related keys) --------------------------------
     @property
