@@ -10,6 +10,7 @@ micro-batch with the batch id (a header), so a replayed batch can be recognised.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -86,12 +87,11 @@ def producer_config(options: WriterOptions) -> dict[str, Any]:
     return conf
 
 
-def _bytes(v: Any) -> bytes | None:
-    if v is None or isinstance(v, bytes):
-        return v
-    if isinstance(v, str):
-        return v.encode("utf-8")
-    return bytes(v)
+def _as_bytes(column: pa.Array) -> list[bytes | None]:
+    """A string or binary column as Python bytes (strings re-typed to binary without copying)."""
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        column = column.cast(pa.large_binary() if pa.types.is_large_string(column.type) else pa.binary())
+    return column.to_pylist()
 
 
 def _batch_id() -> int | None:
@@ -109,17 +109,16 @@ def produce_batches(options: WriterOptions, batches: Iterator[pa.RecordBatch], b
     """Produce every row; return how many were acknowledged. Raises if any delivery failed."""
     from confluent_kafka import Producer
 
-    producer = Producer(producer_config(options))
     failures: list[str] = []
-    acked = 0
 
-    def on_delivery(err: Any, msg: Any) -> None:
-        nonlocal acked
-        if err is not None:
-            failures.append(f"{msg.topic()}: {err}")
-        else:
-            acked += 1
+    def on_error(err: Any, msg: Any) -> None:
+        failures.append(f"{msg.topic()}: {err}")
 
+    # delivery reports only for failures: a Python callback per record would halve the throughput
+    producer = Producer(
+        producer_config(options) | {"delivery.report.only.error": True, "on_delivery": on_error}
+    )
+    produce, poll = producer.produce, producer.poll
     sent = 0
     stamp = (
         [(options.batch_id_header, str(batch_id).encode())]
@@ -128,35 +127,42 @@ def produce_batches(options: WriterOptions, batches: Iterator[pa.RecordBatch], b
     )
     for batch in batches:
         names = [n.lower() for n in batch.schema.names]
-        cols = {n: batch.column(i).to_pylist() for i, n in enumerate(names)}
+        col = {n: batch.column(i) for i, n in enumerate(names)}
         n = batch.num_rows
-        values = cols["value"]
-        keys = cols.get("key", [None] * n)
-        topics = [options.topic] * n if options.topic is not None else cols.get("topic", [None] * n)
-        parts = cols.get("partition", [None] * n)
-        headers = cols.get("headers", [None] * n)
-        for i in range(n):
-            topic = topics[i]
-            if topic is None:
+        values = _as_bytes(col["value"])
+        keys = _as_bytes(col["key"]) if "key" in col else [None] * n
+        if options.topic is not None:
+            topics: list[Any] = [options.topic] * n
+        elif "topic" in col:
+            topics = col["topic"].to_pylist()
+            if None in topics:
                 raise OptionError(
                     "null topic present in the data. Use the topic option for setting a default topic."
                 )
-            kwargs: dict[str, Any] = {"on_delivery": on_delivery}
-            if parts[i] is not None:
-                kwargs["partition"] = parts[i]
-            h = [(e["key"], e["value"]) for e in headers[i]] if headers[i] else []
-            if stamp:
-                h = h + stamp
-            if h:
-                kwargs["headers"] = h
-            while True:
+        else:
+            raise OptionError("topic option required when no 'topic' attribute is present.")
+        parts = col["partition"].to_pylist() if "partition" in col else None
+        headers = col["headers"].to_pylist() if "headers" in col else None
+        if parts is None and headers is None and not stamp:
+            for topic, value, key in zip(topics, values, keys, strict=True):
                 try:
-                    producer.produce(topic, _bytes(values[i]), _bytes(keys[i]), **kwargs)
-                    break
+                    produce(topic, value, key)
                 except BufferError:
-                    producer.poll(0.05)  # local queue full: let deliveries drain
-            sent += 1
-        producer.poll(0)
+                    _produce_when_room(producer, topic, value, key, {})
+        else:
+            for i in range(n):
+                kwargs: dict[str, Any] = {}
+                if parts is not None and parts[i] is not None:
+                    kwargs["partition"] = parts[i]
+                h = [(e["key"], e["value"]) for e in headers[i]] if headers is not None and headers[i] else []
+                if h or stamp:
+                    kwargs["headers"] = h + stamp
+                try:
+                    produce(topics[i], values[i], keys[i], **kwargs)
+                except BufferError:
+                    _produce_when_room(producer, topics[i], values[i], keys[i], kwargs)
+        sent += n
+        poll(0)
     remaining = producer.flush(120)
     if failures or remaining:
         raise RuntimeError(
@@ -164,7 +170,20 @@ def produce_batches(options: WriterOptions, batches: Iterator[pa.RecordBatch], b
             + (f", {remaining} unacknowledged after 120 s" if remaining else "")
             + (f"; first error: {failures[0]}" if failures else "")
         )
-    return acked
+    return sent
+
+
+def _produce_when_room(producer: Any, topic: Any, value: Any, key: Any, kwargs: dict[str, Any]) -> None:
+    """The local queue is full: serve delivery reports until the record fits (bounded by the queue)."""
+    deadline = time.monotonic() + 120
+    while True:
+        producer.poll(0.05)
+        try:
+            producer.produce(topic, value, key, **kwargs)
+            return
+        except BufferError:
+            if time.monotonic() > deadline:
+                raise RuntimeError("Kafka sink: local producer queue stayed full for 120 s") from None
 
 
 class KafkaBatchWriter(DataSourceArrowWriter):

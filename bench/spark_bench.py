@@ -1,0 +1,279 @@
+"""Throughput of the kaflite Spark connector, next to baselines measured in the same run.
+
+    .venv/bin/python bench/spark_bench.py [--rows 200000] [--value-bytes 100] [--bootstrap HOST:PORT]
+
+Source: `spark.read.format("kaflite")...write.format("noop")` against a synthetic Python data source
+that yields the same rows as ready-made Arrow batches (the cost of Spark's Python data source path
+itself; target >= 0.5x of it). Sink: `df.write.format("kaflite")` of cached rows, against a Python Arrow
+writer that discards the batches (the same path without Kafka) and against confluent-kafka producing the
+same rows outside Spark. Rows/s is wall-clock; CPU-s per million rows counts the Spark processes (JVM and
+Python workers; not the broker). The broker is an embedded kaflite broker unless --bootstrap is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+
+from kaflite.spark.arrow import arrow_schema, spark_schema_ddl
+
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            tree.setdefault(ppid, []).append(int(entry.name))
+    return tree
+
+
+def spark_cpu_seconds() -> float:
+    """CPU time of this process's descendants (the Spark JVM, its Python workers), live and reaped."""
+    tree, total, todo = _children(), 0.0, list(_children().get(os.getpid(), []))
+    seen = set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / CLK  # utime + stime
+        except OSError:
+            pass
+        todo.extend(tree.get(pid, []))
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return total + usage.ru_utime + usage.ru_stime
+
+
+class SyntheticPartition(InputPartition):
+    def __init__(self, index: int, rows: int, value_bytes: int) -> None:
+        super().__init__(index)
+        self.index, self.rows, self.value_bytes = index, rows, value_bytes
+
+
+class SyntheticReader(DataSourceReader):
+    def __init__(self, rows: int, partitions: int, value_bytes: int) -> None:
+        self.rows, self.parts, self.value_bytes = rows, partitions, value_bytes
+
+    def partitions(self) -> list[InputPartition]:
+        share = self.rows // self.parts
+        return [SyntheticPartition(i, share, self.value_bytes) for i in range(self.parts)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, SyntheticPartition)
+        import numpy as np
+
+        n = 10_000
+        value = b"x" * partition.value_bytes
+        for start in range(0, partition.rows, n):
+            m = min(n, partition.rows - start)
+            offsets = np.arange(start, start + m, dtype=np.int64)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.array([b"key-%06d" % (i % 1000) for i in range(m)], pa.binary()),
+                    pa.array([value] * m, pa.binary()),
+                    pa.array(["bench"] * m, pa.string()),
+                    pa.array(np.full(m, partition.index, dtype=np.int32)),
+                    pa.array(offsets),
+                    pa.array(offsets * 1000, pa.timestamp("us", tz="UTC")),
+                    pa.array(np.zeros(m, dtype=np.int32)),
+                ],
+                schema=arrow_schema(False),
+            )
+
+
+class SyntheticSource(DataSource):
+    """The same rows as the kaflite source would return, already vectorised: Spark's own overhead."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "synthetic_kafka"
+
+    def schema(self) -> str:
+        return spark_schema_ddl(False)
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        o = self.options
+        return SyntheticReader(int(o["rows"]), int(o["partitions"]), int(o["valueBytes"]))
+
+    def writer(self, schema: Any, overwrite: bool) -> DataSourceArrowWriter:
+        return DiscardWriter()
+
+
+class DiscardWriter(DataSourceArrowWriter):
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        rows = sum(b.num_rows for b in iterator)
+        del rows
+        return WriterCommitMessage()
+
+
+def timed(fn: Any) -> tuple[float, float]:
+    cpu0, t0 = spark_cpu_seconds(), time.perf_counter()
+    fn()
+    return time.perf_counter() - t0, spark_cpu_seconds() - cpu0
+
+
+def produce_raw(bootstrap: str, topic: str, rows: int, value_bytes: int) -> float:
+    from confluent_kafka import Producer
+
+    p = Producer(
+        {"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 5, "acks": "all"}
+    )
+    value = b"x" * value_bytes
+    t0 = time.perf_counter()
+    for i in range(rows):
+        while True:
+            try:
+                p.produce(topic, value, b"key-%06d" % (i % 1000))
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(120) == 0
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--value-bytes", type=int, default=100)
+    ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=2, help="runs per measurement; the best is reported")
+    ap.add_argument("--bootstrap", default=None)
+    args = ap.parse_args()
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    broker = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        import tempfile
+
+        from kaflite.server.embedded import EmbeddedBroker
+
+        broker = EmbeddedBroker(data_dir=Path(tempfile.mkdtemp(prefix="spark-bench-"))).start()
+        bootstrap = broker.bootstrap
+    try:
+        run(args, bootstrap)
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+def run(args: Any, bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from pyspark.sql import SparkSession
+
+    from kaflite.spark import register
+
+    stamp = int(time.time())
+    src, dst, raw = f"bench-src-{stamp}", f"bench-sink-{stamp}", f"bench-raw-{stamp}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(t, args.partitions, 1) for t in (src, dst, raw)]).values():
+        f.result(30)
+    print(f"loading {args.rows} rows ({args.value_bytes} B values) into {src} ...", file=sys.stderr)
+    load_s = produce_raw(bootstrap, src, args.rows, args.value_bytes)
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    spark.dataSource.register(SyntheticSource)
+
+    def kaflite_read() -> Any:
+        return (
+            spark.read.format("kaflite")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", src)
+            .load()
+        )
+
+    def synthetic_read() -> Any:
+        return (
+            spark.read.format("synthetic_kafka")
+            .option("rows", str(args.rows))
+            .option("partitions", str(args.partitions))
+            .option("valueBytes", str(args.value_bytes))
+            .load()
+        )
+
+    assert kaflite_read().count() == args.rows, "the source topic does not hold the rows produced"
+    results: list[tuple[str, float, float]] = []
+
+    def measure(name: str, fn: Any) -> None:
+        fn()  # warm-up: Python workers, JIT
+        best = min((timed(fn) for _ in range(args.repeat)), key=lambda x: x[0])
+        results.append((name, *best))
+        print(f"  {name}: {best[0]:.2f} s", file=sys.stderr)
+
+    measure(
+        "source: synthetic Arrow source -> noop (baseline)",
+        lambda: synthetic_read().write.format("noop").mode("overwrite").save(),
+    )
+    measure("source: kaflite -> noop", lambda: kaflite_read().write.format("noop").mode("overwrite").save())
+
+    rows_df = kaflite_read().select("key", "value").cache()
+    rows_df.count()
+    measure(
+        "sink: cached rows -> discarding Arrow writer (baseline)",
+        lambda: rows_df.write.format("synthetic_kafka").mode("append").save(),
+    )
+    measure(
+        "sink: cached rows -> kaflite",
+        lambda: (
+            rows_df.write.format("kaflite")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", dst)
+            .mode("append")
+            .save()
+        ),
+    )
+    raw_s = produce_raw(bootstrap, raw, args.rows, args.value_bytes)
+    spark.stop()
+
+    n = args.rows
+    print(
+        f"\nSpark connector throughput: {n} rows, {args.value_bytes} B values, {args.partitions} partitions, local[2], "
+        f"best of {args.repeat}"
+    )
+    print(f"{'measurement':58} {'rows/s':>10} {'CPU-s/M rows':>13} {'vs baseline':>12}")
+    base_src, base_sink = results[0][1], results[2][1]
+    for i, (name, wall, cpu) in enumerate(results):
+        base = base_src if i < 2 else base_sink
+        print(f"{name:58} {n / wall:>10,.0f} {cpu / n * 1e6:>13.2f} {base / wall:>11.2f}x")
+    print(
+        f"{'confluent-kafka producer alone (same rows, no Spark)':58} {n / raw_s:>10,.0f} {'-':>13} {'-':>12}"
+    )
+    print(
+        f"{'(initial load of the source topic, same producer)':58} {n / load_s:>10,.0f} {'-':>13} {'-':>12}"
+    )
+
+
+if __name__ == "__main__":
+    main()
