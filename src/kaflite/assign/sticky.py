@@ -22,7 +22,7 @@ Rules:
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kaflite.assign.javautil import JavaHashMap, JavaHashSet
@@ -360,26 +360,55 @@ class _Constrained:
 
 
 class _SortedMembers:
-    """Kafka's TreeSet of members ordered by (current assignment size, member id)."""
+    """Kafka's TreeSet of members ordered by (current assignment size, member id).
 
-    __slots__ = ("_keys", "_assignment")
+    Also kept per subscription class (members with the same topics), so that "the least-loaded member
+    subscribed to topic t" is the smallest head among the classes containing t — the same member
+    Kafka's scan of the whole TreeSet finds, without walking past members of other topics."""
 
-    def __init__(self, assignment: dict[str, list[TopicPartition]]) -> None:
+    __slots__ = ("_keys", "_assignment", "_class_of", "_class_keys", "_classes_by_topic")
+
+    def __init__(self, assignment: dict[str, list[TopicPartition]],
+                 topics_of: Mapping[str, set[str]] | None = None) -> None:
         self._assignment = assignment
         self._keys: list[tuple[int, str]] = []
+        self._class_of: dict[str, frozenset[str]] = {}
+        self._class_keys: dict[frozenset[str], list[tuple[int, str]]] = {}
+        self._classes_by_topic: dict[str, list[frozenset[str]]] = {}
+        for member, topics in (topics_of or {}).items():
+            cls = frozenset(topics)
+            self._class_of[member] = cls
+            if cls not in self._class_keys:
+                self._class_keys[cls] = []
+                for t in cls:
+                    self._classes_by_topic.setdefault(t, []).append(cls)
+
+    @staticmethod
+    def _insert(keys: list[tuple[int, str]], key: tuple[int, str]) -> bool:
+        i = bisect.bisect_left(keys, key)
+        if i == len(keys) or keys[i] != key:
+            keys.insert(i, key)
+            return True
+        return False
+
+    @staticmethod
+    def _delete(keys: list[tuple[int, str]], key: tuple[int, str]) -> bool:
+        i = bisect.bisect_left(keys, key)
+        if i < len(keys) and keys[i] == key:
+            del keys[i]
+            return True
+        return False
 
     def add(self, member: str) -> None:
         key = (len(self._assignment[member]), member)
-        i = bisect.bisect_left(self._keys, key)
-        if i == len(self._keys) or self._keys[i] != key:
-            self._keys.insert(i, key)
+        if self._insert(self._keys, key) and member in self._class_of:
+            self._insert(self._class_keys[self._class_of[member]], key)
 
     def remove(self, member: str) -> None:
         # like TreeSet.remove, the lookup uses the member's size *now*
         key = (len(self._assignment[member]), member)
-        i = bisect.bisect_left(self._keys, key)
-        if i < len(self._keys) and self._keys[i] == key:
-            del self._keys[i]
+        if self._delete(self._keys, key) and member in self._class_of:
+            self._delete(self._class_keys[self._class_of[member]], key)
 
     def first(self) -> str:
         return self._keys[0][1]
@@ -389,6 +418,22 @@ class _SortedMembers:
 
     def members(self) -> list[str]:
         return [k[1] for k in self._keys]
+
+    def first_matching(self, wanted: Callable[[str], bool]) -> str | None:
+        """The least-loaded member satisfying `wanted` (a scan in TreeSet order)."""
+        for _size, member in self._keys:
+            if wanted(member):
+                return member
+        return None
+
+    def first_subscribed(self, topic: str) -> str | None:
+        """The least-loaded member subscribed to `topic`."""
+        best: tuple[int, str] | None = None
+        for cls in self._classes_by_topic.get(topic, ()):
+            keys = self._class_keys[cls]
+            if keys and (best is None or keys[0] < best):
+                best = keys[0]
+        return None if best is None else best[1]
 
 
 class _PartitionMovements:
@@ -465,7 +510,7 @@ class _General:
             tp: c for c, tps in self.current.items() for tp in tps}
         sorted_topics = sorted(self.topic_consumers, key=lambda t: (len(self.topic_consumers[t]), t))
         self.sorted_all_partitions = [TopicPartition(t, p) for t in sorted_topics for p in range(self.ppt[t])]
-        self.sorted_members = _SortedMembers(self.current)
+        self.sorted_members = _SortedMembers(self.current, self.consumer_topic_sets)
         self.revocation_required = False
         self.movements = _PartitionMovements()
 
@@ -569,15 +614,19 @@ class _General:
         return sum((2 * i - n + 1) * s for i, s in enumerate(sizes))
 
     def _maybe_assign_partition(self, tp: TopicPartition, rack_info: _RackInfo | None) -> bool:
-        for consumer in self.sorted_members.members():
-            if tp.topic in self.consumer_topic_sets[consumer] and (
-                    rack_info is None or not rack_info.racks_mismatch(consumer, tp)):
-                self.sorted_members.remove(consumer)
-                self.current[consumer].append(tp)
-                self.partition_consumer[tp] = consumer
-                self.sorted_members.add(consumer)
-                return True
-        return False
+        if rack_info is None:
+            consumer = self.sorted_members.first_subscribed(tp.topic)
+        else:
+            topics = self.consumer_topic_sets
+            consumer = self.sorted_members.first_matching(
+                lambda c: tp.topic in topics[c] and not rack_info.racks_mismatch(c, tp))
+        if consumer is None:
+            return False
+        self.sorted_members.remove(consumer)
+        self.current[consumer].append(tp)
+        self.partition_consumer[tp] = consumer
+        self.sorted_members.add(consumer)
+        return True
 
     def _maybe_assign(self, partitions: list[TopicPartition], rack_info: _RackInfo | None,
                       remove_assigned: bool) -> list[TopicPartition]:
@@ -669,11 +718,10 @@ class _General:
                 return performed
 
     def _reassign_to_best(self, tp: TopicPartition) -> None:
-        for candidate in self.sorted_members.members():
-            if tp.topic in self.consumer_topic_sets[candidate]:
-                self._reassign(tp, candidate)
-                return
-        raise PartitionAssignorError(f"no member can take {tp}")
+        candidate = self.sorted_members.first_subscribed(tp.topic)
+        if candidate is None:
+            raise PartitionAssignorError(f"no member can take {tp}")
+        self._reassign(tp, candidate)
 
     def _reassign(self, tp: TopicPartition, new_consumer: str) -> None:
         consumer = self.partition_consumer[tp]
