@@ -272,3 +272,46 @@ def test_produce_keeps_bytes_exactly(run_kaflite, kaflite_exe, cli_bootstrap: st
     assert proc.returncode == 0, proc.stderr
     records = _read_all(cli_bootstrap, topic_name, 1, 2)
     assert [(m.key(), m.value()) for m in records] == [(b"k", b"\xff\xfe"), (b"k2", b"")]
+
+
+def test_sigterm_stops_a_group_follower_cleanly(
+    kaflite_exe, cli, cli_bootstrap: str, topic_name: str
+) -> None:
+    """SIGTERM ends `--follow` like Ctrl-C: summary printed, exit 0, the group's position committed."""
+    import signal
+
+    _create(cli, cli_bootstrap, topic_name)
+    _produce(cli_bootstrap, topic_name, [(None, b"r1", 0), (None, b"r2", 0)])
+    group = f"{topic_name}-follow"
+    follower = subprocess.Popen(
+        [
+            str(kaflite_exe),
+            "consume",
+            topic_name,
+            "--group",
+            group,
+            "--from-beginning",
+            "--follow",
+            "-b",
+            cli_bootstrap,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert follower.stdout is not None
+        lines = [follower.stdout.readline().strip() for _ in range(2)]  # blocks until both are printed
+        assert lines == ["r1", "r2"]
+        follower.send_signal(signal.SIGTERM)
+        _, err = follower.communicate(timeout=30)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.communicate(timeout=5)
+    assert follower.returncode == 0, err
+    assert "Processed a total of 2 messages" in err
+    consumer = Consumer({"bootstrap.servers": cli_bootstrap, "group.id": group})
+    committed = consumer.committed([TopicPartition(topic_name, 0)], timeout=10)
+    consumer.close()
+    assert committed[0].offset == 2

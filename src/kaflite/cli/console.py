@@ -14,6 +14,7 @@ headers (`k:v,k2:v2` or `NO_HEADERS`), key, then the value, separated by `--sepa
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 import uuid
@@ -65,6 +66,30 @@ def register(app: typer.Typer) -> None:
 def _unescape_separator(sep: str) -> str:
     """Let shells pass tabs and newlines as `\\t` / `\\n`."""
     return sep.replace("\\t", "\t").replace("\\n", "\n")
+
+
+class StopRequest:
+    """SIGINT/SIGTERM set a flag that the consume loop checks between records, so that a record is either
+    printed and counted or not at all, and the consumer is always closed (commit, leave the group)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopRequest:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread: keep the default behaviour
+                pass
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.requested = True
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def _client(factory: Any, settings: dict[str, Any]) -> Any:
@@ -324,87 +349,87 @@ def consume(
         **extra,
     }
     consumer = _client(Consumer, client_config(bootstrap_server, errors, **settings))
-    assigned: set[tuple[str, int]] = set()
-    at_end: set[tuple[str, int]] = set()
-    try:
-        count = _topic_partitions(consumer, topic, 15.0)
-        if partition is not None and partition >= count:
-            fail(f"--partition: topic {topic} has partitions 0..{count - 1}, got {partition}", EXIT_USAGE)
-        if group is None:
-            start = offset if offset is not None else (OFFSET_BEGINNING if from_beginning else OFFSET_END)
-            ids = [partition] if partition is not None else list(range(count))
-            consumer.assign([TopicPartition(topic, p, start) for p in ids])
-            assigned.update((topic, p) for p in ids)
-        else:
-
-            def on_assign(c: Any, tps: list[Any]) -> None:
-                assigned.update((tp.topic, tp.partition) for tp in tps)
-
-            def on_revoke(c: Any, tps: list[Any]) -> None:
-                for tp in tps:
-                    assigned.discard((tp.topic, tp.partition))
-                    at_end.discard((tp.topic, tp.partition))
-
-            consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
-
-        idle = idle_timeout if idle_timeout is not None else (None if follow else 15.0)
-        received = 0
-        last_progress = time.monotonic()
-        out = sys.stdout
-        while max_messages is None or received < max_messages:
-            msg = consumer.poll(0.2)
-            fatal = errors.fatal()
-            if fatal:
-                fail(f"consuming {topic!r}: {fatal}")
-            now = time.monotonic()
-            if msg is None:
-                if idle is not None and now - last_progress > idle:
-                    if follow or idle_timeout is not None:
-                        break  # an explicit idle timeout (or --follow with one) ends the run normally
-                    fail(
-                        f"consuming {topic!r}: did not reach the end of the topic within {idle:g} s "
-                        f"({len(at_end)}/{len(assigned)} partitions at the end)"
-                    )
-                continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    at_end.add((str(msg.topic()), msg.partition() or 0))
-                    last_progress = now
-                    if not follow and assigned and assigned <= at_end:
-                        break
-                    continue
-                if err.fatal() or not err.retriable():
-                    fail(f"consuming {topic!r}: {err.str()}")
-                continue
-            last_progress = now
-            at_end.discard((str(msg.topic()), msg.partition() or 0))
-            line = (
-                _json_record(msg)
-                if output_json
-                else format_record(
-                    msg,
-                    print_timestamp=print_timestamp,
-                    print_partition=print_partition,
-                    print_offset=print_offset,
-                    print_headers=print_headers,
-                    print_key=print_key,
-                    separator=sep,
-                )
-            )
-            try:
-                out.write(line + "\n")
-                if follow:
-                    out.flush()
-            except BrokenPipeError:  # `kaflite consume ... | head`: the reader is gone, stop quietly
-                break
-            received += 1
+    received = 0
+    with StopRequest() as stop:
+        assigned: set[tuple[str, int]] = set()
+        at_end: set[tuple[str, int]] = set()
         try:
-            out.flush()
-        except BrokenPipeError:
-            pass
-        typer.echo(f"Processed a total of {received} messages", err=True)
-    except KeyboardInterrupt:
+            count = _topic_partitions(consumer, topic, 15.0)
+            if partition is not None and partition >= count:
+                fail(f"--partition: topic {topic} has partitions 0..{count - 1}, got {partition}", EXIT_USAGE)
+            if group is None:
+                start = offset if offset is not None else (OFFSET_BEGINNING if from_beginning else OFFSET_END)
+                ids = [partition] if partition is not None else list(range(count))
+                consumer.assign([TopicPartition(topic, p, start) for p in ids])
+                assigned.update((topic, p) for p in ids)
+            else:
+
+                def on_assign(c: Any, tps: list[Any]) -> None:
+                    assigned.update((tp.topic, tp.partition) for tp in tps)
+
+                def on_revoke(c: Any, tps: list[Any]) -> None:
+                    for tp in tps:
+                        assigned.discard((tp.topic, tp.partition))
+                        at_end.discard((tp.topic, tp.partition))
+
+                consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+
+            idle = idle_timeout if idle_timeout is not None else (None if follow else 15.0)
+            last_progress = time.monotonic()
+            out = sys.stdout
+            while (max_messages is None or received < max_messages) and not stop.requested:
+                msg = consumer.poll(0.2)
+                fatal = errors.fatal()
+                if fatal:
+                    fail(f"consuming {topic!r}: {fatal}")
+                now = time.monotonic()
+                if msg is None:
+                    if idle is not None and now - last_progress > idle:
+                        if follow or idle_timeout is not None:
+                            break  # an explicit idle timeout (or --follow with one) ends the run normally
+                        fail(
+                            f"consuming {topic!r}: did not reach the end of the topic within {idle:g} s "
+                            f"({len(at_end)}/{len(assigned)} partitions at the end)"
+                        )
+                    continue
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        at_end.add((str(msg.topic()), msg.partition() or 0))
+                        last_progress = now
+                        if not follow and assigned and assigned <= at_end:
+                            break
+                        continue
+                    if err.fatal() or not err.retriable():
+                        fail(f"consuming {topic!r}: {err.str()}")
+                    continue
+                last_progress = now
+                at_end.discard((str(msg.topic()), msg.partition() or 0))
+                line = (
+                    _json_record(msg)
+                    if output_json
+                    else format_record(
+                        msg,
+                        print_timestamp=print_timestamp,
+                        print_partition=print_partition,
+                        print_offset=print_offset,
+                        print_headers=print_headers,
+                        print_key=print_key,
+                        separator=sep,
+                    )
+                )
+                try:
+                    out.write(line + "\n")
+                    if follow:
+                        out.flush()
+                except BrokenPipeError:  # `kaflite consume ... | head`: the reader is gone, stop quietly
+                    break
+                received += 1
+        finally:
+            # close() leaves the group and commits (with --group), so the next member continues from here
+            consumer.close()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
         pass
-    finally:
-        consumer.close()
+    typer.echo(f"Processed a total of {received} messages", err=True)
