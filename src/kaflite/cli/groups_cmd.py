@@ -1,0 +1,318 @@
+"""`kaflite groups list | describe | delete | reset-offsets`, the kafka-consumer-groups.sh vocabulary.
+
+Everything goes through confluent-kafka's AdminClient (and a Consumer for log end offsets), so the
+commands work against any Kafka cluster. `describe` prints the table kafka-consumer-groups.sh
+--describe prints:
+
+    GROUP  TOPIC  PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG  CONSUMER-ID  HOST  CLIENT-ID
+
+one row per partition that is assigned to a member or has a committed offset ("-" where there is none),
+preceded by "Consumer group 'g' has no active members." when the group is empty.
+`reset-offsets` changes committed offsets of an inactive group; without --execute it only shows the plan
+(Kafka's --dry-run default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+
+from kaflite.cli import (
+    DEFAULT_BOOTSTRAP,
+    EXIT_USAGE,
+    check_reachable,
+    client_config,
+    describe_exception,
+    fail,
+    handle_errors,
+)
+
+__all__ = ["OffsetRow", "describe_lines", "register"]
+
+groups_app = typer.Typer(
+    help="List, describe, delete consumer groups and reset their offsets (like kafka-consumer-groups.sh).",
+    no_args_is_help=True,
+)
+
+Bootstrap = Annotated[
+    str,
+    typer.Option("--bootstrap-server", "-b", envvar="KAFLITE_BOOTSTRAP",
+                 help="host:port of a broker (comma-separated list allowed)."),
+]
+Timeout = Annotated[float, typer.Option("--timeout", help="Seconds to wait for the broker's answer.", min=0.1)]
+
+STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(groups_app, name="groups")
+
+
+@dataclass(frozen=True)
+class OffsetRow:
+    group: str
+    topic: str
+    partition: int
+    current: int | None
+    log_end: int | None
+    consumer_id: str | None = None
+    host: str | None = None
+    client_id: str | None = None
+
+    @property
+    def lag(self) -> int | None:
+        if self.current is None or self.log_end is None:
+            return None
+        return max(self.log_end - self.current, 0)
+
+
+def describe_lines(group: str, state: str, rows: list[OffsetRow]) -> list[str]:
+    """kafka-consumer-groups.sh --describe output, one string per line (no trailing spaces)."""
+    out: list[str] = []
+    if state.lower() == "dead":
+        return [f"Error: Consumer group '{group}' does not exist."]
+    if state.lower() == "empty":
+        out.append(f"Consumer group '{group}' has no active members.")
+    if state.lower() in ("preparingrebalance", "completingrebalance"):
+        out.append(f"Warning: Consumer group '{group}' is rebalancing.")
+    out.append("")
+
+    def cell(v: object) -> str:
+        return "-" if v is None else str(v)
+
+    table = [("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
+              "CLIENT-ID")]
+    for r in sorted(rows, key=lambda r: (r.topic, r.partition)):
+        table.append((r.group, r.topic, str(r.partition), cell(r.current), cell(r.log_end), cell(r.lag),
+                      cell(r.consumer_id), cell(r.host), cell(r.client_id)))
+    # like Kafka: the variable columns size to their content, the numeric ones have fixed minimums
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for i, minimum in ((2, 10), (3, 15), (4, 15), (5, 15)):
+        widths[i] = max(widths[i], minimum)
+    for row in table:
+        out.append(" ".join(v.ljust(widths[i]) for i, v in enumerate(row[:-1])) + " " + row[-1])
+    return out
+
+
+# --- plumbing -------------------------------------------------------------------------------------
+
+def _admin(bootstrap: str) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    check_reachable(bootstrap)
+    return AdminClient(client_config(bootstrap))
+
+
+def _result(future: Any, timeout: float, what: str) -> Any:
+    import concurrent.futures
+
+    try:
+        return future.result(timeout=timeout)
+    except concurrent.futures.TimeoutError:
+        fail(f"{what}: no answer from the broker within {timeout:g} s")
+    except Exception as err:
+        fail(f"{what}: {describe_exception(err)}")
+
+
+def _state_name(state: Any) -> str:
+    """confluent-kafka's ConsumerGroupState -> Kafka's state name."""
+    name = getattr(state, "name", str(state)).upper()
+    return {"PREPARING_REBALANCING": "PreparingRebalance", "COMPLETING_REBALANCING": "CompletingRebalance",
+            "STABLE": "Stable", "EMPTY": "Empty", "DEAD": "Dead"}.get(name, "Unknown")
+
+
+def _watermarks(bootstrap: str, partitions: list[tuple[str, int]], timeout: float) -> dict[tuple[str, int], tuple[int, int]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    if not partitions:
+        return {}
+    consumer = Consumer(client_config(bootstrap, None, **{"group.id": "kaflite-cli-watermarks", "enable.auto.commit": False}))
+    try:
+        out = {}
+        for topic, p in partitions:
+            try:
+                out[(topic, p)] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+            except Exception:  # noqa: BLE001 - a deleted topic: show "-" rather than fail the whole view
+                continue
+        return out
+    finally:
+        consumer.close()
+
+
+def _describe(admin: Any, group: str, timeout: float) -> Any:
+    return _result(admin.describe_consumer_groups([group], request_timeout=timeout)[group], timeout,
+                   f"describing group {group!r}")
+
+
+def _committed(admin: Any, group: str, timeout: float) -> dict[tuple[str, int], int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    res = _result(admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                    request_timeout=timeout)[group], timeout,
+                  f"fetching offsets of group {group!r}")
+    return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions or [] if tp.offset >= 0}
+
+
+# --- commands -------------------------------------------------------------------------------------
+
+@groups_app.command("list")
+@handle_errors
+def list_groups(
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    state: Annotated[list[str] | None, typer.Option("--state", help=f"Only groups in these states ({', '.join(STATES)}); "
+                                                    "shows a STATE column.")] = None,
+    timeout: Timeout = 15.0,
+) -> None:
+    """List consumer groups (one per line; with --state, GROUP and STATE columns)."""
+    from confluent_kafka import ConsumerGroupState
+
+    wanted = []
+    for s in state or []:
+        match = [x for x in STATES if x.lower() == s.lower()]
+        if not match:
+            fail(f"--state: unknown group state {s!r}; allowed: {', '.join(STATES)}", EXIT_USAGE)
+        wanted.append(match[0])
+    admin = _admin(bootstrap_server)
+    kwargs: dict[str, Any] = {"request_timeout": timeout}
+    if wanted:
+        by_name = {"Empty": ConsumerGroupState.EMPTY, "PreparingRebalance": ConsumerGroupState.PREPARING_REBALANCING,
+                   "CompletingRebalance": ConsumerGroupState.COMPLETING_REBALANCING,
+                   "Stable": ConsumerGroupState.STABLE, "Dead": ConsumerGroupState.DEAD}
+        kwargs["states"] = {by_name[s] for s in wanted}
+    res = _result(admin.list_consumer_groups(**kwargs), timeout, "listing groups")
+    listed = sorted(res.valid, key=lambda g: g.group_id)
+    if wanted:
+        width = max([len("GROUP"), *(len(g.group_id) for g in listed)])
+        typer.echo(f"{'GROUP'.ljust(width)} STATE")
+        for g in listed:
+            typer.echo(f"{g.group_id.ljust(width)} {_state_name(g.state)}")
+    else:
+        for g in listed:
+            typer.echo(g.group_id)
+
+
+@groups_app.command("describe")
+@handle_errors
+def describe(
+    group: Annotated[str, typer.Argument(help="The consumer group.")],
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = 15.0,
+) -> None:
+    """Offsets, lag and owners of a group's partitions (like kafka-consumer-groups.sh --describe)."""
+    admin = _admin(bootstrap_server)
+    desc = _describe(admin, group, timeout)
+    state = _state_name(desc.state)
+    if state == "Dead":
+        fail(f"Consumer group '{group}' does not exist.")
+    committed = _committed(admin, group, timeout)
+    owners: dict[tuple[str, int], Any] = {}
+    for member in desc.members or []:
+        for tp in getattr(member.assignment, "topic_partitions", None) or []:
+            owners[(tp.topic, tp.partition)] = member
+    partitions = sorted(set(committed) | set(owners))
+    marks = _watermarks(bootstrap_server, partitions, timeout)
+    rows = []
+    for key in partitions:
+        member = owners.get(key)
+        rows.append(OffsetRow(group, key[0], key[1], committed.get(key), marks[key][1] if key in marks else None,
+                              member.member_id if member else None, member.host if member else None,
+                              member.client_id if member else None))
+    for line in describe_lines(group, state, rows):
+        typer.echo(line)
+
+
+@groups_app.command("delete")
+@handle_errors
+def delete(
+    groups: Annotated[list[str], typer.Argument(help="The groups to delete (they must be empty).")],
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = 15.0,
+) -> None:
+    """Delete empty consumer groups and their committed offsets."""
+    admin = _admin(bootstrap_server)
+    futures = admin.delete_consumer_groups(list(groups), request_timeout=timeout)
+    failed = []
+    for g in groups:
+        try:
+            futures[g].result(timeout=timeout)
+        except Exception as err:  # noqa: BLE001 - reported per group, like Kafka's tool
+            failed.append(f"{g}: {describe_exception(err)}")
+    ok = [g for g in groups if not any(f.startswith(f"{g}:") for f in failed)]
+    if ok:
+        typer.echo("Deletion of requested consumer groups (" + ", ".join(f"'{g}'" for g in ok) + ") was successful.")
+    if failed:
+        fail("Deletion of some consumer groups failed: " + "; ".join(failed))
+
+
+@groups_app.command("reset-offsets")
+@handle_errors
+def reset_offsets(
+    group: Annotated[str, typer.Argument(help="The consumer group (it must be inactive).")],
+    topic: Annotated[list[str], typer.Option("--topic", help="TOPIC or TOPIC:P,P,... (repeatable).")],
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    to_earliest: Annotated[bool, typer.Option("--to-earliest", help="Reset to the log start offset.")] = False,
+    to_latest: Annotated[bool, typer.Option("--to-latest", help="Reset to the log end offset.")] = False,
+    to_offset: Annotated[int | None, typer.Option("--to-offset", help="Reset to this offset.")] = None,
+    shift_by: Annotated[int | None, typer.Option("--shift-by", help="Move the committed offset by N.")] = None,
+    execute: Annotated[bool, typer.Option("--execute", help="Apply the plan (default: only show it).")] = False,
+    timeout: Timeout = 15.0,
+) -> None:
+    """Reset committed offsets of an inactive group; prints GROUP TOPIC PARTITION NEW-OFFSET."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    chosen = [n for n, v in (("--to-earliest", to_earliest), ("--to-latest", to_latest),
+                             ("--to-offset", to_offset is not None), ("--shift-by", shift_by is not None)) if v]
+    if len(chosen) != 1:
+        fail("reset-offsets: give exactly one of --to-earliest, --to-latest, --to-offset, --shift-by"
+             + (f" (got {', '.join(chosen)})" if chosen else ""), EXIT_USAGE)
+    admin = _admin(bootstrap_server)
+    desc = _describe(admin, group, timeout)
+    state = _state_name(desc.state)
+    if state not in ("Empty", "Dead"):
+        fail(f"Assignments can only be reset if the group '{group}' is inactive, but the current state is {state}.")
+    meta = admin.list_topics(timeout=timeout)
+    targets: list[tuple[str, int]] = []
+    for spec in topic:
+        name, _, parts = spec.partition(":")
+        if name not in meta.topics or meta.topics[name].error is not None:
+            fail(f"--topic: topic {name!r} does not exist")
+        known = sorted(meta.topics[name].partitions)
+        if parts:
+            try:
+                wanted = [int(p) for p in parts.split(",") if p.strip()]
+            except ValueError:
+                fail(f"--topic: expected TOPIC or TOPIC:P,P,..., got {spec!r}", EXIT_USAGE)
+            missing = [p for p in wanted if p not in known]
+            if missing:
+                fail(f"--topic: {name} has no partition(s) {missing}; it has 0..{len(known) - 1}")
+            targets += [(name, p) for p in wanted]
+        else:
+            targets += [(name, p) for p in known]
+    marks = _watermarks(bootstrap_server, targets, timeout)
+    committed = _committed(admin, group, timeout) if shift_by is not None else {}
+    plan = []
+    for key in targets:
+        low, high = marks.get(key, (0, 0))
+        if to_earliest:
+            new = low
+        elif to_latest:
+            new = high
+        elif to_offset is not None:
+            new = to_offset
+        else:
+            new = committed.get(key, low) + (shift_by or 0)
+        plan.append((key, min(max(new, low), high)))  # Kafka clamps into [log start, log end]
+    width_g = max(len("GROUP"), len(group))
+    width_t = max([len("TOPIC"), *(len(t) for (t, _), _ in plan)])
+    typer.echo(f"{'GROUP'.ljust(width_g)} {'TOPIC'.ljust(width_t)} {'PARTITION'.ljust(10)} NEW-OFFSET")
+    for (t, p), new in plan:
+        typer.echo(f"{group.ljust(width_g)} {t.ljust(width_t)} {str(p).ljust(10)} {new}")
+    if execute:
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, new) for (t, p), new in plan])
+        res = _result(admin.alter_consumer_group_offsets([request], request_timeout=timeout)[group], timeout,
+                      f"resetting offsets of group {group!r}")
+        errors = [f"{tp.topic}-{tp.partition}: {tp.error}" for tp in res.topic_partitions or [] if tp.error]
+        if errors:
+            fail("some offsets were not reset: " + "; ".join(errors))

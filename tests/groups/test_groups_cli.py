@@ -1,0 +1,79 @@
+"""`kaflite groups list | describe | delete | reset-offsets` against a real broker and a real group."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import confluent_kafka as ck
+from typer.testing import CliRunner
+
+from kaflite.cli.groups_cmd import OffsetRow, describe_lines
+from kaflite.cli.main import app
+
+runner = CliRunner()
+
+
+def cli(broker, *args: str) -> tuple[int, str]:  # noqa: ANN001
+    res = runner.invoke(app, ["groups", *args, "-b", broker.bootstrap])
+    return res.exit_code, res.output
+
+
+def test_describe_lines_match_kafka_consumer_groups_layout() -> None:
+    rows = [OffsetRow("g", "t", 1, None, 10, "c-1", "/127.0.0.1", "cid"), OffsetRow("g", "t", 0, 4, 10)]
+    lines = describe_lines("g", "Stable", rows)
+    assert lines[0] == ""
+    assert lines[1].split() == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                                "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    assert lines[2].split() == ["g", "t", "0", "4", "10", "6", "-", "-", "-"]
+    assert lines[3].split() == ["g", "t", "1", "-", "10", "-", "c-1", "/127.0.0.1", "cid"]
+    # columns line up under their headers
+    assert lines[2].index("4") == lines[1].index("CURRENT-OFFSET")
+    assert describe_lines("g", "Empty", [])[0] == "Consumer group 'g' has no active members."
+
+
+def test_groups_commands_end_to_end(broker, topic_factory) -> None:  # noqa: ANN001
+    topic = topic_factory(2, 20)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+                            "auto.offset.reset": "earliest", "client.id": "cli-test"})
+    consumer.subscribe([topic])
+    try:
+        deadline, seen = time.monotonic() + 30, 0
+        while seen < 20 and time.monotonic() < deadline:
+            msg = consumer.poll(0.1)
+            seen += bool(msg is not None and not msg.error())
+        consumer.commit(asynchronous=False)
+        code, out = cli(broker, "list")
+        assert code == 0 and group in out.split()
+        code, out = cli(broker, "list", "--state", "stable")
+        assert code == 0 and any(ln.split() == [group, "Stable"] for ln in out.splitlines())
+        code, out = cli(broker, "describe", group)
+        rows = [ln.split() for ln in out.splitlines() if ln.startswith(group)]
+        assert code == 0 and len(rows) == 2
+        for row in rows:
+            assert row[1] == topic and row[3] == row[4] and row[5] == "0"  # fully consumed: no lag
+            assert row[6].startswith("cli-test-") and row[7] == "/127.0.0.1" and row[8] == "cli-test"
+        code, out = cli(broker, "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute")
+        assert code == 1 and "inactive" in out  # members still own the partitions
+    finally:
+        consumer.close()
+    code, out = cli(broker, "reset-offsets", group, "--topic", f"{topic}:0", "--to-earliest", "--execute")
+    assert code == 0, out
+    code, out = cli(broker, "describe", group)
+    assert "has no active members" in out
+    rows = {int(r[2]): r for r in (ln.split() for ln in out.splitlines() if ln.startswith(group))}
+    assert rows[0][3] == "0" and rows[0][5] == rows[0][4]  # lag = everything again
+    code, out = cli(broker, "reset-offsets", group, "--topic", topic, "--to-offset", "3")
+    assert code == 0 and "NEW-OFFSET" in out  # dry run: shows the plan only
+    code, out = cli(broker, "delete", group)
+    assert code == 0 and f"'{group}'" in out and "successful" in out
+    code, out = cli(broker, "describe", group)
+    assert code == 1 and "does not exist" in out
+
+
+def test_bad_arguments_get_clear_errors(broker) -> None:  # noqa: ANN001
+    code, out = cli(broker, "list", "--state", "sleepy")
+    assert code == 2 and "sleepy" in out and "Stable" in out
+    code, out = cli(broker, "reset-offsets", "g", "--topic", "t")
+    assert code == 2 and "exactly one of" in out
