@@ -67,6 +67,7 @@ MAX_TIMESTAMP = -3
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
 _pack_q_into = struct.Struct(">q").pack_into
+_pack_offset_length_epoch_into = struct.Struct(">qii").pack_into  # baseOffset, batchLength, leader epoch
 _pack_i_into = struct.Struct(">i").pack_into
 _pack_h_into = struct.Struct(">h").pack_into
 _pack_I_into = struct.Struct(">I").pack_into
@@ -356,8 +357,7 @@ class Log:
             # (_derive_config) and the clock read only when a rule needs it.
             offset = self._next_offset
             hdr = bytearray(buf[:BATCH_HEADER_SIZE])
-            _pack_q_into(hdr, 0, offset)
-            _pack_i_into(hdr, 12, leader_epoch)
+            _pack_offset_length_epoch_into(hdr, 0, offset, f[1], leader_epoch)
             body = buf[BATCH_HEADER_SIZE:]
             max_ts = f[8]
             append_time = -1

@@ -194,10 +194,13 @@ class LogSegment:
         self.next_offset = last_offset + 1
 
     def _add_index_entry(self, last_offset: int, pos: int) -> None:
-        self.index.append(last_offset, pos)
-        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        index = self.index
+        index.append(last_offset, pos)
+        time_index = self.time_index
+        time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.bytes_since_last_index_entry = 0
-        self.indexes_full = self.index.is_full or self.time_index.is_full
+        if index.entries >= index.max_entries or time_index.entries >= time_index.max_entries:
+            self.indexes_full = True
 
     # ------------------------------------------------------------------------------------------
     # roll conditions (Kafka's LogSegment.shouldRoll)
