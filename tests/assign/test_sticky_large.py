@@ -83,7 +83,65 @@ def test_non_equal_subscription_not_timeout(assignor_cls: type) -> None:
 
 
 def test_every_truncated_case_is_accounted_for() -> None:
-    """24 stored cases are truncated: 4 regenerated above; the 1-million / 100k-partition ones are run at
-    full size by bench/assign_bench.py (2,000 members x 100,000 partitions)."""
+    """24 stored cases are truncated; all are regenerated here (the 1-million-partition ones in the slow
+    test below, the 20,000-partition ones also in the fast test above)."""
     assert len(TRUNCATED) == 24
     assert all(c["expected"]["pinned_by_test"] == "properties" for c in TRUNCATED)
+
+
+RACKS = "abc"  # Kafka's test: 3 broker racks, replication factor 3 -> every partition has a replica on each
+
+
+def kafka_large_group(test: str, rack: bool) -> tuple[dict[str, int], dict[str, list[str]], dict[str, str | None]]:
+    if test.startswith("testAssignmentAndGroupWithNonEqualSubscriptionNotTimeout"):
+        topic_count, partition_count, consumer_count = (50 if rack else 100), 200, 500
+    else:
+        topic_count, partition_count, consumer_count = (50 if rack else 500), 2000, 2000
+    topics = [name("t", i, topic_count) for i in range(topic_count)]
+    subs: dict[str, list[str]] = {}
+    for i in range(consumer_count):
+        member = name("c", i, consumer_count)
+        if test.startswith("testLargeAssignmentAndGroupWithUniformSubscription"):
+            subs[member] = topics
+        elif test.startswith("testLargeAssignmentAndGroupWithNonEqualSubscription"):
+            subs[member] = topics if i < consumer_count - 1 else topics[:1]
+        else:
+            subs[member] = topics[: topic_count // 2] if i % 4 == 0 else topics[topic_count // 2:]
+    racks = {m: (RACKS[i % 3] if rack else None) for i, m in enumerate(subs)}
+    return {t: partition_count for t in topics}, subs, racks
+
+
+LARGE_CASES = sorted({c["id"].rsplit("/", 1)[0] for c in TRUNCATED})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case_id", LARGE_CASES, ids=[c.split("/", 1)[1] for c in LARGE_CASES])
+def test_kafka_large_group_full_size(case_id: str) -> None:
+    """Kafka's three large-group tests at their full size (up to 2,000 members x 1,000,000 partitions),
+    both steps, within the Kafka test's own time budget; per-member counts as Kafka produced them."""
+    kind, rest = case_id.split("/", 1)
+    test = rest.split(".", 1)[1]
+    rack = "hasConsumerRack=true" in test
+    cls = StickyAssignor if kind.endswith(".sticky") else CooperativeStickyAssignor
+    topics, subs, racks = kafka_large_group(test, rack)
+    partition_racks = {TopicPartition(t, p): list(RACKS) for t, n in topics.items() for p in range(n)} if rack else None
+    budget = 30 if "Uniform" in test else 90
+    t0 = time.perf_counter()
+    first = cls(prefer_rack_aware_logic=True).assign_partitions(
+        topics, {m: Subscription(t, rack_id=racks[m]) for m, t in subs.items()}, partition_racks)
+    valid_and_balanced(topics, subs, first)
+    step0 = next(c for c in TRUNCATED if c["id"] == f"{case_id}/step0")
+    assert {m: len(v) for m, v in first.items()} == step0["expected"]["assignment_counts"]
+    s2 = {}
+    for i, (m, t) in enumerate(subs.items()):
+        if i == 0:
+            s2[m] = Subscription(t, rack_id=racks[m])
+        else:
+            ud = encode_sticky_user_data(first[m], 1) if cls is StickyAssignor else None
+            s2[m] = Subscription(t, list(first[m]), 1, rack_id=racks[m], user_data=ud)
+    second = cls(prefer_rack_aware_logic=True).assign_partitions(topics, s2, partition_racks)
+    step1 = next(c for c in TRUNCATED if c["id"] == f"{case_id}/step1")
+    if cls is StickyAssignor:
+        valid_and_balanced(topics, subs, second)
+    assert {m: len(v) for m, v in second.items()} == step1["expected"]["assignment_counts"]
+    assert time.perf_counter() - t0 < budget
