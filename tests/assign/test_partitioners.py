@@ -149,25 +149,32 @@ def test_roundrobin_partitioner_per_topic_counter_vector(key: bytes | None) -> N
     assert {str(k): v for k, v in counts.items()} == case["expected"]["topicA_counts"]
 
 
-def test_builtin_sticky_batch_size_must_be_positive() -> None:
-    with pytest.raises(ValueError):
-        BuiltInPartitioner("t", 0)
-    BuiltInPartitioner("t", 1)
+def test_builtin_sticky_batch_size_must_be_positive_vector() -> None:
+    (case,) = [c for c in vectors_of_kind("partitioner.builtin_sticky") if c["id"].endswith("MoreThatZero")]
+    for size in case["input"]["sticky_batch_size"]:
+        if case["expected"][str(size)] == "IllegalArgumentException":
+            with pytest.raises(ValueError, match="batch size"):
+                BuiltInPartitioner("t", size)
+        else:
+            BuiltInPartitioner("t", size)
 
 
 def test_builtin_sticky_partitioning_vector() -> None:
     """testStickyPartitioning: stay for stickyBatchSize bytes, then switch; sequential random."""
-    a = BuiltInPartitioner("A", 3, seq())
-    b = BuiltInPartitioner("B", 1, seq())
+    (case,) = [c for c in vectors_of_kind("partitioner.builtin_sticky") if c["id"].endswith("testStickyPartitioning")]
+    inp = case["input"]
+    n_a, n_b = len(inp["topicA_partitions"]), len(inp["topicB_partitions"])
+    a = BuiltInPartitioner("A", inp["sticky_batch_size"]["A"], seq())
+    b = BuiltInPartitioner("B", inp["sticky_batch_size"]["B"], seq())
     seen = []
-    for _ in range(3):
-        seen.append(a.peek_partition(3))
-        a.update(1, 3, enable_switch=True)
-    assert seen == [0, 0, 0]
-    assert a.peek_partition(3) == 1
+    for _ in range(inp["sticky_batch_size"]["A"]):
+        seen.append(a.peek_partition(n_a))
+        a.update(1, n_a, enable_switch=True)
+    assert seen == [0] * inp["sticky_batch_size"]["A"]  # "first partition = available[0 % 3] = 0"
+    assert a.peek_partition(n_a) == 1  # "then 1"
     for _ in range(10):
-        assert b.peek_partition(1) == 0
-        b.update(1, 1, True)
+        assert b.peek_partition(n_b) == 0
+        b.update(1, n_b, True)
 
 
 def test_builtin_unavailable_partitions_vector() -> None:
@@ -311,3 +318,23 @@ def test_librdkafka_fnv1a_matches_sarama(key: bytes, expected: int) -> None:
     assert fnv1a_abs(key) == expected
     for n in (1, 3, 7, 100):
         assert librdkafka_fnv1a(key, n) == sarama_hash(key, n) == expected % n
+
+
+def test_every_partitioner_and_hash_vector_is_exercised() -> None:
+    """Ledger: each stored case of these kinds is read by one of the tests above."""
+    handled_singletons = {
+        "partitioner/DefaultPartitionerTest/testKeyPartitionIsStable",
+        "partitioner/RoundRobinPartitionerTest/testRoundRobinWithUnavailablePartitions",
+        "partitioner/RoundRobinPartitionerTest/testRoundRobinWithKeyBytes",
+        "partitioner/RoundRobinPartitionerTest/testRoundRobinWithNullKeyBytes",
+        "partitioner/BuiltInPartitionerTest/testStickyPartitioning",
+        "partitioner/BuiltInPartitionerTest/unavailablePartitionsTest",
+        "partitioner/BuiltInPartitionerTest/adaptivePartitionsTest",
+        "partitioner/BuiltInPartitionerTest/testStickyBatchSizeMoreThatZero",
+        "partitioner/RecordAccumulatorTest/testUniformBuiltInPartitioner",
+        "partitioner/RecordAccumulatorTest/testAdaptiveBuiltInPartitioner",
+    }
+    cases = vectors_of_kind("partitioner.")
+    parametrized = {c["id"] for c in FOR_KEY}
+    assert {c["id"] for c in cases} == parametrized | handled_singletons
+    assert len(MURMUR) == 6 and len(ABS) == 5 and len(cases) == 120

@@ -109,3 +109,9 @@ def assert_cooperative_validity(subs: dict[str, Any], got: dict[str, list[str]])
         revoked |= owned - set(parts)
     assert not added & revoked, f"handed over in the same round: {sorted(added & revoked)}"
     return bool(revoked)
+
+
+def test_vector_counts() -> None:
+    """Ledger: 509 stored sticky/cooperative cases run here; the 24 truncated ones in test_sticky_large."""
+    total = len(vectors_of_kind("assignor.client.sticky")) + len(vectors_of_kind("assignor.client.cooperative-sticky"))
+    assert len(STICKY) + len(COOP) == 509 and total == 533
