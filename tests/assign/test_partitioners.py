@@ -338,3 +338,12 @@ def test_every_partitioner_and_hash_vector_is_exercised() -> None:
     parametrized = {c["id"] for c in FOR_KEY}
     assert {c["id"] for c in cases} == parametrized | handled_singletons
     assert len(MURMUR) == 6 and len(ABS) == 5 and len(cases) == 120
+
+
+def test_builtin_partitioner_ignore_keys() -> None:
+    """partitioner.ignore.keys=true: keyed records are spread like unkeyed ones (S-8)."""
+    part = BuiltInPartitioner("t", 1, seq(1))
+    assert part.partition(b"hello", 12) == partition_for_key(b"hello", 12)
+    assert part.partition(b"hello", 12, ignore_keys=True) == 1
+    part.update(1, 12, True)
+    assert part.partition(b"hello", 12, ignore_keys=True) == 2

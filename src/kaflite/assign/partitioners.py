@@ -179,6 +179,13 @@ class BuiltInPartitioner:
         # first index whose cumulative frequency is > weighted (Arrays.binarySearch + abs(result + 1))
         return self._cft_ids[bisect.bisect_right(self._cft, weighted)]
 
+    def partition(self, key: bytes | None, partitions: int | Sequence[PartitionMeta], ignore_keys: bool = False) -> int:
+        """The partition for a record: keyed records hash (unless `partitioner.ignore.keys=true`), the rest
+        go to the current sticky partition (call `update` after appending)."""
+        if key is not None and not ignore_keys:
+            return partition_for_key(key, len(_metas(partitions)))
+        return self.peek_partition(partitions)
+
     def peek_partition(self, partitions: int | Sequence[PartitionMeta]) -> int:
         if self.current is None:
             self.current = self.next_partition(partitions)

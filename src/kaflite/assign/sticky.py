@@ -173,16 +173,15 @@ class AbstractStickyAssignor:
                                  owned: JavaHashMap[str, list[TopicPartition]],
                                  multi_owned: set[TopicPartition]) -> tuple[bool, int]:
         equal = True
-        first_topics: set[str] | None = None
+        first_topics: set[str] = set()
         max_generation = DEFAULT_GENERATION
         previous_owner: dict[TopicPartition, str] = {}
         for consumer, sub in subscriptions.items():
-            topics = set(sub.topics)
-            if first_topics is None or not first_topics:
-                # Kafka (re)initialises from the first non-empty subscription it meets
-                if first_topics is None or not first_topics:
-                    first_topics = set(topics)
-            elif equal and not (len(sub.topics) == len(first_topics) and first_topics >= topics):
+            if not first_topics:
+                # Kafka takes the first non-empty subscription it meets as the reference, so members
+                # with no topics before it do not make the group "unequal"
+                first_topics = set(sub.topics)
+            elif equal and not (len(sub.topics) == len(first_topics) and first_topics >= set(sub.topics)):
                 equal = False
             md = self.member_data(sub)
             gen = DEFAULT_GENERATION if md.generation is None else md.generation
