@@ -146,6 +146,9 @@ def decode_request(header: RequestHeader, frame: bytes | memoryview, offset: int
     schema = request_schema(header.api_key, header.api_version)
     if schema is None:
         raise ProtocolError(f"no schema for api key {header.api_key} version {header.api_version}")
+    from kaflite.protocol.guard import check_request_lengths
+
+    check_request_lengths(schema, frame, offset)  # kio aborts the process on some absurd lengths
     try:
         body, _size = _reader(schema)(frame, offset)
     except Exception as e:

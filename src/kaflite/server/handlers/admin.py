@@ -29,6 +29,9 @@ from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 
 _ZERO = datetime.timedelta(0)
+# A guard against typos such as 100000000 partitions (each is a directory with open files); Kafka has no
+# fixed limit but would exhaust the controller's resources the same way.
+MAX_PARTITIONS_PER_TOPIC = 10_000
 RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER = 2, 4, 8
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
@@ -75,6 +78,14 @@ def _check_replication(broker: Broker, replication_factor: int, assignments: Any
         )
 
 
+def _check_partition_limit(count: int) -> None:
+    if count > MAX_PARTITIONS_PER_TOPIC:
+        raise KafkaError(
+            ErrorCode.invalid_partitions,
+            f"{count} partitions exceed kaflite's limit of {MAX_PARTITIONS_PER_TOPIC} per topic",
+        )
+
+
 # -- CreateTopics ------------------------------------------------------------------------------------
 async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
@@ -110,6 +121,7 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
                 )
                 if num_partitions < 1:
                     raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+            _check_partition_limit(num_partitions)
             _check_replication(broker, t.replication_factor, t.assignments)
             rf = 1
             configs = validate_topic_configs(broker, {c.name: c.value for c in t.configs})
@@ -188,6 +200,7 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
                     f"Topic currently has {topic.num_partitions} partitions, which is higher than or equal "
                     f"to the requested {t.count}.",
                 )
+            _check_partition_limit(t.count)
             if t.assignments is not None:
                 if len(t.assignments) != t.count - topic.num_partitions:
                     raise KafkaError(

@@ -109,7 +109,9 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
                 topic_id = getattr(req, "topic_id", None)
                 found = broker.metadata.topic_by_id(topic_id) if topic_id is not None else None
                 if found is None:
-                    topics.append(_error_topic(R, None, ErrorCode.unknown_topic_id, topic_id or _NO_ID))
+                    # the name is nullable only from v12 on
+                    name_out = None if version >= 12 else ""
+                    topics.append(_error_topic(R, name_out, ErrorCode.unknown_topic_id, topic_id or _NO_ID))
                 else:
                     topics.append(_topic(R, broker, found, ops))
                 continue
