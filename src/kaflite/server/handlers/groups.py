@@ -202,8 +202,6 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
         if key_type != 0:
             # transactions are not implemented: no transaction coordinator to point to
             return ErrorCode.coordinator_not_available, "kaflite has no transaction coordinator", (-1, "", -1)
-        if ctx.api_version < 4 and not key:
-            return ErrorCode.invalid_request, "group id must not be empty", (-1, "", -1)
         return ErrorCode.none, None, node
 
     if ctx.api_version >= 4:
