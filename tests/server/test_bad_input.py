@@ -60,7 +60,8 @@ def test_truncated_frame_then_hangup_does_not_disturb(broker) -> None:
         assert r.controller_id == 0
 
 
-def test_corrupt_batch_gets_corrupt_message(broker) -> None:
+def test_corrupt_batch_gets_corrupt_message(broker, caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="kaflite")
     from kio.schema.errors import ErrorCode
     from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
@@ -83,6 +84,8 @@ def test_corrupt_batch_gets_corrupt_message(broker) -> None:
         )
     part = r.responses[0].partition_responses[0]
     assert part.error_code == ErrorCode.corrupt_message
+    lines = [r.getMessage() for r in caplog.records if r.name == "kaflite.server"]
+    assert len(lines) == 1 and "CORRUPT_MESSAGE" in lines[0], lines
 
 
 def test_second_client_keeps_producing_and_consuming_during_attacks(broker) -> None:

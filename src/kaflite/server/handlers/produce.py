@@ -16,6 +16,7 @@ Rules (Kafka's `ReplicaManager.appendRecords`):
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from kaflite.cluster.metadata import INTERNAL_TOPICS
@@ -26,6 +27,18 @@ from kaflite.server.dispatcher import CloseConnection
 from kaflite.server.handlers import ApiTable, EncodedBody
 
 API_KEY = 0
+log = logging.getLogger("kaflite.server")
+# Refusals caused by what the client sent (logged once per request, as Kafka logs failed appends).
+BAD_DATA = frozenset(
+    {
+        ErrorCode.corrupt_message,
+        ErrorCode.invalid_record,
+        ErrorCode.unsupported_compression_type,
+        ErrorCode.message_too_large,
+        ErrorCode.record_list_too_large,
+        ErrorCode.invalid_timestamp,
+    }
+)
 
 
 async def handle_produce(ctx: RequestContext, request: Any) -> Any:
@@ -33,6 +46,7 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     bad_acks = acks not in (0, 1, -1)
     failed: list[str] = []
+    bad_data: list[str] = []
     topics: list[tuple[str, list[ProducePartitionData]]] = []
     for topic_data in request.topic_data:
         name = topic_data.name
@@ -66,8 +80,14 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
                     append_time = result.log_append_time
             if code != ErrorCode.none:
                 failed.append(f"{name}-{pdata.index}: {code.name}")
+                if code in BAD_DATA:
+                    bad_data.append(f"{name}-{pdata.index}: {code.name.upper()} {message or ''}".rstrip())
             parts.append((pdata.index, code.value, base_offset, append_time, log_start, message))
         topics.append((name, parts))
+    if bad_data:
+        log.warning(
+            "produce from %s (client %r) refused: %s", ctx.client_host or "?", ctx.client_id, "; ".join(bad_data[:4])
+        )
     if acks == 0:
         if failed:
             raise CloseConnection("acks=0 produce failed: " + ", ".join(failed))
