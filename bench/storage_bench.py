@@ -2,8 +2,9 @@
 
 Prints one table: for 16 KiB and 1 MiB batches, append throughput (MB/s, batches/s) of kaflite's
 Log (header validation + CRC-32C check + offset patch + write + index) next to a plain unbuffered
-`write()` of the same batch bytes, and sequential read throughput of `Log.read(offset, 1 MiB)` next to
-plain `read()` of the same byte ranges. Both sides run in the same process, on the same disk, with the
+`write()` of the same batch bytes, sequential read throughput of `Log.read(offset, 1 MiB)` next to
+plain `read()` of the same byte ranges, and (16 KiB) random reads of one batch by offset (index lookup)
+next to `pread()` at the known positions. Both sides run in the same process, on the same disk, with the
 page cache in the same state; each figure is the best of `--repeat` runs. With `--fsync`, also the
 flush-before-acknowledge mode (flush.messages=1) against write()+fdatasync().
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import shutil
 import tempfile
 import time
@@ -102,6 +104,29 @@ def bench_read_log(directory: Path, per_batch_records: int, batch_size: int) -> 
     return elapsed, total
 
 
+def bench_random_read_log(directory: Path, offsets: list[int], max_bytes: int) -> float:
+    """Random-access reads of one batch each: index lookup + header scan + pread (no sequential memo)."""
+    log = Log(directory, LogConfig(), had_clean_shutdown=True, recovery_point=2**62)
+    read = log.read
+    t = time.perf_counter()
+    for o in offsets:
+        read(o, max_bytes)  # exactly the batch holding o (the next one does not fit)
+    elapsed = time.perf_counter() - t
+    log.close()
+    return elapsed
+
+
+def bench_random_read_plain(path: Path, positions: list[int], size: int) -> float:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        t = time.perf_counter()
+        for p in positions:
+            os.pread(fd, size, p)
+        return time.perf_counter() - t
+    finally:
+        os.close(fd)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=int, default=128, help="MiB written per case (default 128)")
@@ -137,6 +162,18 @@ def main() -> None:
                 rl = min(rl, t)
                 assert total_log == total_plain == count * len(raw), (total_log, total_plain)
             rows.append((f"read {label}", mb / rl, count / rl, mb / rp, count / rp, rp / rl))
+            if size < 1 << 20:
+                # random access: what the sparse index costs (Kafka's mmap'd index is replaced by arrays)
+                rng = random.Random(7)
+                picks = [rng.randrange(count) for _ in range(min(count, 3000))]
+                offsets = [i * n + rng.randrange(n) for i in picks]
+                positions = [i * len(raw) for i in picks]
+                rmb = len(picks) * len(raw) / 1e6
+                rp = rl = float("inf")
+                for _ in range(args.repeat):
+                    rp = min(rp, bench_random_read_plain(plain_path, positions, len(raw)))
+                    rl = min(rl, bench_random_read_log(log_dir, offsets, len(raw)))
+                rows.append((f"random read {label}", rmb / rl, len(picks) / rl, rmb / rp, len(picks) / rp, rp / rl))
             if args.fsync:
                 fcount = max(2, min(count, 200 if size < 1 << 20 else 50))
                 tp = tl = float("inf")

@@ -17,7 +17,7 @@ import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from kaflite.protocol.errors import KafkaError
+from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import (
     BATCH_HEADER_SIZE,
     CRC_START,
@@ -243,52 +243,81 @@ class LogSegment:
         `max_bytes` (or exactly one batch when the first is bigger and `min_one_message`).
         None when this segment holds no batch at or after `fetch_offset`.
 
-        One pread of the byte range; the cut at a batch boundary is found by walking the headers
-        inside the bytes already read (from the index entry nearest to the limit), and the result is
-        a zero-copy memoryview of them. A sequential reader's next fetch starts where this one ended
-        (remembered), so it needs no index lookup."""
+        Usually ONE pread: from the index entry at or before `fetch_offset` (or from where the previous
+        sequential read ended: no lookup at all), `max_bytes` plus the index interval, so the batch
+        holding `fetch_offset` is found inside the bytes read; the cut at a batch boundary is found by
+        walking headers from the index entry nearest to the limit; the result is a zero-copy
+        memoryview of the bytes read."""
+        size_now = self.size
         if fetch_offset == self._next_read_offset:
-            start = self._next_read_position
-            if start >= self.size:
+            scan_from = self._next_read_position
+            if scan_from >= size_now:
                 return None  # nothing at or after fetch_offset here (compaction may leave a gap)
+            slack = 0
         else:
-            start_or_none = self.translate_offset(fetch_offset)
-            if start_or_none is None:
-                return None
-            start = start_or_none
+            scan_from = self.index.lookup(fetch_offset)
+            slack = self.index_interval_bytes + BATCH_HEADER_SIZE
         if max_offset is not None and max_offset < self.next_offset:
-            m = self.translate_offset(max_offset, start)
-            max_pos = self.size if m is None else m
+            m = self.translate_offset(max_offset)
+            max_pos = size_now if m is None else m
         else:
-            max_pos = self.size
-        if max_pos <= start:
-            return b""
-        limit = start + max_bytes
-        if limit >= max_pos:
-            if max_pos == self.size:
-                self._next_read_offset, self._next_read_position = self.next_offset, max_pos
-            return os.pread(self.fd, max_pos - start, start)
-        data = os.pread(self.fd, max_bytes, start)
+            max_pos = size_now
+        max_bytes = max(max_bytes, 0)
+        data = os.pread(self.fd, min(max_bytes + slack + BATCH_HEADER_SIZE, size_now - scan_from), scan_from)
         n = len(data)
-        rel = max(self.index.floor_position(limit), start) - start  # a batch boundary <= limit
-        next_offset = -1
         unpack = _HEADER.unpack_from
-        while rel + BATCH_HEADER_SIZE <= n:
+        # 1. the first batch whose last offset >= fetch_offset
+        rel = 0
+        while True:
+            if rel + BATCH_HEADER_SIZE > n:  # beyond what was read (a big batch in between): scan, re-read
+                if slack == 0:
+                    return None  # at the end of the segment
+                found = self.translate_offset(fetch_offset, scan_from + rel)
+                if found is None:
+                    return None
+                return self._read_from(fetch_offset, found, max_bytes, max_offset, min_one_message)
             f = unpack(data, rel)
-            end = rel + f[H_LEN] + LOG_OVERHEAD
-            if end > n or f[H_LEN] < _MIN_BATCH_LENGTH:
+            if f[H_LEN] < _MIN_BATCH_LENGTH:
+                raise KafkaError(ErrorCode.kafka_storage_error, f"{self.log_path}: corrupt batch at {scan_from + rel}")
+            if f[H_BASE] + f[H_LOD] >= fetch_offset:
+                break
+            rel += f[H_LEN] + LOG_OVERHEAD
+        start = scan_from + rel
+        if start >= max_pos:
+            return b""
+        first_end = start + f[H_LEN] + LOG_OVERHEAD
+        limit = min(max_pos, start + max_bytes)
+        if scan_from + n < limit and slack:
+            # the read began too far before the batch (a big batch at the index entry) to cover the
+            # whole budget: read again from the batch itself
+            return self._read_from(fetch_offset, start, max_bytes, max_offset, min_one_message)
+        if first_end > limit:
+            if not min_one_message or first_end > max_pos:
+                return b""
+            if first_end - scan_from <= n:
+                return memoryview(data)[rel : first_end - scan_from]
+            return os.pread(self.fd, first_end - start, start)
+        # 2. the last batch boundary <= limit, walking from the nearest index entry (a boundary)
+        r = max(self.index.floor_position(limit), start) - scan_from
+        rel_limit = limit - scan_from
+        next_offset = -1
+        while r + BATCH_HEADER_SIZE <= rel_limit:
+            f = unpack(data, r)
+            end = r + f[H_LEN] + LOG_OVERHEAD
+            if end > rel_limit:
                 break
             next_offset = f[H_BASE] + f[H_LOD] + 1
-            rel = end
-        if rel == 0:
-            if not min_one_message:
-                return b""
-            hdr = os.pread(self.fd, BATCH_HEADER_SIZE, start)
-            cut = min(start + _HEADER.unpack_from(hdr)[H_LEN] + LOG_OVERHEAD, max_pos)
-            return os.pread(self.fd, cut - start, start)
-        if next_offset >= 0:
-            self._next_read_offset, self._next_read_position = next_offset, start + rel
-        return memoryview(data)[:rel]
+            r = end
+        if next_offset >= 0:  # remember where a sequential reader continues
+            self._next_read_offset, self._next_read_position = next_offset, scan_from + r
+        return memoryview(data)[rel:r]
+
+    def _read_from(
+        self, fetch_offset: int, start: int, max_bytes: int, max_offset: int | None, min_one_message: bool
+    ) -> bytes | memoryview | None:
+        """Read again starting exactly at `start` (the batch holding fetch_offset), through the memo."""
+        self._next_read_offset, self._next_read_position = fetch_offset, start
+        return self.read(fetch_offset, max_bytes, max_offset, min_one_message)
 
     def _forget_read_position(self) -> None:
         self._next_read_offset, self._next_read_position = -1, 0
