@@ -33,7 +33,7 @@ import confluent_kafka.admin as cka  # noqa: E402
 HEARTBEAT_MS = 1000
 
 
-def form_group(bootstrap: str, members: int, timeout: float = 120.0) -> float:
+def form_group(bootstrap: str, members: int, timeout: float = 120.0) -> tuple[float, str]:
     """Seconds until `members` consumers own disjoint, non-empty parts of a `members`-partition topic."""
     topic, group = f"bench-{uuid.uuid4().hex[:8]}", f"bench-{uuid.uuid4().hex[:8]}"
     admin = cka.AdminClient({"bootstrap.servers": bootstrap})
@@ -72,7 +72,7 @@ def form_group(bootstrap: str, members: int, timeout: float = 120.0) -> float:
     for t in threads:
         t.join(30)
     admin.delete_topics([topic])
-    return elapsed
+    return elapsed, group
 
 
 def coordinator_only(members: int) -> float:
@@ -108,11 +108,11 @@ def kaflite_runs(members: int, runs: int, dev: bool, delay_ms: int | None = None
     overrides = {} if delay_ms is None else {"group.initial.rebalance.delay.ms": str(delay_ms)}
     with EmbeddedBroker(dev=dev, overrides=overrides) as b:
         for _ in range(runs):
-            times.append(form_group(b.bootstrap, members))
+            elapsed, group = form_group(b.bootstrap, members)
+            times.append(elapsed)
 
-            def gens(b: Any = b) -> int:
-                groups = b.server.broker.extensions["group_coordinator"].coordinator.groups
-                return max(g.generation_id for g in groups.values())
+            def gens(b: Any = b, group: str = group) -> int:
+                return int(b.server.broker.extensions["group_coordinator"].coordinator.groups[group].generation_id)
             generations.append(b.call(gens))
     return times, generations
 
@@ -124,7 +124,7 @@ def tansu_runs(members: int, runs: int) -> list[float]:
         raise RuntimeError(out.stderr.strip())
     fields = dict(kv.split("=", 1) for kv in out.stdout.split())
     try:
-        return [form_group(fields["BOOTSTRAP"], members) for _ in range(runs)]
+        return [form_group(fields["BOOTSTRAP"], members)[0] for _ in range(runs)]
     finally:
         subprocess.run([script, "stop", fields["PID"]], timeout=30)
 
@@ -157,6 +157,7 @@ def main() -> None:
             except Exception as e:  # noqa: BLE001 - the baseline is optional
                 rows.append(("tansu (peer)", n, [], f"unavailable: {e}"))
         rows.append(("pure coordinator (no I/O)", n, [coordinator_only(n) for _ in range(args.runs)], ""))
+    print(f"group formation, librdkafka consumers, heartbeat.interval.ms={HEARTBEAT_MS}, {args.runs} run(s)")
     print(f"{'configuration':34} {'members':>7} {'median s':>9} {'min s':>8} {'max s':>8}  note")
     for name, n, times, note in rows:
         if times:
