@@ -1,6 +1,6 @@
 """A streaming query run as its own driver process by test_exactly_once.py (killed with SIGKILL there).
 
-usage: python eo_driver.py BOOTSTRAP TOPIC OUTPUT_DIR CHECKPOINT_DIR
+usage: python eo_driver.py BOOTSTRAP TOPIC OUTPUT_DIR CHECKPOINT_DIR MAX_OFFSETS_PER_TRIGGER
 Reads TOPIC from the earliest offsets in small micro-batches and appends (topic, partition, offset,
 value) to Parquet, until killed.
 """
@@ -13,7 +13,7 @@ import time
 
 
 def main() -> None:
-    bootstrap, topic, output, checkpoint = sys.argv[1:5]
+    bootstrap, topic, output, checkpoint, per_trigger = sys.argv[1:6]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
@@ -34,7 +34,7 @@ def main() -> None:
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "15")
+        .option("maxOffsetsPerTrigger", per_trigger)
         .load()
         .selectExpr("topic", "partition", "offset", "value")
     )

@@ -125,3 +125,42 @@ def test_streaming_write_with_batch_id_header(spark: Any, kafka: Any, tmp_path: 
     assert sorted((m.key(), m.value()) for m in out) == sorted((b"k%d" % i, b"V%d" % i) for i in range(12))
     batch_ids = {dict(m.headers())["spark.batch"] for m in out}
     assert len(batch_ids) >= 2 and all(b.isdigit() for b in batch_ids)
+
+
+@pytest.mark.slow
+def test_min_offsets_per_trigger_waits_until_enough_or_max_delay(
+    spark: Any, kafka: Any, tmp_path: Any
+) -> None:
+    topic = kafka.topic("minrows", 1)
+    kafka.produce(topic, [{"value": b"a", "partition": 0} for _ in range(3)])
+    name = f"minrows_{uuid.uuid4().hex[:8]}"
+    query = (
+        _stream(
+            spark,
+            kafka,
+            subscribe=topic,
+            startingOffsets="earliest",
+            minOffsetsPerTrigger="5",
+            maxTriggerDelay="6s",
+        )
+        .selectExpr("offset")
+        .writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        t0 = time.monotonic()
+        # 3 < 5 records available: the triggers of the first seconds pass without a batch
+        time.sleep(2.5)
+        seen = spark.table(name).count()
+        if time.monotonic() - t0 < 6:  # still inside maxTriggerDelay (a loaded machine may be slower)
+            assert seen == 0
+        kafka.produce(topic, [{"value": b"b", "partition": 0} for _ in range(3)])
+        _wait(lambda: spark.table(name).count() == 6, "a batch once 5 records are available")
+        # one more record never reaches the minimum: maxTriggerDelay lets it through
+        kafka.produce(topic, [{"value": b"c", "partition": 0}])
+        _wait(lambda: spark.table(name).count() == 7, "the batch forced by maxTriggerDelay", timeout=60)
+    finally:
+        query.stop()
