@@ -138,20 +138,16 @@ class GroupService:
         return result
 
     def _apply(self, result: CoordinatorResult) -> None:
-        for _ in range(1000):
-            self._append(result)
-            for token, response in result.responses:
-                fut = self._futures.pop(token, None) if token is not None else None
-                if fut is not None and not fut.done():
-                    fut.set_result(response)
-            if result.timers and self._wakeup is not None:
-                self._wakeup.set()
-            # a zero delay (dev profile) is due right now: run it before answering anyone else
-            deadline = self.coordinator.next_deadline()
-            now = self.broker.now_ms()
-            if deadline is None or deadline > now:
-                return
-            result = self.coordinator.poll_timers(now)
+        self._append(result)
+        for token, response in result.responses:
+            fut = self._futures.pop(token, None) if token is not None else None
+            if fut is not None and not fut.done():
+                fut.set_result(response)
+        if result.timers and self._wakeup is not None:
+            # Due timers (a zero initial delay in --dev) fire from the timer task on a later loop
+            # iteration, after the requests already read: like Kafka's timer, which runs after the
+            # coordinator events already queued.
+            self._wakeup.set()
 
     def _append(self, result: CoordinatorResult) -> None:
         if not result.records:
