@@ -127,3 +127,64 @@ def test_produce_response_matches_kio(version: int, topics, throttle: int) -> No
         version, throttle, [(name, [(p[0], p[1].value, p[2], p[3], p[4], p[5]) for p in parts]) for name, parts in topics]
     )
     assert ours == expected
+
+
+md_partition = st.tuples(st.integers(0, 100), st.integers(-1, 5), st.lists(st.integers(0, 5), max_size=3))
+md_topics = st.lists(st.tuples(NAMES, st.booleans(), st.lists(md_partition, max_size=3)), max_size=3)
+
+
+@pytest.mark.parametrize("version", range(1, 13))
+@settings(max_examples=30, deadline=None)
+@given(
+    topics=md_topics,
+    cluster_id=st.one_of(st.none(), NAMES),
+    controller=st.integers(-1, 3),
+    throttle=st.integers(0, 100),
+    ops=st.sampled_from([-(2**31), 3320]),
+)
+def test_metadata_response_matches_kio(version: int, topics, cluster_id, controller: int, throttle: int, ops: int) -> None:
+    import uuid
+
+    from kaflite.protocol.encoders import encode_metadata_response
+
+    R = load_payload_module(3, version, EntityType.response)
+    broker = build(R.MetadataResponseBroker, node_id=0, host="127.0.0.1", port=9092, rack=None)
+    entities = [
+        build(
+            R.MetadataResponseTopic,
+            error_code=ErrorCode.none,
+            name=name,
+            topic_id=uuid.UUID(int=len(name)),
+            is_internal=internal,
+            partitions=tuple(
+                build(
+                    R.MetadataResponsePartition,
+                    error_code=ErrorCode.none,
+                    partition_index=p,
+                    leader_id=0,
+                    leader_epoch=epoch,
+                    replica_nodes=tuple(replicas),
+                    isr_nodes=tuple(replicas),
+                    offline_replicas=(),
+                )
+                for p, epoch, replicas in parts
+            ),
+            topic_authorized_operations=ops,
+        )
+        for name, internal, parts in topics
+    ]
+    expected = encode_body(
+        build(
+            R.MetadataResponse,
+            throttle_time=datetime.timedelta(milliseconds=throttle),
+            brokers=(broker,),
+            cluster_id=cluster_id,
+            controller_id=controller,
+            topics=tuple(entities),
+            cluster_authorized_operations=ops,
+        )
+    )
+    ours = encode_metadata_response(
+        version, throttle, [encode_body(broker)], cluster_id, controller, [encode_body(e) for e in entities], ops
+    )
+    assert b"".join(ours) == expected

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
-from helpers import free_port
 
+from helpers import free_port
 from kaflite import EmbeddedBroker
 
 

@@ -6,23 +6,25 @@ Rules (Kafka's `KafkaApis.handleTopicMetadataRequest`):
   (`allow_auto_topic_creation`, v4+; always allowed below) and `auto.create.topics.enable` is true;
   otherwise it is answered with UNKNOWN_TOPIC_OR_PARTITION; an illegal name gets INVALID_TOPIC_EXCEPTION;
 - internal topics (`__consumer_offsets`) are never auto-created here and are flagged `is_internal`;
-- `topic_authorized_operations` stays "not requested" (INT32_MIN) unless the client asks for it.
+- `topic_authorized_operations` stays "not requested" (INT32_MIN) unless the client asks for it;
+- each topic's encoding is cached (keyed by name, id, partition count, version, operations), so an
+  all-topics request over thousands of partitions is a join of cached bytes.
 """
 
 from __future__ import annotations
 
-import datetime
 import uuid
 from typing import Any
 
 from kaflite.cluster.metadata import INTERNAL_TOPICS, TopicImage, validate_topic_name
+from kaflite.protocol.encoders import encode_metadata_response
 from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.protocol.messages import encode_body
 from kaflite.server.broker import Broker
 from kaflite.server.context import RequestContext, build
-from kaflite.server.handlers import ApiTable
+from kaflite.server.handlers import ApiTable, EncodedBody
 
 API_KEY = 3
-_ZERO = datetime.timedelta(0)
 _NO_ID = uuid.UUID(int=0)
 NOT_REQUESTED = -(2**31)
 # With no ACLs every topic operation is allowed: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7,
@@ -92,6 +94,22 @@ def resolve_topic(
     return None, ErrorCode.unknown_topic_or_partition
 
 
+_CACHE_KEY = "metadata.topic_encodings"
+_CACHE_LIMIT = 50_000
+
+
+def _topic_bytes(R: Any, broker: Broker, topic: TopicImage, version: int, ops: int) -> bytes:
+    """One topic's encoding, cached until the topic changes (partitions, id) or the version differs."""
+    cache: dict[tuple[Any, ...], bytes] = broker.extensions.setdefault(_CACHE_KEY, {})
+    key = (topic.name, topic.topic_id, topic.num_partitions, version, ops, broker.node_id)
+    blob = cache.get(key)
+    if blob is None:
+        if len(cache) >= _CACHE_LIMIT:
+            cache.clear()
+        blob = cache[key] = encode_body(_topic(R, broker, topic, ops))
+    return blob
+
+
 async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     R = ctx.response
@@ -99,9 +117,9 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     want_ops = bool(getattr(request, "include_topic_authorized_operations", False))
     ops = ALL_TOPIC_OPERATIONS if want_ops else NOT_REQUESTED
     allow_auto = bool(getattr(request, "allow_auto_topic_creation", True)) if version >= 4 else True
-    topics: list[Any] = []
+    topics: list[bytes] = []
     if request.topics is None:
-        topics = [_topic(R, broker, t, ops) for t in broker.metadata.topics.values()]
+        topics = [_topic_bytes(R, broker, t, version, ops) for t in list(broker.metadata.topics.values())]
     else:
         for req in request.topics:
             name = req.name
@@ -111,25 +129,26 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
                 if found is None:
                     # the name is nullable only from v12 on
                     name_out = None if version >= 12 else ""
-                    topics.append(_error_topic(R, name_out, ErrorCode.unknown_topic_id, topic_id or _NO_ID))
+                    err = _error_topic(R, name_out, ErrorCode.unknown_topic_id, topic_id or _NO_ID)
+                    topics.append(encode_body(err))
                 else:
-                    topics.append(_topic(R, broker, found, ops))
+                    topics.append(_topic_bytes(R, broker, found, version, ops))
                 continue
             topic, code = resolve_topic(broker, name, allow_auto)
             if topic is None:
-                topics.append(_error_topic(R, name, code))
+                topics.append(encode_body(_error_topic(R, name, code)))
             else:
-                topics.append(_topic(R, broker, topic, ops))
+                topics.append(_topic_bytes(R, broker, topic, version, ops))
     adv = broker.advertised
-    brokers = (build(R.MetadataResponseBroker, node_id=broker.node_id, host=adv.host, port=adv.port, rack=None),)
-    return build(
-        R.MetadataResponse,
-        throttle_time=_ZERO,
-        brokers=brokers,
-        cluster_id=broker.metadata.cluster_id,
-        controller_id=broker.node_id,
-        topics=tuple(topics),
-        cluster_authorized_operations=NOT_REQUESTED,
+    brokers = [
+        encode_body(build(R.MetadataResponseBroker, node_id=broker.node_id, host=adv.host, port=adv.port, rack=None))
+    ]
+    return EncodedBody(
+        list(
+            encode_metadata_response(
+                version, 0, brokers, broker.metadata.cluster_id, broker.node_id, topics, NOT_REQUESTED
+            )
+        )
     )
 
 
