@@ -155,3 +155,8 @@ def test_writer_options_topic_trimmed_and_serializers_refused() -> None:
     assert w.topic == "out" and w.client_config["linger.ms"] == "1"
     with pytest.raises(OptionError, match="key.serializer' is not supported"):
         parse_writer_options(BASE | {"kafka.key.serializer": "x"})
+
+
+def test_java_only_client_settings_are_accepted_and_not_passed_to_librdkafka() -> None:
+    o = parse_reader_options(BASE | {"subscribe": "a", "kafka.max.poll.records": "500"}, streaming=True)
+    assert "max.poll.records" not in o.client_config

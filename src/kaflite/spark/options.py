@@ -65,9 +65,7 @@ _JAVA_ONLY_CLIENT_KEYS = {
     "key.serializer",
     "value.serializer",
     "default.api.timeout.ms",
-    "request.timeout.ms.config",
     "max.poll.records",
-    "max.poll.interval.ms.config",
 }
 
 
