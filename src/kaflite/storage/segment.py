@@ -17,7 +17,7 @@ import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.protocol.errors import KafkaError
 from kaflite.protocol.record_batch import (
     BATCH_HEADER_SIZE,
     CRC_START,
@@ -231,7 +231,7 @@ class LogSegment:
     def translate_offset(self, offset: int, start_position: int | None = None) -> int | None:
         """Position of the first batch whose last offset >= `offset`, or None if there is none here."""
         pos = self.index.lookup(offset) if start_position is None else start_position
-        for p, fields in self.iter_headers(pos):
+        for p, fields in self.iter_headers(pos, chunk=min(self.index_interval_bytes, 1 << 16) + 2 * BATCH_HEADER_SIZE):
             if fields[H_BASE] + fields[H_LOD] >= offset:
                 return p
         return None
@@ -243,81 +243,53 @@ class LogSegment:
         `max_bytes` (or exactly one batch when the first is bigger and `min_one_message`).
         None when this segment holds no batch at or after `fetch_offset`.
 
-        Usually ONE pread: from the index entry at or before `fetch_offset` (or from where the previous
-        sequential read ended: no lookup at all), `max_bytes` plus the index interval, so the batch
-        holding `fetch_offset` is found inside the bytes read; the cut at a batch boundary is found by
-        walking headers from the index entry nearest to the limit; the result is a zero-copy
-        memoryview of the bytes read."""
+        The start is where the previous sequential read ended (remembered: no lookup), else the index
+        entry plus a short header scan. Then ONE pread of the budget (+ one header); the cut at a batch
+        boundary is found by walking headers from the index entry nearest to the limit; the result is
+        a zero-copy memoryview of the bytes read. The header just after the cut tells where the next
+        sequential read starts."""
         size_now = self.size
         if fetch_offset == self._next_read_offset:
-            scan_from = self._next_read_position
-            if scan_from >= size_now:
+            start = self._next_read_position
+            if start >= size_now:
                 return None  # nothing at or after fetch_offset here (compaction may leave a gap)
-            slack = 0
         else:
-            scan_from = self.index.lookup(fetch_offset)
-            slack = self.index_interval_bytes + BATCH_HEADER_SIZE
+            found = self.translate_offset(fetch_offset)
+            if found is None:
+                return None
+            start = found
         if max_offset is not None and max_offset < self.next_offset:
-            m = self.translate_offset(max_offset)
+            m = self.translate_offset(max_offset, start)
             max_pos = size_now if m is None else m
         else:
             max_pos = size_now
-        max_bytes = max(max_bytes, 0)
-        data = os.pread(self.fd, min(max_bytes + slack + BATCH_HEADER_SIZE, size_now - scan_from), scan_from)
-        n = len(data)
-        unpack = _HEADER.unpack_from
-        # 1. the first batch whose last offset >= fetch_offset
-        rel = 0
-        while True:
-            if rel + BATCH_HEADER_SIZE > n:  # beyond what was read (a big batch in between): scan, re-read
-                if slack == 0:
-                    return None  # at the end of the segment
-                found = self.translate_offset(fetch_offset, scan_from + rel)
-                if found is None:
-                    return None
-                return self._read_from(fetch_offset, found, max_bytes, max_offset, min_one_message)
-            f = unpack(data, rel)
-            if f[H_LEN] < _MIN_BATCH_LENGTH:
-                raise KafkaError(ErrorCode.kafka_storage_error, f"{self.log_path}: corrupt batch at {scan_from + rel}")
-            if f[H_BASE] + f[H_LOD] >= fetch_offset:
-                break
-            rel += f[H_LEN] + LOG_OVERHEAD
-        start = scan_from + rel
         if start >= max_pos:
             return b""
-        first_end = start + f[H_LEN] + LOG_OVERHEAD
+        max_bytes = max(max_bytes, 0)
         limit = min(max_pos, start + max_bytes)
-        if scan_from + n < limit and slack:
-            # the read began too far before the batch (a big batch at the index entry) to cover the
-            # whole budget: read again from the batch itself
-            return self._read_from(fetch_offset, start, max_bytes, max_offset, min_one_message)
-        if first_end > limit:
+        data = os.pread(self.fd, min(limit - start + BATCH_HEADER_SIZE, size_now - start), start)
+        n = len(data)
+        unpack = _HEADER.unpack_from
+        f = unpack(data, 0)
+        first_end = start + f[H_LEN] + LOG_OVERHEAD
+        if first_end > limit:  # the first batch alone is over the budget
             if not min_one_message or first_end > max_pos:
                 return b""
-            if first_end - scan_from <= n:
-                return memoryview(data)[rel : first_end - scan_from]
+            self._next_read_offset, self._next_read_position = f[H_BASE] + f[H_LOD] + 1, first_end
             return os.pread(self.fd, first_end - start, start)
-        # 2. the last batch boundary <= limit, walking from the nearest index entry (a boundary)
-        r = max(self.index.floor_position(limit), start) - scan_from
-        rel_limit = limit - scan_from
-        next_offset = -1
-        while r + BATCH_HEADER_SIZE <= rel_limit:
+        r = max(self.index.floor_position(limit), start) - start  # a batch boundary <= limit
+        rel_limit = limit - start
+        memo = (-1, 0)
+        while r + BATCH_HEADER_SIZE <= n:
             f = unpack(data, r)
             end = r + f[H_LEN] + LOG_OVERHEAD
             if end > rel_limit:
+                memo = (f[H_BASE], start + r)  # the batch after the cut: where the next read starts
                 break
-            next_offset = f[H_BASE] + f[H_LOD] + 1
             r = end
-        if next_offset >= 0:  # remember where a sequential reader continues
-            self._next_read_offset, self._next_read_position = next_offset, scan_from + r
-        return memoryview(data)[rel:r]
-
-    def _read_from(
-        self, fetch_offset: int, start: int, max_bytes: int, max_offset: int | None, min_one_message: bool
-    ) -> bytes | memoryview | None:
-        """Read again starting exactly at `start` (the batch holding fetch_offset), through the memo."""
-        self._next_read_offset, self._next_read_position = fetch_offset, start
-        return self.read(fetch_offset, max_bytes, max_offset, min_one_message)
+            memo = (f[H_BASE] + f[H_LOD] + 1, start + r)
+        self._next_read_offset, self._next_read_position = memo
+        return memoryview(data)[:r]
 
     def _forget_read_position(self) -> None:
         self._next_read_offset, self._next_read_position = -1, 0
