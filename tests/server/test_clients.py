@@ -182,6 +182,36 @@ def test_kafka_python_produce_consume(broker) -> None:
     assert ts[KTP(topic, 0)].offset == 0
     consumer.close()
 
+    # by timestamp and from latest, on a fresh single-partition topic
+    ttopic = "kp-time"
+    _create(broker, ttopic, 1)
+    base = 1_650_000_000_000
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0)
+    for i in range(6):
+        producer.send(ttopic, value=b"t%d" % i, timestamp_ms=base + i * 1000).get(10)
+    tp = KTP(ttopic, 0)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
+    consumer.assign([tp])
+    found = consumer.offsets_for_times({tp: base + 2500})[tp]
+    assert (found.offset, found.timestamp) == (3, base + 3000)
+    assert consumer.offsets_for_times({tp: base + 99_000})[tp] is None  # Kafka's -1: none that late
+    consumer.seek(tp, found.offset)
+    first = []
+    deadline = time.monotonic() + 10
+    while not first and time.monotonic() < deadline:
+        first = consumer.poll(timeout_ms=500).get(tp, [])
+    assert first[0].value == b"t3"
+    consumer.seek_to_end(tp)
+    assert consumer.position(tp) == 6
+    producer.send(ttopic, value=b"late").get(10)
+    late = []
+    deadline = time.monotonic() + 10
+    while not late and time.monotonic() < deadline:
+        late = consumer.poll(timeout_ms=500).get(tp, [])
+    assert [r.value for r in late] == [b"late"]
+    producer.close()
+    consumer.close()
+
 
 # -- aiokafka --------------------------------------------------------------------------------------
 def test_aiokafka_produce_consume(broker) -> None:
@@ -226,6 +256,26 @@ def test_aiokafka_produce_consume(broker) -> None:
             assert (await consumer.end_offsets([tp]))[tp] == sent
             ts = await consumer.offsets_for_times({tp: 0})
             assert ts[tp].offset == 0
+            # by timestamp: records carrying explicit timestamps later than everything above
+            base = int(time.time() * 1000) + 86_400_000
+            stamped = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+            await stamped.start()
+            try:
+                for i in range(4):
+                    await stamped.send_and_wait(topic, value=b"s%d" % i, timestamp_ms=base + i * 1000)
+                    sent += 1
+                found = (await consumer.offsets_for_times({tp: base + 1500}))[tp]
+                assert (found.offset, found.timestamp) == (sent - 2, base + 2000)
+                consumer.seek(tp, found.offset)
+                msg = await asyncio.wait_for(consumer.getone(tp), 10)
+                assert msg.value == b"s2"
+                # latest: only what is produced after seeking to the end
+                await consumer.seek_to_end(tp)
+                await stamped.send_and_wait(topic, value=b"late")
+                msg = await asyncio.wait_for(consumer.getone(tp), 10)
+                assert msg.value == b"late" and msg.offset == sent
+            finally:
+                await stamped.stop()
         finally:
             await consumer.stop()
 
@@ -258,3 +308,26 @@ def test_kcat_produce_consume(broker) -> None:
     assert rows == [f"key{i}=value{i}|src=kcat" for i in range(20)] * 5
     meta = subprocess.run(["kcat", "-L", "-b", broker.bootstrap, "-t", topic], capture_output=True, text=True, timeout=20)
     assert f'topic "{topic}" with 1 partitions' in meta.stdout
+
+    # by timestamp (-Q and -o s@ts) and from the end (-o end)
+    ttopic = "kcat-time"
+    _create(broker, ttopic, 1)
+    base = 1_650_000_000_000
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(5):
+        producer.produce(ttopic, value=b"t%d" % i, timestamp=base + i * 1000)
+        producer.flush(10)
+    q = subprocess.run(
+        ["kcat", "-Q", "-b", broker.bootstrap, "-t", f"{ttopic}:0:{base + 2500}"], capture_output=True, text=True, timeout=20
+    )
+    assert q.returncode == 0 and f"{ttopic} [0] offset 3" in q.stdout, q.stdout + q.stderr
+    out = subprocess.run(
+        ["kcat", "-C", "-b", broker.bootstrap, "-t", ttopic, "-o", f"s@{base + 2500}", "-e", "-f", "%s\n"],
+        capture_output=True, text=True, timeout=20,
+    )
+    assert out.stdout.split() == ["t3", "t4"]
+    end = subprocess.run(
+        ["kcat", "-C", "-b", broker.bootstrap, "-t", ttopic, "-o", "end", "-e", "-f", "%s\n"],
+        capture_output=True, text=True, timeout=20,
+    )
+    assert end.returncode == 0 and end.stdout.split() == []
