@@ -223,6 +223,7 @@ class Log:
         self._remove_temporary_files()
         bases = sorted(int(m.group(1)) for p in self.dir.iterdir() if (m := _SEGMENT_FILE.match(p.name)))
         epochs = self.leader_epoch_cache
+        epochs_on_disk = list(epochs.entries)
         recovered_any = False
 
         def note_epoch(fields: HeaderFields) -> None:
@@ -267,7 +268,8 @@ class Log:
             self._truncate_fully_and_start_at(self._log_start_offset)
         epochs.truncate_from_end(self._next_offset)
         epochs.truncate_from_start(self._log_start_offset)
-        epochs.flush()
+        if epochs.entries != epochs_on_disk:  # recovery assigned epochs without persisting them
+            epochs.flush()
         self._latest_epoch = epochs.latest_epoch
         if recovered_any:
             # recovered bytes may only be in the page cache: make them durable before trusting them
