@@ -315,3 +315,33 @@ def test_sigterm_stops_a_group_follower_cleanly(
     committed = consumer.committed([TopicPartition(topic_name, 0)], timeout=10)
     consumer.close()
     assert committed[0].offset == 2
+
+
+def test_ctrl_c_in_produce_still_delivers_what_was_read(
+    kaflite_exe, cli, cli_bootstrap: str, topic_name: str
+) -> None:
+    import signal
+
+    _create(cli, cli_bootstrap, topic_name)
+    producer = subprocess.Popen(
+        [str(kaflite_exe), "produce", topic_name, "--linger-ms", "0", "-b", cli_bootstrap],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert producer.stdin is not None
+        producer.stdin.write("typed-1\ntyped-2\n")
+        producer.stdin.flush()
+        records = _read_all(cli_bootstrap, topic_name, 1, 2)  # both are delivered while stdin stays open
+        producer.send_signal(signal.SIGINT)
+        producer.wait(timeout=30)  # stdin stays open: the signal, not an end of input, stops the reading
+        _, err = producer.communicate(timeout=5)
+    finally:
+        if producer.poll() is None:
+            producer.kill()
+            producer.communicate(timeout=5)
+    assert [m.value() for m in records] == [b"typed-1", b"typed-2"]
+    assert producer.returncode == 0, err
+    assert "Produced 2 record(s)" in err and "Traceback" not in err

@@ -194,37 +194,43 @@ def produce(
         else:
             delivered += 1
 
-    sent = 0
     sep_bytes = sep.encode() if sep is not None else None
-    for number, line in enumerate(_lines(sys.stdin), 1):
-        key: bytes | None = None
-        value = line
-        if sep_bytes is not None:
-            key, found, value = line.partition(sep_bytes)
-            if not found:
-                producer.flush(timeout)
-                fail(f"line {number}: no key separator {sep!r} in {line.decode(errors='replace')!r}")
-        kwargs: dict[str, Any] = {"value": value, "on_delivery": on_delivery}
-        if key is not None:
-            kwargs["key"] = key
-        if headers:
-            kwargs["headers"] = headers
-        if partition is not None:
-            kwargs["partition"] = partition
-        while True:
-            try:
-                producer.produce(topic, **kwargs)
+    try:
+        for number, line in enumerate(_lines(sys.stdin), 1):
+            key: bytes | None = None
+            value = line
+            if sep_bytes is not None:
+                key, found, value = line.partition(sep_bytes)
+                if not found:
+                    producer.flush(timeout)
+                    fail(f"line {number}: no key separator {sep!r} in {line.decode(errors='replace')!r}")
+            kwargs: dict[str, Any] = {"value": value, "on_delivery": on_delivery}
+            if key is not None:
+                kwargs["key"] = key
+            if headers:
+                kwargs["headers"] = headers
+            if partition is not None:
+                kwargs["partition"] = partition
+            while True:
+                try:
+                    producer.produce(topic, **kwargs)
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain
+                    producer.poll(0.1)
+            producer.poll(0)
+            if failures:
                 break
-            except BufferError:  # the local queue is full: let deliveries drain
-                producer.poll(0.1)
-        sent += 1
-        producer.poll(0)
-        if failures:
-            break
-        fatal = errors.fatal()
-        if fatal:
-            fail(f"producing to {topic!r}: {fatal}")
-    remaining = producer.flush(timeout)
+            fatal = errors.fatal()
+            if fatal:
+                fail(f"producing to {topic!r}: {fatal}")
+    except KeyboardInterrupt:  # Ctrl-C: stop reading, still deliver what was read (as Kafka's tool does)
+        pass
+    try:
+        remaining = producer.flush(timeout)
+    except (KeyboardInterrupt, SystemError):  # Ctrl-C while waiting (librdkafka reports it as SystemError)
+        remaining = len(producer)
+        if remaining:
+            fail(f"producing to {topic!r}: interrupted with {remaining} record(s) not acknowledged", 130)
     if failures:
         fail(f"producing to {topic!r}: {len(failures)} record(s) not acknowledged: {failures[0]}")
     if remaining:
