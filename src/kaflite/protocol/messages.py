@@ -19,6 +19,7 @@ from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import SerialError
 from kio.serial.readers import read_unsigned_varint
 
 __all__ = [
@@ -110,17 +111,9 @@ def parse_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]
     if _is_flexible_request(api_key, api_version):
         try:
             offset = _skip_tagged_fields(frame, offset)
-        except ProtocolError:
-            raise
-        except Exception as e:
+        except SerialError as e:  # kio's varint reader on a short buffer
             raise ProtocolError(f"bad tagged fields in request header: {e}") from e
     return header, offset
-
-
-def peek_correlation_id(frame: bytes | memoryview) -> int | None:
-    if len(frame) < 8:
-        return None
-    return int(_CORRELATION.unpack_from(frame, 4)[0])
 
 
 _READERS: dict[Any, Any] = {}

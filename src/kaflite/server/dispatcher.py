@@ -11,7 +11,7 @@ Rules (what Kafka's SocketServer/KafkaApis do):
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kaflite.protocol.errors import ErrorCode
 from kaflite.protocol.messages import (
@@ -75,7 +75,3 @@ class Dispatcher:
 
         response = api_versions_response(self.registry, 0, ErrorCode.unsupported_version)
         return encode_response(API_VERSIONS_KEY, 0, correlation_id, response)
-
-
-def describe(frame: Any) -> str:
-    return f"{len(frame)} bytes"
