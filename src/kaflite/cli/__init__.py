@@ -17,10 +17,13 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
+
+import typer
 
 __all__ = [
     "DEFAULT_BOOTSTRAP",
+    "Bootstrap",
     "EXIT_FAILURE",
     "EXIT_USAGE",
     "CliFailure",
@@ -35,6 +38,17 @@ __all__ = [
 ]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+# The `--bootstrap-server` option every client command takes: `bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP`.
+Bootstrap = Annotated[
+    str,
+    typer.Option(
+        "--bootstrap-server",
+        "-b",
+        envvar="KAFLITE_BOOTSTRAP",
+        help="host:port of a broker (comma-separated list allowed).",
+    ),
+]
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
@@ -143,8 +157,6 @@ def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        import typer
-
         try:
             return command(*args, **kwargs)
         except CliFailure as err:

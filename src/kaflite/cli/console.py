@@ -26,6 +26,7 @@ import typer
 from kaflite.cli import (
     DEFAULT_BOOTSTRAP,
     EXIT_USAGE,
+    Bootstrap,
     ClientErrors,
     check_reachable,
     client_config,
@@ -37,15 +38,6 @@ from kaflite.cli import (
 
 __all__ = ["format_record", "register"]
 
-Bootstrap = Annotated[
-    str,
-    typer.Option(
-        "--bootstrap-server",
-        "-b",
-        envvar="KAFLITE_BOOTSTRAP",
-        help="host:port of a broker (comma-separated list allowed).",
-    ),
-]
 ClientProperty = Annotated[
     list[str] | None,
     typer.Option(

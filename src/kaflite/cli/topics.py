@@ -20,6 +20,7 @@ import typer
 from kaflite.cli import (
     DEFAULT_BOOTSTRAP,
     EXIT_USAGE,
+    Bootstrap,
     CliFailure,
     check_reachable,
     client_config,
@@ -35,15 +36,6 @@ topics_app = typer.Typer(
     help="Create, list, describe, alter and delete topics (like kafka-topics.sh).", no_args_is_help=True
 )
 
-Bootstrap = Annotated[
-    str,
-    typer.Option(
-        "--bootstrap-server",
-        "-b",
-        envvar="KAFLITE_BOOTSTRAP",
-        help="host:port of a broker (comma-separated list allowed).",
-    ),
-]
 Timeout = Annotated[
     float, typer.Option("--timeout", help="Seconds to wait for the broker's answer.", min=0.1)
 ]
