@@ -20,7 +20,7 @@ st.register_type_strategy(Records, st.binary(max_size=40).map(Records))
 SERVED = [(k, v) for k, lo, hi in load_registry().ranges() for v in range(lo, hi + 1)]
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_well_formed_requests_pass_and_end_exactly(data) -> None:
     api_key, version = data.draw(st.sampled_from(SERVED))

@@ -56,7 +56,7 @@ def test_random_bodies_never_raise_anything_but_close(server, data) -> None:
     loop.run_until_complete(run())
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_well_formed_requests_with_odd_values_get_an_answer(server, data) -> None:
     """Decodable requests with arbitrary field values (negative partitions, empty names, huge offsets):

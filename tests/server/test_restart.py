@@ -13,7 +13,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -43,7 +42,6 @@ def _start(data_dir: Path, port: int, log_path: Path) -> subprocess.Popen[bytes]
     raise RuntimeError("broker did not start")
 
 
-@pytest.mark.slow
 def test_kill_9_keeps_every_acknowledged_record(tmp_path: Path) -> None:
     port = free_port()
     data = tmp_path / "data"
