@@ -88,3 +88,21 @@ def test_validate_many_and_effective_topic_config() -> None:
     assert effective["segment.ms"] == 3_600_000
     assert effective["max.message.bytes"] == 1048588
     assert cfg.topic_default("retention.ms") == 7 * 24 * 3_600_000
+
+
+def test_key_of_the_other_level_is_explained() -> None:
+    with pytest.raises(ConfigError) as err:
+        BrokerConfig.load(overrides={"retention.ms": "1000"})
+    assert str(err.value) == (
+        "retention.ms: unknown broker configuration key; retention.ms is a topic-level key, "
+        "its broker-wide default is log.retention.ms"
+    )
+    with pytest.raises(ConfigError) as err2:
+        validate_topic_config("log.segment.bytes", "1024")
+    assert str(err2.value) == (
+        "log.segment.bytes: unknown topic configuration key; log.segment.bytes is a broker key, "
+        "the topic-level key is segment.bytes"
+    )
+    # compression.type and min.insync.replicas exist at both levels under the same name: no confusion
+    assert BrokerConfig.load(overrides={"compression.type": "gzip"})["compression.type"] == "gzip"
+    assert validate_topic_config("compression.type", "gzip") == "gzip"

@@ -1021,6 +1021,13 @@ def _unknown(key: str, known: Sequence[str], what: str) -> UnknownConfigKey:
     hint = (
         f"; did you mean {', '.join(close)}?" if close else f"; see docs/configuration.md for the {what} keys"
     )
+    # A key of the other level is a common slip: say which key is meant at this level.
+    if what == "broker" and key in TOPIC_CONFIGS:
+        hint = f"; {key} is a topic-level key, its broker-wide default is {TOPIC_CONFIGS[key].broker_key}"
+    elif what == "topic":
+        topic_keys = [t.name for t in TOPIC_CONFIGS.values() if key in t.broker_keys]
+        if topic_keys:
+            hint = f"; {key} is a broker key, the topic-level key is {topic_keys[0]}"
     return UnknownConfigKey(f"{key}: unknown {what} configuration key{hint}", key)
 
 
