@@ -128,3 +128,55 @@ def test_second_client_keeps_producing_and_consuming_during_attacks(broker) -> N
     finally:
         stop.set()
         attacker.join(25)
+
+
+def test_a_client_that_never_reads_is_paused_not_buffered(broker) -> None:
+    """Pipelined Fetches whose large answers are never read: the broker stops reading that socket
+    (bounded queue) instead of buffering without limit, and keeps serving others."""
+    import io
+    import socket
+
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+    from kio.schema.request_header.v2.header import RequestHeader
+    from kio.serial import entity_writer
+
+    topic = "bp-topic"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=10)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for _ in range(64):
+        producer.produce(topic, b"x" * 16_000)
+    assert producer.flush(10) == 0
+
+    buf = io.BytesIO()
+    entity_writer(RequestHeader)(buf, RequestHeader(request_api_key=1, request_api_version=12, correlation_id=1, client_id="bp"))
+    entity_writer(FetchRequest)(
+        buf,
+        FetchRequest(
+            max_wait=__import__("datetime").timedelta(0),
+            min_bytes=1,
+            max_bytes=1 << 20,
+            topics=(FetchTopic(topic=topic, partitions=(FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20),)),),
+            forgotten_topics_data=(),
+        ),
+    )
+    frame = struct.pack(">i", len(buf.getvalue())) + buf.getvalue()
+    sock = socket.create_connection(("127.0.0.1", broker.port))
+    sock.settimeout(2.0)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    blocked = False
+    try:
+        for _ in range(200_000):
+            try:
+                sock.sendall(frame * 50)
+            except TimeoutError:
+                blocked = True
+                break
+        assert blocked, "the broker kept reading requests it could not answer"
+        conns = broker.call(lambda: [(len(c.frames), c.queued_bytes) for c in broker.server._connections])
+        assert all(n <= 64 and q <= 40 * 1024 * 1024 for n, q in conns), conns
+        with WireClient(broker.bootstrap) as good:  # others are still served
+            r = good.request(MetadataRequest(topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+            assert r.controller_id == 0
+    finally:
+        sock.close()

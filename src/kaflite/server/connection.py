@@ -4,8 +4,9 @@ Rules:
 - requests of one connection are handled one at a time, in arrival order, and their responses are
   written in that order (Kafka mutes a channel while a request is in flight), so pipelining clients
   (librdkafka keeps up to 5 produce requests in flight) get answers in order;
-- backpressure: reading pauses when too many frames are queued, or while the socket's write buffer is
-  above its high-water mark, and resumes when both drain;
+- backpressure: reading pauses when 16 frames or 32 MiB are queued (a client cannot make the broker
+  buffer without bound), and the worker waits while the socket's write buffer is above its high-water
+  mark, so a slow reader slows its own requests down;
 - a framing or protocol violation logs one line and closes only this connection.
 """
 
@@ -24,6 +25,7 @@ __all__ = ["KafkaConnection"]
 log = logging.getLogger("kaflite.server")
 
 MAX_QUEUED_FRAMES = 16
+MAX_QUEUED_BYTES = 32 * 1024 * 1024
 _ids = itertools.count(1)
 
 
@@ -32,6 +34,7 @@ class KafkaConnection(asyncio.Protocol):
         self.dispatcher = dispatcher
         self.decoder = FrameDecoder(max_frame_bytes)
         self.frames: deque[bytes] = deque()
+        self.queued_bytes = 0
         self.transport: asyncio.Transport | None = None
         self.peer = ""
         self.id = next(_ids)
@@ -60,8 +63,9 @@ class KafkaConnection(asyncio.Protocol):
             return
         if frames:
             self.frames.extend(frames)
+            self.queued_bytes += sum(len(f) for f in frames)
             self._wake()
-            if len(self.frames) >= MAX_QUEUED_FRAMES:
+            if len(self.frames) >= MAX_QUEUED_FRAMES or self.queued_bytes >= MAX_QUEUED_BYTES:
                 self._pause_reading()
 
     def eof_received(self) -> bool | None:
@@ -99,7 +103,12 @@ class KafkaConnection(asyncio.Protocol):
                 await self._wakeup
                 continue
             frame = self.frames.popleft()
-            if self._reading_paused and len(self.frames) < MAX_QUEUED_FRAMES // 2:
+            self.queued_bytes -= len(frame)
+            if (
+                self._reading_paused
+                and len(self.frames) < MAX_QUEUED_FRAMES // 2
+                and self.queued_bytes < MAX_QUEUED_BYTES // 2
+            ):
                 self._resume_reading()
             try:
                 out = await self.dispatcher.dispatch(frame, host, self.id)
@@ -137,6 +146,7 @@ class KafkaConnection(asyncio.Protocol):
             log.warning("closing connection from %s: %s", self.peer, reason)
         self._closed = True
         self.frames.clear()
+        self.queued_bytes = 0
         self._wake()
         if self.transport is not None:
             self.transport.close()
