@@ -8,7 +8,7 @@ next to `pread()` at the known positions. Both sides run in the same process, on
 page cache in the same state; each figure is the best of `--repeat` runs. With `--fsync`, also the
 flush-before-acknowledge mode (flush.messages=1) against write()+fdatasync().
 
-Usage: .venv/bin/python bench/storage_bench.py [--mb 128] [--repeat 3] [--dir /tmp] [--fsync]
+Usage: .venv/bin/python bench/storage_bench.py [--mb 128] [--repeat 3] [--dir /tmp] [--fsync] [--clock wall|cpu]
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from kaflite.protocol.record_batch import build_record_batch
 from kaflite.storage import Log, LogConfig
 
 READ_MAX_BYTES = 1 << 20  # a consumer's max.partition.fetch.bytes default
+TIMER = time.perf_counter  # --clock cpu: time.process_time (CPU seconds of this process, user + system)
 
 
 def make_batch(size: int) -> tuple[bytes, int]:
@@ -46,12 +47,12 @@ def bench_append_plain(path: Path, raw: bytes, count: int, fsync: bool) -> float
     settle()
     with open(path, "wb", buffering=0) as f:
         f.write(raw)  # untimed warm-up write, like the Log's first append below
-        t = time.perf_counter()
+        t = TIMER()
         for _ in range(count - 1):
             f.write(raw)
             if fsync:
                 os.fdatasync(f.fileno())
-        elapsed = time.perf_counter() - t
+        elapsed = TIMER() - t
         os.fdatasync(f.fileno())  # untimed, like Log.close() below
     return elapsed
 
@@ -65,10 +66,10 @@ def bench_append_log(directory: Path, raw: bytes, count: int, fsync: bool) -> fl
     # untimed first append: it creates the leader-epoch checkpoint (one fsync per partition, once)
     append(mv)
     settle()
-    t = time.perf_counter()
+    t = TIMER()
     for _ in range(count - 1):
         append(mv)
-    elapsed = time.perf_counter() - t
+    elapsed = TIMER() - t
     log.close()
     return elapsed
 
@@ -76,13 +77,13 @@ def bench_append_log(directory: Path, raw: bytes, count: int, fsync: bool) -> fl
 def bench_read_plain(path: Path, chunk: int) -> tuple[float, int]:
     total = 0
     with open(path, "rb", buffering=0) as f:
-        t = time.perf_counter()
+        t = TIMER()
         while True:
             data = f.read(chunk)
             if not data:
                 break
             total += len(data)
-        return time.perf_counter() - t, total
+        return TIMER() - t, total
 
 
 def bench_read_log(directory: Path, per_batch_records: int, batch_size: int) -> tuple[float, int]:
@@ -91,7 +92,7 @@ def bench_read_log(directory: Path, per_batch_records: int, batch_size: int) -> 
     total = 0
     offset = 0
     read = log.read
-    t = time.perf_counter()
+    t = TIMER()
     while offset < end:
         info = read(offset, READ_MAX_BYTES)
         size = info.size
@@ -99,7 +100,7 @@ def bench_read_log(directory: Path, per_batch_records: int, batch_size: int) -> 
         # every batch is identical, so the next offset follows from the byte count (what a consumer
         # learns by walking the batch headers it received)
         offset += (size // batch_size) * per_batch_records
-    elapsed = time.perf_counter() - t
+    elapsed = TIMER() - t
     log.close()
     return elapsed, total
 
@@ -108,10 +109,10 @@ def bench_random_read_log(directory: Path, offsets: list[int], max_bytes: int) -
     """Random-access reads of one batch each: index lookup + header scan + pread (no sequential memo)."""
     log = Log(directory, LogConfig(), had_clean_shutdown=True, recovery_point=2**62)
     read = log.read
-    t = time.perf_counter()
+    t = TIMER()
     for o in offsets:
         read(o, max_bytes)  # exactly the batch holding o (the next one does not fit)
-    elapsed = time.perf_counter() - t
+    elapsed = TIMER() - t
     log.close()
     return elapsed
 
@@ -119,10 +120,10 @@ def bench_random_read_log(directory: Path, offsets: list[int], max_bytes: int) -
 def bench_random_read_plain(path: Path, positions: list[int], size: int) -> float:
     fd = os.open(path, os.O_RDONLY)
     try:
-        t = time.perf_counter()
+        t = TIMER()
         for p in positions:
             os.pread(fd, size, p)
-        return time.perf_counter() - t
+        return TIMER() - t
     finally:
         os.close(fd)
 
@@ -133,7 +134,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure, best kept (default 3)")
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     ap.add_argument("--fsync", action="store_true", help="also measure flush.messages=1 vs write+fdatasync")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall: elapsed time (default); cpu: CPU time of this process (user + system), "
+                         "stable on a loaded machine, blind to I/O waits (meaningless for --fsync rows)")
     args = ap.parse_args()
+    global TIMER
+    TIMER = time.process_time if args.clock == "cpu" else time.perf_counter
     root = Path(tempfile.mkdtemp(prefix="kaflite-bench-", dir=args.dir))
     rows = []
     try:
@@ -185,7 +191,8 @@ def main() -> None:
                              tp / tl))
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print(f"kaflite storage bench: {args.mb} MiB per case, best of {args.repeat}, scratch dir {root.parent}")
+    print(f"kaflite storage bench: {args.mb} MiB per case, best of {args.repeat}, {args.clock} clock, "
+          f"scratch dir {root.parent}")
     head = f"{'case':<22}{'kaflite MB/s':>14}{'batches/s':>12}{'plain MB/s':>13}{'batches/s':>12}{'ratio':>8}"
     print(head)
     print("-" * len(head))

@@ -80,7 +80,8 @@ class LogManager:
         self._now = now_ms or _wall_ms
         self._logs: dict[tuple[str, int], Log] = {}
         self._log_dir_of: dict[tuple[str, int], Path] = {}
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the partition table
+        self._checkpoint_lock = threading.Lock()  # the checkpoint files
         self._last_checkpoint_ms = 0
         self._written: dict[tuple[Path, str], dict[tuple[str, int], int]] = {}
         self._closed = False
@@ -162,14 +163,15 @@ class LogManager:
         with self._lock:
             key = (topic, partition)
             log = self._logs.pop(key, None)
-            d = self._log_dir_of.pop(key, None)
-            if log is None or d is None:
-                return
-            log.delete_files()
-            doomed = log.dir.with_name(f"{topic}-{partition}.{uuid.uuid4().hex}-delete")
-            log.dir.rename(doomed)
-            shutil.rmtree(doomed, ignore_errors=True)
-            self.checkpoint(force=True)
+            self._log_dir_of.pop(key, None)
+        if log is None:
+            return
+        # file work outside the manager lock (lock order: a Log's lock may call back into checkpoint())
+        log.delete_files()
+        doomed = log.dir.with_name(f"{topic}-{partition}.{uuid.uuid4().hex}-delete")
+        log.dir.rename(doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+        self.checkpoint(force=True)
 
     # ------------------------------------------------------------------------------------------
     def run_retention(self, now_ms: int | None = None) -> int:
@@ -208,10 +210,16 @@ class LogManager:
 
     def checkpoint(self, *, force: bool = False) -> None:
         """Rewrite each log dir's recovery-point, log-start-offset and high-watermark checkpoints
-        (only the files whose content changed, unless force)."""
+        (only the files whose content changed, unless force).
+
+        Lock order: the manager lock is held only to copy the partition table; the files are written
+        under a separate lock, and no Log lock is taken (the offsets are read as plain ints), so a Log
+        holding its own lock may call this (on a log start offset change) without deadlock."""
         with self._lock:
+            placement = {tp: (self._log_dir_of[tp], log) for tp, log in self._logs.items()}
+        with self._checkpoint_lock:
             for d in self.log_dirs:
-                members = {tp: log for tp, log in self._logs.items() if self._log_dir_of.get(tp) == d}
+                members = {tp: log for tp, (ld, log) in placement.items() if ld == d}
                 for name, value in (
                     (RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point),
                     (LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset),
@@ -237,9 +245,10 @@ class LogManager:
         with self._lock:
             if self._closed:
                 return
-            for log in self._logs.values():
-                log.close()
-            self.checkpoint(force=True)
-            for d in self.log_dirs:
-                atomic_write(d / CLEAN_SHUTDOWN_FILE, b"")
             self._closed = True
+            logs = list(self._logs.values())
+        for log in logs:
+            log.close()
+        self.checkpoint(force=True)
+        for d in self.log_dirs:
+            atomic_write(d / CLEAN_SHUTDOWN_FILE, b"")
