@@ -43,10 +43,15 @@ def produce(bootstrap: str, topic: str, start: int, count: int) -> None:
 
 
 class Member:
-    """One kafka-python consumer polling in its own thread; commits after every batch."""
+    """One kafka-python consumer polling in its own thread; commits after every batch.
+
+    poll() waits up to 1 s: with kafka-python 3.0.12's cooperative protocol and a short poll timeout
+    (200 ms) the group leader sometimes receives its SyncGroup response but never completes the join
+    (no heartbeats, expelled after session.timeout.ms) — reproduced with kafka-python's own
+    CooperativeStickyAssignor too (3 of 15 groups on kaflite's broker; none in 15 with 1 s polls)."""
 
     def __init__(self, bootstrap: str, topic: str, group: str, assignor: type, seen: list[Any],
-                 lock: threading.Lock) -> None:
+                 lock: threading.Lock, poll_ms: int = 1000) -> None:
         from kafka import KafkaConsumer
 
         self.consumer = KafkaConsumer(
@@ -58,11 +63,12 @@ class Member:
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.error: BaseException | None = None
+        self.poll_ms = poll_ms
 
     def _run(self) -> None:
         try:
             while not self.stop.is_set():
-                batch = self.consumer.poll(timeout_ms=200)
+                batch = self.consumer.poll(timeout_ms=self.poll_ms)
                 if batch:
                     with self.lock:
                         for tp, records in batch.items():
@@ -80,13 +86,14 @@ class Member:
         return set(self.consumer.assignment())
 
 
-def wait_for(cond: Any, what: str, timeout: float = DEADLINE_S) -> None:
+def wait_for(cond: Any, what: str, timeout: float = DEADLINE_S, state: Any = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
             return
         time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    detail = f"; state: {state()}" if state is not None else ""
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
 
 
 def check_exactly_once(seen: list[Any], total: int) -> None:
@@ -117,21 +124,26 @@ def test_kafka_python_group_with_kaflite_assignor(kaflite_broker: Any, strategy:
             union = set().union(*parts)
             return all(parts) and len(union) == PARTITIONS and sum(map(len, parts)) == PARTITIONS
 
-        wait_for(lambda: settled(members), "3 members sharing 6 partitions")
+        def state(ms: list[Member] = members) -> str:
+            return "; ".join(f"{sorted((tp.topic[-4:], tp.partition) for tp in m.assignment())} err={m.error!r}"
+                             for m in ms)
+
+        wait_for(lambda: settled(members), "3 members sharing 6 partitions", state=state)
         sizes = sorted(len(m.assignment()) for m in members)
         assert sizes == [2, 2, 2]
         produce(bootstrap, topic, 0, 300)
-        wait_for(lambda: len(seen) >= 300, "300 records consumed")
+        wait_for(lambda: len(seen) >= 300, "300 records consumed", state=lambda: f"{len(seen)} seen; {state()}")
 
         # one member leaves: its partitions move, the others keep theirs (sticky)
         before = [m.assignment() for m in members[1:]]
         members[0].stop.set()
         members[0].thread.join(timeout=20)
-        wait_for(lambda: settled(members[1:]), "2 members sharing 6 partitions")
+        wait_for(lambda: settled(members[1:]), "2 members sharing 6 partitions", state=lambda: state(members[1:]))
         for kept, m in zip(before, members[1:], strict=True):
             assert kept <= m.assignment(), "a surviving member lost a partition it owned"
         produce(bootstrap, topic, 300, 300)
-        wait_for(lambda: len(seen) >= 600, "600 records consumed")
+        wait_for(lambda: len(seen) >= 600, "600 records consumed",
+                 state=lambda: f"{len(seen)} seen; {state(members[1:])}")
         time.sleep(0.5)  # nothing more should arrive
         for m in members:
             assert m.error is None, m.error
