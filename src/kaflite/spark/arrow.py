@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 
 # Kafka's TimestampType ids, as Spark's `timestampType` column shows them
@@ -53,8 +54,8 @@ class Record(Protocol):
     def headers(self) -> list[tuple[str, bytes | None]] | None: ...
 
 
-# librdkafka's timestamp types (TIMESTAMP_NOT_AVAILABLE, _CREATE_TIME, _LOG_APPEND_TIME) -> Kafka's ids
-_TS_TYPE = {0: NO_TIMESTAMP_TYPE, 1: CREATE_TIME, 2: LOG_APPEND_TIME}
+# librdkafka's timestamp types (TIMESTAMP_NOT_AVAILABLE=0, _CREATE_TIME=1, _LOG_APPEND_TIME=2) -> Kafka's ids
+_TS_TYPE_IDS = np.array([NO_TIMESTAMP_TYPE, CREATE_TIME, LOG_APPEND_TIME], dtype=np.int32)
 
 
 def records_to_batch(
@@ -63,15 +64,17 @@ def records_to_batch(
     """One RecordBatch from consecutive records (see `Record`) of one partition, one column at a time."""
     n = len(records)
     stamps = [r.timestamp() for r in records]
+    kinds = np.fromiter((kind for kind, _ in stamps), dtype=np.int64, count=n)
+    millis = np.fromiter((ts for _, ts in stamps), dtype=np.int64, count=n)
     columns: list[Any] = [
         pa.array([r.key() for r in records], pa.binary()),
         pa.array([r.value() for r in records], pa.binary()),
         pa.array([topic] * n, pa.string()),
-        pa.array([partition] * n, pa.int32()),
-        pa.array([r.offset() for r in records], pa.int64()),
+        pa.array(np.full(n, partition, dtype=np.int32)),
+        pa.array(np.fromiter((r.offset() for r in records), dtype=np.int64, count=n)),
         # Kafka timestamps are milliseconds; Spark's TimestampType is microseconds
-        pa.array([ts * 1000 for _, ts in stamps], pa.timestamp("us", tz="UTC")),
-        pa.array([_TS_TYPE.get(kind, NO_TIMESTAMP_TYPE) for kind, _ in stamps], pa.int32()),
+        pa.array(millis * 1000, pa.timestamp("us", tz="UTC")),
+        pa.array(_TS_TYPE_IDS[np.clip(kinds, 0, 2)]),
     ]
     if include_headers:
         headers = []

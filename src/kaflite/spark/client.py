@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from kaflite.spark.arrow import records_to_batch
 from kaflite.spark.offsets import OffsetRange, PartitionOffsets
@@ -36,7 +36,8 @@ INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE = (
     'If you want your streaming query to fail on such cases, set the source option "failOnDataLoss" to "true".'
 )
 
-_BATCH_RECORDS = 10_000  # records per consume() call and per Arrow batch (Spark's default arrow batch size)
+_BATCH_RECORDS = 10_000
+_message_error = Message.error  # unbound, for map(): a C-level pass over a consume() result  # records per consume() call and per Arrow batch (Spark's default arrow batch size)
 
 
 class DataLossError(RuntimeError):
@@ -203,8 +204,16 @@ def read_range(
         deadline = time.monotonic() + poll_timeout_ms / 1000
         while next_offset < until:
             msgs = consumer.consume(num_messages=min(_BATCH_RECORDS, until - next_offset), timeout=0.5)
-            records = []
+            records: list[Message] = []
             at_end = False
+            if msgs and not any(map(_message_error, msgs)):
+                # the common case, without a Python step per record: only records, in offset order
+                last = int(msgs[-1].offset() or 0)
+                if last < until:
+                    records, next_offset = msgs, last + 1
+                else:
+                    records, next_offset = [m for m in msgs if int(m.offset() or 0) < until], until
+                msgs = []
             for m in msgs:
                 err = m.error()
                 if err is not None:

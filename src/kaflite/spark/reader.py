@@ -138,7 +138,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self.available_now = True
 
-    def _latest(self, start: PartitionOffsets) -> PartitionOffsets:
+    def _latest(self) -> PartitionOffsets:
         if self.available_now:
             if self.available_now_target is None:
                 self.available_now_target = self.offsets.latest(self.offsets.partitions())
@@ -147,7 +147,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_checkpoint(start)
-        latest = self._latest(begin)
+        latest = self._latest()
         self.latest_offsets = latest
         if not latest:
             return start
