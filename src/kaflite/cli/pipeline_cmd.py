@@ -30,8 +30,9 @@ def demo_command(
         str | None, typer.Option(help="Directory for Parquet and the checkpoint (default: a temp dir).")
     ] = None,
 ) -> None:
-    """Embedded broker + keyed event generator + Spark Structured Streaming job (per-user 5 s window
-    totals) writing Parquet and an output topic; prints what it did."""
+    """Embedded broker, keyed event generator, Spark streaming job (per-user 5 s window totals) to Parquet and a topic.
+
+    Checks the totals against what the generator sent and prints what it did."""
     for name, value in (("--events", events), ("--users", users), ("--partitions", partitions)):
         if value <= 0:
             fail(f"{name} must be a positive integer, got {value}", EXIT_USAGE)
