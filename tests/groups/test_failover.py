@@ -238,3 +238,41 @@ def test_committed_offsets_survive_restart_in_partition_48(tmp_path: Path) -> No
         committed = consumer.committed([ck.TopicPartition("rt", 0), ck.TopicPartition("rt", 1)], timeout=15)
         consumer.close()
         assert [(tp.partition, tp.offset) for tp in committed] == [(0, 7), (1, 3)]
+
+
+def test_stable_group_survives_broker_restart_without_rebalance(tmp_path: Path) -> None:
+    """The group's metadata is replayed from __consumer_offsets: members that come back within their
+    session timeout carry on in the same generation."""
+    from helpers import free_port
+    from kaflite.server.embedded import EmbeddedBroker
+
+    data, port = tmp_path / "data", free_port()
+    overrides = {"group.min.session.timeout.ms": "1000"}
+    b1 = EmbeddedBroker(data_dir=data, port=port, overrides=overrides).start()
+    members: list[Member] = []
+    try:
+        admin = cka.AdminClient({"bootstrap.servers": b1.bootstrap})
+        admin.create_topics([cka.NewTopic("live", 2, 1)])["live"].result(15)
+        members = [Member("confluent", "range", b1.bootstrap, "live-group", "live", commit=True) for _ in range(2)]
+        for mb in members:
+            mb.start()
+        wait_stable(members, 2)
+        before = group_state(b1, "live-group")
+        owned = [mb.snapshot()[0] for mb in members]
+        events = [mb.assign_events for mb in members]
+        b1.stop()
+        b2 = EmbeddedBroker(data_dir=data, port=port, overrides=overrides).start()
+        try:
+            produce(b2.bootstrap, "live", 40)
+            wait_for(lambda: sum(len(mb.snapshot()[1]) for mb in members) >= 40, 30, "records after restart", members)
+            assert group_state(b2, "live-group") == before  # same generation: no rebalance
+            assert [mb.snapshot()[0] for mb in members] == owned
+            assert [mb.assign_events for mb in members] == events
+            seen = Counter(r for mb in members for r in mb.snapshot()[1])
+            assert len(seen) == 40 and all(n == 1 for n in seen.values())
+        finally:
+            for mb in members:
+                mb.stop()
+            b2.stop()
+    finally:
+        b1.stop()
