@@ -157,6 +157,13 @@ class OffsetIndex(_IndexFile):
         i = bisect_right(self._keys, offset - self.base_offset) - 1
         return self._values[i] if i >= 0 else 0
 
+    def ceiling_position(self, offset: int) -> int:
+        """Position of the first indexed batch whose last offset >= `offset`, or -1. That batch holds
+        `offset` when its base offset <= `offset` (the caller checks); otherwise the batch holding it
+        lies between the previous entry and this one."""
+        i = bisect_left(self._keys, offset - self.base_offset)
+        return self._values[i] if i < len(self._keys) else -1
+
     def floor_position(self, position: int) -> int:
         """The greatest indexed batch start <= position (0 when none): a batch boundary."""
         i = bisect_right(self._values, position) - 1

@@ -249,15 +249,32 @@ class LogSegment:
         a zero-copy memoryview of the bytes read. The header just after the cut tells where the next
         sequential read starts."""
         size_now = self.size
+        guessed = False
         if fetch_offset == self._next_read_offset:
             start = self._next_read_position
             if start >= size_now:
                 return None  # nothing at or after fetch_offset here (compaction may leave a gap)
         else:
+            start = self.index.ceiling_position(fetch_offset)
+            if start >= 0:
+                guessed = True  # right when that batch's base offset <= fetch_offset (checked below)
+            else:
+                found = self.translate_offset(fetch_offset)
+                if found is None:
+                    return None
+                start = found
+        max_bytes = max(max_bytes, 0)
+        data = os.pread(self.fd, min(max_bytes + BATCH_HEADER_SIZE, size_now - start), start)
+        n = len(data)
+        unpack = _HEADER.unpack_from
+        f = unpack(data, 0)
+        if guessed and f[H_BASE] > fetch_offset:
+            # the batch holding fetch_offset lies before the guessed one: scan from the entry before
             found = self.translate_offset(fetch_offset)
-            if found is None:
+            if found is None:  # pragma: no cover - the guessed batch itself qualifies
                 return None
-            start = found
+            self._next_read_offset, self._next_read_position = fetch_offset, found
+            return self.read(fetch_offset, max_bytes, max_offset, min_one_message)
         if max_offset is not None and max_offset < self.next_offset:
             m = self.translate_offset(max_offset, start)
             max_pos = size_now if m is None else m
@@ -265,12 +282,7 @@ class LogSegment:
             max_pos = size_now
         if start >= max_pos:
             return b""
-        max_bytes = max(max_bytes, 0)
         limit = min(max_pos, start + max_bytes)
-        data = os.pread(self.fd, min(limit - start + BATCH_HEADER_SIZE, size_now - start), start)
-        n = len(data)
-        unpack = _HEADER.unpack_from
-        f = unpack(data, 0)
         first_end = start + f[H_LEN] + LOG_OVERHEAD
         if first_end > limit:  # the first batch alone is over the budget
             if not min_one_message or first_end > max_pos:
