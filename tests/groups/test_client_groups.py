@@ -51,3 +51,28 @@ def test_three_member_group(broker, topic_factory, client: str, strategy: str) -
             mb.stop()
     for mb in members:
         assert mb.error is None, mb.error
+
+
+def test_kcat_balanced_consumer_commits_where_it_stopped(broker, topic_factory) -> None:  # noqa: ANN001
+    """Debian's kcat (librdkafka 2.0, an older group client) consumes as a group member and commits."""
+    import shutil
+    import subprocess
+
+    import confluent_kafka as ck
+
+    if shutil.which("kcat") is None:
+        pytest.skip("kcat is not installed")
+    topic = topic_factory(2, 20)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    out = subprocess.run(["kcat", "-b", broker.bootstrap, "-G", group, "-e", "-f", "%p %o\\n",
+                          "-X", "auto.offset.reset=earliest", topic], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    seen = Counter(tuple(map(int, ln.split())) for ln in out.stdout.splitlines())
+    assert len(seen) == 20 and all(n == 1 for n in seen.values())
+    ends = {p: 1 + max(o for q, o in seen if q == p) for p, _ in seen}
+    consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        committed = consumer.committed([ck.TopicPartition(topic, p) for p in sorted(ends)], timeout=15)
+    finally:
+        consumer.close()
+    assert {tp.partition: tp.offset for tp in committed} == ends
