@@ -70,9 +70,12 @@ class _IndexFile:
             self._written = n
 
     def flush(self) -> None:
+        """Write pending entries and fsync; the descriptor is then closed (a flushed index is usually a
+        sealed segment's: keeping it open would cost one descriptor per segment for nothing)."""
         self.write_pending()
         if self._fd is not None:
             os.fsync(self._fd)
+            self._close_fd()
 
     def close(self) -> None:
         self.write_pending()
