@@ -252,7 +252,8 @@ def main() -> int:
     metrics = list(results[names[0]])
     print(
         f"\n{args.records:,} records x {args.size} B, {args.partitions} partitions, linger.ms=5, acks=all; "
-        f"latency at {args.rate} msg/s for {args.latency_seconds:g} s (client defaults)"
+        f"latency at {args.rate} msg/s for {args.latency_seconds:g} s (client defaults); kaflite "
+        + ("fsyncs before every ack (log.flush.interval.messages=1)" if args.flush_each else "acks from the page cache")
     )
     header = f"{'metric':<28}" + "".join(f"{n:>14}" for n in names)
     if "tansu" in results:
