@@ -222,7 +222,8 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """Called on roll: the final time index entry makes the max timestamp readable on reload."""
-        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        if self.size:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.index.write_pending()
         self.time_index.write_pending()
 
@@ -431,15 +432,12 @@ class LogSegment:
         self.max_timestamp = -1
         self.offset_of_max_timestamp = self.base_offset
         self.rolling_based_timestamp = None
-        last_start = 0
-        for pos, fields in self.iter_headers(0, chunk=1 << 20):
+        for _pos, fields in self.iter_headers(0, chunk=1 << 20):
             if self.rolling_based_timestamp is None:
                 self.rolling_based_timestamp = fields[H_MAX_TS]
             self._note_header(fields)
-            last_start = pos
         last = self.index.last_entry()
         self.bytes_since_last_index_entry = self.size - (last[1] if last else 0) if self.size else 0
-        del last_start
 
     def flush(self, *, indexes: bool = True) -> None:
         if self.dirty:
@@ -450,7 +448,8 @@ class LogSegment:
             self.time_index.flush()
 
     def close(self) -> None:
-        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        if self.size:  # the final entry makes the max timestamp readable on reload
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.index.close()
         self.time_index.close()
         if self.fd >= 0:
