@@ -145,3 +145,34 @@ def test_create_describe_delete_with_aiokafka(broker) -> None:
             await admin.close()
 
     asyncio.run(run())
+
+
+def test_delete_records_moves_log_start_and_fetch_below_is_out_of_range(broker) -> None:
+    import time
+
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    admin = _admin(broker)
+    admin.create_topics([NewTopic("adm-dr", 1, 1)])["adm-dr"].result(timeout=10)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(10):
+        producer.produce("adm-dr", b"%d" % i)
+        producer.flush(10)  # one batch per record, so the log start can move to any offset
+    result = admin.delete_records([TopicPartition("adm-dr", 0, 4)])
+    for f in result.values():
+        assert f.result(timeout=10).low_watermark == 4
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "dr", "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    )
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition("adm-dr", 0), timeout=10) == (4, 10)
+        consumer.assign([TopicPartition("adm-dr", 0, 2)])  # below the log start: reset to earliest
+        got = []
+        deadline = time.monotonic() + 10
+        while len(got) < 6 and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m.offset())
+        assert got == [4, 5, 6, 7, 8, 9]
+    finally:
+        consumer.close()
