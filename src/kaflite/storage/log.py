@@ -389,92 +389,93 @@ class Log:
             return AppendResult(offset, last, append_time, self._log_start_offset, False)
 
     def _append_general(self, buf: memoryview, leader_epoch: int, now: int, assign_offsets: bool) -> AppendResult:
-        if True:  # (keeps the indentation of the lock block it came from)
-            if self._closed:
-                raise KafkaError(ErrorCode.kafka_storage_error, f"log {self.dir.name} is closed")
-            config = self.config
-            if assign_offsets:
-                views = validate_client_batches(buf, config, now)
-            else:
-                views = validate_replica_batches(buf, self._next_offset)
+        """Every append the hot path does not take (several batches, producer ids, compacted topics,
+        timestamp bounds, replica appends, and every invalid input, which is refused here). Lock held."""
+        if self._closed:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"log {self.dir.name} is closed")
+        config = self.config
+        if assign_offsets:
+            views = validate_client_batches(buf, config, now)
+        else:
+            views = validate_replica_batches(buf, self._next_offset)
 
-            # idempotent producers: a duplicate answers with the original offsets, writes nothing
-            producer_batches = [v for v in views if v.producer_id >= 0]
-            if producer_batches and assign_offsets:
-                if len(producer_batches) > 1:
-                    raise KafkaError(
-                        ErrorCode.invalid_record,
-                        "an append with a producer id must carry exactly one record batch",
-                    )
-                v = producer_batches[0]
-                dup = self.producer_state.check(v.producer_id, v.producer_epoch, v.base_sequence, v.last_sequence)
-                if dup is not None:
-                    return AppendResult(
-                        dup.first_offset,
-                        dup.last_offset,
-                        dup.timestamp if config.log_append_time else -1,
-                        self._log_start_offset,
-                        True,
-                    )
+        # idempotent producers: a duplicate answers with the original offsets, writes nothing
+        producer_batches = [v for v in views if v.producer_id >= 0]
+        if producer_batches and assign_offsets:
+            if len(producer_batches) > 1:
+                raise KafkaError(
+                    ErrorCode.invalid_record,
+                    "an append with a producer id must carry exactly one record batch",
+                )
+            v = producer_batches[0]
+            dup = self.producer_state.check(v.producer_id, v.producer_epoch, v.base_sequence, v.last_sequence)
+            if dup is not None:
+                return AppendResult(
+                    dup.first_offset,
+                    dup.last_offset,
+                    dup.timestamp if config.log_append_time else -1,
+                    self._log_start_offset,
+                    True,
+                )
 
-            log_append_time = assign_offsets and config.log_append_time
-            pieces: list[bytes | bytearray | memoryview] = []
-            infos: list[tuple[int, int, int, int]] = []
-            if assign_offsets:
-                offset = self._next_offset
-                first_offset = offset
-                for v in views:
-                    hdr = bytearray(v.buffer[:BATCH_HEADER_SIZE])
-                    _pack_q_into(hdr, 0, offset)
-                    _pack_i_into(hdr, 12, leader_epoch)
-                    body = v.buffer[BATCH_HEADER_SIZE:]
-                    max_ts = v.max_timestamp
-                    if log_append_time:
-                        _pack_h_into(hdr, 21, v.attributes | TIMESTAMP_TYPE_MASK)
-                        _pack_q_into(hdr, 35, now)
-                        max_ts = now
-                        _pack_I_into(hdr, 17, crc32c(body, crc32c(hdr[21:])))
-                    pieces.append(hdr)
-                    pieces.append(body)
-                    last = offset + v.last_offset_delta
-                    infos.append((v.batch_length + 12, last, max_ts, offset))
-                    offset = last + 1
-            else:
-                first_offset = views[0].base_offset
-                for v in views:
-                    pieces.append(v.buffer)
-                    infos.append((v.size, v.last_offset, v.max_timestamp, v.base_offset))
-            last_offset = infos[-1][1]
-            max_ts_in_append = max(i[2] for i in infos)
+        log_append_time = assign_offsets and config.log_append_time
+        pieces: list[bytes | bytearray | memoryview] = []
+        infos: list[tuple[int, int, int, int]] = []
+        if assign_offsets:
+            offset = self._next_offset
+            first_offset = offset
+            for v in views:
+                hdr = bytearray(v.buffer[:BATCH_HEADER_SIZE])
+                _pack_q_into(hdr, 0, offset)
+                _pack_i_into(hdr, 12, leader_epoch)
+                body = v.buffer[BATCH_HEADER_SIZE:]
+                max_ts = v.max_timestamp
+                if log_append_time:
+                    _pack_h_into(hdr, 21, v.attributes | TIMESTAMP_TYPE_MASK)
+                    _pack_q_into(hdr, 35, now)
+                    max_ts = now
+                    _pack_I_into(hdr, 17, crc32c(body, crc32c(hdr[21:])))
+                pieces.append(hdr)
+                pieces.append(body)
+                last = offset + v.last_offset_delta
+                infos.append((v.batch_length + 12, last, max_ts, offset))
+                offset = last + 1
+        else:
+            first_offset = views[0].base_offset
+            for v in views:
+                pieces.append(v.buffer)
+                infos.append((v.size, v.last_offset, v.max_timestamp, v.base_offset))
+        last_offset = infos[-1][1]
+        max_ts_in_append = max(i[2] for i in infos)
 
-            seg = self._segments[-1]
-            if seg.should_roll(len(buf), max_ts_in_append, last_offset, now, config.segment_bytes,
-                               config.segment_ms - config.segment_jitter_ms):
-                seg = self._roll(first_offset)
-            elif first_offset - seg.base_offset > _INT32_MAX:  # pragma: no cover - needs a huge gap
-                seg = self._roll(first_offset)
-            seg.append(pieces, infos)
-            self._next_offset = last_offset + 1
+        seg = self._segments[-1]
+        if seg.should_roll(len(buf), max_ts_in_append, last_offset, now, config.segment_bytes,
+                           config.segment_ms - config.segment_jitter_ms):
+            seg = self._roll(first_offset)
+        elif first_offset - seg.base_offset > _INT32_MAX:  # pragma: no cover - needs a huge gap
+            seg = self._roll(first_offset)
+        seg.append(pieces, infos)
+        self._next_offset = last_offset + 1
 
-            for v, info in zip(views, infos, strict=True):
-                if v.producer_id >= 0:
-                    seq = v.base_sequence
-                    self.producer_state.update(
-                        v.producer_id, v.producer_epoch, seq, v.last_sequence, info[3], info[1], info[2]
-                    )
-            if assign_offsets:
-                if leader_epoch > self._latest_epoch:
-                    self._assign_epoch(leader_epoch, first_offset)
-            else:
-                for v in views:
-                    if v.partition_leader_epoch > self._latest_epoch:
-                        self._assign_epoch(v.partition_leader_epoch, v.base_offset)
+        for v, info in zip(views, infos, strict=True):
+            if v.producer_id >= 0:
+                seq = v.base_sequence
+                self.producer_state.update(
+                    v.producer_id, v.producer_epoch, seq, v.last_sequence, info[3], info[1], info[2]
+                )
+        if assign_offsets:
+            if leader_epoch > self._latest_epoch:
+                self._assign_epoch(leader_epoch, first_offset)
+        else:
+            for v in views:
+                if v.partition_leader_epoch > self._latest_epoch:
+                    self._assign_epoch(v.partition_leader_epoch, v.base_offset)
 
-            if self._next_offset - self.recovery_point >= config.flush_interval_messages:
-                self._flush_locked(now)
-            return AppendResult(
-                first_offset, last_offset, now if log_append_time else -1, self._log_start_offset, False
-            )
+        if self._next_offset - self.recovery_point >= config.flush_interval_messages:
+            self._flush_locked(now)
+        return AppendResult(
+            first_offset, last_offset, now if log_append_time else -1, self._log_start_offset, False
+        )
 
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
         if self.leader_epoch_cache.assign(epoch, start_offset):
