@@ -1,0 +1,43 @@
+"""Purgatory: a waiter wakes on completion of any of its keys or on its timeout, and leaves nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from kaflite.server.purgatory import Purgatory
+
+
+def test_complete_wakes_at_once_and_timeout_returns_false() -> None:
+    async def run() -> None:
+        p = Purgatory()
+        t0 = time.monotonic()
+        waiter = asyncio.ensure_future(p.wait([("fetch", "a", 0), ("fetch", "b", 1)], 5000))
+        await asyncio.sleep(0)
+        assert p.watching(("fetch", "b", 1)) == 1
+        assert p.complete(("fetch", "b", 1)) == 1
+        assert await waiter is True
+        assert time.monotonic() - t0 < 1.0
+        assert p.watching(("fetch", "a", 0)) == 0, "the other key is released too"
+        t0 = time.monotonic()
+        assert await p.wait([("fetch", "a", 0)], 50) is False
+        assert 0.04 <= time.monotonic() - t0 < 1.0
+        assert await p.wait([("fetch", "a", 0)], 0) is False
+        assert p.complete(("nobody",)) == 0
+
+    asyncio.run(run())
+
+
+def test_cancelled_waiter_is_removed() -> None:
+    async def run() -> None:
+        p = Purgatory()
+        waiter = asyncio.ensure_future(p.wait([("join", "g")], 5000))
+        await asyncio.sleep(0)
+        waiter.cancel()
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            pass
+        assert p.watching(("join", "g")) == 0
+
+    asyncio.run(run())
