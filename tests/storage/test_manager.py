@@ -131,3 +131,17 @@ def test_config_from_topic_and_broker_names() -> None:
                                        "log.roll.hours": "3", "log.flush.interval.messages": "1"})
     assert (b.retention_ms, b.segment_ms, b.flush_interval_messages) == (120_000, 3 * 3600_000, 1)
     assert LogConfig.from_broker_configs({"log.retention.hours": "-1"}).retention_ms == -1
+
+
+def test_truncation_lowers_the_checkpointed_recovery_point(tmp_path: Path) -> None:
+    m = LogManager([tmp_path], LogConfig())
+    m.load()
+    lg = m.get_or_create("t", 0)
+    for _ in range(5):
+        lg.append(batch(2))
+    lg.flush()
+    m.checkpoint()
+    assert read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {("t", 0): 10}
+    lg.truncate_to(4)
+    assert read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {("t", 0): 4}
+    m.close()

@@ -113,7 +113,7 @@ class Log:
         high_watermark: int = 0,
         had_clean_shutdown: bool = False,
         now_ms: Callable[[], int] | None = None,
-        on_log_start_offset_change: Callable[[Log], None] | None = None,
+        on_log_start_offset_change: Callable[[Log], None] | None = None,  # also on truncation
     ) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -646,6 +646,10 @@ class Log:
             self._segments[-1].truncate_to(offset)
             self._next_offset = self._segments[-1].next_offset
             self._after_truncation()
+            if self._on_lso_change is not None:
+                # the recovery point went down: a stale (higher) checkpoint would skip the rescan of
+                # data appended after this truncation (Kafka checkpoints on truncation too)
+                self._on_lso_change(self)
             return True
 
     def _after_truncation(self) -> None:

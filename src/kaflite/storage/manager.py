@@ -231,7 +231,8 @@ class LogManager:
                         self._written[(d, name)] = offsets
 
     def _on_lso_change(self, log: Log) -> None:
-        # a moved log start offset must survive a crash, or deleted records would come back
+        # a moved log start offset must survive a crash, or deleted records would come back; a lowered
+        # recovery point (truncation) too, or a stale one would skip a needed rescan
         if (log.topic, log.partition) in self._logs:
             self.checkpoint()
 
