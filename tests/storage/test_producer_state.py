@@ -105,3 +105,16 @@ def test_truncation_rebuilds_state(tmp_path: Path) -> None:
     log.truncate_to(1)
     r = log.append(_pb(1, 1))  # the batch with seq 1 is gone: accepted again, not a duplicate
     assert (r.base_offset, r.duplicate) == (1, False)
+
+
+def test_idle_producers_expire(tmp_path: Path) -> None:
+    s = ProducerStateManager()
+    s.update(1, 0, 0, 0, 0, 0, 1000)
+    s.update(2, 0, 0, 0, 1, 1, 5000)
+    assert s.remove_expired(6001, 5000) == 1 and set(s.producers) == {2}
+    log = Log(tmp_path / "t-0", LogConfig(producer_id_expiration_ms=1000), now_ms=lambda: 10_000)
+    log.append(batch(1, producer_id=3, producer_epoch=0, base_sequence=0, ts=9_500))
+    assert log.remove_expired_producers(10_400) == 0
+    assert log.remove_expired_producers(10_600) == 1
+    assert log.append(batch(1, producer_id=3, producer_epoch=0, base_sequence=7, ts=10_000)).base_offset == 1
+    assert LogConfig.from_broker_configs({"producer.id.expiration.ms": "5"}).producer_id_expiration_ms == 5

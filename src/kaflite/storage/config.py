@@ -42,6 +42,7 @@ class LogConfig:
     flush_interval_messages: int = LONG_MAX  # log.flush.interval.messages / flush.messages
     flush_interval_ms: int | None = None  # log.flush.interval.ms / flush.ms; None = never by time
     file_delete_delay_ms: int = 60000  # log.segment.delete.delay.ms / file.delete.delay.ms
+    producer_id_expiration_ms: int = 86_400_000  # producer.id.expiration.ms (broker-level in Kafka)
 
     def __post_init__(self) -> None:
         errors = []
@@ -179,6 +180,7 @@ _FIELD_TYPES: dict[str, type] = {
     "flush_interval_messages": int,
     "flush_interval_ms": int,
     "file_delete_delay_ms": int,
+    "producer_id_expiration_ms": int,
 }
 
 # Kafka topic-level config name -> field. The field names with '.' for '_' are accepted too.
@@ -246,4 +248,5 @@ _BROKER_KEYS: dict[str, str] = {
     "log.flush.interval.messages": "flush_interval_messages",
     "log.flush.interval.ms": "flush_interval_ms",
     "log.segment.delete.delay.ms": "file_delete_delay_ms",
+    "producer.id.expiration.ms": "producer_id_expiration_ms",
 }

@@ -610,6 +610,12 @@ class Log:
         if self._on_lso_change is not None:
             self._on_lso_change(self)
 
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forget idempotent producers idle for longer than producer.id.expiration.ms."""
+        now = self._now() if now_ms is None else now_ms
+        with self._lock:
+            return self.producer_state.remove_expired(now, self.config.producer_id_expiration_ms)
+
     def delete_records(self, before_offset: int) -> int:
         """DeleteRecords: move the log start offset to `before_offset` (<= high watermark) and delete
         the segments wholly below it. Returns the new log start offset."""

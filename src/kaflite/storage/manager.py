@@ -175,12 +175,14 @@ class LogManager:
 
     # ------------------------------------------------------------------------------------------
     def run_retention(self, now_ms: int | None = None) -> int:
-        """Delete segments past retention in every log; returns how many segments were deleted."""
+        """Delete segments past retention in every log (and forget producers idle for longer than
+        producer.id.expiration.ms); returns how many segments were deleted."""
         now = self._now() if now_ms is None else now_ms
         deleted = 0
         for log in list(self._logs.values()):
             if not log.closed:
                 deleted += log.delete_old_segments(now)
+                log.remove_expired_producers(now)
         if deleted:
             self.checkpoint(force=True)
         return deleted

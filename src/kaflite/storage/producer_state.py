@@ -120,6 +120,16 @@ class ProducerStateManager:
         for pid in [p for p, e in self.producers.items() if 0 <= e.last_offset < log_start_offset]:
             del self.producers[pid]
 
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers whose last batch is older than `producer.id.expiration.ms` (Kafka's
+        removeExpiredProducers, by the batch timestamp); returns how many were removed."""
+        doomed = [
+            pid for pid, e in self.producers.items() if not e.batches or now_ms - e.batches[-1].timestamp > expiration_ms
+        ]
+        for pid in doomed:
+            del self.producers[pid]
+        return len(doomed)
+
     def clear(self) -> None:
         self.producers.clear()
 
