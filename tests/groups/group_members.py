@@ -18,11 +18,13 @@ HEARTBEAT_MS = 500
 
 class Member(threading.Thread):
     def __init__(self, client: str, strategy: str, bootstrap: str, group: str, topic: str,
-                 instance_id: str | None = None, commit: bool = False, max_seconds: float = 90.0) -> None:
+                 instance_id: str | None = None, commit: bool = False, max_seconds: float = 90.0,
+                 session_ms: int = SESSION_MS) -> None:
         super().__init__(daemon=True, name=f"{client}-{strategy}")
         self.client, self.strategy, self.bootstrap = client, strategy, bootstrap
         self.group, self.topic, self.instance_id = group, topic, instance_id
         self.commit = commit
+        self.session_ms = session_ms
         self.max_seconds = max_seconds
         self.stop_event = threading.Event()
         self.records: list[tuple[int, int]] = []
@@ -66,7 +68,7 @@ class Member(threading.Thread):
         conf: dict[str, Any] = {
             "bootstrap.servers": self.bootstrap, "group.id": self.group,
             "partition.assignment.strategy": self.strategy, "auto.offset.reset": "earliest",
-            "enable.auto.commit": False, "session.timeout.ms": SESSION_MS,
+            "enable.auto.commit": False, "session.timeout.ms": self.session_ms,
             "heartbeat.interval.ms": HEARTBEAT_MS, "topic.metadata.refresh.interval.ms": 1000,
         }
         if self.instance_id:
@@ -103,7 +105,7 @@ class Member(threading.Thread):
         consumer = KafkaConsumer(
             self.topic, bootstrap_servers=self.bootstrap, group_id=self.group, client_id=f"kp-{self.name}",
             partition_assignment_strategy=[assignor], auto_offset_reset="earliest", enable_auto_commit=False,
-            session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS, metadata_max_age_ms=1000,
+            session_timeout_ms=self.session_ms, heartbeat_interval_ms=HEARTBEAT_MS, metadata_max_age_ms=1000,
         )
         started = time.monotonic()
         try:
@@ -133,7 +135,7 @@ class Member(threading.Thread):
         consumer = AIOKafkaConsumer(
             self.topic, bootstrap_servers=self.bootstrap, group_id=self.group,
             partition_assignment_strategy=(assignor,), auto_offset_reset="earliest", enable_auto_commit=False,
-            session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS, metadata_max_age_ms=1000,
+            session_timeout_ms=self.session_ms, heartbeat_interval_ms=HEARTBEAT_MS, metadata_max_age_ms=1000,
         )
         await consumer.start()
         started = time.monotonic()

@@ -118,7 +118,8 @@ def test_sigkilled_member_partitions_move_and_resume_from_commits(broker, topic_
 def test_static_member_restart_gets_its_partitions_back_without_rebalance(broker, topic_factory) -> None:  # noqa: ANN001
     topic = topic_factory(6)
     group = f"g-{uuid.uuid4().hex[:8]}"
-    members = [Member("confluent", "range", broker.bootstrap, group, topic, instance_id=f"static-{i}") for i in range(3)]
+    members = [Member("confluent", "range", broker.bootstrap, group, topic, instance_id=f"static-{i}",
+                      session_ms=10_000) for i in range(3)]
     replacement = None
     try:
         for mb in members:
@@ -129,10 +130,10 @@ def test_static_member_restart_gets_its_partitions_back_without_rebalance(broker
         events = [mb.assign_events for mb in members[:2]]
         owned = [mb.snapshot()[0] for mb in members]
         members[2].stop()  # a static member's close sends no LeaveGroup (KIP-345)
-        replacement = Member("confluent", "range", broker.bootstrap, group, topic, instance_id="static-2")
+        replacement = Member("confluent", "range", broker.bootstrap, group, topic, instance_id="static-2",
+                             session_ms=10_000)
         replacement.start()
-        wait_for(lambda: bool(replacement.snapshot()[0]), SESSION_MS / 1000 * 2, "the restarted member's partitions",
-                 [replacement])
+        wait_for(lambda: bool(replacement.snapshot()[0]), 8, "the restarted member's partitions", [replacement])
         assert replacement.snapshot()[0] == owned[2]
         time.sleep(1.0)  # a rebalance, had one started, would show within a heartbeat or two
         assert group_state(broker, group) == (GroupState.STABLE, generation)
@@ -253,7 +254,9 @@ def test_stable_group_survives_broker_restart_without_rebalance(tmp_path: Path) 
     try:
         admin = cka.AdminClient({"bootstrap.servers": b1.bootstrap})
         admin.create_topics([cka.NewTopic("live", 2, 1)])["live"].result(15)
-        members = [Member("confluent", "range", b1.bootstrap, "live-group", "live", commit=True) for _ in range(2)]
+        # a session comfortably longer than the restart: librdkafka also times its session out locally
+        members = [Member("confluent", "range", b1.bootstrap, "live-group", "live", commit=True, session_ms=10_000)
+                   for _ in range(2)]
         for mb in members:
             mb.start()
         wait_stable(members, 2)

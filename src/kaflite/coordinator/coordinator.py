@@ -34,6 +34,7 @@ Rules (the rebalance protocol, Kafka's classic GroupMetadataManager):
 
 from __future__ import annotations
 
+import heapq
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -157,7 +158,11 @@ class GroupCoordinator:
         # Not active = still loading __consumer_offsets: replay rebuilds groups, requests are refused.
         self.active = active
         self._new_uuid = new_uuid or (lambda: str(uuid.uuid4()))
-        self._timers: dict[TimerKey, tuple[int, Callable[[], None]]] = {}
+        self._timers: dict[TimerKey, tuple[int, Callable[[], None], int]] = {}
+        # A heap of (deadline, seq, key); an entry whose seq no longer matches _timers[key] is stale
+        # (rescheduled or cancelled) and skipped: every heartbeat reschedules, so this stays O(log n).
+        self._heap: list[tuple[int, int, TimerKey]] = []
+        self._seq = 0
         self._now = 0
         self._res: CoordinatorResult | None = None
 
@@ -178,7 +183,12 @@ class GroupCoordinator:
         self._out.responses.append((token, response))
 
     def _schedule(self, key: TimerKey, deadline_ms: int, callback: Callable[[], None]) -> None:
-        self._timers[key] = (deadline_ms, callback)
+        self._seq += 1
+        self._timers[key] = (deadline_ms, callback, self._seq)
+        heapq.heappush(self._heap, (deadline_ms, self._seq, key))
+        if len(self._heap) > 64 and len(self._heap) > 4 * len(self._timers):
+            self._heap = [(d, q, k) for k, (d, _, q) in self._timers.items()]  # drop stale entries
+            heapq.heapify(self._heap)
         self._out.timers.append(TimerOp(key, deadline_ms))
 
     def _cancel(self, key: TimerKey) -> None:
@@ -195,7 +205,17 @@ class GroupCoordinator:
         return partition_for(group_id, self.config.offsets_topic_num_partitions)
 
     def next_deadline(self) -> int | None:
-        return min((d for d, _ in self._timers.values()), default=None)
+        head = self._live_head()
+        return None if head is None else head[0]
+
+    def _live_head(self) -> tuple[int, int, TimerKey] | None:
+        while self._heap:
+            deadline, seq, key = self._heap[0]
+            entry = self._timers.get(key)
+            if entry is not None and entry[2] == seq:
+                return self._heap[0]
+            heapq.heappop(self._heap)
+        return None
 
     def timer_deadline(self, key: TimerKey) -> int | None:
         entry = self._timers.get(key)
@@ -204,12 +224,12 @@ class GroupCoordinator:
     def poll_timers(self, now_ms: int) -> CoordinatorResult:
         """Fire every timer due at `now_ms`, earliest first, each seeing its own deadline as the time."""
         result = self._begin(now_ms)
-        for _ in range(1_000_000):
-            due = [(d, k) for k, (d, _) in self._timers.items() if d <= now_ms]
-            if not due:
+        for _ in range(10_000_000):
+            head = self._live_head()
+            if head is None or head[0] > now_ms:
                 break
-            deadline, key = min(due, key=lambda x: x[0])
-            _, callback = self._timers.pop(key)
+            deadline, _, key = heapq.heappop(self._heap)
+            _, callback, _ = self._timers.pop(key)
             self._now = deadline
             callback()
         self._now = now_ms
