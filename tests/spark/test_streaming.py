@@ -79,14 +79,19 @@ def test_partition_added_mid_stream_is_read_from_its_start(spark: Any, kafka: An
         query.stop()
 
 
-def test_fail_on_data_loss(spark: Any, kafka: Any) -> None:
+def _truncated_topic(kafka: Any) -> str:
+    """A topic whose log start moved from 0 to 6, as retention does (DeleteRecords)."""
     from confluent_kafka import TopicPartition
 
     topic = kafka.topic("loss", 1)
     kafka.produce(topic, [{"value": b"%d" % i, "partition": 0} for i in range(10)])
     admin = kafka.admin()
-    # what retention does to a log: its start moves forward (DeleteRecords)
     admin.delete_records([TopicPartition(topic, 0, 6)])[TopicPartition(topic, 0, 6)].result(30)
+    return topic
+
+
+def test_fail_on_data_loss_batch(spark: Any, kafka: Any) -> None:
+    topic = _truncated_topic(kafka)
 
     def read(fail: str) -> list[int]:
         df = (
@@ -103,6 +108,37 @@ def test_fail_on_data_loss(spark: Any, kafka: Any) -> None:
     with pytest.raises(Exception, match="Cannot fetch offset 2"):
         read("true")
     assert read("false") == [6, 7, 8, 9]
+
+
+def test_fail_on_data_loss_stream(spark: Any, kafka: Any, tmp_path: Any) -> None:
+    """The query stops with the error, or (failOnDataLoss=false) skips to what is left."""
+    topic = _truncated_topic(kafka)
+
+    def stream(fail: str) -> tuple[Any, str]:
+        name = f"loss_{uuid.uuid4().hex[:8]}"
+        query = (
+            _stream(
+                spark,
+                kafka,
+                subscribe=topic,
+                startingOffsets=f'{{"{topic}": {{"0": 2}}}}',
+                failOnDataLoss=fail,
+            )
+            .selectExpr("offset")
+            .writeStream.format("memory")
+            .queryName(name)
+            .option("checkpointLocation", str(tmp_path / f"cp-{fail}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        return query, name
+
+    query, _ = stream("true")
+    with pytest.raises(Exception, match="Cannot fetch offset 2"):
+        query.awaitTermination(120)
+    query, name = stream("false")
+    assert query.awaitTermination(120)
+    assert sorted(r.offset for r in spark.table(name).collect()) == [6, 7, 8, 9]
 
 
 def test_streaming_write_with_batch_id_header(spark: Any, kafka: Any, tmp_path: Any) -> None:
