@@ -63,7 +63,7 @@ class BrokerProc:
     stop: object
 
 
-def start_kaflite(data_dir: Path, flush_each: bool) -> BrokerProc:
+def start_kaflite(data_dir: Path, flush_each: bool, extra: tuple[str, ...] = ()) -> BrokerProc:
     port = free_port()
     cmd = [
         sys.executable, "-m", "kaflite.server",
@@ -72,6 +72,8 @@ def start_kaflite(data_dir: Path, flush_each: bool) -> BrokerProc:
     ]
     if flush_each:
         cmd += ["--override", "log.flush.interval.messages=1"]
+    for item in extra:
+        cmd += ["--override", item]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(data_dir / "broker.log", "wb"))
     wait_port(port)
 

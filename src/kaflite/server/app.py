@@ -10,10 +10,11 @@ import asyncio
 import logging
 import signal
 import sys
+import time
 from typing import Any
 
 from kaflite.server.broker import Broker, parse_listeners
-from kaflite.server.connection import KafkaConnection
+from kaflite.server.connection import ConnectionLimits, KafkaConnection
 from kaflite.server.dispatcher import Dispatcher
 from kaflite.server.handlers import Registry, load_registry
 
@@ -42,6 +43,7 @@ class KafkaServer:
         self.dispatcher = Dispatcher(self.broker, self.registry)
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[KafkaConnection] = set()
+        self._reaper: asyncio.Future[None] | None = None
         self.host = ""
         self.port = 0
 
@@ -51,15 +53,22 @@ class KafkaServer:
         listener = listeners[0] if listeners else None
         host = listener.host if listener is not None else "127.0.0.1"
         port = listener.port if listener is not None else 9092
-        max_frame = int(self.broker.setting("socket.request.max.bytes"))
+        setting = self.broker.setting
+        limits = ConnectionLimits(
+            max_frame_bytes=int(setting("socket.request.max.bytes")),
+            max_queued_requests=max(1, min(int(setting("queued.max.requests")), 500)),
+            send_buffer_bytes=int(setting("socket.send.buffer.bytes")),
+            receive_buffer_bytes=int(setting("socket.receive.buffer.bytes")),
+            max_connections=int(setting("max.connections")),
+        )
         loop = asyncio.get_running_loop()
         try:
             self._server = await loop.create_server(
-                lambda: KafkaConnection(self.dispatcher, max_frame, self._connections),
+                lambda: KafkaConnection(self.dispatcher, limits, self._connections),
                 host or None,
                 port,
                 reuse_address=True,
-                backlog=1024,
+                backlog=int(setting("socket.listen.backlog.size")),
             )
         except BaseException:
             await self.broker.stop()
@@ -67,6 +76,9 @@ class KafkaServer:
         sock = self._server.sockets[0]
         self.host, self.port = sock.getsockname()[:2]
         self.broker.set_bound_address(host, self.port)
+        idle_ms = int(setting("connections.max.idle.ms"))
+        if idle_ms > 0:
+            self._reaper = asyncio.ensure_future(self._close_idle(idle_ms / 1000.0))
         log.info(
             "kaflite listening on %s:%d (advertised %s), data in %s",
             host or "0.0.0.0",
@@ -75,7 +87,20 @@ class KafkaServer:
             ",".join(str(d) for d in self.broker.log_dirs),
         )
 
+    async def _close_idle(self, idle_s: float) -> None:
+        """connections.max.idle.ms: close connections with no traffic and no request in flight."""
+        while True:
+            await asyncio.sleep(min(max(idle_s / 4, 0.05), 30.0))
+            now = time.monotonic()
+            for conn in list(self._connections):
+                if not conn.busy and not conn.frames and now - conn.last_active >= idle_s:
+                    log.info("closing connection from %s: idle for %.0f ms", conn.peer, (now - conn.last_active) * 1000)
+                    conn.abort("idle", quiet=True)
+
     async def stop(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
         if self._server is not None:
             self._server.close()
         for conn in list(self._connections):

@@ -47,6 +47,10 @@ FALLBACK_DEFAULTS: dict[str, Any] = {
     "group.initial.rebalance.delay.ms": 3000,
     "delete.topic.enable": True,
     "min.insync.replicas": 1,
+    "broker.rack": None,
+    "fetch.max.bytes": 57671680,
+    "log.cleaner.enable": True,
+    "log.cleaner.backoff.ms": 15000,
 }
 
 
@@ -107,6 +111,7 @@ class Broker:
         self.producer_ids = ProducerIdManager()
         # Extension slot for other subsystems (e.g. the group coordinator) to hang their state on.
         self.extensions: dict[str, Any] = {}
+        self.rack: str | None = self.setting("broker.rack")
         self.registry: Any = None  # the handler Registry, set by the server (ApiVersions reads it)
 
     # -- config ------------------------------------------------------------------------------------
@@ -153,7 +158,9 @@ class Broker:
         retention_every = max(100, int(self.setting("log.retention.check.interval.ms")))
         flush_every = max(10, min(1000, int(self.setting("log.flush.scheduler.interval.ms"))))
         next_retention = self.now_ms() + retention_every
-        compaction_every = 15_000  # Kafka's log.cleaner.backoff.ms
+        compaction_every = max(100, int(self.setting("log.cleaner.backoff.ms")))
+        if not self.setting("log.cleaner.enable"):
+            compaction_every = 2**62
         next_compaction = self.now_ms() + compaction_every
         while True:
             await asyncio.sleep(flush_every / 1000.0)

@@ -4,7 +4,7 @@ Rules:
 - requests of one connection are handled one at a time, in arrival order, and their responses are
   written in that order (Kafka mutes a channel while a request is in flight), so pipelining clients
   (librdkafka keeps up to 5 produce requests in flight) get answers in order;
-- backpressure: reading pauses when 16 frames or 32 MiB are queued (a client cannot make the broker
+- backpressure: reading pauses when `queued.max.requests` frames or 32 MiB are queued (a client cannot make the broker
   buffer without bound), and the worker waits while the socket's write buffer is above its high-water
   mark, so a slow reader slows its own requests down;
 - a framing or protocol violation logs one line and closes only this connection.
@@ -15,24 +15,40 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import socket
+import time
 from collections import deque
+from dataclasses import dataclass
 
 from kaflite.protocol.framing import FrameDecoder, FrameError
 from kaflite.server.dispatcher import CloseConnection, Dispatcher
 
-__all__ = ["KafkaConnection"]
+__all__ = ["ConnectionLimits", "KafkaConnection"]
 
 log = logging.getLogger("kaflite.server")
 
-MAX_QUEUED_FRAMES = 16
 MAX_QUEUED_BYTES = 32 * 1024 * 1024
 _ids = itertools.count(1)
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """Per-connection settings from the broker config (Kafka's names in the comments)."""
+
+    max_frame_bytes: int = 104_857_600  # socket.request.max.bytes
+    max_queued_requests: int = 16  # queued.max.requests (read-ahead per connection)
+    send_buffer_bytes: int = -1  # socket.send.buffer.bytes (-1: OS default)
+    receive_buffer_bytes: int = -1  # socket.receive.buffer.bytes
+    max_connections: int = 2**31 - 1  # max.connections
+
+
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, dispatcher: Dispatcher, max_frame_bytes: int, registry_of: set[KafkaConnection]) -> None:
+    def __init__(self, dispatcher: Dispatcher, limits: ConnectionLimits, registry_of: set[KafkaConnection]) -> None:
         self.dispatcher = dispatcher
-        self.decoder = FrameDecoder(max_frame_bytes)
+        self.limits = limits
+        self.decoder = FrameDecoder(limits.max_frame_bytes)
+        self.last_active = time.monotonic()
+        self.busy = False
         self.frames: deque[bytes] = deque()
         self.queued_bytes = 0
         self.transport: asyncio.Transport | None = None
@@ -50,12 +66,28 @@ class KafkaConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not subclasses
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        if len(self._all) >= self.limits.max_connections:
+            log.warning("refusing connection from %s: max.connections=%d reached", self.peer, self.limits.max_connections)
+            self._closed = True
+            transport.close()
+            return
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self.limits.send_buffer_bytes > 0:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.limits.send_buffer_bytes)
+                if self.limits.receive_buffer_bytes > 0:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.limits.receive_buffer_bytes)
+            except OSError:
+                pass
         self._all.add(self)
         self._worker = asyncio.ensure_future(self._run())
 
     def data_received(self, data: bytes) -> None:
         if self._closed:
             return
+        self.last_active = time.monotonic()
         try:
             frames = self.decoder.feed(data)
         except FrameError as e:
@@ -65,7 +97,7 @@ class KafkaConnection(asyncio.Protocol):
             self.frames.extend(frames)
             self.queued_bytes += sum(len(f) for f in frames)
             self._wake()
-            if len(self.frames) >= MAX_QUEUED_FRAMES or self.queued_bytes >= MAX_QUEUED_BYTES:
+            if len(self.frames) >= self.limits.max_queued_requests or self.queued_bytes >= MAX_QUEUED_BYTES:
                 self._pause_reading()
 
     def eof_received(self) -> bool | None:
@@ -104,14 +136,17 @@ class KafkaConnection(asyncio.Protocol):
                 continue
             frame = self.frames.popleft()
             self.queued_bytes -= len(frame)
+            self.busy = True
             if (
                 self._reading_paused
-                and len(self.frames) < MAX_QUEUED_FRAMES // 2
+                and len(self.frames) <= self.limits.max_queued_requests // 2
                 and self.queued_bytes < MAX_QUEUED_BYTES // 2
             ):
                 self._resume_reading()
             try:
                 out = await self.dispatcher.dispatch(frame, host, self.id)
+                self.busy = False
+                self.last_active = time.monotonic()
             except CloseConnection as e:
                 self.abort(str(e))
                 return

@@ -400,7 +400,9 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
         endpoint_type=1,
         cluster_id=broker.metadata.cluster_id,
         controller_id=broker.node_id,
-        brokers=(build(R.DescribeClusterBroker, broker_id=broker.node_id, host=adv.host, port=adv.port),),
+        brokers=(
+            build(R.DescribeClusterBroker, broker_id=broker.node_id, host=adv.host, port=adv.port, rack=broker.rack),
+        ),
         cluster_authorized_operations=ops,
     )
 

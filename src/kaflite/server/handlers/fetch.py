@@ -43,7 +43,8 @@ class PartitionRead:
 
 def read_partitions(broker: Broker, request: Any) -> tuple[list[tuple[str, list[PartitionRead]]], int, bool]:
     """One pass over every requested partition: (results by topic, bytes read, any partition error)."""
-    remaining = max(0, int(request.max_bytes))
+    # the response budget: the request's max_bytes, capped by the broker's fetch.max.bytes
+    remaining = max(0, min(int(request.max_bytes), int(broker.setting("fetch.max.bytes"))))
     total = 0
     any_error = False
     out: list[tuple[str, list[PartitionRead]]] = []

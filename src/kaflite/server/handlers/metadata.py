@@ -141,7 +141,9 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
                 topics.append(_topic_bytes(R, broker, topic, version, ops))
     adv = broker.advertised
     brokers = [
-        encode_body(build(R.MetadataResponseBroker, node_id=broker.node_id, host=adv.host, port=adv.port, rack=None))
+        encode_body(
+            build(R.MetadataResponseBroker, node_id=broker.node_id, host=adv.host, port=adv.port, rack=broker.rack)
+        )
     ]
     return EncodedBody(
         list(

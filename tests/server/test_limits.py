@@ -1,0 +1,50 @@
+"""Broker settings of the connection shell: idle connections, max.connections, broker.rack,
+fetch.max.bytes (each set through EmbeddedBroker overrides, as a user would in server.properties)."""
+
+from __future__ import annotations
+
+import datetime
+import time
+from pathlib import Path
+
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.metadata.v12.request import MetadataRequest
+from kwire import WireClient
+
+from kaflite.protocol.record_batch import build_record_batch
+from kaflite.server.embedded import EmbeddedBroker
+
+_ALL = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+
+
+def test_idle_connections_are_closed_and_connection_limit(tmp_path: Path) -> None:
+    overrides = {"connections.max.idle.ms": "300", "max.connections": "2", "broker.rack": "rack-a"}
+    with EmbeddedBroker(data_dir=tmp_path, overrides=overrides) as b:
+        with WireClient(b.bootstrap) as first, WireClient(b.bootstrap) as second:
+            assert first.request(_ALL).brokers[0].rack == "rack-a"
+            second.request(_ALL)
+            with WireClient(b.bootstrap) as third:
+                assert third.is_closed(wait=5), "a third connection exceeds max.connections=2"
+            time.sleep(0.8)
+            assert first.is_closed(wait=5), "an idle connection is closed after connections.max.idle.ms"
+        with WireClient(b.bootstrap) as again:  # slots are free again
+            assert again.request(_ALL).controller_id == 0
+
+
+def test_fetch_max_bytes_caps_the_response(tmp_path: Path) -> None:
+    with EmbeddedBroker(data_dir=tmp_path, overrides={"fetch.max.bytes": "1024"}) as b:
+        log = b.call(lambda: b.server.broker.create_topic("cap", 1, None))
+        assert log is not None
+        for _ in range(5):
+            b.call(b.server.broker.append, "cap", 0, build_record_batch([(None, b"x" * 600, [])]))
+        fetch = FetchRequest(
+            max_wait=datetime.timedelta(0),
+            min_bytes=1,
+            max_bytes=10 << 20,
+            topics=(FetchTopic(topic="cap", partitions=(FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=10 << 20),)),),
+            forgotten_topics_data=(),
+        )
+        with WireClient(b.bootstrap) as c:
+            records = c.request(fetch).responses[0].partitions[0].records
+        # one batch (~680 bytes) fits the 1 KiB budget, two do not; the first always comes (min one message)
+        assert 600 < len(records) <= 1024
