@@ -182,3 +182,23 @@ def test_min_insync_replicas_and_internal_topics(broker) -> None:
         assert c.request(_list_offsets("misr", -1)).topics[0].partitions[0].offset == 1  # the refused one is not written
         internal = c.request(_produce("__consumer_offsets", batch, acks=1)).responses[0].partition_responses[0]
         assert internal.error_code in (ErrorCode.invalid_topic_exception, ErrorCode.unknown_topic_or_partition)
+
+
+def test_cluster_id_lives_in_meta_properties(tmp_path: Path) -> None:
+    import pytest
+
+    with EmbeddedBroker(data_dir=tmp_path) as b:
+        generated = b.server.broker.metadata.cluster_id
+    props = (tmp_path / "meta.properties").read_text()
+    assert f"cluster.id={generated}" in props and "node.id=0" in props
+    with EmbeddedBroker(data_dir=tmp_path) as b:
+        assert b.server.broker.metadata.cluster_id == generated
+    with pytest.raises(RuntimeError, match="another cluster"):
+        EmbeddedBroker(data_dir=tmp_path, overrides={"cluster.id": "someone-elses-cluster"}).start()
+    fresh = tmp_path / "fresh"
+    with EmbeddedBroker(data_dir=fresh, overrides={"cluster.id": "MkU3OEVBNTcwNTJENDM2Qg"}) as b:
+        with WireClient(b.bootstrap) as c:
+            from kio.schema.metadata.v12.request import MetadataRequest
+
+            r = c.request(MetadataRequest(topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+            assert r.cluster_id == "MkU3OEVBNTcwNTJENDM2Qg"

@@ -22,12 +22,20 @@ from pathlib import Path
 
 from kaflite.protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["MetadataImage", "TopicImage", "validate_topic_name", "INTERNAL_TOPICS"]
+__all__ = [
+    "INTERNAL_TOPICS",
+    "MetadataImage",
+    "TopicImage",
+    "read_meta_properties",
+    "validate_topic_name",
+    "write_meta_properties",
+]
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 IMAGE_FILE = "kaflite-metadata.json"
+META_PROPERTIES = "meta.properties"  # Kafka's own file naming the cluster and node of a data directory
 
 
 def validate_topic_name(name: str | None) -> None:
@@ -176,6 +184,32 @@ class MetadataImage:
     def has_partition(self, topic: str, partition: int) -> bool:
         t = self.topics.get(topic)
         return t is not None and 0 <= partition < t.num_partitions
+
+
+def read_meta_properties(directory: Path) -> dict[str, str]:
+    """Kafka's `meta.properties` of a data directory (empty when absent)."""
+    path = directory / META_PROPERTIES
+    if not path.exists():
+        return {}
+    out: dict[str, str] = {}
+    for line in path.read_text(encoding="latin-1").splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def write_meta_properties(directory: Path, cluster_id: str, node_id: int) -> None:
+    path = directory / META_PROPERTIES
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(f"#kaflite\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n", encoding="latin-1")
+    with open(tmp, "rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(directory)
 
 
 def _new_cluster_id() -> str:

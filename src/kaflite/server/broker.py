@@ -21,7 +21,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kaflite.cluster.metadata import MetadataImage, TopicImage, validate_topic_name
+from kaflite.cluster.metadata import (
+    MetadataImage,
+    TopicImage,
+    read_meta_properties,
+    validate_topic_name,
+    write_meta_properties,
+)
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.purgatory import Purgatory
 
@@ -48,6 +54,7 @@ FALLBACK_DEFAULTS: dict[str, Any] = {
     "delete.topic.enable": True,
     "min.insync.replicas": 1,
     "broker.rack": None,
+    "cluster.id": None,
     "fetch.max.bytes": 57671680,
     "log.cleaner.enable": True,
     "log.cleaner.backoff.ms": 15000,
@@ -134,12 +141,39 @@ class Broker:
         from kaflite.storage import LogManager
 
         self.log_manager = LogManager(self.log_dirs, self._default_log_config(), self.now_ms)
-        self.log_manager.load()
-        on_disk = list(self.log_manager.logs())
-        self.metadata.load(on_disk)
-        for topic in list(self.metadata.topics.values()):
-            self._open_partitions(topic, 0)
+        try:
+            self.log_manager.load()
+            on_disk = list(self.log_manager.logs())
+            self.metadata.load(on_disk)
+            self._settle_cluster_id()
+            for topic in list(self.metadata.topics.values()):
+                self._open_partitions(topic, 0)
+        except BaseException:
+            self.log_manager.close()
+            self.log_manager = None
+            raise
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
+
+    def _settle_cluster_id(self) -> None:
+        """The cluster id: `cluster.id` from the config, else the one in the data directory's
+        meta.properties (Kafka's file), else the generated one; a config that contradicts the data
+        directory refuses to start (Kafka's InconsistentClusterIdException)."""
+        if not self.log_dirs:
+            return
+        directory = self.log_dirs[0]
+        stored = read_meta_properties(directory).get("cluster.id")
+        configured = self.setting("cluster.id")
+        if configured and stored and configured != stored:
+            raise RuntimeError(
+                f"cluster.id={configured} in the configuration does not match cluster.id={stored} in "
+                f"{directory / 'meta.properties'}: this data directory belongs to another cluster"
+            )
+        cluster_id = configured or stored or self.metadata.cluster_id
+        if cluster_id != self.metadata.cluster_id:
+            self.metadata.cluster_id = cluster_id
+            self.metadata.save()
+        if stored != cluster_id or read_meta_properties(directory).get("node.id") != str(self.node_id):
+            write_meta_properties(directory, cluster_id, self.node_id)
 
     async def stop(self) -> None:
         for t in self._tasks:
