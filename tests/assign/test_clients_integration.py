@@ -205,3 +205,89 @@ def test_aiokafka_group_with_kaflite_sticky(kaflite_broker: Any) -> None:
 
     seen = asyncio.run(asyncio.wait_for(main(), DEADLINE_S + 30))
     check_exactly_once(seen, 400)
+
+
+class RdMember:
+    """A confluent-kafka (librdkafka) consumer with its own cooperative-sticky assignor, in a thread."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, seen: list[Any], lock: threading.Lock) -> None:
+        # librdkafka joins the group as soon as it subscribes, so the consumer is created in the thread
+        self.config = {"bootstrap.servers": bootstrap, "group.id": group,
+                       "partition.assignment.strategy": "cooperative-sticky",
+                       "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                       "session.timeout.ms": 10000, "heartbeat.interval.ms": 500}
+        self.topic = topic
+        self.owned: set[Any] = set()
+        self.seen, self.lock = seen, lock
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.error: BaseException | None = None
+
+    def _on_assign(self, consumer: Any, parts: list[Any]) -> None:
+        self.owned |= {(p.topic, p.partition) for p in parts}
+        consumer.incremental_assign(parts)
+
+    def _on_revoke(self, consumer: Any, parts: list[Any]) -> None:
+        self.owned -= {(p.topic, p.partition) for p in parts}
+        consumer.incremental_unassign(parts)
+
+    def _run(self) -> None:
+        from confluent_kafka import Consumer
+
+        consumer = Consumer(self.config)
+        try:
+            consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+            while not self.stop.is_set():
+                msg = consumer.poll(0.2)
+                if msg is not None and not msg.error():
+                    with self.lock:
+                        self.seen.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+                    consumer.commit(msg, asynchronous=False)
+        except BaseException as err:
+            self.error = err
+        finally:
+            consumer.close()
+
+    def assignment(self) -> set[Any]:
+        return set(self.owned)
+
+
+@pytest.mark.parametrize("leader", ["kaflite", "librdkafka"])
+def test_mixed_group_kafka_python_with_librdkafka(kaflite_broker: Any, leader: str) -> None:
+    """Two kafka-python members using kaflite's CooperativeSticky and one librdkafka member using its own
+    cooperative-sticky share a group: whichever computes the assignment, the other side reads it."""
+    from kaflite.clients import kafka_python as kp
+
+    bootstrap = kaflite_broker.bootstrap
+    topic = create_topic(bootstrap)
+    group = f"g-mixed-{uuid.uuid4().hex[:6]}"
+    seen: list[Any] = []
+    lock = threading.Lock()
+    py = [Member(bootstrap, topic, group, kp.CooperativeStickyAssignor, seen, lock) for _ in range(2)]
+    rd = RdMember(bootstrap, topic, group, seen, lock)
+    members: list[Any] = [rd, *py] if leader == "librdkafka" else [*py, rd]
+    try:
+        members[0].thread.start()  # the first member to join leads the group
+        wait_for(lambda: len(members[0].assignment()) == PARTITIONS, "the first member to own every partition")
+        for m in members[1:]:
+            m.thread.start()
+
+        def settled() -> bool:
+            parts = [m.assignment() for m in members]
+            return all(parts) and sum(map(len, parts)) == PARTITIONS
+
+        wait_for(settled, "3 members sharing 6 partitions",
+                 state=lambda: str([sorted(m.assignment()) for m in members]))
+        assert sorted(len(m.assignment()) for m in members) == [2, 2, 2]
+        produce(bootstrap, topic, 0, 300)
+        wait_for(lambda: len(seen) >= 300, "300 records consumed", state=lambda: f"{len(seen)} seen")
+        time.sleep(0.5)
+        for m in members:
+            assert m.error is None, m.error
+        check_exactly_once(seen, 300)
+    finally:
+        for m in members:
+            m.stop.set()
+        for m in members:
+            if m.thread.is_alive():
+                m.thread.join(timeout=20)
