@@ -200,3 +200,28 @@ def test_min_offsets_per_trigger_waits_until_enough_or_max_delay(
         _wait(lambda: spark.table(name).count() == 7, "the batch forced by maxTriggerDelay", timeout=60)
     finally:
         query.stop()
+
+
+def test_subscribe_pattern_picks_up_a_topic_created_mid_stream(spark: Any, kafka: Any, tmp_path: Any) -> None:
+    prefix = f"pat{uuid.uuid4().hex[:6]}"
+    first = kafka.topic(prefix, 1)
+    kafka.produce(first, [{"value": b"a", "partition": 0}])
+    name = f"pat_{uuid.uuid4().hex[:8]}"
+    query = (
+        _stream(spark, kafka, subscribePattern=f"{prefix}-.*", startingOffsets="earliest")
+        .selectExpr("topic", "offset")
+        .writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(processingTime="300 milliseconds")
+        .start()
+    )
+    try:
+        _wait(lambda: spark.table(name).count() == 1, "the first topic's record")
+        second = kafka.topic(prefix, 2)
+        kafka.produce(second, [{"value": b"b", "partition": p} for p in (0, 1, 1)])
+        _wait(lambda: spark.table(name).count() >= 4, "the new topic's records")
+        rows = sorted((r.topic, r.offset) for r in spark.table(name).collect())
+        assert rows == sorted([(first, 0), (second, 0), (second, 0), (second, 1)])
+    finally:
+        query.stop()

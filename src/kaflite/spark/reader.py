@@ -156,7 +156,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         min_rows = self.options.min_offsets_per_trigger
         if isinstance(limit, ReadMinRows):
             min_rows = limit.min_rows
-        if min_rows is not None:
+        # with Trigger.AvailableNow a minimum could hold the last records back forever: the query must end
+        if min_rows is not None and not self.available_now:
             delay, self.last_trigger_ms = should_delay(
                 min_rows,
                 begin,
