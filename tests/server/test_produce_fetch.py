@@ -193,7 +193,9 @@ def test_cluster_id_lives_in_meta_properties(tmp_path: Path) -> None:
     assert f"cluster.id={generated}" in props and "node.id=0" in props
     with EmbeddedBroker(data_dir=tmp_path) as b:
         assert b.server.broker.metadata.cluster_id == generated
-    with pytest.raises(RuntimeError, match="another cluster"):
+    from kaflite.server.config import ConfigError
+
+    with pytest.raises(ConfigError, match="another cluster"):
         EmbeddedBroker(data_dir=tmp_path, overrides={"cluster.id": "someone-elses-cluster"}).start()
     fresh = tmp_path / "fresh"
     with EmbeddedBroker(data_dir=fresh, overrides={"cluster.id": "MkU3OEVBNTcwNTJENDM2Qg"}) as b:

@@ -32,7 +32,14 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    run_broker(config)
+    try:
+        run_broker(config)
+    except ConfigError as e:  # a rule only the broker can check (the data directory's cluster id, ...)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # the port is taken, the data directory is not writable, ...
+        print(f"error: cannot start the broker: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

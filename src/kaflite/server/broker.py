@@ -164,9 +164,12 @@ class Broker:
         stored = read_meta_properties(directory).get("cluster.id")
         configured = self.setting("cluster.id")
         if configured and stored and configured != stored:
-            raise RuntimeError(
-                f"cluster.id={configured} in the configuration does not match cluster.id={stored} in "
-                f"{directory / 'meta.properties'}: this data directory belongs to another cluster"
+            from kaflite.server.config import ConfigError
+
+            raise ConfigError(
+                f"cluster.id: {configured} in the configuration does not match cluster.id={stored} in "
+                f"{directory / 'meta.properties'}: this data directory belongs to another cluster",
+                "cluster.id",
             )
         cluster_id = configured or stored or self.metadata.cluster_id
         if cluster_id != self.metadata.cluster_id:
