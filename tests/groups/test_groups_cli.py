@@ -54,6 +54,12 @@ def test_groups_commands_end_to_end(broker, topic_factory) -> None:  # noqa: ANN
         for row in rows:
             assert row[1] == topic and row[3] == row[4] and row[5] == "0"  # fully consumed: no lag
             assert row[6].startswith("cli-test-") and row[7] == "/127.0.0.1" and row[8] == "cli-test"
+        code, out = cli(broker, "describe", group, "--members")
+        assert code == 0 and [ln.split()[2:] for ln in out.splitlines() if ln.startswith(group)] == \
+            [["/127.0.0.1", "cli-test", "2"]]
+        code, out = cli(broker, "describe", group, "--state")
+        assert code == 0 and [ln.split()[-3:] for ln in out.splitlines() if ln.startswith(group)] == \
+            [["range", "Stable", "1"]]
         code, out = cli(broker, "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute")
         assert code == 1 and "inactive" in out  # members still own the partitions
     finally:

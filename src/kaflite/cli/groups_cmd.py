@@ -14,6 +14,7 @@ preceded by "Consumer group 'g' has no active members." when the group is empty.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -193,11 +194,18 @@ def list_groups(
             typer.echo(g.group_id)
 
 
+def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [" ".join(v.ljust(widths[i]) for i, v in enumerate(r[:-1])) + " " + r[-1] for r in rows]
+
+
 @groups_app.command("describe")
 @handle_errors
 def describe(
     group: Annotated[str, typer.Argument(help="The consumer group.")],
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    members: Annotated[bool, typer.Option("--members", help="One line per member instead of per partition.")] = False,
+    state_only: Annotated[bool, typer.Option("--state", help="The group's coordinator, assignor, state, size.")] = False,
     timeout: Timeout = 15.0,
 ) -> None:
     """Offsets, lag and owners of a group's partitions (like kafka-consumer-groups.sh --describe)."""
@@ -206,6 +214,22 @@ def describe(
     state = _state_name(desc.state)
     if state == "Dead":
         fail(f"Consumer group '{group}' does not exist.")
+    if state_only:
+        coord = desc.coordinator
+        where = f"{coord.host}:{coord.port} ({coord.id})" if coord is not None else "-"
+        for line in ["", *_table([("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
+                                  (group, where, desc.partition_assignor or "", state, str(len(desc.members or [])))])]:
+            typer.echo(line)
+        return
+    if members:
+        table = [("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")]
+        for mb in desc.members or []:
+            parts = getattr(mb.assignment, "topic_partitions", None) or []
+            table.append((group, mb.member_id, mb.host, mb.client_id, str(len(parts))))
+        lines = [f"Consumer group '{group}' has no active members."] if len(table) == 1 else []
+        for line in [*lines, "", *_table(table)]:
+            typer.echo(line)
+        return
     committed = _committed(admin, group, timeout)
     owners: dict[tuple[str, int], Any] = {}
     for member in desc.members or []:
