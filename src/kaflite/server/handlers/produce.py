@@ -73,6 +73,9 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
                     result = broker.append(name, pdata.index, pdata.records)
                 except KafkaError as e:
                     code, message = e.code, e.message or None
+                except OSError as e:  # disk full, I/O error: Kafka's KAFKA_STORAGE_ERROR, the broker lives on
+                    log.error("append to %s-%d failed: %s", name, pdata.index, e)
+                    code, message = ErrorCode.kafka_storage_error, str(e)
                 else:
                     code = ErrorCode.none
                     base_offset = result.base_offset
