@@ -17,6 +17,7 @@ Rules (Kafka's `ReplicaManager.fetchMessages` / `DelayedFetch`):
 from __future__ import annotations
 
 import datetime
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable, EncodedBody
 
 API_KEY = 1
+log = logging.getLogger("kaflite.server")
 _ZERO = datetime.timedelta(0)
 READ_COMMITTED = 1
 
@@ -67,6 +69,11 @@ def read_partitions(broker: Broker, request: Any) -> tuple[list[tuple[str, list[
                     r.size = int(info.size)
             except KafkaError as e:
                 r.error = e.code
+                any_error = True
+            except OSError as e:  # an unreadable segment: Kafka's KAFKA_STORAGE_ERROR
+                log.error("read of %s-%d failed: %s", t.topic, p.partition, e)
+                r.error = ErrorCode.kafka_storage_error
+                r.records, r.size = [], 0
                 any_error = True
             total += r.size
             remaining = max(0, remaining - r.size)
