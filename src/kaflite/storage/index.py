@@ -196,6 +196,11 @@ class TimeIndex(_IndexFile):
         self._keys, self._values = tss, offs
         self._written = len(tss)
 
+    @property
+    def last_timestamp(self) -> int:
+        """Timestamp of the last entry (-2 when empty: below every real or -1 timestamp)."""
+        return self._keys[-1] if self._keys else -2
+
     def last_entry(self) -> tuple[int, int] | None:
         """(timestamp, absolute offset) of the last entry, or None."""
         if not self._keys:

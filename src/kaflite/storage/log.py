@@ -346,9 +346,12 @@ class Log:
         now_ms: int | None = None,
         assign_offsets: bool = True,
     ) -> AppendResult:
-        buf = records if type(records) is memoryview else memoryview(records)
-        if buf.format != "B" or buf.ndim != 1:
-            buf = buf.cast("B")
+        if type(records) is bytes:  # the usual case: bytes are always 1-D unsigned bytes
+            buf = memoryview(records)
+        else:
+            buf = records if type(records) is memoryview else memoryview(records)
+            if buf.format != "B" or buf.ndim != 1:
+                buf = buf.cast("B")
         with self._lock:
             f = fast_single_batch(buf, self._fast_limit) if assign_offsets and not self._closed else None
             if f is None:

@@ -197,9 +197,10 @@ class LogSegment:
         index = self.index
         index.append(last_offset, pos)
         time_index = self.time_index
-        time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        if self.max_timestamp > time_index.last_timestamp:
+            time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.bytes_since_last_index_entry = 0
-        if index.entries >= index.max_entries or time_index.entries >= time_index.max_entries:
+        if len(index._keys) >= index.max_entries or len(time_index._keys) >= time_index.max_entries:  # noqa: SLF001
             self.indexes_full = True
 
     # ------------------------------------------------------------------------------------------
