@@ -72,6 +72,7 @@ _pack_i_into = struct.Struct(">i").pack_into
 _pack_h_into = struct.Struct(">h").pack_into
 _pack_I_into = struct.Struct(">I").pack_into
 _INT32_MAX = 0x7FFFFFFF
+_new_tuple = tuple.__new__  # builds a NamedTuple without the Python-level __new__ frame (hot path)
 
 
 class AppendResult(NamedTuple):
@@ -389,7 +390,7 @@ class Log:
                 self._assign_epoch(leader_epoch, offset)
             if self._next_offset - self.recovery_point >= self._flush_messages:
                 self._flush_locked(self._now() if now_ms is None else now_ms)
-            return AppendResult(offset, last, append_time, self._log_start_offset, False)
+            return _new_tuple(AppendResult, (offset, last, append_time, self._log_start_offset, False))
 
     def _append_general(self, buf: memoryview, leader_epoch: int, now: int, assign_offsets: bool) -> AppendResult:
         """Every append the hot path does not take (several batches, producer ids, compacted topics,
