@@ -91,6 +91,20 @@ def test_e7_offsets_topic_partition_of_group_test() -> None:
     assert utils_abs(java_string_hashcode("test")) % 50 == 48
 
 
+def test_server_assignors_by_remote_assignor_name() -> None:
+    from kaflite.assign import get_server_assignor
+
+    assert isinstance(get_server_assignor("range"), ServerRangeAssignor)
+    assert isinstance(get_server_assignor("uniform"), UniformAssignor)
+    assert get_server_assignor("uniform") is not get_server_assignor("uniform")
+    try:
+        get_server_assignor("sticky")
+    except ValueError as e:
+        assert "uniform, range" in str(e)
+    else:  # pragma: no cover
+        raise AssertionError("client-only assignor accepted as server-side")
+
+
 def test_registry_returns_fresh_instances_by_kafka_names() -> None:
     for name in ("range", "roundrobin", "sticky", "cooperative-sticky", "uniform", "server-range"):
         a, b = get_assignor(name), get_assignor(name)

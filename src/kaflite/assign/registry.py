@@ -71,6 +71,19 @@ _JAVA_CLASS_NAMES = {
 }
 
 
+def get_server_assignor(name: str) -> Any:
+    """A fresh KIP-848 broker-side assignor by `group.remote.assignor` name ("uniform" or "range")."""
+    from kaflite.assign.server import ServerRangeAssignor, UniformAssignor
+
+    factories: dict[str, Callable[[], Any]] = {"uniform": UniformAssignor, "range": ServerRangeAssignor,
+                                               "server-range": ServerRangeAssignor}
+    key = _JAVA_CLASS_NAMES.get(name, name)
+    try:
+        return factories[key]()
+    except KeyError:
+        raise ValueError(f"unknown server-side assignor {name!r}; allowed: uniform, range") from None
+
+
 def assign_group(assignor: Any, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Any],
                  partition_racks: Any = None) -> dict[str, list[Any]]:
     """Run a client assignor the way a group leader does (AbstractPartitionAssignor.assign(Cluster, ...)):
