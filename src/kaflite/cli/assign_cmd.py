@@ -170,15 +170,15 @@ def _print_moves(console: Console, before: dict[str, list[TopicPartition]], afte
 def assign_command(
     topic: Annotated[list[str] | None, typer.Option("--topic", "-t", help="NAME:PARTITIONS (repeatable).")] = None,
     member: Annotated[list[str] | None, typer.Option("--member", "-m",
-        help="NAME:TOPIC[,TOPIC...][@RACK], in join order (repeatable).")] = None,
+        help="NAME:TOPIC,TOPIC... with optional @RACK at the end, in join order (repeatable).")] = None,
     strategy: Annotated[list[str] | None, typer.Option("--strategy", "-s",
         help=f"Strategy (repeatable): {', '.join(ALL_STRATEGIES)}. Default: {', '.join(DEFAULT_STRATEGIES)}.")] = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Group as JSON (or YAML) instead of flags.")] = None,
     then_leave: Annotated[list[str] | None, typer.Option("--then-leave", help="Member(s) leaving next.")] = None,
     then_join: Annotated[list[str] | None, typer.Option("--then-join",
-        help="NAME:TOPIC[,TOPIC...][@RACK] joining next.")] = None,
+        help="NAME:TOPIC,TOPIC... (optional @RACK) joining next.")] = None,
     replica_racks: Annotated[list[str] | None, typer.Option("--replica-racks",
-        help="TOPIC=RACK[,RACK...]: partition i's replica on rack i mod n (rack-aware assignment).")] = None,
+        help="TOPIC=RACK,RACK...: partition i's replica on rack number i mod n (rack-aware assignment).")] = None,
     seed_notation: Annotated[bool, typer.Option("--seed-notation", help="Print t0p1 instead of t0-1.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
