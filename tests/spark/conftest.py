@@ -83,7 +83,9 @@ class Kafka:
             p.produce(
                 topic, r.get("value"), on_delivery=lambda e, m: errors.append(e) if e else None, **kwargs
             )
-        assert p.flush(30) == 0 and not errors, errors
+        remaining = p.flush(30)
+        del p  # destroyed now, not at some later GC when the broker may be gone (librdkafka would log)
+        assert remaining == 0 and not errors, errors
 
     def read_all(self, topic: str, timeout: float = 30.0) -> list[Any]:
         """Every record of `topic` up to the current high watermarks (a plain consumer, for checks)."""
