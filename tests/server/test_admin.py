@@ -176,3 +176,30 @@ def test_delete_records_moves_log_start_and_fetch_below_is_out_of_range(broker) 
         assert got == [4, 5, 6, 7, 8, 9]
     finally:
         consumer.close()
+
+
+def test_describe_log_dirs_with_kafka_python(broker) -> None:
+    from confluent_kafka import Producer
+    from kafka.admin import KafkaAdminClient
+
+    admin = _admin(broker)
+    admin.create_topics([NewTopic("adm-ld", 2, 1)])["adm-ld"].result(timeout=10)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce("adm-ld", b"x" * 1000, partition=1)
+    assert producer.flush(10) == 0
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10000)
+    try:
+        result = kp.describe_log_dirs()
+    finally:
+        kp.close()
+    (mine,) = result
+    (log_dir,) = mine["log_dirs"]
+    assert log_dir["log_dir"] == str(broker.data_dir.resolve()) and log_dir["error_code"] == 0
+    sizes = {
+        p["partition_index"]: p["partition_size"]
+        for t in log_dir["topics"]
+        if t["name"] == "adm-ld"
+        for p in t["partitions"]
+    }
+    assert sizes[0] == 0 and 1000 < sizes[1] < 1200  # one ~1 KB record batch in partition 1
+    assert log_dir["usable_bytes"] > 0

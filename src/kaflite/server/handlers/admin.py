@@ -1,5 +1,6 @@
 """Topic and cluster administration: CreateTopics 2-7, DeleteTopics 1-5, CreatePartitions 0-3,
-DescribeConfigs 1-4, AlterConfigs 0-2, IncrementalAlterConfigs 0-1, DescribeCluster 0-1, DeleteRecords 0-2.
+DescribeConfigs 1-4, AlterConfigs 0-2, IncrementalAlterConfigs 0-1, DescribeCluster 0-1, DeleteRecords 0-2,
+DescribeLogDirs 1-4.
 
 Rules (Kafka's `ControllerApis` / `KafkaApis`):
 - a topic name appearing twice in one request is refused for every occurrence (INVALID_REQUEST);
@@ -436,12 +437,58 @@ async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
     return build(R.DeleteRecordsResponse, throttle_time=_ZERO, topics=tuple(topics))
 
 
+# -- DescribeLogDirs ---------------------------------------------------------------------------------
+async def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
+    """Sizes of the partition logs per data directory (`topics` null = every partition)."""
+    import shutil
+
+    broker = ctx.broker
+    R = ctx.response
+    manager = broker.log_manager
+    wanted: dict[str, set[int] | None] | None = None
+    if request.topics is not None:
+        wanted = {t.topic: set(t.partitions) for t in request.topics}
+    by_dir: dict[str, dict[str, list[Any]]] = {str(d.resolve()): {} for d in broker.log_dirs}
+    for (topic, partition), lg in sorted(manager.logs().items()) if manager is not None else []:
+        if wanted is not None and (topic not in wanted or partition not in (wanted[topic] or ())):
+            continue
+        d = str(lg.dir.parent.resolve())
+        by_dir.setdefault(d, {}).setdefault(topic, []).append(
+            build(
+                R.DescribeLogDirsPartition,
+                partition_index=partition,
+                partition_size=lg.size,
+                offset_lag=0,
+                is_future_key=False,
+            )
+        )
+    results = []
+    for d, topics in by_dir.items():
+        try:
+            usage = shutil.disk_usage(d)
+            total, usable = usage.total, usage.free
+        except OSError:
+            total, usable = -1, -1
+        results.append(
+            build(
+                R.DescribeLogDirsResult,
+                error_code=ErrorCode.none,
+                log_dir=d,
+                topics=tuple(build(R.DescribeLogDirsTopic, name=n, partitions=tuple(ps)) for n, ps in topics.items()),
+                total_bytes=total,
+                usable_bytes=usable,
+            )
+        )
+    return build(R.DescribeLogDirsResponse, throttle_time=_ZERO, error_code=ErrorCode.none, results=tuple(results))
+
+
 APIS: ApiTable = {
     19: (2, 7, handle_create_topics),
     20: (1, 5, handle_delete_topics),
     21: (0, 2, handle_delete_records),
     32: (1, 4, handle_describe_configs),
     33: (0, 2, handle_alter_configs),
+    35: (1, 4, handle_describe_log_dirs),
     37: (0, 3, handle_create_partitions),
     44: (0, 1, handle_incremental_alter_configs),
     60: (0, 1, handle_describe_cluster),
