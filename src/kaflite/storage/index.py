@@ -36,6 +36,7 @@ class IndexCorrupt(Exception):
 class _IndexFile:
     """Entries live in two parallel arrays (`_keys`, `_values`); the first `_written` are in the file."""
 
+    __slots__ = ("path", "base_offset", "max_entries", "_keys", "_values", "_written", "_fd")
     entry: struct.Struct = _OFF_ENTRY
     key_type = "i"
     value_type = "i"
@@ -125,6 +126,8 @@ class _IndexFile:
 class OffsetIndex(_IndexFile):
     """keys: offsets relative to the base offset; values: file positions."""
 
+    __slots__ = ()
+
     entry = _OFF_ENTRY
 
     def load(self, log_size: int) -> None:
@@ -179,6 +182,8 @@ class OffsetIndex(_IndexFile):
 
 class TimeIndex(_IndexFile):
     """keys: timestamps; values: offsets relative to the base offset."""
+
+    __slots__ = ()
 
     entry = _TIME_ENTRY
     key_type = "q"

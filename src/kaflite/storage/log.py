@@ -67,7 +67,9 @@ MAX_TIMESTAMP = -3
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
 _pack_q_into = struct.Struct(">q").pack_into
-_pack_offset_length_epoch_into = struct.Struct(">qii").pack_into  # baseOffset, batchLength, leader epoch
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: bytes 0-16
+_pack_offset_length_epoch_into = _OFFSET_LENGTH_EPOCH.pack_into
+_pack_offset_length_epoch = _OFFSET_LENGTH_EPOCH.pack
 _pack_i_into = struct.Struct(">i").pack_into
 _pack_h_into = struct.Struct(">h").pack_into
 _pack_I_into = struct.Struct(">I").pack_into
@@ -362,16 +364,19 @@ class Log:
             # Same effects as _append_general, in straight-line code with config values precomputed
             # (_derive_config) and the clock read only when a rule needs it.
             offset = self._next_offset
-            hdr = bytearray(buf[:BATCH_HEADER_SIZE])
-            _pack_offset_length_epoch_into(hdr, 0, offset, f[1], leader_epoch)
-            body = buf[BATCH_HEADER_SIZE:]
             max_ts = f[8]
             append_time = -1
-            if self._log_append_time:
+            if self._log_append_time:  # the whole header changes (timestamp type, max timestamp, CRC)
+                hdr: bytes | bytearray = bytearray(buf[:BATCH_HEADER_SIZE])
+                _pack_offset_length_epoch_into(hdr, 0, offset, f[1], leader_epoch)
+                body = buf[BATCH_HEADER_SIZE:]
                 append_time = max_ts = self._now() if now_ms is None else now_ms
                 _pack_h_into(hdr, 21, f[5] | TIMESTAMP_TYPE_MASK)
                 _pack_q_into(hdr, 35, append_time)
                 _pack_I_into(hdr, 17, crc32c(body, crc32c(hdr[21:])))
+            else:  # only baseOffset and partitionLeaderEpoch change: a new 16-byte prefix
+                hdr = _pack_offset_length_epoch(offset, f[1], leader_epoch)
+                body = buf[16:]
             size = len(buf)
             last = offset + f[6]
             seg = self._segments[-1]

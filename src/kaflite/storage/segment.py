@@ -61,6 +61,27 @@ def _pwrite_all(fd: int, pieces: list[bytes | bytearray | memoryview], pos: int)
 class LogSegment:
     """One segment. Not thread-safe on its own: the owning Log serialises access."""
 
+    __slots__ = (
+        "dir",
+        "base_offset",
+        "log_path",
+        "fd",
+        "size",
+        "index_interval_bytes",
+        "index",
+        "time_index",
+        "next_offset",
+        "max_timestamp",
+        "offset_of_max_timestamp",
+        "rolling_based_timestamp",
+        "created_ms",
+        "bytes_since_last_index_entry",
+        "dirty",
+        "indexes_full",
+        "_next_read_offset",
+        "_next_read_position",
+    )
+
     def __init__(
         self,
         directory: Path,
@@ -164,8 +185,11 @@ class LogSegment:
         self.dirty = True
         return start
 
-    def append_one(self, header: bytearray, body: memoryview, size: int, last_offset: int, max_ts: int) -> None:
-        """Hot path of append for one batch: header copy + the caller's body, one pwritev."""
+    def append_one(
+        self, header: bytes | bytearray, body: memoryview, size: int, last_offset: int, max_ts: int
+    ) -> None:
+        """Hot path of append for one batch: a patched header prefix + the rest of the caller's buffer,
+        one pwritev."""
         pos = self.size
         n = os.pwritev(self.fd, (header, body), pos)
         if n != size:
@@ -195,7 +219,11 @@ class LogSegment:
 
     def _add_index_entry(self, last_offset: int, pos: int) -> None:
         index = self.index
-        index.append(last_offset, pos)
+        keys = index._keys  # noqa: SLF001 - OffsetIndex.append inlined on the hot path
+        rel = last_offset - self.base_offset
+        if not keys or (rel > keys[-1] and pos > index._values[-1]):  # noqa: SLF001
+            keys.append(rel)
+            index._values.append(pos)  # noqa: SLF001
         time_index = self.time_index
         if self.max_timestamp > time_index.last_timestamp:
             time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
