@@ -92,6 +92,34 @@ class Member(threading.Thread):
         finally:
             consumer.close()
 
+    # --- confluent-kafka with the KIP-848 protocol (group.protocol=consumer) ----------------------
+
+    def _run_confluent_kip848(self) -> None:
+        import confluent_kafka as ck
+
+        # the broker assigns: no assignor, session or heartbeat settings on the client
+        consumer = ck.Consumer({
+            "bootstrap.servers": self.bootstrap, "group.id": self.group, "group.protocol": "consumer",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        })
+
+        def on_assign(c: Any, parts: list[Any]) -> None:
+            self.assign_events += 1
+
+        consumer.subscribe([self.topic], on_assign=on_assign)
+        started = time.monotonic()
+        try:
+            while self._running(started):
+                msg = consumer.poll(0.05)
+                self._set_assignment(tp.partition for tp in consumer.assignment())
+                if msg is None or msg.error():
+                    continue
+                self._record(msg.partition(), msg.offset())
+                if self.commit:
+                    consumer.commit(message=msg, asynchronous=False)
+        finally:
+            consumer.close()
+
     # --- kafka-python -----------------------------------------------------------------------------
 
     def _run_kafka_python(self) -> None:

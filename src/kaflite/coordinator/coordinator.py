@@ -43,7 +43,8 @@ from typing import Any
 from kaflite.protocol.errors import ErrorCode
 
 from . import messages as m
-from .consumer_protocol import subscription_topics
+from .consumer_group import ConsumerGroupManager, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
+from .consumer_protocol import encode_assignment, subscription_topics
 from .group import ClassicGroup, ClassicGroupMember
 from .offsets_topic import DEFAULT_OFFSETS_TOPIC_PARTITIONS, partition_for
 from .records import (
@@ -76,6 +77,9 @@ class CoordinatorConfig:
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_max_size: int = 2**31 - 1
 
     KEYS = {
         "offsets.topic.num.partitions": "offsets_topic_num_partitions",
@@ -87,6 +91,9 @@ class CoordinatorConfig:
         "offsets.retention.minutes": "offsets_retention_minutes",
         "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
         "offset.metadata.max.bytes": "offset_metadata_max_bytes",
+        "group.consumer.session.timeout.ms": "consumer_session_timeout_ms",
+        "group.consumer.heartbeat.interval.ms": "consumer_heartbeat_interval_ms",
+        "group.consumer.max.size": "consumer_max_size",
     }
 
     @classmethod
@@ -165,6 +172,11 @@ class GroupCoordinator:
         self._seq = 0
         self._now = 0
         self._res: CoordinatorResult | None = None
+        # KIP-848 groups (group.protocol=consumer) share the clock, the timers and the offsets
+        self.consumer = ConsumerGroupManager(self._schedule, self._cancel, lambda: self._now,
+                                             self.config.consumer_session_timeout_ms,
+                                             self.config.consumer_heartbeat_interval_ms,
+                                             self.config.consumer_max_size)
 
     # === plumbing ===================================================================================
 
@@ -319,6 +331,11 @@ class GroupCoordinator:
         if req.rebalance_timeout_ms < 0:
             req = _replace(req, rebalance_timeout_ms=req.session_timeout_ms)
         is_unknown = req.member_id == m.UNKNOWN_MEMBER_ID
+        other = self.consumer.groups.get(group_id)
+        if other is not None:
+            if other.members:  # a group of the new protocol: classic members cannot join it
+                return fail(ErrorCode.inconsistent_group_protocol)
+            del self.consumer.groups[group_id]
         group = self.groups.get(group_id)
         is_new_group = group is None
         if group is None:
@@ -769,6 +786,27 @@ class GroupCoordinator:
                 self._maybe_complete_join_phase(group)
         return m.LeaveGroupResponse(ErrorCode.none, tuple(results))
 
+    # === ConsumerGroupHeartbeat (KIP-848) ===========================================================
+
+    def handle_consumer_heartbeat(self, req: ConsumerHeartbeatRequest, topics: Mapping[str, int],
+                                  now_ms: int) -> CoordinatorResult:
+        """`topics`: partition count of every topic in the broker's metadata."""
+        result = self._begin(now_ms)
+        classic = self.groups.get(req.group_id)
+        resp: ConsumerHeartbeatResponse
+        if not self.active:
+            resp = ConsumerHeartbeatResponse(ErrorCode.coordinator_not_available)
+        elif classic is not None and classic.members:
+            resp = ConsumerHeartbeatResponse(ErrorCode.group_id_not_found,
+                                             error_message=f"Group {req.group_id} is not a consumer group.")
+        else:
+            if classic is not None and req.member_epoch == 0:
+                del self.groups[req.group_id]  # an empty classic group becomes a consumer group
+            resp = self.consumer.heartbeat(req, topics)
+        self._respond(None, resp)
+        self._res = None
+        return result
+
     # === offsets ====================================================================================
 
     def handle_offset_commit(self, req: m.OffsetCommitRequest, now_ms: int) -> CoordinatorResult:
@@ -785,8 +823,14 @@ class GroupCoordinator:
             return all_failed(ErrorCode.coordinator_not_available)
         if not req.group_id:
             return all_failed(ErrorCode.invalid_group_id)
+        consumer_group = self.consumer.groups.get(req.group_id)
         group = self.groups.get(req.group_id)
-        if group is None:
+        if consumer_group is not None:
+            error = self.consumer.validate_offset_commit(consumer_group, req.member_id, req.generation_id,
+                                                         req.version)
+            if error is not None:
+                return all_failed(error)
+        elif group is None:
             if req.generation_id >= 0:
                 # v9+ says what happened; older versions keep the historical answer
                 return all_failed(ErrorCode.group_id_not_found if req.version >= 9 else ErrorCode.illegal_generation)
@@ -919,8 +963,16 @@ class GroupCoordinator:
         out = []
         for group_id in group_ids:
             group = self.groups.get(group_id)
+            cg = self.consumer.groups.get(group_id)
             if not self.active:
                 out.append(m.DescribedGroup(group_id, ErrorCode.coordinator_load_in_progress, "", "", ""))
+            elif cg is not None:
+                # a KIP-848 group seen through the classic API: members with their partitions encoded
+                # as a consumer-protocol Assignment, so classic tools can still show who owns what
+                members = tuple(m.DescribedMember(mb.member_id, mb.instance_id, mb.client_id, mb.client_host, b"",
+                                                  encode_assignment({t: sorted(ps) for t, ps in mb.assigned.items()}))
+                                for mb in cg.members.values())
+                out.append(m.DescribedGroup(group_id, ErrorCode.none, cg.state, "consumer", cg.assignor, members))
             elif group is None or group.is_in(GroupState.DEAD):
                 out.append(m.DescribedGroup(group_id, ErrorCode.none, GroupState.DEAD.value, "", ""))
             elif group.is_in(GroupState.STABLE):
@@ -938,9 +990,12 @@ class GroupCoordinator:
 
     def list_groups(self, states: Iterable[str] = ()) -> list[m.ListedGroup]:
         wanted = {s.lower() for s in states}
-        return [m.ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
-                for g in self.groups.values()
-                if not g.is_in(GroupState.DEAD) and (not wanted or g.state.value.lower() in wanted)]
+        listed = [m.ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
+                  for g in self.groups.values()
+                  if not g.is_in(GroupState.DEAD) and (not wanted or g.state.value.lower() in wanted)]
+        listed += [m.ListedGroup(g.group_id, "consumer", g.state, "consumer") for g in self.consumer.groups.values()
+                   if not wanted or g.state.lower() in wanted]
+        return listed
 
     def handle_delete_groups(self, group_ids: Iterable[str], now_ms: int) -> CoordinatorResult:
         result = self._begin(now_ms)

@@ -290,6 +290,42 @@ async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
     return build(R.LeaveGroupResponse, throttle_time=_ZERO, error_code=resp.error, members=members)
 
 
+# --- ConsumerGroupHeartbeat (68), KIP-848 -----------------------------------------------------------
+
+async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
+    from kaflite.coordinator.consumer_group import ConsumerHeartbeatRequest
+
+    svc = service(ctx)
+    metadata = ctx.broker.metadata
+    topics = {name: t.num_partitions for name, t in metadata.topics.items() if not t.internal}
+    owned = None
+    if request.topic_partitions is not None:
+        owned = {}
+        for tp in request.topic_partitions:
+            topic = metadata.topic_by_id(tp.topic_id) if tp.topic_id is not None else None
+            if topic is not None:  # a deleted topic's partitions are simply no longer owned
+                owned[topic.name] = frozenset(int(p) for p in tp.partitions)
+    rebalance = to_ms(request.rebalance_timeout)
+    req = ConsumerHeartbeatRequest(
+        group_id=request.group_id, member_id=request.member_id, member_epoch=int(request.member_epoch),
+        subscribed_topics=None if request.subscribed_topic_names is None else tuple(request.subscribed_topic_names),
+        owned=owned, rebalance_timeout_ms=rebalance, instance_id=request.instance_id, rack_id=request.rack_id,
+        server_assignor=request.server_assignor, client_id=ctx.client_id,
+        client_host="/" + (ctx.client_host or "127.0.0.1"), version=ctx.api_version,
+    )
+    resp = svc.run(lambda now: svc.coordinator.handle_consumer_heartbeat(req, topics, now)).response()
+    R = ctx.response
+    assignment = None
+    if resp.assignment is not None:
+        parts = tuple(build(R.TopicPartitions, topic_id=metadata.topics[t].topic_id, partitions=tuple(sorted(ps)))
+                      for t, ps in resp.assignment.items() if t in metadata.topics)
+        assignment = build(R.Assignment, topic_partitions=parts)
+    return build(R.ConsumerGroupHeartbeatResponse, throttle_time=_ZERO, error_code=resp.error,
+                 error_message=resp.error_message, member_id=resp.member_id, member_epoch=resp.member_epoch,
+                 heartbeat_interval=datetime.timedelta(milliseconds=resp.heartbeat_interval_ms),
+                 assignment=assignment)
+
+
 # --- DescribeGroups (15) / ListGroups (16) / DeleteGroups (42) -----------------------------------
 
 async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
@@ -334,4 +370,5 @@ APIS: ApiTable = {
     15: (0, 5, handle_describe_groups),
     16: (0, 5, handle_list_groups),
     42: (0, 2, handle_delete_groups),
+    68: (0, 1, handle_consumer_group_heartbeat),
 }

@@ -1,0 +1,274 @@
+"""KIP-848 consumer groups (`group.protocol=consumer`): ConsumerGroupHeartbeat, pure and synchronous.
+
+Rules (Kafka's GroupMetadataManager.consumerGroupHeartbeat + CurrentAssignmentBuilder, simplified):
+- a member joins with member epoch 0 (v0: the coordinator makes its id; v1: the client brings one),
+  leaves with -1 (or -2, a static member's leave); any other epoch must be the member's current epoch,
+  or its previous one when the partitions it reports are a subset of what it was given
+  (FENCED_MEMBER_EPOCH otherwise; an unknown member id with an epoch is UNKNOWN_MEMBER_ID);
+- the group epoch goes up whenever membership, a subscription, or a subscribed topic's partition count
+  changes; then the target assignment is recomputed by the broker-side assignor (`uniform` or `range`,
+  from kaflite.assign) and stamped with that epoch;
+- reconciliation, per member, on its heartbeats: partitions it owns but the target does not give it
+  are revoked first (the member keeps its epoch and state UNREVOKED_PARTITIONS until a heartbeat no
+  longer reports them); only then does it move to the target epoch, receiving the target partitions that
+  no other member still holds (UNRELEASED_PARTITIONS until they are released) — so no partition ever has
+  two owners;
+- a member without a heartbeat for `group.consumer.session.timeout.ms`, or that does not revoke within
+  its rebalance timeout, is removed (its partitions are released, the group epoch goes up).
+Membership is kept in memory only (committed offsets are persisted as for classic groups): after a
+broker restart members are answered UNKNOWN_MEMBER_ID and rejoin with epoch 0.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from kaflite.protocol.errors import ErrorCode
+
+Assignment = dict[str, frozenset[int]]  # topic -> partitions
+
+STABLE, UNREVOKED, UNRELEASED = "STABLE", "UNREVOKED_PARTITIONS", "UNRELEASED_PARTITIONS"
+LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerHeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    subscribed_topics: tuple[str, ...] | None = None  # None: unchanged
+    owned: Mapping[str, frozenset[int]] | None = None  # None: unchanged
+    rebalance_timeout_ms: int = -1
+    instance_id: str | None = None
+    rack_id: str | None = None
+    server_assignor: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerHeartbeatResponse:
+    error: ErrorCode
+    member_id: str | None = None
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None  # None: unchanged since the last answer
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    subscribed: tuple[str, ...] = ()
+    member_epoch: int = 0
+    previous_epoch: int = -1
+    state: str = STABLE
+    assigned: Assignment = field(default_factory=dict)
+    pending_revocation: Assignment = field(default_factory=dict)
+    last_sent: Assignment | None = None
+
+
+@dataclass(slots=True)
+class ConsumerGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    target: dict[str, Assignment] = field(default_factory=dict)
+    owners: dict[tuple[str, int], str] = field(default_factory=dict)  # who holds a partition now
+    topic_snapshot: dict[str, int] = field(default_factory=dict)  # partition counts the target used
+    assignor: str = "uniform"
+
+    @property
+    def state(self) -> str:
+        """Kafka's ConsumerGroup states: Empty, Assigning, Reconciling, Stable."""
+        if not self.members:
+            return "Empty"
+        if self.assignment_epoch < self.group_epoch:
+            return "Assigning"
+        if any(mb.member_epoch != self.assignment_epoch or mb.state != STABLE for mb in self.members.values()):
+            return "Reconciling"
+        return "Stable"
+
+
+def _flat(a: Mapping[str, frozenset[int]]) -> set[tuple[str, int]]:
+    return {(t, p) for t, ps in a.items() for p in ps}
+
+
+def _group(tps: set[tuple[str, int]]) -> Assignment:
+    out: dict[str, set[int]] = {}
+    for t, p in tps:
+        out.setdefault(t, set()).add(p)
+    return {t: frozenset(ps) for t, ps in sorted(out.items())}
+
+
+class ConsumerGroupManager:
+    """Every KIP-848 group of the broker. Timers and answers go through the owner's hooks."""
+
+    def __init__(self, schedule: Callable[[tuple[str, ...], int, Callable[[], None]], None],
+                 cancel: Callable[[tuple[str, ...]], None], now: Callable[[], int],
+                 session_timeout_ms: int = 45_000, heartbeat_interval_ms: int = 5_000,
+                 max_size: int = 2**31 - 1) -> None:
+        self.groups: dict[str, ConsumerGroup] = {}
+        self._schedule, self._cancel, self._now = schedule, cancel, now
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.max_size = max_size
+
+    # --- the API ----------------------------------------------------------------------------------
+
+    def heartbeat(self, req: ConsumerHeartbeatRequest, topics: Mapping[str, int]) -> ConsumerHeartbeatResponse:
+        """`topics`: partition count of every existing topic (the broker's metadata image)."""
+
+        def fail(code: ErrorCode, message: str) -> ConsumerHeartbeatResponse:
+            return ConsumerHeartbeatResponse(code, error_message=message)
+
+        if not req.group_id:
+            return fail(ErrorCode.invalid_request, "GroupId can't be empty.")
+        if req.server_assignor is not None and req.server_assignor not in ("uniform", "range"):
+            return fail(ErrorCode.unsupported_assignor, f"ServerAssignor {req.server_assignor} is not supported. "
+                                                          "Supported assignors: uniform, range.")
+        group = self.groups.get(req.group_id)
+        if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            if group is None or req.member_id not in group.members:
+                return fail(ErrorCode.unknown_member_id, f"Member {req.member_id} is not a member of the group.")
+            self._remove(group, req.member_id)
+            return ConsumerHeartbeatResponse(ErrorCode.none, req.member_id, req.member_epoch, 0)
+        if req.member_epoch == 0:
+            if req.subscribed_topics is None:
+                return fail(ErrorCode.invalid_request, "SubscribedTopicNames must be set in first request.")
+            if req.rebalance_timeout_ms < 0:
+                return fail(ErrorCode.invalid_request, "RebalanceTimeoutMs must be provided in first request.")
+            if group is None:
+                group = self.groups[req.group_id] = ConsumerGroup(req.group_id)
+            member_id = req.member_id or str(uuid.uuid4())
+            if member_id in group.members:  # rejoining from scratch (e.g. after being fenced)
+                self._remove(group, member_id)
+            if len(group.members) >= self.max_size:
+                return fail(ErrorCode.group_max_size_reached, f"The consumer group has reached its maximum "
+                                                               f"capacity of {self.max_size} members.")
+            member = ConsumerMember(member_id, req.instance_id, req.client_id, req.client_host,
+                                    req.rebalance_timeout_ms, tuple(req.subscribed_topics))
+            group.members[member_id] = member
+            if req.server_assignor:
+                group.assignor = req.server_assignor
+            group.group_epoch += 1
+        else:
+            if group is None or req.member_id not in group.members:
+                return fail(ErrorCode.unknown_member_id, f"Member {req.member_id} is not a member of the group.")
+            member = group.members[req.member_id]
+            owned = _flat(req.owned) if req.owned is not None else None
+            if req.member_epoch != member.member_epoch and not (
+                    req.member_epoch == member.previous_epoch and owned is not None
+                    and owned <= _flat(member.assigned)):
+                return fail(ErrorCode.fenced_member_epoch, f"The consumer group member has a smaller member "
+                                                            f"epoch ({req.member_epoch}) than the one known by the "
+                                                            f"group coordinator ({member.member_epoch}).")
+            if req.subscribed_topics is not None and tuple(req.subscribed_topics) != member.subscribed:
+                member.subscribed = tuple(req.subscribed_topics)
+                group.group_epoch += 1
+            if req.rebalance_timeout_ms >= 0:
+                member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        counts = {t: topics[t] for mb in group.members.values() for t in mb.subscribed if t in topics}
+        if counts != group.topic_snapshot and group.assignment_epoch == group.group_epoch:
+            group.group_epoch += 1  # a subscribed topic appeared, vanished or grew
+        if group.assignment_epoch < group.group_epoch:
+            self._compute_target(group, counts)
+        self._reconcile(group, member, _flat(req.owned) if req.owned is not None else None)
+        self._schedule_session(group, member)
+        assignment = None
+        current = {t: ps for t, ps in member.assigned.items() if ps}
+        if member.last_sent != current:
+            assignment = current
+            member.last_sent = current
+        return ConsumerHeartbeatResponse(ErrorCode.none, member.member_id, member.member_epoch,
+                                         self.heartbeat_interval_ms, assignment)
+
+    def validate_offset_commit(self, group: ConsumerGroup, member_id: str, epoch: int, version: int) -> ErrorCode | None:
+        if epoch < 0 and not member_id and not group.members:
+            return None  # an admin commit into an empty group
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if version < 9:
+            return ErrorCode.unsupported_version  # members of the new protocol commit with v9+
+        if epoch > member.member_epoch:
+            return ErrorCode.fenced_member_epoch
+        if epoch < member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return None
+
+    # --- internals --------------------------------------------------------------------------------
+
+    def _compute_target(self, group: ConsumerGroup, counts: dict[str, int]) -> None:
+        from kaflite.assign.server import MemberSpec, ServerRangeAssignor, UniformAssignor
+        from kaflite.assign.types import TopicPartition
+
+        specs = {mid: MemberSpec([t for t in mb.subscribed if t in counts],
+                                 [TopicPartition(t, p) for t, ps in group.target.get(mid, {}).items() for p in ps
+                                  if t in counts and p < counts[t]], None, mb.instance_id)
+                 for mid, mb in group.members.items()}
+        assignor = ServerRangeAssignor() if group.assignor == "range" else UniformAssignor()
+        result = assignor.assign(specs, counts) if specs else {}
+        group.target = {mid: _group({(tp.topic, tp.partition) for tp in result.get(mid, [])}) for mid in group.members}
+        group.topic_snapshot = counts
+        group.assignment_epoch = group.group_epoch
+
+    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: set[tuple[str, int]] | None) -> None:
+        mid = member.member_id
+        if member.state == UNREVOKED:
+            if owned is None or owned & _flat(member.pending_revocation):
+                return  # still waiting for the member to give them up
+            for tp in _flat(member.pending_revocation):
+                if group.owners.get(tp) == mid:
+                    del group.owners[tp]
+            member.pending_revocation = {}
+            member.state = STABLE
+            self._cancel(("cg-revoke", group.group_id, mid))
+        if member.member_epoch == group.assignment_epoch and member.state == STABLE:
+            return
+        target = _flat(group.target.get(mid, {}))
+        assigned = _flat(member.assigned)
+        revoke = assigned - target
+        if revoke:
+            member.assigned = _group(assigned & target)
+            member.pending_revocation = _group(revoke)
+            member.state = UNREVOKED
+            group_id = group.group_id
+            self._schedule(("cg-revoke", group_id, mid), self._now() + member.rebalance_timeout_ms,
+                           lambda: self._expire(group_id, mid))
+            return
+        grantable = {tp for tp in target - assigned if group.owners.get(tp) in (None, mid)}
+        for tp in grantable:
+            group.owners[tp] = mid
+        member.assigned = _group(assigned | grantable)
+        if member.member_epoch != group.assignment_epoch:
+            member.previous_epoch = member.member_epoch
+            member.member_epoch = group.assignment_epoch
+        member.state = UNRELEASED if (target - assigned) - grantable else STABLE
+
+    def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        group_id, mid = group.group_id, member.member_id
+        self._schedule(("cg-session", group_id, mid), self._now() + self.session_timeout_ms,
+                       lambda: self._expire(group_id, mid))
+
+    def _expire(self, group_id: str, member_id: str) -> None:
+        group = self.groups.get(group_id)
+        if group is not None and member_id in group.members:
+            self._remove(group, member_id)
+
+    def _remove(self, group: ConsumerGroup, member_id: str) -> None:
+        group.members.pop(member_id, None)
+        group.target.pop(member_id, None)
+        for tp in [tp for tp, owner in group.owners.items() if owner == member_id]:
+            del group.owners[tp]
+        self._cancel(("cg-session", group.group_id, member_id))
+        self._cancel(("cg-revoke", group.group_id, member_id))
+        group.group_epoch += 1

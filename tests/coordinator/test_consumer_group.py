@@ -1,0 +1,146 @@
+"""KIP-848 consumer groups (ConsumerGroupHeartbeat) in the pure coordinator, with a manual clock."""
+
+from __future__ import annotations
+
+from kaflite.coordinator import CoordinatorConfig, GroupCoordinator
+from kaflite.coordinator import messages as m
+from kaflite.coordinator.consumer_group import ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
+from kaflite.protocol.errors import ErrorCode
+
+TOPICS = {"t": 6}
+
+
+class Driver:
+    def __init__(self, **cfg: int) -> None:
+        self.gc = GroupCoordinator(CoordinatorConfig(**cfg))
+        self.now = 0
+        self.owned: dict[str, dict[str, frozenset[int]]] = {}  # what each client believes it owns
+        self.epoch: dict[str, int] = {}
+
+    def hb(self, member: str, epoch: int | None = None, topics: tuple[str, ...] | None = None,
+           owned: dict[str, frozenset[int]] | None = None, assignor: str | None = None) -> ConsumerHeartbeatResponse:
+        e = self.epoch.get(member, 0) if epoch is None else epoch
+        req = ConsumerHeartbeatRequest("g", member, e, topics if e != 0 or topics else ("t",),
+                                       owned if owned is not None else self.owned.get(member, {}),
+                                       rebalance_timeout_ms=5000, server_assignor=assignor)
+        resp: ConsumerHeartbeatResponse = self.gc.handle_consumer_heartbeat(req, TOPICS, self.now).response()
+        if resp.error is ErrorCode.none:
+            self.epoch[member] = resp.member_epoch
+            if resp.assignment is not None:  # the client revokes/adds as told, then reports it
+                self.owned[member] = dict(resp.assignment)
+        return resp
+
+    def group(self):  # noqa: ANN201
+        return self.gc.consumer.groups["g"]
+
+    def assert_single_owner(self) -> None:
+        seen: set[tuple[str, int]] = set()
+        for mb in self.group().members.values():
+            for t, ps in list(mb.assigned.items()) + list(mb.pending_revocation.items()):
+                for p in ps:
+                    assert (t, p) not in seen, f"{t}-{p} has two owners"
+                    seen.add((t, p))
+
+    def settle(self, members: list[str], rounds: int = 6) -> None:
+        for _ in range(rounds):
+            for mb in members:
+                assert self.hb(mb).error is ErrorCode.none
+                self.assert_single_owner()
+
+
+def test_first_member_gets_everything_at_epoch_1() -> None:
+    d = Driver()
+    resp = d.hb("a", 0)
+    assert resp.error is ErrorCode.none and resp.member_epoch == 1
+    assert resp.assignment == {"t": frozenset(range(6))}
+    assert resp.heartbeat_interval_ms == 5000
+    assert d.hb("a").assignment is None  # unchanged: not repeated
+    assert d.group().state == "Stable"
+
+
+def test_new_member_waits_for_revocation_then_gets_its_share() -> None:
+    d = Driver()
+    d.hb("a", 0)
+    d.hb("a")
+    b = d.hb("b", 0)
+    assert b.member_epoch == 2
+    # b's target partitions are still a's: nothing for b until a revokes them
+    assert not any(d.owned.get("b", {}).values())
+    d.assert_single_owner()
+    a = d.hb("a")  # a is told to give up half (its epoch stays until it does)
+    assert a.assignment is not None and len(a.assignment["t"]) == 3 and a.member_epoch == 1
+    assert d.group().state == "Reconciling"
+    d.settle(["a", "b"])
+    assert {p for o in d.owned.values() for p in o.get("t", ())} == set(range(6))
+    assert [len(d.owned[x]["t"]) for x in "ab"] == [3, 3]
+    assert d.group().state == "Stable" and set(d.epoch.values()) == {2}
+
+
+def test_three_members_balance_and_a_leave_moves_partitions() -> None:
+    d = Driver()
+    for x in "abc":
+        d.hb(x, 0)
+        d.settle(["a", "b", "c"][: "abc".index(x) + 1])
+    assert sorted(len(d.owned[x]["t"]) for x in "abc") == [2, 2, 2]
+    resp = d.hb("b", -1)
+    assert resp.error is ErrorCode.none and resp.member_epoch == -1
+    d.owned.pop("b")
+    d.settle(["a", "c"])
+    assert sorted(p for x in "ac" for p in d.owned[x]["t"]) == list(range(6))
+
+
+def test_fencing_and_unknown_members() -> None:
+    d = Driver()
+    d.hb("a", 0)
+    d.hb("a")
+    d.hb("b", 0)
+    d.settle(["a", "b"])
+    assert d.hb("a", epoch=d.epoch["a"] + 5).error is ErrorCode.fenced_member_epoch
+    assert d.hb("nobody", epoch=3).error is ErrorCode.unknown_member_id
+    assert d.hb("a", epoch=-1).error is ErrorCode.none
+    assert d.hb("a", epoch=-1).error is ErrorCode.unknown_member_id
+    assert d.hb("x", 0, assignor="sticky").error is ErrorCode.unsupported_assignor
+
+
+def test_session_expiry_and_slow_revocation_remove_members() -> None:
+    d = Driver(consumer_session_timeout_ms=3000)
+    d.hb("a", 0)
+    d.hb("a")
+    d.hb("b", 0)
+    d.now = 2000
+    d.gc.poll_timers(d.now)
+    d.hb("a")  # a is asked to revoke, but never confirms
+    d.now = 2000 + 5000
+    d.gc.poll_timers(d.now)  # rebalance timeout (5 s) passed: a is fenced
+    assert "a" not in d.group().members
+    d.now += 3000
+    d.gc.poll_timers(d.now)  # b never heartbeat again: its session is over too
+    assert not d.group().members and d.group().state == "Empty"
+
+
+def test_offset_commits_check_the_member_epoch() -> None:
+    d = Driver()
+    d.hb("a", 0)
+
+    def commit(member: str, epoch: int, version: int = 9) -> ErrorCode:
+        req = m.OffsetCommitRequest("g", (("t", (m.OffsetCommitPartition(0, 5),)),), epoch, member, None, -1, version)
+        resp = d.gc.handle_offset_commit(req, d.now).response()
+        return resp.topics[0][1][0][1]
+
+    assert commit("a", 1) is ErrorCode.none
+    assert commit("a", 0) is ErrorCode.stale_member_epoch
+    assert commit("a", 2) is ErrorCode.fenced_member_epoch
+    assert commit("z", 1) is ErrorCode.unknown_member_id
+    assert commit("a", 1, version=8) is ErrorCode.unsupported_version
+    assert commit("", -1) is ErrorCode.unknown_member_id  # admin commits only into an empty group
+
+
+def test_classic_and_consumer_protocols_do_not_mix() -> None:
+    d = Driver()
+    d.hb("a", 0)
+    join = m.JoinGroupRequest("g", "", "consumer", (m.Protocol("range", b""),), 10_000, token=1)
+    assert d.gc.handle_join(join, 0).response(1).error is ErrorCode.inconsistent_group_protocol
+    listed = d.gc.list_groups()
+    assert [(g.group_id, g.group_type, g.state) for g in listed] == [("g", "consumer", "Stable")]
+    [described] = d.gc.describe_groups(["g"])
+    assert described.state == "Stable" and described.members[0].member_id == "a"
