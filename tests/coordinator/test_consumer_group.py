@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from kaflite.coordinator import CoordinatorConfig, GroupCoordinator
 from kaflite.coordinator import messages as m
 from kaflite.coordinator.consumer_group import ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
@@ -144,3 +147,44 @@ def test_classic_and_consumer_protocols_do_not_mix() -> None:
     assert [(g.group_id, g.group_type, g.state) for g in listed] == [("g", "consumer", "Stable")]
     [described] = d.gc.describe_groups(["g"])
     assert described.state == "Stable" and described.members[0].member_id == "a"
+
+
+ACTIONS = st.lists(st.tuples(st.sampled_from(["join", "hb", "hb", "hb", "leave", "advance", "stale"]),
+                             st.integers(0, 3), st.sampled_from([100, 1000, 6000])), min_size=1, max_size=50)
+
+
+@settings(max_examples=120, deadline=None)
+@given(ACTIONS)
+def test_random_members_never_share_a_partition_and_converge(actions: list[tuple[str, int, int]]) -> None:
+    d = Driver(consumer_session_timeout_ms=5000)
+    names = ["m0", "m1", "m2", "m3"]
+    for action, who, ms in actions:
+        name = names[who]
+        joined = "g" in d.gc.consumer.groups and name in d.group().members
+        if action == "join" and not joined:
+            d.owned.pop(name, None)
+            d.hb(name, 0)
+        elif action == "hb" and joined:
+            d.hb(name)
+        elif action == "leave" and joined:
+            d.hb(name, -1)
+            d.owned.pop(name, None)
+        elif action == "stale" and joined:
+            assert d.hb(name, epoch=d.epoch[name] + 1).error is ErrorCode.fenced_member_epoch
+        elif action == "advance":
+            d.now += ms
+            d.gc.poll_timers(d.now)
+        if "g" in d.gc.consumer.groups:
+            d.assert_single_owner()
+            # what the clients believe they own never overlaps either (they revoke before they are given more)
+            alive = [x for x in names if x in d.group().members]
+            flat = [(t, p) for x in alive for t, ps in d.owned.get(x, {}).items() for p in ps]
+            assert len(flat) == len(set(flat))
+    if "g" not in d.gc.consumer.groups or not d.group().members:
+        return
+    alive = list(d.group().members)
+    d.settle(alive, rounds=4)
+    assert d.group().state == "Stable"
+    assert sorted(p for x in alive for p in d.owned[x].get("t", ())) == list(range(6))
+    sizes = [len(d.owned[x].get("t", ())) for x in alive]
+    assert max(sizes) - min(sizes) <= 1
