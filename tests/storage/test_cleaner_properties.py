@@ -47,7 +47,7 @@ def _records(log: Log) -> dict[int, tuple[bytes | None, bytes | None]]:
     return out
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops)
 def test_compaction_against_a_model(operations) -> None:  # type: ignore[no-untyped-def]
     tmp = Path(tempfile.mkdtemp(prefix="kaflite-clean-"))

@@ -77,7 +77,7 @@ def _check_indexes(log: Log, m: Model) -> None:
         assert log.offset_for_timestamp(target) == expect
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops, st.integers(1000, 5000), st.integers(0, 300))
 def test_random_operations_against_a_model(operations, segment_bytes, index_interval) -> None:  # type: ignore[no-untyped-def]
     tmp = Path(tempfile.mkdtemp(prefix="kaflite-prop-"))
