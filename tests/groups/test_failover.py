@@ -279,3 +279,24 @@ def test_stable_group_survives_broker_restart_without_rebalance(tmp_path: Path) 
             b2.stop()
     finally:
         b1.stop()
+
+
+def test_existing_offsets_topic_partition_count_wins(tmp_path: Path) -> None:
+    """Changing offsets.topic.num.partitions after the first start must not strand committed offsets."""
+    from kaflite.server.embedded import EmbeddedBroker
+
+    data = tmp_path / "data"
+    with EmbeddedBroker(data_dir=data, overrides={"offsets.topic.num.partitions": "5"}) as b1:
+        admin = cka.AdminClient({"bootstrap.servers": b1.bootstrap})
+        admin.create_topics([cka.NewTopic("rt", 1, 1)])["rt"].result(15)
+        consumer = ck.Consumer({"bootstrap.servers": b1.bootstrap, "group.id": "test"})
+        consumer.commit(offsets=[ck.TopicPartition("rt", 0, 4)], asynchronous=False)
+        consumer.close()
+    assert (data / f"__consumer_offsets-{partition_for('test', 5)}").is_dir()
+    with EmbeddedBroker(data_dir=data, overrides={"offsets.topic.num.partitions": "50"}) as b2:
+        consumer = ck.Consumer({"bootstrap.servers": b2.bootstrap, "group.id": "test"})
+        try:
+            [tp] = consumer.committed([ck.TopicPartition("rt", 0)], timeout=15)
+        finally:
+            consumer.close()
+        assert tp.offset == 4

@@ -17,6 +17,7 @@ Rules of the shell (the decisions are all in `kaflite.coordinator`):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import itertools
 import logging
@@ -78,7 +79,14 @@ class GroupService:
             configs["segment.bytes"] = str(int(self.broker.setting("offsets.topic.segment.bytes")))
         except Exception:  # noqa: BLE001 - an older config without the key: the topic default applies
             pass
-        self.broker.ensure_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, configs)
+        topic = self.broker.ensure_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, configs)
+        if topic.num_partitions != self.config.offsets_topic_num_partitions:
+            # As Kafka: the existing topic decides where groups live (changing the setting later would
+            # otherwise strand every group in the wrong partition).
+            log.warning("%s has %d partitions; offsets.topic.num.partitions=%d is ignored", OFFSETS_TOPIC,
+                        topic.num_partitions, self.config.offsets_topic_num_partitions)
+            self.config = dataclasses.replace(self.config, offsets_topic_num_partitions=topic.num_partitions)
+            self.coordinator = GroupCoordinator(self.config, active=False)
         loaded = self._load()
         self._apply(self.coordinator.activate(self.broker.now_ms()))
         log.info("group coordinator loaded %d record(s): %d group(s)", loaded, len(self.coordinator.groups))
