@@ -34,6 +34,7 @@ Rules (the rebalance protocol, Kafka's classic GroupMetadataManager):
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping
@@ -1031,8 +1032,6 @@ def _inconsistent(given: str | None, current: str | None) -> bool:
 
 
 def _replace(req: m.JoinGroupRequest, **changes: Any) -> m.JoinGroupRequest:
-    import dataclasses
-
     return dataclasses.replace(req, **changes)
 
 
