@@ -149,7 +149,7 @@ def test_fetch_long_poll_is_woken_by_append(broker) -> None:
     elapsed = time.monotonic() - t0
     consumer.close()
     assert m is not None and m.value() == b"wake"
-    assert elapsed < 1.0, f"a parked fetch must be answered by the append, not its 5 s max wait ({elapsed:.2f}s)"
+    assert elapsed < 2.5, f"a parked fetch must be answered by the append, not its 5 s max wait ({elapsed:.2f}s)"
 
 
 # -- kafka-python ----------------------------------------------------------------------------------

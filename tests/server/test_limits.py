@@ -18,14 +18,14 @@ _ALL = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_top
 
 
 def test_idle_connections_are_closed_and_connection_limit(tmp_path: Path) -> None:
-    overrides = {"connections.max.idle.ms": "300", "max.connections": "2", "broker.rack": "rack-a"}
+    overrides = {"connections.max.idle.ms": "1500", "max.connections": "2", "broker.rack": "rack-a"}
     with EmbeddedBroker(data_dir=tmp_path, overrides=overrides) as b:
         with WireClient(b.bootstrap) as first, WireClient(b.bootstrap) as second:
             assert first.request(_ALL).brokers[0].rack == "rack-a"
             second.request(_ALL)
             with WireClient(b.bootstrap) as third:
                 assert third.is_closed(wait=5), "a third connection exceeds max.connections=2"
-            time.sleep(0.8)
+            time.sleep(2.5)
             assert first.is_closed(wait=5), "an idle connection is closed after connections.max.idle.ms"
         with WireClient(b.bootstrap) as again:  # slots are free again
             assert again.request(_ALL).controller_id == 0
