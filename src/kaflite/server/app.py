@@ -112,7 +112,18 @@ class KafkaServer:
                 pass
             self._server = None
         await self.broker.stop()
-        log.info("kaflite stopped")
+        log.info("kaflite stopped (%s)", cpu_usage())
+
+
+def cpu_usage() -> str:
+    """This process's own CPU accounting (getrusage), logged at shutdown."""
+    try:
+        import resource
+
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+    except (ImportError, OSError):  # pragma: no cover - not on POSIX
+        return "cpu usage unavailable"
+    return f"cpu user {ru.ru_utime:.2f} s, system {ru.ru_stime:.2f} s, max rss {ru.ru_maxrss // 1024} MiB"
 
 
 def configure_logging(level: int = logging.INFO) -> None:
