@@ -26,26 +26,11 @@ __all__ = ["EmbeddedBroker", "load_broker_config"]
 
 
 def load_broker_config(overrides: dict[str, str], dev: bool) -> Any:
-    """The CLI engineer's `BrokerConfig` when present, otherwise a plain dict of the overrides (the broker
-    falls back to Kafka's defaults for missing keys)."""
-    try:
-        from kaflite.server.config import BrokerConfig
-    except ImportError:
-        return _coerce(overrides)
+    """Kafka's defaults (plus the `--dev` profile when `dev`) with `overrides` applied; raises
+    `ConfigError` naming a bad key or value."""
+    from kaflite.server.config import BrokerConfig
+
     return BrokerConfig.load(None, overrides=overrides, dev=dev)
-
-
-def _coerce(raw: dict[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in raw.items():
-        if v.lower() in ("true", "false"):
-            out[k] = v.lower() == "true"
-        else:
-            try:
-                out[k] = int(v)
-            except ValueError:
-                out[k] = v
-    return out
 
 
 class EmbeddedBroker:
