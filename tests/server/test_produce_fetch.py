@@ -204,3 +204,31 @@ def test_cluster_id_lives_in_meta_properties(tmp_path: Path) -> None:
 
             r = c.request(MetadataRequest(topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False))
             assert r.cluster_id == "MkU3OEVBNTcwNTJENDM2Qg"
+
+
+def test_disk_errors_answer_kafka_storage_error(tmp_path: Path, caplog) -> None:
+    """An OSError from the storage (disk full, unreadable segment) is that partition's
+    KAFKA_STORAGE_ERROR; the connection and the broker carry on."""
+    import logging
+
+    caplog.set_level(logging.ERROR, logger="kaflite")
+    with EmbeddedBroker(data_dir=tmp_path) as b:
+        b.call(b.server.broker.create_topic, "disk", 1, None)
+        plog = b.call(b.server.broker.get_log, "disk", 0)
+
+        def broken(*_args, **_kwargs):
+            raise OSError(28, "No space left on device")
+
+        real_append, real_read = plog.append, plog.read
+        plog.append, plog.read = broken, broken
+        try:
+            with WireClient(b.bootstrap) as c:
+                r = c.request(_produce("disk", build_record_batch([(None, b"x", [])])))
+                assert r.responses[0].partition_responses[0].error_code == ErrorCode.kafka_storage_error
+                plog.append = real_append  # the disk "recovers" for writes, reads still fail
+                assert c.request(_produce("disk", build_record_batch([(None, b"y", [])]))).responses[0].partition_responses[0].error_code == ErrorCode.none
+                f = c.request(_fetch("disk", 0)).responses[0].partitions[0]
+                assert f.error_code == ErrorCode.kafka_storage_error
+        finally:
+            plog.append, plog.read = real_append, real_read
+    assert any("No space left" in r.getMessage() for r in caplog.records)

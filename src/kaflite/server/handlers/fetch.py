@@ -55,14 +55,14 @@ def read_partitions(broker: Broker, request: Any) -> tuple[list[tuple[str, list[
         for p in t.partitions:
             r = PartitionRead(p.partition)
             try:
-                log = broker.get_log(t.topic, p.partition)
-                r.high_watermark = log.high_watermark
-                r.log_start_offset = log.log_start_offset
+                plog = broker.get_log(t.topic, p.partition)
+                r.high_watermark = plog.high_watermark
+                r.log_start_offset = plog.log_start_offset
                 limit = min(int(p.partition_max_bytes), remaining)
-                if p.fetch_offset == r.high_watermark and p.fetch_offset <= log.log_end_offset:
+                if p.fetch_offset == r.high_watermark and p.fetch_offset <= plog.log_end_offset:
                     pass  # caught up: nothing to read, not an error
                 elif limit > 0 or total == 0:
-                    info = log.read(
+                    info = plog.read(
                         p.fetch_offset, limit, max_offset=r.high_watermark, min_one_message=total == 0
                     )
                     r.records = list(info.records)
