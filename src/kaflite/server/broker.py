@@ -260,6 +260,9 @@ class Broker:
     ) -> TopicImage:
         if num_partitions is None or num_partitions == -1:
             num_partitions = int(self.setting("num.partitions"))
+        from kaflite.server.logconfig import log_config_for
+
+        log_config_for(self, dict(configs or {}))  # a bad config refuses before the image changes
         topic = self.metadata.add_topic(name, num_partitions, dict(configs or {}))
         self._open_partitions(topic, 0)
         log.info("created topic %s with %d partition(s)", name, num_partitions)
