@@ -29,6 +29,7 @@ from kaflite.protocol.errors import ErrorCode
 
 Assignment = dict[str, frozenset[int]]  # topic -> partitions
 
+SERVER_ASSIGNORS = ("uniform", "range")  # group.remote.assignor names (kaflite.assign.get_server_assignor)
 STABLE, UNREVOKED, UNRELEASED = "STABLE", "UNREVOKED_PARTITIONS", "UNRELEASED_PARTITIONS"
 LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
 
@@ -132,7 +133,7 @@ class ConsumerGroupManager:
 
         if not req.group_id:
             return fail(ErrorCode.invalid_request, "GroupId can't be empty.")
-        if req.server_assignor is not None and req.server_assignor not in ("uniform", "range"):
+        if req.server_assignor is not None and req.server_assignor not in SERVER_ASSIGNORS:
             return fail(ErrorCode.unsupported_assignor, f"ServerAssignor {req.server_assignor} is not supported. "
                                                           "Supported assignors: uniform, range.")
         group = self.groups.get(req.group_id)
@@ -208,14 +209,15 @@ class ConsumerGroupManager:
     # --- internals --------------------------------------------------------------------------------
 
     def _compute_target(self, group: ConsumerGroup, counts: dict[str, int]) -> None:
-        from kaflite.assign.server import MemberSpec, ServerRangeAssignor, UniformAssignor
+        from kaflite.assign.registry import get_server_assignor
+        from kaflite.assign.server import MemberSpec
         from kaflite.assign.types import TopicPartition
 
         specs = {mid: MemberSpec([t for t in mb.subscribed if t in counts],
                                  [TopicPartition(t, p) for t, ps in group.target.get(mid, {}).items() for p in ps
                                   if t in counts and p < counts[t]], None, mb.instance_id)
                  for mid, mb in group.members.items()}
-        assignor = ServerRangeAssignor() if group.assignor == "range" else UniformAssignor()
+        assignor = get_server_assignor(group.assignor)
         result = assignor.assign(specs, counts) if specs else {}
         group.target = {mid: _group({(tp.topic, tp.partition) for tp in result.get(mid, [])}) for mid in group.members}
         group.topic_snapshot = counts
