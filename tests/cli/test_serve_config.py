@@ -58,7 +58,7 @@ def test_file_override_and_shortcuts(cli, tmp_path: Path) -> None:
 
 def test_dev_profile_in_print_config(cli) -> None:
     cfg = _config(cli("serve", "--dev", "--print-config").output)
-    assert cfg["group.initial.rebalance.delay.ms"] == ("0", "dev-profile")
+    assert cfg["group.initial.rebalance.delay.ms"] == ("100", "dev-profile")
 
 
 def test_bad_value_exits_2_with_the_config_error(run_kaflite) -> None:

@@ -19,7 +19,7 @@ def test_broker_config_object_is_accepted() -> None:
     from kaflite.server.config import BrokerConfig
 
     cfg = CoordinatorConfig.from_properties(BrokerConfig.load(None, overrides={"group.max.size": "7"}, dev=True))
-    assert cfg.group_max_size == 7 and cfg.group_initial_rebalance_delay_ms == 0
+    assert cfg.group_max_size == 7 and cfg.group_initial_rebalance_delay_ms == 100  # the dev profile
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [

@@ -76,7 +76,7 @@ def serve(
     ] = None,
     dev: Annotated[
         bool,
-        typer.Option("--dev", help="Dev profile: no initial rebalance delay, 1 MiB segments. Not durable."),
+        typer.Option("--dev", help="Dev profile: 100 ms initial rebalance delay, 1 MiB segments. Not durable."),
     ] = False,
     port: Annotated[
         int | None,

@@ -5,7 +5,7 @@
 
 The broker runs its asyncio server (uvloop when available) on a background thread with its own event loop,
 listens on 127.0.0.1 (an ephemeral port unless `port` is given) and keeps its data in `data_dir` (a
-temporary directory, removed on stop, when None). `dev=True` applies the `--dev` profile (no initial
+temporary directory, removed on stop, when None). `dev=True` applies the `--dev` profile (100 ms initial
 rebalance delay, small segments).
 """
 
