@@ -151,6 +151,26 @@ def client_config(
     return cfg
 
 
+def admin_client(bootstrap: str) -> Any:
+    """A confluent-kafka AdminClient for `bootstrap`, after checking that something listens there."""
+    from confluent_kafka.admin import AdminClient
+
+    check_reachable(bootstrap)
+    return AdminClient(client_config(bootstrap))
+
+
+def admin_result(future: Any, timeout: float, what: str) -> Any:
+    """Wait for an admin future; a timeout or a Kafka error becomes a one-line failure naming `what`."""
+    import concurrent.futures
+
+    try:
+        return future.result(timeout=timeout)
+    except concurrent.futures.TimeoutError:
+        fail(f"{what}: no answer from the broker within {timeout:g} s")
+    except Exception as err:
+        fail(f"{what}: {describe_exception(err)}")
+
+
 def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     """Decorate a command: a CliFailure (or any unexpected error) becomes one line on stderr and an exit
     code, never a traceback. Typer reads the wrapped function's signature through `__wrapped__`."""

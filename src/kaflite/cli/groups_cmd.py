@@ -23,7 +23,8 @@ import typer
 from kaflite.cli import (
     DEFAULT_BOOTSTRAP,
     EXIT_USAGE,
-    check_reachable,
+    admin_client,
+    admin_result,
     client_config,
     describe_exception,
     fail,
@@ -99,24 +100,6 @@ def describe_lines(group: str, state: str, rows: list[OffsetRow]) -> list[str]:
 
 # --- plumbing -------------------------------------------------------------------------------------
 
-def _admin(bootstrap: str) -> Any:
-    from confluent_kafka.admin import AdminClient
-
-    check_reachable(bootstrap)
-    return AdminClient(client_config(bootstrap))
-
-
-def _result(future: Any, timeout: float, what: str) -> Any:
-    import concurrent.futures
-
-    try:
-        return future.result(timeout=timeout)
-    except concurrent.futures.TimeoutError:
-        fail(f"{what}: no answer from the broker within {timeout:g} s")
-    except Exception as err:
-        fail(f"{what}: {describe_exception(err)}")
-
-
 def _state_name(state: Any) -> str:
     """confluent-kafka's ConsumerGroupState -> Kafka's state name."""
     name = getattr(state, "name", str(state)).upper()
@@ -143,14 +126,14 @@ def _watermarks(bootstrap: str, partitions: list[tuple[str, int]], timeout: floa
 
 
 def _describe(admin: Any, group: str, timeout: float) -> Any:
-    return _result(admin.describe_consumer_groups([group], request_timeout=timeout)[group], timeout,
+    return admin_result(admin.describe_consumer_groups([group], request_timeout=timeout)[group], timeout,
                    f"describing group {group!r}")
 
 
 def _committed(admin: Any, group: str, timeout: float) -> dict[tuple[str, int], int]:
     from confluent_kafka import ConsumerGroupTopicPartitions
 
-    res = _result(admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+    res = admin_result(admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                                     request_timeout=timeout)[group], timeout,
                   f"fetching offsets of group {group!r}")
     return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions or [] if tp.offset >= 0}
@@ -175,14 +158,14 @@ def list_groups(
         if not match:
             fail(f"--state: unknown group state {s!r}; allowed: {', '.join(STATES)}", EXIT_USAGE)
         wanted.append(match[0])
-    admin = _admin(bootstrap_server)
+    admin = admin_client(bootstrap_server)
     kwargs: dict[str, Any] = {"request_timeout": timeout}
     if wanted:
         by_name = {"Empty": ConsumerGroupState.EMPTY, "PreparingRebalance": ConsumerGroupState.PREPARING_REBALANCING,
                    "CompletingRebalance": ConsumerGroupState.COMPLETING_REBALANCING,
                    "Stable": ConsumerGroupState.STABLE, "Dead": ConsumerGroupState.DEAD}
         kwargs["states"] = {by_name[s] for s in wanted}
-    res = _result(admin.list_consumer_groups(**kwargs), timeout, "listing groups")
+    res = admin_result(admin.list_consumer_groups(**kwargs), timeout, "listing groups")
     listed = sorted(res.valid, key=lambda g: g.group_id)
     if wanted:
         width = max([len("GROUP"), *(len(g.group_id) for g in listed)])
@@ -209,7 +192,7 @@ def describe(
     timeout: Timeout = 15.0,
 ) -> None:
     """Offsets, lag and owners of a group's partitions (like kafka-consumer-groups.sh --describe)."""
-    admin = _admin(bootstrap_server)
+    admin = admin_client(bootstrap_server)
     desc = _describe(admin, group, timeout)
     state = _state_name(desc.state)
     if state == "Dead":
@@ -255,7 +238,7 @@ def delete(
     timeout: Timeout = 15.0,
 ) -> None:
     """Delete empty consumer groups and their committed offsets."""
-    admin = _admin(bootstrap_server)
+    admin = admin_client(bootstrap_server)
     futures = admin.delete_consumer_groups(list(groups), request_timeout=timeout)
     failed = []
     for g in groups:
@@ -291,7 +274,7 @@ def reset_offsets(
     if len(chosen) != 1:
         fail("reset-offsets: give exactly one of --to-earliest, --to-latest, --to-offset, --shift-by"
              + (f" (got {', '.join(chosen)})" if chosen else ""), EXIT_USAGE)
-    admin = _admin(bootstrap_server)
+    admin = admin_client(bootstrap_server)
     desc = _describe(admin, group, timeout)
     state = _state_name(desc.state)
     if state not in ("Empty", "Dead"):
@@ -335,7 +318,7 @@ def reset_offsets(
         typer.echo(f"{group.ljust(width_g)} {t.ljust(width_t)} {str(p).ljust(10)} {new}")
     if execute:
         request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, new) for (t, p), new in plan])
-        res = _result(admin.alter_consumer_group_offsets([request], request_timeout=timeout)[group], timeout,
+        res = admin_result(admin.alter_consumer_group_offsets([request], request_timeout=timeout)[group], timeout,
                       f"resetting offsets of group {group!r}")
         errors = [f"{tp.topic}-{tp.partition}: {tp.error}" for tp in res.topic_partitions or [] if tp.error]
         if errors:

@@ -22,8 +22,8 @@ from kaflite.cli import (
     EXIT_USAGE,
     Bootstrap,
     CliFailure,
-    check_reachable,
-    client_config,
+    admin_client,
+    admin_result,
     describe_exception,
     fail,
     handle_errors,
@@ -44,25 +44,6 @@ Timeout = Annotated[
 def register(app: typer.Typer) -> None:
     app.add_typer(topics_app, name="topics")
     app.add_typer(configs_app, name="configs")
-
-
-def _admin(bootstrap: str) -> Any:
-    from confluent_kafka.admin import AdminClient
-
-    check_reachable(bootstrap)
-    return AdminClient(client_config(bootstrap))
-
-
-def _result(future: Any, timeout: float, what: str) -> Any:
-    """Wait for an admin future; timeouts and Kafka errors become one-line failures."""
-    import concurrent.futures
-
-    try:
-        return future.result(timeout=timeout)
-    except concurrent.futures.TimeoutError:
-        fail(f"{what}: no answer from the broker within {timeout:g} s")
-    except Exception as err:
-        fail(f"{what}: {describe_exception(err)}")
 
 
 def _is_error(err: Exception, *names: str) -> bool:
@@ -120,7 +101,7 @@ def create(
     from confluent_kafka.admin import NewTopic
 
     configs = parse_key_values(config, "--config")
-    admin = _admin(bootstrap_server)
+    admin = admin_client(bootstrap_server)
     new = NewTopic(
         topic,
         num_partitions=partitions if partitions is not None else -1,
@@ -133,7 +114,7 @@ def create(
     except Exception as err:
         if if_not_exists and _is_error(err, "TOPIC_ALREADY_EXISTS"):
             return
-        _result(future, timeout, f"creating topic {topic!r}")
+        admin_result(future, timeout, f"creating topic {topic!r}")
     typer.echo(f"Created topic {topic}.")
 
 
@@ -151,7 +132,7 @@ def list_topics(
     timeout: Timeout = 15.0,
 ) -> None:
     """List topic names, one a line, sorted."""
-    topics = _all_topics(_admin(bootstrap_server), timeout)
+    topics = _all_topics(admin_client(bootstrap_server), timeout)
     for name in sorted(topics):
         if exclude_internal and name.startswith("__"):
             continue
@@ -262,7 +243,7 @@ def describe(
     timeout: Timeout = 15.0,
 ) -> None:
     """Describe topics: partitions, leaders, replicas, ISR and non-default configs."""
-    admin = _admin(bootstrap_server)
+    admin = admin_client(bootstrap_server)
     if topics:
         names = list(dict.fromkeys(topics))
     else:
@@ -317,7 +298,7 @@ def delete(
     timeout: Timeout = 15.0,
 ) -> None:
     """Delete topics."""
-    admin = _admin(bootstrap_server)
+    admin = admin_client(bootstrap_server)
     futures = admin.delete_topics(
         list(dict.fromkeys(topics)), operation_timeout=timeout, request_timeout=timeout
     )
@@ -329,7 +310,7 @@ def delete(
                 continue
             if _is_error(err, "UNKNOWN_TOPIC_OR_PART"):
                 fail(f"Topic '{name}' does not exist as expected")
-            _result(future, timeout, f"deleting topic {name!r}")
+            admin_result(future, timeout, f"deleting topic {name!r}")
         typer.echo(f"Deleted topic {name}.")
 
 
@@ -373,7 +354,7 @@ def alter(
             "alter: nothing to change; give --partitions, --config KEY=VALUE or --delete-config KEY",
             EXIT_USAGE,
         )
-    admin = _admin(bootstrap_server)
+    admin = admin_client(bootstrap_server)
     md = _all_topics(admin, timeout).get(topic)
     if md is None:
         fail(f"Topic '{topic}' does not exist as expected")
@@ -389,14 +370,14 @@ def alter(
             future = admin.create_partitions(
                 [NewPartitions(topic, partitions)], operation_timeout=timeout, request_timeout=timeout
             )[topic]
-            _result(future, timeout + 1, f"adding partitions to {topic!r}")
+            admin_result(future, timeout + 1, f"adding partitions to {topic!r}")
             typer.echo(f"Topic {topic} now has {partitions} partitions.")
     if sets or deletes:
         entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in sets.items()]
         entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in deletes]
         resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
         future = admin.incremental_alter_configs([resource], request_timeout=timeout)[resource]
-        _result(future, timeout + 1, f"altering the configuration of {topic!r}")
+        admin_result(future, timeout + 1, f"altering the configuration of {topic!r}")
         typer.echo(
             f"Updated the configuration of topic {topic}: "
             + ", ".join([f"{k}={v}" for k, v in sets.items()] + [f"-{k}" for k in deletes])
@@ -456,7 +437,7 @@ def configs_describe(
 
     if (topic is None) == (broker is None):
         fail("configs describe: give exactly one of --topic NAME or --broker ID", EXIT_USAGE)
-    admin = _admin(bootstrap_server)
+    admin = admin_client(bootstrap_server)
     if topic is not None:
         if topic not in _all_topics(admin, timeout):
             fail(f"Topic '{topic}' does not exist as expected")
@@ -466,7 +447,7 @@ def configs_describe(
         resource = ConfigResource(ResourceType.BROKER, str(broker))
         label = f"broker {broker}"
     future = admin.describe_configs([resource], request_timeout=timeout)[resource]
-    entries = _result(future, timeout + 1, f"describing the configuration of {label}")
+    entries = admin_result(future, timeout + 1, f"describing the configuration of {label}")
     typer.echo(f"{'All' if show_all else 'Dynamic'} configs for {label} are:")
     for name in sorted(entries):
         entry = entries[name]
