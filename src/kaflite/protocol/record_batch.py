@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import struct
 import time
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import crc32c as _crc32c
 
+from kaflite.protocol.compression import compress, decompress
 from kaflite.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
@@ -345,35 +345,12 @@ def _encode_record(
     out += body
 
 
-def _decompress(codec: int, data: bytes | memoryview) -> bytes:
-    if codec == COMPRESSION_NONE:
-        return bytes(data)
-    if codec == COMPRESSION_GZIP:
-        return zlib.decompress(bytes(data), wbits=31)
-    raise KafkaError(
-        ErrorCode.unsupported_compression_type,
-        f"compression {COMPRESSION_NAMES.get(codec, codec)} is not available in this build (only gzip)",
-    )
-
-
-def _compress(codec: int, data: bytes) -> bytes:
-    if codec == COMPRESSION_NONE:
-        return data
-    if codec == COMPRESSION_GZIP:
-        c = zlib.compressobj(wbits=31)
-        return c.compress(data) + c.flush()
-    raise KafkaError(
-        ErrorCode.unsupported_compression_type,
-        f"compression {COMPRESSION_NAMES.get(codec, codec)} is not available in this build (only gzip)",
-    )
-
-
 def decode_records(batch: RecordBatchView) -> list[Record]:
-    """Decode every record of a batch (decompressing gzip). Raises CORRUPT_MESSAGE on malformed records.
+    """Decode every record of a batch (decompressing it first). Raises CORRUPT_MESSAGE on malformed records.
 
     With LogAppendTime every record's timestamp is the batch's max timestamp, as Kafka reports it.
     """
-    data = _decompress(batch.compression, batch.buffer[BATCH_HEADER_SIZE:])
+    data = decompress(batch.compression, batch.buffer[BATCH_HEADER_SIZE:])
     out: list[Record] = []
     pos = 0
     log_append = batch.timestamp_type == 1
@@ -436,7 +413,7 @@ def encode_batch(
     body = bytearray()
     for off_delta, ts_delta, key, value, headers in records:
         _encode_record(body, off_delta, ts_delta, key, value, headers)
-    payload = _compress(attributes & 0x07, bytes(body))
+    payload = compress(attributes & 0x07, bytes(body))
     if last_offset_delta is None:
         last_offset_delta = records[-1][0] if records else 0
     if max_timestamp is None:
@@ -475,7 +452,7 @@ def build_record_batch(
     """A correct magic-2 batch holding `records` = [(key, value, headers), ...].
 
     All records get `timestamp_ms` (default: now) unless `timestamps` gives one per record.
-    Compression: 0 none, 1 gzip (snappy/lz4/zstd are refused with UNSUPPORTED_COMPRESSION_TYPE).
+    Compression: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd (see kaflite.protocol.compression).
     """
     if not records:
         raise ValueError("build_record_batch: records must hold at least one (key, value, headers)")
@@ -508,3 +485,36 @@ def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int, l
     """Rewrite baseOffset and partitionLeaderEpoch in place (outside the CRC range, so no CRC change)."""
     struct.pack_into(">q", buf, pos, base_offset)
     struct.pack_into(">i", buf, pos + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
+
+
+def recompress_batches(buf: bytes | memoryview, codec: int) -> bytes | memoryview:
+    """The batches of a produce request re-encoded in `codec` (a topic's `compression.type`), as Kafka's
+    LogValidator does when the topic's codec differs from the producer's. Batches already in `codec` are
+    copied as they are; `buf` itself is returned when every batch is (the common case costs one header
+    walk). A batch is validated (CRC, header) before it is rewritten, so corrupt input is refused rather
+    than given a fresh CRC. Producer id, epoch, sequence, timestamps and headers are kept."""
+    try:
+        views = list(iter_batches(buf))
+    except KafkaError:
+        return buf  # truncated: let the log's validation answer with its error
+    if all(v.compression == codec for v in views):
+        return buf
+    out = bytearray()
+    for v in views:
+        if v.compression == codec:
+            out += v.buffer
+            continue
+        v.validate()
+        records = decode_records(v)
+        out += build_record_batch(
+            [(r.key, r.value, r.headers) for r in records],
+            base_offset=v.base_offset,
+            timestamps=[r.timestamp for r in records],
+            producer_id=v.producer_id,
+            producer_epoch=v.producer_epoch,
+            base_sequence=v.base_sequence,
+            compression=codec,
+            is_transactional=v.is_transactional,
+            partition_leader_epoch=v.partition_leader_epoch,
+        )
+    return bytes(out)

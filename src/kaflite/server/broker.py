@@ -249,6 +249,11 @@ class Broker:
     def append(self, topic: str, partition: int, records: bytes | memoryview) -> Any:
         """Append a producer's batch(es) as leader; advances the high watermark and wakes fetchers."""
         lg = self.get_log(topic, partition)
+        codec = self.compression_codec(topic)
+        if codec is not None:
+            from kaflite.protocol.record_batch import recompress_batches
+
+            records = recompress_batches(records, codec)
         result = lg.append(records, leader_epoch=0, now_ms=self.now_ms())
         lg.update_high_watermark(lg.log_end_offset)
         self.purgatory.complete(fetch_key(topic, partition))
@@ -314,6 +319,19 @@ class Broker:
                 lg.update_config(cfg)
             else:
                 lg.config = cfg
+
+    def compression_codec(self, topic: str) -> int | None:
+        """The codec a topic stores batches in (its `compression.type`, else the broker's), or None for
+        `producer` (keep what the producer sent, the default)."""
+        t = self.metadata.topics.get(topic)
+        name = t.configs.get("compression.type") if t is not None else None
+        if name is None:
+            name = self.setting("compression.type")
+        if name == "producer":
+            return None
+        from kaflite.protocol.compression import CODECS
+
+        return CODECS["none" if name == "uncompressed" else str(name)]
 
     def min_insync_replicas(self, topic: str) -> int:
         """`min.insync.replicas` of a topic (its override, else the broker's)."""

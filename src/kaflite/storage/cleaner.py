@@ -13,7 +13,7 @@ Rules (Kafka's LogCleaner, simplified where noted):
    offset, lastOffsetDelta, producer id/epoch/base sequence and partition leader epoch, so offsets
    become sparse but batch ranges and producer sequences are unchanged. Untouched batches are copied
    verbatim. The last batch of each producer id is kept whole (idempotence state is rebuilt from it).
-   Batches in a codec kaflite cannot decode (snappy/lz4/zstd) are kept whole.
+   A re-encoded batch keeps its codec (gzip, snappy, lz4, zstd: kaflite.protocol.compression).
 6. Crash safety (Kafka's swap protocol): the cleaned copy is written to `<base>.log.cleaned`, fsync'd,
    renamed to `<base>.log.swap`, then atomically renamed over `<base>.log`. On load a `.cleaned` file is
    discarded and a `.swap` file completes the replacement (see Log._remove_temporary_files).
@@ -98,7 +98,7 @@ def filter_batch(
     try:
         records = decode_records(view)
     except KafkaError:
-        return view.buffer, 0  # a codec we cannot decode: keep the batch whole
+        return view.buffer, 0  # does not decode (corrupt on disk): keep the batch whole
     kept = [r for r in records if record_survives(r, offset_map, now_ms, delete_retention_ms)]
     removed = len(records) - len(kept)
     if not removed:

@@ -348,7 +348,7 @@ class LogSegment:
             try:
                 records = decode_records(view)
             except KafkaError:
-                # a codec we cannot decode: answer at batch granularity
+                # does not decode (corrupt on disk): answer at batch granularity
                 return max(view.base_offset, start_offset), view.max_timestamp
             for rec in records:
                 if rec.timestamp >= timestamp and rec.offset >= start_offset:
