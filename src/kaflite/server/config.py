@@ -817,7 +817,36 @@ _BROKER_KEYS: list[ConfigKey] = [
     ),
     _k("controlled.shutdown.enable", "boolean", True, "Hand over leadership before shutdown.", applies=False),
 ]
+# Keys Kafka's files carry that this broker validates but does not read (yet), and why. They are marked
+# `applies=False`, so `--print-config`, the docs and DescribeConfigs users are not told they take effect;
+# tests/config/test_keys_read.py checks that every key still claimed to apply is read somewhere.
+_NOT_READ: dict[str, str] = {
+    "zookeeper.connect": "kaflite runs as one node without ZooKeeper; clustering is not built yet",
+    "zookeeper.connection.timeout.ms": "kaflite runs as one node without ZooKeeper",
+    "zookeeper.session.timeout.ms": "kaflite runs as one node without ZooKeeper",
+    "log.flush.offset.checkpoint.interval.ms": "checkpoint files are rewritten by the log manager's own "
+    "schedule (with every flush pass) and on retention, DeleteRecords and shutdown",
+    "log.flush.start.offset.checkpoint.interval.ms": "see log.flush.offset.checkpoint.interval.ms",
+    "log.preallocate": "segment files grow as they are written (Kafka's default too)",
+    "log.message.timestamp.difference.max.ms": "deprecated in Kafka 3.6; kaflite reads "
+    "log.message.timestamp.before.max.ms and log.message.timestamp.after.max.ms",
+    "offsets.topic.replication.factor": "one broker: every partition has one replica",
+    "offsets.topic.compression.codec": "__consumer_offsets records are written uncompressed",
+    "offsets.commit.timeout.ms": "a commit is appended locally; there are no replicas to wait for",
+    "offsets.load.buffer.size": "the offsets topic is replayed segment by segment",
+    "transactional.id.expiration.ms": "no transactions",
+    "transaction.max.timeout.ms": "no transactions",
+    "transaction.state.log.num.partitions": "no transactions",
+    "transaction.state.log.replication.factor": "no transactions",
+    "transaction.state.log.min.isr": "no transactions",
+    "max.incremental.fetch.session.cache.slots": "no fetch sessions (KIP-227): clients send full fetches",
+    "replica.lag.time.max.ms": "one broker: the ISR is the leader alone",
+}
+
 for _key in _BROKER_KEYS:
+    if _key.name in _NOT_READ:
+        object.__setattr__(_key, "applies", False)
+        object.__setattr__(_key, "differs", "accepted for compatibility, no effect: " + _NOT_READ[_key.name])
     if not _key.applies and not _key.differs:
         object.__setattr__(_key, "differs", _NOT_HERE)
 
