@@ -19,3 +19,13 @@ def test_version_table_matches_registry() -> None:
         registry = load_registry([f"kaflite.server.handlers.{mod}"])
         served.update({k: (lo, hi) for k, lo, hi in registry.ranges()})
     assert documented == served
+
+
+def test_compatibility_table_is_every_api_served() -> None:
+    """docs/compatibility.md lists every API the broker advertises, with the exact version range."""
+    text = (REPO / "docs" / "compatibility.md").read_text()
+    section = text.split("## APIs and versions served", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| *(\d+) \| (\w+) \| (\d+)(?:-(\d+))? \|", section, re.M)
+    documented = {int(k): (int(lo), int(hi or lo)) for k, _name, lo, hi in rows}
+    served = {k: (lo, hi) for k, lo, hi in load_registry().ranges()}
+    assert documented == served
