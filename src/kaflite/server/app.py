@@ -49,6 +49,12 @@ class KafkaServer:
 
     async def start(self) -> None:
         await self.broker.start()
+        try:
+            for hook in self.registry.startup:
+                hook(self.broker)
+        except BaseException:
+            await self.broker.stop()
+            raise
         listeners = parse_listeners(self.broker.setting("listeners"))
         listener = listeners[0] if listeners else None
         host = listener.host if listener is not None else "127.0.0.1"

@@ -154,6 +154,10 @@ class Broker:
             raise
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
 
+    def add_task(self, task: asyncio.Future[Any]) -> None:
+        """A background task of a subsystem (e.g. the group coordinator's timers), cancelled on stop."""
+        self._tasks.append(task)  # type: ignore[arg-type]
+
     def _settle_cluster_id(self) -> None:
         """The cluster id: `cluster.id` from the config, else the one in the data directory's
         meta.properties (Kafka's file), else the generated one; a config that contradicts the data

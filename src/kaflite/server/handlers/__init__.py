@@ -64,6 +64,9 @@ class EncodedBody:
 class Registry:
     def __init__(self) -> None:
         self._apis: dict[int, tuple[int, int, Handler]] = {}
+        # `on_start(broker)` of the handler modules, run once the broker has opened its logs and before
+        # it listens (e.g. the group coordinator replays __consumer_offsets, as Kafka does at start-up)
+        self.startup: list[Callable[[Any], None]] = []
 
     def register(self, table: ApiTable, origin: str = "") -> None:
         for api_key, (lo, hi, handler) in table.items():
@@ -104,4 +107,7 @@ def load_registry(modules: Iterable[str] = HANDLER_MODULES) -> Registry:
         table = getattr(module, "APIS", None)
         if table:
             registry.register(table, name)
+        hook = getattr(module, "on_start", None)
+        if callable(hook):
+            registry.startup.append(hook)
     return registry

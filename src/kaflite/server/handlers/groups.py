@@ -2,8 +2,8 @@
 DescribeGroups, ListGroups, DeleteGroups; and `GroupService`, the shell around the pure coordinator.
 
 Rules of the shell (the decisions are all in `kaflite.coordinator`):
-- one GroupService per broker (`broker.extensions["group_coordinator"]`), created on the first group
-  request: it creates the compacted internal topic `__consumer_offsets` (offsets.topic.num.partitions
+- one GroupService per broker (`broker.extensions["group_coordinator"]`), created at broker start-up
+  when `__consumer_offsets` exists (`on_start`), else on the first group request: it creates the compacted internal topic `__consumer_offsets` (offsets.topic.num.partitions
   partitions), replays every record of it into the coordinator, then activates it (Kafka loads the
   partitions a broker leads the same way when it becomes their leader);
 - every coordinator step's records are appended to `__consumer_offsets-<partition_for(group)>` as one
@@ -92,10 +92,7 @@ class GroupService:
         log.info("group coordinator loaded %d record(s): %d group(s)", loaded, len(self.coordinator.groups))
         self._wakeup = asyncio.Event()
         self._task = asyncio.ensure_future(self._timer_loop())
-        # The broker cancels its own tasks on stop; ride along so our timer task ends with it.
-        tasks = getattr(self.broker, "_tasks", None)
-        if isinstance(tasks, list):
-            tasks.append(self._task)
+        self.broker.add_task(self._task)  # cancelled with the broker's own tasks on stop
 
     def _load(self) -> int:
         """Replay every record of `__consumer_offsets` (the same path as live writes)."""
@@ -188,6 +185,15 @@ class GroupService:
                 await asyncio.wait_for(self._wakeup.wait(), timeout)
             except TimeoutError:
                 pass
+
+
+def on_start(broker: Any) -> None:
+    """At broker start-up: when `__consumer_offsets` exists, load the groups now (Kafka replays the
+    topic as its partitions come online), so member session timers run and describe/list answers are
+    ready before the first group request. A broker that never had a group creates the topic lazily, on
+    the first FindCoordinator, as Kafka does."""
+    if OFFSETS_TOPIC in broker.metadata.topics:
+        GroupService.of(broker)
 
 
 def service(ctx: RequestContext) -> GroupService:

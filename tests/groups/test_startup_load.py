@@ -1,0 +1,40 @@
+"""The group coordinator replays `__consumer_offsets` when the broker starts (as Kafka does), not on the
+first group request; a broker that never had a group does not create the topic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka as ck
+
+from kaflite.server.embedded import EmbeddedBroker
+
+
+def _groups_loaded(b: EmbeddedBroker) -> Any:
+    def probe() -> Any:
+        broker = b.server.broker
+        service = broker.extensions.get("group_coordinator")
+        return None if service is None else sorted(service.coordinator.groups)
+
+    return b.call(probe)
+
+
+def test_groups_loaded_at_start_up(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with EmbeddedBroker(data_dir=data) as b:
+        assert _groups_loaded(b) is None  # no __consumer_offsets yet: nothing loaded, nothing created
+        assert b.call(lambda: "__consumer_offsets" in b.server.broker.metadata.topics) is False
+        p = ck.Producer({"bootstrap.servers": b.bootstrap})
+        p.produce("orders", b"x")
+        assert p.flush(10) == 0
+        c = ck.Consumer({"bootstrap.servers": b.bootstrap, "group.id": "test"})
+        c.commit(offsets=[ck.TopicPartition("orders", 0, 1)], asynchronous=False)
+        c.close()
+    with EmbeddedBroker(data_dir=data) as b:
+        # no client has said anything yet: the coordinator is already loaded from disk
+        assert _groups_loaded(b) == ["test"]
+        c = ck.Consumer({"bootstrap.servers": b.bootstrap, "group.id": "test"})
+        (tp,) = c.committed([ck.TopicPartition("orders", 0)], timeout=10)
+        c.close()
+        assert tp.offset == 1
