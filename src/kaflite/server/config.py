@@ -705,7 +705,7 @@ _BROKER_KEYS: list[ConfigKey] = [
         "group.initial.rebalance.delay.ms",
         "int",
         3000,
-        "How long the first rebalance of a new group waits for more members to join (0 in the dev profile).",
+        "How long the first rebalance of a new group waits for more members to join (100 in the dev profile).",
         AtLeast(0),
     ),
     _k(
@@ -723,6 +723,22 @@ _BROKER_KEYS: list[ConfigKey] = [
         AtLeast(0),
     ),
     _k("group.max.size", "int", INT_MAX, "Maximum members of one consumer group.", AtLeast(1)),
+    # KIP-848 groups (ConsumerGroupHeartbeat, `group.protocol=consumer` clients)
+    _k(
+        "group.consumer.session.timeout.ms",
+        "int",
+        45000,
+        "Session timeout of members of KIP-848 consumer groups.",
+        AtLeast(1),
+    ),
+    _k(
+        "group.consumer.heartbeat.interval.ms",
+        "int",
+        5000,
+        "Heartbeat interval given to members of KIP-848 consumer groups.",
+        AtLeast(1),
+    ),
+    _k("group.consumer.max.size", "int", INT_MAX, "Maximum members of one KIP-848 consumer group.", AtLeast(1)),
     # --- producers and transactions ------------------------------------------------------------
     _k(
         "producer.id.expiration.ms",
