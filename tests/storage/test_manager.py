@@ -55,6 +55,7 @@ def test_unclean_stop_recovers_from_the_checkpointed_recovery_point(tmp_path: Pa
     tail = lg.active_segment.log_path
     with open(tail, "ab") as f:
         f.write(b"\x00\x00\x00\x00\x00\x00\x00\x0d\x00\x00\x01\x00garbage")
+    m.close(clean=False)  # what dying does to the directory lock; no checkpoint, no clean-shutdown marker
     m2 = LogManager([tmp_path], LogConfig(segment_bytes=200), now_ms=clock)
     m2.load()
     lg2 = m2.get("t", 0)
@@ -145,3 +146,17 @@ def test_truncation_lowers_the_checkpointed_recovery_point(tmp_path: Path) -> No
     lg.truncate_to(4)
     assert read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {("t", 0): 4}
     m.close()
+
+
+def test_a_data_directory_is_locked_while_open(tmp_path: Path) -> None:
+    from kaflite.storage.manager import LogDirLockedError
+
+    m = LogManager([tmp_path])
+    m.load()
+    with pytest.raises(LogDirLockedError) as err:
+        LogManager([tmp_path])  # a second broker on the same directory (in-process here)
+    assert str(tmp_path / ".lock") in str(err.value)
+    m.close()
+    m2 = LogManager([tmp_path])  # released on close
+    m2.load()
+    m2.close()

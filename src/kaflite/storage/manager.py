@@ -10,12 +10,17 @@ Rules:
   directory with that marker (and removes it), otherwise recovers from each log's recovery point.
 - A deleted partition's directory is renamed `<topic>-<partition>.<uuid>-delete` then removed; leftovers
   of such renames are removed on load.
+- Each log dir is locked (Kafka's `.lock`, an exclusive flock) from construction to `close()`: a second
+  manager on the same directory, in this process or another, fails with LogDirLockedError.
 - The broker's shell owns the schedule: it calls `run_retention(now)`, `run_compaction(now)` and
   `flush_due(now)`; the decisions are pure functions of the logs' state and `now`.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import os
 import re
 import shutil
 import threading
@@ -64,6 +69,31 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+LOCK_FILE = ".lock"
+
+
+class LogDirLockedError(OSError):
+    """Another broker (process or LogManager) has this data directory open."""
+
+
+def _lock_log_dir(directory: Path) -> int:
+    """Kafka's `.lock`: an exclusive lock held for as long as the directory is open, so a second broker
+    on the same data directory refuses to start instead of corrupting the logs. The kernel drops the lock
+    when the holder dies (kill -9 included), so a restart after a crash is never blocked."""
+    path = directory / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as err:
+        os.close(fd)
+        if err.errno in (errno.EAGAIN, errno.EACCES):
+            raise LogDirLockedError(
+                errno.EAGAIN, "another kaflite broker is using this data directory", str(path)
+            ) from None
+        raise
+    return fd
+
+
 class LogManager:
     def __init__(
         self,
@@ -74,8 +104,14 @@ class LogManager:
         if not log_dirs:
             raise ValueError("LogManager: log_dirs must name at least one directory")
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
-        for d in self.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
+        self._lock_fds: list[int] = []
+        try:
+            for d in self.log_dirs:
+                d.mkdir(parents=True, exist_ok=True)
+                self._lock_fds.append(_lock_log_dir(d))
+        except BaseException:
+            self._release_locks()
+            raise
         self.default_config = default_config or LogConfig()
         self._now = now_ms or _wall_ms
         self._logs: dict[tuple[str, int], Log] = {}
@@ -244,14 +280,25 @@ class LogManager:
                 log.flush()
         self.checkpoint()
 
-    def close(self) -> None:
+    def close(self, *, clean: bool = True) -> None:
+        """Close every log and release the directories. `clean=False` writes neither the checkpoints nor
+        the clean-shutdown marker, so the next load recovers every log as after a crash (tests, tools)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             logs = list(self._logs.values())
-        for log in logs:
-            log.close()
-        self.checkpoint(force=True)
-        for d in self.log_dirs:
-            atomic_write(d / CLEAN_SHUTDOWN_FILE, b"")
+        try:
+            for log in logs:
+                log.close()
+            if clean:
+                self.checkpoint(force=True)
+                for d in self.log_dirs:
+                    atomic_write(d / CLEAN_SHUTDOWN_FILE, b"")
+        finally:
+            self._release_locks()
+
+    def _release_locks(self) -> None:
+        for fd in self._lock_fds:
+            os.close(fd)  # closing the descriptor releases its flock
+        self._lock_fds.clear()
