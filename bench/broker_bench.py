@@ -55,6 +55,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def peak_rss_mib(pid: int) -> float:
+    """The process's peak resident memory (VmHWM), from the kernel."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 @dataclass
 class BrokerProc:
     name: str
@@ -228,6 +237,7 @@ def run_one(b: BrokerProc, args: argparse.Namespace) -> dict[str, float]:
         "e2e p50 ms": p50,
         "e2e p99 ms": p99,
         "latency samples": samples,
+        "broker peak RSS MiB": peak_rss_mib(b.pid),
     }
 
 
