@@ -188,3 +188,26 @@ def test_random_members_never_share_a_partition_and_converge(actions: list[tuple
     assert sorted(p for x in alive for p in d.owned[x].get("t", ())) == list(range(6))
     sizes = [len(d.owned[x].get("t", ())) for x in alive]
     assert max(sizes) - min(sizes) <= 1
+
+
+def test_consumer_group_describe() -> None:
+    d = Driver()
+    d.hb("a", 0)
+    d.hb("b", 0)
+    d.settle(["a", "b"])
+    (gid, err, msg, cg), missing = d.gc.describe_consumer_groups(["g", "nosuch"])
+    assert (gid, err, msg) == ("g", ErrorCode.none, None)
+    assert cg is not None and cg.state == "Stable" and set(cg.members) == {"a", "b"}
+    owned = [p for mb in cg.members.values() for p in mb.assigned.get("t", ())]
+    assert sorted(owned) == list(range(6))  # every partition once
+    assert {mid: cg.target[mid] for mid in cg.members} == {mid: mb.assigned for mid, mb in cg.members.items()}
+    assert missing == ("nosuch", ErrorCode.group_id_not_found, "Group nosuch not found.", None)
+
+
+def test_consumer_group_describe_of_a_classic_group() -> None:
+    d = Driver(group_initial_rebalance_delay_ms=0)
+    d.gc.handle_join(m.JoinGroupRequest("classic", "", "consumer", (m.Protocol("range", b""),), 10_000, 10_000,
+                                        version=3, token="j"), 0)
+    assert "classic" in d.gc.groups
+    ((gid, err, msg, cg),) = d.gc.describe_consumer_groups(["classic"])
+    assert (err, cg) == (ErrorCode.group_id_not_found, None) and msg == "Group classic is not a consumer group."

@@ -44,7 +44,12 @@ from typing import Any
 from kaflite.protocol.errors import ErrorCode
 
 from . import messages as m
-from .consumer_group import ConsumerGroupManager, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
+from .consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupManager,
+    ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResponse,
+)
 from .consumer_protocol import encode_assignment, subscription_topics
 from .group import ClassicGroup, ClassicGroupMember
 from .offsets_topic import DEFAULT_OFFSETS_TOPIC_PARTITIONS, partition_for
@@ -987,6 +992,25 @@ class GroupCoordinator:
                                                   mem.client_host, b"", b"") for mem in group.members.values())
                 out.append(m.DescribedGroup(group_id, ErrorCode.none, group.state.value,
                                             group.protocol_type or "", "", members))
+        return out
+
+    def describe_consumer_groups(
+        self, group_ids: Iterable[str]
+    ) -> list[tuple[str, ErrorCode, str | None, ConsumerGroup | None]]:
+        """ConsumerGroupDescribe (KIP-848): (group id, error, message, group). As Kafka, a group that does
+        not exist or is a classic group answers GROUP_ID_NOT_FOUND."""
+        out: list[tuple[str, ErrorCode, str | None, ConsumerGroup | None]] = []
+        for group_id in group_ids:
+            cg = self.consumer.groups.get(group_id)
+            if not self.active:
+                out.append((group_id, ErrorCode.coordinator_load_in_progress, None, None))
+            elif cg is not None:
+                out.append((group_id, ErrorCode.none, None, cg))
+            elif group_id in self.groups and not self.groups[group_id].is_in(GroupState.DEAD):
+                out.append((group_id, ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.",
+                            None))
+            else:
+                out.append((group_id, ErrorCode.group_id_not_found, f"Group {group_id} not found.", None))
         return out
 
     def list_groups(self, states: Iterable[str] = ()) -> list[m.ListedGroup]:

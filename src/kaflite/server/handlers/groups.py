@@ -340,6 +340,41 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
                  assignment=assignment)
 
 
+async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
+    """ConsumerGroupDescribe (69): KIP-848 groups with each member's epoch, subscription, current and
+    target assignment (topic ids from the metadata image)."""
+    svc = service(ctx)
+    metadata = ctx.broker.metadata
+    R = ctx.response
+
+    def assignment(a: Any) -> Any:
+        parts = tuple(build(R.TopicPartitions, topic_id=metadata.topics[t].topic_id, topic_name=t,
+                            partitions=tuple(sorted(ps)))
+                      for t, ps in sorted(a.items()) if t in metadata.topics and ps)
+        return build(R.Assignment, topic_partitions=parts)
+
+    groups = []
+    for group_id, error, message, cg in svc.coordinator.describe_consumer_groups(request.group_ids):
+        if cg is None:
+            groups.append(build(R.DescribedGroup, error_code=error, error_message=message, group_id=group_id,
+                                group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="",
+                                members=()))
+            continue
+        members = tuple(
+            build(R.Member, member_id=mb.member_id, instance_id=mb.instance_id, rack_id=None,
+                  member_epoch=mb.member_epoch, client_id=mb.client_id, client_host=mb.client_host,
+                  subscribed_topic_names=tuple(mb.subscribed), subscribed_topic_regex=None,
+                  assignment=assignment(mb.assigned), target_assignment=assignment(cg.target.get(mb.member_id, {})),
+                  member_type=1)  # 1: a consumer-protocol member (v1)
+            for mb in cg.members.values()
+        )
+        groups.append(build(R.DescribedGroup, error_code=ErrorCode.none, group_id=group_id, group_state=cg.state,
+                            group_epoch=cg.group_epoch, assignment_epoch=cg.assignment_epoch,
+                            assignor_name=cg.assignor, members=members,
+                            authorized_operations=-(2**31)))
+    return build(R.ConsumerGroupDescribeResponse, throttle_time=_ZERO, groups=tuple(groups))
+
+
 # --- DescribeGroups (15) / ListGroups (16) / DeleteGroups (42) -----------------------------------
 
 async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
@@ -385,4 +420,5 @@ APIS: ApiTable = {
     16: (0, 5, handle_list_groups),
     42: (0, 2, handle_delete_groups),
     68: (0, 1, handle_consumer_group_heartbeat),
+    69: (0, 1, handle_consumer_group_describe),
 }
