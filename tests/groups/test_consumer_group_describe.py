@@ -8,7 +8,7 @@ import time
 
 import confluent_kafka as ck
 from confluent_kafka import ConsumerGroupType
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from kaflite.server.embedded import EmbeddedBroker
 
@@ -25,7 +25,7 @@ def _first_record(c: ck.Consumer) -> bytes | None:
 def test_describe_consumer_and_classic_groups() -> None:
     with EmbeddedBroker() as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
-        admin.create_topics([ck.admin.NewTopic("cgd", 3, 1)])["cgd"].result(10)
+        admin.create_topics([NewTopic("cgd", 3, 1)])["cgd"].result(10)
         p = ck.Producer({"bootstrap.servers": b.bootstrap})
         for i in range(30):
             p.produce("cgd", b"v%d" % i, partition=i % 3)

@@ -7,7 +7,8 @@ import re
 from helpers import REPO
 from kaflite.server.handlers import load_registry
 
-MINE = ("produce", "fetch", "list_offsets", "metadata", "api_versions", "admin", "init_producer_id")
+MINE = ("produce", "fetch", "list_offsets", "offset_for_leader_epoch", "metadata", "api_versions", "admin",
+        "init_producer_id")
 
 
 def test_version_table_matches_registry() -> None:

@@ -177,6 +177,12 @@ class Log:
             self._high_watermark = min(max(offset, self._log_start_offset), self._next_offset)
             return self._high_watermark
 
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch (Kafka's UnifiedLog.endOffsetForEpoch): (the largest epoch <= `epoch`, the
+        offset where the next epoch starts, or the log end offset for the latest); (-1, -1) when unknown."""
+        with self._lock:
+            return self.leader_epoch_cache.end_offset_for(epoch, self._next_offset)
+
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self.config = config

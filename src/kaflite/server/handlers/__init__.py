@@ -47,6 +47,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "kaflite.server.handlers.produce",
     "kaflite.server.handlers.fetch",
     "kaflite.server.handlers.list_offsets",
+    "kaflite.server.handlers.offset_for_leader_epoch",
     "kaflite.server.handlers.init_producer_id",
     "kaflite.server.handlers.admin",
     "kaflite.server.handlers.groups",
