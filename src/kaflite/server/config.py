@@ -878,9 +878,10 @@ DEV_PROFILE: dict[str, str] = {
     "log.retention.check.interval.ms": "30000",
 }
 DEV_PROFILE_WARNING = (
-    "DEV PROFILE - no durability guarantee: records are acknowledged before they are fsynced, so a crash "
-    "of the machine can lose acknowledged records. group.initial.rebalance.delay.ms=100 and 1 MiB log "
-    "segments. Do not use the dev profile for data you need to keep."
+    "DEV PROFILE - no durability guarantee: records are acknowledged before they are fsynced (as with "
+    "Kafka's defaults; log.flush.interval.messages=1 fsyncs before acknowledging), so a crash of the machine "
+    "can lose acknowledged records. group.initial.rebalance.delay.ms=100 and 1 MiB log segments. Do not use "
+    "the dev profile for data you need to keep."
 )
 
 
