@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import confluent_kafka as ck
+import pytest
 
 from kaflite.server.embedded import EmbeddedBroker
 
@@ -38,3 +39,33 @@ def test_groups_loaded_at_start_up(tmp_path: Path) -> None:
         (tp,) = c.committed([ck.TopicPartition("orders", 0)], timeout=10)
         c.close()
         assert tp.offset == 1
+
+
+def test_offsets_topic_compression_codec(tmp_path: Path) -> None:
+    """offsets.topic.compression.codec=3: commits are stored as lz4 batches and replayed after a restart."""
+    from kaflite.protocol.record_batch import iter_batches
+    from kaflite.server.config import BrokerConfig, ConfigError
+
+    with pytest.raises(ConfigError, match="offsets.topic.compression.codec"):
+        BrokerConfig.load(None, overrides={"offsets.topic.compression.codec": "5"})
+    data = tmp_path / "data"
+    overrides = {"offsets.topic.compression.codec": "3"}
+    with EmbeddedBroker(data_dir=data, overrides=overrides) as b:
+        p = ck.Producer({"bootstrap.servers": b.bootstrap})
+        p.produce("orders", b"x")
+        assert p.flush(10) == 0
+        c = ck.Consumer({"bootstrap.servers": b.bootstrap, "group.id": "test"})
+        c.commit(offsets=[ck.TopicPartition("orders", 0, 5)], asynchronous=False)
+        c.close()
+
+        def codecs() -> set[int]:
+            lg = b.server.broker.log_manager.get("__consumer_offsets", 48)  # group "test" lives in 48
+            info = lg.read(lg.log_start_offset, 1 << 20)
+            return {v.compression for v in iter_batches(b"".join(bytes(x) for x in info.records))}
+
+        assert b.call(codecs) == {3}
+    with EmbeddedBroker(data_dir=data, overrides=overrides) as b:
+        c = ck.Consumer({"bootstrap.servers": b.bootstrap, "group.id": "test"})
+        (tp,) = c.committed([ck.TopicPartition("orders", 0)], timeout=10)
+        c.close()
+        assert tp.offset == 5

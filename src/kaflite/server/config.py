@@ -673,8 +673,8 @@ _BROKER_KEYS: list[ConfigKey] = [
         "offsets.topic.compression.codec",
         "int",
         0,
-        "Compression codec of __consumer_offsets records.",
-        AtLeast(0),
+        "Compression codec of __consumer_offsets records: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.",
+        Between(0, 4),
     ),
     _k(
         "offsets.retention.minutes",
@@ -847,7 +847,6 @@ _NOT_READ: dict[str, str] = {
     "log.message.timestamp.difference.max.ms": "deprecated in Kafka 3.6; kaflite reads "
     "log.message.timestamp.before.max.ms and log.message.timestamp.after.max.ms",
     "offsets.topic.replication.factor": "one broker: every partition has one replica",
-    "offsets.topic.compression.codec": "__consumer_offsets records are written uncompressed",
     "offsets.commit.timeout.ms": "a commit is appended locally; there are no replicas to wait for",
     "offsets.load.buffer.size": "the offsets topic is replayed segment by segment",
     "transactional.id.expiration.ms": "no transactions",

@@ -60,6 +60,10 @@ class GroupService:
         self._tokens = itertools.count(1)
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        try:  # offsets.topic.compression.codec: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd (Kafka's ids)
+            self._codec = int(broker.setting("offsets.topic.compression.codec"))
+        except Exception:  # noqa: BLE001 - a config without the key: uncompressed, Kafka's default
+            self._codec = 0
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -161,9 +165,11 @@ class GroupService:
         for record in result.records:
             by_partition[record.partition].append((record.key, record.value, []))
         now = self.broker.now_ms()
+        codec = self._codec
         for partition, records in by_partition.items():
             try:
-                self.broker.append(OFFSETS_TOPIC, partition, build_record_batch(records, timestamp_ms=now))
+                batch = build_record_batch(records, timestamp_ms=now, compression=codec)
+                self.broker.append(OFFSETS_TOPIC, partition, batch)
             except KafkaError:
                 # The state already moved on (Kafka would revert); log loudly, keep serving.
                 log.exception("appending %d record(s) to %s-%d failed", len(records), OFFSETS_TOPIC, partition)
