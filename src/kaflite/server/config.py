@@ -854,7 +854,6 @@ _NOT_READ: dict[str, str] = {
     "transaction.state.log.num.partitions": "no transactions",
     "transaction.state.log.replication.factor": "no transactions",
     "transaction.state.log.min.isr": "no transactions",
-    "max.incremental.fetch.session.cache.slots": "no fetch sessions (KIP-227): clients send full fetches",
     "replica.lag.time.max.ms": "one broker: the ISR is the leader alone",
 }
 

@@ -10,8 +10,8 @@ Rules (Kafka's `ReplicaManager.fetchMessages` / `DelayedFetch`):
 - the request is answered at once when the data reaches `min_bytes`, a partition has an error, or
   `max_wait` is 0; otherwise it waits in the purgatory and is re-evaluated as soon as an append to one of
   its partitions completes, or when `max_wait` elapses;
-- fetch sessions (KIP-227) are not kept: session id 0 is answered (clients then send full fetches), and
-  an incremental fetch for a session the broker does not know gets FETCH_SESSION_ID_NOT_FOUND.
+- fetch sessions (KIP-227, v7+): `kaflite.server.fetch_session` decides what a request reads (the whole
+  session) and which partitions an incremental answer carries (only those with news).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from kaflite.protocol.encoders import encode_fetch_response
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.broker import Broker, fetch_key
 from kaflite.server.context import RequestContext, build
+from kaflite.server.fetch_session import FetchSessionCache, FetchTarget, SessionContext
 from kaflite.server.handlers import ApiTable, EncodedBody
 
 API_KEY = 1
@@ -43,92 +44,96 @@ class PartitionRead:
     size: int = 0
 
 
-def read_partitions(broker: Broker, request: Any) -> tuple[list[tuple[str, list[PartitionRead]]], int, bool]:
-    """One pass over every requested partition: (results by topic, bytes read, any partition error)."""
+def read_partitions(
+    broker: Broker, max_bytes: int, targets: list[tuple[tuple[str, int], FetchTarget]]
+) -> tuple[list[tuple[str, list[PartitionRead]]], int, bool]:
+    """One pass over every partition to read: (results by topic, bytes read, any partition error)."""
     # the response budget: the request's max_bytes, capped by the broker's fetch.max.bytes
-    remaining = max(0, min(int(request.max_bytes), int(broker.setting("fetch.max.bytes"))))
+    remaining = max(0, min(int(max_bytes), int(broker.setting("fetch.max.bytes"))))
     total = 0
     any_error = False
     out: list[tuple[str, list[PartitionRead]]] = []
-    for t in request.topics:
-        reads = []
-        for p in t.partitions:
-            r = PartitionRead(p.partition)
-            try:
-                plog = broker.get_log(t.topic, p.partition)
-                r.high_watermark = plog.high_watermark
-                r.log_start_offset = plog.log_start_offset
-                limit = min(int(p.partition_max_bytes), remaining)
-                if p.fetch_offset == r.high_watermark and p.fetch_offset <= plog.log_end_offset:
-                    pass  # caught up: nothing to read, not an error
-                elif limit > 0 or total == 0:
-                    info = plog.read(
-                        p.fetch_offset, limit, max_offset=r.high_watermark, min_one_message=total == 0
-                    )
-                    r.records = list(info.records)
-                    r.size = int(info.size)
-            except KafkaError as e:
-                r.error = e.code
-                any_error = True
-            except OSError as e:  # an unreadable segment: Kafka's KAFKA_STORAGE_ERROR
-                log.error("read of %s-%d failed: %s", t.topic, p.partition, e)
-                r.error = ErrorCode.kafka_storage_error
-                r.records, r.size = [], 0
-                any_error = True
-            total += r.size
-            remaining = max(0, remaining - r.size)
-            reads.append(r)
-        out.append((t.topic, reads))
+    for (topic, partition), target in targets:
+        r = PartitionRead(partition)
+        try:
+            plog = broker.get_log(topic, partition)
+            r.high_watermark = plog.high_watermark
+            r.log_start_offset = plog.log_start_offset
+            limit = min(int(target.max_bytes), remaining)
+            if target.fetch_offset == r.high_watermark and target.fetch_offset <= plog.log_end_offset:
+                pass  # caught up: nothing to read, not an error
+            elif limit > 0 or total == 0:
+                info = plog.read(target.fetch_offset, limit, max_offset=r.high_watermark, min_one_message=total == 0)
+                r.records = list(info.records)
+                r.size = int(info.size)
+        except KafkaError as e:
+            r.error = e.code
+            any_error = True
+        except OSError as e:  # an unreadable segment: Kafka's KAFKA_STORAGE_ERROR
+            log.error("read of %s-%d failed: %s", topic, partition, e)
+            r.error = ErrorCode.kafka_storage_error
+            r.records, r.size = [], 0
+            any_error = True
+        total += r.size
+        remaining = max(0, remaining - r.size)
+        if out and out[-1][0] == topic:
+            out[-1][1].append(r)
+        else:
+            out.append((topic, [r]))
     return out, total, any_error
 
 
-def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[PartitionRead]]]) -> EncodedBody:
+def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[PartitionRead]]],
+              session: SessionContext) -> EncodedBody:
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     aborted: list[tuple[int, int]] | None = [] if committed else None
-    topics = [
-        (
-            name,
-            [
-                (
-                    r.partition,
-                    r.error.value,
-                    r.high_watermark,
-                    r.high_watermark,  # last stable offset: no transactions
-                    r.log_start_offset,
-                    aborted,
-                    -1,
-                    r.records,
-                    r.size,
-                )
-                for r in reads
-            ],
-        )
-        for name, reads in results
-    ]
-    return EncodedBody(encode_fetch_response(ctx.api_version, 0, 0, 0, topics))
+    topics = []
+    for name, reads in results:
+        parts = []
+        for r in reads:
+            # the last stable offset is the high watermark: no transactions
+            if not session.include((name, r.partition), r.size > 0, r.error, r.high_watermark, r.high_watermark,
+                                   r.log_start_offset):
+                continue
+            session.sent((name, r.partition), r.high_watermark, r.high_watermark, r.log_start_offset)
+            parts.append((r.partition, r.error.value, r.high_watermark, r.high_watermark, r.log_start_offset,
+                          aborted, -1, r.records, r.size))
+        if parts:
+            topics.append((name, parts))
+    return EncodedBody(encode_fetch_response(ctx.api_version, 0, 0, session.session_id, topics))
+
+
+def _sessions(broker: Broker) -> FetchSessionCache:
+    cache = broker.extensions.get("fetch_sessions")
+    if cache is None:
+        try:
+            slots = int(broker.setting("max.incremental.fetch.session.cache.slots"))
+        except Exception:  # noqa: BLE001 - a config without the key: Kafka's default
+            slots = 1000
+        cache = broker.extensions["fetch_sessions"] = FetchSessionCache(slots)
+    return cache  # type: ignore[no-any-return]
 
 
 async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    session_id = getattr(request, "session_id", 0)
-    session_epoch = getattr(request, "session_epoch", -1)
-    if session_id != 0 and session_epoch > 0:
+    requested = [((t.topic, int(p.partition)), int(p.fetch_offset), int(p.partition_max_bytes))
+                 for t in request.topics for p in t.partitions]
+    if ctx.api_version >= 7:
+        forgotten = [(f.topic, int(p)) for f in getattr(request, "forgotten_topics_data", ()) for p in f.partitions]
+        session = _sessions(broker).context(int(request.session_id), int(request.session_epoch), requested, forgotten)
+    else:  # no sessions before v7: every fetch is full
+        session = FetchSessionCache(0).context(0, -1, requested)
+    if session.error is not ErrorCode.none:
         R = ctx.response
-        return build(
-            R.FetchResponse,
-            throttle_time=_ZERO,
-            error_code=ErrorCode.fetch_session_id_not_found,
-            session_id=0,
-            responses=(),
-        )
+        return build(R.FetchResponse, throttle_time=_ZERO, error_code=session.error, session_id=0, responses=())
     max_wait_ms = request.max_wait.total_seconds() * 1000.0
     deadline = broker.now_ms() + max_wait_ms
-    keys = [fetch_key(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    keys = [fetch_key(topic, partition) for (topic, partition), _t in session.targets]
     while True:
-        results, total, any_error = read_partitions(broker, request)
+        results, total, any_error = read_partitions(broker, int(request.max_bytes), session.targets)
         remaining = deadline - broker.now_ms()
         if total >= request.min_bytes or any_error or remaining <= 0 or not keys:
-            return _response(ctx, request, results)
+            return _response(ctx, request, results, session)
         await broker.purgatory.wait(keys, remaining)
 
 
