@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-VECTORS = REPO.parent / "shared" / "vectors" / "kafka-reference-cases.json"
+VECTORS = REPO / "tests" / "data" / "kafka-reference-cases.json"
 
 
 @cache

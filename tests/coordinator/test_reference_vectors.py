@@ -1,4 +1,4 @@
-"""Kafka's classic group coordinator cases (../shared/vectors, kinds `coordinator.*`), reproduced.
+"""Kafka's classic group coordinator cases (tests/data/kafka-reference-cases.json, kinds `coordinator.*`), reproduced.
 
 Each case id maps to a scenario that drives our pure coordinator to the state the Kafka test built and
 returns what we observed; the test then compares it with the case's `expected` (error codes straight
