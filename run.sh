@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kaflite's one entry point for a fresh machine (Python 3.11+, pip; Java 17 for the Spark tests).
+# kaflite's one entry point for a fresh machine (Python 3.11+, pip; Java 17 for the Spark tests and ZooKeeper).
 #   ./run.sh serve [kaflite serve options]   set everything up, start the broker on 127.0.0.1:9092
 #   ./run.sh test  [pytest options]          set everything up, run the whole test suite
 #   ./run.sh setup                           only set up (.venv with kaflite and its test tools)
@@ -27,12 +27,19 @@ setup_python() {
 }
 
 setup_system() {
-  # kcat is one of the real clients the integration tests drive (Debian's package).
-  if ! command -v kcat >/dev/null 2>&1; then
+  # Debian packages the tests and the cluster mode use:
+  # - kcat, one of the real clients the integration tests drive;
+  # - zookeeper: only its jars (/usr/share/java/zookeeper.jar and what its manifest names). kaflite
+  #   starts ZooKeeper itself from Java with its own zoo.cfg (kaflite.cluster.zkserver), never as the
+  #   system service; the single-node broker does not need it.
+  local missing=()
+  command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+  [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+  if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
     else
-      echo "note: kcat not found and not root; kcat tests will be skipped" >&2
+      echo "note: ${missing[*]} not found and not root; the tests needing them will be skipped" >&2
     fi
   fi
 }
