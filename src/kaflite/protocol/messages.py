@@ -6,7 +6,11 @@ Rules (Kafka's `RequestHeader.json` / `ResponseHeader.json`):
 - the response header is v1 (correlation id + tagged fields) for flexible responses, v0 otherwise, except
   ApiVersions whose response header is always v0 (clients parse it before they know the broker's versions);
 - unknown tagged fields are skipped and leftover bytes after a body are ignored (librdkafka sends three
-  extra bytes on Metadata v9+), never rejected.
+  extra bytes on Metadata v9+), never rejected;
+- parsing a header costs O(1) whatever api key and version it names: the known (key, version) pairs come
+  from kio's index (a table lookup), schemas are loaded and cached only for pairs kio knows (a bounded
+  set), and a version beyond the newest known one is judged by that newest one alone, so a hostile
+  `api_version = 32767` builds nothing (it used to load and cache every lower version).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from functools import cache
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
+from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 from kio.serial.readers import read_unsigned_varint
@@ -51,9 +56,35 @@ class RequestHeader:
     client_id: str | None
 
 
+def _known(api_key: int, version: int) -> bool:
+    """Whether kio has schemas for (api key, version): two dict lookups, nothing loaded."""
+    name = api_key_map.get(api_key)
+    return name is not None and version in schema_name_map[name]
+
+
+def newest_known_version(api_key: int) -> int:
+    """The newest version of an api key kio knows, -1 for an unknown key (bounded cache: keys kio knows)."""
+    name = api_key_map.get(api_key)
+    return -1 if name is None else _newest_of(name)
+
+
 @cache
+def _newest_of(name: str) -> int:
+    return max(schema_name_map[name])
+
+
 def request_schema(api_key: int, version: int) -> type[Any] | None:
-    """kio's request class for (api key, version), or None when kio has no such schema."""
+    """kio's request class for (api key, version), or None when kio has no such schema. Only pairs kio
+    knows reach the cache, so its size is bounded whatever clients send."""
+    return _request_schema(api_key, version) if _known(api_key, version) else None
+
+
+def response_schema(api_key: int, version: int) -> type[Any] | None:
+    return _response_schema(api_key, version) if _known(api_key, version) else None
+
+
+@cache
+def _request_schema(api_key: int, version: int) -> type[Any] | None:
     try:
         return load_request_schema(api_key, version)
     except Exception:
@@ -61,7 +92,7 @@ def request_schema(api_key: int, version: int) -> type[Any] | None:
 
 
 @cache
-def response_schema(api_key: int, version: int) -> type[Any] | None:
+def _response_schema(api_key: int, version: int) -> type[Any] | None:
     try:
         return load_response_schema(api_key, version)
     except Exception:
@@ -72,14 +103,14 @@ def _is_flexible_request(api_key: int, version: int) -> bool:
     schema = request_schema(api_key, version)
     if schema is not None:
         return bool(schema.__flexible__)
-    # A version kio does not know (newer than any schema): newer versions are flexible whenever the
-    # newest known one is, which is what Kafka assumes for an ApiVersions probe from a newer client.
-    newest = None
-    for v in range(version - 1, -1, -1):
-        newest = request_schema(api_key, v)
-        if newest is not None:
-            break
-    return bool(newest is not None and newest.__flexible__)
+    # A version kio does not know: one newer than every schema is flexible whenever the newest known one
+    # is (what Kafka assumes for an ApiVersions probe from a newer client); an unknown key or a negative
+    # version has no tagged fields to skip. One lookup, whatever the version.
+    newest = newest_known_version(api_key)
+    if newest < 0 or version < newest:
+        return False
+    schema = request_schema(api_key, newest)
+    return bool(schema is not None and schema.__flexible__)
 
 
 def _skip_tagged_fields(buf: bytes | memoryview, offset: int) -> int:
@@ -156,8 +187,12 @@ def response_header_bytes(api_key: int, version: int, correlation_id: int) -> by
     return _CORRELATION.pack(correlation_id) + (b"\x00" if flexible_header else b"")
 
 
-@cache
 def _is_flexible_response(api_key: int, version: int) -> bool:
+    return _known(api_key, version) and _is_flexible_known_response(api_key, version)
+
+
+@cache
+def _is_flexible_known_response(api_key: int, version: int) -> bool:
     schema = response_schema(api_key, version)
     return bool(schema is not None and schema.__flexible__)
 
