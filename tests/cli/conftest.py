@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +78,20 @@ def kaflite_exe() -> Path:
 def run_kaflite() -> Any:
     """Runs the installed `kaflite` console script in a subprocess (bounded by `timeout`)."""
     return _run_kaflite
+
+
+def _inherit_sigint(disposition: str) -> Callable[[], None]:
+    """A Popen preexec_fn giving the child SIGINT's default disposition or SIG_IGN ("default" / "ignored"),
+    whatever this test process inherited: a child started from a non-interactive shell's background job,
+    nohup or some CI runners starts with SIGINT ignored."""
+    value = {"default": signal.SIG_DFL, "ignored": signal.SIG_IGN}[disposition]
+
+    def preexec() -> None:
+        signal.signal(signal.SIGINT, value)
+
+    return preexec
+
+
+@pytest.fixture
+def inherit_sigint() -> Callable[[str], Callable[[], None]]:
+    return _inherit_sigint

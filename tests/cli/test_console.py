@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 
@@ -278,8 +280,6 @@ def test_sigterm_stops_a_group_follower_cleanly(
     kaflite_exe, cli, cli_bootstrap: str, topic_name: str
 ) -> None:
     """SIGTERM ends `--follow` like Ctrl-C: summary printed, exit 0, the group's position committed."""
-    import signal
-
     _create(cli, cli_bootstrap, topic_name)
     _produce(cli_bootstrap, topic_name, [(None, b"r1", 0), (None, b"r2", 0)])
     group = f"{topic_name}-follow"
@@ -317,11 +317,13 @@ def test_sigterm_stops_a_group_follower_cleanly(
     assert committed[0].offset == 2
 
 
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
 def test_ctrl_c_in_produce_still_delivers_what_was_read(
-    kaflite_exe, cli, cli_bootstrap: str, topic_name: str
+    kaflite_exe, cli, cli_bootstrap: str, topic_name: str, inherited: str, inherit_sigint
 ) -> None:
-    import signal
-
+    """Ctrl-C stops reading stdin and delivers what was read, whether the producer inherits SIGINT's
+    default disposition or SIG_IGN (a background job of a non-interactive shell, nohup, some CI runners):
+    the disposition is set explicitly here, so the test does not depend on how pytest was started."""
     _create(cli, cli_bootstrap, topic_name)
     producer = subprocess.Popen(
         [str(kaflite_exe), "produce", topic_name, "--linger-ms", "0", "-b", cli_bootstrap],
@@ -329,6 +331,7 @@ def test_ctrl_c_in_produce_still_delivers_what_was_read(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=inherit_sigint(inherited),
     )
     try:
         assert producer.stdin is not None

@@ -206,7 +206,18 @@ def describe_exception(err: BaseException) -> str:
 
 
 def main() -> None:
-    """Console-script entry point (`kaflite ...`)."""
+    """Console-script entry point (`kaflite ...`).
+
+    Ctrl-C stops every command the same way whatever SIGINT disposition the process inherited: Python
+    leaves SIGINT ignored when it starts ignored (a background job of a non-interactive shell, nohup, some
+    CI runners), so the entry point installs the KeyboardInterrupt handler itself; commands that need
+    more (produce, consume, serve) install their own on top of it."""
+    import signal
+
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # pragma: no cover - not the main thread (embedded use)
+        pass
     from kaflite.cli.main import app
 
     app()

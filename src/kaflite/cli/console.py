@@ -84,6 +84,33 @@ class StopRequest:
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
+class InterruptsRaise:
+    """SIGINT/SIGTERM raise KeyboardInterrupt while active, whatever disposition the process inherited.
+
+    A process started with SIGINT ignored (a background job of a non-interactive shell, `nohup`, some CI
+    runners) never gets Python's default handler; `produce` blocks in a stdin read, which only an
+    exception raised by a handler interrupts, so it installs its own rather than relying on the default."""
+
+    def __init__(self) -> None:
+        self._previous: dict[int, Any] = {}
+
+    @staticmethod
+    def _raise(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> InterruptsRaise:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._previous[sig] = signal.signal(sig, self._raise)
+            except ValueError:  # not the main thread: keep the inherited behaviour
+                pass
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
 def _client(factory: Any, settings: dict[str, Any]) -> Any:
     """Create a Producer/Consumer; a property librdkafka refuses is a usage error naming it."""
     try:
@@ -187,42 +214,43 @@ def produce(
             delivered += 1
 
     sep_bytes = sep.encode() if sep is not None else None
-    try:
-        for number, line in enumerate(_lines(sys.stdin), 1):
-            key: bytes | None = None
-            value = line
-            if sep_bytes is not None:
-                key, found, value = line.partition(sep_bytes)
-                if not found:
-                    producer.flush(timeout)
-                    fail(f"line {number}: no key separator {sep!r} in {line.decode(errors='replace')!r}")
-            kwargs: dict[str, Any] = {"value": value, "on_delivery": on_delivery}
-            if key is not None:
-                kwargs["key"] = key
-            if headers:
-                kwargs["headers"] = headers
-            if partition is not None:
-                kwargs["partition"] = partition
-            while True:
-                try:
-                    producer.produce(topic, **kwargs)
+    with InterruptsRaise():  # Ctrl-C / SIGTERM: stop reading, deliver what was read
+        try:
+            for number, line in enumerate(_lines(sys.stdin), 1):
+                key: bytes | None = None
+                value = line
+                if sep_bytes is not None:
+                    key, found, value = line.partition(sep_bytes)
+                    if not found:
+                        producer.flush(timeout)
+                        fail(f"line {number}: no key separator {sep!r} in {line.decode(errors='replace')!r}")
+                kwargs: dict[str, Any] = {"value": value, "on_delivery": on_delivery}
+                if key is not None:
+                    kwargs["key"] = key
+                if headers:
+                    kwargs["headers"] = headers
+                if partition is not None:
+                    kwargs["partition"] = partition
+                while True:
+                    try:
+                        producer.produce(topic, **kwargs)
+                        break
+                    except BufferError:  # the local queue is full: let deliveries drain
+                        producer.poll(0.1)
+                producer.poll(0)
+                if failures:
                     break
-                except BufferError:  # the local queue is full: let deliveries drain
-                    producer.poll(0.1)
-            producer.poll(0)
-            if failures:
-                break
-            fatal = errors.fatal()
-            if fatal:
-                fail(f"producing to {topic!r}: {fatal}")
-    except KeyboardInterrupt:  # Ctrl-C: stop reading, still deliver what was read (as Kafka's tool does)
-        pass
-    try:
-        remaining = producer.flush(timeout)
-    except (KeyboardInterrupt, SystemError):  # Ctrl-C while waiting (librdkafka reports it as SystemError)
-        remaining = len(producer)
-        if remaining:
-            fail(f"producing to {topic!r}: interrupted with {remaining} record(s) not acknowledged", 130)
+                fatal = errors.fatal()
+                if fatal:
+                    fail(f"producing to {topic!r}: {fatal}")
+        except KeyboardInterrupt:  # Ctrl-C: stop reading, still deliver what was read (as Kafka's tool does)
+            pass
+        try:
+            remaining = producer.flush(timeout)
+        except (KeyboardInterrupt, SystemError):  # Ctrl-C while waiting (librdkafka reports it as SystemError)
+            remaining = len(producer)
+            if remaining:
+                fail(f"producing to {topic!r}: interrupted with {remaining} record(s) not acknowledged", 130)
     if failures:
         fail(f"producing to {topic!r}: {len(failures)} record(s) not acknowledged: {failures[0]}")
     if remaining:
