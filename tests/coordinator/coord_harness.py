@@ -6,10 +6,23 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+from kaflite.assign.types import TopicPartition
 from kaflite.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator
 from kaflite.coordinator import messages as m
-from kaflite.coordinator.consumer_protocol import encode_assignment, encode_subscription
+from kaflite.protocol import consumer_protocol as cp
 from kaflite.protocol.errors import ErrorCode
+
+
+def encode_subscription(topics: list[str]) -> bytes:
+    """A version-0 consumer Subscription of `topics` (what a classic member sends in JoinGroup)."""
+    return cp.encode_subscription(cp.ConsumerSubscription(list(topics)), version=0)
+
+
+def encode_assignment(partitions: dict[str, list[int]]) -> bytes:
+    """A version-0 consumer Assignment (what a leader sends in SyncGroup)."""
+    tps = [TopicPartition(t, p) for t, ps in partitions.items() for p in ps]
+    return cp.encode_assignment(cp.ConsumerAssignment(tps), version=0)
+
 
 RANGE_RR = (m.Protocol("range", encode_subscription(["t"])), m.Protocol("roundrobin", encode_subscription(["t"])))
 

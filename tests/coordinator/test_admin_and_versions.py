@@ -5,7 +5,7 @@ from __future__ import annotations
 from coordinator.coord_harness import Harness
 from kaflite.coordinator import GroupState
 from kaflite.coordinator import messages as m
-from kaflite.coordinator.consumer_protocol import assignment_partitions, subscription_topics
+from kaflite.protocol.consumer_protocol import assignment_partitions, subscription_topics
 from kaflite.protocol.errors import ErrorCode
 
 
@@ -53,3 +53,16 @@ def test_offset_delete_rules() -> None:
     assert delete("g", "other").topics == (("other", ((0, ErrorCode.none),)),)
     assert h.fetch(topics={"t": [0], "other": [0]}) == {("t", 0): 3, ("other", 0): -1}
     assert delete("nope", "t").error is ErrorCode.group_id_not_found
+
+
+def test_lenient_consumer_protocol_readers_answer_none_for_other_bytes() -> None:
+    """The coordinator reads any group's member bytes with the one codec's lenient readers: not a consumer
+    subscription/assignment -> None (counted as "may subscribe to anything"), never an exception."""
+    from coordinator.coord_harness import encode_assignment, encode_subscription
+
+    assert subscription_topics(encode_subscription(["a", "b"])) == ["a", "b"]
+    assert assignment_partitions(encode_assignment({"a": [0, 2], "b": [1]})) == {"a": [0, 2], "b": [1]}
+    assert assignment_partitions(b"") == {}
+    for junk in (b"\x00", b"\x00\x00\x00\x00\x00\x05ab", b"\xff\xff", b"\x00\x00\x00\x00\x00\x01\x00\x02\xff\xfe"):
+        assert subscription_topics(junk) is None
+        assert assignment_partitions(junk) is None

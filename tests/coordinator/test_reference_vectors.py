@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.coord_harness import RANGE_RR, Harness
+from coordinator.coord_harness import RANGE_RR, Harness, encode_assignment
 from helpers import vectors_of_kind
 from kaflite.coordinator import (
     ClassicGroup,
@@ -25,7 +25,6 @@ from kaflite.coordinator import (
     partition_for,
 )
 from kaflite.coordinator import messages as m
-from kaflite.coordinator.consumer_protocol import encode_assignment
 from kaflite.protocol.errors import ErrorCode
 
 CASES = vectors_of_kind("coordinator.")

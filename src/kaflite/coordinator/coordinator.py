@@ -41,6 +41,8 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kaflite.assign.types import TopicPartition
+from kaflite.protocol.consumer_protocol import ConsumerAssignment, encode_assignment, subscription_topics
 from kaflite.protocol.errors import ErrorCode
 
 from . import messages as m
@@ -50,7 +52,6 @@ from .consumer_group import (
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResponse,
 )
-from .consumer_protocol import encode_assignment, subscription_topics
 from .group import ClassicGroup, ClassicGroupMember
 from .offsets_topic import DEFAULT_OFFSETS_TOPIC_PARTITIONS, partition_for
 from .records import (
@@ -976,7 +977,7 @@ class GroupCoordinator:
                 # a KIP-848 group seen through the classic API: members with their partitions encoded
                 # as a consumer-protocol Assignment, so classic tools can still show who owns what
                 members = tuple(m.DescribedMember(mb.member_id, mb.instance_id, mb.client_id, mb.client_host, b"",
-                                                  encode_assignment({t: sorted(ps) for t, ps in mb.assigned.items()}))
+                                                  _assignment_bytes(mb.assigned))
                                 for mb in cg.members.values())
                 out.append(m.DescribedGroup(group_id, ErrorCode.none, cg.state, "consumer", cg.assignor, members))
             elif group is None or group.is_in(GroupState.DEAD):
@@ -1044,6 +1045,12 @@ class GroupCoordinator:
             self._append(OffsetCommitKey(group_id, topic, partition), None)
         self._append(GroupMetadataKey(group_id), None)
         return ErrorCode.none
+
+
+def _assignment_bytes(assigned: Mapping[str, Iterable[int]]) -> bytes:
+    """A version-0 consumer-protocol Assignment of a KIP-848 member's partitions (for classic tools)."""
+    tps = [TopicPartition(t, p) for t, ps in assigned.items() for p in sorted(ps)]
+    return encode_assignment(ConsumerAssignment(tps), version=0)
 
 
 def _since(state_ts: int) -> Callable[[OffsetCommitValue], int]:

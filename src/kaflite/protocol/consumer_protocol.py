@@ -13,6 +13,9 @@ in the classic (non-flexible) encoding:
 Rules (as Kafka's ConsumerProtocol): a version above the newest known is read with the newest schema
 (newer fields are appended, so old readers ignore them); a negative version or truncated bytes is an
 error naming what is wrong. The sticky assignors' own user data lives in `kaflite.assign.userdata`.
+The lenient readers `subscription_topics` / `assignment_partitions` answer None instead of raising: the
+group coordinator uses them on whatever bytes a member sent (not every group is a consumer group), and
+they read only the leading fields every version shares.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from kaflite.assign.userdata import (  # re-exported: the sticky user data bytes
     encode_sticky_user_data,
 )
 
-__all__ = [
+__all__ = [  # noqa: RUF022 - grouped by purpose
     "PROTOCOL_TYPE",
     "SUBSCRIPTION_VERSIONS",
     "ConsumerSubscription",
@@ -44,6 +47,8 @@ __all__ = [
     "encode_sticky_user_data",
     "decode_cooperative_user_data",
     "encode_cooperative_user_data",
+    "subscription_topics",
+    "assignment_partitions",
 ]
 
 PROTOCOL_TYPE = "consumer"
@@ -200,3 +205,32 @@ def decode_assignment(data: bytes) -> ConsumerAssignment:
         raise ConsumerProtocolError(f"consumer assignment: unsupported version {version}")
     partitions = r.topic_partitions()
     return ConsumerAssignment(partitions, r.nullable_bytes(), version)
+
+
+# -- lenient readers (the coordinator's view of a member's bytes) ----------------------------------
+
+def subscription_topics(data: bytes) -> list[str] | None:
+    """The topics of a consumer Subscription (its leading fields only), or None when the bytes are not one."""
+    try:
+        r = _Reader(data, "consumer subscription")
+        if r.int16() < 0:
+            return None
+        return [r.string() for _ in range(r.array_len())]
+    except (ConsumerProtocolError, UnicodeDecodeError, struct.error):
+        return None
+
+
+def assignment_partitions(data: bytes) -> dict[str, list[int]] | None:
+    """The partitions of a consumer Assignment by topic ({} for empty bytes), or None when malformed."""
+    if not data:
+        return {}
+    try:
+        r = _Reader(data, "consumer assignment")
+        if r.int16() < 0:
+            return None
+        out: dict[str, list[int]] = {}
+        for tp in r.topic_partitions():
+            out.setdefault(tp.topic, []).append(tp.partition)
+        return out
+    except (ConsumerProtocolError, UnicodeDecodeError, struct.error):
+        return None
