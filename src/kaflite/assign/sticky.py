@@ -228,7 +228,10 @@ class _Constrained:
         self.current = current
         self.multi_owned = multi_owned
         self.transferring = transferring
-        self.revoked: set[TopicPartition] = set()
+        # Kafka's maybeRevokedPartitions: partition -> the member that gave it up. A map, not a set: a
+        # partition handed back to the member that gave it up is not a transfer (else a member alone on
+        # its rack would revoke and regain its off-rack partitions in every cooperative round).
+        self.maybe_revoked: dict[TopicPartition, str] = {}
         self.under_min: list[str] = []
         self.exactly_min: list[str] = []
         total = sum(partitions_per_topic.values())
@@ -261,7 +264,7 @@ class _Constrained:
             for tp in owned:
                 if self.rack.racks_mismatch(consumer, tp):
                     # owned on the wrong rack: given up, so a new owner must wait for its revocation
-                    self.revoked.add(tp)
+                    self.maybe_revoked[tp] = consumer
                 else:
                     mine.append(tp)
             mine.sort(key=lambda tp: (tp.partition, tp.topic))
@@ -278,18 +281,21 @@ class _Constrained:
                     self.exactly_min.clear()
                 target.extend(mine[:self.max_quota])
                 self.assigned.extend(mine[:self.max_quota])
-                self.revoked.update(mine[self.max_quota:])
+                for tp in mine[self.max_quota:]:
+                    self.maybe_revoked[tp] = consumer
             else:
                 target.extend(mine[:self.min_quota])
                 self.assigned.extend(mine[:self.min_quota])
-                self.revoked.update(mine[self.min_quota:])
+                for tp in mine[self.min_quota:]:
+                    self.maybe_revoked[tp] = consumer
                 if self.current_over_min < self.expected_over_min:
                     self.exactly_min.append(consumer)
 
     def _assign_new(self, tp: TopicPartition, consumer: str) -> int:
         lst = self.assignment[consumer]
         lst.append(tp)
-        if tp in self.revoked or tp in self.multi_owned:
+        previous = self.maybe_revoked.get(tp)
+        if (previous is not None and previous != consumer) or tp in self.multi_owned:
             self.transferring[tp] = consumer
         return len(lst)
 
@@ -306,7 +312,8 @@ class _Constrained:
                 count = len(self.assignment[consumer]) + 1
                 if count >= self.min_quota:
                     self.under_min.remove(consumer)
-                    if count < self.max_quota:
+                    # at minQuota it is "unfilled" only while more members may still reach maxQuota
+                    if count < self.max_quota and self.current_over_min < self.expected_over_min:
                         self.exactly_min.append(consumer)
                 else:
                     idx += 1
@@ -317,6 +324,10 @@ class _Constrained:
                     consumer = self.exactly_min[first]
                     if len(self.assignment[consumer]) + 1 == self.max_quota:
                         del self.exactly_min[first]
+                        self.current_over_min += 1
+                        if self.current_over_min == self.expected_over_min:
+                            # every member at minQuota is now filled
+                            self.exactly_min.clear()
             if consumer is not None:
                 self._assign_new(tp, consumer)
             else:
