@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import socket
 import sys
 import time
@@ -185,7 +186,7 @@ def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise
         except Exception as err:
-            if type(err).__module__.startswith(("click", "typer")):
+            if type(err).__module__.startswith(("click", "typer")) or os.environ.get("KAFLITE_DEBUG"):
                 raise
             print_error(describe_exception(err))
             raise typer.Exit(EXIT_FAILURE) from None
@@ -194,7 +195,8 @@ def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def describe_exception(err: BaseException) -> str:
-    """One line for an exception, using librdkafka's error text for confluent-kafka errors."""
+    """One line for an exception, never its class name: librdkafka's error text (with Kafka's error name)
+    for confluent-kafka errors, the OS's reason for OSError, the message otherwise."""
     from confluent_kafka import KafkaException
 
     if isinstance(err, KafkaException) and err.args:
@@ -202,7 +204,10 @@ def describe_exception(err: BaseException) -> str:
         text = inner.str() if hasattr(inner, "str") else str(inner)
         name = inner.name() if hasattr(inner, "name") else ""
         return f"{text} ({name})" if name and name not in text else text
-    return f"{type(err).__name__}: {err}"
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror + (f": {err.filename}" if err.filename else "")
+    text = " ".join(str(err).split())
+    return text or "unexpected failure (set KAFLITE_DEBUG=1 for details)"
 
 
 def main() -> None:

@@ -9,17 +9,75 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import Annotated
+import sys
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from kaflite import __version__
-from kaflite.cli import console, serve, topics
+from kaflite.cli import EXIT_FAILURE, console, print_error, serve, topics
 
 log = logging.getLogger("kaflite.cli")
 
+
+def usage_message(err: Any) -> str:
+    """One line for a Click/Typer usage error: what was wrong, and what is allowed where Click knows it."""
+    ctx = getattr(err, "ctx", None)
+    message = " ".join(str(err.format_message()).split())
+    command = getattr(ctx, "command", None)
+    name = type(err).__name__
+    if name == "NoSuchOption" and not getattr(err, "possibilities", None) and command is not None:
+        allowed = sorted(
+            {opt for param in command.params for opt in param.opts if opt.startswith("--")} | {"--help"}
+        )
+        message += f" (allowed: {', '.join(allowed)})"
+    elif command is not None and hasattr(command, "list_commands") and "No such command" in message:
+        message += f" (commands: {', '.join(command.list_commands(ctx))})"
+    if ctx is not None and not message.endswith(")"):
+        message += f" (see `{ctx.command_path} --help`)"
+    return message
+
+
+class KafliteGroup(TyperGroup):
+    """The root command: usage errors become one `error: ...` line and exit 2, like every other error
+    (Typer would draw a Rich box with a usage banner); --help output is unchanged."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:  # typer >= 0.26 vendors Click
+            from typer._click.exceptions import ClickException, NoArgsIsHelpError
+        except ImportError:  # pragma: no cover - older typer on click
+            from click.exceptions import ClickException, NoArgsIsHelpError  # type: ignore[no-redef]
+
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except NoArgsIsHelpError as err:  # `kaflite topics`: the help (already printed by Rich, if used)
+            if err.format_message().strip():
+                err.show()
+            sys.exit(err.exit_code)
+        except ClickException as err:
+            print_error(usage_message(err))
+            sys.exit(err.exit_code)
+        except typer.Abort:
+            print_error("aborted")
+            sys.exit(EXIT_FAILURE)
+        # typer returns the command's return value or, for typer.Exit / Ctrl-C, the exit code
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
 app = typer.Typer(
     name="kaflite",
+    cls=KafliteGroup,
     help="kaflite: a Kafka-compatible broker and tools. Commands speak the Kafka protocol, so they work "
     "against any Kafka cluster too.",
     no_args_is_help=True,

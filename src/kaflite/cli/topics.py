@@ -62,6 +62,22 @@ def _all_topics(admin: Any, timeout: float) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------
 # create
 
+# librdkafka's NewTopic accepts 1..100000 partitions; a replication factor is an INT16 on the wire.
+MAX_PARTITIONS = 100_000
+MAX_REPLICATION_FACTOR = 32_767
+
+
+def _count_or_default(value: int | None, option: str, maximum: int, broker_key: str) -> int | None:
+    if value is None or value == -1:
+        return None
+    if not 1 <= value <= maximum:
+        fail(
+            f"{option}: expected 1..{maximum}, or -1 (or leave it out) for the broker's {broker_key}; "
+            f"got {value}",
+            EXIT_USAGE,
+        )
+    return value
+
 
 @topics_app.command("create")
 @handle_errors
@@ -70,7 +86,9 @@ def create(
     partitions: Annotated[
         int | None,
         typer.Option(
-            "--partitions", "-p", min=1, help="Partition count (default: the broker's num.partitions)."
+            "--partitions",
+            "-p",
+            help=f"Partition count, 1..{MAX_PARTITIONS} (default, or -1: the broker's num.partitions).",
         ),
     ] = None,
     replication_factor: Annotated[
@@ -78,8 +96,8 @@ def create(
         typer.Option(
             "--replication-factor",
             "-r",
-            min=1,
-            help="Replication factor (default: the broker's default.replication.factor).",
+            help=f"Replication factor, 1..{MAX_REPLICATION_FACTOR} (default, or -1: the broker's "
+            "default.replication.factor).",
         ),
     ] = None,
     config: Annotated[
@@ -100,6 +118,11 @@ def create(
     """Create a topic."""
     from confluent_kafka.admin import NewTopic
 
+    # -1 is what CreateTopics (and NewTopic) take for "the broker's default"; the same as leaving it out
+    partitions = _count_or_default(partitions, "--partitions", MAX_PARTITIONS, "num.partitions")
+    replication_factor = _count_or_default(
+        replication_factor, "--replication-factor", MAX_REPLICATION_FACTOR, "default.replication.factor"
+    )
     configs = parse_key_values(config, "--config")
     admin = admin_client(bootstrap_server)
     new = NewTopic(
