@@ -57,7 +57,7 @@ class KafliteGroup(TyperGroup):
         try:  # typer >= 0.26 vendors Click
             from typer._click.exceptions import ClickException, NoArgsIsHelpError
         except ImportError:  # pragma: no cover - older typer on click
-            from click.exceptions import ClickException, NoArgsIsHelpError  # type: ignore[no-redef]
+            from click.exceptions import ClickException, NoArgsIsHelpError  # type: ignore[no-redef,assignment]
 
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
