@@ -24,6 +24,7 @@ The decisions (`build_offset_map`, `record_survives`, `cleanable_prefix`, `shoul
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ from kaflite.storage.segment import LogSegment
 
 if TYPE_CHECKING:
     from kaflite.storage.log import Log
+
+_log = logging.getLogger("kaflite.storage")
 
 __all__ = [
     "CleanResult",
@@ -175,6 +178,9 @@ def compact_log(log: Log, now_ms: int, *, force: bool = False) -> CleanResult:
             if new_size != seg.size:
                 log._replace_segment(seg, pieces)  # noqa: SLF001
         log.cleaner_checkpoint = cleanable[-1].next_offset
+        if removed or after != cleanable_bytes:
+            _log.info("%s: compacted %d segment(s) up to offset %d: %d records removed, %d -> %d bytes",
+                      log.dir.name, n, log.cleaner_checkpoint, removed, cleanable_bytes, after)
         return CleanResult(True, n, cleanable_bytes, after, removed)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import re
 import shutil
@@ -43,6 +44,8 @@ from kaflite.storage.config import LogConfig
 from kaflite.storage.log import Log, parse_topic_partition
 
 __all__ = ["LogManager", "validate_topic_name"]
+
+log = logging.getLogger("kaflite.storage")
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 _MAX_TOPIC_LENGTH = 249
@@ -127,6 +130,8 @@ class LogManager:
         """Discover `<topic>-<partition>` directories in every log dir and open (recover) each log."""
         with self._lock:
             for d in self.log_dirs:
+                started = time.monotonic()
+                before = len(self._logs)
                 clean_marker = d / CLEAN_SHUTDOWN_FILE
                 clean = clean_marker.exists()
                 recovery = read_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
@@ -159,6 +164,12 @@ class LogManager:
                     )
                     self._log_dir_of[tp] = d
                 clean_marker.unlink(missing_ok=True)
+                loaded = [lg for tp, lg in self._logs.items() if self._log_dir_of[tp] == d]
+                log.info(
+                    "loaded %d logs from %s in %.0f ms after %s shutdown (%d recovered)",
+                    len(self._logs) - before, d, (time.monotonic() - started) * 1000,
+                    "a clean" if clean else "an unclean", sum(1 for lg in loaded if lg.recovered),
+                )
             self.checkpoint(force=True)
 
     # ------------------------------------------------------------------------------------------

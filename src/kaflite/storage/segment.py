@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from kaflite.protocol.errors import KafkaError
@@ -29,7 +30,7 @@ from kaflite.protocol.record_batch import (
 )
 from kaflite.storage.index import IndexCorrupt, OffsetIndex, TimeIndex
 
-__all__ = ["LogSegment", "segment_file_name", "HeaderFields"]
+__all__ = ["LogSegment", "RecoveryNote", "segment_file_name", "HeaderFields"]
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD  # 49
@@ -38,6 +39,19 @@ _IOV_MAX = 1000
 # indexes into the header tuple
 H_BASE, H_LEN, H_PLE, H_MAGIC, H_CRC, H_ATTR, H_LOD, H_FIRST_TS, H_MAX_TS, H_PID, H_EPOCH, H_SEQ, H_COUNT = range(13)
 HeaderFields = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryNote:
+    """What one segment's recovery scan found: valid batches and records, and where and why it stopped
+    short of the end of the file (reason "" when the whole file was valid)."""
+
+    batches: int
+    records: int
+    valid_bytes: int
+    file_bytes: int
+    truncated_at_offset: int  # the first offset not kept (the segment's next offset)
+    reason: str
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -80,6 +94,8 @@ class LogSegment:
         "indexes_full",
         "_next_read_offset",
         "_next_read_position",
+        "recovery",
+        "load_problem",
     )
 
     def __init__(
@@ -112,6 +128,8 @@ class LogSegment:
         self.indexes_full = False  # an index reached segment.index.bytes: roll
         self._next_read_offset = -1  # where the last read ended (offset, position): sequential reads
         self._next_read_position = 0
+        self.recovery: RecoveryNote | None = None  # what the last recover() found (for the log)
+        self.load_problem = ""  # why the last load() refused the segment
 
     # ------------------------------------------------------------------------------------------
     # scanning
@@ -363,9 +381,11 @@ class LogSegment:
         try:
             self.index.load(max(self.size, 1))
             self.time_index.load()
-        except IndexCorrupt:
+        except IndexCorrupt as e:
+            self.load_problem = f"corrupt index: {e}"
             return False
         if self.size > 0 and not self.time_index.path.exists():
+            self.load_problem = f"missing time index {self.time_index.path.name}"
             return False
         last = self.index.last_entry()
         start = last[1] if last is not None else 0
@@ -374,12 +394,14 @@ class LogSegment:
             self._note_header(fields)
             end = pos + fields[H_LEN] + LOG_OVERHEAD
         if end != self.size:
+            self.load_problem = f"the batches after the last index entry end at byte {end}, the file at {self.size}"
             return False
         if self.size > 0:
             first = os.pread(self.fd, BATCH_HEADER_SIZE, 0)
             self.rolling_based_timestamp = _HEADER.unpack_from(first)[H_MAX_TS]
             te = self.time_index.last_entry()
             if te is None and self.max_timestamp < 0:
+                self.load_problem = "empty time index"
                 return False
             if te is not None and te[0] > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = te
@@ -411,14 +433,22 @@ class LogSegment:
         self.rolling_based_timestamp = None
         self.bytes_since_last_index_entry = 0
         valid = 0
+        batches = records = 0
+        reason = ""
         expected_min_base = self.base_offset
         for pos, fields, data in self.iter_batches(0, file_size):
             size = fields[H_LEN] + LOG_OVERHEAD
-            if fields[H_MAGIC] != MAGIC_V2 or fields[H_BASE] < expected_min_base or fields[H_LOD] < 0:
+            if fields[H_MAGIC] != MAGIC_V2:
+                reason = f"magic {fields[H_MAGIC]} at byte {pos} (only v2 batches are stored)"
+                break
+            if fields[H_BASE] < expected_min_base or fields[H_LOD] < 0:
+                reason = f"batch at byte {pos} has base offset {fields[H_BASE]}, expected >= {expected_min_base}"
                 break
             if max_batch_size is not None and size > max_batch_size:
+                reason = f"batch at byte {pos} of {size} bytes is over the maximum {max_batch_size}"
                 break
             if crc32c(data[CRC_START:]) != fields[H_CRC]:
+                reason = f"CRC-32C mismatch in the batch at byte {pos}"
                 break
             last = fields[H_BASE] + fields[H_LOD]
             self._account_batch(pos, size, last, fields[H_MAX_TS])
@@ -426,7 +456,11 @@ class LogSegment:
                 on_batch(fields)
             expected_min_base = last + 1
             valid = pos + size
+            batches += 1
+            records += max(fields[H_COUNT], 0)
         truncated = file_size - valid
+        if truncated and not reason:
+            reason = f"incomplete or unreadable batch at byte {valid} ({truncated} bytes to the end of the file: a torn write)"
         if truncated:
             os.ftruncate(self.fd, valid)
         self.size = valid
@@ -435,6 +469,7 @@ class LogSegment:
         self.index.write_pending()
         self.time_index.write_pending()
         self.dirty = True
+        self.recovery = RecoveryNote(batches, records, valid, file_size, self.next_offset, reason)
         return truncated
 
     # ------------------------------------------------------------------------------------------

@@ -1,0 +1,137 @@
+"""Recovery says what it did (`kaflite.storage`): records scanned, where and why a log was truncated,
+which segments were deleted, which indexes were rebuilt; retention and compaction deletions too."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+from brokerproc import BrokerProcess
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from kaflite.protocol.record_batch import build_record_batch
+from kaflite.storage import Log, LogConfig
+
+CFG = LogConfig(segment_bytes=500, index_interval_bytes=50)
+
+
+def _batch(value: bytes = b"x" * 40) -> bytes:
+    return build_record_batch([(b"k", value, [])], timestamp_ms=1_700_000_000_000)
+
+
+def _messages(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "kaflite.storage" and r.levelno == level]
+
+
+def test_torn_tail_and_corrupt_index_are_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    d = tmp_path / "t-0"
+    log = Log(d, CFG)
+    for _ in range(30):
+        log.append(_batch())
+    segs = log.segments
+    end = log.log_end_offset
+    log.close()
+    with open(segs[-1].log_path, "ab") as f:  # a torn write: half a batch at the end
+        f.write(_batch()[:37])
+    with open(d / f"{segs[0].base_offset:020d}.index", "ab") as f:
+        f.write(b"\x01\x02\x03")  # not a multiple of 8
+    caplog.set_level(logging.INFO, logger="kaflite.storage")
+    recovered = Log(d, CFG, recovery_point=segs[-1].base_offset)
+    assert recovered.log_end_offset == end
+    warnings = _messages(caplog, logging.WARNING)
+    assert any(re.search(r"t-0: rebuilding the indexes of segment 0: corrupt index", m) for m in warnings), warnings
+    assert any(re.search(rf"t-0: truncated at offset {end} .*37 bytes discarded.*torn write", m) for m in warnings), warnings
+    infos = _messages(caplog, logging.INFO)
+    assert any(re.search(rf"t-0: recovered 2 segment\(s\).*scanned \d+ batches \(\d+ records\), log end offset {end}, "
+                         r"indexes rebuilt", m) for m in infos), infos
+    recovered.close()
+
+
+def test_corrupt_middle_segment_names_the_deleted_segments(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    d = tmp_path / "t-0"
+    log = Log(d, CFG)
+    for _ in range(30):
+        log.append(_batch())
+    segs = log.segments
+    log.close()
+    with open(segs[1].log_path, "r+b") as f:
+        f.seek(segs[1].size - 10)
+        f.write(b"\xff\xff")
+    caplog.set_level(logging.INFO, logger="kaflite.storage")
+    recovered = Log(d, CFG, recovery_point=0)
+    later = [s.base_offset for s in segs[2:]]
+    warnings = _messages(caplog, logging.WARNING)
+    assert any("CRC-32C mismatch" in m and f"deleted the {len(later)} later segments {later}" in m
+               for m in warnings), warnings
+    recovered.close()
+
+
+def test_retention_and_compaction_deletions_are_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="kaflite.storage")
+    log = Log(tmp_path / "r-0", LogConfig(segment_bytes=500, retention_bytes=600, retention_ms=-1))
+    for _ in range(30):
+        log.append(_batch())
+    log.update_high_watermark(log.log_end_offset)
+    n = log.delete_old_segments()
+    assert n > 0
+    assert any(re.search(rf"r-0: deleted {n} segment\(s\) .* past retention.bytes; log start offset now "
+                         rf"{log.log_start_offset}", m) for m in _messages(caplog, logging.INFO))
+    log.close()
+    c = Log(tmp_path / "c-0", LogConfig(segment_bytes=500, cleanup_policy="compact", min_compaction_lag_ms=0))
+    for _ in range(30):
+        c.append(_batch())
+    c.update_high_watermark(c.log_end_offset)
+    assert c.compact(force=True).records_removed > 0  # type: ignore[attr-defined]
+    assert any(re.search(r"c-0: compacted \d+ segment\(s\) up to offset \d+: \d+ records removed", m)
+               for m in _messages(caplog, logging.INFO))
+    c.close()
+
+
+def test_kill_9_with_a_torn_tail_logs_truncation_and_index_rebuild(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    broker = BrokerProcess(data, {"log.segment.bytes": "2000"})
+    broker.start()
+    try:
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": "all"})
+        acked = []
+        for i in range(100):
+            p.produce("torn", value=b"v%03d" % i, partition=0,
+                      on_delivery=lambda err, msg: acked.append(msg.offset()) if err is None else None)
+            p.flush(10)
+        assert len(acked) == 100
+        time.sleep(6)  # the recovery-point checkpoint (every 5 s) covers the sealed segments
+    finally:
+        broker.kill()
+    d = data / "torn-0"
+    logs = sorted(d.glob("*.log"))
+    assert len(logs) > 2
+    with open(logs[-1], "ab") as f:
+        f.write(_batch()[:30])  # the torn tail of a write in progress when the process died
+    with open(logs[0].with_suffix(".index"), "ab") as f:
+        f.write(b"\x00\x01\x02")  # a corrupt index of a sealed segment
+    broker.start()
+    try:
+        text = broker.log()
+        assert re.search(rf"WARNING kaflite.storage: torn-0: truncated at offset 100 \(byte \d+ of segment "
+                         rf"{int(logs[-1].stem)}, 30 bytes discarded\): incomplete or unreadable batch", text), text
+        assert re.search(r"WARNING kaflite.storage: torn-0: rebuilding the indexes of segment 0: corrupt index", text), text
+        assert re.search(r"INFO kaflite.storage: torn-0: recovered \d+ segment\(s\) .*log end offset 100, indexes rebuilt",
+                         text), text
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g", "enable.auto.commit": False})
+        c.assign([TopicPartition("torn", 0, OFFSET_BEGINNING)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 100 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+        c.close()
+        assert got == [b"v%03d" % i for i in range(100)]
+        assert broker.stop() == 0
+    finally:
+        broker.kill()
+    assert os.path.exists(d)
