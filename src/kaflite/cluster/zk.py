@@ -1,0 +1,777 @@
+"""The ZooKeeper client of a kaflite broker (Kafka's `KafkaZkClient`): the only module that imports kazoo.
+
+Rules:
+- every znode and its JSON are Kafka's (`cluster.zkdata`); the chroot of `zookeeper.connect` is created
+  when missing, as Kafka does, and every path below is relative to it;
+- a broker registers itself as an EPHEMERAL /brokers/ids/<id>; an id held by another live session is
+  refused with `BrokerIdInUseError` (a retried create by our own session is not an error);
+- controller election is one atomic multi-op: create the ephemeral /controller AND set
+  /controller_epoch to epoch + 1 at the version just read; whoever loses gets `ControllerMovedError`;
+- every write a controller makes carries a guard (`ControllerEpochZkVersion`): the multi-op first checks
+  that /controller_epoch still has the version this controller wrote, so a deposed controller (a newer
+  election changed it) cannot write anything: its write fails with `ControllerMovedError`;
+- partition state znodes change by compare-and-set on their version: a write at a stale version is
+  reported back (not retried blindly), so the controller and a leader never overwrite each other silently;
+- watches become typed events handed to a callback (`ZkEvent`); the callback runs on kazoo's thread
+  and must hand the event over (e.g. `loop.call_soon_threadsafe`), never block;
+- ZooKeeper being unreachable at start-up is a one-line `ZkConnectionError` naming the address and the
+  timeout key, never a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from kaflite.cluster import zkdata as zd
+from kaflite.cluster.zkdata import (
+    BrokerInfo,
+    ControllerInfo,
+    LeaderAndIsr,
+    ProducerIdsBlock,
+    TopicAssignment,
+    parse_connect,
+)
+
+__all__ = [
+    "BrokerIdInUseError",
+    "BrokersChanged",
+    "ControllerChanged",
+    "ControllerEpochZkVersion",
+    "ControllerMovedError",
+    "KafkaZkClient",
+    "PartitionStateChanged",
+    "PreferredElectionRequested",
+    "ReassignmentRequested",
+    "SessionStateChanged",
+    "StaleZkVersionError",
+    "TopicAssignmentChanged",
+    "TopicDeletionRequested",
+    "TopicExistsError",
+    "TopicsChanged",
+    "ZkConnectionError",
+    "ZkEvent",
+]
+
+log = logging.getLogger("kaflite.cluster.zk")
+
+TopicPartition = tuple[str, int]
+
+
+class ZkConnectionError(RuntimeError):
+    """ZooKeeper could not be reached (or the session was lost) — the message says where and why."""
+
+
+class BrokerIdInUseError(RuntimeError):
+    """Another live broker holds /brokers/ids/<id>."""
+
+
+class ControllerMovedError(RuntimeError):
+    """This broker is not (or no longer) the controller: an election was lost or a newer one fenced it."""
+
+
+class TopicExistsError(RuntimeError):
+    """/brokers/topics/<t> already exists."""
+
+
+class StaleZkVersionError(RuntimeError):
+    """A compare-and-set found the znode at another version: someone else wrote first (re-read it)."""
+
+
+@dataclass(frozen=True)
+class ControllerEpochZkVersion:
+    """What a controller won: its epoch and the /controller_epoch znode version its election wrote."""
+
+    epoch: int
+    zk_version: int
+
+
+# --- events (what the watches report) -------------------------------------------------------------------
+@dataclass(frozen=True)
+class BrokersChanged:
+    brokers: Mapping[int, BrokerInfo]
+
+
+@dataclass(frozen=True)
+class ControllerChanged:
+    controller_id: int | None
+
+
+@dataclass(frozen=True)
+class TopicsChanged:
+    topics: frozenset[str]
+
+
+@dataclass(frozen=True)
+class TopicAssignmentChanged:
+    """A topic's znode changed (partitions added, reassignment progress); None: the topic is gone."""
+
+    topic: str
+    assignment: TopicAssignment | None
+
+
+@dataclass(frozen=True)
+class TopicDeletionRequested:
+    topics: frozenset[str]
+
+
+@dataclass(frozen=True)
+class ReassignmentRequested:
+    moves: Mapping[TopicPartition, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class PreferredElectionRequested:
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True)
+class PartitionStateChanged:
+    topic: str
+    partition: int
+    state: LeaderAndIsr | None
+
+
+@dataclass(frozen=True)
+class SessionStateChanged:
+    """ "connected", "suspended" (connection lost, session may survive) or "lost" (session expired:
+    every ephemeral znode of this broker is gone; the client re-registers the broker on reconnect)."""
+
+    state: str
+
+
+ZkEvent = (
+    BrokersChanged
+    | ControllerChanged
+    | TopicsChanged
+    | TopicAssignmentChanged
+    | TopicDeletionRequested
+    | ReassignmentRequested
+    | PreferredElectionRequested
+    | PartitionStateChanged
+    | SessionStateChanged
+)
+EventCallback = Callable[[ZkEvent], None]
+
+
+class KafkaZkClient:
+    """A broker's session with ZooKeeper and every read and write of Kafka's layout."""
+
+    def __init__(
+        self,
+        connect: str,
+        session_timeout_ms: int = 18000,
+        connection_timeout_ms: int | None = None,
+    ) -> None:
+        self.hosts, self.chroot = parse_connect(connect)
+        self.connect_string = connect
+        self.session_timeout_ms = session_timeout_ms
+        # Kafka: zookeeper.connection.timeout.ms defaults to the session timeout
+        self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
+        self._hosts_text = ",".join(f"{h}:{p}" for h, p in self.hosts)
+        self._zk = KazooClient(
+            hosts=self._hosts_text + (self.chroot or ""),
+            timeout=session_timeout_ms / 1000,
+            connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0},
+        )
+        self._registration: BrokerInfo | None = None
+        self._watches: list[Any] = []
+        self._listeners: list[EventCallback] = []
+        self._session_lost = False
+        self._closed = False
+        self._zk.add_listener(self._on_state)
+
+    # --- session ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Connect (creating the chroot when missing) or raise ZkConnectionError."""
+        timeout_s = self.connection_timeout_ms / 1000
+        if self.chroot:
+            root = KazooClient(hosts=self._hosts_text, timeout=self.session_timeout_ms / 1000)
+            try:
+                root.start(timeout=timeout_s)
+                root.ensure_path(self.chroot)
+            except KazooTimeoutError as e:
+                raise self._unreachable() from e
+            finally:
+                root.stop()
+                root.close()
+        try:
+            self._zk.start(timeout=timeout_s)
+        except KazooTimeoutError as e:
+            self._zk.stop()
+            raise self._unreachable() from e
+
+    def _unreachable(self) -> ZkConnectionError:
+        return ZkConnectionError(
+            f"could not connect to ZooKeeper at {self._hosts_text} within {self.connection_timeout_ms} ms "
+            "(zookeeper.connect / zookeeper.connection.timeout.ms)"
+        )
+
+    def close(self) -> None:
+        """End the session: this broker's ephemeral znodes (registration, /controller) vanish at once."""
+        self._closed = True
+        for w in self._watches:
+            if hasattr(w, "_stopped"):
+                w._stopped = True
+        try:
+            self._zk.stop()
+        finally:
+            self._zk.close()
+
+    @property
+    def session_id(self) -> int:
+        cid = self._zk.client_id
+        return int(cid[0]) if cid else 0
+
+    @property
+    def connected(self) -> bool:
+        return bool(self._zk.connected)
+
+    def add_listener(self, callback: EventCallback) -> None:
+        """Receive SessionStateChanged events (called on kazoo's thread)."""
+        self._listeners.append(callback)
+
+    def _on_state(self, state: str) -> None:
+        # kazoo: listeners must not block; re-registration runs on a thread of its own
+        if state == KazooState.LOST:
+            self._session_lost = True
+            self._emit_state("lost")
+        elif state == KazooState.SUSPENDED:
+            self._emit_state("suspended")
+        elif state == KazooState.CONNECTED:
+            if self._session_lost and self._registration is not None and not self._closed:
+                self._session_lost = False
+                threading.Thread(target=self._reregister, name="zk-reregister", daemon=True).start()
+            self._emit_state("connected")
+
+    def _emit_state(self, state: str) -> None:
+        for cb in list(self._listeners):
+            try:
+                cb(SessionStateChanged(state))
+            except Exception:  # a listener's bug must not kill kazoo's event thread
+                log.exception("ZooKeeper session listener failed")
+
+    def _reregister(self) -> None:
+        reg = self._registration
+        if reg is None:
+            return
+        try:
+            self.register_broker(reg)
+            log.info("re-registered broker %d after a new ZooKeeper session", reg.id)
+        except Exception:
+            log.exception("could not re-register broker %d after a new ZooKeeper session", reg.id)
+
+    # --- layout ----------------------------------------------------------------------------------------
+    def create_top_level_paths(self) -> None:
+        """Kafka's persistent paths (ZkData.PersistentZkPaths), created empty when missing."""
+        for path in zd.PERSISTENT_PATHS:
+            self._zk.ensure_path(path)
+
+    def get_or_create_cluster_id(self, proposed: str) -> str:
+        """The cluster id in /cluster/id, written with `proposed` by the first broker."""
+        try:
+            data, _ = self._zk.get(zd.CLUSTER_ID)
+            return zd.decode_cluster_id(data)
+        except NoNodeError:
+            pass
+        try:
+            self._zk.create(zd.CLUSTER_ID, zd.encode_cluster_id(proposed), makepath=True)
+            return proposed
+        except NodeExistsError:
+            data, _ = self._zk.get(zd.CLUSTER_ID)
+            return zd.decode_cluster_id(data)
+
+    # --- brokers -------------------------------------------------------------------------------------
+    def register_broker(self, info: BrokerInfo) -> int:
+        """Create the ephemeral /brokers/ids/<id>; returns its czxid (Kafka's broker epoch)."""
+        path = zd.broker_path(info.id)
+        self._zk.ensure_path(zd.BROKER_IDS)
+        try:
+            self._zk.create(path, info.encode(), ephemeral=True)
+        except NodeExistsError:
+            _, stat = self._zk.get(path)
+            if stat.ephemeralOwner != self.session_id:
+                raise BrokerIdInUseError(
+                    f"broker.id {info.id} is already registered in ZooKeeper by a live broker "
+                    f"(session 0x{stat.ephemeralOwner:x}): give this broker another broker.id, or stop the other"
+                ) from None
+            self._zk.set(path, info.encode())
+        self._registration = info
+        _, stat = self._zk.get(path)
+        return int(stat.czxid)
+
+    def get_broker_ids(self) -> list[int]:
+        try:
+            return sorted(int(c) for c in self._zk.get_children(zd.BROKER_IDS) if c.isdigit())
+        except NoNodeError:
+            return []
+
+    def get_broker(self, broker_id: int) -> BrokerInfo | None:
+        try:
+            data, _ = self._zk.get(zd.broker_path(broker_id))
+        except NoNodeError:
+            return None
+        return BrokerInfo.decode(broker_id, data)
+
+    def get_all_brokers(self) -> dict[int, BrokerInfo]:
+        out = {}
+        for bid in self.get_broker_ids():
+            info = self.get_broker(bid)
+            if info is not None:  # it may have gone between the listing and the read
+                out[bid] = info
+        return out
+
+    # --- controller ----------------------------------------------------------------------------------
+    def get_controller_id(self) -> int | None:
+        try:
+            data, _ = self._zk.get(zd.CONTROLLER)
+        except NoNodeError:
+            return None
+        return ControllerInfo.decode(data).broker_id
+
+    def get_controller_epoch(self) -> ControllerEpochZkVersion | None:
+        try:
+            data, stat = self._zk.get(zd.CONTROLLER_EPOCH)
+        except NoNodeError:
+            return None
+        return ControllerEpochZkVersion(zd.decode_controller_epoch(data), int(stat.version))
+
+    def register_controller_and_increment_epoch(
+        self, broker_id: int, now_ms: int | None = None
+    ) -> ControllerEpochZkVersion:
+        """Become controller: create /controller and bump /controller_epoch in one multi-op.
+
+        ControllerMovedError when another broker is controller or won the race.
+        """
+        ts = int(time.time() * 1000) if now_ms is None else now_ms
+        current = self.get_controller_epoch()
+        if current is None:
+            try:
+                self._zk.create(zd.CONTROLLER_EPOCH, zd.encode_controller_epoch(zd.INITIAL_CONTROLLER_EPOCH))
+            except NodeExistsError:
+                pass
+            current = self.get_controller_epoch()
+            assert current is not None
+        new_epoch = current.epoch + 1
+        tx = self._zk.transaction()
+        tx.create(zd.CONTROLLER, ControllerInfo(broker_id, ts).encode(), ephemeral=True)
+        tx.set_data(zd.CONTROLLER_EPOCH, zd.encode_controller_epoch(new_epoch), current.zk_version)
+        results = tx.commit()
+        if isinstance(results[0], NodeExistsError) or isinstance(results[1], BadVersionError):
+            holder = self.get_controller_id()
+            raise ControllerMovedError(
+                f"broker {broker_id} lost the controller election (controller is {holder}, epoch moved past "
+                f"{current.epoch})"
+            )
+        _raise_first(results)
+        stat = results[1]
+        return ControllerEpochZkVersion(new_epoch, int(stat.version))
+
+    def resign_controller(self, broker_id: int) -> None:
+        """Delete /controller if this broker holds it (controlled shutdown, tests)."""
+        try:
+            data, stat = self._zk.get(zd.CONTROLLER)
+        except NoNodeError:
+            return
+        if ControllerInfo.decode(data).broker_id == broker_id and stat.ephemeralOwner == self.session_id:
+            try:
+                self._zk.delete(zd.CONTROLLER, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                pass
+
+    def _guarded(self, guard: ControllerEpochZkVersion | None, build: Callable[[Any], None]) -> list[Any]:
+        """Commit the ops `build` adds, after a check of /controller_epoch when `guard` is given."""
+        tx = self._zk.transaction()
+        if guard is not None:
+            tx.check(zd.CONTROLLER_EPOCH, guard.zk_version)
+        build(tx)
+        results = tx.commit()
+        if guard is not None:
+            first = results[0]
+            if isinstance(first, BadVersionError | NoNodeError):
+                raise ControllerMovedError(
+                    f"controller epoch {guard.epoch} is fenced: /controller_epoch moved past version "
+                    f"{guard.zk_version}"
+                )
+            return list(results[1:])
+        return list(results)
+
+    # --- topics ----------------------------------------------------------------------------------------
+    def get_all_topics(self) -> set[str]:
+        try:
+            return set(self._zk.get_children(zd.TOPICS))
+        except NoNodeError:
+            return set()
+
+    def get_topic_assignment(self, topic: str) -> tuple[TopicAssignment, int] | None:
+        """The topic's assignment and its znode version (for a later conditional write), or None."""
+        try:
+            data, stat = self._zk.get(zd.topic_path(topic))
+        except NoNodeError:
+            return None
+        return TopicAssignment.decode(topic, data), int(stat.version)
+
+    def create_topic(self, assignment: TopicAssignment, configs: Mapping[str, str] | None = None) -> None:
+        """Kafka's AdminZkClient.createTopicWithAssignment: configs first, then the assignment znode
+        (whose creation is what the controller watches). TopicExistsError when it exists."""
+        if self._zk.exists(zd.topic_path(assignment.topic)) is not None:
+            raise TopicExistsError(f"Topic '{assignment.topic}' already exists.")
+        self.set_entity_config("topics", assignment.topic, dict(configs or {}), notify=False)
+        try:
+            self._zk.create(zd.topic_path(assignment.topic), assignment.encode(), makepath=True)
+        except NodeExistsError:
+            raise TopicExistsError(f"Topic '{assignment.topic}' already exists.") from None
+
+    def set_topic_assignment(
+        self,
+        assignment: TopicAssignment,
+        expected_version: int,
+        guard: ControllerEpochZkVersion | None = None,
+    ) -> int:
+        """Overwrite the topic znode at `expected_version` (partition growth, reassignment progress).
+
+        Returns the new version; StaleZkVersionError when someone else wrote first.
+        """
+        path = zd.topic_path(assignment.topic)
+        results = self._guarded(guard, lambda tx: tx.set_data(path, assignment.encode(), expected_version))
+        if isinstance(results[0], BadVersionError):
+            raise StaleZkVersionError(f"{path} is no longer at version {expected_version}")
+        _raise_first(results)
+        return int(results[0].version)
+
+    def mark_topic_for_deletion(self, topic: str) -> None:
+        """/admin/delete_topics/<t> (what DeleteTopics writes; the controller does the deletion)."""
+        try:
+            self._zk.create(zd.delete_topic_path(topic), b"", makepath=True)
+        except NodeExistsError:
+            pass
+
+    def get_topics_marked_for_deletion(self) -> set[str]:
+        try:
+            return set(self._zk.get_children(zd.DELETE_TOPICS))
+        except NoNodeError:
+            return set()
+
+    def delete_topic(self, topic: str, guard: ControllerEpochZkVersion | None) -> None:
+        """Remove every znode of a deleted topic (assignment, partition states, configs, the marker)."""
+        paths = self._descendants(zd.topic_path(topic))
+        for extra in (zd.topic_config_path(topic), zd.delete_topic_path(topic)):
+            if self._zk.exists(extra) is not None:
+                paths.append(extra)
+        if not paths:
+            return
+
+        def build(tx: Any) -> None:
+            for p in paths:
+                tx.delete(p)
+
+        _raise_first(self._guarded(guard, build))
+
+    def _descendants(self, path: str) -> list[str]:
+        """`path` and everything below it, deepest first (the order deletes must run in)."""
+        try:
+            children = self._zk.get_children(path)
+        except NoNodeError:
+            return []
+        out: list[str] = []
+        for c in children:
+            out.extend(self._descendants(f"{path}/{c}"))
+        out.append(path)
+        return out
+
+    # --- partition state ----------------------------------------------------------------------------------
+    def get_partition_states(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, LeaderAndIsr | None]:
+        pending = [(tp, self._zk.get_async(zd.partition_state_path(*tp))) for tp in partitions]
+        out: dict[TopicPartition, LeaderAndIsr | None] = {}
+        for tp, res in pending:
+            try:
+                data, stat = res.get(timeout=self.session_timeout_ms / 1000)
+            except NoNodeError:
+                out[tp] = None
+                continue
+            out[tp] = LeaderAndIsr.decode(zd.partition_state_path(*tp), data, int(stat.version))
+        return out
+
+    def create_partition_states(
+        self, states: Mapping[TopicPartition, LeaderAndIsr], guard: ControllerEpochZkVersion | None
+    ) -> tuple[dict[TopicPartition, LeaderAndIsr], set[TopicPartition]]:
+        """Create the state znodes of new partitions (NewPartition -> OnlinePartition).
+
+        Returns (created, with zk_version 0; already existing). ControllerMovedError when fenced.
+        """
+        for t, p in states:
+            self._zk.ensure_path(zd.partition_path(t, p))
+        created: dict[TopicPartition, LeaderAndIsr] = {}
+        existing: set[TopicPartition] = set()
+        for tp, state in sorted(states.items()):
+            path, data = zd.partition_state_path(*tp), state.encode()
+            results = self._guarded(guard, _op("create", path, data))
+            if isinstance(results[0], NodeExistsError):
+                existing.add(tp)
+                continue
+            _raise_first(results)
+            created[tp] = _with_version(state, 0)
+        return created, existing
+
+    def update_partition_states(
+        self, states: Mapping[TopicPartition, LeaderAndIsr], guard: ControllerEpochZkVersion | None
+    ) -> tuple[dict[TopicPartition, LeaderAndIsr], set[TopicPartition]]:
+        """Compare-and-set each state znode at the `zk_version` carried by its new value.
+
+        Returns (written, with their new zk_version; stale: someone else wrote first, re-read them).
+        A guarded write that finds the controller epoch moved raises ControllerMovedError.
+        """
+        written: dict[TopicPartition, LeaderAndIsr] = {}
+        stale: set[TopicPartition] = set()
+        for tp, state in sorted(states.items()):
+            path, data = zd.partition_state_path(*tp), state.encode()
+            results = self._guarded(guard, _op("set_data", path, data, state.zk_version))
+            if isinstance(results[0], BadVersionError | NoNodeError):
+                stale.add(tp)
+                continue
+            _raise_first(results)
+            written[tp] = _with_version(state, int(results[0].version))
+        return written, stale
+
+    # --- configs ------------------------------------------------------------------------------------------
+    def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
+        path = zd.config_entity_path(entity_type, name)
+        try:
+            data, _ = self._zk.get(path)
+        except NoNodeError:
+            return {}
+        return zd.decode_config(path, data)
+
+    def set_entity_config(
+        self, entity_type: str, name: str, config: Mapping[str, str], notify: bool = True
+    ) -> None:
+        """Write /config/<type>/<name> and (notify) a /config/changes/config_change_<seq> for the brokers."""
+        path = zd.config_entity_path(entity_type, name)
+        data = zd.encode_config(config)
+        try:
+            self._zk.set(path, data)
+        except NoNodeError:
+            self._zk.create(path, data, makepath=True)
+        if notify:
+            self._zk.create(
+                f"{zd.CONFIG_CHANGES}/{zd.CONFIG_CHANGE_PREFIX}",
+                zd.encode_config_change(entity_type, name),
+                sequence=True,
+                makepath=True,
+            )
+
+    def get_config_changes(self) -> list[tuple[str, str, str]]:
+        """Pending notifications, oldest first: (znode name, entity type, entity name)."""
+        try:
+            names = sorted(self._zk.get_children(zd.CONFIG_CHANGES))
+        except NoNodeError:
+            return []
+        out = []
+        for n in names:
+            path = f"{zd.CONFIG_CHANGES}/{n}"
+            try:
+                data, _ = self._zk.get(path)
+            except NoNodeError:
+                continue
+            out.append((n, *zd.decode_config_change(path, data)))
+        return out
+
+    # --- admin requests ------------------------------------------------------------------------------------
+    def create_reassignment(self, moves: Mapping[TopicPartition, Sequence[int]]) -> None:
+        """/admin/reassign_partitions (Kafka refuses a second one while the first runs)."""
+        try:
+            self._zk.create(zd.REASSIGN_PARTITIONS, zd.encode_reassignment(moves), makepath=True)
+        except NodeExistsError:
+            raise RuntimeError("a partition reassignment is already in progress") from None
+
+    def get_reassignment(self) -> dict[TopicPartition, tuple[int, ...]]:
+        try:
+            data, _ = self._zk.get(zd.REASSIGN_PARTITIONS)
+        except NoNodeError:
+            return {}
+        return zd.decode_reassignment(data)
+
+    def delete_reassignment(self, guard: ControllerEpochZkVersion | None) -> None:
+        if self._zk.exists(zd.REASSIGN_PARTITIONS) is None:
+            return
+        _raise_first(self._guarded(guard, lambda tx: tx.delete(zd.REASSIGN_PARTITIONS)))
+
+    def create_preferred_replica_election(self, partitions: Iterable[TopicPartition]) -> None:
+        try:
+            self._zk.create(
+                zd.PREFERRED_REPLICA_ELECTION, zd.encode_partition_list(partitions), makepath=True
+            )
+        except NodeExistsError:
+            raise RuntimeError("a preferred replica election is already in progress") from None
+
+    def get_preferred_replica_election(self) -> set[TopicPartition]:
+        try:
+            data, _ = self._zk.get(zd.PREFERRED_REPLICA_ELECTION)
+        except NoNodeError:
+            return set()
+        return zd.decode_partition_list(zd.PREFERRED_REPLICA_ELECTION, data)
+
+    def delete_preferred_replica_election(self, guard: ControllerEpochZkVersion | None) -> None:
+        if self._zk.exists(zd.PREFERRED_REPLICA_ELECTION) is None:
+            return
+        _raise_first(self._guarded(guard, lambda tx: tx.delete(zd.PREFERRED_REPLICA_ELECTION)))
+
+    # --- producer ids ---------------------------------------------------------------------------------------
+    def allocate_producer_ids(self, broker_id: int, max_tries: int = 100) -> ProducerIdsBlock:
+        """Claim the next block of 1000 producer ids (compare-and-set on /latest_producer_id_block)."""
+        self._zk.ensure_path(zd.PRODUCER_ID_BLOCK)
+        for _ in range(max_tries):
+            data, stat = self._zk.get(zd.PRODUCER_ID_BLOCK)
+            block = (
+                ProducerIdsBlock.decode(data).next_block(broker_id)
+                if data
+                else ProducerIdsBlock(broker_id, 0)
+            )
+            try:
+                self._zk.set(zd.PRODUCER_ID_BLOCK, block.encode(), version=stat.version)
+                return block
+            except BadVersionError:
+                continue  # another broker claimed a block meanwhile: read again
+        raise RuntimeError(f"could not claim a producer id block after {max_tries} tries")
+
+    # --- watches ---------------------------------------------------------------------------------------------
+    def watch_controller(self, callback: EventCallback) -> None:
+        """ControllerChanged on every change of /controller (every broker watches it to run for election)."""
+
+        def on_data(data: bytes | None, stat: Any) -> None:
+            cid = ControllerInfo.decode(data).broker_id if data else None
+            callback(ControllerChanged(cid))
+
+        self._watches.append(DataWatch(self._zk, zd.CONTROLLER, on_data))
+
+    def watch_cluster(self, callback: EventCallback) -> None:
+        """What the controller watches: brokers, topics (and each topic's partitions), deletions,
+        reassignments, preferred elections."""
+        watched_topics: set[str] = set()
+        lock = threading.Lock()
+
+        def on_brokers(children: list[str]) -> None:
+            brokers = {}
+            for c in children:
+                if c.isdigit():
+                    info = self.get_broker(int(c))
+                    if info is not None:
+                        brokers[int(c)] = info
+            callback(BrokersChanged(brokers))
+
+        def on_topic(topic: str) -> Callable[[bytes | None, Any], bool | None]:
+            def handler(data: bytes | None, stat: Any) -> bool | None:
+                if data is None:
+                    with lock:
+                        watched_topics.discard(topic)
+                    callback(TopicAssignmentChanged(topic, None))
+                    return False  # the topic is gone: stop watching it
+                callback(TopicAssignmentChanged(topic, TopicAssignment.decode(topic, data)))
+                return None
+
+            return handler
+
+        def on_topics(children: list[str]) -> None:
+            callback(TopicsChanged(frozenset(children)))
+            with lock:
+                new = [t for t in children if t not in watched_topics]
+                watched_topics.update(new)
+            for t in new:
+                self._watches.append(DataWatch(self._zk, zd.topic_path(t), on_topic(t)))
+
+        def on_deletions(children: list[str]) -> None:
+            if children:
+                callback(TopicDeletionRequested(frozenset(children)))
+
+        def on_reassign(data: bytes | None, stat: Any) -> None:
+            if data:
+                callback(ReassignmentRequested(zd.decode_reassignment(data)))
+
+        def on_preferred(data: bytes | None, stat: Any) -> None:
+            if data:
+                callback(
+                    PreferredElectionRequested(
+                        frozenset(zd.decode_partition_list(zd.PREFERRED_REPLICA_ELECTION, data))
+                    )
+                )
+
+        self.create_top_level_paths()
+        self._watches.append(ChildrenWatch(self._zk, zd.BROKER_IDS, on_brokers))
+        self._watches.append(ChildrenWatch(self._zk, zd.TOPICS, on_topics))
+        self._watches.append(ChildrenWatch(self._zk, zd.DELETE_TOPICS, on_deletions))
+        self._watches.append(DataWatch(self._zk, zd.REASSIGN_PARTITIONS, on_reassign))
+        self._watches.append(DataWatch(self._zk, zd.PREFERRED_REPLICA_ELECTION, on_preferred))
+
+    def watch_partition_state(self, topic: str, partition: int, callback: EventCallback) -> None:
+        """PartitionStateChanged on every write of the partition's state znode (how a broker learns
+        the controller's leader-and-ISR decisions)."""
+        path = zd.partition_state_path(topic, partition)
+
+        def on_data(data: bytes | None, stat: Any) -> None:
+            state = LeaderAndIsr.decode(path, data, int(stat.version)) if data else None
+            callback(PartitionStateChanged(topic, partition, state))
+
+        self._watches.append(DataWatch(self._zk, path, on_data))
+
+    # --- raw access (tools, tests) ----------------------------------------------------------------------------
+    def get_data(self, path: str) -> tuple[bytes, int] | None:
+        """(data, version) of any znode, or None."""
+        try:
+            data, stat = self._zk.get(path)
+        except NoNodeError:
+            return None
+        return data, int(stat.version)
+
+    def get_children(self, path: str) -> list[str]:
+        try:
+            return sorted(self._zk.get_children(path))
+        except NoNodeError:
+            return []
+
+    def ephemeral_owner(self, path: str) -> int:
+        stat = self._zk.exists(path)
+        return int(stat.ephemeralOwner) if stat is not None else 0
+
+
+def _op(name: str, *args: Any) -> Callable[[Any], None]:
+    """One transaction operation bound to its arguments (`tx.create(...)`, `tx.set_data(...)`)."""
+
+    def build(tx: Any) -> None:
+        getattr(tx, name)(*args)
+
+    return build
+
+
+def _with_version(state: LeaderAndIsr, zk_version: int) -> LeaderAndIsr:
+    return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, zk_version)
+
+
+def _raise_first(results: Sequence[Any]) -> None:
+    """A multi-op's results hold exceptions in place of results: raise the one that caused the rollback."""
+    for r in results:
+        if isinstance(r, Exception) and not isinstance(r, RolledBackError):
+            raise r
+    for r in results:
+        if isinstance(r, Exception):
+            raise r
+
+
+# re-exported so callers handle any other ZooKeeper error without importing kazoo
+ZkError = KazooException
