@@ -8,7 +8,13 @@ from pathlib import Path
 
 from kaflite.protocol.record_batch import Record, build_record_batch, decode_records, iter_batches
 from kaflite.storage import Log, LogConfig, LogManager
-from kaflite.storage.cleaner import build_offset_map, cleanable_prefix, record_survives, should_clean
+from kaflite.storage.cleaner import (
+    build_offset_map,
+    cleanable_prefix,
+    compact_log,
+    record_survives,
+    should_clean,
+)
 from storage.storage_util import ManualClock
 
 DAY = 86_400_000
@@ -59,7 +65,7 @@ def test_compaction_keeps_latest_per_key_and_offsets(tmp_path: Path, clock: Manu
     end = log.log_end_offset
     before = _all_records(log)
     assert len(log.segments) > 5
-    res = log.compact(clock.ms, force=True)
+    res = compact_log(log, clock.ms, force=True)
     assert res.cleaned and res.records_removed > 0 and res.bytes_after < res.bytes_before
     after = _all_records(log)
     assert log.log_end_offset == end
@@ -84,7 +90,7 @@ def test_compaction_keeps_latest_per_key_and_offsets(tmp_path: Path, clock: Manu
     clock.advance(DAY + 1)
     log2.append(build_record_batch([(b"filler", b"x", [])], timestamp_ms=clock.ms))
     log2.roll()
-    log2.compact(clock.ms, force=True)
+    compact_log(log2, clock.ms, force=True)
     remaining = _all_records(log2)
     assert not [r for r in remaining if r[2] is None]
     assert {k for _o, k, _v in remaining} == {k for k, (_o, v) in latest.items() if v is not None} | {b"filler"}

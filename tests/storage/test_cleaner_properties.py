@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from kaflite.protocol.record_batch import build_record_batch, decode_records, iter_batches
 from kaflite.storage import Log, LogConfig
+from kaflite.storage.cleaner import compact_log
 
 RETENTION = 1000
 
@@ -75,7 +76,7 @@ def _run(path: Path, operations) -> None:  # type: ignore[no-untyped-def]
         elif kind == "roll":
             log.roll()
         elif kind == "clean":
-            log.compact(now[0], force=True)
+            compact_log(log, now[0], force=True)
             cleaned_upto = log.segments[-1].base_offset
             latest_at_clean = {}
             for off in sorted(appended):

@@ -1,9 +1,9 @@
 """kaflite's command line: `kaflite serve | topics | produce | consume | ...` (Kafka's CLI vocabulary).
 
-`main()` is the console-script entry point. The helpers below are shared by every sub-command module
-(also those of other packages, e.g. `kaflite.cli.groups_cmd`): the `--bootstrap-server` option, one-line
-fatal errors with a fixed exit code, a bounded reachability check, and confluent-kafka client settings
-that keep librdkafka's own logging off the terminal.
+`main()` is the console-script entry point; it imports the Typer application (`kaflite.cli.main`) only
+when called. The helpers shared by every sub-command module (also those of other packages, e.g.
+`kaflite.cli.groups_cmd`) live in `kaflite.cli.common` and are re-exported here; command modules import
+them from `kaflite.cli.common`, so no module of the package imports the package itself.
 
 Exit codes: 0 success, 1 a runtime failure (broker unreachable, topic missing, request refused),
 2 bad usage or configuration (unknown key, invalid value, malformed KEY=VALUE).
@@ -11,16 +11,23 @@ Exit codes: 0 success, 1 a runtime failure (broker unreachable, topic missing, r
 
 from __future__ import annotations
 
-import functools
-import logging
-import os
-import socket
-import sys
-import time
-from collections.abc import Callable
-from typing import Annotated, Any, NoReturn
-
-import typer
+from kaflite.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    Bootstrap,
+    ClientErrors,
+    CliFailure,
+    admin_client,
+    admin_result,
+    check_reachable,
+    client_config,
+    describe_exception,
+    fail,
+    handle_errors,
+    parse_key_values,
+    print_error,
+)
 
 __all__ = [
     "DEFAULT_BOOTSTRAP",
@@ -28,186 +35,18 @@ __all__ = [
     "EXIT_FAILURE",
     "EXIT_USAGE",
     "CliFailure",
+    "ClientErrors",
+    "admin_client",
+    "admin_result",
     "check_reachable",
     "client_config",
     "describe_exception",
     "fail",
     "handle_errors",
-    "main",
     "print_error",
     "parse_key_values",
+    "main",
 ]
-
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-
-# The `--bootstrap-server` option every client command takes: `bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP`.
-Bootstrap = Annotated[
-    str,
-    typer.Option(
-        "--bootstrap-server",
-        "-b",
-        envvar="KAFLITE_BOOTSTRAP",
-        help="host:port of a broker (comma-separated list allowed).",
-    ),
-]
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-
-# librdkafka logs connection failures to stderr by default; the CLI reports one line of its own instead.
-_LIBRDKAFKA_LOG = logging.getLogger("kaflite.cli.librdkafka")
-_LIBRDKAFKA_LOG.addHandler(logging.NullHandler())
-_LIBRDKAFKA_LOG.propagate = False
-
-
-class CliFailure(Exception):
-    """Raised inside commands; `main()` prints the message as one line and exits with `code`."""
-
-    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-
-
-def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
-    raise CliFailure(message, code)
-
-
-def parse_key_values(pairs: list[str] | None, option: str, allow_empty_value: bool = True) -> dict[str, str]:
-    """Parse repeated `--option KEY=VALUE` arguments; a malformed one is a usage error naming the option."""
-    out: dict[str, str] = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip() or (not value and not allow_empty_value):
-            fail(f"{option}: expected KEY=VALUE, got {pair!r}", EXIT_USAGE)
-        out[key.strip()] = value
-    return out
-
-
-def _split_host_port(server: str) -> tuple[str, int]:
-    server = server.strip()
-    if "://" in server:
-        server = server.split("://", 1)[1]
-    host, sep, port = server.rpartition(":")
-    if not sep or not port.isdigit():
-        fail(f"--bootstrap-server: expected host:port, got {server!r}", EXIT_USAGE)
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
-def check_reachable(bootstrap: str, timeout: float = 3.0) -> None:
-    """Fail with one clear line, within `timeout` seconds, unless some bootstrap server accepts TCP.
-
-    librdkafka would otherwise retry forever in the background; this check bounds the wait and names
-    the address that was tried.
-    """
-    servers = [s for s in bootstrap.split(",") if s.strip()]
-    if not servers:
-        fail("--bootstrap-server: expected host:port, got ''", EXIT_USAGE)
-    deadline = time.monotonic() + timeout
-    reasons = []
-    for server in servers:
-        host, port = _split_host_port(server)
-        try:
-            left = max(0.1, deadline - time.monotonic())
-            socket.create_connection((host, port), timeout=left).close()
-            return
-        except OSError as err:
-            reasons.append(f"{host}:{port} ({err.strerror or err})")
-    fail(
-        f"cannot connect to a Kafka broker at {', '.join(reasons)}; is it running? "
-        "(start one with `kaflite serve`, or pass --bootstrap-server)"
-    )
-
-
-class ClientErrors:
-    """Collects librdkafka's asynchronous errors (error_cb) so that loops can stop on fatal ones."""
-
-    def __init__(self) -> None:
-        self.errors: list[Any] = []
-
-    def __call__(self, err: Any) -> None:
-        self.errors.append(err)
-
-    def fatal(self) -> str | None:
-        from confluent_kafka import KafkaError
-
-        for err in self.errors:
-            if err.fatal() or err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._AUTHENTICATION):
-                return str(err.str())
-        return None
-
-
-def client_config(
-    bootstrap: str, errors: Callable[[Any], None] | None = None, **extra: Any
-) -> dict[str, Any]:
-    """confluent-kafka settings shared by the CLI's clients (quiet, bounded connection attempts)."""
-    cfg: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
-        "client.id": "kaflite-cli",
-        "logger": _LIBRDKAFKA_LOG,
-        "socket.connection.setup.timeout.ms": 5000,
-    }
-    if errors is not None:
-        cfg["error_cb"] = errors
-    cfg.update(extra)
-    return cfg
-
-
-def admin_client(bootstrap: str) -> Any:
-    """A confluent-kafka AdminClient for `bootstrap`, after checking that something listens there."""
-    from confluent_kafka.admin import AdminClient
-
-    check_reachable(bootstrap)
-    return AdminClient(client_config(bootstrap))
-
-
-def admin_result(future: Any, timeout: float, what: str) -> Any:
-    """Wait for an admin future; a timeout or a Kafka error becomes a one-line failure naming `what`."""
-    import concurrent.futures
-
-    try:
-        return future.result(timeout=timeout)
-    except concurrent.futures.TimeoutError:
-        fail(f"{what}: no answer from the broker within {timeout:g} s")
-    except Exception as err:
-        fail(f"{what}: {describe_exception(err)}")
-
-
-def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorate a command: a CliFailure (or any unexpected error) becomes one line on stderr and an exit
-    code, never a traceback. Typer reads the wrapped function's signature through `__wrapped__`."""
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except CliFailure as err:
-            print_error(err.message)
-            raise typer.Exit(err.code) from None
-        except (typer.Exit, typer.Abort, KeyboardInterrupt):
-            raise
-        except Exception as err:
-            if type(err).__module__.startswith(("click", "typer")) or os.environ.get("KAFLITE_DEBUG"):
-                raise
-            print_error(describe_exception(err))
-            raise typer.Exit(EXIT_FAILURE) from None
-
-    return wrapper
-
-
-def describe_exception(err: BaseException) -> str:
-    """One line for an exception, never its class name: librdkafka's error text (with Kafka's error name)
-    for confluent-kafka errors, the OS's reason for OSError, the message otherwise."""
-    from confluent_kafka import KafkaException
-
-    if isinstance(err, KafkaException) and err.args:
-        inner = err.args[0]
-        text = inner.str() if hasattr(inner, "str") else str(inner)
-        name = inner.name() if hasattr(inner, "name") else ""
-        return f"{text} ({name})" if name and name not in text else text
-    if isinstance(err, OSError) and err.strerror:
-        return err.strerror + (f": {err.filename}" if err.filename else "")
-    text = " ".join(str(err).split())
-    return text or "unexpected failure (set KAFLITE_DEBUG=1 for details)"
 
 
 def main() -> None:
@@ -226,13 +65,3 @@ def main() -> None:
     from kaflite.cli.main import app
 
     app()
-
-
-def print_error(message: str) -> None:
-    try:
-        from rich.console import Console
-        from rich.markup import escape
-
-        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}")
-    except Exception:  # pragma: no cover - rich is a dependency; never fail while reporting a failure
-        print(f"error: {message}", file=sys.stderr)

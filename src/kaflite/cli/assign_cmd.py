@@ -24,7 +24,7 @@ from rich.table import Table
 from kaflite.assign.partitioners import CLIENT_PARTITIONERS, client_partition
 from kaflite.assign.simulate import ALL_STRATEGIES, Group, Member, Rebalance, balance, moves, rebalance
 from kaflite.assign.types import TopicPartition
-from kaflite.cli import EXIT_USAGE, fail, handle_errors
+from kaflite.cli.common import EXIT_USAGE, fail, handle_errors
 
 __all__ = ["register", "parse_group"]
 

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kaflite.cli import (
+from kaflite.cli.common import (
     DEFAULT_BOOTSTRAP,
     EXIT_USAGE,
     Bootstrap,

@@ -16,8 +16,9 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from kaflite import __version__
-from kaflite.cli import EXIT_FAILURE, console, print_error, serve, topics
+from kaflite.cli import console, serve, topics
+from kaflite.cli.common import EXIT_FAILURE, print_error
+from kaflite.version import __version__
 
 log = logging.getLogger("kaflite.cli")
 

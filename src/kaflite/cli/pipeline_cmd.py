@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from kaflite.cli import EXIT_USAGE, fail, handle_errors
+from kaflite.cli.common import EXIT_USAGE, fail, handle_errors
 
-__all__ = ["register"]
+__all__ = ["embedded_broker", "register"]
 
 pipeline_app = typer.Typer(
     help="The Spark data pipeline (PySpark source and sink for kaflite topics).", no_args_is_help=True
@@ -49,10 +52,19 @@ def demo_command(
     def progress(message: str) -> None:
         console.print(f"[dim]{message}[/]")
 
-    report = run_demo(bootstrap_server, events, users, rate, partitions, out, progress)
+    report = run_demo(bootstrap_server, events, users, rate, partitions, out, progress, broker=embedded_broker)
     print_report(report)
     if report.mismatches:
         fail(f"{report.mismatches} (user, window) totals differ from what the generator sent")
+
+
+@contextmanager
+def embedded_broker(data_dir: Path) -> Iterator[str]:
+    """An embedded kaflite broker for the demo (the spark package never imports the broker itself)."""
+    from kaflite.server.embedded import EmbeddedBroker
+
+    with EmbeddedBroker(data_dir=data_dir) as broker:
+        yield broker.bootstrap
 
 
 def register(app: typer.Typer) -> None:

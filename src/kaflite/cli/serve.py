@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 
-from kaflite.cli import EXIT_FAILURE, EXIT_USAGE, fail, handle_errors, parse_key_values
+from kaflite.cli.common import EXIT_FAILURE, EXIT_USAGE, fail, handle_errors, parse_key_values
 from kaflite.server.config import DEV_PROFILE_WARNING, BrokerConfig, ConfigError, Listener
 
 __all__ = ["build_config", "register"]

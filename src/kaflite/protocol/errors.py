@@ -1,4 +1,4 @@
-"""Kafka error codes (kio's `ErrorCode`, which mirrors Kafka's `Errors` enum) and one exception.
+"""Kafka error codes (kio's `ErrorCode`, which mirrors Kafka's `Errors` enum) and two exceptions.
 
 Every layer that refuses something raises `KafkaError(code, message)`; the server shell turns it into
 the error code of the response, so the code a client sees is decided where the rule lives.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "KafkaError"]
+__all__ = ["ErrorCode", "KafkaError", "ProtocolError"]
 
 
 class KafkaError(Exception):
@@ -18,3 +18,8 @@ class KafkaError(Exception):
         super().__init__(f"{code.name.upper()}: {message}" if message else code.name.upper())
         self.code = code
         self.message = message
+
+
+class ProtocolError(Exception):
+    """A request that cannot be decoded (unknown api key/version, truncated or garbled body); the
+    connection that sent it is closed."""

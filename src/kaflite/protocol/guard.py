@@ -27,7 +27,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from kaflite.protocol.messages import ProtocolError
+from kaflite.protocol.errors import ProtocolError
 
 __all__ = ["check_request_lengths"]
 

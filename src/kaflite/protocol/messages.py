@@ -27,6 +27,9 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 from kio.serial.readers import read_unsigned_varint
 
+from kaflite.protocol.errors import ProtocolError
+from kaflite.protocol.guard import check_request_lengths
+
 __all__ = [
     "API_VERSIONS_KEY",
     "ProtocolError",
@@ -42,10 +45,6 @@ API_VERSIONS_KEY = 18
 _HEADER = struct.Struct(">hhih")
 _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
-
-
-class ProtocolError(Exception):
-    """A request that cannot be decoded (unknown api key/version, truncated or garbled body)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,8 +169,6 @@ def decode_request(header: RequestHeader, frame: bytes | memoryview, offset: int
     schema = request_schema(header.api_key, header.api_version)
     if schema is None:
         raise ProtocolError(f"no schema for api key {header.api_key} version {header.api_version}")
-    from kaflite.protocol.guard import check_request_lengths
-
     check_request_lengths(schema, frame, offset)  # kio aborts the process on some absurd lengths
     try:
         body, _size = _reader(schema)(frame, offset)

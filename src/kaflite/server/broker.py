@@ -29,7 +29,9 @@ from kaflite.cluster.metadata import (
     write_meta_properties,
 )
 from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.logconfig import log_config_for
 from kaflite.server.purgatory import Purgatory
+from kaflite.storage.config import LogConfig
 
 __all__ = ["Broker", "FALLBACK_DEFAULTS", "Listener", "parse_listeners", "fetch_key"]
 
@@ -221,15 +223,11 @@ class Broker:
                 log.exception("housekeeping failed")
 
     # -- storage glue ------------------------------------------------------------------------------
-    def _default_log_config(self) -> Any:
-        from kaflite.server.logconfig import log_config_for
+    def _default_log_config(self) -> LogConfig:
+        return log_config_for(self.config, {})
 
-        return log_config_for(self, {})
-
-    def _log_config(self, topic: TopicImage) -> Any:
-        from kaflite.server.logconfig import log_config_for
-
-        return log_config_for(self, topic.configs)
+    def _log_config(self, topic: TopicImage) -> LogConfig:
+        return log_config_for(self.config, topic.configs)
 
     def _open_partitions(self, topic: TopicImage, first: int) -> None:
         if self.log_manager is None:
@@ -269,9 +267,7 @@ class Broker:
     ) -> TopicImage:
         if num_partitions is None or num_partitions == -1:
             num_partitions = int(self.setting("num.partitions"))
-        from kaflite.server.logconfig import log_config_for
-
-        log_config_for(self, dict(configs or {}))  # a bad config refuses before the image changes
+        log_config_for(self.config, dict(configs or {}))  # a bad config refuses before the image changes
         topic = self.metadata.add_topic(name, num_partitions, dict(configs or {}))
         self._open_partitions(topic, 0)
         log.info("created topic %s with %d partition(s)", name, num_partitions)

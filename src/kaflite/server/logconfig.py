@@ -7,19 +7,14 @@ Topic-level keys fall back to their broker synonyms (`retention.ms` -> `log.rete
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from kaflite.server.broker import Broker
+from kaflite.server.config import BrokerConfig, format_value
+from kaflite.storage.config import LogConfig
+
+__all__ = ["log_config_for"]
 
 
-def log_config_for(broker: Broker, topic_configs: Mapping[str, str]) -> Any:
-    from kaflite.storage.config import LogConfig
-
-    config = broker.config
-    if not hasattr(config, "topic_config"):  # a plain dict (tests of the shell alone): storage defaults
-        return LogConfig.from_topic_configs(dict(topic_configs))
-    from kaflite.server.config import format_value
-
+def log_config_for(config: BrokerConfig, topic_configs: Mapping[str, str]) -> LogConfig:
+    """The LogConfig of a topic with these overrides; a bad key or value raises ConfigError."""
     effective = config.topic_config(topic_configs)
     return LogConfig.from_topic_configs({k: format_value(v) for k, v in effective.items()})

@@ -1,6 +1,8 @@
 """The pipeline demo behind `kaflite pipeline demo` (and examples/pipeline_demo.py).
 
-One command, nothing to set up: an embedded kaflite broker (or `bootstrap`), a generator producing a
+One command, nothing to set up: a broker (`bootstrap`, or one started by the `broker` factory the caller
+injects: `kaflite pipeline demo` passes an embedded kaflite broker; this package never imports the
+broker, it is a client like any other), a generator producing a
 keyed stream of purchase events, and a Spark Structured Streaming job that reads the topic with the
 `kaflite` source, aggregates per user and 5-second event-time window, and writes every micro-batch's
 updated aggregates to Parquet and to an output topic (with the `kaflite` sink). At the end it checks
@@ -18,7 +20,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,15 +89,19 @@ def generate(
     return acked[0]
 
 
+# Starts a broker keeping its data under the given directory and yields its bootstrap address.
+BrokerFactory = Callable[[Path], AbstractContextManager[str]]
+
+
 @contextmanager
-def _broker(bootstrap: str | None, data_dir: Path) -> Iterator[str]:
+def _broker(bootstrap: str | None, factory: BrokerFactory | None, data_dir: Path) -> Iterator[str]:
     if bootstrap:
         yield bootstrap
         return
-    from kaflite.server.embedded import EmbeddedBroker
-
-    with EmbeddedBroker(data_dir=data_dir / "broker") as broker:
-        yield broker.bootstrap
+    if factory is None:
+        raise ValueError("run_demo: give the bootstrap address of a broker, or a broker factory")
+    with factory(data_dir / "broker") as servers:
+        yield servers
 
 
 def _create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
@@ -116,14 +122,16 @@ def run_demo(
     out_dir: str | None = None,
     progress: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True),
     spark: Any | None = None,
+    broker: BrokerFactory | None = None,
 ) -> DemoReport:
     """Run the whole pipeline once; returns what it did. `spark`: an existing session to use (and
-    leave running), e.g. in tests; by default a local session is started and stopped."""
+    leave running), e.g. in tests; by default a local session is started and stopped. Without
+    `bootstrap`, `broker(data_dir)` starts the broker to use (e.g. an embedded kaflite broker)."""
     work = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="kaflite-pipeline-"))
     work.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%H%M%S")
     input_topic, output_topic = f"events-{stamp}", f"user-window-totals-{stamp}"
-    with _broker(bootstrap, work) as servers:
+    with _broker(bootstrap, broker, work) as servers:
         report = DemoReport(servers, input_topic, output_topic, str(work / "parquet"))
         progress(f"broker: {servers}{' (embedded kaflite)' if not bootstrap else ''}")
         _create_topics(servers, [input_topic, output_topic], partitions)

@@ -25,18 +25,12 @@ The decisions (`build_offset_map`, `record_survives`, `cleanable_prefix`, `shoul
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kaflite.protocol.errors import KafkaError
 from kaflite.protocol.record_batch import Record, RecordBatchView, decode_records, encode_batch
-from kaflite.storage.checkpoint import fsync_dir
-from kaflite.storage.segment import LogSegment
-
-if TYPE_CHECKING:
-    from kaflite.storage.log import Log
+from kaflite.storage.log import Log
 
 _log = logging.getLogger("kaflite.storage")
 
@@ -142,8 +136,10 @@ def _log_records(log: Log) -> Iterable[tuple[int, bytes | None]]:
 
 
 def compact_log(log: Log, now_ms: int, *, force: bool = False) -> CleanResult:
-    """Clean `log` if it is dirty enough (or `force`). Holds the log's lock for the whole pass."""
-    with log._lock:  # noqa: SLF001 - the cleaner is part of the storage package
+    """Clean `log` if it is dirty enough (or `force`). Holds the log's lock for the whole pass: the
+    segments it reads are not deleted (retention, DeleteRecords, truncation) or closed under it, and an
+    append to this log waits until the pass is over. Safe to call from a worker thread."""
+    with log.lock:
         cfg = log.config
         segments = log.segments
         n = cleanable_prefix([s.max_timestamp for s in segments], now_ms, cfg.min_compaction_lag_ms)
@@ -176,27 +172,9 @@ def compact_log(log: Log, now_ms: int, *, force: bool = False) -> CleanResult:
             new_size = sum(len(p) for p in pieces)
             after += new_size
             if new_size != seg.size:
-                log._replace_segment(seg, pieces)  # noqa: SLF001
+                log.replace_segment(seg, pieces)
         log.cleaner_checkpoint = cleanable[-1].next_offset
         if removed or after != cleanable_bytes:
             _log.info("%s: compacted %d segment(s) up to offset %d: %d records removed, %d -> %d bytes",
                       log.dir.name, n, log.cleaner_checkpoint, removed, cleanable_bytes, after)
         return CleanResult(True, n, cleanable_bytes, after, removed)
-
-
-def write_swap_file(seg: LogSegment, pieces: Sequence[bytes | memoryview]) -> str:
-    """Write the cleaned copy of `seg` as `.cleaned`, fsync, rename to `.swap`; returns the swap path."""
-    cleaned = str(seg.log_path) + ".cleaned"
-    swap = str(seg.log_path) + ".swap"
-    fd = os.open(cleaned, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        for p in pieces:
-            view = memoryview(p)
-            while view:
-                view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(cleaned, swap)
-    fsync_dir(seg.dir)
-    return swap

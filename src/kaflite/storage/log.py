@@ -61,6 +61,7 @@ from kaflite.storage.segment import (
     H_SEQ,
     HeaderFields,
     LogSegment,
+    write_swap_file,
 )
 
 __all__ = ["Log", "AppendResult", "FetchDataInfo", "parse_topic_partition", "EARLIEST_TIMESTAMP",
@@ -751,29 +752,31 @@ class Log:
         if self._on_lso_change is not None:
             self._on_lso_change(self)
 
-    def _replace_segment(self, seg: LogSegment, pieces: list[bytes | memoryview]) -> None:
-        """Swap a sealed segment for its cleaned copy (the cleaner's swap protocol), lock held."""
-        from kaflite.storage.cleaner import write_swap_file
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock every method of this log takes (reentrant). Hold it to keep the log still across
+        several calls, as the cleaner does for a whole compaction pass."""
+        return self._lock
 
-        i = self._segments.index(seg)
-        swap = write_swap_file(seg, pieces)
-        seg.index.delete()
-        seg.time_index.delete()
-        os.close(seg.fd)
-        seg.fd = -1
-        os.replace(swap, seg.log_path)
-        fsync_dir(self.dir)
-        new = self._new_segment(seg.base_offset)
-        new.recover()
-        new.on_become_inactive()
-        new.flush(indexes=True)
-        self._segments[i] = new
-
-    def compact(self, now_ms: int | None = None, *, force: bool = False) -> object:
-        """Run the cleaner on this log (cleanup.policy=compact); returns a cleaner.CleanResult."""
-        from kaflite.storage.cleaner import compact_log
-
-        return compact_log(self, self._now() if now_ms is None else now_ms, force=force)
+    def replace_segment(self, seg: LogSegment, pieces: list[bytes | memoryview]) -> None:
+        """Replace a sealed segment by `pieces` (its cleaned copy: the same offsets or fewer) with the
+        crash-safe swap protocol (`.cleaned` -> `.swap` -> rename over `.log`)."""
+        with self._lock:
+            i = self._segments.index(seg)
+            if i == len(self._segments) - 1:
+                raise ValueError(f"replace_segment: {seg.log_path.name} is the active segment")
+            swap = write_swap_file(seg, pieces)
+            seg.index.delete()
+            seg.time_index.delete()
+            os.close(seg.fd)
+            seg.fd = -1
+            os.replace(swap, seg.log_path)
+            fsync_dir(self.dir)
+            new = self._new_segment(seg.base_offset)
+            new.recover()
+            new.on_become_inactive()
+            new.flush(indexes=True)
+            self._segments[i] = new
 
     # ==========================================================================================
     # flush / close

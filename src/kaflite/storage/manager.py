@@ -40,6 +40,7 @@ from kaflite.storage.checkpoint import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
+from kaflite.storage.cleaner import compact_log
 from kaflite.storage.config import LogConfig
 from kaflite.storage.log import Log, parse_topic_partition
 
@@ -237,8 +238,6 @@ class LogManager:
     def run_compaction(self, now_ms: int | None = None) -> int:
         """Compact every log whose cleanup.policy includes compact and that is dirty enough; returns
         the number of logs cleaned."""
-        from kaflite.storage.cleaner import compact_log
-
         now = self._now() if now_ms is None else now_ms
         cleaned = 0
         for log in list(self._logs.values()):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from kaflite.protocol.record_batch import (
     crc32c,
     decode_records,
 )
+from kaflite.storage.checkpoint import fsync_dir
 from kaflite.storage.index import IndexCorrupt, OffsetIndex, TimeIndex
 
 __all__ = ["LogSegment", "RecoveryNote", "segment_file_name", "HeaderFields"]
@@ -541,3 +542,20 @@ class LogSegment:
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"
 
+
+def write_swap_file(seg: LogSegment, pieces: Sequence[bytes | memoryview]) -> str:
+    """Write the cleaned copy of `seg` as `.cleaned`, fsync, rename to `.swap`; returns the swap path."""
+    cleaned = str(seg.log_path) + ".cleaned"
+    swap = str(seg.log_path) + ".swap"
+    fd = os.open(cleaned, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for p in pieces:
+            view = memoryview(p)
+            while view:
+                view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(cleaned, swap)
+    fsync_dir(seg.dir)
+    return swap

@@ -52,7 +52,7 @@ def validate_topic_configs(broker: Broker, configs: Mapping[str, str | None]) ->
         check(clean)
         from kaflite.server.logconfig import log_config_for
 
-        log_config_for(broker, clean)
+        log_config_for(broker.config, clean)
     except Exception as e:
         raise _config_error(e) from e
     return clean
