@@ -112,7 +112,7 @@ def kaflite_runs(members: int, runs: int, dev: bool, delay_ms: int | None = None
             times.append(elapsed)
 
             def gens(b: Any = b, group: str = group) -> int:
-                return int(b.server.broker.extensions["group_coordinator"].coordinator.groups[group].generation_id)
+                return int(b.server.broker.extensions["group_coordinator"].group(group).generation_id)
             generations.append(b.call(gens))
     return times, generations
 

@@ -16,7 +16,8 @@ def _fast_heartbeats(broker) -> None:  # noqa: ANN001
     from kaflite.server.handlers.groups import GroupService
 
     def poke() -> None:
-        GroupService.of(broker.server.broker).coordinator.consumer.heartbeat_interval_ms = 250
+        for _, shard in GroupService.of(broker.server.broker).runtime.active_shards():
+            shard.consumer.heartbeat_interval_ms = 250
     broker.call(poke)
 
 

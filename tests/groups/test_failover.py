@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 
 def group_state(broker, group: str) -> tuple[GroupState, int]:  # noqa: ANN001
     def read() -> tuple[GroupState, int]:
-        g = broker.server.broker.extensions["group_coordinator"].coordinator.groups[group]
+        g = broker.server.broker.extensions["group_coordinator"].group(group)
         return g.state, g.generation_id
     return broker.call(read)
 

@@ -45,7 +45,8 @@ def test_configured_heartbeat_interval_reaches_the_member() -> None:
         assert got == b"x"
 
         def member_settings() -> tuple[int, int]:
-            manager = b.server.broker.extensions["group_coordinator"].coordinator.consumer
+            service = b.server.broker.extensions["group_coordinator"]
+            manager = service.shard("g848").consumer
             assert "g848" in manager.groups  # the member is in a KIP-848 group
             return manager.heartbeat_interval_ms, manager.session_timeout_ms
 

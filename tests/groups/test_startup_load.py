@@ -16,7 +16,7 @@ def _groups_loaded(b: EmbeddedBroker) -> Any:
     def probe() -> Any:
         broker = b.server.broker
         service = broker.extensions.get("group_coordinator")
-        return None if service is None else sorted(service.coordinator.groups)
+        return None if service is None else sorted(service.groups())
 
     return b.call(probe)
 

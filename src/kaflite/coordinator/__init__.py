@@ -6,8 +6,9 @@
     gc.poll_timers(now_ms)                                             # fire due session/rebalance timers
     gc.replay(key_bytes, value_bytes)                                  # rebuild from __consumer_offsets
 
-The server shell (kaflite.server.handlers.groups / .offsets) appends `result.records` to the
-`__consumer_offsets-<partition_for(group)>` log, then sends `result.responses`.
+A GroupCoordinator is one shard: the server shell (kaflite.server.handlers.groups) runs one per
+`__consumer_offsets` partition on the generic `runtime.CoordinatorRuntime`, which appends a step's
+`result.records` to that partition and sends `result.responses` only once the write is committed.
 """
 
 from . import messages

@@ -1,17 +1,19 @@
 """Group APIs over the wire: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-DescribeGroups, ListGroups, DeleteGroups; and `GroupService`, the shell around the pure coordinator.
+DescribeGroups, ListGroups, DeleteGroups, ConsumerGroupHeartbeat/Describe; and `GroupService`, the shell
+that runs the pure group coordinator shards on the coordinator runtime.
 
-Rules of the shell (the decisions are all in `kaflite.coordinator`):
+Rules of the shell (the decisions are in `kaflite.coordinator`, the commit rule in its runtime):
 - one GroupService per broker (`broker.extensions["group_coordinator"]`), created at broker start-up
-  when `__consumer_offsets` exists (`on_start`), else on the first group request: it creates the compacted internal topic `__consumer_offsets` (offsets.topic.num.partitions
-  partitions), replays every record of it into the coordinator, then activates it (Kafka loads the
-  partitions a broker leads the same way when it becomes their leader);
-- every coordinator step's records are appended to `__consumer_offsets-<partition_for(group)>` as one
-  batch per partition BEFORE its responses are released (Kafka answers once the write is done);
-- JoinGroup / SyncGroup may park: the handler awaits a future keyed by a token the coordinator answers
-  later; the connection's later requests wait behind it in order (Kafka's muted channel);
-- session, rebalance and initial-delay timers run on one asyncio task sleeping until the coordinator's
-  next deadline, with the broker's clock.
+  when `__consumer_offsets` exists (`on_start`), else on the first group request: it creates the
+  compacted internal topic `__consumer_offsets` (offsets.topic.num.partitions partitions) and loads a
+  shard per partition this broker leads (single node: all of them) by replaying that partition;
+- a request goes to the shard of `partition_for(group)`; its step's records are appended to that
+  partition as one batch and its answers (and those of requests it completes) leave only once the batch
+  is committed; a failed write answers with Kafka's mapping (NOT_COORDINATOR for a storage error) and
+  the shard is reloaded from its log, answering everything it still held NOT_COORDINATOR;
+- JoinGroup / SyncGroup may park: the handler awaits a future keyed by a token a later step answers;
+  the connection's later requests wait behind it in order (Kafka's muted channel);
+- one runtime task fires the shards' session, rebalance and initial-delay timers with the broker's clock.
 """
 
 from __future__ import annotations
@@ -19,14 +21,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
-import itertools
 import logging
-from collections import defaultdict
-from collections.abc import Callable, Hashable
-from typing import Any
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Sequence
+from typing import Any, TypeVar
 
-from kaflite.coordinator import OFFSETS_TOPIC, CoordinatorConfig, CoordinatorResult, GroupCoordinator
+from kaflite.coordinator import (
+    OFFSETS_TOPIC,
+    ClassicGroup,
+    CoordinatorConfig,
+    GroupCoordinator,
+    partition_for,
+)
 from kaflite.coordinator import messages as m
+from kaflite.coordinator.consumer_group import ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
+from kaflite.coordinator.runtime import CoordinatorRuntime, Record
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import build_record_batch, decode_records, iter_batches
 from kaflite.server.context import RequestContext, build
@@ -37,6 +45,7 @@ log = logging.getLogger("kaflite.coordinator")
 _ZERO = datetime.timedelta(0)
 _EXTENSION = "group_coordinator"
 _LOAD_CHUNK = 1 << 20
+T = TypeVar("T")
 
 
 def to_ms(value: Any) -> int:
@@ -46,8 +55,68 @@ def to_ms(value: Any) -> int:
     return int(value)
 
 
+class OffsetsTopicWriter:
+    """The runtime's PartitionWriter over this broker's `__consumer_offsets` logs.
+
+    `append` writes one batch as leader and returns an awaitable that resolves once the partition's
+    high watermark has passed the batch (single node: at once; with replicas, when the ISR has it),
+    within offsets.commit.timeout.ms (else REQUEST_TIMED_OUT, which clients see as
+    COORDINATOR_NOT_AVAILABLE). Any error of the write itself propagates (an OSError from the disk too).
+    """
+
+    def __init__(self, service: GroupService) -> None:
+        self.service = service
+        self.broker = service.broker
+
+    def append(self, partition: int, records: Sequence[Record]) -> Awaitable[None]:
+        batch = build_record_batch([(k, v, []) for k, v in records], timestamp_ms=self.broker.now_ms(),
+                                   compression=self.service.codec)
+        info = self.broker.append(OFFSETS_TOPIC, partition, batch)
+        return self._committed(partition, int(info.last_offset))
+
+    async def _committed(self, partition: int, last_offset: int) -> None:
+        lg = self.broker.get_log(OFFSETS_TOPIC, partition)
+        timeout_ms = self.service.commit_timeout_ms
+        deadline = self.broker.now_ms() + timeout_ms
+        from kaflite.server.broker import fetch_key
+
+        for _ in range(1_000_000):
+            if lg.high_watermark > last_offset:
+                return
+            remaining = deadline - self.broker.now_ms()
+            if remaining <= 0:
+                break
+            await self.broker.purgatory.wait([fetch_key(OFFSETS_TOPIC, partition)], remaining)
+        raise KafkaError(ErrorCode.request_timed_out,
+                         f"{OFFSETS_TOPIC}-{partition} did not commit offset {last_offset} in {timeout_ms} ms")
+
+    def read(self, partition: int) -> Iterator[Record]:
+        """Every keyed record of the partition, in offset order (control batches skipped)."""
+        lg = self.broker.get_log(OFFSETS_TOPIC, partition)
+        offset = lg.log_start_offset
+        end = lg.log_end_offset
+        for _ in range(1_000_000):
+            if offset >= end:
+                break
+            info = lg.read(offset, _LOAD_CHUNK)
+            data = b"".join(bytes(part) for part in info.records)
+            if not data:
+                break
+            last = offset
+            for batch in iter_batches(data):
+                if not batch.is_control:
+                    for record in decode_records(batch):
+                        if record.offset >= offset and record.key is not None:
+                            yield record.key, record.value
+                last = batch.last_offset + 1
+            if last <= offset:
+                break
+            offset = last
+
+
 class GroupService:
-    """The coordinator of one broker: loading, appending its records, parking requests, its timers."""
+    """The group coordinator of one broker: a GroupCoordinator shard per `__consumer_offsets` partition
+    on a CoordinatorRuntime, the requests routed to them, and the runtime's timer task."""
 
     def __init__(self, broker: Any) -> None:
         self.broker = broker
@@ -55,15 +124,20 @@ class GroupService:
             self.config = CoordinatorConfig.from_properties(broker.config)
         except (TypeError, AttributeError):  # a config object that is not a mapping: Kafka's defaults
             self.config = CoordinatorConfig()
-        self.coordinator = GroupCoordinator(self.config, active=False)
-        self._futures: dict[Hashable, asyncio.Future[Any]] = {}
-        self._tokens = itertools.count(1)
-        self._wakeup: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
         try:  # offsets.topic.compression.codec: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd (Kafka's ids)
-            self._codec = int(broker.setting("offsets.topic.compression.codec"))
+            self.codec = int(broker.setting("offsets.topic.compression.codec"))
         except Exception:  # noqa: BLE001 - a config without the key: uncompressed, Kafka's default
-            self._codec = 0
+            self.codec = 0
+        try:
+            self.commit_timeout_ms = int(broker.setting("offsets.commit.timeout.ms"))
+        except Exception:  # noqa: BLE001 - a config without the key: Kafka's default
+            self.commit_timeout_ms = 5000
+        self.writer = OffsetsTopicWriter(self)
+        self.runtime: CoordinatorRuntime[GroupCoordinator] = CoordinatorRuntime(
+            self._new_shard, self.writer, broker.now_ms, "group coordinator")
+
+    def _new_shard(self, partition: int) -> GroupCoordinator:
+        return GroupCoordinator(self.config, active=False)
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -90,107 +164,53 @@ class GroupService:
             log.warning("%s has %d partitions; offsets.topic.num.partitions=%d is ignored", OFFSETS_TOPIC,
                         topic.num_partitions, self.config.offsets_topic_num_partitions)
             self.config = dataclasses.replace(self.config, offsets_topic_num_partitions=topic.num_partitions)
-            self.coordinator = GroupCoordinator(self.config, active=False)
-        loaded = self._load()
-        self._apply(self.coordinator.activate(self.broker.now_ms()))
-        log.info("group coordinator loaded %d record(s): %d group(s)", loaded, len(self.coordinator.groups))
-        self._wakeup = asyncio.Event()
-        self._task = asyncio.ensure_future(self._timer_loop())
-        self.broker.add_task(self._task)  # cancelled with the broker's own tasks on stop
+        if getattr(self.broker, "log_manager", None) is not None:
+            for partition in range(self.config.offsets_topic_num_partitions):
+                self.runtime.load(partition)  # single node: this broker leads every partition
+        log.info("group coordinator loaded %d partition(s): %d group(s)", len(self.runtime.partitions()),
+                 len(self.groups()))
+        self.broker.add_task(asyncio.ensure_future(self.runtime.run_timers()))  # cancelled on broker stop
 
-    def _load(self) -> int:
-        """Replay every record of `__consumer_offsets` (the same path as live writes)."""
-        count = 0
-        if getattr(self.broker, "log_manager", None) is None:
-            return 0
-        for partition in range(self.config.offsets_topic_num_partitions):
-            lg = self.broker.get_log(OFFSETS_TOPIC, partition)
-            offset = lg.log_start_offset
-            end = lg.log_end_offset
-            for _ in range(1_000_000):
-                if offset >= end:
-                    break
-                info = lg.read(offset, _LOAD_CHUNK)
-                data = b"".join(bytes(part) for part in info.records)
-                if not data:
-                    break
-                last = offset
-                for batch in iter_batches(data):
-                    if batch.is_control:
-                        last = batch.last_offset + 1
-                        continue
-                    for record in decode_records(batch):
-                        if record.offset >= offset and record.key is not None:
-                            try:
-                                self.coordinator.replay(record.key, record.value)
-                                count += 1
-                            except ValueError as e:  # a record we cannot read must not stop the load
-                                log.warning("skipping %s-%d offset %d: %s", OFFSETS_TOPIC, partition,
-                                            record.offset, e)
-                    last = batch.last_offset + 1
-                if last <= offset:
-                    break
-                offset = last
-        return count
+    # --- routing --------------------------------------------------------------------------------
 
-    # --- running coordinator steps --------------------------------------------------------------
+    def partition_for(self, group_id: str | None) -> int:
+        return partition_for(group_id or "", self.config.offsets_topic_num_partitions)
 
-    def new_token(self) -> tuple[Hashable, asyncio.Future[Any]]:
-        token = next(self._tokens)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._futures[token] = fut
-        return token, fut
+    def shard(self, group_id: str | None) -> GroupCoordinator:
+        """The active shard coordinating `group_id` (reads), else KafkaError NOT_COORDINATOR / LOAD_IN_PROGRESS."""
+        return self.runtime.shard(self.partition_for(group_id))
 
-    def run(self, step: Callable[[int], CoordinatorResult]) -> CoordinatorResult:
-        result = step(self.broker.now_ms())
-        self._apply(result)
-        return result
+    async def call(self, group_id: str | None, op: Callable[[GroupCoordinator, int], Any],
+                   on_error: Callable[[ErrorCode], T]) -> T:
+        """Run a step on the group's shard; its answer once committed, or `on_error(code)`."""
+        try:
+            return await self.runtime.write(self.partition_for(group_id), op)  # type: ignore[no-any-return]
+        except KafkaError as e:
+            return on_error(e.code)
 
-    def _apply(self, result: CoordinatorResult) -> None:
-        self._append(result)
-        for token, response in result.responses:
-            fut = self._futures.pop(token, None) if token is not None else None
-            if fut is not None and not fut.done():
-                fut.set_result(response)
-        if result.timers and self._wakeup is not None:
-            # Due timers (a zero initial delay in --dev) fire from the timer task on a later loop
-            # iteration, after the requests already read: like Kafka's timer, which runs after the
-            # coordinator events already queued.
-            self._wakeup.set()
+    async def call_parked(self, group_id: str | None, op: Callable[[Hashable], Callable[[GroupCoordinator, int], Any]],
+                          on_error: Callable[[ErrorCode], T]) -> T:
+        """Like `call` for a request that may park: `op(token)` is the step; the answer is the token's."""
+        partition = self.partition_for(group_id)
+        try:
+            token, fut = self.runtime.park(partition)
+            self.runtime.write(partition, op(token), token)
+            return await fut  # type: ignore[no-any-return]
+        except KafkaError as e:
+            return on_error(e.code)
 
-    def _append(self, result: CoordinatorResult) -> None:
-        if not result.records:
-            return
-        by_partition: dict[int, list[tuple[bytes, bytes | None, list[tuple[str, bytes | None]]]]] = defaultdict(list)
-        for record in result.records:
-            by_partition[record.partition].append((record.key, record.value, []))
-        now = self.broker.now_ms()
-        codec = self._codec
-        for partition, records in by_partition.items():
-            try:
-                batch = build_record_batch(records, timestamp_ms=now, compression=codec)
-                self.broker.append(OFFSETS_TOPIC, partition, batch)
-            except KafkaError:
-                # The state already moved on (Kafka would revert); log loudly, keep serving.
-                log.exception("appending %d record(s) to %s-%d failed", len(records), OFFSETS_TOPIC, partition)
+    def groups(self) -> dict[str, ClassicGroup]:
+        """Every classic group of the loaded shards (tools and tests)."""
+        out: dict[str, ClassicGroup] = {}
+        for _, shard in self.runtime.active_shards():
+            out.update(shard.groups)
+        return out
 
-    async def _timer_loop(self) -> None:
-        assert self._wakeup is not None
-        while True:
-            deadline = self.coordinator.next_deadline()
-            now = self.broker.now_ms()
-            if deadline is not None and deadline <= now:
-                try:
-                    self._apply(self.coordinator.poll_timers(now))
-                except Exception:
-                    log.exception("group coordinator timer failed")
-                continue
-            self._wakeup.clear()
-            timeout = None if deadline is None else (deadline - now) / 1000.0
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
-            except TimeoutError:
-                pass
+    def group(self, group_id: str) -> ClassicGroup | None:
+        try:
+            return self.shard(group_id).groups.get(group_id)
+        except KafkaError:
+            return None
 
 
 def on_start(broker: Any) -> None:
@@ -236,7 +256,6 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
 
 async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
     svc = service(ctx)
-    token, fut = svc.new_token()
     req = m.JoinGroupRequest(
         group_id=request.group_id,
         member_id=request.member_id,
@@ -249,10 +268,13 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
         client_host="/" + (ctx.client_host or "127.0.0.1"),
         version=ctx.api_version,
         reason=getattr(request, "reason", None),
-        token=token,
     )
-    svc.run(lambda now: svc.coordinator.handle_join(req, now))
-    resp: m.JoinGroupResponse = await fut
+
+    def step(token: Hashable) -> Callable[[GroupCoordinator, int], Any]:
+        return lambda shard, now: shard.handle_join(dataclasses.replace(req, token=token), now)
+
+    resp: m.JoinGroupResponse = await svc.call_parked(
+        req.group_id, step, lambda code: m.JoinGroupResponse(code, member_id=req.member_id))
     R = ctx.response
     members = tuple(build(R.JoinGroupResponseMember, member_id=mb.member_id,
                           group_instance_id=mb.group_instance_id, metadata=mb.metadata) for mb in resp.members)
@@ -264,7 +286,6 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
 
 async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
     svc = service(ctx)
-    token, fut = svc.new_token()
     req = m.SyncGroupRequest(
         group_id=request.group_id,
         generation_id=request.generation_id,
@@ -273,10 +294,12 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
         group_instance_id=getattr(request, "group_instance_id", None),
         protocol_type=getattr(request, "protocol_type", None),
         protocol_name=getattr(request, "protocol_name", None),
-        token=token,
     )
-    svc.run(lambda now: svc.coordinator.handle_sync(req, now))
-    resp: m.SyncGroupResponse = await fut
+
+    def step(token: Hashable) -> Callable[[GroupCoordinator, int], Any]:
+        return lambda shard, now: shard.handle_sync(dataclasses.replace(req, token=token), now)
+
+    resp: m.SyncGroupResponse = await svc.call_parked(req.group_id, step, m.SyncGroupResponse)
     return build(ctx.response.SyncGroupResponse, throttle_time=_ZERO, error_code=resp.error,
                  protocol_type=resp.protocol_type, protocol_name=resp.protocol_name, assignment=resp.assignment)
 
@@ -285,7 +308,8 @@ async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
     svc = service(ctx)
     req = m.HeartbeatRequest(request.group_id, request.generation_id, request.member_id,
                              getattr(request, "group_instance_id", None))
-    resp: m.HeartbeatResponse = svc.run(lambda now: svc.coordinator.handle_heartbeat(req, now)).response()
+    resp: m.HeartbeatResponse = await svc.call(req.group_id, lambda shard, now: shard.handle_heartbeat(req, now),
+                                               m.HeartbeatResponse)
     return build(ctx.response.HeartbeatResponse, throttle_time=_ZERO, error_code=resp.error)
 
 
@@ -297,7 +321,8 @@ async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
     else:
         idents = (m.MemberIdentity(request.member_id),)
     req = m.LeaveGroupRequest(request.group_id, idents)
-    resp: m.LeaveGroupResponse = svc.run(lambda now: svc.coordinator.handle_leave(req, now)).response()
+    resp: m.LeaveGroupResponse = await svc.call(req.group_id, lambda shard, now: shard.handle_leave(req, now),
+                                                m.LeaveGroupResponse)
     R = ctx.response
     if ctx.api_version < 3:
         # v0-2 name one member: its error is the request's error
@@ -313,8 +338,6 @@ async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
 # --- ConsumerGroupHeartbeat (68), KIP-848 -----------------------------------------------------------
 
 async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
-    from kaflite.coordinator.consumer_group import ConsumerHeartbeatRequest
-
     svc = service(ctx)
     metadata = ctx.broker.metadata
     topics = {name: t.num_partitions for name, t in metadata.topics.items() if not t.internal}
@@ -333,7 +356,9 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
         server_assignor=request.server_assignor, client_id=ctx.client_id,
         client_host="/" + (ctx.client_host or "127.0.0.1"), version=ctx.api_version,
     )
-    resp = svc.run(lambda now: svc.coordinator.handle_consumer_heartbeat(req, topics, now)).response()
+    resp: ConsumerHeartbeatResponse = await svc.call(
+        req.group_id, lambda shard, now: shard.handle_consumer_heartbeat(req, topics, now),
+        ConsumerHeartbeatResponse)
     R = ctx.response
     assignment = None
     if resp.assignment is not None:
@@ -359,8 +384,14 @@ async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> A
                       for t, ps in sorted(a.items()) if t in metadata.topics and ps)
         return build(R.Assignment, topic_partitions=parts)
 
+    described: list[tuple[str, ErrorCode, str | None, Any]] = []
+    for group_id in request.group_ids:
+        try:
+            described += svc.shard(group_id).describe_consumer_groups([group_id])
+        except KafkaError as e:
+            described.append((group_id, e.code, None, None))
     groups = []
-    for group_id, error, message, cg in svc.coordinator.describe_consumer_groups(request.group_ids):
+    for group_id, error, message, cg in described:
         if cg is None:
             groups.append(build(R.DescribedGroup, error_code=error, error_message=message, group_id=group_id,
                                 group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="",
@@ -386,8 +417,14 @@ async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> A
 async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     svc = service(ctx)
     R = ctx.response
+    described: list[m.DescribedGroup] = []
+    for group_id in request.groups:
+        try:
+            described += svc.shard(group_id).describe_groups([group_id])
+        except KafkaError as e:
+            described.append(m.DescribedGroup(group_id, e.code, "", "", ""))
     groups = []
-    for g in svc.coordinator.describe_groups(request.groups):
+    for g in described:
         members = tuple(build(R.DescribedGroupMember, member_id=dm.member_id, group_instance_id=dm.group_instance_id,
                               client_id=dm.client_id, client_host=dm.client_host, member_metadata=dm.metadata,
                               member_assignment=dm.assignment) for dm in g.members)
@@ -401,18 +438,34 @@ async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
     svc = service(ctx)
     R = ctx.response
     types = {t.lower() for t in getattr(request, "types_filter", ())}
-    listed = [g for g in svc.coordinator.list_groups(getattr(request, "states_filter", ()))
+    states = getattr(request, "states_filter", ())
+    listed = [g for _, shard in svc.runtime.active_shards() for g in shard.list_groups(states)
               if not types or g.group_type in types]
     groups = tuple(build(R.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
                          group_type=g.group_type) for g in listed)
-    return build(R.ListGroupsResponse, throttle_time=_ZERO, error_code=ErrorCode.none, groups=groups)
+    # as Kafka: a partition still loading makes the listing incomplete, which the error says
+    loading = len(svc.runtime.active_shards()) < len(svc.runtime.partitions())
+    error = ErrorCode.coordinator_load_in_progress if loading else ErrorCode.none
+    return build(R.ListGroupsResponse, throttle_time=_ZERO, error_code=error, groups=groups)
 
 
 async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
     svc = service(ctx)
     R = ctx.response
-    answers = svc.run(lambda now: svc.coordinator.handle_delete_groups(request.groups_names, now)).response()
-    results = tuple(build(R.DeletableGroupResult, group_id=gid, error_code=code) for gid, code in answers)
+    by_partition: dict[int, list[str]] = {}
+    for group_id in request.groups_names:
+        by_partition.setdefault(svc.partition_for(group_id), []).append(group_id)
+    answered: dict[str, ErrorCode] = {}
+    for ids in by_partition.values():
+        def step(shard: GroupCoordinator, now: int, ids: list[str] = ids) -> Any:
+            return shard.handle_delete_groups(ids, now)
+
+        def failed(code: ErrorCode, ids: list[str] = ids) -> list[tuple[str, ErrorCode]]:
+            return [(gid, code) for gid in ids]
+        answers = await svc.call(ids[0], step, failed)
+        answered.update(answers)
+    results = tuple(build(R.DeletableGroupResult, group_id=gid, error_code=answered[gid])
+                    for gid in request.groups_names)
     return build(R.DeleteGroupsResponse, throttle_time=_ZERO, results=results)
 
 

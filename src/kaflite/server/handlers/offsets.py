@@ -42,7 +42,11 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
     req = m.OffsetCommitRequest(request.group_id, tuple(topics), request.generation_id_or_member_epoch,
                                 request.member_id, getattr(request, "group_instance_id", None), retention,
                                 ctx.api_version)
-    resp: m.OffsetCommitResponse = svc.run(lambda now: svc.coordinator.handle_offset_commit(req, now)).response()
+    def failed(code: ErrorCode) -> m.OffsetCommitResponse:  # the whole commit failed: every partition says so
+        return m.OffsetCommitResponse(tuple((t, tuple((p.partition, code) for p in ps)) for t, ps in req.topics))
+
+    resp: m.OffsetCommitResponse = await svc.call(
+        req.group_id, lambda shard, now: shard.handle_offset_commit(req, now), failed)
     errors = {(t, p): e for t, ps in resp.topics for p, e in ps}
     for t, ps in unknown.items():
         for p in ps:
@@ -57,11 +61,13 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
     return build(R.OffsetCommitResponse, throttle_time=_ZERO, topics=tuple(out))
 
 
-def _fetch_one(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool) -> m.OffsetFetchResponse:
+async def _fetch_one(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool) -> m.OffsetFetchResponse:
     svc = service(ctx)
     wanted = None if topics is None else tuple((t.name, tuple(t.partition_indexes)) for t in topics)
     req = m.OffsetFetchRequest(group_id, wanted, require_stable)
-    resp: m.OffsetFetchResponse = svc.run(lambda now: svc.coordinator.handle_offset_fetch(req, now)).response()
+    # a step without records: answered after any pending write of the shard, so never uncommitted state
+    resp: m.OffsetFetchResponse = await svc.call(group_id, lambda shard, now: shard.handle_offset_fetch(req, now),
+                                                 lambda code: m.OffsetFetchResponse(group_id, code))
     return resp
 
 
@@ -71,14 +77,14 @@ async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
     if v >= 8:
         groups = []
         for g in request.groups:
-            resp = _fetch_one(ctx, g.group_id, g.topics, request.require_stable)
+            resp = await _fetch_one(ctx, g.group_id, g.topics, request.require_stable)
             topics = tuple(build(R.OffsetFetchResponseTopics, name=t, partitions=tuple(
                 build(R.OffsetFetchResponsePartitions, partition_index=f.partition, committed_offset=f.offset,
                       committed_leader_epoch=f.leader_epoch, metadata=f.metadata, error_code=f.error)
                 for f in fs)) for t, fs in resp.topics)
             groups.append(build(R.OffsetFetchResponseGroup, group_id=g.group_id, topics=topics, error_code=resp.error))
         return build(R.OffsetFetchResponse, throttle_time=_ZERO, groups=tuple(groups))
-    resp = _fetch_one(ctx, request.group_id, request.topics, getattr(request, "require_stable", False))
+    resp = await _fetch_one(ctx, request.group_id, request.topics, getattr(request, "require_stable", False))
     partition_error = resp.error if v < 2 else None  # v1: no top-level error code
     topics = tuple(build(R.OffsetFetchResponseTopic, name=t, partitions=tuple(
         build(R.OffsetFetchResponsePartition, partition_index=f.partition, committed_offset=f.offset,
@@ -93,7 +99,8 @@ async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
     req = m.OffsetDeleteRequest(request.group_id, tuple((t.name, tuple(p.partition_index for p in t.partitions))
                                                         for t in request.topics))
-    resp: m.OffsetDeleteResponse = svc.run(lambda now: svc.coordinator.handle_offset_delete(req, now)).response()
+    resp: m.OffsetDeleteResponse = await svc.call(
+        req.group_id, lambda shard, now: shard.handle_offset_delete(req, now), m.OffsetDeleteResponse)
     topics = tuple(build(R.OffsetDeleteResponseTopic, name=t, partitions=tuple(
         build(R.OffsetDeleteResponsePartition, partition_index=p, error_code=e) for p, e in ps))
         for t, ps in resp.topics)

@@ -1,0 +1,421 @@
+"""The coordinator runtime (Kafka's CoordinatorRuntime): state machines sharded by the partitions of an
+internal topic, whose answers leave only once their records are committed.
+
+A *shard* is the state of one partition of the topic (`__consumer_offsets` for groups; the transaction
+coordinator will use `__transaction_state` the same way). It is a pure state machine:
+    replay(key, value)       apply one record of its partition (loading and live writes alike)
+    activate(now_ms)         loading is over (start timers); returns a step result
+    poll_timers(now_ms)      fire due timers; returns a step result
+    next_deadline()          the earliest timer, or None
+and every operation on it is a *step*: `op(shard, now_ms) -> result` with `result.records` (each with
+`.key` / `.value` bytes, already applied to the shard) and `result.responses` ((token, response) pairs:
+token None is the caller's answer, other tokens answer requests parked by earlier steps).
+
+Rules (as Kafka's runtime):
+- a partition's shard exists only between load(partition) and unload(partition); a request for a
+  partition that is not loaded fails NOT_COORDINATOR, one that is loading COORDINATOR_LOAD_IN_PROGRESS;
+- load replays every record of the partition into a FRESH shard, then activates it; unload drops the
+  shard and answers every request it still holds (parked or waiting for a commit) NOT_COORDINATOR;
+- a step's records are appended to its partition as one batch through the injected PartitionWriter; its
+  responses are released only when that write is COMMITTED (the writer's awaitable resolves when the
+  partition's high watermark passes the batch), in append order; a step without records answers at
+  once, unless a write of the same partition is still pending: then after it (it may have read that
+  write's state), as Kafka's "read operation after all";
+- a write that fails (the append raises, or its commit wait does) answers that step with Kafka's mapping
+  of the error (`coordinator_error`: storage error -> NOT_COORDINATOR, unknown partition / not enough
+  replicas / timeout -> COORDINATOR_NOT_AVAILABLE, too large -> UNKNOWN_SERVER_ERROR), answers every
+  later pending step and every parked request of the shard NOT_COORDINATOR (their state was built on the
+  lost write), and reloads the shard from the log: the shard then holds exactly what was written (Kafka
+  reverts its timeline snapshot; we have none, so we replay). A step that raises is treated the same way
+  (UNKNOWN_SERVER_ERROR) since it may have left the shard half-changed;
+- everything runs on the event loop thread; a step is synchronous, so steps of a shard never interleave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import inspect
+import itertools
+import logging
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from kaflite.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger("kaflite.coordinator")
+
+Record = tuple[bytes, bytes | None]
+
+
+class StepRecord(Protocol):
+    @property
+    def key(self) -> bytes: ...
+    @property
+    def value(self) -> bytes | None: ...
+
+
+class StepResult(Protocol):
+    @property
+    def records(self) -> Sequence[StepRecord]: ...
+    @property
+    def responses(self) -> Sequence[tuple[Hashable, Any]]: ...
+    @property
+    def timers(self) -> Sequence[Any]: ...
+
+
+class CoordinatorShard(Protocol):
+    def replay(self, key: bytes, value: bytes | None) -> None: ...
+    def activate(self, now_ms: int) -> Any: ...
+    def poll_timers(self, now_ms: int) -> Any: ...
+    def next_deadline(self) -> int | None: ...
+
+
+class PartitionWriter(Protocol):
+    """What the runtime needs from the storage / replica layer (Kafka's PartitionWriter)."""
+
+    def append(self, partition: int, records: Sequence[Record]) -> Awaitable[Any]:
+        """Write `records` as one batch to the partition as its leader. Raises (or the awaitable raises)
+        when the write fails; the awaitable resolves once the batch is committed (high watermark past it)."""
+        ...
+
+    def read(self, partition: int) -> Iterable[Record] | Awaitable[Iterable[Record]]:
+        """Every record of the partition, in offset order (an awaitable when read off the event loop)."""
+        ...
+
+
+S = TypeVar("S", bound=CoordinatorShard)
+Op = Callable[[S, int], Any]
+
+
+class ShardState(enum.Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+    CLOSED = "closed"
+
+
+# Kafka's CoordinatorOperationExceptionHelper: what a client is told when a coordinator write fails.
+_APPEND_ERRORS = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.invalid_fetch_size: ErrorCode.unknown_server_error,
+}
+
+
+def coordinator_error(exc: BaseException) -> ErrorCode:
+    """The error a coordinator operation answers when its write (or the operation) failed with `exc`."""
+    if isinstance(exc, KafkaError):
+        return _APPEND_ERRORS.get(exc.code, exc.code)
+    if isinstance(exc, OSError):  # the log's disk: Kafka's KAFKA_STORAGE_ERROR
+        return ErrorCode.not_coordinator
+    return ErrorCode.unknown_server_error
+
+
+@dataclass(eq=False)
+class _Pending:
+    """A step waiting for its write (or an earlier write of its shard) to be committed."""
+
+    responses: Sequence[tuple[Hashable, Any]]
+    direct: asyncio.Future[Any]
+    done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+@dataclass(eq=False)
+class _Context(Generic[S]):
+    """One partition's shard and what it holds for clients (Kafka's CoordinatorContext)."""
+
+    partition: int
+    shard: S
+    state: ShardState = ShardState.LOADING
+    epoch: int = 0
+    parked: dict[Hashable, asyncio.Future[Any]] = field(default_factory=dict)
+    pending: list[_Pending] = field(default_factory=list)
+
+
+class CoordinatorRuntime(Generic[S]):
+    """Shards by partition, steps that answer on commit, load / unload, one timer task for all shards."""
+
+    def __init__(self, new_shard: Callable[[int], S], writer: PartitionWriter, now_ms: Callable[[], int],
+                 name: str = "coordinator") -> None:
+        self._new_shard = new_shard
+        self._writer = writer
+        self._now_ms = now_ms
+        self.name = name
+        self._contexts: dict[int, _Context[S]] = {}
+        self._tokens = itertools.count(1)
+        self._epochs = itertools.count(1)
+        self._wakeup: asyncio.Event | None = None
+        self._reloads: set[asyncio.Task[None]] = set()
+        self.on_loaded: Callable[[int, S], None] | None = None  # tests and logs: a shard became active
+
+    # --- shards ---------------------------------------------------------------------------------
+
+    def partitions(self) -> list[int]:
+        return sorted(self._contexts)
+
+    def state(self, partition: int) -> ShardState | None:
+        ctx = self._contexts.get(partition)
+        return None if ctx is None else ctx.state
+
+    def shard(self, partition: int) -> S:
+        """The ACTIVE shard of `partition` (for reads), else KafkaError NOT_COORDINATOR / LOAD_IN_PROGRESS."""
+        return self._active(partition).shard
+
+    def active_shards(self) -> list[tuple[int, S]]:
+        return [(p, c.shard) for p, c in sorted(self._contexts.items()) if c.state is ShardState.ACTIVE]
+
+    def _active(self, partition: int) -> _Context[S]:
+        ctx = self._contexts.get(partition)
+        if ctx is None or ctx.state is ShardState.CLOSED:
+            raise KafkaError(ErrorCode.not_coordinator, f"{self.name} partition {partition} is not loaded here")
+        if ctx.state is ShardState.LOADING:
+            raise KafkaError(ErrorCode.coordinator_load_in_progress, f"{self.name} partition {partition} is loading")
+        return ctx
+
+    def load(self, partition: int) -> asyncio.Future[None]:
+        """Become the coordinator of `partition`: replay its log into a fresh shard, then activate it. When
+        the writer reads synchronously the shard is active when this returns; the future says when."""
+        if partition in self._contexts:
+            self.unload(partition)
+        ctx: _Context[S] = _Context(partition, self._new_shard(partition), epoch=next(self._epochs))
+        self._contexts[partition] = ctx
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        try:
+            records = self._writer.read(partition)
+        except Exception as e:  # noqa: BLE001 - a failed load leaves the partition unloaded, loudly
+            self._load_failed(ctx, e, done)
+            return done
+        if inspect.isawaitable(records):
+            async def finish(pending: Awaitable[Iterable[Record]]) -> None:
+                try:
+                    self._finish_load(ctx, await pending, done)
+                except Exception as e:  # noqa: BLE001
+                    self._load_failed(ctx, e, done)
+            self._keep(asyncio.ensure_future(finish(records)))
+        else:
+            self._finish_load(ctx, records, done)
+        return done
+
+    def _finish_load(self, ctx: _Context[S], records: Iterable[Record], done: asyncio.Future[None]) -> None:
+        if self._contexts.get(ctx.partition) is not ctx:  # unloaded (or reloaded) meanwhile
+            done.set_result(None)
+            return
+        count = 0
+        for key, value in records:
+            try:
+                ctx.shard.replay(key, value)
+                count += 1
+            except ValueError as e:  # a record we cannot read must not stop the load (as before)
+                log.warning("%s partition %d: skipping a record: %s", self.name, ctx.partition, e)
+        ctx.state = ShardState.ACTIVE
+        self._run(ctx, lambda shard, now: shard.activate(now), None)
+        log.debug("%s partition %d loaded: %d record(s)", self.name, ctx.partition, count)
+        if self.on_loaded is not None:
+            self.on_loaded(ctx.partition, ctx.shard)
+        done.set_result(None)
+
+    def _load_failed(self, ctx: _Context[S], exc: BaseException, done: asyncio.Future[None]) -> None:
+        log.error("%s partition %d failed to load: %s", self.name, ctx.partition, exc, exc_info=exc)
+        if self._contexts.get(ctx.partition) is ctx:
+            del self._contexts[ctx.partition]
+            self._fail_all(ctx, ErrorCode.not_coordinator)
+        done.set_result(None)
+
+    def unload(self, partition: int) -> None:
+        """Stop coordinating `partition` (failover, or before a reload): drop the shard and answer all it
+        holds NOT_COORDINATOR, so clients look for the new coordinator."""
+        ctx = self._contexts.pop(partition, None)
+        if ctx is not None:
+            ctx.state = ShardState.CLOSED
+            self._fail_all(ctx, ErrorCode.not_coordinator)
+
+    def close(self) -> None:
+        for partition in list(self._contexts):
+            self.unload(partition)
+        for task in list(self._reloads):
+            task.cancel()
+
+    # --- steps ----------------------------------------------------------------------------------
+
+    def park(self, partition: int) -> tuple[Hashable, asyncio.Future[Any]]:
+        """A token for a request a later step may answer (JoinGroup, SyncGroup), and its future."""
+        ctx = self._active(partition)
+        token = ("parked", partition, next(self._tokens))
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        ctx.parked[token] = fut
+        return token, fut
+
+    def write(self, partition: int, op: Op[S], token: Hashable = None) -> asyncio.Future[Any]:
+        """Run one step on the partition's shard now. The future resolves with the step's direct answer
+        (token None) once its records are committed, or raises KafkaError with the code to answer.
+        `token`: the parked request this step was made for (failed with it if the step cannot run)."""
+        try:
+            ctx = self._active(partition)
+        except KafkaError as e:
+            fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            fut.set_exception(e)
+            return fut
+        return self._run(ctx, op, token)
+
+    def _run(self, ctx: _Context[S], op: Op[S], token: Hashable) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        direct: asyncio.Future[Any] = loop.create_future()
+        direct.add_done_callback(_retrieve)
+        try:
+            result = op(ctx.shard, self._now_ms())
+        except Exception as e:  # noqa: BLE001 - a bug in a step: answer, then rebuild the shard from its log
+            log.exception("%s partition %d: a step failed", self.name, ctx.partition)
+            error = coordinator_error(e)
+            direct.set_exception(KafkaError(error, str(e)))
+            parked = ctx.parked.pop(token, None) if token is not None else None
+            if parked is not None and not parked.done():
+                parked.set_exception(KafkaError(error, str(e)))
+            self._fail_and_reload(ctx)
+            return direct
+        if result.timers and self._wakeup is not None:
+            self._wakeup.set()
+        records = [(r.key, r.value) for r in result.records]
+        if not records:
+            if not ctx.pending:
+                self._answer(ctx, result.responses, direct)
+                return direct
+            pending = _Pending(result.responses, direct)
+            previous = ctx.pending[-1].done
+            ctx.pending.append(pending)
+            previous.add_done_callback(lambda f: self._settle(ctx, pending, f.exception()))
+            return direct
+        pending = _Pending(result.responses, direct)
+        previous_done = ctx.pending[-1].done if ctx.pending else None
+        ctx.pending.append(pending)
+        try:
+            committed = self._writer.append(ctx.partition, records)
+        except Exception as e:  # noqa: BLE001 - the write failed before it was written
+            self._write_failed(ctx, pending, e)
+            return direct
+        self._keep(asyncio.ensure_future(self._await_commit(ctx, pending, committed, previous_done)))
+        return direct
+
+    async def _await_commit(self, ctx: _Context[S], pending: _Pending, committed: Awaitable[Any],
+                            previous: asyncio.Future[None] | None) -> None:
+        try:
+            await committed
+        except Exception as e:  # noqa: BLE001
+            self._write_failed(ctx, pending, e)
+            return
+        if previous is not None and not previous.done():
+            await asyncio.wait([previous])  # answers leave in append order
+        self._settle(ctx, pending, previous.exception() if previous is not None else None)
+
+    def _settle(self, ctx: _Context[S], pending: _Pending, earlier_failure: BaseException | None) -> None:
+        if pending.done.done():
+            return
+        if pending in ctx.pending:
+            ctx.pending.remove(pending)
+        if earlier_failure is not None or ctx.state is not ShardState.ACTIVE:
+            self._fail_step(ctx, pending, ErrorCode.not_coordinator, "an earlier write of this coordinator failed")
+            pending.done.set_exception(KafkaError(ErrorCode.not_coordinator))
+            pending.done.exception()
+            return
+        self._answer(ctx, pending.responses, pending.direct)
+        pending.done.set_result(None)
+
+    def _write_failed(self, ctx: _Context[S], pending: _Pending, exc: BaseException) -> None:
+        error = coordinator_error(exc)
+        log.error("%s partition %d: a write failed (%s); answering %s and reloading the shard from its log",
+                  self.name, ctx.partition, exc, error.name.upper())
+        if pending in ctx.pending:
+            ctx.pending.remove(pending)
+        self._fail_step(ctx, pending, error, str(exc))
+        if not pending.done.done():
+            pending.done.set_exception(KafkaError(error, str(exc)))
+            pending.done.exception()
+        self._fail_and_reload(ctx)
+
+    def _fail_and_reload(self, ctx: _Context[S]) -> None:
+        if self._contexts.get(ctx.partition) is not ctx:
+            return  # already unloaded or reloaded
+        self.unload(ctx.partition)  # every later step and parked request: NOT_COORDINATOR
+        self.load(ctx.partition)
+
+    def _fail_step(self, ctx: _Context[S], pending: _Pending, error: ErrorCode, message: str) -> None:
+        exc = KafkaError(error, message)
+        if not pending.direct.done():
+            pending.direct.set_exception(exc)
+        for token, _ in pending.responses:
+            if token is None:
+                continue
+            fut = ctx.parked.pop(token, None)
+            if fut is not None and not fut.done():
+                fut.set_exception(KafkaError(error, message))
+
+    def _fail_all(self, ctx: _Context[S], error: ErrorCode) -> None:
+        for pending in list(ctx.pending):
+            self._fail_step(ctx, pending, error, "the coordinator moved")
+            if not pending.done.done():
+                pending.done.set_exception(KafkaError(error))
+                pending.done.exception()
+        ctx.pending.clear()
+        for fut in ctx.parked.values():
+            if not fut.done():
+                fut.set_exception(KafkaError(error, "the coordinator moved"))
+        ctx.parked.clear()
+
+    def _answer(self, ctx: _Context[S], responses: Sequence[tuple[Hashable, Any]], direct: asyncio.Future[Any]) -> None:
+        answered = False
+        for token, response in responses:
+            if token is None:
+                if not direct.done():
+                    direct.set_result(response)
+                answered = True
+                continue
+            fut = ctx.parked.pop(token, None)
+            if fut is not None and not fut.done():
+                fut.set_result(response)
+        if not answered and not direct.done():
+            direct.set_result(None)
+
+    def _keep(self, task: asyncio.Future[None]) -> None:
+        self._reloads.add(task)  # type: ignore[arg-type]
+        task.add_done_callback(self._reloads.discard)  # type: ignore[arg-type]
+
+    # --- timers ---------------------------------------------------------------------------------
+
+    async def run_timers(self) -> None:
+        """Fire every shard's due timers as steps, sleeping until the earliest deadline (run as a task)."""
+        self._wakeup = asyncio.Event()
+        while True:
+            now = self._now_ms()
+            earliest: int | None = None
+            fired = False
+            for ctx in list(self._contexts.values()):
+                if ctx.state is not ShardState.ACTIVE:
+                    continue
+                deadline = ctx.shard.next_deadline()
+                if deadline is None:
+                    continue
+                if deadline <= now:
+                    self._run(ctx, lambda shard, t: shard.poll_timers(t), None)
+                    fired = True
+                elif earliest is None or deadline < earliest:
+                    earliest = deadline
+            if fired:
+                await asyncio.sleep(0)  # let the requests already read run between timer rounds
+                continue
+            self._wakeup.clear()
+            timeout = None if earliest is None else (earliest - now) / 1000.0
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            except TimeoutError:
+                pass
+
+
+def _retrieve(fut: asyncio.Future[Any]) -> None:
+    # a step's direct answer nobody awaits (a JoinGroup's step, a timer) must not log "never retrieved"
+    if not fut.cancelled():
+        fut.exception()

@@ -1,0 +1,214 @@
+"""The coordinator runtime in-process: group shards over a writer whose commits the test completes by hand
+(what the replica layer does when the high watermark moves), so every rule is checked without sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Sequence
+from typing import Any
+
+import pytest
+
+from coordinator.coord_harness import RANGE_RR
+from kaflite.coordinator import CoordinatorConfig, GroupCoordinator
+from kaflite.coordinator import messages as m
+from kaflite.coordinator.runtime import CoordinatorRuntime, Record, ShardState, coordinator_error
+from kaflite.protocol.errors import ErrorCode, KafkaError
+
+
+class HandWriter:
+    """A log per partition; an append is written at once and committed when the test says so."""
+
+    def __init__(self) -> None:
+        self.logs: dict[int, list[Record]] = {}
+        self.uncommitted: list[tuple[int, asyncio.Future[None]]] = []
+        self.fail_next: BaseException | None = None
+        self.slow_reads: asyncio.Future[None] | None = None
+
+    def append(self, partition: int, records: Sequence[Record]) -> Awaitable[None]:
+        if self.fail_next is not None:
+            exc, self.fail_next = self.fail_next, None
+            raise exc
+        self.logs.setdefault(partition, []).extend(records)
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.uncommitted.append((partition, fut))
+        return fut
+
+    def commit_all(self) -> None:
+        for _, fut in self.uncommitted:
+            fut.set_result(None)
+        self.uncommitted.clear()
+
+    def read(self, partition: int) -> Iterable[Record] | Awaitable[Iterable[Record]]:
+        records = list(self.logs.get(partition, []))
+        if self.slow_reads is None:
+            return records
+
+        async def later(gate: asyncio.Future[None]) -> Iterable[Record]:
+            await gate
+            return records
+        return later(self.slow_reads)
+
+
+def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(asyncio.wait_for(test(), 10))
+
+
+def make_runtime(writer: HandWriter) -> CoordinatorRuntime[GroupCoordinator]:
+    counter = itertools.count(1)
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, offsets_topic_num_partitions=1)
+    return CoordinatorRuntime(lambda p: GroupCoordinator(config, new_uuid=lambda: f"u{next(counter)}", active=False),
+                              writer, lambda: 0, "test coordinator")
+
+
+def commit_req(offset: int, group: str = "g") -> m.OffsetCommitRequest:
+    return m.OffsetCommitRequest(group, (("t", (m.OffsetCommitPartition(0, offset),)),))
+
+
+def commit_step(offset: int, group: str = "g") -> Callable[[GroupCoordinator, int], Any]:
+    return lambda shard, now: shard.handle_offset_commit(commit_req(offset, group), now)
+
+
+def fetch_step(group: str = "g") -> Callable[[GroupCoordinator, int], Any]:
+    return lambda shard, now: shard.handle_offset_fetch(m.OffsetFetchRequest(group, (("t", (0,)),)), now)
+
+
+def join_step(token: Hashable, member_id: str = "", version: int = 3) -> Callable[[GroupCoordinator, int], Any]:
+    req = m.JoinGroupRequest("g", member_id, "consumer", RANGE_RR, 10_000, 10_000, version=version, token=token)
+    return lambda shard, now: shard.handle_join(req, now)
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_answers_leave_only_once_the_write_is_committed() -> None:
+    async def body() -> None:
+        writer = HandWriter()
+        rt = make_runtime(writer)
+        await rt.load(0)
+        answer = rt.write(0, commit_step(7))
+        await settle()
+        assert len(writer.logs[0]) == 1 and not answer.done()  # written, not committed: no answer yet
+        later_read = rt.write(0, fetch_step())  # no records, but it read the pending write's state
+        await settle()
+        assert not later_read.done()
+        writer.commit_all()
+        resp = await answer
+        assert resp.topics == (("t", ((0, ErrorCode.none),)),)
+        assert (await later_read).topics[0][1][0].offset == 7
+    run(body)
+
+
+def test_failed_write_answers_mapped_error_later_steps_not_coordinator_and_reloads() -> None:
+    async def body() -> None:
+        writer = HandWriter()
+        rt = make_runtime(writer)
+        await rt.load(0)
+        first = rt.write(0, commit_step(5))
+        writer.commit_all()
+        await first
+        pending = rt.write(0, commit_step(6))  # written, waits for its commit
+        writer.fail_next = OSError(28, "No space left on device")
+        failed = rt.write(0, commit_step(9))  # cannot be written
+        with pytest.raises(KafkaError) as e:
+            await failed
+        assert e.value.code is ErrorCode.not_coordinator  # KAFKA_STORAGE_ERROR, as Kafka maps it
+        with pytest.raises(KafkaError) as e:
+            await pending  # its state was lost with the reload: not reported as committed
+        assert e.value.code is ErrorCode.not_coordinator
+        assert rt.state(0) is ShardState.ACTIVE  # reloaded from the log: 5, then the written 6
+        writer.commit_all()
+        assert (await rt.write(0, fetch_step())).topics[0][1][0].offset == 6
+        assert 9 not in [v for _, v in writer.logs[0]]
+    run(body)
+
+
+def test_commit_wait_failure_and_unload_answer_every_parked_request() -> None:
+    async def body() -> None:
+        writer = HandWriter()
+        rt = make_runtime(writer)
+        await rt.load(0)
+        token, parked = rt.park(0)
+        rt.write(0, join_step(token), token)  # v3: added at once, parked until the join phase ends
+        writer.commit_all()
+        await settle()
+        assert not parked.done()
+        answer = rt.write(0, commit_step(4, group="simple"))
+        _, fut = writer.uncommitted.pop()
+        fut.set_exception(KafkaError(ErrorCode.not_enough_replicas))  # the commit wait fails
+        with pytest.raises(KafkaError) as e:
+            await answer
+        assert e.value.code is ErrorCode.coordinator_not_available  # Kafka's mapping
+        with pytest.raises(KafkaError) as e:
+            await parked  # the shard was reloaded: what it held is answered, the client rejoins
+        assert e.value.code is ErrorCode.not_coordinator
+        # a request parked in a shard that is then unloaded (failover) is answered NOT_COORDINATOR
+        token, parked = rt.park(0)
+        rt.write(0, join_step(token, version=3), token)
+        await settle()
+        writer.commit_all()
+        await settle()
+        rt.unload(0)
+        with pytest.raises(KafkaError) as e:
+            await parked
+        assert e.value.code is ErrorCode.not_coordinator
+        with pytest.raises(KafkaError) as e:
+            await rt.write(0, fetch_step())
+        assert e.value.code is ErrorCode.not_coordinator
+    run(body)
+
+
+def test_load_in_progress_then_active_with_the_log_replayed() -> None:
+    async def body() -> None:
+        writer = HandWriter()
+        rt = make_runtime(writer)
+        await rt.load(0)
+        fut = rt.write(0, commit_step(3))
+        writer.commit_all()
+        await fut
+        writer.slow_reads = asyncio.get_running_loop().create_future()
+        loading = rt.load(0)  # a reader off the event loop: the shard is LOADING meanwhile
+        assert rt.state(0) is ShardState.LOADING
+        with pytest.raises(KafkaError) as e:
+            await rt.write(0, fetch_step())
+        assert e.value.code is ErrorCode.coordinator_load_in_progress
+        writer.slow_reads.set_result(None)
+        await loading
+        assert (await rt.write(0, fetch_step())).topics[0][1][0].offset == 3
+    run(body)
+
+
+def test_a_step_that_raises_answers_unknown_server_error_and_rebuilds_the_shard() -> None:
+    async def body() -> None:
+        writer = HandWriter()
+        rt = make_runtime(writer)
+        await rt.load(0)
+        before = rt.shard(0)
+
+        def broken(shard: GroupCoordinator, now: int) -> Any:
+            shard.groups.clear()  # half-changed state ...
+            raise RuntimeError("bug")  # ... then a bug
+        with pytest.raises(KafkaError) as e:
+            await rt.write(0, broken)
+        assert e.value.code is ErrorCode.unknown_server_error
+        assert rt.shard(0) is not before and rt.state(0) is ShardState.ACTIVE
+    run(body)
+
+
+@pytest.mark.parametrize(("raised", "answered"), [
+    (OSError(5, "EIO"), ErrorCode.not_coordinator),
+    (KafkaError(ErrorCode.kafka_storage_error), ErrorCode.not_coordinator),
+    (KafkaError(ErrorCode.not_leader_or_follower), ErrorCode.not_coordinator),
+    (KafkaError(ErrorCode.unknown_topic_or_partition), ErrorCode.coordinator_not_available),
+    (KafkaError(ErrorCode.not_enough_replicas), ErrorCode.coordinator_not_available),
+    (KafkaError(ErrorCode.request_timed_out), ErrorCode.coordinator_not_available),
+    (KafkaError(ErrorCode.message_too_large), ErrorCode.unknown_server_error),
+    (KafkaError(ErrorCode.record_list_too_large), ErrorCode.unknown_server_error),
+    (KafkaError(ErrorCode.coordinator_load_in_progress), ErrorCode.coordinator_load_in_progress),
+    (RuntimeError("bug"), ErrorCode.unknown_server_error),
+])
+def test_error_mapping_is_kafkas(raised: BaseException, answered: ErrorCode) -> None:
+    assert coordinator_error(raised) is answered
