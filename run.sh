@@ -35,6 +35,9 @@ setup_system() {
   local missing=()
   command -v kcat >/dev/null 2>&1 || missing+=(kcat)
   [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+  # - chromium + chromium-driver: the web console's browser tests (selenium drives them).
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
   if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null

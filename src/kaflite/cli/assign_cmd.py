@@ -181,6 +181,8 @@ def assign_command(
         help="TOPIC=RACK,RACK...: partition i's replica on rack number i mod n (rack-aware assignment).")] = None,
     seed_notation: Annotated[bool, typer.Option("--seed-notation", help="Print t0p1 instead of t0-1.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write the assignment lab's report (every "
+        "strategy side by side, drawn as SVG, one self-contained file) to this path.")] = None,
 ) -> None:
     """Show how Kafka's assignors split partitions among a group's members, and what moves when
     members join or leave."""
@@ -234,6 +236,25 @@ def assign_command(
         results.append(entry)
     if as_json:
         typer.echo(json.dumps(results, indent=2))
+    if html is not None:
+        _write_html(html, group, then_leave or [], [_parse_member(j, "--then-join") for j in then_join or []],
+                    strategy, as_json)
+
+
+def _write_html(path: Path, group: Group, leave: list[str], join: list[tuple[str, Member]],
+                strategy: list[str] | None, quiet: bool) -> None:
+    """The console's lab report (kaflite.console.report); all six strategies unless --strategy is given."""
+    try:
+        from kaflite.console.lab import LAB_STRATEGIES, Change
+        from kaflite.console.report import lab_report_html
+    except ImportError as err:
+        fail(f"--html needs Jinja2 ({err.name} is missing): pip install 'kaflite[console]'", EXIT_USAGE)
+    page = lab_report_html(group, Change(list(leave), dict(join)), strategy or LAB_STRATEGIES)
+    try:
+        path.write_text(page, encoding="utf-8")
+    except OSError as err:
+        fail(f"--html: cannot write {path}: {err.strerror or err}")
+    typer.echo(f"wrote {path} ({len(page):,} bytes)", err=quiet)  # stdout stays pure JSON with --json
 
 
 def _json(a: dict[str, list[TopicPartition]]) -> dict[str, list[str]]:

@@ -109,7 +109,8 @@ topics.register(app)
 console.register(app)
 
 # Commands contributed by other packages; each optional.
-OPTIONAL_COMMAND_MODULES = ("kaflite.cli.assign_cmd", "kaflite.cli.groups_cmd", "kaflite.cli.pipeline_cmd")
+OPTIONAL_COMMAND_MODULES = ("kaflite.cli.assign_cmd", "kaflite.cli.groups_cmd", "kaflite.cli.pipeline_cmd",
+                            "kaflite.cli.console_cmd")
 REGISTERED: dict[str, bool] = {}
 for _name in OPTIONAL_COMMAND_MODULES:
     try:

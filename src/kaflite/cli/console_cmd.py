@@ -1,0 +1,67 @@
+"""`kaflite console`: the web console for any Kafka-compatible cluster (kaflite.console).
+
+    kaflite console -b 127.0.0.1:9092                  # http://127.0.0.1:8080, read-only
+    kaflite console -b broker:9092 --allow-writes --hide-values --port 9000
+
+It is its own process and a plain Kafka client: it never touches a broker's files, so it works against
+Apache Kafka too. It binds 127.0.0.1 unless told otherwise (it has no login: exposing it is a choice).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated
+
+import typer
+
+from kaflite.cli import DEFAULT_BOOTSTRAP, EXIT_USAGE, Bootstrap, check_reachable, fail, handle_errors
+
+__all__ = ["register"]
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@handle_errors
+def console_command(
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    host: Annotated[str, typer.Option("--host", help="Address to bind (default loopback only).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", "-p", min=0, max=65535, help="HTTP port.")] = 8080,
+    allow_writes: Annotated[bool, typer.Option("--allow-writes",
+        help="Allow producing (and re-producing) records from the pages; read-only without it.")] = False,
+    hide_values: Annotated[bool, typer.Option("--hide-values",
+        help="Never show or export message values and header values (sizes only).")] = False,
+    sample_interval: Annotated[float, typer.Option("--sample-interval", min=0.2,
+        help="Seconds between samples of offsets and lag (rates, lag charts).")] = 5.0,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.5, help="Seconds to wait for the cluster per request.")] = 10.0,
+) -> None:
+    """Serve the web console: cluster, topics, messages, consumer groups and lag, the assignment lab."""
+    try:
+        import uvicorn
+
+        from kaflite.console.app import ConsoleSettings, create_app
+    except ImportError as err:
+        fail(f"the console needs its web stack ({err.name} is missing): pip install 'kaflite[console]'", EXIT_USAGE)
+    check_reachable(bootstrap_server)
+    if not _is_loopback(host):
+        typer.echo(f"warning: binding {host}: the console has no login; anyone who reaches this address sees "
+                   f"the cluster{' and can produce to it' if allow_writes else ''}", err=True)
+    app = create_app(ConsoleSettings(bootstrap_server, allow_writes=allow_writes, hide_values=hide_values,
+                                     sample_interval=sample_interval, timeout=timeout))
+    mode = "writes enabled" if allow_writes else "read-only"
+    shown = "http://" + (f"[{host}]" if ":" in host else host) + f":{port}"
+    typer.echo(f"kaflite console on {shown} for {bootstrap_server} ({mode}{', values hidden' if hide_values else ''})")
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    except OSError as err:
+        fail(f"cannot bind {host}:{port}: {err.strerror or err}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("console")(console_command)

@@ -1,0 +1,492 @@
+"""The web console: a Starlette app with server-rendered Jinja2 pages and server-drawn SVG charts.
+
+    app = create_app(ConsoleSettings(bootstrap="127.0.0.1:9092"))   # then uvicorn.run(app, ...)
+
+Pages: / (cluster overview), /topics, /topics/{t} (partitions, offsets, configs, produce),
+/topics/{t}/messages (browser and export), /topics/{t}/skew (key skew), /groups, /groups/{g} (lag),
+/lab (assignment lab). Endpoints are plain functions: Starlette runs them on worker threads, where the
+blocking librdkafka calls belong.
+
+Rules:
+- read-only unless `allow_writes`: the produce form and its POST exist only then, and a POST must carry
+  the per-process form token (so another site cannot make the browser produce);
+- with `hide_values`, record values and header values are never rendered nor exported, and searching
+  by value is refused;
+- every cluster error becomes a one-line message on the page (HTTP 502 when the cluster cannot answer,
+  400 for bad input, 404 for an unknown topic or group), never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from kaflite.console.cluster import ClusterView, ConsoleError, GroupInfo, TopicInfo
+from kaflite.console.lab import (
+    LAB_STRATEGIES,
+    key_placements,
+    key_skew,
+    parse_change,
+    parse_members,
+    parse_topics,
+    run_lab,
+)
+from kaflite.console.lag import LagHistory, PartitionLag, drain_seconds, partition_lag
+from kaflite.console.records import EXPORTS, FORMATS, export, parse_time, show
+from kaflite.console.render import HERE, template_env
+from kaflite.console.sampler import Sampler
+from kaflite.console.svg import line_chart
+
+__all__ = ["ConsoleSettings", "create_app", "template_env"]
+
+MAX_LIMIT = 1000
+MAX_LAG_SECONDS_PARTITIONS = 64
+
+
+@dataclass(slots=True)
+class ConsoleSettings:
+    bootstrap: str
+    allow_writes: bool = False
+    hide_values: bool = False
+    sample_interval: float = 5.0
+    timeout: float = 10.0
+    max_scan: int = 100_000
+
+
+class _Page(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _int(request: Request, name: str, default: int, lo: int = 0, hi: int | None = None) -> int:
+    raw = request.query_params.get(name, "")
+    if raw.strip() == "":
+        return default
+    try:
+        v = int(raw)
+    except ValueError:
+        raise _Page(400, f"{name}: expected an integer, got {raw!r}") from None
+    if v < lo or (hi is not None and v > hi):
+        raise _Page(400, f"{name}: expected {lo}..{hi if hi is not None else ''}, got {v}")
+    return v
+
+
+def _choice(request: Request, name: str, allowed: tuple[str, ...], default: str) -> str:
+    v = request.query_params.get(name, default) or default
+    if v not in allowed:
+        raise _Page(400, f"{name}: expected one of {', '.join(allowed)}, got {v!r}")
+    return v
+
+
+class Console:
+    """The app's state: one cluster view, the lag history and its sampler, the templates."""
+
+    def __init__(self, settings: ConsoleSettings) -> None:
+        self.settings = settings
+        self.view = ClusterView(settings.bootstrap, timeout=settings.timeout)
+        self.history = LagHistory(window_s=max(30.0, settings.sample_interval * 6))
+        self.sampler = Sampler(self.view, self.history, settings.sample_interval)
+        self.env = template_env()
+        self.token = secrets.token_urlsafe(16)
+        self.started = time.time()
+
+    # -- rendering ----------------------------------------------------------------------------------
+
+    def render(self, request: Request, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+        t0 = time.perf_counter()
+        base = {"request": request, "settings": self.settings, "sampler": self.sampler, "nav": name.split(".")[0],
+                "token": self.token, "path": request.url.path}
+        html = self.env.get_template(name).render(**base, **ctx)
+        return HTMLResponse(html, status_code=status,
+                            headers={"Server-Timing": f"render;dur={(time.perf_counter() - t0) * 1000:.1f}"})
+
+    def error(self, request: Request, status: int, message: str) -> HTMLResponse:
+        return self.render(request, "error.html", status=status, message=message)
+
+    def guard(self, request: Request, fn: Any) -> Response:
+        try:
+            result: Response = fn()
+            return result
+        except _Page as p:
+            return self.error(request, p.status, p.message)
+        except ValueError as err:
+            return self.error(request, 400, str(err))
+        except ConsoleError as err:
+            status = 404 if "does not exist" in str(err) or "unknown group" in str(err) else 502
+            return self.error(request, status, str(err))
+
+    # -- pages --------------------------------------------------------------------------------------
+
+    def overview(self, request: Request) -> Response:
+        def page() -> Response:
+            md = self.view.metadata()
+            cluster_id, brokers = self.view.cluster()
+            topics = self.view.topics(md)
+            groups = self.view.list_groups()
+            by_state: dict[str, int] = {}
+            by_type: dict[str, int] = {}
+            for _g, typ, state, _s in groups:
+                by_state[state] = by_state.get(state, 0) + 1
+                by_type[typ] = by_type.get(typ, 0) + 1
+            partitions = sum(len(t.partitions) for t in topics)
+            under = sum(t.under_replicated for t in topics)
+            offline = sum(t.offline for t in topics)
+            controllers = sum(b.controller for b in brokers)
+            health = "healthy" if not under and not offline and controllers == 1 else "degraded"
+            return self.render(request, "overview.html", cluster_id=cluster_id, brokers=brokers,
+                               topics=len([t for t in topics if not t.internal]),
+                               internal_topics=len([t for t in topics if t.internal]), partitions=partitions,
+                               under=under, offline=offline, controllers=controllers, health=health,
+                               groups=len(groups), by_state=sorted(by_state.items()), by_type=sorted(by_type.items()))
+        return self.guard(request, page)
+
+    def topics(self, request: Request) -> Response:
+        def page() -> Response:
+            show_internal = request.query_params.get("internal") == "1"
+            md = self.view.metadata()
+            topics = self.view.topics(md, with_internal=show_internal)
+            _cid, brokers = self.view.cluster()
+            self.view.fill_offsets(topics)
+            sizes_served = self.view.fill_sizes(topics, brokers)
+            rates = {t.name: self.history.topic_rate(t.name) for t in topics}
+            return self.render(request, "topics.html", topics=topics, rates=rates, sizes_served=sizes_served,
+                               show_internal=show_internal)
+        return self.guard(request, page)
+
+    def topic(self, request: Request) -> Response:
+        name = request.path_params["name"]
+
+        def page() -> Response:
+            t = self.view.topic(name)
+            _cid, brokers = self.view.cluster()
+            self.view.fill_offsets([t])
+            self.view.fill_sizes([t], brokers)
+            configs = self.view.topic_configs(name)
+            prefill = self._prefill(t, request.query_params.get("from", ""))
+            return self.render(request, "topic.html", topic=t, configs=configs,
+                               rate=self.history.topic_rate(name),
+                               rates={p.id: self.history.produce_rate((name, p.id)) for p in t.partitions},
+                               prefill=prefill, produced=request.query_params.get("produced", ""))
+        return self.guard(request, page)
+
+    def _prefill(self, t: TopicInfo, source: str) -> dict[str, str]:
+        """The produce form filled with an existing record (re-produce), from "PARTITION:OFFSET"."""
+        empty = {"key": "", "value": "", "headers": "", "encoding": "text", "partition": ""}
+        if not source or not self.settings.allow_writes or self.settings.hide_values:
+            return empty
+        p_s, _, o_s = source.partition(":")
+        if not p_s.isdigit() or not o_s.isdigit():
+            raise _Page(400, f"from: expected PARTITION:OFFSET, got {source!r}")
+        p, o = int(p_s), int(o_s)
+        if p >= len(t.partitions):
+            raise _Page(400, f"from: {t.name} has no partition {p}")
+        recs, _ = self.view.read(t.name, {p: o}, {p: o + 1}, 1)
+        if not recs:
+            raise _Page(404, f"no record at {t.name}-{p} offset {o}")
+        r = recs[0]
+        parts = [r.key or b"", r.value or b"", *[v or b"" for _, v in r.headers]]
+        try:
+            for b in parts:
+                b.decode()
+            enc = "text"
+        except UnicodeDecodeError:
+            enc = "hex"
+
+        def txt(b: bytes | None) -> str:
+            return (b or b"").decode() if enc == "text" else (b or b"").hex()
+
+        key, value = txt(r.key), txt(r.value)
+        headers = "\n".join(f"{h}={txt(v)}" for h, v in r.headers)
+        return {"key": key, "value": value, "headers": headers, "encoding": enc, "partition": ""}
+
+    async def produce(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        if not self.settings.allow_writes:
+            return self.error(request, 403, "this console is read-only (start it with --allow-writes to produce)")
+        form = await request.form()
+        if not secrets.compare_digest(str(form.get("token", "")), self.token):
+            return self.error(request, 403, "produce: missing or stale form token; reload the page")
+        from starlette.concurrency import run_in_threadpool
+
+        def do() -> Response:
+            enc = str(form.get("encoding", "text"))
+            if enc not in ("text", "hex"):
+                raise _Page(400, f"encoding: expected text or hex, got {enc!r}")
+
+            def data(field: str, allow_null: bool = True) -> bytes | None:
+                raw = str(form.get(field, ""))
+                if raw == "" and allow_null:
+                    return None
+                try:
+                    return bytes.fromhex(raw) if enc == "hex" else raw.encode()
+                except ValueError:
+                    raise _Page(400, f"{field}: not hex: {raw[:40]!r}") from None
+
+            headers: list[tuple[str, bytes]] = []
+            for line in str(form.get("headers", "")).splitlines():
+                if not line.strip():
+                    continue
+                h, sep, v = line.partition("=")
+                if not sep or not h.strip():
+                    raise _Page(400, f"headers: expected NAME=VALUE a line, got {line!r}")
+                try:
+                    headers.append((h.strip(), bytes.fromhex(v) if enc == "hex" else v.encode()))
+                except ValueError:
+                    raise _Page(400, f"headers: {h.strip()} is not hex") from None
+            part_raw = str(form.get("partition", "")).strip()
+            partition = None
+            if part_raw:
+                if not part_raw.isdigit():
+                    raise _Page(400, f"partition: expected a partition number or empty, got {part_raw!r}")
+                partition = int(part_raw)
+            p, o = self.view.produce(name, data("key"), data("value"), partition, headers)
+            return RedirectResponse(f"/topics/{quote(name)}?produced={p}:{o}", status_code=303)
+
+        return await run_in_threadpool(self.guard, request, do)
+
+    def messages(self, request: Request) -> Response:
+        name = request.path_params["name"]
+
+        def page() -> Response:
+            s = self.settings
+            t = self.view.topic(name)
+            self.view.fill_offsets([t])
+            n = len(t.partitions)
+            part_raw = request.query_params.get("partition", "all") or "all"
+            mode = _choice(request, "mode", ("earliest", "latest", "offset", "timestamp"), "earliest")
+            fmt = _choice(request, "format", FORMATS, "auto")
+            where = _choice(request, "where", ("any", "key", "value", "header"), "any")
+            limit = _int(request, "limit", 50, 1, MAX_LIMIT)
+            q = request.query_params.get("q", "")
+            kind = request.query_params.get("export", "")
+            if kind and kind not in EXPORTS:
+                raise _Page(400, f"export: expected one of {', '.join(EXPORTS)}, got {kind!r}")
+            if q and s.hide_values and where == "value":
+                raise _Page(400, "search by value is disabled: this console hides message values (--hide-values)")
+            note = ""
+            if q and where == "key":
+                key_p = self.view.key_partition(q.encode(), n)
+                parts = [key_p]
+                note = (f"key {q!r} lives in partition {key_p} of {n} (Java client's murmur2 partitioner); "
+                        "only that partition is read. Records written by a client with another default "
+                        "(librdkafka's consistent_random: CRC32) may sit elsewhere: search 'any' to read all.")
+            elif part_raw == "all":
+                parts = [p.id for p in t.partitions]
+            else:
+                if not part_raw.isdigit() or int(part_raw) >= n:
+                    raise _Page(400, f"partition: expected all or 0..{n - 1}, got {part_raw!r}")
+                parts = [int(part_raw)]
+            info = {p.id: p for p in t.partitions}
+            lows = {p: info[p].earliest or 0 for p in parts}
+            ends = {p: info[p].latest or 0 for p in parts}
+            offset = _int(request, "offset", 0, 0)
+            ts_raw = request.query_params.get("timestamp", "")
+            if mode == "earliest":
+                starts = dict(lows)
+            elif mode == "latest":
+                per = limit if q == "" else s.max_scan
+                starts = {p: max(lows[p], ends[p] - per) for p in parts}
+            elif mode == "offset":
+                starts = {p: min(max(offset, lows[p]), ends[p]) for p in parts}
+            else:
+                if not ts_raw.strip():
+                    raise _Page(400, "timestamp: give a time (epoch ms or ISO-8601) to start from")
+                found = self.view.offsets_for_time(name, parts, parse_time(ts_raw))
+                starts = {p: (ends[p] if o < 0 else o) for p, o in found.items()}
+            records, scanned = self.view.read(name, starts, ends, limit, q.encode() if q else None, where,
+                                              s.hide_values, max_scan=s.max_scan)
+            if kind:
+                body, media = export(records, kind, "text" if fmt == "auto" else fmt, s.hide_values)
+                fname = f"{name}-messages.{kind}"
+                return Response(body, media_type=media,
+                                headers={"Content-Disposition": f'attachment; filename="{fname}"'})
+            rows = [{"r": r, "key": show(r.key, fmt), "value": show(r.value, fmt, s.hide_values),
+                     "headers": [(h, show(v, fmt, s.hide_values)) for h, v in r.headers]} for r in records]
+            params = {k: v for k, v in request.query_params.items() if k != "export"}
+            return self.render(request, "messages.html", topic=t, rows=rows, scanned=scanned, note=note,
+                               q=q, where=where, mode=mode, fmt=fmt, limit=limit, part=part_raw, offset=offset,
+                               timestamp=ts_raw, formats=FORMATS, exports=EXPORTS,
+                               export_base=f"/topics/{quote(name)}/messages?" + urlencode(params))
+        return self.guard(request, page)
+
+    def skew(self, request: Request) -> Response:
+        name = request.path_params["name"]
+
+        def page() -> Response:
+            t = self.view.topic(name)
+            self.view.fill_offsets([t])
+            sample = _int(request, "sample", 5000, 1, 200_000)
+            n = len(t.partitions)
+            per = max(1, sample // max(1, n))
+            ends = {p.id: p.latest or 0 for p in t.partitions}
+            starts = {p.id: max(p.earliest or 0, (p.latest or 0) - per) for p in t.partitions}
+            records, _ = self.view.read(name, starts, ends, sample, max_scan=sample)
+            ks = key_skew(name, [p.records or 0 for p in t.partitions], (r.key for r in records))
+            key = request.query_params.get("key", "")
+            placements = key_placements(key.encode(), n) if key else []
+            clients = [c for c, _h, _p in key_placements(b"x", n)]
+            heavy = [(k, c, [p for _c, _h, p in key_placements(k, n)]) for k, c in ks.heaviest if k is not None]
+            return self.render(request, "skew.html", topic=t, ks=ks, key=key, placements=placements,
+                               clients=clients, heavy=heavy, sample=sample)
+        return self.guard(request, page)
+
+    def groups(self, request: Request) -> Response:
+        def page() -> Response:
+            listed = self.view.list_groups()
+            described = self.view.describe_groups([g for g, *_ in listed])
+            rows = []
+            for gid, typ, state, simple in listed:
+                d = described.get(gid)
+                rows.append({"id": gid, "type": d.type if d and d.type != "unknown" else typ,
+                             "state": d.state if d else state, "simple": simple,
+                             "members": len(d.members) if d else 0, "assignor": d.assignor if d else "",
+                             "lag": self.sampler.group_lag.get(gid)})
+            return self.render(request, "groups.html", groups=rows)
+        return self.guard(request, page)
+
+    def group_lag(self, gid: str, g: GroupInfo) -> tuple[list[PartitionLag], dict[str, Any]]:
+        committed = self.view.committed(gid)
+        owners = {tp: m for m in g.members for tp in m.assignment}
+        tps = sorted(set(committed) | set(owners))
+        ends = self.view.latest_offsets(tps)
+        rows = []
+        for tp in tps:
+            row = partition_lag(tp[0], tp[1], committed.get(tp), ends.get(tp, 0))
+            m = owners.get(tp)
+            if m is not None:
+                row.member, row.host, row.client_id = m.member_id, m.host, m.client_id
+            rows.append(row)
+        self.history.enrich(gid, rows)
+        lagging = {(r.topic, r.partition): r.committed for r in rows if r.lag and r.committed is not None}
+        stamps = self.view.timestamps_at(dict(list(lagging.items())[:MAX_LAG_SECONDS_PARTITIONS]))
+        now_ms = time.time() * 1000
+        for r in rows:
+            if r.lag == 0:
+                r.lag_seconds = 0.0
+            elif (r.topic, r.partition) in stamps:
+                r.lag_seconds = max(0.0, (now_ms - stamps[(r.topic, r.partition)]) / 1000)
+        total = sum(r.lag or 0 for r in rows)
+        consume = [r.consume_rate for r in rows if r.consume_rate is not None]
+        produce = [r.produce_rate for r in rows if r.produce_rate is not None]
+        totals = {"lag": total, "max_seconds": max((r.lag_seconds or 0.0 for r in rows), default=0.0),
+                  "consume": sum(consume) if consume else None, "produce": sum(produce) if produce else None}
+        totals["drain"] = drain_seconds(total, totals["consume"], totals["produce"])
+        return rows, totals
+
+    def group(self, request: Request) -> Response:
+        gid = request.path_params["gid"]
+
+        def page() -> Response:
+            if gid not in {g for g, *_ in self.view.list_groups()}:
+                raise ConsoleError(f"unknown group {gid!r}: the cluster does not list it")
+            g = self.view.describe_groups([gid])[gid]
+            rows, totals = self.group_lag(gid, g)
+            chart = line_chart(self.history.group_series(gid), title=f"lag of {gid} (records)",
+                               y_label="records", now=time.time())
+            return self.render(request, "group.html", g=g, rows=rows, totals=totals, chart=chart)
+        return self.guard(request, page)
+
+    def lab(self, request: Request) -> Response:
+        def page() -> Response:
+            qp = request.query_params
+            gid = qp.get("group", "")
+            live: dict[str, list[tuple[str, int]]] | None = None
+            topics_text, members_text = qp.get("topics", ""), qp.get("members", "")
+            names: dict[str, str] = {}
+            if gid and not topics_text:
+                topics_text, members_text, live, names = self._live_shape(gid)
+            runs: list[Any] = []
+            after, change, error = None, None, ""
+            strategies = [s for s in LAB_STRATEGIES if qp.get(f"s_{s}", "1" if "topics" not in qp else "") == "1"]
+            if topics_text:
+                try:
+                    topics = parse_topics(topics_text)
+                    from kaflite.assign.simulate import Group
+
+                    group = Group(topics, parse_members(members_text, topics))
+                    if not group.members:
+                        raise ValueError("members: give at least one NAME: TOPIC[,TOPIC...]")
+                    change = parse_change(qp.get("leave", ""), qp.get("join", ""), qp.get("grow", ""))
+                    runs, after = run_lab(group, change or None, strategies or LAB_STRATEGIES)
+                except ValueError as err:
+                    error = str(err)
+            return self.render(request, "lab.html", gid=gid, topics_text=topics_text, members_text=members_text,
+                               leave=qp.get("leave", ""), join=qp.get("join", ""), grow=qp.get("grow", ""),
+                               runs=runs, change=change, after=after, error=error, live=live, names=names,
+                               strategies=LAB_STRATEGIES, chosen=set(strategies or LAB_STRATEGIES),
+                               status=400 if error else 200)
+        return self.guard(request, page)
+
+    def _live_shape(self, gid: str) -> tuple[str, str, dict[str, list[tuple[str, int]]], dict[str, str]]:
+        """A live group as a lab shape: its members (in member-id order, named by client id) subscribed to
+        the topics the group consumes (confluent-kafka does not expose each member's subscription, so the
+        union of the assigned topics stands for it), with the topics' partition counts."""
+        if gid not in {g for g, *_ in self.view.list_groups()}:
+            raise ConsoleError(f"unknown group {gid!r}: the cluster does not list it")
+        g = self.view.describe_groups([gid])[gid]
+        topics_used = sorted({tp[0] for m in g.members for tp in m.assignment} |
+                             {tp[0] for tp in self.view.committed(gid)})
+        md = self.view.metadata()
+        counts = {t: len(md.topics[t].partitions) for t in topics_used if t in md.topics}
+        names: dict[str, str] = {}
+        live: dict[str, list[tuple[str, int]]] = {}
+        for m in sorted(g.members, key=lambda m: m.member_id):
+            base = (m.instance_id or m.client_id or "member").replace(":", "_").replace(" ", "_")
+            label = base
+            i = 1
+            while label in live:
+                i += 1
+                label = f"{base}#{i}"
+            names[label] = m.member_id
+            live[label] = m.assignment
+        topics_text = ", ".join(f"{t}:{n}" for t, n in counts.items())
+        members_text = "\n".join(f"{label}: {','.join(counts) or '-'}" for label in live)
+        return topics_text, members_text, live, names
+
+    async def healthz(self, request: Request) -> Response:
+        return Response("ok\n", media_type="text/plain")
+
+
+def create_app(settings: ConsoleSettings, start_sampler: bool = True) -> Starlette:
+    console = Console(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if start_sampler:
+            console.sampler.start()
+        try:
+            yield
+        finally:
+            console.sampler.stop()
+            console.view.close()
+
+    routes = [
+        Route("/", console.overview),
+        Route("/topics", console.topics),
+        Route("/topics/{name}", console.topic),
+        Route("/topics/{name}/messages", console.messages),
+        Route("/topics/{name}/skew", console.skew),
+        Route("/topics/{name}/produce", console.produce, methods=["POST"]),
+        Route("/groups", console.groups),
+        Route("/groups/{gid}", console.group),
+        Route("/lab", console.lab),
+        Route("/healthz", console.healthz),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.console = console
+    return app
+

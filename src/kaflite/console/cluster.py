@@ -1,0 +1,409 @@
+"""What the console reads from a cluster, over the Kafka wire protocol only (confluent-kafka's AdminClient,
+Consumer and Producer, plus DescribeLogDirs in `logdirs`): it never imports the broker, so it works
+against Apache Kafka, Redpanda or any other Kafka-compatible cluster.
+
+All calls block (librdkafka); the web app runs them on worker threads. Every wait is bounded by
+`timeout`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as CTP
+from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
+
+from kaflite.assign.murmur2 import partition_for_key
+from kaflite.console.logdirs import describe_log_dirs
+from kaflite.console.records import Record, matches
+
+__all__ = ["ClusterView", "Broker", "TopicInfo", "PartitionInfo", "GroupInfo", "MemberInfo", "ConsoleError"]
+
+Tp = tuple[str, int]
+
+
+class ConsoleError(Exception):
+    """A failure the page shows as one line (cluster unreachable, unknown topic, bad input)."""
+
+
+@dataclass(slots=True)
+class Broker:
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+    controller: bool = False
+
+
+@dataclass(slots=True)
+class PartitionInfo:
+    id: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+    earliest: int | None = None
+    latest: int | None = None
+    size: int | None = None
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+    @property
+    def offline(self) -> bool:
+        return self.leader < 0
+
+    @property
+    def records(self) -> int | None:
+        if self.earliest is None or self.latest is None:
+            return None
+        return max(0, self.latest - self.earliest)
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    name: str
+    partitions: list[PartitionInfo]
+    internal: bool = False
+    error: str = ""
+
+    @property
+    def replication_factor(self) -> int:
+        return max((len(p.replicas) for p in self.partitions), default=0)
+
+    @property
+    def size(self) -> int | None:
+        sizes = [p.size for p in self.partitions]
+        return None if not sizes or any(s is None for s in sizes) else sum(s or 0 for s in sizes)
+
+    @property
+    def records(self) -> int | None:
+        counts = [p.records for p in self.partitions]
+        return None if not counts or any(c is None for c in counts) else sum(c or 0 for c in counts)
+
+    @property
+    def under_replicated(self) -> int:
+        return sum(p.under_replicated for p in self.partitions)
+
+    @property
+    def offline(self) -> int:
+        return sum(p.offline for p in self.partitions)
+
+
+@dataclass(slots=True)
+class MemberInfo:
+    member_id: str
+    client_id: str
+    host: str
+    instance_id: str | None
+    assignment: list[Tp]
+    target: list[Tp] | None = None
+
+
+@dataclass(slots=True)
+class GroupInfo:
+    group_id: str
+    type: str  # "classic" | "consumer" | "unknown"
+    state: str
+    protocol_type: str = ""
+    assignor: str = ""
+    coordinator: int | None = None
+    members: list[MemberInfo] = field(default_factory=list)
+    simple: bool = False
+
+
+def _enum_name(v: Any) -> str:
+    name = getattr(v, "name", None)
+    return str(name if name is not None else v).lower()
+
+
+def _ctp_key(tp: Any) -> Tp:
+    return (str(tp.topic), int(tp.partition))
+
+
+class ClusterView:
+    """One cluster, reached through `bootstrap` (host:port[,host:port...])."""
+
+    def __init__(self, bootstrap: str, timeout: float = 10.0, client_config: Mapping[str, str] | None = None) -> None:
+        self.bootstrap = bootstrap
+        self.timeout = timeout
+        self.extra = dict(client_config or {})
+        self._admin: AdminClient | None = None
+        self._producer: Producer | None = None
+
+    # -- clients -----------------------------------------------------------------------------------
+
+    def _config(self, **more: Any) -> dict[str, Any]:
+        # librdkafka logs its own connection errors to stderr; the console shows them on the page instead
+        return {"bootstrap.servers": self.bootstrap, "client.id": "kaflite-console", "logger": _SilentLogger(),
+                **self.extra, **more}
+
+    @property
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient(self._config())
+        return self._admin
+
+    def _result(self, future: Any, what: str) -> Any:
+        try:
+            return future.result(timeout=self.timeout)
+        except KafkaException as err:
+            raise ConsoleError(f"{what}: {err.args[0].str() if err.args else err}") from None
+        except TimeoutError:
+            raise ConsoleError(f"{what}: no answer from {self.bootstrap} within {self.timeout:g} s") from None
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(self.timeout)
+        self._admin = None
+        self._producer = None
+
+    # -- cluster and topics ------------------------------------------------------------------------
+
+    def metadata(self) -> Any:
+        try:
+            return self.admin.list_topics(timeout=self.timeout)
+        except KafkaException as err:
+            raise ConsoleError(f"cannot reach the cluster at {self.bootstrap}: {err.args[0].str()}") from None
+
+    def cluster(self) -> tuple[str | None, list[Broker]]:
+        """(cluster id, brokers with the controller marked)."""
+        desc = self._result(self.admin.describe_cluster(request_timeout=self.timeout), "DescribeCluster")
+        controller = desc.controller.id if desc.controller is not None else None
+        brokers = [Broker(n.id, n.host, n.port, n.rack, n.id == controller) for n in desc.nodes]
+        return desc.cluster_id, sorted(brokers, key=lambda b: b.id)
+
+    def topics(self, md: Any = None, with_internal: bool = True) -> list[TopicInfo]:
+        md = md if md is not None else self.metadata()
+        out = []
+        for name, t in sorted(md.topics.items()):
+            internal = name.startswith("__")
+            if internal and not with_internal:
+                continue
+            parts = [PartitionInfo(p.id, p.leader, list(p.replicas), list(p.isrs))
+                     for p in sorted(t.partitions.values(), key=lambda p: p.id)]
+            out.append(TopicInfo(name, parts, internal, t.error.str() if t.error is not None else ""))
+        return out
+
+    def topic(self, name: str) -> TopicInfo:
+        # Full metadata, not a request naming the topic: naming it could auto-create it on a cluster with
+        # auto.create.topics.enable, and the console must not create what it only looks at.
+        md = self.metadata()
+        if name not in md.topics:
+            raise ConsoleError(f"topic {name!r} does not exist")
+        return next(x for x in self.topics(md) if x.name == name)
+
+    def fill_offsets(self, topics: Iterable[TopicInfo]) -> None:
+        """Earliest and latest offsets of every partition (two ListOffsets rounds)."""
+        parts = {(t.name, p.id): p for t in topics for p in t.partitions if not p.offline}
+        if not parts:
+            return
+        for spec, attr in ((OffsetSpec.earliest(), "earliest"), (OffsetSpec.latest(), "latest")):
+            futures = self.admin.list_offsets({CTP(t, p): spec for t, p in parts}, request_timeout=self.timeout)
+            for ctp, fut in futures.items():
+                try:
+                    setattr(parts[_ctp_key(ctp)], attr, fut.result(timeout=self.timeout).offset)
+                except Exception:  # one bad partition leaves only its own cell empty
+                    pass
+
+    def latest_offsets(self, tps: Iterable[Tp]) -> dict[Tp, int]:
+        tps = list(tps)
+        if not tps:
+            return {}
+        out: dict[Tp, int] = {}
+        futures = self.admin.list_offsets({CTP(t, p): OffsetSpec.latest() for t, p in tps},
+                                          request_timeout=self.timeout)
+        for ctp, fut in futures.items():
+            try:
+                out[_ctp_key(ctp)] = fut.result(timeout=self.timeout).offset
+            except Exception:
+                pass
+        return out
+
+    def fill_sizes(self, topics: Iterable[TopicInfo], brokers: Iterable[Broker]) -> bool:
+        """Partition sizes from DescribeLogDirs on each broker (the leader's copy); False if not served."""
+        sizes: dict[tuple[int, str, int], int] = {}
+        answered = False
+        for b in brokers:
+            try:
+                for (tname, pid), size in describe_log_dirs(b.host, b.port, timeout=min(3.0, self.timeout)).items():
+                    sizes[(b.id, tname, pid)] = size
+                answered = True
+            except (OSError, ValueError, ConnectionError, EOFError):
+                continue
+        if answered:
+            for t in topics:
+                for p in t.partitions:
+                    p.size = sizes.get((p.leader, t.name, p.id))
+        return answered
+
+    def topic_configs(self, name: str) -> list[tuple[str, str | None, str, bool]]:
+        """(name, value, source, is default) of every topic config, sorted by name."""
+        res = ConfigResource(ResourceType.TOPIC, name)
+        futures = self.admin.describe_configs([res], request_timeout=self.timeout)
+        entries = self._result(futures[res], f"DescribeConfigs {name}")
+        return sorted((e.name, None if e.is_sensitive else e.value, _enum_name(e.source).replace("_config", ""),
+                       bool(e.is_default)) for e in entries.values())
+
+    # -- records -----------------------------------------------------------------------------------
+
+    def _consumer(self) -> Consumer:
+        return Consumer(self._config(**{
+            "group.id": f"kaflite-console-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+            "enable.partition.eof": True, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 50,
+            "fetch.queue.backoff.ms": 10}))
+
+    def offsets_for_time(self, topic: str, partitions: Iterable[int], ts_ms: int) -> dict[int, int]:
+        """The first offset at or after `ts_ms` in each partition (log end when none)."""
+        futures = self.admin.list_offsets({CTP(topic, p): OffsetSpec.for_timestamp(ts_ms) for p in partitions},
+                                          request_timeout=self.timeout)
+        out: dict[int, int] = {}
+        for ctp, fut in futures.items():
+            out[int(ctp.partition)] = self._result(fut, f"ListOffsets {topic}-{ctp.partition}").offset
+        return out
+
+    def read(self, topic: str, starts: Mapping[int, int], ends: Mapping[int, int], limit: int,
+             needle: bytes | None = None, where: str = "any", hidden: bool = False, max_scan: int = 100_000,
+             max_seconds: float = 8.0) -> tuple[list[Record], int]:
+        """Records of `topic` from starts[p] (inclusive) to ends[p] (exclusive) in each partition, at most
+        `limit` of them (that match `needle`, when given). Returns (records, records scanned)."""
+        todo = {p: (s, ends[p]) for p, s in starts.items() if s < ends.get(p, 0)}
+        if not todo or limit <= 0:
+            return [], 0
+        consumer: Any = self._consumer()
+        found: list[Record] = []
+        scanned = 0
+        try:
+            consumer.assign([CTP(topic, p, s) for p, (s, _) in todo.items()])
+            open_parts = set(todo)
+            deadline = time.monotonic() + max_seconds
+            while open_parts and len(found) < limit and scanned < max_scan and time.monotonic() < deadline:
+                for msg in consumer.consume(num_messages=500, timeout=0.2):
+                    err = msg.error()
+                    p = msg.partition()
+                    if err is not None:
+                        if err.code() == -191:  # _PARTITION_EOF
+                            open_parts.discard(p)
+                        continue
+                    if p not in open_parts:
+                        continue
+                    if msg.offset() >= todo[p][1]:
+                        open_parts.discard(p)
+                        continue
+                    scanned += 1
+                    rec = Record(topic, p, msg.offset(), msg.timestamp()[1], msg.key(), msg.value(),
+                                 [(h, v) for h, v in (msg.headers() or [])])
+                    if msg.offset() + 1 >= todo[p][1]:
+                        open_parts.discard(p)
+                    if needle is None or matches(rec, needle, where, hidden):
+                        found.append(rec)
+                        if len(found) >= limit:
+                            break
+        finally:
+            consumer.close()
+        found.sort(key=lambda r: (r.partition, r.offset) if len(todo) == 1 else (r.timestamp, r.partition, r.offset))
+        return found, scanned
+
+    @staticmethod
+    def key_partition(key: bytes, num_partitions: int) -> int:
+        """Where the Java client's default partitioner puts `key` (murmur2; librdkafka's murmur2_random too)."""
+        return partition_for_key(key, num_partitions)
+
+    def timestamps_at(self, offsets: Mapping[Tp, int], max_seconds: float = 3.0) -> dict[Tp, int]:
+        """The timestamp of the record at each (topic, partition) offset (for lag in seconds)."""
+        if not offsets:
+            return {}
+        consumer: Any = self._consumer()
+        out: dict[Tp, int] = {}
+        try:
+            consumer.assign([CTP(t, p, o) for (t, p), o in offsets.items()])
+            deadline = time.monotonic() + max_seconds
+            while len(out) < len(offsets) and time.monotonic() < deadline:
+                for msg in consumer.consume(num_messages=len(offsets) * 4, timeout=0.2):
+                    if msg.error() is not None:
+                        continue
+                    tp = (msg.topic(), msg.partition())
+                    if tp not in out and msg.offset() >= offsets.get(tp, 0):
+                        out[tp] = msg.timestamp()[1]
+                        consumer.pause([CTP(tp[0], tp[1])])
+        finally:
+            consumer.close()
+        return out
+
+    def produce(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None,
+                headers: list[tuple[str, bytes]]) -> tuple[int, int]:
+        """Produce one record, wait for its acknowledgement: (partition, offset)."""
+        if self._producer is None:
+            self._producer = Producer(self._config(**{"enable.idempotence": True, "linger.ms": 0}))
+        result: dict[str, Any] = {}
+
+        def done(err: Any, msg: Any) -> None:
+            result["err"], result["msg"] = err, msg
+
+        kwargs: dict[str, Any] = {"key": key, "value": value, "headers": headers or None, "on_delivery": done}
+        if partition is not None:
+            kwargs["partition"] = partition
+        try:
+            self._producer.produce(topic, **kwargs)
+        except (KafkaException, BufferError) as err:
+            raise ConsoleError(f"produce to {topic}: {err}") from None
+        self._producer.flush(self.timeout)
+        if "err" not in result:
+            raise ConsoleError(f"produce to {topic}: not acknowledged within {self.timeout:g} s")
+        if result["err"] is not None:
+            raise ConsoleError(f"produce to {topic}: {result['err'].str()}")
+        return result["msg"].partition(), result["msg"].offset()
+
+    # -- groups ------------------------------------------------------------------------------------
+
+    def list_groups(self) -> list[tuple[str, str, str, bool]]:
+        """(group id, type, state, simple) of every group the cluster knows."""
+        res = self._result(self.admin.list_consumer_groups(request_timeout=self.timeout), "ListGroups")
+        # one entry per group: librdkafka may list a group once per connection it asked through
+        groups = {g.group_id: (g.group_id, _enum_name(getattr(g, "type", "unknown")), _enum_name(g.state),
+                               bool(g.is_simple_consumer_group)) for g in res.valid}
+        return sorted(groups.values())
+
+    def describe_groups(self, group_ids: list[str]) -> dict[str, GroupInfo]:
+        if not group_ids:
+            return {}
+        futures = self.admin.describe_consumer_groups(group_ids, request_timeout=self.timeout)
+        out: dict[str, GroupInfo] = {}
+        for gid, fut in futures.items():
+            try:
+                d = fut.result(timeout=self.timeout)
+            except Exception as err:
+                out[gid] = GroupInfo(gid, "unknown", f"error: {err}")
+                continue
+            members = []
+            for m in d.members:
+                assigned = [_ctp_key(tp) for tp in (m.assignment.topic_partitions if m.assignment else [])]
+                target_obj = getattr(m, "target_assignment", None)
+                target = [_ctp_key(tp) for tp in target_obj.topic_partitions] if target_obj else None
+                members.append(MemberInfo(m.member_id, m.client_id, m.host, m.group_instance_id,
+                                          sorted(assigned), sorted(target) if target is not None else None))
+            out[gid] = GroupInfo(gid, _enum_name(getattr(d, "type", "unknown")), _enum_name(d.state),
+                                 "consumer", d.partition_assignor or "",
+                                 d.coordinator.id if d.coordinator is not None else None, members,
+                                 bool(d.is_simple_consumer_group))
+        return out
+
+    def committed(self, group_id: str) -> dict[Tp, int]:
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        futures = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id)],
+                                                         request_timeout=self.timeout)
+        res = self._result(futures[group_id], f"OffsetFetch {group_id}")
+        return {_ctp_key(tp): int(tp.offset) for tp in res.topic_partitions if tp.error is None and tp.offset >= 0}
+
+
+class _SilentLogger:
+    """A logging.Logger look-alike librdkafka can write to (its log lines are dropped)."""
+
+    def log(self, *args: Any, **kwargs: Any) -> None:
+        return None

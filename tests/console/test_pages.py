@@ -1,0 +1,269 @@
+"""The console's pages over real HTTP against a real kaflite broker (no browser: see test_browser.py)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import time
+from urllib.parse import quote
+
+import pytest
+from console_harness import BASE_TS, ORDERS_PARTITIONS, ORDERS_RECORDS, ConsoleCluster, ConsoleServer
+
+from kaflite.assign.murmur2 import partition_for_key
+
+
+def _cells(html: str, table_id: str) -> list[list[str]]:
+    """Rows of a table's body as lists of cell texts (tags stripped)."""
+    m = re.search(rf'<table id="{table_id}"[^>]*>.*?<tbody>(.*?)</tbody>', html, re.S)
+    assert m, f"no table {table_id}"
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", m.group(1), re.S)
+    return [[re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)] for r in rows]
+
+
+def test_overview_shows_the_cluster(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:
+    status, html, _ = console.get("/")
+    assert status == 200
+    assert 'id="health">healthy' in html
+    brokers = _cells(html, "brokers")
+    assert len(brokers) == 1 and brokers[0][1] == "127.0.0.1"
+    assert brokers[0][2] == console_cluster.bootstrap.rsplit(":", 1)[1] and "controller" in brokers[0][4]
+    assert re.search(r'id="n-groups">(\d+)<', html) and int(re.search(r'id="n-groups">(\d+)<', html).group(1)) >= 2
+
+
+def test_topics_list_counts_records_and_sizes(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:
+    status, html, _ = console.get("/topics")
+    assert status == 200
+    rows = {r[0]: r for r in _cells(html, "topics")}
+    orders = rows[console_cluster.orders]
+    assert orders[1] == str(ORDERS_PARTITIONS) and orders[3] == f"{ORDERS_RECORDS:,}"
+    assert orders[4].endswith("B") and orders[4] != "-"  # DescribeLogDirs answered
+    assert "__consumer_offsets" not in rows
+    _, html_all, _ = console.get("/topics?internal=1")
+    assert "__consumer_offsets" in html_all
+
+
+def test_topic_page_partitions_offsets_configs(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:
+    status, html, _ = console.get(f"/topics/{console_cluster.events}")
+    assert status == 200
+    parts = _cells(html, "partitions")
+    assert [p[0] for p in parts] == ["0", "1"]
+    assert all(p[1] == "0" and p[2] == "0" and p[3] == "0" for p in parts)  # leader, replicas, ISR
+    assert sum(int(p[5]) for p in parts) == 40  # latest offsets
+    configs = {c[0]: c for c in _cells(html, "configs")}
+    assert configs["retention.ms"][1] == "3600000"
+    assert "Produce a record" not in html  # read-only
+
+
+def test_message_browser_by_offset(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:
+    p, o, key, value, ts = console_cluster.produced[17]
+    status, html, _ = console.get(f"/topics/{console_cluster.orders}/messages?partition={p}&mode=offset"
+                                  f"&offset={o}&limit=1&format=text")
+    assert status == 200
+    rows = _cells(html, "messages")
+    assert len(rows) == 1
+    assert rows[0][:2] == [str(p), str(o)]
+    assert rows[0][3] == key.decode() and json.loads(rows[0][4].replace("&#34;", '"')) == json.loads(value)
+    assert "source" in rows[0][5]
+
+
+def test_message_browser_by_timestamp(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:
+    # record i has timestamp BASE_TS + i s: from the time of record 42 on, partition by partition
+    target = BASE_TS + 42_000
+    p42 = next(r for r in console_cluster.produced if r[4] == target)
+    iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(target / 1000)) + "Z"
+    status, html, _ = console.get(f"/topics/{console_cluster.orders}/messages?partition={p42[0]}"
+                                  f"&mode=timestamp&timestamp={quote(iso)}&limit=1")
+    assert status == 200
+    rows = _cells(html, "messages")
+    assert rows[0][:2] == [str(p42[0]), str(p42[1])]
+    # every partition: the earliest record at or after the time, per partition
+    _, html, _ = console.get(f"/topics/{console_cluster.orders}/messages?mode=timestamp&timestamp={target}&limit=100")
+    got = {(int(r[0]), int(r[1])) for r in _cells(html, "messages")}
+    want = {(p, o) for p, o, _k, _v, ts in console_cluster.produced if ts >= target}
+    assert got == want
+
+
+def test_key_search_reads_only_the_keys_partition(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:
+    key = b"customer-3"
+    expect_p = partition_for_key(key, ORDERS_PARTITIONS)
+    status, html, _ = console.get(f"/topics/{console_cluster.orders}/messages?q=customer-3&where=key&limit=100")
+    assert status == 200
+    assert f"lives in partition {expect_p} of {ORDERS_PARTITIONS}" in html
+    rows = _cells(html, "messages")
+    want = [(p, o) for p, o, k, _v, _t in console_cluster.produced if k == key]
+    assert [(int(r[0]), int(r[1])) for r in rows] == sorted(want)
+    # what was read: only that partition's records
+    n_read = int(re.search(r"record\(s\) shown, (\d+) read", html).group(1))
+    assert n_read == sum(1 for p, *_ in console_cluster.produced if p == expect_p)
+
+
+def test_value_and_header_search(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:
+    needle = quote('"order": 7,')
+    _, html, _ = console.get(f"/topics/{console_cluster.orders}/messages?q={needle}&where=value")
+    rows = _cells(html, "messages")
+    p, o, *_ = console_cluster.produced[7]
+    assert [(int(r[0]), int(r[1])) for r in rows] == [(p, o)]
+    _, html, _ = console.get(f"/topics/{console_cluster.orders}/messages?q=test-59&where=header")
+    rows = _cells(html, "messages")
+    assert [(int(r[0]), int(r[1])) for r in rows] == [console_cluster.produced[59][:2]]
+
+
+def test_formats_and_exports(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:
+    p, o, key, value, ts = console_cluster.produced[0]
+    base = f"/topics/{console_cluster.orders}/messages?partition={p}&mode=offset&offset={o}&limit=3"
+    _, html, _ = console.get(base + "&format=hex")
+    assert value.hex(" ") in html
+    status, body, headers = console.get_bytes(base + "&export=json")
+    rows = json.loads(body)
+    assert status == 200 and len(rows) == 3 and rows[0]["offset"] == o and rows[0]["timestamp"] == ts
+    assert json.loads(rows[0]["value"]) == json.loads(value)
+    _, body, headers = console.get_bytes(base + "&export=csv")
+    assert headers["content-type"].startswith("text/csv")
+    table = list(csv.DictReader(io.StringIO(body.decode())))
+    assert [int(r["offset"]) for r in table] == [o, o + 1, o + 2] and table[0]["key"] == key.decode()
+    pq = pytest.importorskip("pyarrow.parquet")
+    _, body, _ = console.get_bytes(base + "&export=parquet")
+    t = pq.read_table(io.BytesIO(body))
+    assert t.num_rows == 3 and t.column("value")[0].as_py() == value
+
+
+def test_groups_list_both_protocols(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:
+    status, html, _ = console.get("/groups")
+    assert status == 200
+    rows = {r[0]: r for r in _cells(html, "groups")}
+    assert rows[console_cluster.billing][1] == "classic" and rows[console_cluster.billing][2] == "stable"
+    assert rows[console_cluster.audit][1] == "consumer" and rows[console_cluster.audit][2] == "stable"
+    assert rows[console_cluster.billing][3] == "1"
+
+
+def _lag_rows(html: str) -> dict[str, list[str]]:
+    return {r[0] + "-" + r[1]: r for r in _cells(html, "lag")}
+
+
+def test_group_page_lag_per_partition(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:
+    status, html, _ = console.get(f"/groups/{console_cluster.billing}")
+    assert status == 200
+    ends = {p: 0 for p in range(ORDERS_PARTITIONS)}
+    for p, o, *_ in console_cluster.produced:
+        ends[p] = max(ends[p], o + 1)
+    rows = _lag_rows(html)
+    for p in range(ORDERS_PARTITIONS):
+        r = rows[f"{console_cluster.orders}-{p}"]
+        assert (r[2], r[3], r[4]) == ("10", str(ends[p]), str(ends[p] - 10))
+        assert r[5].endswith((" s", "min", " h", " d"))  # lag in seconds: the record at offset 10 is from 2026-01-01
+        assert r[10] == "/127.0.0.1" and r[11] == "billing-app"
+    assert f'id="total-lag">{sum(ends.values()) - 30:,}<' in html
+    assert 'id="group-type">classic' in html and "<svg" in html
+    _, html, _ = console.get(f"/groups/{console_cluster.audit}")
+    assert 'id="group-type">consumer' in html
+    rows = _lag_rows(html)
+    assert {k: v[4] for k, v in rows.items()} == {
+        f"{console_cluster.events}-{p}": str(max(0, console_cluster.events_ends.get(p, 0) - 5)) for p in range(2)}
+
+
+def test_lag_chart_is_sampled_over_time(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:
+    sampler = console.app.state.console.sampler
+    end = time.monotonic() + 15
+    while sampler.samples < 3 and time.monotonic() < end:
+        time.sleep(0.1)
+    assert sampler.samples >= 3, sampler.last_error
+    series = console.app.state.console.history.group_series(console_cluster.billing)
+    assert len(series["total"]) >= 3
+    ends = {}
+    for p, o, *_ in console_cluster.produced:
+        ends[p] = max(ends.get(p, 0), o + 1)
+    assert series["total"][-1][1] == sum(ends.values()) - 30
+    _, html, _ = console.get(f"/groups/{console_cluster.billing}")
+    assert html.count("<polyline") >= 2
+
+
+def test_lab_live_group_and_described_shape(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:
+    from kaflite.assign.simulate import Group, Member, rebalance
+
+    status, html, _ = console.get(f"/lab?group={console_cluster.billing}")
+    assert status == 200
+    assert f"{console_cluster.orders}:{ORDERS_PARTITIONS}" in html and 'id="live"' in html
+    shape = "topics=t0:3,t1:4&members=" + quote("C0: t0,t1\nC1: t0,t1\nC2: t1") + "&leave=C0&grow=t1:6"
+    status, html, _ = console.get("/lab?" + shape + "".join(f"&s_{s}=1" for s in ("range", "sticky", "uniform")))
+    assert status == 200
+    group = Group({"t0": 3, "t1": 4}, {"C0": Member(["t0", "t1"]), "C1": Member(["t0", "t1"]), "C2": Member(["t1"])})
+    for s in ("range", "sticky", "uniform"):
+        section = re.search(rf'<section class="lab-run" id="run-{s}".*?</section>', html, re.S).group(0)
+        table = re.search(r'<table class="assignment">.*?</table>', section, re.S).group(0)
+        shown = {m: tps for m, _n, tps in (
+            [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+            for row in re.findall(r"<tr data-member[^>]*>(.*?)</tr>", table, re.S))}
+        want = {m: ", ".join(str(tp) for tp in tps) for m, tps in rebalance(s, group).final.items()}
+        assert shown == want, s
+    assert "run-roundrobin" not in html
+    assert "C0 leaves, t1 grows to 6 partitions" in html
+
+
+def test_key_skew_page(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:
+    from kaflite.assign.partitioners import client_partition
+
+    status, html, _ = console.get(f"/topics/{console_cluster.events}/skew?key=hot")
+    assert status == 200
+    heavy = _cells(html, "heavy")
+    assert heavy[0][0] == "hot" and heavy[0][1] == "30"
+    placed = {r[0]: r[1] for r in _cells(html, "placements")}
+    assert placed["java"] == str(client_partition("java", b"hot", 2))
+    assert placed["librdkafka"] == str(client_partition("librdkafka", b"hot", 2))
+
+
+def test_bad_input_and_unknown_things(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:
+    status, html, _ = console.get("/topics/no-such-topic")
+    assert status == 404 and "does not exist" in html
+    _, html, _ = console.get("/topics?internal=1")
+    assert "no-such-topic" not in html  # looking did not auto-create it
+    status, html, _ = console.get(f"/topics/{console_cluster.orders}/messages?limit=abc")
+    assert status == 400 and "limit: expected an integer" in html
+    status, html, _ = console.get(f"/topics/{console_cluster.orders}/messages?mode=timestamp&timestamp=yesterday")
+    assert status == 400 and "timestamp" in html
+    status, html, _ = console.get("/groups/no-such-group")
+    assert status == 404
+    status, html, _ = console.get("/lab?topics=t0:x&members=C0:t0")
+    assert status == 400 and "NAME:PARTITIONS" in html
+
+
+def test_read_only_refuses_produce(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:
+    status, html, _ = console.post(f"/topics/{console_cluster.orders}/produce", {"value": "x"})
+    assert status == 403 and "read-only" in html
+
+
+def test_produce_and_reproduce_with_writes(console_rw: ConsoleServer, console_cluster: ConsoleCluster) -> None:
+    topic = console_cluster.events
+    status, _, _ = console_rw.post(f"/topics/{topic}/produce", {"key": "k", "value": "v"})
+    assert status == 403  # no form token
+    _, page, _ = console_rw.get(f"/topics/{topic}")
+    token = re.search(r'name="token" value="([^"]+)"', page).group(1)
+    status, _, headers = console_rw.post(f"/topics/{topic}/produce",
+                                         {"token": token, "key": "from-page", "value": "hello", "partition": "1",
+                                          "headers": "origin=console", "encoding": "text"})
+    assert status == 303
+    p, o = re.search(r"produced=(\d+):(\d+)", headers["location"]).groups()
+    assert p == "1"
+    _, html, _ = console_rw.get(f"/topics/{topic}/messages?partition=1&mode=offset&offset={o}&limit=1&format=text")
+    row = _cells(html, "messages")[0]
+    assert row[3:5] == ["from-page", "hello"] and "origin" in row[5]
+    _, html, _ = console_rw.get(f"/topics/{topic}?from=1:{o}")
+    assert 'name="key" value="from-page"' in html and ">hello</textarea>" in html
+
+
+def test_hide_values(console_cluster: ConsoleCluster) -> None:
+    srv = ConsoleServer(console_cluster.bootstrap, hide_values=True, sample_interval=0).start()
+    try:
+        p, o, _k, value, _t = console_cluster.produced[3]
+        _, html, _ = srv.get(f"/topics/{console_cluster.orders}/messages?partition={p}&mode=offset&offset={o}&limit=1")
+        assert value.decode() not in html and f"(hidden, {len(value)} bytes)" in html
+        _, body, _ = srv.get_bytes(f"/topics/{console_cluster.orders}/messages?export=json&limit=5")
+        assert all(r["value"].startswith("(hidden") for r in json.loads(body))
+        status, html, _ = srv.get(f"/topics/{console_cluster.orders}/messages?q=order&where=value")
+        assert status == 400 and "hides message values" in html
+    finally:
+        srv.stop()
+
+

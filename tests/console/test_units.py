@@ -1,0 +1,155 @@
+"""The console's pure parts: lag math, record display/search/export, the lab, the SVG charts."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from kaflite.assign.simulate import Group, Member, balance, moves, rebalance
+from kaflite.console.lab import (
+    LAB_STRATEGIES,
+    Change,
+    key_placements,
+    key_skew,
+    parse_change,
+    parse_members,
+    parse_topics,
+    run_lab,
+)
+from kaflite.console.lag import LagHistory, drain_seconds, partition_lag, rate
+from kaflite.console.records import Record, export, matches, parse_time, show
+from kaflite.console.svg import assignment_grid, bar_chart, line_chart
+
+
+def test_rate_over_window() -> None:
+    assert rate([], 60) is None and rate([(0.0, 5)], 60) is None
+    assert rate([(0.0, 0), (10.0, 100), (20.0, 300)], 60) == 15.0
+    # only the last 10 s count
+    assert rate([(0.0, 0), (10.0, 100), (20.0, 300)], 10) == 20.0
+
+
+def test_drain_time() -> None:
+    assert drain_seconds(0, None, None) == 0.0
+    assert drain_seconds(100, 30.0, 10.0) == 5.0
+    assert drain_seconds(100, 10.0, 10.0) is None  # keeping up, not draining
+    assert drain_seconds(100, None, 1.0) is None
+
+
+def test_partition_lag_is_log_end_minus_committed() -> None:
+    assert partition_lag("t", 0, 10, 25).lag == 15
+    assert partition_lag("t", 0, None, 25).lag is None
+    assert partition_lag("t", 0, -1, 25).lag is None
+    assert partition_lag("t", 0, 30, 25).lag == 0
+
+
+def test_lag_history_series_and_rates() -> None:
+    h = LagHistory(max_samples=3, window_s=100)
+    tp = ("t", 0)
+    for i, (end, committed) in enumerate([(100, 10), (200, 60), (300, 160), (400, 260)]):
+        h.record_ends(float(i * 10), {tp: end})
+        h.record_group(float(i * 10), "g", {tp: committed}, {tp: end})
+    series = h.group_series("g")
+    assert [v for _t, v in series["total"]] == [140.0, 140.0, 140.0]  # bounded to 3 samples
+    assert h.produce_rate(tp) == 10.0 and h.consume_rate("g", tp) == 10.0
+    rows = [partition_lag("t", 0, 260, 400)]
+    h.enrich("g", rows)
+    assert rows[0].drain_seconds is None  # consuming exactly as fast as producing
+    assert h.group_total_lag("g") == 140
+
+
+def test_show_formats_and_hiding() -> None:
+    assert show(b'{"a": 1}', "json") == '{\n  "a": 1\n}'
+    assert show(b'{"a": 1}', "auto") == '{"a": 1}'
+    assert show(b"\xff\x00", "auto") == "ff 00"
+    assert show(b"abc", "hex") == "61 62 63"
+    assert show(b"abc", "text", hidden=True) == "(hidden, 3 bytes)"
+    assert show(None, "text") == "(null)"
+
+
+def test_search_matching() -> None:
+    r = Record("t", 0, 5, 0, b"k1", b"hello world", [("trace", b"abc-123")])
+    assert matches(r, b"k1", "key") and not matches(r, b"k", "key")
+    assert matches(r, b"world", "value") and not matches(r, b"world", "value", hidden=True)
+    assert matches(r, b"abc", "header") and matches(r, b"trace", "header")
+    assert matches(r, b"k1", "any")
+
+
+def test_parse_time() -> None:
+    assert parse_time("1767225600000") == 1767225600000
+    assert parse_time("2026-01-01T00:00:00Z") == 1767225600000
+    assert parse_time("2026-01-01T01:00:00+01:00") == 1767225600000
+    with pytest.raises(ValueError, match="epoch milliseconds or ISO-8601"):
+        parse_time("yesterday")
+
+
+def test_exports() -> None:
+    recs = [Record("t", 1, 7, 1000, b"k", b'{"x": 1}', [("h", b"v")]), Record("t", 1, 8, 2000, None, None)]
+    body, media = export(recs, "json")
+    rows = json.loads(body)
+    assert media == "application/json" and rows[0]["headers"] == {"h": "v"} and rows[1]["key"] is None
+    body, _ = export(recs, "csv")
+    table = list(csv.DictReader(io.StringIO(body.decode())))
+    assert table[0]["offset"] == "7" and table[0]["value"] == '{"x": 1}'
+    pq = pytest.importorskip("pyarrow.parquet")
+    body, _ = export(recs, "parquet", hidden=True)
+    t = pq.read_table(io.BytesIO(body))
+    assert t.column("key").to_pylist() == [b"k", None] and t.column("value").to_pylist() == [None, None]
+    with pytest.raises(ValueError, match="unknown format"):
+        export(recs, "xml")
+
+
+def test_shape_parsing_errors_name_the_field() -> None:
+    assert parse_topics("a:3, b:1\nc:2") == {"a": 3, "b": 1, "c": 2}
+    with pytest.raises(ValueError, match="topics: expected NAME:PARTITIONS"):
+        parse_topics("a:0")
+    members = parse_members("C0: a,b @r1\nC1: a", {"a": 3, "b": 1})
+    assert members["C0"].rack == "r1" and members["C1"].topics == ["a"]
+    with pytest.raises(ValueError, match="unknown topic"):
+        parse_members("C0: zzz", {"a": 3})
+    with pytest.raises(ValueError, match="given twice"):
+        parse_members("C0: a\nC0: a")
+    with pytest.raises(ValueError, match="can only grow"):
+        parse_change(grow="a:1").apply(Group({"a": 3}, {"C0": Member(["a"])}))
+
+
+def test_lab_equals_kaflite_assign() -> None:
+    group = Group({"t0": 3, "t1": 2}, {"C0": Member(["t0", "t1"]), "C1": Member(["t0", "t1"]), "C2": Member(["t1"])})
+    change = Change(leave=["C0"], join={"C3": Member(["t0"])}, grow={"t1": 4})
+    runs, after = run_lab(group, change)
+    assert [r.strategy for r in runs] == list(LAB_STRATEGIES)
+    assert after is not None and after.topics == {"t0": 3, "t1": 4} and list(after.members) == ["C1", "C2", "C3"]
+    for run in runs:
+        first = rebalance(run.strategy, group)
+        assert run.assignment == first.final
+        assert run.balance == balance(group, first.final)
+        second = rebalance(run.strategy, after, first.final)
+        assert run.after == second.final and run.moved == moves(first.final, second.final)
+        assert len(run.after_rounds) == len(second.rounds)
+        assert run.svg.startswith("<svg") and 'class="owned' in run.svg
+        # every moved partition is outlined in its new owner's row
+        assert run.after_rounds[-1].svg.count('class="owned moved"') == sum(1 for _tp, _a, b in run.moved if b)
+
+
+def test_key_skew_and_placements() -> None:
+    ks = key_skew("t", [10, 30, 20], [b"a", b"a", b"b", None, b"a"])
+    assert ks.heaviest[0] == (b"a", 3) and ks.null_keys == 1 and ks.sampled == 5
+    assert ks.skew == pytest.approx(30 / 20)
+    placed = {c: p for c, _how, p in key_placements(b"hot", 6)}
+    assert placed["java"] == placed["librdkafka-murmur2"]
+    assert key_placements(b"", 6)[1][2] is None  # librdkafka: empty key is random
+
+
+def test_svg_charts_escape_and_draw() -> None:
+    svg = line_chart({"<evil>": [(0.0, 1.0), (10.0, 5.0)]}, title="a & b")
+    assert "<evil>" not in svg and "&lt;evil&gt;" in svg and "a &amp; b" in svg and "<polyline" in svg
+    assert "no samples yet" in line_chart({}, title="x")
+    bar = bar_chart(["p0", "p1"], [3, 0], title="t")
+    assert bar.count("<rect") == 2
+    grid = assignment_grid(["A", "B"], [("t", 0), ("t", 1)], {("t", 0): "A", ("t", 1): "B"}, title="g",
+                           previous_owner={("t", 0): "A", ("t", 1): "A"})
+    assert grid.count('class="owned') == 2 and grid.count('class="owned moved"') == 1 and 'class="lost"' in grid
+    big = assignment_grid(["A"] * 2, [("t", i) for i in range(5000)], {}, title="big")
+    assert "too large to draw" in big
