@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from kaflite.cli import DEFAULT_BOOTSTRAP, EXIT_USAGE, Bootstrap, check_reachable, fail, handle_errors
+from kaflite.cli.common import DEFAULT_BOOTSTRAP, EXIT_USAGE, Bootstrap, check_reachable, fail, handle_errors
 
 __all__ = ["register"]
 
