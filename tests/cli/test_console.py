@@ -102,6 +102,7 @@ def test_consume_from_beginning_until_end(cli, cli_bootstrap: str, topic_name: s
         "consume",
         topic_name,
         "--from-beginning",
+        "--exit-at-end",
         "--print-key",
         "--print-partition",
         "--print-offset",
@@ -122,7 +123,7 @@ def test_consume_from_beginning_until_end(cli, cli_bootstrap: str, topic_name: s
 def test_consume_latest_reads_nothing_and_exits(cli, cli_bootstrap: str, topic_name: str) -> None:
     _create(cli, cli_bootstrap, topic_name)
     _produce(cli_bootstrap, topic_name, [(None, b"old", 0)])
-    result = cli("consume", topic_name, "--bootstrap-server", cli_bootstrap)
+    result = cli("consume", topic_name, "-e", "--bootstrap-server", cli_bootstrap)
     assert result.exit_code == 0, result.output
     assert result.stdout == ""
 
@@ -154,7 +155,7 @@ def test_consume_timestamp_format(cli, cli_bootstrap: str, topic_name: str) -> N
     before = int(time.time() * 1000)
     _produce(cli_bootstrap, topic_name, [(None, b"v", 0)])
     result = cli(
-        "consume", topic_name, "--from-beginning", "--print-timestamp", "--bootstrap-server", cli_bootstrap
+        "consume", topic_name, "--from-beginning", "--print-timestamp", "-e", "-b", cli_bootstrap
     )
     ts_field, value = result.stdout.strip().split("\t")
     kind, ts = ts_field.split(":")

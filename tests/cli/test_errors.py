@@ -26,7 +26,11 @@ def _one_error_line(stderr: str) -> str:
         (["topics", "create", "t", "--bogus"], "(allowed: --bootstrap-server, --config, --help"),
         (["topics", "creat", "t"], "No such command 'creat'"),
         (["topics", "creat", "t"], "commands: create, list, describe"),
-        (["topics", "create"], "Missing argument"),
+        (["topics", "create"], "missing the topic: give it as TOPIC or --topic TOPIC"),
+        (["topics", "create", "a", "--topic", "b"], "give the topic once, as TOPIC or --topic"),
+        (["consume", "t", "--offset", "soon"], "--offset: expected earliest (beginning, start, oldest), latest"),
+        (["consume", "t", "-e", "--follow"], "--follow and --exit-at-end contradict each other"),
+        (["consume", "t", "--property", "print.key=yes"], "--property print.key: expected true or false"),
         (["topics", "create", "t", "--partitions", "many"], "'--partitions'"),
         (["frobnicate"], "No such command 'frobnicate'"),
         (["produce", "t", "--acks", "2"], "--acks: expected 0, 1, all or -1, got '2'"),
@@ -36,6 +40,13 @@ def test_usage_errors_are_one_line_exit_2(run_kaflite, cli_bootstrap: str, args:
     proc = run_kaflite(*args, "--bootstrap-server", cli_bootstrap, input="")
     assert proc.returncode == 2, proc.stderr
     assert expected in _one_error_line(proc.stderr)
+    assert proc.stdout == ""
+
+
+def test_option_without_its_value_is_one_line(run_kaflite) -> None:
+    proc = run_kaflite("topics", "create", "t", "--partitions")
+    assert proc.returncode == 2, proc.stderr
+    assert "'--partitions' requires an argument" in _one_error_line(proc.stderr)
     assert proc.stdout == ""
 
 

@@ -80,7 +80,7 @@ def test_serve_round_trip_and_restart(run_kaflite, kaflite_exe: Path, served) ->
     try:
         _wait_for_port(port, again)
         consumed = run_kaflite(
-            "consume", "served", "--from-beginning", "--print-key", "-b", f"127.0.0.1:{port}"
+            "consume", "served", "--from-beginning", "--print-key", "-e", "-b", f"127.0.0.1:{port}"
         )
         assert consumed.returncode == 0, consumed.stderr
         assert sorted(consumed.stdout.splitlines()) == ["a\t1", "b\t2", "c\t3"]

@@ -33,7 +33,9 @@ __all__ = [
     "describe_exception",
     "fail",
     "handle_errors",
+    "one_topic",
     "print_error",
+    "topics_given",
     "parse_key_values",
 ]
 
@@ -80,6 +82,21 @@ def parse_key_values(pairs: list[str] | None, option: str, allow_empty_value: bo
             fail(f"{option}: expected KEY=VALUE, got {pair!r}", EXIT_USAGE)
         out[key.strip()] = value
     return out
+
+
+def one_topic(positional: str | None, option: str | None, what: str = "TOPIC") -> str:
+    """The topic given either as the positional argument (ours) or with --topic (Kafka's tools, kcat)."""
+    if positional is not None and option is not None and positional != option:
+        fail(f"give the topic once, as {what} or --topic (got {positional!r} and {option!r})", EXIT_USAGE)
+    topic = option if option is not None else positional
+    if not topic:
+        fail(f"missing the topic: give it as {what} or --topic {what}", EXIT_USAGE)
+    return topic
+
+
+def topics_given(positional: list[str] | None, option: list[str] | None) -> list[str]:
+    """Topics given as positional arguments and/or repeated --topic options, in order, without repeats."""
+    return list(dict.fromkeys([*(positional or []), *(option or [])]))
 
 
 def _split_host_port(server: str) -> tuple[str, int]:

@@ -3,22 +3,27 @@
 produce: one record per stdin line; `--key-separator` splits `key<SEP>value`, `--header K=V` adds headers,
 `--partition` pins a partition, `--acks` chooses 0 / 1 / all. Exits 1 if any record is not acknowledged.
 
-consume: without `--follow` it reads up to the end of every partition (as it was when the consumer got
-there, librdkafka's "partition EOF") and exits; with `--follow` it keeps waiting for new records until
-Ctrl-C, `--max-messages` or `--idle-timeout`. Without `--group` it assigns the partitions itself (no
-group, no commits); with `--group` it subscribes and commits like kafka-console-consumer.sh. The text
+consume: like kafka-console-consumer.sh it waits for new records until Ctrl-C, `--max-messages` or
+`--timeout-ms`; with `-e` / `--exit-at-end` (kcat) it reads up to the end of every partition (as it was
+when the consumer got there, librdkafka's "partition EOF") and exits. `--offset` takes Kafka's
+earliest|latest|N and kcat/rpk's -N (last N), +N, s@ts / @ts. Without `--group` it assigns the partitions
+itself (no group, no commits); with `--group` it subscribes and commits like kafka-console-consumer.sh.
+Kafka's spellings sit beside ours: `--topic`, `--property print.key=true` and the other formatter
+properties, `--consumer-property` / `--producer-property` (= `-X`, librdkafka's keys). The text
 format is Kafka's DefaultMessageFormatter: optional `CreateTime:<ms>`, `Partition:<p>`, `Offset:<o>`,
 headers (`k:v,k2:v2` or `NO_HEADERS`), key, then the value, separated by `--separator` (a tab).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import signal
 import sys
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
@@ -33,18 +38,32 @@ from kaflite.cli.common import (
     describe_exception,
     fail,
     handle_errors,
+    one_topic,
     parse_key_values,
 )
 
-__all__ = ["format_record", "register"]
+__all__ = ["StartOffset", "format_record", "parse_offset", "register"]
 
-ClientProperty = Annotated[
+TopicOption = Annotated[
+    str | None, typer.Option("--topic", "-t", help="The topic (kafka-console-*.sh / kcat spelling).")
+]
+ToolProperty = Annotated[
     list[str] | None,
     typer.Option(
         "--property",
+        metavar="KEY=VALUE",
+        help="A property of Kafka's console tool (repeatable; see the command's help); any other key is "
+        "passed to librdkafka.",
+    ),
+]
+ClientProperty = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--client-property",
         "-X",
         metavar="KEY=VALUE",
-        help="A librdkafka client property (repeatable), e.g. -X enable.idempotence=true.",
+        help="A librdkafka client property (repeatable), e.g. -X enable.idempotence=true (also spelled "
+        "--producer-property / --consumer-property).",
     ),
 ]
 _ACKS = {"0": "0", "1": "1", "all": "all", "-1": "all"}
@@ -53,6 +72,18 @@ _ACKS = {"0": "0", "1": "1", "all": "all", "-1": "all"}
 def register(app: typer.Typer) -> None:
     app.command("produce")(produce)
     app.command("consume")(consume)
+
+
+def _true(key: str, value: str) -> bool:
+    if value.lower() not in ("true", "false"):
+        fail(f"--property {key}: expected true or false, got {value!r}", EXIT_USAGE)
+    return value.lower() == "true"
+
+
+def split_properties(pairs: dict[str, str], tool_keys: frozenset[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """--property KEY=VALUE pairs split into the console tool's own keys and librdkafka's."""
+    tool = {k: v for k, v in pairs.items() if k in tool_keys}
+    return tool, {k: v for k, v in pairs.items() if k not in tool_keys}
 
 
 def _unescape_separator(sep: str) -> str:
@@ -116,7 +147,7 @@ def _client(factory: Any, settings: dict[str, Any]) -> Any:
     try:
         return factory(settings)
     except Exception as err:  # KafkaException / ValueError from librdkafka's configuration
-        fail(f"--property: {describe_exception(err)}", EXIT_USAGE)
+        fail(f"-X/--property: {describe_exception(err)}", EXIT_USAGE)
 
 
 def _topic_partitions(client: Any, topic: str, timeout: float) -> int:
@@ -147,9 +178,14 @@ def _lines(stream: Any) -> Iterator[bytes]:
         yield line
 
 
+# kafka-console-producer.sh's LineMessageReader properties this command understands.
+PRODUCER_TOOL_KEYS = frozenset({"parse.key", "key.separator"})
+
+
 @handle_errors
 def produce(
-    topic: Annotated[str, typer.Argument(help="Topic to write to.")],
+    topic_arg: Annotated[str | None, typer.Argument(metavar="TOPIC", help="Topic to write to.")] = None,
+    topic_opt: TopicOption = None,
     key_separator: Annotated[
         str | None,
         typer.Option("--key-separator", "-k", help="Split each line into key<SEP>value (e.g. ':' or '\\t')."),
@@ -168,7 +204,12 @@ def produce(
         str, typer.Option("--compression", help="none, gzip, snappy, lz4 or zstd.")
     ] = "none",
     linger_ms: Annotated[int, typer.Option("--linger-ms", min=0, help="Batching delay of the producer.")] = 5,
+    tool_property: ToolProperty = None,
     client_property: ClientProperty = None,
+    producer_property: Annotated[
+        list[str] | None,
+        typer.Option("--producer-property", metavar="KEY=VALUE", help="Same as -X.", hidden=True),
+    ] = None,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Annotated[
         float,
@@ -177,9 +218,18 @@ def produce(
         ),
     ] = 30.0,
 ) -> None:
-    """Write stdin lines to TOPIC, one record per line."""
+    """Write stdin lines to TOPIC, one record per line.
+
+    Kafka's spelling works too: --topic T, --property parse.key=true --property key.separator=: (the
+    separator defaults to a tab with parse.key, as kafka-console-producer.sh)."""
     from confluent_kafka import Producer
 
+    topic = one_topic(topic_arg, topic_opt)
+    tool, librdkafka = split_properties(parse_key_values(tool_property, "--property"), PRODUCER_TOOL_KEYS)
+    if "parse.key" in tool and _true("parse.key", tool["parse.key"]) and key_separator is None:
+        key_separator = tool.get("key.separator", "\t")
+    elif "key.separator" in tool and "parse.key" not in tool:
+        fail("--property key.separator: needs --property parse.key=true", EXIT_USAGE)
     if acks not in _ACKS:
         fail(f"--acks: expected 0, 1, all or -1, got {acks!r}", EXIT_USAGE)
     if compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
@@ -188,7 +238,11 @@ def produce(
     sep = _unescape_separator(key_separator) if key_separator is not None else None
     if sep == "":
         fail("--key-separator: expected a non-empty separator", EXIT_USAGE)
-    extra = parse_key_values(client_property, "--property")
+    extra = {
+        **librdkafka,
+        **parse_key_values(client_property, "-X"),
+        **parse_key_values(producer_property, "--producer-property"),
+    }
     check_reachable(bootstrap_server)
     errors = ClientErrors()
     settings = {
@@ -262,8 +316,8 @@ def produce(
 # consume
 
 
-def _text(data: bytes | None) -> str:
-    return "null" if data is None else data.decode("utf-8", errors="replace")
+def _text(data: bytes | None, null: str = "null") -> str:
+    return null if data is None else data.decode("utf-8", errors="replace")
 
 
 def format_record(
@@ -274,9 +328,12 @@ def format_record(
     print_offset: bool = False,
     print_headers: bool = False,
     print_key: bool = False,
+    print_value: bool = True,
     separator: str = "\t",
+    headers_separator: str = ",",
+    null_literal: str = "null",
 ) -> str:
-    """One record in kafka-console-consumer.sh's DefaultMessageFormatter layout."""
+    """One record in kafka-console-consumer.sh's DefaultMessageFormatter layout (without the line end)."""
     parts: list[str] = []
     if print_timestamp:
         kind, ts = msg.timestamp()
@@ -287,10 +344,13 @@ def format_record(
         parts.append(f"Offset:{msg.offset()}")
     if print_headers:
         hdrs = msg.headers() or []
-        parts.append(",".join(f"{k}:{_text(v)}" for k, v in hdrs) if hdrs else "NO_HEADERS")
+        parts.append(
+            headers_separator.join(f"{k}:{_text(v, null_literal)}" for k, v in hdrs) if hdrs else "NO_HEADERS"
+        )
     if print_key:
-        parts.append(_text(msg.key()))
-    parts.append(_text(msg.value()))
+        parts.append(_text(msg.key(), null_literal))
+    if print_value:
+        parts.append(_text(msg.value(), null_literal))
     return separator.join(parts)
 
 
@@ -310,24 +370,123 @@ def _json_record(msg: Any) -> str:
     )
 
 
+@dataclass(frozen=True)
+class StartOffset:
+    """Where `consume` starts in each partition it reads.
+
+    kind: earliest | latest | absolute (offset `value`) | from-start (`value` past the log start, rpk +N)
+    | tail (the last `value` records, kcat/rpk -N) | timestamp (first record at or after `value` ms)."""
+
+    kind: str
+    value: int = 0
+
+
+OFFSET_HELP = (
+    "earliest (beginning, start, oldest), latest (end, newest), N (that offset), -N (the last N records "
+    "of each partition), +N (N past the log start), s@MS or @MS (the first record at or after that time, "
+    "ms since the epoch, or @YYYY-MM-DD[THH:MM:SS] in UTC)"
+)
+
+
+def parse_offset(text: str) -> StartOffset:
+    """`--offset`'s value: Kafka's earliest|latest|N and kcat/rpk's -N, +N, s@ts, @ts."""
+    t = text.strip().lower()
+    if t in ("earliest", "beginning", "start", "oldest"):
+        return StartOffset("earliest")
+    if t in ("latest", "end", "newest"):
+        return StartOffset("latest")
+    if t.isdigit():
+        return StartOffset("absolute", int(t))
+    if t[:1] in "+-" and t[1:].isdigit():
+        return StartOffset("from-start" if t[0] == "+" else "tail", int(t[1:]))
+    if t.startswith(("s@", "@")):
+        stamp = t.split("@", 1)[1]
+        if stamp.isdigit():
+            return StartOffset("timestamp", int(stamp))
+        try:
+            when = datetime.datetime.fromisoformat(stamp.upper())
+        except ValueError:
+            pass
+        else:
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=datetime.UTC)
+            return StartOffset("timestamp", int(when.timestamp() * 1000))
+    fail(f"--offset: expected {OFFSET_HELP}; got {text!r}", EXIT_USAGE)
+
+
+def _start_offsets(consumer: Any, topic: str, ids: list[int], start: StartOffset, timeout: float) -> list[Any]:
+    """TopicPartitions positioned at `start` (watermarks / offsets-for-times asked where needed)."""
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
+
+    if start.kind == "earliest":
+        return [TopicPartition(topic, p, OFFSET_BEGINNING) for p in ids]
+    if start.kind == "latest":
+        return [TopicPartition(topic, p, OFFSET_END) for p in ids]
+    if start.kind == "absolute":
+        return [TopicPartition(topic, p, start.value) for p in ids]
+    if start.kind == "timestamp":
+        try:
+            found = consumer.offsets_for_times([TopicPartition(topic, p, start.value) for p in ids], timeout)
+        except Exception as err:
+            fail(f"--offset: looking up offsets by time in {topic!r}: {describe_exception(err)}")
+        # no record at or after the time: start at the end, as Kafka's ListOffsets answers (-1)
+        return [TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END) for tp in found]
+    out = []
+    for p in ids:
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+        except Exception as err:
+            fail(f"--offset: reading the offsets of {topic}-{p}: {describe_exception(err)}")
+        wanted = high - start.value if start.kind == "tail" else low + start.value
+        out.append(TopicPartition(topic, p, min(max(wanted, low), high)))
+    return out
+
+
+# kafka-console-consumer.sh's DefaultMessageFormatter properties (--property KEY=VALUE).
+FORMATTER_KEYS = frozenset(
+    {
+        "print.timestamp",
+        "print.partition",
+        "print.offset",
+        "print.headers",
+        "print.key",
+        "print.value",
+        "key.separator",
+        "line.separator",
+        "headers.separator",
+        "null.literal",
+    }
+)
+
+
 @handle_errors
 def consume(
-    topic: Annotated[str, typer.Argument(help="Topic to read.")],
+    topic_arg: Annotated[str | None, typer.Argument(metavar="TOPIC", help="Topic to read.")] = None,
+    topic_opt: TopicOption = None,
     from_beginning: Annotated[
         bool,
         typer.Option("--from-beginning", help="Start at the earliest offset (default: the end, as Kafka)."),
     ] = False,
-    offset: Annotated[
-        int | None, typer.Option("--offset", min=0, help="Start at this offset (needs --partition).")
-    ] = None,
+    offset: Annotated[str | None, typer.Option("--offset", "-o", help=f"Where to start: {OFFSET_HELP}.")] = None,
     partition: Annotated[
         int | None, typer.Option("--partition", "-p", min=0, help="Read only this partition.")
     ] = None,
+    exit_at_end: Annotated[
+        bool,
+        typer.Option(
+            "--exit-at-end", "-e", help="Exit once the end of every partition is reached (kcat -e)."
+        ),
+    ] = False,
     follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="Keep waiting for new records (until Ctrl-C).")
+        bool, typer.Option("--follow", "-f", help="Keep waiting for new records (the default).")
     ] = False,
     max_messages: Annotated[
-        int | None, typer.Option("--max-messages", "-n", min=1, help="Exit after this many records.")
+        int | None,
+        typer.Option("--max-messages", "-n", "-c", min=1, help="Exit after this many records."),
+    ] = None,
+    timeout_ms: Annotated[
+        int | None,
+        typer.Option("--timeout-ms", min=1, help="Exit when no record arrives for this many ms (Kafka's)."),
     ] = None,
     group: Annotated[
         str | None,
@@ -342,34 +501,75 @@ def consume(
     print_timestamp: Annotated[
         bool, typer.Option("--print-timestamp", help="Print CreateTime:<ms>.")
     ] = False,
-    separator: Annotated[str, typer.Option("--separator", help="Separator between printed fields.")] = "\\t",
+    separator: Annotated[
+        str | None, typer.Option("--separator", help="Separator between printed fields (default: a tab).")
+    ] = None,
     output_json: Annotated[bool, typer.Option("--json", help="One JSON object per record.")] = False,
     idle_timeout: Annotated[
         float | None,
         typer.Option(
             "--idle-timeout",
             min=0.1,
-            help="Exit when no record arrives for this many seconds (default: never with --follow, 15 s "
-            "without it, as a bound on waiting for the end).",
+            help="Exit when no record arrives for this many seconds (with -e, the default is 15 s, as a "
+            "bound on waiting for the end).",
         ),
     ] = None,
+    tool_property: ToolProperty = None,
     client_property: ClientProperty = None,
+    consumer_property: Annotated[
+        list[str] | None,
+        typer.Option("--consumer-property", metavar="KEY=VALUE", help="Same as -X.", hidden=True),
+    ] = None,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
-    """Print TOPIC's records to stdout."""
-    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
+    """Print TOPIC's records to stdout, waiting for new ones (like kafka-console-consumer.sh) until Ctrl-C,
+    --max-messages, --timeout-ms, or the end of the topic with -e.
 
-    if offset is not None and partition is None:
-        fail("--offset: needs --partition", EXIT_USAGE)
-    if offset is not None and group is not None:
-        fail("--offset: cannot be combined with --group (the group's committed offsets decide)", EXIT_USAGE)
-    sep = _unescape_separator(separator)
-    extra = parse_key_values(client_property, "--property")
+    --property takes kafka-console-consumer.sh's formatter keys: print.key, print.value, print.timestamp,
+    print.partition, print.offset, print.headers (true/false), key.separator, line.separator,
+    headers.separator, null.literal; any other key goes to librdkafka."""
+    from confluent_kafka import Consumer, KafkaError
+
+    topic = one_topic(topic_arg, topic_opt)
+    if follow and exit_at_end:
+        fail("--follow and --exit-at-end contradict each other; give one", EXIT_USAGE)
+    if offset is not None and from_beginning:
+        fail("--offset and --from-beginning: give one (--from-beginning = --offset earliest)", EXIT_USAGE)
+    if (offset is not None or partition is not None) and group is not None:
+        fail(
+            "--offset/--partition cannot be combined with --group (the group's committed offsets and its "
+            "assignment decide), as kafka-console-consumer.sh",
+            EXIT_USAGE,
+        )
+    if timeout_ms is not None and idle_timeout is not None:
+        fail("--timeout-ms and --idle-timeout: give one", EXIT_USAGE)
+    start = parse_offset(offset) if offset is not None else StartOffset("earliest" if from_beginning else "latest")
+    tool, librdkafka = split_properties(parse_key_values(tool_property, "--property"), FORMATTER_KEYS)
+    flags = {
+        "print.timestamp": print_timestamp,
+        "print.partition": print_partition,
+        "print.offset": print_offset,
+        "print.headers": print_headers,
+        "print.key": print_key,
+        "print.value": True,
+    }
+    for key in flags:
+        if key in tool:
+            flags[key] = _true(key, tool[key])
+    sep = _unescape_separator(separator if separator is not None else tool.get("key.separator", "\\t"))
+    line_end = _unescape_separator(tool.get("line.separator", "\\n"))
+    headers_sep = _unescape_separator(tool.get("headers.separator", ","))
+    null_literal = tool.get("null.literal", "null")
+    extra = {
+        **librdkafka,
+        **parse_key_values(client_property, "-X"),
+        **parse_key_values(consumer_property, "--consumer-property"),
+    }
     check_reachable(bootstrap_server)
     errors = ClientErrors()
     settings: dict[str, Any] = {
         "enable.partition.eof": True,
-        "auto.offset.reset": "earliest" if from_beginning else "latest",
+        "auto.offset.reset": "earliest" if start.kind == "earliest" else "latest",
         "enable.auto.commit": group is not None,
         "group.id": group if group is not None else f"kaflite-console-{uuid.uuid4().hex[:12]}",
         **extra,
@@ -384,9 +584,8 @@ def consume(
             if partition is not None and partition >= count:
                 fail(f"--partition: topic {topic} has partitions 0..{count - 1}, got {partition}", EXIT_USAGE)
             if group is None:
-                start = offset if offset is not None else (OFFSET_BEGINNING if from_beginning else OFFSET_END)
                 ids = [partition] if partition is not None else list(range(count))
-                consumer.assign([TopicPartition(topic, p, start) for p in ids])
+                consumer.assign(_start_offsets(consumer, topic, ids, start, 15.0))
                 assigned.update((topic, p) for p in ids)
             else:
 
@@ -400,7 +599,10 @@ def consume(
 
                 consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
 
-            idle = idle_timeout if idle_timeout is not None else (None if follow else 15.0)
+            if timeout_ms is not None:
+                idle: float | None = timeout_ms / 1000
+            else:
+                idle = idle_timeout if idle_timeout is not None else (15.0 if exit_at_end else None)
             last_progress = time.monotonic()
             out = sys.stdout
             while (max_messages is None or received < max_messages) and not stop.requested:
@@ -411,8 +613,8 @@ def consume(
                 now = time.monotonic()
                 if msg is None:
                     if idle is not None and now - last_progress > idle:
-                        if follow or idle_timeout is not None:
-                            break  # an explicit idle timeout (or --follow with one) ends the run normally
+                        if not exit_at_end or idle_timeout is not None or timeout_ms is not None:
+                            break  # an explicit idle timeout ends the run normally (Kafka's --timeout-ms)
                         fail(
                             f"consuming {topic!r}: did not reach the end of the topic within {idle:g} s "
                             f"({len(at_end)}/{len(assigned)} partitions at the end)"
@@ -423,7 +625,7 @@ def consume(
                     if err.code() == KafkaError._PARTITION_EOF:
                         at_end.add((str(msg.topic()), msg.partition() or 0))
                         last_progress = now
-                        if not follow and assigned and assigned <= at_end:
+                        if exit_at_end and assigned and assigned <= at_end:
                             break
                         continue
                     if err.fatal() or not err.retriable():
@@ -436,18 +638,21 @@ def consume(
                     if output_json
                     else format_record(
                         msg,
-                        print_timestamp=print_timestamp,
-                        print_partition=print_partition,
-                        print_offset=print_offset,
-                        print_headers=print_headers,
-                        print_key=print_key,
+                        print_timestamp=flags["print.timestamp"],
+                        print_partition=flags["print.partition"],
+                        print_offset=flags["print.offset"],
+                        print_headers=flags["print.headers"],
+                        print_key=flags["print.key"],
+                        print_value=flags["print.value"],
                         separator=sep,
+                        headers_separator=headers_sep,
+                        null_literal=null_literal,
                     )
                 )
                 try:
-                    out.write(line + "\n")
-                    if follow:
-                        out.flush()
+                    out.write(line + ("\n" if output_json else line_end))
+                    if not exit_at_end:
+                        out.flush()  # a follower's reader sees each record as it arrives
                 except BrokenPipeError:  # `kaflite consume ... | head`: the reader is gone, stop quietly
                     break
                 received += 1

@@ -9,7 +9,8 @@ commands work against any Kafka cluster. `describe` prints the table kafka-consu
 one row per partition that is assigned to a member or has a committed offset ("-" where there is none),
 preceded by "Consumer group 'g' has no active members." when the group is empty.
 `reset-offsets` changes committed offsets of an inactive group; without --execute it only shows the plan
-(Kafka's --dry-run default).
+(Kafka's --dry-run default) after Kafka's warning that no action was performed. `list --state` lists every
+group with its state; `list --state Stable,Empty` only those states. Groups are GROUP or --group GROUP.
 """
 
 from __future__ import annotations
@@ -45,11 +46,29 @@ Bootstrap = Annotated[
 ]
 Timeout = Annotated[float, typer.Option("--timeout", help="Seconds to wait for the broker's answer.", min=0.1)]
 
+GroupOption = Annotated[
+    str | None, typer.Option("--group", "-g", help="The group (kafka-consumer-groups.sh spelling).")
+]
+# kafka-consumer-groups.sh --reset-offsets without --execute or --dry-run warns in these words.
+DRY_RUN_WARNING = (
+    "WARN: No action will be performed as the --execute option is missing. "
+    "Add --execute to apply the new offsets; add --dry-run to only show them without this warning."
+)
+
 STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 
 
 def register(app: typer.Typer) -> None:
     app.add_typer(groups_app, name="groups")
+
+
+def _one_group(positional: str | None, option: str | None) -> str:
+    if positional is not None and option is not None and positional != option:
+        fail(f"give the group once, as GROUP or --group (got {positional!r} and {option!r})", EXIT_USAGE)
+    group = option if option is not None else positional
+    if not group:
+        fail("missing the group: give it as GROUP or --group GROUP", EXIT_USAGE)
+    return group
 
 
 @dataclass(frozen=True)
@@ -144,16 +163,31 @@ def _committed(admin: Any, group: str, timeout: float) -> dict[tuple[str, int], 
 @groups_app.command("list")
 @handle_errors
 def list_groups(
+    states_arg: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[STATE[,STATE...]]", help="With --state: only groups in these states."),
+    ] = None,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
-    state: Annotated[list[str] | None, typer.Option("--state", help=f"Only groups in these states ({', '.join(STATES)}); "
-                                                    "shows a STATE column.")] = None,
+    state: Annotated[
+        bool,
+        typer.Option(
+            "--state",
+            help=f"Show each group's state (GROUP and STATE columns); followed by states ({', '.join(STATES)}, "
+            "comma-separated), only groups in those states — as kafka-consumer-groups.sh --list --state.",
+        ),
+    ] = False,
     timeout: Timeout = 15.0,
 ) -> None:
     """List consumer groups (one per line; with --state, GROUP and STATE columns)."""
     from confluent_kafka import ConsumerGroupState
 
+    if states_arg and not state:
+        fail(f"unexpected argument(s) {' '.join(states_arg)}; to filter by state give --state STATE[,STATE...]",
+             EXIT_USAGE)
     wanted = []
-    for s in state or []:
+    for s in (x.strip() for arg in states_arg or [] for x in arg.split(",")):
+        if not s:
+            continue
         match = [x for x in STATES if x.lower() == s.lower()]
         if not match:
             fail(f"--state: unknown group state {s!r}; allowed: {', '.join(STATES)}", EXIT_USAGE)
@@ -167,7 +201,7 @@ def list_groups(
         kwargs["states"] = {by_name[s] for s in wanted}
     res = admin_result(admin.list_consumer_groups(**kwargs), timeout, "listing groups")
     listed = sorted(res.valid, key=lambda g: g.group_id)
-    if wanted:
+    if state:
         width = max([len("GROUP"), *(len(g.group_id) for g in listed)])
         typer.echo(f"{'GROUP'.ljust(width)} STATE")
         for g in listed:
@@ -185,13 +219,15 @@ def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
 @groups_app.command("describe")
 @handle_errors
 def describe(
-    group: Annotated[str, typer.Argument(help="The consumer group.")],
+    group_arg: Annotated[str | None, typer.Argument(metavar="GROUP", help="The consumer group.")] = None,
+    group_opt: GroupOption = None,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
     members: Annotated[bool, typer.Option("--members", help="One line per member instead of per partition.")] = False,
     state_only: Annotated[bool, typer.Option("--state", help="The group's coordinator, assignor, state, size.")] = False,
     timeout: Timeout = 15.0,
 ) -> None:
     """Offsets, lag and owners of a group's partitions (like kafka-consumer-groups.sh --describe)."""
+    group = _one_group(group_arg, group_opt)
     admin = admin_client(bootstrap_server)
     desc = _describe(admin, group, timeout)
     state = _state_name(desc.state)
@@ -233,11 +269,17 @@ def describe(
 @groups_app.command("delete")
 @handle_errors
 def delete(
-    groups: Annotated[list[str], typer.Argument(help="The groups to delete (they must be empty).")],
+    groups_arg: Annotated[
+        list[str] | None, typer.Argument(metavar="GROUP...", help="The groups to delete (they must be empty).")
+    ] = None,
+    groups_opt: Annotated[list[str] | None, typer.Option("--group", "-g", help="A group (repeatable).")] = None,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = 15.0,
 ) -> None:
     """Delete empty consumer groups and their committed offsets."""
+    groups = list(dict.fromkeys([*(groups_arg or []), *(groups_opt or [])]))
+    if not groups:
+        fail("missing the group: give GROUP... or --group GROUP", EXIT_USAGE)
     admin = admin_client(bootstrap_server)
     futures = admin.delete_consumer_groups(list(groups), request_timeout=timeout)
     failed = []
@@ -256,32 +298,50 @@ def delete(
 @groups_app.command("reset-offsets")
 @handle_errors
 def reset_offsets(
-    group: Annotated[str, typer.Argument(help="The consumer group (it must be inactive).")],
-    topic: Annotated[list[str], typer.Option("--topic", help="TOPIC or TOPIC:P,P,... (repeatable).")],
+    group_arg: Annotated[
+        str | None, typer.Argument(metavar="GROUP", help="The consumer group (it must be inactive).")
+    ] = None,
+    group_opt: GroupOption = None,
+    topic: Annotated[
+        list[str] | None, typer.Option("--topic", "-t", help="TOPIC or TOPIC:P,P,... (repeatable).")
+    ] = None,
+    all_topics: Annotated[
+        bool, typer.Option("--all-topics", help="Every topic the group has committed offsets for.")
+    ] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
     to_earliest: Annotated[bool, typer.Option("--to-earliest", help="Reset to the log start offset.")] = False,
     to_latest: Annotated[bool, typer.Option("--to-latest", help="Reset to the log end offset.")] = False,
     to_offset: Annotated[int | None, typer.Option("--to-offset", help="Reset to this offset.")] = None,
     shift_by: Annotated[int | None, typer.Option("--shift-by", help="Move the committed offset by N.")] = None,
     execute: Annotated[bool, typer.Option("--execute", help="Apply the plan (default: only show it).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only show the plan (the default), quietly.")] = False,
     timeout: Timeout = 15.0,
 ) -> None:
-    """Reset committed offsets of an inactive group; prints GROUP TOPIC PARTITION NEW-OFFSET."""
+    """Reset committed offsets of an inactive group; prints GROUP TOPIC PARTITION NEW-OFFSET.
+
+    Without --execute nothing changes: the plan is printed after Kafka's warning that no action was
+    performed (--dry-run says so explicitly and drops the warning)."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    group = _one_group(group_arg, group_opt)
+    if execute and dry_run:
+        fail("--execute and --dry-run contradict each other; give one", EXIT_USAGE)
 
     chosen = [n for n, v in (("--to-earliest", to_earliest), ("--to-latest", to_latest),
                              ("--to-offset", to_offset is not None), ("--shift-by", shift_by is not None)) if v]
     if len(chosen) != 1:
         fail("reset-offsets: give exactly one of --to-earliest, --to-latest, --to-offset, --shift-by"
              + (f" (got {', '.join(chosen)})" if chosen else ""), EXIT_USAGE)
+    if bool(topic) == all_topics:
+        fail("reset-offsets: give the scope, --topic TOPIC[:P,P...] (repeatable) or --all-topics", EXIT_USAGE)
     admin = admin_client(bootstrap_server)
     desc = _describe(admin, group, timeout)
     state = _state_name(desc.state)
     if state not in ("Empty", "Dead"):
         fail(f"Assignments can only be reset if the group '{group}' is inactive, but the current state is {state}.")
     meta = admin.list_topics(timeout=timeout)
-    targets: list[tuple[str, int]] = []
-    for spec in topic:
+    targets: list[tuple[str, int]] = sorted(_committed(admin, group, timeout)) if all_topics else []
+    for spec in topic or []:
         name, _, parts = spec.partition(":")
         if name not in meta.topics or meta.topics[name].error is not None:
             fail(f"--topic: topic {name!r} does not exist")
@@ -311,6 +371,8 @@ def reset_offsets(
         else:
             new = committed.get(key, low) + (shift_by or 0)
         plan.append((key, min(max(new, low), high)))  # Kafka clamps into [log start, log end]
+    if not execute and not dry_run:
+        typer.echo(DRY_RUN_WARNING, err=True)
     width_g = max(len("GROUP"), len(group))
     width_t = max([len("TOPIC"), *(len(t) for (t, _), _ in plan)])
     typer.echo(f"{'GROUP'.ljust(width_g)} {'TOPIC'.ljust(width_t)} {'PARTITION'.ljust(10)} NEW-OFFSET")

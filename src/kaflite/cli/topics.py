@@ -27,7 +27,9 @@ from kaflite.cli.common import (
     describe_exception,
     fail,
     handle_errors,
+    one_topic,
     parse_key_values,
+    topics_given,
 )
 
 __all__ = ["PartitionInfo", "TopicInfo", "describe_lines", "register"]
@@ -38,6 +40,12 @@ topics_app = typer.Typer(
 
 Timeout = Annotated[
     float, typer.Option("--timeout", help="Seconds to wait for the broker's answer.", min=0.1)
+]
+
+
+TopicOption = Annotated[str | None, typer.Option("--topic", "-t", help="The topic (kafka-topics.sh spelling).")]
+TopicsOption = Annotated[
+    list[str] | None, typer.Option("--topic", "-t", help="A topic (repeatable; kafka-topics.sh spelling).")
 ]
 
 
@@ -82,7 +90,8 @@ def _count_or_default(value: int | None, option: str, maximum: int, broker_key: 
 @topics_app.command("create")
 @handle_errors
 def create(
-    topic: Annotated[str, typer.Argument(help="Topic name.")],
+    topic_arg: Annotated[str | None, typer.Argument(metavar="TOPIC", help="Topic name.")] = None,
+    topic_opt: TopicOption = None,
     partitions: Annotated[
         int | None,
         typer.Option(
@@ -115,9 +124,10 @@ def create(
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = 15.0,
 ) -> None:
-    """Create a topic."""
+    """Create a topic (TOPIC or --topic TOPIC)."""
     from confluent_kafka.admin import NewTopic
 
+    topic = one_topic(topic_arg, topic_opt)
     # -1 is what CreateTopics (and NewTopic) take for "the broker's default"; the same as leaving it out
     partitions = _count_or_default(partitions, "--partitions", MAX_PARTITIONS, "num.partitions")
     replication_factor = _count_or_default(
@@ -253,9 +263,10 @@ def _topic_ids(admin: Any, names: list[str], timeout: float) -> dict[str, str]:
 @topics_app.command("describe")
 @handle_errors
 def describe(
-    topics: Annotated[
-        list[str] | None, typer.Argument(help="Topics to describe (default: every topic).")
+    topics_arg: Annotated[
+        list[str] | None, typer.Argument(metavar="[TOPIC]...", help="Topics to describe (default: every topic).")
     ] = None,
+    topics_opt: TopicsOption = None,
     exclude_internal: Annotated[
         bool, typer.Option("--exclude-internal", help="Leave out internal topics.")
     ] = False,
@@ -266,6 +277,7 @@ def describe(
     timeout: Timeout = 15.0,
 ) -> None:
     """Describe topics: partitions, leaders, replicas, ISR and non-default configs."""
+    topics = topics_given(topics_arg, topics_opt)
     admin = admin_client(bootstrap_server)
     if topics:
         names = list(dict.fromkeys(topics))
@@ -313,14 +325,18 @@ def describe(
 @topics_app.command("delete")
 @handle_errors
 def delete(
-    topics: Annotated[list[str], typer.Argument(help="Topics to delete.")],
+    topics_arg: Annotated[list[str] | None, typer.Argument(metavar="TOPIC...", help="Topics to delete.")] = None,
+    topics_opt: TopicsOption = None,
     if_exists: Annotated[
         bool, typer.Option("--if-exists", help="Succeed if a topic does not exist.")
     ] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = 15.0,
 ) -> None:
-    """Delete topics."""
+    """Delete topics (TOPIC... and/or --topic TOPIC, repeatable)."""
+    topics = topics_given(topics_arg, topics_opt)
+    if not topics:
+        fail("missing the topic: give TOPIC... or --topic TOPIC", EXIT_USAGE)
     admin = admin_client(bootstrap_server)
     futures = admin.delete_topics(
         list(dict.fromkeys(topics)), operation_timeout=timeout, request_timeout=timeout
@@ -344,7 +360,8 @@ def delete(
 @topics_app.command("alter")
 @handle_errors
 def alter(
-    topic: Annotated[str, typer.Argument(help="Topic name.")],
+    topic_arg: Annotated[str | None, typer.Argument(metavar="TOPIC", help="Topic name.")] = None,
+    topic_opt: TopicOption = None,
     partitions: Annotated[
         int | None, typer.Option("--partitions", "-p", min=1, help="New (larger) total partition count.")
     ] = None,
@@ -362,6 +379,7 @@ def alter(
     timeout: Timeout = 15.0,
 ) -> None:
     """Add partitions and/or change topic configurations."""
+    topic = one_topic(topic_arg, topic_opt)
     from confluent_kafka.admin import (
         AlterConfigOpType,
         ConfigEntry,
