@@ -1,0 +1,185 @@
+"""The console in a real headless Chromium (Debian's chromium + chromium-driver, driven by selenium):
+every page renders with real data from a running kaflite broker, with no browser console errors; the
+message browser finds a record by offset and by timestamp through its form; the lab shows the
+assignment kaflite.assign computes. Screenshots of every page are saved under the test's tmp dir (and
+into $KAFLITE_SCREENSHOTS when set: that is how docs/img/console-*.png are refreshed)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from console_harness import BASE_TS, ORDERS_PARTITIONS, ConsoleCluster, ConsoleServer
+
+from kaflite.assign.simulate import Group, Member, rebalance
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import Select  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+if not CHROMIUM or not CHROMEDRIVER:
+    pytest.skip("Debian's chromium and chromium-driver are not installed (./run.sh setup installs them as root)",
+                allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("console-screenshots")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--no-first-run", "--window-size=1360,900",
+                f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=opts, service=Service(CHROMEDRIVER))
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+def web(console: ConsoleServer, browser: Any, shots: Path) -> Iterator[Any]:
+    """open(path, shot_name) loads a page, checks the browser log, saves a screenshot."""
+
+    def open_page(path: str, shot: str | None = None, http_error: int | None = None) -> Any:
+        browser.get(console.url + path)
+        return after_load(shot, http_error)
+
+    def after_load(shot: str | None = None, http_error: int | None = None) -> Any:
+        errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+        if http_error is not None:  # the page itself answers this status on purpose; nothing else may fail
+            assert any(f"status of {http_error}" in e["message"] for e in errors), errors
+            errors = [e for e in errors if f"status of {http_error}" not in e["message"]]
+        assert not errors, errors
+        assert browser.find_element(By.CSS_SELECTOR, "header .brand").text == "kaflite console"
+        if shot:  # the whole page (up to 2,400 px), through the DevTools protocol
+            height = int(browser.execute_script("return document.documentElement.scrollHeight"))
+            png = browser.execute_cdp_cmd("Page.captureScreenshot", {
+                "format": "png", "captureBeyondViewport": True,
+                "clip": {"x": 0, "y": 0, "width": 1360, "height": min(height, 2400), "scale": 1}})["data"]
+            (shots / f"{shot}.png").write_bytes(base64.b64decode(png))
+        return browser
+
+    open_page.after_load = after_load  # type: ignore[attr-defined]
+    yield open_page
+    target = os.environ.get("KAFLITE_SCREENSHOTS")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        for png in shots.glob("*.png"):
+            shutil.copy(png, Path(target) / png.name)
+
+
+def _cells(browser: Any, table_id: str) -> list[list[str]]:
+    rows = browser.find_elements(By.CSS_SELECTOR, f"#{table_id} tbody tr")
+    return [[td.text.strip() for td in r.find_elements(By.TAG_NAME, "td")] for r in rows]
+
+
+def test_overview_and_topics(web: Any, console_cluster: ConsoleCluster) -> None:
+    b = web("/", "overview")
+    assert b.find_element(By.ID, "health").text == "healthy"
+    assert b.find_element(By.ID, "n-brokers").text == "1"
+    assert int(b.find_element(By.ID, "n-groups").text) >= 2
+    b = web("/topics", "topics")
+    rows = {r[0]: r for r in _cells(b, "topics")}
+    assert rows[console_cluster.orders][1] == str(ORDERS_PARTITIONS) and rows[console_cluster.orders][3] == "60"
+    b.find_element(By.LINK_TEXT, console_cluster.orders).click()
+    web.after_load("topic")
+    assert b.find_element(By.ID, "topic-name").text == console_cluster.orders
+    assert len(_cells(b, "partitions")) == ORDERS_PARTITIONS and _cells(b, "configs")
+
+
+def test_message_browser_by_offset_and_timestamp(web: Any, console_cluster: ConsoleCluster) -> None:
+    p, o, key, _value, _ts = console_cluster.produced[25]
+    b = web(f"/topics/{console_cluster.orders}/messages")
+    Select(b.find_element(By.ID, "partition")).select_by_value(str(p))
+    Select(b.find_element(By.ID, "mode")).select_by_visible_text("offset")
+    field = b.find_element(By.ID, "offset")
+    field.clear()
+    field.send_keys(str(o))
+    b.find_element(By.ID, "go").click()
+    web.after_load("messages")
+    first = b.find_element(By.CSS_SELECTOR, "#messages tbody tr")
+    assert (first.get_attribute("data-partition"), first.get_attribute("data-offset")) == (str(p), str(o))
+    assert key.decode() in first.text
+    # by timestamp: record 42 was produced at BASE_TS + 42 s
+    target = BASE_TS + 42_000
+    p42, o42 = next((r[0], r[1]) for r in console_cluster.produced if r[4] == target)
+    Select(b.find_element(By.ID, "partition")).select_by_value(str(p42))
+    Select(b.find_element(By.ID, "mode")).select_by_visible_text("timestamp")
+    ts_field = b.find_element(By.ID, "timestamp")
+    ts_field.clear()
+    ts_field.send_keys(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(target / 1000)))
+    b.find_element(By.ID, "go").click()
+    web.after_load()
+    first = b.find_element(By.CSS_SELECTOR, "#messages tbody tr")
+    assert (first.get_attribute("data-partition"), first.get_attribute("data-offset")) == (str(p42), str(o42))
+
+
+def test_key_search_and_skew(web: Any, console_cluster: ConsoleCluster) -> None:
+    b = web(f"/topics/{console_cluster.orders}/messages?q=customer-2&where=key&limit=100")
+    assert "murmur2" in b.find_element(By.ID, "note").text
+    keys = {r[3] for r in _cells(b, "messages")}
+    assert keys == {"customer-2"}
+    b = web(f"/topics/{console_cluster.events}/skew?key=hot", "skew")
+    assert _cells(b, "heavy")[0][:2] == ["hot", "30"]
+    assert b.find_elements(By.CSS_SELECTOR, "#per-partition svg rect")
+
+
+def test_groups_pages(web: Any, console_cluster: ConsoleCluster) -> None:
+    b = web("/groups", "groups")
+    types = {r[0]: r[1] for r in _cells(b, "groups")}
+    assert types[console_cluster.billing] == "classic" and types[console_cluster.audit] == "consumer"
+    # wait for the console's sampler so that the lag chart has a line
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        b = web(f"/groups/{console_cluster.billing}")
+        if len(b.find_elements(By.CSS_SELECTOR, "#lag-chart polyline")) >= 1:
+            break
+        time.sleep(0.5)
+    web.after_load("group")
+    assert b.find_element(By.ID, "group-type").text == "classic"
+    lags = _cells(b, "lag")
+    assert len(lags) == ORDERS_PARTITIONS and all(r[2] == "10" for r in lags)
+    assert b.find_elements(By.CSS_SELECTOR, "#lag-chart polyline")
+    b = web(f"/groups/{console_cluster.audit}", "group-consumer")
+    assert b.find_element(By.ID, "group-type").text == "consumer"
+
+
+def test_lab_shows_the_assignors_answer(web: Any) -> None:
+    b = web("/lab")
+    b.find_element(By.ID, "topics").send_keys("t0:3, t1:4")
+    b.find_element(By.ID, "members").send_keys("C0: t0,t1\nC1: t0,t1\nC2: t1")
+    b.find_element(By.ID, "leave").send_keys("C0")
+    b.find_element(By.ID, "run").click()
+    web.after_load("lab")
+    group = Group({"t0": 3, "t1": 4}, {"C0": Member(["t0", "t1"]), "C1": Member(["t0", "t1"]), "C2": Member(["t1"])})
+    for s in ("range", "roundrobin", "sticky", "cooperative-sticky", "uniform", "server-range"):
+        section = b.find_element(By.ID, f"run-{s}")
+        shown = {}
+        for row in section.find_elements(By.CSS_SELECTOR, "table.assignment tbody tr"):
+            cells = row.find_elements(By.TAG_NAME, "td")
+            shown[cells[0].text] = cells[2].text
+        want = {m: ", ".join(str(tp) for tp in tps) for m, tps in rebalance(s, group).final.items()}
+        assert shown == want, s
+        assert section.find_elements(By.CSS_SELECTOR, "svg rect.owned")
+    b = web("/lab?group=no-such-group", http_error=404)  # an unknown group: a one-line error, no traceback
+    assert "unknown group" in b.find_element(By.ID, "error").text
