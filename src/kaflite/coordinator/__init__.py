@@ -12,8 +12,8 @@ A GroupCoordinator is one shard: the server shell (kaflite.server.handlers.group
 """
 
 from . import messages
+from .config import CoordinatorConfig
 from .coordinator import (
-    CoordinatorConfig,
     CoordinatorRecord,
     CoordinatorResult,
     GroupCoordinator,

@@ -1,261 +1,98 @@
-"""The group coordinator: a pure, synchronous state machine over every classic group of one broker.
+"""The group coordinator shard (Kafka's GroupCoordinatorShard): a pure, synchronous state machine over
+the groups and committed offsets of one `__consumer_offsets` partition (or of a whole broker, as the
+unit tests drive it).
 
 Each `handle_*` takes a request and the current time and returns a CoordinatorResult:
   records   - `__consumer_offsets` records to append (already applied to our state through `replay`);
   responses - (token, response) pairs: the caller's answer, and answers to requests parked earlier
               (a JoinGroup waits for the whole join phase, a follower's SyncGroup for the leader);
   timers    - TimerOps (set or cancel a deadline); `poll_timers(now)` fires the due ones.
-The shell appends the records, then sends the responses (Kafka answers only once the write is done).
+The runtime (kaflite.coordinator.runtime) appends the records and sends the responses once the write is
+committed. The rules live with their nouns: groups in GroupMetadataManager, offsets in
+OffsetMetadataManager; this module routes requests and records to them.
 
-Rules (the rebalance protocol, Kafka's classic GroupMetadataManager):
-- JoinGroup, new member: group id must be non-empty, session timeout within
-  [group.min.session.timeout.ms, group.max.session.timeout.ms]. A dynamic member on JoinGroup v4+
-  first gets MEMBER_ID_REQUIRED with an id `clientId-UUID` (parked as pending, expiring after the
-  session timeout) and must rejoin with it; a static member (group.instance.id) is added at once with
-  `instanceId-UUID`, or replaces the previous id of its instance (fencing that id).
-- A join into an Empty group starts PreparingRebalance with `group.initial.rebalance.delay.ms`, extended
-  by the same delay while members keep arriving, within the rebalance timeout. Otherwise the join phase
-  ends when every member rejoined, or at the rebalance timeout, dropping dynamic members that did not
-  rejoin (static ones stay). Then generation += 1, the protocol is voted, the leader (a rejoined member)
-  gets every member's metadata and the group is CompletingRebalance.
-- SyncGroup: the leader's assignment is persisted (GroupMetadata record), every member gets its own
-  part (missing = empty) and the group is Stable. Members that do not sync within the rebalance timeout
-  are removed and the group rebalances.
-- Heartbeat: resets the member's session timer; REBALANCE_IN_PROGRESS while PreparingRebalance. A member
-  with no heartbeat for session.timeout.ms is removed (unless parked in the rebalance), which rebalances.
-- LeaveGroup removes members (by member id, or by group.instance.id with an empty member id) and
-  rebalances (or lets a pending join phase complete).
-- Fencing, in this order: Dead -> COORDINATOR_NOT_AVAILABLE; unknown member / unmapped instance ->
-  UNKNOWN_MEMBER_ID; instance mapped to another member id -> FENCED_INSTANCE_ID; generation mismatch
-  -> ILLEGAL_GENERATION; then REBALANCE_IN_PROGRESS where the state requires it.
-- Offsets: commits from a current member (or generation -1 into an Empty or unknown group) become
-  OffsetCommit records; the latest wins; retention per offsets.retention.minutes.
+Rules:
+- a record is applied by key type: OffsetCommit -> offsets, GroupMetadata -> groups; replay and live
+  writes take the same path, so the state is always what the records say;
+- deleting a group writes a tombstone for each of its offsets, then for the group (Kafka's order);
+- the offsets-expiry timer is the shard's (it may delete groups left empty without offsets).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import heapq
-import uuid
-from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
 
-from kaflite.assign.types import TopicPartition
-from kaflite.protocol.consumer_protocol import ConsumerAssignment, encode_assignment, subscription_topics
 from kaflite.protocol.errors import ErrorCode
 
 from . import messages as m
-from .consumer_group import (
-    ConsumerGroup,
-    ConsumerGroupManager,
-    ConsumerHeartbeatRequest,
-    ConsumerHeartbeatResponse,
-)
-from .group import ClassicGroup, ClassicGroupMember
-from .offsets_topic import DEFAULT_OFFSETS_TOPIC_PARTITIONS, partition_for
+from .config import CoordinatorConfig
+from .consumer_group import ConsumerGroup, ConsumerGroupManager, ConsumerHeartbeatRequest
+from .group import ClassicGroup
+from .group_metadata_manager import GroupMetadataManager
+from .offset_metadata_manager import OffsetMetadataManager
+from .offsets_topic import partition_for
 from .records import (
     GroupMetadataKey,
     GroupMetadataValue,
-    MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
     RecordKey,
     RecordValue,
     decode_record,
-    encode_key,
-    encode_value,
 )
-from .state import GroupState, IllegalStateError, can_rebalance
+from .shard_context import CoordinatorRecord, CoordinatorResult, ShardContext, TimerKey, TimerOp
 
-TimerKey = tuple[Any, ...]
-
-
-@dataclass(frozen=True)
-class CoordinatorConfig:
-    """The broker settings the coordinator obeys, with Kafka's names and defaults."""
-
-    offsets_topic_num_partitions: int = DEFAULT_OFFSETS_TOPIC_PARTITIONS
-    group_min_session_timeout_ms: int = 6000
-    group_max_session_timeout_ms: int = 1_800_000
-    group_initial_rebalance_delay_ms: int = 3000
-    group_max_size: int = 2**31 - 1
-    group_new_member_join_timeout_ms: int = 300_000
-    offsets_retention_minutes: int = 7 * 24 * 60
-    offsets_retention_check_interval_ms: int = 600_000
-    offset_metadata_max_bytes: int = 4096
-    consumer_session_timeout_ms: int = 45_000
-    consumer_heartbeat_interval_ms: int = 5_000
-    consumer_max_size: int = 2**31 - 1
-
-    KEYS = {
-        "offsets.topic.num.partitions": "offsets_topic_num_partitions",
-        "group.min.session.timeout.ms": "group_min_session_timeout_ms",
-        "group.max.session.timeout.ms": "group_max_session_timeout_ms",
-        "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
-        "group.max.size": "group_max_size",
-        "group.new.member.join.timeout.ms": "group_new_member_join_timeout_ms",
-        "offsets.retention.minutes": "offsets_retention_minutes",
-        "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
-        "offset.metadata.max.bytes": "offset_metadata_max_bytes",
-        "group.consumer.session.timeout.ms": "consumer_session_timeout_ms",
-        "group.consumer.heartbeat.interval.ms": "consumer_heartbeat_interval_ms",
-        "group.consumer.max.size": "consumer_max_size",
-    }
-
-    @classmethod
-    def from_properties(cls, props: Mapping[str, Any]) -> CoordinatorConfig:
-        """Pick the coordinator's keys out of a server.properties-style mapping (others are ignored)."""
-        kwargs: dict[str, int] = {}
-        for key, attr in cls.KEYS.items():
-            if key in props and props[key] is not None:
-                try:
-                    kwargs[attr] = int(props[key])
-                except (TypeError, ValueError):
-                    raise ValueError(f"{key} must be an integer, got {props[key]!r}") from None
-        config = cls(**kwargs)
-        if config.offsets_topic_num_partitions < 1:
-            raise ValueError("offsets.topic.num.partitions must be >= 1")
-        if config.group_min_session_timeout_ms > config.group_max_session_timeout_ms:
-            raise ValueError("group.min.session.timeout.ms must be <= group.max.session.timeout.ms")
-        if config.group_max_size < 1:
-            raise ValueError("group.max.size must be >= 1")
-        return config
-
-
-@dataclass(frozen=True, slots=True)
-class TimerOp:
-    """Set (deadline_ms) or cancel (deadline_ms None) the timer `key`."""
-
-    key: TimerKey
-    deadline_ms: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class CoordinatorRecord:
-    """One record for partition `partition` of `__consumer_offsets` (value None = tombstone)."""
-
-    partition: int
-    key: bytes
-    value: bytes | None
-    record_key: RecordKey
-    record_value: RecordValue | None
-
-
-@dataclass(slots=True)
-class CoordinatorResult:
-    records: list[CoordinatorRecord] = field(default_factory=list)
-    responses: list[tuple[Hashable, Any]] = field(default_factory=list)
-    timers: list[TimerOp] = field(default_factory=list)
-
-    def response(self, token: Hashable = None) -> Any:
-        """The answer to `token` produced by this step (None if it stays parked)."""
-        for t, resp in self.responses:
-            if t == token:
-                return resp
-        return None
-
-    def extend(self, other: CoordinatorResult) -> None:
-        self.records += other.records
-        self.responses += other.responses
-        self.timers += other.timers
+__all__ = [
+    "CoordinatorConfig",
+    "CoordinatorRecord",
+    "CoordinatorResult",
+    "GroupCoordinator",
+    "TimerOp",
+    "handle_heartbeat",
+    "handle_join",
+    "handle_leave",
+    "handle_offset_commit",
+    "handle_offset_delete",
+    "handle_offset_fetch",
+    "handle_sync",
+]
 
 
 class GroupCoordinator:
-    """Every classic group of this broker, their committed offsets, and the timers that drive them."""
+    """One shard: its classic and consumer groups, their committed offsets, and the timers that drive them."""
 
     def __init__(self, config: CoordinatorConfig | None = None,
                  new_uuid: Callable[[], str] | None = None, active: bool = True) -> None:
         self.config = config or CoordinatorConfig()
-        self.groups: dict[str, ClassicGroup] = {}
-        self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
-        # Not active = still loading __consumer_offsets: replay rebuilds groups, requests are refused.
-        self.active = active
-        self._new_uuid = new_uuid or (lambda: str(uuid.uuid4()))
-        self._timers: dict[TimerKey, tuple[int, Callable[[], None], int]] = {}
-        # A heap of (deadline, seq, key); an entry whose seq no longer matches _timers[key] is stale
-        # (rescheduled or cancelled) and skipped: every heartbeat reschedules, so this stays O(log n).
-        self._heap: list[tuple[int, int, TimerKey]] = []
-        self._seq = 0
-        self._now = 0
-        self._res: CoordinatorResult | None = None
-        # KIP-848 groups (group.protocol=consumer) share the clock, the timers and the offsets
-        self.consumer = ConsumerGroupManager(self._schedule, self._cancel, lambda: self._now,
-                                             self.config.consumer_session_timeout_ms,
-                                             self.config.consumer_heartbeat_interval_ms,
-                                             self.config.consumer_max_size)
+        self.ctx = ShardContext(self.config, new_uuid, self._apply, active)
+        self.group_manager = GroupMetadataManager(self.ctx)
+        self.offset_manager = OffsetMetadataManager(self.ctx, self.group_manager)
 
-    # === plumbing ===================================================================================
-
-    def _begin(self, now_ms: int) -> CoordinatorResult:
-        self._now = now_ms
-        self._res = CoordinatorResult()
-        return self._res
+    # the state, for the shell's reads and the tests
+    @property
+    def groups(self) -> dict[str, ClassicGroup]:
+        return self.group_manager.groups
 
     @property
-    def _out(self) -> CoordinatorResult:
-        if self._res is None:
-            self._res = CoordinatorResult()
-        return self._res
+    def offsets(self) -> dict[str, dict[tuple[str, int], OffsetCommitValue]]:
+        return self.offset_manager.offsets
 
-    def _respond(self, token: Hashable, response: Any) -> None:
-        self._out.responses.append((token, response))
+    @property
+    def consumer(self) -> ConsumerGroupManager:
+        return self.group_manager.consumer
 
-    def _schedule(self, key: TimerKey, deadline_ms: int, callback: Callable[[], None]) -> None:
-        self._seq += 1
-        self._timers[key] = (deadline_ms, callback, self._seq)
-        heapq.heappush(self._heap, (deadline_ms, self._seq, key))
-        if len(self._heap) > 64 and len(self._heap) > 4 * len(self._timers):
-            self._heap = [(d, q, k) for k, (d, _, q) in self._timers.items()]  # drop stale entries
-            heapq.heapify(self._heap)
-        self._out.timers.append(TimerOp(key, deadline_ms))
+    @property
+    def active(self) -> bool:
+        return self.ctx.active
 
-    def _cancel(self, key: TimerKey) -> None:
-        if self._timers.pop(key, None) is not None:
-            self._out.timers.append(TimerOp(key, None))
-
-    def _append(self, key: RecordKey, value: RecordValue | None) -> None:
-        record = CoordinatorRecord(self.partition_for(key.group), encode_key(key),
-                                   None if value is None else encode_value(value), key, value)
-        self._out.records.append(record)
-        self._apply(key, value)  # the same path as loading: state changes only through replay
+    @active.setter
+    def active(self, value: bool) -> None:
+        self.ctx.active = value
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_topic_num_partitions)
 
-    def next_deadline(self) -> int | None:
-        head = self._live_head()
-        return None if head is None else head[0]
-
-    def _live_head(self) -> tuple[int, int, TimerKey] | None:
-        while self._heap:
-            deadline, seq, key = self._heap[0]
-            entry = self._timers.get(key)
-            if entry is not None and entry[2] == seq:
-                return self._heap[0]
-            heapq.heappop(self._heap)
-        return None
-
-    def timer_deadline(self, key: TimerKey) -> int | None:
-        entry = self._timers.get(key)
-        return None if entry is None else entry[0]
-
-    def poll_timers(self, now_ms: int) -> CoordinatorResult:
-        """Fire every timer due at `now_ms`, earliest first, each seeing its own deadline as the time."""
-        result = self._begin(now_ms)
-        for _ in range(10_000_000):
-            head = self._live_head()
-            if head is None or head[0] > now_ms:
-                break
-            deadline, _, key = heapq.heappop(self._heap)
-            _, callback, _ = self._timers.pop(key)
-            self._now = deadline
-            callback()
-        self._now = now_ms
-        self._res = None
-        return result
-
-    # === loading ====================================================================================
+    # === loading and timers =========================================================================
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         """Apply one `__consumer_offsets` record (while loading, and for every record we write)."""
@@ -264,806 +101,93 @@ class GroupCoordinator:
 
     def _apply(self, key: RecordKey, value: RecordValue | None) -> None:
         if isinstance(key, OffsetCommitKey):
-            offsets = self.offsets.setdefault(key.group, {})
-            if value is None:
-                offsets.pop((key.topic, key.partition), None)
-                if not offsets:
-                    del self.offsets[key.group]
-            else:
-                assert isinstance(value, OffsetCommitValue)
-                offsets[(key.topic, key.partition)] = value
-                if key.group not in self.groups:
-                    # offsets without group metadata: a "simple" group (manual assignment, admin)
-                    self.groups[key.group] = ClassicGroup(key.group, state_timestamp_ms=value.commit_timestamp)
-            return
-        if value is None:
-            group = self.groups.pop(key.group, None)
-            if group is not None and not group.is_in(GroupState.DEAD):
-                group.transition_to(GroupState.DEAD, self._now)
-            return
-        assert isinstance(value, GroupMetadataValue)
-        if self.active and key.group in self.groups:
-            return  # written by us from the live group: that state is already this record's content
-        self.groups[key.group] = self._group_from_record(key.group, value)
-
-    @staticmethod
-    def _group_from_record(group_id: str, value: GroupMetadataValue) -> ClassicGroup:
-        group = ClassicGroup(group_id, generation_id=value.generation,
-                             protocol_type=value.protocol_type or None, protocol_name=value.protocol,
-                             state_timestamp_ms=value.current_state_timestamp)
-        for mm in value.members:
-            member = ClassicGroupMember(mm.member_id, mm.group_instance_id, mm.client_id, mm.client_host,
-                                        mm.rebalance_timeout, mm.session_timeout, value.protocol_type,
-                                        (m.Protocol(value.protocol or "", mm.subscription),), mm.assignment)
-            group.add(member, awaiting=False)
-        group.leader_id = value.leader if value.leader in group.members else group.leader_id
-        if group.members:
-            group.state = GroupState.STABLE
-            group.previous_state = GroupState.COMPLETING_REBALANCE
-        return group
+            assert value is None or isinstance(value, OffsetCommitValue)
+            self.offset_manager.replay(key, value)
+        else:
+            assert value is None or isinstance(value, GroupMetadataValue)
+            self.group_manager.replay(key, value)
 
     def activate(self, now_ms: int) -> CoordinatorResult:
         """Loading is over: loaded members must heartbeat within their session timeout from now."""
-        result = self._begin(now_ms)
-        self.active = True
-        for group in self.groups.values():
-            for member in group.members.values():
-                self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
-        self._schedule_offset_expiration()
-        self._res = None
+        result = self.ctx.begin(now_ms)
+        self.ctx.active = True
+        self.group_manager.activate()
+        self.offset_manager.schedule_expiration()
+        self.ctx.end()
         return result
 
-    # === JoinGroup ==================================================================================
+    def next_deadline(self) -> int | None:
+        return self.ctx.next_deadline()
+
+    def timer_deadline(self, key: TimerKey) -> int | None:
+        return self.ctx.timer_deadline(key)
+
+    def poll_timers(self, now_ms: int) -> CoordinatorResult:
+        """Fire every timer due at `now_ms`, earliest first, each seeing its own deadline as the time."""
+        result = self.ctx.begin(now_ms)
+        self.ctx.poll(now_ms)
+        self.ctx.end()
+        return result
+
+    # === requests ===================================================================================
+
+    def _step(self, now_ms: int, run: Callable[[], object], answer: bool = True) -> CoordinatorResult:
+        result = self.ctx.begin(now_ms)
+        response = run()
+        if answer:
+            self.ctx.respond(None, response)
+        self.ctx.end()
+        return result
 
     def handle_join(self, req: m.JoinGroupRequest, now_ms: int) -> CoordinatorResult:
-        result = self._begin(now_ms)
-        self._join(req)
-        self._res = None
-        return result
-
-    def _join(self, req: m.JoinGroupRequest) -> None:
-        token = req.token
-
-        def fail(error: ErrorCode, member_id: str = req.member_id) -> None:
-            self._respond(token, m.JoinGroupResponse(error, member_id=member_id))
-
-        if not self.active:
-            return fail(ErrorCode.coordinator_not_available)
-        group_id = req.group_id
-        if not group_id:
-            return fail(ErrorCode.invalid_group_id)
-        if not (self.config.group_min_session_timeout_ms <= req.session_timeout_ms
-                <= self.config.group_max_session_timeout_ms):
-            return fail(ErrorCode.invalid_session_timeout)
-        if req.rebalance_timeout_ms < 0:
-            req = _replace(req, rebalance_timeout_ms=req.session_timeout_ms)
-        is_unknown = req.member_id == m.UNKNOWN_MEMBER_ID
-        other = self.consumer.groups.get(group_id)
-        if other is not None:
-            if other.members:  # a group of the new protocol: classic members cannot join it
-                return fail(ErrorCode.inconsistent_group_protocol)
-            del self.consumer.groups[group_id]
-        group = self.groups.get(group_id)
-        is_new_group = group is None
-        if group is None:
-            if not is_unknown:
-                return fail(ErrorCode.unknown_member_id)
-            group = ClassicGroup(group_id, state_timestamp_ms=self._now)
-            self.groups[group_id] = group
-        records_before = len(self._out.records)
-        if not self._accept_joining_member(group, req.member_id):
-            if group.has_member(req.member_id) or group.is_pending_member(req.member_id):
-                self._remove_member(group, req.member_id)
-            fail(ErrorCode.group_max_size_reached, m.UNKNOWN_MEMBER_ID)
-        elif is_unknown:
-            self._join_new_member(group, req)
-        else:
-            self._join_existing_member(group, req)
-        if is_new_group and len(self._out.records) == records_before:
-            # a group exists once something about it is in the log (as Kafka does for new groups)
-            self._append(GroupMetadataKey(group.group_id),
-                         GroupMetadataValue("", 0, None, None, self._now, ()))
-
-    def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
-        max_size = self.config.group_max_size
-        if group.state in (GroupState.EMPTY, GroupState.DEAD):
-            return True
-        if group.is_in(GroupState.PREPARING_REBALANCE):
-            # awaiting members (not group size) count: a shrunk max size then evicts the last joiners
-            return (group.has_member(member_id) and group.member(member_id).awaiting_join) or \
-                group.num_awaiting_join < max_size
-        return group.has_member(member_id) or group.size() < max_size
-
-    def _join_new_member(self, group: ClassicGroup, req: m.JoinGroupRequest) -> None:
-        if group.is_in(GroupState.DEAD):
-            return self._respond(req.token, m.JoinGroupResponse(ErrorCode.coordinator_not_available))
-        if not group.supports_protocols(req.protocol_type, [p.name for p in req.protocols]):
-            return self._respond(req.token, m.JoinGroupResponse(ErrorCode.inconsistent_group_protocol))
-        prefix = req.group_instance_id if req.group_instance_id is not None else req.client_id
-        new_member_id = f"{prefix}-{self._new_uuid()}"
-        if req.group_instance_id is not None:
-            existing = group.static_member_id(req.group_instance_id)
-            if existing is not None:
-                return self._update_static_member(group, req, existing, new_member_id)
-            return self._add_member_then_rebalance(group, req, new_member_id)
-        if req.version >= 4:
-            # KIP-394: the id is handed out first, so a client that times out rejoins as the same member
-            group.pending_join_members.add(new_member_id)
-            self._schedule_heartbeat(group, new_member_id, req.session_timeout_ms)
-            return self._respond(req.token, m.JoinGroupResponse(ErrorCode.member_id_required,
-                                                                 member_id=new_member_id))
-        self._add_member_then_rebalance(group, req, new_member_id)
-
-    def _join_existing_member(self, group: ClassicGroup, req: m.JoinGroupRequest) -> None:
-        member_id = req.member_id
-
-        def reply(error: ErrorCode) -> None:
-            self._respond(req.token, m.JoinGroupResponse(error, member_id=member_id))
-
-        if group.is_in(GroupState.DEAD):
-            return reply(ErrorCode.coordinator_not_available)
-        if not group.supports_protocols(req.protocol_type, [p.name for p in req.protocols]):
-            return reply(ErrorCode.inconsistent_group_protocol)
-        if group.is_pending_member(member_id):
-            return self._add_member_then_rebalance(group, req, member_id)
-        error = group.validate_member(member_id, req.group_instance_id)
-        if error is not None:
-            return reply(error)
-        member = group.member(member_id)
-        if group.is_in(GroupState.PREPARING_REBALANCE):
-            return self._update_member_then_rebalance(group, req, member)
-        if group.is_in(GroupState.COMPLETING_REBALANCE):
-            if member.matches(req.protocols):
-                # it probably lost the JoinGroup answer: give the current generation again
-                return self._respond(req.token, self._join_response(group, member_id))
-            return self._update_member_then_rebalance(group, req, member)
-        if group.is_in(GroupState.STABLE):
-            if group.is_leader(member_id) or not member.matches(req.protocols):
-                # a leader's rejoin asks for a new assignment (e.g. topic metadata changed)
-                return self._update_member_then_rebalance(group, req, member)
-            return self._respond(req.token, self._join_response(group, member_id, with_members=False))
-        reply(ErrorCode.unknown_member_id)  # Empty: the member must reset its generation and rejoin
-
-    def _join_response(self, group: ClassicGroup, member_id: str, with_members: bool = True,
-                       leader: str | None = None, skip_assignment: bool = False) -> m.JoinGroupResponse:
-        members = group.current_members_for_leader() if with_members and group.is_leader(member_id) else ()
-        return m.JoinGroupResponse(ErrorCode.none, member_id=member_id, generation_id=group.generation_id,
-                                   protocol_type=group.protocol_type, protocol_name=group.protocol_name,
-                                   leader=(leader if leader is not None else group.leader_id) or "",
-                                   members=members, skip_assignment=skip_assignment)
-
-    def _add_member_then_rebalance(self, group: ClassicGroup, req: m.JoinGroupRequest, member_id: str) -> None:
-        member = ClassicGroupMember(member_id, req.group_instance_id, req.client_id, req.client_host,
-                                    req.rebalance_timeout_ms, req.session_timeout_ms, req.protocol_type,
-                                    req.protocols, is_new=True)
-        if group.is_in(GroupState.PREPARING_REBALANCE) and group.previous_state is GroupState.EMPTY:
-            group.new_member_added = True
-        group.add(member, req.token)
-        # A new member cannot heartbeat while parked; if its client gave up, it must not stay forever.
-        self._schedule_heartbeat(group, member_id, self.config.group_new_member_join_timeout_ms)
-        self._maybe_prepare_rebalance_or_complete_join(group)
-
-    def _update_member_then_rebalance(self, group: ClassicGroup, req: m.JoinGroupRequest,
-                                      member: ClassicGroupMember) -> None:
-        if member.awaiting_join and member.join_token is not None and member.join_token != req.token:
-            # a duplicate JoinGroup replaces the parked one; answer the old so no connection hangs
-            self._respond(member.join_token, m.JoinGroupResponse(ErrorCode.rebalance_in_progress,
-                                                                 member_id=member.member_id))
-        group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms,
-                            req.token, awaiting=True)
-        self._maybe_prepare_rebalance_or_complete_join(group)
-
-    def _update_static_member(self, group: ClassicGroup, req: m.JoinGroupRequest,
-                              old_member_id: str, new_member_id: str) -> None:
-        assert req.group_instance_id is not None
-        old = group.member(old_member_id)
-        current_leader = group.leader_id
-        # the previous incarnation is fenced at once: its parked requests fail
-        self._complete_join(group, old, m.JoinGroupResponse(ErrorCode.fenced_instance_id, member_id=old_member_id))
-        self._complete_sync(group, old, m.SyncGroupResponse(ErrorCode.fenced_instance_id))
-        new = group.replace_static_member(req.group_instance_id, old_member_id, new_member_id)
-        self._cancel(("heartbeat", group.group_id, old_member_id))
-        self._schedule_heartbeat(group, new_member_id, new.session_timeout_ms)
-        group.update_member(new, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms,
-                            req.token, awaiting=True)
-        if group.is_in(GroupState.STABLE):
-            if (group.protocol_name or "") == group.select_protocol():
-                # KIP-345: same instance, same protocol -> keep the assignment, no rebalance
-                self._append_group_metadata(group, {mid: mem.assignment for mid, mem in group.members.items()})
-                if req.version >= 9:
-                    is_leader = group.is_leader(new_member_id)
-                    resp = self._join_response(group, new_member_id, skip_assignment=is_leader)
-                else:
-                    # the old leader id is returned so a restarted leader does not recompute assignments
-                    resp = self._join_response(group, new_member_id, with_members=False, leader=current_leader)
-                self._complete_join(group, new, resp)
-            else:
-                self._maybe_prepare_rebalance_or_complete_join(group)
-        elif group.is_in(GroupState.COMPLETING_REBALANCE):
-            # the leader may already be assigning to the old id: start over
-            self._prepare_rebalance(group)
-        elif group.state in (GroupState.EMPTY, GroupState.DEAD):
-            raise IllegalStateError(f"group {group.group_id} cannot be {group.state} with static member "
-                                    f"{req.group_instance_id}")
-        else:
-            self._maybe_complete_join_phase(group)
-
-    # === the rebalance ==============================================================================
-
-    def _rebalance_timeout(self, group: ClassicGroup) -> int:
-        return max((mem.rebalance_timeout_ms for mem in group.members.values()), default=0)
-
-    def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup) -> None:
-        if can_rebalance(group.state):
-            self._prepare_rebalance(group)
-        else:
-            self._maybe_complete_join_phase(group)
-
-    def _prepare_rebalance(self, group: ClassicGroup) -> None:
-        if group.is_in(GroupState.COMPLETING_REBALANCE):
-            # members parked in SyncGroup must rejoin: their generation is over
-            self._reset_and_propagate_assignment_with_error(group, ErrorCode.rebalance_in_progress)
-        self._cancel(("sync", group.group_id))
-        initial = group.is_in(GroupState.EMPTY)
-        if initial:
-            delay = self.config.group_initial_rebalance_delay_ms
-            remaining = max(self._rebalance_timeout(group) - delay, 0)
-            self._schedule_initial_rebalance(group.group_id, delay, remaining)
-        group.transition_to(GroupState.PREPARING_REBALANCE, self._now)
-        if not initial:
-            self._maybe_complete_join_else_schedule(group)
-
-    def _schedule_initial_rebalance(self, group_id: str, delay: int, remaining: int) -> None:
-        self._schedule(("join", group_id), self._now + delay,
-                       lambda: self._try_complete_initial_rebalance(group_id, delay, remaining))
-
-    def _try_complete_initial_rebalance(self, group_id: str, delay: int, remaining: int) -> None:
-        group = self.groups.get(group_id)
-        if group is None or not group.is_in(GroupState.PREPARING_REBALANCE):
-            return
-        if group.new_member_added and remaining != 0:
-            # someone arrived during the delay: wait once more, never beyond the rebalance timeout
-            group.new_member_added = False
-            new_delay = min(self.config.group_initial_rebalance_delay_ms, remaining)
-            self._schedule_initial_rebalance(group_id, new_delay, max(remaining - delay, 0))
-        else:
-            self._complete_join_phase(group)
-
-    def _maybe_complete_join_else_schedule(self, group: ClassicGroup) -> None:
-        if group.is_in(GroupState.PREPARING_REBALANCE) and group.has_all_members_joined():
-            self._complete_join_phase(group)
-        else:
-            self._schedule_join_expiry(group)
-
-    def _schedule_join_expiry(self, group: ClassicGroup) -> None:
-        group_id = group.group_id
-        self._schedule(("join", group_id), self._now + self._rebalance_timeout(group),
-                       lambda: self._complete_join_phase_by_id(group_id))
-
-    def _complete_join_phase_by_id(self, group_id: str) -> None:
-        group = self.groups.get(group_id)
-        if group is not None and group.is_in(GroupState.PREPARING_REBALANCE):
-            self._complete_join_phase(group)
-
-    def _maybe_complete_join_phase(self, group: ClassicGroup) -> None:
-        # during the initial delay only the delay timer may end the join phase
-        if group.is_in(GroupState.PREPARING_REBALANCE) and group.has_all_members_joined() \
-                and group.previous_state is not GroupState.EMPTY:
-            self._complete_join_phase(group)
-
-    def _complete_join_phase(self, group: ClassicGroup) -> None:
-        self._cancel(("join", group.group_id))
-        for member in group.not_yet_rejoined_members():
-            if not member.is_static:  # static members keep their slot until their session expires
-                self._remove_member(group, member.member_id)
-        if group.is_in(GroupState.DEAD):
-            return
-        if not group.maybe_elect_new_joined_leader() and group.members:
-            # nobody rejoined: wait for the session timeouts to clear the group
-            self._schedule_join_expiry(group)
-            return
-        group.init_next_generation(self._now)
-        if group.is_in(GroupState.EMPTY):
-            self._append_group_metadata(group, {})
-            return
-        for member in list(group.members.values()):
-            self._complete_join(group, member, self._join_response(group, member.member_id))
-            self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
-            member.is_new = False
-            group.pending_sync_members.add(member.member_id)
-        generation = group.generation_id
-        group_id = group.group_id
-        self._schedule(("sync", group_id), self._now + self._rebalance_timeout(group),
-                       lambda: self._expire_pending_sync(group_id, generation))
-
-    def _expire_pending_sync(self, group_id: str, generation: int) -> None:
-        group = self.groups.get(group_id)
-        if group is None or group.generation_id != generation:
-            return
-        if group.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
-            for member_id in list(group.pending_sync_members):
-                self._remove_member(group, member_id)
-            self._prepare_rebalance(group)
-
-    def _complete_join(self, group: ClassicGroup, member: ClassicGroupMember, resp: m.JoinGroupResponse) -> bool:
-        if not member.awaiting_join:
-            return False
-        if member.join_token is not None:
-            self._respond(member.join_token, resp)
-        member.awaiting_join = False
-        member.join_token = None
-        group.num_awaiting_join -= 1
-        return True
-
-    def _complete_sync(self, group: ClassicGroup, member: ClassicGroupMember, resp: m.SyncGroupResponse) -> bool:
-        if not member.awaiting_sync:
-            return False
-        if member.sync_token is not None:
-            self._respond(member.sync_token, resp)
-        member.awaiting_sync = False
-        member.sync_token = None
-        return True
-
-    def _remove_member(self, group: ClassicGroup, member_id: str) -> None:
-        """Remove a member (or a pending member id), answering whatever it still has parked."""
-        member = group.members.get(member_id)
-        if member is not None:
-            self._complete_join(group, member, m.JoinGroupResponse(ErrorCode.unknown_member_id))
-            self._complete_sync(group, member, m.SyncGroupResponse(ErrorCode.unknown_member_id))
-        group.remove(member_id)
-        self._cancel(("heartbeat", group.group_id, member_id))
-
-    def _remove_member_and_update_group(self, group: ClassicGroup, member_id: str) -> None:
-        self._remove_member(group, member_id)
-        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(group)
-        elif group.is_in(GroupState.PREPARING_REBALANCE) and group.has_all_members_joined():
-            self._complete_join_phase(group)
-
-    def _schedule_heartbeat(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None:
-        group_id = group.group_id
-        self._schedule(("heartbeat", group_id, member_id), self._now + timeout_ms,
-                       lambda: self._expire_heartbeat(group_id, member_id))
-
-    def _expire_heartbeat(self, group_id: str, member_id: str) -> None:
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(GroupState.DEAD):
-            return
-        if group.is_pending_member(member_id):
-            group.remove(member_id)
-            if group.is_in(GroupState.PREPARING_REBALANCE) and group.has_all_members_joined():
-                self._complete_join_phase(group)
-            return
-        member = group.members.get(member_id)
-        if member is not None and not member.has_satisfied_heartbeat():
-            self._remove_member_and_update_group(group, member_id)
-
-    # === SyncGroup ==================================================================================
+        return self._step(now_ms, lambda: self.group_manager.join(req), answer=False)
 
     def handle_sync(self, req: m.SyncGroupRequest, now_ms: int) -> CoordinatorResult:
-        result = self._begin(now_ms)
-        self._sync(req)
-        self._res = None
-        return result
-
-    def _sync(self, req: m.SyncGroupRequest) -> None:
-        def fail(error: ErrorCode) -> None:
-            self._respond(req.token, m.SyncGroupResponse(error))
-
-        if not self.active:
-            return fail(ErrorCode.coordinator_not_available)
-        group = self.groups.get(req.group_id)
-        if group is None:
-            return fail(ErrorCode.unknown_member_id)
-        if group.is_in(GroupState.DEAD):
-            return fail(ErrorCode.coordinator_not_available)
-        error = group.validate_member(req.member_id, req.group_instance_id)
-        if error is not None:
-            return fail(error)
-        if req.generation_id != group.generation_id:
-            return fail(ErrorCode.illegal_generation)
-        if _inconsistent(req.protocol_type, group.protocol_type) or \
-                _inconsistent(req.protocol_name, group.protocol_name):
-            return fail(ErrorCode.inconsistent_group_protocol)
-        if group.is_in(GroupState.PREPARING_REBALANCE):
-            return fail(ErrorCode.rebalance_in_progress)
-        member = group.member(req.member_id)
-        if group.is_in(GroupState.STABLE):
-            self._remove_pending_sync_member(group, req.member_id)
-            return self._respond(req.token, m.SyncGroupResponse(ErrorCode.none, member.assignment,
-                                                                group.protocol_type, group.protocol_name))
-        # CompletingRebalance: park; the leader's assignment answers everyone
-        if member.awaiting_sync and member.sync_token is not None and member.sync_token != req.token:
-            self._respond(member.sync_token, m.SyncGroupResponse(ErrorCode.rebalance_in_progress))
-        member.awaiting_sync = True
-        member.sync_token = req.token
-        self._remove_pending_sync_member(group, req.member_id)
-        if group.is_leader(req.member_id):
-            assignment = {mid: b"" for mid in group.members}
-            for mid, data in req.assignments:
-                if mid in assignment:
-                    assignment[mid] = data
-            self._append_group_metadata(group, assignment)
-            for mid, mem in group.members.items():
-                mem.assignment = assignment[mid]
-            self._propagate_assignment(group, ErrorCode.none)
-            group.transition_to(GroupState.STABLE, self._now)
-
-    def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
-        group.pending_sync_members.discard(member_id)
-        if group.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
-            if not group.pending_sync_members:
-                self._cancel(("sync", group.group_id))
-        else:
-            self._cancel(("sync", group.group_id))
-
-    def _propagate_assignment(self, group: ClassicGroup, error: ErrorCode) -> None:
-        ok = error is ErrorCode.none
-        for member in list(group.members.values()):
-            resp = m.SyncGroupResponse(error, member.assignment, group.protocol_type if ok else None,
-                                       group.protocol_name if ok else None)
-            if self._complete_sync(group, member, resp):
-                # a session that lapsed while parked was ignored; it starts again from here
-                self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
-
-    def _reset_and_propagate_assignment_with_error(self, group: ClassicGroup, error: ErrorCode) -> None:
-        if not group.is_in(GroupState.COMPLETING_REBALANCE):
-            raise IllegalStateError(f"group {group.group_id} must be CompletingRebalance, is {group.state}")
-        for member in group.members.values():
-            member.assignment = b""
-        self._propagate_assignment(group, error)
-
-    def _append_group_metadata(self, group: ClassicGroup, assignment: Mapping[str, bytes]) -> None:
-        members = tuple(
-            MemberMetadata(mem.member_id, mem.group_instance_id, mem.client_id, mem.client_host,
-                           mem.rebalance_timeout_ms, mem.session_timeout_ms,
-                           mem.metadata(group.protocol_name), assignment.get(mid, b""))
-            for mid, mem in group.members.items()
-        ) if group.members and group.protocol_name is not None else ()
-        self._append(GroupMetadataKey(group.group_id),
-                     GroupMetadataValue(group.protocol_type or "", group.generation_id, group.protocol_name,
-                                        group.leader_id, group.state_timestamp_ms, members))
-
-    # === Heartbeat ==================================================================================
+        return self._step(now_ms, lambda: self.group_manager.sync(req), answer=False)
 
     def handle_heartbeat(self, req: m.HeartbeatRequest, now_ms: int) -> CoordinatorResult:
-        result = self._begin(now_ms)
-        self._respond(None, m.HeartbeatResponse(self._heartbeat(req)))
-        self._res = None
-        return result
-
-    def _heartbeat(self, req: m.HeartbeatRequest) -> ErrorCode:
-        if not self.active:
-            return ErrorCode.coordinator_not_available
-        group = self.groups.get(req.group_id)
-        if group is None:
-            return ErrorCode.unknown_member_id
-        if group.is_in(GroupState.DEAD):
-            return ErrorCode.coordinator_not_available
-        error = group.validate_member(req.member_id, req.group_instance_id)
-        if error is not None:
-            return error
-        if req.generation_id != group.generation_id:
-            return ErrorCode.illegal_generation
-        if group.is_in(GroupState.EMPTY):
-            return ErrorCode.unknown_member_id
-        member = group.member(req.member_id)
-        self._schedule_heartbeat(group, req.member_id, member.session_timeout_ms)
-        if group.is_in(GroupState.PREPARING_REBALANCE):
-            return ErrorCode.rebalance_in_progress
-        return ErrorCode.none
-
-    # === LeaveGroup =================================================================================
+        return self._step(now_ms, lambda: m.HeartbeatResponse(self.group_manager.heartbeat(req)))
 
     def handle_leave(self, req: m.LeaveGroupRequest, now_ms: int) -> CoordinatorResult:
-        result = self._begin(now_ms)
-        self._respond(None, self._leave(req))
-        self._res = None
-        return result
-
-    def _leave(self, req: m.LeaveGroupRequest) -> m.LeaveGroupResponse:
-        if not self.active:
-            return m.LeaveGroupResponse(ErrorCode.coordinator_not_available)
-        group = self.groups.get(req.group_id)
-        if group is None:
-            return m.LeaveGroupResponse(ErrorCode.unknown_member_id)
-        if group.is_in(GroupState.DEAD):
-            return m.LeaveGroupResponse(ErrorCode.coordinator_not_available)
-        results: list[m.LeaveMemberResponse] = []
-        for ident in req.members:
-            error = ErrorCode.none
-            if ident.member_id == m.UNKNOWN_MEMBER_ID:
-                # administrative removal of a static member by its group.instance.id
-                if group.has_static_member(ident.group_instance_id):
-                    assert ident.group_instance_id is not None
-                    self._remove_member(group, group.static_members[ident.group_instance_id])
-                else:
-                    error = ErrorCode.unknown_member_id
-            elif group.is_pending_member(ident.member_id):
-                self._remove_member(group, ident.member_id)
-            else:
-                error = group.validate_member(ident.member_id, ident.group_instance_id) or ErrorCode.none
-                if error is ErrorCode.none:
-                    self._remove_member(group, ident.member_id)
-            results.append(m.LeaveMemberResponse(ident.member_id, ident.group_instance_id, error))
-        if any(r.error is ErrorCode.none for r in results):
-            if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-                self._prepare_rebalance(group)
-            elif group.is_in(GroupState.PREPARING_REBALANCE):
-                self._maybe_complete_join_phase(group)
-        return m.LeaveGroupResponse(ErrorCode.none, tuple(results))
-
-    # === ConsumerGroupHeartbeat (KIP-848) ===========================================================
+        return self._step(now_ms, lambda: self.group_manager.leave(req))
 
     def handle_consumer_heartbeat(self, req: ConsumerHeartbeatRequest, topics: Mapping[str, int],
                                   now_ms: int) -> CoordinatorResult:
         """`topics`: partition count of every topic in the broker's metadata."""
-        result = self._begin(now_ms)
-        classic = self.groups.get(req.group_id)
-        resp: ConsumerHeartbeatResponse
-        if not self.active:
-            resp = ConsumerHeartbeatResponse(ErrorCode.coordinator_not_available)
-        elif classic is not None and classic.members:
-            resp = ConsumerHeartbeatResponse(ErrorCode.group_id_not_found,
-                                             error_message=f"Group {req.group_id} is not a consumer group.")
-        else:
-            if classic is not None and req.member_epoch == 0:
-                del self.groups[req.group_id]  # an empty classic group becomes a consumer group
-            resp = self.consumer.heartbeat(req, topics)
-        self._respond(None, resp)
-        self._res = None
-        return result
-
-    # === offsets ====================================================================================
+        return self._step(now_ms, lambda: self.group_manager.consumer_heartbeat(req, topics))
 
     def handle_offset_commit(self, req: m.OffsetCommitRequest, now_ms: int) -> CoordinatorResult:
-        result = self._begin(now_ms)
-        self._respond(None, self._offset_commit(req))
-        self._res = None
-        return result
-
-    def _offset_commit(self, req: m.OffsetCommitRequest) -> m.OffsetCommitResponse:
-        def all_failed(error: ErrorCode) -> m.OffsetCommitResponse:
-            return m.OffsetCommitResponse(tuple((t, tuple((p.partition, error) for p in ps)) for t, ps in req.topics))
-
-        if not self.active:
-            return all_failed(ErrorCode.coordinator_not_available)
-        if not req.group_id:
-            return all_failed(ErrorCode.invalid_group_id)
-        consumer_group = self.consumer.groups.get(req.group_id)
-        group = self.groups.get(req.group_id)
-        if consumer_group is not None:
-            error = self.consumer.validate_offset_commit(consumer_group, req.member_id, req.generation_id,
-                                                         req.version)
-            if error is not None:
-                return all_failed(error)
-        elif group is None:
-            if req.generation_id >= 0:
-                # v9+ says what happened; older versions keep the historical answer
-                return all_failed(ErrorCode.group_id_not_found if req.version >= 9 else ErrorCode.illegal_generation)
-            group = ClassicGroup(req.group_id, state_timestamp_ms=self._now)  # a simple group
-            self.groups[req.group_id] = group
-        else:
-            error = group.validate_offset_commit(req.member_id, req.group_instance_id, req.generation_id)
-            if error is not None:
-                return all_failed(error)
-        expire = self._now + req.retention_time_ms if req.retention_time_ms >= 0 else -1
-        topics = []
-        for topic, partitions in req.topics:
-            answers = []
-            for p in partitions:
-                metadata = p.metadata or ""
-                if len(metadata) > self.config.offset_metadata_max_bytes:
-                    answers.append((p.partition, ErrorCode.offset_metadata_too_large))
-                    continue
-                self._append(OffsetCommitKey(req.group_id, topic, p.partition),
-                             OffsetCommitValue(p.offset, metadata, self._now, p.leader_epoch, expire))
-                answers.append((p.partition, ErrorCode.none))
-            topics.append((topic, tuple(answers)))
-        return m.OffsetCommitResponse(tuple(topics))
+        return self._step(now_ms, lambda: self.offset_manager.commit(req))
 
     def handle_offset_fetch(self, req: m.OffsetFetchRequest, now_ms: int) -> CoordinatorResult:
-        result = self._begin(now_ms)
-        self._respond(None, self._offset_fetch(req))
-        self._res = None
-        return result
-
-    def _offset_fetch(self, req: m.OffsetFetchRequest) -> m.OffsetFetchResponse:
-        if not self.active:
-            return m.OffsetFetchResponse(req.group_id, ErrorCode.coordinator_load_in_progress)
-        if not req.group_id:
-            return m.OffsetFetchResponse(req.group_id, ErrorCode.invalid_group_id)
-        group = self.groups.get(req.group_id)
-        if group is not None and group.is_in(GroupState.DEAD):
-            return m.OffsetFetchResponse(req.group_id, ErrorCode.group_id_not_found)
-        committed = self.offsets.get(req.group_id, {})
-        wanted: Iterable[tuple[str, tuple[int, ...]]]
-        if req.topics is None:
-            by_topic: dict[str, list[int]] = {}
-            for topic, partition in sorted(committed):
-                by_topic.setdefault(topic, []).append(partition)
-            wanted = [(t, tuple(ps)) for t, ps in by_topic.items()]
-        else:
-            wanted = req.topics
-        topics = []
-        for topic, partitions in wanted:
-            fetched = []
-            for partition in partitions:
-                value = committed.get((topic, partition))
-                if value is None:
-                    fetched.append(m.FetchedOffset(partition, -1, -1, ""))
-                else:
-                    fetched.append(m.FetchedOffset(partition, value.offset, value.leader_epoch, value.metadata))
-            topics.append((topic, tuple(fetched)))
-        return m.OffsetFetchResponse(req.group_id, ErrorCode.none, tuple(topics))
+        return self._step(now_ms, lambda: self.offset_manager.fetch(req))
 
     def handle_offset_delete(self, req: m.OffsetDeleteRequest, now_ms: int) -> CoordinatorResult:
-        result = self._begin(now_ms)
-        self._respond(None, self._offset_delete(req))
-        self._res = None
-        return result
+        return self._step(now_ms, lambda: self.offset_manager.delete(req))
 
-    def _offset_delete(self, req: m.OffsetDeleteRequest) -> m.OffsetDeleteResponse:
-        if not self.active:
-            return m.OffsetDeleteResponse(ErrorCode.coordinator_not_available)
-        group = self.groups.get(req.group_id)
-        if group is None or group.is_in(GroupState.DEAD):
-            return m.OffsetDeleteResponse(ErrorCode.group_id_not_found)
-        active_members = group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE,
-                                         GroupState.COMPLETING_REBALANCE)
-        if active_members and not group.uses_consumer_protocol():
-            return m.OffsetDeleteResponse(ErrorCode.non_empty_group)
-        committed = self.offsets.get(req.group_id, {})
-        topics = []
-        for topic, partitions in req.topics:
-            if active_members and self.is_subscribed(group, topic):
-                topics.append((topic, tuple((p, ErrorCode.group_subscribed_to_topic) for p in partitions)))
-                continue
-            for p in partitions:
-                if (topic, p) in committed:
-                    self._append(OffsetCommitKey(req.group_id, topic, p), None)
-            topics.append((topic, tuple((p, ErrorCode.none) for p in partitions)))
-        return m.OffsetDeleteResponse(ErrorCode.none, tuple(topics))
+    def handle_delete_groups(self, group_ids: Iterable[str], now_ms: int) -> CoordinatorResult:
+        return self._step(now_ms, lambda: [(group_id, self._delete_group(group_id)) for group_id in group_ids])
 
-    @staticmethod
-    def is_subscribed(group: ClassicGroup, topic: str) -> bool:
-        """Whether a consumer group's members subscribe to `topic` (unknown bytes count as yes)."""
-        for member in group.members.values():
-            protocol = group.protocol_name or (member.protocols[0].name if member.protocols else None)
-            topics = subscription_topics(member.metadata(protocol))
-            if topics is None or topic in topics:
-                return True
-        return False
+    def _delete_group(self, group_id: str) -> ErrorCode:
+        error = self.group_manager.delete_group(group_id)
+        if error is not None:
+            return error
+        self.offset_manager.delete_all(group_id)
+        self.ctx.append(GroupMetadataKey(group_id), None)
+        return ErrorCode.none
 
-    def _schedule_offset_expiration(self) -> None:
-        self._schedule(("offsets-expire",), self._now + self.config.offsets_retention_check_interval_ms,
-                       self._expire_offsets)
-
-    def _expire_offsets(self) -> None:
-        retention_ms = self.config.offsets_retention_minutes * 60_000
-        for group_id in sorted(set(self.groups) | set(self.offsets)):
-            group = self.groups.get(group_id)
-            committed = self.offsets.get(group_id, {})
-            base: Callable[[OffsetCommitValue], int] | None
-            if group is None or group.protocol_type is None:
-                base = lambda v: v.commit_timestamp  # noqa: E731 - simple group: since each commit
-            elif group.is_in(GroupState.EMPTY):
-                base = _since(group.state_timestamp_ms)
-            elif group.uses_consumer_protocol() and group.is_in(GroupState.STABLE):
-                base = lambda v: v.commit_timestamp  # noqa: E731 - only for topics nobody subscribes
-            else:
-                continue
-            for (topic, partition), value in sorted(committed.items()):
-                if group is not None and group.is_in(GroupState.STABLE) and self.is_subscribed(group, topic):
-                    continue
-                expired = (self._now >= value.expire_timestamp if value.expire_timestamp >= 0
-                           else self._now - base(value) >= retention_ms)
-                if expired:
-                    self._append(OffsetCommitKey(group_id, topic, partition), None)
-            if group is not None and group.is_in(GroupState.EMPTY) and group_id not in self.offsets:
-                self._append(GroupMetadataKey(group_id), None)  # nothing left to remember
-        self._schedule_offset_expiration()
-
-    # === admin ======================================================================================
+    # === reads ======================================================================================
 
     def describe_groups(self, group_ids: Iterable[str]) -> list[m.DescribedGroup]:
-        out = []
-        for group_id in group_ids:
-            group = self.groups.get(group_id)
-            cg = self.consumer.groups.get(group_id)
-            if not self.active:
-                out.append(m.DescribedGroup(group_id, ErrorCode.coordinator_load_in_progress, "", "", ""))
-            elif cg is not None:
-                # a KIP-848 group seen through the classic API: members with their partitions encoded
-                # as a consumer-protocol Assignment, so classic tools can still show who owns what
-                members = tuple(m.DescribedMember(mb.member_id, mb.instance_id, mb.client_id, mb.client_host, b"",
-                                                  _assignment_bytes(mb.assigned))
-                                for mb in cg.members.values())
-                out.append(m.DescribedGroup(group_id, ErrorCode.none, cg.state, "consumer", cg.assignor, members))
-            elif group is None or group.is_in(GroupState.DEAD):
-                out.append(m.DescribedGroup(group_id, ErrorCode.none, GroupState.DEAD.value, "", ""))
-            elif group.is_in(GroupState.STABLE):
-                members = tuple(m.DescribedMember(mem.member_id, mem.group_instance_id, mem.client_id,
-                                                  mem.client_host, mem.metadata(group.protocol_name),
-                                                  mem.assignment) for mem in group.members.values())
-                out.append(m.DescribedGroup(group_id, ErrorCode.none, group.state.value,
-                                            group.protocol_type or "", group.protocol_name or "", members))
-            else:  # metadata and assignments only mean something once the group is Stable
-                members = tuple(m.DescribedMember(mem.member_id, mem.group_instance_id, mem.client_id,
-                                                  mem.client_host, b"", b"") for mem in group.members.values())
-                out.append(m.DescribedGroup(group_id, ErrorCode.none, group.state.value,
-                                            group.protocol_type or "", "", members))
-        return out
+        return self.group_manager.describe_groups(group_ids)
 
     def describe_consumer_groups(
         self, group_ids: Iterable[str]
     ) -> list[tuple[str, ErrorCode, str | None, ConsumerGroup | None]]:
-        """ConsumerGroupDescribe (KIP-848): (group id, error, message, group). As Kafka, a group that does
-        not exist or is a classic group answers GROUP_ID_NOT_FOUND."""
-        out: list[tuple[str, ErrorCode, str | None, ConsumerGroup | None]] = []
-        for group_id in group_ids:
-            cg = self.consumer.groups.get(group_id)
-            if not self.active:
-                out.append((group_id, ErrorCode.coordinator_load_in_progress, None, None))
-            elif cg is not None:
-                out.append((group_id, ErrorCode.none, None, cg))
-            elif group_id in self.groups and not self.groups[group_id].is_in(GroupState.DEAD):
-                out.append((group_id, ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.",
-                            None))
-            else:
-                out.append((group_id, ErrorCode.group_id_not_found, f"Group {group_id} not found.", None))
-        return out
+        return self.group_manager.describe_consumer_groups(group_ids)
 
     def list_groups(self, states: Iterable[str] = ()) -> list[m.ListedGroup]:
-        wanted = {s.lower() for s in states}
-        listed = [m.ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
-                  for g in self.groups.values()
-                  if not g.is_in(GroupState.DEAD) and (not wanted or g.state.value.lower() in wanted)]
-        listed += [m.ListedGroup(g.group_id, "consumer", g.state, "consumer") for g in self.consumer.groups.values()
-                   if not wanted or g.state.lower() in wanted]
-        return listed
-
-    def handle_delete_groups(self, group_ids: Iterable[str], now_ms: int) -> CoordinatorResult:
-        result = self._begin(now_ms)
-        answers = []
-        for group_id in group_ids:
-            answers.append((group_id, self._delete_group(group_id)))
-        self._respond(None, answers)
-        self._res = None
-        return result
-
-    def _delete_group(self, group_id: str) -> ErrorCode:
-        if not self.active:
-            return ErrorCode.coordinator_not_available
-        group = self.groups.get(group_id)
-        if group is None:
-            return ErrorCode.group_id_not_found
-        error = group.validate_delete()
-        if error is not None:
-            return error
-        for topic, partition in sorted(self.offsets.get(group_id, {})):
-            self._append(OffsetCommitKey(group_id, topic, partition), None)
-        self._append(GroupMetadataKey(group_id), None)
-        return ErrorCode.none
-
-
-def _assignment_bytes(assigned: Mapping[str, Iterable[int]]) -> bytes:
-    """A version-0 consumer-protocol Assignment of a KIP-848 member's partitions (for classic tools)."""
-    tps = [TopicPartition(t, p) for t, ps in assigned.items() for p in sorted(ps)]
-    return encode_assignment(ConsumerAssignment(tps), version=0)
-
-
-def _since(state_ts: int) -> Callable[[OffsetCommitValue], int]:
-    # an Empty group's offsets age from the moment it became Empty (older records: from each commit)
-    return lambda v: state_ts if state_ts >= 0 else v.commit_timestamp
-
-
-def _inconsistent(given: str | None, current: str | None) -> bool:
-    return given is not None and current is not None and given != current
-
-
-def _replace(req: m.JoinGroupRequest, **changes: Any) -> m.JoinGroupRequest:
-    return dataclasses.replace(req, **changes)
+        return self.group_manager.list_groups(states)
 
 
 # Module-level spelling of the pure API: handle_x(state, request, now_ms) -> (records, responses, timers).

@@ -1,0 +1,63 @@
+"""The broker settings the group coordinator obeys (Kafka's GroupCoordinatorConfig), with Kafka's names
+and defaults; `from_properties` picks them out of a server.properties-style mapping."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .offsets_topic import DEFAULT_OFFSETS_TOPIC_PARTITIONS
+
+
+@dataclass(frozen=True)
+class CoordinatorConfig:
+    """The broker settings the coordinator obeys, with Kafka's names and defaults."""
+
+    offsets_topic_num_partitions: int = DEFAULT_OFFSETS_TOPIC_PARTITIONS
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_max_size: int = 2**31 - 1
+    group_new_member_join_timeout_ms: int = 300_000
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4096
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_max_size: int = 2**31 - 1
+
+    KEYS = {
+        "offsets.topic.num.partitions": "offsets_topic_num_partitions",
+        "group.min.session.timeout.ms": "group_min_session_timeout_ms",
+        "group.max.session.timeout.ms": "group_max_session_timeout_ms",
+        "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
+        "group.max.size": "group_max_size",
+        "group.new.member.join.timeout.ms": "group_new_member_join_timeout_ms",
+        "offsets.retention.minutes": "offsets_retention_minutes",
+        "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
+        "offset.metadata.max.bytes": "offset_metadata_max_bytes",
+        "group.consumer.session.timeout.ms": "consumer_session_timeout_ms",
+        "group.consumer.heartbeat.interval.ms": "consumer_heartbeat_interval_ms",
+        "group.consumer.max.size": "consumer_max_size",
+    }
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, Any]) -> CoordinatorConfig:
+        """Pick the coordinator's keys out of a server.properties-style mapping (others are ignored)."""
+        kwargs: dict[str, int] = {}
+        for key, attr in cls.KEYS.items():
+            if key in props and props[key] is not None:
+                try:
+                    kwargs[attr] = int(props[key])
+                except (TypeError, ValueError):
+                    raise ValueError(f"{key} must be an integer, got {props[key]!r}") from None
+        config = cls(**kwargs)
+        if config.offsets_topic_num_partitions < 1:
+            raise ValueError("offsets.topic.num.partitions must be >= 1")
+        if config.group_min_session_timeout_ms > config.group_max_session_timeout_ms:
+            raise ValueError("group.min.session.timeout.ms must be <= group.max.session.timeout.ms")
+        if config.group_max_size < 1:
+            raise ValueError("group.max.size must be >= 1")
+        return config
+
