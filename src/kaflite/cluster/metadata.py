@@ -43,7 +43,7 @@ def validate_topic_name(name: str | None) -> None:
     if not name:
         raise KafkaError(ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty")
     if name in (".", ".."):
-        raise KafkaError(ErrorCode.invalid_topic_exception, "Topic name cannot be \".\" or \"..\"")
+        raise KafkaError(ErrorCode.invalid_topic_exception, 'Topic name cannot be "." or ".."')
     if len(name) > MAX_TOPIC_NAME_LENGTH:
         raise KafkaError(
             ErrorCode.invalid_topic_exception,
@@ -52,7 +52,7 @@ def validate_topic_name(name: str | None) -> None:
     if not _LEGAL.match(name):
         raise KafkaError(
             ErrorCode.invalid_topic_exception,
-            f"Topic name \"{name}\" is illegal, it contains a character other than "
+            f'Topic name "{name}" is illegal, it contains a character other than '
             "ASCII alphanumerics, '.', '_' and '-'",
         )
 
