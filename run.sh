@@ -8,6 +8,17 @@ cd "$(dirname "$0")"
 VENV=${KAFLITE_VENV:-.venv}
 PY=${PYTHON:-python3}
 
+# True when the venv's editable install of kaflite imports this checkout's src/ (setuptools writes the
+# path into __editable__.kaflite-*.pth): a file read, no Python start-up, no pip.
+editable_points_here() {
+  local here pth
+  here=$(pwd -P)/src
+  for pth in "$VENV"/lib/python3*/site-packages/__editable__.kaflite-*.pth; do
+    [ -f "$pth" ] && grep -qxF "$here" "$pth" && return 0
+  done
+  return 1
+}
+
 setup_python() {
   local extra=$1
   if [ ! -x "$VENV/bin/python" ]; then
@@ -15,15 +26,20 @@ setup_python() {
   fi
   local spec=.
   [ -n "$extra" ] && spec=".[$extra]"
-  local stamp="$VENV/.kaflite-${extra:-base}-$(sha1sum pyproject.toml | cut -c1-12)"
-  if [ ! -f "$stamp" ]; then
-    "$VENV/bin/python" -m pip install -q --upgrade pip
-    "$VENV/bin/python" -m pip install -q -e "$spec"
-    touch "$stamp"
-  else
-    # keep the editable install pointing at this checkout
-    "$VENV/bin/python" -m pip install -q --no-deps -e . >/dev/null
+  local hash
+  hash=$(sha1sum pyproject.toml | cut -c1-12)
+  local stamp="$VENV/.kaflite-${extra:-base}-$hash"
+  # the test extra installs everything the base needs
+  if [ -f "$stamp" ] || { [ -z "$extra" ] && [ -f "$VENV/.kaflite-test-$hash" ]; }; then
+    # set up for this pyproject.toml: reinstall only if the editable install points elsewhere
+    if ! editable_points_here || [ ! -x "$VENV/bin/kaflite" ]; then
+      "$VENV/bin/python" -m pip install -q --no-deps -e . >/dev/null
+    fi
+    return
   fi
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q -e "$spec"
+  touch "$stamp"
 }
 
 setup_system() {
