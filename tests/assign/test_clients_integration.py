@@ -96,6 +96,24 @@ def wait_for(cond: Any, what: str, timeout: float = DEADLINE_S, state: Any = Non
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
 
 
+def all_committed(bootstrap: str, topic: str, group: str, partitions: int = PARTITIONS) -> Any:
+    """A probe: has `group` committed the end offset of every partition of `topic`? Once it has, every
+    record the members read is in `seen` (they record before they commit) and a member taking over any
+    partition starts at its end, so nothing more can arrive: the positive condition behind "wait and see
+    that nothing more arrives". Returns (probe, close)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    # a consumer that never subscribes only reads the group's offsets; it does not join the group
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+
+    def probe() -> bool:
+        ends = [reader.get_watermark_offsets(tp, timeout=10)[1] for tp in tps]
+        return [tp.offset for tp in reader.committed(tps, timeout=10)] == ends
+
+    return probe, reader.close
+
+
 def check_exactly_once(seen: list[Any], total: int) -> None:
     keys = [k for _, _, k, _ in seen]
     assert len(keys) == len(set(keys)), "a record was consumed twice"
@@ -144,7 +162,12 @@ def test_kafka_python_group_with_kaflite_assignor(kaflite_broker: Any, strategy:
         produce(bootstrap, topic, 300, 300)
         wait_for(lambda: len(seen) >= 600, "600 records consumed",
                  state=lambda: f"{len(seen)} seen; {state(members[1:])}")
-        time.sleep(0.5)  # nothing more should arrive
+        committed, close = all_committed(bootstrap, topic, group)
+        try:
+            wait_for(committed, "every partition's end offset committed (nothing more can arrive)",
+                     state=lambda: f"{len(seen)} seen; {state(members[1:])}")
+        finally:
+            close()
         for m in members:
             assert m.error is None, m.error
         check_exactly_once(seen, 600)
@@ -195,7 +218,13 @@ def test_aiokafka_group_with_kaflite_sticky(kaflite_broker: Any) -> None:
             while len(seen) < 400:
                 assert time.monotonic() < deadline, f"only {len(seen)} of 400 records consumed"
                 await asyncio.sleep(0.1)
-            await asyncio.sleep(0.5)
+            committed, close = all_committed(bootstrap, topic, group)
+            try:  # every end offset committed: nothing more can arrive
+                while not await asyncio.to_thread(committed):
+                    assert time.monotonic() < deadline, "the group never committed every end offset"
+                    await asyncio.sleep(0.1)
+            finally:
+                close()
             stop.set()
             await asyncio.gather(*tasks)
         finally:
@@ -281,7 +310,12 @@ def test_mixed_group_kafka_python_with_librdkafka(kaflite_broker: Any, leader: s
         assert sorted(len(m.assignment()) for m in members) == [2, 2, 2]
         produce(bootstrap, topic, 0, 300)
         wait_for(lambda: len(seen) >= 300, "300 records consumed", state=lambda: f"{len(seen)} seen")
-        time.sleep(0.5)
+        committed, close = all_committed(bootstrap, topic, group)
+        try:
+            wait_for(committed, "every partition's end offset committed (nothing more can arrive)",
+                     state=lambda: f"{len(seen)} seen")
+        finally:
+            close()
         for m in members:
             assert m.error is None, m.error
         check_exactly_once(seen, 300)

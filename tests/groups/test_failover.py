@@ -32,6 +32,27 @@ def group_state(broker, group: str) -> tuple[GroupState, int]:  # noqa: ANN001
     return broker.call(read)
 
 
+def heartbeats_seen(broker, group: str, count: int):  # noqa: ANN001, ANN201
+    """A probe: has every current member's session timer been reset `count` times since the first call
+    (each heartbeat the coordinator accepts moves the member's session deadline forward)?"""
+    seen: dict[str, set[int]] = {}
+
+    def deadlines() -> dict[str, int | None]:
+        svc = broker.server.broker.extensions["group_coordinator"]
+        shard = svc.shard(group)
+        return {mid: shard.timer_deadline(("heartbeat", group, mid)) for mid in shard.groups[group].members}
+
+    def probe() -> bool:
+        now = broker.call(deadlines)
+        for mid, deadline in now.items():
+            if deadline is not None:
+                seen.setdefault(mid, set()).add(deadline)
+        # the first deadline seen is the one before; `count` more are `count` heartbeats
+        return all(len(seen.get(mid, ())) > count for mid in now)
+
+    return probe
+
+
 class Proc:
     """A member subprocess whose stdout lines are collected by a thread."""
 
@@ -135,7 +156,9 @@ def test_static_member_restart_gets_its_partitions_back_without_rebalance(broker
         replacement.start()
         wait_for(lambda: bool(replacement.snapshot()[0]), 8, "the restarted member's partitions", [replacement])
         assert replacement.snapshot()[0] == owned[2]
-        time.sleep(1.0)  # a rebalance, had one started, would show within a heartbeat or two
+        # A rebalance, had one started, would show at the members' next heartbeats (REBALANCE_IN_PROGRESS):
+        # wait until the coordinator has taken two heartbeats from every member, then look.
+        wait_for(heartbeats_seen(broker, group, 2), 15, "two heartbeats from every member")
         assert group_state(broker, group) == (GroupState.STABLE, generation)
         assert [mb.assign_events for mb in members[:2]] == events
         assert [mb.snapshot()[0] for mb in members[:2]] == owned[:2]
