@@ -7,8 +7,11 @@ every declared length (arrays, strings, bytes, tagged fields) is checked against
 actually left before kio sees the frame.
 
 Rules: a declared array count may not exceed the bytes left (every element takes at least one byte), a
-string/bytes length may not exceed them, a tagged field's content is checked inside its own size; a
-violation raises `ProtocolError` (the connection is closed, as for any undecodable request).
+string/bytes length may not exceed them, a tagged field's content is checked inside its own size; a null
+(-1) array, string or bytes in a field the schema does not declare nullable is refused, as Kafka's parser
+refuses it ("non-nullable field was serialized as null"), so no handler ever meets a None it does not
+expect; a violation raises `ProtocolError` (the connection is closed, as Kafka closes it for a request it
+cannot parse).
 """
 
 from __future__ import annotations
@@ -70,17 +73,23 @@ def _plan(cls: Any) -> Plan:
     tagged: dict[int, tuple[str, Any, bool]] = {}
     for f in dataclasses.fields(cls):
         kind = classify_field(f)
+        nullable = is_optional(f)
         if isinstance(kind, EntityTupleField):
-            step: tuple[str, Any, bool] = ("array", kind.type_, False)
+            step: tuple[str, Any, bool] = ("array", kind.type_, nullable)
         elif isinstance(kind, EntityField):
-            step = ("entity", kind.type_, is_optional(f))
+            step = ("entity", kind.type_, nullable)
         else:
             ktype = get_schema_field_type(f)
-            if ktype in ("string", "bytes", "records"):
-                base: tuple[str, Any, bool] = ("string" if ktype == "string" else "bytes", None, False)
+            if isinstance(kind, PrimitiveTupleField):
+                if ktype in ("string", "bytes", "records"):  # elements of a primitive array are never null
+                    elem: Any = ("string" if ktype == "string" else "bytes", None, False)
+                else:
+                    elem = _FIXED.get(ktype, 1)
+                step = ("array", elem, nullable)
+            elif ktype in ("string", "bytes", "records"):
+                step = ("string" if ktype == "string" else "bytes", None, nullable)
             else:
-                base = ("fixed", _FIXED.get(ktype, 1), False)
-            step = ("array", base[1] if base[0] == "fixed" else base, False) if isinstance(kind, PrimitiveTupleField) else base
+                step = ("fixed", _FIXED.get(ktype, 1), False)
         tag = get_field_tag(f)
         if tag is not None:
             tagged[int(tag)] = step
@@ -113,6 +122,8 @@ def _step(buf: bytes | memoryview, pos: int, end: int, flexible: bool, step: tup
         n, pos = _length(buf, pos, end, flexible, wide=kind == "bytes")
         if n > end - pos:
             raise ProtocolError(f"declared length {n} exceeds the {end - pos} bytes left")
+        if n < 0 and not nullable:
+            raise ProtocolError(f"null {kind} in a non-nullable field")
         return pos + max(n, 0)
     if kind == "entity":
         if nullable and flexible:
@@ -127,6 +138,8 @@ def _step(buf: bytes | memoryview, pos: int, end: int, flexible: bool, step: tup
     n, pos = _length(buf, pos, end, flexible, wide=True)
     if n > end - pos:
         raise ProtocolError(f"declared array count {n} exceeds the {end - pos} bytes left")
+    if n < 0 and not nullable:
+        raise ProtocolError("null array in a non-nullable field")
     if n <= 0:
         return pos
     if isinstance(arg, int):

@@ -14,7 +14,12 @@ import time
 from typing import Any
 
 from kaflite.server.broker import Broker, parse_listeners
-from kaflite.server.connection import ConnectionLimits, KafkaConnection
+from kaflite.server.connection import (
+    DEFAULT_QUEUED_MAX_REQUEST_BYTES,
+    ConnectionLimits,
+    Connections,
+    KafkaConnection,
+)
 from kaflite.server.dispatcher import Dispatcher
 from kaflite.server.handlers import Registry, load_registry
 
@@ -42,7 +47,7 @@ class KafkaServer:
         self.broker.registry = self.registry
         self.dispatcher = Dispatcher(self.broker, self.registry)
         self._server: asyncio.base_events.Server | None = None
-        self._connections: set[KafkaConnection] = set()
+        self._connections = Connections()
         self._reaper: asyncio.Future[None] | None = None
         self.host = ""
         self.port = 0
@@ -66,6 +71,7 @@ class KafkaServer:
             send_buffer_bytes=int(setting("socket.send.buffer.bytes")),
             receive_buffer_bytes=int(setting("socket.receive.buffer.bytes")),
             max_connections=int(setting("max.connections")),
+            max_queued_request_bytes=_queued_max_request_bytes(setting),
         )
         loop = asyncio.get_running_loop()
         try:
@@ -98,6 +104,7 @@ class KafkaServer:
         while True:
             await asyncio.sleep(min(max(idle_s / 4, 0.05), 30.0))
             now = time.monotonic()
+            self._connections.refusals.maybe_report()
             for conn in list(self._connections):
                 if not conn.busy and not conn.frames and now - conn.last_active >= idle_s:
                     log.info("closing connection from %s: idle for %.0f ms", conn.peer, (now - conn.last_active) * 1000)
@@ -119,6 +126,16 @@ class KafkaServer:
             self._server = None
         await self.broker.stop()
         log.info("kaflite stopped (%s)", cpu_usage())
+
+
+def _queued_max_request_bytes(setting: Any) -> int:
+    """Kafka's `queued.max.request.bytes` (request bytes read ahead, all connections together); Kafka's
+    -1 (unbounded) becomes DEFAULT_QUEUED_MAX_REQUEST_BYTES: a Python broker cannot afford no bound."""
+    try:
+        value = int(setting("queued.max.request.bytes"))
+    except Exception:  # noqa: BLE001 - a config without the key
+        value = -1
+    return value if value > 0 else DEFAULT_QUEUED_MAX_REQUEST_BYTES
 
 
 def cpu_usage() -> str:

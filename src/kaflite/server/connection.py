@@ -4,10 +4,18 @@ Rules:
 - requests of one connection are handled one at a time, in arrival order, and their responses are
   written in that order (Kafka mutes a channel while a request is in flight), so pipelining clients
   (librdkafka keeps up to 5 produce requests in flight) get answers in order;
-- backpressure: reading pauses when `queued.max.requests` frames or 32 MiB are queued (a client cannot make the broker
-  buffer without bound), and the worker waits while the socket's write buffer is above its high-water
-  mark, so a slow reader slows its own requests down;
-- a framing or protocol violation logs one line and closes only this connection.
+- backpressure on requests: reading pauses when `queued.max.requests` frames or 32 MiB are queued on this
+  connection, or when the requests read ahead by all connections together reach
+  `queued.max.request.bytes` (100 MiB when unset; Kafka's default -1 is unbounded), so no client, and no
+  crowd of clients, can make the broker buffer requests without bound;
+- backpressure on responses (Kafka mutes a channel whose response is not sent yet): while the socket's
+  write buffer is above its high-water mark the worker handles no further request of this connection and
+  reading pauses; stored batches of a Fetch answer are `FileSlice`s read from the segment file in chunks
+  of SEND_CHUNK as the client drains, so an answer never sits in memory whole: a connection holds at most
+  its high-water mark plus one chunk of response bytes, whatever `fetch.max.bytes` says;
+- a framing or protocol violation closes only this connection, logged at DEBUG (a hostile client could
+  otherwise fill the log), with a count of connections closed that way at INFO once per minute; an
+  unexpected handler error logs one line without a traceback (DEBUG has it).
 """
 
 from __future__ import annotations
@@ -18,17 +26,71 @@ import logging
 import socket
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kaflite.protocol.framing import FrameDecoder, FrameError
 from kaflite.server.dispatcher import CloseConnection, Dispatcher
+from kaflite.storage.file_slice import FileSlice
 
-__all__ = ["ConnectionLimits", "KafkaConnection"]
+__all__ = ["ConnectionLimits", "Connections", "KafkaConnection", "RefusalCounter"]
 
 log = logging.getLogger("kaflite.server")
 
 MAX_QUEUED_BYTES = 32 * 1024 * 1024
+DEFAULT_QUEUED_MAX_REQUEST_BYTES = 100 * 1024 * 1024
+SEND_CHUNK = 256 * 1024  # bytes of a FileSlice read and written at a time
+SEND_HIGH_WATER = 256 * 1024  # the transport's write buffer high-water mark (per connection)
 _ids = itertools.count(1)
+
+
+class RefusalCounter:
+    """Connections closed for a client's fault, summarised at INFO at most once per `interval_s`
+    (each one is logged at DEBUG): one line a minute instead of one line per bad input."""
+
+    def __init__(self, interval_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval_s = interval_s
+        self.clock = clock
+        self.count = 0
+        self.total = 0
+        self.reasons: dict[str, int] = {}
+        self._since = clock()
+
+    def note(self, reason: str) -> None:
+        self.count += 1
+        self.total += 1
+        kind = reason.split(":", 1)[0][:60]
+        if kind in self.reasons or len(self.reasons) < 20:  # bounded: keyed by client input
+            self.reasons[kind] = self.reasons.get(kind, 0) + 1
+        self.maybe_report()
+
+    def maybe_report(self) -> None:
+        now = self.clock()
+        if self.count and now - self._since >= self.interval_s:
+            top = ", ".join(f"{k} x{v}" for k, v in sorted(self.reasons.items(), key=lambda kv: -kv[1])[:5])
+            log.info("closed %d connections in the last %.0f s for protocol violations (%s); DEBUG logs each",
+                     self.count, now - self._since, top)
+            self.count = 0
+            self.reasons.clear()
+            self._since = now
+
+
+class Connections(set["KafkaConnection"]):
+    """The server's live connections plus what they share: the request bytes read ahead by all of them
+    (bounded by `queued.max.request.bytes`) and the refusal counter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queued_request_bytes = 0
+        self.paused_for_budget: set[KafkaConnection] = set()
+        self.refusals = RefusalCounter()
+
+    def release(self, nbytes: int, budget: int) -> None:
+        self.queued_request_bytes -= nbytes
+        if self.paused_for_budget and self.queued_request_bytes < budget // 2:
+            waiting, self.paused_for_budget = self.paused_for_budget, set()
+            for conn in waiting:
+                conn._maybe_resume_reading()  # noqa: SLF001
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +102,7 @@ class ConnectionLimits:
     send_buffer_bytes: int = -1  # socket.send.buffer.bytes (-1: OS default)
     receive_buffer_bytes: int = -1  # socket.receive.buffer.bytes
     max_connections: int = 2**31 - 1  # max.connections
+    max_queued_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES  # queued.max.request.bytes (broker-wide)
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -60,6 +123,7 @@ class KafkaConnection(asyncio.Protocol):
         self._closed = False
         self._worker: asyncio.Task[None] | None = None
         self._all = registry_of
+        self._shared = registry_of if isinstance(registry_of, Connections) else Connections()
 
     # -- asyncio.Protocol --------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -67,7 +131,8 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         if len(self._all) >= self.limits.max_connections:
-            log.warning("refusing connection from %s: max.connections=%d reached", self.peer, self.limits.max_connections)
+            log.debug("refusing connection from %s: max.connections=%d reached", self.peer, self.limits.max_connections)
+            self._shared.refusals.note(f"max.connections={self.limits.max_connections} reached")
             self._closed = True
             transport.close()
             return
@@ -81,6 +146,10 @@ class KafkaConnection(asyncio.Protocol):
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.limits.receive_buffer_bytes)
             except OSError:
                 pass
+        try:
+            transport.set_write_buffer_limits(high=SEND_HIGH_WATER)  # type: ignore[attr-defined]
+        except (AttributeError, NotImplementedError, ValueError):  # pragma: no cover - exotic transports
+            pass
         self._all.add(self)
         self._worker = asyncio.ensure_future(self._run())
 
@@ -95,9 +164,14 @@ class KafkaConnection(asyncio.Protocol):
             return
         if frames:
             self.frames.extend(frames)
-            self.queued_bytes += sum(len(f) for f in frames)
+            n = sum(len(f) for f in frames)
+            self.queued_bytes += n
+            self._shared.queued_request_bytes += n
             self._wake()
             if len(self.frames) >= self.limits.max_queued_requests or self.queued_bytes >= MAX_QUEUED_BYTES:
+                self._pause_reading()
+            elif self._shared.queued_request_bytes >= self.limits.max_queued_request_bytes:
+                self._shared.paused_for_budget.add(self)
                 self._pause_reading()
 
     def eof_received(self) -> bool | None:
@@ -107,17 +181,34 @@ class KafkaConnection(asyncio.Protocol):
         # Stays in the server's set until the worker ends: a request still parked (a long poll) must be
         # cancelled by a shutdown like any other.
         self._closed = True
+        self.frames.clear()
+        self._shared.release(self.queued_bytes, self.limits.max_queued_request_bytes)
+        self._shared.paused_for_budget.discard(self)
+        self.queued_bytes = 0
         self._wake()
         if self._writable is not None and not self._writable.done():
             self._writable.set_result(None)
 
     def pause_writing(self) -> None:
+        # Kafka mutes the channel: no new request is read while the answer waits for the client
         if self._writable is None or self._writable.done():
             self._writable = asyncio.get_running_loop().create_future()
+        self._pause_reading()
 
     def resume_writing(self) -> None:
         if self._writable is not None and not self._writable.done():
             self._writable.set_result(None)
+        self._maybe_resume_reading()
+
+    def _maybe_resume_reading(self) -> None:
+        if (
+            self._reading_paused
+            and (self._writable is None or self._writable.done())
+            and len(self.frames) <= self.limits.max_queued_requests // 2
+            and self.queued_bytes < MAX_QUEUED_BYTES // 2
+            and self._shared.queued_request_bytes < self.limits.max_queued_request_bytes
+        ):
+            self._resume_reading()
 
     # -- worker ------------------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -136,13 +227,9 @@ class KafkaConnection(asyncio.Protocol):
                 continue
             frame = self.frames.popleft()
             self.queued_bytes -= len(frame)
+            self._shared.release(len(frame), self.limits.max_queued_request_bytes)
             self.busy = True
-            if (
-                self._reading_paused
-                and len(self.frames) <= self.limits.max_queued_requests // 2
-                and self.queued_bytes < MAX_QUEUED_BYTES // 2
-            ):
-                self._resume_reading()
+            self._maybe_resume_reading()
             try:
                 out = await self.dispatcher.dispatch(frame, host, self.id)
                 self.busy = False
@@ -153,14 +240,50 @@ class KafkaConnection(asyncio.Protocol):
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                log.exception("request from %s failed; closing the connection", self.peer)
+                # one line, no traceback: the request came from a client, its content is no bug report
+                log.error("request from %s failed, closing the connection: %s: %s", self.peer, type(e).__name__,
+                          str(e)[:300])
+                log.debug("the failed request's traceback", exc_info=True)
                 self.abort(f"{type(e).__name__}: {e}", quiet=True)
                 return
             if out is None or self._closed or self.transport is None:
+                _close_slices(out)
                 continue
-            self.transport.writelines(out)
+            await self._send(out)
+
+    async def _send(self, out: list[bytes | memoryview]) -> None:
+        """Write one response in order: buffers as they are, FileSlices read in SEND_CHUNK pieces, each
+        written only when the socket's write buffer is below its high-water mark."""
+        transport = self.transport
+        assert transport is not None
+        pending: list[bytes | memoryview] = []
+        try:
+            for part in out:
+                if not isinstance(part, FileSlice):
+                    pending.append(part)
+                    continue
+                if pending:
+                    transport.writelines(pending)
+                    pending = []
+                pos, size = 0, len(part)
+                while pos < size:
+                    if self._writable is not None and not self._writable.done():
+                        await self._writable
+                    if self._closed:
+                        return
+                    chunk = part.read(pos, SEND_CHUNK)
+                    if not chunk:  # the segment was truncated under the answer: its size prefix would lie
+                        self.abort(f"stored data changed while being sent ({part})", quiet=True)
+                        return
+                    transport.write(chunk)
+                    pos += len(chunk)
+                part.close()
+            if pending:
+                transport.writelines(pending)
             if self._writable is not None and not self._writable.done():
                 await self._writable
+        finally:
+            _close_slices(out)
 
     def _wake(self) -> None:
         if self._wakeup is not None and not self._wakeup.done():
@@ -178,9 +301,12 @@ class KafkaConnection(asyncio.Protocol):
 
     def abort(self, reason: str, quiet: bool = False) -> None:
         if not quiet:
-            log.warning("closing connection from %s: %s", self.peer, reason)
+            log.debug("closing connection from %s: %s", self.peer, reason)
+            self._shared.refusals.note(reason)
         self._closed = True
         self.frames.clear()
+        self._shared.release(self.queued_bytes, self.limits.max_queued_request_bytes)
+        self._shared.paused_for_budget.discard(self)
         self.queued_bytes = 0
         self._wake()
         if self.transport is not None:
@@ -194,3 +320,9 @@ class KafkaConnection(asyncio.Protocol):
                 await self._worker
             except (asyncio.CancelledError, Exception):
                 pass
+
+
+def _close_slices(out: list[bytes | memoryview] | None) -> None:
+    for part in out or ():
+        if isinstance(part, FileSlice):
+            part.close()

@@ -42,6 +42,7 @@ from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import BATCH_HEADER_SIZE, TIMESTAMP_TYPE_MASK, crc32c
 from kaflite.storage.checkpoint import fsync_dir
 from kaflite.storage.config import LogConfig
+from kaflite.storage.file_slice import FileSlice
 from kaflite.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from kaflite.storage.log_validator import (
     fast_path_limit,
@@ -98,7 +99,7 @@ class AppendResult(NamedTuple):
 
 @dataclass(slots=True)
 class FetchDataInfo:
-    records: list[memoryview | bytes] = field(default_factory=list)  # send these buffers in order
+    records: list[memoryview | bytes | FileSlice] = field(default_factory=list)  # send these in order
     size: int = 0
 
 
@@ -565,7 +566,10 @@ class Log:
         *,
         max_offset: int | None = None,
         min_one_message: bool = True,
+        lazy: bool = False,
     ) -> FetchDataInfo:
+        """`lazy`: the batches come back as a `FileSlice` (read from the file as the client drains the
+        socket) instead of bytes in memory, for fetch answers."""
         with self._lock:
             leo = self._next_offset
             if fetch_offset < self._log_start_offset or fetch_offset > leo:
@@ -582,7 +586,7 @@ class Log:
                 seg = segments[i]
                 if seg.base_offset >= limit:
                     break
-                data = seg.read(fetch_offset, max_bytes, limit, min_one_message)
+                data = (seg.read_slice if lazy else seg.read)(fetch_offset, max_bytes, limit, min_one_message)
                 if data is None:
                     i += 1
                     continue

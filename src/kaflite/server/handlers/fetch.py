@@ -63,7 +63,8 @@ def read_partitions(
             if target.fetch_offset == r.high_watermark and target.fetch_offset <= plog.log_end_offset:
                 pass  # caught up: nothing to read, not an error
             elif limit > 0 or total == 0:
-                info = plog.read(target.fetch_offset, limit, max_offset=r.high_watermark, min_one_message=total == 0)
+                info = plog.read(target.fetch_offset, limit, max_offset=r.high_watermark, min_one_message=total == 0,
+                                 lazy=True)  # FileSlices: sent from the file as the client drains
                 r.records = list(info.records)
                 r.size = int(info.size)
         except KafkaError as e:
