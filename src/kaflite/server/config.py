@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from kaflite.cluster.zkconfig import CONNECT_SYNTAX, valid_connect
+
 __all__ = [
     "BROKER_CONFIGS",
     "DEV_PROFILE",
@@ -405,15 +407,30 @@ _BROKER_KEYS: list[ConfigKey] = [
     ),
     _k("controller.quorum.voters", "list", [], "KRaft controller quorum.", applies=False),
     _k("controller.quorum.bootstrap.servers", "list", [], "KRaft controller quorum.", applies=False),
-    # --- ZooKeeper (clustering, later) ----------------------------------------------------------
+    # --- ZooKeeper (cluster mode; unset zookeeper.connect = the single-node broker) ---------------
     _k(
         "zookeeper.connect",
         "string",
         None,
-        "ZooKeeper connection string for clustering (not used yet by a single broker).",
+        "ZooKeeper of the cluster: host:port[,host:port...][/chroot] (the chroot is created when "
+        "missing). Unset: kaflite is a single node and needs no ZooKeeper.",
+        Custom(valid_connect, CONNECT_SYNTAX),
     ),
-    _k("zookeeper.connection.timeout.ms", "int", None, "ZooKeeper connection timeout.", AtLeast(0)),
-    _k("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout.", AtLeast(0)),
+    _k(
+        "zookeeper.connection.timeout.ms",
+        "int",
+        None,
+        "How long to wait for the ZooKeeper connection at start-up; unset means zookeeper.session.timeout.ms.",
+        AtLeast(1),
+    ),
+    _k(
+        "zookeeper.session.timeout.ms",
+        "int",
+        18000,
+        "ZooKeeper session timeout: how long after a broker stops answering it counts as dead (its "
+        "registration and leadership move). 6000 in the dev profile.",
+        AtLeast(1),
+    ),
     # --- storage --------------------------------------------------------------------------------
     _k(
         "log.dirs",
@@ -837,9 +854,10 @@ _BROKER_KEYS: list[ConfigKey] = [
 # `applies=False`, so `--print-config`, the docs and DescribeConfigs users are not told they take effect;
 # tests/config/test_keys_read.py checks that every key still claimed to apply is read somewhere.
 _NOT_READ: dict[str, str] = {
-    "zookeeper.connect": "kaflite runs as one node without ZooKeeper; clustering is not built yet",
-    "zookeeper.connection.timeout.ms": "kaflite runs as one node without ZooKeeper",
-    "zookeeper.session.timeout.ms": "kaflite runs as one node without ZooKeeper",
+    "zookeeper.connect": "the ZooKeeper layout, client and controller are built (kaflite.cluster, "
+    "docs/cluster.md) but the broker does not join a cluster yet: it stays a single node",
+    "zookeeper.connection.timeout.ms": "see zookeeper.connect",
+    "zookeeper.session.timeout.ms": "see zookeeper.connect",
     "log.flush.offset.checkpoint.interval.ms": "checkpoint files are rewritten by the log manager's own "
     "schedule (with every flush pass) and on retention, DeleteRecords and shutdown",
     "log.flush.start.offset.checkpoint.interval.ms": "see log.flush.offset.checkpoint.interval.ms",
@@ -874,6 +892,7 @@ DEV_PROFILE: dict[str, str] = {
     "group.initial.rebalance.delay.ms": "100",
     "log.segment.bytes": str(1024 * 1024),
     "log.retention.check.interval.ms": "30000",
+    "zookeeper.session.timeout.ms": "6000",
 }
 DEV_PROFILE_WARNING = (
     "DEV PROFILE - no durability guarantee: records are acknowledged before they are fsynced (as with "
