@@ -212,3 +212,27 @@ def test_a_step_that_raises_answers_unknown_server_error_and_rebuilds_the_shard(
 ])
 def test_error_mapping_is_kafkas(raised: BaseException, answered: ErrorCode) -> None:
     assert coordinator_error(raised) is answered
+
+
+def test_leader_epochs_make_stale_load_and_unload_events_no_ops() -> None:
+    """As Kafka's onElection / onResignation: an event older than the shard's epoch changes nothing."""
+    async def body() -> None:
+        writer = HandWriter()
+        rt = make_runtime(writer)
+        await rt.load(0, leader_epoch=3)
+        shard = rt.shard(0)
+        await rt.load(0, leader_epoch=2)  # stale election
+        rt.unload(0, leader_epoch=3)  # a resignation of the epoch we lead in is stale too
+        assert rt.shard(0) is shard and rt.leader_epoch(0) == 3
+        await rt.load(0, leader_epoch=5)  # re-elected: the loaded state stays, the epoch moves
+        assert rt.shard(0) is shard and rt.leader_epoch(0) == 5
+        writer.fail_next = OSError(5, "EIO")
+        with pytest.raises(KafkaError):
+            await rt.write(0, commit_step(1))
+        assert rt.shard(0) is not shard and rt.leader_epoch(0) == 5  # reloaded in the same epoch
+        token, parked = rt.park(0)
+        rt.unload(0, leader_epoch=6)  # resigned: what the shard held is answered
+        with pytest.raises(KafkaError) as e:
+            await parked
+        assert e.value.code is ErrorCode.not_coordinator and rt.state(0) is None
+    run(body)

@@ -7,128 +7,30 @@ own append, the runtime's writer and the handlers all run as they do on a real d
 
 from __future__ import annotations
 
-import datetime
-import errno
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 import confluent_kafka as ck
 from kio.schema.heartbeat.v3.request import HeartbeatRequest
-from kio.schema.join_group.v5.request import JoinGroupRequest, JoinGroupRequestProtocol
-from kio.schema.offset_commit.v8.request import (
-    OffsetCommitRequest,
-    OffsetCommitRequestPartition,
-    OffsetCommitRequestTopic,
+from kio.static.primitive import i32
+
+from coordinator.coord_harness import encode_assignment
+from groups.coord_wire import (
+    answer_of,
+    awaiting_sync,
+    commit,
+    fetch,
+    full_disk,
+    group_in_same_partition,
+    group_state_name,
+    join_request,
+    live_and_log,
+    sync,
 )
-from kio.schema.offset_fetch.v7.request import OffsetFetchRequest, OffsetFetchRequestTopic
-from kio.schema.sync_group.v3.request import SyncGroupRequest, SyncGroupRequestAssignment
-from kio.static.primitive import i32, i32Timedelta, i64
-
-from coordinator.coord_harness import encode_assignment, encode_subscription
 from groups.group_members import wait_for
-from kaflite.coordinator import OFFSETS_TOPIC, GroupCoordinator, partition_for
+from kaflite.coordinator import partition_for
 from kaflite.protocol.errors import ErrorCode
-from server.kwire import WireClient, decode_response
-
-# --- the fault ------------------------------------------------------------------------------------
-
-
-@contextmanager
-def full_disk(broker: Any, partition: int) -> Iterator[list[int]]:
-    """Every append to `__consumer_offsets-<partition>` raises ENOSPC until the block ends; yields the
-    list of refused appends (one entry per attempt)."""
-    refused: list[int] = []
-
-    def failing(*args: object, **kwargs: object) -> Any:
-        refused.append(1)
-        raise OSError(errno.ENOSPC, "No space left on device (injected)")
-
-    def inject() -> None:
-        broker.server.broker.get_log(OFFSETS_TOPIC, partition).append = failing
-
-    def clear() -> None:
-        del broker.server.broker.get_log(OFFSETS_TOPIC, partition).append  # the class's method again
-
-    broker.call(inject)
-    try:
-        yield refused
-    finally:
-        broker.call(clear)
-
-
-def persisted_view(shard: GroupCoordinator) -> dict[str, Any]:
-    """What the log can tell about a shard: each group's generation, protocol, leader, members with their
-    assignments (loaded groups are Stable or Empty), and every committed offset."""
-    groups = {}
-    for gid, g in sorted(shard.groups.items()):
-        members = sorted((mid, mb.group_instance_id, mb.assignment) for mid, mb in g.members.items())
-        groups[gid] = (g.state.value, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, members)
-    offsets = {gid: {tp: (v.offset, v.metadata) for tp, v in sorted(committed.items())}
-               for gid, committed in sorted(shard.offsets.items())}
-    return {"groups": groups, "offsets": offsets}
-
-
-def live_and_log(broker: Any, group: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The live shard of `group` and a fresh shard replayed from its partition's log, as persisted views."""
-    def read() -> tuple[dict[str, Any], dict[str, Any]]:
-        svc = broker.server.broker.extensions["group_coordinator"]
-        partition = svc.partition_for(group)
-        fresh = GroupCoordinator(svc.config, active=False)
-        for key, value in svc.writer.read(partition):
-            fresh.replay(key, value)
-        return persisted_view(svc.runtime.shard(partition)), persisted_view(fresh)
-    return broker.call(read)  # type: ignore[no-any-return]
-
-
-def group_in_same_partition(group: str) -> str:
-    target = partition_for(group)
-    for i in range(100_000):
-        other = f"{group}-{i}"
-        if partition_for(other) == target:
-            return other
-    raise AssertionError("no other group id in the same partition")
-
-
-# --- the wire ---------------------------------------------------------------------------------------
-
-def _ms(n: int) -> Any:
-    return i32Timedelta.parse(datetime.timedelta(milliseconds=n))
-
-
-def join_request(group: str, member_id: str, topic: str) -> JoinGroupRequest:
-    return JoinGroupRequest(group_id=group, session_timeout=_ms(10_000), rebalance_timeout=_ms(10_000),
-                            member_id=member_id, group_instance_id=None, protocol_type="consumer",
-                            protocols=(JoinGroupRequestProtocol(name="range", metadata=encode_subscription([topic])),))
-
-
-def commit(client: WireClient, group: str, topic: str, member_id: str, generation: int, offset: int) -> ErrorCode:
-    req = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=i32(generation), member_id=member_id,
-                              group_instance_id=None, topics=(OffsetCommitRequestTopic(name=topic, partitions=(
-                                  OffsetCommitRequestPartition(partition_index=i32(0), committed_offset=i64(offset),
-                                                               committed_leader_epoch=i32(-1),
-                                                               committed_metadata=f"at {offset}"),)),))
-    return ErrorCode(client.request(req).topics[0].partitions[0].error_code)
-
-
-def fetch(client: WireClient, group: str, topic: str) -> tuple[ErrorCode, int]:
-    resp = client.request(OffsetFetchRequest(group_id=group, require_stable=False, topics=(
-        OffsetFetchRequestTopic(name=topic, partition_indexes=(i32(0),)),)))
-    return ErrorCode(resp.error_code), int(resp.topics[0].partitions[0].committed_offset)
-
-
-def sync(client: WireClient, group: str, member_id: str, generation: int,
-         plan: dict[str, bytes] | None = None) -> SyncGroupRequest:
-    assignments = tuple(SyncGroupRequestAssignment(member_id=mid, assignment=data) for mid, data in (plan or {}).items())
-    return SyncGroupRequest(group_id=group, generation_id=i32(generation), member_id=member_id,
-                            group_instance_id=None, assignments=assignments)
-
-
-def answer_of(client: WireClient, request: Any, corr: int) -> Any:
-    """The answer to a request sent earlier with `send` (the socket's timeout bounds the wait)."""
-    return decode_response(request.__api_key__, request.__version__, client.read_frame(), corr)
+from server.kwire import WireClient
 
 
 def test_failed_offsets_append_answers_errors_and_state_equals_log(broker, topic_factory) -> None:  # noqa: ANN001
@@ -159,7 +61,7 @@ def test_failed_offsets_append_answers_errors_and_state_equals_log(broker, topic
             assert pending.error_code == ErrorCode.member_id_required
             b_join = join_request(group, pending.member_id, topic)
             b_corr = b.send(b_join)  # parks: A must rejoin first
-            wait_for(lambda: _state(broker, group) == "PreparingRebalance", 10, "B parked in the rebalance")
+            wait_for(lambda: group_state_name(broker, group) == "PreparingRebalance", 10, "B parked in the rebalance")
             assert commit(a, group, topic, a_id, 1, 10) == ErrorCode.not_coordinator
             assert answer_of(b, b_join, b_corr).error_code == ErrorCode.not_coordinator
             assert fetch(a, group, topic) == (ErrorCode.none, 5)
@@ -173,13 +75,13 @@ def test_failed_offsets_append_answers_errors_and_state_equals_log(broker, topic
             pending = b.request(join_request(group, "", topic))
             b_join = join_request(group, pending.member_id, topic)
             b_corr = b.send(b_join)
-            wait_for(lambda: _state(broker, group) == "PreparingRebalance", 10, "B parked in the rebalance")
+            wait_for(lambda: group_state_name(broker, group) == "PreparingRebalance", 10, "B parked in the rebalance")
             ja2 = a.request(join_request(group, a_id, topic))
             jb2 = answer_of(b, b_join, b_corr)
             assert ja2.error_code == jb2.error_code == ErrorCode.none and ja2.generation_id == 2
             b_sync = sync(b, group, jb2.member_id, 2)
             b_sync_corr = b.send(b_sync)
-            wait_for(lambda: _awaiting_sync(broker, group, jb2.member_id), 10, "B parked in SyncGroup")
+            wait_for(lambda: awaiting_sync(broker, group, jb2.member_id), 10, "B parked in SyncGroup")
             plan = {a_id: encode_assignment({topic: [0]}), jb2.member_id: encode_assignment({topic: []})}
             assert a.request(sync(a, group, a_id, 2, plan)).error_code == ErrorCode.not_coordinator
             assert answer_of(b, b_sync, b_sync_corr).error_code == ErrorCode.not_coordinator
@@ -195,18 +97,6 @@ def test_failed_offsets_append_answers_errors_and_state_equals_log(broker, topic
         assert fetch(a, group, topic) == (ErrorCode.none, 11)
         live, logged = live_and_log(broker, group)
         assert live == logged and logged["offsets"][group] == {(topic, 0): (11, "at 11")}
-
-
-def _state(broker: Any, group: str) -> str | None:
-    g = broker.call(lambda: broker.server.broker.extensions["group_coordinator"].group(group))
-    return None if g is None else g.state.value  # type: ignore[no-any-return]
-
-
-def _awaiting_sync(broker: Any, group: str, member_id: str) -> bool:
-    def probe() -> bool:
-        g = broker.server.broker.extensions["group_coordinator"].group(group)
-        return g is not None and member_id in g.members and g.members[member_id].awaiting_sync
-    return broker.call(probe)  # type: ignore[no-any-return]
 
 
 def test_confluent_consumer_commit_fails_on_full_disk_and_state_equals_log(broker, topic_factory) -> None:  # noqa: ANN001

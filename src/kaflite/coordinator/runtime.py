@@ -16,6 +16,9 @@ Rules (as Kafka's runtime):
   partition that is not loaded fails NOT_COORDINATOR, one that is loading COORDINATOR_LOAD_IN_PROGRESS;
 - load replays every record of the partition into a FRESH shard, then activates it; unload drops the
   shard and answers every request it still holds (parked or waiting for a commit) NOT_COORDINATOR;
+  with the partition's leader epoch (what failover passes, as Kafka's onElection / onResignation) a
+  stale event is ignored: load(p, e) when the shard already has epoch >= e, unload(p, e) unless e is
+  newer than the shard's; a load with a newer epoch of a loaded shard only records the epoch;
 - a step's records are appended to its partition as one batch through the injected PartitionWriter; its
   responses are released only when that write is COMMITTED (the writer's awaitable resolves when the
   partition's high watermark passes the batch), in append order; a step without records answers at
@@ -133,7 +136,7 @@ class _Context(Generic[S]):
     partition: int
     shard: S
     state: ShardState = ShardState.LOADING
-    epoch: int = 0
+    leader_epoch: int = -1
     parked: dict[Hashable, asyncio.Future[Any]] = field(default_factory=dict)
     pending: list[_Pending] = field(default_factory=list)
 
@@ -149,7 +152,6 @@ class CoordinatorRuntime(Generic[S]):
         self.name = name
         self._contexts: dict[int, _Context[S]] = {}
         self._tokens = itertools.count(1)
-        self._epochs = itertools.count(1)
         self._wakeup: asyncio.Event | None = None
         self._reloads: set[asyncio.Task[None]] = set()
         self.on_loaded: Callable[[int, S], None] | None = None  # tests and logs: a shard became active
@@ -178,14 +180,29 @@ class CoordinatorRuntime(Generic[S]):
             raise KafkaError(ErrorCode.coordinator_load_in_progress, f"{self.name} partition {partition} is loading")
         return ctx
 
-    def load(self, partition: int) -> asyncio.Future[None]:
+    def leader_epoch(self, partition: int) -> int | None:
+        ctx = self._contexts.get(partition)
+        return None if ctx is None else ctx.leader_epoch
+
+    def load(self, partition: int, leader_epoch: int | None = None) -> asyncio.Future[None]:
         """Become the coordinator of `partition`: replay its log into a fresh shard, then activate it. When
-        the writer reads synchronously the shard is active when this returns; the future says when."""
-        if partition in self._contexts:
-            self.unload(partition)
-        ctx: _Context[S] = _Context(partition, self._new_shard(partition), epoch=next(self._epochs))
-        self._contexts[partition] = ctx
+        the writer reads synchronously the shard is active when this returns; the future says when.
+        Without `leader_epoch` the shard is always rebuilt (start-up, recovery from a failed write)."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        current = self._contexts.get(partition)
+        if leader_epoch is not None and current is not None:
+            if current.leader_epoch >= leader_epoch:
+                log.info("%s partition %d: ignoring load for stale leader epoch %d (current %d)", self.name,
+                         partition, leader_epoch, current.leader_epoch)
+            else:
+                current.leader_epoch = leader_epoch  # still the leader: the loaded state stays valid
+            done.set_result(None)
+            return done
+        epoch = leader_epoch if leader_epoch is not None else (current.leader_epoch if current else -1)
+        if current is not None:
+            self.unload(partition)
+        ctx: _Context[S] = _Context(partition, self._new_shard(partition), leader_epoch=epoch)
+        self._contexts[partition] = ctx
         try:
             records = self._writer.read(partition)
         except Exception as e:  # noqa: BLE001 - a failed load leaves the partition unloaded, loudly
@@ -227,13 +244,20 @@ class CoordinatorRuntime(Generic[S]):
             self._fail_all(ctx, ErrorCode.not_coordinator)
         done.set_result(None)
 
-    def unload(self, partition: int) -> None:
+    def unload(self, partition: int, leader_epoch: int | None = None) -> None:
         """Stop coordinating `partition` (failover, or before a reload): drop the shard and answer all it
-        holds NOT_COORDINATOR, so clients look for the new coordinator."""
-        ctx = self._contexts.pop(partition, None)
-        if ctx is not None:
-            ctx.state = ShardState.CLOSED
-            self._fail_all(ctx, ErrorCode.not_coordinator)
+        holds NOT_COORDINATOR, so clients look for the new coordinator. With `leader_epoch`, only when it
+        is newer than the shard's (an older resignation is stale)."""
+        ctx = self._contexts.get(partition)
+        if ctx is None:
+            return
+        if leader_epoch is not None and leader_epoch <= ctx.leader_epoch:
+            log.info("%s partition %d: ignoring unload for stale leader epoch %d (current %d)", self.name,
+                     partition, leader_epoch, ctx.leader_epoch)
+            return
+        del self._contexts[partition]
+        ctx.state = ShardState.CLOSED
+        self._fail_all(ctx, ErrorCode.not_coordinator)
 
     def close(self) -> None:
         for partition in list(self._contexts):
@@ -342,6 +366,9 @@ class CoordinatorRuntime(Generic[S]):
             return  # already unloaded or reloaded
         self.unload(ctx.partition)  # every later step and parked request: NOT_COORDINATOR
         self.load(ctx.partition)
+        reloaded = self._contexts.get(ctx.partition)
+        if reloaded is not None:
+            reloaded.leader_epoch = ctx.leader_epoch  # still the leader, in the same epoch
 
     def _fail_step(self, ctx: _Context[S], pending: _Pending, error: ErrorCode, message: str) -> None:
         exc = KafkaError(error, message)

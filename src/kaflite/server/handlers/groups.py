@@ -171,6 +171,16 @@ class GroupService:
                  len(self.groups()))
         self.broker.add_task(asyncio.ensure_future(self.runtime.run_timers()))  # cancelled on broker stop
 
+    def on_election(self, partition: int, leader_epoch: int | None = None) -> asyncio.Future[None]:
+        """This broker became the leader of `__consumer_offsets-<partition>` (Kafka's onElection): load
+        its groups by replaying the partition. What failover calls; the future says when it is active."""
+        return self.runtime.load(partition, leader_epoch)
+
+    def on_resignation(self, partition: int, leader_epoch: int | None = None) -> None:
+        """This broker no longer leads the partition (Kafka's onResignation): drop its groups, answering
+        their parked requests NOT_COORDINATOR so the clients find the new coordinator."""
+        self.runtime.unload(partition, leader_epoch)
+
     # --- routing --------------------------------------------------------------------------------
 
     def partition_for(self, group_id: str | None) -> int:
