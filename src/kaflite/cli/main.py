@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from kaflite.cli import console, serve, topics
+from kaflite.cli import cluster_cmd, console, dump_log, records_cmd, serve, topics
 from kaflite.cli.common import EXIT_FAILURE, print_error
 from kaflite.version import __version__
 
@@ -107,6 +107,9 @@ def _root(
 serve.register(app)
 topics.register(app)
 console.register(app)
+cluster_cmd.register(app)
+records_cmd.register(app)
+dump_log.register(app)
 
 # Commands contributed by other packages; each optional.
 OPTIONAL_COMMAND_MODULES = ("kaflite.cli.assign_cmd", "kaflite.cli.groups_cmd", "kaflite.cli.pipeline_cmd",

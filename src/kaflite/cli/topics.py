@@ -273,10 +273,18 @@ def describe(
     output_json: Annotated[
         bool, typer.Option("--json", help="One JSON object per topic instead of text.")
     ] = False,
+    offsets: Annotated[
+        bool,
+        typer.Option(
+            "--offsets",
+            help="Per partition: earliest (log start), latest (last stable) offset and high watermark, as "
+            "kafka-get-offsets.sh / rpk topic describe -p.",
+        ),
+    ] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = 15.0,
 ) -> None:
-    """Describe topics: partitions, leaders, replicas, ISR and non-default configs."""
+    """Describe topics: partitions, leaders, replicas, ISR and non-default configs (--offsets: offsets)."""
     topics = topics_given(topics_arg, topics_opt)
     admin = admin_client(bootstrap_server)
     if topics:
@@ -291,6 +299,16 @@ def describe(
         raise
     except Exception as err:
         fail(f"describing topics: {describe_exception(err)}")
+    if offsets:
+        rows = partition_offsets(admin, [(i.name, p.partition) for i in infos for p in i.partitions], timeout)
+        if output_json:
+            for row in rows:
+                typer.echo(json.dumps(dict(zip(("topic", "partition", "earliest", "latest", "high_watermark"),
+                                               row, strict=True))))
+        else:
+            for line in offsets_lines(rows):
+                typer.echo(line)
+        return
     for info in infos:
         if output_json:
             typer.echo(
@@ -316,6 +334,41 @@ def describe(
         else:
             for line in describe_lines(info):
                 typer.echo(line)
+
+
+def offsets_lines(rows: list[tuple[str, int, int, int, int]]) -> list[str]:
+    """TOPIC PARTITION EARLIEST LATEST HIGH-WATERMARK, columns aligned under their headers."""
+    table = [("TOPIC", "PARTITION", "EARLIEST", "LATEST", "HIGH-WATERMARK")]
+    table += [(t, str(p), str(e), str(la), str(hw)) for t, p, e, la, hw in sorted(rows)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    return [" ".join(v.ljust(widths[i]) for i, v in enumerate(r[:-1])) + " " + r[-1] for r in table]
+
+
+def partition_offsets(
+    admin: Any, partitions: list[tuple[str, int]], timeout: float
+) -> list[tuple[str, int, int, int, int]]:
+    """(topic, partition, earliest, latest, high watermark) from ListOffsets: earliest = the log start,
+    latest = the newest offset a read_committed consumer may read (the last stable offset), high watermark =
+    the same for read_uncommitted (they differ while a transaction is open)."""
+    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    def ask(spec: Any, isolation: Any) -> dict[tuple[str, int], int]:
+        if not partitions:
+            return {}
+        futures = admin.list_offsets(
+            {TopicPartition(t, p): spec for t, p in partitions}, isolation_level=isolation, request_timeout=timeout
+        )
+        out = {}
+        for tp, future in futures.items():
+            res = admin_result(future, timeout + 1, f"listing offsets of {tp.topic}-{tp.partition}")
+            out[(tp.topic, tp.partition)] = res.offset
+        return out
+
+    earliest = ask(OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED)
+    latest = ask(OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
+    high = ask(OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
+    return [(t, p, earliest[(t, p)], latest[(t, p)], high[(t, p)]) for t, p in partitions]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -429,9 +482,62 @@ def alter(
 # configs describe (kafka-configs.sh --describe)
 
 configs_app = typer.Typer(
-    help="Show topic and broker configurations with their sources (like kafka-configs.sh --describe).",
+    help="Show and change topic and broker configurations (like kafka-configs.sh --describe / --alter).",
     no_args_is_help=True,
 )
+
+ENTITY_TYPES = ("topics", "brokers")
+
+
+def split_config_list(text: str, option: str) -> dict[str, str]:
+    """kafka-configs.sh's `k1=v1,k2=[a,b],k3=v3`: commas split entries except inside square brackets (a
+    list value, written without its brackets)."""
+    entries: list[str] = []
+    depth, current = 0, ""
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth = max(0, depth - 1)
+        if ch == "," and depth == 0:
+            entries.append(current)
+            current = ""
+        else:
+            current += ch
+    entries.append(current)
+    out: dict[str, str] = {}
+    for entry in (e.strip() for e in entries):
+        if not entry:
+            continue
+        key, sep, value = entry.partition("=")
+        if not sep or not key.strip():
+            fail(f"{option}: expected KEY=VALUE[,KEY=VALUE...], got {entry!r}", EXIT_USAGE)
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]
+        out[key.strip()] = value
+    return out
+
+
+def _config_resource_of(
+    entity_type: str | None, entity_name: str | None, topic: str | None, broker: int | None
+) -> tuple[str, str]:
+    """('topic', name) or ('broker', id) from --entity-type/--entity-name or the --topic/--broker shortcuts."""
+    given = [x for x in (entity_name is not None or entity_type is not None, topic is not None, broker is not None) if x]
+    if len(given) != 1:
+        fail("give exactly one of --entity-type topics|brokers --entity-name NAME, --topic NAME, --broker ID",
+             EXIT_USAGE)
+    if topic is not None:
+        return "topic", topic
+    if broker is not None:
+        return "broker", str(broker)
+    if entity_type not in ENTITY_TYPES:
+        fail(f"--entity-type: expected {' or '.join(ENTITY_TYPES)}, got {entity_type!r}", EXIT_USAGE)
+    if not entity_name:
+        fail(f"--entity-name: the {entity_type[:-1]} to change is missing", EXIT_USAGE)
+    if entity_type == "brokers" and not entity_name.isdigit():
+        fail(f"--entity-name: a broker is named by its id (an integer), got {entity_name!r}", EXIT_USAGE)
+    return entity_type[:-1], entity_name
 
 # Kafka's DescribeConfigs config_source names, by code.
 CONFIG_SOURCE_NAMES = {
@@ -467,6 +573,10 @@ def config_line(
 def configs_describe(
     topic: Annotated[str | None, typer.Option("--topic", "-t", help="Describe this topic's configs.")] = None,
     broker: Annotated[int | None, typer.Option("--broker", help="Describe this broker's configs.")] = None,
+    entity_type: Annotated[
+        str | None, typer.Option("--entity-type", help="topics or brokers (kafka-configs.sh spelling).")
+    ] = None,
+    entity_name: Annotated[str | None, typer.Option("--entity-name", help="The topic name or broker id.")] = None,
     show_all: Annotated[
         bool, typer.Option("--all", help="Every config, not only the dynamic (per-topic) ones.")
     ] = False,
@@ -476,17 +586,15 @@ def configs_describe(
     """Print a topic's or broker's configuration entries with their sources and synonyms."""
     from confluent_kafka.admin import ConfigResource, ResourceType
 
-    if (topic is None) == (broker is None):
-        fail("configs describe: give exactly one of --topic NAME or --broker ID", EXIT_USAGE)
+    kind, name = _config_resource_of(entity_type, entity_name, topic, broker)
     admin = admin_client(bootstrap_server)
-    if topic is not None:
-        if topic not in _all_topics(admin, timeout):
-            fail(f"Topic '{topic}' does not exist as expected")
-        resource = ConfigResource(ResourceType.TOPIC, topic)
-        label = f"topic {topic}"
+    if kind == "topic":
+        if name not in _all_topics(admin, timeout):
+            fail(f"Topic '{name}' does not exist as expected")
+        resource = ConfigResource(ResourceType.TOPIC, name)
     else:
-        resource = ConfigResource(ResourceType.BROKER, str(broker))
-        label = f"broker {broker}"
+        resource = ConfigResource(ResourceType.BROKER, name)
+    label = f"{kind} {name}"
     future = admin.describe_configs([resource], request_timeout=timeout)[resource]
     entries = admin_result(future, timeout + 1, f"describing the configuration of {label}")
     typer.echo(f"{'All' if show_all else 'Dynamic'} configs for {label} are:")
@@ -496,3 +604,48 @@ def configs_describe(
             continue
         synonyms = [(_source_code(s.source), s.name, s.value) for s in entry.synonyms.values()]
         typer.echo(config_line(name, entry.value, bool(entry.is_sensitive), synonyms))
+
+
+@configs_app.command("alter")
+@handle_errors
+def configs_alter(
+    entity_type: Annotated[
+        str | None, typer.Option("--entity-type", help="topics or brokers (kafka-configs.sh).")
+    ] = None,
+    entity_name: Annotated[str | None, typer.Option("--entity-name", help="The topic name or broker id.")] = None,
+    topic: Annotated[str | None, typer.Option("--topic", "-t", help="Shortcut: --entity-type topics --entity-name.")] = None,
+    broker: Annotated[int | None, typer.Option("--broker", help="Shortcut: --entity-type brokers --entity-name.")] = None,
+    add_config: Annotated[
+        list[str] | None,
+        typer.Option("--add-config", metavar="K=V[,K=V...]", help="Set configs (values with commas in [a,b]; repeatable)."),
+    ] = None,
+    delete_config: Annotated[
+        list[str] | None,
+        typer.Option("--delete-config", metavar="K[,K...]", help="Remove configs, back to their default (repeatable)."),
+    ] = None,
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    timeout: Timeout = 15.0,
+) -> None:
+    """Set or remove topic / broker configs with IncrementalAlterConfigs, as kafka-configs.sh --alter."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    kind, name = _config_resource_of(entity_type, entity_name, topic, broker)
+    sets: dict[str, str] = {}
+    for text in add_config or []:
+        sets.update(split_config_list(text, "--add-config"))
+    deletes = list(dict.fromkeys(k.strip() for text in delete_config or [] for k in text.split(",") if k.strip()))
+    if not sets and not deletes:
+        fail("configs alter: nothing to change; give --add-config K=V[,K=V...] and/or --delete-config K", EXIT_USAGE)
+    both = sorted(set(sets) & set(deletes))
+    if both:
+        fail(f"{', '.join(both)}: both added and deleted; give each config once", EXIT_USAGE)
+    admin = admin_client(bootstrap_server)
+    if kind == "topic" and name not in _all_topics(admin, timeout):
+        fail(f"Topic '{name}' does not exist as expected")
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in sets.items()]
+    entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in deletes]
+    resource = ConfigResource(ResourceType.TOPIC if kind == "topic" else ResourceType.BROKER, name,
+                              incremental_configs=entries)
+    future = admin.incremental_alter_configs([resource], request_timeout=timeout)[resource]
+    admin_result(future, timeout + 1, f"altering the configuration of {kind} {name}")
+    typer.echo(f"Completed updating config for {kind} {name}.")
