@@ -20,7 +20,7 @@ from kio.schema.sync_group.v3.request import SyncGroupRequest, SyncGroupRequestA
 from kio.static.primitive import i32, i32Timedelta, i64
 
 from coordinator.coord_harness import encode_subscription
-from kaflite.coordinator import OFFSETS_TOPIC, GroupCoordinator, partition_for
+from kaflite.coordinator import GroupCoordinator, partition_for
 from kaflite.protocol.errors import ErrorCode
 from server.kwire import WireClient, decode_response
 
@@ -38,10 +38,10 @@ def full_disk(broker: Any, partition: int) -> Iterator[list[int]]:
         raise OSError(errno.ENOSPC, "No space left on device (injected)")
 
     def inject() -> None:
-        broker.server.broker.get_log(OFFSETS_TOPIC, partition).append = failing
+        broker.server.broker.extensions["group_coordinator"].writer.log(partition).append = failing
 
     def clear() -> None:
-        del broker.server.broker.get_log(OFFSETS_TOPIC, partition).append  # the class's method again
+        del broker.server.broker.extensions["group_coordinator"].writer.log(partition).append  # the method again
 
     broker.call(inject)
     try:

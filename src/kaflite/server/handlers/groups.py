@@ -37,6 +37,7 @@ from kaflite.coordinator.consumer_group import ConsumerHeartbeatRequest, Consume
 from kaflite.coordinator.runtime import CoordinatorRuntime, Record
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import build_record_batch, decode_records, iter_batches
+from kaflite.server.broker import fetch_key
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 
@@ -74,12 +75,14 @@ class OffsetsTopicWriter:
         info = self.broker.append(OFFSETS_TOPIC, partition, batch)
         return self._committed(partition, int(info.last_offset))
 
+    def log(self, partition: int) -> Any:
+        """The partition's local log (storage.Log)."""
+        return self.broker.get_log(OFFSETS_TOPIC, partition)
+
     async def _committed(self, partition: int, last_offset: int) -> None:
-        lg = self.broker.get_log(OFFSETS_TOPIC, partition)
+        lg = self.log(partition)
         timeout_ms = self.service.commit_timeout_ms
         deadline = self.broker.now_ms() + timeout_ms
-        from kaflite.server.broker import fetch_key
-
         for _ in range(1_000_000):
             if lg.high_watermark > last_offset:
                 return
@@ -92,7 +95,7 @@ class OffsetsTopicWriter:
 
     def read(self, partition: int) -> Iterator[Record]:
         """Every keyed record of the partition, in offset order (control batches skipped)."""
-        lg = self.broker.get_log(OFFSETS_TOPIC, partition)
+        lg = self.log(partition)
         offset = lg.log_start_offset
         end = lg.log_end_offset
         for _ in range(1_000_000):
