@@ -131,10 +131,7 @@ class GroupService:
             self.codec = int(broker.setting("offsets.topic.compression.codec"))
         except Exception:  # noqa: BLE001 - a config without the key: uncompressed, Kafka's default
             self.codec = 0
-        try:
-            self.commit_timeout_ms = int(broker.setting("offsets.commit.timeout.ms"))
-        except Exception:  # noqa: BLE001 - a config without the key: Kafka's default
-            self.commit_timeout_ms = 5000
+        self.commit_timeout_ms = int(broker.setting("offsets.commit.timeout.ms"))
         self.writer = OffsetsTopicWriter(self)
         self.runtime: CoordinatorRuntime[GroupCoordinator] = CoordinatorRuntime(
             self._new_shard, self.writer, broker.now_ms, "group coordinator")
