@@ -105,15 +105,19 @@ def serve(
             Panel(escape(DEV_PROFILE_WARNING), title="kaflite --dev", border_style="yellow", style="yellow")
         )
     try:
-        from kaflite.server.app import run_broker
+        from kaflite.server.app import KafkaServer, run_broker
     except ImportError as err:
         fail(f"the kaflite broker cannot be started: {err}", EXIT_FAILURE)
     listeners = ", ".join(str(li) for li in cfg.client_listeners)
     err_console.print(
         f"kaflite: starting broker {cfg.broker_id} on {escape(listeners)}, data in {escape(str(cfg.log_dir))}"
     )
+    def started(server: KafkaServer) -> None:
+        bound = ", ".join(f"{li} (advertised {server.broker.advertised_for(li.name)})" for li in server.bound)
+        err_console.print(f"kaflite: broker {cfg.broker_id} listening on {escape(bound)}", soft_wrap=True)
+
     try:
-        run_broker(cfg)
+        run_broker(cfg, started)
     except KeyboardInterrupt:
         pass
     except ConfigError as err:  # a rule only the broker can check (e.g. the data directory's contents)

@@ -19,7 +19,7 @@ class CoordinatorConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3000
     group_max_size: int = 2**31 - 1
-    group_new_member_join_timeout_ms: int = 300_000
+    group_new_member_join_timeout_ms: int = 300_000  # Kafka's built-in constant, not a broker config
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
@@ -33,7 +33,6 @@ class CoordinatorConfig:
         "group.max.session.timeout.ms": "group_max_session_timeout_ms",
         "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
         "group.max.size": "group_max_size",
-        "group.new.member.join.timeout.ms": "group_new_member_join_timeout_ms",
         "offsets.retention.minutes": "offsets_retention_minutes",
         "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
         "offset.metadata.max.bytes": "offset_metadata_max_bytes",

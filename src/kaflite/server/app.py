@@ -11,9 +11,10 @@ import logging
 import signal
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
 
-from kaflite.server.broker import Broker, parse_listeners
+from kaflite.server.broker import Broker
+from kaflite.server.config import BrokerConfig, Listener
 from kaflite.server.connection import (
     DEFAULT_QUEUED_MAX_REQUEST_BYTES,
     ConnectionLimits,
@@ -39,16 +40,20 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 class KafkaServer:
-    """A broker plus its listening socket."""
+    """A broker plus one listening socket per client listener (every listener of `listeners` except
+    the KRaft controller listeners named by `controller.listener.names`), each with its own dispatcher
+    so a request knows the listener and security protocol it came in on."""
 
-    def __init__(self, config: Any, registry: Registry | None = None) -> None:
+    def __init__(self, config: BrokerConfig, registry: Registry | None = None) -> None:
+        self.config = config
         self.broker = Broker(config)
         self.registry = registry if registry is not None else load_registry()
         self.broker.registry = self.registry
-        self.dispatcher = Dispatcher(self.broker, self.registry)
-        self._server: asyncio.base_events.Server | None = None
+        self.dispatcher = Dispatcher(self.broker, self.registry, config.client_listeners[0])
+        self._servers: list[asyncio.base_events.Server] = []
         self._connections = Connections()
         self._reaper: asyncio.Future[None] | None = None
+        self.bound: list[Listener] = []  # the client listeners as bound (port 0 resolved)
         self.host = ""
         self.port = 0
 
@@ -60,44 +65,64 @@ class KafkaServer:
         except BaseException:
             await self.broker.stop()
             raise
-        listeners = parse_listeners(self.broker.setting("listeners"))
-        listener = listeners[0] if listeners else None
-        host = listener.host if listener is not None else "127.0.0.1"
-        port = listener.port if listener is not None else 9092
-        setting = self.broker.setting
+        config = self.config
         limits = ConnectionLimits(
-            max_frame_bytes=int(setting("socket.request.max.bytes")),
-            max_queued_requests=max(1, min(int(setting("queued.max.requests")), 500)),
-            send_buffer_bytes=int(setting("socket.send.buffer.bytes")),
-            receive_buffer_bytes=int(setting("socket.receive.buffer.bytes")),
-            max_connections=int(setting("max.connections")),
-            max_queued_request_bytes=_queued_max_request_bytes(setting),
+            max_frame_bytes=int(config["socket.request.max.bytes"]),
+            max_queued_requests=max(1, min(int(config["queued.max.requests"]), 500)),
+            send_buffer_bytes=int(config["socket.send.buffer.bytes"]),
+            receive_buffer_bytes=int(config["socket.receive.buffer.bytes"]),
+            max_connections=int(config["max.connections"]),
+            max_queued_request_bytes=_queued_max_request_bytes(config),
         )
         loop = asyncio.get_running_loop()
         try:
-            self._server = await loop.create_server(
-                lambda: KafkaConnection(self.dispatcher, limits, self._connections),
-                host or None,
-                port,
-                reuse_address=True,
-                backlog=int(setting("socket.listen.backlog.size")),
-            )
+            for listener in config.client_listeners:
+                dispatcher = Dispatcher(self.broker, self.registry, listener)
+                if not self._servers:
+                    self.dispatcher = dispatcher
+
+                def protocol(d: Dispatcher = dispatcher) -> KafkaConnection:
+                    return KafkaConnection(d, limits, self._connections)
+
+                server = await loop.create_server(
+                    protocol,
+                    listener.host or None,
+                    listener.port,
+                    reuse_address=True,
+                    backlog=int(config["socket.listen.backlog.size"]),
+                )
+                self._servers.append(server)
+                host, port = server.sockets[0].getsockname()[:2]
+                self.bound.append(
+                    Listener(listener.name, listener.host, int(port), listener.security_protocol)
+                )
         except BaseException:
+            for server in self._servers:
+                server.close()
+            self._servers.clear()
             await self.broker.stop()
             raise
-        sock = self._server.sockets[0]
-        self.host, self.port = sock.getsockname()[:2]
-        self.broker.set_bound_address(host, self.port)
-        idle_ms = int(setting("connections.max.idle.ms"))
+        self.host, self.port = self.bound[0].host, self.bound[0].port
+        self.broker.set_bound_listeners(self.bound)
+        idle_ms = int(config["connections.max.idle.ms"])
         if idle_ms > 0:
             self._reaper = asyncio.ensure_future(self._close_idle(idle_ms / 1000.0))
-        log.info(
-            "kaflite listening on %s:%d (advertised %s), data in %s",
-            host or "0.0.0.0",
-            self.port,
-            self.broker.advertised,
-            ",".join(str(d) for d in self.broker.log_dirs),
-        )
+        skipped = [li for li in config.listeners if li.name in config.controller_listener_names]
+        for li in self.bound:
+            log.info(
+                "kaflite listening on %s:%d (listener %s, security protocol %s, advertised %s), data in %s",
+                li.host or "0.0.0.0",
+                li.port,
+                li.name,
+                li.security_protocol,
+                self.broker.advertised_for(li.name),
+                ",".join(str(d) for d in self.broker.log_dirs),
+            )
+        if skipped:
+            log.info(
+                "not binding %s: controller.listener.names (kaflite has no KRaft controller)",
+                ", ".join(str(li) for li in skipped),
+            )
 
     async def _close_idle(self, idle_s: float) -> None:
         """connections.max.idle.ms: close connections with no traffic and no request in flight."""
@@ -114,28 +139,18 @@ class KafkaServer:
         if self._reaper is not None:
             self._reaper.cancel()
             self._reaper = None
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for conn in list(self._connections):
             await conn.shutdown()
-        if self._server is not None:
+        for server in self._servers:
             try:
-                await asyncio.wait_for(self._server.wait_closed(), 2)
+                await asyncio.wait_for(server.wait_closed(), 2)
             except (TimeoutError, Exception):
                 pass
-            self._server = None
+        self._servers.clear()
         await self.broker.stop()
         log.info("kaflite stopped (%s)", cpu_usage())
-
-
-def _queued_max_request_bytes(setting: Any) -> int:
-    """Kafka's `queued.max.request.bytes` (request bytes read ahead, all connections together); Kafka's
-    -1 (unbounded) becomes DEFAULT_QUEUED_MAX_REQUEST_BYTES: a Python broker cannot afford no bound."""
-    try:
-        value = int(setting("queued.max.request.bytes"))
-    except Exception:  # noqa: BLE001 - a config without the key
-        value = -1
-    return value if value > 0 else DEFAULT_QUEUED_MAX_REQUEST_BYTES
 
 
 def cpu_usage() -> str:
@@ -158,8 +173,9 @@ def configure_logging(level: int = logging.INFO) -> None:
     root.setLevel(level)
 
 
-def run_broker(config: Any) -> None:
-    """Serve until SIGTERM or SIGINT, then shut down cleanly (blocking)."""
+def run_broker(config: BrokerConfig, on_started: Callable[[KafkaServer], None] | None = None) -> None:
+    """Serve until SIGTERM or SIGINT, then shut down cleanly (blocking). `on_started(server)` runs once
+    every listener is bound (e.g. to print the addresses actually bound)."""
     configure_logging()
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
@@ -168,6 +184,8 @@ def run_broker(config: Any) -> None:
 
     async def main() -> None:
         await server.start()
+        if on_started is not None:
+            on_started(server)
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 loop.add_signal_handler(sig, stop.set)
@@ -183,3 +201,10 @@ def run_broker(config: Any) -> None:
         loop.run_until_complete(main())
     finally:
         loop.close()
+
+
+def _queued_max_request_bytes(config: BrokerConfig) -> int:
+    """Kafka's `queued.max.request.bytes` (request bytes read ahead, all connections together); Kafka's
+    -1 (unbounded) becomes DEFAULT_QUEUED_MAX_REQUEST_BYTES: a Python broker cannot afford no bound."""
+    value = int(config["queued.max.request.bytes"])
+    return value if value > 0 else DEFAULT_QUEUED_MAX_REQUEST_BYTES

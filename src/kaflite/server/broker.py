@@ -18,7 +18,6 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from kaflite.cluster.metadata import (
@@ -29,69 +28,15 @@ from kaflite.cluster.metadata import (
     write_meta_properties,
 )
 from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.authorizer import AllowAllAuthorizer, Authorizer
+from kaflite.server.config import BrokerConfig, ConfigError, Listener
 from kaflite.server.logconfig import log_config_for
 from kaflite.server.purgatory import Purgatory
 from kaflite.storage.config import LogConfig
 
-__all__ = ["Broker", "FALLBACK_DEFAULTS", "Listener", "parse_listeners", "fetch_key"]
+__all__ = ["Broker", "fetch_key"]
 
 log = logging.getLogger("kaflite.server")
-
-# Kafka's defaults for the keys the broker core reads; used when the config object lacks a key.
-FALLBACK_DEFAULTS: dict[str, Any] = {
-    "broker.id": 0,
-    "listeners": "PLAINTEXT://127.0.0.1:9092",
-    "advertised.listeners": None,
-    "log.dirs": "./kaflite-data",
-    "num.partitions": 1,
-    "default.replication.factor": 1,
-    "auto.create.topics.enable": True,
-    "message.max.bytes": 1048588,
-    "socket.request.max.bytes": 104857600,
-    "offsets.topic.num.partitions": 50,
-    "log.retention.check.interval.ms": 300000,
-    "log.flush.interval.messages": 9223372036854775807,
-    "log.flush.scheduler.interval.ms": 9223372036854775807,
-    "group.initial.rebalance.delay.ms": 3000,
-    "delete.topic.enable": True,
-    "min.insync.replicas": 1,
-    "broker.rack": None,
-    "cluster.id": None,
-    "fetch.max.bytes": 57671680,
-    "log.cleaner.enable": True,
-    "log.cleaner.backoff.ms": 15000,
-}
-
-
-class Listener:
-    __slots__ = ("name", "host", "port")
-
-    def __init__(self, name: str, host: str, port: int) -> None:
-        self.name, self.host, self.port = name, host, port
-
-    def __repr__(self) -> str:
-        return f"{self.name}://{self.host}:{self.port}"
-
-
-def parse_listeners(value: Any) -> list[Listener]:
-    """`PLAINTEXT://host:port[,NAME://host:port]` (a string or a list of such strings)."""
-    if value is None:
-        return []
-    items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
-    out = []
-    for item in items:
-        item = item.strip()
-        if not item:
-            continue
-        if isinstance(item, Listener):
-            out.append(item)
-            continue
-        name, sep, rest = item.partition("://")
-        if not sep:
-            name, rest = "PLAINTEXT", item
-        host, _, port = rest.rpartition(":")
-        out.append(Listener(name.upper(), host.strip("[]"), int(port)))
-    return out
 
 
 def fetch_key(topic: str, partition: int) -> tuple[str, str, int]:
@@ -101,37 +46,34 @@ def fetch_key(topic: str, partition: int) -> tuple[str, str, int]:
 class Broker:
     """Shared state of one broker process. Create, `await start()`, serve, `await stop()`."""
 
-    def __init__(self, config: Any, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: BrokerConfig, *, clock: Callable[[], float] = time.time) -> None:
+        if not isinstance(config, BrokerConfig):
+            raise TypeError(f"Broker needs a BrokerConfig (BrokerConfig.load), got {type(config).__name__}")
         self.config = config
         self._clock = clock
-        node_id = getattr(config, "broker_id", None)
-        self.node_id = max(0, int(node_id if node_id is not None else self.setting("broker.id")))
-        dirs = self.setting("log.dirs")
-        if dirs is None:
-            dirs = [self.setting("log.dir")]
-        elif isinstance(dirs, str):
-            dirs = [d for d in dirs.split(",") if d.strip()]
-        self.log_dirs = [Path(d).expanduser() for d in dirs]
+        self.node_id = max(0, config.broker_id)
+        self.log_dirs = [d.expanduser() for d in config.log_dirs]
         self.metadata = MetadataImage(self.log_dirs[0] if self.log_dirs else None, self.node_id)
         self.purgatory = Purgatory()
         self.log_manager: Any = None
-        self.advertised: Listener = Listener("PLAINTEXT", "127.0.0.1", 9092)
+        # The address of each client listener as clients see it (set once bound), and this broker's
+        # address in the cluster (its inter-broker listener's).
+        self.advertised_listeners: dict[str, Listener] = {}
+        first = config.client_listeners[0]
+        self.advertised: Listener = Listener(first.name, first.host or "127.0.0.1", first.port, first.security_protocol)
+        self.authorizer: Authorizer = AllowAllAuthorizer()
         self._tasks: list[asyncio.Task[None]] = []
         self.producer_ids = ProducerIdManager()
         # Extension slot for other subsystems (e.g. the group coordinator) to hang their state on.
         self.extensions: dict[str, Any] = {}
-        self.rack: str | None = self.setting("broker.rack")
+        self.rack: str | None = config["broker.rack"]
         self.registry: Any = None  # the handler Registry, set by the server (ApiVersions reads it)
 
     # -- config ------------------------------------------------------------------------------------
     def setting(self, key: str) -> Any:
-        """The typed value of a broker config key, falling back to Kafka's default."""
-        try:
-            return self.config[key]
-        except Exception:
-            if key in FALLBACK_DEFAULTS:
-                return FALLBACK_DEFAULTS[key]
-            raise
+        """The typed value of a broker config key (`self.config[key]`); an unknown key raises
+        UnknownConfigKey with Kafka's close names ("did you mean ...")."""
+        return self.config[key]
 
     def now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -170,8 +112,6 @@ class Broker:
         stored = read_meta_properties(directory).get("cluster.id")
         configured = self.setting("cluster.id")
         if configured and stored and configured != stored:
-            from kaflite.server.config import ConfigError
-
             raise ConfigError(
                 f"cluster.id: {configured} in the configuration does not match cluster.id={stored} in "
                 f"{directory / 'meta.properties'}: this data directory belongs to another cluster",
@@ -315,10 +255,7 @@ class Broker:
             lg = self.log_manager.get(name, p)
             if lg is None:
                 continue
-            if hasattr(lg, "update_config"):
-                lg.update_config(cfg)
-            else:
-                lg.config = cfg
+            lg.update_config(cfg)
 
     def compression_codec(self, topic: str) -> int | None:
         """The codec a topic stores batches in (its `compression.type`, else the broker's), or None for
@@ -350,17 +287,28 @@ class Broker:
         return True
 
     # -- addresses ---------------------------------------------------------------------------------
-    def set_bound_address(self, host: str, port: int) -> None:
-        """Record the address actually bound; `advertised.listeners` defaults to it (port 0 resolved)."""
-        advertised = parse_listeners(self.setting("advertised.listeners"))
-        if advertised:
-            self.advertised = advertised[0]
-            if self.advertised.port == 0:
-                self.advertised.port = port
-        else:
-            if host in ("", "0.0.0.0", "::"):
-                host = socket.getfqdn()
-            self.advertised = Listener("PLAINTEXT", host, port)
+    def set_bound_listeners(self, bound: list[Listener]) -> None:
+        """Record the client listeners actually bound (port 0 resolved). Each is advertised as its
+        `advertised.listeners` entry when there is one (port 0 there: the bound port), else as bound
+        (every interface: this host's name), as Kafka does."""
+        configured = {li.name: li for li in self.config.advertised_listeners or []}
+        self.advertised_listeners = {}
+        for li in bound:
+            adv = configured.get(li.name)
+            if adv is not None:
+                port = adv.port or li.port
+                adv = Listener(li.name, adv.host, port, li.security_protocol)
+            else:
+                host = socket.getfqdn() if li.host in ("", "0.0.0.0", "::") else li.host
+                adv = Listener(li.name, host, li.port, li.security_protocol)
+            self.advertised_listeners[li.name] = adv
+        inter = self.config.inter_broker_listener_name
+        self.advertised = self.advertised_listeners.get(inter) or next(iter(self.advertised_listeners.values()))
+
+    def advertised_for(self, listener_name: str) -> Listener:
+        """This broker's address for clients of `listener_name` (Kafka answers Metadata with the
+        endpoints of the listener the request came in on)."""
+        return self.advertised_listeners.get(listener_name, self.advertised)
 
 
 class ProducerIdManager:

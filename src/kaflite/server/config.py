@@ -16,6 +16,7 @@ timeouts, KRaft controller settings, ...) are accepted and validated so that Kaf
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -53,6 +54,7 @@ SHORT_MAX = 2**15 - 1
 SHORT_MIN = -(2**15)
 
 Source = Literal["default", "dev-profile", "file", "override"]
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 ConfigType = Literal["boolean", "string", "int", "short", "long", "double", "list", "class", "password"]
 
 # Kafka's DescribeConfigs `config_source` codes (org.apache.kafka.common.requests.DescribeConfigsResponse).
@@ -194,9 +196,14 @@ def _num(x: float) -> str:
 
 @dataclass(frozen=True)
 class Listener:
+    """One endpoint (Kafka's EndPoint): a listener name, where it listens, and its security protocol
+    (from listener.security.protocol.map; None while only parsed). Two listeners are equal when name,
+    host and port are."""
+
     name: str  # listener name, e.g. PLAINTEXT or CONTROLLER
     host: str  # "" means every interface, as in Kafka
     port: int
+    security_protocol: str | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -387,15 +394,22 @@ _BROKER_KEYS: list[ConfigKey] = [
         "listener.security.protocol.map",
         "string",
         "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-        "Listener name to security protocol; kaflite serves PLAINTEXT only.",
+        "Listener name to security protocol; kaflite serves PLAINTEXT only (controller listeners not "
+        "named here are PLAINTEXT while the map is at its default).",
     ),
-    _k("inter.broker.listener.name", "string", None, "Listener used between brokers.", applies=False),
+    _k(
+        "inter.broker.listener.name",
+        "string",
+        None,
+        "Listener used between brokers (this broker's address in the cluster); unset means the first "
+        "PLAINTEXT client listener.",
+    ),
     _k(
         "controller.listener.names",
         "string",
         None,
-        "KRaft controller listener names (not served to clients).",
-        applies=False,
+        "KRaft controller listener names: kaflite has no KRaft controller, so these listeners are not "
+        "bound (and not advertised).",
     ),
     _k(
         "process.roles",
@@ -740,6 +754,13 @@ _BROKER_KEYS: list[ConfigKey] = [
         AtLeast(0),
     ),
     _k("group.max.size", "int", INT_MAX, "Maximum members of one consumer group.", AtLeast(1)),
+    _k(
+        "offset.metadata.max.bytes",
+        "int",
+        4096,
+        "Largest metadata string an OffsetCommit may attach to an offset (OFFSET_METADATA_TOO_LARGE above).",
+        AtLeast(0),
+    ),
     # KIP-848 groups (ConsumerGroupHeartbeat, `group.protocol=consumer` clients)
     _k(
         "group.consumer.session.timeout.ms",
@@ -825,6 +846,15 @@ _BROKER_KEYS: list[ConfigKey] = [
         500,
         "Requests read ahead per connection before reading pauses (backpressure).",
         AtLeast(1),
+    ),
+    _k(
+        "queued.max.request.bytes",
+        "long",
+        -1,
+        "Request bytes read ahead over all connections before reading pauses; -1 (Kafka: unbounded) "
+        "means 100 MiB in kaflite.",
+        AtLeast(-1),
+        differs="Kafka's -1 is unbounded; kaflite bounds it at 100 MiB (a Python broker cannot afford no bound).",
     ),
     _k("connections.max.idle.ms", "long", 600000, "Close connections idle for this long.", AtLeast(0)),
     _k("max.connections", "int", INT_MAX, "Maximum concurrent client connections.", AtLeast(0)),
@@ -1325,28 +1355,46 @@ class BrokerConfig(Mapping[str, Any]):
             raise ConfigError("log.dirs: expected at least one directory, got ''", "log.dirs")
         if not v["log.dir"]:
             raise ConfigError("log.dir: expected a directory, got ''", "log.dir")
-        listeners = parse_listeners(v["listeners"])
-        protocols = self.security_protocol_map
+        self._check_listeners()
+
+    def _check_listeners(self) -> None:
+        """Kafka's listener rules (KafkaConfig.validateValues) for a broker that serves PLAINTEXT only."""
+        v = self._values
+        protocols = self.security_protocol_map  # raises on a malformed map
         controller = self.controller_listener_names
-        for li in listeners:
-            proto = protocols.get(li.name, li.name if li.name in protocols.values() else None)
+        for li in self.listeners:
+            proto = li.security_protocol
             if proto is None:
                 raise ConfigError(
-                    f"listeners: listener name {li.name} has no entry in listener.security.protocol.map",
+                    f"listeners: listener name {li.name} has no entry in listener.security.protocol.map "
+                    f"({', '.join(f'{n}:{p}' for n, p in protocols.items())})",
                     "listeners",
                 )
             if proto != "PLAINTEXT" and li.name not in controller:
                 raise ConfigError(
                     f"listeners: kaflite serves PLAINTEXT only, got {li} ({proto})", "listeners"
                 )
-        if not self.client_listeners:
+        clients = self.client_listeners
+        if not clients:
             raise ConfigError(
                 f"listeners: expected at least one PLAINTEXT listener for clients, got {v['listeners']!r}",
                 "listeners",
             )
+        names = {li.name for li in clients}
+        inter = v["inter.broker.listener.name"]
+        if inter is not None and inter.strip().upper() not in names:
+            raise ConfigError(
+                f"inter.broker.listener.name: must be the name of a client listener in listeners "
+                f"({', '.join(sorted(names))}), got {inter!r}",
+                "inter.broker.listener.name",
+            )
         if v["advertised.listeners"] is not None:
-            names = {li.name for li in listeners}
             for li in parse_listeners(v["advertised.listeners"], "advertised.listeners"):
+                if li.name in controller:
+                    raise ConfigError(
+                        f"advertised.listeners: the controller listener {li.name} cannot be advertised to clients",
+                        "advertised.listeners",
+                    )
                 if li.name not in names:
                     raise ConfigError(
                         f"advertised.listeners: listener {li.name} is not in listeners ({v['listeners']})",
@@ -1404,15 +1452,33 @@ class BrokerConfig(Mapping[str, Any]):
 
     @property
     def listeners(self) -> list[Listener]:
-        return parse_listeners(self._values["listeners"])
+        """Every listener of `listeners`, with its security protocol (None when the map has none)."""
+        protocols = self.security_protocol_map
+        return [
+            dataclasses.replace(li, security_protocol=protocols.get(li.name))
+            for li in parse_listeners(self._values["listeners"])
+        ]
 
     @property
     def security_protocol_map(self) -> dict[str, str]:
+        """listener.security.protocol.map; as Kafka, when the map is left at its default, a controller
+        listener it does not name is PLAINTEXT (KafkaConfig.effectiveListenerSecurityProtocolMap)."""
+        key = "listener.security.protocol.map"
         out: dict[str, str] = {}
-        for part in str(self._values["listener.security.protocol.map"]).split(","):
-            if ":" in part:
-                name, proto = part.split(":", 1)
-                out[name.strip().upper()] = proto.strip().upper()
+        raw = self._values["listener.security.protocol.map"]
+        for part in [p.strip() for p in str(raw).split(",") if p.strip()]:
+            name, sep, proto = part.partition(":")
+            proto = proto.strip().upper()
+            if not sep or not name.strip() or proto not in SECURITY_PROTOCOLS:
+                raise ConfigError(
+                    f"{key}: expected NAME:PROTOCOL entries with a protocol among "
+                    f"{', '.join(SECURITY_PROTOCOLS)}, got {part!r}",
+                    key,
+                )
+            out[name.strip().upper()] = proto
+        if self._sources[key] == "default":
+            for name in sorted(self.controller_listener_names):
+                out.setdefault(name, "PLAINTEXT")
         return out
 
     @property
@@ -1422,9 +1488,20 @@ class BrokerConfig(Mapping[str, Any]):
 
     @property
     def client_listeners(self) -> list[Listener]:
-        """The listeners that serve clients (every listener except KRaft controller listeners)."""
+        """The listeners the broker binds for clients: every listener except the KRaft controller
+        listeners (`controller.listener.names`), each with its security protocol."""
         controller = self.controller_listener_names
         return [li for li in self.listeners if li.name not in controller]
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        """inter.broker.listener.name, else (Kafka's security.inter.broker.protocol=PLAINTEXT) the first
+        client listener whose protocol is PLAINTEXT."""
+        inter = self._values["inter.broker.listener.name"]
+        if inter is not None:
+            return str(inter).strip().upper()
+        clients = self.client_listeners
+        return next((li.name for li in clients if li.security_protocol == "PLAINTEXT"), clients[0].name)
 
     @property
     def advertised_listeners(self) -> list[Listener] | None:

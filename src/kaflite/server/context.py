@@ -1,23 +1,39 @@
-"""What a handler gets besides its request: the broker, the request header, the client's address."""
+"""What a handler gets besides its request: the broker, the request header, the session it came in on
+(listener, security protocol, principal), the authorizer's verdicts and the throttle time.
+
+Rules:
+- `build(cls, **fields)` builds a kio response entity of any version from the union of the fields that
+  the versions of that entity know: a field this version lacks is dropped (`log_start_offset` below
+  Produce v5), a name that NO version has is a bug in the handler and raises TypeError (a misspelled
+  `leader_epcoh=7` would otherwise go out as the default, silently);
+- `authorize(operation, resource_type, name)` is asked where Kafka's KafkaApis asks its Authorizer; the
+  only authorizer today allows everything (there is no SASL/SSL, every principal is `User:ANONYMOUS`),
+  so the calls mark the places an ACL authorizer will decide;
+- `throttle_time_ms` is the throttle a quota decided for this request (0: no quotas yet); the dispatcher
+  writes it into the response's `throttle_time` field.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
 from functools import cache
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
 from kaflite.protocol.messages import RequestHeader
+from kaflite.server.authorizer import CLUSTER_NAME, AclOperation, ResourceType, Session
 
 if TYPE_CHECKING:
     from kaflite.server.broker import Broker
+    from kaflite.server.config import Listener
 
-__all__ = ["RequestContext", "build", "response_module"]
-
+__all__ = ["AclOperation", "RequestContext", "ResourceType", "Session", "build", "response_module"]
 
 @dataclass(slots=True)
 class RequestContext:
@@ -25,6 +41,8 @@ class RequestContext:
     header: RequestHeader
     client_host: str = ""
     connection_id: int = 0
+    session: Session = field(default_factory=Session)
+    throttle_time_ms: int = 0
 
     @property
     def api_version(self) -> int:
@@ -39,8 +57,17 @@ class RequestContext:
         """kio's response module for this request's api key and version (its nested classes)."""
         return response_module(self.header.api_key, self.header.api_version)
 
+    @property
+    def advertised(self) -> Listener:
+        """This broker's address as clients of the listener this request came in on must see it."""
+        return self.broker.advertised_for(self.session.listener_name)
+
     def now_ms(self) -> int:
         return self.broker.now_ms()
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
+        """May this request's principal do `operation` on the resource? (Kafka's KafkaApis.authorize.)"""
+        return self.broker.authorizer.authorize(self.session, operation, resource_type, name)
 
 
 @cache
@@ -48,18 +75,51 @@ def response_module(api_key: int, version: int) -> ModuleType:
     return load_payload_module(api_key, version, EntityType.response)
 
 
-_FIELDS: dict[Any, frozenset[str]] = {}
+_FIELDS: dict[Any, tuple[frozenset[str], frozenset[str]]] = {}
 
 
-def _field_names(cls: Any) -> frozenset[str]:
+def _version_modules(module_name: str) -> list[ModuleType]:
+    """Every version's module of a kio schema module (`kio.schema.produce.v9.response` -> v3..v13)."""
+    parts = module_name.split(".")
+    if len(parts) < 3 or not parts[-2].startswith("v") or not parts[-2][1:].isdigit():
+        return [importlib.import_module(module_name)]
+    api = importlib.import_module(".".join(parts[:-2]))
+    out = []
+    for info in pkgutil.iter_modules(api.__path__):
+        if info.name.startswith("v") and info.name[1:].isdigit():
+            try:
+                out.append(importlib.import_module(f"{api.__name__}.{info.name}.{parts[-1]}"))
+            except ImportError:  # this version has no such module (e.g. only a request)
+                continue
+    return out
+
+
+def _field_names(cls: Any) -> tuple[frozenset[str], frozenset[str]]:
+    """(this version's field names, the union over every version of the entity)."""
     names = _FIELDS.get(cls)
     if names is None:
-        names = _FIELDS[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+        own = frozenset(f.name for f in dataclasses.fields(cls))
+        union = set(own)
+        for module in _version_modules(cls.__module__):
+            other = getattr(module, cls.__qualname__, None)
+            if other is not None and dataclasses.is_dataclass(other):
+                union.update(f.name for f in dataclasses.fields(other))
+        names = _FIELDS[cls] = (own, frozenset(union))
     return names
 
 
-def build(cls: type[Any], **values: Any) -> Any:
+T = TypeVar("T")
+
+
+def build(cls: type[T], **values: Any) -> T:
     """Instantiate a kio entity of any version from the union of fields the versions know: values for
-    fields this version does not have are dropped (e.g. `log_start_offset` below Produce v5)."""
-    names = _field_names(cls)
-    return cls(**{k: v for k, v in values.items() if k in names})
+    fields this version does not have are dropped (e.g. `log_start_offset` below Produce v5); a name
+    that no version of the entity has raises TypeError."""
+    own, union = _field_names(cls)
+    unknown = [k for k in values if k not in union]
+    if unknown:
+        raise TypeError(
+            f"{cls.__qualname__} has no field {', '.join(sorted(unknown))} in any version "
+            f"(fields: {', '.join(sorted(union))})"
+        )
+    return cls(**{k: v for k, v in values.items() if k in own})

@@ -5,12 +5,17 @@ Rules (what Kafka's SocketServer/KafkaApis do):
   and the full API list, so any client can learn what to speak;
 - any other unknown api key or unsupported version, or a body that does not decode, is a protocol
   violation: the connection is closed (`CloseConnection`) with one log line;
-- a handler returning None means "no response" (Produce with acks=0).
+- a handler returning None means "no response" (Produce with acks=0);
+- every request carries the session of the listener it came in on (one dispatcher per bound listener);
+  the throttle time a quota set on the context (`ctx.throttle_time_ms`) goes into the response's
+  `throttle_time` (hot-encoded responses write their own).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from kaflite.protocol.errors import ErrorCode
@@ -22,11 +27,13 @@ from kaflite.protocol.messages import (
     encode_response,
     parse_request_header,
 )
+from kaflite.server.authorizer import Session
 from kaflite.server.context import RequestContext
 from kaflite.server.handlers import EncodedBody, Registry
 
 if TYPE_CHECKING:
     from kaflite.server.broker import Broker
+    from kaflite.server.config import Listener
 
 __all__ = ["CloseConnection", "Dispatcher"]
 
@@ -38,9 +45,10 @@ class CloseConnection(Exception):
 
 
 class Dispatcher:
-    def __init__(self, broker: Broker, registry: Registry) -> None:
+    def __init__(self, broker: Broker, registry: Registry, listener: Listener | None = None) -> None:
         self.broker = broker
         self.registry = registry
+        self.listener = listener
 
     async def dispatch(
         self, frame: bytes, client_host: str = "", connection_id: int = 0
@@ -62,12 +70,14 @@ class Dispatcher:
             request = decode_request(header, frame, offset)
         except ProtocolError as e:
             raise CloseConnection(str(e)) from e
-        ctx = RequestContext(self.broker, header, client_host, connection_id)
+        ctx = RequestContext(self.broker, header, client_host, connection_id, Session.on(self.listener, client_host))
         response = await handler(ctx, request)
         if response is None:
             return None
         if isinstance(response, EncodedBody):
             return encode_raw_response(header.api_key, header.api_version, header.correlation_id, response.parts)
+        if ctx.throttle_time_ms and hasattr(response, "throttle_time") and not isinstance(response, type):
+            response = dataclasses.replace(response, throttle_time=timedelta(milliseconds=ctx.throttle_time_ms))
         return encode_response(header.api_key, header.api_version, header.correlation_id, response)
 
     def unsupported_api_versions(self, correlation_id: int) -> list[bytes | memoryview]:

@@ -21,15 +21,14 @@ from types import TracebackType
 from typing import Any
 
 from kaflite.server.app import KafkaServer, new_event_loop
+from kaflite.server.config import BrokerConfig
 
 __all__ = ["EmbeddedBroker", "load_broker_config"]
 
 
-def load_broker_config(overrides: dict[str, str], dev: bool) -> Any:
+def load_broker_config(overrides: dict[str, str], dev: bool) -> BrokerConfig:
     """Kafka's defaults (plus the `--dev` profile when `dev`) with `overrides` applied; raises
     `ConfigError` naming a bad key or value."""
-    from kaflite.server.config import BrokerConfig
-
     return BrokerConfig.load(None, overrides=overrides, dev=dev)
 
 
@@ -85,7 +84,7 @@ class EmbeddedBroker:
             raise
         return self
 
-    def _serve(self, config: Any, started: Future[None]) -> None:
+    def _serve(self, config: BrokerConfig, started: Future[None]) -> None:
         loop = new_event_loop()
         self._loop = loop
         asyncio.set_event_loop(loop)

@@ -26,6 +26,7 @@ from typing import Any
 from kaflite.cluster.metadata import INTERNAL_TOPICS, validate_topic_name
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.broker import Broker
+from kaflite.server.config import UnknownConfigKey
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 
@@ -221,8 +222,6 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
 # -- DescribeConfigs ---------------------------------------------------------------------------------
 def _describe_topic_entries(broker: Broker, overrides: Mapping[str, Any], keys: Any = None) -> list[Any]:
     config = broker.config
-    if not hasattr(config, "describe_topic"):
-        return []
     return _known_only(lambda ks: config.describe_topic(overrides, ks), keys)
 
 
@@ -233,7 +232,7 @@ def _known_only(describe: Any, keys: Any) -> list[Any]:
     for k in keys:  # Kafka silently leaves out keys it does not know
         try:
             out.extend(describe([k]))
-        except Exception:
+        except UnknownConfigKey:
             continue
     return out
 
@@ -262,9 +261,7 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
             elif res.resource_type == RESOURCE_BROKER:
                 if res.resource_name not in ("", str(broker.node_id)):
                     raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id {res.resource_name}")
-                config = broker.config
-                if hasattr(config, "describe"):
-                    entries = _known_only(config.describe, keys)
+                entries = _known_only(broker.config.describe, keys)
             elif res.resource_type == RESOURCE_BROKER_LOGGER:
                 entries = []
             else:
@@ -378,7 +375,7 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     R = ctx.response
     endpoint_type = getattr(request, "endpoint_type", 1)
-    adv = broker.advertised
+    adv = ctx.advertised
     if endpoint_type != 1:
         return build(
             R.DescribeClusterResponse,

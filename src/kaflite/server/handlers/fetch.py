@@ -107,10 +107,7 @@ def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[P
 def _sessions(broker: Broker) -> FetchSessionCache:
     cache = broker.extensions.get("fetch_sessions")
     if cache is None:
-        try:
-            slots = int(broker.setting("max.incremental.fetch.session.cache.slots"))
-        except Exception:  # noqa: BLE001 - a config without the key: Kafka's default
-            slots = 1000
+        slots = int(broker.setting("max.incremental.fetch.session.cache.slots"))
         cache = broker.extensions["fetch_sessions"] = FetchSessionCache(slots)
     return cache  # type: ignore[no-any-return]
 

@@ -123,14 +123,9 @@ class GroupService:
 
     def __init__(self, broker: Any) -> None:
         self.broker = broker
-        try:
-            self.config = CoordinatorConfig.from_properties(broker.config)
-        except (TypeError, AttributeError):  # a config object that is not a mapping: Kafka's defaults
-            self.config = CoordinatorConfig()
-        try:  # offsets.topic.compression.codec: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd (Kafka's ids)
-            self.codec = int(broker.setting("offsets.topic.compression.codec"))
-        except Exception:  # noqa: BLE001 - a config without the key: uncompressed, Kafka's default
-            self.codec = 0
+        self.config = CoordinatorConfig.from_properties(broker.config)
+        # offsets.topic.compression.codec: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd (Kafka's ids)
+        self.codec = int(broker.setting("offsets.topic.compression.codec"))
         self.commit_timeout_ms = int(broker.setting("offsets.commit.timeout.ms"))
         self.writer = OffsetsTopicWriter(self)
         self.runtime: CoordinatorRuntime[GroupCoordinator] = CoordinatorRuntime(
@@ -152,11 +147,10 @@ class GroupService:
         return service  # type: ignore[no-any-return]
 
     def start(self) -> None:
-        configs = {"cleanup.policy": "compact"}
-        try:
-            configs["segment.bytes"] = str(int(self.broker.setting("offsets.topic.segment.bytes")))
-        except Exception:  # noqa: BLE001 - an older config without the key: the topic default applies
-            pass
+        configs = {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(int(self.broker.setting("offsets.topic.segment.bytes"))),
+        }
         topic = self.broker.ensure_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, configs)
         if topic.num_partitions != self.config.offsets_topic_num_partitions:
             # As Kafka: the existing topic decides where groups live (changing the setting later would
@@ -242,7 +236,7 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
     broker = ctx.broker
     GroupService.of(broker)  # make sure __consumer_offsets exists and is loaded before anyone joins
-    node = (broker.node_id, broker.advertised.host, broker.advertised.port)
+    node = (broker.node_id, ctx.advertised.host, ctx.advertised.port)
 
     def answer(key: str, key_type: int) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
         if key_type != 0:

@@ -139,7 +139,7 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
                 topics.append(encode_body(_error_topic(R, name, code)))
             else:
                 topics.append(_topic_bytes(R, broker, topic, version, ops))
-    adv = broker.advertised
+    adv = ctx.advertised
     brokers = [
         encode_body(
             build(R.MetadataResponseBroker, node_id=broker.node_id, host=adv.host, port=adv.port, rack=broker.rack)

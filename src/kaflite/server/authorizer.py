@@ -1,0 +1,87 @@
+"""Who may do what: the session a request came in on, Kafka's ACL operation and resource codes, and the
+authorizer interface the handlers ask (through `RequestContext.authorize`).
+
+Rules: every PLAINTEXT session's principal is `User:ANONYMOUS` (Kafka's KafkaPrincipal.ANONYMOUS); the only
+authorizer is `AllowAllAuthorizer` (Kafka without `authorizer.class.name`); an ACL authorizer (and SASL
+principals) will plug in here without touching the handlers.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from kaflite.server.config import Listener
+
+__all__ = [
+    "ANONYMOUS",
+    "CLUSTER_NAME",
+    "AclOperation",
+    "AllowAllAuthorizer",
+    "Authorizer",
+    "ResourceType",
+    "Session",
+]
+
+ANONYMOUS = "User:ANONYMOUS"  # Kafka's KafkaPrincipal.ANONYMOUS, the principal of a PLAINTEXT session
+
+
+class AclOperation(enum.IntEnum):
+    """Kafka's AclOperation codes (also the bits of `*_authorized_operations`)."""
+
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+    CREATE_TOKENS = 13
+    DESCRIBE_TOKENS = 14
+
+
+class ResourceType(enum.IntEnum):
+    """Kafka's ResourceType codes."""
+
+    TOPIC = 2
+    GROUP = 3
+    CLUSTER = 4
+    TRANSACTIONAL_ID = 5
+    DELEGATION_TOKEN = 6
+    USER = 7
+
+
+CLUSTER_NAME = "kafka-cluster"  # Kafka's name of the one CLUSTER resource
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """Who sent a request and over what: Kafka's RequestContext.listenerName / securityProtocol / principal."""
+
+    listener_name: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+    principal: str = ANONYMOUS
+    client_address: str = ""
+
+    @classmethod
+    def on(cls, listener: Listener | None, client_address: str = "") -> Session:
+        if listener is None:
+            return cls(client_address=client_address)
+        return cls(listener.name, listener.security_protocol or "PLAINTEXT", ANONYMOUS, client_address)
+
+
+class Authorizer(Protocol):
+    def authorize(self, session: Session, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        ...
+
+
+class AllowAllAuthorizer:
+    """Allows every operation (Kafka without `authorizer.class.name`)."""
+
+    def authorize(self, session: Session, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        return True

@@ -1,0 +1,32 @@
+"""One typed configuration path: every code path that reads a key reads it from the BrokerConfig, so a
+misspelled key fails with the "did you mean" error instead of silently becoming Kafka's default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kaflite.coordinator.config import CoordinatorConfig
+from kaflite.server.broker import Broker
+from kaflite.server.config import BROKER_CONFIGS, BrokerConfig, UnknownConfigKey
+from kaflite.server.logconfig import log_config_for
+
+
+def test_a_misspelled_broker_key_read_by_the_broker_names_the_right_one(tmp_path: Path) -> None:
+    broker = Broker(BrokerConfig.load(overrides={"log.dirs": str(tmp_path)}))
+    with pytest.raises(UnknownConfigKey, match=r"log.retention.hour: unknown broker configuration key; did you mean log.retention.hours"):
+        broker.setting("log.retention.hour")
+    with pytest.raises(UnknownConfigKey, match="did you mean"):
+        broker.config["offsets.topic.segment.byte"]
+
+
+def test_a_misspelled_topic_key_names_the_right_one() -> None:
+    config = BrokerConfig.load()
+    with pytest.raises(UnknownConfigKey, match="retention.mss: unknown topic configuration key; did you mean retention.ms"):
+        log_config_for(config, {"retention.mss": "1000"})
+
+
+def test_every_key_the_group_coordinator_reads_is_a_broker_key() -> None:
+    # CoordinatorConfig.from_properties skips keys the config lacks: a misspelling there would be silent
+    assert set(CoordinatorConfig.KEYS) <= set(BROKER_CONFIGS)

@@ -1,0 +1,113 @@
+"""Every client listener is bound with its security protocol and advertised as itself; KRaft controller
+listeners (`controller.listener.names`) are neither bound nor advertised; `kaflite serve` prints the
+addresses it really bound."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kio.schema.metadata.v12.request import MetadataRequest
+from kwire import WireClient
+
+from kaflite.server.config import BrokerConfig
+from kaflite.server.embedded import EmbeddedBroker
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _metadata_brokers(bootstrap: str) -> list[tuple[int, str, int]]:
+    with WireClient(bootstrap) as c:
+        r = c.request(MetadataRequest(topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    return [(b.node_id, b.host, b.port) for b in r.brokers]
+
+
+def test_controller_listener_first_binds_and_advertises_the_plaintext_port(tmp_path: Path) -> None:
+    plain, controller = _free_ports(2)
+    overrides = {
+        "listeners": f"CONTROLLER://127.0.0.1:{controller},PLAINTEXT://127.0.0.1:{plain}",
+        "controller.listener.names": "CONTROLLER",
+    }
+    cfg = BrokerConfig.load(overrides=overrides)
+    assert [(li.name, li.port, li.security_protocol) for li in cfg.client_listeners] == [("PLAINTEXT", plain, "PLAINTEXT")]
+    with EmbeddedBroker(data_dir=tmp_path, overrides=overrides) as broker:
+        assert broker.port == plain
+        assert [(li.name, li.port) for li in broker.server.bound] == [("PLAINTEXT", plain)]
+        assert not _listening(controller)
+        assert _metadata_brokers(f"127.0.0.1:{plain}") == [(0, "127.0.0.1", plain)]
+
+
+def test_two_client_listeners_each_answer_with_their_own_address(tmp_path: Path) -> None:
+    internal, external = _free_ports(2)
+    overrides = {
+        "listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+        "advertised.listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://localhost:{external}",
+        "inter.broker.listener.name": "INTERNAL",
+    }
+    with EmbeddedBroker(data_dir=tmp_path, overrides=overrides) as broker:
+        assert sorted(li.port for li in broker.server.bound) == sorted([internal, external])
+        assert _metadata_brokers(f"127.0.0.1:{internal}") == [(0, "127.0.0.1", internal)]
+        assert _metadata_brokers(f"127.0.0.1:{external}") == [(0, "localhost", external)]
+        assert str(broker.server.broker.advertised) == f"INTERNAL://127.0.0.1:{internal}"
+        sessions = {li.name: li.security_protocol for li in broker.server.bound}
+        assert sessions == {"INTERNAL": "PLAINTEXT", "EXTERNAL": "PLAINTEXT"}
+
+
+def test_kaflite_serve_says_what_it_binds(tmp_path: Path) -> None:
+    plain, controller = _free_ports(2)
+    env = dict(os.environ)
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "kaflite", "serve", "--log-dir", str(tmp_path / "data"),
+            "-o", f"listeners=CONTROLLER://127.0.0.1:{controller},PLAINTEXT://127.0.0.1:{plain}",
+            "-o", "controller.listener.names=CONTROLLER",
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 60
+        assert proc.stderr is not None
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith("kaflite: broker"):
+                break
+        said = lines[-1] if lines else ""
+        assert said.strip() == (
+            f"kaflite: broker 0 listening on PLAINTEXT://127.0.0.1:{plain} (advertised PLAINTEXT://127.0.0.1:{plain})"
+        ), "".join(lines)
+        assert _listening(plain) and not _listening(controller)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
