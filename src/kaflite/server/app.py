@@ -23,6 +23,7 @@ from kaflite.server.connection import (
 )
 from kaflite.server.dispatcher import Dispatcher
 from kaflite.server.handlers import Registry, load_registry
+from kaflite.server.metrics import BrokerMetrics, KafliteCollector, MetricsEndpoint, parse_metrics_listener
 
 __all__ = ["KafkaServer", "new_event_loop", "run_broker"]
 
@@ -54,6 +55,7 @@ class KafkaServer:
         self._connections = Connections()
         self._reaper: asyncio.Future[None] | None = None
         self.bound: list[Listener] = []  # the client listeners as bound (port 0 resolved)
+        self.metrics_endpoint: MetricsEndpoint | None = None
         self.host = ""
         self.port = 0
 
@@ -104,6 +106,9 @@ class KafkaServer:
             raise
         self.host, self.port = self.bound[0].host, self.bound[0].port
         self.broker.set_bound_listeners(self.bound)
+        metrics_url = config["metrics.listener"]
+        if metrics_url:
+            await self._start_metrics(metrics_url)
         idle_ms = int(config["connections.max.idle.ms"])
         if idle_ms > 0:
             self._reaper = asyncio.ensure_future(self._close_idle(idle_ms / 1000.0))
@@ -124,6 +129,29 @@ class KafkaServer:
                 ", ".join(str(li) for li in skipped),
             )
 
+    async def _start_metrics(self, url: str) -> None:
+        """metrics.listener: count in the hot path from now on, serve /metrics on this loop."""
+        self.broker.metrics = BrokerMetrics()
+        collector = KafliteCollector(self.broker, self.broker.metrics, self._connections_by_listener)
+        self.metrics_endpoint = MetricsEndpoint(collector)
+        host, port = parse_metrics_listener(url)
+        try:
+            await self.metrics_endpoint.start(host, port)
+        except BaseException:
+            for server in self._servers:
+                server.close()
+            self._servers.clear()
+            await self.broker.stop()
+            raise
+
+    def _connections_by_listener(self) -> dict[str, int]:
+        counts = {li.name: 0 for li in self.bound}
+        for conn in self._connections:
+            listener = conn.dispatcher.listener
+            name = listener.name if listener is not None else "PLAINTEXT"
+            counts[name] = counts.get(name, 0) + 1
+        return counts
+
     async def _close_idle(self, idle_s: float) -> None:
         """connections.max.idle.ms: close connections with no traffic and no request in flight."""
         while True:
@@ -136,6 +164,9 @@ class KafkaServer:
                     conn.abort("idle", quiet=True)
 
     async def stop(self) -> None:
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.stop()
+            self.metrics_endpoint = None
         if self._reaper is not None:
             self._reaper.cancel()
             self._reaper = None

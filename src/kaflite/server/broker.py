@@ -31,6 +31,7 @@ from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.authorizer import AllowAllAuthorizer, Authorizer
 from kaflite.server.config import BrokerConfig, ConfigError, Listener
 from kaflite.server.logconfig import log_config_for
+from kaflite.server.metrics import BrokerMetrics
 from kaflite.server.purgatory import Purgatory
 from kaflite.storage.config import LogConfig
 
@@ -68,6 +69,8 @@ class Broker:
         self.extensions: dict[str, Any] = {}
         self.rack: str | None = config["broker.rack"]
         self.registry: Any = None  # the handler Registry, set by the server (ApiVersions reads it)
+        # Prometheus counters (server.metrics), set by the server when metrics.listener is configured
+        self.metrics: BrokerMetrics | None = None
 
     # -- config ------------------------------------------------------------------------------------
     def setting(self, key: str) -> Any:

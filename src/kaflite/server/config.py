@@ -241,6 +241,15 @@ def parse_listeners(value: str, key: str = "listeners") -> list[Listener]:
     return out
 
 
+def _metrics_listener(value: str) -> tuple[str, int]:
+    from kaflite.server.metrics import parse_metrics_listener
+
+    try:
+        return parse_metrics_listener(value)
+    except ValueError as err:
+        raise ConfigError(str(err), "metrics.listener") from None
+
+
 def _listeners_validator(key: str) -> Validator:
     # parse_listeners raises its own precise message (bad port, duplicate name); an empty list is refused.
     return Custom(
@@ -421,6 +430,15 @@ _BROKER_KEYS: list[ConfigKey] = [
     ),
     _k("controller.quorum.voters", "list", [], "KRaft controller quorum.", applies=False),
     _k("controller.quorum.bootstrap.servers", "list", [], "KRaft controller quorum.", applies=False),
+    _k(
+        "metrics.listener",
+        "string",
+        None,
+        "http://HOST:PORT where the broker serves Prometheus metrics at /metrics (Kafka's MBean names as the "
+        "JMX exporter writes them, docs/metrics.md); unset: no metrics endpoint and no counting.",
+        Custom(lambda v: bool(_metrics_listener(v)), "http://HOST:PORT such as http://127.0.0.1:9404"),
+        differs="kaflite-only key: Kafka exposes JMX MBeans and needs the Prometheus JMX exporter agent.",
+    ),
     # --- ZooKeeper (cluster mode; unset zookeeper.connect = the single-node broker) ---------------
     _k(
         "zookeeper.connect",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -71,7 +72,11 @@ class Dispatcher:
         except ProtocolError as e:
             raise CloseConnection(str(e)) from e
         ctx = RequestContext(self.broker, header, client_host, connection_id, Session.on(self.listener, client_host))
+        metrics = self.broker.metrics  # None unless metrics.listener is set
+        started = time.perf_counter() if metrics is not None else 0.0
         response = await handler(ctx, request)
+        if metrics is not None:
+            metrics.request(header.api_key, time.perf_counter() - started)
         if response is None:
             return None
         if isinstance(response, EncodedBody):

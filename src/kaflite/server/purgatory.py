@@ -47,6 +47,15 @@ class Purgatory:
                     if not waiters:
                         del self._watchers[key]
 
+    def sizes(self) -> dict[str, int]:
+        """Waiting requests by kind (the first element of their keys: "fetch", "join", ...), each counted
+        once however many keys it watches (Kafka's PurgatorySize, read by the metrics at scrape time)."""
+        by_kind: dict[str, set[asyncio.Future[bool]]] = {}
+        for key, waiters in self._watchers.items():
+            kind = str(key[0]) if isinstance(key, tuple) and key else str(key)
+            by_kind.setdefault(kind, set()).update(waiters)
+        return {kind: len(futs) for kind, futs in by_kind.items()}
+
     def complete(self, key: Hashable) -> int:
         """Wake every waiter of `key`; returns how many were woken."""
         waiters = self._watchers.pop(key, None)

@@ -89,6 +89,7 @@ def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[P
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     aborted: list[tuple[int, int]] | None = [] if committed else None
     topics = []
+    metrics = ctx.broker.metrics
     for name, reads in results:
         parts = []
         for r in reads:
@@ -97,6 +98,8 @@ def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[P
                                    r.log_start_offset):
                 continue
             session.sent((name, r.partition), r.high_watermark, r.high_watermark, r.log_start_offset)
+            if metrics is not None:
+                metrics.fetched(name, r.size, r.error is not ErrorCode.none)
             parts.append((r.partition, r.error.value, r.high_watermark, r.high_watermark, r.log_start_offset,
                           aborted, -1, r.records, r.size))
         if parts:

@@ -78,10 +78,15 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
                     code, message = ErrorCode.kafka_storage_error, str(e)
                 else:
                     code = ErrorCode.none
+                    if broker.metrics is not None:
+                        broker.metrics.produced(name, 0 if result.duplicate else result.last_offset - result.base_offset + 1,
+                                                len(pdata.records))
                     base_offset = result.base_offset
                     log_start = result.log_start_offset
                     append_time = result.log_append_time
             if code != ErrorCode.none:
+                if broker.metrics is not None:
+                    broker.metrics.produce_failed(name)
                 failed.append(f"{name}-{pdata.index}: {code.name}")
                 if code in BAD_DATA:
                     bad_data.append(f"{name}-{pdata.index}: {code.name.upper()} {message or ''}".rstrip())
