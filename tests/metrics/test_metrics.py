@@ -73,6 +73,40 @@ def _fetch(topic: str, offset: int, max_wait_ms: int = 0) -> FetchRequest:
             FetchPartition(partition=0, fetch_offset=offset, log_start_offset=-1, partition_max_bytes=1 << 24),)),))
 
 
+def test_single_node_gauges_connections_and_purgatory(broker: EmbeddedBroker) -> None:
+    broker.call(broker.server.broker.create_topic, "mt-wait", 1, None)
+    s, _ = scrape(broker)
+    assert value(s, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+    assert value(s, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    assert value(s, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+    assert value(s, "kafka_server_replicamanager_partitioncount") == value(s, "kafka_server_replicamanager_leadercount")
+    # the module's first test: no other client is connected
+    assert value(s, "kafka_server_socket_server_metrics_connection_count", listener="PLAINTEXT") == 0
+    with WireClient(broker.bootstrap) as a, WireClient(broker.bootstrap) as b:
+        a.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        b.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        s, _ = scrape(broker)
+        assert value(s, "kafka_server_socket_server_metrics_connection_count", listener="PLAINTEXT") == 2
+        # a fetch parked at the log end is in the Fetch purgatory until its max wait
+        assert value(s, "kafka_server_delayedoperationpurgatory_purgatorysize", delayedOperation="Fetch") == 0
+        corr = a.send(_fetch("mt-wait", 0, max_wait_ms=3000))
+        deadline = time.monotonic() + 5
+        parked = 0.0
+        while time.monotonic() < deadline and parked < 1:
+            s, _ = scrape(broker)
+            parked = value(s, "kafka_server_delayedoperationpurgatory_purgatorysize", delayedOperation="Fetch")
+            time.sleep(0.05)
+        assert parked == 1
+        assert decode_response(1, 12, a.read_frame(), corr).responses[0].partitions[0].records in (b"", None)
+    s, _ = scrape(broker)
+    assert value(s, "kafka_server_delayedoperationpurgatory_purgatorysize", delayedOperation="Fetch") == 0
+    deadline = time.monotonic() + 5  # the broker sees the two connections close
+    while time.monotonic() < deadline and value(
+            scrape(broker)[0], "kafka_server_socket_server_metrics_connection_count", listener="PLAINTEXT"):
+        time.sleep(0.05)
+    assert value(scrape(broker)[0], "kafka_server_socket_server_metrics_connection_count", listener="PLAINTEXT") == 0
+
+
 def test_produce_and_fetch_counts_equal_what_was_sent(broker: EmbeddedBroker) -> None:
     broker.call(broker.server.broker.create_topic, "mt-known", 1, None)
     batches = [build_record_batch([(f"k{i}".encode(), b"v" * (10 + i), []) for i in range(n)]) for n in (4, 5, 6)]
@@ -163,38 +197,6 @@ def test_consumer_group_lag_is_log_end_minus_committed(broker: EmbeddedBroker) -
         consumer.close()
     s, _ = scrape(broker)
     assert value(s, "kafka_consumergroup_state", consumergroup="mt-billing", state="empty", type="classic") == 1
-
-
-def test_single_node_gauges_connections_and_purgatory(broker: EmbeddedBroker) -> None:
-    broker.call(broker.server.broker.create_topic, "mt-wait", 1, None)
-    s, _ = scrape(broker)
-    assert value(s, "kafka_server_replicamanager_underreplicatedpartitions") == 0
-    assert value(s, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
-    assert value(s, "kafka_controller_kafkacontroller_activecontrollercount") == 1
-    assert value(s, "kafka_server_replicamanager_partitioncount") == value(s, "kafka_server_replicamanager_leadercount")
-    base = value(s, "kafka_server_socket_server_metrics_connection_count", listener="PLAINTEXT")
-    with WireClient(broker.bootstrap) as a, WireClient(broker.bootstrap) as b:
-        a.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
-        b.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
-        s, _ = scrape(broker)
-        assert value(s, "kafka_server_socket_server_metrics_connection_count", listener="PLAINTEXT") == base + 2
-        # a fetch parked at the log end is in the Fetch purgatory until its max wait (first let the long
-        # polls of earlier tests' closed consumers run out)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and value(
-                scrape(broker)[0], "kafka_server_delayedoperationpurgatory_purgatorysize", delayedOperation="Fetch"):
-            time.sleep(0.05)
-        corr = a.send(_fetch("mt-wait", 0, max_wait_ms=3000))
-        deadline = time.monotonic() + 5
-        parked = 0.0
-        while time.monotonic() < deadline and parked < 1:
-            s, _ = scrape(broker)
-            parked = value(s, "kafka_server_delayedoperationpurgatory_purgatorysize", delayedOperation="Fetch")
-            time.sleep(0.05)
-        assert parked == 1
-        assert decode_response(1, 12, a.read_frame(), corr).responses[0].partitions[0].records in (b"", None)
-    s, _ = scrape(broker)
-    assert value(s, "kafka_server_delayedoperationpurgatory_purgatorysize", delayedOperation="Fetch") == 0
 
 
 def test_off_by_default_and_bad_values_name_the_key(tmp_path: Path) -> None:
