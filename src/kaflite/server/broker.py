@@ -17,6 +17,7 @@ import asyncio
 import logging
 import socket
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -92,6 +93,7 @@ class Broker:
             self.log_manager.load()
             on_disk = list(self.log_manager.logs())
             self.metadata.load(on_disk)
+            self._complete_pending_deletions()
             self._settle_cluster_id()
             for topic in list(self.metadata.topics.values()):
                 self._open_partitions(topic, 0)
@@ -226,16 +228,52 @@ class Broker:
         return self.create_topic(name, num_partitions, configs)
 
     def delete_topic(self, name: str) -> TopicImage:
-        topic = self.metadata.remove_topic(name)
+        # Logs first, metadata after: removing the files frees space, so a deletion succeeds on a full disk
+        # (the metadata file is written into the space just freed). Each partition directory stays as an
+        # empty `<dir>.<topic id>-delete` marker until the metadata is written: a crash or a failed write in
+        # between is completed at the next start (`_complete_pending_deletions`).
+        topic = self.metadata.topics.get(name)
+        if topic is None:
+            return self.metadata.remove_topic(name)  # raises UNKNOWN_TOPIC_OR_PARTITION
+        tag = topic.topic_id.hex
         for p in range(topic.num_partitions):
             try:
                 if self.log_manager is not None:
-                    self.log_manager.delete(name, p)
-            except Exception:
-                log.exception("deleting log %s-%d failed", name, p)
+                    self.log_manager.delete(name, p, tag)
+            except OSError as e:
+                log.error("deleting log %s-%d failed: %s", name, p, e)
             self.purgatory.complete(fetch_key(name, p))
+        try:
+            self.metadata.remove_topic(name)
+        except OSError as e:  # removed in memory; the markers finish the job at the next start
+            log.warning("deleted topic %s's logs, but the metadata file could not be written (%s): the next "
+                        "start completes the deletion", name, e.strerror or e)
+        else:
+            if self.log_manager is not None:
+                self.log_manager.forget_deletions(tag)
         log.info("deleted topic %s", name)
         return topic
+
+    def _complete_pending_deletions(self) -> None:
+        """Topics whose logs were deleted but whose removal from the metadata file was not written (crash,
+        full disk) are removed now; then the markers go."""
+        if self.log_manager is None:
+            return
+        for tag in list(self.log_manager.pending_deletions):
+            try:
+                topic = self.metadata.topic_by_id(uuid.UUID(hex=tag))
+            except ValueError:  # a marker of a deletion without topic id (older kaflite): nothing to do
+                topic = None
+            if topic is not None:
+                try:
+                    self.metadata.remove_topic(topic.name)
+                except OSError as e:  # still no space: removed in memory, the markers stay for next time
+                    log.warning("topic %s: its deletion is still not written to the metadata file (%s)",
+                                topic.name, e.strerror or e)
+                    continue
+                log.info("completed the deletion of topic %s (interrupted before its metadata was written)",
+                         topic.name)
+            self.log_manager.forget_deletions(tag)
 
     def create_partitions(self, name: str, count: int) -> None:
         topic = self.metadata.topics.get(name)

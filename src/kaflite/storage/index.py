@@ -79,8 +79,10 @@ class _IndexFile:
             self._close_fd()
 
     def close(self) -> None:
-        self.write_pending()
-        self._close_fd()
+        try:
+            self.write_pending()
+        finally:
+            self._close_fd()
 
     def _close_fd(self) -> None:
         if self._fd is not None:

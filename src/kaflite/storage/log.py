@@ -42,6 +42,7 @@ from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import BATCH_HEADER_SIZE, TIMESTAMP_TYPE_MASK, crc32c
 from kaflite.storage.checkpoint import fsync_dir
 from kaflite.storage.config import LogConfig
+from kaflite.storage.errors import storage_errors
 from kaflite.storage.file_slice import FileSlice
 from kaflite.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from kaflite.storage.log_validator import (
@@ -153,6 +154,7 @@ class Log:
         self._latest_epoch = -1  # mirror of leader_epoch_cache.latest_epoch for the hot path
         self.recovered_bytes_truncated = 0
         self.recovered = False  # recovery rescanned at least one segment on open
+        self.flushed_at_close = True  # False when close() could not flush (disk full)
         self.cleaner_checkpoint = 0  # compaction: offsets below this were cleaned (in memory only)
         self._load(recovery_point, log_start_offset, high_watermark, had_clean_shutdown)
 
@@ -400,6 +402,13 @@ class Log:
             buf = records if type(records) is memoryview else memoryview(records)
             if buf.format != "B" or buf.ndim != 1:
                 buf = buf.cast("B")
+        try:
+            return self._append(buf, leader_epoch, now_ms, assign_offsets)
+        except OSError as e:  # disk full, I/O error: the partition's KAFKA_STORAGE_ERROR, logged once a minute
+            storage_errors.report(self.dir.name, "append", e)
+            raise KafkaError(ErrorCode.kafka_storage_error, f"append to {self.dir.name} failed: {e.strerror or e}") from e
+
+    def _append(self, buf: memoryview, leader_epoch: int, now_ms: int | None, assign_offsets: bool) -> AppendResult:
         with self._lock:
             f = fast_single_batch(buf, self._fast_limit) if assign_offsets and not self._closed else None
             if f is None:
@@ -821,15 +830,30 @@ class Log:
     def unflushed_messages(self) -> int:
         return self._next_offset - self.recovery_point
 
-    def close(self) -> None:
+    def close(self) -> list[str]:
+        """Flush, write the producer snapshot and close every segment. Never leaves a descriptor open:
+        what could not be written (disk full) is returned as one line each, and `flushed_at_close` says
+        whether the data itself reached the disk (a clean-shutdown marker must not vouch for it if not)."""
+        problems: list[str] = []
         with self._lock:
             if self._closed:
-                return
-            self._flush_locked(self._now())
-            self._write_producer_snapshot()
+                return problems
+            try:
+                self._flush_locked(self._now())
+            except OSError as e:
+                self.flushed_at_close = False
+                problems.append(f"{self.dir.name}: flush: {e.strerror or e}")
+            try:
+                self._write_producer_snapshot()
+            except OSError as e:  # rebuilt from the log on the next start: nothing is lost
+                problems.append(f"{self.dir.name}: producer snapshot: {e.strerror or e}")
             for seg in self._segments:
-                seg.close()
+                try:
+                    seg.close()
+                except OSError as e:  # indexes are rebuilt from the log on the next start
+                    problems.append(f"{self.dir.name}: index of segment {seg.base_offset}: {e.strerror or e}")
             self._closed = True
+        return problems
 
     def delete_files(self) -> None:
         """Close and remove every file of this log (the directory itself is the manager's)."""

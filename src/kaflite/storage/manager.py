@@ -8,8 +8,14 @@ Rules:
   (atomically) by `checkpoint()`, called from `flush_due`, retention, DeleteRecords and close.
 - `close()` flushes everything and leaves `.kafka_cleanshutdown`; `load()` skips recovery for logs in a
   directory with that marker (and removes it), otherwise recovers from each log's recovery point.
-- A deleted partition's directory is renamed `<topic>-<partition>.<uuid>-delete` then removed; leftovers
-  of such renames are removed on load.
+- A deleted partition's directory is renamed `<topic>-<partition>.<tag>-delete` (a rename needs no space),
+  its files are removed (which frees space even on a full disk), and the emptied directory stays as a
+  marker until the caller has recorded the deletion (`forget_deletions(tag)`, after the metadata file is
+  written). On load, the files of such directories are removed and their tags are in
+  `pending_deletions`, so a deletion interrupted by a crash or a full disk completes on restart.
+- Storage errors of housekeeping (flush, retention, compaction, checkpoints) are reported once per
+  partition (or file) per minute, one line each (storage.errors), and never stop the other logs' work;
+  `close()` closes every file whatever fails and reports what it could not write.
 - Each log dir is locked (Kafka's `.lock`, an exclusive flock) from construction to `close()`: a second
   manager on the same directory, in this process or another, fails with LogDirLockedError.
 - The broker's shell owns the schedule: it calls `run_retention(now)`, `run_compaction(now)` and
@@ -42,11 +48,12 @@ from kaflite.storage.checkpoint import (
 )
 from kaflite.storage.cleaner import compact_log
 from kaflite.storage.config import LogConfig
+from kaflite.storage.errors import storage_errors
 from kaflite.storage.log import Log, parse_topic_partition
 
 __all__ = ["LogManager", "validate_topic_name"]
 
-log = logging.getLogger("kaflite.storage")
+_logger = logging.getLogger("kaflite.storage")
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 _MAX_TOPIC_LENGTH = 249
@@ -67,6 +74,15 @@ def validate_topic_name(topic: str) -> None:
             ErrorCode.invalid_topic_exception,
             f"topic name {topic!r} is illegal: allowed characters are ASCII letters, digits, '.', '_' and '-'",
         )
+
+
+def _rmdir(path: Path) -> None:
+    try:
+        path.rmdir()
+    except FileNotFoundError:
+        pass
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _wall_ms() -> int:
@@ -125,6 +141,9 @@ class LogManager:
         self._last_checkpoint_ms = 0
         self._written: dict[tuple[Path, str], dict[tuple[str, int], int]] = {}
         self._closed = False
+        # tag -> emptied `-delete` directories, found on load or left by a deletion not yet recorded
+        self.pending_deletions: dict[str, list[Path]] = {}
+        self.close_problems: list[str] = []
 
     # ------------------------------------------------------------------------------------------
     def load(self) -> None:
@@ -132,7 +151,6 @@ class LogManager:
         with self._lock:
             for d in self.log_dirs:
                 started = time.monotonic()
-                before = len(self._logs)
                 clean_marker = d / CLEAN_SHUTDOWN_FILE
                 clean = clean_marker.exists()
                 recovery = read_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
@@ -142,7 +160,9 @@ class LogManager:
                     if not sub.is_dir():
                         continue
                     if sub.name.endswith("-delete"):
-                        shutil.rmtree(sub, ignore_errors=True)
+                        self._empty_deleted_dir(sub)
+                        tag = sub.name[: -len("-delete")].rpartition(".")[2]
+                        self.pending_deletions.setdefault(tag, []).append(sub)
                         continue
                     try:
                         tp = parse_topic_partition(sub.name)
@@ -166,12 +186,13 @@ class LogManager:
                     self._log_dir_of[tp] = d
                 clean_marker.unlink(missing_ok=True)
                 loaded = [lg for tp, lg in self._logs.items() if self._log_dir_of[tp] == d]
-                log.info(
-                    "loaded %d logs from %s in %.0f ms after %s shutdown (%d recovered)",
-                    len(self._logs) - before, d, (time.monotonic() - started) * 1000,
-                    "a clean" if clean else "an unclean", sum(1 for lg in loaded if lg.recovered),
+                _logger.info(
+                    "loaded %d logs from %s in %.0f ms (%s)", len(loaded), d, (time.monotonic() - started) * 1000,
+                    "clean shutdown" if clean else
+                    f"no clean-shutdown marker: {sum(1 for lg in loaded if lg.recovered)} recovered" if loaded else
+                    "empty",
                 )
-            self.checkpoint(force=True)
+            self._checkpoint_quietly(force=True)  # a full disk must not stop the broker from starting
 
     # ------------------------------------------------------------------------------------------
     def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
@@ -207,7 +228,10 @@ class LogManager:
     def logs(self) -> dict[tuple[str, int], Log]:
         return dict(self._logs)
 
-    def delete(self, topic: str, partition: int) -> None:
+    def delete(self, topic: str, partition: int, tag: str | None = None) -> None:
+        """Remove a partition's log: rename its directory to `<dir>.<tag>-delete`, remove the files in it
+        (space is freed here, even when the disk is full), keep the emptied directory as a marker until
+        `forget_deletions(tag)`. Without a tag the marker goes at once."""
         with self._lock:
             key = (topic, partition)
             log = self._logs.pop(key, None)
@@ -216,10 +240,31 @@ class LogManager:
             return
         # file work outside the manager lock (lock order: a Log's lock may call back into checkpoint())
         log.delete_files()
-        doomed = log.dir.with_name(f"{topic}-{partition}.{uuid.uuid4().hex}-delete")
+        doomed = log.dir.with_name(f"{topic}-{partition}.{tag or uuid.uuid4().hex}-delete")
         log.dir.rename(doomed)
-        shutil.rmtree(doomed, ignore_errors=True)
-        self.checkpoint(force=True)
+        self._empty_deleted_dir(doomed)
+        if tag is None:
+            _rmdir(doomed)
+        else:
+            self.pending_deletions.setdefault(tag, []).append(doomed)
+        _logger.info("deleted log %s-%d", topic, partition)
+        try:
+            self.checkpoint(force=True)
+        except OSError as e:  # the checkpoints are rewritten by the next flush_due
+            storage_errors.report(f"{doomed.parent} checkpoints", "checkpoint after a deletion", e)
+
+    def forget_deletions(self, tag: str) -> None:
+        """The caller recorded the deletion (metadata written): the marker directories go."""
+        for path in self.pending_deletions.pop(tag, []):
+            _rmdir(path)
+
+    @staticmethod
+    def _empty_deleted_dir(path: Path) -> None:
+        for child in list(path.iterdir()) if path.is_dir() else []:
+            if child.is_dir():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------------------------------
     def run_retention(self, now_ms: int | None = None) -> int:
@@ -229,10 +274,13 @@ class LogManager:
         deleted = 0
         for log in list(self._logs.values()):
             if not log.closed:
-                deleted += log.delete_old_segments(now)
-                log.remove_expired_producers(now)
+                try:
+                    deleted += log.delete_old_segments(now)
+                    log.remove_expired_producers(now)
+                except OSError as e:
+                    storage_errors.report(log.dir.name, "retention", e)
         if deleted:
-            self.checkpoint(force=True)
+            self._checkpoint_quietly(force=True)
         return deleted
 
     def run_compaction(self, now_ms: int | None = None) -> int:
@@ -241,8 +289,11 @@ class LogManager:
         now = self._now() if now_ms is None else now_ms
         cleaned = 0
         for log in list(self._logs.values()):
-            if not log.closed and log.config.compact and compact_log(log, now).cleaned:
-                cleaned += 1
+            try:
+                if not log.closed and log.config.compact and compact_log(log, now).cleaned:
+                    cleaned += 1
+            except OSError as e:  # the swap protocol leaves the segment as it was
+                storage_errors.report(log.dir.name, "compaction", e)
         return cleaned
 
     def flush_due(self, now_ms: int | None = None) -> int:
@@ -250,11 +301,24 @@ class LogManager:
         least every 5 s (Kafka's replica.high.watermark.checkpoint.interval.ms).
         Returns the number of logs flushed."""
         now = self._now() if now_ms is None else now_ms
-        flushed = sum(1 for log in list(self._logs.values()) if log.flush_due(now))
+        flushed = 0
+        for log in list(self._logs.values()):
+            try:
+                flushed += log.flush_due(now)
+            except OSError as e:
+                storage_errors.report(log.dir.name, "flush", e)
         if flushed or now - self._last_checkpoint_ms >= HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS:
-            self.checkpoint()
+            self._checkpoint_quietly()
             self._last_checkpoint_ms = now
         return flushed
+
+    def _checkpoint_quietly(self, *, force: bool = False) -> bool:
+        try:
+            self.checkpoint(force=force)
+            return True
+        except OSError as e:  # retried at the next flush_due; the previous files stay valid (atomic)
+            storage_errors.report(f"{e.filename or self.log_dirs[0]}", "offset checkpoint", e)
+            return False
 
     def checkpoint(self, *, force: bool = False) -> None:
         """Rewrite each log dir's recovery-point, log-start-offset and high-watermark checkpoints
@@ -298,15 +362,32 @@ class LogManager:
                 return
             self._closed = True
             logs = list(self._logs.values())
+        problems: list[str] = []
         try:
             for log in logs:
-                log.close()
+                problems += log.close()
             if clean:
-                self.checkpoint(force=True)
-                for d in self.log_dirs:
-                    atomic_write(d / CLEAN_SHUTDOWN_FILE, b"")
+                try:
+                    self.checkpoint(force=True)
+                except OSError as e:
+                    problems.append(f"offset checkpoints in {e.filename or self.log_dirs[0]}: {e.strerror or e}")
+                unflushed = [log.dir.name for log in logs if not log.flushed_at_close]
+                if unflushed:  # no marker: the next start recovers these logs from their recovery points
+                    problems.append(f"clean-shutdown marker not written: {len(unflushed)} log(s) could not be "
+                                    f"flushed ({', '.join(unflushed[:5])}{', ...' if len(unflushed) > 5 else ''})")
+                else:
+                    for d in self.log_dirs:
+                        try:
+                            atomic_write(d / CLEAN_SHUTDOWN_FILE, b"")
+                        except OSError as e:
+                            problems.append(f"clean-shutdown marker in {d}: {e.strerror or e}")
         finally:
             self._release_locks()
+            self.close_problems = problems
+            if problems:
+                _logger.warning("closed the logs; %d thing(s) could not be written (the next start recovers or "
+                             "rebuilds them): %s%s", len(problems), "; ".join(problems[:10]),
+                             f"; and {len(problems) - 10} more" if len(problems) > 10 else "")
 
     def _release_locks(self) -> None:
         for fd in self._lock_fds:

@@ -196,7 +196,11 @@ class LogSegment:
         """Write pre-patched batch bytes at the end. `batches` = (size, last_offset, max_timestamp,
         first_offset) per batch, in order, describing `pieces`. Returns the start position."""
         start = self.size
-        _pwrite_all(self.fd, pieces, start)
+        try:
+            _pwrite_all(self.fd, pieces, start)
+        except OSError:
+            self._undo_write(start)
+            raise
         pos = start
         for size, last_offset, max_ts, _first in batches:
             self._account_batch(pos, size, last_offset, max_ts)
@@ -211,9 +215,13 @@ class LogSegment:
         """Hot path of append for one batch: a patched header prefix + the rest of the caller's buffer,
         one pwritev."""
         pos = self.size
-        n = os.pwritev(self.fd, (header, body), pos)
-        if n != size:
-            _pwrite_all(self.fd, [memoryview(bytes(header) + bytes(body))[n:]], pos + n)  # short write
+        try:
+            n = os.pwritev(self.fd, (header, body), pos)
+            if n != size:
+                _pwrite_all(self.fd, [memoryview(bytes(header) + bytes(body))[n:]], pos + n)  # short write
+        except OSError:
+            self._undo_write(pos)
+            raise
         if max_ts > self.max_timestamp:
             self.max_timestamp = max_ts
             self.offset_of_max_timestamp = last_offset
@@ -225,6 +233,15 @@ class LogSegment:
         self.next_offset = last_offset + 1
         self.size = pos + size
         self.dirty = True
+
+    def _undo_write(self, pos: int) -> None:
+        """A failed write (disk full) may have left part of a batch after `pos`: cut it off so the file
+        ends at the last whole batch and the next append (when space returns) starts there. Shrinking a
+        file never needs space."""
+        try:
+            os.ftruncate(self.fd, pos)
+        except OSError:
+            pass  # the next append overwrites from `pos` anyway; recovery would truncate the rest
 
     def _account_batch(self, pos: int, size: int, last_offset: int, max_ts: int) -> None:
         if self.rolling_based_timestamp is None:
@@ -517,8 +534,11 @@ class LogSegment:
         self.size = valid
         if self.size == 0:
             self.next_offset = self.base_offset
-        self.index.write_pending()
-        self.time_index.write_pending()
+        try:
+            self.index.write_pending()
+            self.time_index.write_pending()
+        except OSError:  # disk full: the entries stay in memory and are written by a later flush
+            pass
         self.dirty = True
         self.recovery = RecoveryNote(batches, records, valid, file_size, self.next_offset, reason)
         return truncated
@@ -563,13 +583,19 @@ class LogSegment:
             self.time_index.flush()
 
     def close(self) -> None:
-        if self.size:  # the final entry makes the max timestamp readable on reload
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-        self.index.close()
-        self.time_index.close()
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        """Write the pending index entries and close the files; the descriptors are closed even when
+        the index writes fail (disk full), and then the error is raised."""
+        try:
+            if self.size:  # the final entry makes the max timestamp readable on reload
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.index.close()
+            self.time_index.close()
+        finally:
+            self.index._close_fd()  # noqa: SLF001
+            self.time_index._close_fd()  # noqa: SLF001
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
 
     def delete(self) -> None:
         self.index.delete()
