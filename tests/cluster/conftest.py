@@ -8,6 +8,10 @@ reason, only where Java or ZooKeeper's jars are missing.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,3 +54,54 @@ def zookeeper_private(tmp_path: Path) -> Iterator[ZooKeeperServer]:
 def zk_connect(zookeeper: ZooKeeperServer) -> str:
     """`zookeeper.connect` for this test: the shared server with a chroot of its own."""
     return f"{zookeeper.connect}/kaflite-test-{uuid.uuid4().hex[:12]}"
+
+
+class MemberProcesses:
+    """Cluster members as real processes (`python -m kaflite.cluster.member`), stopped by pid."""
+
+    def __init__(self, connect: str, directory: Path, session_timeout_ms: int) -> None:
+        self.connect = connect
+        self.directory = directory
+        self.session_timeout_ms = session_timeout_ms
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+
+    def start(self, broker_id: int, *extra: str) -> subprocess.Popen[bytes]:
+        log = open(self.directory / f"member-{broker_id}.log", "ab")
+        cmd = [
+            sys.executable, "-m", "kaflite.cluster.member", "--broker-id", str(broker_id),
+            "--zookeeper", self.connect, "--session-timeout-ms", str(self.session_timeout_ms),
+            "--port", str(19000 + broker_id), *extra,
+        ]  # fmt: skip
+        try:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        finally:
+            log.close()
+        self.procs[broker_id] = proc
+        return proc
+
+    def log(self, broker_id: int) -> str:
+        return (self.directory / f"member-{broker_id}.log").read_text(errors="replace")
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                try:
+                    os.kill(proc.pid, signal.SIGCONT)  # a frozen one cannot handle SIGTERM
+                except ProcessLookupError:
+                    pass
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+@pytest.fixture
+def members(zk_connect: str, tmp_path: Path) -> Iterator[MemberProcesses]:
+    m = MemberProcesses(zk_connect, tmp_path, session_timeout_ms=3000)
+    try:
+        yield m
+    finally:
+        m.stop_all()

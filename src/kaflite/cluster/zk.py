@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -104,7 +104,11 @@ class ControllerEpochZkVersion:
 # --- events (what the watches report) -------------------------------------------------------------------
 @dataclass(frozen=True)
 class BrokersChanged:
+    """The live brokers: registration and broker epoch (the czxid of /brokers/ids/<id>; a broker that
+    registered again, e.g. after a session expiry, has a new one)."""
+
     brokers: Mapping[int, BrokerInfo]
+    epochs: Mapping[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -329,12 +333,20 @@ class KafkaZkClient:
         return BrokerInfo.decode(broker_id, data)
 
     def get_all_brokers(self) -> dict[int, BrokerInfo]:
-        out = {}
+        return self.get_all_brokers_with_epochs()[0]
+
+    def get_all_brokers_with_epochs(self) -> tuple[dict[int, BrokerInfo], dict[int, int]]:
+        """Every live broker's registration and broker epoch (czxid)."""
+        infos: dict[int, BrokerInfo] = {}
+        epochs: dict[int, int] = {}
         for bid in self.get_broker_ids():
-            info = self.get_broker(bid)
-            if info is not None:  # it may have gone between the listing and the read
-                out[bid] = info
-        return out
+            try:
+                data, stat = self._zk.get(zd.broker_path(bid))
+            except NoNodeError:
+                continue  # it went between the listing and the read
+            infos[bid] = BrokerInfo.decode(bid, data)
+            epochs[bid] = int(stat.czxid)
+        return infos, epochs
 
     # --- controller ----------------------------------------------------------------------------------
     def get_controller_id(self) -> int | None:
@@ -460,6 +472,20 @@ class KafkaZkClient:
             self._zk.create(zd.delete_topic_path(topic), b"", makepath=True)
         except NodeExistsError:
             pass
+
+    def cancel_topic_deletions(self, topics: Iterable[str], guard: ControllerEpochZkVersion | None) -> None:
+        """Remove /admin/delete_topics/<t> markers only (the topic, if any, stays)."""
+        paths = [
+            zd.delete_topic_path(t) for t in topics if self._zk.exists(zd.delete_topic_path(t)) is not None
+        ]
+        if not paths:
+            return
+
+        def build(tx: Any) -> None:
+            for p in paths:
+                tx.delete(p)
+
+        _raise_first(self._guarded(guard, build))
 
     def get_topics_marked_for_deletion(self) -> set[str]:
         try:
@@ -608,6 +634,25 @@ class KafkaZkClient:
             return {}
         return zd.decode_reassignment(data)
 
+    def remove_reassignments(
+        self, partitions: Iterable[TopicPartition], guard: ControllerEpochZkVersion | None
+    ) -> None:
+        """Take finished partitions out of /admin/reassign_partitions (deleted once empty)."""
+        try:
+            data, stat = self._zk.get(zd.REASSIGN_PARTITIONS)
+        except NoNodeError:
+            return
+        done = set(partitions)
+        left = {tp: r for tp, r in zd.decode_reassignment(data).items() if tp not in done}
+        if left:
+            op = _op("set_data", zd.REASSIGN_PARTITIONS, zd.encode_reassignment(left), stat.version)
+        else:
+            op = _op("delete", zd.REASSIGN_PARTITIONS, stat.version)
+        results = self._guarded(guard, op)
+        if isinstance(results[0], BadVersionError | NoNodeError):
+            return  # rewritten meanwhile: the controller sees the new content as a new request
+        _raise_first(results)
+
     def delete_reassignment(self, guard: ControllerEpochZkVersion | None) -> None:
         if self._zk.exists(zd.REASSIGN_PARTITIONS) is None:
             return
@@ -659,22 +704,13 @@ class KafkaZkClient:
             cid = ControllerInfo.decode(data).broker_id if data else None
             callback(ControllerChanged(cid))
 
-        self._watches.append(DataWatch(self._zk, zd.CONTROLLER, on_data))
+        self._watches.append(DataWatch(self._zk, zd.CONTROLLER, self._safe(on_data)))
 
-    def watch_cluster(self, callback: EventCallback) -> None:
-        """What the controller watches: brokers, topics (and each topic's partitions), deletions,
-        reassignments, preferred elections."""
+    def watch_topics(self, callback: EventCallback) -> None:
+        """TopicsChanged on every change of /brokers/topics, and TopicAssignmentChanged on every write
+        of each topic's znode (partitions added, reassignment progress; None when it is deleted)."""
         watched_topics: set[str] = set()
         lock = threading.Lock()
-
-        def on_brokers(children: list[str]) -> None:
-            brokers = {}
-            for c in children:
-                if c.isdigit():
-                    info = self.get_broker(int(c))
-                    if info is not None:
-                        brokers[int(c)] = info
-            callback(BrokersChanged(brokers))
 
         def on_topic(topic: str) -> Callable[[bytes | None, Any], bool | None]:
             def handler(data: bytes | None, stat: Any) -> bool | None:
@@ -694,7 +730,27 @@ class KafkaZkClient:
                 new = [t for t in children if t not in watched_topics]
                 watched_topics.update(new)
             for t in new:
-                self._watches.append(DataWatch(self._zk, zd.topic_path(t), on_topic(t)))
+                self._watches.append(DataWatch(self._zk, zd.topic_path(t), self._safe(on_topic(t))))
+
+        self._zk.ensure_path(zd.TOPICS)
+        self._watches.append(ChildrenWatch(self._zk, zd.TOPICS, self._safe(on_topics)))
+
+    def watch_cluster(self, callback: EventCallback) -> None:
+        """What the controller watches: brokers, topics (and each topic's partitions), deletions,
+        reassignments, preferred elections."""
+
+        def on_brokers(children: list[str]) -> None:
+            brokers, epochs = {}, {}
+            for c in children:
+                if not c.isdigit():
+                    continue
+                try:
+                    data, stat = self._zk.get(zd.broker_path(int(c)))
+                except NoNodeError:
+                    continue
+                brokers[int(c)] = BrokerInfo.decode(int(c), data)
+                epochs[int(c)] = int(stat.czxid)
+            callback(BrokersChanged(brokers, epochs))
 
         def on_deletions(children: list[str]) -> None:
             if children:
@@ -713,11 +769,11 @@ class KafkaZkClient:
                 )
 
         self.create_top_level_paths()
-        self._watches.append(ChildrenWatch(self._zk, zd.BROKER_IDS, on_brokers))
-        self._watches.append(ChildrenWatch(self._zk, zd.TOPICS, on_topics))
-        self._watches.append(ChildrenWatch(self._zk, zd.DELETE_TOPICS, on_deletions))
-        self._watches.append(DataWatch(self._zk, zd.REASSIGN_PARTITIONS, on_reassign))
-        self._watches.append(DataWatch(self._zk, zd.PREFERRED_REPLICA_ELECTION, on_preferred))
+        self._watches.append(ChildrenWatch(self._zk, zd.BROKER_IDS, self._safe(on_brokers)))
+        self.watch_topics(callback)
+        self._watches.append(ChildrenWatch(self._zk, zd.DELETE_TOPICS, self._safe(on_deletions)))
+        self._watches.append(DataWatch(self._zk, zd.REASSIGN_PARTITIONS, self._safe(on_reassign)))
+        self._watches.append(DataWatch(self._zk, zd.PREFERRED_REPLICA_ELECTION, self._safe(on_preferred)))
 
     def watch_partition_state(self, topic: str, partition: int, callback: EventCallback) -> None:
         """PartitionStateChanged on every write of the partition's state znode (how a broker learns
@@ -728,7 +784,28 @@ class KafkaZkClient:
             state = LeaderAndIsr.decode(path, data, int(stat.version)) if data else None
             callback(PartitionStateChanged(topic, partition, state))
 
-        self._watches.append(DataWatch(self._zk, path, on_data))
+        self._watches.append(DataWatch(self._zk, path, self._safe(on_data)))
+
+    def _safe(self, handler: Callable[..., Any]) -> Callable[..., Any]:
+        """A watch handler that survives ZooKeeper errors: a connection lost while it reads (kazoo calls
+        it again once reconnected) or the session closing under it is logged, never raised into kazoo's
+        thread; a bad znode is logged with its path."""
+
+        def run(*args: Any) -> Any:
+            if self._closed:
+                return False  # closing: stop watching
+            try:
+                return handler(*args)
+            except KazooException as e:
+                if not self._closed:
+                    log.warning(
+                        "ZooKeeper watch interrupted (%s); it resumes on reconnection", type(e).__name__
+                    )
+            except zd.ZkDataError as e:
+                log.error("unreadable znode: %s", e)
+            return None
+
+        return run
 
     # --- raw access (tools, tests) ----------------------------------------------------------------------------
     def get_data(self, path: str) -> tuple[bytes, int] | None:

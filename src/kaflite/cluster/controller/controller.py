@@ -263,7 +263,7 @@ class Controller:
         self.active = True
         self.epoch = ev.epoch
         self.live_brokers = dict(ev.live_brokers)
-        self.topic_unclean = {}
+        self.topic_unclean = {t: v for t, v in ev.topic_unclean.items() if t in ev.topics}
         for topic, a in ev.topics.items():
             self.assignments[topic] = dict(a.partitions)
             self.topic_ids[topic] = a.topic_id

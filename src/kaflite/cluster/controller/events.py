@@ -31,6 +31,9 @@ class ControllerStartup:
     topics_to_delete: frozenset[str] = frozenset()
     reassignments: Mapping[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     preferred_elections: frozenset[TopicPartition] = frozenset()
+    topic_unclean: Mapping[str, bool] = field(
+        default_factory=dict
+    )  # unclean.leader.election.enable overrides
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,341 @@
+"""The controller's shell (Kafka's ControllerEventManager + the ZooKeeper side of KafkaController): runs
+for election through /controller and, while controller, feeds ZooKeeper's events to the pure
+`cluster.controller.Controller` and carries out its decisions as guarded ZooKeeper writes.
+
+Rules:
+- one thread handles everything, one event at a time (the pure controller is not thread-safe and Kafka's
+  controller is single-threaded too); watches and requesters only enqueue;
+- every broker runs for controller when /controller is empty (at start and whenever it vanishes); the
+  winner bumps /controller_epoch in the same multi-op (`KafkaZkClient`), reads the whole cluster and
+  hands it to the controller as ControllerStartup;
+- every write carries the election's guard: when ZooKeeper refuses one (a newer controller exists, e.g.
+  after this process was frozen past its session), this broker resigns at once and decides nothing more;
+  a lost session resigns too;
+- compare-and-set failures go back to the controller as WriteOutcome with what ZooKeeper holds (a bounded
+  number of rounds), and an AlterPartition answer whose write was stale becomes INVALID_UPDATE_VERSION;
+- `leader.imbalance.check.interval.seconds` drives AutoLeaderRebalance while controller.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+
+from kaflite.cluster.controller import Controller, ControllerConfig
+from kaflite.cluster.controller.events import (
+    AlterPartition,
+    AlterPartitionResult,
+    AutoLeaderRebalance,
+    BrokerChange,
+    CancelTopicDeletions,
+    CompletePreferredElection,
+    CompleteReassignments,
+    ControlledShutdown,
+    ControllerEvent,
+    ControllerStartup,
+    CreatePartitionStates,
+    Decision,
+    DeleteTopic,
+    ElectLeaders,
+    Log,
+    PartitionModifications,
+    PartitionReassignment,
+    TopicChange,
+    TopicDeletion,
+    TopicPartition,
+    UpdatePartitionStates,
+    WriteOutcome,
+    WriteTopicAssignment,
+)
+from kaflite.cluster.zk import (
+    BrokersChanged,
+    ControllerChanged,
+    ControllerEpochZkVersion,
+    ControllerMovedError,
+    KafkaZkClient,
+    PreferredElectionRequested,
+    ReassignmentRequested,
+    SessionStateChanged,
+    TopicAssignmentChanged,
+    TopicDeletionRequested,
+    TopicsChanged,
+    ZkEvent,
+)
+from kaflite.protocol.errors import ErrorCode
+
+__all__ = ["ControllerService"]
+
+log = logging.getLogger("kaflite.cluster.controller")
+
+MAX_WRITE_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class _Elect:
+    """Run for controller (if /controller is empty)."""
+
+
+@dataclass(frozen=True)
+class _Resign:
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Stop:
+    pass
+
+
+_Item = ControllerEvent | ZkEvent | _Elect | _Resign | _Stop
+
+
+class ControllerService:
+    """The controller role of one broker, on a thread of its own."""
+
+    def __init__(
+        self,
+        zk: KafkaZkClient,
+        broker_id: int,
+        config: ControllerConfig | None = None,
+        rebalance_interval_s: float = 300.0,
+        on_change: Callable[[int | None, int], None] | None = None,
+    ) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self.controller = Controller(broker_id, config)
+        self.rebalance_interval_s = rebalance_interval_s
+        self.guard: ControllerEpochZkVersion | None = None
+        self._on_change = on_change
+        self._queue: queue.Queue[tuple[_Item, Future[list[Decision]] | None]] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name=f"controller-{broker_id}", daemon=True)
+        self._watching = False
+        self._next_rebalance = 0.0
+
+    # --- lifecycle ------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+        self.zk.add_listener(self._enqueue_event)
+        self.zk.watch_controller(self._enqueue_event)  # fires at once with the current controller
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        if self._thread.is_alive():
+            self._queue.put((_Stop(), None))
+            self._thread.join(timeout_s)
+
+    @property
+    def is_active(self) -> bool:
+        return self.controller.active
+
+    @property
+    def epoch(self) -> int:
+        return self.controller.epoch if self.controller.active else 0
+
+    def submit(self, event: ControllerEvent) -> Future[list[Decision]]:
+        """Hand a request (AlterPartition, ElectLeaders, ControlledShutdown...) to the controller; the
+        future holds the decisions it led to (answers included)."""
+        fut: Future[list[Decision]] = Future()
+        self._queue.put((event, fut))
+        return fut
+
+    def _enqueue_event(self, event: ZkEvent) -> None:
+        self._queue.put((event, None))
+
+    # --- the event thread ------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            timeout = max(0.05, self._next_rebalance - time.monotonic()) if self.controller.active else None
+            try:
+                item, fut = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                item, fut = AutoLeaderRebalance(), None
+            if isinstance(item, _Stop):
+                self._resign("stopping")
+                return
+            try:
+                out = self._process(item)
+            except Exception as e:  # one bad event must not end the controller thread
+                log.exception("controller event %s failed", type(item).__name__)
+                if fut is not None:
+                    fut.set_exception(e)
+                continue
+            if fut is not None:
+                fut.set_result(out)
+
+    def _process(self, item: _Item) -> list[Decision]:
+        if isinstance(item, _Elect):
+            self._elect()
+            return []
+        if isinstance(item, _Resign):
+            self._resign(item.reason)
+            return []
+        if isinstance(item, ControllerChanged):
+            if item.controller_id is None:
+                self._elect()
+            elif item.controller_id != self.broker_id and self.controller.active:
+                self._resign(f"broker {item.controller_id} is controller now")
+            return []
+        if isinstance(item, SessionStateChanged):
+            if item.state == "lost":
+                self._resign("ZooKeeper session expired")
+            elif item.state == "connected" and not self.controller.active:
+                self._elect()
+            return []
+        if not self.controller.active:
+            # a request still gets its answer (NOT_CONTROLLER): the requester retries elsewhere
+            if isinstance(item, AlterPartition | ElectLeaders | ControlledShutdown):
+                return self.controller.handle(item)
+            return []
+        event = self._translate(item)
+        if event is None:
+            return []
+        if isinstance(event, AutoLeaderRebalance):
+            self._next_rebalance = time.monotonic() + self.rebalance_interval_s
+        return self._handle(event)
+
+    def _translate(self, item: _Item) -> ControllerEvent | None:
+        if isinstance(item, BrokersChanged):
+            return BrokerChange(dict(item.epochs))
+        if isinstance(item, TopicsChanged):
+            new = {}
+            for t in item.topics - set(self.controller.assignments):
+                got = self.zk.get_topic_assignment(t)
+                if got is not None:
+                    new[t] = got[0]
+            return TopicChange(frozenset(item.topics), new)
+        if isinstance(item, TopicAssignmentChanged):
+            return PartitionModifications(item.assignment) if item.assignment is not None else None
+        if isinstance(item, TopicDeletionRequested):
+            return TopicDeletion(item.topics)
+        if isinstance(item, ReassignmentRequested):
+            return PartitionReassignment(dict(item.moves))
+        if isinstance(item, PreferredElectionRequested):
+            return ElectLeaders(item.partitions, from_znode=True)
+        if isinstance(item, ControllerEvent):
+            return item
+        return None
+
+    # --- election ---------------------------------------------------------------------------------------------
+    def _elect(self) -> None:
+        if self.controller.active:
+            return
+        try:
+            guard = self.zk.register_controller_and_increment_epoch(self.broker_id)
+        except ControllerMovedError:
+            return  # another broker won: it is the controller, we watch /controller
+        self.guard = guard
+        log.info("broker %d elected controller with epoch %d", self.broker_id, guard.epoch)
+        startup = self._read_cluster(guard.epoch)
+        self._handle(startup)
+        if not self._watching:
+            self._watching = True
+            self.zk.watch_cluster(self._enqueue_event)
+        self._next_rebalance = time.monotonic() + self.rebalance_interval_s
+        if self._on_change is not None:
+            self._on_change(self.broker_id, guard.epoch)
+
+    def _read_cluster(self, epoch: int) -> ControllerStartup:
+        """Kafka's initializeControllerContext: brokers, topics, partition states, pending admin work."""
+        _, epochs = self.zk.get_all_brokers_with_epochs()
+        topics = {}
+        unclean: dict[str, bool] = {}
+        for t in sorted(self.zk.get_all_topics()):
+            got = self.zk.get_topic_assignment(t)
+            if got is not None:
+                topics[t] = got[0]
+            override = self.zk.get_entity_config("topics", t).get("unclean.leader.election.enable")
+            if override is not None:
+                unclean[t] = override.strip().lower() == "true"
+        tps = [(t, p) for t, a in topics.items() for p in a.partitions]
+        states = self.zk.get_partition_states(tps)
+        return ControllerStartup(
+            epoch=epoch,
+            live_brokers=epochs,
+            topics=topics,
+            states=states,
+            topics_to_delete=frozenset(self.zk.get_topics_marked_for_deletion()),
+            reassignments=self.zk.get_reassignment(),
+            preferred_elections=frozenset(self.zk.get_preferred_replica_election()),
+            topic_unclean=unclean,
+        )
+
+    def _resign(self, reason: str) -> None:
+        if self.controller.active:
+            log.info(
+                "broker %d resigns as controller (epoch %d): %s",
+                self.broker_id,
+                self.controller.epoch,
+                reason,
+            )
+            self.controller.resign()
+            if self._on_change is not None:
+                self._on_change(None, 0)
+        self.guard = None
+
+    # --- carrying out decisions ------------------------------------------------------------------------------------
+    def _handle(self, event: ControllerEvent) -> list[Decision]:
+        decisions = self.controller.handle(event)
+        out: list[Decision] = []
+        stale_writes: set[TopicPartition] = set()
+        try:
+            for _ in range(MAX_WRITE_ROUNDS):
+                out += decisions
+                stale = self._apply(decisions)
+                if not stale:
+                    break
+                stale_writes |= stale
+                current = self.zk.get_partition_states(sorted(stale))
+                decisions = self.controller.handle(WriteOutcome(current))
+            else:
+                log.warning(
+                    "partition states still changing under the controller after %d rounds", MAX_WRITE_ROUNDS
+                )
+        except ControllerMovedError as e:
+            self._resign(str(e))
+            return [_not_controller(d) for d in out if _is_answer(d)]
+        return [
+            replace(d, error=ErrorCode.invalid_update_version, state=None)
+            if isinstance(d, AlterPartitionResult) and d.error is None and d.partition in stale_writes
+            else d
+            for d in out
+        ]
+
+    def _apply(self, decisions: list[Decision]) -> set[TopicPartition]:
+        """Perform the writes; the partitions whose compare-and-set found another version."""
+        guard = self.guard
+        stale: set[TopicPartition] = set()
+        for d in decisions:
+            if isinstance(d, CreatePartitionStates):
+                _, existing = self.zk.create_partition_states(d.states, guard)
+                stale |= existing
+            elif isinstance(d, UpdatePartitionStates):
+                _, bad = self.zk.update_partition_states(d.states, guard)
+                stale |= bad
+            elif isinstance(d, WriteTopicAssignment):
+                self.zk.set_topic_assignment(d.assignment, -1, guard)
+            elif isinstance(d, DeleteTopic):
+                self.zk.delete_topic(d.topic, guard)
+            elif isinstance(d, CancelTopicDeletions):
+                self.zk.cancel_topic_deletions(d.topics, guard)
+            elif isinstance(d, CompleteReassignments):
+                self.zk.remove_reassignments(d.partitions, guard)
+            elif isinstance(d, CompletePreferredElection):
+                self.zk.delete_preferred_replica_election(guard)
+            elif isinstance(d, Log):
+                getattr(log, d.level if d.level in ("info", "warning", "error") else "info")(
+                    "[controller epoch %d] %s", d.controller_epoch, d.message
+                )
+        return stale
+
+
+def _is_answer(d: Decision) -> bool:
+    return isinstance(d, AlterPartitionResult)
+
+
+def _not_controller(d: Decision) -> Decision:
+    if isinstance(d, AlterPartitionResult):
+        return replace(d, error=ErrorCode.not_controller, state=None)
+    return d
