@@ -124,14 +124,30 @@ def test_sticky_user_data_garbage_means_no_member_data() -> None:
     assert as_tuple(decode_sticky_user_data(v0)) == (["t-3"], None)
 
 
-@given(st.lists(st.tuples(st.sampled_from(["a", "b-c", "topic"]), st.integers(0, 2**31 - 1)), max_size=20),
+# "Aa" and "BB" have the same String.hashCode; "a" lands in bucket 1 of Java's 16-bucket table, "b-c" and
+# "topic" (different hash codes) both in bucket 9,
+# "Aa"/"BB" (hash 2112) in bucket 0 (2112 ^ (2112 >>> 16) = 2112, & 15 = 0).
+_BUCKET_OF_16 = {"a": 1, "b-c": 9, "topic": 9, "Aa": 0, "BB": 0}
+
+
+@given(st.lists(st.tuples(st.sampled_from(sorted(_BUCKET_OF_16)), st.integers(0, 2**31 - 1)), max_size=20),
        st.one_of(st.none(), st.integers(-1, 2**31 - 1)))
 def test_sticky_user_data_round_trip(parts: list[tuple[str, int]], gen: int | None) -> None:
+    """Kafka groups the partitions by topic with computeIfAbsent on a HashMap: topics in bucket order,
+    topics sharing a bucket in reverse order of first appearance, partitions in list order."""
     tps_ = [TopicPartition(t, p) for t, p in parts]
     md = decode_sticky_user_data(encode_sticky_user_data(tps_, gen))
-    by_topic_order = sorted(tps_, key=lambda x: [t for t, _ in dict.fromkeys((t, 0) for t, _ in parts)].index(x.topic))
-    assert md.partitions == by_topic_order
+    first_seen = list(dict.fromkeys(t for t, _ in parts))
+    topic_order = sorted(first_seen, key=lambda t: (_BUCKET_OF_16[t], -first_seen.index(t)))
+    assert md.partitions == sorted(tps_, key=lambda x: topic_order.index(x.topic))
     assert md.generation == (-1 if gen is None else gen)
+
+
+def test_sticky_user_data_colliding_topics_in_reverse_first_seen_order() -> None:
+    """Pinned from Kafka (tools/assign-harness): "x.yAaBBAa" and "x.yAaBBBB" share a hash code."""
+    tps_ = [TopicPartition("x.yAaBBAa", 0), TopicPartition("x.yAaBBBB", 1), TopicPartition("x.yAaBBAa", 2)]
+    md = decode_sticky_user_data(encode_sticky_user_data(tps_, 1))
+    assert as_tuple(md) == (["x.yAaBBBB-1", "x.yAaBBAa-0", "x.yAaBBAa-2"], 1)
 
 
 @pytest.mark.parametrize("case", SORT, ids=[c["id"] for c in SORT])

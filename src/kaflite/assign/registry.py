@@ -86,16 +86,28 @@ def get_server_assignor(name: str) -> Any:
 
 def assign_group(assignor: Any, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Any],
                  partition_racks: Any = None) -> dict[str, list[Any]]:
-    """Run a client assignor the way a group leader does (AbstractPartitionAssignor.assign(Cluster, ...)):
-    only topics some member subscribes to and that exist with >= 1 partition are handed to the assignor,
-    in Java HashMap order of their names."""
-    from kaflite.assign.javautil import JavaHashMap
+    """Run a client assignor the way a Java group leader does, Java's iteration orders included.
+
+    `subscriptions` is in join order (the JoinGroup response's member order). As Kafka's leader:
+    ConsumerCoordinator puts them into a HashMap by member id; AbstractPartitionAssignor.assign(Cluster,
+    ...) adds every member's topics (members in that map's order, topics in subscription order) to a
+    HashSet, then puts the topics that exist with >= 1 partition into a HashMap in that set's order; the
+    assignor iterates those maps. The result maps member ids (join order) to their lists."""
+    from kaflite.assign.javautil import JavaHashMap, JavaHashSet
     from kaflite.assign.types import string_hash
 
-    wanted = {t for s in subscriptions.values() for t in s.topics}
+    members: JavaHashMap[str, Any] = JavaHashMap(string_hash)
+    for member, sub in subscriptions.items():
+        members[member] = sub
+    ordered_subs = members.as_dict()
+    all_topics: JavaHashSet[str] = JavaHashSet(string_hash)
+    for sub in ordered_subs.values():
+        for topic in sub.topics:
+            all_topics.add(topic)
     ordered: JavaHashMap[str, int] = JavaHashMap(string_hash)
-    for topic in sorted(wanted):
+    for topic in all_topics:
         n = partitions_per_topic.get(topic)
         if n:
             ordered[topic] = n
-    return dict(assignor.assign_partitions(ordered.as_dict(), subscriptions, partition_racks))
+    out = assignor.assign_partitions(ordered.as_dict(), ordered_subs, partition_racks)
+    return {m: out[m] for m in subscriptions if m in out}

@@ -88,8 +88,12 @@ def _subscription_type(members: Mapping[str, MemberSpec]) -> SubscriptionType:
 
 
 def _java_int_set_order(values: Iterable[int]) -> list[int]:
-    s: JavaHashSet[int] = JavaHashSet(_int_hash)
-    for v in values:
+    """Iteration order of `new HashSet<>(partitions)` — how both Kafka's tests and its coordinator (loading
+    a target assignment from its record, Assignment.fromRecord) build a member's partitions of a topic:
+    the Collection constructor sizes the table max(n / 0.75 + 1, 16), then adds in list order."""
+    vs = list(values)
+    s: JavaHashSet[int] = JavaHashSet(_int_hash, max(int(len(vs) / 0.75) + 1, 16))
+    for v in vs:
         s.add(v)
     return list(s)
 

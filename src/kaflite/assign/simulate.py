@@ -87,7 +87,9 @@ def _client_subscriptions(strategy: str, group: Group, owned: Mapping[str, list[
             user_data = encode_cooperative_user_data(generation if had else -1)
         subs[name] = Subscription(
             topics=list(m.topics),
-            owned_partitions=mine if strategy == "cooperative-sticky" else [],
+            # a Java member's owned partitions reach the leader sorted by topic, then partition
+            # (ConsumerProtocol.serializeSubscription); eager members own nothing when they rejoin
+            owned_partitions=sorted(mine) if strategy == "cooperative-sticky" else [],
             generation_id=generation if had and strategy == "cooperative-sticky" else None,
             group_instance_id=m.instance_id, rack_id=m.rack, user_data=user_data)
     return subs

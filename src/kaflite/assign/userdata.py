@@ -15,7 +15,8 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kaflite.assign.types import TopicPartition
+from kaflite.assign.javautil import JavaHashMap
+from kaflite.assign.types import TopicPartition, string_hash
 
 DEFAULT_GENERATION = -1
 
@@ -86,10 +87,15 @@ def decode_sticky_user_data(data: bytes | None) -> MemberData:
 
 
 def encode_sticky_user_data(partitions: Iterable[TopicPartition], generation: int | None) -> bytes:
-    """V1 user data: partitions grouped by topic (first-seen topic order), then the generation."""
-    by_topic: dict[str, list[int]] = {}
+    """V1 user data: partitions grouped by topic, then the generation.
+
+    Kafka groups with CollectionUtils.groupPartitionsByTopic: `computeIfAbsent` on a `new HashMap<>()`
+    in list order, so topics come out in Java HashMap order — topics sharing a bucket in reverse order
+    of first appearance (kaflite.assign.javautil) — each topic's partitions in list order. The order
+    matters: the sticky assignor's general path keeps owned partitions in this order."""
+    by_topic: JavaHashMap[str, list[int]] = JavaHashMap(string_hash)
     for tp in partitions:
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
+        by_topic.compute_if_absent(tp.topic, list).append(tp.partition)
     out = [struct.pack(">i", len(by_topic))]
     for topic, ps in by_topic.items():
         t = topic.encode("utf-8")
