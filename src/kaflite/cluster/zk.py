@@ -51,6 +51,7 @@ from kaflite.cluster.zkdata import (
 __all__ = [
     "BrokerIdInUseError",
     "BrokersChanged",
+    "ConfigChanged",
     "ControllerChanged",
     "ControllerEpochZkVersion",
     "ControllerMovedError",
@@ -152,6 +153,14 @@ class PartitionStateChanged:
 
 
 @dataclass(frozen=True)
+class ConfigChanged:
+    """A /config/changes notification: the config of `entity_type`/`name` (e.g. topics/orders) changed."""
+
+    entity_type: str
+    name: str
+
+
+@dataclass(frozen=True)
 class SessionStateChanged:
     """ "connected", "suspended" (connection lost, session may survive) or "lost" (session expired:
     every ephemeral znode of this broker is gone; the client re-registers the broker on reconnect)."""
@@ -168,6 +177,7 @@ ZkEvent = (
     | ReassignmentRequested
     | PreferredElectionRequested
     | PartitionStateChanged
+    | ConfigChanged
     | SessionStateChanged
 )
 EventCallback = Callable[[ZkEvent], None]
@@ -774,6 +784,27 @@ class KafkaZkClient:
         self._watches.append(ChildrenWatch(self._zk, zd.DELETE_TOPICS, self._safe(on_deletions)))
         self._watches.append(DataWatch(self._zk, zd.REASSIGN_PARTITIONS, self._safe(on_reassign)))
         self._watches.append(DataWatch(self._zk, zd.PREFERRED_REPLICA_ELECTION, self._safe(on_preferred)))
+
+    def watch_config_changes(self, callback: EventCallback) -> None:
+        """ConfigChanged for every notification under /config/changes created after this call (Kafka's
+        ZkNodeChangeNotificationListener: notifications are processed in sequence order, once)."""
+        self._zk.ensure_path(zd.CONFIG_CHANGES)
+        existing = self.get_children(zd.CONFIG_CHANGES)
+        last = [existing[-1] if existing else ""]
+        lock = threading.Lock()
+
+        def on_changes(children: list[str]) -> None:
+            with lock:
+                fresh = sorted(c for c in children if c > last[0])
+                if fresh:
+                    last[0] = fresh[-1]
+            for name in fresh:
+                got = self.get_data(f"{zd.CONFIG_CHANGES}/{name}")
+                if got is not None:
+                    kind, entity = zd.decode_config_change(f"{zd.CONFIG_CHANGES}/{name}", got[0])
+                    callback(ConfigChanged(kind, entity))
+
+        self._watches.append(ChildrenWatch(self._zk, zd.CONFIG_CHANGES, self._safe(on_changes)))
 
     def watch_partition_state(self, topic: str, partition: int, callback: EventCallback) -> None:
         """PartitionStateChanged on every write of the partition's state znode (how a broker learns

@@ -48,12 +48,14 @@ from kaflite.cluster.controller.events import (
     TopicChange,
     TopicDeletion,
     TopicPartition,
+    TopicUncleanElectionChange,
     UpdatePartitionStates,
     WriteOutcome,
     WriteTopicAssignment,
 )
 from kaflite.cluster.zk import (
     BrokersChanged,
+    ConfigChanged,
     ControllerChanged,
     ControllerEpochZkVersion,
     ControllerMovedError,
@@ -214,6 +216,13 @@ class ControllerService:
             return PartitionReassignment(dict(item.moves))
         if isinstance(item, PreferredElectionRequested):
             return ElectLeaders(item.partitions, from_znode=True)
+        if isinstance(item, ConfigChanged):
+            if item.entity_type != "topics":
+                return None
+            value = self.zk.get_entity_config("topics", item.name).get("unclean.leader.election.enable")
+            return TopicUncleanElectionChange(
+                item.name, None if value is None else value.strip().lower() == "true"
+            )
         if isinstance(item, ControllerEvent):
             return item
         return None
@@ -233,6 +242,7 @@ class ControllerService:
         if not self._watching:
             self._watching = True
             self.zk.watch_cluster(self._enqueue_event)
+            self.zk.watch_config_changes(self._enqueue_event)
         self._next_rebalance = time.monotonic() + self.rebalance_interval_s
         if self._on_change is not None:
             self._on_change(self.broker_id, guard.epoch)
