@@ -1,30 +1,42 @@
-"""The metadata image of a single-node cluster: which topics exist, their ids, partition counts, configs.
+"""The cluster metadata image: immutable snapshots of what the cluster looks like, and the interfaces
+through which it changes.
 
 Rules:
+- a `MetadataImage` is a frozen snapshot (brokers with endpoints and rack, the controller id, topics with
+  their ids, configs and per partition replicas, ISR, leader, leader epoch, partition epoch) and never
+  changes; a change produces a new image with `version` + 1, so a reader holding an image sees one
+  consistent cluster, and a cache keyed on the version (the Metadata response) is exact;
+- a topic whose partitions and configs did not change is the SAME `TopicImage` object in the next image,
+  so a consumer of images (ReplicaManager, the Metadata encoding cache) can skip it by identity;
+- exactly one writer per broker publishes images (`MetadataPublisher`): the local writer
+  (`cluster.local_metadata.LocalMetadata`, single node) or, with `zookeeper.connect`, the ZooKeeper-backed
+  one; topic changes requested by clients go through `TopicAdmin`, whose implementation is that same writer;
 - a topic name is 1..249 characters of [a-zA-Z0-9._-], and neither "." nor ".." (Kafka's `Topic.validate`);
-- partitions are numbered 0..n-1 and a topic never shrinks (CreatePartitions only adds);
-- every partition of this node is led by this node with leader epoch 0; replicas = ISR = [node_id]
-  (replica placement for more nodes lives in `cluster.placement`);
-- the image is persisted as one JSON file in the data directory, written atomically (temp file, fsync,
-  rename) BEFORE the partition logs are created, so a crash leaves either the old image or the new one;
-  logs found on disk without an entry (older data dirs) are adopted on load.
+- partitions are numbered 0..n-1 and a topic never shrinks (CreatePartitions only adds).
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Protocol
 
 from kaflite.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
     "INTERNAL_TOPICS",
+    "BrokerRegistration",
+    "Endpoint",
     "MetadataImage",
+    "MetadataPublisher",
+    "PartitionRegistration",
+    "TopicAdmin",
     "TopicImage",
     "read_meta_properties",
     "validate_topic_name",
@@ -34,7 +46,6 @@ __all__ = [
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-IMAGE_FILE = "kaflite-metadata.json"
 META_PROPERTIES = "meta.properties"  # Kafka's own file naming the cluster and node of a data directory
 
 
@@ -57,133 +68,147 @@ def validate_topic_name(name: str | None) -> None:
         )
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One listener a broker announces (Kafka's `EndPoint`)."""
+
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """A live broker: its id, the endpoints clients and brokers reach it on, its rack."""
+
+    id: int
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None = None
+
+    def endpoint(self, listener: str | None = None) -> Endpoint | None:
+        """The endpoint of `listener` (None: the first one), or None when the broker has no such listener."""
+        for e in self.endpoints:
+            if listener is None or e.listener == listener:
+                return e
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRegistration:
+    """Placement and leadership of one partition (Kafka's `PartitionRegistration` / the state znode)."""
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+    def offline_replicas(self, live_brokers: Mapping[int, object]) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in live_brokers)
+
+
+@dataclass(frozen=True, eq=False)
 class TopicImage:
+    """One topic: name, id, partitions (index = partition number) and its config overrides."""
+
     name: str
     topic_id: uuid.UUID
-    num_partitions: int
-    configs: dict[str, str] = field(default_factory=dict)
+    partitions: tuple[PartitionRegistration, ...]
+    configs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.configs, MappingProxyType):
+            object.__setattr__(self, "configs", MappingProxyType(dict(self.configs)))
+
+    @property
+    def num_partitions(self) -> int:
+        return len(self.partitions)
 
     @property
     def internal(self) -> bool:
         return self.name in INTERNAL_TOPICS
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "topic_id": str(self.topic_id),
-            "num_partitions": self.num_partitions,
-            "configs": dict(self.configs),
-        }
 
-
+@dataclass(frozen=True, eq=False)
 class MetadataImage:
-    """Topics of the cluster, persisted under `directory` (None keeps them in memory only)."""
+    """One immutable snapshot of the cluster (see the rules)."""
 
-    def __init__(self, directory: Path | None, node_id: int = 0) -> None:
-        self.directory = directory
-        self.node_id = node_id
-        self.cluster_id = ""
-        self.topics: dict[str, TopicImage] = {}
-        self.version = 0  # bumped on every change, so callers can cache encodings per version
+    version: int = 0
+    cluster_id: str = ""
+    controller_id: int = -1
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: MappingProxyType({}))
+    topics: Mapping[str, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
+    _by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=lambda: MappingProxyType({}), repr=False)
 
-    # -- persistence -------------------------------------------------------------------------------
-    @property
-    def path(self) -> Path | None:
-        return None if self.directory is None else self.directory / IMAGE_FILE
+    def __post_init__(self) -> None:
+        for name in ("brokers", "topics"):
+            value = getattr(self, name)
+            if not isinstance(value, MappingProxyType):
+                object.__setattr__(self, name, MappingProxyType(dict(value)))
+        object.__setattr__(self, "_by_id", MappingProxyType({t.topic_id: t for t in self.topics.values()}))
 
-    def load(self, partitions_on_disk: Iterable[tuple[str, int]] = ()) -> None:
-        path = self.path
-        if path is not None and path.exists():
-            data = json.loads(path.read_text())
-            self.cluster_id = data.get("cluster_id", "")
-            for name, t in data.get("topics", {}).items():
-                self.topics[name] = TopicImage(
-                    name, uuid.UUID(t["topic_id"]), int(t["num_partitions"]), dict(t.get("configs", {}))
-                )
-        adopted = False
-        for topic, partition in partitions_on_disk:
-            known = self.topics.get(topic)
-            if known is None:
-                self.topics[topic] = TopicImage(topic, uuid.uuid4(), partition + 1)
-                adopted = True
-            elif partition >= known.num_partitions:
-                known.num_partitions = partition + 1
-                adopted = True
-        if not self.cluster_id:
-            self.cluster_id = _new_cluster_id()
-            adopted = True
-        if adopted:
-            self.save()
-        self.version += 1
-
-    def save(self) -> None:
-        path = self.path
-        if path is None:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = {
-            "cluster_id": self.cluster_id,
-            "topics": {name: t.to_json() for name, t in sorted(self.topics.items())},
-        }
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-
-    # -- changes -----------------------------------------------------------------------------------
-    def add_topic(self, name: str, num_partitions: int, configs: dict[str, str] | None = None) -> TopicImage:
-        validate_topic_name(name)
-        if name in self.topics:
-            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
-        if num_partitions < 1:
-            raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
-        topic = TopicImage(name, uuid.uuid4(), num_partitions, dict(configs or {}))
-        self.topics[name] = topic
-        self._changed()
-        return topic
-
-    def remove_topic(self, name: str) -> TopicImage:
-        topic = self.topics.pop(name, None)
-        if topic is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
-        self._changed()
-        return topic
-
-    def set_partition_count(self, name: str, count: int) -> None:
-        topic = self.topics.get(name)
-        if topic is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
-        if count <= topic.num_partitions:
-            raise KafkaError(
-                ErrorCode.invalid_partitions,
-                f"Topic currently has {topic.num_partitions} partitions, which is higher than or equal to "
-                f"the requested {count}.",
-            )
-        topic.num_partitions = count
-        self._changed()
-
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        topic = self.topics[name]
-        topic.configs = dict(configs)
-        self._changed()
-
-    def _changed(self) -> None:
-        self.version += 1
-        self.save()
+    def evolve(self, **changes: Any) -> MetadataImage:
+        """The next image: these fields changed, the version one higher."""
+        return dataclasses.replace(self, version=self.version + 1, **changes)
 
     # -- queries -----------------------------------------------------------------------------------
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
-        for t in self.topics.values():
-            if t.topic_id == topic_id:
-                return t
-        return None
+        return self._by_id.get(topic_id)
 
     def has_partition(self, topic: str, partition: int) -> bool:
         t = self.topics.get(topic)
-        return t is not None and 0 <= partition < t.num_partitions
+        return t is not None and 0 <= partition < len(t.partitions)
+
+    def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
+        t = self.topics.get(topic)
+        if t is None or not 0 <= partition < len(t.partitions):
+            return None
+        return t.partitions[partition]
+
+
+class MetadataPublisher(Protocol):
+    """The one writer of a broker's images, as its readers see it."""
+
+    @property
+    def image(self) -> MetadataImage:
+        """The current image."""
+        ...
+
+    def subscribe(self, listener: Callable[[MetadataImage, MetadataImage], None]) -> None:
+        """Call `listener(old, new)` after every published change, on the broker's event loop."""
+        ...
+
+
+class TopicAdmin(Protocol):
+    """Topic administration (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs), whichever writer
+    carries it out. Arguments are already validated by the caller (names, counts, config keys and values);
+    each method raises KafkaError with Kafka's code for what only the writer can know (TOPIC_ALREADY_EXISTS,
+    UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR / INVALID_REPLICA_ASSIGNMENT
+    for placements the live brokers cannot hold). Each returns once the change is durable in the writer's
+    store; the image showing it is published when the writer applies it (the local writer: before it
+    returns)."""
+
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int | None,
+                     configs: Mapping[str, str],
+                     assignment: Sequence[Sequence[int]] | None = None, *, validate_only: bool = False) -> TopicImage:
+        """`assignment[p]` = the replicas of partition p, when the client gave them (else placed with
+        `replication_factor`; None: the writer's default, Kafka's `default.replication.factor`).
+        `validate_only`: check everything, change nothing, return the topic as it would be."""
+        ...
+
+    def delete_topic(self, name: str) -> TopicImage:
+        ...
+
+    def create_partitions(self, name: str, count: int,
+                          assignment: Sequence[Sequence[int]] | None = None, *,
+                          validate_only: bool = False) -> TopicImage:
+        """Grow to `count` partitions; `assignment` places the new ones only."""
+        ...
+
+    def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicImage:
+        """Replace the topic's config overrides."""
+        ...
 
 
 def read_meta_properties(directory: Path) -> dict[str, str]:
@@ -209,17 +234,17 @@ def write_meta_properties(directory: Path, cluster_id: str, node_id: int) -> Non
     with open(tmp, "rb+") as f:
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(directory)
+    fsync_dir(directory)
 
 
-def _new_cluster_id() -> str:
+def new_cluster_id() -> str:
     # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding (22 characters).
     import base64
 
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:

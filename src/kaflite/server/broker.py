@@ -1,13 +1,13 @@
-"""The broker: everything handlers share (config, storage, metadata image, purgatory, clock).
+"""The broker: everything handlers share (config, storage, metadata, replicas, purgatory, clock).
 
 Rules:
-- single node: this broker leads every partition (leader epoch 0), ISR = {this broker}, so the high
-  watermark of a partition is its log end offset as soon as an append returns (after the fsync when the
-  log is in flush-before-ack mode, `log.flush.interval.messages=1`);
-- every append completes the purgatory key `("fetch", topic, partition)`, which wakes long-polling
-  fetchers in the same loop iteration;
+- the metadata image has one writer (`metadata_writer`, the single-node `LocalMetadata` today), which also
+  carries out topic admin (`topic_admin`); the `ReplicaManager` follows its images: it opens the logs of
+  the partitions this broker hosts and holds their leader, ISR, epochs and high watermark
+  (`server.replica`); leadership and the high watermark are decided there, not here;
 - topics are created in the metadata image (persisted) before their logs, and deleted from the image
   before their logs are removed, so a crash in between never leaves a half-visible topic;
+- a topic's configs are validated here (they need the broker's config) before the writer sees them;
 - all state is touched only from the event loop thread.
 """
 
@@ -21,28 +21,29 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kaflite.cluster.local_metadata import LocalMetadata
 from kaflite.cluster.metadata import (
+    BrokerRegistration,
+    Endpoint,
     MetadataImage,
+    TopicAdmin,
     TopicImage,
     read_meta_properties,
     validate_topic_name,
     write_meta_properties,
 )
-from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.protocol.errors import KafkaError
 from kaflite.server.authorizer import AllowAllAuthorizer, Authorizer
 from kaflite.server.config import BrokerConfig, ConfigError, Listener
 from kaflite.server.logconfig import log_config_for
 from kaflite.server.metrics import BrokerMetrics
 from kaflite.server.purgatory import Purgatory
+from kaflite.server.replica import ReplicaManager, TopicSettings, fetch_key
 from kaflite.storage.config import LogConfig
 
 __all__ = ["Broker", "fetch_key"]
 
 log = logging.getLogger("kaflite.server")
-
-
-def fetch_key(topic: str, partition: int) -> tuple[str, str, int]:
-    return ("fetch", topic, partition)
 
 
 class Broker:
@@ -55,9 +56,13 @@ class Broker:
         self._clock = clock
         self.node_id = max(0, config.broker_id)
         self.log_dirs = [d.expanduser() for d in config.log_dirs]
-        self.metadata = MetadataImage(self.log_dirs[0] if self.log_dirs else None, self.node_id)
+        # the one writer of the metadata image; also the topic admin (a ZooKeeper-backed writer replaces it
+        # in a cluster)
+        self.metadata_writer = LocalMetadata(self.log_dirs[0] if self.log_dirs else None, self.node_id)
+        self.topic_admin: TopicAdmin = self.metadata_writer
         self.purgatory = Purgatory()
         self.log_manager: Any = None
+        self.replica_manager = ReplicaManager(self.node_id, None, self.purgatory, self.now_ms, self._topic_settings)
         # The address of each client listener as clients see it (set once bound), and this broker's
         # address in the cluster (its inter-broker listener's).
         self.advertised_listeners: dict[str, Listener] = {}
@@ -92,11 +97,16 @@ class Broker:
         try:
             self.log_manager.load()
             on_disk = list(self.log_manager.logs())
-            self.metadata.load(on_disk)
+            self.replica_manager.log_manager = self.log_manager
+            self.metadata_writer.load(on_disk)
             self._complete_pending_deletions()
             self._settle_cluster_id()
-            for topic in list(self.metadata.topics.values()):
-                self._open_partitions(topic, 0)
+            # from here on the ReplicaManager follows the image: it opens every hosted partition now (each
+            # one's high watermark starts at its checkpoint and only advances; with one replica, to the log
+            # end offset) and whatever changes later
+            self.metadata_writer.subscribe(self.replica_manager.on_image)
+            self.replica_manager.on_image(None, self.metadata)
+            self._register()
         except BaseException:
             self.log_manager.close()
             self.log_manager = None
@@ -123,9 +133,7 @@ class Broker:
                 "cluster.id",
             )
         cluster_id = configured or stored or self.metadata.cluster_id
-        if cluster_id != self.metadata.cluster_id:
-            self.metadata.cluster_id = cluster_id
-            self.metadata.save()
+        self.metadata_writer.set_cluster_id(cluster_id)
         if stored != cluster_id or read_meta_properties(directory).get("node.id") != str(self.node_id):
             write_meta_properties(directory, cluster_id, self.node_id)
 
@@ -174,48 +182,36 @@ class Broker:
     def _log_config(self, topic: TopicImage) -> LogConfig:
         return log_config_for(self.config, topic.configs)
 
-    def _open_partitions(self, topic: TopicImage, first: int) -> None:
-        if self.log_manager is None:
-            return
-        cfg = self._log_config(topic)
-        for p in range(first, topic.num_partitions):
-            lg = self.log_manager.get_or_create(topic.name, p, cfg)
-            # Single node: this broker is the whole ISR, so everything in its log is committed (also what
-            # a crash left beyond the last high-watermark checkpoint, which acks=all already answered).
-            lg.update_high_watermark(lg.log_end_offset)
+    def _topic_settings(self, topic: TopicImage) -> TopicSettings:
+        """A topic's effective settings for its partitions (the ReplicaManager asks on every change)."""
+        return TopicSettings(self._log_config(topic), self.min_insync_replicas(topic.name),
+                             self.compression_codec(topic.name))
+
+    @property
+    def metadata(self) -> MetadataImage:
+        """The current metadata image (immutable: hold it for a consistent view)."""
+        return self.metadata_writer.image
 
     def get_log(self, topic: str, partition: int) -> Any:
-        """The partition's Log, or raise UNKNOWN_TOPIC_OR_PARTITION."""
-        if not self.metadata.has_partition(topic, partition):
-            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{topic}-{partition} does not exist")
-        lg = self.log_manager.get(topic, partition)
-        if lg is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{topic}-{partition} has no log")
-        return lg
+        """The partition's local Log (leader or not), or raise the partition's access error."""
+        return self.replica_manager.get_partition(topic, partition, require_leader=False).log
 
     def append(self, topic: str, partition: int, records: bytes | memoryview) -> Any:
-        """Append a producer's batch(es) as leader; advances the high watermark and wakes fetchers."""
-        lg = self.get_log(topic, partition)
-        codec = self.compression_codec(topic)
-        if codec is not None:
-            from kaflite.protocol.record_batch import recompress_batches
-
-            records = recompress_batches(records, codec)
-        result = lg.append(records, leader_epoch=0, now_ms=self.now_ms())
-        lg.update_high_watermark(lg.log_end_offset)
-        self.purgatory.complete(fetch_key(topic, partition))
-        return result
+        """Append as leader (internal topics included: the coordinators' path, acks=1); advances the high
+        watermark and wakes fetchers. Returns the log's AppendResult."""
+        return self.replica_manager.append_records(topic, partition, records, 1, internal_topics_allowed=True)[1]
 
     # -- topics ------------------------------------------------------------------------------------
     def create_topic(
-        self, name: str, num_partitions: int | None = None, configs: Mapping[str, str] | None = None
+        self, name: str, num_partitions: int | None = None, configs: Mapping[str, str] | None = None,
+        *, replication_factor: int | None = None, assignment: list[list[int]] | None = None,
     ) -> TopicImage:
         if num_partitions is None or num_partitions == -1:
             num_partitions = int(self.setting("num.partitions"))
         log_config_for(self.config, dict(configs or {}))  # a bad config refuses before the image changes
-        topic = self.metadata.add_topic(name, num_partitions, dict(configs or {}))
-        self._open_partitions(topic, 0)
-        log.info("created topic %s with %d partition(s)", name, num_partitions)
+        topic = self.topic_admin.create_topic(name, num_partitions, replication_factor, dict(configs or {}),
+                                              assignment)
+        log.info("created topic %s with %d partition(s)", name, topic.num_partitions)
         return topic
 
     def ensure_topic(
@@ -231,20 +227,15 @@ class Broker:
         # Logs first, metadata after: removing the files frees space, so a deletion succeeds on a full disk
         # (the metadata file is written into the space just freed). Each partition directory stays as an
         # empty `<dir>.<topic id>-delete` marker until the metadata is written: a crash or a failed write in
-        # between is completed at the next start (`_complete_pending_deletions`).
+        # between is completed at the next start (`_complete_pending_deletions`). The writer publishes the
+        # image without the topic even when its file cannot be written (removed in memory).
         topic = self.metadata.topics.get(name)
         if topic is None:
-            return self.metadata.remove_topic(name)  # raises UNKNOWN_TOPIC_OR_PARTITION
+            return self.topic_admin.delete_topic(name)  # raises UNKNOWN_TOPIC_OR_PARTITION
         tag = topic.topic_id.hex
-        for p in range(topic.num_partitions):
-            try:
-                if self.log_manager is not None:
-                    self.log_manager.delete(name, p, tag)
-            except OSError as e:
-                log.error("deleting log %s-%d failed: %s", name, p, e)
-            self.purgatory.complete(fetch_key(name, p))
+        self.replica_manager.stop_replicas(topic, tag)
         try:
-            self.metadata.remove_topic(name)
+            self.topic_admin.delete_topic(name)
         except OSError as e:  # removed in memory; the markers finish the job at the next start
             log.warning("deleted topic %s's logs, but the metadata file could not be written (%s): the next "
                         "start completes the deletion", name, e.strerror or e)
@@ -266,7 +257,7 @@ class Broker:
                 topic = None
             if topic is not None:
                 try:
-                    self.metadata.remove_topic(topic.name)
+                    self.topic_admin.delete_topic(topic.name)
                 except OSError as e:  # still no space: removed in memory, the markers stay for next time
                     log.warning("topic %s: its deletion is still not written to the metadata file (%s)",
                                 topic.name, e.strerror or e)
@@ -275,28 +266,12 @@ class Broker:
                          topic.name)
             self.log_manager.forget_deletions(tag)
 
-    def create_partitions(self, name: str, count: int) -> None:
-        topic = self.metadata.topics.get(name)
-        if topic is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
-        old = topic.num_partitions
-        self.metadata.set_partition_count(name, count)
-        self._open_partitions(topic, old)
+    def create_partitions(self, name: str, count: int, assignment: list[list[int]] | None = None) -> None:
+        self.topic_admin.create_partitions(name, count, assignment)
 
     def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
-        """Replace a topic's config overrides and apply them to its open logs."""
-        topic = self.metadata.topics.get(name)
-        if topic is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
-        self.metadata.set_topic_configs(name, dict(configs))
-        if self.log_manager is None:
-            return
-        cfg = self._log_config(topic)
-        for p in range(topic.num_partitions):
-            lg = self.log_manager.get(name, p)
-            if lg is None:
-                continue
-            lg.update_config(cfg)
+        """Replace a topic's config overrides (its logs pick them up when the image is published)."""
+        self.topic_admin.alter_topic_configs(name, dict(configs))
 
     def compression_codec(self, topic: str) -> int | None:
         """The codec a topic stores batches in (its `compression.type`, else the broker's), or None for
@@ -345,11 +320,21 @@ class Broker:
             self.advertised_listeners[li.name] = adv
         inter = self.config.inter_broker_listener_name
         self.advertised = self.advertised_listeners.get(inter) or next(iter(self.advertised_listeners.values()))
+        self._register()
 
     def advertised_for(self, listener_name: str) -> Listener:
         """This broker's address for clients of `listener_name` (Kafka answers Metadata with the
         endpoints of the listener the request came in on)."""
         return self.advertised_listeners.get(listener_name, self.advertised)
+
+    def _register(self) -> None:
+        """This broker's registration in the image, one endpoint per client listener (Metadata and
+        DescribeCluster list brokers from there, with the endpoint of the request's listener)."""
+        listeners = list(self.advertised_listeners.values()) or [self.advertised]
+        self.metadata_writer.register_broker(BrokerRegistration(
+            self.node_id, tuple(Endpoint(li.name, li.host, li.port, li.security_protocol or "PLAINTEXT")
+                                   for li in listeners),
+            self.rack))
 
 
 class ProducerIdManager:

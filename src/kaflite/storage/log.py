@@ -3,6 +3,9 @@
 Rules:
 - Offsets are dense for appended data (compaction may later leave gaps inside old segments):
   log_start_offset <= high_watermark <= log_end_offset, and recovery_point <= log_end_offset.
+- The high watermark is the value checkpointed at open (clamped to the recovered log) and then only moves
+  forward (`update_high_watermark`; who decides it is the partition's leader, `server.replica.Partition`);
+  only a truncation below it (replication, a torn tail) lowers it to the new log end offset.
 - append: validate the record set (log_validator, headers only), check idempotent-producer state,
   assign offsets by patching baseOffset / partitionLeaderEpoch in a copy of the 61-byte header (the body
   is written from the caller's buffer, never copied), roll the segment if needed, write, index, and
@@ -185,9 +188,15 @@ class Log:
         return self._segments[-1]
 
     def update_high_watermark(self, offset: int) -> int:
-        """Set the high watermark (clamped to [log start, log end]); returns the value set."""
+        """Advance the high watermark to `offset` (clamped to the log end offset); returns the high
+        watermark after the call. It only moves forward: an offset at or below the current one changes
+        nothing (Kafka's `maybeIncrementHighWatermark`), because what a consumer or an acks=all producer
+        was told is committed stays committed. Only a truncation of the log itself (`truncate_to`, recovery
+        of a torn tail) lowers it, to the new log end offset."""
         with self._lock:
-            self._high_watermark = min(max(offset, self._log_start_offset), self._next_offset)
+            hw = min(offset, self._next_offset)
+            if hw > self._high_watermark:
+                self._high_watermark = hw
             return self._high_watermark
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:

@@ -5,15 +5,17 @@ DescribeLogDirs 1-4.
 Rules (Kafka's `ControllerApis` / `KafkaApis`):
 - a topic name appearing twice in one request is refused for every occurrence (INVALID_REQUEST);
 - `num_partitions` / `replication_factor` of -1 take the broker defaults (`num.partitions`,
-  `default.replication.factor`); a replication factor above the number of brokers (1) is
-  INVALID_REPLICATION_FACTOR; manual assignments may only name this broker (INVALID_REPLICA_ASSIGNMENT);
+  `default.replication.factor`); placement (a replication factor above the number of brokers:
+  INVALID_REPLICATION_FACTOR; a manual assignment naming unknown brokers: INVALID_REPLICA_ASSIGNMENT) is
+  decided by the metadata writer (`broker.topic_admin`, the `TopicAdmin` interface), asked with
+  validate_only before anything changes;
 - topic configs are validated by key and value (INVALID_CONFIG naming the key) before anything changes;
   `validate_only` checks everything and changes nothing;
 - internal topics (`__consumer_offsets`) cannot be created or deleted through the API;
 - DescribeConfigs lists every topic (or broker) key with its effective value, defaults included, with
   synonyms and documentation only when asked; broker configs are read-only (static) in kaflite;
 - DeleteRecords moves the log start offset (offset -1 = the high watermark); beyond it is
-  OFFSET_OUT_OF_RANGE.
+  OFFSET_OUT_OF_RANGE (`Partition.delete_records_on_leader`, on the leader only).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from kaflite.server.broker import Broker
 from kaflite.server.config import UnknownConfigKey
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
+from kaflite.server.handlers.metadata import broker_endpoints
+from kaflite.server.handlers.partitions import per_partition
 
 _ZERO = datetime.timedelta(0)
 # A guard against typos such as 100000000 partitions (each is a directory with open files); Kafka has no
@@ -59,25 +63,11 @@ def validate_topic_configs(broker: Broker, configs: Mapping[str, str | None]) ->
     return clean
 
 
-def _check_replication(broker: Broker, replication_factor: int, assignments: Any) -> None:
-    if assignments:
-        for a in assignments:
-            ids = tuple(a.broker_ids or ())
-            if not ids or any(b != broker.node_id for b in ids) or len(set(ids)) != len(ids):
-                raise KafkaError(
-                    ErrorCode.invalid_replica_assignment,
-                    f"Replica assignment {list(ids)} names brokers other than the only broker {broker.node_id}",
-                )
-        return
-    rf = replication_factor if replication_factor != -1 else int(broker.setting("default.replication.factor"))
-    if rf < 1:
-        raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
-    if rf > 1:
-        raise KafkaError(
-            ErrorCode.invalid_replication_factor,
-            f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot "
-            "be reached because only 1 broker(s) are registered.",
-        )
+def _assignment(assignments: Any) -> list[list[int]] | None:
+    """A request's manual assignment as replica lists in partition order (None when it has none)."""
+    if not assignments:
+        return None
+    return [list(a.broker_ids or ()) for a in sorted(assignments, key=lambda a: a.partition_index)]
 
 
 def _check_partition_limit(count: int) -> None:
@@ -124,11 +114,15 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
                 if num_partitions < 1:
                     raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
             _check_partition_limit(num_partitions)
-            _check_replication(broker, t.replication_factor, t.assignments)
-            rf = 1
+            rf = t.replication_factor if t.replication_factor != -1 else int(broker.setting("default.replication.factor"))
+            assignment = _assignment(t.assignments)
+            # placement first (the writer knows the brokers), then the configs, then the change
+            planned = broker.topic_admin.create_topic(t.name, num_partitions, rf, {}, assignment, validate_only=True)
+            rf = len(planned.partitions[0].replicas)
             configs = validate_topic_configs(broker, {c.name: c.value for c in t.configs})
             if not request.validate_only:
-                topic = broker.create_topic(t.name, num_partitions, configs)
+                topic = broker.create_topic(t.name, num_partitions, configs, replication_factor=rf,
+                                            assignment=assignment)
         except KafkaError as e:
             code, message = e.code, e.message or None
             num_partitions, rf = -1, -1
@@ -210,9 +204,10 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
                         f"Increasing the number of partitions by {t.count - topic.num_partitions} but "
                         f"{len(t.assignments)} assignments provided.",
                     )
-                _check_replication(broker, -1, t.assignments)
+            assignment = [list(a.broker_ids or ()) for a in t.assignments] if t.assignments is not None else None
+            broker.topic_admin.create_partitions(t.name, t.count, assignment, validate_only=True)
             if not request.validate_only:
-                broker.create_partitions(t.name, t.count)
+                broker.create_partitions(t.name, t.count, assignment)
         except KafkaError as e:
             code, message = e.code, e.message or None
         results.append(build(R.CreatePartitionsTopicResult, name=t.name, error_code=code, error_message=message))
@@ -375,7 +370,7 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     R = ctx.response
     endpoint_type = getattr(request, "endpoint_type", 1)
-    adv = ctx.advertised
+    image = broker.metadata
     if endpoint_type != 1:
         return build(
             R.DescribeClusterResponse,
@@ -396,10 +391,11 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
         error_code=ErrorCode.none,
         error_message=None,
         endpoint_type=1,
-        cluster_id=broker.metadata.cluster_id,
-        controller_id=broker.node_id,
-        brokers=(
-            build(R.DescribeClusterBroker, broker_id=broker.node_id, host=adv.host, port=adv.port, rack=broker.rack),
+        cluster_id=image.cluster_id,
+        controller_id=image.controller_id,
+        brokers=tuple(
+            build(R.DescribeClusterBroker, broker_id=b.id, host=e.host, port=e.port, rack=b.rack)
+            for b, e in broker_endpoints(ctx, image)
         ),
         cluster_authorized_operations=ops,
     )
@@ -407,31 +403,21 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
 
 # -- DeleteRecords -----------------------------------------------------------------------------------
 async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    replicas = ctx.broker.replica_manager
     R = ctx.response
-    topics = []
-    for t in request.topics:
-        parts = []
-        for p in t.partitions:
-            code, low = ErrorCode.none, -1
-            try:
-                log = broker.get_log(t.name, p.partition_index)
-                before = log.high_watermark if p.offset == -1 else p.offset
-                if before < 0 or before > log.high_watermark:
-                    raise KafkaError(
-                        ErrorCode.offset_out_of_range,
-                        f"Cannot delete before {before}: the high watermark is {log.high_watermark}",
-                    )
-                if before > log.log_start_offset:
-                    log.delete_records(before)
-                low = log.log_start_offset
-            except KafkaError as e:
-                code = e.code
-            parts.append(
-                build(R.DeleteRecordsPartitionResult, partition_index=p.partition_index, low_watermark=low, error_code=code)
-            )
-        topics.append(build(R.DeleteRecordsTopicResult, name=t.name, partitions=tuple(parts)))
-    return build(R.DeleteRecordsResponse, throttle_time=_ZERO, topics=tuple(topics))
+
+    def answer(topic: str, p: Any) -> Any:
+        low = replicas.get_partition(topic, p.partition_index).delete_records_on_leader(int(p.offset))
+        return build(R.DeleteRecordsPartitionResult, partition_index=p.partition_index, low_watermark=low,
+                     error_code=ErrorCode.none)
+
+    def refused(_topic: str, p: Any, code: ErrorCode, _message: str | None) -> Any:
+        return build(R.DeleteRecordsPartitionResult, partition_index=p.partition_index, low_watermark=-1,
+                     error_code=code)
+
+    topics = tuple(build(R.DeleteRecordsTopicResult, name=name, partitions=tuple(parts))
+                   for name, parts in per_partition(request.topics, answer, refused))
+    return build(R.DeleteRecordsResponse, throttle_time=_ZERO, topics=topics)
 
 
 # -- DescribeLogDirs ---------------------------------------------------------------------------------

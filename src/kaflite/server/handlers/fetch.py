@@ -5,7 +5,9 @@ Rules (Kafka's `ReplicaManager.fetchMessages` / `DelayedFetch`):
   partition that has data returns at least one whole batch even when it is larger (min_one_message), so a
   consumer never gets stuck behind a big batch;
 - consumers read up to the high watermark; every partition answer carries the high watermark, the last
-  stable offset (= high watermark, no transactions) and the log start offset;
+  stable offset and the log start offset, all from the `Partition`; which partition may be read here
+  (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for the
+  request's current leader epoch) is `ReplicaManager.get_partition`'s decision;
 - a fetch below the log start offset or beyond the log end gets OFFSET_OUT_OF_RANGE (so a reset is visible);
 - the request is answered at once when the data reaches `min_bytes`, a partition has an error, or
   `max_wait` is 0; otherwise it waits in the purgatory and is re-evaluated as soon as an append to one of
@@ -23,10 +25,11 @@ from typing import Any
 
 from kaflite.protocol.encoders import encode_fetch_response
 from kaflite.protocol.errors import ErrorCode, KafkaError
-from kaflite.server.broker import Broker, fetch_key
+from kaflite.server.broker import Broker
 from kaflite.server.context import RequestContext, build
 from kaflite.server.fetch_session import FetchSessionCache, FetchTarget, SessionContext
 from kaflite.server.handlers import ApiTable, EncodedBody
+from kaflite.server.replica import fetch_key
 
 API_KEY = 1
 log = logging.getLogger("kaflite.server")
@@ -39,15 +42,19 @@ class PartitionRead:
     partition: int
     error: ErrorCode = ErrorCode.none
     high_watermark: int = -1
+    last_stable_offset: int = -1
     log_start_offset: int = -1
     records: list[Any] = field(default_factory=list)
     size: int = 0
 
 
 def read_partitions(
-    broker: Broker, max_bytes: int, targets: list[tuple[tuple[str, int], FetchTarget]]
+    broker: Broker, max_bytes: int, targets: list[tuple[tuple[str, int], FetchTarget]],
+    leader_epochs: dict[tuple[str, int], int] | None = None,
 ) -> tuple[list[tuple[str, list[PartitionRead]]], int, bool]:
-    """One pass over every partition to read: (results by topic, bytes read, any partition error)."""
+    """One pass over every partition to read: (results by topic, bytes read, any partition error).
+    `leader_epochs`: the current leader epoch the request carried per partition (-1 or absent: unchecked)."""
+    replicas = broker.replica_manager
     # the response budget: the request's max_bytes, capped by the broker's fetch.max.bytes
     remaining = max(0, min(int(max_bytes), int(broker.setting("fetch.max.bytes"))))
     total = 0
@@ -56,8 +63,12 @@ def read_partitions(
     for (topic, partition), target in targets:
         r = PartitionRead(partition)
         try:
-            plog = broker.get_log(topic, partition)
-            r.high_watermark = plog.high_watermark
+            part = replicas.get_partition(topic, partition, current_leader_epoch=leader_epochs.get(
+                (topic, partition), -1) if leader_epochs else -1)
+            plog = part.log
+            assert plog is not None  # get_partition checked it
+            r.high_watermark = part.high_watermark
+            r.last_stable_offset = part.last_stable_offset
             r.log_start_offset = plog.log_start_offset
             limit = min(int(target.max_bytes), remaining)
             if target.fetch_offset == r.high_watermark and target.fetch_offset <= plog.log_end_offset:
@@ -93,14 +104,13 @@ def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[P
     for name, reads in results:
         parts = []
         for r in reads:
-            # the last stable offset is the high watermark: no transactions
-            if not session.include((name, r.partition), r.size > 0, r.error, r.high_watermark, r.high_watermark,
-                                   r.log_start_offset):
+            if not session.include((name, r.partition), r.size > 0, r.error, r.high_watermark,
+                                   r.last_stable_offset, r.log_start_offset):
                 continue
-            session.sent((name, r.partition), r.high_watermark, r.high_watermark, r.log_start_offset)
+            session.sent((name, r.partition), r.high_watermark, r.last_stable_offset, r.log_start_offset)
             if metrics is not None:
                 metrics.fetched(name, r.size, r.error is not ErrorCode.none)
-            parts.append((r.partition, r.error.value, r.high_watermark, r.high_watermark, r.log_start_offset,
+            parts.append((r.partition, r.error.value, r.high_watermark, r.last_stable_offset, r.log_start_offset,
                           aborted, -1, r.records, r.size))
         if parts:
             topics.append((name, parts))
@@ -119,6 +129,10 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     requested = [((t.topic, int(p.partition)), int(p.fetch_offset), int(p.partition_max_bytes))
                  for t in request.topics for p in t.partitions]
+    # current_leader_epoch (v9+, KIP-320): checked for the partitions this request names; a session's
+    # other partitions are read unchecked (kaflite's sessions do not keep it)
+    epochs = {(t.topic, int(p.partition)): int(p.current_leader_epoch) for t in request.topics
+              for p in t.partitions if getattr(p, "current_leader_epoch", -1) >= 0} or None
     if ctx.api_version >= 7:
         forgotten = [(f.topic, int(p)) for f in getattr(request, "forgotten_topics_data", ()) for p in f.partitions]
         session = _sessions(broker).context(int(request.session_id), int(request.session_epoch), requested, forgotten)
@@ -131,7 +145,7 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     deadline = broker.now_ms() + max_wait_ms
     keys = [fetch_key(topic, partition) for (topic, partition), _t in session.targets]
     while True:
-        results, total, any_error = read_partitions(broker, int(request.max_bytes), session.targets)
+        results, total, any_error = read_partitions(broker, int(request.max_bytes), session.targets, epochs)
         remaining = deadline - broker.now_ms()
         if total >= request.min_bytes or any_error or remaining <= 0 or not keys:
             return _response(ctx, request, results, session)

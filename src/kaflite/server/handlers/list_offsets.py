@@ -5,7 +5,10 @@ Rules (Kafka's `Partition.fetchOffsetForTimestamp`):
   read_committed, the same here: no transactions), both with timestamp -1;
 - -3 (MAX_TIMESTAMP, v7) answers the first record carrying the largest timestamp, or -1/-1 when empty;
 - a timestamp >= 0 answers the first offset whose timestamp is >= it, or -1/-1 when none is;
-- leader epoch (v4+) is this broker's 0 when an offset is found.
+- leader epoch (v4+): the partition's current leader epoch for LATEST, else the epoch the found record was
+  written in (the leader-epoch cache); -1 when no offset is found;
+- which partition may be asked here (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH
+  / UNKNOWN_LEADER_EPOCH for the request's current leader epoch) is `ReplicaManager.get_partition`'s.
 """
 
 from __future__ import annotations
@@ -16,52 +19,49 @@ from typing import Any
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
+from kaflite.server.handlers.partitions import per_partition
+from kaflite.server.replica import Partition
 
 API_KEY = 2
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 _ZERO = datetime.timedelta(0)
 
 
-def lookup_offset(log: Any, timestamp: int) -> tuple[int, int]:
-    """(offset, timestamp) answered for one partition; (-1, -1) when there is none."""
+def lookup_offset(part: Partition, timestamp: int) -> tuple[int, int, int]:
+    """(offset, timestamp, leader epoch) answered for one partition; (-1, -1, -1) when there is none."""
+    log = part.log
+    assert log is not None  # get_partition checked it
     if timestamp == EARLIEST:
-        return log.log_start_offset, -1
+        offset = log.log_start_offset
+        return offset, -1, part.epoch_for_offset(offset)
     if timestamp == LATEST:
-        return log.high_watermark, -1
+        return part.high_watermark, -1, part.leader_epoch
     hit = log.offset_for_timestamp(timestamp)
     if hit is None:
-        return -1, -1
-    return int(hit[0]), int(hit[1])
+        return -1, -1, -1
+    return int(hit[0]), int(hit[1]), part.epoch_for_offset(int(hit[0]))
 
 
 async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    replicas = ctx.broker.replica_manager
     R = ctx.response
-    topics = []
-    for t in request.topics:
-        parts = []
-        for p in t.partitions:
-            code, offset, ts, epoch = ErrorCode.none, -1, -1, -1
-            try:
-                if p.timestamp < MAX_TIMESTAMP:
-                    raise KafkaError(ErrorCode.invalid_request, f"bad timestamp {p.timestamp}")
-                log = broker.get_log(t.name, p.partition_index)
-                offset, ts = lookup_offset(log, p.timestamp)
-                epoch = 0 if offset >= 0 else -1
-            except KafkaError as e:
-                code = e.code
-            parts.append(
-                build(
-                    R.ListOffsetsPartitionResponse,
-                    partition_index=p.partition_index,
-                    error_code=code,
-                    timestamp=ts,
-                    offset=offset,
-                    leader_epoch=epoch,
-                )
-            )
-        topics.append(build(R.ListOffsetsTopicResponse, name=t.name, partitions=tuple(parts)))
-    return build(R.ListOffsetsResponse, throttle_time=_ZERO, topics=tuple(topics))
+
+    def answer(topic: str, p: Any) -> Any:
+        if p.timestamp < MAX_TIMESTAMP:
+            raise KafkaError(ErrorCode.invalid_request, f"bad timestamp {p.timestamp}")
+        part = replicas.get_partition(topic, p.partition_index,
+                                      current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)))
+        offset, ts, epoch = lookup_offset(part, p.timestamp)
+        return build(R.ListOffsetsPartitionResponse, partition_index=p.partition_index, error_code=ErrorCode.none,
+                     timestamp=ts, offset=offset, leader_epoch=epoch)
+
+    def refused(_topic: str, p: Any, code: ErrorCode, _message: str | None) -> Any:
+        return build(R.ListOffsetsPartitionResponse, partition_index=p.partition_index, error_code=code,
+                     timestamp=-1, offset=-1, leader_epoch=-1)
+
+    topics = tuple(build(R.ListOffsetsTopicResponse, name=name, partitions=tuple(parts))
+                   for name, parts in per_partition(request.topics, answer, refused))
+    return build(R.ListOffsetsResponse, throttle_time=_ZERO, topics=topics)
 
 
 APIS: ApiTable = {API_KEY: (1, 7, handle_list_offsets)}

@@ -7,16 +7,29 @@ Rules (Kafka's `KafkaApis.handleTopicMetadataRequest`):
   otherwise it is answered with UNKNOWN_TOPIC_OR_PARTITION; an illegal name gets INVALID_TOPIC_EXCEPTION;
 - internal topics (`__consumer_offsets`) are never auto-created here and are flagged `is_internal`;
 - `topic_authorized_operations` stays "not requested" (INT32_MIN) unless the client asks for it;
-- each topic's encoding is cached (keyed by name, id, partition count, version, operations), so an
-  all-topics request over thousands of partitions is a join of cached bytes.
+- brokers, the controller id, and per partition the leader, leader epoch, replicas, ISR and offline
+  replicas all come from one metadata image (immutable), so an answer is one consistent view; a leader
+  that is not a live broker is LEADER_NOT_AVAILABLE with leader -1 (Kafka's MetadataCache);
+- encodings are cached (`EncodingCache`): per topic while its `TopicImage` object and the live brokers are
+  unchanged, and the whole all-topics list per image version, so an all-topics request over thousands of
+  partitions is a join of cached bytes.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
-from kaflite.cluster.metadata import INTERNAL_TOPICS, TopicImage, validate_topic_name
+from kaflite.cluster.metadata import (
+    INTERNAL_TOPICS,
+    BrokerRegistration,
+    Endpoint,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+    validate_topic_name,
+)
 from kaflite.protocol.encoders import encode_metadata_response
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.messages import encode_body
@@ -27,38 +40,53 @@ from kaflite.server.handlers import ApiTable, EncodedBody
 API_KEY = 3
 _NO_ID = uuid.UUID(int=0)
 NOT_REQUESTED = -(2**31)
+NO_LEADER = -1
 # With no ACLs every topic operation is allowed: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7,
 # DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11 (Kafka's AclOperation codes as bits).
 ALL_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
-def _partitions(R: Any, broker: Broker, topic: TopicImage) -> tuple[Any, ...]:
-    node = broker.node_id
-    return tuple(
-        build(
-            R.MetadataResponsePartition,
-            error_code=ErrorCode.none,
-            partition_index=p,
-            leader_id=node,
-            leader_epoch=0,
-            replica_nodes=(node,),
-            isr_nodes=(node,),
-            offline_replicas=(),
-        )
-        for p in range(topic.num_partitions)
+def _partition(R: Any, index: int, reg: PartitionRegistration, live: Mapping[int, Any]) -> Any:
+    """One partition as the image shows it (Kafka's MetadataCache): a leader that is not a live broker is
+    LEADER_NOT_AVAILABLE with leader -1; replicas on brokers that are not live are listed as offline."""
+    leader_alive = reg.leader in live
+    return build(
+        R.MetadataResponsePartition,
+        error_code=ErrorCode.none if leader_alive else ErrorCode.leader_not_available,
+        partition_index=index,
+        leader_id=reg.leader if leader_alive else NO_LEADER,
+        leader_epoch=reg.leader_epoch,
+        replica_nodes=reg.replicas,
+        isr_nodes=reg.isr,
+        offline_replicas=reg.offline_replicas(live),
     )
 
 
-def _topic(R: Any, broker: Broker, topic: TopicImage, authorized_ops: int) -> Any:
+def _topic(R: Any, image: MetadataImage, topic: TopicImage, authorized_ops: int) -> Any:
     return build(
         R.MetadataResponseTopic,
         error_code=ErrorCode.none,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.internal,
-        partitions=_partitions(R, broker, topic),
+        partitions=tuple(_partition(R, i, reg, image.brokers) for i, reg in enumerate(topic.partitions)),
         topic_authorized_operations=authorized_ops,
     )
+
+
+def broker_endpoints(ctx: RequestContext, image: MetadataImage) -> list[tuple[BrokerRegistration, Endpoint]]:
+    """The live brokers with their endpoint on the listener this request came in on (Kafka leaves out a
+    broker without that listener); this broker answers with `ctx.advertised` (its address for the
+    request's listener)."""
+    listener = ctx.session.listener_name
+    out = []
+    for b in image.brokers.values():
+        if b.id == ctx.broker.node_id:
+            adv = ctx.advertised
+            out.append((b, Endpoint(adv.name, adv.host, adv.port)))
+        elif (e := b.endpoint(listener)) is not None:
+            out.append((b, e))
+    return out
 
 
 def _error_topic(R: Any, name: str | None, code: ErrorCode, topic_id: uuid.UUID = _NO_ID) -> Any:
@@ -94,20 +122,51 @@ def resolve_topic(
     return None, ErrorCode.unknown_topic_or_partition
 
 
-_CACHE_KEY = "metadata.topic_encodings"
+_CACHE_KEY = "metadata.encodings"
 _CACHE_LIMIT = 50_000
 
 
-def _topic_bytes(R: Any, broker: Broker, topic: TopicImage, version: int, ops: int) -> bytes:
-    """One topic's encoding, cached until the topic changes (partitions, id) or the version differs."""
-    cache: dict[tuple[Any, ...], bytes] = broker.extensions.setdefault(_CACHE_KEY, {})
-    key = (topic.name, topic.topic_id, topic.num_partitions, version, ops, broker.node_id)
-    blob = cache.get(key)
-    if blob is None:
-        if len(cache) >= _CACHE_LIMIT:
-            cache.clear()
-        blob = cache[key] = encode_body(_topic(R, broker, topic, ops))
-    return blob
+class EncodingCache:
+    """Encoded topics of the Metadata response. A topic's bytes depend on its `TopicImage` (immutable: the
+    same object while the topic is unchanged) and on which brokers are live (the image's `brokers`); the
+    whole all-topics list depends only on the image, so it is kept per image version."""
+
+    __slots__ = ("brokers", "topics", "all_topics")
+
+    def __init__(self) -> None:
+        self.brokers: Any = None
+        self.topics: dict[tuple[str, int, int], tuple[TopicImage, bytes]] = {}
+        self.all_topics: dict[tuple[int, int], tuple[int, list[bytes]]] = {}
+
+    def topic(self, R: Any, image: MetadataImage, topic: TopicImage, version: int, ops: int) -> bytes:
+        if self.brokers is not image.brokers:  # liveness changed: leaders and offline replicas may differ
+            self.brokers = image.brokers
+            self.topics.clear()
+            self.all_topics.clear()
+        key = (topic.name, version, ops)
+        hit = self.topics.get(key)
+        if hit is not None and hit[0] is topic:
+            return hit[1]
+        if len(self.topics) >= _CACHE_LIMIT:
+            self.topics.clear()
+        blob = encode_body(_topic(R, image, topic, ops))
+        self.topics[key] = (topic, blob)
+        return blob
+
+    def every_topic(self, R: Any, image: MetadataImage, version: int, ops: int) -> list[bytes]:
+        hit = self.all_topics.get((version, ops))
+        if hit is not None and hit[0] == image.version and self.brokers is image.brokers:
+            return hit[1]
+        blobs = [self.topic(R, image, t, version, ops) for t in image.topics.values()]
+        self.all_topics[(version, ops)] = (image.version, blobs)
+        return blobs
+
+
+def _cache(broker: Broker) -> EncodingCache:
+    cache = broker.extensions.get(_CACHE_KEY)
+    if cache is None:
+        cache = broker.extensions[_CACHE_KEY] = EncodingCache()
+    return cache  # type: ignore[no-any-return]
 
 
 async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
@@ -117,40 +176,39 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     want_ops = bool(getattr(request, "include_topic_authorized_operations", False))
     ops = ALL_TOPIC_OPERATIONS if want_ops else NOT_REQUESTED
     allow_auto = bool(getattr(request, "allow_auto_topic_creation", True)) if version >= 4 else True
+    cache = _cache(broker)
     topics: list[bytes] = []
     if request.topics is None:
-        topics = [_topic_bytes(R, broker, t, version, ops) for t in list(broker.metadata.topics.values())]
+        image = broker.metadata
+        topics = cache.every_topic(R, image, version, ops)
     else:
         for req in request.topics:
             name = req.name
             if name is None:
                 topic_id = getattr(req, "topic_id", None)
-                found = broker.metadata.topic_by_id(topic_id) if topic_id is not None else None
+                image = broker.metadata
+                found = image.topic_by_id(topic_id) if topic_id is not None else None
                 if found is None:
                     # the name is nullable only from v12 on
                     name_out = None if version >= 12 else ""
                     err = _error_topic(R, name_out, ErrorCode.unknown_topic_id, topic_id or _NO_ID)
                     topics.append(encode_body(err))
                 else:
-                    topics.append(_topic_bytes(R, broker, found, version, ops))
+                    topics.append(cache.topic(R, image, found, version, ops))
                 continue
             topic, code = resolve_topic(broker, name, allow_auto)
             if topic is None:
                 topics.append(encode_body(_error_topic(R, name, code)))
             else:
-                topics.append(_topic_bytes(R, broker, topic, version, ops))
-    adv = ctx.advertised
+                topics.append(cache.topic(R, broker.metadata, topic, version, ops))
+        image = broker.metadata  # after any auto-creation
     brokers = [
-        encode_body(
-            build(R.MetadataResponseBroker, node_id=broker.node_id, host=adv.host, port=adv.port, rack=broker.rack)
-        )
+        encode_body(build(R.MetadataResponseBroker, node_id=b.id, host=e.host, port=e.port, rack=b.rack))
+        for b, e in broker_endpoints(ctx, image)
     ]
     return EncodedBody(
-        list(
-            encode_metadata_response(
-                version, 0, brokers, broker.metadata.cluster_id, broker.node_id, topics, NOT_REQUESTED
-            )
-        )
+        list(encode_metadata_response(version, 0, brokers, image.cluster_id, image.controller_id, topics,
+                                      NOT_REQUESTED))
     )
 
 

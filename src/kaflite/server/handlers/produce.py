@@ -2,15 +2,17 @@
 
 Rules (Kafka's `ReplicaManager.appendRecords`):
 - `acks` must be 0, 1 or -1 (all), else every partition gets INVALID_REQUIRED_ACKS;
-- produce never auto-creates a topic: an unknown topic/partition gets UNKNOWN_TOPIC_OR_PARTITION;
+- produce never auto-creates a topic; which partition may be written here (UNKNOWN_TOPIC_OR_PARTITION,
+  NOT_LEADER_OR_FOLLOWER) is `ReplicaManager.get_partition`'s decision;
 - the storage engine validates the batches (CRC, sizes, idempotent sequences) and refuses with the
   error code the client must see; a duplicate of an already-appended idempotent batch is answered with
   success and the original offsets (no second copy is written);
 - acks=0 gets no response at all; when one of its partitions failed, the connection is closed instead
   (the only way a fire-and-forget producer can notice, as Kafka does);
-- acks=-1 waits for the high watermark to pass the batch; with a single in-sync replica it already has
-  when the append returns (after the fsync when flush-before-ack is configured); a topic whose
-  `min.insync.replicas` is above the ISR size (1) refuses acks=-1 with NOT_ENOUGH_REPLICAS, unwritten;
+- acks=-1 waits (the purgatory, up to the request's timeout: REQUEST_TIMED_OUT) for the high watermark to
+  pass the batch; with a single in-sync replica it already has when the append returns (after the fsync
+  when flush-before-ack is configured), so nothing waits; a partition whose ISR is smaller than its
+  `min.insync.replicas` refuses acks=-1 with NOT_ENOUGH_REPLICAS, unwritten (`Partition`);
 - clients cannot write to internal topics (`__consumer_offsets`): INVALID_TOPIC_EXCEPTION.
 """
 
@@ -19,14 +21,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kaflite.cluster.metadata import INTERNAL_TOPICS
 from kaflite.protocol.encoders import ProducePartitionData, encode_produce_response
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.context import RequestContext
 from kaflite.server.dispatcher import CloseConnection
 from kaflite.server.handlers import ApiTable, EncodedBody
+from kaflite.server.handlers.partitions import per_partition
+from kaflite.server.replica import Partition
 
 API_KEY = 0
+PartitionAnswer = ProducePartitionData
 log = logging.getLogger("kaflite.server")
 # Refusals caused by what the client sent (logged once per request, as Kafka logs failed appends).
 BAD_DATA = frozenset(
@@ -43,55 +47,57 @@ BAD_DATA = frozenset(
 
 async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
+    replicas = broker.replica_manager
+    metrics = broker.metrics
     acks = request.acks
     bad_acks = acks not in (0, 1, -1)
+    transactional = request.transactional_id is not None
     failed: list[str] = []
     bad_data: list[str] = []
-    topics: list[tuple[str, list[ProducePartitionData]]] = []
+    topics: list[tuple[str, list[PartitionAnswer]]] = []
+    # acks=-1 answers whose batch the high watermark has not passed yet: (topic slot, answer, partition,
+    # offset the high watermark must reach)
+    pending: list[tuple[int, PartitionAnswer, Partition, int]] = []
+
+    def append(topic: str, pdata: Any) -> PartitionAnswer:
+        if bad_acks:
+            raise KafkaError(ErrorCode.invalid_required_acks)
+        if transactional:
+            raise KafkaError(ErrorCode.transactional_id_authorization_failed, "kaflite does not support transactions")
+        part, result = replicas.append_records(topic, pdata.index, pdata.records, acks)
+        if metrics is not None:
+            metrics.produced(topic, 0 if result.duplicate else result.last_offset - result.base_offset + 1,
+                             len(pdata.records))
+        answer = (pdata.index, 0, result.base_offset, result.log_append_time, result.log_start_offset, None)
+        if acks == -1:
+            done, code = part.check_enough_replicas_reach_offset(result.last_offset + 1)
+            if not done:
+                pending.append((len(topics), answer, part, result.last_offset + 1))
+            elif code is not ErrorCode.none:
+                answer = (pdata.index, code.value, *answer[2:])
+        return answer
+
+    def refused(topic: str, pdata: Any, code: ErrorCode, message: str | None) -> PartitionAnswer:
+        if metrics is not None:
+            metrics.produce_failed(topic)
+        failed.append(f"{topic}-{pdata.index}: {code.name}")
+        if code in BAD_DATA:
+            bad_data.append(f"{topic}-{pdata.index}: {code.name.upper()} {message or ''}".rstrip())
+        return (pdata.index, code.value, -1, -1, -1, message)
+
     for topic_data in request.topic_data:
-        name = topic_data.name
-        parts: list[ProducePartitionData] = []
-        for pdata in topic_data.partition_data:
-            base_offset, log_start, append_time = -1, -1, -1
-            message: str | None = None
-            if bad_acks:
-                code = ErrorCode.invalid_required_acks
-            elif request.transactional_id is not None:
-                code = ErrorCode.transactional_id_authorization_failed
-                message = "kaflite does not support transactions"
-            elif name in INTERNAL_TOPICS:
-                code = ErrorCode.invalid_topic_exception
-                message = f"Cannot append to internal topic {name}"
-            elif acks == -1 and broker.metadata.topics.get(name) is not None and broker.min_insync_replicas(name) > 1:
-                code = ErrorCode.not_enough_replicas
-                message = f"The size of the current ISR [{broker.node_id}] is insufficient to satisfy the min.isr requirement of {broker.min_insync_replicas(name)}"
-            elif pdata.records is None or len(pdata.records) == 0:
-                code = ErrorCode.corrupt_message
-                message = "no record batch"
-            else:
-                try:
-                    result = broker.append(name, pdata.index, pdata.records)
-                except KafkaError as e:
-                    code, message = e.code, e.message or None
-                except OSError as e:  # disk full, I/O error: Kafka's KAFKA_STORAGE_ERROR, the broker lives on
-                    log.error("append to %s-%d failed: %s", name, pdata.index, e)
-                    code, message = ErrorCode.kafka_storage_error, str(e)
-                else:
-                    code = ErrorCode.none
-                    if broker.metrics is not None:
-                        broker.metrics.produced(name, 0 if result.duplicate else result.last_offset - result.base_offset + 1,
-                                                len(pdata.records))
-                    base_offset = result.base_offset
-                    log_start = result.log_start_offset
-                    append_time = result.log_append_time
-            if code != ErrorCode.none:
-                if broker.metrics is not None:
-                    broker.metrics.produce_failed(name)
-                failed.append(f"{name}-{pdata.index}: {code.name}")
-                if code in BAD_DATA:
-                    bad_data.append(f"{name}-{pdata.index}: {code.name.upper()} {message or ''}".rstrip())
-            parts.append((pdata.index, code.value, base_offset, append_time, log_start, message))
-        topics.append((name, parts))
+        topics.extend(per_partition((topic_data,), append, refused, partitions="partition_data"))
+    if pending:  # DelayedProduce: wait for the high watermark (never with a single in-sync replica)
+        deadline = broker.now_ms() + request.timeout.total_seconds() * 1000.0
+        for slot, answer, part, required in pending:
+            code = await replicas.wait_committed(part, required, deadline)
+            if code is not ErrorCode.none:
+                parts = topics[slot][1]
+                i = next(i for i, a in enumerate(parts) if a is answer)
+                parts[i] = (answer[0], code.value, *answer[2:])
+                if metrics is not None:
+                    metrics.produce_failed(topics[slot][0])
+                failed.append(f"{topics[slot][0]}-{answer[0]}: {code.name}")
     if bad_data:
         log.warning(
             "produce from %s (client %r) refused: %s", ctx.client_host or "?", ctx.client_id, "; ".join(bad_data[:4])

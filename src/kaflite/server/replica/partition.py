@@ -1,0 +1,241 @@
+"""Partition: one topic partition as this broker sees it (Kafka's `cluster.Partition`).
+
+It holds the partition's state from the metadata image (replicas, ISR, leader, leader epoch, partition
+epoch), the local replica's `Log` when this broker hosts one, and the log end offsets the followers
+reported; it decides the high watermark and whether a request may use this replica.
+
+Rules:
+- a new state is applied only when it is newer: a higher leader epoch, or the same leader epoch with a
+  higher partition epoch (an ISR or replica change); anything else is a stale decision (e.g. from a
+  deposed controller) and is ignored;
+- `check_current_leader_epoch(e)`: -1 means "not checked"; an epoch older than ours is
+  FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (the client knows of a leader we have not heard of
+  yet and retries);
+- `local_log(require_leader, epoch)`: the epoch check first, then NOT_LEADER_OR_FOLLOWER when this broker
+  must lead and does not, or hosts no replica;
+- the high watermark (leader only) is the smallest log end offset among the ISR members: the leader's own
+  and each follower's last reported one; a follower that has not reported since this broker became leader
+  holds it where it is. It only moves forward (`Log.update_high_watermark`), is recomputed after every
+  leader append (after the fsync in flush-before-ack mode, since the append fsyncs before it returns), every
+  follower report, every ISR change and on becoming leader, so after a restart it starts at its checkpoint
+  and only advances; with a single replica it is the leader's log end offset;
+- acks=-1 is refused before the append with NOT_ENOUGH_REPLICAS when the ISR is smaller than
+  `min.insync.replicas`; it is complete once the high watermark passes the batch, with
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below the minimum meanwhile;
+- the last stable offset is the high watermark (no transactions yet);
+- a follower's report is kept only while this broker leads; becoming leader forgets older reports.
+Pure: no I/O of its own beyond the Log it is given; all of it runs on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.storage.log import AppendResult, Log
+
+__all__ = ["NO_LEADER", "Partition", "PartitionState"]
+
+NO_LEADER = -1
+UNKNOWN = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """Who leads and who is in sync, as the controller (or the local image) decided it."""
+
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+class Partition:
+    __slots__ = ("topic", "partition", "broker_id", "log", "state", "min_insync_replicas", "codec",
+                 "_follower_leo", "_single")
+
+    def __init__(self, topic: str, partition: int, broker_id: int, log: Log | None = None) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.broker_id = broker_id
+        self.log = log
+        self.state = PartitionState(NO_LEADER, UNKNOWN, UNKNOWN, (), ())
+        self.min_insync_replicas = 1  # the topic's min.insync.replicas, set by the ReplicaManager
+        self.codec: int | None = None  # the codec the topic stores batches in (None: as produced)
+        self._follower_leo: dict[int, int] = {}
+        self._single = False  # this broker is the whole ISR: the high watermark is its log end offset
+
+    def __repr__(self) -> str:
+        s = self.state
+        return (f"Partition({self.topic}-{self.partition}, leader={s.leader}, epoch={s.leader_epoch}, "
+                f"isr={list(s.isr)}, hw={self.high_watermark})")
+
+    # -- state -------------------------------------------------------------------------------------
+    @property
+    def is_leader(self) -> bool:
+        return self.state.leader == self.broker_id
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return self.state.isr
+
+    def apply_state(self, state: PartitionState) -> bool:
+        """Adopt a newer state (see the rules); returns False when `state` is stale and was ignored."""
+        old = self.state
+        if (state.leader_epoch, state.partition_epoch) <= (old.leader_epoch, old.partition_epoch):
+            return False
+        became_leader = state.leader == self.broker_id and (
+            old.leader != self.broker_id or state.leader_epoch != old.leader_epoch)
+        self.state = state
+        if became_leader:
+            self._follower_leo = {}
+        for r in list(self._follower_leo):
+            if r not in state.replicas:
+                del self._follower_leo[r]
+        self._single = state.isr == (self.broker_id,)
+        if self.is_leader:
+            self.maybe_increment_high_watermark()
+        return True
+
+    # -- access checks (ReplicaManager.get_partition) -------------------------------------------------
+    def check_current_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        if current_leader_epoch < 0:
+            return ErrorCode.none
+        local = self.state.leader_epoch
+        if local > current_leader_epoch:
+            return ErrorCode.fenced_leader_epoch
+        if local < current_leader_epoch:
+            return ErrorCode.unknown_leader_epoch
+        return ErrorCode.none
+
+    def check_access(self, require_leader: bool, current_leader_epoch: int) -> None:
+        """Raise the KafkaError a request for this partition gets, if any (the order is Kafka's)."""
+        code = self.check_current_leader_epoch(current_leader_epoch)
+        if code is not ErrorCode.none:
+            raise KafkaError(code, f"{self.topic}-{self.partition}: current leader epoch {current_leader_epoch}, "
+                                   f"this broker has {self.state.leader_epoch}")
+        if require_leader and self.state.leader != self.broker_id:
+            raise KafkaError(ErrorCode.not_leader_or_follower,
+                             f"broker {self.broker_id} is not the leader of {self.topic}-{self.partition} "
+                             f"(leader: {self.state.leader})")
+        if self.log is None:
+            raise KafkaError(ErrorCode.not_leader_or_follower,
+                             f"broker {self.broker_id} hosts no replica of {self.topic}-{self.partition}")
+
+    # -- offsets -----------------------------------------------------------------------------------
+    @property
+    def high_watermark(self) -> int:
+        return -1 if self.log is None else self.log.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """No transactions yet: every committed record is stable."""
+        return self.high_watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        return -1 if self.log is None else self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return -1 if self.log is None else self.log.log_end_offset
+
+    def follower_log_end_offset(self, replica_id: int) -> int:
+        """The last log end offset a follower reported while this broker led, -1 when none."""
+        return self._follower_leo.get(replica_id, UNKNOWN)
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """Move the high watermark to the smallest log end offset in the ISR when that is higher; returns
+        whether it moved (the caller then completes delayed produce requests and fetches)."""
+        log = self.log
+        if log is None or self.state.leader != self.broker_id:
+            return False
+        before = log.high_watermark
+        candidate = log.log_end_offset
+        if not self._single:
+            for replica in self.state.isr:
+                if replica == self.broker_id:
+                    continue
+                leo = self._follower_leo.get(replica, UNKNOWN)
+                if leo < candidate:
+                    candidate = leo
+        if candidate <= before:
+            return False
+        return log.update_high_watermark(candidate) > before
+
+    def update_follower_fetch_state(self, replica_id: int, log_end_offset: int) -> bool:
+        """A follower's fetch told us its log end offset; returns whether the high watermark moved."""
+        if self.state.leader != self.broker_id or replica_id not in self.state.replicas:
+            raise KafkaError(ErrorCode.not_leader_or_follower,
+                             f"broker {replica_id} is not a follower of {self.topic}-{self.partition} here")
+        self._follower_leo[replica_id] = log_end_offset
+        return self.maybe_increment_high_watermark()
+
+    # -- append ------------------------------------------------------------------------------------
+    def append_records_to_leader(self, records: bytes | memoryview, required_acks: int, now_ms: int) -> AppendResult:
+        """Append a producer's (or coordinator's) batches as leader, stamped with the leader epoch; then
+        advance the high watermark. Raises NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, or the log's
+        own refusals."""
+        log = self.log
+        state = self.state
+        if state.leader != self.broker_id or log is None:
+            raise KafkaError(ErrorCode.not_leader_or_follower,
+                             f"broker {self.broker_id} is not the leader of {self.topic}-{self.partition}")
+        if required_acks == -1 and len(state.isr) < self.min_insync_replicas:
+            raise KafkaError(
+                ErrorCode.not_enough_replicas,
+                f"The size of the current ISR {list(state.isr)} is insufficient to satisfy the min.isr "
+                f"requirement of {self.min_insync_replicas} for partition {self.topic}-{self.partition}",
+            )
+        if not records:
+            raise KafkaError(ErrorCode.corrupt_message, "no record batch")
+        result = log.append(records, leader_epoch=state.leader_epoch, now_ms=now_ms)
+        if self._single:  # the whole ISR is this broker: everything appended is committed
+            log.update_high_watermark(log.log_end_offset)
+        else:
+            self.maybe_increment_high_watermark()
+        return result
+
+    def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
+        """For a delayed acks=-1 produce: (done, error). Done once the high watermark reached
+        `required_offset` (the batch's last offset + 1) or this broker stopped leading."""
+        log = self.log
+        if log is None or self.state.leader != self.broker_id:
+            return True, ErrorCode.not_leader_or_follower
+        if log.high_watermark >= required_offset:
+            if len(self.state.isr) < self.min_insync_replicas:
+                return True, ErrorCode.not_enough_replicas_after_append
+            return True, ErrorCode.none
+        return False, ErrorCode.none
+
+    # -- reads and admin -----------------------------------------------------------------------------
+    def epoch_for_offset(self, offset: int) -> int:
+        """The leader epoch the record at `offset` was written in (the leader-epoch cache), -1 unknown."""
+        if self.log is None or offset < 0:
+            return UNKNOWN
+        epoch = UNKNOWN
+        for e, start in self.log.leader_epoch_cache.entries:
+            if start > offset:
+                break
+            epoch = e
+        return epoch
+
+    def delete_records_on_leader(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset to `offset` (-1: the high watermark); beyond the high
+        watermark is OFFSET_OUT_OF_RANGE. Returns the new low watermark (log start offset)."""
+        log = self.log
+        if log is None:
+            raise KafkaError(ErrorCode.not_leader_or_follower, f"no replica of {self.topic}-{self.partition}")
+        hw = log.high_watermark
+        before = hw if offset == -1 else offset
+        if before < 0 or before > hw:
+            raise KafkaError(ErrorCode.offset_out_of_range,
+                             f"Cannot delete before {before}: the high watermark is {hw}")
+        if before > log.log_start_offset:
+            log.delete_records(before)
+        return log.log_start_offset

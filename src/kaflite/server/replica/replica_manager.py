@@ -1,0 +1,227 @@
+"""ReplicaManager: the partitions this broker hosts, and the one door every per-partition request goes through
+(Kafka's `server.ReplicaManager`).
+
+Rules:
+- the hosted partitions follow the metadata image (`on_image(old, new)`, subscribed to the broker's one
+  metadata writer): a partition whose replicas include this broker gets a `Partition` with its local `Log`
+  (opened or created) and the image's leader / ISR / epochs; a partition that left the image, or whose
+  replicas no longer include this broker, is stopped and its log deleted; a topic the image did not change
+  (the same `TopicImage` object) is skipped, so an image change costs O(changed partitions);
+- `get_partition(topic, partition, require_leader, current_leader_epoch)` is the only place the access
+  errors are decided, for Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords and the group
+  coordinator: a partition the image does not know is UNKNOWN_TOPIC_OR_PARTITION; one it knows but this
+  broker does not host is NOT_LEADER_OR_FOLLOWER; then the partition's own checks (FENCED_LEADER_EPOCH /
+  UNKNOWN_LEADER_EPOCH for a stale or future current leader epoch, NOT_LEADER_OR_FOLLOWER when the request
+  needs the leader) — in Kafka's order (`getPartitionOrException`, `localLogWithEpochOrThrow`);
+- `append_records` appends as leader (internal topics only when allowed: the coordinators) and wakes the
+  fetchers of the partition; an I/O error becomes KAFKA_STORAGE_ERROR (logged) and the broker lives on;
+- acks=-1 completes through the purgatory: `wait_committed` answers at once when the high watermark
+  already passed the batch (always, with one replica: it moves on the append, after the fsync in
+  flush-before-ack mode), else waits on `produce_key(t, p)`, completed whenever the partition's high
+  watermark moves, until the request's timeout (REQUEST_TIMED_OUT);
+- `append_committed` is the coordinators' door (Kafka's CoordinatorRuntime writes with acks=-1): append to
+  an internal topic and resolve once the records are committed, or raise the KafkaError that says why not.
+All of it runs on the broker's event loop thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kaflite.cluster.metadata import INTERNAL_TOPICS, MetadataImage, TopicImage
+from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.purgatory import Purgatory
+from kaflite.server.replica.partition import Partition, PartitionState
+from kaflite.storage.log import AppendResult
+
+__all__ = ["ReplicaManager", "TopicSettings", "fetch_key", "produce_key"]
+
+log = logging.getLogger("kaflite.server")
+
+TopicPartition = tuple[str, int]
+
+
+def fetch_key(topic: str, partition: int) -> tuple[str, str, int]:
+    """Purgatory key of fetches waiting for data on a partition (completed on every append)."""
+    return ("fetch", topic, partition)
+
+
+def produce_key(topic: str, partition: int) -> tuple[str, str, int]:
+    """Purgatory key of acks=-1 produce requests waiting for a partition's high watermark."""
+    return ("produce", topic, partition)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSettings:
+    """What a partition needs from its topic's effective configuration."""
+
+    log_config: Any  # storage.LogConfig
+    min_insync_replicas: int = 1
+    codec: int | None = None  # the codec batches are stored in (None: as produced)
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        broker_id: int,
+        log_manager: Any,  # storage.LogManager
+        purgatory: Purgatory,
+        now_ms: Callable[[], int],
+        topic_settings: Callable[[TopicImage], TopicSettings],
+    ) -> None:
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.purgatory = purgatory
+        self.now_ms = now_ms
+        self._topic_settings = topic_settings
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.image = MetadataImage()  # the last image applied
+
+    # -- following the metadata image -----------------------------------------------------------------
+    def on_image(self, _old: MetadataImage | None, new: MetadataImage) -> None:
+        applied = self.image
+        for name, topic in new.topics.items():
+            before = applied.topics.get(name)
+            if before is topic:
+                continue
+            if before is not None and before.topic_id != topic.topic_id:  # deleted and created again
+                self._stop_topic(before)
+            self._apply_topic(topic)
+        for name, topic in applied.topics.items():
+            if name not in new.topics:
+                self._stop_topic(topic)
+        self.image = new
+
+    def _apply_topic(self, topic: TopicImage) -> None:
+        settings = self._topic_settings(topic)
+        name = topic.name
+        for index, reg in enumerate(topic.partitions):
+            key = (name, index)
+            part = self.partitions.get(key)
+            if self.broker_id not in reg.replicas:
+                if part is not None:
+                    self._stop_partition(key, delete=True)
+                continue
+            if part is None:
+                part = self.partitions[key] = Partition(name, index, self.broker_id)
+            if self.log_manager is not None:  # get_or_create also applies a changed config
+                part.log = self.log_manager.get_or_create(name, index, settings.log_config)
+            part.min_insync_replicas = settings.min_insync_replicas
+            part.codec = settings.codec
+            hw = part.high_watermark
+            part.apply_state(PartitionState(reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr))
+            if part.high_watermark != hw:
+                self._high_watermark_moved(part)
+
+    def _stop_topic(self, topic: TopicImage) -> None:
+        for index in range(topic.num_partitions):
+            self._stop_partition((topic.name, index), delete=True)
+
+    def stop_replicas(self, topic: TopicImage, deletion_tag: str | None = None) -> None:
+        """Stop hosting every partition of `topic` and delete their logs now, before the image says so
+        (Kafka's stopReplicas with delete; the single-node deletion frees the disk before it writes the
+        metadata). `deletion_tag` leaves each directory as a marker until `LogManager.forget_deletions`."""
+        for index in range(topic.num_partitions):
+            self._stop_partition((topic.name, index), delete=True, tag=deletion_tag)
+
+    def _stop_partition(self, key: TopicPartition, *, delete: bool, tag: str | None = None) -> None:
+        part = self.partitions.pop(key, None)
+        if part is None:
+            return
+        if delete and self.log_manager is not None:
+            try:
+                self.log_manager.delete(key[0], key[1], tag)
+            except OSError as e:
+                log.error("deleting log %s-%d failed: %s", key[0], key[1], e)
+        part.log = None
+        # waiters re-check and find the partition gone
+        self.purgatory.complete(fetch_key(*key))
+        self.purgatory.complete(produce_key(*key))
+
+    def _high_watermark_moved(self, part: Partition) -> None:
+        self.purgatory.complete(produce_key(part.topic, part.partition))
+        self.purgatory.complete(fetch_key(part.topic, part.partition))
+
+    # -- the door ------------------------------------------------------------------------------------
+    def get_partition(
+        self, topic: str, partition: int, *, require_leader: bool = True, current_leader_epoch: int = -1
+    ) -> Partition:
+        """The hosted partition, checked for this request; raises KafkaError with the code to answer."""
+        part = self.partitions.get((topic, partition))
+        if part is None:
+            if self.image.has_partition(topic, partition):
+                raise KafkaError(ErrorCode.not_leader_or_follower,
+                                 f"broker {self.broker_id} hosts no replica of {topic}-{partition}")
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{topic}-{partition} does not exist")
+        if require_leader and current_leader_epoch < 0 and part.state.leader == self.broker_id \
+                and part.log is not None:
+            return part  # the common case, without the calls
+        part.check_access(require_leader, current_leader_epoch)
+        return part
+
+    def partition_or_none(self, topic: str, partition: int) -> Partition | None:
+        return self.partitions.get((topic, partition))
+
+    # -- appends -------------------------------------------------------------------------------------
+    def append_records(
+        self,
+        topic: str,
+        partition: int,
+        records: bytes | memoryview,
+        required_acks: int = 1,
+        *,
+        internal_topics_allowed: bool = False,
+    ) -> tuple[Partition, AppendResult]:
+        """Append as leader; returns the partition and what the log did. Raises KafkaError."""
+        if not internal_topics_allowed and topic in INTERNAL_TOPICS:
+            raise KafkaError(ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic}")
+        part = self.get_partition(topic, partition)
+        codec = part.codec
+        if codec is not None:
+            from kaflite.protocol.record_batch import recompress_batches
+
+            records = recompress_batches(records, codec)
+        hw = part.log.high_watermark if part.log is not None else -1
+        try:
+            result = part.append_records_to_leader(records, required_acks, self.now_ms())
+        except OSError as e:  # disk full, I/O error: Kafka's KAFKA_STORAGE_ERROR, the broker lives on
+            log.error("append to %s-%d failed: %s", topic, partition, e)
+            raise KafkaError(ErrorCode.kafka_storage_error, str(e)) from e
+        if part.high_watermark != hw:
+            self.purgatory.complete(produce_key(topic, partition))
+        self.purgatory.complete(fetch_key(topic, partition))
+        return part, result
+
+    async def wait_committed(self, part: Partition, required_offset: int, deadline_ms: float) -> ErrorCode:
+        """Wait until the high watermark of `part` reaches `required_offset` (DelayedProduce): NONE, or
+        the error the produce is answered with (NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER,
+        REQUEST_TIMED_OUT)."""
+        key = produce_key(part.topic, part.partition)
+        while True:
+            if self.partitions.get((part.topic, part.partition)) is not part:
+                return ErrorCode.not_leader_or_follower
+            done, code = part.check_enough_replicas_reach_offset(required_offset)
+            if done:
+                return code
+            remaining = deadline_ms - self.now_ms()
+            if remaining <= 0:
+                return ErrorCode.request_timed_out
+            await self.purgatory.wait([key], remaining)
+
+    async def append_committed(
+        self, topic: str, partition: int, records: bytes | memoryview, timeout_ms: float
+    ) -> AppendResult:
+        """The coordinators' append (Kafka's CoordinatorRuntime, acks=-1): write to a partition this broker
+        leads, internal topics included, and return once the records are committed (the high watermark
+        passed them). Raises KafkaError: NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION (the
+        coordinator moved), NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, or
+        the log's own refusals; nothing is reported committed that is not."""
+        part, result = self.append_records(topic, partition, records, -1, internal_topics_allowed=True)
+        code = await self.wait_committed(part, result.last_offset + 1, self.now_ms() + timeout_ms)
+        if code is not ErrorCode.none:
+            raise KafkaError(code, f"records appended to {topic}-{partition} at {result.base_offset} were not "
+                                   "committed")
+        return result

@@ -1,0 +1,188 @@
+"""Per-partition handlers called in-process (no socket): the error each gets from the one mapping in
+`ReplicaManager.get_partition`, epochs and offsets from the Partition, and the Metadata view of the image.
+The broker is real (logs on disk); leadership changes are published as a cluster writer would."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.index import load_payload_module, load_response_schema
+from kio.serial import entity_reader
+from kio.static.constants import EntityType
+
+from kaflite.cluster.metadata import BrokerRegistration, Endpoint, PartitionRegistration, TopicImage
+from kaflite.protocol.errors import ErrorCode
+from kaflite.protocol.messages import RequestHeader
+from kaflite.protocol.record_batch import build_record_batch
+from kaflite.server.broker import Broker
+from kaflite.server.config import Listener
+from kaflite.server.context import RequestContext
+from kaflite.server.embedded import load_broker_config
+from kaflite.server.handlers import EncodedBody
+from kaflite.server.handlers.admin import handle_delete_records
+from kaflite.server.handlers.fetch import handle_fetch
+from kaflite.server.handlers.list_offsets import handle_list_offsets
+from kaflite.server.handlers.metadata import handle_metadata
+from kaflite.server.handlers.offset_for_leader_epoch import handle_offset_for_leader_epoch
+from kaflite.server.handlers.produce import handle_produce
+
+OTHER = 7
+
+
+class Harness:
+    def __init__(self, tmp: Path) -> None:
+        self.loop = asyncio.new_event_loop()
+        cfg = load_broker_config({"log.dirs": str(tmp), "listeners": "PLAINTEXT://127.0.0.1:0"}, True)
+        self.broker = Broker(cfg)
+        self.loop.run_until_complete(self.broker.start())
+        self.broker.set_bound_listeners([Listener("PLAINTEXT", "127.0.0.1", 19092, "PLAINTEXT")])
+
+    def call(self, api_key: int, version: int, handler: Any, request: Any) -> Any:
+        ctx = RequestContext(self.broker, RequestHeader(api_key, version, 1, "inproc"))
+        out = self.loop.run_until_complete(handler(ctx, request))
+        if isinstance(out, EncodedBody):  # a hot encoder's bytes: decode them as a client would
+            frame = b"".join(p.tobytes() if hasattr(p, "tobytes") else bytes(p) for p in out.parts)
+            body, size = entity_reader(load_response_schema(api_key, version))(frame, 0)
+            assert size == len(frame)
+            return body
+        return out
+
+    def req(self, api_key: int, version: int) -> Any:
+        return load_payload_module(api_key, version, EntityType.request)
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.broker.stop())
+        self.loop.close()
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Iterator[Harness]:
+    harness = Harness(tmp_path)
+    yield harness
+    harness.close()
+
+
+def produce(h: Harness, topic: str, partition: int, n: int = 1, acks: int = -1) -> Any:
+    q = h.req(0, 9)
+    records = build_record_batch([(None, b"v%d" % i, []) for i in range(n)])
+    req = q.ProduceRequest(transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=5), topic_data=(
+        q.TopicProduceData(name=topic, partition_data=(q.PartitionProduceData(index=partition, records=records),)),))
+    (t,) = h.call(0, 9, handle_produce, req).responses
+    (p,) = t.partition_responses
+    return p
+
+
+def list_offsets(h: Harness, topic: str, partition: int, ts: int, current_epoch: int = -1) -> Any:
+    q = h.req(2, 7)
+    req = q.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(q.ListOffsetsTopic(name=topic, partitions=(
+        q.ListOffsetsPartition(partition_index=partition, current_leader_epoch=current_epoch, timestamp=ts),)),))
+    return h.call(2, 7, handle_list_offsets, req).topics[0].partitions[0]
+
+
+def epoch_end(h: Harness, topic: str, partition: int, current: int, epoch: int) -> Any:
+    q = h.req(23, 4)
+    req = q.OffsetForLeaderEpochRequest(replica_id=-1, topics=(q.OffsetForLeaderTopic(topic=topic, partitions=(
+        q.OffsetForLeaderPartition(partition=partition, current_leader_epoch=current, leader_epoch=epoch),)),))
+    return h.call(23, 4, handle_offset_for_leader_epoch, req).topics[0].partitions[0]
+
+
+def delete_records(h: Harness, topic: str, partition: int, offset: int) -> Any:
+    q = h.req(21, 2)
+    req = q.DeleteRecordsRequest(topics=(q.DeleteRecordsTopic(name=topic, partitions=(
+        q.DeleteRecordsPartition(partition_index=partition, offset=offset),)),), timeout=datetime.timedelta(seconds=5))
+    return h.call(21, 2, handle_delete_records, req).topics[0].partitions[0]
+
+
+def fetch(h: Harness, topic: str, partition: int, offset: int, current_epoch: int = -1) -> Any:
+    q = h.req(1, 12)
+    req = q.FetchRequest(max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                         session_id=0, session_epoch=-1, topics=(q.FetchTopic(topic=topic, partitions=(
+                             q.FetchPartition(partition=partition, current_leader_epoch=current_epoch,
+                                              fetch_offset=offset, log_start_offset=-1,
+                                              partition_max_bytes=1 << 20),)),),
+                         forgotten_topics_data=(), rack_id="")
+    return h.call(1, 12, handle_fetch, req).responses[0].partitions[0]
+
+
+def metadata(h: Harness, topic: str) -> Any:
+    q = h.req(3, 12)
+    req = q.MetadataRequest(topics=(q.MetadataRequestTopic(topic_id=None, name=topic),),
+                            allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    return h.call(3, 12, handle_metadata, req)
+
+
+def move_leadership(h: Harness, topic: str, leader: int, epoch: int) -> None:
+    """Publish what a cluster writer would: `topic` led by `leader` at `epoch`, this broker a follower."""
+    writer = h.broker.metadata_writer
+    image = writer.image
+    old = image.topics[topic]
+    me = h.broker.node_id
+    parts = tuple(PartitionRegistration((leader, me) if leader != me else (me,), (leader, me) if leader != me else (me,),
+                                        leader, epoch, epoch) for _ in old.partitions)
+    brokers = dict(image.brokers)
+    brokers[OTHER] = BrokerRegistration(OTHER, (Endpoint("PLAINTEXT", "other", 9093),))
+    topics = dict(image.topics)
+    topics[topic] = TopicImage(topic, old.topic_id, parts, old.configs)
+    writer._publish(image.evolve(topics=topics, brokers=brokers), persist=False)
+
+
+def test_single_node_answers(h: Harness) -> None:
+    h.broker.create_topic("t", 2, None)
+    assert produce(h, "t", 0, 3).error_code == ErrorCode.none
+    assert produce(h, "t", 5).error_code == ErrorCode.unknown_topic_or_partition
+    assert produce(h, "nope", 0).error_code == ErrorCode.unknown_topic_or_partition
+    assert produce(h, "__consumer_offsets", 0).error_code == ErrorCode.invalid_topic_exception
+    latest = list_offsets(h, "t", 0, -1)
+    assert (latest.error_code, latest.offset, latest.leader_epoch) == (ErrorCode.none, 3, 0)
+    assert list_offsets(h, "t", 0, -1, current_epoch=1).error_code == ErrorCode.unknown_leader_epoch
+    assert (epoch_end(h, "t", 0, 0, 0).leader_epoch, epoch_end(h, "t", 0, 0, 0).end_offset) == (0, 3)
+    f = fetch(h, "t", 0, 0, current_epoch=0)
+    assert (f.error_code, f.high_watermark, f.last_stable_offset) == (ErrorCode.none, 3, 3)
+    d = delete_records(h, "t", 0, 2)
+    assert (d.error_code, d.low_watermark) == (ErrorCode.none, 2)
+    assert delete_records(h, "t", 0, 4).error_code == ErrorCode.offset_out_of_range
+    m = metadata(h, "t")
+    assert [b.node_id for b in m.brokers] == [h.broker.node_id] and m.brokers[0].port == 19092
+    assert m.controller_id == h.broker.node_id
+    p0 = m.topics[0].partitions[0]
+    assert (p0.leader_id, p0.leader_epoch, p0.replica_nodes, p0.isr_nodes) == (
+        h.broker.node_id, 0, (h.broker.node_id,), (h.broker.node_id,))
+
+
+def test_after_leadership_moved_every_handler_says_not_leader(h: Harness) -> None:
+    h.broker.create_topic("m", 1, None)
+    produce(h, "m", 0, 2)
+    move_leadership(h, "m", OTHER, 3)
+    assert produce(h, "m", 0).error_code == ErrorCode.not_leader_or_follower
+    assert fetch(h, "m", 0, 0).error_code == ErrorCode.not_leader_or_follower
+    assert list_offsets(h, "m", 0, -1).error_code == ErrorCode.not_leader_or_follower
+    assert delete_records(h, "m", 0, 1).error_code == ErrorCode.not_leader_or_follower
+    # the epoch check comes first: a client behind on epochs is fenced, one ahead is told to wait
+    assert epoch_end(h, "m", 0, 2, 0).error_code == ErrorCode.fenced_leader_epoch
+    assert fetch(h, "m", 0, 0, current_epoch=4).error_code == ErrorCode.unknown_leader_epoch
+    assert epoch_end(h, "m", 0, 3, 0).error_code == ErrorCode.not_leader_or_follower
+    p0 = metadata(h, "m").topics[0].partitions[0]
+    assert (p0.error_code, p0.leader_id, p0.leader_epoch) == (ErrorCode.none, OTHER, 3)
+    assert sorted(b.node_id for b in metadata(h, "m").brokers) == sorted([h.broker.node_id, OTHER])
+
+
+def test_metadata_of_a_partition_whose_leader_is_not_live(h: Harness) -> None:
+    h.broker.create_topic("off", 1, None)
+    move_leadership(h, "off", 99, 1)  # broker 99 is not registered
+    p0 = metadata(h, "off").topics[0].partitions[0]
+    assert (p0.error_code, p0.leader_id, p0.offline_replicas) == (ErrorCode.leader_not_available, -1, (99,))
+
+
+def test_metadata_cache_follows_the_image(h: Harness) -> None:
+    h.broker.create_topic("c", 1, None)
+    before = metadata(h, "c").topics[0].partitions[0]
+    h.broker.create_partitions("c", 3)
+    after = metadata(h, "c").topics[0]
+    assert before.leader_epoch == 0 and len(after.partitions) == 3
+    move_leadership(h, "c", OTHER, 2)
+    assert metadata(h, "c").topics[0].partitions[2].leader_id == OTHER
