@@ -229,18 +229,22 @@ class KafliteCollector:
             segs.add_metric(labels, len(plog.segments))
             ends[(topic, partition)] = plog.high_watermark
         yield from (size, leo, lso, segs)
-        partitions = len(logs)
+        # leadership and ISR from the ReplicaManager's partitions, the controller from the metadata image
+        hosted = list(self.broker.replica_manager.partitions.values())
+        image = self.broker.metadata
         yield _gauge1("kafka_server_replicamanager_partitioncount", "Partitions on this broker (PartitionCount).",
-                      [], [([], partitions)])
+                      [], [([], len(hosted))])
         yield _gauge1("kafka_server_replicamanager_leadercount", "Partitions this broker leads (LeaderCount).",
-                      [], [([], partitions)])
-        # single node: every partition's ISR is this broker, it is the active controller
+                      [], [([], sum(1 for p in hosted if p.is_leader))])
         yield _gauge1("kafka_server_replicamanager_underreplicatedpartitions",
-                      "Partitions whose ISR is smaller than their replicas (UnderReplicatedPartitions).", [], [([], 0)])
+                      "Partitions whose ISR is smaller than their replicas (UnderReplicatedPartitions).", [],
+                      [([], sum(1 for p in hosted if p.is_leader and len(p.isr) < len(p.state.replicas)))])
+        active = image.controller_id == self.broker.node_id
+        offline = sum(1 for t in image.topics.values() for r in t.partitions if r.leader not in image.brokers)
         yield _gauge1("kafka_controller_kafkacontroller_offlinepartitionscount",
-                      "Partitions without a leader (OfflinePartitionsCount).", [], [([], 0)])
+                      "Partitions without a leader (OfflinePartitionsCount).", [], [([], offline if active else 0)])
         yield _gauge1("kafka_controller_kafkacontroller_activecontrollercount",
-                      "1 on the active controller (ActiveControllerCount).", [], [([], 1)])
+                      "1 on the active controller (ActiveControllerCount).", [], [([], 1 if active else 0)])
         yield from self._groups(ends)
 
     def _groups(self, ends: dict[tuple[str, int], int]) -> Iterator[Any]:
