@@ -134,21 +134,22 @@ class Console:
         def page() -> Response:
             md = self.view.metadata()
             cluster_id, brokers = self.view.cluster()
-            topics = self.view.topics(md)
             groups = self.view.list_groups()
             by_state: dict[str, int] = {}
             by_type: dict[str, int] = {}
             for _g, typ, state, _s in groups:
                 by_state[state] = by_state.get(state, 0) + 1
                 by_type[typ] = by_type.get(typ, 0) + 1
-            partitions = sum(len(t.partitions) for t in topics)
-            under = sum(t.under_replicated for t in topics)
-            offline = sum(t.offline for t in topics)
+            # counted from the metadata directly: this page must stay cheap on a cluster of many topics
+            parts = [p for t in md.topics.values() for p in t.partitions.values()]
+            partitions = len(parts)
+            under = sum(1 for p in parts if len(p.isrs) < len(p.replicas))
+            offline = sum(1 for p in parts if p.leader < 0)
+            internal = sum(1 for name in md.topics if name.startswith("__"))
             controllers = sum(b.controller for b in brokers)
             health = "healthy" if not under and not offline and controllers == 1 else "degraded"
             return self.render(request, "overview.html", cluster_id=cluster_id, brokers=brokers,
-                               topics=len([t for t in topics if not t.internal]),
-                               internal_topics=len([t for t in topics if t.internal]), partitions=partitions,
+                               topics=len(md.topics) - internal, internal_topics=internal, partitions=partitions,
                                under=under, offline=offline, controllers=controllers, health=health,
                                groups=len(groups), by_state=sorted(by_state.items()), by_type=sorted(by_type.items()))
         return self.guard(request, page)
@@ -158,12 +159,23 @@ class Console:
             show_internal = request.query_params.get("internal") == "1"
             md = self.view.metadata()
             topics = self.view.topics(md, with_internal=show_internal)
-            _cid, brokers = self.view.cluster()
-            self.view.fill_offsets(topics)
-            sizes_served = self.view.fill_sizes(topics, brokers)
+            # a list of every partition uses the sampler's last round when it is recent (a large cluster
+            # would otherwise pay two ListOffsets rounds and DescribeLogDirs on every load)
+            cached = self.sampler.cached_offsets(max(15.0, 3 * self.settings.sample_interval))
+            age = None
+            if cached is not None and self.sampler.sampled_at is not None:
+                self.view.fill_offsets(topics, cached)
+                sizes = self.sampler.sizes
+                age = time.time() - self.sampler.sampled_at
+            else:
+                self.view.fill_offsets(topics)
+                _cid, brokers = self.view.cluster()
+                sizes = self.view.log_dir_sizes(brokers)
+            if sizes is not None:
+                self.view.apply_sizes(topics, sizes)
             rates = {t.name: self.history.topic_rate(t.name) for t in topics}
-            return self.render(request, "topics.html", topics=topics, rates=rates, sizes_served=sizes_served,
-                               show_internal=show_internal)
+            return self.render(request, "topics.html", topics=topics, rates=rates, sizes_served=sizes is not None,
+                               show_internal=show_internal, age=age)
         return self.guard(request, page)
 
     def topic(self, request: Request) -> Response:
@@ -411,7 +423,10 @@ class Console:
             runs: list[Any] = []
             after, change, error = None, None, ""
             strategies = [s for s in LAB_STRATEGIES if qp.get(f"s_{s}", "1" if "topics" not in qp else "") == "1"]
-            if topics_text:
+            notice = ""
+            if live is not None and not live:
+                notice = f"group {gid} has no active members: add members to the shape to compare the assignors"
+            elif topics_text:
                 try:
                     topics = parse_topics(topics_text)
                     from kaflite.assign.simulate import Group
@@ -426,7 +441,7 @@ class Console:
             return self.render(request, "lab.html", gid=gid, topics_text=topics_text, members_text=members_text,
                                leave=qp.get("leave", ""), join=qp.get("join", ""), grow=qp.get("grow", ""),
                                runs=runs, change=change, after=after, error=error, live=live, names=names,
-                               strategies=LAB_STRATEGIES, chosen=set(strategies or LAB_STRATEGIES),
+                               strategies=LAB_STRATEGIES, chosen=set(strategies or LAB_STRATEGIES), notice=notice,
                                status=400 if error else 200)
         return self.guard(request, page)
 

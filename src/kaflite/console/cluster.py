@@ -191,56 +191,85 @@ class ClusterView:
         return out
 
     def topic(self, name: str) -> TopicInfo:
-        # Full metadata, not a request naming the topic: naming it could auto-create it on a cluster with
-        # auto.create.topics.enable, and the console must not create what it only looks at.
-        md = self.metadata()
-        if name not in md.topics:
-            raise ConsoleError(f"topic {name!r} does not exist")
-        return next(x for x in self.topics(md) if x.name == name)
+        """One topic (DescribeTopics: a Metadata request that never auto-creates, unlike naming the topic
+        in list_topics on a cluster with auto.create.topics.enable)."""
+        from confluent_kafka import TopicCollection
 
-    def fill_offsets(self, topics: Iterable[TopicInfo]) -> None:
-        """Earliest and latest offsets of every partition (two ListOffsets rounds)."""
-        parts = {(t.name, p.id): p for t in topics for p in t.partitions if not p.offline}
-        if not parts:
-            return
-        for spec, attr in ((OffsetSpec.earliest(), "earliest"), (OffsetSpec.latest(), "latest")):
-            futures = self.admin.list_offsets({CTP(t, p): spec for t, p in parts}, request_timeout=self.timeout)
-            for ctp, fut in futures.items():
-                try:
-                    setattr(parts[_ctp_key(ctp)], attr, fut.result(timeout=self.timeout).offset)
-                except Exception:  # one bad partition leaves only its own cell empty
-                    pass
+        futures = self.admin.describe_topics(TopicCollection([name]), request_timeout=self.timeout)
+        try:
+            d = futures[name].result(timeout=self.timeout)
+        except KafkaException as err:
+            kerr = err.args[0] if err.args else None
+            if kerr is not None and kerr.code() in (3, -188):  # UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC
+                raise ConsoleError(f"topic {name!r} does not exist") from None
+            raise ConsoleError(f"topic {name}: {kerr.str() if kerr is not None else err}") from None
+        except TimeoutError:
+            raise ConsoleError(f"topic {name}: no answer from {self.bootstrap} within {self.timeout:g} s") from None
+        parts = [PartitionInfo(p.id, p.leader.id if p.leader is not None else -1, [n.id for n in p.replicas],
+                               [n.id for n in p.isr]) for p in sorted(d.partitions, key=lambda p: p.id)]
+        return TopicInfo(name, parts, bool(d.is_internal) or name.startswith("__"))
+
+    def fill_offsets(self, topics: Iterable[TopicInfo], cached: tuple[Mapping[Tp, int], Mapping[Tp, int]] | None = None
+                     ) -> None:
+        """Earliest and latest offsets of every partition (two ListOffsets rounds, or the sampler's cache)."""
+        topics = list(topics)
+        tps = [(t.name, p.id) for t in topics for p in t.partitions if not p.offline]
+        earliest, latest = cached if cached is not None else (self.offsets(tps, "earliest"), self.offsets(tps, "latest"))
+        for t in topics:
+            for p in t.partitions:
+                p.earliest = earliest.get((t.name, p.id))
+                p.latest = latest.get((t.name, p.id))
 
     def latest_offsets(self, tps: Iterable[Tp]) -> dict[Tp, int]:
-        tps = list(tps)
-        if not tps:
-            return {}
-        out: dict[Tp, int] = {}
-        futures = self.admin.list_offsets({CTP(t, p): OffsetSpec.latest() for t, p in tps},
-                                          request_timeout=self.timeout)
-        for ctp, fut in futures.items():
-            try:
-                out[_ctp_key(ctp)] = fut.result(timeout=self.timeout).offset
-            except Exception:
-                pass
-        return out
+        return self.offsets(tps, "latest")
 
-    def fill_sizes(self, topics: Iterable[TopicInfo], brokers: Iterable[Broker]) -> bool:
-        """Partition sizes from DescribeLogDirs on each broker (the leader's copy); False if not served."""
+    def log_dir_sizes(self, brokers: Iterable[Broker], topics: Iterable[TopicInfo] | None = None
+                      ) -> dict[tuple[int, str, int], int] | None:
+        """{(broker id, topic, partition): bytes} from DescribeLogDirs on each broker (for `topics`, or
+        every partition); None if no broker answers."""
         sizes: dict[tuple[int, str, int], int] = {}
         answered = False
+        wanted = None if topics is None else {t.name: [p.id for p in t.partitions] for t in topics}
         for b in brokers:
             try:
-                for (tname, pid), size in describe_log_dirs(b.host, b.port, timeout=min(3.0, self.timeout)).items():
+                for (tname, pid), size in describe_log_dirs(b.host, b.port, timeout=min(3.0, self.timeout),
+                                                            topics=wanted).items():
                     sizes[(b.id, tname, pid)] = size
                 answered = True
             except (OSError, ValueError, ConnectionError, EOFError):
                 continue
-        if answered:
-            for t in topics:
-                for p in t.partitions:
-                    p.size = sizes.get((p.leader, t.name, p.id))
-        return answered
+        return sizes if answered else None
+
+    @staticmethod
+    def apply_sizes(topics: Iterable[TopicInfo], sizes: Mapping[tuple[int, str, int], int]) -> None:
+        """Each partition's size as its leader's copy."""
+        for t in topics:
+            for p in t.partitions:
+                p.size = sizes.get((p.leader, t.name, p.id))
+
+    def fill_sizes(self, topics: Iterable[TopicInfo], brokers: Iterable[Broker]) -> bool:
+        """Partition sizes from DescribeLogDirs (the leader's copy); False if the cluster does not serve it."""
+        topics = list(topics)
+        sizes = self.log_dir_sizes(brokers, topics)
+        if sizes is None:
+            return False
+        self.apply_sizes(topics, sizes)
+        return True
+
+    def offsets(self, tps: Iterable[Tp], spec: str) -> dict[Tp, int]:
+        """Earliest or latest offset of each partition (one ListOffsets round)."""
+        tps = list(tps)
+        if not tps:
+            return {}
+        which = OffsetSpec.earliest() if spec == "earliest" else OffsetSpec.latest()
+        out: dict[Tp, int] = {}
+        futures = self.admin.list_offsets({CTP(t, p): which for t, p in tps}, request_timeout=self.timeout)
+        for ctp, fut in futures.items():
+            try:
+                out[_ctp_key(ctp)] = fut.result(timeout=self.timeout).offset
+            except Exception:  # one bad partition leaves only its own cell empty
+                pass
+        return out
 
     def topic_configs(self, name: str) -> list[tuple[str, str | None, str, bool]]:
         """(name, value, source, is default) of every topic config, sorted by name."""
@@ -283,7 +312,8 @@ class ClusterView:
             open_parts = set(todo)
             deadline = time.monotonic() + max_seconds
             while open_parts and len(found) < limit and scanned < max_scan and time.monotonic() < deadline:
-                for msg in consumer.consume(num_messages=500, timeout=0.2):
+                # a short timeout: consume() waits all of it unless num_messages arrive first
+                for msg in consumer.consume(num_messages=500, timeout=0.02):
                     err = msg.error()
                     p = msg.partition()
                     if err is not None:
@@ -324,7 +354,7 @@ class ClusterView:
             consumer.assign([CTP(t, p, o) for (t, p), o in offsets.items()])
             deadline = time.monotonic() + max_seconds
             while len(out) < len(offsets) and time.monotonic() < deadline:
-                for msg in consumer.consume(num_messages=len(offsets) * 4, timeout=0.2):
+                for msg in consumer.consume(num_messages=len(offsets) * 4, timeout=0.02):
                     if msg.error() is not None:
                         continue
                     tp = (msg.topic(), msg.partition())

@@ -10,11 +10,13 @@ from __future__ import annotations
 import io
 import socket
 import struct
+from collections.abc import Mapping
 from typing import Any
 
-from kio.schema.describe_log_dirs.v1.request import DescribeLogDirsRequest
+from kio.schema.describe_log_dirs.v1.request import DescribableLogDirTopic, DescribeLogDirsRequest
 from kio.schema.describe_log_dirs.v1.response import DescribeLogDirsResponse
 from kio.schema.request_header.v1.header import RequestHeader
+from kio.schema.types import TopicName
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
@@ -33,13 +35,17 @@ def _exactly(sock: socket.socket, n: int) -> bytes:
     return bytes(out)
 
 
-def describe_log_dirs(host: str, port: int, timeout: float = 3.0) -> dict[tuple[str, int], int]:
-    """{(topic, partition): size in bytes} of every replica on the broker at host:port (current logs,
-    not future ones). Raises OSError / ConnectionError / ValueError when the broker cannot answer."""
+def describe_log_dirs(host: str, port: int, timeout: float = 3.0, topics: Mapping[str, list[int]] | None = None
+                      ) -> dict[tuple[str, int], int]:
+    """{(topic, partition): size in bytes} of the replicas on the broker at host:port (current logs, not
+    future ones): every one, or those of `topics` {name: partitions}. Raises OSError / ConnectionError /
+    ValueError when the broker cannot answer."""
     buf = io.BytesIO()
     entity_writer(RequestHeader)(buf, RequestHeader(request_api_key=i16(35), request_api_version=i16(1),
                                                     correlation_id=i32(1), client_id="kaflite-console"))
-    entity_writer(DescribeLogDirsRequest)(buf, DescribeLogDirsRequest(topics=None))
+    wanted = None if topics is None else tuple(
+        DescribableLogDirTopic(topic=TopicName(t), partitions=tuple(i32(p) for p in ps)) for t, ps in topics.items())
+    entity_writer(DescribeLogDirsRequest)(buf, DescribeLogDirsRequest(topics=wanted))
     body = buf.getvalue()
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.sendall(struct.pack(">i", len(body)) + body)

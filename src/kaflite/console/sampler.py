@@ -32,6 +32,11 @@ class Sampler:
         self.last_error = ""
         self.samples = 0
         self.group_lag: dict[str, int | None] = {}
+        # the last round's offsets and sizes, for pages that list every partition (the topics list)
+        self.earliest: dict[tuple[str, int], int] = {}
+        self.latest: dict[tuple[str, int], int] = {}
+        self.sizes: dict[tuple[int, str, int], int] | None = None
+        self.sampled_at: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -44,6 +49,10 @@ class Sampler:
             ends = self.view.latest_offsets(tps)
             now = self.clock()
             self.history.record_ends(now, ends)
+            earliest = self.view.offsets(tps, "earliest")
+            _cid, brokers = self.view.cluster()
+            self.sizes = self.view.log_dir_sizes(brokers)
+            self.earliest, self.latest, self.sampled_at = earliest, ends, now
             groups = self.view.list_groups()[:MAX_GROUPS]
             seen = set()
             for gid, _type, _state, _simple in groups:
@@ -59,6 +68,12 @@ class Sampler:
                     self.group_lag.pop(gid, None)
                     self.history.forget_group(gid)
             self.samples += 1
+
+    def cached_offsets(self, max_age: float) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]] | None:
+        """(earliest, latest) of the last round when it is at most `max_age` seconds old."""
+        if self.sampled_at is None or self.clock() - self.sampled_at > max_age:
+            return None
+        return self.earliest, self.latest
 
     def _run(self) -> None:
         while not self._stop.is_set():
