@@ -7,7 +7,7 @@
 Part 1, metrics on vs off (in one run): two kaflite brokers as processes, one started with
 `metrics.listener` and scraped once a second by a thread of this script (as Prometheus would, but more
 often), one without. Both get the same produce load (confluent-kafka, acks=all, linger.ms=5, N records of
-100 B over 6 partitions), alternating off / on for `--rounds` rounds; the table shows each round and the
+100 B over 6 partitions), in `--rounds` rounds (which broker goes first alternates); the table shows each round and the
 median on/off ratio (target >= 0.95).
 
 Part 2, console page load: one broker with `--topics` topics (2 partitions each, one record in each
@@ -89,12 +89,19 @@ def metrics_part(args: argparse.Namespace, tmp: Path) -> None:
         scraper.start()
         rows: list[tuple[int, float, float, float, float]] = []
         for i in range(args.rounds):
-            off_rate, off_cpu = produce_phase(off, "bench", args.records, 100)
-            on_rate, on_cpu = produce_phase(on, "bench", args.records, 100)
+            # alternate which broker goes first, so a drift of the shared machine's load hits both
+            if i % 2 == 0:
+                off_rate, off_cpu = produce_phase(off, "bench", args.records, 100)
+                on_rate, on_cpu = produce_phase(on, "bench", args.records, 100)
+            else:
+                on_rate, on_cpu = produce_phase(on, "bench", args.records, 100)
+                off_rate, off_cpu = produce_phase(off, "bench", args.records, 100)
             rows.append((i + 1, off_rate, on_rate, off_cpu, on_cpu))
         scraper.stop_event.set()
         scraper.join(15)
-        counted = [line for line in scraper.last.decode().splitlines()
+        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10) as r:
+            final = r.read().decode()
+        counted = [line for line in final.splitlines()
                    if line.startswith('kafka_server_brokertopicmetrics_messagesin_total{topic="bench"}')]
     finally:
         off.stop()
@@ -105,7 +112,9 @@ def metrics_part(args: argparse.Namespace, tmp: Path) -> None:
     for i, off_rate, on_rate, off_cpu, on_cpu in rows:
         print(f"{i:>5} {off_rate:>12,.0f} {on_rate:>12,.0f} {on_rate / off_rate:>7.3f} {off_cpu:>12.2f} {on_cpu:>11.2f}")
     ratio = statistics.median(r[2] / r[1] for r in rows)
-    print(f"median on/off: {ratio:.3f} (target >= 0.95); {len(scraper.times)} scrapes, "
+    cpu_ratio = statistics.median(r[4] / r[3] for r in rows)
+    print(f"median on/off: {ratio:.3f} (target >= 0.95); broker CPU per record on/off: {cpu_ratio:.3f}; "
+          f"{len(scraper.times)} scrapes, "
           f"median {statistics.median(scraper.times) * 1000:.1f} ms, max {max(scraper.times) * 1000:.1f} ms")
     print(f"last scrape: {counted[0] if counted else '(no bench series)'} "
           f"(expected {args.records * args.rounds:,} records)")
@@ -176,7 +185,7 @@ def console_part(args: argparse.Namespace, tmp: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=300_000, help="records per produce round")
-    ap.add_argument("--rounds", type=int, default=3, help="off/on produce rounds")
+    ap.add_argument("--rounds", type=int, default=5, help="off/on produce rounds (the order alternates)")
     ap.add_argument("--scrape-interval", type=float, default=1.0, help="seconds between scrapes of the 'on' broker")
     ap.add_argument("--topics", type=int, default=1000)
     ap.add_argument("--groups", type=int, default=100)
