@@ -49,11 +49,13 @@ def test_console_command_unreachable_cluster() -> None:
 def test_assign_html_report(tmp_path: Path) -> None:
     out = tmp_path / "lab.html"
     res = subprocess.run([sys.executable, "-m", "kaflite", "assign", "-t", "t0:3", "-t", "t1:2", "-m", "C0:t0,t1",
-                          "-m", "C1:t0,t1", "-m", "C2:t1", "--then-leave", "C0", "--html", str(out)],
+                          "-m", "C1:t0,t1", "-m", "C2:t1", "--then-leave", "C0", "--then-grow", "t1:4",
+                          "--html", str(out)],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     page = out.read_text()
     for s in ("range", "roundrobin", "sticky", "cooperative-sticky", "uniform", "server-range"):
         assert f'id="run-{s}"' in page
-    assert "<svg" in page and "C0 leaves" in page and "<style>" in page
+    assert "<svg" in page and "C0 leaves, t1 grows to 4 partitions" in page and "<style>" in page
+    assert "t1 grows to 4 partitions" in res.stdout and "t1-3" in res.stdout  # the text report grows too
     assert "src=\"http" not in page and "href=\"http" not in page  # offline: nothing loaded from a network

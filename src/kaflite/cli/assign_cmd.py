@@ -177,6 +177,8 @@ def assign_command(
     then_leave: Annotated[list[str] | None, typer.Option("--then-leave", help="Member(s) leaving next.")] = None,
     then_join: Annotated[list[str] | None, typer.Option("--then-join",
         help="NAME:TOPIC,TOPIC... (optional @RACK) joining next.")] = None,
+    then_grow: Annotated[list[str] | None, typer.Option("--then-grow",
+        help="NAME:PARTITIONS: a topic growing to this many partitions next.")] = None,
     replica_racks: Annotated[list[str] | None, typer.Option("--replica-racks",
         help="TOPIC=RACK,RACK...: partition i's replica on rack number i mod n (rack-aware assignment).")] = None,
     seed_notation: Annotated[bool, typer.Option("--seed-notation", help="Print t0p1 instead of t0-1.")] = False,
@@ -213,7 +215,14 @@ def assign_command(
             after = after.with_members(dict(_parse_member(j, "--then-join") for j in then_join))
     except ValueError as err:
         fail(str(err), EXIT_USAGE)
-    changed = bool(then_leave or then_join)
+    grow = dict(_parse_topic(g) for g in then_grow or [])
+    for t, n in grow.items():
+        if t not in group.topics or n < group.topics[t]:
+            fail(f"--then-grow: {t}:{n} must name a --topic and not shrink it "
+                 f"(topics: {', '.join(f'{k}:{v}' for k, v in group.topics.items())})", EXIT_USAGE)
+    if grow:
+        after = Group({**after.topics, **grow}, after.members, after.partition_racks)
+    changed = bool(then_leave or then_join or grow)
 
     results: list[dict[str, Any]] = []
     console = _console()
@@ -228,7 +237,8 @@ def assign_command(
                               "moves": [[str(tp), o, n] for tp, o, n in moves(first.final, second.final)]}
             if not as_json:
                 what = ", ".join([f"{m} leaves" for m in then_leave or []] +
-                                 [f"{j.split(':')[0]} joins" for j in then_join or []])
+                                 [f"{j.split(':')[0]} joins" for j in then_join or []] +
+                                 [f"{t} grows to {n} partitions" for t, n in grow.items()])
                 _print_rebalance(console, f"after {what}", after, second, seed_notation)
                 _print_moves(console, first.final, second.final, seed_notation)
         if not as_json:
@@ -238,10 +248,10 @@ def assign_command(
         typer.echo(json.dumps(results, indent=2))
     if html is not None:
         _write_html(html, group, then_leave or [], [_parse_member(j, "--then-join") for j in then_join or []],
-                    strategy, as_json)
+                    grow, strategy, as_json)
 
 
-def _write_html(path: Path, group: Group, leave: list[str], join: list[tuple[str, Member]],
+def _write_html(path: Path, group: Group, leave: list[str], join: list[tuple[str, Member]], grow: dict[str, int],
                 strategy: list[str] | None, quiet: bool) -> None:
     """The console's lab report (kaflite.console.report); all six strategies unless --strategy is given."""
     try:
@@ -249,7 +259,7 @@ def _write_html(path: Path, group: Group, leave: list[str], join: list[tuple[str
         from kaflite.console.report import lab_report_html
     except ImportError as err:
         fail(f"--html needs Jinja2 ({err.name} is missing): pip install 'kaflite[console]'", EXIT_USAGE)
-    page = lab_report_html(group, Change(list(leave), dict(join)), strategy or LAB_STRATEGIES)
+    page = lab_report_html(group, Change(list(leave), dict(join), dict(grow)), strategy or LAB_STRATEGIES)
     try:
         path.write_text(page, encoding="utf-8")
     except OSError as err:
