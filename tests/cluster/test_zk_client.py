@@ -262,3 +262,55 @@ def test_unreachable_zookeeper_is_one_clear_error() -> None:
     ):
         c.start()
     assert time.monotonic() - t0 < 10
+
+
+def test_batched_writes_find_the_stale_and_existing_ones(clients: Callable[[], KafkaZkClient]) -> None:
+    c = clients()
+    guard = c.register_controller_and_increment_epoch(0)
+    tps = [("t", p) for p in range(5)]
+    c.create_partition_states({tps[2]: LeaderAndIsr(9, 0, (9,), 1)}, guard)  # one exists already
+    created, existing = c.create_partition_states({tp: LeaderAndIsr(0, 0, (0,), 1) for tp in tps}, guard)
+    assert existing == {tps[2]} and set(created) == set(tps) - {tps[2]}
+    c.update_partition_states({tps[4]: LeaderAndIsr(0, 0, (0,), 1, 0)}, None)  # someone writes first
+    written, stale = c.update_partition_states({tp: LeaderAndIsr(1, 1, (1,), 1, 0) for tp in tps}, guard)
+    assert stale == {tps[4]} and set(written) == set(tps) - {tps[4]}
+    assert all(s.zk_version == 1 for s in written.values())
+    states = c.get_partition_states(tps)
+    assert states[tps[4]] == LeaderAndIsr(0, 0, (0,), 1, 1) and states[tps[0]] == LeaderAndIsr(
+        1, 1, (1,), 1, 1
+    )
+
+
+def test_pipelined_state_watches(clients: Callable[[], KafkaZkClient]) -> None:
+    controller, broker = clients(), clients()
+    guard = controller.register_controller_and_increment_epoch(0)
+    events: queue.Queue[ZkEvent] = queue.Queue()
+    tps = [("w", p) for p in range(3)]
+    broker.watch_partition_states(tps, events.put)
+    broker.watch_partition_states(tps, events.put)  # watching twice changes nothing
+    for _ in tps:
+        _wait_for(events, lambda e: isinstance(e, PartitionStateChanged) and e.state is None)
+    controller.create_partition_states({tp: LeaderAndIsr(1, 0, (1,), 1) for tp in tps}, guard)
+    seen = set()
+    while len(seen) < 3:
+        e = _wait_for(events, lambda e: isinstance(e, PartitionStateChanged) and e.state is not None)
+        assert isinstance(e, PartitionStateChanged)
+        seen.add((e.topic, e.partition))
+    controller.update_partition_states({tps[1]: LeaderAndIsr(2, 1, (2,), 1, 0)}, guard)
+    e = _wait_for(
+        events, lambda e: isinstance(e, PartitionStateChanged) and e.state is not None and e.state.leader == 2
+    )
+    assert isinstance(e, PartitionStateChanged) and (e.topic, e.partition) == tps[1] and e.state is not None
+    assert e.state.zk_version == 1
+    controller.delete_topic("w", guard)
+    for _ in tps:
+        _wait_for(events, lambda e: isinstance(e, PartitionStateChanged) and e.state is None)
+    # created again: the watch (re-armed as an exists watch) sees it
+    controller.create_partition_states({tps[0]: LeaderAndIsr(3, 0, (3,), 1)}, guard)
+    _wait_for(
+        events, lambda e: isinstance(e, PartitionStateChanged) and e.state is not None and e.state.leader == 3
+    )
+    assert events.empty() or all(
+        isinstance(x, PartitionStateChanged) and x.state in (None, LeaderAndIsr(3, 0, (3,), 1, 0))
+        for x in list(events.queue)
+    )

@@ -136,8 +136,7 @@ class ClusterMember:
         with self._lock:
             new = [tp for tp in mine if tp not in self._watched]
             self._watched.update(new)
-        for t, p in sorted(new):
-            self.zk.watch_partition_state(t, p, self._on_state)
+        self.zk.watch_partition_states(sorted(new), self._on_state)
 
     def _on_state(self, event: ZkEvent) -> None:
         if not isinstance(event, PartitionStateChanged) or event.state is None:

@@ -72,6 +72,8 @@ __all__ = [
 log = logging.getLogger("kaflite.cluster.zk")
 
 TopicPartition = tuple[str, int]
+# partition state writes per ZooKeeper multi-op (a few hundred bytes each, far below jute.maxbuffer)
+BATCH_SIZE = 200
 
 
 class ZkConnectionError(RuntimeError):
@@ -198,6 +200,7 @@ class KafkaZkClient:
         # Kafka: zookeeper.connection.timeout.ms defaults to the session timeout
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
         self._hosts_text = ",".join(f"{h}:{p}" for h, p in self.hosts)
+        self._op_timeout_s = max(10.0, 2 * session_timeout_ms / 1000)
         self._zk = KazooClient(
             hosts=self._hosts_text + (self.chroot or ""),
             timeout=session_timeout_ms / 1000,
@@ -208,6 +211,9 @@ class KafkaZkClient:
         self._listeners: list[EventCallback] = []
         self._session_lost = False
         self._closed = False
+        self._state_lock = threading.Lock()
+        self._state_watchers: dict[TopicPartition, Callable[[Any], None]] = {}
+        self._state_callbacks: dict[TopicPartition, EventCallback] = {}
         self._zk.add_listener(self._on_state)
 
     # --- session ------------------------------------------------------------------------------------
@@ -269,8 +275,11 @@ class KafkaZkClient:
             self._emit_state("suspended")
         elif state == KazooState.CONNECTED:
             if self._session_lost and self._registration is not None and not self._closed:
-                self._session_lost = False
                 threading.Thread(target=self._reregister, name="zk-reregister", daemon=True).start()
+            self._session_lost = False
+            if self._state_watchers and not self._closed:
+                # watches of a lost session are gone, and one armed while disconnected never was
+                threading.Thread(target=self._rearm_state_watches, name="zk-rewatch", daemon=True).start()
             self._emit_state("connected")
 
     def _emit_state(self, state: str) -> None:
@@ -416,13 +425,20 @@ class KafkaZkClient:
             except (NoNodeError, BadVersionError):
                 pass
 
-    def _guarded(self, guard: ControllerEpochZkVersion | None, build: Callable[[Any], None]) -> list[Any]:
-        """Commit the ops `build` adds, after a check of /controller_epoch when `guard` is given."""
+    def _tx(self, guard: ControllerEpochZkVersion | None, build: Callable[[Any], None]) -> Any:
+        """A transaction: the check of /controller_epoch when `guard` is given, then the ops of `build`."""
         tx = self._zk.transaction()
         if guard is not None:
             tx.check(zd.CONTROLLER_EPOCH, guard.zk_version)
         build(tx)
-        results = tx.commit()
+        return tx
+
+    def _guarded(self, guard: ControllerEpochZkVersion | None, build: Callable[[Any], None]) -> list[Any]:
+        """Commit the ops `build` adds, after a check of /controller_epoch when `guard` is given."""
+        return self._check_guard(guard, self._tx(guard, build).commit())
+
+    def _check_guard(self, guard: ControllerEpochZkVersion | None, results: list[Any]) -> list[Any]:
+        """The results of a transaction's own ops; ControllerMovedError when its guard failed."""
         if guard is not None:
             first = results[0]
             if isinstance(first, BadVersionError | NoNodeError):
@@ -538,7 +554,7 @@ class KafkaZkClient:
         out: dict[TopicPartition, LeaderAndIsr | None] = {}
         for tp, res in pending:
             try:
-                data, stat = res.get(timeout=self.session_timeout_ms / 1000)
+                data, stat = res.get(timeout=self._op_timeout_s)
             except NoNodeError:
                 out[tp] = None
                 continue
@@ -548,22 +564,47 @@ class KafkaZkClient:
     def create_partition_states(
         self, states: Mapping[TopicPartition, LeaderAndIsr], guard: ControllerEpochZkVersion | None
     ) -> tuple[dict[TopicPartition, LeaderAndIsr], set[TopicPartition]]:
-        """Create the state znodes of new partitions (NewPartition -> OnlinePartition).
+        """Create the state znodes of new partitions (NewPartition -> OnlinePartition), with their
+        /partitions/<p> parents.
 
         Returns (created, with zk_version 0; already existing). ControllerMovedError when fenced.
+        Partitions go BATCH_SIZE to a multi-op (new partitions almost never exist already); a batch
+        that fails is redone one partition at a time to find which did.
         """
-        for t, p in states:
-            self._zk.ensure_path(zd.partition_path(t, p))
+        for topic in sorted({t for t, _ in states}):
+            self._zk.ensure_path(zd.partitions_path(topic))
         created: dict[TopicPartition, LeaderAndIsr] = {}
         existing: set[TopicPartition] = set()
-        for tp, state in sorted(states.items()):
-            path, data = zd.partition_state_path(*tp), state.encode()
-            results = self._guarded(guard, _op("create", path, data))
-            if isinstance(results[0], NodeExistsError):
-                existing.add(tp)
+        items = sorted(states.items())
+
+        def batch_ops(batch: list[tuple[TopicPartition, LeaderAndIsr]]) -> Callable[[Any], None]:
+            def build(tx: Any) -> None:
+                for tp, state in batch:
+                    tx.create(zd.partition_path(*tp), b"")
+                    tx.create(zd.partition_state_path(*tp), state.encode())
+
+            return build
+
+        pending = [
+            (batch, self._tx(guard, batch_ops(batch)).commit_async())
+            for batch in (items[i : i + BATCH_SIZE] for i in range(0, len(items), BATCH_SIZE))
+        ]
+        for batch, res in pending:
+            results = self._check_guard(guard, res.get(timeout=self._op_timeout_s))
+            if not any(isinstance(r, Exception) for r in results):
+                created.update((tp, _with_version(state, 0)) for tp, state in batch)
                 continue
-            _raise_first(results)
-            created[tp] = _with_version(state, 0)
+            for tp, state in batch:  # redo one by one: which ones exist already?
+                try:
+                    self._zk.create(zd.partition_path(*tp), b"")
+                except NodeExistsError:
+                    pass
+                one = self._guarded(guard, _op("create", zd.partition_state_path(*tp), state.encode()))
+                if isinstance(one[0], NodeExistsError):
+                    existing.add(tp)
+                    continue
+                _raise_first(one)
+                created[tp] = _with_version(state, 0)
         return created, existing
 
     def update_partition_states(
@@ -572,18 +613,38 @@ class KafkaZkClient:
         """Compare-and-set each state znode at the `zk_version` carried by its new value.
 
         Returns (written, with their new zk_version; stale: someone else wrote first, re-read them).
-        A guarded write that finds the controller epoch moved raises ControllerMovedError.
+        A guarded write that finds the controller epoch moved raises ControllerMovedError. Batched as
+        create_partition_states; a batch with a stale partition is redone one partition at a time.
         """
         written: dict[TopicPartition, LeaderAndIsr] = {}
         stale: set[TopicPartition] = set()
-        for tp, state in sorted(states.items()):
-            path, data = zd.partition_state_path(*tp), state.encode()
-            results = self._guarded(guard, _op("set_data", path, data, state.zk_version))
-            if isinstance(results[0], BadVersionError | NoNodeError):
-                stale.add(tp)
+        items = sorted(states.items())
+
+        def batch_ops(batch: list[tuple[TopicPartition, LeaderAndIsr]]) -> Callable[[Any], None]:
+            def build(tx: Any) -> None:
+                for tp, state in batch:
+                    tx.set_data(zd.partition_state_path(*tp), state.encode(), state.zk_version)
+
+            return build
+
+        pending = [
+            (batch, self._tx(guard, batch_ops(batch)).commit_async())
+            for batch in (items[i : i + BATCH_SIZE] for i in range(0, len(items), BATCH_SIZE))
+        ]
+        for batch, res in pending:
+            results = self._check_guard(guard, res.get(timeout=self._op_timeout_s))
+            if not any(isinstance(r, Exception) for r in results):
+                for (tp, state), stat in zip(batch, results, strict=True):
+                    written[tp] = _with_version(state, int(stat.version))
                 continue
-            _raise_first(results)
-            written[tp] = _with_version(state, int(results[0].version))
+            for tp, state in batch:
+                path, data = zd.partition_state_path(*tp), state.encode()
+                one = self._guarded(guard, _op("set_data", path, data, state.zk_version))
+                if isinstance(one[0], BadVersionError | NoNodeError):
+                    stale.add(tp)
+                    continue
+                _raise_first(one)
+                written[tp] = _with_version(state, int(one[0].version))
         return written, stale
 
     # --- configs ------------------------------------------------------------------------------------------
@@ -805,6 +866,75 @@ class KafkaZkClient:
                     callback(ConfigChanged(kind, entity))
 
         self._watches.append(ChildrenWatch(self._zk, zd.CONFIG_CHANGES, self._safe(on_changes)))
+
+    def watch_partition_states(self, partitions: Iterable[TopicPartition], callback: EventCallback) -> None:
+        """PartitionStateChanged with each partition's current state, then on every write (or deletion)
+        of its state znode. The reads are pipelined (a broker with 10,000 partitions does not wait for
+        10,000 round trips); each watch is a one-shot data watch (an `exists` watch while the znode is
+        missing) re-armed when it fires, with one
+        function per partition so re-arming never duplicates it, and all are re-armed after a new
+        session (ZooKeeper drops the watches of an expired one)."""
+        for tp in partitions:
+            with self._state_lock:
+                if tp in self._state_watchers:
+                    continue
+                self._state_watchers[tp] = self._state_watcher(tp, callback)
+            self._arm_state_watch(tp)
+
+    def _state_watcher(self, tp: TopicPartition, callback: EventCallback) -> Callable[[Any], None]:
+        def on_event(_event: Any) -> None:
+            if not self._closed:
+                self._arm_state_watch(tp)
+
+        self._state_callbacks[tp] = callback
+        return on_event
+
+    def _arm_state_watch(self, tp: TopicPartition) -> None:
+        path = zd.partition_state_path(*tp)
+        callback = self._state_callbacks[tp]
+
+        def deliver(state: LeaderAndIsr | None) -> None:
+            try:
+                callback(PartitionStateChanged(tp[0], tp[1], state))
+            except Exception:
+                log.exception("partition state callback failed for %s-%d", *tp)
+
+        watcher = self._state_watchers[tp]
+
+        def on_exists(res: Any) -> None:
+            try:
+                stat = res.get()
+            except KazooException:
+                return  # connection lost: everything is re-armed with the next connection
+            if stat is None:
+                deliver(None)
+            else:  # created between our two reads: read it (with the data watch) again
+                self._zk.get_async(path, watch=watcher).rawlink(on_data)
+
+        def on_data(res: Any) -> None:
+            try:
+                data, stat = res.get()
+            except NoNodeError:
+                # a get on a missing znode sets no watch: watch for its creation instead
+                self._zk.exists_async(path, watch=watcher).rawlink(on_exists)
+                return
+            except KazooException:
+                return
+            try:
+                deliver(LeaderAndIsr.decode(path, data, int(stat.version)))
+            except zd.ZkDataError as e:
+                log.error("unreadable znode: %s", e)
+
+        try:
+            self._zk.get_async(path, watch=watcher).rawlink(on_data)
+        except KazooException:
+            pass  # not connected: re-armed on the next connection
+
+    def _rearm_state_watches(self) -> None:
+        with self._state_lock:
+            tps = list(self._state_watchers)
+        for tp in tps:
+            self._arm_state_watch(tp)
 
     def watch_partition_state(self, topic: str, partition: int, callback: EventCallback) -> None:
         """PartitionStateChanged on every write of the partition's state znode (how a broker learns
