@@ -1,7 +1,10 @@
 """The kaflite Spark pipeline in one script (same as `kaflite pipeline demo`).
 
-python examples/pipeline_demo.py                 # embedded kaflite broker
-python examples/pipeline_demo.py 127.0.0.1:9092  # any Kafka-compatible broker
+    .venv/bin/python examples/pipeline_demo.py                 # embedded kaflite broker
+    .venv/bin/python examples/pipeline_demo.py 127.0.0.1:9092  # any Kafka-compatible broker
+
+Like the command, Spark stays on loopback and logs only errors; the summary ends with the full path of
+the Parquet output and of the temporary work directory.
 """
 
 import sys

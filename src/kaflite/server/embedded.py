@@ -33,6 +33,28 @@ def load_broker_config(overrides: dict[str, str], dev: bool) -> BrokerConfig:
 
 
 class EmbeddedBroker:
+    """A real kaflite broker in this process, on 127.0.0.1, for tests, notebooks and scripts.
+
+    Use it as a context manager (`with` or `async with`), or call `start()` / `stop()`:
+
+        with EmbeddedBroker() as broker:
+            print(broker.bootstrap)                  # "127.0.0.1:<port>"
+
+    Arguments:
+        data_dir: where the logs live. None (default): a new temporary directory, removed by `stop()`;
+            a path: kept after `stop()`, so a second broker on it finds the same topics and records.
+        port: the listener's port; 0 (default) picks a free one (read it from `port` / `bootstrap`).
+        overrides: any broker key of `server.properties` (e.g. {"num.partitions": "3"}); a bad key or
+            value raises ConfigError naming it.
+        dev: True (default) applies the `--dev` profile of `kaflite serve`: 100 ms initial rebalance
+            delay and 1 MiB segments, so consumer groups form fast in tests. Like `--dev` it is not the
+            durable mode; pass dev=False for Kafka's defaults (3 s rebalance delay, 1 GiB segments),
+            and {"log.flush.interval.messages": "1"} to fsync before acknowledging.
+
+    The broker runs its asyncio server on a background (daemon) thread with its own event loop;
+    `server` is the KafkaServer and `call(fn, *args)` runs `fn` on that loop and returns its result.
+    """
+
     def __init__(
         self,
         data_dir: Path | None = None,

@@ -34,6 +34,8 @@ class DemoReport:
     input_topic: str
     output_topic: str
     parquet_dir: str
+    work_dir: str = ""  # broker data (when embedded), checkpoint and Parquet
+    work_dir_is_temporary: bool = False  # created by the demo (no --out): left for inspection, said so
     events_produced: int = 0
     events_read: int = 0
     batches: int = 0
@@ -107,7 +109,7 @@ def _broker(bootstrap: str | None, factory: BrokerFactory | None, data_dir: Path
 def _create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})  # librdkafka: errors only
     futures = admin.create_topics([NewTopic(n, partitions, 1) for n in names])
     for f in futures.values():
         f.result(30)
@@ -127,12 +129,15 @@ def run_demo(
     """Run the whole pipeline once; returns what it did. `spark`: an existing session to use (and
     leave running), e.g. in tests; by default a local session is started and stopped. Without
     `bootstrap`, `broker(data_dir)` starts the broker to use (e.g. an embedded kaflite broker)."""
-    work = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="kaflite-pipeline-"))
+    work = (Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="kaflite-pipeline-"))).resolve()
     work.mkdir(parents=True, exist_ok=True)
+    progress(f"work directory: {work}" + ("" if out_dir else " (temporary)"))
     stamp = time.strftime("%H%M%S")
     input_topic, output_topic = f"events-{stamp}", f"user-window-totals-{stamp}"
     with _broker(bootstrap, broker, work) as servers:
-        report = DemoReport(servers, input_topic, output_topic, str(work / "parquet"))
+        report = DemoReport(
+            servers, input_topic, output_topic, str(work / "parquet"), str(work), out_dir is None
+        )
         progress(f"broker: {servers}{' (embedded kaflite)' if not bootstrap else ''}")
         _create_topics(servers, [input_topic, output_topic], partitions)
         progress(f"topics: {input_topic} ({partitions} partitions) -> {output_topic}")
@@ -141,7 +146,7 @@ def run_demo(
         if spark is None:
             progress("spark: starting a local SparkSession (about 20 s here) ...")
             t0 = time.monotonic()
-            spark = _spark_session()
+            spark = _spark_session(work)
             report.spark_startup_s = time.monotonic() - t0
             progress(f"spark: ready in {report.spark_startup_s:.1f} s")
 
@@ -167,16 +172,40 @@ def run_demo(
     return report
 
 
-def _spark_session() -> Any:
+# Spark's own log lines go to stderr at ERROR only, from the JVM's first line (setLogLevel comes too late
+# for the start-up warnings); written into the work directory and passed to the driver JVM. The root level
+# stays WARN, the level Spark announces for interactive sessions, so it does not print its
+# "Setting default log level" banner; the appender's threshold drops everything below ERROR.
+QUIET_LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = stderr
+appender.stderr.type = Console
+appender.stderr.name = stderr
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.filter.threshold.type = ThresholdFilter
+appender.stderr.filter.threshold.level = error
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def _spark_session(work: Path | None = None) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     from kaflite.spark import register
 
+    builder = SparkSession.builder.master("local[2]")
+    if work is not None:
+        log_config = work / "log4j2.properties"
+        log_config.write_text(QUIET_LOG4J2)
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_config}")
     spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("kaflite-pipeline-demo")
+        builder.appName("kaflite-pipeline-demo")
+        # loopback only: the driver neither binds nor advertises another interface
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
@@ -301,7 +330,6 @@ def print_report(report: DemoReport) -> None:
     summary.add_row(
         "updates written to Parquet and topic", f"{report.output_records} -> {report.output_topic}"
     )
-    summary.add_row("Parquet", report.parquet_dir)
     summary.add_row(
         "totals equal to the generator's",
         "yes" if report.mismatches == 0 else f"NO ({report.mismatches} differ)",
@@ -316,3 +344,10 @@ def print_report(report: DemoReport) -> None:
     for user, start, n, amount in report.top:
         top.add_row(user, start, str(n), f"{amount:.2f}")
     console.print(top)
+    # full paths on lines of their own (a table column would cut them to the terminal's width)
+    print(f"Parquet output: {report.parquet_dir}")
+    if report.work_dir_is_temporary:
+        print(
+            f"Temporary work directory (checkpoint, Parquet, embedded broker data), kept so you can look at "
+            f"it: {report.work_dir}\nRemove it with: rm -rf {report.work_dir}"
+        )
