@@ -1,0 +1,102 @@
+"""Every `console` example of docs/cli.md runs, in order, against a real broker, and prints what the page
+shows.
+
+A runnable example is a ```console block: `$ command` lines, each followed by the output it prints
+(stdout and stderr together). Values that change from run to run are compared by shape: the broker's
+address (the page shows 127.0.0.1:9092), 13-digit timestamps, 22-character ids (topic id, cluster id),
+CRCs, temporary directories; runs of spaces are compared as one space. A line `...` stands for any
+number of lines. The `kaflite pipeline demo` example needs Spark and runs in its own test.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO
+from kaflite.server.embedded import EmbeddedBroker
+
+DOC = REPO / "docs" / "cli.md"
+
+
+def examples(text: str) -> list[tuple[str, list[str]]]:
+    """(command, expected output lines) for every `$ ` line of every ```console block, in page order."""
+    out: list[tuple[str, list[str]]] = []
+    for block in re.findall(r"^```console\n(.*?)^```", text, re.S | re.M):
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                out.append((line[2:], []))
+            elif out:
+                out[-1][1].append(line)
+    return out
+
+
+def normalize(line: str, bootstrap: str) -> str:
+    line = line.replace(bootstrap, "127.0.0.1:9092").replace(bootstrap.rsplit(":", 1)[1], "9092")
+    line = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:9092", line)  # e.g. the demo's embedded broker
+    line = re.sub(r"\b\d{13}\b", "<ms>", line)
+    line = re.sub(r"(?<![\w-])[A-Za-z0-9_-]{22}(?![\w-])", "<id>", line)
+    line = re.sub(r"crc: \d+", "crc: <crc>", line)
+    line = re.sub(r"/tmp/kaflite-[\w-]+", "/tmp/kaflite-<dir>", line)
+    return " ".join(line.split())
+
+
+def matches(expected: list[str], actual: list[str]) -> bool:
+    """`expected` equals `actual` line by line, a `...` line matching any run of lines (also none)."""
+    if not expected:
+        return not actual
+    if expected[0] == "...":
+        return any(matches(expected[1:], actual[i:]) for i in range(len(actual) + 1))
+    return bool(actual) and expected[0] == actual[0] and matches(expected[1:], actual[1:])
+
+
+def _run(command: str, cwd: Path, bootstrap: str, timeout: float = 120) -> str:
+    env = dict(
+        os.environ,
+        KAFLITE_BOOTSTRAP=bootstrap,
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        COLUMNS="100",
+        NO_COLOR="1",
+    )
+    env.pop("FORCE_COLOR", None)
+    proc = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    return proc.stdout
+
+
+def _check(command: str, expected: list[str], cwd: Path, bootstrap: str, timeout: float = 120) -> None:
+    actual = [normalize(ln, bootstrap) for ln in _run(command, cwd, bootstrap, timeout).splitlines()]
+    want = [ln if ln.strip() == "..." else normalize(ln, bootstrap) for ln in expected]
+    actual = [ln for ln in actual if ln]
+    want = [ln.strip() if ln.strip() == "..." else ln for ln in want if ln.strip()]
+    assert matches(want, actual), f"$ {command}\n--- docs/cli.md shows:\n" + "\n".join(want) + \
+        "\n--- it printed:\n" + "\n".join(actual)
+
+
+def test_examples_are_found() -> None:
+    found = examples(DOC.read_text())
+    commands = {m for c, _ in found for m in re.findall(r"\bkaflite ([a-z-]+)", c)}
+    assert {"serve", "topics", "configs", "produce", "consume", "groups", "cluster", "delete-records",
+            "dump-log", "assign", "partition", "pipeline"} <= commands
+    assert matches(["a", "...", "d"], ["a", "b", "c", "d"]) and not matches(["a", "d"], ["a", "b", "d"])
+
+
+def test_documented_examples_print_what_the_page_shows(tmp_path: Path) -> None:
+    found = [(c, e) for c, e in examples(DOC.read_text()) if "kaflite pipeline" not in c]
+    with EmbeddedBroker(data_dir=tmp_path / "kaflite-data") as broker:
+        for command, expected in found:
+            _check(command, expected, tmp_path, broker.bootstrap)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_documented_pipeline_demo(tmp_path: Path) -> None:
+    pytest.importorskip("pyspark")
+    for command, expected in examples(DOC.read_text()):
+        if "kaflite pipeline" in command:
+            _check(command, expected, tmp_path, "127.0.0.1:9092", timeout=600)
