@@ -236,3 +236,59 @@ def test_leader_epochs_make_stale_load_and_unload_events_no_ops() -> None:
             await parked
         assert e.value.code is ErrorCode.not_coordinator and rt.state(0) is None
     run(body)
+
+
+class CounterShard:
+    """A state machine that is not a group coordinator at all: the runtime must run it unchanged (as it will
+    run the transaction coordinator's shards)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[bytes, int] = {}
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        if value is None:
+            self.counts.pop(key, None)
+        else:
+            self.counts[key] = int(value)
+
+    def activate(self, now_ms: int) -> Any:
+        return Step()
+
+    def poll_timers(self, now_ms: int) -> Any:
+        return Step()
+
+    def next_deadline(self) -> int | None:
+        return None
+
+    def incr(self, key: bytes) -> Any:
+        value = str(self.counts.get(key, 0) + 1).encode()
+        self.replay(key, value)
+        return Step([Rec(key, value)], [(None, int(value))])
+
+
+class Rec:
+    def __init__(self, key: bytes, value: bytes | None) -> None:
+        self.key, self.value = key, value
+
+
+class Step:
+    def __init__(self, records: list[Rec] | None = None, responses: list[tuple[Hashable, Any]] | None = None) -> None:
+        self.records = records or []
+        self.responses = responses or []
+        self.timers: list[Any] = []
+
+
+def test_the_runtime_runs_any_state_machine() -> None:
+    async def body() -> None:
+        writer = HandWriter()
+        rt: CoordinatorRuntime[CounterShard] = CoordinatorRuntime(lambda p: CounterShard(), writer, lambda: 0, "counter")
+        await rt.load(3)
+        answers = [rt.write(3, lambda shard, now: shard.incr(b"x")) for _ in range(3)]
+        writer.commit_all()
+        assert [await a for a in answers] == [1, 2, 3]
+        writer.fail_next = OSError(28, "ENOSPC")
+        with pytest.raises(KafkaError):
+            await rt.write(3, lambda shard, now: shard.incr(b"x"))
+        assert rt.shard(3).counts == {b"x": 3}  # reloaded: the unwritten 4 is gone
+        assert writer.logs[3] == [(b"x", b"1"), (b"x", b"2"), (b"x", b"3")]
+    run(body)
