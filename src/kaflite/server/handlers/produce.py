@@ -69,7 +69,7 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
             metrics.produced(topic, 0 if result.duplicate else result.last_offset - result.base_offset + 1,
                              len(pdata.records))
         answer = (pdata.index, 0, result.base_offset, result.log_append_time, result.log_start_offset, None)
-        if acks == -1:
+        if acks == -1 and not part.commits_on_append:
             done, code = part.check_enough_replicas_reach_offset(result.last_offset + 1)
             if not done:
                 pending.append((len(topics), answer, part, result.last_offset + 1))

@@ -77,6 +77,11 @@ class Partition:
         return self.state.leader == self.broker_id
 
     @property
+    def commits_on_append(self) -> bool:
+        """This broker is the whole ISR: an append is committed when it returns (acks=-1 never waits)."""
+        return self._single
+
+    @property
     def leader_epoch(self) -> int:
         return self.state.leader_epoch
 

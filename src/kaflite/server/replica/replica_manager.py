@@ -79,6 +79,8 @@ class ReplicaManager:
         self._topic_settings = topic_settings
         self.partitions: dict[TopicPartition, Partition] = {}
         self.image = MetadataImage()  # the last image applied
+        self._delayed_produces = 0  # acks=-1 requests waiting in wait_committed (appends skip the wake-up
+        # of produce keys while there are none)
 
     # -- following the metadata image -----------------------------------------------------------------
     def on_image(self, _old: MetadataImage | None, new: MetadataImage) -> None:
@@ -184,13 +186,12 @@ class ReplicaManager:
             from kaflite.protocol.record_batch import recompress_batches
 
             records = recompress_batches(records, codec)
-        hw = part.log.high_watermark if part.log is not None else -1
         try:
             result = part.append_records_to_leader(records, required_acks, self.now_ms())
         except OSError as e:  # disk full, I/O error: Kafka's KAFKA_STORAGE_ERROR, the broker lives on
             log.error("append to %s-%d failed: %s", topic, partition, e)
             raise KafkaError(ErrorCode.kafka_storage_error, str(e)) from e
-        if part.high_watermark != hw:
+        if self._delayed_produces:  # someone may wait for this partition's high watermark
             self.purgatory.complete(produce_key(topic, partition))
         self.purgatory.complete(fetch_key(topic, partition))
         return part, result
@@ -200,16 +201,20 @@ class ReplicaManager:
         the error the produce is answered with (NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER,
         REQUEST_TIMED_OUT)."""
         key = produce_key(part.topic, part.partition)
-        while True:
-            if self.partitions.get((part.topic, part.partition)) is not part:
-                return ErrorCode.not_leader_or_follower
-            done, code = part.check_enough_replicas_reach_offset(required_offset)
-            if done:
-                return code
-            remaining = deadline_ms - self.now_ms()
-            if remaining <= 0:
-                return ErrorCode.request_timed_out
-            await self.purgatory.wait([key], remaining)
+        self._delayed_produces += 1
+        try:
+            while True:
+                if self.partitions.get((part.topic, part.partition)) is not part:
+                    return ErrorCode.not_leader_or_follower
+                done, code = part.check_enough_replicas_reach_offset(required_offset)
+                if done:
+                    return code
+                remaining = deadline_ms - self.now_ms()
+                if remaining <= 0:
+                    return ErrorCode.request_timed_out
+                await self.purgatory.wait([key], remaining)
+        finally:
+            self._delayed_produces -= 1
 
     async def append_committed(
         self, topic: str, partition: int, records: bytes | memoryview, timeout_ms: float
