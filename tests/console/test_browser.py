@@ -88,6 +88,17 @@ def web(console: ConsoleServer, browser: Any, shots: Path) -> Iterator[Any]:
             shutil.copy(png, Path(target) / png.name)
 
 
+def _submit(browser: Any, button_id: str) -> None:
+    """Click a form's submit button and wait until the next page has replaced this one."""
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = browser.find_element(By.TAG_NAME, "html")
+    browser.find_element(By.ID, button_id).click()
+    WebDriverWait(browser, 30).until(ec.staleness_of(old))
+    WebDriverWait(browser, 30).until(lambda b: b.execute_script("return document.readyState") == "complete")
+
+
 def _cells(browser: Any, table_id: str) -> list[list[str]]:
     rows = browser.find_elements(By.CSS_SELECTOR, f"#{table_id} tbody tr")
     return [[td.text.strip() for td in r.find_elements(By.TAG_NAME, "td")] for r in rows]
@@ -101,7 +112,12 @@ def test_overview_and_topics(web: Any, console_cluster: ConsoleCluster) -> None:
     b = web("/topics", "topics")
     rows = {r[0]: r for r in _cells(b, "topics")}
     assert rows[console_cluster.orders][1] == str(ORDERS_PARTITIONS) and rows[console_cluster.orders][3] == "60"
+    old = b.find_element(By.TAG_NAME, "html")
     b.find_element(By.LINK_TEXT, console_cluster.orders).click()
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(b, 30).until(ec.staleness_of(old))
     web.after_load("topic")
     assert b.find_element(By.ID, "topic-name").text == console_cluster.orders
     assert len(_cells(b, "partitions")) == ORDERS_PARTITIONS and _cells(b, "configs")
@@ -115,7 +131,7 @@ def test_message_browser_by_offset_and_timestamp(web: Any, console_cluster: Cons
     field = b.find_element(By.ID, "offset")
     field.clear()
     field.send_keys(str(o))
-    b.find_element(By.ID, "go").click()
+    _submit(b, "go")
     web.after_load("messages")
     first = b.find_element(By.CSS_SELECTOR, "#messages tbody tr")
     assert (first.get_attribute("data-partition"), first.get_attribute("data-offset")) == (str(p), str(o))
@@ -128,7 +144,7 @@ def test_message_browser_by_offset_and_timestamp(web: Any, console_cluster: Cons
     ts_field = b.find_element(By.ID, "timestamp")
     ts_field.clear()
     ts_field.send_keys(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(target / 1000)))
-    b.find_element(By.ID, "go").click()
+    _submit(b, "go")
     web.after_load()
     first = b.find_element(By.CSS_SELECTOR, "#messages tbody tr")
     assert (first.get_attribute("data-partition"), first.get_attribute("data-offset")) == (str(p42), str(o42))
@@ -169,7 +185,7 @@ def test_lab_shows_the_assignors_answer(web: Any) -> None:
     b.find_element(By.ID, "topics").send_keys("t0:3, t1:4")
     b.find_element(By.ID, "members").send_keys("C0: t0,t1\nC1: t0,t1\nC2: t1")
     b.find_element(By.ID, "leave").send_keys("C0")
-    b.find_element(By.ID, "run").click()
+    _submit(b, "run")
     web.after_load("lab")
     group = Group({"t0": 3, "t1": 4}, {"C0": Member(["t0", "t1"]), "C1": Member(["t0", "t1"]), "C2": Member(["t1"])})
     for s in ("range", "roundrobin", "sticky", "cooperative-sticky", "uniform", "server-range"):
