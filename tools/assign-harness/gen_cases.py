@@ -161,6 +161,36 @@ class Scenario:
         return d
 
 
+# A rack-aware group with unequal subscriptions that Kafka's StickyAssignor and CooperativeStickyAssignor
+# never settle: every rebalance of the unchanged group moves (cooperative: revokes, then hands back) the
+# same 3 partitions. Found by kaflite's fixed-point search; run through Kafka with 6 unchanged states.
+NONCONVERGENT_TOPICS = [["t0", 5], ["t1", 11], ["t2", 9], ["t3", 7], ["t4", 9]]
+NONCONVERGENT_MEMBERS: list[dict[str, Any]] = [
+    {"id": "m0", "topics": ["t4", "t1"], "rack": "c", "instance_id": None},
+    {"id": "m1", "topics": ["t4"], "rack": "a", "instance_id": None},
+    {"id": "m2", "topics": ["t2", "t0", "t3", "t1", "t4"], "rack": "b", "instance_id": "i90-2"},
+    {"id": "m3", "topics": ["t0", "t4", "t1"], "rack": "b", "instance_id": "i98-3"},
+    {"id": "m4", "topics": ["t1", "t3", "t0"], "rack": "a", "instance_id": None},
+]
+NONCONVERGENT_RACKS: dict[str, list[str | None]] = {
+    "t0-0": ["b", "c"], "t0-1": ["a", "c"], "t0-2": ["c", "b", "a"], "t0-3": ["a"], "t0-4": ["c"],
+    "t1-0": ["b"], "t1-1": ["a"], "t1-2": ["c", "b", "a"], "t1-3": ["a", "c"], "t1-4": ["a", "b", "c"],
+    "t1-5": ["b"], "t1-6": ["c", "a", "b"], "t1-7": ["a"], "t1-8": ["b", "c", "a"], "t1-9": ["b", "a", "c"],
+    "t1-10": ["c", "a"], "t2-0": ["a"], "t2-1": ["a", "c"], "t2-2": ["c", "a"], "t2-3": ["c", "a", "b"],
+    "t2-4": ["b", "c"], "t2-5": ["a"], "t2-6": ["a"], "t2-7": ["b", "c"], "t2-8": ["c", "b", "a"],
+    "t3-0": ["c", "b"], "t3-1": ["c", "b"], "t3-2": ["c", "b", "a"], "t3-3": ["b", "a"], "t3-4": ["b"],
+    "t3-5": ["c", "b", "a"], "t3-6": ["b", "a", "c"], "t4-0": ["c", "a", "b"], "t4-1": ["b", "c"],
+    "t4-2": ["a"], "t4-3": ["c", "b"], "t4-4": ["b"], "t4-5": ["c", "a"], "t4-6": ["b"], "t4-7": ["b"],
+    "t4-8": ["a", "b"]
+}
+
+
+def nonconvergent_scenarios() -> list[dict[str, Any]]:
+    return [{"id": f"h-nonconvergent-{a}", "assignor": a, "topics": NONCONVERGENT_TOPICS,
+             "partition_racks": NONCONVERGENT_RACKS, "states": [NONCONVERGENT_MEMBERS] * 6}
+            for a in ("sticky", "cooperative-sticky")]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=15)
@@ -169,6 +199,7 @@ def main() -> None:
     args = ap.parse_args()
     rng = random.Random(args.seed)
     scenarios = [Scenario(rng, i, a).as_json() for a in ASSIGNORS for i in range(args.per_assignor)]
+    scenarios += nonconvergent_scenarios()
     with open(args.out, "w") as f:
         json.dump({"meta": {"seed": args.seed, "per_assignor": args.per_assignor}, "scenarios": scenarios}, f)
     print(f"{len(scenarios)} scenarios -> {args.out}")

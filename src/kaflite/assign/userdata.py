@@ -93,9 +93,16 @@ def encode_sticky_user_data(partitions: Iterable[TopicPartition], generation: in
     in list order, so topics come out in Java HashMap order — topics sharing a bucket in reverse order
     of first appearance (kaflite.assign.javautil) — each topic's partitions in list order. The order
     matters: the sticky assignor's general path keeps owned partitions in this order."""
-    by_topic: JavaHashMap[str, list[int]] = JavaHashMap(string_hash)
+    grouped: dict[str, list[int]] = {}  # first-seen order: the order computeIfAbsent meets the topics in
     for tp in partitions:
-        by_topic.compute_if_absent(tp.topic, list).append(tp.partition)
+        ps = grouped.get(tp.topic)
+        if ps is None:
+            grouped[tp.topic] = [tp.partition]
+        else:
+            ps.append(tp.partition)
+    by_topic: JavaHashMap[str, list[int]] = JavaHashMap(string_hash)
+    for topic, ps in grouped.items():
+        by_topic.compute_if_absent(topic, ps.copy)
     out = [struct.pack(">i", len(by_topic))]
     for topic, ps in by_topic.items():
         t = topic.encode("utf-8")
