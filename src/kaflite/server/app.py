@@ -7,6 +7,7 @@ SIGTERM/SIGINT, then stops accepting, closes connections and flushes and closes 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import signal
 import sys
@@ -63,7 +64,9 @@ class KafkaServer:
         await self.broker.start()
         try:
             for hook in self.registry.startup:
-                hook(self.broker)
+                pending = hook(self.broker)
+                if inspect.isawaitable(pending):  # e.g. a replay running in a worker thread
+                    await pending
         except BaseException:
             await self.broker.stop()
             raise

@@ -8,7 +8,8 @@ Rules:
 - topics are created in the metadata image (persisted) before their logs, and deleted from the image
   before their logs are removed, so a crash in between never leaves a half-visible topic;
 - a topic's configs are validated here (they need the broker's config) before the writer sees them;
-- all state is touched only from the event loop thread.
+- all state is touched only from the event loop thread, except the storage housekeeping (flush, retention,
+  compaction), which runs in a worker thread under each Log's lock.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class Broker:
         self.advertised: Listener = Listener(first.name, first.host or "127.0.0.1", first.port, first.security_protocol)
         self.authorizer: Authorizer = AllowAllAuthorizer()
         self._tasks: list[asyncio.Task[None]] = []
+        self._storage_job: asyncio.Future[None] | None = None  # the housekeeping pass in its thread
         self.producer_ids = ProducerIdManager()
         # Extension slot for other subsystems (e.g. the group coordinator) to hang their state on.
         self.extensions: dict[str, Any] = {}
@@ -146,34 +148,55 @@ class Broker:
             except (asyncio.CancelledError, Exception):
                 pass
         self._tasks.clear()
+        job, self._storage_job = self._storage_job, None
+        if job is not None:  # a housekeeping pass still running in its thread: the logs close after it
+            try:
+                await job
+            except Exception:  # noqa: BLE001 - logged by the pass's own reporting; closing goes on
+                pass
         if self.log_manager is not None:
             self.log_manager.close()
             self.log_manager = None
 
     async def _housekeeping(self) -> None:
+        """Flush due logs, retention and compaction, every pass in a worker thread (fsync, file deletion
+        and the cleaner's rewrite must not stall the event loop; each Log's lock makes the concurrent
+        appends and reads of the loop safe: one of them waits only for the partition being worked on)."""
         retention_every = max(100, int(self.setting("log.retention.check.interval.ms")))
         flush_every = max(10, min(1000, int(self.setting("log.flush.scheduler.interval.ms"))))
         next_retention = self.now_ms() + retention_every
         compaction_every = max(100, int(self.setting("log.cleaner.backoff.ms")))
-        if not self.setting("log.cleaner.enable"):
-            compaction_every = 2**62
+        cleaner = bool(self.setting("log.cleaner.enable"))
         next_compaction = self.now_ms() + compaction_every
         while True:
             await asyncio.sleep(flush_every / 1000.0)
             now = self.now_ms()
+            retention = now >= next_retention
+            if retention:
+                next_retention = now + retention_every
+            compaction = cleaner and now >= next_compaction
+            if compaction:
+                next_compaction = now + compaction_every
+            job = asyncio.ensure_future(asyncio.to_thread(self._storage_pass, now, retention, compaction))
+            self._storage_job = job
             try:
-                self.log_manager.flush_due(now)
-                if now >= next_retention:
-                    next_retention = now + retention_every
-                    self.log_manager.run_retention(now)
-                if now >= next_compaction:
-                    next_compaction = now + compaction_every
-                    try:
-                        self.log_manager.run_compaction(now)
-                    except ModuleNotFoundError:  # the log cleaner has not landed yet
-                        compaction_every = 2**62
+                # shielded: a stop() cancels this task, then waits for the pass before closing the logs
+                await asyncio.shield(job)
+            except asyncio.CancelledError:
+                raise
             except Exception:
                 log.exception("housekeeping failed")
+
+    def _storage_pass(self, now: int, retention: bool, compaction: bool) -> None:
+        """One housekeeping pass (runs in a worker thread)."""
+        manager = self.log_manager
+        if manager is None:
+            return
+        manager.flush_due(now)
+        if retention:
+            manager.run_retention(now)
+        if compaction:
+            manager.run_compaction(now)
 
     # -- storage glue ------------------------------------------------------------------------------
     def _default_log_config(self) -> LogConfig:

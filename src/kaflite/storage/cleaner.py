@@ -140,6 +140,8 @@ def compact_log(log: Log, now_ms: int, *, force: bool = False) -> CleanResult:
     segments it reads are not deleted (retention, DeleteRecords, truncation) or closed under it, and an
     append to this log waits until the pass is over. Safe to call from a worker thread."""
     with log.lock:
+        if log.closed:  # closed or deleted since the caller looked
+            return CleanResult(False)
         cfg = log.config
         segments = log.segments
         n = cleanable_prefix([s.max_timestamp for s in segments], now_ms, cfg.min_compaction_lag_ms)

@@ -649,6 +649,8 @@ class Log:
         """Apply retention (time, size, log start offset); returns the number of segments deleted."""
         now = self._now() if now_ms is None else now_ms
         with self._lock:
+            if self._closed:  # closed or deleted while a housekeeping pass was on its way here
+                return 0
             cfg = self.config
             n, reason = select_segments_to_delete(
                 self.segment_infos(),

@@ -226,7 +226,14 @@ class LogManager:
         return self._logs.get((topic, partition))
 
     def logs(self) -> dict[tuple[str, int], Log]:
-        return dict(self._logs)
+        with self._lock:
+            return dict(self._logs)
+
+    def _snapshot(self) -> list[Log]:
+        """The logs now (the housekeeping passes run in a worker thread while the loop creates and
+        deletes partitions)."""
+        with self._lock:
+            return list(self._logs.values())
 
     def delete(self, topic: str, partition: int, tag: str | None = None) -> None:
         """Remove a partition's log: rename its directory to `<dir>.<tag>-delete`, remove the files in it
@@ -272,7 +279,7 @@ class LogManager:
         producer.id.expiration.ms); returns how many segments were deleted."""
         now = self._now() if now_ms is None else now_ms
         deleted = 0
-        for log in list(self._logs.values()):
+        for log in self._snapshot():
             if not log.closed:
                 try:
                     deleted += log.delete_old_segments(now)
@@ -288,7 +295,7 @@ class LogManager:
         the number of logs cleaned."""
         now = self._now() if now_ms is None else now_ms
         cleaned = 0
-        for log in list(self._logs.values()):
+        for log in self._snapshot():
             try:
                 if not log.closed and log.config.compact and compact_log(log, now).cleaned:
                     cleaned += 1
@@ -302,7 +309,7 @@ class LogManager:
         Returns the number of logs flushed."""
         now = self._now() if now_ms is None else now_ms
         flushed = 0
-        for log in list(self._logs.values()):
+        for log in self._snapshot():
             try:
                 flushed += log.flush_due(now)
             except OSError as e:
@@ -349,7 +356,7 @@ class LogManager:
             self.checkpoint()
 
     def flush(self) -> None:
-        for log in list(self._logs.values()):
+        for log in self._snapshot():
             if not log.closed:
                 log.flush()
         self.checkpoint()

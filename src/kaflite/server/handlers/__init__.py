@@ -66,8 +66,9 @@ class Registry:
     def __init__(self) -> None:
         self._apis: dict[int, tuple[int, int, Handler]] = {}
         # `on_start(broker)` of the handler modules, run once the broker has opened its logs and before
-        # it listens (e.g. the group coordinator replays __consumer_offsets, as Kafka does at start-up)
-        self.startup: list[Callable[[Any], None]] = []
+        # it listens (e.g. the group coordinator replays __consumer_offsets, as Kafka does at start-up); a
+        # hook may return an awaitable, which the server awaits before it listens
+        self.startup: list[Callable[[Any], Any]] = []
 
     def register(self, table: ApiTable, origin: str = "") -> None:
         for api_key, (lo, hi, handler) in table.items():

@@ -22,7 +22,7 @@ import asyncio
 import dataclasses
 import datetime
 import logging
-from collections.abc import Awaitable, Callable, Hashable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from kaflite.coordinator import (
@@ -93,9 +93,25 @@ class OffsetsTopicWriter:
         raise KafkaError(ErrorCode.request_timed_out,
                          f"{OFFSETS_TOPIC}-{partition} did not commit offset {last_offset} in {timeout_ms} ms")
 
-    def read(self, partition: int) -> Iterator[Record]:
-        """Every keyed record of the partition, in offset order (control batches skipped)."""
+    # A partition holding more than this is read and decoded in a worker thread; a smaller one at once
+    # (the hop to a thread costs more than replaying a few KiB, and the shard is usable sooner).
+    THREAD_MIN_BYTES = _LOAD_CHUNK
+
+    def read(self, partition: int) -> Iterable[Record] | Awaitable[list[Record]]:
+        """Every keyed record of the partition, in offset order (control batches skipped). A big
+        partition is read and decoded in a worker thread (the Log's lock makes that safe), so a long
+        replay does not stall the event loop; the shard answers COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
         lg = self.log(partition)
+        if lg.size <= self.THREAD_MIN_BYTES:
+            return list(self._records(lg))
+        return asyncio.to_thread(lambda: list(self._records(lg)))
+
+    def records(self, partition: int) -> Iterator[Record]:
+        """The same records, read now on the caller's thread (tools and tests)."""
+        return self._records(self.log(partition))
+
+    @staticmethod
+    def _records(lg: Any) -> Iterator[Record]:
         offset = lg.log_start_offset
         end = lg.log_end_offset
         for _ in range(1_000_000):
@@ -158,11 +174,14 @@ class GroupService:
             log.warning("%s has %d partitions; offsets.topic.num.partitions=%d is ignored", OFFSETS_TOPIC,
                         topic.num_partitions, self.config.offsets_topic_num_partitions)
             self.config = dataclasses.replace(self.config, offsets_topic_num_partitions=topic.num_partitions)
+        loads = []
         if getattr(self.broker, "log_manager", None) is not None:
             for partition in range(self.config.offsets_topic_num_partitions):
-                self.runtime.load(partition)  # single node: this broker leads every partition
-        log.info("group coordinator loaded %d partition(s): %d group(s)", len(self.runtime.partitions()),
-                 len(self.groups()))
+                loads.append(self.runtime.load(partition))  # single node: this broker leads every partition
+        self.loaded: asyncio.Future[Any] = asyncio.gather(*loads)
+        self.loaded.add_done_callback(
+            lambda _f: log.info("group coordinator loaded %d partition(s): %d group(s)",
+                                len(self.runtime.partitions()), len(self.groups())))
         self.broker.add_task(asyncio.ensure_future(self.runtime.run_timers()))  # cancelled on broker stop
 
     def on_election(self, partition: int, leader_epoch: int | None = None) -> asyncio.Future[None]:
@@ -217,13 +236,14 @@ class GroupService:
             return None
 
 
-def on_start(broker: Any) -> None:
+def on_start(broker: Any) -> Awaitable[Any] | None:
     """At broker start-up: when `__consumer_offsets` exists, load the groups now (Kafka replays the
     topic as its partitions come online), so member session timers run and describe/list answers are
     ready before the first group request. A broker that never had a group creates the topic lazily, on
     the first FindCoordinator, as Kafka does."""
     if OFFSETS_TOPIC in broker.metadata.topics:
-        GroupService.of(broker)
+        return GroupService.of(broker).loaded  # the server listens once every partition is replayed
+    return None
 
 
 def service(ctx: RequestContext) -> GroupService:

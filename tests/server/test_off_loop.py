@@ -1,0 +1,77 @@
+"""Blocking storage work runs off the event loop: the housekeeping passes (flush, retention, compaction)
+and the `__consumer_offsets` replay run in worker threads, and the loop keeps answering meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kaflite.coordinator import OFFSETS_TOPIC
+from kaflite.protocol.record_batch import build_record_batch
+from kaflite.server.embedded import EmbeddedBroker
+from kaflite.server.handlers.groups import GroupService, OffsetsTopicWriter
+
+
+def test_a_slow_housekeeping_pass_does_not_stall_the_loop(tmp_path: Path) -> None:
+    overrides = {"log.flush.scheduler.interval.ms": "20", "log.cleaner.backoff.ms": "100"}
+    with EmbeddedBroker(data_dir=tmp_path, overrides=overrides) as b:
+        loop_thread = b.call(threading.get_ident)
+        manager = b.server.broker.log_manager
+        seen: list[int] = []
+        busy = threading.Event()
+        real = manager.run_compaction
+
+        def slow_compaction(now_ms: int | None = None) -> int:
+            seen.append(threading.get_ident())
+            busy.set()
+            time.sleep(1.0)  # a cleaner pass rewriting a big segment
+            return real(now_ms)
+
+        manager.run_compaction = slow_compaction
+        try:
+            assert busy.wait(30), "no compaction pass ran"
+            t0 = time.monotonic()
+            b.call(lambda: None)  # the loop answers while the pass is still sleeping
+            answered_in = time.monotonic() - t0
+        finally:
+            manager.run_compaction = real
+        assert seen and all(ident != loop_thread for ident in seen)
+        assert answered_in < 0.9, f"the loop waited {answered_in:.2f} s for the housekeeping pass"
+
+
+def test_offsets_replay_reads_in_a_worker_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    readers: list[int] = []
+    real = OffsetsTopicWriter._records
+
+    def records(lg: Any) -> Any:
+        readers.append(threading.get_ident())
+        return real(lg)
+
+    monkeypatch.setattr(OffsetsTopicWriter, "_records", staticmethod(records))
+    monkeypatch.setattr(OffsetsTopicWriter, "THREAD_MIN_BYTES", 0)  # as if the partition were big
+    with EmbeddedBroker(data_dir=tmp_path) as b:
+        broker = b.server.broker
+        loop_thread = b.call(threading.get_ident)
+
+        def setup() -> Any:
+            service = GroupService.of(broker)
+            readers.clear()  # the start-up loads of the (empty) partitions
+            # a key the replay cannot read (it skips it, logged): the partition is no longer empty
+            broker.append(OFFSETS_TOPIC, 0, build_record_batch([(b"\xff\xff", b"x", [])]))
+            return service.writer.read(0), service.writer.read(1)
+
+        nonempty, empty = b.call(setup)
+        assert list(empty) == [] and readers == [loop_thread]  # an empty partition is read at once
+        readers.clear()
+
+        async def replay() -> Any:
+            return await nonempty
+
+        records_read = asyncio.run_coroutine_threadsafe(replay(), b._loop).result(30)  # noqa: SLF001
+        assert records_read == [(b"\xff\xff", b"x")]
+        assert readers and all(ident != loop_thread for ident in readers)
