@@ -83,13 +83,14 @@ def make_cluster(bs: str) -> Iterator[ConsoleCluster]:
     # classic group: consume the first 10 records of each orders partition, commit, stay a member
     billing = Consumer({"bootstrap.servers": bs, "group.id": cl.billing, "auto.offset.reset": "earliest",
                         "enable.auto.commit": False, "partition.assignment.strategy": "range",
-                        "client.id": "billing-app"})
+                        "client.id": "billing-app", "client.rack": "rack-a"})
     billing.subscribe([cl.orders])
     _wait_assigned(billing)
     billing.commit(offsets=[CTP(cl.orders, p, 10) for p in range(ORDERS_PARTITIONS)], asynchronous=False)
     # KIP-848 group on events
     audit = Consumer({"bootstrap.servers": bs, "group.id": cl.audit, "group.protocol": "consumer",
-                      "auto.offset.reset": "earliest", "enable.auto.commit": False, "client.id": "audit-app"})
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False, "client.id": "audit-app",
+                      "client.rack": "rack-b"})
     audit.subscribe([cl.events])
     _wait_assigned(audit)
     audit.commit(offsets=[CTP(cl.events, p, min(5, cl.events_ends.get(p, 0))) for p in range(2)],

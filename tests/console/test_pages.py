@@ -157,6 +157,8 @@ def test_group_page_lag_per_partition(console: ConsoleServer, console_cluster: C
         assert r[10] == "/127.0.0.1" and r[11] == "billing-app"
     assert f'id="total-lag">{sum(ends.values()) - 30:,}<' in html
     assert 'id="group-type">classic' in html and "<svg" in html
+    member = _cells(html, "members")[0]
+    assert member[2:6] == ["billing-app", "/127.0.0.1", console_cluster.orders, "rack-a"]
     _, html, _ = console.get(f"/groups/{console_cluster.audit}")
     assert 'id="group-type">consumer' in html
     rows = _lag_rows(html)
@@ -186,6 +188,14 @@ def test_lab_live_group_and_described_shape(console: ConsoleServer, console_clus
     status, html, _ = console.get(f"/lab?group={console_cluster.billing}")
     assert status == 200
     assert f"{console_cluster.orders}:{ORDERS_PARTITIONS}" in html and 'id="live"' in html
+    # the member's own subscription and rack, from the coordinator (DescribeGroups member metadata)
+    members = re.search(r'<textarea name="members"[^>]*>(.*?)</textarea>', html, re.S).group(1)
+    assert members == f"billing-app: {console_cluster.orders} @rack-a"
+    assert "as its coordinator reports them" in html
+    _, html, _ = console.get(f"/lab?group={console_cluster.audit}")  # KIP-848: ConsumerGroupDescribe
+    members = re.search(r'<textarea name="members"[^>]*>(.*?)</textarea>', html, re.S).group(1)
+    # (kaflite's ConsumerGroupDescribe does not return the member's rack yet, so only the subscription)
+    assert members.split(" @")[0] == f"audit-app: {console_cluster.events}"
     shape = "topics=t0:3,t1:4&members=" + quote("C0: t0,t1\nC1: t0,t1\nC2: t1") + "&leave=C0&grow=t1:6"
     status, html, _ = console.get("/lab?" + shape + "".join(f"&s_{s}=1" for s in ("range", "sticky", "uniform")))
     assert status == 200

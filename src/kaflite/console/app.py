@@ -405,10 +405,11 @@ class Console:
             if gid not in {g for g, *_ in self.view.list_groups()}:
                 raise ConsoleError(f"unknown group {gid!r}: the cluster does not list it")
             g = self.view.describe_groups([gid])[gid]
+            subs = self.view.subscriptions(g)
             rows, totals = self.group_lag(gid, g)
             chart = line_chart(self.history.group_series(gid), title=f"lag of {gid} (records)",
                                y_label="records", now=time.time())
-            return self.render(request, "group.html", g=g, rows=rows, totals=totals, chart=chart)
+            return self.render(request, "group.html", g=g, rows=rows, totals=totals, chart=chart, subs=subs)
         return self.guard(request, page)
 
     def lab(self, request: Request) -> Response:
@@ -418,8 +419,9 @@ class Console:
             live: dict[str, list[tuple[str, int]]] | None = None
             topics_text, members_text = qp.get("topics", ""), qp.get("members", "")
             names: dict[str, str] = {}
+            subs_known = False
             if gid and not topics_text:
-                topics_text, members_text, live, names = self._live_shape(gid)
+                topics_text, members_text, live, names, subs_known = self._live_shape(gid)
             runs: list[Any] = []
             after, change, error = None, None, ""
             strategies = [s for s in LAB_STRATEGIES if qp.get(f"s_{s}", "1" if "topics" not in qp else "") == "1"]
@@ -441,25 +443,27 @@ class Console:
             return self.render(request, "lab.html", gid=gid, topics_text=topics_text, members_text=members_text,
                                leave=qp.get("leave", ""), join=qp.get("join", ""), grow=qp.get("grow", ""),
                                runs=runs, change=change, after=after, error=error, live=live, names=names,
-                               strategies=LAB_STRATEGIES, chosen=set(strategies or LAB_STRATEGIES), notice=notice,
+                               strategies=LAB_STRATEGIES, chosen=set(strategies or LAB_STRATEGIES), notice=notice, subs_known=subs_known,
                                status=400 if error else 200)
         return self.guard(request, page)
 
-    def _live_shape(self, gid: str) -> tuple[str, str, dict[str, list[tuple[str, int]]], dict[str, str]]:
+    def _live_shape(self, gid: str) -> tuple[str, str, dict[str, list[tuple[str, int]]], dict[str, str], bool]:
         """A live group as a lab shape: its members (in member-id order, named by client id) subscribed to
         the topics the group consumes (confluent-kafka does not expose each member's subscription, so the
         union of the assigned topics stands for it), with the topics' partition counts."""
         if gid not in {g for g, *_ in self.view.list_groups()}:
             raise ConsoleError(f"unknown group {gid!r}: the cluster does not list it")
         g = self.view.describe_groups([gid])[gid]
+        subs = self.view.subscriptions(g)
         topics_used = sorted({tp[0] for m in g.members for tp in m.assignment} |
-                             {tp[0] for tp in self.view.committed(gid)})
+                             {tp[0] for tp in self.view.committed(gid)} | {t for s in subs.values() for t in s.topics})
         md = self.view.metadata()
         counts = {t: len(md.topics[t].partitions) for t in topics_used if t in md.topics}
         names: dict[str, str] = {}
         live: dict[str, list[tuple[str, int]]] = {}
+        lines = []
         for m in sorted(g.members, key=lambda m: m.member_id):
-            base = (m.instance_id or m.client_id or "member").replace(":", "_").replace(" ", "_")
+            base = (m.instance_id or m.client_id or "member").replace(":", "_").replace(" ", "_").replace("@", "_")
             label = base
             i = 1
             while label in live:
@@ -467,9 +471,13 @@ class Console:
                 label = f"{base}#{i}"
             names[label] = m.member_id
             live[label] = m.assignment
+            sub = subs.get(m.member_id)
+            # the member's own subscription when the coordinator told it; else the topics the group consumes
+            topics = [t for t in sub.topics if t in counts] if sub is not None else list(counts)
+            rack = f" @{sub.rack}" if sub is not None and sub.rack else ""
+            lines.append(f"{label}: {','.join(topics) or '-'}{rack}")
         topics_text = ", ".join(f"{t}:{n}" for t, n in counts.items())
-        members_text = "\n".join(f"{label}: {','.join(counts) or '-'}" for label in live)
-        return topics_text, members_text, live, names
+        return topics_text, "\n".join(lines), live, names, bool(subs)
 
     async def healthz(self, request: Request) -> Response:
         return Response("ok\n", media_type="text/plain")

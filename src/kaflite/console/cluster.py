@@ -1,5 +1,5 @@
 """What the console reads from a cluster, over the Kafka wire protocol only (confluent-kafka's AdminClient,
-Consumer and Producer, plus DescribeLogDirs in `logdirs`): it never imports the broker, so it works
+Consumer and Producer, plus DescribeLogDirs and group subscriptions in `wire`): it never imports the broker, so it works
 against Apache Kafka, Redpanda or any other Kafka-compatible cluster.
 
 All calls block (librdkafka); the web app runs them on worker threads. Every wait is bounded by
@@ -19,8 +19,8 @@ from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
 from kaflite.assign.murmur2 import partition_for_key
-from kaflite.console.logdirs import describe_log_dirs
 from kaflite.console.records import Record, matches
+from kaflite.console.wire import MemberSubscription, describe_log_dirs, group_subscriptions
 
 __all__ = ["ClusterView", "Broker", "TopicInfo", "PartitionInfo", "GroupInfo", "MemberInfo", "ConsoleError"]
 
@@ -115,6 +115,7 @@ class GroupInfo:
     coordinator: int | None = None
     members: list[MemberInfo] = field(default_factory=list)
     simple: bool = False
+    coordinator_address: tuple[str, int] | None = None
 
 
 def _enum_name(v: Any) -> str:
@@ -417,11 +418,23 @@ class ClusterView:
                 target = [_ctp_key(tp) for tp in target_obj.topic_partitions] if target_obj else None
                 members.append(MemberInfo(m.member_id, m.client_id, m.host, m.group_instance_id,
                                           sorted(assigned), sorted(target) if target is not None else None))
+            coord = d.coordinator
             out[gid] = GroupInfo(gid, _enum_name(getattr(d, "type", "unknown")), _enum_name(d.state),
-                                 "consumer", d.partition_assignor or "",
-                                 d.coordinator.id if d.coordinator is not None else None, members,
-                                 bool(d.is_simple_consumer_group))
+                                 "consumer", d.partition_assignor or "", coord.id if coord is not None else None,
+                                 members, bool(d.is_simple_consumer_group),
+                                 (coord.host, coord.port) if coord is not None else None)
         return out
+
+    def subscriptions(self, g: GroupInfo) -> dict[str, MemberSubscription]:
+        """Each member's subscribed topics and rack, asked of the group's coordinator ({} when it cannot
+        say: an old broker, an error, a group without members)."""
+        if g.coordinator_address is None or not g.members:
+            return {}
+        host, port = g.coordinator_address
+        try:
+            return group_subscriptions(host, port, g.group_id, g.type, timeout=min(3.0, self.timeout))
+        except (OSError, ValueError, ConnectionError, EOFError):
+            return {}
 
     def committed(self, group_id: str) -> dict[Tp, int]:
         from confluent_kafka import ConsumerGroupTopicPartitions
