@@ -220,3 +220,22 @@ def test_docs_list_every_metric_and_the_dashboard_uses_them(broker: EmbeddedBrok
     used = {m for e in exprs for m in re.findall(r"\b(kafka_[a-z_]+)", e)}
     known = served | {n + s for n in served for s in ("_total", "_bucket", "_sum", "_count")}
     assert used <= known, sorted(used - known)
+
+
+def test_histogram_buckets_are_upper_inclusive_and_listener_parsing() -> None:
+    from kaflite.server.metrics import LATENCY_BUCKETS_MS, BrokerMetrics, parse_metrics_listener
+
+    m = BrokerMetrics()
+    for seconds in (0.0, 0.001, 0.0011, 100.0):  # 0 ms, exactly 1 ms, 1.1 ms, 100 s
+        m.request(3, seconds)
+    buckets = m.requests[3].buckets
+    assert buckets[0] == 1  # le=0.5
+    assert buckets[LATENCY_BUCKETS_MS.index(1)] == 1  # le=1 holds exactly 1 ms
+    assert buckets[LATENCY_BUCKETS_MS.index(2.5)] == 1
+    assert buckets[-1] == 1  # +Inf only
+    assert m.requests[3].count == 4 and m.requests[3].total_ms == pytest.approx(100002.1)
+    assert parse_metrics_listener("http://127.0.0.1:9404") == ("127.0.0.1", 9404)
+    assert parse_metrics_listener("http://[::1]:9404/metrics") == ("::1", 9404)
+    for bad in ("127.0.0.1:9404", "https://127.0.0.1:9404", "http://127.0.0.1", "http://h:99999"):
+        with pytest.raises(ValueError, match="metrics.listener"):
+            parse_metrics_listener(bad)
