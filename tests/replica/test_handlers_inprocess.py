@@ -186,3 +186,26 @@ def test_metadata_cache_follows_the_image(h: Harness) -> None:
     assert before.leader_epoch == 0 and len(after.partitions) == 3
     move_leadership(h, "c", OTHER, 2)
     assert metadata(h, "c").topics[0].partitions[2].leader_id == OTHER
+
+
+def all_topics(h: Harness) -> dict[str, Any]:
+    q = h.req(3, 12)
+    req = q.MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    return {t.name: t for t in h.call(3, 12, handle_metadata, req).topics}
+
+
+def test_all_topics_answer_is_cached_per_image_version(h: Harness) -> None:
+    h.broker.create_topic("x", 1, None)
+    first = all_topics(h)
+    assert set(first) >= {"x"}
+    version = h.broker.metadata.version
+    assert all_topics(h)["x"].partitions[0].leader_id == h.broker.node_id
+    assert h.broker.metadata.version == version  # reading changes nothing
+    h.broker.create_topic("y", 2, None)  # a new image: the cached list must not be reused
+    again = all_topics(h)
+    assert set(again) >= {"x", "y"} and len(again["y"].partitions) == 2
+    move_leadership(h, "x", OTHER, 5)
+    moved = all_topics(h)["x"].partitions[0]
+    assert (moved.leader_id, moved.leader_epoch) == (OTHER, 5)
+    h.broker.delete_topic("y")
+    assert "y" not in all_topics(h)

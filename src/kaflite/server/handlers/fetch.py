@@ -50,10 +50,11 @@ class PartitionRead:
 
 def read_partitions(
     broker: Broker, max_bytes: int, targets: list[tuple[tuple[str, int], FetchTarget]],
-    leader_epochs: dict[tuple[str, int], int] | None = None,
+    leader_epochs: dict[tuple[str, int], int] | None = None, read_committed: bool = False,
 ) -> tuple[list[tuple[str, list[PartitionRead]]], int, bool]:
     """One pass over every partition to read: (results by topic, bytes read, any partition error).
-    `leader_epochs`: the current leader epoch the request carried per partition (-1 or absent: unchecked)."""
+    `leader_epochs`: the current leader epoch the request carried per partition (-1 or absent: unchecked).
+    A consumer reads up to the high watermark, or up to the last stable offset when `read_committed`."""
     replicas = broker.replica_manager
     # the response budget: the request's max_bytes, capped by the broker's fetch.max.bytes
     remaining = max(0, min(int(max_bytes), int(broker.setting("fetch.max.bytes"))))
@@ -70,11 +71,12 @@ def read_partitions(
             r.high_watermark = part.high_watermark
             r.last_stable_offset = part.last_stable_offset
             r.log_start_offset = plog.log_start_offset
+            fetchable = r.last_stable_offset if read_committed else r.high_watermark
             limit = min(int(target.max_bytes), remaining)
-            if target.fetch_offset == r.high_watermark and target.fetch_offset <= plog.log_end_offset:
+            if target.fetch_offset == fetchable and target.fetch_offset <= plog.log_end_offset:
                 pass  # caught up: nothing to read, not an error
             elif limit > 0 or total == 0:
-                info = plog.read(target.fetch_offset, limit, max_offset=r.high_watermark, min_one_message=total == 0,
+                info = plog.read(target.fetch_offset, limit, max_offset=fetchable, min_one_message=total == 0,
                                  lazy=True)  # FileSlices: sent from the file as the client drains
                 r.records = list(info.records)
                 r.size = int(info.size)
@@ -141,11 +143,13 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     if session.error is not ErrorCode.none:
         R = ctx.response
         return build(R.FetchResponse, throttle_time=_ZERO, error_code=session.error, session_id=0, responses=())
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     max_wait_ms = request.max_wait.total_seconds() * 1000.0
     deadline = broker.now_ms() + max_wait_ms
     keys = [fetch_key(topic, partition) for (topic, partition), _t in session.targets]
     while True:
-        results, total, any_error = read_partitions(broker, int(request.max_bytes), session.targets, epochs)
+        results, total, any_error = read_partitions(broker, int(request.max_bytes), session.targets, epochs,
+                                                    read_committed)
         remaining = deadline - broker.now_ms()
         if total >= request.min_bytes or any_error or remaining <= 0 or not keys:
             return _response(ctx, request, results, session)

@@ -27,15 +27,15 @@ EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 _ZERO = datetime.timedelta(0)
 
 
-def lookup_offset(part: Partition, timestamp: int) -> tuple[int, int, int]:
+def lookup_offset(part: Partition, timestamp: int, read_committed: bool = False) -> tuple[int, int, int]:
     """(offset, timestamp, leader epoch) answered for one partition; (-1, -1, -1) when there is none."""
     log = part.log
     assert log is not None  # get_partition checked it
     if timestamp == EARLIEST:
         offset = log.log_start_offset
         return offset, -1, part.epoch_for_offset(offset)
-    if timestamp == LATEST:
-        return part.high_watermark, -1, part.leader_epoch
+    if timestamp == LATEST:  # Kafka's lastFetchableOffset
+        return part.last_stable_offset if read_committed else part.high_watermark, -1, part.leader_epoch
     hit = log.offset_for_timestamp(timestamp)
     if hit is None:
         return -1, -1, -1
@@ -45,13 +45,14 @@ def lookup_offset(part: Partition, timestamp: int) -> tuple[int, int, int]:
 async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
     replicas = ctx.broker.replica_manager
     R = ctx.response
+    read_committed = getattr(request, "isolation_level", 0) == 1
 
     def answer(topic: str, p: Any) -> Any:
         if p.timestamp < MAX_TIMESTAMP:
             raise KafkaError(ErrorCode.invalid_request, f"bad timestamp {p.timestamp}")
         part = replicas.get_partition(topic, p.partition_index,
                                       current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)))
-        offset, ts, epoch = lookup_offset(part, p.timestamp)
+        offset, ts, epoch = lookup_offset(part, p.timestamp, read_committed)
         return build(R.ListOffsetsPartitionResponse, partition_index=p.partition_index, error_code=ErrorCode.none,
                      timestamp=ts, offset=offset, leader_epoch=epoch)
 
