@@ -27,8 +27,9 @@ DOC = REPO / "docs" / "cli.md"
 def examples(text: str) -> list[tuple[str, list[str]]]:
     """(command, expected output lines) for every `$ ` line of every ```console block, in page order."""
     out: list[tuple[str, list[str]]] = []
-    for block in re.findall(r"^```console\n(.*?)^```", text, re.S | re.M):
+    for indent, block in re.findall(r"^( *)```console\n(.*?)^\1```", text, re.S | re.M):
         for line in block.splitlines():
+            line = line.removeprefix(indent)  # a block inside a list item is indented
             if line.startswith("$ "):
                 out.append((line[2:], []))
             elif out:
@@ -81,8 +82,9 @@ def _check(command: str, expected: list[str], cwd: Path, bootstrap: str, timeout
 def test_examples_are_found() -> None:
     found = examples(DOC.read_text())
     commands = {m for c, _ in found for m in re.findall(r"\bkaflite ([a-z-]+)", c)}
+    assert any("--partitions 1000000" in c for c, _ in found)  # indented blocks (in a list item) count too
     assert {"serve", "topics", "configs", "produce", "consume", "groups", "cluster", "delete-records",
-            "dump-log", "assign", "partition", "pipeline"} <= commands
+            "dump-log", "assign", "partition", "pipeline", "console"} <= commands
     assert matches(["a", "...", "d"], ["a", "b", "c", "d"]) and not matches(["a", "d"], ["a", "b", "d"])
 
 
