@@ -195,6 +195,16 @@ def test_dump_log(cli, tmp_path: Path) -> None:
     timeindex = lines[lines.index(f"Dumping {first.with_suffix('.timeindex')}") + 1:]
     assert timeindex and all(re.fullmatch(r"timestamp: \d+ offset: \d+", ln) for ln in timeindex)
 
+    snapshots = sorted((data / "dumped-0").glob("*.snapshot"))  # written at the clean shutdown
+    assert snapshots
+    state = cli("dump-log", str(snapshots[-1]))
+    assert state.exit_code == 0, state.output
+    producers = [dict(re.findall(r"(\w+): (\S+)", ln)) for ln in state.output.splitlines()[1:]]
+    # three idempotent producers (one per _produce), each with its last batch: sequences 0-1
+    assert [p["producerId"] for p in producers] == [f["producerId"] for f in fields[:3]]
+    assert [(p["firstSequence"], p["lastSequence"], p["lastOffset"]) for p in producers] == [
+        ("0", "1", "1"), ("0", "1", "3"), ("0", "1", "5")]
+
     # a flipped byte inside a batch: isvalid false; a cut batch at the end: reported, not a traceback
     broken = tmp_path / "00000000000000000000.log"
     raw = bytearray(first.read_bytes())
@@ -209,6 +219,6 @@ def test_dump_log(cli, tmp_path: Path) -> None:
 
 def test_dump_log_errors(cli, tmp_path: Path) -> None:
     wrong = cli("dump-log", str(tmp_path / "x.txt"))
-    assert wrong.exit_code == 2 and "allowed: *.log, *.index, *.timeindex" in wrong.output
+    assert wrong.exit_code == 2 and "allowed: *.log, *.index, *.timeindex, *.snapshot" in wrong.output
     missing = cli("dump-log", str(tmp_path / "00000000000000000000.log"))
     assert missing.exit_code == 1 and "No such file or directory" in missing.output

@@ -4,7 +4,7 @@
 isTransactional, isControl, position, timestamp, size, magic, codec, the stored CRC and whether it matches
 the batch's bytes); with `--print-data-log` one `| offset: ...` line per record with its key and payload.
 Trailing bytes that are not a whole batch are reported as Kafka does. `.index` and `.timeindex`: one line
-per entry, with absolute offsets.
+per entry, with absolute offsets. `.snapshot` (producer state): one line per producer with its last batch.
 
 The files are read, never written (a running broker may own them). Batches are parsed by
 `kaflite.protocol.record_batch` (the broker's own reader) and index entries with the storage's own
@@ -24,7 +24,7 @@ from kaflite.cli.common import EXIT_USAGE, fail, handle_errors
 
 __all__ = ["dump_file", "register"]
 
-SUFFIXES = (".log", ".index", ".timeindex")
+SUFFIXES = (".log", ".index", ".timeindex", ".snapshot")
 
 
 def register(app: typer.Typer) -> None:
@@ -116,9 +116,34 @@ def _index_lines(path: Path, data: memoryview) -> Iterator[str]:
         yield f"Found {len(data) - whole} invalid bytes at the end of the file (not a whole entry)"
 
 
+def _snapshot_lines(path: Path) -> Iterator[str]:
+    """A producer-state snapshot: one line per producer with its last batch, in kafka-dump-log.sh's words
+    (kaflite writes the snapshot as JSON, read with the storage's own `ProducerStateManager.from_json`)."""
+    from kaflite.storage.producer_state import ProducerStateManager
+
+    try:
+        state = ProducerStateManager.from_json(path.read_text())
+    except (ValueError, TypeError) as err:
+        yield f"Not a kaflite producer snapshot: {err}"
+        return
+    for entry in sorted(state.producers.values(), key=lambda e: e.producer_id):
+        if not entry.batches:
+            continue
+        last = entry.batches[-1]
+        yield (
+            f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} coordinatorEpoch: -1 "
+            f"currentTxnFirstOffset: Optional.empty lastTimestamp: {last.timestamp} "
+            f"firstSequence: {last.first_seq} lastSequence: {last.last_seq} lastOffset: {last.last_offset} "
+            f"offsetDelta: {last.last_offset - last.first_offset} timestamp: {last.timestamp}"
+        )
+
+
 def dump_file(path: Path, print_data_log: bool = False) -> Iterator[str]:
     """kafka-dump-log.sh's lines for one segment file (raises OSError when it cannot be read)."""
     yield f"Dumping {path}"
+    if path.suffix == ".snapshot":
+        yield from _snapshot_lines(path)
+        return
     with path.open("rb") as fh:
         size = path.stat().st_size
         # mapped, not read: a segment may be a GiB; the map lives as long as the views into it
