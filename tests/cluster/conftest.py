@@ -105,3 +105,91 @@ def members(zk_connect: str, tmp_path: Path) -> Iterator[MemberProcesses]:
         yield m
     finally:
         m.stop_all()
+
+
+class BrokerProcesses:
+    """kaflite brokers (`python -m kaflite.server`) joined to one ZooKeeper, each on its own free port and
+    data directory, stopped by pid."""
+
+    def __init__(self, connect: str, directory: Path, session_timeout_ms: int = 3000) -> None:
+        self.connect = connect
+        self.directory = directory
+        self.session_timeout_ms = session_timeout_ms
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.ports: dict[int, int] = {}
+
+    def bootstrap(self, *ids: int) -> str:
+        return ",".join(f"127.0.0.1:{self.ports[b]}" for b in (ids or sorted(self.procs)))
+
+    def start(self, broker_id: int, *overrides: str, wait: bool = True) -> subprocess.Popen[bytes]:
+        from helpers import free_port
+
+        port = self.ports.setdefault(broker_id, free_port())
+        cmd = [sys.executable, "-m", "kaflite.server", "--dev"]
+        for kv in (
+            f"broker.id={broker_id}",
+            f"listeners=PLAINTEXT://127.0.0.1:{port}",
+            f"log.dirs={self.directory / f'broker-{broker_id}'}",
+            f"zookeeper.connect={self.connect}",
+            f"zookeeper.session.timeout.ms={self.session_timeout_ms}",
+            "offsets.topic.replication.factor=1",
+            *overrides,
+        ):
+            cmd += ["--override", kv]
+        log = open(self.directory / f"broker-{broker_id}.log", "ab")
+        try:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        finally:
+            log.close()
+        self.procs[broker_id] = proc
+        if wait:
+            self.wait_listening(broker_id)
+        return proc
+
+    def wait_listening(self, broker_id: int, timeout: float = 30.0) -> None:
+        import socket
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.ports[broker_id]), 0.2).close()
+                return
+            except OSError:
+                if self.procs[broker_id].poll() is not None:
+                    raise RuntimeError(f"broker {broker_id} exited: {self.log(broker_id)[-2000:]}") from None
+                time.sleep(0.05)
+        raise RuntimeError(f"broker {broker_id} did not start listening")
+
+    def log(self, broker_id: int) -> str:
+        return (self.directory / f"broker-{broker_id}.log").read_text(errors="replace")
+
+    def kill(self, broker_id: int) -> None:
+        proc = self.procs.pop(broker_id)
+        proc.kill()
+        proc.wait(10)
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                try:
+                    os.kill(proc.pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        self.procs.clear()
+
+
+@pytest.fixture
+def brokers(zk_connect: str, tmp_path: Path) -> Iterator[BrokerProcesses]:
+    b = BrokerProcesses(zk_connect, tmp_path)
+    try:
+        yield b
+    finally:
+        b.stop_all()

@@ -806,9 +806,8 @@ class KafkaZkClient:
         self._zk.ensure_path(zd.TOPICS)
         self._watches.append(ChildrenWatch(self._zk, zd.TOPICS, self._safe(on_topics)))
 
-    def watch_cluster(self, callback: EventCallback) -> None:
-        """What the controller watches: brokers, topics (and each topic's partitions), deletions,
-        reassignments, preferred elections."""
+    def watch_brokers(self, callback: EventCallback) -> None:
+        """BrokersChanged (registrations and broker epochs) on every change of /brokers/ids."""
 
         def on_brokers(children: list[str]) -> None:
             brokers, epochs = {}, {}
@@ -822,6 +821,13 @@ class KafkaZkClient:
                 brokers[int(c)] = BrokerInfo.decode(int(c), data)
                 epochs[int(c)] = int(stat.czxid)
             callback(BrokersChanged(brokers, epochs))
+
+        self._zk.ensure_path(zd.BROKER_IDS)
+        self._watches.append(ChildrenWatch(self._zk, zd.BROKER_IDS, self._safe(on_brokers)))
+
+    def watch_cluster(self, callback: EventCallback) -> None:
+        """What the controller watches: brokers, topics (and each topic's partitions), deletions,
+        reassignments, preferred elections."""
 
         def on_deletions(children: list[str]) -> None:
             if children:
@@ -840,7 +846,7 @@ class KafkaZkClient:
                 )
 
         self.create_top_level_paths()
-        self._watches.append(ChildrenWatch(self._zk, zd.BROKER_IDS, self._safe(on_brokers)))
+        self.watch_brokers(callback)
         self.watch_topics(callback)
         self._watches.append(ChildrenWatch(self._zk, zd.DELETE_TOPICS, self._safe(on_deletions)))
         self._watches.append(DataWatch(self._zk, zd.REASSIGN_PARTITIONS, self._safe(on_reassign)))

@@ -33,6 +33,9 @@ from kaflite.cluster.metadata import (
     validate_topic_name,
     write_meta_properties,
 )
+from kaflite.cluster.zk import BrokerIdInUseError, ZkConnectionError
+from kaflite.cluster.zk_metadata import ClusterIdMismatch, ZkMetadata
+from kaflite.cluster.zkconfig import zookeeper_settings
 from kaflite.protocol.errors import KafkaError
 from kaflite.server.authorizer import AllowAllAuthorizer, Authorizer
 from kaflite.server.config import BrokerConfig, ConfigError, Listener
@@ -57,9 +60,14 @@ class Broker:
         self._clock = clock
         self.node_id = max(0, config.broker_id)
         self.log_dirs = [d.expanduser() for d in config.log_dirs]
-        # the one writer of the metadata image; also the topic admin (a ZooKeeper-backed writer replaces it
-        # in a cluster)
-        self.metadata_writer = LocalMetadata(self.log_dirs[0] if self.log_dirs else None, self.node_id)
+        # the one writer of the metadata image; also the topic admin: ZooKeeper's in a cluster
+        # (zookeeper.connect), else the single-node writer persisted in the data directory
+        zookeeper = zookeeper_settings(config)
+        self.metadata_writer: LocalMetadata | ZkMetadata
+        if zookeeper is not None:
+            self.metadata_writer = ZkMetadata(zookeeper, self.node_id, config)
+        else:
+            self.metadata_writer = LocalMetadata(self.log_dirs[0] if self.log_dirs else None, self.node_id)
         self.topic_admin: TopicAdmin = self.metadata_writer
         self.purgatory = Purgatory()
         self.log_manager: Any = None
@@ -97,23 +105,33 @@ class Broker:
 
         self.log_manager = LogManager(self.log_dirs, self._default_log_config(), self.now_ms)
         try:
-            self.log_manager.load()
-            on_disk = list(self.log_manager.logs())
-            self.replica_manager.log_manager = self.log_manager
-            self.metadata_writer.load(on_disk)
-            self._complete_pending_deletions()
-            self._settle_cluster_id()
-            # from here on the ReplicaManager follows the image: it opens every hosted partition now (each
-            # one's high watermark starts at its checkpoint and only advances; with one replica, to the log
-            # end offset) and whatever changes later
-            self.metadata_writer.subscribe(self.replica_manager.on_image)
-            self.replica_manager.on_image(None, self.metadata)
-            self._register()
+            try:
+                self._start_logs_and_metadata()
+            except (ZkConnectionError, BrokerIdInUseError, ClusterIdMismatch) as e:
+                # one clear line naming the key (python -m kaflite.server / kaflite serve print it)
+                key = {ZkConnectionError: "zookeeper.connect", BrokerIdInUseError: "broker.id"}
+                raise ConfigError(str(e), key.get(type(e), "cluster.id")) from None
         except BaseException:
+            if isinstance(self.metadata_writer, ZkMetadata):
+                self.metadata_writer.close()
             self.log_manager.close()
             self.log_manager = None
             raise
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
+
+    def _start_logs_and_metadata(self) -> None:
+        self.log_manager.load()
+        on_disk = list(self.log_manager.logs())
+        self.replica_manager.log_manager = self.log_manager
+        self.metadata_writer.load(on_disk)
+        self._complete_pending_deletions()
+        self._settle_cluster_id()
+        # from here on the ReplicaManager follows the image: it opens every hosted partition now (each
+        # one's high watermark starts at its checkpoint and only advances; with one replica, to the log
+        # end offset) and whatever changes later
+        self.metadata_writer.subscribe(self.replica_manager.on_image)
+        self.replica_manager.on_image(None, self.metadata)
+        self._register()
 
     def add_task(self, task: asyncio.Future[Any]) -> None:
         """A background task of a subsystem (e.g. the group coordinator's timers), cancelled on stop."""
@@ -154,6 +172,8 @@ class Broker:
                 await job
             except Exception:  # noqa: BLE001 - logged by the pass's own reporting; closing goes on
                 pass
+        if isinstance(self.metadata_writer, ZkMetadata):
+            self.metadata_writer.close()  # leave the cluster: registration and controllership go at once
         if self.log_manager is not None:
             self.log_manager.close()
             self.log_manager = None

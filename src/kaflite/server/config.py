@@ -902,10 +902,6 @@ _BROKER_KEYS: list[ConfigKey] = [
 # `applies=False`, so `--print-config`, the docs and DescribeConfigs users are not told they take effect;
 # tests/config/test_keys_read.py checks that every key still claimed to apply is read somewhere.
 _NOT_READ: dict[str, str] = {
-    "zookeeper.connect": "the ZooKeeper layout, client and controller are built (kaflite.cluster, "
-    "docs/cluster.md) but the broker does not join a cluster yet: it stays a single node",
-    "zookeeper.connection.timeout.ms": "see zookeeper.connect",
-    "zookeeper.session.timeout.ms": "see zookeeper.connect",
     "log.flush.offset.checkpoint.interval.ms": "checkpoint files are rewritten by the log manager's own "
     "schedule (with every flush pass) and on retention, DeleteRecords and shutdown",
     "log.flush.start.offset.checkpoint.interval.ms": "see log.flush.offset.checkpoint.interval.ms",

@@ -1,0 +1,362 @@
+"""ZkMetadata: the metadata writer of a broker in a ZooKeeper cluster (the second MetadataPublisher and
+TopicAdmin, beside the single-node LocalMetadata).
+
+Rules:
+- the images are built from ZooKeeper only: live brokers (/brokers/ids), the controller (/controller),
+  topics with their ids and assignments (/brokers/topics/<t>), their config overrides
+  (/config/topics/<t>) and every partition's state znode (leader, leader epoch, ISR; the znode version
+  is the partition epoch). A partition whose state is not written yet has no leader (-1) and an empty ISR;
+- watches fire on kazoo's threads; they only record what changed and post one publication to the
+  broker's event loop, where the new image is built and the subscribers (the ReplicaManager) are called:
+  a burst of changes is published as one image, and a topic that did not change keeps its `TopicImage`;
+- registering the broker (`register_broker`, called by the Broker once its listeners are known) creates
+  /brokers/ids/<id> (refused while another live broker holds the id) and starts running for controller
+  (`ControllerService`); `close()` ends the session, so the registration and /controller vanish at once;
+- topic admin writes ZooKeeper (`ZkAdmin`) and returns at once: the topic appears in the image when the
+  watches bring it back (with its leaders once the controller wrote them), as in Kafka;
+- the cluster id is /cluster/id (the first broker's proposal wins); a data directory that belongs to
+  another cluster refuses to start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from kaflite.cluster.admin import ZkAdmin
+from kaflite.cluster.controller import ControllerConfig
+from kaflite.cluster.metadata import (
+    BrokerRegistration,
+    Endpoint,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+    new_cluster_id,
+)
+from kaflite.cluster.zk import (
+    BrokersChanged,
+    ConfigChanged,
+    ControllerChanged,
+    KafkaZkClient,
+    PartitionStateChanged,
+    TopicAssignmentChanged,
+    TopicsChanged,
+    ZkEvent,
+)
+from kaflite.cluster.zkconfig import ZooKeeperSettings
+from kaflite.cluster.zkcontroller import ControllerService
+from kaflite.cluster.zkdata import BrokerInfo, LeaderAndIsr, TopicAssignment, ZkEndpoint
+from kaflite.protocol.errors import ErrorCode, KafkaError
+
+__all__ = ["ClusterIdMismatch", "ZkMetadata"]
+
+log = logging.getLogger("kaflite.cluster")
+
+Listener = Callable[[MetadataImage, MetadataImage], None]
+TopicPartition = tuple[str, int]
+
+
+class ClusterIdMismatch(RuntimeError):
+    """The data directory belongs to another cluster than the one in ZooKeeper."""
+
+
+def controller_config(config: Mapping[str, Any]) -> ControllerConfig:
+    """The controller's settings from the broker's configuration (Kafka's keys and defaults)."""
+
+    def get(key: str, default: Any) -> Any:
+        try:
+            value = config[key]
+        except KeyError:
+            return default
+        return default if value is None else value
+
+    return ControllerConfig(
+        unclean_leader_election_enable=bool(get("unclean.leader.election.enable", False)),
+        auto_leader_rebalance_enable=bool(get("auto.leader.rebalance.enable", True)),
+        leader_imbalance_per_broker_percentage=int(get("leader.imbalance.per.broker.percentage", 10)),
+        delete_topic_enable=bool(get("delete.topic.enable", True)),
+    )
+
+
+class ZkMetadata:
+    """MetadataPublisher + TopicAdmin of a broker in a ZooKeeper cluster."""
+
+    def __init__(
+        self,
+        settings: ZooKeeperSettings,
+        node_id: int,
+        config: Mapping[str, Any] | None = None,
+        rebalance_interval_s: float = 300.0,
+    ) -> None:
+        cfg = config or {}
+        self.settings = settings
+        self.node_id = node_id
+        self.zk = KafkaZkClient(settings.connect, settings.session_timeout_ms, settings.connection_timeout_ms)
+        self.controller = ControllerService(self.zk, node_id, controller_config(cfg), rebalance_interval_s)
+        self.admin = ZkAdmin(
+            self.zk,
+            default_partitions=int(cfg.get("num.partitions") or 1),
+            default_replication_factor=int(cfg.get("default.replication.factor") or 1),
+            rng=random.Random(),
+        )
+        self.broker_epoch = -1
+        self._image = MetadataImage(version=0)
+        self._listeners: list[Listener] = []
+        self._post: Callable[[Callable[[], None]], Any] | None = None
+        self._started = False
+        self._controller_running = False
+        # what the watches reported (guarded by _lock: written on kazoo's threads, read on the loop)
+        self._lock = threading.Lock()
+        self._brokers: dict[int, BrokerRegistration] = {}
+        self._controller_id = -1
+        self._assignments: dict[str, TopicAssignment] = {}
+        self._configs: dict[str, dict[str, str]] = {}
+        self._states: dict[TopicPartition, LeaderAndIsr] = {}
+        self._dirty_topics: set[str] = set()
+        self._dirty = False
+        self._scheduled = False
+
+    # -- MetadataPublisher ----------------------------------------------------------------------------------
+    @property
+    def image(self) -> MetadataImage:
+        return self._image
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    # -- what the Broker calls -------------------------------------------------------------------------------
+    def load(self, partitions_on_disk: Iterable[tuple[str, int]] = ()) -> MetadataImage:
+        """Connect to ZooKeeper and build the first image (called on the broker's event loop).
+
+        Logs on disk of partitions the cluster does not assign here are left alone (not adopted)."""
+        try:
+            loop = asyncio.get_running_loop()
+            self._post = loop.call_soon_threadsafe
+        except RuntimeError:  # no loop (tests, tools): publish on the calling thread
+            self._post = lambda fn: fn()
+        self.zk.start()
+        self.zk.create_top_level_paths()
+        cluster_id = self.zk.get_or_create_cluster_id(new_cluster_id())
+        infos, _ = self.zk.get_all_brokers_with_epochs()
+        with self._lock:
+            self._brokers = {b: _registration(i) for b, i in infos.items()}
+            self._controller_id = self.zk.get_controller_id() or -1
+            for t in self.zk.get_all_topics():
+                got = self.zk.get_topic_assignment(t)
+                if got is not None:
+                    self._assignments[t] = got[0]
+                    self._configs[t] = self.zk.get_entity_config("topics", t)
+            tps = [(t, p) for t, a in self._assignments.items() for p in a.partitions]
+            self._states = {tp: s for tp, s in self.zk.get_partition_states(tps).items() if s is not None}
+            self._dirty_topics = set(self._assignments)
+            self._dirty = True
+        self._image = self._image.evolve(cluster_id=cluster_id)
+        self._publish()
+        self._started = True
+        self.zk.watch_brokers(self._on_event)
+        self.zk.watch_controller(self._on_event)
+        self.zk.watch_topics(self._on_event)
+        self.zk.watch_config_changes(self._on_event)
+        self.zk.watch_partition_states(tps, self._on_event)
+        return self._image
+
+    def set_cluster_id(self, cluster_id: str) -> None:
+        if self._image.cluster_id and cluster_id != self._image.cluster_id:
+            raise ClusterIdMismatch(
+                f"cluster.id {cluster_id} (configuration or meta.properties) does not match the cluster's id "
+                f"{self._image.cluster_id} in ZooKeeper ({self.settings.connect}): this data directory belongs "
+                "to another cluster"
+            )
+
+    def register_broker(self, registration: BrokerRegistration) -> None:
+        """Register (or update) /brokers/ids/<id>; the first time, start running for controller."""
+        info = BrokerInfo(
+            registration.id,
+            tuple(
+                ZkEndpoint(e.listener, e.host, e.port, e.security_protocol) for e in registration.endpoints
+            ),
+            rack=registration.rack,
+            timestamp_ms=int(time.time() * 1000),
+        )
+        self.broker_epoch = self.zk.register_broker(info)
+        if not self._controller_running:
+            self._controller_running = True
+            self.controller.start()
+
+    def close(self) -> None:
+        """Leave the cluster: stop the controller role, end the session."""
+        try:
+            self.controller.stop()
+        finally:
+            self.zk.close()
+
+    # -- TopicAdmin ---------------------------------------------------------------------------------------------
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int | None,
+        configs: Mapping[str, str],
+        assignment: Sequence[Sequence[int]] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicImage:
+        n = -1 if assignment else num_partitions
+        rf = -1 if assignment else replication_factor
+        a = self.admin.create_topic(name, n, rf, configs, assignment, validate_only=validate_only)
+        return _topic_image(a, dict(configs), {})
+
+    def delete_topic(self, name: str) -> TopicImage:
+        a = self.admin.delete_topic(name)
+        existing = self._image.topics.get(name)
+        return existing if existing is not None else _topic_image(a, {}, {})
+
+    def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignment: Sequence[Sequence[int]] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicImage:
+        a = self.admin.create_partitions(name, count, assignment, validate_only=validate_only)
+        return _topic_image(a, dict(self._configs.get(name, {})), {})
+
+    def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicImage:
+        self.admin.alter_topic_configs(name, configs)
+        existing = self._image.topics.get(name)
+        if existing is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+        return existing
+
+    # -- watches (kazoo's threads) --------------------------------------------------------------------------------
+    def _on_event(self, event: ZkEvent) -> None:
+        new_partitions: list[TopicPartition] = []
+        with self._lock:
+            if isinstance(event, BrokersChanged):
+                self._brokers = {b: _registration(i) for b, i in event.brokers.items()}
+                self._dirty = True
+            elif isinstance(event, ControllerChanged):
+                self._controller_id = event.controller_id if event.controller_id is not None else -1
+                self._dirty = True
+            elif isinstance(event, TopicsChanged):
+                for gone in set(self._assignments) - set(event.topics):
+                    self._forget(gone)
+            elif isinstance(event, TopicAssignmentChanged):
+                if event.assignment is None:
+                    self._forget(event.topic)
+                else:
+                    before = self._assignments.get(event.topic)
+                    self._assignments[event.topic] = event.assignment
+                    if before is None or before.topic_id != event.assignment.topic_id:
+                        self._configs[event.topic] = {}
+                        new_partitions = [(event.topic, p) for p in event.assignment.partitions]
+                    else:
+                        new_partitions = [
+                            (event.topic, p)
+                            for p in event.assignment.partitions
+                            if p not in before.partitions
+                        ]
+                    self._dirty_topics.add(event.topic)
+                    self._dirty = True
+            elif isinstance(event, PartitionStateChanged):
+                tp = (event.topic, event.partition)
+                if event.topic in self._assignments:
+                    if event.state is None:
+                        self._states.pop(tp, None)
+                    else:
+                        held = self._states.get(tp)
+                        if held is None or (event.state.leader_epoch, event.state.zk_version) > (
+                            held.leader_epoch,
+                            held.zk_version,
+                        ):
+                            self._states[tp] = event.state
+                    self._dirty_topics.add(event.topic)
+                    self._dirty = True
+            elif isinstance(event, ConfigChanged) and event.entity_type == "topics":
+                self._dirty_topics.add(event.name)
+                self._dirty = True
+        if isinstance(event, TopicAssignmentChanged) and event.assignment is not None and new_partitions:
+            configs = self.zk.get_entity_config("topics", event.topic)
+            with self._lock:
+                self._configs[event.topic] = configs
+            self.zk.watch_partition_states(new_partitions, self._on_event)
+        elif isinstance(event, ConfigChanged) and event.entity_type == "topics":
+            configs = self.zk.get_entity_config("topics", event.name)
+            with self._lock:
+                if event.name in self._assignments:
+                    self._configs[event.name] = configs
+        self._schedule()
+
+    def _forget(self, topic: str) -> None:
+        if self._assignments.pop(topic, None) is not None:
+            self._configs.pop(topic, None)
+            self._states = {tp: s for tp, s in self._states.items() if tp[0] != topic}
+            self._dirty_topics.add(topic)
+            self._dirty = True
+
+    def _schedule(self) -> None:
+        with self._lock:
+            if self._scheduled or not self._dirty or not self._started or self._post is None:
+                return
+            self._scheduled = True
+        self._post(self._publish)
+
+    # -- images (the broker's loop) -----------------------------------------------------------------------------
+    def _publish(self) -> None:
+        with self._lock:
+            self._scheduled = False
+            if not self._dirty:
+                return
+            self._dirty = False
+            dirty, self._dirty_topics = self._dirty_topics, set()
+            topics = dict(self._image.topics)
+            for name in dirty:
+                a = self._assignments.get(name)
+                if a is None:
+                    topics.pop(name, None)
+                else:
+                    states = {p: self._states.get((name, p)) for p in a.partitions}
+                    topics[name] = _topic_image(a, self._configs.get(name, {}), states)
+            new = self._image.evolve(
+                brokers=dict(self._brokers),
+                controller_id=self._controller_id,
+                topics=topics,
+            )
+        old, self._image = self._image, new
+        for listener in list(self._listeners):
+            try:
+                listener(old, new)
+            except Exception:
+                log.exception("a metadata subscriber failed on image %d", new.version)
+
+
+def _registration(info: BrokerInfo) -> BrokerRegistration:
+    return BrokerRegistration(
+        info.id,
+        tuple(Endpoint(e.listener, e.host, e.port, e.security_protocol) for e in info.endpoints),
+        info.rack,
+    )
+
+
+def _topic_image(
+    a: TopicAssignment, configs: Mapping[str, str], states: Mapping[int, LeaderAndIsr | None]
+) -> TopicImage:
+    parts = []
+    for p in range(len(a.partitions)):
+        replicas = a.partitions.get(p, ())
+        s = states.get(p)
+        if s is None:
+            # no state written yet: no leader, epochs unknown (-1), so the first real state is newer
+            parts.append(PartitionRegistration(tuple(replicas), (), -1, -1, -1))
+        else:
+            parts.append(
+                PartitionRegistration(tuple(replicas), tuple(s.isr), s.leader, s.leader_epoch, s.zk_version)
+            )
+    return TopicImage(a.topic, a.topic_id or uuid.UUID(int=0), tuple(parts), dict(configs))

@@ -1,0 +1,137 @@
+"""kaflite brokers as a cluster: three `python -m kaflite.server` processes with zookeeper.connect on a
+real ZooKeeper. Clients see every broker, the controller and each partition's leader; produce and consume
+follow the leaders; kill -9 of the controller elects another within the session timeout + 2 s, and the
+clients see it."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import TypeVar
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster.conftest import BrokerProcesses
+from kaflite.cluster.zk import KafkaZkClient
+
+T = TypeVar("T")
+
+
+def _wait(what: str, fn: Callable[[], T | None], timeout: float = 30.0) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = fn()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _three(brokers: BrokerProcesses, zk: KafkaZkClient) -> None:
+    for b in (1, 2, 3):
+        brokers.start(b)
+    _wait("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+
+
+def test_clients_see_the_cluster_and_follow_leaders(brokers: BrokerProcesses, zk_connect: str) -> None:
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        _three(brokers, zk)
+        admin = AdminClient({"bootstrap.servers": brokers.bootstrap(1)})
+        # CreateTopics on broker 1 places the partitions over the three brokers (RF 1: replication is
+        # the next issue), the controller elects, every broker learns the leaders
+        admin.create_topics([NewTopic("orders", 6, 1)])["orders"].result(30)
+
+        def led() -> dict[int, int] | None:
+            md = admin.list_topics("orders", timeout=10)
+            t = md.topics.get("orders")
+            if t is None or t.error is not None or len(t.partitions) != 6:
+                return None
+            leaders = {p: t.partitions[p].leader for p in range(6)}
+            return leaders if all(v in (1, 2, 3) for v in leaders.values()) else None
+
+        leaders = _wait("leaders in Metadata", led)
+        assert set(leaders.values()) == {1, 2, 3}  # spread over the cluster
+        md = admin.list_topics(timeout=10)
+        assert sorted(md.brokers) == [1, 2, 3]
+        assert {b.port for b in md.brokers.values()} == set(brokers.ports.values())
+        controller = zk.get_controller_id()
+        assert md.controller_id == controller
+        got = zk.get_topic_assignment("orders")
+        assert got is not None and {p: r[0] for p, r in got[0].partitions.items()} == leaders
+
+        # produce through broker 1 only: the client follows each partition's leader
+        producer = Producer({"bootstrap.servers": brokers.bootstrap(1), "acks": "all"})
+        errors: list[object] = []
+        for i in range(60):
+            producer.produce("orders", value=f"v{i}".encode(), partition=i % 6,
+                             on_delivery=lambda err, msg: errors.append(err) if err else None)  # fmt: skip
+        assert producer.flush(30) == 0 and not errors
+        consumer = Consumer({"bootstrap.servers": brokers.bootstrap(2), "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest"})  # fmt: skip
+        consumer.assign([TopicPartition("orders", p, 0) for p in range(6)])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(seen) < 60 and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                seen.append(m.value())
+        consumer.close()
+        assert sorted(seen) == sorted(f"v{i}".encode() for i in range(60))
+        # each partition's records live only on its leader's disk
+        for p, leader in leaders.items():
+            assert (brokers.directory / f"broker-{leader}" / f"orders-{p}").is_dir()
+            for other in {1, 2, 3} - {leader}:
+                assert not (brokers.directory / f"broker-{other}" / f"orders-{p}").exists()
+    finally:
+        zk.close()
+
+
+def test_kill_9_of_the_controller_broker(brokers: BrokerProcesses, zk_connect: str) -> None:
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        _three(brokers, zk)
+        controller = _wait("a controller", zk.get_controller_id)
+        epoch = zk.get_controller_epoch()
+        assert epoch is not None
+        survivor = next(b for b in (1, 2, 3) if b != controller)
+        admin = AdminClient({"bootstrap.servers": brokers.bootstrap(survivor)})
+        t0 = time.monotonic()
+        brokers.kill(controller)
+        new = _wait("a new controller", lambda: (c := zk.get_controller_id()) not in (None, controller) and c)
+        elapsed = time.monotonic() - t0
+        assert elapsed <= 3 + 2, f"controller failover took {elapsed:.2f}s"
+        now = zk.get_controller_epoch()
+        assert now is not None and now.epoch == epoch.epoch + 1
+        print(f"controller failover after kill -9 of a broker: {elapsed:.2f}s")
+        # clients see it: Metadata from a survivor names the new controller and two brokers
+        md = _wait(
+            "Metadata with the new controller",
+            lambda: (
+                (m := admin.list_topics(timeout=10)).controller_id == new
+                and sorted(m.brokers) != [1, 2, 3]
+                and m
+            ),
+        )
+        assert sorted(md.brokers) == sorted({1, 2, 3} - {controller})
+    finally:
+        zk.close()
+
+
+def test_duplicate_broker_id_is_refused_with_one_line(brokers: BrokerProcesses, zk_connect: str) -> None:
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        brokers.start(1)
+        _wait("broker 1", lambda: zk.get_broker_ids() == [1])
+        proc = brokers.start(11, "broker.id=1", wait=False)
+        assert proc.wait(60) == 2
+        out = brokers.log(11)
+        assert "error: broker.id 1 is already registered in ZooKeeper by a live broker" in out
+        assert "Traceback" not in out
+    finally:
+        zk.close()
