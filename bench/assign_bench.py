@@ -6,6 +6,8 @@ subscribes to one topic only, as in Kafka's testLargeAssignmentAndGroupWithNonEq
 "split": every 4th member on the first half of the topics, the others on the second half), each
 fresh and then incrementally after one member leaves (every survivor owning its previous partitions).
 Baseline measured in the same run: RoundRobin and Range over the same group (no stickiness to compute).
+Client assignors run as a group leader runs them (`assign_group`: Java's HashMap order of members and
+topics included). Target: 1 s of CPU per assignor call (wall time is reported too: the machine is shared).
 
     .venv/bin/python bench/assign_bench.py [--members 2000] [--topics 100] [--partitions 1000] [--only sticky]
 """
@@ -19,11 +21,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kaflite.assign import Subscription, TopicPartition, get_assignor
+from kaflite.assign import Subscription, TopicPartition, assign_group, get_assignor
 from kaflite.assign.server import MemberSpec
 from kaflite.assign.userdata import encode_sticky_user_data
 
-TARGET_S = 10.0
+TARGET_S = 1.0
 
 
 def timed(fn: Callable[[], Any]) -> tuple[tuple[float, float], Any]:
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     names = list(topics)
     members = [f"consumer{i:04d}" for i in range(args.members)]
     total = args.topics * args.partitions
-    print(f"group: {len(members)} members, {len(topics)} topics, {total} partitions (target <= {TARGET_S:.0f} s each)")
+    print(f"group: {len(members)} members, {len(topics)} topics, {total} partitions (target <= {TARGET_S:g} s CPU each)")
     rows: list[tuple[str, str, str, tuple[float, float], str]] = []
     only = set(args.only or ["baseline", "sticky", "cooperative-sticky", "uniform"])
 
@@ -71,13 +73,13 @@ def main(argv: list[str] | None = None) -> int:
         if "baseline" in only:
             for name in ("roundrobin", "range"):
                 s = {m: Subscription(t) for m, t in subs.items()}
-                dt, out = timed(lambda n=name, s=s: get_assignor(n).assign(topics, s))
+                dt, out = timed(lambda n=name, s=s: assign_group(get_assignor(n), topics, s))
                 rows.append((name + " (baseline)", label, "fresh", dt, balance(out)))
         for name in ("sticky", "cooperative-sticky"):
             if name not in only:
                 continue
             s = {m: Subscription(t) for m, t in subs.items()}
-            dt, first = timed(lambda n=name, s=s: get_assignor(n).assign(topics, s))
+            dt, first = timed(lambda n=name, s=s: assign_group(get_assignor(n), topics, s))
             rows.append((name, label, "fresh", dt, balance(first)))
             # one member leaves; the others rejoin owning what they had
             left = {m: t for m, t in subs.items() if m != members[0]}
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                 s2 = {m: Subscription(t, user_data=encode_sticky_user_data(first[m], 1)) for m, t in left.items()}
             else:
                 s2 = {m: Subscription(t, owned_partitions=list(first[m]), generation_id=1) for m, t in left.items()}
-            dt, second = timed(lambda n=name, s2=s2: get_assignor(n).assign(topics, s2))
+            dt, second = timed(lambda n=name, s2=s2: assign_group(get_assignor(n), topics, s2))
             rows.append((name, label, "1 member left", dt, balance(second)))
         if "uniform" in only:
             specs = {m: MemberSpec(t) for m, t in subs.items()}
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"{'assignor':28} {'subscriptions':13} {'case':14} {'wall s':>7} {'cpu s':>7}  {'per member':>10}  target")
     for name, label, case, (wall, cpu), bal in rows:
-        ok = "ok" if wall <= TARGET_S else ("OVER (wall; cpu ok)" if cpu <= TARGET_S else "OVER")
+        ok = "ok" if cpu <= TARGET_S else "OVER"
         print(f"{name:28} {label:13} {case:14} {wall:7.2f} {cpu:7.2f}  {bal:>10}  {ok}")
     sys.stdout.flush()
     return 0

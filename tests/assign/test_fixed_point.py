@@ -9,7 +9,7 @@ same groups against Kafka's Java classes):
   move partitions towards their racks (once: cooperative-sticky in one revoke + follow-up), and from
   then on nothing changes;
 - with racks and unequal subscriptions the sticky assignors' general path does NOT always settle in
-  Kafka: a few groups (about 0.5 % of random ones) move the same partitions back and forth in every
+  Kafka: a few groups in a thousand (docs/assignors.md) move the same partitions back and forth in every
   rebalance — confirmed with Kafka's own classes (the `h-nonconvergent-*` harness cases, reproduced
   exactly in test_harness_cases.py, and pinned below). kaflite follows Kafka there; for those groups
   this file checks validity and cooperative safety of every round instead.

@@ -2,7 +2,8 @@
 
 Mapping order matters: where Kafka iterates a Java map it received (partitionsPerTopic, subscriptions),
 kaflite iterates the Python mapping in its insertion order, so a caller reproducing a Java run passes
-its maps in Java's iteration order (the reference vectors store them that way).
+its maps in Java's iteration order (the reference vectors store them that way). `assign_group` builds
+that order itself from members in join order, as Kafka's group leader does (kaflite.assign.javautil).
 """
 
 from __future__ import annotations
