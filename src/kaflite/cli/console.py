@@ -603,7 +603,8 @@ def consume(
                 idle: float | None = timeout_ms / 1000
             else:
                 idle = idle_timeout if idle_timeout is not None else (15.0 if exit_at_end else None)
-            last_progress = time.monotonic()
+            last_progress = last_flush = time.monotonic()
+            unflushed = False
             out = sys.stdout
             while (max_messages is None or received < max_messages) and not stop.requested:
                 msg = consumer.poll(0.2)
@@ -611,6 +612,13 @@ def consume(
                 if fatal:
                     fail(f"consuming {topic!r}: {fatal}")
                 now = time.monotonic()
+                if unflushed and (msg is None or now - last_flush > 0.2):
+                    # a reader of a waiting consumer sees records within 0.2 s, without one write per record
+                    try:
+                        out.flush()
+                    except BrokenPipeError:
+                        break
+                    unflushed, last_flush = False, now
                 if msg is None:
                     if idle is not None and now - last_progress > idle:
                         if not exit_at_end or idle_timeout is not None or timeout_ms is not None:
@@ -651,8 +659,7 @@ def consume(
                 )
                 try:
                     out.write(line + ("\n" if output_json else line_end))
-                    if not exit_at_end:
-                        out.flush()  # a follower's reader sees each record as it arrives
+                    unflushed = True
                 except BrokenPipeError:  # `kaflite consume ... | head`: the reader is gone, stop quietly
                     break
                 received += 1
