@@ -135,3 +135,49 @@ def test_duplicate_broker_id_is_refused_with_one_line(brokers: BrokerProcesses, 
         assert "Traceback" not in out
     finally:
         zk.close()
+
+
+def test_producer_ids_are_unique_across_brokers(brokers: BrokerProcesses, zk_connect: str) -> None:
+    import datetime
+    import json
+
+    from kio.schema.errors import ErrorCode
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+
+    from server.kwire import WireClient
+
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        for b in (1, 2):
+            brokers.start(b)
+        _wait("2 brokers", lambda: zk.get_broker_ids() == [1, 2])
+        request = InitProducerIdRequest(
+            transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60)
+        )
+        ids: dict[int, list[int]] = {1: [], 2: []}
+        with WireClient(brokers.bootstrap(1)) as c1, WireClient(brokers.bootstrap(2)) as c2:
+            for _ in range(5):
+                for b, c in ((1, c1), (2, c2)):
+                    r = c.request(request)
+                    assert r.error_code == ErrorCode.none and r.producer_epoch == 0
+                    ids[b].append(r.producer_id)
+        # each broker counts up in its own block of 1000; blocks never overlap
+        for b in (1, 2):
+            assert ids[b] == list(range(ids[b][0], ids[b][0] + 5))
+        assert {ids[1][0] // 1000, ids[2][0] // 1000} == {0, 1}
+        got = zk.get_data("/latest_producer_id_block")
+        assert got is not None
+        block = json.loads(got[0])
+        assert block["block_start"] == "1000" and block["block_end"] == "1999" and block["version"] == 1
+        # a restarted broker never hands out an id it gave before: it claims a fresh block
+        first = ids[1][0]
+        brokers.kill(1)
+        _wait("1 gone", lambda: zk.get_broker_ids() == [2], timeout=20)
+        brokers.start(1)
+        _wait("1 back", lambda: zk.get_broker_ids() == [1, 2])
+        with WireClient(brokers.bootstrap(1)) as c1:
+            again = c1.request(request).producer_id
+        assert again >= 2000 and again // 1000 != first // 1000
+    finally:
+        zk.close()

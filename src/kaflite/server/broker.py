@@ -33,6 +33,7 @@ from kaflite.cluster.metadata import (
     validate_topic_name,
     write_meta_properties,
 )
+from kaflite.cluster.producer_ids import ZkProducerIdManager
 from kaflite.cluster.zk import BrokerIdInUseError, ZkConnectionError
 from kaflite.cluster.zk_metadata import ClusterIdMismatch, ZkMetadata
 from kaflite.cluster.zkconfig import zookeeper_settings
@@ -80,7 +81,13 @@ class Broker:
         self.authorizer: Authorizer = AllowAllAuthorizer()
         self._tasks: list[asyncio.Task[None]] = []
         self._storage_job: asyncio.Future[None] | None = None  # the housekeeping pass in its thread
-        self.producer_ids = ProducerIdManager()
+        # producer ids: from blocks claimed in ZooKeeper in a cluster (unique across brokers), else local
+        self.producer_ids: ProducerIdManager | ZkProducerIdManager
+        if isinstance(self.metadata_writer, ZkMetadata):
+            writer = self.metadata_writer
+            self.producer_ids = ZkProducerIdManager(lambda: writer.zk.allocate_producer_ids(self.node_id))
+        else:
+            self.producer_ids = ProducerIdManager()
         # Extension slot for other subsystems (e.g. the group coordinator) to hang their state on.
         self.extensions: dict[str, Any] = {}
         self.rack: str | None = config["broker.rack"]
