@@ -43,6 +43,9 @@ def test_topics_list_counts_records_and_sizes(console: ConsoleServer, console_cl
     assert "__consumer_offsets" not in rows
     _, html_all, _ = console.get("/topics?internal=1")
     assert "__consumer_offsets" in html_all
+    # the name filter (and a page past the end shows the last page)
+    _, html, _ = console.get(f"/topics?q={console_cluster.events.upper()}&page=99")
+    assert [r[0] for r in _cells(html, "topics")] == [console_cluster.events]
 
 
 def test_topic_page_partitions_offsets_configs(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:

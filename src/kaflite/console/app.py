@@ -52,6 +52,7 @@ __all__ = ["ConsoleSettings", "create_app", "template_env"]
 
 MAX_LIMIT = 1000
 MAX_LAG_SECONDS_PARTITIONS = 64
+TOPICS_PER_PAGE = 100
 
 
 @dataclass(slots=True)
@@ -157,8 +158,14 @@ class Console:
     def topics(self, request: Request) -> Response:
         def page() -> Response:
             show_internal = request.query_params.get("internal") == "1"
+            q = request.query_params.get("q", "").strip()
+            page_no = _int(request, "page", 1, 1)
             md = self.view.metadata()
-            topics = self.view.topics(md, with_internal=show_internal)
+            everything = self.view.topics(md, with_internal=show_internal)
+            matching = [t for t in everything if q.lower() in t.name.lower()] if q else everything
+            pages = max(1, -(-len(matching) // TOPICS_PER_PAGE))
+            page_no = min(page_no, pages)
+            topics = matching[(page_no - 1) * TOPICS_PER_PAGE:page_no * TOPICS_PER_PAGE]
             # a list of every partition uses the sampler's last round when it is recent (a large cluster
             # would otherwise pay two ListOffsets rounds and DescribeLogDirs on every load)
             cached = self.sampler.cached_offsets(max(15.0, 3 * self.settings.sample_interval))
@@ -175,7 +182,8 @@ class Console:
                 self.view.apply_sizes(topics, sizes)
             rates = {t.name: self.history.topic_rate(t.name) for t in topics}
             return self.render(request, "topics.html", topics=topics, rates=rates, sizes_served=sizes is not None,
-                               show_internal=show_internal, age=age)
+                               show_internal=show_internal, age=age, q=q, page=page_no, pages=pages,
+                               matching=len(matching), total=len(everything))
         return self.guard(request, page)
 
     def topic(self, request: Request) -> Response:

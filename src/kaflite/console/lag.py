@@ -86,6 +86,7 @@ class LagHistory:
         self.max_samples = max_samples
         self.window_s = window_s
         self._ends: dict[Tp, deque[tuple[float, int]]] = {}
+        self._partitions_of: dict[str, set[int]] = {}  # topic -> sampled partitions (topic rates)
         self._committed: dict[str, dict[Tp, deque[tuple[float, int]]]] = {}
         self._group_lag: dict[str, deque[tuple[float, dict[Tp, int]]]] = {}
         self.last_sample: float | None = None
@@ -97,7 +98,11 @@ class LagHistory:
 
     def record_ends(self, now: float, ends: Mapping[Tp, int]) -> None:
         for tp, v in ends.items():
-            self._push(self._ends.setdefault(tp, deque()), now, v)
+            d = self._ends.get(tp)
+            if d is None:
+                d = self._ends[tp] = deque()
+                self._partitions_of.setdefault(tp[0], set()).add(tp[1])
+            self._push(d, now, v)
         self.last_sample = now
 
     def record_group(self, now: float, group: str, committed: Mapping[Tp, int], ends: Mapping[Tp, int]) -> None:
@@ -125,7 +130,7 @@ class LagHistory:
         return rate(list(self._committed.get(group, {}).get(tp, ())), self.window_s)
 
     def topic_rate(self, topic: str) -> float | None:
-        rates = [self.produce_rate(tp) for tp in self._ends if tp[0] == topic]
+        rates = [self.produce_rate((topic, p)) for p in self._partitions_of.get(topic, ())]
         known = [r for r in rates if r is not None]
         return sum(known) if known else None
 
