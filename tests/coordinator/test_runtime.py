@@ -40,6 +40,11 @@ class HandWriter:
             fut.set_result(None)
         self.uncommitted.clear()
 
+    def committed_end(self, partition: int) -> Awaitable[None] | None:
+        if not any(p == partition for p, _ in self.uncommitted):
+            return None
+        return asyncio.gather(*(fut for p, fut in self.uncommitted if p == partition))
+
     def read(self, partition: int) -> Iterable[Record] | Awaitable[Iterable[Record]]:
         records = list(self.logs.get(partition, []))
         if self.slow_reads is None:
@@ -204,6 +209,7 @@ def test_a_step_that_raises_answers_unknown_server_error_and_rebuilds_the_shard(
     (KafkaError(ErrorCode.not_leader_or_follower), ErrorCode.not_coordinator),
     (KafkaError(ErrorCode.unknown_topic_or_partition), ErrorCode.coordinator_not_available),
     (KafkaError(ErrorCode.not_enough_replicas), ErrorCode.coordinator_not_available),
+    (KafkaError(ErrorCode.not_enough_replicas_after_append), ErrorCode.coordinator_not_available),
     (KafkaError(ErrorCode.request_timed_out), ErrorCode.coordinator_not_available),
     (KafkaError(ErrorCode.message_too_large), ErrorCode.unknown_server_error),
     (KafkaError(ErrorCode.record_list_too_large), ErrorCode.unknown_server_error),
@@ -291,4 +297,27 @@ def test_the_runtime_runs_any_state_machine() -> None:
             await rt.write(3, lambda shard, now: shard.incr(b"x"))
         assert rt.shard(3).counts == {b"x": 3}  # reloaded: the unwritten 4 is gone
         assert writer.logs[3] == [(b"x", b"1"), (b"x", b"2"), (b"x", b"3")]
+    run(body)
+
+
+def test_a_reload_over_an_uncommitted_tail_answers_only_once_it_is_committed() -> None:
+    """Records written but not committed are replayed (they are the last written state), but nothing read
+    from them leaves before they are committed."""
+    async def body() -> None:
+        writer = HandWriter()
+        rt = make_runtime(writer)
+        await rt.load(0)
+        first = rt.write(0, commit_step(2))
+        writer.commit_all()
+        await first
+        tail = rt.write(0, commit_step(7))  # written, not committed ...
+        await settle()
+        await rt.load(0)  # ... when the shard is reloaded (its answer: NOT_COORDINATOR)
+        with pytest.raises(KafkaError):
+            await tail
+        read = rt.write(0, fetch_step())
+        await settle()
+        assert not read.done()  # 7 is in the shard, but not committed: no answer yet
+        writer.commit_all()
+        assert (await read).topics[0][1][0].offset == 7
     run(body)

@@ -68,7 +68,7 @@ def live_and_log(broker: Any, group: str) -> tuple[dict[str, Any], dict[str, Any
         svc = broker.server.broker.extensions["group_coordinator"]
         partition = svc.partition_for(group)
         fresh = GroupCoordinator(svc.config, active=False)
-        for key, value in svc.writer.read(partition):
+        for key, value in svc.writer.records(partition):
             fresh.replay(key, value)
         return persisted_view(svc.runtime.shard(partition)), persisted_view(fresh)
     return broker.call(read)  # type: ignore[no-any-return]
@@ -95,13 +95,17 @@ def join_request(group: str, member_id: str, topic: str) -> JoinGroupRequest:
                             protocols=(JoinGroupRequestProtocol(name="range", metadata=encode_subscription([topic])),))
 
 
+def commit_request(group: str, topic: str, member_id: str, generation: int, offset: int) -> OffsetCommitRequest:
+    return OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=i32(generation), member_id=member_id,
+                               group_instance_id=None, topics=(OffsetCommitRequestTopic(name=topic, partitions=(
+                                   OffsetCommitRequestPartition(partition_index=i32(0), committed_offset=i64(offset),
+                                                                committed_leader_epoch=i32(-1),
+                                                                committed_metadata=f"at {offset}"),)),))
+
+
 def commit(client: WireClient, group: str, topic: str, member_id: str, generation: int, offset: int) -> ErrorCode:
-    req = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=i32(generation), member_id=member_id,
-                              group_instance_id=None, topics=(OffsetCommitRequestTopic(name=topic, partitions=(
-                                  OffsetCommitRequestPartition(partition_index=i32(0), committed_offset=i64(offset),
-                                                               committed_leader_epoch=i32(-1),
-                                                               committed_metadata=f"at {offset}"),)),))
-    return ErrorCode(client.request(req).topics[0].partitions[0].error_code)
+    return ErrorCode(client.request(commit_request(group, topic, member_id, generation, offset))
+                     .topics[0].partitions[0].error_code)
 
 
 def fetch(client: WireClient, group: str, topic: str) -> tuple[ErrorCode, int]:

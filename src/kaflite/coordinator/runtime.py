@@ -14,7 +14,10 @@ token None is the caller's answer, other tokens answer requests parked by earlie
 Rules (as Kafka's runtime):
 - a partition's shard exists only between load(partition) and unload(partition); a request for a
   partition that is not loaded fails NOT_COORDINATOR, one that is loading COORDINATOR_LOAD_IN_PROGRESS;
-- load replays every record of the partition into a FRESH shard, then activates it; unload drops the
+- load replays every record of the partition (up to its log end) into a FRESH shard, then activates
+  it; when the log holds records beyond the high watermark (written, not yet committed), every answer
+  of the shard waits, as behind a pending write, until they are committed (Kafka reads its committed
+  snapshot instead); unload drops the
   shard and answers every request it still holds (parked or waiting for a commit) NOT_COORDINATOR;
   with the partition's leader epoch (what failover passes, as Kafka's onElection / onResignation) a
   stale event is ignored: load(p, e) when the shard already has epoch >= e, unload(p, e) unless e is
@@ -87,6 +90,11 @@ class PartitionWriter(Protocol):
         """Every record of the partition, in offset order (an awaitable when read off the event loop)."""
         ...
 
+    def committed_end(self, partition: int) -> Awaitable[Any] | None:
+        """None when everything in the partition is committed; else an awaitable that resolves when the
+        high watermark reaches the log end offset of now (or raises why it did not)."""
+        ...
+
 
 S = TypeVar("S", bound=CoordinatorShard)
 Op = Callable[[S, int], Any]
@@ -102,6 +110,8 @@ class ShardState(enum.Enum):
 _APPEND_ERRORS = {
     ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
     ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    # not in Kafka's table (its runtime waits for the high watermark, never for acks=-1): the same meaning
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
     ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
     ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
     ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
@@ -232,6 +242,13 @@ class CoordinatorRuntime(Generic[S]):
                 log.warning("%s partition %d: skipping a record: %s", self.name, ctx.partition, e)
         ctx.state = ShardState.ACTIVE
         self._run(ctx, lambda shard, now: shard.activate(now), None)
+        barrier = self._writer.committed_end(ctx.partition)
+        if barrier is not None:  # the replayed tail is not committed yet: answers wait for it
+            direct: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            direct.add_done_callback(_retrieve)
+            pending = _Pending((), direct)
+            ctx.pending.append(pending)
+            self._keep(asyncio.ensure_future(self._await_commit(ctx, pending, barrier, None)))
         log.debug("%s partition %d loaded: %d record(s)", self.name, ctx.partition, count)
         if self.on_loaded is not None:
             self.on_loaded(ctx.partition, ctx.shard)
@@ -351,7 +368,7 @@ class CoordinatorRuntime(Generic[S]):
 
     def _write_failed(self, ctx: _Context[S], pending: _Pending, exc: BaseException) -> None:
         error = coordinator_error(exc)
-        log.error("%s partition %d: a write failed (%s); answering %s and reloading the shard from its log",
+        log.error("%s partition %d: a write or its commit failed (%s); answering %s, reloading from the log",
                   self.name, ctx.partition, exc, error.name.upper())
         if pending in ctx.pending:
             ctx.pending.remove(pending)

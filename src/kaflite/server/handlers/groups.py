@@ -37,7 +37,6 @@ from kaflite.coordinator.consumer_group import ConsumerHeartbeatRequest, Consume
 from kaflite.coordinator.runtime import CoordinatorRuntime, Record
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import build_record_batch, decode_records, iter_batches
-from kaflite.server.broker import fetch_key
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 
@@ -59,10 +58,11 @@ def to_ms(value: Any) -> int:
 class OffsetsTopicWriter:
     """The runtime's PartitionWriter over this broker's `__consumer_offsets` logs.
 
-    `append` writes one batch as leader and returns an awaitable that resolves once the partition's
-    high watermark has passed the batch (single node: at once; with replicas, when the ISR has it),
-    within offsets.commit.timeout.ms (else REQUEST_TIMED_OUT, which clients see as
-    COORDINATOR_NOT_AVAILABLE). Any error of the write itself propagates (an OSError from the disk too).
+    `append` writes one batch as leader through the ReplicaManager (acks=-1) and returns an awaitable that
+    resolves once the partition's high watermark has passed the batch (single node: at once; with
+    replicas, when the ISR has it), within offsets.commit.timeout.ms (else REQUEST_TIMED_OUT, which
+    clients see as COORDINATOR_NOT_AVAILABLE). An error of the write itself raises at once (a disk
+    error as KAFKA_STORAGE_ERROR).
     """
 
     def __init__(self, service: GroupService) -> None:
@@ -72,26 +72,32 @@ class OffsetsTopicWriter:
     def append(self, partition: int, records: Sequence[Record]) -> Awaitable[None]:
         batch = build_record_batch([(k, v, []) for k, v in records], timestamp_ms=self.broker.now_ms(),
                                    compression=self.service.codec)
-        info = self.broker.append(OFFSETS_TOPIC, partition, batch)
-        return self._committed(partition, int(info.last_offset))
+        # written now, as leader, with acks=-1 (the write happens before this returns, so a reload that
+        # follows reads it); committed when the partition's high watermark passes it
+        replicas = self.broker.replica_manager
+        part, result = replicas.append_records(OFFSETS_TOPIC, partition, batch, -1, internal_topics_allowed=True)
+        return self._committed(part, int(result.last_offset))
 
     def log(self, partition: int) -> Any:
         """The partition's local log (storage.Log)."""
         return self.broker.get_log(OFFSETS_TOPIC, partition)
 
-    async def _committed(self, partition: int, last_offset: int) -> None:
+    def committed_end(self, partition: int) -> Awaitable[None] | None:
+        """After a load: None when the high watermark is at the log end (always, on one node), else the
+        wait for the records written but not yet committed."""
         lg = self.log(partition)
+        end = lg.log_end_offset
+        if lg.high_watermark >= end:
+            return None
+        part = self.broker.replica_manager.get_partition(OFFSETS_TOPIC, partition)
+        return self._committed(part, end - 1)
+
+    async def _committed(self, part: Any, last_offset: int) -> None:
         timeout_ms = self.service.commit_timeout_ms
-        deadline = self.broker.now_ms() + timeout_ms
-        for _ in range(1_000_000):
-            if lg.high_watermark > last_offset:
-                return
-            remaining = deadline - self.broker.now_ms()
-            if remaining <= 0:
-                break
-            await self.broker.purgatory.wait([fetch_key(OFFSETS_TOPIC, partition)], remaining)
-        raise KafkaError(ErrorCode.request_timed_out,
-                         f"{OFFSETS_TOPIC}-{partition} did not commit offset {last_offset} in {timeout_ms} ms")
+        code = await self.broker.replica_manager.wait_committed(part, last_offset + 1,
+                                                                self.broker.now_ms() + timeout_ms)
+        if code is not ErrorCode.none:
+            raise KafkaError(code, f"{OFFSETS_TOPIC}-{part.partition} did not commit offset {last_offset}")
 
     # A partition holding more than this is read and decoded in a worker thread; a smaller one at once
     # (the hop to a thread costs more than replaying a few KiB, and the shard is usable sooner).
