@@ -153,3 +153,12 @@ def test_svg_charts_escape_and_draw() -> None:
     assert grid.count('class="owned') == 2 and grid.count('class="owned moved"') == 1 and 'class="lost"' in grid
     big = assignment_grid(["A"] * 2, [("t", i) for i in range(5000)], {}, title="big")
     assert "too large to draw" in big
+
+
+def test_long_bodies_are_clipped_on_the_page_only() -> None:
+    pytest.importorskip("starlette")
+    from kaflite.console.app import MAX_SHOWN_CHARS, _clip
+
+    assert _clip("abc") == "abc"
+    long = "x" * (MAX_SHOWN_CHARS + 10)
+    assert _clip(long).startswith("x" * MAX_SHOWN_CHARS) and _clip(long).endswith("(10 more characters; export to see all)")

@@ -53,6 +53,7 @@ __all__ = ["ConsoleSettings", "create_app", "template_env"]
 MAX_LIMIT = 1000
 MAX_LAG_SECONDS_PARTITIONS = 64
 TOPICS_PER_PAGE = 100
+MAX_SHOWN_CHARS = 16_384
 
 
 @dataclass(slots=True)
@@ -83,6 +84,13 @@ def _int(request: Request, name: str, default: int, lo: int = 0, hi: int | None 
     if v < lo or (hi is not None and v > hi):
         raise _Page(400, f"{name}: expected {lo}..{hi if hi is not None else ''}, got {v}")
     return v
+
+
+def _clip(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
+    """A long body is cut on the page (exports keep it whole)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit:,} more characters; export to see all)"
 
 
 def _choice(request: Request, name: str, allowed: tuple[str, ...], default: str) -> str:
@@ -333,8 +341,8 @@ class Console:
                 fname = f"{name}-messages.{kind}"
                 return Response(body, media_type=media,
                                 headers={"Content-Disposition": f'attachment; filename="{fname}"'})
-            rows = [{"r": r, "key": show(r.key, fmt), "value": show(r.value, fmt, s.hide_values),
-                     "headers": [(h, show(v, fmt, s.hide_values)) for h, v in r.headers]} for r in records]
+            rows = [{"r": r, "key": _clip(show(r.key, fmt)), "value": _clip(show(r.value, fmt, s.hide_values)),
+                     "headers": [(h, _clip(show(v, fmt, s.hide_values))) for h, v in r.headers]} for r in records]
             params = {k: v for k, v in request.query_params.items() if k != "export"}
             return self.render(request, "messages.html", topic=t, rows=rows, scanned=scanned, note=note,
                                q=q, where=where, mode=mode, fmt=fmt, limit=limit, part=part_raw, offset=offset,

@@ -345,7 +345,7 @@ class ClusterView:
         """Where the Java client's default partitioner puts `key` (murmur2; librdkafka's murmur2_random too)."""
         return partition_for_key(key, num_partitions)
 
-    def timestamps_at(self, offsets: Mapping[Tp, int], max_seconds: float = 3.0) -> dict[Tp, int]:
+    def timestamps_at(self, offsets: Mapping[Tp, int], max_seconds: float = 5.0) -> dict[Tp, int]:
         """The timestamp of the record at each (topic, partition) offset (for lag in seconds)."""
         if not offsets:
             return {}
