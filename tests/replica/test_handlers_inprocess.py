@@ -209,3 +209,42 @@ def test_all_topics_answer_is_cached_per_image_version(h: Harness) -> None:
     assert (moved.leader_id, moved.leader_epoch) == (OTHER, 5)
     h.broker.delete_topic("y")
     assert "y" not in all_topics(h)
+
+
+def test_topic_admin_through_the_handlers(h: Harness) -> None:
+    from kaflite.server.handlers.admin import handle_create_partitions, handle_create_topics, handle_delete_topics
+
+    me = h.broker.node_id
+    q = h.req(19, 7)
+
+    def create(name: str, n: int = -1, rf: int = -1, assignments: tuple = (), validate_only: bool = False) -> Any:
+        req = q.CreateTopicsRequest(topics=(q.CreatableTopic(name=name, num_partitions=n, replication_factor=rf,
+                                                             assignments=assignments, configs=()),),
+                                    timeout=datetime.timedelta(seconds=5), validate_only=validate_only)
+        return h.call(19, 7, handle_create_topics, req).topics[0]
+
+    version = h.broker.metadata.version
+    dry = create("dry", 3, 1, validate_only=True)
+    assert (dry.error_code, dry.num_partitions, dry.replication_factor) == (ErrorCode.none, 3, 1)
+    assert "dry" not in h.broker.metadata.topics and h.broker.metadata.version == version
+    assert create("rf3", 1, 3).error_code == ErrorCode.invalid_replication_factor  # decided by the writer
+    bad = (q.CreatableReplicaAssignment(partition_index=0, broker_ids=(me, OTHER)),)
+    assert create("elsewhere", assignments=bad).error_code == ErrorCode.invalid_replica_assignment
+    ok = (q.CreatableReplicaAssignment(partition_index=0, broker_ids=(me,)),
+          q.CreatableReplicaAssignment(partition_index=1, broker_ids=(me,)))
+    made = create("placed", assignments=ok)
+    assert (made.error_code, made.num_partitions) == (ErrorCode.none, 2)
+    assert sorted(p for t, p in h.broker.replica_manager.partitions if t == "placed") == [0, 1]
+
+    pq = h.req(37, 3)
+    grow = pq.CreatePartitionsRequest(topics=(pq.CreatePartitionsTopic(name="placed", count=4, assignments=None),),
+                                      timeout=datetime.timedelta(seconds=5), validate_only=False)
+    assert h.call(37, 3, handle_create_partitions, grow).results[0].error_code == ErrorCode.none
+    assert produce(h, "placed", 3).error_code == ErrorCode.none  # the new partition is hosted and led here
+
+    dq = h.req(20, 5)
+    gone = dq.DeleteTopicsRequest(topic_names=("placed",), timeout=datetime.timedelta(seconds=5))
+    assert h.call(20, 5, handle_delete_topics, gone).responses[0].error_code == ErrorCode.none
+    assert not [k for k in h.broker.replica_manager.partitions if k[0] == "placed"]
+    assert h.broker.log_manager.get("placed", 3) is None
+    assert produce(h, "placed", 0).error_code == ErrorCode.unknown_topic_or_partition
