@@ -181,3 +181,44 @@ def test_producer_ids_are_unique_across_brokers(brokers: BrokerProcesses, zk_con
         assert again >= 2000 and again // 1000 != first // 1000
     finally:
         zk.close()
+
+
+def test_consumer_group_on_the_cluster(brokers: BrokerProcesses, zk_connect: str) -> None:
+    from confluent_kafka.admin import ConsumerGroupDescription
+
+    from kaflite.coordinator.offsets_topic import partition_for
+
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        _three(brokers, zk)
+        admin = AdminClient({"bootstrap.servers": brokers.bootstrap(1)})
+        admin.create_topics([NewTopic("events", 3, 1)])["events"].result(30)
+        _wait("events led", lambda: all(zk.get_partition_states([("events", p) for p in range(3)]).values()))
+        producer = Producer({"bootstrap.servers": brokers.bootstrap(1)})
+        for i in range(30):
+            producer.produce("events", value=f"e{i}".encode(), partition=i % 3)
+        assert producer.flush(30) == 0
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        consumer = Consumer({"bootstrap.servers": brokers.bootstrap(3), "group.id": group,
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+        consumer.subscribe(["events"])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(seen) < 30 and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                seen.append(m.value())
+        assert sorted(seen) == sorted(f"e{i}".encode() for i in range(30))
+        consumer.commit(asynchronous=False)
+        committed = consumer.committed([TopicPartition("events", p) for p in range(3)], timeout=20)
+        assert sorted(tp.offset for tp in committed) == [10, 10, 10]
+        # the coordinator is the leader of the group's __consumer_offsets partition
+        p = partition_for(group, 50)
+        state = zk.get_partition_states([("__consumer_offsets", p)])[("__consumer_offsets", p)]
+        assert state is not None
+        desc: ConsumerGroupDescription = admin.describe_consumer_groups([group])[group].result(30)
+        assert desc.coordinator.id == state.leader
+        consumer.close()
+    finally:
+        zk.close()

@@ -182,13 +182,33 @@ class GroupService:
             self.config = dataclasses.replace(self.config, offsets_topic_num_partitions=topic.num_partitions)
         loads = []
         if getattr(self.broker, "log_manager", None) is not None:
+            # the partitions this broker leads (single node: every one); in a cluster the others are
+            # loaded and unloaded as leadership moves (_on_image)
             for partition in range(self.config.offsets_topic_num_partitions):
-                loads.append(self.runtime.load(partition))  # single node: this broker leads every partition
+                reg = self.broker.metadata.partition(OFFSETS_TOPIC, partition)
+                if reg is not None and reg.leader == self.broker.node_id:
+                    loads.append(self.runtime.load(partition))
+            self.broker.metadata_writer.subscribe(self._on_image)
         self.loaded: asyncio.Future[Any] = asyncio.gather(*loads)
         self.loaded.add_done_callback(
             lambda _f: log.info("group coordinator loaded %d partition(s): %d group(s)",
                                 len(self.runtime.partitions()), len(self.groups())))
         self.broker.add_task(asyncio.ensure_future(self.runtime.run_timers()))  # cancelled on broker stop
+
+    def _on_image(self, old: Any, new: Any) -> None:
+        """Leadership of `__consumer_offsets` partitions moved (a cluster): load the ones this broker now
+        leads, unload the ones it no longer leads (Kafka's onElection / onResignation)."""
+        before, after = old.topics.get(OFFSETS_TOPIC), new.topics.get(OFFSETS_TOPIC)
+        if after is None or before is after:
+            return
+        me = self.broker.node_id
+        for partition, reg in enumerate(after.partitions):
+            prev = before.partitions[partition] if before is not None and partition < before.num_partitions else None
+            was_mine = prev is not None and prev.leader == me
+            if reg.leader == me and (not was_mine or prev is None or prev.leader_epoch != reg.leader_epoch):
+                self.on_election(partition, reg.leader_epoch)
+            elif was_mine and reg.leader != me:
+                self.on_resignation(partition, prev.leader_epoch if prev is not None else None)
 
     def on_election(self, partition: int, leader_epoch: int | None = None) -> asyncio.Future[None]:
         """This broker became the leader of `__consumer_offsets-<partition>` (Kafka's onElection): load
@@ -261,14 +281,23 @@ def service(ctx: RequestContext) -> GroupService:
 async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
     broker = ctx.broker
-    GroupService.of(broker)  # make sure __consumer_offsets exists and is loaded before anyone joins
+    svc = GroupService.of(broker)  # make sure __consumer_offsets exists and is loaded before anyone joins
     node = (broker.node_id, ctx.advertised.host, ctx.advertised.port)
+    image = broker.metadata
 
     def answer(key: str, key_type: int) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
         if key_type != 0:
             # transactions are not implemented: no transaction coordinator to point to
             return ErrorCode.coordinator_not_available, "kaflite has no transaction coordinator", (-1, "", -1)
-        return ErrorCode.none, None, node
+        # the coordinator is the leader of the group's __consumer_offsets partition (single node: this one)
+        reg = image.partition(OFFSETS_TOPIC, svc.partition_for(key))
+        if reg is None or reg.leader == broker.node_id:
+            return ErrorCode.none, None, node
+        leader = image.brokers.get(reg.leader)
+        endpoint = leader.endpoint(ctx.session.listener_name) if leader is not None else None
+        if endpoint is None:  # no leader yet (being elected) or not reachable on this listener
+            return ErrorCode.coordinator_not_available, "The coordinator is not available.", (-1, "", -1)
+        return ErrorCode.none, None, (reg.leader, endpoint.host, endpoint.port)
 
     if ctx.api_version >= 4:
         coordinators = []
