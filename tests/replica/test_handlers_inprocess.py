@@ -24,7 +24,12 @@ from kaflite.server.config import Listener
 from kaflite.server.context import RequestContext
 from kaflite.server.embedded import load_broker_config
 from kaflite.server.handlers import EncodedBody
-from kaflite.server.handlers.admin import handle_delete_records
+from kaflite.server.handlers.admin import (
+    handle_create_partitions,
+    handle_create_topics,
+    handle_delete_records,
+    handle_delete_topics,
+)
 from kaflite.server.handlers.fetch import handle_fetch
 from kaflite.server.handlers.list_offsets import handle_list_offsets
 from kaflite.server.handlers.metadata import handle_metadata
@@ -212,8 +217,6 @@ def test_all_topics_answer_is_cached_per_image_version(h: Harness) -> None:
 
 
 def test_topic_admin_through_the_handlers(h: Harness) -> None:
-    from kaflite.server.handlers.admin import handle_create_partitions, handle_create_topics, handle_delete_topics
-
     me = h.broker.node_id
     q = h.req(19, 7)
 
