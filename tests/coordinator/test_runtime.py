@@ -98,9 +98,11 @@ def test_answers_leave_only_once_the_write_is_committed() -> None:
         await settle()
         assert len(writer.logs[0]) == 1 and not answer.done()  # written, not committed: no answer yet
         later_read = rt.write(0, fetch_step())  # no records, but it read the pending write's state
+        listed = rt.write(0, lambda shard, now: shard.handle_list_groups((), now))  # reads wait the same way
         await settle()
-        assert not later_read.done()
+        assert not later_read.done() and not listed.done()
         writer.commit_all()
+        assert [g.group_id for g in await listed] == ["g"]
         resp = await answer
         assert resp.topics == (("t", ((0, ErrorCode.none),)),)
         assert (await later_read).topics[0][1][0].offset == 7

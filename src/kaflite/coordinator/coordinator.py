@@ -177,6 +177,17 @@ class GroupCoordinator:
         return ErrorCode.none
 
     # === reads ======================================================================================
+    # As steps (handle_*), reads go through the runtime like writes without records: answered after the
+    # shard's pending writes, so they never report state that is not committed.
+
+    def handle_describe_groups(self, group_ids: Iterable[str], now_ms: int) -> CoordinatorResult:
+        return self._step(now_ms, lambda: self.describe_groups(group_ids))
+
+    def handle_describe_consumer_groups(self, group_ids: Iterable[str], now_ms: int) -> CoordinatorResult:
+        return self._step(now_ms, lambda: self.describe_consumer_groups(group_ids))
+
+    def handle_list_groups(self, states: Iterable[str], now_ms: int) -> CoordinatorResult:
+        return self._step(now_ms, lambda: self.list_groups(states))
 
     def describe_groups(self, group_ids: Iterable[str]) -> list[m.DescribedGroup]:
         return self.group_manager.describe_groups(group_ids)

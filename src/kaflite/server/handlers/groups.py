@@ -445,10 +445,12 @@ async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> A
 
     described: list[tuple[str, ErrorCode, str | None, Any]] = []
     for group_id in request.group_ids:
-        try:
-            described += svc.shard(group_id).describe_consumer_groups([group_id])
-        except KafkaError as e:
-            described.append((group_id, e.code, None, None))
+        def step(shard: GroupCoordinator, now: int, group_id: str = group_id) -> Any:
+            return shard.handle_describe_consumer_groups([group_id], now)
+
+        def failed(code: ErrorCode, group_id: str = group_id) -> list[tuple[str, ErrorCode, str | None, Any]]:
+            return [(group_id, code, None, None)]
+        described += await svc.call(group_id, step, failed)
     groups = []
     for group_id, error, message, cg in described:
         if cg is None:
@@ -478,10 +480,12 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
     described: list[m.DescribedGroup] = []
     for group_id in request.groups:
-        try:
-            described += svc.shard(group_id).describe_groups([group_id])
-        except KafkaError as e:
-            described.append(m.DescribedGroup(group_id, e.code, "", "", ""))
+        def step(shard: GroupCoordinator, now: int, group_id: str = group_id) -> Any:
+            return shard.handle_describe_groups([group_id], now)
+
+        def failed(code: ErrorCode, group_id: str = group_id) -> list[m.DescribedGroup]:
+            return [m.DescribedGroup(group_id, code, "", "", "")]
+        described += await svc.call(group_id, step, failed)
     groups = []
     for g in described:
         members = tuple(build(R.DescribedGroupMember, member_id=dm.member_id, group_instance_id=dm.group_instance_id,
@@ -497,14 +501,19 @@ async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
     svc = service(ctx)
     R = ctx.response
     types = {t.lower() for t in getattr(request, "types_filter", ())}
-    states = getattr(request, "states_filter", ())
-    listed = [g for _, shard in svc.runtime.active_shards() for g in shard.list_groups(states)
-              if not types or g.group_type in types]
+    states = tuple(getattr(request, "states_filter", ()))
+    listed: list[m.ListedGroup] = []
+    # as Kafka: a partition still loading (or failing) makes the listing incomplete, which the error says
+    error = ErrorCode.none
+    for partition in svc.runtime.partitions():
+        try:
+            shard_groups = await svc.runtime.write(partition, lambda shard, now: shard.handle_list_groups(states, now))
+        except KafkaError as e:
+            error = e.code
+            continue
+        listed += [g for g in shard_groups if not types or g.group_type in types]
     groups = tuple(build(R.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
                          group_type=g.group_type) for g in listed)
-    # as Kafka: a partition still loading makes the listing incomplete, which the error says
-    loading = len(svc.runtime.active_shards()) < len(svc.runtime.partitions())
-    error = ErrorCode.coordinator_load_in_progress if loading else ErrorCode.none
     return build(R.ListGroupsResponse, throttle_time=_ZERO, error_code=error, groups=groups)
 
 
