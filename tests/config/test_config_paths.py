@@ -30,3 +30,18 @@ def test_a_misspelled_topic_key_names_the_right_one() -> None:
 def test_every_key_the_group_coordinator_reads_is_a_broker_key() -> None:
     # CoordinatorConfig.from_properties skips keys the config lacks: a misspelling there would be silent
     assert set(CoordinatorConfig.KEYS) <= set(BROKER_CONFIGS)
+
+
+def test_the_table_is_assembled_from_the_subsystems_tables() -> None:
+    from types import SimpleNamespace
+
+    from kaflite.server.config import SUBSYSTEMS, keys_groups, keys_storage, keys_zookeeper
+    from kaflite.server.config.broker_config import _assemble
+
+    assert [k for m in SUBSYSTEMS for k in (key.name for key in m.KEYS)] == list(BROKER_CONFIGS)
+    assert {k.name for k in keys_zookeeper.KEYS} == {k for k in BROKER_CONFIGS if k.startswith("zookeeper.")}
+    assert all(k.name.startswith(("group.", "offset")) for k in keys_groups.KEYS)
+    assert "log.retention.hours" in {k.name for k in keys_storage.KEYS}
+    twice = SimpleNamespace(__name__="twice", KEYS=keys_storage.KEYS[:1], NOT_READ={})
+    with pytest.raises(ValueError, match="defined twice"):
+        _assemble([keys_storage, twice])  # type: ignore[list-item]

@@ -1,0 +1,488 @@
+"""The broker's configuration: every subsystem's key table assembled into `BROKER_CONFIGS` (as Kafka
+assembles KafkaConfig from the ConfigDefs of its subsystems), the dev profile, and `BrokerConfig`, the
+validated and typed configuration the broker runs with.
+
+Precedence, lowest first: Kafka's default < the `--dev` profile < the properties file < overrides (CLI
+flags, EmbeddedBroker arguments). `BrokerConfig.source(key)` says which one supplied a value, which is
+what DescribeConfigs reports. Files are read in `BrokerConfig.load` and nowhere else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kaflite.server.config import (
+    keys_groups,
+    keys_kraft,
+    keys_network,
+    keys_replication,
+    keys_security,
+    keys_server,
+    keys_storage,
+    keys_transactions,
+    keys_zookeeper,
+)
+from kaflite.server.config.definitions import (
+    _NOT_HERE,
+    SECURITY_PROTOCOLS,
+    SOURCE_CODES,
+    SOURCE_DEFAULT_CONFIG,
+    SOURCE_DYNAMIC_TOPIC_CONFIG,
+    TYPE_CODES,
+    ConfigEntry,
+    ConfigError,
+    ConfigKey,
+    Listener,
+    Source,
+    UnknownConfigKey,
+    format_value,
+    parse_listeners,
+)
+from kaflite.server.config.properties import _escape_value, parse_properties
+from kaflite.server.config.topic_keys import TOPIC_CONFIGS, _unknown, validate_topic_configs
+
+__all__ = ["BROKER_CONFIGS", "DEV_PROFILE", "DEV_PROFILE_WARNING", "SUBSYSTEMS", "BrokerConfig"]
+
+# Every subsystem's key table, in the order --print-config, DescribeConfigs and the docs list them.
+SUBSYSTEMS: tuple[ModuleType, ...] = (
+    keys_server,
+    keys_network,
+    keys_security,
+    keys_storage,
+    keys_groups,
+    keys_replication,
+    keys_transactions,
+    keys_zookeeper,
+    keys_kraft,
+)
+
+
+def _assemble(subsystems: Sequence[ModuleType]) -> dict[str, ConfigKey]:
+    """One table from the subsystems' tables; a key defined twice is a programming error. Keys a subsystem
+    validates but does not read are marked applies=False with its reason (tests/config/test_keys_read.py)."""
+    table: dict[str, ConfigKey] = {}
+    for module in subsystems:
+        for key in module.KEYS:
+            if key.name in table:
+                raise ValueError(f"config key {key.name} defined twice ({module.__name__})")
+            reason = module.NOT_READ.get(key.name)
+            if reason is not None:
+                key = dataclasses.replace(key, applies=False, differs="accepted for compatibility, no effect: " + reason)
+            if not key.applies and not key.differs:
+                key = dataclasses.replace(key, differs=_NOT_HERE)
+            table[key.name] = key
+        unknown = set(module.NOT_READ) - {k.name for k in module.KEYS}
+        if unknown:
+            raise ValueError(f"{module.__name__}: NOT_READ names keys it does not define: {sorted(unknown)}")
+    return table
+
+
+BROKER_CONFIGS: dict[str, ConfigKey] = _assemble(SUBSYSTEMS)
+_BROKER_KEYS: list[ConfigKey] = list(BROKER_CONFIGS.values())
+
+# The dev profile: fast feedback on a laptop, at the price of durability.
+# The group delay is short rather than 0: with 0 the first consumer forms a generation alone and the others'
+# joins each start another rebalance that the earlier members only notice on their next heartbeat (~1 s with
+# librdkafka); 100 ms lets a group that starts together join one generation (bench/group_bench.py).
+DEV_PROFILE: dict[str, str] = {
+    "group.initial.rebalance.delay.ms": "100",
+    "log.segment.bytes": str(1024 * 1024),
+    "log.retention.check.interval.ms": "30000",
+    "zookeeper.session.timeout.ms": "6000",
+}
+DEV_PROFILE_WARNING = (
+    "DEV PROFILE - no durability guarantee: records are acknowledged before they are fsynced (as with "
+    "Kafka's defaults; log.flush.interval.messages=1 fsyncs before acknowledging), so a crash of the machine "
+    "can lose acknowledged records. group.initial.rebalance.delay.ms=100 and 1 MiB log segments. Do not use "
+    "the dev profile for data you need to keep."
+)
+
+
+class BrokerConfig(Mapping[str, Any]):
+    """The validated, typed broker configuration. `cfg[key]` is the typed value (None when unset)."""
+
+    def __init__(
+        self,
+        values: Mapping[str, Any],
+        sources: Mapping[str, Source],
+        path: Path | None = None,
+        dev: bool = False,
+    ) -> None:
+        self._values = dict(values)
+        self._sources = dict(sources)
+        self.path = path
+        self.dev = dev
+
+    # --- construction -----------------------------------------------------------------------------
+    @classmethod
+    def load(
+        cls, path: Path | str | None = None, overrides: Mapping[str, Any] | None = None, dev: bool = False
+    ) -> BrokerConfig:
+        """Defaults, then the dev profile, then the properties file at `path`, then `overrides`."""
+        values: dict[str, Any] = {k.name: k.default for k in _BROKER_KEYS}
+        sources: dict[str, Source] = {k.name: "default" for k in _BROKER_KEYS}
+
+        def apply(key: str, raw: Any, source: Source, where: str = "") -> None:
+            definition = BROKER_CONFIGS.get(key)
+            if definition is None:
+                err = _unknown(key, list(BROKER_CONFIGS), "broker")
+                raise UnknownConfigKey(where + err.message, key)
+            try:
+                values[key] = definition.parse(raw)
+            except ConfigError as err:
+                raise ConfigError(where + err.message, key) from None
+            sources[key] = source
+
+        if dev:
+            for key, raw in DEV_PROFILE.items():
+                apply(key, raw, "dev-profile")
+        file_path = Path(path) if path is not None else None
+        if file_path is not None:
+            try:
+                data = file_path.read_bytes()
+            except OSError as err:
+                raise ConfigError(
+                    f"cannot read configuration file {file_path}: {err.strerror or err}"
+                ) from None
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:  # Java reads .properties as ISO-8859-1
+                text = data.decode("latin-1")
+            for key, raw, line in parse_properties(text):
+                apply(key, raw, "file", f"{file_path}:{line}: ")
+        for key, raw in (overrides or {}).items():
+            apply(key, raw, "override")
+        cfg = cls(values, sources, file_path, dev)
+        cfg._check_consistency()
+        return cfg
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> BrokerConfig:
+        """A copy with more overrides applied (validated the same way)."""
+        values = dict(self._values)
+        sources = dict(self._sources)
+        for key, raw in overrides.items():
+            definition = BROKER_CONFIGS.get(key)
+            if definition is None:
+                raise _unknown(key, list(BROKER_CONFIGS), "broker")
+            values[key] = definition.parse(raw)
+            sources[key] = "override"
+        cfg = BrokerConfig(values, sources, self.path, self.dev)
+        cfg._check_consistency()
+        return cfg
+
+    def _check_consistency(self) -> None:
+        v = self._values
+        if (
+            v["node.id"] is not None
+            and self._sources["broker.id"] != "default"
+            and v["node.id"] != v["broker.id"]
+        ):
+            raise ConfigError(
+                f"node.id: must equal broker.id when both are set, got node.id={v['node.id']} "
+                f"and broker.id={v['broker.id']}",
+                "node.id",
+            )
+        if v["group.min.session.timeout.ms"] > v["group.max.session.timeout.ms"]:
+            raise ConfigError(
+                "group.min.session.timeout.ms: must be <= group.max.session.timeout.ms, got "
+                f"{v['group.min.session.timeout.ms']} > {v['group.max.session.timeout.ms']}",
+                "group.min.session.timeout.ms",
+            )
+        if v["log.dirs"] is not None and not v["log.dirs"]:
+            raise ConfigError("log.dirs: expected at least one directory, got ''", "log.dirs")
+        if not v["log.dir"]:
+            raise ConfigError("log.dir: expected a directory, got ''", "log.dir")
+        self._check_listeners()
+
+    def _check_listeners(self) -> None:
+        """Kafka's listener rules (KafkaConfig.validateValues) for a broker that serves PLAINTEXT only."""
+        v = self._values
+        protocols = self.security_protocol_map  # raises on a malformed map
+        controller = self.controller_listener_names
+        for li in self.listeners:
+            proto = li.security_protocol
+            if proto is None:
+                raise ConfigError(
+                    f"listeners: listener name {li.name} has no entry in listener.security.protocol.map "
+                    f"({', '.join(f'{n}:{p}' for n, p in protocols.items())})",
+                    "listeners",
+                )
+            if proto != "PLAINTEXT" and li.name not in controller:
+                raise ConfigError(
+                    f"listeners: kaflite serves PLAINTEXT only, got {li} ({proto})", "listeners"
+                )
+        clients = self.client_listeners
+        if not clients:
+            raise ConfigError(
+                f"listeners: expected at least one PLAINTEXT listener for clients, got {v['listeners']!r}",
+                "listeners",
+            )
+        names = {li.name for li in clients}
+        inter = v["inter.broker.listener.name"]
+        if inter is not None and inter.strip().upper() not in names:
+            raise ConfigError(
+                f"inter.broker.listener.name: must be the name of a client listener in listeners "
+                f"({', '.join(sorted(names))}), got {inter!r}",
+                "inter.broker.listener.name",
+            )
+        if v["advertised.listeners"] is not None:
+            for li in parse_listeners(v["advertised.listeners"], "advertised.listeners"):
+                if li.name in controller:
+                    raise ConfigError(
+                        f"advertised.listeners: the controller listener {li.name} cannot be advertised to clients",
+                        "advertised.listeners",
+                    )
+                if li.name not in names:
+                    raise ConfigError(
+                        f"advertised.listeners: listener {li.name} is not in listeners ({v['listeners']})",
+                        "advertised.listeners",
+                    )
+
+    # --- Mapping ----------------------------------------------------------------------------------
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._values:
+            raise _unknown(key, list(BROKER_CONFIGS), "broker")
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        explicit = {k: format_value(v) for k, v in self._values.items() if self._sources[k] != "default"}
+        return f"BrokerConfig({explicit!r}, path={self.path!s}, dev={self.dev})"
+
+    def source(self, key: str) -> Source:
+        """Where the value of `key` came from: "default", "dev-profile", "file" or "override"."""
+        if key not in self._sources:
+            raise _unknown(key, list(BROKER_CONFIGS), "broker")
+        return self._sources[key]
+
+    def explicit(self) -> dict[str, str | None]:
+        """The keys not at their default, as strings (to write back out or log at startup)."""
+        return {k: format_value(v) for k, v in self._values.items() if self._sources[k] != "default"}
+
+    def to_properties(self) -> str:
+        """The effective configuration as a .properties file that `load` reads back to the same values.
+
+        Keys are grouped by source (override, file, dev-profile, default) under a comment line; unset
+        keys are written commented out (`#key=`), since an empty value is not "unset" for most types.
+        """
+        lines = ["# kaflite broker configuration (kaflite serve --print-config)"]
+        for source in ("override", "file", "dev-profile", "default"):
+            keys = [k for k in self._values if self._sources[k] == source]
+            if not keys:
+                continue
+            lines.append(f"# source: {source}")
+            for key in keys:
+                text = format_value(self._values[key])
+                lines.append(f"#{key}=" if text is None else f"{key}={_escape_value(text)}")
+        return "\n".join(lines) + "\n"
+
+    # --- derived values (Kafka's precedence between related keys) --------------------------------
+    @property
+    def broker_id(self) -> int:
+        node_id = self._values["node.id"]
+        return int(node_id if node_id is not None else self._values["broker.id"])
+
+    @property
+    def listeners(self) -> list[Listener]:
+        """Every listener of `listeners`, with its security protocol (None when the map has none)."""
+        protocols = self.security_protocol_map
+        return [
+            dataclasses.replace(li, security_protocol=protocols.get(li.name))
+            for li in parse_listeners(self._values["listeners"])
+        ]
+
+    @property
+    def security_protocol_map(self) -> dict[str, str]:
+        """listener.security.protocol.map; as Kafka, when the map is left at its default, a controller
+        listener it does not name is PLAINTEXT (KafkaConfig.effectiveListenerSecurityProtocolMap)."""
+        key = "listener.security.protocol.map"
+        out: dict[str, str] = {}
+        raw = self._values["listener.security.protocol.map"]
+        for part in [p.strip() for p in str(raw).split(",") if p.strip()]:
+            name, sep, proto = part.partition(":")
+            proto = proto.strip().upper()
+            if not sep or not name.strip() or proto not in SECURITY_PROTOCOLS:
+                raise ConfigError(
+                    f"{key}: expected NAME:PROTOCOL entries with a protocol among "
+                    f"{', '.join(SECURITY_PROTOCOLS)}, got {part!r}",
+                    key,
+                )
+            out[name.strip().upper()] = proto
+        if self._sources[key] == "default":
+            for name in sorted(self.controller_listener_names):
+                out.setdefault(name, "PLAINTEXT")
+        return out
+
+    @property
+    def controller_listener_names(self) -> set[str]:
+        raw = self._values["controller.listener.names"] or ""
+        return {n.strip().upper() for n in raw.split(",") if n.strip()}
+
+    @property
+    def client_listeners(self) -> list[Listener]:
+        """The listeners the broker binds for clients: every listener except the KRaft controller
+        listeners (`controller.listener.names`), each with its security protocol."""
+        controller = self.controller_listener_names
+        return [li for li in self.listeners if li.name not in controller]
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        """inter.broker.listener.name, else (Kafka's security.inter.broker.protocol=PLAINTEXT) the first
+        client listener whose protocol is PLAINTEXT."""
+        inter = self._values["inter.broker.listener.name"]
+        if inter is not None:
+            return str(inter).strip().upper()
+        clients = self.client_listeners
+        return next((li.name for li in clients if li.security_protocol == "PLAINTEXT"), clients[0].name)
+
+    @property
+    def advertised_listeners(self) -> list[Listener] | None:
+        """The configured advertised listeners, or None: advertise what was actually bound."""
+        raw = self._values["advertised.listeners"]
+        return None if raw is None else parse_listeners(raw, "advertised.listeners")
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self._values["log.dirs"]
+        return [Path(d) for d in dirs] if dirs is not None else [Path(self._values["log.dir"])]
+
+    @property
+    def log_dir(self) -> Path:
+        """The data directory kaflite uses (the first of log.dirs)."""
+        return self.log_dirs[0]
+
+    @property
+    def retention_ms(self) -> int:
+        """log.retention.ms, else minutes, else hours, in ms; -1 (any negative) means keep forever."""
+        v = self._values
+        if v["log.retention.ms"] is not None:
+            ms = int(v["log.retention.ms"])
+        elif v["log.retention.minutes"] is not None:
+            ms = int(v["log.retention.minutes"]) * 60_000
+        else:
+            ms = int(v["log.retention.hours"]) * 3_600_000
+        return -1 if ms < 0 else ms
+
+    @property
+    def roll_ms(self) -> int:
+        v = self._values
+        return int(v["log.roll.ms"]) if v["log.roll.ms"] is not None else int(v["log.roll.hours"]) * 3_600_000
+
+    @property
+    def roll_jitter_ms(self) -> int:
+        v = self._values
+        if v["log.roll.jitter.ms"] is not None:
+            return int(v["log.roll.jitter.ms"])
+        return int(v["log.roll.jitter.hours"]) * 3_600_000
+
+    @property
+    def flush_interval_ms(self) -> int:
+        v = self._values
+        ms = v["log.flush.interval.ms"]
+        return int(ms) if ms is not None else int(v["log.flush.scheduler.interval.ms"])
+
+    # --- topic-level defaults and DescribeConfigs --------------------------------------------------
+    def topic_default(self, key: str) -> Any:
+        """The broker-wide default of a topic-level key (what a topic without an override uses)."""
+        definition = TOPIC_CONFIGS.get(key)
+        if definition is None:
+            raise _unknown(key, list(TOPIC_CONFIGS), "topic")
+        if key == "retention.ms":
+            return self.retention_ms
+        if key == "segment.ms":
+            return self.roll_ms
+        if key == "segment.jitter.ms":
+            return self.roll_jitter_ms
+        if key == "flush.ms":
+            return self.flush_interval_ms
+        return self._values[definition.broker_key]
+
+    def topic_defaults(self) -> dict[str, Any]:
+        return {k: self.topic_default(k) for k in TOPIC_CONFIGS}
+
+    def topic_config(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Every topic-level key's effective typed value for a topic with these (validated) overrides."""
+        out = self.topic_defaults()
+        out.update(validate_topic_configs(overrides or {}))
+        return out
+
+    def describe(self, keys: Sequence[str] | None = None) -> list[ConfigEntry]:
+        """DescribeConfigs entries for the broker (every key, or `keys`; unknown keys raise)."""
+        names = list(keys) if keys else list(BROKER_CONFIGS)
+        out = []
+        for name in names:
+            definition = BROKER_CONFIGS.get(name)
+            if definition is None:
+                raise _unknown(name, list(BROKER_CONFIGS), "broker")
+            source = self._sources[name]
+            code = SOURCE_CODES[source]
+            value = format_value(self._values[name])
+            synonyms = ((name, value, code),)
+            out.append(
+                ConfigEntry(
+                    name,
+                    value,
+                    source,
+                    code,
+                    TYPE_CODES[definition.type],
+                    definition.doc,
+                    read_only=True,
+                    is_sensitive=definition.type == "password",
+                    synonyms=synonyms,
+                )
+            )
+        return out
+
+    def describe_topic(
+        self, overrides: Mapping[str, Any] | None = None, keys: Sequence[str] | None = None
+    ) -> list[ConfigEntry]:
+        """DescribeConfigs entries of a topic whose stored per-topic configs are `overrides`."""
+        overrides = overrides or {}
+        names = list(keys) if keys else list(TOPIC_CONFIGS)
+        out = []
+        for name in names:
+            definition = TOPIC_CONFIGS.get(name)
+            if definition is None:
+                raise _unknown(name, list(TOPIC_CONFIGS), "topic")
+            synonyms: list[tuple[str, str | None, int]] = []
+            if name in overrides:
+                synonyms.append(
+                    (name, format_value(definition.parse(overrides[name])), SOURCE_DYNAMIC_TOPIC_CONFIG)
+                )
+            for broker_key in definition.broker_keys:
+                if self._values[broker_key] is not None:
+                    synonyms.append(
+                        (
+                            broker_key,
+                            format_value(self._values[broker_key]),
+                            SOURCE_CODES[self._sources[broker_key]],
+                        )
+                    )
+            if name in overrides:
+                value, source = synonyms[0][1], "topic"
+            else:
+                value = format_value(self.topic_default(name))
+                first = next((s for s in synonyms if s[2] != SOURCE_DEFAULT_CONFIG), None)
+                source = self._sources[first[0]] if first else "default"
+            out.append(
+                ConfigEntry(
+                    name,
+                    value,
+                    source,
+                    SOURCE_CODES[source],
+                    TYPE_CODES[definition.type],
+                    definition.doc,
+                    read_only=False,
+                    synonyms=tuple(synonyms),
+                )
+            )
+        return out

@@ -1,0 +1,123 @@
+"""Group coordinator and offsets keys (Kafka's GroupCoordinatorConfig).
+
+This subsystem owns these keys; `kaflite.server.config.broker_config` assembles every subsystem's table
+into `BROKER_CONFIGS`, as Kafka assembles KafkaConfig from the ConfigDefs of its subsystems.
+"""
+
+from __future__ import annotations
+
+from kaflite.server.config.definitions import (
+    INT_MAX,
+    AtLeast,
+    Between,
+    ConfigKey,
+    _k,
+)
+
+__all__ = ["KEYS", "NOT_READ"]
+
+KEYS: list[ConfigKey] = [
+    _k(
+        "offsets.topic.num.partitions",
+        "int",
+        50,
+        "Partitions of __consumer_offsets (fixes which "
+        "partition a group lives in; do not change after first start).",
+        AtLeast(1),
+    ),
+    _k(
+        "offsets.topic.replication.factor",
+        "short",
+        1,
+        "Replication factor of __consumer_offsets.",
+        AtLeast(1),
+        kafka_default=3,
+        differs="Kafka's built-in default is 3 (its shipped server.properties sets 1); "
+        "kaflite is one broker.",
+    ),
+    _k("offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets.", AtLeast(1)),
+    _k(
+        "offsets.topic.compression.codec",
+        "int",
+        0,
+        "Compression codec of __consumer_offsets records: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.",
+        Between(0, 4),
+    ),
+    _k(
+        "offsets.retention.minutes",
+        "int",
+        10080,
+        "Committed offsets of an empty group expire after this many minutes.",
+        AtLeast(1),
+    ),
+    _k(
+        "offsets.retention.check.interval.ms",
+        "long",
+        600000,
+        "How often stale offsets are checked.",
+        AtLeast(1),
+    ),
+    _k(
+        "offsets.commit.timeout.ms", "int", 5000, "How long an offset commit waits to be written.", AtLeast(1)
+    ),
+    _k("offsets.load.buffer.size", "int", 5242880, "Read size when loading offsets at startup.", AtLeast(1)),
+    _k(
+        "offsets.commit.required.acks",
+        "short",
+        -1,
+        "Acks needed for an offset commit (deprecated).",
+        applies=False,
+    ),
+    _k(
+        "group.initial.rebalance.delay.ms",
+        "int",
+        3000,
+        "How long the first rebalance of a new group waits for more members to join (100 in the dev profile).",
+        AtLeast(0),
+    ),
+    _k(
+        "group.min.session.timeout.ms",
+        "int",
+        6000,
+        "Smallest session timeout a member may ask for.",
+        AtLeast(0),
+    ),
+    _k(
+        "group.max.session.timeout.ms",
+        "int",
+        1800000,
+        "Largest session timeout a member may ask for.",
+        AtLeast(0),
+    ),
+    _k("group.max.size", "int", INT_MAX, "Maximum members of one consumer group.", AtLeast(1)),
+    _k(
+        "offset.metadata.max.bytes",
+        "int",
+        4096,
+        "Largest metadata string an OffsetCommit may attach to an offset (OFFSET_METADATA_TOO_LARGE above).",
+        AtLeast(0),
+    ),
+    # KIP-848 groups (ConsumerGroupHeartbeat, `group.protocol=consumer` clients)
+    _k(
+        "group.consumer.session.timeout.ms",
+        "int",
+        45000,
+        "Session timeout of members of KIP-848 consumer groups.",
+        AtLeast(1),
+    ),
+    _k(
+        "group.consumer.heartbeat.interval.ms",
+        "int",
+        5000,
+        "Heartbeat interval given to members of KIP-848 consumer groups.",
+        AtLeast(1),
+    ),
+    _k("group.consumer.max.size", "int", INT_MAX, "Maximum members of one KIP-848 consumer group.", AtLeast(1)),
+]
+
+# Keys validated but not read (yet), and why (marked applies=False; tests/config/test_keys_read.py).
+NOT_READ: dict[str, str] = {
+    "offsets.topic.replication.factor": "one broker: every partition has one replica",
+    "offsets.commit.timeout.ms": "a commit is appended locally; there are no replicas to wait for",
+    "offsets.load.buffer.size": "the offsets topic is replayed segment by segment",
+}

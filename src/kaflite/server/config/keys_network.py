@@ -1,0 +1,81 @@
+"""Listener and socket keys (Kafka's SocketServerConfigs).
+
+This subsystem owns these keys; `kaflite.server.config.broker_config` assembles every subsystem's table
+into `BROKER_CONFIGS`, as Kafka assembles KafkaConfig from the ConfigDefs of its subsystems.
+"""
+
+from __future__ import annotations
+
+from kaflite.server.config.definitions import (
+    INT_MAX,
+    AtLeast,
+    ConfigKey,
+    _k,
+    _listeners_validator,
+)
+
+__all__ = ["KEYS", "NOT_READ"]
+
+KEYS: list[ConfigKey] = [
+    _k(
+        "listeners",
+        "string",
+        "PLAINTEXT://127.0.0.1:9092",
+        "Comma-separated NAME://host:port addresses to listen on; port 0 picks a free port; an empty host "
+        "means every interface.",
+        _listeners_validator("listeners"),
+        kafka_default="PLAINTEXT://:9092",
+        differs="Kafka listens on every interface by default; kaflite on loopback only.",
+    ),
+    _k(
+        "advertised.listeners",
+        "string",
+        None,
+        "Addresses given to clients in Metadata; unset means the addresses actually bound by listeners.",
+        _listeners_validator("advertised.listeners"),
+    ),
+    _k(
+        "socket.request.max.bytes",
+        "int",
+        104857600,
+        "Largest request frame accepted; a longer length prefix closes the connection.",
+        AtLeast(1),
+    ),
+    _k(
+        "socket.send.buffer.bytes",
+        "int",
+        102400,
+        "SO_SNDBUF of client sockets; -1 keeps the OS default.",
+        AtLeast(-1),
+    ),
+    _k(
+        "socket.receive.buffer.bytes",
+        "int",
+        102400,
+        "SO_RCVBUF of client sockets; -1 keeps the OS default.",
+        AtLeast(-1),
+    ),
+    _k("socket.listen.backlog.size", "int", 50, "Listen backlog of the server socket.", AtLeast(1)),
+    _k(
+        "queued.max.requests",
+        "int",
+        500,
+        "Requests read ahead per connection before reading pauses (backpressure).",
+        AtLeast(1),
+    ),
+    _k(
+        "queued.max.request.bytes",
+        "long",
+        -1,
+        "Request bytes read ahead over all connections before reading pauses; -1 (Kafka: unbounded) "
+        "means 100 MiB in kaflite.",
+        AtLeast(-1),
+        differs="Kafka's -1 is unbounded; kaflite bounds it at 100 MiB (a Python broker cannot afford no bound).",
+    ),
+    _k("connections.max.idle.ms", "long", 600000, "Close connections idle for this long.", AtLeast(0)),
+    _k("max.connections", "int", INT_MAX, "Maximum concurrent client connections.", AtLeast(0)),
+    _k("num.network.threads", "int", 3, "Network threads.", AtLeast(1), applies=False),
+]
+
+# Keys validated but not read (yet), and why (marked applies=False; tests/config/test_keys_read.py).
+NOT_READ: dict[str, str] = {}

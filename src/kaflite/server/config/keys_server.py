@@ -1,0 +1,68 @@
+"""Identity and general keys of the broker process (Kafka's ServerConfigs).
+
+This subsystem owns these keys; `kaflite.server.config.broker_config` assembles every subsystem's table
+into `BROKER_CONFIGS`, as Kafka assembles KafkaConfig from the ConfigDefs of its subsystems.
+"""
+
+from __future__ import annotations
+
+from kaflite.server.config.definitions import (
+    AtLeast,
+    ConfigKey,
+    Custom,
+    _k,
+    _metrics_listener,
+)
+
+__all__ = ["KEYS", "NOT_READ"]
+
+KEYS: list[ConfigKey] = [
+    _k(
+        "broker.id",
+        "int",
+        0,
+        "The id of this broker (used as node.id when node.id is not set).",
+        AtLeast(-1),
+        kafka_default=-1,
+        differs="Kafka defaults to -1 (generate an id); kaflite is one broker and uses 0.",
+    ),
+    _k(
+        "node.id",
+        "int",
+        None,
+        "KRaft name of the broker id; when set it must equal broker.id if both are set, and wins.",
+        AtLeast(0),
+        kafka_default=-1,
+    ),
+    _k(
+        "cluster.id",
+        "string",
+        None,
+        "The cluster id reported in Metadata and DescribeCluster; when unset "
+        "the broker generates one and keeps it in the data directory's meta.properties.",
+        differs="kaflite-only key: Kafka keeps the cluster id only in meta.properties.",
+    ),
+    _k("broker.rack", "string", None, "Rack of this broker, reported in Metadata (rack-aware assignors)."),
+    _k(
+        "metrics.listener",
+        "string",
+        None,
+        "http://HOST:PORT where the broker serves Prometheus metrics at /metrics (Kafka's MBean names as the "
+        "JMX exporter writes them, docs/metrics.md); unset: no metrics endpoint and no counting.",
+        Custom(lambda v: bool(_metrics_listener(v)), "http://HOST:PORT such as http://127.0.0.1:9404"),
+        differs="kaflite-only key: Kafka exposes JMX MBeans and needs the Prometheus JMX exporter agent.",
+    ),
+    _k("fetch.max.bytes", "int", 57671680, "Largest Fetch response the broker builds.", AtLeast(1024)),
+    _k(
+        "max.incremental.fetch.session.cache.slots",
+        "int",
+        1000,
+        "Incremental fetch sessions cached.",
+        AtLeast(0),
+    ),
+    _k("num.io.threads", "int", 8, "Request handler threads.", AtLeast(1), applies=False),
+    _k("background.threads", "int", 10, "Background task threads.", AtLeast(1), applies=False),
+]
+
+# Keys validated but not read (yet), and why (marked applies=False; tests/config/test_keys_read.py).
+NOT_READ: dict[str, str] = {}

@@ -1,0 +1,66 @@
+"""Producer id and transaction keys (Kafka's TransactionLogConfigs / TransactionStateManagerConfigs).
+
+This subsystem owns these keys; `kaflite.server.config.broker_config` assembles every subsystem's table
+into `BROKER_CONFIGS`, as Kafka assembles KafkaConfig from the ConfigDefs of its subsystems.
+"""
+
+from __future__ import annotations
+
+from kaflite.server.config.definitions import (
+    AtLeast,
+    ConfigKey,
+    _k,
+)
+
+__all__ = ["KEYS", "NOT_READ"]
+
+KEYS: list[ConfigKey] = [
+    _k(
+        "producer.id.expiration.ms",
+        "int",
+        86400000,
+        "Idle time after which a producer id's deduplication state is dropped.",
+        AtLeast(1),
+    ),
+    _k(
+        "transactional.id.expiration.ms",
+        "int",
+        604800000,
+        "Idle time after which a transactional id expires.",
+        AtLeast(1),
+    ),
+    _k(
+        "transaction.max.timeout.ms",
+        "int",
+        900000,
+        "Largest transaction timeout a producer may ask for.",
+        AtLeast(1),
+    ),
+    _k("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.", AtLeast(1)),
+    _k(
+        "transaction.state.log.replication.factor",
+        "short",
+        1,
+        "Replication factor of __transaction_state.",
+        AtLeast(1),
+        kafka_default=3,
+        differs="Kafka's built-in default is 3; kaflite is one broker.",
+    ),
+    _k(
+        "transaction.state.log.min.isr",
+        "int",
+        1,
+        "min.insync.replicas of __transaction_state.",
+        AtLeast(1),
+        kafka_default=2,
+    ),
+]
+
+# Keys validated but not read (yet), and why (marked applies=False; tests/config/test_keys_read.py).
+NOT_READ: dict[str, str] = {
+    "transactional.id.expiration.ms": "no transactions",
+    "transaction.max.timeout.ms": "no transactions",
+    "transaction.state.log.num.partitions": "no transactions",
+    "transaction.state.log.replication.factor": "no transactions",
+    "transaction.state.log.min.isr": "no transactions",
+}

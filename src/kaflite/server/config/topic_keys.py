@@ -1,0 +1,233 @@
+"""Topic-level keys (Kafka's LogConfig / TopicConfig), their types and validators, and the broker keys
+each falls back to (Kafka's ServerTopicConfigSynonyms); `validate_topic_config(s)` and the "did you mean"
+error of both levels.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kaflite.server.config.definitions import (
+    _CLEANUP,
+    _COMPRESSION,
+    _TS_TYPES,
+    AtLeast,
+    Between,
+    ConfigType,
+    ListOf,
+    OneOf,
+    UnknownConfigKey,
+    Validator,
+    _bad_value,
+    _parse_typed,
+)
+
+__all__ = ["TOPIC_CONFIGS", "TopicConfigKey", "validate_topic_config", "validate_topic_configs"]
+
+
+
+@dataclass(frozen=True)
+class TopicConfigKey:
+    name: str
+    type: ConfigType
+    broker_keys: tuple[str, ...]  # synonyms, first choice first (retention.ms -> log.retention.ms, ...)
+    doc: str
+    validator: Validator | None = None
+
+    @property
+    def broker_key(self) -> str:
+        return self.broker_keys[0]
+
+    def parse(self, raw: Any) -> Any:
+        value = _parse_typed(self.name, self.type, raw, self.validator)
+        if self.validator is not None and not self.validator.check(value):
+            raise _bad_value(self.name, self.type, raw, self.validator)
+        return value
+
+
+def _t(
+    name: str,
+    type_: ConfigType,
+    broker_keys: str | tuple[str, ...],
+    doc: str,
+    validator: Validator | None = None,
+) -> TopicConfigKey:
+    keys = (broker_keys,) if isinstance(broker_keys, str) else broker_keys
+    return TopicConfigKey(name, type_, keys, doc, validator)
+
+
+TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
+    t.name: t
+    for t in [
+        _t("cleanup.policy", "list", "log.cleanup.policy", "delete, compact, or both.", ListOf(_CLEANUP)),
+        _t(
+            "compression.type",
+            "string",
+            "compression.type",
+            "Compression of stored batches.",
+            OneOf(_COMPRESSION),
+        ),
+        _t(
+            "delete.retention.ms",
+            "long",
+            "log.cleaner.delete.retention.ms",
+            "How long tombstones are kept.",
+            AtLeast(0),
+        ),
+        _t(
+            "file.delete.delay.ms",
+            "long",
+            "log.segment.delete.delay.ms",
+            "Delay before deleted segment files are removed.",
+            AtLeast(0),
+        ),
+        _t(
+            "flush.messages",
+            "long",
+            "log.flush.interval.messages",
+            "Fsync after this many messages.",
+            AtLeast(1),
+        ),
+        _t(
+            "flush.ms",
+            "long",
+            ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+            "Fsync when the oldest unflushed message is this old.",
+            AtLeast(0),
+        ),
+        _t(
+            "index.interval.bytes",
+            "int",
+            "log.index.interval.bytes",
+            "Bytes between offset-index entries.",
+            AtLeast(0),
+        ),
+        _t(
+            "max.compaction.lag.ms",
+            "long",
+            "log.cleaner.max.compaction.lag.ms",
+            "Maximum time a record stays uncompacted.",
+            AtLeast(1),
+        ),
+        _t("max.message.bytes", "int", "message.max.bytes", "Largest record batch accepted.", AtLeast(0)),
+        _t(
+            "message.downconversion.enable",
+            "boolean",
+            "log.message.downconversion.enable",
+            "Down-convert for old fetch versions.",
+        ),
+        _t(
+            "message.timestamp.type",
+            "string",
+            "log.message.timestamp.type",
+            "CreateTime or LogAppendTime.",
+            OneOf(_TS_TYPES),
+        ),
+        _t(
+            "message.timestamp.difference.max.ms",
+            "long",
+            "log.message.timestamp.difference.max.ms",
+            "Maximum CreateTime skew.",
+            AtLeast(0),
+        ),
+        _t(
+            "message.timestamp.before.max.ms",
+            "long",
+            "log.message.timestamp.before.max.ms",
+            "How far in the past a CreateTime may be.",
+            AtLeast(0),
+        ),
+        _t(
+            "message.timestamp.after.max.ms",
+            "long",
+            "log.message.timestamp.after.max.ms",
+            "How far in the future a CreateTime may be.",
+            AtLeast(0),
+        ),
+        _t(
+            "min.cleanable.dirty.ratio",
+            "double",
+            "log.cleaner.min.cleanable.ratio",
+            "Dirty ratio that triggers compaction.",
+            Between(0, 1),
+        ),
+        _t(
+            "min.compaction.lag.ms",
+            "long",
+            "log.cleaner.min.compaction.lag.ms",
+            "Minimum age before compaction.",
+            AtLeast(0),
+        ),
+        _t("min.insync.replicas", "int", "min.insync.replicas", "Replicas needed for acks=all.", AtLeast(1)),
+        _t("preallocate", "boolean", "log.preallocate", "Preallocate segment files."),
+        _t(
+            "retention.bytes",
+            "long",
+            "log.retention.bytes",
+            "Maximum partition size; -1 for no limit.",
+            AtLeast(-1),
+        ),
+        _t(
+            "retention.ms",
+            "long",
+            ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+            "How long records are kept; -1 forever.",
+            AtLeast(-1),
+        ),
+        _t("segment.bytes", "int", "log.segment.bytes", "Maximum segment size.", AtLeast(14)),
+        _t("segment.index.bytes", "int", "log.index.size.max.bytes", "Maximum index file size.", AtLeast(4)),
+        _t(
+            "segment.jitter.ms",
+            "long",
+            ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+            "Roll-time jitter.",
+            AtLeast(0),
+        ),
+        _t(
+            "segment.ms",
+            "long",
+            ("log.roll.ms", "log.roll.hours"),
+            "Roll a segment after this long.",
+            AtLeast(1),
+        ),
+        _t(
+            "unclean.leader.election.enable",
+            "boolean",
+            "unclean.leader.election.enable",
+            "Allow out-of-sync leaders.",
+        ),
+    ]
+}
+
+
+def _unknown(key: str, known: Sequence[str], what: str) -> UnknownConfigKey:
+    close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
+    if not close:  # also match on the last dotted words, e.g. "retention.hours" -> log.retention.hours
+        close = [k for k in known if k.endswith("." + key) or key.endswith("." + k)][:3]
+    hint = (
+        f"; did you mean {', '.join(close)}?" if close else f"; see docs/configuration.md for the {what} keys"
+    )
+    # A key of the other level is a common slip: say which key is meant at this level.
+    if what == "broker" and key in TOPIC_CONFIGS:
+        hint = f"; {key} is a topic-level key, its broker-wide default is {TOPIC_CONFIGS[key].broker_key}"
+    elif what == "topic":
+        topic_keys = [t.name for t in TOPIC_CONFIGS.values() if key in t.broker_keys]
+        if topic_keys:
+            hint = f"; {key} is a broker key, the topic-level key is {topic_keys[0]}"
+    return UnknownConfigKey(f"{key}: unknown {what} configuration key{hint}", key)
+
+
+def validate_topic_config(key: str, value: Any) -> Any:
+    """Parse and validate one topic-level config value; returns the typed value or raises ConfigError."""
+    definition = TOPIC_CONFIGS.get(key)
+    if definition is None:
+        raise _unknown(key, list(TOPIC_CONFIGS), "topic")
+    return definition.parse(value)
+
+
+def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate a whole CreateTopics/AlterConfigs config map; returns the typed values."""
+    return {k: validate_topic_config(k, v) for k, v in configs.items()}
