@@ -274,11 +274,17 @@ class Broker:
         return self.create_topic(name, num_partitions, configs)
 
     def delete_topic(self, name: str) -> TopicImage:
-        # Logs first, metadata after: removing the files frees space, so a deletion succeeds on a full disk
-        # (the metadata file is written into the space just freed). Each partition directory stays as an
-        # empty `<dir>.<topic id>-delete` marker until the metadata is written: a crash or a failed write in
-        # between is completed at the next start (`_complete_pending_deletions`). The writer publishes the
-        # image without the topic even when its file cannot be written (removed in memory).
+        # In a cluster the controller decides (Kafka's order): the writer records the request and every
+        # broker's ReplicaManager deletes its replicas when an image without the topic arrives.
+        if not isinstance(self.metadata_writer, LocalMetadata):
+            requested = self.topic_admin.delete_topic(name)
+            log.info("asked the controller to delete topic %s", name)
+            return requested
+        # Single node: logs first, metadata after: removing the files frees space, so a deletion succeeds on
+        # a full disk (the metadata file is written into the space just freed). Each partition directory
+        # stays as an empty `<dir>.<topic id>-delete` marker until the metadata is written: a crash or a
+        # failed write in between is completed at the next start (`_complete_pending_deletions`). The writer
+        # publishes the image without the topic even when its file cannot be written (removed in memory).
         topic = self.metadata.topics.get(name)
         if topic is None:
             return self.topic_admin.delete_topic(name)  # raises UNKNOWN_TOPIC_OR_PARTITION
