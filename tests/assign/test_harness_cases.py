@@ -81,7 +81,10 @@ def _check_member_side(case: dict[str, Any], rounds: list[dict[str, Any]]) -> No
             if mine is None:
                 continue
             if case["assignor"] == "sticky":
-                ud = encode_sticky_user_data([_tp(p) for p in mine], prev["generation"])
+                # the member holds its list as ConsumerProtocol delivered it: grouped by topic, first seen first
+                topics = list(dict.fromkeys(p.rsplit("-", 1)[0] for p in mine))
+                held = sorted((_tp(p) for p in mine), key=lambda tp: topics.index(tp.topic))
+                ud = encode_sticky_user_data(held, prev["generation"])
                 assert ud.hex() == s["user_data_hex"], s["id"]
             elif case["assignor"] == "cooperative-sticky":
                 assert s["owned_partitions"] == [str(tp) for tp in sorted(_tp(p) for p in mine)]

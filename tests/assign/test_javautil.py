@@ -39,6 +39,18 @@ def test_compute_if_absent_links_at_the_head_and_grows_late() -> None:
         "tz11", "tl9", "tv3", "tg12", "tx7", "ta0", "tc4", "te8", "to2", "ts10", "tq6", "th1", "tj5"]
 
 
+def test_compute_if_absent_of_a_present_key_still_grows_a_full_table() -> None:
+    # Java checks "size > threshold" at every computeIfAbsent call: the 14th call (a key already there)
+    # doubles the table the 13th left too full
+    m: JavaHashMap[str, int] = JavaHashMap(string_hash)
+    for k in THIRTEEN:
+        m.compute_if_absent(k, int)
+    assert m.capacity == 16 and m.needs_resize()
+    m.compute_if_absent("ta0", int)
+    assert m.capacity == 32 and m.keys() == [
+        "tl9", "tg12", "ta0", "tc4", "te8", "ts10", "tz11", "tv3", "tx7", "to2", "tq6", "th1", "tj5"]
+
+
 def test_equal_hash_codes_keep_insertion_order_with_put_and_reverse_it_with_compute_if_absent() -> None:
     assert len({java_string_hashcode(k) for k in COLLIDING[:4]}) == 1
     assert hashmap_order(COLLIDING, string_hash) == ["xAaAa", "xBBBB", "xAaBB", "xBBAa", "y"]

@@ -64,7 +64,8 @@ def topic_names(rng: random.Random, n: int) -> list[str]:
     if style < 0.3:
         names += colliding_family(rng, rng.randint(2, min(n, 8)) if n >= 2 else 1)
     elif style < 0.55:
-        names += same_bucket_names(rng, rng.randint(2, max(2, n)), rng.choice((16, 16, 32)))
+        # at most 9 (and 8 for the large shapes): more names in one bucket could make a tree bin
+        names += same_bucket_names(rng, rng.randint(2, max(2, n if n <= 9 else 8)), rng.choice((16, 16, 32)))
     while len(names) < n:
         name = rng.choice(["t", "topic", "orders", "events", "T", "z"]) + rng.choice(["", "-", "_", "."]) + \
             "".join(rng.choices(string.ascii_letters + string.digits, k=rng.randint(1, 4)))
@@ -85,14 +86,19 @@ def member_id(rng: random.Random, n: int) -> str:
 
 
 class Scenario:
-    def __init__(self, rng: random.Random, idx: int, assignor: str) -> None:
+    def __init__(self, rng: random.Random, idx: int, assignor: str, large: bool = False) -> None:
         self.rng = rng
         self.idx = idx
         self.assignor = assignor
         self.server = assignor in ("uniform", "server-range")
+        self.large = large
         size = rng.random()
-        n_topics = rng.randint(1, 3) if size < 0.3 else rng.randint(2, 9)
-        self.topics = {t: rng.randint(1, 6 if size < 0.3 else 16) for t in topic_names(rng, n_topics)}
+        if large:  # 13-24 topics: Java's 16-bucket tables grow (members hold many topics)
+            n_topics = rng.randint(13, 24)
+            self.topics = {t: rng.randint(1, 8) for t in topic_names(rng, n_topics)}
+        else:
+            n_topics = rng.randint(1, 3) if size < 0.3 else rng.randint(2, 9)
+            self.topics = {t: rng.randint(1, 6 if size < 0.3 else 16) for t in topic_names(rng, n_topics)}
         self.racks: dict[str, list[str | None]] | None = None
         if not self.server and rng.random() < 0.6:
             self.racks = {}
@@ -127,7 +133,7 @@ class Scenario:
 
     def states(self) -> list[list[dict[str, Any]]]:
         rng = self.rng
-        n = rng.choice((1, 2, 3, 4, 5, 7, 10, 14))
+        n = rng.choice((2, 3, 5, 8)) if self.large else rng.choice((1, 2, 3, 4, 5, 7, 10, 14))
         state = [self.new_member() for _ in range(n)]
         out = [state]
         for _ in range(rng.randint(1, 3)):
@@ -149,7 +155,7 @@ class Scenario:
 
     def as_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {
-            "id": f"h-{self.assignor}-{self.idx:04d}",
+            "id": f"h-{self.assignor}-{'large-' if self.large else ''}{self.idx:04d}",
             "assignor": self.assignor,
             "topics": [[t, n] for t, n in self.topics.items()],
             "partition_racks": self.racks,
@@ -195,13 +201,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=15)
     ap.add_argument("--per-assignor", type=int, default=180)
+    ap.add_argument("--large-per-assignor", type=int, default=20, help="scenarios with 13-24 topics")
     ap.add_argument("--out", default="scenarios.json")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     scenarios = [Scenario(rng, i, a).as_json() for a in ASSIGNORS for i in range(args.per_assignor)]
+    if args.large_per_assignor:
+        large = random.Random(args.seed + 1)  # its own stream: the scenarios above stay as they were
+        scenarios += [Scenario(large, i, a, large=True).as_json()
+                      for a in ASSIGNORS for i in range(args.large_per_assignor)]
     scenarios += nonconvergent_scenarios()
     with open(args.out, "w") as f:
-        json.dump({"meta": {"seed": args.seed, "per_assignor": args.per_assignor}, "scenarios": scenarios}, f)
+        json.dump({"meta": {"seed": args.seed, "per_assignor": args.per_assignor,
+                            "large_per_assignor": args.large_per_assignor}, "scenarios": scenarios}, f)
     print(f"{len(scenarios)} scenarios -> {args.out}")
 
 

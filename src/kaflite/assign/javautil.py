@@ -26,8 +26,9 @@ The model (java.util.HashMap, JDK 8..21; HashSet is a HashMap with dummy values)
   a tail insertion takes a position after every key so far and a head insertion one before. Overwriting
   a key keeps its place; removing it and inserting it again gives it a new position.
 - when the table grows: `put` doubles it right after an insertion that makes size > 0.75 x capacity;
-  `computeIfAbsent` checks that condition before inserting, so after it the table may stay one
-  insertion "too full" (which changes the iteration order of what is already in it).
+  `computeIfAbsent` checks that condition when it is called — before inserting, and also when the key is
+  already there — so a map filled by computeIfAbsent stays one key "too full" (with the smaller table's
+  order) until the next call of any kind.
 - not modelled: tree bins (9+ keys in one bucket of a table of 64+ buckets: iteration then follows
   the red-black tree's insertion links). That needs 9 names whose spread hashes agree in their low
   6+ bits — crafted names (e.g. String.hashCode collisions like "Aa"/"BB"), never a sane group.
@@ -174,13 +175,19 @@ class JavaHashMap(Generic[K, V]):
         if len(d) > self._cap * LOAD_FACTOR:
             self._resize()
 
+    def needs_resize(self) -> bool:
+        """True when the next computeIfAbsent call (of any key) grows the table."""
+        return len(self._d) > self._cap * LOAD_FACTOR
+
     def compute_if_absent(self, key: K, factory: Callable[[], V]) -> V:
-        """HashMap.computeIfAbsent: grows the table first if it is too full, then links a new key at the
-        head of its bucket."""
-        if key in self._d:
-            return self._d[key]
-        if len(self._d) > self._cap * LOAD_FACTOR:
+        """HashMap.computeIfAbsent: grows the table first if it is too full — on every call, even for a key
+        already there — then links a new key at the head of its bucket."""
+        d = self._d
+        if len(d) > self._cap * LOAD_FACTOR:
             self._resize()
+            self._order = None
+        if key in d:
+            return d[key]
         value = factory()
         self._link(key, value, True, TREEIFY_THRESHOLD - 1)
         return value

@@ -82,7 +82,11 @@ def _client_subscriptions(strategy: str, group: Group, owned: Mapping[str, list[
         had = name in owned
         user_data = None
         if strategy == "sticky" and had:
-            user_data = encode_sticky_user_data(mine, generation)
+            # a Java member holds its assignment as ConsumerProtocol delivered it: grouped by topic, first
+            # seen first (the grouping decides when Java's HashMap grows, so the user data's topic order)
+            topics = list(dict.fromkeys(tp.topic for tp in mine))
+            rank = {t: i for i, t in enumerate(topics)}
+            user_data = encode_sticky_user_data(sorted(mine, key=lambda tp: rank[tp.topic]), generation)
         elif strategy == "cooperative-sticky":
             user_data = encode_cooperative_user_data(generation if had else -1)
         subs[name] = Subscription(

@@ -93,16 +93,15 @@ def encode_sticky_user_data(partitions: Iterable[TopicPartition], generation: in
     in list order, so topics come out in Java HashMap order — topics sharing a bucket in reverse order
     of first appearance (kaflite.assign.javautil) — each topic's partitions in list order. The order
     matters: the sticky assignor's general path keeps owned partitions in this order."""
-    grouped: dict[str, list[int]] = {}  # first-seen order: the order computeIfAbsent meets the topics in
+    by_topic: JavaHashMap[str, list[int]] = JavaHashMap(string_hash)
+    grouped: dict[str, list[int]] = {}  # the same lists, for the common case of a topic already seen
+    full = False  # whether Java's next computeIfAbsent call, of any key, grows the table
     for tp in partitions:
         ps = grouped.get(tp.topic)
-        if ps is None:
-            grouped[tp.topic] = [tp.partition]
-        else:
-            ps.append(tp.partition)
-    by_topic: JavaHashMap[str, list[int]] = JavaHashMap(string_hash)
-    for topic, ps in grouped.items():
-        by_topic.compute_if_absent(topic, ps.copy)
+        if ps is None or full:
+            ps = grouped[tp.topic] = by_topic.compute_if_absent(tp.topic, list)
+            full = by_topic.needs_resize()
+        ps.append(tp.partition)
     out = [struct.pack(">i", len(by_topic))]
     for topic, ps in by_topic.items():
         t = topic.encode("utf-8")
