@@ -25,6 +25,7 @@ class HandWriter:
         self.uncommitted: list[tuple[int, asyncio.Future[None]]] = []
         self.fail_next: BaseException | None = None
         self.slow_reads: asyncio.Future[None] | None = None
+        self.not_leader = False
 
     def append(self, partition: int, records: Sequence[Record]) -> Awaitable[None]:
         if self.fail_next is not None:
@@ -41,6 +42,8 @@ class HandWriter:
         self.uncommitted.clear()
 
     def committed_end(self, partition: int) -> Awaitable[None] | None:
+        if self.not_leader:
+            raise KafkaError(ErrorCode.not_leader_or_follower, "moved")
         if not any(p == partition for p, _ in self.uncommitted):
             return None
         return asyncio.gather(*(fut for p, fut in self.uncommitted if p == partition))
@@ -322,4 +325,20 @@ def test_a_reload_over_an_uncommitted_tail_answers_only_once_it_is_committed() -
         assert not read.done()  # 7 is in the shard, but not committed: no answer yet
         writer.commit_all()
         assert (await read).topics[0][1][0].offset == 7
+    run(body)
+
+
+def test_a_load_that_cannot_finish_leaves_the_partition_unloaded() -> None:
+    async def body() -> None:
+        writer = HandWriter()
+        rt = make_runtime(writer)
+        writer.not_leader = True  # leadership moved while loading
+        await rt.load(0)
+        assert rt.state(0) is None
+        with pytest.raises(KafkaError) as e:
+            await rt.write(0, fetch_step())
+        assert e.value.code is ErrorCode.not_coordinator
+        writer.not_leader = False
+        await rt.load(0)
+        assert rt.state(0) is ShardState.ACTIVE
     run(body)

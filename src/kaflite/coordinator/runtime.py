@@ -163,8 +163,7 @@ class CoordinatorRuntime(Generic[S]):
         self._contexts: dict[int, _Context[S]] = {}
         self._tokens = itertools.count(1)
         self._wakeup: asyncio.Event | None = None
-        self._reloads: set[asyncio.Task[None]] = set()
-        self.on_loaded: Callable[[int, S], None] | None = None  # tests and logs: a shard became active
+        self._tasks: set[asyncio.Future[None]] = set()  # commit waits and loads in flight
 
     # --- shards ---------------------------------------------------------------------------------
 
@@ -240,9 +239,13 @@ class CoordinatorRuntime(Generic[S]):
                 count += 1
             except ValueError as e:  # a record we cannot read must not stop the load (as before)
                 log.warning("%s partition %d: skipping a record: %s", self.name, ctx.partition, e)
+        try:
+            barrier = self._writer.committed_end(ctx.partition)
+        except Exception as e:  # noqa: BLE001 - e.g. no longer the leader: the partition stays unloaded
+            self._load_failed(ctx, e, done)
+            return
         ctx.state = ShardState.ACTIVE
         self._run(ctx, lambda shard, now: shard.activate(now), None)
-        barrier = self._writer.committed_end(ctx.partition)
         if barrier is not None:  # the replayed tail is not committed yet: answers wait for it
             direct: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             direct.add_done_callback(_retrieve)
@@ -250,8 +253,6 @@ class CoordinatorRuntime(Generic[S]):
             ctx.pending.append(pending)
             self._keep(asyncio.ensure_future(self._await_commit(ctx, pending, barrier, None)))
         log.debug("%s partition %d loaded: %d record(s)", self.name, ctx.partition, count)
-        if self.on_loaded is not None:
-            self.on_loaded(ctx.partition, ctx.shard)
         done.set_result(None)
 
     def _load_failed(self, ctx: _Context[S], exc: BaseException, done: asyncio.Future[None]) -> None:
@@ -279,7 +280,7 @@ class CoordinatorRuntime(Generic[S]):
     def close(self) -> None:
         for partition in list(self._contexts):
             self.unload(partition)
-        for task in list(self._reloads):
+        for task in list(self._tasks):
             task.cancel()
 
     # --- steps ----------------------------------------------------------------------------------
@@ -425,8 +426,8 @@ class CoordinatorRuntime(Generic[S]):
             direct.set_result(None)
 
     def _keep(self, task: asyncio.Future[None]) -> None:
-        self._reloads.add(task)  # type: ignore[arg-type]
-        task.add_done_callback(self._reloads.discard)  # type: ignore[arg-type]
+        self._tasks.add(task)  # a reference, so the task is not collected while it runs
+        task.add_done_callback(self._tasks.discard)
 
     # --- timers ---------------------------------------------------------------------------------
 
