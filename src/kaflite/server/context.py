@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
+from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.messages import RequestHeader
 from kaflite.server.authorizer import CLUSTER_NAME, AclOperation, ResourceType, Session
 
@@ -34,6 +35,14 @@ if TYPE_CHECKING:
     from kaflite.server.config import Listener
 
 __all__ = ["AclOperation", "RequestContext", "ResourceType", "Session", "build", "response_module"]
+
+_DENIED = {
+    ResourceType.TOPIC: ErrorCode.topic_authorization_failed,
+    ResourceType.GROUP: ErrorCode.group_authorization_failed,
+    ResourceType.CLUSTER: ErrorCode.cluster_authorization_failed,
+    ResourceType.TRANSACTIONAL_ID: ErrorCode.transactional_id_authorization_failed,
+}
+
 
 @dataclass(slots=True)
 class RequestContext:
@@ -68,6 +77,13 @@ class RequestContext:
     def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
         """May this request's principal do `operation` on the resource? (Kafka's KafkaApis.authorize.)"""
         return self.broker.authorizer.authorize(self.session, operation, resource_type, name)
+
+    def require(self, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> None:
+        """`authorize`, or raise KafkaError with Kafka's *_AUTHORIZATION_FAILED code for the resource type
+        (raised inside a per-topic / per-partition loop, it becomes that item's error)."""
+        if not self.authorize(operation, resource_type, name):
+            code = _DENIED.get(resource_type, ErrorCode.cluster_authorization_failed)
+            raise KafkaError(code, f"{self.session.principal} may not {operation.name} {resource_type.name} {name}")
 
 
 @cache

@@ -27,6 +27,7 @@ from typing import Any
 
 from kaflite.cluster.metadata import INTERNAL_TOPICS, validate_topic_name
 from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.authorizer import AclOperation, ResourceType
 from kaflite.server.broker import Broker
 from kaflite.server.config import UnknownConfigKey
 from kaflite.server.context import RequestContext, build
@@ -91,6 +92,7 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
         try:
             if counts[t.name] > 1:
                 raise KafkaError(ErrorCode.invalid_request, f"Duplicate topic name {t.name} in the request.")
+            ctx.require(AclOperation.CREATE, ResourceType.TOPIC, t.name)
             validate_topic_name(t.name)
             if t.name in INTERNAL_TOPICS:
                 raise KafkaError(ErrorCode.invalid_request, f"Creation of internal topic {t.name} is prohibited.")
@@ -165,6 +167,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
         try:
             if counts[name] > 1:
                 raise KafkaError(ErrorCode.invalid_request, f"Duplicate topic name {name} in the request.")
+            ctx.require(AclOperation.DELETE, ResourceType.TOPIC, name)
             if name in INTERNAL_TOPICS:
                 raise KafkaError(ErrorCode.invalid_request, f"Deletion of internal topic {name} is prohibited.")
             if not broker.setting("delete.topic.enable"):
@@ -243,6 +246,7 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
         keys = res.configuration_keys
         try:
             if res.resource_type == RESOURCE_TOPIC:
+                ctx.require(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, res.resource_name)
                 topic = broker.metadata.topics.get(res.resource_name)
                 if topic is None:
                     try:
@@ -254,6 +258,7 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
                     )
                 entries = _describe_topic_entries(broker, topic.configs, keys)
             elif res.resource_type == RESOURCE_BROKER:
+                ctx.require(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER)
                 if res.resource_name not in ("", str(broker.node_id)):
                     raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id {res.resource_name}")
                 entries = _known_only(broker.config.describe, keys)
@@ -307,6 +312,7 @@ def _alter(
                 raise KafkaError(
                     ErrorCode.invalid_request, "kaflite's broker configs are static: edit server.properties"
                 )
+            ctx.require(AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, res.resource_name)
             topic = broker.metadata.topics.get(res.resource_name)
             if topic is None:
                 raise KafkaError(

@@ -25,6 +25,7 @@ from typing import Any
 
 from kaflite.protocol.encoders import encode_fetch_response
 from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.authorizer import AclOperation, ResourceType
 from kaflite.server.broker import Broker
 from kaflite.server.context import RequestContext, build
 from kaflite.server.fetch_session import FetchSessionCache, FetchTarget, SessionContext
@@ -51,6 +52,7 @@ class PartitionRead:
 def read_partitions(
     broker: Broker, max_bytes: int, targets: list[tuple[tuple[str, int], FetchTarget]],
     leader_epochs: dict[tuple[str, int], int] | None = None, read_committed: bool = False,
+    denied: frozenset[str] = frozenset(),
 ) -> tuple[list[tuple[str, list[PartitionRead]]], int, bool]:
     """One pass over every partition to read: (results by topic, bytes read, any partition error).
     `leader_epochs`: the current leader epoch the request carried per partition (-1 or absent: unchecked).
@@ -64,6 +66,8 @@ def read_partitions(
     for (topic, partition), target in targets:
         r = PartitionRead(partition)
         try:
+            if topic in denied:  # READ on the topic refused by the authorizer
+                raise KafkaError(ErrorCode.topic_authorization_failed)
             part = replicas.get_partition(topic, partition, current_leader_epoch=leader_epochs.get(
                 (topic, partition), -1) if leader_epochs else -1)
             plog = part.log
@@ -147,9 +151,11 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     max_wait_ms = request.max_wait.total_seconds() * 1000.0
     deadline = broker.now_ms() + max_wait_ms
     keys = [fetch_key(topic, partition) for (topic, partition), _t in session.targets]
+    denied = frozenset(t for t in {topic for (topic, _p), _t in session.targets}
+                       if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t))
     while True:
         results, total, any_error = read_partitions(broker, int(request.max_bytes), session.targets, epochs,
-                                                    read_committed)
+                                                    read_committed, denied)
         remaining = deadline - broker.now_ms()
         if total >= request.min_bytes or any_error or remaining <= 0 or not keys:
             return _response(ctx, request, results, session)

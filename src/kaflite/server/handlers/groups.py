@@ -37,6 +37,7 @@ from kaflite.coordinator.consumer_group import ConsumerHeartbeatRequest, Consume
 from kaflite.coordinator.runtime import CoordinatorRuntime, Record
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import build_record_batch, decode_records, iter_batches
+from kaflite.server.authorizer import AclOperation, ResourceType
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 
@@ -313,6 +314,11 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
 
 # --- JoinGroup (11) / SyncGroup (14) / Heartbeat (12) / LeaveGroup (13) ------------------------------
 
+def _denied(ctx: RequestContext, group_id: str | None) -> bool:
+    """READ on the group refused (Kafka's KafkaApis authorizes every classic group request so)."""
+    return not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id or "")
+
+
 async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
     svc = service(ctx)
     req = m.JoinGroupRequest(
@@ -332,8 +338,11 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
     def step(token: Hashable) -> Callable[[GroupCoordinator, int], Any]:
         return lambda shard, now: shard.handle_join(dataclasses.replace(req, token=token), now)
 
-    resp: m.JoinGroupResponse = await svc.call_parked(
-        req.group_id, step, lambda code: m.JoinGroupResponse(code, member_id=req.member_id))
+    resp: m.JoinGroupResponse = (
+        m.JoinGroupResponse(ErrorCode.group_authorization_failed, member_id=req.member_id)
+        if _denied(ctx, req.group_id)
+        else await svc.call_parked(req.group_id, step, lambda code: m.JoinGroupResponse(code, member_id=req.member_id))
+    )
     R = ctx.response
     members = tuple(build(R.JoinGroupResponseMember, member_id=mb.member_id,
                           group_instance_id=mb.group_instance_id, metadata=mb.metadata) for mb in resp.members)
@@ -358,7 +367,11 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
     def step(token: Hashable) -> Callable[[GroupCoordinator, int], Any]:
         return lambda shard, now: shard.handle_sync(dataclasses.replace(req, token=token), now)
 
-    resp: m.SyncGroupResponse = await svc.call_parked(req.group_id, step, m.SyncGroupResponse)
+    resp: m.SyncGroupResponse = (
+        m.SyncGroupResponse(ErrorCode.group_authorization_failed)
+        if _denied(ctx, req.group_id)
+        else await svc.call_parked(req.group_id, step, m.SyncGroupResponse)
+    )
     return build(ctx.response.SyncGroupResponse, throttle_time=_ZERO, error_code=resp.error,
                  protocol_type=resp.protocol_type, protocol_name=resp.protocol_name, assignment=resp.assignment)
 
@@ -367,8 +380,11 @@ async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
     svc = service(ctx)
     req = m.HeartbeatRequest(request.group_id, request.generation_id, request.member_id,
                              getattr(request, "group_instance_id", None))
-    resp: m.HeartbeatResponse = await svc.call(req.group_id, lambda shard, now: shard.handle_heartbeat(req, now),
-                                               m.HeartbeatResponse)
+    resp: m.HeartbeatResponse = (
+        m.HeartbeatResponse(ErrorCode.group_authorization_failed)
+        if _denied(ctx, req.group_id)
+        else await svc.call(req.group_id, lambda shard, now: shard.handle_heartbeat(req, now), m.HeartbeatResponse)
+    )
     return build(ctx.response.HeartbeatResponse, throttle_time=_ZERO, error_code=resp.error)
 
 
@@ -380,8 +396,11 @@ async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
     else:
         idents = (m.MemberIdentity(request.member_id),)
     req = m.LeaveGroupRequest(request.group_id, idents)
-    resp: m.LeaveGroupResponse = await svc.call(req.group_id, lambda shard, now: shard.handle_leave(req, now),
-                                                m.LeaveGroupResponse)
+    resp: m.LeaveGroupResponse = (
+        m.LeaveGroupResponse(ErrorCode.group_authorization_failed)
+        if _denied(ctx, req.group_id)
+        else await svc.call(req.group_id, lambda shard, now: shard.handle_leave(req, now), m.LeaveGroupResponse)
+    )
     R = ctx.response
     if ctx.api_version < 3:
         # v0-2 name one member: its error is the request's error

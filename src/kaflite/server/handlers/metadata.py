@@ -33,6 +33,7 @@ from kaflite.cluster.metadata import (
 from kaflite.protocol.encoders import encode_metadata_response
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.messages import encode_body
+from kaflite.server.authorizer import AclOperation, ResourceType
 from kaflite.server.broker import Broker
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable, EncodedBody
@@ -195,6 +196,9 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
                     topics.append(encode_body(err))
                 else:
                     topics.append(cache.topic(R, image, found, version, ops))
+                continue
+            if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                topics.append(encode_body(_error_topic(R, name, ErrorCode.topic_authorization_failed)))
                 continue
             topic, code = resolve_topic(broker, name, allow_auto)
             if topic is None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from kaflite.protocol.encoders import ProducePartitionData, encode_produce_response
 from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.authorizer import AclOperation, ResourceType
 from kaflite.server.context import RequestContext
 from kaflite.server.dispatcher import CloseConnection
 from kaflite.server.handlers import ApiTable, EncodedBody
@@ -60,6 +61,7 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     pending: list[tuple[int, PartitionAnswer, Partition, int]] = []
 
     def append(topic: str, pdata: Any) -> PartitionAnswer:
+        ctx.require(AclOperation.WRITE, ResourceType.TOPIC, topic)
         if bad_acks:
             raise KafkaError(ErrorCode.invalid_required_acks)
         if transactional:
