@@ -45,3 +45,13 @@ def test_the_table_is_assembled_from_the_subsystems_tables() -> None:
     twice = SimpleNamespace(__name__="twice", KEYS=keys_storage.KEYS[:1], NOT_READ={})
     with pytest.raises(ValueError, match="defined twice"):
         _assemble([keys_storage, twice])  # type: ignore[list-item]
+
+
+def test_one_table_of_topic_keys_and_their_broker_synonyms() -> None:
+    from kaflite.server.config import TOPIC_CONFIGS
+    from kaflite.storage.config import TOPIC_CONFIG_SYNONYMS
+
+    assert list(TOPIC_CONFIGS) == list(TOPIC_CONFIG_SYNONYMS)
+    for name, definition in TOPIC_CONFIGS.items():
+        assert definition.broker_keys is TOPIC_CONFIG_SYNONYMS[name]
+        assert all(key in BROKER_CONFIGS for key in definition.broker_keys), name

@@ -3,7 +3,8 @@
 Field names are Kafka's topic-level names with '_' for '.', except the two flush settings whose topic
 names are `flush.messages` / `flush.ms` (broker names `log.flush.interval.messages` / `.ms`).
 `LogConfig.from_topic_configs` understands topic-level names (what CreateTopics / AlterConfigs carry);
-`LogConfig.from_broker_configs` understands the broker's `server.properties` names (`log.*`).
+`LogConfig.from_broker_configs` understands the broker's `server.properties` names (`log.*`), through
+`TOPIC_CONFIG_SYNONYMS`, the one table of topic keys and the broker keys they fall back to.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 from kaflite.protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["LogConfig", "LONG_MAX"]
+__all__ = ["LONG_MAX", "TOPIC_CONFIG_SYNONYMS", "LogConfig"]
 
 LONG_MAX = 2**63 - 1
 _CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
@@ -228,25 +229,41 @@ _NON_STORAGE_TOPIC_KEYS = frozenset(
     }
 )
 
-_BROKER_KEYS: dict[str, str] = {
-    "log.segment.bytes": "segment_bytes",
-    "log.roll.ms": "segment_ms",
-    "log.roll.jitter.ms": "segment_jitter_ms",
-    "log.retention.ms": "retention_ms",
-    "log.retention.bytes": "retention_bytes",
-    "log.index.interval.bytes": "index_interval_bytes",
-    "log.index.size.max.bytes": "segment_index_bytes",
-    "message.max.bytes": "max_message_bytes",
-    "log.message.timestamp.type": "message_timestamp_type",
-    "log.message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
-    "log.message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
-    "log.cleanup.policy": "cleanup_policy",
-    "log.cleaner.delete.retention.ms": "delete_retention_ms",
-    "log.cleaner.min.cleanable.ratio": "min_cleanable_dirty_ratio",
-    "log.cleaner.min.compaction.lag.ms": "min_compaction_lag_ms",
-    "log.cleaner.max.compaction.lag.ms": "max_compaction_lag_ms",
-    "log.flush.interval.messages": "flush_interval_messages",
-    "log.flush.interval.ms": "flush_interval_ms",
-    "log.segment.delete.delay.ms": "file_delete_delay_ms",
-    "producer.id.expiration.ms": "producer_id_expiration_ms",
+# Kafka's ServerTopicConfigSynonyms: every topic-level key and the broker keys its default comes from,
+# first choice first (`retention.ms` <- log.retention.ms, then .minutes, then .hours). The one table of
+# topic keys and their synonyms: the broker's topic-key table (kaflite.server.config.topic_keys) takes
+# its synonyms from here, and `LogConfig.from_broker_configs` reads the storage keys' first synonyms.
+TOPIC_CONFIG_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "cleanup.policy": ("log.cleanup.policy",),
+    "compression.type": ("compression.type",),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
+    "file.delete.delay.ms": ("log.segment.delete.delay.ms",),
+    "flush.messages": ("log.flush.interval.messages",),
+    "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+    "index.interval.bytes": ("log.index.interval.bytes",),
+    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms",),
+    "max.message.bytes": ("message.max.bytes",),
+    "message.downconversion.enable": ("log.message.downconversion.enable",),
+    "message.timestamp.type": ("log.message.timestamp.type",),
+    "message.timestamp.difference.max.ms": ("log.message.timestamp.difference.max.ms",),
+    "message.timestamp.before.max.ms": ("log.message.timestamp.before.max.ms",),
+    "message.timestamp.after.max.ms": ("log.message.timestamp.after.max.ms",),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio",),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms",),
+    "min.insync.replicas": ("min.insync.replicas",),
+    "preallocate": ("log.preallocate",),
+    "retention.bytes": ("log.retention.bytes",),
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "segment.bytes": ("log.segment.bytes",),
+    "segment.index.bytes": ("log.index.size.max.bytes",),
+    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+    "unclean.leader.election.enable": ("unclean.leader.election.enable",),
 }
+
+# broker key -> LogConfig field: the first synonym of each storage topic key (the *.minutes / *.hours
+# alternatives are read by from_broker_configs' precedence chains), plus the broker-level producer expiry.
+_BROKER_KEYS: dict[str, str] = {
+    synonyms[0]: _TOPIC_KEYS[topic] for topic, synonyms in TOPIC_CONFIG_SYNONYMS.items() if topic in _TOPIC_KEYS
+}
+_BROKER_KEYS["producer.id.expiration.ms"] = "producer_id_expiration_ms"

@@ -24,6 +24,7 @@ from kaflite.server.config.definitions import (
     _bad_value,
     _parse_typed,
 )
+from kaflite.storage.config import TOPIC_CONFIG_SYNONYMS
 
 __all__ = ["TOPIC_CONFIGS", "TopicConfigKey", "validate_topic_config", "validate_topic_configs"]
 
@@ -48,155 +49,130 @@ class TopicConfigKey:
         return value
 
 
-def _t(
-    name: str,
-    type_: ConfigType,
-    broker_keys: str | tuple[str, ...],
-    doc: str,
-    validator: Validator | None = None,
-) -> TopicConfigKey:
-    keys = (broker_keys,) if isinstance(broker_keys, str) else broker_keys
-    return TopicConfigKey(name, type_, keys, doc, validator)
+def _t(name: str, type_: ConfigType, doc: str, validator: Validator | None = None) -> TopicConfigKey:
+    """A topic key; its broker synonyms come from storage's TOPIC_CONFIG_SYNONYMS (the one table)."""
+    return TopicConfigKey(name, type_, TOPIC_CONFIG_SYNONYMS[name], doc, validator)
 
 
 TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
     t.name: t
     for t in [
-        _t("cleanup.policy", "list", "log.cleanup.policy", "delete, compact, or both.", ListOf(_CLEANUP)),
+        _t("cleanup.policy", "list", "delete, compact, or both.", ListOf(_CLEANUP)),
         _t(
             "compression.type",
             "string",
-            "compression.type",
             "Compression of stored batches.",
             OneOf(_COMPRESSION),
         ),
         _t(
             "delete.retention.ms",
             "long",
-            "log.cleaner.delete.retention.ms",
             "How long tombstones are kept.",
             AtLeast(0),
         ),
         _t(
             "file.delete.delay.ms",
             "long",
-            "log.segment.delete.delay.ms",
             "Delay before deleted segment files are removed.",
             AtLeast(0),
         ),
         _t(
             "flush.messages",
             "long",
-            "log.flush.interval.messages",
             "Fsync after this many messages.",
             AtLeast(1),
         ),
         _t(
             "flush.ms",
             "long",
-            ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
             "Fsync when the oldest unflushed message is this old.",
             AtLeast(0),
         ),
         _t(
             "index.interval.bytes",
             "int",
-            "log.index.interval.bytes",
             "Bytes between offset-index entries.",
             AtLeast(0),
         ),
         _t(
             "max.compaction.lag.ms",
             "long",
-            "log.cleaner.max.compaction.lag.ms",
             "Maximum time a record stays uncompacted.",
             AtLeast(1),
         ),
-        _t("max.message.bytes", "int", "message.max.bytes", "Largest record batch accepted.", AtLeast(0)),
+        _t("max.message.bytes", "int", "Largest record batch accepted.", AtLeast(0)),
         _t(
             "message.downconversion.enable",
             "boolean",
-            "log.message.downconversion.enable",
             "Down-convert for old fetch versions.",
         ),
         _t(
             "message.timestamp.type",
             "string",
-            "log.message.timestamp.type",
             "CreateTime or LogAppendTime.",
             OneOf(_TS_TYPES),
         ),
         _t(
             "message.timestamp.difference.max.ms",
             "long",
-            "log.message.timestamp.difference.max.ms",
             "Maximum CreateTime skew.",
             AtLeast(0),
         ),
         _t(
             "message.timestamp.before.max.ms",
             "long",
-            "log.message.timestamp.before.max.ms",
             "How far in the past a CreateTime may be.",
             AtLeast(0),
         ),
         _t(
             "message.timestamp.after.max.ms",
             "long",
-            "log.message.timestamp.after.max.ms",
             "How far in the future a CreateTime may be.",
             AtLeast(0),
         ),
         _t(
             "min.cleanable.dirty.ratio",
             "double",
-            "log.cleaner.min.cleanable.ratio",
             "Dirty ratio that triggers compaction.",
             Between(0, 1),
         ),
         _t(
             "min.compaction.lag.ms",
             "long",
-            "log.cleaner.min.compaction.lag.ms",
             "Minimum age before compaction.",
             AtLeast(0),
         ),
-        _t("min.insync.replicas", "int", "min.insync.replicas", "Replicas needed for acks=all.", AtLeast(1)),
-        _t("preallocate", "boolean", "log.preallocate", "Preallocate segment files."),
+        _t("min.insync.replicas", "int", "Replicas needed for acks=all.", AtLeast(1)),
+        _t("preallocate", "boolean", "Preallocate segment files."),
         _t(
             "retention.bytes",
             "long",
-            "log.retention.bytes",
             "Maximum partition size; -1 for no limit.",
             AtLeast(-1),
         ),
         _t(
             "retention.ms",
             "long",
-            ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
             "How long records are kept; -1 forever.",
             AtLeast(-1),
         ),
-        _t("segment.bytes", "int", "log.segment.bytes", "Maximum segment size.", AtLeast(14)),
-        _t("segment.index.bytes", "int", "log.index.size.max.bytes", "Maximum index file size.", AtLeast(4)),
+        _t("segment.bytes", "int", "Maximum segment size.", AtLeast(14)),
+        _t("segment.index.bytes", "int", "Maximum index file size.", AtLeast(4)),
         _t(
             "segment.jitter.ms",
             "long",
-            ("log.roll.jitter.ms", "log.roll.jitter.hours"),
             "Roll-time jitter.",
             AtLeast(0),
         ),
         _t(
             "segment.ms",
             "long",
-            ("log.roll.ms", "log.roll.hours"),
             "Roll a segment after this long.",
             AtLeast(1),
         ),
         _t(
             "unclean.leader.election.enable",
             "boolean",
-            "unclean.leader.election.enable",
             "Allow out-of-sync leaders.",
         ),
     ]
