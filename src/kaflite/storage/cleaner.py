@@ -19,6 +19,12 @@ Rules (Kafka's LogCleaner, simplified where noted):
    discarded and a `.swap` file completes the replacement (see Log._remove_temporary_files).
 7. A log is cleaned when dirty bytes (after the cleaner checkpoint) / cleanable bytes >=
    `min.cleanable.dirty.ratio`, or when forced.
+8. Transactions (Kafka's LogCleaner with KIP-98): nothing at or past the first open transaction is cleaned
+   or enters the offset map (an open transaction may still abort); records of aborted transactions
+   (the `.txnindex` ranges of their producer) are removed and never enter the offset map; control
+   batches (COMMIT / ABORT markers) are not keyed records: they are always kept (Kafka removes a marker
+   once its transaction has no data left and `delete.retention.ms` passed — kaflite keeps them, see
+   docs/transactions.md).
 The decisions (`build_offset_map`, `record_survives`, `cleanable_prefix`, `should_clean`) are pure.
 """
 
@@ -124,10 +130,30 @@ def filter_batch(
 
 
 # --- the shell: files ----------------------------------------------------------------------------------
-def _log_records(log: Log) -> Iterable[tuple[int, bytes | None]]:
+class AbortedRanges:
+    """Which producer batches belong to an aborted transaction (from the log's transaction indexes)."""
+
+    def __init__(self, log: Log) -> None:
+        self.by_pid: dict[int, list[tuple[int, int]]] = {}
+        for t in log.aborted_transactions():
+            self.by_pid.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+
+    def aborted(self, view: RecordBatchView) -> bool:
+        if not view.is_transactional or view.is_control:
+            return False
+        return any(first <= view.base_offset <= last for first, last in self.by_pid.get(view.producer_id, ()))
+
+
+def _log_records(log: Log, aborted: AbortedRanges, stable: int) -> Iterable[tuple[int, bytes | None]]:
     for seg in log.segments:
+        if seg.base_offset >= stable:
+            break
         for _pos, _fields, data in seg.iter_batches():
             view = RecordBatchView.parse(data)
+            if view.base_offset >= stable:
+                return
+            if view.is_control or aborted.aborted(view):
+                continue
             try:
                 for r in decode_records(view):
                     yield r.offset, r.key
@@ -145,6 +171,10 @@ def compact_log(log: Log, now_ms: int, *, force: bool = False) -> CleanResult:
         cfg = log.config
         segments = log.segments
         n = cleanable_prefix([s.max_timestamp for s in segments], now_ms, cfg.min_compaction_lag_ms)
+        fuo = log.producer_state.first_unstable_offset  # (not capped by the high watermark, as before)
+        stable = log.log_end_offset if fuo is None else fuo
+        while n and segments[n - 1].next_offset > stable:  # an open transaction may still abort
+            n -= 1
         if n == 0:
             return CleanResult(False)
         cleanable = segments[:n]
@@ -152,7 +182,8 @@ def compact_log(log: Log, now_ms: int, *, force: bool = False) -> CleanResult:
         dirty_bytes = sum(s.size for s in cleanable if s.next_offset > log.cleaner_checkpoint)
         if not force and not should_clean(dirty_bytes, cleanable_bytes, cfg.min_cleanable_dirty_ratio):
             return CleanResult(False)
-        offset_map = build_offset_map(_log_records(log))
+        aborted = AbortedRanges(log)
+        offset_map = build_offset_map(_log_records(log, aborted, stable))
         last_batch_of_producer: dict[int, int] = {}
         for seg in segments:
             for _p, f in seg.iter_headers(chunk=1 << 20):
@@ -164,6 +195,12 @@ def compact_log(log: Log, now_ms: int, *, force: bool = False) -> CleanResult:
             pieces: list[bytes | memoryview] = []
             for _pos, _fields, data in seg.iter_batches():
                 view = RecordBatchView.parse(data)
+                if view.is_control:
+                    pieces.append(data)
+                    continue
+                if aborted.aborted(view):
+                    removed += view.records_count
+                    continue
                 if view.producer_id >= 0 and last_batch_of_producer.get(view.producer_id) == view.base_offset:
                     pieces.append(data)
                     continue

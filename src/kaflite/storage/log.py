@@ -19,6 +19,13 @@ Rules:
   and every later segment deleted. Nothing that was flushed (fsync'd) before the crash is lost.
 - Retention / DeleteRecords only move the log start offset forward and delete whole segments, never
   the active one; truncate_to (replication) removes a suffix.
+- Transactions: a transactional batch opens its producer's transaction (producer_state), a COMMIT / ABORT
+  marker (`append_marker`, written by the transaction coordinator, or a control batch a follower copies)
+  closes it; an ABORT adds an entry to the marker's segment's `.txnindex` (txn_index). The last stable
+  offset is the first offset of the earliest open transaction, capped by the high watermark. Recovery,
+  truncation and snapshots rebuild both: the open transactions travel in the producer snapshot, and the
+  replay after it re-adds every ABORT marker the `.txnindex` does not hold yet (entries past the log end
+  are dropped first).
 All methods take an internal lock, so a Log may be shared by the event loop and a flusher thread.
 
 Logging (`kaflite.storage`, as Kafka's LogLoader / UnifiedLog): a recovered partition says what was
@@ -41,8 +48,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from kaflite.protocol.control_record import build_marker_batch, parse_marker
 from kaflite.protocol.errors import ErrorCode, KafkaError
-from kaflite.protocol.record_batch import BATCH_HEADER_SIZE, TIMESTAMP_TYPE_MASK, crc32c
+from kaflite.protocol.record_batch import (
+    BATCH_HEADER_SIZE,
+    CONTROL_MASK,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    RecordBatchView,
+    crc32c,
+)
 from kaflite.storage.checkpoint import fsync_dir
 from kaflite.storage.config import LogConfig
 from kaflite.storage.errors import storage_errors
@@ -57,8 +72,10 @@ from kaflite.storage.log_validator import (
 from kaflite.storage.producer_state import ProducerStateManager
 from kaflite.storage.retention import SegmentInfo, select_segments_to_delete
 from kaflite.storage.segment import (
+    H_ATTR,
     H_BASE,
     H_EPOCH,
+    H_LEN,
     H_LOD,
     H_MAX_TS,
     H_PID,
@@ -68,6 +85,7 @@ from kaflite.storage.segment import (
     LogSegment,
     write_swap_file,
 )
+from kaflite.storage.txn_index import AbortedTxn, TransactionIndex
 
 __all__ = ["Log", "AppendResult", "FetchDataInfo", "parse_topic_partition", "EARLIEST_TIMESTAMP",
            "LATEST_TIMESTAMP", "MAX_TIMESTAMP"]
@@ -80,6 +98,7 @@ MAX_TIMESTAMP = -3
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
+_TXN_INDEX_SUFFIX = ".txnindex"
 _pack_q_into = struct.Struct(">q").pack_into
 _OFFSET_LENGTH_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: bytes 0-16
 _pack_offset_length_epoch_into = _OFFSET_LENGTH_EPOCH.pack_into
@@ -153,6 +172,7 @@ class Log:
         self._closed = False
         self._last_flush_ms = self._now()
         self.producer_state = ProducerStateManager()
+        self._txn_indexes: dict[int, TransactionIndex] = {}  # segment base -> its aborted transactions
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT)
         self._latest_epoch = -1  # mirror of leader_epoch_cache.latest_epoch for the hot path
         self.recovered_bytes_truncated = 0
@@ -174,6 +194,14 @@ class Log:
     @property
     def high_watermark(self) -> int:
         return self._high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the earliest open transaction, or the high watermark when that is lower
+        (or no transaction is open): what a read_committed consumer may read up to."""
+        fuo = self.producer_state.first_unstable_offset
+        hw = self._high_watermark
+        return hw if fuo is None or fuo > hw else fuo
 
     @property
     def size(self) -> int:
@@ -247,7 +275,7 @@ class Log:
                     target.with_suffix(suffix).unlink(missing_ok=True)
                 self._dir_dirty = True
         for p in list(self.dir.iterdir()):
-            if p.suffix in (".index", ".timeindex") and not p.with_suffix(".log").exists():
+            if p.suffix in (".index", ".timeindex", _TXN_INDEX_SUFFIX) and not p.with_suffix(".log").exists():
                 p.unlink(missing_ok=True)
 
     def _load(self, recovery_point: int, log_start_offset: int, high_watermark: int, clean: bool) -> None:
@@ -342,8 +370,9 @@ class Log:
         self._rebuild_producer_state()
 
     def _delete_segment_files(self, base: int) -> None:
-        for suffix in (".log", ".index", ".timeindex"):
+        for suffix in (".log", ".index", ".timeindex", _TXN_INDEX_SUFFIX):
             (self.dir / f"{base:020d}{suffix}").unlink(missing_ok=True)
+        self._txn_indexes.pop(base, None)
         self._dir_dirty = True
 
     # ==========================================================================================
@@ -356,6 +385,7 @@ class Log:
         without a usable snapshot, replay the whole log."""
         state = ProducerStateManager()
         start = self._log_start_offset
+        self._load_txn_indexes()
         for off in reversed(self._snapshot_offsets()):
             path = self.dir / f"{off:020d}.snapshot"
             if off > self._next_offset or off < self._log_start_offset:
@@ -371,6 +401,33 @@ class Log:
         state.evict_before(self._log_start_offset)
         self.producer_state = state
 
+    def _load_txn_indexes(self) -> None:
+        """Each segment's `.txnindex`, without the entries whose marker lies past the log end."""
+        self._txn_indexes = {}
+        for seg in self._segments:
+            path = self.dir / f"{seg.base_offset:020d}{_TXN_INDEX_SUFFIX}"
+            if path.exists():
+                idx = TransactionIndex(path)
+                idx.truncate_to(self._next_offset)
+                if idx.entries:
+                    self._txn_indexes[seg.base_offset] = idx
+
+    def _txn_index(self, base: int) -> TransactionIndex:
+        idx = self._txn_indexes.get(base)
+        if idx is None:
+            idx = self._txn_indexes[base] = TransactionIndex(self.dir / f"{base:020d}{_TXN_INDEX_SUFFIX}")
+        return idx
+
+    def _delete_txn_index(self, base: int) -> None:
+        self._txn_indexes.pop(base, None)
+        (self.dir / f"{base:020d}{_TXN_INDEX_SUFFIX}").unlink(missing_ok=True)
+
+    def _index_aborted(self, seg_base: int, txn: AbortedTxn | None) -> None:
+        if txn is not None:
+            idx = self._txn_index(seg_base)
+            if txn.last_offset > idx.last_offset:  # a replay re-finds markers already indexed
+                idx.append(txn)
+
     def _replay_producer_state(self, state: ProducerStateManager, from_offset: int) -> None:
         for seg in self._segments:
             if seg.next_offset <= from_offset or seg.size == 0:
@@ -378,16 +435,48 @@ class Log:
             pos = seg.translate_offset(from_offset) if seg.base_offset < from_offset else 0
             if pos is None:
                 continue
-            for _p, f in seg.iter_headers(pos, chunk=1 << 20):
+            for p, f in seg.iter_headers(pos, chunk=1 << 20):
                 pid = f[H_PID]
                 if pid < 0:
                     continue
                 last = f[H_BASE] + f[H_LOD]
                 if last < from_offset:
                     continue
+                attrs = f[H_ATTR]
+                if attrs & CONTROL_MASK:
+                    raw = os.pread(seg.fd, f[H_LEN] + 12, p)
+                    marker = parse_marker(RecordBatchView.parse(raw, 0))
+                    if marker is not None:
+                        self._index_aborted(seg.base_offset, state.complete_txn(
+                            pid, f[H_EPOCH], f[H_BASE], marker.is_commit, marker.coordinator_epoch, f[H_MAX_TS]))
+                    continue
                 seq = f[H_SEQ]
                 last_seq = (seq + f[H_LOD]) & _INT32_MAX if seq >= 0 else -1
-                state.update(pid, f[H_EPOCH], seq, last_seq, f[H_BASE], last, f[H_MAX_TS])
+                state.update(pid, f[H_EPOCH], seq, last_seq, f[H_BASE], last, f[H_MAX_TS],
+                             bool(attrs & TRANSACTIONAL_MASK))
+
+    def aborted_transactions(self) -> list[AbortedTxn]:
+        """Every aborted transaction the log's segments index (compaction)."""
+        with self._lock:
+            return [t for base in self._bases if (idx := self._txn_indexes.get(base)) for t in idx.entries]
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of every aborted transaction overlapping [fetch_offset, upper_bound):
+        what a read_committed fetch of that range returns (Kafka's collectAbortedTransactions)."""
+        with self._lock:
+            if not self._txn_indexes:
+                return []
+            out: list[tuple[int, int]] = []
+            i = max(bisect_right(self._bases, fetch_offset) - 1, 0)
+            for seg in self._segments[i:]:
+                idx = self._txn_indexes.get(seg.base_offset)
+                if idx is None:
+                    continue
+                found, complete = idx.collect(fetch_offset, upper_bound)
+                out.extend((t.producer_id, t.first_offset) for t in found)
+                if complete:
+                    break
+            return out
 
     def _write_producer_snapshot(self) -> None:
         """Kafka writes `<offset>.snapshot` on roll and on close; keep the two newest."""
@@ -480,7 +569,8 @@ class Log:
                     "an append with a producer id must carry exactly one record batch",
                 )
             v = producer_batches[0]
-            dup = self.producer_state.check(v.producer_id, v.producer_epoch, v.base_sequence, v.last_sequence)
+            dup = self.producer_state.check(v.producer_id, v.producer_epoch, v.base_sequence, v.last_sequence,
+                                            v.is_transactional)
             if dup is not None:
                 return AppendResult(
                     dup.first_offset,
@@ -531,9 +621,17 @@ class Log:
 
         for v, info in zip(views, infos, strict=True):
             if v.producer_id >= 0:
+                if v.is_control:  # only from a replica: the leader's marker, copied
+                    marker = parse_marker(v)
+                    if marker is not None:
+                        self._index_aborted(seg.base_offset, self.producer_state.complete_txn(
+                            v.producer_id, v.producer_epoch, info[3], marker.is_commit, marker.coordinator_epoch,
+                            info[2]))
+                    continue
                 seq = v.base_sequence
                 self.producer_state.update(
-                    v.producer_id, v.producer_epoch, seq, v.last_sequence, info[3], info[1], info[2]
+                    v.producer_id, v.producer_epoch, seq, v.last_sequence, info[3], info[1], info[2],
+                    v.is_transactional,
                 )
         if assign_offsets:
             if leader_epoch > self._latest_epoch:
@@ -548,6 +646,37 @@ class Log:
         return AppendResult(
             first_offset, last_offset, now if log_append_time else -1, self._log_start_offset, False
         )
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, *,
+                      leader_epoch: int = 0, now_ms: int | None = None) -> AppendResult:
+        """Write a COMMIT / ABORT marker for `producer_id` (the transaction coordinator's WriteTxnMarkers,
+        Kafka's AppendOrigin.COORDINATOR): it closes the producer's transaction; an ABORT is indexed.
+        INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED for a stale marker."""
+        try:
+            with self._lock:
+                if self._closed:
+                    raise KafkaError(ErrorCode.kafka_storage_error, f"log {self.dir.name} is closed")
+                now = self._now() if now_ms is None else now_ms
+                self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+                offset = self._next_offset
+                batch = build_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now,
+                                           base_offset=offset, partition_leader_epoch=leader_epoch)
+                seg = self._segments[-1]
+                if seg.should_roll(len(batch), now, offset, now, self.config.segment_bytes,
+                                   self.config.segment_ms - self.config.segment_jitter_ms):
+                    seg = self._roll(offset)
+                seg.append([batch], [(len(batch), offset, now, offset)])
+                self._next_offset = offset + 1
+                self._index_aborted(seg.base_offset, self.producer_state.complete_txn(
+                    producer_id, producer_epoch, offset, commit, coordinator_epoch, now))
+                if leader_epoch > self._latest_epoch:
+                    self._assign_epoch(leader_epoch, offset)
+                if self._next_offset - self.recovery_point >= self.config.flush_interval_messages:
+                    self._flush_locked(now)
+                return AppendResult(offset, offset, -1, self._log_start_offset, False)
+        except OSError as e:
+            storage_errors.report(self.dir.name, "append", e)
+            raise KafkaError(ErrorCode.kafka_storage_error, f"append to {self.dir.name} failed: {e.strerror or e}") from e
 
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
         if self.leader_epoch_cache.assign(epoch, start_offset):
@@ -675,6 +804,7 @@ class Log:
         self._bases = self._bases[n:]
         for seg in doomed:
             seg.delete()
+            self._delete_txn_index(seg.base_offset)
         self._dir_dirty = True
         new_start = max(self._log_start_offset, self._segments[0].base_offset)
         self._advance_log_start_offset(new_start)
@@ -731,8 +861,10 @@ class Log:
                 self._truncate_fully_and_start_at(offset)
                 return True
             while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
-                self._segments.pop().delete()
+                gone = self._segments.pop()
+                gone.delete()
                 self._bases.pop()
+                self._delete_txn_index(gone.base_offset)
             self._segments[-1].truncate_to(offset)
             self._next_offset = self._segments[-1].next_offset
             self._after_truncation()
@@ -760,6 +892,7 @@ class Log:
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         for seg in self._segments:
             seg.delete()
+            self._delete_txn_index(seg.base_offset)
         for off in self._snapshot_offsets():
             (self.dir / f"{off:020d}.snapshot").unlink(missing_ok=True)
         seg = self._new_segment(offset)
@@ -814,6 +947,8 @@ class Log:
         for seg in segments[start:-1]:
             seg.flush(indexes=True)
         segments[-1].flush(indexes=False)
+        for idx in self._txn_indexes.values():
+            idx.flush()
         if self._dir_dirty:
             fsync_dir(self.dir)
             self._dir_dirty = False
@@ -871,6 +1006,7 @@ class Log:
         with self._lock:
             for seg in self._segments:
                 seg.delete()
+                self._delete_txn_index(seg.base_offset)
             self._segments = []
             self._bases = []
             self._closed = True

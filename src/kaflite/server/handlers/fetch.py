@@ -4,7 +4,10 @@ Rules (Kafka's `ReplicaManager.fetchMessages` / `DelayedFetch`):
 - the response budget is `max_bytes` over all partitions and `partition_max_bytes` per partition; the first
   partition that has data returns at least one whole batch even when it is larger (min_one_message), so a
   consumer never gets stuck behind a big batch;
-- consumers read up to the high watermark; every partition answer carries the high watermark, the last
+- consumers read up to the high watermark, read_committed ones up to the last stable offset, with the
+  aborted transactions (producer id, first offset) that overlap the range read, from the segments'
+  transaction indexes (the upper bound is the last stable offset: a superset, which clients filter by
+  the batches they get); every partition answer carries the high watermark, the last
   stable offset and the log start offset, all from the `Partition`; which partition may be read here
   (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for the
   request's current leader epoch) is `ReplicaManager.get_partition`'s decision;
@@ -47,6 +50,7 @@ class PartitionRead:
     log_start_offset: int = -1
     records: list[Any] = field(default_factory=list)
     size: int = 0
+    aborted: list[tuple[int, int]] = field(default_factory=list)
 
 
 def read_partitions(
@@ -84,6 +88,8 @@ def read_partitions(
                                  lazy=True)  # FileSlices: sent from the file as the client drains
                 r.records = list(info.records)
                 r.size = int(info.size)
+                if read_committed and r.size:
+                    r.aborted = plog.collect_aborted_transactions(target.fetch_offset, fetchable)
         except KafkaError as e:
             r.error = e.code
             any_error = True
@@ -104,7 +110,6 @@ def read_partitions(
 def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[PartitionRead]]],
               session: SessionContext) -> EncodedBody:
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
-    aborted: list[tuple[int, int]] | None = [] if committed else None
     topics = []
     metrics = ctx.broker.metrics
     for name, reads in results:
@@ -117,7 +122,7 @@ def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[P
             if metrics is not None:
                 metrics.fetched(name, r.size, r.error is not ErrorCode.none)
             parts.append((r.partition, r.error.value, r.high_watermark, r.last_stable_offset, r.log_start_offset,
-                          aborted, -1, r.records, r.size))
+                          r.aborted if committed else None, -1, r.records, r.size))
         if parts:
             topics.append((name, parts))
     return EncodedBody(encode_fetch_response(ctx.api_version, 0, 0, session.session_id, topics))

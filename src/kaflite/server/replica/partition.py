@@ -22,7 +22,8 @@ Rules:
 - acks=-1 is refused before the append with NOT_ENOUGH_REPLICAS when the ISR is smaller than
   `min.insync.replicas`; it is complete once the high watermark passes the batch, with
   NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below the minimum meanwhile;
-- the last stable offset is the high watermark (no transactions yet);
+- the last stable offset is the log's: the first offset of the earliest open transaction, capped by the
+  high watermark (Kafka's `UnifiedLog.lastStableOffset`);
 - a follower's report is kept only while this broker leads; becoming leader forgets older reports.
 Pure: no I/O of its own beyond the Log it is given; all of it runs on the broker's event loop.
 """
@@ -139,8 +140,8 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """No transactions yet: every committed record is stable."""
-        return self.high_watermark
+        """What read_committed consumers read up to: nothing of an open transaction, nothing uncommitted."""
+        return -1 if self.log is None else self.log.last_stable_offset
 
     @property
     def log_start_offset(self) -> int:
@@ -201,6 +202,21 @@ class Partition:
             raise KafkaError(ErrorCode.corrupt_message, "no record batch")
         result = log.append(records, leader_epoch=state.leader_epoch, now_ms=now_ms)
         if self._single:  # the whole ISR is this broker: everything appended is committed
+            log.update_high_watermark(log.log_end_offset)
+        else:
+            self.maybe_increment_high_watermark()
+        return result
+
+    def append_txn_marker_to_leader(self, producer_id: int, producer_epoch: int, commit: bool,
+                                    coordinator_epoch: int, now_ms: int) -> AppendResult:
+        """Write a transaction marker as leader (WriteTxnMarkers), then advance the high watermark."""
+        log = self.log
+        if self.state.leader != self.broker_id or log is None:
+            raise KafkaError(ErrorCode.not_leader_or_follower,
+                             f"broker {self.broker_id} is not the leader of {self.topic}-{self.partition}")
+        result = log.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                                   leader_epoch=self.state.leader_epoch, now_ms=now_ms)
+        if self._single:
             log.update_high_watermark(log.log_end_offset)
         else:
             self.maybe_increment_high_watermark()

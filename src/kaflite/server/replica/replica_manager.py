@@ -196,6 +196,22 @@ class ReplicaManager:
         self.purgatory.complete(fetch_key(topic, partition))
         return part, result
 
+    def append_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                          coordinator_epoch: int) -> tuple[Partition, AppendResult]:
+        """WriteTxnMarkers on the leader (internal topics included: `__consumer_offsets` takes markers for
+        transactional offset commits); wakes the partition's fetchers, whose last stable offset moved."""
+        part = self.get_partition(topic, partition)
+        try:
+            result = part.append_txn_marker_to_leader(producer_id, producer_epoch, commit, coordinator_epoch,
+                                                      self.now_ms())
+        except OSError as e:
+            log.error("marker append to %s-%d failed: %s", topic, partition, e)
+            raise KafkaError(ErrorCode.kafka_storage_error, str(e)) from e
+        if self._delayed_produces:
+            self.purgatory.complete(produce_key(topic, partition))
+        self.purgatory.complete(fetch_key(topic, partition))
+        return part, result
+
     async def wait_committed(self, part: Partition, required_offset: int, deadline_ms: float) -> ErrorCode:
         """Wait until the high watermark of `part` reaches `required_offset` (DelayedProduce): NONE, or
         the error the produce is answered with (NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER,
