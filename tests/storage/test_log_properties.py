@@ -4,7 +4,6 @@ linear scan; offset-for-timestamp equals a linear scan over the records."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -159,6 +158,4 @@ def _run(path: Path, operations, segment_bytes: int, index_interval: int) -> Non
     for lg in opened:  # release the file descriptors of the "crashed" instances too
         if not lg.closed:
             for seg in lg.segments:
-                if seg.fd >= 0:
-                    os.close(seg.fd)
-                    seg.fd = -1
+                seg.retire_fd()

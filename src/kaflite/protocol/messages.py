@@ -141,7 +141,7 @@ def parse_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]
     if _is_flexible_request(api_key, api_version):
         try:
             offset = _skip_tagged_fields(frame, offset)
-        except SerialError as e:  # kio's varint reader on a short buffer
+        except (SerialError, ValueError, IndexError) as e:  # kio's varint reader: short buffer, > 5 bytes
             raise ProtocolError(f"bad tagged fields in request header: {e}") from e
     return header, offset
 

@@ -3,28 +3,38 @@
 Why: a fetch answer used to be read into memory whole (up to `fetch.max.bytes`, 55 MiB) and then sat in
 the connection's write buffer until the client read it; 20 clients that fetch and never read held 1.2 GB.
 Kafka answers with `FileRecords` (zero-copy from the page cache). A FileSlice is the same idea in Python:
-it names (file, position, length), holds its own duplicate descriptor (so retention, truncation or the
-descriptor cache closing the segment's own descriptor cannot pull the file from under a response in
-flight), and is read in bounded chunks by the connection as the socket drains.
+it names (segment, position, length) and is read in bounded chunks by the connection as the socket drains.
 
-Rules: the length is fixed when the slice is made (whole batches, found by walking the headers); a read
-that comes back short (the file was truncated since) is reported to the caller, which closes the
-connection rather than send a frame whose size prefix would lie; the duplicate descriptor is closed by
-`close()` or when the slice is garbage-collected.
+Rules:
+- the length is fixed when the slice is made (whole batches, found by walking the headers);
+- it holds no descriptor of its own (a fetch over 30,000 partitions must not need 30,000 descriptors): it
+  reads through the segment's descriptor, which the FileCache reopens if it closed it meanwhile;
+- a segment retired since (deleted by retention, replaced by compaction) or a read that comes back short
+  (truncated) yields b"", and the caller closes the connection rather than send a frame whose size prefix
+  would lie: the client reconnects and fetches again, as after any broken connection.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Protocol
 
 __all__ = ["FileSlice"]
 
 
-class FileSlice:
-    __slots__ = ("_fd", "position", "length")
+class _Segment(Protocol):
+    @property
+    def fd(self) -> int: ...
 
-    def __init__(self, fd: int, position: int, length: int) -> None:
-        self._fd = os.dup(fd)
+    @property
+    def retired(self) -> bool: ...
+
+
+class FileSlice:
+    __slots__ = ("_segment", "position", "length")
+
+    def __init__(self, segment: _Segment, position: int, length: int) -> None:
+        self._segment: _Segment | None = segment
         self.position = position
         self.length = length
 
@@ -32,22 +42,18 @@ class FileSlice:
         return self.length
 
     def read(self, offset: int, size: int) -> bytes:
-        """Bytes [offset, offset + size) of the slice (fewer when the file was truncated meanwhile)."""
+        """Bytes [offset, offset + size) of the slice; b"" when the segment is gone."""
         size = max(0, min(size, self.length - offset))
-        if self._fd < 0 or size == 0:
+        seg = self._segment
+        if seg is None or size == 0 or seg.retired:
             return b""
-        return os.pread(self._fd, size, self.position + offset)
+        return os.pread(seg.fd, size, self.position + offset)
 
     def tobytes(self) -> bytes:
         return self.read(0, self.length)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            fd, self._fd = self._fd, -1
-            os.close(fd)
-
-    def __del__(self) -> None:
-        self.close()
+        self._segment = None
 
     def __repr__(self) -> str:
         return f"FileSlice(position={self.position}, length={self.length})"

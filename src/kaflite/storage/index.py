@@ -23,6 +23,8 @@ from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
+from kaflite.storage.file_cache import open_file
+
 __all__ = ["OffsetIndex", "TimeIndex", "IndexCorrupt"]
 
 _OFF_ENTRY = struct.Struct(">ii")
@@ -36,7 +38,7 @@ class IndexCorrupt(Exception):
 class _IndexFile:
     """Entries live in two parallel arrays (`_keys`, `_values`); the first `_written` are in the file."""
 
-    __slots__ = ("path", "base_offset", "max_entries", "_keys", "_values", "_written", "_fd")
+    __slots__ = ("path", "base_offset", "max_entries", "_keys", "_values", "_written", "_fd", "_unsynced")
     entry: struct.Struct = _OFF_ENTRY
     key_type = "i"
     value_type = "i"
@@ -48,7 +50,8 @@ class _IndexFile:
         self._keys = array(self.key_type)
         self._values = array(self.value_type)
         self._written = 0
-        self._fd: int | None = None
+        self._fd: int | None = None  # never held between calls: one descriptor per index would grow with segments
+        self._unsynced = False  # entries written since the last fsync
 
     @property
     def entries(self) -> int:
@@ -65,18 +68,25 @@ class _IndexFile:
             pack = self.entry.pack
             data = b"".join(pack(k, v) for k, v in zip(self._keys[self._written :], self._values[self._written :],
                                                           strict=True))
-            if self._fd is None:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-            os.write(self._fd, data)
+            fd = open_file(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
             self._written = n
+            self._unsynced = True
 
     def flush(self) -> None:
-        """Write pending entries and fsync; the descriptor is then closed (a flushed index is usually a
-        sealed segment's: keeping it open would cost one descriptor per segment for nothing)."""
+        """Write pending entries and fsync (through a descriptor opened for it: an fsync flushes the
+        file's pages whichever descriptor wrote them)."""
         self.write_pending()
-        if self._fd is not None:
-            os.fsync(self._fd)
-            self._close_fd()
+        if self._unsynced and self.path.exists():
+            fd = open_file(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._unsynced = False
 
     def close(self) -> None:
         try:

@@ -925,8 +925,7 @@ class Log:
             swap = write_swap_file(seg, pieces)
             seg.index.delete()
             seg.time_index.delete()
-            os.close(seg.fd)
-            seg.fd = -1
+            seg.retire_fd()
             os.replace(swap, seg.log_path)
             fsync_dir(self.dir)
             new = self._new_segment(seg.base_offset)

@@ -140,6 +140,7 @@ class LogManager:
         self._checkpoint_lock = threading.Lock()  # the checkpoint files
         self._last_checkpoint_ms = 0
         self._written: dict[tuple[Path, str], dict[tuple[str, int], int]] = {}
+        self._partitions_per_dir: dict[Path, int] = {}
         self._closed = False
         # tag -> emptied `-delete` directories, found on load or left by a deletion not yet recorded
         self.pending_deletions: dict[str, list[Path]] = {}
@@ -184,6 +185,7 @@ class LogManager:
                         on_log_start_offset_change=self._on_lso_change,
                     )
                     self._log_dir_of[tp] = d
+                    self._partitions_per_dir[d] = self._partitions_per_dir.get(d, 0) + 1
                 clean_marker.unlink(missing_ok=True)
                 loaded = [lg for tp, lg in self._logs.items() if self._log_dir_of[tp] == d]
                 _logger.info(
@@ -208,10 +210,8 @@ class LogManager:
             validate_topic_name(topic)
             if partition < 0:
                 raise KafkaError(ErrorCode.invalid_partitions, f"partition {partition} must be >= 0")
-            counts = {d: 0 for d in self.log_dirs}
-            for d in self._log_dir_of.values():
-                counts[d] += 1
-            target = min(self.log_dirs, key=lambda d: counts[d])
+            counts = self._partitions_per_dir  # kept up to date: O(1) per new partition, not O(partitions)
+            target = min(self.log_dirs, key=lambda d: counts.get(d, 0))
             log = Log(
                 target / f"{topic}-{partition}",
                 config or self.default_config,
@@ -220,6 +220,7 @@ class LogManager:
             )
             self._logs[key] = log
             self._log_dir_of[key] = target
+            counts[target] = counts.get(target, 0) + 1
             return log
 
     def get(self, topic: str, partition: int) -> Log | None:
@@ -242,7 +243,9 @@ class LogManager:
         with self._lock:
             key = (topic, partition)
             log = self._logs.pop(key, None)
-            self._log_dir_of.pop(key, None)
+            where = self._log_dir_of.pop(key, None)
+            if where is not None:
+                self._partitions_per_dir[where] -= 1
         if log is None:
             return
         # file work outside the manager lock (lock order: a Log's lock may call back into checkpoint())
@@ -255,10 +258,9 @@ class LogManager:
         else:
             self.pending_deletions.setdefault(tag, []).append(doomed)
         _logger.info("deleted log %s-%d", topic, partition)
-        try:
-            self.checkpoint(force=True)
-        except OSError as e:  # the checkpoints are rewritten by the next flush_due
-            storage_errors.report(f"{doomed.parent} checkpoints", "checkpoint after a deletion", e)
+        # the checkpoints are rewritten by the next flush_due (an entry of a deleted partition is ignored
+        # on load): one rewrite per partition would make deleting a topic of N partitions O(N^2)
+        self._last_checkpoint_ms = 0
 
     def forget_deletions(self, tag: str) -> None:
         """The caller recorded the deletion (metadata written): the marker directories go."""

@@ -29,6 +29,7 @@ from kaflite.protocol.record_batch import (
     decode_records,
 )
 from kaflite.storage.checkpoint import fsync_dir
+from kaflite.storage.file_cache import file_cache, open_file
 from kaflite.storage.file_slice import FileSlice
 from kaflite.storage.index import IndexCorrupt, OffsetIndex, TimeIndex
 
@@ -37,6 +38,7 @@ __all__ = ["LogSegment", "RecoveryNote", "segment_file_name", "HeaderFields"]
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD  # 49
 _IOV_MAX = 1000
+SLICE_MIN_BYTES = 32 * 1024  # read_slice: smaller ranges are read into memory at once
 
 # indexes into the header tuple
 H_BASE, H_LEN, H_PLE, H_MAGIC, H_CRC, H_ATTR, H_LOD, H_FIRST_TS, H_MAX_TS, H_PID, H_EPOCH, H_SEQ, H_COUNT = range(13)
@@ -81,7 +83,9 @@ class LogSegment:
         "dir",
         "base_offset",
         "log_path",
-        "fd",
+        "_fd",
+        "_used",
+        "_retired",
         "size",
         "index_interval_bytes",
         "index",
@@ -113,8 +117,11 @@ class LogSegment:
         self.dir = directory
         self.base_offset = base_offset
         self.log_path = directory / segment_file_name(base_offset, suffix)
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.size = os.fstat(self.fd).st_size
+        self._retired = False  # closed or deleted for good: `fd` is -1 from then on
+        self._used = True
+        self._fd = open_file(self.log_path, os.O_RDWR | os.O_CREAT)
+        file_cache.opened(self)
+        self.size = os.fstat(self._fd).st_size
         self.index_interval_bytes = index_interval_bytes
         self.index = OffsetIndex(directory / segment_file_name(base_offset, ".index"), base_offset, max_index_size)
         self.time_index = TimeIndex(
@@ -134,6 +141,37 @@ class LogSegment:
         self.load_problem = ""  # why the last load() refused the segment
 
     # ------------------------------------------------------------------------------------------
+    # the descriptor: opened on use, closed by the FileCache when idle (storage/file_cache.py)
+    @property
+    def fd(self) -> int:
+        fd = self._fd
+        if fd < 0:
+            if self._retired:
+                return -1
+            fd = self._fd = open_file(self.log_path, os.O_RDWR)
+            self._used = True
+            file_cache.opened(self)
+            return fd
+        self._used = True
+        return fd
+
+    @property
+    def retired(self) -> bool:
+        return self._retired
+
+    def _evict_fd(self) -> None:
+        """Called by the FileCache: close the descriptor of an idle segment (reopened by `fd`)."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def retire_fd(self) -> None:
+        """Close the descriptor for good (close, delete, replaced by compaction)."""
+        self._retired = True
+        file_cache.closed(self)
+        self._evict_fd()
+
+    # ------------------------------------------------------------------------------------------
     # scanning
     def iter_headers(self, start: int = 0, end: int | None = None, chunk: int = 8192) -> Iterator[tuple[int, HeaderFields]]:
         """(position, header tuple) of each batch from `start` (a batch boundary) to `end`.
@@ -142,11 +180,10 @@ class LogSegment:
         pos = start
         buf = b""
         buf_start = pos
-        fd = self.fd
         while pos + BATCH_HEADER_SIZE <= end:
             rel = pos - buf_start
             if rel + BATCH_HEADER_SIZE > len(buf):
-                buf = os.pread(fd, max(chunk, BATCH_HEADER_SIZE), pos)
+                buf = os.pread(self.fd, max(chunk, BATCH_HEADER_SIZE), pos)
                 buf_start = pos
                 rel = 0
                 if len(buf) < BATCH_HEADER_SIZE:
@@ -164,11 +201,10 @@ class LogSegment:
         pos = start
         buf = memoryview(b"")
         buf_start = pos
-        fd = self.fd
         while pos + BATCH_HEADER_SIZE <= end:
             rel = pos - buf_start
             if rel + BATCH_HEADER_SIZE > len(buf):
-                buf = memoryview(os.pread(fd, min(max(chunk, BATCH_HEADER_SIZE), end - pos), pos))
+                buf = memoryview(os.pread(self.fd, min(max(chunk, BATCH_HEADER_SIZE), end - pos), pos))
                 buf_start = pos
                 rel = 0
                 if len(buf) < BATCH_HEADER_SIZE:
@@ -178,7 +214,7 @@ class LogSegment:
             if fields[H_LEN] < _MIN_BATCH_LENGTH or pos + size > end:
                 return
             if rel + size > len(buf):
-                buf = memoryview(os.pread(fd, max(chunk, size), pos))
+                buf = memoryview(os.pread(self.fd, max(chunk, size), pos))
                 buf_start = pos
                 rel = 0
                 if len(buf) < size:
@@ -338,7 +374,7 @@ class LogSegment:
             if not min_one_message or first_end > max_pos:
                 return b""
             self._next_read_offset, self._next_read_position = f[H_BASE] + f[H_LOD] + 1, first_end
-            return FileSlice(self.fd, start, first_end - start)
+            return self._slice(start, first_end - start)
         pos = max(self.index.floor_position(limit), start)
         memo = (f[H_BASE] + f[H_LOD] + 1, first_end)
         end = pos
@@ -350,7 +386,12 @@ class LogSegment:
             end = batch_end
             memo = (g[H_BASE] + g[H_LOD] + 1, batch_end)
         self._next_read_offset, self._next_read_position = memo
-        return FileSlice(self.fd, start, end - start) if end > start else b""
+        return self._slice(start, end - start) if end > start else b""
+
+    def _slice(self, start: int, length: int) -> FileSlice | bytes:
+        # small ranges are read at once: a FileSlice is worth its bookkeeping only when it keeps a large
+        # answer out of memory
+        return FileSlice(self, start, length) if length >= SLICE_MIN_BYTES else os.pread(self.fd, length, start)
 
     def read(
         self, fetch_offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool
@@ -593,16 +634,12 @@ class LogSegment:
         finally:
             self.index._close_fd()  # noqa: SLF001
             self.time_index._close_fd()  # noqa: SLF001
-            if self.fd >= 0:
-                os.close(self.fd)
-                self.fd = -1
+            self.retire_fd()
 
     def delete(self) -> None:
         self.index.delete()
         self.time_index.delete()
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self.retire_fd()
         try:
             self.log_path.unlink()
         except FileNotFoundError:
@@ -610,7 +647,12 @@ class LogSegment:
 
     @property
     def last_modified_ms(self) -> int:
-        return int(os.fstat(self.fd).st_mtime * 1000) if self.fd >= 0 else 0
+        if self._retired:
+            return 0
+        try:
+            return int(os.stat(self.log_path).st_mtime * 1000)
+        except FileNotFoundError:
+            return 0
 
     def read_all(self) -> bytes:
         return os.pread(self.fd, self.size, 0) if self.size else b""

@@ -1,0 +1,111 @@
+"""Open files are bounded by use, not by partitions: 30,000 partitions over three topics under a 4,096
+open-file limit are created, produced to, consumed from, restarted and still intact. A FileCache unit
+test checks that evicted segments reopen transparently."""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from pathlib import Path
+
+import pytest
+from brokerproc import BrokerProcess
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kaflite.protocol.record_batch import build_record_batch, iter_batches
+from kaflite.storage import Log, LogConfig
+from kaflite.storage.file_cache import file_cache
+
+TOPICS = ("many-a", "many-b", "many-c")
+PARTITIONS = 10_000
+LIMIT = 4096
+
+
+def _limit_files() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
+
+
+def _open_files(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_evicted_segments_reopen(tmp_path: Path) -> None:
+    old = file_cache.capacity
+    file_cache.capacity = 8
+    try:
+        logs = [Log(tmp_path / f"t-{i}", LogConfig(segment_bytes=300)) for i in range(20)]
+        for lg in logs:
+            for j in range(10):
+                lg.append(build_record_batch([(b"k", b"v%d" % j * 20, [])]))
+        assert len(file_cache) <= 8 and file_cache.evictions > 0
+        for lg in logs:
+            got = []
+            off = 0
+            while off < lg.log_end_offset:
+                info = lg.read(off, 1 << 20)
+                for buf in info.records:
+                    for b in iter_batches(bytes(buf) if not isinstance(buf, bytes) else buf):
+                        got.append(b.base_offset)
+                        off = b.last_offset + 1
+            assert got == list(range(10))
+            whole = bytes(lg.read(0, 1 << 20).records[0])
+            data = lg.read(0, 1 << 20, lazy=True).records[0]
+            assert bytes(data) == whole if isinstance(data, bytes) else data.tobytes() == whole
+        for lg in logs:
+            lg.close()
+    finally:
+        file_cache.capacity = old
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # about 10 minutes on a shared 2-core machine: create, produce, consume, twice
+def test_30000_partitions_under_4096_open_files(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    broker = BrokerProcess(data, {"log.flush.interval.messages": "9223372036854775807",
+                                  "num.partitions": "1"}, preexec_fn=_limit_files)
+    broker.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for t in TOPICS:  # one at a time: each CreateTopics opens 10,000 logs
+            admin.create_topics([NewTopic(t, PARTITIONS, 1)], request_timeout=600)[t].result(timeout=600)
+        assert _open_files(broker.pid) < LIMIT
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50, "acks": "all",
+                      "queue.buffering.max.messages": 100_000})
+        failed: list[str] = []
+        for t in TOPICS:
+            for i in range(PARTITIONS):
+                p.produce(t, b"%s/%d" % (t.encode(), i), partition=i,
+                          on_delivery=lambda err, _m: failed.append(str(err)) if err else None)
+                p.poll(0)
+        assert p.flush(300) == 0 and not failed, failed[:3]
+        peak = _open_files(broker.pid)
+        assert peak < LIMIT, peak
+        _check_all(broker.bootstrap)
+        print(f"open files after produce: {peak}, after consume: {_open_files(broker.pid)} (limit {LIMIT})")
+        assert broker.stop(timeout=600) == 0
+        broker.start(timeout=600)
+        _check_all(broker.bootstrap)
+        assert _open_files(broker.pid) < LIMIT
+        assert broker.stop(timeout=600) == 0
+    finally:
+        broker.kill()
+    assert "Too many open files" not in broker.log()
+    assert "Traceback" not in broker.log()
+
+
+def _check_all(bootstrap: str) -> None:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "many", "enable.auto.commit": False,
+                  "fetch.wait.max.ms": 10, "queued.max.messages.kbytes": 65536})
+    c.assign([TopicPartition(t, i, 0) for t in TOPICS for i in range(PARTITIONS)])
+    want = {(t, i) for t in TOPICS for i in range(PARTITIONS)}
+    seen: dict[tuple[str, int], bytes] = {}
+    deadline = time.monotonic() + 600
+    while len(seen) < len(want) and time.monotonic() < deadline:
+        for m in c.consume(10000, 1.0):
+            if m.error() is None:
+                seen[(m.topic(), m.partition())] = m.value()
+    c.close()
+    assert len(seen) == len(want), f"{len(seen)} of {len(want)} partitions read back"
+    assert all(v == b"%s/%d" % (t.encode(), i) for (t, i), v in seen.items())
