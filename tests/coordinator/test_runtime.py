@@ -26,12 +26,15 @@ class HandWriter:
         self.fail_next: BaseException | None = None
         self.slow_reads: asyncio.Future[None] | None = None
         self.not_leader = False
+        self.instant = False
 
-    def append(self, partition: int, records: Sequence[Record]) -> Awaitable[None]:
+    def append(self, partition: int, records: Sequence[Record]) -> Awaitable[None] | None:
         if self.fail_next is not None:
             exc, self.fail_next = self.fail_next, None
             raise exc
         self.logs.setdefault(partition, []).extend(records)
+        if self.instant:
+            return None  # committed by the append (one replica)
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.uncommitted.append((partition, fut))
         return fut
@@ -341,4 +344,23 @@ def test_a_load_that_cannot_finish_leaves_the_partition_unloaded() -> None:
         writer.not_leader = False
         await rt.load(0)
         assert rt.state(0) is ShardState.ACTIVE
+    run(body)
+
+
+def test_a_write_committed_by_its_append_still_answers_after_earlier_writes() -> None:
+    async def body() -> None:
+        writer = HandWriter()
+        rt = make_runtime(writer)
+        await rt.load(0)
+        first = rt.write(0, commit_step(1))  # waits for its commit
+        writer.instant = True
+        second = rt.write(0, commit_step(2))  # committed at once, but answers leave in order
+        await settle()
+        assert not first.done() and not second.done()
+        writer.commit_all()
+        await first
+        assert (await second).topics == (("t", ((0, ErrorCode.none),)),)
+        third = rt.write(0, commit_step(3))
+        assert third.done()  # nothing pending: answered within the step, no task
+        assert (await rt.write(0, fetch_step())).topics[0][1][0].offset == 3
     run(body)

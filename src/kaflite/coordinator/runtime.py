@@ -81,9 +81,10 @@ class CoordinatorShard(Protocol):
 class PartitionWriter(Protocol):
     """What the runtime needs from the storage / replica layer (Kafka's PartitionWriter)."""
 
-    def append(self, partition: int, records: Sequence[Record]) -> Awaitable[Any]:
-        """Write `records` as one batch to the partition as its leader. Raises (or the awaitable raises)
-        when the write fails; the awaitable resolves once the batch is committed (high watermark past it)."""
+    def append(self, partition: int, records: Sequence[Record]) -> Awaitable[Any] | None:
+        """Write `records` as one batch to the partition as its leader, now. Raises (or the awaitable
+        raises) when the write fails; the awaitable resolves once the batch is committed (high watermark
+        past it); None when it already is (one replica: the append moved the high watermark)."""
         ...
 
     def read(self, partition: int) -> Iterable[Record] | Awaitable[Iterable[Record]]:
@@ -339,6 +340,12 @@ class CoordinatorRuntime(Generic[S]):
             committed = self._writer.append(ctx.partition, records)
         except Exception as e:  # noqa: BLE001 - the write failed before it was written
             self._write_failed(ctx, pending, e)
+            return direct
+        if committed is None:  # committed by the append itself: answer now, or after the writes before it
+            if previous_done is None:
+                self._settle(ctx, pending, None)
+            else:
+                previous_done.add_done_callback(lambda f: self._settle(ctx, pending, f.exception()))
             return direct
         self._keep(asyncio.ensure_future(self._await_commit(ctx, pending, committed, previous_done)))
         return direct

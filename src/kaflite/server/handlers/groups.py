@@ -70,13 +70,15 @@ class OffsetsTopicWriter:
         self.service = service
         self.broker = service.broker
 
-    def append(self, partition: int, records: Sequence[Record]) -> Awaitable[None]:
+    def append(self, partition: int, records: Sequence[Record]) -> Awaitable[None] | None:
         batch = build_record_batch([(k, v, []) for k, v in records], timestamp_ms=self.broker.now_ms(),
                                    compression=self.service.codec)
         # written now, as leader, with acks=-1 (the write happens before this returns, so a reload that
         # follows reads it); committed when the partition's high watermark passes it
         replicas = self.broker.replica_manager
         part, result = replicas.append_records(OFFSETS_TOPIC, partition, batch, -1, internal_topics_allowed=True)
+        if part.high_watermark > result.last_offset:
+            return None  # committed already (a single replica): no wait, no task
         return self._committed(part, int(result.last_offset))
 
     def log(self, partition: int) -> Any:
