@@ -45,6 +45,8 @@ from kaflite.server.metrics import BrokerMetrics
 from kaflite.server.purgatory import Purgatory
 from kaflite.server.replica import ReplicaManager, TopicSettings, fetch_key
 from kaflite.storage.config import LogConfig
+from kaflite.storage.log import AppendResult, Log
+from kaflite.storage.manager import LogManager
 
 __all__ = ["Broker", "fetch_key"]
 
@@ -71,7 +73,7 @@ class Broker:
             self.metadata_writer = LocalMetadata(self.log_dirs[0] if self.log_dirs else None, self.node_id)
         self.topic_admin: TopicAdmin = self.metadata_writer
         self.purgatory = Purgatory()
-        self.log_manager: Any = None
+        self.log_manager: LogManager | None = None
         self.replica_manager = ReplicaManager(self.node_id, None, self.purgatory, self.now_ms, self._topic_settings)
         # The address of each client listener as clients see it (set once bound), and this broker's
         # address in the cluster (its inter-broker listener's).
@@ -108,8 +110,6 @@ class Broker:
     async def start(self) -> None:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
-        from kaflite.storage import LogManager
-
         self.log_manager = LogManager(self.log_dirs, self._default_log_config(), self.now_ms)
         try:
             try:
@@ -127,9 +127,11 @@ class Broker:
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
 
     def _start_logs_and_metadata(self) -> None:
-        self.log_manager.load()
-        on_disk = list(self.log_manager.logs())
-        self.replica_manager.log_manager = self.log_manager
+        manager = self.log_manager
+        assert manager is not None  # start() created it
+        manager.load()
+        on_disk = list(manager.logs())
+        self.replica_manager.log_manager = manager
         self.metadata_writer.load(on_disk)
         self._complete_pending_deletions()
         self._settle_cluster_id()
@@ -242,11 +244,13 @@ class Broker:
         """The current metadata image (immutable: hold it for a consistent view)."""
         return self.metadata_writer.image
 
-    def get_log(self, topic: str, partition: int) -> Any:
+    def get_log(self, topic: str, partition: int) -> Log:
         """The partition's local Log (leader or not), or raise the partition's access error."""
-        return self.replica_manager.get_partition(topic, partition, require_leader=False).log
+        log_ = self.replica_manager.get_partition(topic, partition, require_leader=False).log
+        assert log_ is not None  # get_partition raises for a partition without a local log
+        return log_
 
-    def append(self, topic: str, partition: int, records: bytes | memoryview) -> Any:
+    def append(self, topic: str, partition: int, records: bytes | memoryview) -> AppendResult:
         """Append as leader (internal topics included: the coordinators' path, acks=1); advances the high
         watermark and wakes fetchers. Returns the log's AppendResult."""
         return self.replica_manager.append_records(topic, partition, records, 1, internal_topics_allowed=True)[1]

@@ -15,15 +15,18 @@ import asyncio
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from kaflite.server.app import KafkaServer, new_event_loop
 from kaflite.server.config import BrokerConfig
 
 __all__ = ["EmbeddedBroker", "load_broker_config"]
+
+T = TypeVar("T")
 
 
 def load_broker_config(overrides: dict[str, str], dev: bool) -> BrokerConfig:
@@ -149,10 +152,10 @@ class EmbeddedBroker:
             shutil.rmtree(self.data_dir, ignore_errors=True)
             self.data_dir = None
 
-    def call(self, fn: Any, *args: Any) -> Any:
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(*args)` on the broker's loop thread and return its result (for tests and tools)."""
         assert self._loop is not None
-        fut: Future[Any] = Future()
+        fut: Future[T] = Future()
 
         def run() -> None:
             try:
