@@ -222,3 +222,56 @@ def test_consumer_group_on_the_cluster(brokers: BrokerProcesses, zk_connect: str
         consumer.close()
     finally:
         zk.close()
+
+
+def test_elect_leaders_preferred_and_unclean(brokers: BrokerProcesses, zk_connect: str) -> None:
+    from confluent_kafka import ElectionType
+
+    from kaflite.cluster.admin import ZkAdmin
+
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        _three(brokers, zk)
+        # "p" on [1, 2] and "u" on [2, 3] (explicit placements; replication factor 2, no data needed)
+        ZkAdmin(zk).create_topic("p", -1, -1, {}, assignment=[[1, 2]])
+        ZkAdmin(zk).create_topic("u", -1, -1, {}, assignment=[[2, 3]])
+
+        def state(t: str) -> tuple[int, tuple[int, ...]] | None:
+            s = zk.get_partition_states([(t, 0)])[(t, 0)]
+            return (s.leader, s.isr) if s is not None else None
+
+        _wait("leaders", lambda: state("p") == (1, (1, 2)) and state("u") == (2, (2, 3)))
+        brokers.kill(1)  # p-0 moves to 2, the only one left in sync
+        _wait("p led by 2", lambda: state("p") == (2, (2,)))
+        brokers.start(1)
+        _wait("1 back", lambda: zk.get_broker_ids() == [1, 2, 3])
+
+        def elect(kind: ElectionType, tps: list[TopicPartition]) -> dict[tuple[str, int], int]:
+            controller = _wait("a controller", zk.get_controller_id)
+            admin = AdminClient({"bootstrap.servers": brokers.bootstrap(controller)})
+            got = admin.elect_leaders(kind, tps).result(30)
+            return {
+                (tp.topic, tp.partition): (
+                    0 if e is None else e.code() if hasattr(e, "code") else e.args[0].code()
+                )
+                for tp, e in got.items()
+            }
+
+        # preferred: 1 is back but not in sync -> refused; u-0 is led by its preferred replica already
+        codes = elect(ElectionType.PREFERRED, [TopicPartition("p", 0), TopicPartition("u", 0)])
+        assert codes == {("p", 0): 80, ("u", 0): 84}  # PREFERRED_LEADER_NOT_AVAILABLE, ELECTION_NOT_NEEDED
+        assert state("p") == (2, (2,))
+        # unclean: u-0 loses both replicas (3 last), then 2 comes back out of sync
+        brokers.kill(2)
+        _wait("u led by 3", lambda: state("u") == (3, (3,)))
+        brokers.kill(3)
+        _wait("u offline", lambda: state("u") == (-1, (3,)))
+        brokers.start(2)
+        _wait("2 back", lambda: 2 in zk.get_broker_ids())
+        assert state("u") == (-1, (3,))  # unclean election is off: it stays offline
+        codes = elect(ElectionType.UNCLEAN, [TopicPartition("u", 0)])
+        assert codes == {("u", 0): 0}
+        assert _wait("u led by 2", lambda: state("u") == (2, (2,)))
+    finally:
+        zk.close()

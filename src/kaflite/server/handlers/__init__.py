@@ -50,6 +50,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "kaflite.server.handlers.offset_for_leader_epoch",
     "kaflite.server.handlers.init_producer_id",
     "kaflite.server.handlers.admin",
+    "kaflite.server.handlers.elect_leaders",
     "kaflite.server.handlers.groups",
     "kaflite.server.handlers.offsets",
 )
