@@ -72,12 +72,14 @@ def read_partitions(
         try:
             if topic in denied:  # READ on the topic refused by the authorizer
                 raise KafkaError(ErrorCode.topic_authorization_failed)
-            part = replicas.get_partition(topic, partition, current_leader_epoch=leader_epochs.get(
-                (topic, partition), -1) if leader_epochs else -1)
+            if leader_epochs:
+                part = replicas.get_partition(topic, partition,
+                                              current_leader_epoch=leader_epochs.get((topic, partition), -1))
+            else:
+                part = replicas.get_partition(topic, partition)
             plog = part.log
             assert plog is not None  # get_partition checked it
-            r.high_watermark = part.high_watermark
-            r.last_stable_offset = part.last_stable_offset
+            r.high_watermark, r.last_stable_offset = part.fetch_offsets()
             r.log_start_offset = plog.log_start_offset
             fetchable = r.last_stable_offset if read_committed else r.high_watermark
             limit = min(int(target.max_bytes), remaining)
@@ -142,8 +144,10 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
                  for t in request.topics for p in t.partitions]
     # current_leader_epoch (v9+, KIP-320): checked for the partitions this request names; a session's
     # other partitions are read unchecked (kaflite's sessions do not keep it)
-    epochs = {(t.topic, int(p.partition)): int(p.current_leader_epoch) for t in request.topics
-              for p in t.partitions if getattr(p, "current_leader_epoch", -1) >= 0} or None
+    epochs = None
+    if ctx.api_version >= 9:
+        epochs = {(t.topic, int(p.partition)): int(p.current_leader_epoch) for t in request.topics
+                  for p in t.partitions if p.current_leader_epoch >= 0} or None
     if ctx.api_version >= 7:
         forgotten = [(f.topic, int(p)) for f in getattr(request, "forgotten_topics_data", ()) for p in f.partitions]
         session = _sessions(broker).context(int(request.session_id), int(request.session_epoch), requested, forgotten)

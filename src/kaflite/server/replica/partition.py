@@ -143,6 +143,13 @@ class Partition:
         """What read_committed consumers read up to: nothing of an open transaction, nothing uncommitted."""
         return -1 if self.log is None else self.log.last_stable_offset
 
+    def fetch_offsets(self) -> tuple[int, int]:
+        """(high watermark, last stable offset) for a Fetch answer, read together."""
+        log = self.log
+        if log is None:
+            return -1, -1
+        return log.high_watermark, log.last_stable_offset
+
     @property
     def log_start_offset(self) -> int:
         return -1 if self.log is None else self.log.log_start_offset
