@@ -109,3 +109,49 @@ def _check_all(bootstrap: str) -> None:
     c.close()
     assert len(seen) == len(want), f"{len(seen)} of {len(want)} partitions read back"
     assert all(v == b"%s/%d" % (t.encode(), i) for (t, i), v in seen.items())
+
+
+SCRIPT = r"""
+import os, resource, sys, tempfile, pathlib
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.protocol.record_batch import build_record_batch
+from kaflite.storage import LogManager
+from kaflite.storage.file_cache import file_cache
+assert file_cache.capacity == 32, file_cache.capacity
+d = pathlib.Path(tempfile.mkdtemp())
+m = LogManager([d]); m.load()
+batch = build_record_batch([(None, b"x" * 100, [])])
+for p in range(500):  # 500 partitions under 64 descriptors
+    m.get_or_create("t", p).append(batch)
+for p in range(500):
+    assert m.get("t", p).read(0, 1 << 20).size > 0
+file_cache.shed(len(file_cache) * 2)  # every cached descriptor closed, then all of them taken by others
+held = []
+try:
+    while True:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+try:
+    m.get_or_create("t", 500)
+except KafkaError as e:
+    assert e.code == ErrorCode.kafka_storage_error and "Too many open files" in str(e), e
+    print("clear error:", e)
+else:
+    raise AssertionError("no error with every descriptor taken")
+for fd in held:
+    os.close(fd)
+m.get_or_create("t", 500).append(batch)  # descriptors back: it works again
+print("ok")
+"""
+
+
+def test_out_of_descriptors_is_a_clear_error(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "clear error: KAFKA_STORAGE_ERROR: cannot open the log of t-500: Too many open files" in out.stdout
+    assert out.stdout.strip().endswith("ok")

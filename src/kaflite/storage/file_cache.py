@@ -7,7 +7,7 @@ has the same exposure and asks operators to raise the limit; kaflite instead clo
 segments and reopens them on use, so 100,000 partitions fit a default limit.
 
 Rules:
-- capacity: half of RLIMIT_NOFILE's soft limit (at least 64), leaving the other half to client
+- capacity: half of RLIMIT_NOFILE's soft limit (at least 16), leaving the other half to client
   connections, transient opens (index writes, checkpoints, snapshots) and FileSlices of answers in flight;
 - eviction is CLOCK (second chance): a segment used since the last sweep gets another round, so the hot
   segments (active, being fetched) stay open and the sweep costs O(1) amortised per open;
@@ -41,7 +41,7 @@ def default_capacity() -> int:
         return 512
     if soft == resource.RLIM_INFINITY or soft <= 0:
         soft = 1 << 20
-    return max(64, soft // 2)
+    return max(16, soft // 2)
 
 
 class FileCache:

@@ -212,12 +212,17 @@ class LogManager:
                 raise KafkaError(ErrorCode.invalid_partitions, f"partition {partition} must be >= 0")
             counts = self._partitions_per_dir  # kept up to date: O(1) per new partition, not O(partitions)
             target = min(self.log_dirs, key=lambda d: counts.get(d, 0))
-            log = Log(
-                target / f"{topic}-{partition}",
-                config or self.default_config,
-                now_ms=self._now,
-                on_log_start_offset_change=self._on_lso_change,
-            )
+            try:
+                log = Log(
+                    target / f"{topic}-{partition}",
+                    config or self.default_config,
+                    now_ms=self._now,
+                    on_log_start_offset_change=self._on_lso_change,
+                )
+            except OSError as e:  # out of descriptors or space: the request gets a clear error, not a hang-up
+                storage_errors.report(f"{topic}-{partition}", "opening the log", e)
+                raise KafkaError(ErrorCode.kafka_storage_error,
+                                 f"cannot open the log of {topic}-{partition}: {e.strerror or e}") from e
             self._logs[key] = log
             self._log_dir_of[key] = target
             counts[target] = counts.get(target, 0) + 1
