@@ -195,11 +195,14 @@ def test_unknown_key_lists_close_matches() -> None:
     assert "zzzzzz: unknown broker configuration key" in str(err3.value)
 
 
-def test_getitem_unknown_is_keyerror_and_get_works() -> None:
+def test_getitem_and_get_of_an_unknown_key_raise_keyerror() -> None:
+    # issue 16: a misspelled key fails in every code path, `get` included (no silent default)
     cfg = BrokerConfig.load()
     with pytest.raises(KeyError):
         cfg["nope.nope"]
-    assert cfg.get("nope.nope", 7) == 7
+    with pytest.raises(KeyError):
+        cfg.get("nope.nope", 7)
+    assert cfg.get("broker.rack", 7) == 7  # a known key left unset
     assert "num.partitions" in cfg and "nope" not in cfg
 
 

@@ -55,3 +55,12 @@ def test_one_table_of_topic_keys_and_their_broker_synonyms() -> None:
     for name, definition in TOPIC_CONFIGS.items():
         assert definition.broker_keys is TOPIC_CONFIG_SYNONYMS[name]
         assert all(key in BROKER_CONFIGS for key in definition.broker_keys), name
+
+
+def test_get_with_a_misspelled_key_raises_instead_of_returning_the_default() -> None:
+    config = BrokerConfig.load(overrides={"num.partitions": "3"})
+    assert config.get("num.partitions", 1) == 3
+    assert config.get("zookeeper.connect", "none") == "none"  # a known key left unset
+    with pytest.raises(UnknownConfigKey, match="did you mean num.partitions"):
+        config.get("num.partition", 1)
+    assert "num.partition" not in config

@@ -248,6 +248,13 @@ class BrokerConfig(Mapping[str, Any]):
             raise _unknown(key, list(BROKER_CONFIGS), "broker")
         return self._values[key]
 
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        """`config[key]`: unlike a plain mapping's, an unknown key raises UnknownConfigKey ("did you
+        mean ..."), so a misspelled key fails in every code path instead of yielding `default`; a known
+        key that is unset is None."""
+        value = self[key]
+        return default if value is None else value
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
 

@@ -73,7 +73,7 @@ class ConfigError(ValueError):
 
 
 class UnknownConfigKey(ConfigError, KeyError):
-    """An unknown key (also a KeyError, so `Mapping.get` and `in` behave as for any mapping)."""
+    """An unknown key (also a KeyError, so `in` behaves as for any mapping; BrokerConfig.get raises it)."""
 
 
 # --------------------------------------------------------------------------------------------------
