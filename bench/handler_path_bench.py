@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import shutil
 import tempfile
 import time
 from typing import Any
@@ -33,8 +34,8 @@ PARTITIONS = 6
 
 
 async def measure(requests: int) -> tuple[float, float]:
-    broker = Broker(load_broker_config({"log.dirs": tempfile.mkdtemp(prefix="kaflite-hpb-"),
-                                        "listeners": "PLAINTEXT://127.0.0.1:0"}, True))
+    data = tempfile.mkdtemp(prefix="kaflite-hpb-")
+    broker = Broker(load_broker_config({"log.dirs": data, "listeners": "PLAINTEXT://127.0.0.1:0"}, True))
     await broker.start()
     try:
         broker.create_topic("bench", PARTITIONS, None)
@@ -71,6 +72,7 @@ async def measure(requests: int) -> tuple[float, float]:
         return 1e6 * (t1 - t0) / requests, 1e6 * (t2 - t1) / fetches
     finally:
         await broker.stop()
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def main() -> None:
