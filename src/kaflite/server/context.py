@@ -91,7 +91,7 @@ def response_module(api_key: int, version: int) -> ModuleType:
     return load_payload_module(api_key, version, EntityType.response)
 
 
-_FIELDS: dict[Any, tuple[frozenset[str], frozenset[str]]] = {}
+_FIELDS: dict[type, tuple[frozenset[str], frozenset[str]]] = {}
 
 
 def _version_modules(module_name: str) -> list[ModuleType]:
@@ -110,7 +110,7 @@ def _version_modules(module_name: str) -> list[ModuleType]:
     return out
 
 
-def _field_names(cls: Any) -> tuple[frozenset[str], frozenset[str]]:
+def _field_names(cls: type) -> tuple[frozenset[str], frozenset[str]]:
     """(this version's field names, the union over every version of the entity)."""
     names = _FIELDS.get(cls)
     if names is None:
