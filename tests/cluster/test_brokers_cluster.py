@@ -275,3 +275,57 @@ def test_elect_leaders_preferred_and_unclean(brokers: BrokerProcesses, zk_connec
         assert _wait("u led by 2", lambda: state("u") == (2, (2,)))
     finally:
         zk.close()
+
+
+def test_alter_partition_on_the_wire(brokers: BrokerProcesses, zk_connect: str) -> None:
+    from kio.schema.alter_partition.v3.request import (
+        AlterPartitionRequest,
+        BrokerState,
+        PartitionData,
+        TopicData,
+    )
+    from kio.schema.errors import ErrorCode
+
+    from kaflite.cluster.admin import ZkAdmin
+    from server.kwire import WireClient
+
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        _three(brokers, zk)
+        created = ZkAdmin(zk).create_topic("a", -1, -1, {}, assignment=[[1, 2, 3]])
+        _wait("a-0 led", lambda: zk.get_partition_states([("a", 0)])[("a", 0)])
+        controller = _wait("a controller", zk.get_controller_id)
+        other = next(b for b in (1, 2, 3) if b != controller)
+        _, epochs = zk.get_all_brokers_with_epochs()
+
+        def request(isr: tuple[int, ...], partition_epoch: int, broker_epoch: int) -> AlterPartitionRequest:
+            part = PartitionData(partition_index=0, leader_epoch=0, partition_epoch=partition_epoch,
+                                 new_isr_with_epochs=tuple(BrokerState(broker_id=b, broker_epoch=-1) for b in isr))  # fmt: skip
+            return AlterPartitionRequest(broker_id=1, broker_epoch=broker_epoch,
+                                         topics=(TopicData(topic_id=created.topic_id, partitions=(part,)),))  # fmt: skip
+
+        with WireClient(brokers.bootstrap(other)) as c:
+            assert c.request(request((1, 2), 0, epochs[1])).error_code == ErrorCode.not_controller
+        with WireClient(brokers.bootstrap(controller)) as c:
+            assert c.request(request((1, 2), 0, epochs[1] + 999)).error_code == ErrorCode.stale_broker_epoch
+            ok = c.request(request((1, 2), 0, epochs[1]))
+            assert ok.error_code == ErrorCode.none
+            p = ok.topics[0].partitions[0]
+            assert (p.error_code, p.leader_id, p.leader_epoch, tuple(p.isr), p.partition_epoch) == (
+                ErrorCode.none, 1, 0, (1, 2), 1,
+            )  # fmt: skip
+            stale = c.request(request((1,), 0, epochs[1])).topics[0].partitions[0]
+            assert stale.error_code == ErrorCode.invalid_update_version
+            bad = c.request(request((1, 9), 1, epochs[1])).topics[0].partitions[0]
+            assert bad.error_code == ErrorCode.ineligible_replica
+        s = zk.get_partition_states([("a", 0)])[("a", 0)]
+        assert s is not None and (s.leader, s.leader_epoch, s.isr, s.zk_version) == (1, 0, (1, 2), 1)
+        # every broker's Metadata shows the new ISR
+        admin = AdminClient({"bootstrap.servers": brokers.bootstrap(3)})
+        _wait(
+            "ISR in Metadata",
+            lambda: admin.list_topics("a", timeout=10).topics["a"].partitions[0].isrs == [1, 2],
+        )
+    finally:
+        zk.close()

@@ -51,6 +51,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "kaflite.server.handlers.init_producer_id",
     "kaflite.server.handlers.admin",
     "kaflite.server.handlers.elect_leaders",
+    "kaflite.server.handlers.alter_partition",
     "kaflite.server.handlers.groups",
     "kaflite.server.handlers.offsets",
 )
