@@ -67,3 +67,17 @@ def test_refusal_summary_once_per_interval(caplog: pytest.LogCaptureFixture) -> 
     assert lines[0].startswith("closed 601 connections in the last 60 s for protocol violations")
     assert "bad request header x300" in lines[0] and "framing error x301" in lines[0]
     assert len(counter.reasons) <= 20
+
+
+def test_elect_leaders_with_an_unknown_election_type_is_answered(tmp_path: Path) -> None:
+    """Found by the fuzz test: election type -128 raised in the handler; Kafka answers an error."""
+    from kio.schema.elect_leaders.v1.request import ElectLeadersRequest, TopicPartitions
+    from kio.schema.errors import ErrorCode
+    from kio.static.primitive import i8, i32
+
+    with EmbeddedBroker(data_dir=tmp_path) as broker, WireClient(broker.bootstrap) as c:
+        r = c.request(ElectLeadersRequest(
+            election_type=i8(-128), topic_partitions=(TopicPartitions(topic="t", partitions=(i32(0),)),),
+            timeout=__import__("datetime").timedelta(seconds=5)))
+        assert r.error_code == ErrorCode.invalid_request
+        assert r.replica_election_results[0].partition_result[0].error_code == ErrorCode.invalid_request

@@ -1,6 +1,7 @@
 """A full disk (a 16 MiB tmpfs): produce until the broker answers KAFKA_STORAGE_ERROR, delete a topic (which
-frees the space even though the disk is full), produce again, fill the disk again and stop: exit 0 and a
-line saying what could not be written; restart: every acknowledged record intact, the deleted topic gone.
+frees the space even though the disk is full), produce again, fill the disk again, DeleteRecords (frees
+space too), fill again and stop: exit 0 and a line saying what could not be written; restart: every
+acknowledged record not deleted intact (the deleted ones stay deleted), the deleted topic gone.
 Storage errors are logged once per partition per minute, never as tracebacks."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from brokerproc import BrokerProcess
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
@@ -58,6 +60,9 @@ def _fetch_all(c: WireClient, topic: str) -> list[bytes]:
                 partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
                 log_start_offset=-1, partition_max_bytes=1 << 20),)),), forgotten_topics_data=()))
         p = r.responses[0].partitions[0]
+        if p.error_code == ErrorCode.offset_out_of_range and offset < p.log_start_offset:
+            offset = p.log_start_offset  # records below were deleted (DeleteRecords)
+            continue
         assert p.error_code == ErrorCode.none, p
         if not p.records:
             return out
@@ -104,6 +109,22 @@ def test_full_disk_delete_frees_space_and_shutdown_is_clean(small_disk: Path) ->
             assert code == ErrorCode.kafka_storage_error.value
             for i in range(2000):  # to the last page: small records until even those fail
                 value = b"tail-%d" % i
+                if _produce(c, "keep", [value])[0] != 0:
+                    break
+                acked["keep"].append(value)
+        # DeleteRecords frees space on the full disk too (its checkpoint is written after the deletion)
+        cut = len(acked["keep"]) // 2
+        done = admin.delete_records([TopicPartition("keep", 0, cut)])
+        for f in done.values():
+            f.result(timeout=15)
+        del acked["keep"][:cut]
+        with WireClient(broker.bootstrap) as c:
+            value = b"after-delete-records"
+            assert _produce(c, "keep", [value])[0] == 0, "no write after DeleteRecords freed space"
+            acked["keep"].append(value)
+            assert _fill(c, "keep", acked["keep"]) == ErrorCode.kafka_storage_error.value  # full again
+            for i in range(2000):  # to the last page, for the shutdown
+                value = b"tail2-%d" % i
                 if _produce(c, "keep", [value])[0] != 0:
                     break
                 acked["keep"].append(value)

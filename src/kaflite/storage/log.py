@@ -353,10 +353,13 @@ class Log:
         self._log_start_offset = max(log_start_offset, segments[0].base_offset)
         if self._log_start_offset > self._next_offset:
             self._truncate_fully_and_start_at(self._log_start_offset)
-        epochs.truncate_from_end(self._next_offset)
-        epochs.truncate_from_start(self._log_start_offset)
-        if epochs.entries != epochs_on_disk:  # recovery assigned epochs without persisting them
-            epochs.flush()
+        try:
+            epochs.truncate_from_end(self._next_offset)
+            epochs.truncate_from_start(self._log_start_offset)
+            if epochs.entries != epochs_on_disk:  # recovery assigned epochs without persisting them
+                epochs.flush()
+        except OSError as e:  # a full disk must not keep the broker from starting: memory is right,
+            storage_errors.report(self.dir.name, "leader-epoch checkpoint", e)  # the file is redone next load
         self._latest_epoch = epochs.latest_epoch
         if recovered_any:
             # recovered bytes may only be in the page cache: make them durable before trusting them
@@ -815,7 +818,10 @@ class Log:
         self._log_start_offset = new_start
         self._high_watermark = max(self._high_watermark, new_start)
         self.recovery_point = max(self.recovery_point, new_start)
-        self.leader_epoch_cache.truncate_from_start(new_start)
+        try:
+            self.leader_epoch_cache.truncate_from_start(new_start)  # memory first, then the file
+        except OSError as e:  # full disk: entries below the log start are dropped again on the next load
+            storage_errors.report(self.dir.name, "leader-epoch checkpoint", e)
         self._latest_epoch = self.leader_epoch_cache.latest_epoch
         self.producer_state.evict_before(new_start)
         if self._on_lso_change is not None:
@@ -847,6 +853,10 @@ class Log:
                     self._delete_leading_segments(n)
                     log.info("%s: DeleteRecords moved the log start offset to %d, deleted segment(s) %s",
                              self.dir.name, self._log_start_offset, bases)
+                    if self._on_lso_change is not None:
+                        # again, now that the deletion freed space: on a full disk the first checkpoint
+                        # (before the deletion) failed, and the deleted records must not come back
+                        self._on_lso_change(self)
             return self._log_start_offset
 
     def truncate_to(self, offset: int) -> bool:

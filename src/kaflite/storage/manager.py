@@ -359,8 +359,10 @@ class LogManager:
     def _on_lso_change(self, log: Log) -> None:
         # a moved log start offset must survive a crash, or deleted records would come back; a lowered
         # recovery point (truncation) too, or a stale one would skip a needed rescan
-        if (log.topic, log.partition) in self._logs:
-            self.checkpoint()
+        # On a full disk the checkpoint cannot be written before the segments are deleted (which is what
+        # frees the space): it is reported, and retried by the next flush_due, within a second.
+        if (log.topic, log.partition) in self._logs and not self._checkpoint_quietly():
+            self._last_checkpoint_ms = 0
 
     def flush(self) -> None:
         for log in self._snapshot():

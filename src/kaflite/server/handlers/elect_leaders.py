@@ -42,7 +42,6 @@ _MESSAGES = {
 async def handle_elect_leaders(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
     broker = ctx.broker
-    election = ElectionType(int(getattr(request, "election_type", 0)))
     partitions = (
         None
         if request.topic_partitions is None
@@ -51,7 +50,14 @@ async def handle_elect_leaders(ctx: RequestContext, request: Any) -> Any:
     top = ErrorCode.none
     writer = broker.metadata_writer
     results: dict[tuple[str, int], ErrorCode | None]
-    if isinstance(writer, ZkMetadata):
+    try:
+        election = ElectionType(int(getattr(request, "election_type", 0)))
+    except ValueError:  # neither 0 (preferred) nor 1 (unclean): client input, answered, never a traceback
+        election = None
+    if election is None:
+        top = ErrorCode.invalid_request
+        results = {tp: ErrorCode.invalid_request for tp in partitions or ()}
+    elif isinstance(writer, ZkMetadata):
         if not writer.controller.is_active:
             results = {tp: ErrorCode.not_controller for tp in partitions or ()}
             if partitions is None:
