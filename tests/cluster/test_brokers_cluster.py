@@ -329,3 +329,33 @@ def test_alter_partition_on_the_wire(brokers: BrokerProcesses, zk_connect: str) 
         )
     finally:
         zk.close()
+
+
+def test_sigterm_moves_leadership_first(brokers: BrokerProcesses, zk_connect: str) -> None:
+    from kaflite.cluster.admin import ZkAdmin
+
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        _three(brokers, zk)
+        ZkAdmin(zk).create_topic("c", -1, -1, {}, assignment=[[1, 2], [1, 3]])
+        _wait(
+            "c led by 1",
+            lambda: all(
+                s is not None and s.leader == 1
+                for s in zk.get_partition_states([("c", 0), ("c", 1)]).values()
+            ),
+        )
+        proc = brokers.procs.pop(1)
+        proc.terminate()  # SIGTERM: controlled shutdown
+        assert proc.wait(30) == 0
+        states = zk.get_partition_states([("c", 0), ("c", 1)])
+        s0, s1 = states[("c", 0)], states[("c", 1)]
+        assert s0 is not None and (s0.leader, s0.isr, s0.leader_epoch) == (2, (2,), 1)
+        assert s1 is not None and (s1.leader, s1.isr, s1.leader_epoch) == (3, (3,), 1)
+        log = brokers.log(1)
+        assert "controlled shutdown: leadership moved off broker 1" in log
+        logs = log + brokers.log(2) + brokers.log(3)
+        assert "controlled shutdown of broker 1: 0 partition(s) left led there" in logs
+    finally:
+        zk.close()

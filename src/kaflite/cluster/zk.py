@@ -52,6 +52,7 @@ __all__ = [
     "BrokerIdInUseError",
     "BrokersChanged",
     "ConfigChanged",
+    "ControlledShutdownRequested",
     "ControllerChanged",
     "ControllerEpochZkVersion",
     "ControllerMovedError",
@@ -163,6 +164,13 @@ class ConfigChanged:
 
 
 @dataclass(frozen=True)
+class ControlledShutdownRequested:
+    """Brokers that announced they are stopping (children of /kaflite/controlled_shutdown)."""
+
+    broker_ids: frozenset[int]
+
+
+@dataclass(frozen=True)
 class SessionStateChanged:
     """ "connected", "suspended" (connection lost, session may survive) or "lost" (session expired:
     every ephemeral znode of this broker is gone; the client re-registers the broker on reconnect)."""
@@ -180,6 +188,7 @@ ZkEvent = (
     | PreferredElectionRequested
     | PartitionStateChanged
     | ConfigChanged
+    | ControlledShutdownRequested
     | SessionStateChanged
 )
 EventCallback = Callable[[ZkEvent], None]
@@ -851,6 +860,23 @@ class KafkaZkClient:
         self._watches.append(ChildrenWatch(self._zk, zd.DELETE_TOPICS, self._safe(on_deletions)))
         self._watches.append(DataWatch(self._zk, zd.REASSIGN_PARTITIONS, self._safe(on_reassign)))
         self._watches.append(DataWatch(self._zk, zd.PREFERRED_REPLICA_ELECTION, self._safe(on_preferred)))
+
+    def announce_controlled_shutdown(self, broker_id: int) -> None:
+        """Ask the controller to move leadership off this broker (an ephemeral znode: it goes with the
+        session, so a broker that dies meanwhile leaves nothing behind)."""
+        try:
+            self._zk.create(f"{zd.CONTROLLED_SHUTDOWN}/{broker_id}", b"", ephemeral=True, makepath=True)
+        except NodeExistsError:
+            pass
+
+    def watch_controlled_shutdowns(self, callback: EventCallback) -> None:
+        def on_children(children: list[str]) -> None:
+            ids = frozenset(int(c) for c in children if c.isdigit())
+            if ids:
+                callback(ControlledShutdownRequested(ids))
+
+        self._zk.ensure_path(zd.CONTROLLED_SHUTDOWN)
+        self._watches.append(ChildrenWatch(self._zk, zd.CONTROLLED_SHUTDOWN, self._safe(on_children)))
 
     def watch_config_changes(self, callback: EventCallback) -> None:
         """ConfigChanged for every notification under /config/changes created after this call (Kafka's

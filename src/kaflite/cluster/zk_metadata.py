@@ -189,6 +189,28 @@ class ZkMetadata:
             self._controller_running = True
             self.controller.start()
 
+    def controlled_shutdown(self, timeout_s: float = 10.0) -> bool:
+        """Ask the controller to move leadership off this broker and wait (bounded) until no partition
+        with another live in-sync replica is led here. True when done in time."""
+        if self.broker_epoch < 0 or not self.zk.connected:
+            return False
+        self.zk.announce_controlled_shutdown(self.node_id)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                stuck = [
+                    tp
+                    for tp, s in self._states.items()
+                    if s.leader == self.node_id
+                    and any(r != self.node_id and r in self._brokers for r in s.isr)
+                ]
+            if not stuck:
+                log.info("controlled shutdown: leadership moved off broker %d", self.node_id)
+                return True
+            time.sleep(0.05)
+        log.warning("controlled shutdown: %d partition(s) still led here after %.0f s", len(stuck), timeout_s)
+        return False
+
     def close(self) -> None:
         """Leave the cluster: stop the controller role, end the session."""
         try:

@@ -56,6 +56,7 @@ from kaflite.cluster.controller.events import (
 from kaflite.cluster.zk import (
     BrokersChanged,
     ConfigChanged,
+    ControlledShutdownRequested,
     ControllerChanged,
     ControllerEpochZkVersion,
     ControllerMovedError,
@@ -216,6 +217,12 @@ class ControllerService:
             return PartitionReassignment(dict(item.moves))
         if isinstance(item, PreferredElectionRequested):
             return ElectLeaders(item.partitions, from_znode=True)
+        if isinstance(item, ControlledShutdownRequested):
+            for b in sorted(item.broker_ids):
+                epoch = self.controller.live_brokers.get(b)
+                if epoch is not None and b not in self.controller.shutting_down:
+                    self._handle(ControlledShutdown(b, epoch))
+            return None
         if isinstance(item, ConfigChanged):
             if item.entity_type != "topics":
                 return None
@@ -243,6 +250,7 @@ class ControllerService:
             self._watching = True
             self.zk.watch_cluster(self._enqueue_event)
             self.zk.watch_config_changes(self._enqueue_event)
+            self.zk.watch_controlled_shutdowns(self._enqueue_event)
         self._next_rebalance = time.monotonic() + self.rebalance_interval_s
         if self._on_change is not None:
             self._on_change(self.broker_id, guard.epoch)

@@ -50,6 +50,9 @@ ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
 CONSUMERS = "/consumers"
 CONFIG_TYPES = ("topics", "clients", "users", "brokers", "ips")
+# kaflite's own: a broker about to stop asks for controlled shutdown with an ephemeral child here (Kafka
+# sends a ControlledShutdown request, API 7, for which kio has no schema)
+CONTROLLED_SHUTDOWN = "/kaflite/controlled_shutdown"
 
 # Kafka's ZkData.PersistentZkPaths: created (empty) at broker start-up when missing
 PERSISTENT_PATHS: tuple[str, ...] = (

@@ -182,6 +182,9 @@ class Broker:
             except Exception:  # noqa: BLE001 - logged by the pass's own reporting; closing goes on
                 pass
         if isinstance(self.metadata_writer, ZkMetadata):
+            if self.setting("controlled.shutdown.enable"):
+                # move leadership away first (a blocking wait, bounded: the broker is stopping anyway)
+                self.metadata_writer.controlled_shutdown()
             self.metadata_writer.close()  # leave the cluster: registration and controllership go at once
         if self.log_manager is not None:
             self.log_manager.close()

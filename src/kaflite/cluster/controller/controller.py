@@ -628,6 +628,7 @@ class Controller:
                 followers.append(tp)
         self._replicas_offline({b}, followers)
         remaining = frozenset(tp for tp, st in self.leadership.items() if st.leader == b)
+        self._log("info", f"controlled shutdown of broker {b}: {len(remaining)} partition(s) left led there")
         self._emit(ControlledShutdownResult(self.epoch, b, remaining))
 
     # --- reassignment -------------------------------------------------------------------------------------------

@@ -37,10 +37,14 @@ KEYS: list[ConfigKey] = [
         "auto.leader.rebalance.enable",
         "boolean",
         True,
-        "Move leadership back to preferred replicas.",
-        applies=False,
+        "Move leadership back to preferred replicas (cluster mode: the controller checks every 300 s).",
     ),
-    _k("controlled.shutdown.enable", "boolean", True, "Hand over leadership before shutdown.", applies=False),
+    _k(
+        "controlled.shutdown.enable",
+        "boolean",
+        True,
+        "Hand over leadership before shutdown (cluster mode: the controller moves it to an in-sync replica).",
+    ),
 ]
 
 # Keys validated but not read (yet), and why (marked applies=False; tests/config/test_keys_read.py).
