@@ -153,6 +153,7 @@ def test_alter_partition_and_preferred_election_through_the_znode(cluster: Clust
     cluster.start(1)
     _wait("1 back", lambda: cluster.zk.get_broker_ids() == [1, 2, 3])
     ctl = cluster.controller()
+    _wait("the controller sees 1 back", lambda: 1 in ctl.controller.controller.live_brokers)
     assert _alter(cluster, ctl, ("t", 0), (2, 1)).error is None  # it caught up
     cluster.zk.create_preferred_replica_election([("t", 0)])
     s = _wait(
