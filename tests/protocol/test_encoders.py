@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime
+import uuid
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -37,7 +39,12 @@ fetch_partition = st.tuples(
 fetch_topics = st.lists(st.tuples(NAMES, st.lists(fetch_partition, max_size=3)), max_size=3)
 
 
-@pytest.mark.parametrize("version", range(4, 13))
+def _topic_key(version: int, name: str) -> Any:
+    """A topic as a Fetch response names it: by name up to v12, by id from v13 (KIP-516)."""
+    return uuid.uuid5(uuid.NAMESPACE_DNS, name) if version >= 13 else name
+
+
+@pytest.mark.parametrize("version", range(4, 18))
 @settings(max_examples=40, deadline=None)
 @given(topics=fetch_topics, throttle=st.integers(0, 1000), session=st.integers(0, 5))
 def test_fetch_response_matches_kio(version: int, topics, throttle: int, session: int) -> None:
@@ -52,6 +59,7 @@ def test_fetch_response_matches_kio(version: int, topics, throttle: int, session
                 build(
                     R.FetchableTopicResponse,
                     topic=name,
+                    topic_id=_topic_key(version, name),
                     partitions=tuple(
                         build(
                             R.PartitionData,
@@ -79,7 +87,9 @@ def test_fetch_response_matches_kio(version: int, topics, throttle: int, session
         0,
         session,
         [
-            (name, [(p[0], p[1].value, p[2], p[3], p[4], p[5], p[6], [memoryview(b) for b in p[7]], sum(map(len, p[7]))) for p in parts])
+            (_topic_key(version, name),
+             [(p[0], p[1].value, p[2], p[3], p[4], p[5], p[6], [memoryview(b) for b in p[7]], sum(map(len, p[7])))
+              for p in parts])
             for name, parts in topics
         ],
     )
@@ -87,7 +97,8 @@ def test_fetch_response_matches_kio(version: int, topics, throttle: int, session
 
 
 produce_partition = st.tuples(
-    st.integers(0, 1000), ERRORS, I64, I64, I64, st.one_of(st.none(), st.text(max_size=10))
+    st.integers(0, 1000), ERRORS, I64, I64, I64, st.one_of(st.none(), st.text(max_size=10)),
+    st.lists(st.tuples(st.integers(0, 100), st.one_of(st.none(), st.text(max_size=10))), max_size=3),
 )
 produce_topics = st.lists(st.tuples(NAMES, st.lists(produce_partition, max_size=3)), max_size=3)
 
@@ -113,7 +124,9 @@ def test_produce_response_matches_kio(version: int, topics, throttle: int) -> No
                             base_offset=p[2],
                             log_append_time=_dt(p[3]),
                             log_start_offset=p[4],
-                            record_errors=(),
+                            record_errors=tuple(build(R.BatchIndexAndErrorMessage, batch_index=i,
+                                                      batch_index_error_message=m) for i, m in p[6])
+                            if version >= 8 else (),
                             error_message=p[5],
                         )
                         for p in parts
@@ -124,7 +137,7 @@ def test_produce_response_matches_kio(version: int, topics, throttle: int) -> No
         )
     )
     ours = encode_produce_response(
-        version, throttle, [(name, [(p[0], p[1].value, p[2], p[3], p[4], p[5]) for p in parts]) for name, parts in topics]
+        version, throttle, [(name, [(p[0], p[1].value, p[2], p[3], p[4], p[5], tuple(p[6]) if version >= 8 else ()) for p in parts]) for name, parts in topics]
     )
     assert ours == expected
 
@@ -133,7 +146,7 @@ md_partition = st.tuples(st.integers(0, 100), st.integers(-1, 5), st.lists(st.in
 md_topics = st.lists(st.tuples(NAMES, st.booleans(), st.lists(md_partition, max_size=3)), max_size=3)
 
 
-@pytest.mark.parametrize("version", range(1, 13))
+@pytest.mark.parametrize("version", range(0, 13))
 @settings(max_examples=30, deadline=None)
 @given(
     topics=md_topics,

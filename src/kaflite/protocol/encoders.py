@@ -7,7 +7,7 @@ packed headers interleaved with the stored batches themselves (memoryviews from 
 reach the socket with no copy in Python.
 
 Rules: field order and presence per version follow Kafka's ProduceResponse.json (v3-11) and
-FetchResponse.json (v4-12); flexible versions (Produce v9+, Fetch v12+) use compact arrays/strings and an
+FetchResponse.json (v4-17); flexible versions (Produce v9+, Fetch v12+) use compact arrays/strings and an
 empty tagged-field section (one zero byte) after every struct; default-valued tagged fields are omitted,
 as kio does.
 """
@@ -15,6 +15,7 @@ as kio does.
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Sequence
 
 __all__ = [
@@ -66,9 +67,11 @@ def encode_fetch_response(
     throttle_ms: int,
     error_code: int,
     session_id: int,
-    topics: Sequence[tuple[str, Sequence[FetchPartitionData]]],
+    topics: Sequence[tuple[str | uuid.UUID, Sequence[FetchPartitionData]]],
 ) -> list[bytes | memoryview]:
-    """Body of a FetchResponse v4-12 as buffers (the record buffers are passed through uncopied)."""
+    """Body of a FetchResponse v4-17 as buffers (the record buffers are passed through uncopied). A topic
+    is named by its name up to v12 and by its id (a UUID) from v13 on (KIP-516); v16's tagged
+    `node_endpoints` and `current_leader` are left at their defaults, which are omitted."""
     flexible = version >= 12
     parts: list[bytes | memoryview] = []
     head = bytearray(_i32(throttle_ms))
@@ -76,7 +79,7 @@ def encode_fetch_response(
         head += _i16(error_code) + _i32(session_id)
     head += _array_len(len(topics), flexible)
     for name, partitions in topics:
-        head += _string(name, flexible)
+        head += name.bytes if isinstance(name, uuid.UUID) else _string(name, flexible)
         head += _array_len(len(partitions), flexible)
         for pidx, err, hw, lso, lstart, aborted, preferred, records, size in partitions:
             head += _fetch_part.pack(pidx, err, hw, lso)
@@ -108,25 +111,30 @@ def encode_fetch_response(
     return parts
 
 
-# (index, error_code, base_offset, log_append_time, log_start_offset, error_message)
-ProducePartitionData = tuple[int, int, int, int, int, "str | None"]
+# (index, error_code, base_offset, log_append_time, log_start_offset, error_message,
+#  record_errors: ((batch_index, message), ...) -- KIP-467, v8+)
+ProducePartitionData = tuple[int, int, int, int, int, "str | None", "tuple[tuple[int, str | None], ...]"]
 
 
 def encode_produce_response(
     version: int, throttle_ms: int, topics: Sequence[tuple[str, Sequence[ProducePartitionData]]]
 ) -> bytes:
-    """Body of a ProduceResponse v3-11 (no record errors, no leader hints)."""
+    """Body of a ProduceResponse v3-11 (record errors from v8, no leader hints)."""
     flexible = version >= 9
     out = bytearray(_array_len(len(topics), flexible))
     for name, partitions in topics:
         out += _string(name, flexible)
         out += _array_len(len(partitions), flexible)
-        for index, err, base, append_time, log_start, message in partitions:
+        for index, err, base, append_time, log_start, message, record_errors in partitions:
             out += _produce_part.pack(index, err, base, append_time)
             if version >= 5:
                 out += _i64(log_start)
             if version >= 8:
-                out += _array_len(0, flexible)  # record_errors
+                out += _array_len(len(record_errors), flexible)
+                for batch_index, batch_message in record_errors:
+                    out += _i32(batch_index) + _nullable_string(batch_message, flexible)
+                    if flexible:
+                        out += b"\x00"
                 out += _nullable_string(message, flexible)
             if flexible:
                 out += b"\x00"
@@ -147,7 +155,7 @@ def encode_metadata_response(
     topics: Sequence[bytes],
     cluster_authorized_operations: int = -(2**31),
 ) -> list[bytes]:
-    """Body of a MetadataResponse v1-12 around already-encoded brokers and topics.
+    """Body of a MetadataResponse v0-12 around already-encoded brokers and topics.
 
     Each topic's encoding is cached by the Metadata handler (a topic changes rarely, and kio needs
     ~30 us per partition to encode it), so an all-topics answer costs one join, not a full encode.
@@ -161,7 +169,8 @@ def encode_metadata_response(
     tail = bytearray()
     if version >= 2:
         tail += _nullable_string(cluster_id, flexible)
-    tail += _i32(controller_id)
+    if version >= 1:
+        tail += _i32(controller_id)
     tail += _array_len(len(topics), flexible)
     parts.append(bytes(tail))
     parts.extend(topics)

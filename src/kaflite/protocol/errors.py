@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "KafkaError", "ProtocolError"]
+__all__ = ["ErrorCode", "KafkaError", "ProtocolError", "RecordValidationError"]
 
 
 class KafkaError(Exception):
@@ -18,6 +18,16 @@ class KafkaError(Exception):
         super().__init__(f"{code.name.upper()}: {message}" if message else code.name.upper())
         self.code = code
         self.message = message
+
+
+class RecordValidationError(KafkaError):
+    """A batch refused because of some of its records (KIP-467, Kafka's RecordValidationException): the
+    partition's error plus, per refused record, its index in its batch and why (Produce v8+
+    `record_errors`), so a client fails those records alone and the others as collateral."""
+
+    def __init__(self, code: ErrorCode, message: str, record_errors: tuple[tuple[int, str | None], ...]) -> None:
+        super().__init__(code, message)
+        self.record_errors = record_errors
 
 
 class ProtocolError(Exception):

@@ -9,9 +9,13 @@ Rules, in Kafka's order for each batch:
 4. batch size <= max.message.bytes (else MESSAGE_TOO_LARGE);
 5. CRC-32C over [attributes, end) matches (else CORRUPT_MESSAGE); known compression codec;
 6. lastOffsetDelta + 1 == record count > 0 (else INVALID_RECORD); no control batch from a client;
-7. CreateTime timestamps within message.timestamp.before/after.max.ms of now (else INVALID_TIMESTAMP);
-8. a batch with a producer id has a sequence (else INVALID_RECORD);
-9. compacted topics: every record has a key (else INVALID_RECORD);
+7. a batch with a producer id has a sequence (else INVALID_RECORD);
+8. per record (KIP-467, Kafka's validateRecord): compacted topics need a key (INVALID_RECORD), CreateTime
+   timestamps must lie within message.timestamp.before/after.max.ms of now (INVALID_TIMESTAMP); every
+   refused record of the batch is listed (its index in the batch, why) in a RecordValidationError whose
+   code is INVALID_TIMESTAMP when any timestamp is refused, else INVALID_RECORD (Kafka's
+   processRecordErrors); records are decoded (compressed batches decompressed) only for a compacted topic
+   or a topic that bounds CreateTime timestamps (neither is the default, and neither takes the hot path);
 and for the whole set: size <= segment.bytes (else RECORD_LIST_TOO_LARGE).
 """
 
@@ -21,7 +25,7 @@ import struct
 
 import crc32c as _crc32c_module
 
-from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from kaflite.protocol.record_batch import RecordBatchView, decode_records
 from kaflite.storage.config import LONG_MAX, LogConfig
 
@@ -80,6 +84,9 @@ def validate_client_batches(buf: memoryview, config: LogConfig, now_ms: int) -> 
     create_time = not config.log_append_time
     before = config.message_timestamp_before_max_ms
     after = config.message_timestamp_after_max_ms
+    # a record's timestamp may lie outside its batch's [first, max] (deltas can be negative), so bounds
+    # are checked record by record as Kafka does, and only when a topic sets them (the default is none)
+    bounded_time = create_time and (before != LONG_MAX or after != LONG_MAX)
     while pos < n:
         view = RecordBatchView.parse(buf, pos)
         if view.magic == 2 and view.base_offset != 0:
@@ -88,23 +95,13 @@ def validate_client_batches(buf: memoryview, config: LogConfig, now_ms: int) -> 
                 f"the base offset of a client record batch must be 0, not {view.base_offset}",
             )
         view.validate(max_size)
-        if create_time:
-            for ts in (view.first_timestamp, view.max_timestamp):
-                if ts >= 0 and (now_ms - ts > before or ts - now_ms > after):
-                    raise KafkaError(
-                        ErrorCode.invalid_timestamp,
-                        f"timestamp {ts} is out of range (now {now_ms}, message.timestamp.before.max.ms="
-                        f"{before}, message.timestamp.after.max.ms={after})",
-                    )
         if view.producer_id >= 0 and view.base_sequence < 0:
             raise KafkaError(
                 ErrorCode.invalid_record,
                 f"batch of producer {view.producer_id} has no sequence number",
             )
-        if config.compact:
-            for rec in decode_records(view):
-                if rec.key is None:
-                    raise KafkaError(ErrorCode.invalid_record, "compacted topic cannot accept a record without key")
+        if config.compact or bounded_time:
+            _validate_records(view, config, now_ms, create_time)
         views.append(view)
         pos += view.batch_length + 12
     if n > config.segment_bytes:
@@ -113,6 +110,34 @@ def validate_client_batches(buf: memoryview, config: LogConfig, now_ms: int) -> 
             f"record set of {n} bytes is larger than segment.bytes={config.segment_bytes}",
         )
     return views
+
+
+def _validate_records(view: RecordBatchView, config: LogConfig, now_ms: int, create_time: bool) -> None:
+    """Kafka's validateRecord over every record of one batch; raises RecordValidationError listing each
+    refused record (index in the batch, why) -- one error per record, the key checked first."""
+    before = config.message_timestamp_before_max_ms
+    after = config.message_timestamp_after_max_ms
+    errors: list[tuple[int, str | None]] = []
+    any_timestamp = False
+    for index, rec in enumerate(decode_records(view)):
+        if config.compact and rec.key is None:
+            errors.append((index, "Compacted topic cannot accept message without key"))
+        elif create_time and rec.timestamp >= 0 and (now_ms - rec.timestamp > before or rec.timestamp - now_ms > after):
+            any_timestamp = True
+            errors.append((index, f"Timestamp {rec.timestamp} of message with offset {rec.offset} is out of "
+                                  f"range. The timestamp should be within [{now_ms - before}, {now_ms + after}]"))
+    if not errors:
+        return
+    if any_timestamp:
+        raise RecordValidationError(ErrorCode.invalid_timestamp,
+                                    "One or more records have been rejected due to invalid timestamp", tuple(errors))
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    raise RecordValidationError(
+        ErrorCode.invalid_record,
+        f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+        f"showing the first three errors at most: [{shown}]",
+        tuple(errors),
+    )
 
 
 def validate_replica_batches(buf: memoryview, next_offset: int) -> list[RecordBatchView]:

@@ -21,6 +21,7 @@ Rules (Kafka's `ControllerApis` / `KafkaApis`):
 from __future__ import annotations
 
 import datetime
+import uuid
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -36,6 +37,7 @@ from kaflite.server.handlers.metadata import broker_endpoints
 from kaflite.server.handlers.partitions import per_partition
 
 _ZERO = datetime.timedelta(0)
+_NO_ID = uuid.UUID(int=0)
 # A guard against typos such as 100000000 partitions (each is a directory with open files); Kafka has no
 # fixed limit but would exhaust the controller's resources the same way.
 MAX_PARTITIONS_PER_TOPIC = 10_000
@@ -158,13 +160,35 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
 
 # -- DeleteTopics ------------------------------------------------------------------------------------
 async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
+    """DeleteTopics v1-6. v6 names each topic by name or by id (KIP-516, Kafka's `handleDeleteTopicsRequest`):
+    both at once is INVALID_REQUEST for the whole request (Kafka throws), an id no topic has is
+    UNKNOWN_TOPIC_ID; the answer echoes the id and the resolved name."""
     broker = ctx.broker
     R = ctx.response
-    counts = Counter(request.topic_names)
+    if ctx.api_version >= 6:
+        wanted: list[tuple[str | None, uuid.UUID]] = []
+        for t in request.topics:
+            topic_id = t.topic_id or _NO_ID
+            if t.name is not None and topic_id != _NO_ID:
+                refusals = tuple(build(R.DeletableTopicResult, name=x.name, topic_id=x.topic_id or _NO_ID,
+                                       error_code=ErrorCode.invalid_request,
+                                       error_message="Topic name and topic ID can not both be specified.")
+                                 for x in request.topics)
+                return build(R.DeleteTopicsResponse, throttle_time=_ZERO, responses=refusals)
+            if topic_id == _NO_ID:
+                wanted.append((t.name, _NO_ID))
+            else:
+                found = broker.metadata.topic_by_id(topic_id)
+                wanted.append((found.name if found is not None else None, topic_id))
+    else:
+        wanted = [(name, _NO_ID) for name in request.topic_names]
+    counts = Counter(name for name, _id in wanted if name is not None)
     results = []
-    for name in request.topic_names:
+    for name, topic_id in wanted:
         code, message = ErrorCode.none, None
         try:
+            if name is None:
+                raise KafkaError(ErrorCode.unknown_topic_id, f"Topic id {topic_id} does not exist.")
             if counts[name] > 1:
                 raise KafkaError(ErrorCode.invalid_request, f"Duplicate topic name {name} in the request.")
             ctx.require(AclOperation.DELETE, ResourceType.TOPIC, name)
@@ -172,10 +196,14 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
                 raise KafkaError(ErrorCode.invalid_request, f"Deletion of internal topic {name} is prohibited.")
             if not broker.setting("delete.topic.enable"):
                 raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
+            if ctx.api_version >= 6 and topic_id == _NO_ID:
+                existing = broker.metadata.topics.get(name)
+                topic_id = existing.topic_id if existing is not None else _NO_ID
             broker.delete_topic(name)
         except KafkaError as e:
             code, message = e.code, e.message or None
-        results.append(build(R.DeletableTopicResult, name=name, error_code=code, error_message=message))
+        results.append(build(R.DeletableTopicResult, name=name, topic_id=topic_id, error_code=code,
+                             error_message=message))
     return build(R.DeleteTopicsResponse, throttle_time=_ZERO, responses=tuple(results))
 
 
@@ -473,7 +501,7 @@ async def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
 
 APIS: ApiTable = {
     19: (2, 7, handle_create_topics),
-    20: (1, 5, handle_delete_topics),
+    20: (1, 6, handle_delete_topics),
     21: (0, 2, handle_delete_records),
     32: (1, 4, handle_describe_configs),
     33: (0, 2, handle_alter_configs),

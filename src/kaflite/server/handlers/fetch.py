@@ -1,4 +1,4 @@
-"""Fetch (key 1), v4-12: stored record batches, long-polled until enough bytes or `max_wait`.
+"""Fetch (key 1), v4-17: stored record batches, long-polled until enough bytes or `max_wait`.
 
 Rules (Kafka's `ReplicaManager.fetchMessages` / `DelayedFetch`):
 - the response budget is `max_bytes` over all partitions and `partition_max_bytes` per partition; the first
@@ -15,6 +15,13 @@ Rules (Kafka's `ReplicaManager.fetchMessages` / `DelayedFetch`):
 - the request is answered at once when the data reaches `min_bytes`, a partition has an error, or
   `max_wait` is 0; otherwise it waits in the purgatory and is re-evaluated as soon as an append to one of
   its partitions completes, or when `max_wait` elapses;
+- v13+ names topics by id (KIP-516): an id is resolved to its topic through the metadata image, an id no
+  topic has (or the zero id) gets UNKNOWN_TOPIC_ID for each of its partitions, and the answer names topics
+  by id; v15's `replica_state` (a consumer's replica id -1) and v17's directory id concern followers only,
+  v16's `node_endpoints` and `current_leader` are sent only with a leader change, which a partition led
+  here never reports, so they are left at their defaults (omitted), as Kafka omits them then;
+- a partition of a topic whose `compression.type` is zstd is UNSUPPORTED_COMPRESSION_TYPE below v10 (a
+  client that old cannot decode zstd; Kafka's `maybeConvertFetchedData` judges by the topic config);
 - fetch sessions (KIP-227, v7+): `kaflite.server.fetch_session` decides what a request reads (the whole
   session) and which partitions an incremental answer carries (only those with news).
 """
@@ -23,9 +30,11 @@ from __future__ import annotations
 
 import datetime
 import logging
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from kaflite.protocol.compression import CODECS
 from kaflite.protocol.encoders import encode_fetch_response
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.authorizer import AclOperation, ResourceType
@@ -39,6 +48,10 @@ API_KEY = 1
 log = logging.getLogger("kaflite.server")
 _ZERO = datetime.timedelta(0)
 READ_COMMITTED = 1
+TOPIC_IDS_VERSION = 13  # KIP-516: topics named by id from this version on
+ZSTD_VERSION = 10  # the first Fetch version whose clients can decode zstd (KIP-110)
+_ZSTD = CODECS["zstd"]
+_NO_ID = uuid.UUID(int=0)
 
 
 @dataclass(slots=True)
@@ -57,6 +70,7 @@ def read_partitions(
     broker: Broker, max_bytes: int, targets: list[tuple[tuple[str, int], FetchTarget]],
     leader_epochs: dict[tuple[str, int], int] | None = None, read_committed: bool = False,
     denied: frozenset[str] = frozenset(),
+    zstd_ok: bool = True,
 ) -> tuple[list[tuple[str, list[PartitionRead]]], int, bool]:
     """One pass over every partition to read: (results by topic, bytes read, any partition error).
     `leader_epochs`: the current leader epoch the request carried per partition (-1 or absent: unchecked).
@@ -79,6 +93,8 @@ def read_partitions(
                 part = replicas.get_partition(topic, partition)
             plog = part.log
             assert plog is not None  # get_partition checked it
+            if not zstd_ok and broker.compression_codec(topic) == _ZSTD:
+                raise KafkaError(ErrorCode.unsupported_compression_type)
             r.high_watermark, r.last_stable_offset = part.fetch_offsets()
             r.log_start_offset = plog.log_start_offset
             fetchable = r.last_stable_offset if read_committed else r.high_watermark
@@ -110,9 +126,10 @@ def read_partitions(
 
 
 def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[PartitionRead]]],
-              session: SessionContext) -> EncodedBody:
+              session: SessionContext, ids: dict[str, uuid.UUID] | None = None,
+              unknown_ids: list[tuple[uuid.UUID, list[int]]] | None = None) -> EncodedBody:
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
-    topics = []
+    topics: list[tuple[str | uuid.UUID, list[Any]]] = []
     metrics = ctx.broker.metrics
     for name, reads in results:
         parts = []
@@ -126,8 +143,41 @@ def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[P
             parts.append((r.partition, r.error.value, r.high_watermark, r.last_stable_offset, r.log_start_offset,
                           r.aborted if committed else None, -1, r.records, r.size))
         if parts:
-            topics.append((name, parts))
+            topics.append((name if ids is None else _topic_id(ctx.broker, name, ids), parts))
+    for topic_id, partitions in unknown_ids or ():  # v13+: ids no topic has
+        topics.append((topic_id, [(p, ErrorCode.unknown_topic_id.value, -1, -1, -1, None, -1, [], 0)
+                                  for p in partitions]))
     return EncodedBody(encode_fetch_response(ctx.api_version, 0, 0, session.session_id, topics))
+
+
+def _topic_id(broker: Broker, name: str, ids: dict[str, uuid.UUID]) -> uuid.UUID:
+    """The id a v13+ answer names a topic by: the request's, else the image's (a session partition the
+    request did not name), else zero (the topic is gone: its partitions carry the error)."""
+    known = ids.get(name)
+    if known is not None:
+        return known
+    topic = broker.metadata.topics.get(name)
+    return topic.topic_id if topic is not None else _NO_ID
+
+
+def _resolve_ids(broker: Broker, request: Any) -> tuple[dict[uuid.UUID, str], list[tuple[uuid.UUID, list[int]]]]:
+    """v13+: topic id -> name for the ids the image knows, and the unknown ids with their partitions."""
+    image = broker.metadata
+    names: dict[uuid.UUID, str] = {}
+    unknown: list[tuple[uuid.UUID, list[int]]] = []
+    for t in request.topics:
+        topic_id = t.topic_id or _NO_ID
+        found = image.topic_by_id(topic_id) if topic_id != _NO_ID else None
+        if found is None:
+            unknown.append((topic_id, [int(p.partition) for p in t.partitions]))
+        else:
+            names[topic_id] = found.name
+    for f in getattr(request, "forgotten_topics_data", ()):
+        topic_id = f.topic_id or _NO_ID
+        found = image.topic_by_id(topic_id) if topic_id != _NO_ID else None
+        if found is not None:
+            names[topic_id] = found.name
+    return names, unknown
 
 
 def _sessions(broker: Broker) -> FetchSessionCache:
@@ -140,16 +190,30 @@ def _sessions(broker: Broker) -> FetchSessionCache:
 
 async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    requested = [((t.topic, int(p.partition)), int(p.fetch_offset), int(p.partition_max_bytes))
-                 for t in request.topics for p in t.partitions]
+    by_id = ctx.api_version >= TOPIC_IDS_VERSION
+    ids: dict[str, uuid.UUID] | None = None
+    unknown_ids: list[tuple[uuid.UUID, list[int]]] = []
+    if by_id:
+        names, unknown_ids = _resolve_ids(broker, request)
+        ids = {name: topic_id for topic_id, name in names.items()}
+
+        def topic_of(t: Any) -> str | None:
+            return names.get(t.topic_id or _NO_ID)
+    else:
+        def topic_of(t: Any) -> str | None:
+            return t.topic  # type: ignore[no-any-return]
+    known = [(name, t) for t in request.topics if (name := topic_of(t)) is not None]
+    requested = [((name, int(p.partition)), int(p.fetch_offset), int(p.partition_max_bytes))
+                 for name, t in known for p in t.partitions]
     # current_leader_epoch (v9+, KIP-320): checked for the partitions this request names; a session's
     # other partitions are read unchecked (kaflite's sessions do not keep it)
     epochs = None
     if ctx.api_version >= 9:
-        epochs = {(t.topic, int(p.partition)): int(p.current_leader_epoch) for t in request.topics
+        epochs = {(name, int(p.partition)): int(p.current_leader_epoch) for name, t in known
                   for p in t.partitions if p.current_leader_epoch >= 0} or None
     if ctx.api_version >= 7:
-        forgotten = [(f.topic, int(p)) for f in getattr(request, "forgotten_topics_data", ()) for p in f.partitions]
+        forgotten = [(name, int(p)) for f in getattr(request, "forgotten_topics_data", ())
+                     if (name := topic_of(f)) is not None for p in f.partitions]
         session = _sessions(broker).context(int(request.session_id), int(request.session_epoch), requested, forgotten)
     else:  # no sessions before v7: every fetch is full
         session = FetchSessionCache(0).context(0, -1, requested)
@@ -164,11 +228,11 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
                        if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t))
     while True:
         results, total, any_error = read_partitions(broker, int(request.max_bytes), session.targets, epochs,
-                                                    read_committed, denied)
+                                                    read_committed, denied, zstd_ok=ctx.api_version >= ZSTD_VERSION)
         remaining = deadline - broker.now_ms()
-        if total >= request.min_bytes or any_error or remaining <= 0 or not keys:
-            return _response(ctx, request, results, session)
+        if total >= request.min_bytes or any_error or unknown_ids or remaining <= 0 or not keys:
+            return _response(ctx, request, results, session, ids, unknown_ids)
         await broker.purgatory.wait(keys, remaining)
 
 
-APIS: ApiTable = {API_KEY: (4, 12, handle_fetch)}
+APIS: ApiTable = {API_KEY: (4, 17, handle_fetch)}

@@ -1,4 +1,4 @@
-"""InitProducerId (key 22), v0-4: producer ids for idempotent producers.
+"""InitProducerId (key 22), v0-5: producer ids for idempotent producers (v5, KIP-890, changes nothing here).
 
 Rules: a non-transactional producer gets a fresh producer id with epoch 0 (also when it asks to bump its
 epoch, v3+, which Kafka allows to answer with a new id); a transactional id is refused with
@@ -37,4 +37,4 @@ async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-APIS: ApiTable = {API_KEY: (0, 4, handle_init_producer_id)}
+APIS: ApiTable = {API_KEY: (0, 5, handle_init_producer_id)}

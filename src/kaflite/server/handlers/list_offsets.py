@@ -1,9 +1,13 @@
-"""ListOffsets (key 2), v1-7: offsets by special timestamp or by time.
+"""ListOffsets (key 2), v1-9: offsets by special timestamp or by time.
 
 Rules (Kafka's `Partition.fetchOffsetForTimestamp`):
 - -2 (EARLIEST) answers the log start offset, -1 (LATEST) the high watermark (the last stable offset for
   read_committed, the same here: no transactions), both with timestamp -1;
 - -3 (MAX_TIMESTAMP, v7) answers the first record carrying the largest timestamp, or -1/-1 when empty;
+- -4 (EARLIEST_LOCAL, v8, KIP-405) answers what -2 does: without tiered storage the local log starts at
+  the log start offset (Kafka's UnifiedLog with remote storage disabled);
+- -5 (LATEST_TIERED, v9, KIP-1005) answers offset -1 with timestamp -1 and epoch -1: nothing is tiered
+  (Kafka's answer when remote storage is disabled);
 - a timestamp >= 0 answers the first offset whose timestamp is >= it, or -1/-1 when none is;
 - leader epoch (v4+): the partition's current leader epoch for LATEST, else the epoch the found record was
   written in (the leader-epoch cache); -1 when no offset is found;
@@ -23,7 +27,7 @@ from kaflite.server.handlers.partitions import per_partition
 from kaflite.server.replica import Partition
 
 API_KEY = 2
-EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 _ZERO = datetime.timedelta(0)
 
 
@@ -31,7 +35,9 @@ def lookup_offset(part: Partition, timestamp: int, read_committed: bool = False)
     """(offset, timestamp, leader epoch) answered for one partition; (-1, -1, -1) when there is none."""
     log = part.log
     assert log is not None  # get_partition checked it
-    if timestamp == EARLIEST:
+    if timestamp == LATEST_TIERED:
+        return -1, -1, -1
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
         offset = log.log_start_offset
         return offset, -1, part.epoch_for_offset(offset)
     if timestamp == LATEST:  # Kafka's lastFetchableOffset
@@ -48,7 +54,7 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
     read_committed = getattr(request, "isolation_level", 0) == 1
 
     def answer(topic: str, p: Any) -> Any:
-        if p.timestamp < MAX_TIMESTAMP:
+        if p.timestamp < LATEST_TIERED:
             raise KafkaError(ErrorCode.invalid_request, f"bad timestamp {p.timestamp}")
         part = replicas.get_partition(topic, p.partition_index,
                                       current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)))
@@ -65,4 +71,4 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
     return build(R.ListOffsetsResponse, throttle_time=_ZERO, topics=topics)
 
 
-APIS: ApiTable = {API_KEY: (1, 7, handle_list_offsets)}
+APIS: ApiTable = {API_KEY: (1, 9, handle_list_offsets)}

@@ -1,7 +1,10 @@
-"""Metadata (key 3), v1-12: brokers, controller, cluster id, topics with their partitions.
+"""Metadata (key 3), v0-12: brokers, controller, cluster id, topics with their partitions.
 
 Rules (Kafka's `KafkaApis.handleTopicMetadataRequest`):
-- `topics` null means every topic; an empty list means none (v1+);
+- `topics` null means every topic; an empty list means none (v1+), and every topic in v0 (where the list
+  cannot be null);
+- a requested topic with a non-zero `topic_id` (v10+) is looked up by id, whatever its name says (the 3.8
+  admin client sends `{topic_id, name: ""}`): an unknown id is UNKNOWN_TOPIC_ID with that id;
 - a requested topic that does not exist is auto-created with `num.partitions` when the request allows it
   (`allow_auto_topic_creation`, v4+; always allowed below) and `auto.create.topics.enable` is true;
   otherwise it is answered with UNKNOWN_TOPIC_OR_PARTITION; an illegal name gets INVALID_TOPIC_EXCEPTION;
@@ -179,20 +182,20 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     allow_auto = bool(getattr(request, "allow_auto_topic_creation", True)) if version >= 4 else True
     cache = _cache(broker)
     topics: list[bytes] = []
-    if request.topics is None:
+    if request.topics is None or (version == 0 and not request.topics):
         image = broker.metadata
         topics = cache.every_topic(R, image, version, ops)
     else:
         for req in request.topics:
             name = req.name
-            if name is None:
-                topic_id = getattr(req, "topic_id", None)
+            topic_id = getattr(req, "topic_id", None) or _NO_ID
+            if name is None or topic_id != _NO_ID:  # by id (Kafka: any non-zero id wins over the name)
                 image = broker.metadata
-                found = image.topic_by_id(topic_id) if topic_id is not None else None
+                found = image.topic_by_id(topic_id) if topic_id != _NO_ID else None
                 if found is None:
                     # the name is nullable only from v12 on
                     name_out = None if version >= 12 else ""
-                    err = _error_topic(R, name_out, ErrorCode.unknown_topic_id, topic_id or _NO_ID)
+                    err = _error_topic(R, name_out, ErrorCode.unknown_topic_id, topic_id)
                     topics.append(encode_body(err))
                 else:
                     topics.append(cache.topic(R, image, found, version, ops))
@@ -216,4 +219,4 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-APIS: ApiTable = {API_KEY: (1, 12, handle_metadata)}
+APIS: ApiTable = {API_KEY: (0, 12, handle_metadata)}

@@ -13,7 +13,12 @@ Rules (Kafka's `ReplicaManager.appendRecords`):
   pass the batch; with a single in-sync replica it already has when the append returns (after the fsync
   when flush-before-ack is configured), so nothing waits; a partition whose ISR is smaller than its
   `min.insync.replicas` refuses acks=-1 with NOT_ENOUGH_REPLICAS, unwritten (`Partition`);
-- clients cannot write to internal topics (`__consumer_offsets`): INVALID_TOPIC_EXCEPTION.
+- a batch refused for some of its records (a keyless record in a compacted topic, a timestamp out of
+  range) answers the partition's error, its message, and (v8+, KIP-467) `record_errors`: the index in the
+  batch and the reason of each refused record, so the client fails those and the rest as collateral;
+- clients cannot write to internal topics (`__consumer_offsets`): INVALID_TOPIC_EXCEPTION;
+- a zstd batch in Produce below v7 is UNSUPPORTED_COMPRESSION_TYPE for its partition, unwritten (zstd came
+  with v7, KIP-110; Kafka's `ProduceRequest.validateRecords`).
 """
 
 from __future__ import annotations
@@ -21,8 +26,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kaflite.protocol.compression import CODECS
 from kaflite.protocol.encoders import ProducePartitionData, encode_produce_response
-from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.protocol.errors import ErrorCode, KafkaError, RecordValidationError
+from kaflite.protocol.record_batch import iter_batches
 from kaflite.server.authorizer import AclOperation, ResourceType
 from kaflite.server.context import RequestContext
 from kaflite.server.dispatcher import CloseConnection
@@ -31,6 +38,8 @@ from kaflite.server.handlers.partitions import per_partition
 from kaflite.server.replica import Partition
 
 API_KEY = 0
+ZSTD_VERSION = 7  # the first Produce version allowed to carry zstd batches (KIP-110)
+_ZSTD = CODECS["zstd"]
 PartitionAnswer = ProducePartitionData
 log = logging.getLogger("kaflite.server")
 # Refusals caused by what the client sent (logged once per request, as Kafka logs failed appends).
@@ -53,6 +62,7 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     bad_acks = acks not in (0, 1, -1)
     transactional = request.transactional_id is not None
+    zstd_refused = ctx.api_version < ZSTD_VERSION
     failed: list[str] = []
     bad_data: list[str] = []
     topics: list[tuple[str, list[PartitionAnswer]]] = []
@@ -66,11 +76,17 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
             raise KafkaError(ErrorCode.invalid_required_acks)
         if transactional:
             raise KafkaError(ErrorCode.transactional_id_authorization_failed, "kaflite does not support transactions")
-        part, result = replicas.append_records(topic, pdata.index, pdata.records, acks)
+        if zstd_refused and pdata.records and any(b.compression == _ZSTD for b in iter_batches(pdata.records)):
+            raise KafkaError(ErrorCode.unsupported_compression_type,
+                             f"Produce v{ctx.api_version} cannot carry zstd batches (v{ZSTD_VERSION}+ can)")
+        try:
+            part, result = replicas.append_records(topic, pdata.index, pdata.records, acks)
+        except RecordValidationError as e:  # KIP-467: which records, and why (v8+ answers carry them)
+            return refused(topic, pdata, e.code, e.message, e.record_errors)
         if metrics is not None:
             metrics.produced(topic, 0 if result.duplicate else result.last_offset - result.base_offset + 1,
                              len(pdata.records))
-        answer = (pdata.index, 0, result.base_offset, result.log_append_time, result.log_start_offset, None)
+        answer = (pdata.index, 0, result.base_offset, result.log_append_time, result.log_start_offset, None, ())
         if acks == -1 and not part.commits_on_append:
             done, code = part.check_enough_replicas_reach_offset(result.last_offset + 1)
             if not done:
@@ -79,13 +95,14 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
                 answer = (pdata.index, code.value, *answer[2:])
         return answer
 
-    def refused(topic: str, pdata: Any, code: ErrorCode, message: str | None) -> PartitionAnswer:
+    def refused(topic: str, pdata: Any, code: ErrorCode, message: str | None,
+                record_errors: tuple[tuple[int, str | None], ...] = ()) -> PartitionAnswer:
         if metrics is not None:
             metrics.produce_failed(topic)
         failed.append(f"{topic}-{pdata.index}: {code.name}")
         if code in BAD_DATA:
             bad_data.append(f"{topic}-{pdata.index}: {code.name.upper()} {message or ''}".rstrip())
-        return (pdata.index, code.value, -1, -1, -1, message)
+        return (pdata.index, code.value, -1, -1, -1, message, record_errors)
 
     for topic_data in request.topic_data:
         topics.extend(per_partition((topic_data,), append, refused, partitions="partition_data"))
