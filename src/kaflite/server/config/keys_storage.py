@@ -6,6 +6,8 @@ into `BROKER_CONFIGS`, as Kafka assembles KafkaConfig from the ConfigDefs of its
 
 from __future__ import annotations
 
+import re
+
 from kaflite.server.config.definitions import (
     _CLEANUP,
     _COMPRESSION,
@@ -14,12 +16,19 @@ from kaflite.server.config.definitions import (
     AtLeast,
     Between,
     ConfigKey,
+    Custom,
     ListOf,
     OneOf,
     _k,
 )
 
 __all__ = ["KEYS", "NOT_READ"]
+
+# Kafka's MetadataVersionValidator accepts a release ("2.8", "0.10.2", "3.0-IV1"); kaflite checks the shape
+FORMAT_VERSION_SHAPE = re.compile(r"\d+\.\d+(\.\d+)?(-IV\d+)?")
+_FORMAT_VERSION = Custom(lambda v: bool(FORMAT_VERSION_SHAPE.fullmatch(str(v))),
+                         "a Kafka release such as 2.8, 0.10.2 or 3.0-IV1")
+_GZIP_LEVEL = Custom(lambda v: v == -1 or 1 <= v <= 9, "-1, or an integer between 1 and 9")
 
 KEYS: list[ConfigKey] = [
     _k(
@@ -217,6 +226,61 @@ KEYS: list[ConfigKey] = [
         LONG_MAX,
         "How far in the future a CreateTime timestamp may be.",
         AtLeast(0),
+    ),
+    _k(
+        "log.message.format.version",
+        "string",
+        "3.0-IV1",
+        "Record format of the logs (deprecated in Kafka 3.0: ignored for magic-2 batches).",
+        _FORMAT_VERSION,
+        applies=False,
+        differs="Kafka 3.x ignores it once inter.broker.protocol.version is 3.0 or newer, which kaflite "
+        "always is: every batch is written in magic 2 whatever it says.",
+    ),
+    _k(
+        "log.local.retention.ms",
+        "long",
+        -2,
+        "Tiered storage: how long segments stay local (-2: log.retention.ms).",
+        AtLeast(-2),
+        applies=False,
+        differs="kaflite has no tiered storage: every segment is local and log.retention.ms decides.",
+    ),
+    _k(
+        "log.local.retention.bytes",
+        "long",
+        -2,
+        "Tiered storage: how many bytes stay local (-2: log.retention.bytes).",
+        AtLeast(-2),
+        applies=False,
+        differs="kaflite has no tiered storage: every segment is local and log.retention.bytes decides.",
+    ),
+    _k(
+        "compression.gzip.level",
+        "int",
+        -1,
+        "gzip level of batches the broker compresses (KIP-390); -1 is the codec's default.",
+        _GZIP_LEVEL,
+        applies=False,
+        differs="kaflite recompresses with each codec's default level.",
+    ),
+    _k(
+        "compression.lz4.level",
+        "int",
+        9,
+        "lz4 level of batches the broker compresses (KIP-390).",
+        Between(1, 17),
+        applies=False,
+        differs="kaflite recompresses with each codec's default level.",
+    ),
+    _k(
+        "compression.zstd.level",
+        "int",
+        3,
+        "zstd level of batches the broker compresses (KIP-390).",
+        Between(-131072, 22),
+        applies=False,
+        differs="kaflite recompresses with each codec's default level.",
     ),
     _k(
         "log.message.downconversion.enable",

@@ -24,6 +24,7 @@ from kaflite.server.config.definitions import (
     _bad_value,
     _parse_typed,
 )
+from kaflite.server.config.keys_storage import _FORMAT_VERSION, _GZIP_LEVEL
 from kaflite.storage.config import TOPIC_CONFIG_SYNONYMS
 
 __all__ = ["TOPIC_CONFIGS", "TopicConfigKey", "validate_topic_config", "validate_topic_configs"]
@@ -105,6 +106,42 @@ TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
             "message.downconversion.enable",
             "boolean",
             "Down-convert for old fetch versions.",
+        ),
+        _t(
+            "message.format.version",
+            "string",
+            "Record format (deprecated in Kafka 3.0; accepted, ignored: every batch is magic 2).",
+            _FORMAT_VERSION,
+        ),
+        _t(
+            "local.retention.ms",
+            "long",
+            "Tiered storage's local retention (accepted, no effect: kaflite has no tiered storage).",
+            AtLeast(-2),
+        ),
+        _t(
+            "local.retention.bytes",
+            "long",
+            "Tiered storage's local retention (accepted, no effect: kaflite has no tiered storage).",
+            AtLeast(-2),
+        ),
+        _t(
+            "compression.gzip.level",
+            "int",
+            "gzip level for broker-side compression (accepted, no effect: the codec's default is used).",
+            _GZIP_LEVEL,
+        ),
+        _t(
+            "compression.lz4.level",
+            "int",
+            "lz4 level for broker-side compression (accepted, no effect: the codec's default is used).",
+            Between(1, 17),
+        ),
+        _t(
+            "compression.zstd.level",
+            "int",
+            "zstd level for broker-side compression (accepted, no effect: the codec's default is used).",
+            Between(-131072, 22),
         ),
         _t(
             "message.timestamp.type",
