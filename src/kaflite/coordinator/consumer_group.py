@@ -68,6 +68,7 @@ class ConsumerMember:
     client_host: str
     rebalance_timeout_ms: int
     subscribed: tuple[str, ...] = ()
+    rack_id: str | None = None  # the client's client.rack (ConsumerGroupDescribe shows it)
     member_epoch: int = 0
     previous_epoch: int = -1
     state: str = STABLE
@@ -156,7 +157,7 @@ class ConsumerGroupManager:
                 return fail(ErrorCode.group_max_size_reached, f"The consumer group has reached its maximum "
                                                                f"capacity of {self.max_size} members.")
             member = ConsumerMember(member_id, req.instance_id, req.client_id, req.client_host,
-                                    req.rebalance_timeout_ms, tuple(req.subscribed_topics))
+                                    req.rebalance_timeout_ms, tuple(req.subscribed_topics), req.rack_id)
             group.members[member_id] = member
             if req.server_assignor:
                 group.assignor = req.server_assignor
@@ -177,6 +178,8 @@ class ConsumerGroupManager:
                 group.group_epoch += 1
             if req.rebalance_timeout_ms >= 0:
                 member.rebalance_timeout_ms = req.rebalance_timeout_ms
+            if req.rack_id is not None:  # null: unchanged (as every field of a later heartbeat)
+                member.rack_id = req.rack_id
         counts = {t: topics[t] for mb in group.members.values() for t in mb.subscribed if t in topics}
         if counts != group.topic_snapshot and group.assignment_epoch == group.group_epoch:
             group.group_epoch += 1  # a subscribed topic appeared, vanished or grew

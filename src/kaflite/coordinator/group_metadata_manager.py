@@ -626,9 +626,11 @@ class GroupMetadataManager:
 
     def list_groups(self, states: Iterable[str] = ()) -> list[m.ListedGroup]:
         wanted = {s.lower() for s in states}
+        # one group per id (Kafka's groups map): a consumer group wins over a classic group of the same id
         listed = [m.ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
                   for g in self.groups.values()
-                  if not g.is_in(GroupState.DEAD) and (not wanted or g.state.value.lower() in wanted)]
+                  if not g.is_in(GroupState.DEAD) and g.group_id not in self.consumer.groups
+                  and (not wanted or g.state.value.lower() in wanted)]
         listed += [m.ListedGroup(g.group_id, "consumer", g.state, "consumer") for g in self.consumer.groups.values()
                    if not wanted or g.state.lower() in wanted]
         return listed
@@ -638,6 +640,13 @@ class GroupMetadataManager:
         """Validate DeleteGroups for one group (None: it may go; its tombstones are the shard's to write)."""
         if not self.ctx.active:
             return ErrorCode.coordinator_not_available
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:  # Kafka's ConsumerGroup.validateDeleteGroup: only an empty one goes
+            if consumer_group.members:
+                return ErrorCode.non_empty_group
+            del self.consumer.groups[group_id]
+            self.groups.pop(group_id, None)  # a classic group of the same id (offsets replayed before it)
+            return None
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.group_id_not_found

@@ -57,7 +57,8 @@ class OffsetMetadataManager:
                 del self.offsets[key.group]
             return
         offsets[(key.topic, key.partition)] = value
-        self.group_manager.simple_group(key.group, value.commit_timestamp)
+        if key.group not in self.consumer.groups:  # a KIP-848 group's offsets need no classic group (one per id)
+            self.group_manager.simple_group(key.group, value.commit_timestamp)
 
     def delete_all(self, group_id: str) -> None:
         """Tombstones for every offset of a group being deleted."""

@@ -480,7 +480,7 @@ async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> A
                                 members=()))
             continue
         members = tuple(
-            build(R.Member, member_id=mb.member_id, instance_id=mb.instance_id, rack_id=None,
+            build(R.Member, member_id=mb.member_id, instance_id=mb.instance_id, rack_id=mb.rack_id,
                   member_epoch=mb.member_epoch, client_id=mb.client_id, client_host=mb.client_host,
                   subscribed_topic_names=tuple(mb.subscribed), subscribed_topic_regex=None,
                   assignment=assignment(mb.assigned), target_assignment=assignment(cg.target.get(mb.member_id, {})),
