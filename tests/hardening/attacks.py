@@ -21,6 +21,17 @@ def fetch_v4_frame(topic: str, partition: int = 0, offset: int = 0, max_bytes: i
     return struct.pack(">i", len(body)) + body
 
 
+def fetch_many_v4_frame(topic: str, partitions: int, max_bytes: int = 57_671_680, corr: int = 1) -> bytes:
+    """A Fetch v4 request for every partition of a topic from offset 0 (32 KiB per partition)."""
+    name = topic.encode()
+    body = struct.pack(">hhih", 1, 4, corr, 6) + b"attack"
+    body += struct.pack(">iiiib", -1, 500, 1, max_bytes, 0)
+    body += struct.pack(">ih", 1, len(name)) + name + struct.pack(">i", partitions)
+    for p in range(partitions):
+        body += struct.pack(">iqi", p, 0, 32 * 1024)
+    return struct.pack(">i", len(body)) + body
+
+
 def non_readers(port: int, topic: str, n: int, rcvbuf: int = 65536) -> list[socket.socket]:
     """n connections that each send one Fetch for the whole partition and never read the answer."""
     socks = []

@@ -252,32 +252,37 @@ class KafkaConnection(asyncio.Protocol):
             await self._send(out)
 
     async def _send(self, out: list[bytes | memoryview]) -> None:
-        """Write one response in order: buffers as they are, FileSlices read in SEND_CHUNK pieces, each
-        written only when the socket's write buffer is below its high-water mark."""
+        """Write one response in order. FileSlices are read from the file in pieces of at most SEND_CHUNK,
+        and what is gathered is written every SEND_CHUNK bytes, each time only when the socket's write
+        buffer is below its high-water mark: however many partitions a fetch names, the bytes of its
+        answer in memory stay under the high-water mark plus one chunk."""
         transport = self.transport
         assert transport is not None
         pending: list[bytes | memoryview] = []
+        gathered = 0
         try:
             for part in out:
                 if not isinstance(part, FileSlice):
                     pending.append(part)
-                    continue
-                if pending:
-                    transport.writelines(pending)
-                    pending = []
-                pos, size = 0, len(part)
-                while pos < size:
-                    if self._writable is not None and not self._writable.done():
-                        await self._writable
-                    if self._closed:
-                        return
-                    chunk = part.read(pos, SEND_CHUNK)
-                    if not chunk:  # the segment was truncated under the answer: its size prefix would lie
-                        self.abort(f"stored data changed while being sent ({part})", quiet=True)
-                        return
-                    transport.write(chunk)
-                    pos += len(chunk)
-                part.close()
+                    gathered += len(part)
+                else:
+                    pos, size = 0, len(part)
+                    while pos < size:
+                        chunk = part.read(pos, SEND_CHUNK - gathered if gathered < SEND_CHUNK else SEND_CHUNK)
+                        if not chunk:  # the segment went or shrank under the answer: its size prefix would lie
+                            self.abort(f"stored data changed while being sent ({part})", quiet=True)
+                            return
+                        pending.append(chunk)
+                        gathered += len(chunk)
+                        pos += len(chunk)
+                        if gathered >= SEND_CHUNK:
+                            transport.writelines(pending)
+                            pending, gathered = [], 0
+                            if self._writable is not None and not self._writable.done():
+                                await self._writable
+                            if self._closed:
+                                return
+                    part.close()
             if pending:
                 transport.writelines(pending)
             if self._writable is not None and not self._writable.done():
