@@ -118,6 +118,5 @@ KEYS: list[ConfigKey] = [
 # Keys validated but not read (yet), and why (marked applies=False; tests/config/test_keys_read.py).
 NOT_READ: dict[str, str] = {
     "offsets.topic.replication.factor": "one broker: every partition has one replica",
-    "offsets.commit.timeout.ms": "a commit is appended locally; there are no replicas to wait for",
     "offsets.load.buffer.size": "the offsets topic is replayed segment by segment",
 }
