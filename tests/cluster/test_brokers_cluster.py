@@ -5,6 +5,7 @@ clients see it."""
 
 from __future__ import annotations
 
+import datetime
 import time
 import uuid
 from collections.abc import Callable
@@ -357,5 +358,57 @@ def test_sigterm_moves_leadership_first(brokers: BrokerProcesses, zk_connect: st
         assert "controlled shutdown: leadership moved off broker 1" in log
         logs = log + brokers.log(2) + brokers.log(3)
         assert "controlled shutdown of broker 1: 0 partition(s) left led there" in logs
+    finally:
+        zk.close()
+
+
+def test_frozen_leader_resumes_as_follower(brokers: BrokerProcesses, zk_connect: str) -> None:
+    import os
+    import signal
+
+    from kio.schema.errors import ErrorCode
+    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+    from kaflite.cluster.admin import ZkAdmin
+    from kaflite.protocol.record_batch import build_record_batch
+    from server.kwire import WireClient
+
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        _three(brokers, zk)
+        ZkAdmin(zk).create_topic("f", -1, -1, {}, assignment=[[1, 2]])
+        _wait(
+            "f led by 1",
+            lambda: (s := zk.get_partition_states([("f", 0)])[("f", 0)]) is not None and s.leader == 1,
+        )
+        proc = brokers.procs[1]
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            _wait(
+                "2 leads f-0",
+                lambda: (s := zk.get_partition_states([("f", 0)])[("f", 0)]) and s.leader == 2,
+                timeout=20,
+            )
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        _wait("1 registered again", lambda: 1 in zk.get_broker_ids(), timeout=20)
+        produce = ProduceRequest(
+            transactional_id=None,
+            acks=1,
+            timeout=datetime.timedelta(seconds=5),
+            topic_data=(TopicProduceData(name="f", partition_data=(
+                PartitionProduceData(index=0, records=build_record_batch([(None, b"x", [])])),)),),
+        )  # fmt: skip
+
+        def refused() -> bool:
+            with WireClient(brokers.bootstrap(1)) as c:
+                r = c.request(produce).responses[0].partition_responses[0]
+                return r.error_code == ErrorCode.not_leader_or_follower
+
+        # the resumed broker learns it no longer leads and refuses writes (clients go to broker 2)
+        _wait("broker 1 refuses f-0", refused, timeout=20)
+        s = zk.get_partition_states([("f", 0)])[("f", 0)]
+        assert s is not None and s.leader == 2 and s.leader_epoch == 1
     finally:
         zk.close()
