@@ -46,7 +46,10 @@ def test_find_coordinator_single_and_batched(broker) -> None:  # noqa: ANN001
         assert [(x.key, x.error_code, x.port) for x in r6.coordinators] == \
             [("a", ErrorCode.none, int(port)), ("b", ErrorCode.none, int(port)), ("test", ErrorCode.none, int(port))]
         txn = c.request(V6(key_type=i8(1), coordinator_keys=("tx",)))
-        assert txn.coordinators[0].error_code == ErrorCode.coordinator_not_available  # no transactions
+        # the transaction coordinator: the leader of the id's __transaction_state partition (this broker)
+        assert (txn.coordinators[0].error_code, txn.coordinators[0].port) == (ErrorCode.none, int(port))
+        bad = c.request(V6(key_type=i8(2), coordinator_keys=("x",)))
+        assert bad.coordinators[0].error_code == ErrorCode.invalid_request
 
 
 def test_offsets_of_several_groups_list_describe_delete(broker, topic_factory) -> None:  # noqa: ANN001

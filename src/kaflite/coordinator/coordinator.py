@@ -159,6 +159,12 @@ class GroupCoordinator:
     def handle_offset_commit(self, req: m.OffsetCommitRequest, now_ms: int) -> CoordinatorResult:
         return self._step(now_ms, lambda: self.offset_manager.commit(req))
 
+    def handle_transactional_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], tuple[int, int, str]],
+                                     now_ms: int) -> CoordinatorResult:
+        """A committed transaction's offsets (its COMMIT marker reached this partition): written as ordinary
+        offset commits, without member checks (TxnOffsetCommit made them)."""
+        return self._step(now_ms, lambda: self.offset_manager.commit_transactional(group_id, offsets))
+
     def handle_offset_fetch(self, req: m.OffsetFetchRequest, now_ms: int) -> CoordinatorResult:
         return self._step(now_ms, lambda: self.offset_manager.fetch(req))
 

@@ -18,7 +18,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from kaflite.protocol.consumer_protocol import subscription_topics
 from kaflite.protocol.errors import ErrorCode
@@ -103,6 +103,12 @@ class OffsetMetadataManager:
                 answers.append((p.partition, ErrorCode.none))
             topics.append((topic, tuple(answers)))
         return m.OffsetCommitResponse(tuple(topics))
+
+    def commit_transactional(self, group_id: str, offsets: Mapping[tuple[str, int], tuple[int, int, str]]) -> None:
+        """Materialise a committed transaction's offsets: (topic, partition) -> (offset, leader epoch, metadata)."""
+        for (topic, partition), (offset, leader_epoch, metadata) in sorted(offsets.items()):
+            self.ctx.append(OffsetCommitKey(group_id, topic, partition),
+                            OffsetCommitValue(offset, metadata, self.ctx.now, leader_epoch, -1))
 
     def fetch(self, req: m.OffsetFetchRequest) -> m.OffsetFetchResponse:
         if not self.ctx.active:

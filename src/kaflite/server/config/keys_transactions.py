@@ -47,6 +47,27 @@ KEYS: list[ConfigKey] = [
         differs="Kafka's built-in default is 3; kaflite is one broker.",
     ),
     _k(
+        "transaction.state.log.segment.bytes",
+        "int",
+        104857600,
+        "segment.bytes of __transaction_state.",
+        AtLeast(1),
+    ),
+    _k(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "int",
+        10000,
+        "How often the transaction coordinator aborts transactions older than their timeout.",
+        AtLeast(1),
+    ),
+    _k(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        "int",
+        3600000,
+        "How often the transaction coordinator removes transactional ids idle past their expiration.",
+        AtLeast(1),
+    ),
+    _k(
         "transaction.state.log.min.isr",
         "int",
         1,
@@ -57,10 +78,4 @@ KEYS: list[ConfigKey] = [
 ]
 
 # Keys validated but not read (yet), and why (marked applies=False; tests/config/test_keys_read.py).
-NOT_READ: dict[str, str] = {
-    "transactional.id.expiration.ms": "no transactions",
-    "transaction.max.timeout.ms": "no transactions",
-    "transaction.state.log.num.partitions": "no transactions",
-    "transaction.state.log.replication.factor": "no transactions",
-    "transaction.state.log.min.isr": "no transactions",
-}
+NOT_READ: dict[str, str] = {}

@@ -54,6 +54,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "kaflite.server.handlers.alter_partition",
     "kaflite.server.handlers.groups",
     "kaflite.server.handlers.offsets",
+    "kaflite.server.handlers.transactions",
 )
 
 

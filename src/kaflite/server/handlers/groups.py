@@ -289,11 +289,19 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
     image = broker.metadata
 
     def answer(key: str, key_type: int) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
-        if key_type != 0:
-            # transactions are not implemented: no transaction coordinator to point to
-            return ErrorCode.coordinator_not_available, "kaflite has no transaction coordinator", (-1, "", -1)
-        # the coordinator is the leader of the group's __consumer_offsets partition (single node: this one)
-        reg = image.partition(OFFSETS_TOPIC, svc.partition_for(key))
+        if key_type == 1:  # TRANSACTION: the leader of the id's __transaction_state partition
+            from kaflite.server.handlers.transactions import TRANSACTION_STATE_TOPIC, TransactionService
+
+            try:
+                txn = TransactionService.of(broker)
+            except KafkaError as e:
+                return ErrorCode.coordinator_not_available, str(e), (-1, "", -1)
+            reg = image.partition(TRANSACTION_STATE_TOPIC, txn.partition_for(key))
+        elif key_type != 0:
+            return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}", (-1, "", -1)
+        else:
+            # the coordinator is the leader of the group's __consumer_offsets partition (single node: this one)
+            reg = image.partition(OFFSETS_TOPIC, svc.partition_for(key))
         if reg is None or reg.leader == broker.node_id:
             return ErrorCode.none, None, node
         leader = image.brokers.get(reg.leader)

@@ -1,8 +1,8 @@
 """InitProducerId (key 22), v0-5: producer ids for idempotent producers (v5, KIP-890, changes nothing here).
 
 Rules: a non-transactional producer gets a fresh producer id with epoch 0 (also when it asks to bump its
-epoch, v3+, which Kafka allows to answer with a new id); a transactional id is refused with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED because kaflite has no transaction coordinator.
+epoch, v3+, which Kafka allows to answer with a new id); a transactional id goes to the transaction
+coordinator (handlers/transactions.py: a stable producer id per transactional id, epoch bumps, fencing).
 """
 
 from __future__ import annotations
@@ -21,13 +21,9 @@ _ZERO = datetime.timedelta(0)
 async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
     if request.transactional_id is not None:
-        return build(
-            R.InitProducerIdResponse,
-            throttle_time=_ZERO,
-            error_code=ErrorCode.transactional_id_authorization_failed,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
+        from kaflite.server.handlers.transactions import init_transactional_producer_id
+
+        return await init_transactional_producer_id(ctx, request)
     return build(
         R.InitProducerIdResponse,
         throttle_time=_ZERO,

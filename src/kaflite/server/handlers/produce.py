@@ -35,6 +35,7 @@ from kaflite.server.context import RequestContext
 from kaflite.server.dispatcher import CloseConnection
 from kaflite.server.handlers import ApiTable, EncodedBody
 from kaflite.server.handlers.partitions import per_partition
+from kaflite.server.handlers.transactions import verify_produce
 from kaflite.server.replica import Partition
 
 API_KEY = 0
@@ -74,8 +75,8 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
         ctx.require(AclOperation.WRITE, ResourceType.TOPIC, topic)
         if bad_acks:
             raise KafkaError(ErrorCode.invalid_required_acks)
-        if transactional:
-            raise KafkaError(ErrorCode.transactional_id_authorization_failed, "kaflite does not support transactions")
+        if transactional:  # the partition must be part of the producer's ongoing transaction
+            verify_produce(broker, request.transactional_id, topic, pdata.index, pdata.records)
         if zstd_refused and pdata.records and any(b.compression == _ZSTD for b in iter_batches(pdata.records)):
             raise KafkaError(ErrorCode.unsupported_compression_type,
                              f"Produce v{ctx.api_version} cannot carry zstd batches (v{ZSTD_VERSION}+ can)")

@@ -1,0 +1,684 @@
+"""Transaction APIs over the wire and `TransactionService`, the shell that runs the pure transaction
+coordinator shards (kaflite.coordinator.transaction) on the coordinator runtime over `__transaction_state`.
+
+APIs: InitProducerId with a transactional id (from init_producer_id.py), AddPartitionsToTxn (v0-v4, v4
+batched / verify-only), AddOffsetsToTxn, EndTxn, WriteTxnMarkers, TxnOffsetCommit, DescribeTransactions,
+ListTransactions, DescribeProducers; the FindCoordinator key type 1 (groups.py), the produce check
+(`verify_produce`) and OffsetFetch's require_stable (`pending_offsets`) call into the service.
+
+Rules of the shell:
+- one TransactionService per broker (`broker.extensions["transaction_coordinator"]`), created at start-up
+  when `__transaction_state` exists, else on the first transactional request: it creates the compacted
+  topic (transaction.state.log.num.partitions, .replication.factor, .min.isr, .segment.bytes) and loads a
+  shard per partition this broker leads; leadership changes load / unload shards;
+- a request runs as a step on the shard of `partition_for(transactional.id)`; its `__transaction_state`
+  records are appended as one batch and the answer leaves once they are committed (the runtime's rule);
+- markers: when a step moves a transaction to PrepareCommit / PrepareAbort, its answer carries the markers
+  to write; the service writes them to each partition's leader (`write_markers`: on this node a direct
+  append through the ReplicaManager, the same function WriteTxnMarkers runs; a marker for a partition led
+  elsewhere is what a cluster sends as a WriteTxnMarkers request — retried, not sent yet), then runs the
+  shard's `complete` step (CompleteCommit / CompleteAbort). A marker that cannot be written now is retried
+  by the periodic task, which also re-sends the markers of every transaction found in Prepare* after a
+  load (a crash between PrepareCommit and the markers completes the commit), aborts transactions past
+  their timeout (transaction.abort.timed.out.transaction.cleanup.interval.ms) and removes transactional
+  ids idle past transactional.id.expiration.ms (transaction.remove.expired.transaction.cleanup.interval.ms);
+- transactional offsets (TxnOffsetCommit) wait in the service per (group, producer id) until the
+  transaction's marker reaches the group's `__consumer_offsets` partition: a COMMIT writes them as
+  ordinary offset commits through the group coordinator, an ABORT drops them; while they wait, OffsetFetch
+  with require_stable answers UNSTABLE_OFFSET_COMMIT for those partitions. Kafka writes them to
+  `__consumer_offsets` at once in a transactional batch; kaflite keeps them in memory (docs/transactions.md);
+- PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to request versions older than KIP-588's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+from kaflite.coordinator import OFFSETS_TOPIC
+from kaflite.coordinator.runtime import CoordinatorRuntime, Record
+from kaflite.coordinator.transaction import (
+    TRANSACTION_STATE_TOPIC,
+    InitPidAnswer,
+    MarkerJob,
+    TransactionCoordinatorShard,
+    TxnAnswer,
+    TxnConfig,
+    TxnState,
+    partition_for,
+)
+from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.protocol.record_batch import RecordBatchView, build_record_batch
+from kaflite.server.authorizer import AclOperation, ResourceType
+from kaflite.server.context import RequestContext, build
+from kaflite.server.handlers import ApiTable
+from kaflite.server.handlers.groups import GroupService, OffsetsTopicWriter, to_ms
+
+log = logging.getLogger("kaflite.coordinator")
+
+_ZERO = datetime.timedelta(0)
+_EXTENSION = "transaction_coordinator"
+_MARKER_ATTEMPTS = 5
+# a marker that is not needed any more: the partition is gone, or a newer epoch / coordinator wrote one
+_MARKER_DONE = frozenset({ErrorCode.none, ErrorCode.unknown_topic_or_partition, ErrorCode.invalid_producer_epoch,
+                          ErrorCode.transaction_coordinator_fenced})
+
+TxnOffsets = dict[tuple[str, int], tuple[int, int, str]]  # (topic, partition) -> (offset, leader epoch, metadata)
+
+
+def fenced(code: ErrorCode, version: int, first_fenced_version: int) -> ErrorCode:
+    """KIP-588: PRODUCER_FENCED only for request versions that know it, else INVALID_PRODUCER_EPOCH."""
+    if code is ErrorCode.producer_fenced and version < first_fenced_version:
+        return ErrorCode.invalid_producer_epoch
+    return code
+
+
+class TransactionStateWriter:
+    """The runtime's PartitionWriter over this broker's `__transaction_state` logs (acks=-1, answered once
+    the high watermark passed the batch, within offsets.commit.timeout.ms as Kafka's
+    transaction.state.log uses request.timeout)."""
+
+    def __init__(self, service: TransactionService) -> None:
+        self.service = service
+        self.broker = service.broker
+
+    def log(self, partition: int) -> Any:
+        return self.broker.get_log(TRANSACTION_STATE_TOPIC, partition)
+
+    def append(self, partition: int, records: Sequence[Record]) -> Awaitable[None]:
+        batch = build_record_batch([(k, v, []) for k, v in records], timestamp_ms=self.broker.now_ms())
+        part, result = self.broker.replica_manager.append_records(TRANSACTION_STATE_TOPIC, partition, batch, -1,
+                                                                  internal_topics_allowed=True)
+        return self._committed(part, int(result.last_offset))
+
+    def committed_end(self, partition: int) -> Awaitable[None] | None:
+        lg = self.log(partition)
+        end = lg.log_end_offset
+        if lg.high_watermark >= end:
+            return None
+        part = self.broker.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
+        return self._committed(part, end - 1)
+
+    async def _committed(self, part: Any, last_offset: int) -> None:
+        code = await self.broker.replica_manager.wait_committed(
+            part, last_offset + 1, self.broker.now_ms() + self.service.commit_timeout_ms)
+        if code is not ErrorCode.none:
+            raise KafkaError(code, f"{TRANSACTION_STATE_TOPIC}-{part.partition} did not commit offset {last_offset}")
+
+    def read(self, partition: int) -> Iterable[Record] | Awaitable[list[Record]]:
+        lg = self.log(partition)
+        if lg.size <= OffsetsTopicWriter.THREAD_MIN_BYTES:
+            return list(OffsetsTopicWriter._records(lg))  # noqa: SLF001 - the same record reader
+        return asyncio.to_thread(lambda: list(OffsetsTopicWriter._records(lg)))  # noqa: SLF001
+
+
+class TransactionService:
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        setting = broker.setting
+        self.config = TxnConfig(
+            max_timeout_ms=int(setting("transaction.max.timeout.ms")),
+            id_expiration_ms=int(setting("transactional.id.expiration.ms")),
+            num_partitions=int(setting("transaction.state.log.num.partitions")),
+        )
+        self.commit_timeout_ms = int(setting("offsets.commit.timeout.ms"))
+        self.abort_interval_ms = int(setting("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
+        self.expire_interval_ms = int(setting("transaction.remove.expired.transaction.cleanup.interval.ms"))
+        self.writer = TransactionStateWriter(self)
+        self.runtime: CoordinatorRuntime[TransactionCoordinatorShard] = CoordinatorRuntime(
+            self._new_shard, self.writer, broker.now_ms, "transaction coordinator")
+        self.pending_offsets: dict[tuple[str, int], TxnOffsets] = {}  # (group, producer id) -> offsets
+        self._in_flight: set[str] = set()  # transactional ids whose markers are being written
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    def _new_shard(self, partition: int) -> TransactionCoordinatorShard:
+        return TransactionCoordinatorShard(self.config, self.broker.producer_ids.next_id)
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    @classmethod
+    def of(cls, broker: Any) -> TransactionService:
+        svc = broker.extensions.get(_EXTENSION)
+        if svc is None:
+            svc = cls(broker)
+            svc.start()
+            broker.extensions[_EXTENSION] = svc
+        return svc  # type: ignore[no-any-return]
+
+    def start(self) -> None:
+        setting = self.broker.setting
+        configs = {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(int(setting("transaction.state.log.segment.bytes"))),
+            "min.insync.replicas": str(int(setting("transaction.state.log.min.isr"))),
+        }
+        topic = self.broker.metadata.topics.get(TRANSACTION_STATE_TOPIC)
+        if topic is None:
+            topic = self.broker.create_topic(
+                TRANSACTION_STATE_TOPIC, self.config.num_partitions, configs,
+                replication_factor=int(setting("transaction.state.log.replication.factor")))
+        if topic.num_partitions != self.config.num_partitions:
+            log.warning("%s has %d partitions; transaction.state.log.num.partitions=%d is ignored",
+                        TRANSACTION_STATE_TOPIC, topic.num_partitions, self.config.num_partitions)
+            self.config = dataclasses.replace(self.config, num_partitions=topic.num_partitions)
+        loads = []
+        if getattr(self.broker, "log_manager", None) is not None:
+            for partition in range(self.config.num_partitions):
+                reg = self.broker.metadata.partition(TRANSACTION_STATE_TOPIC, partition)
+                if reg is not None and reg.leader == self.broker.node_id:
+                    loads.append(self.runtime.load(partition))
+            self.broker.metadata_writer.subscribe(self._on_image)
+        self.loaded: asyncio.Future[Any] = asyncio.gather(*loads)
+        self.loaded.add_done_callback(lambda _f: self._resend_pending())
+        self.broker.add_task(asyncio.ensure_future(self.runtime.run_timers()))
+        self.broker.add_task(asyncio.ensure_future(self._housekeeping()))
+
+    def _on_image(self, old: Any, new: Any) -> None:
+        before, after = old.topics.get(TRANSACTION_STATE_TOPIC), new.topics.get(TRANSACTION_STATE_TOPIC)
+        if after is None or before is after:
+            return
+        me = self.broker.node_id
+        for partition, reg in enumerate(after.partitions):
+            prev = before.partitions[partition] if before is not None and partition < before.num_partitions else None
+            was_mine = prev is not None and prev.leader == me
+            if reg.leader == me and (not was_mine or prev is None or prev.leader_epoch != reg.leader_epoch):
+                done = self.runtime.load(partition, reg.leader_epoch)
+                done.add_done_callback(lambda _f: self._resend_pending())
+            elif was_mine and reg.leader != me:
+                self.runtime.unload(partition, prev.leader_epoch if prev is not None else None)
+
+    # --- routing --------------------------------------------------------------------------------
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.config.num_partitions)
+
+    def coordinator_epoch(self, transactional_id: str) -> int:
+        return max(0, self.runtime.leader_epoch(self.partition_for(transactional_id)) or 0)
+
+    async def call(self, transactional_id: str, op: Callable[[TransactionCoordinatorShard, int], Any]) -> Any:
+        """Run a step on the id's shard; its answer once committed. Raises KafkaError (NOT_COORDINATOR...)."""
+        return await self.runtime.write(self.partition_for(transactional_id), op)
+
+    def shard_or_none(self, transactional_id: str) -> TransactionCoordinatorShard | None:
+        try:
+            return self.runtime.shard(self.partition_for(transactional_id))
+        except KafkaError:
+            return None
+
+    # --- markers --------------------------------------------------------------------------------
+
+    def spawn_markers(self, job: MarkerJob) -> None:
+        if job.transactional_id in self._in_flight:
+            return
+        self._in_flight.add(job.transactional_id)
+        task = asyncio.ensure_future(self._complete(job))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _complete(self, job: MarkerJob) -> None:
+        try:
+            epoch = self.coordinator_epoch(job.transactional_id)
+            remaining = list(job.partitions)
+            for attempt in range(_MARKER_ATTEMPTS):
+                results = await self.write_markers(job.producer_id, job.producer_epoch, job.commit, epoch, remaining)
+                remaining = [tp for tp, code in results.items() if code not in _MARKER_DONE]
+                if not remaining:
+                    break
+                await asyncio.sleep(0.05 * (attempt + 1))
+            if remaining:
+                log.warning("transaction %r: markers for %s not written yet; retried by the periodic task",
+                            job.transactional_id, remaining)
+                return
+            await self.call(job.transactional_id,
+                            lambda s, now: s.complete(job.transactional_id, job.producer_id, job.producer_epoch, now))
+        except KafkaError as e:
+            log.warning("transaction %r: completing failed (%s); retried by the periodic task",
+                        job.transactional_id, e)
+        except Exception:  # noqa: BLE001 - a marker task must never die silently
+            log.exception("transaction %r: writing markers failed", job.transactional_id)
+        finally:
+            self._in_flight.discard(job.transactional_id)
+
+    async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                            partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """WriteTxnMarkers on this broker: a marker per partition (transactional offsets of the groups of a
+        `__consumer_offsets` partition are materialised or dropped instead). The error per partition."""
+        out: dict[tuple[str, int], ErrorCode] = {}
+        replicas = self.broker.replica_manager
+        for topic, partition in partitions:
+            try:
+                if topic == OFFSETS_TOPIC:
+                    await self._complete_offsets(partition, producer_id, commit)
+                else:
+                    replicas.append_txn_marker(topic, partition, producer_id, producer_epoch, commit,
+                                               coordinator_epoch)
+                out[(topic, partition)] = ErrorCode.none
+            except KafkaError as e:
+                out[(topic, partition)] = e.code
+        return out
+
+    async def _complete_offsets(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        groups = GroupService.of(self.broker)
+        for group_id, pid in [k for k in self.pending_offsets if k[1] == producer_id]:
+            if groups.partition_for(group_id) != offsets_partition:
+                continue
+            offsets = self.pending_offsets[(group_id, pid)]
+            if commit:
+                await groups.runtime.write(groups.partition_for(group_id), _materialise(group_id, offsets))
+            del self.pending_offsets[(group_id, pid)]
+
+    def pending_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        out: set[tuple[str, int]] = set()
+        for (g, _pid), offsets in self.pending_offsets.items():
+            if g == group_id:
+                out.update(offsets)
+        return out
+
+    def _resend_pending(self) -> None:
+        for _p, shard in self.runtime.active_shards():
+            for job in shard.pending_markers():
+                self.spawn_markers(job)
+
+    async def _housekeeping(self) -> None:
+        next_expiry = self.broker.now_ms() + self.expire_interval_ms
+        while True:
+            await asyncio.sleep(self.abort_interval_ms / 1000.0)
+            try:
+                now = self.broker.now_ms()
+                self._resend_pending()
+                for partition, shard in self.runtime.active_shards():
+                    for tid in shard.timed_out(now):
+                        log.info("transaction %r timed out: aborting it", tid)
+                        job = await self.runtime.write(partition, _abort_timed_out(tid))
+                        if isinstance(job, MarkerJob):
+                            self.spawn_markers(job)
+                    if now >= next_expiry:
+                        doomed = shard.expired(now)
+                        if doomed:
+                            removed = await self.runtime.write(partition, _expire(doomed))
+                            log.info("removed %d expired transactional id(s): %s", len(removed or ()), removed)
+                if now >= next_expiry:
+                    next_expiry = now + self.expire_interval_ms
+            except KafkaError as e:
+                log.warning("transaction coordinator housekeeping: %s", e)
+            except Exception:  # noqa: BLE001 - keep the periodic task alive
+                log.exception("transaction coordinator housekeeping failed")
+
+
+def _materialise(group_id: str, offsets: TxnOffsets) -> Callable[[Any, int], Any]:
+    return lambda shard, now: shard.handle_transactional_offsets(group_id, offsets, now)
+
+
+def _abort_timed_out(tid: str) -> Callable[[TransactionCoordinatorShard, int], Any]:
+    return lambda shard, now: shard.abort_timed_out(tid, now)
+
+
+def _expire(tids: list[str]) -> Callable[[TransactionCoordinatorShard, int], Any]:
+    return lambda shard, now: shard.expire(tids, now)
+
+
+def on_start(broker: Any) -> Awaitable[Any] | None:
+    """At start-up: when `__transaction_state` exists, load it now and complete the transactions a crash
+    left in PrepareCommit / PrepareAbort."""
+    if TRANSACTION_STATE_TOPIC in broker.metadata.topics:
+        return TransactionService.of(broker).loaded
+    return None
+
+
+def service_or_error(ctx: RequestContext) -> TransactionService:
+    try:
+        return TransactionService.of(ctx.broker)
+    except KafkaError as e:
+        log.warning("no transaction coordinator: %s", e)
+        raise KafkaError(ErrorCode.coordinator_not_available, str(e)) from e
+
+
+def _denied(ctx: RequestContext, transactional_id: str, op: AclOperation = AclOperation.WRITE) -> bool:
+    return not ctx.authorize(op, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+# --- InitProducerId with a transactional id (22) ------------------------------------------------------
+
+async def init_transactional_producer_id(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+    tid = request.transactional_id
+
+    def answer(code: ErrorCode, pid: int = -1, epoch: int = -1) -> Any:
+        return build(R.InitProducerIdResponse, throttle_time=_ZERO, error_code=fenced(code, ctx.api_version, 4),
+                     producer_id=pid, producer_epoch=epoch)
+
+    if _denied(ctx, tid):
+        return answer(ErrorCode.transactional_id_authorization_failed)
+    timeout = to_ms(request.transaction_timeout)
+    expected_pid = int(getattr(request, "producer_id", -1))
+    expected_epoch = int(getattr(request, "producer_epoch", -1))
+    try:
+        svc = service_or_error(ctx)
+        a: InitPidAnswer = await svc.call(tid, lambda s, now: s.init_producer_id(tid, timeout, now, expected_pid,
+                                                                                 expected_epoch))
+    except KafkaError as e:
+        return answer(e.code)
+    if a.markers is not None:
+        svc.spawn_markers(a.markers)
+    return answer(a.error, a.producer_id, a.producer_epoch)
+
+
+# --- AddPartitionsToTxn (24) ---------------------------------------------------------------------------
+
+async def _add_partitions(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: Any,
+                          verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
+    wanted = [(t.name, int(p)) for t in topics for p in t.partitions]
+    if _denied(ctx, tid):
+        return dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed)
+    image = ctx.broker.metadata
+    unknown = [tp for tp in wanted if not image.has_partition(*tp)]
+    denied = [tp for tp in wanted if not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, tp[0])]
+    if unknown or denied:  # Kafka: the bad ones say why, the others were not attempted
+        out = dict.fromkeys(wanted, ErrorCode.operation_not_attempted)
+        out.update(dict.fromkeys(unknown, ErrorCode.unknown_topic_or_partition))
+        out.update(dict.fromkeys(denied, ErrorCode.topic_authorization_failed))
+        return out
+    try:
+        svc = service_or_error(ctx)
+        if verify_only:
+            shard = svc.runtime.shard(svc.partition_for(tid))
+            return {tp: shard.verify(tid, pid, epoch, tp) for tp in wanted}
+        a: TxnAnswer = await svc.call(tid, lambda s, now: s.add_partitions(tid, pid, epoch, wanted, now))
+        code = a.error
+    except KafkaError as e:
+        code = e.code
+    return dict.fromkeys(wanted, code)
+
+
+def _topic_results(R: Any, results: dict[tuple[str, int], ErrorCode], version: int) -> tuple[Any, ...]:
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), code in results.items():
+        by_topic.setdefault(topic, []).append(build(R.AddPartitionsToTxnPartitionResult, partition_index=partition,
+                                                    partition_error_code=fenced(code, version, 2)))
+    return tuple(build(R.AddPartitionsToTxnTopicResult, name=t, results_by_partition=tuple(ps))
+                 for t, ps in by_topic.items())
+
+
+async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+    v = ctx.api_version
+    if v <= 3:
+        results = await _add_partitions(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                                        request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)
+        return build(R.AddPartitionsToTxnResponse, throttle_time=_ZERO,
+                     results_by_topic_v3_and_below=_topic_results(R, results, v))
+    # v4: several transactions at once (from brokers, KIP-890); CLUSTER_ACTION on the cluster is Kafka's ACL
+    out = []
+    for txn in request.transactions:
+        results = await _add_partitions(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
+                                        bool(txn.verify_only))
+        out.append(build(R.AddPartitionsToTxnResult, transactional_id=txn.transactional_id,
+                         topic_results=_topic_results(R, results, v)))
+    return build(R.AddPartitionsToTxnResponse, throttle_time=_ZERO, error_code=ErrorCode.none,
+                 results_by_transaction=tuple(out))
+
+
+# --- AddOffsetsToTxn (25) / EndTxn (26) ----------------------------------------------------------------
+
+async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+    tid = request.transactional_id
+
+    def answer(code: ErrorCode) -> Any:
+        return build(R.AddOffsetsToTxnResponse, throttle_time=_ZERO, error_code=fenced(code, ctx.api_version, 2))
+
+    if _denied(ctx, tid):
+        return answer(ErrorCode.transactional_id_authorization_failed)
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return answer(ErrorCode.group_authorization_failed)
+    try:
+        groups = GroupService.of(ctx.broker)  # __consumer_offsets exists before its partition joins a txn
+        tp = (OFFSETS_TOPIC, groups.partition_for(request.group_id))
+        svc = service_or_error(ctx)
+        a: TxnAnswer = await svc.call(tid, lambda s, now: s.add_partitions(
+            tid, request.producer_id, request.producer_epoch, [tp], now))
+    except KafkaError as e:
+        return answer(e.code)
+    return answer(a.error)
+
+
+async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+    tid = request.transactional_id
+
+    def answer(code: ErrorCode) -> Any:
+        return build(R.EndTxnResponse, throttle_time=_ZERO, error_code=fenced(code, ctx.api_version, 2))
+
+    if _denied(ctx, tid):
+        return answer(ErrorCode.transactional_id_authorization_failed)
+    commit = bool(request.committed)
+    try:
+        svc = service_or_error(ctx)
+        a: TxnAnswer = await svc.call(tid, lambda s, now: s.end_txn(tid, request.producer_id, request.producer_epoch,
+                                                                    commit, now))
+    except KafkaError as e:
+        return answer(e.code)
+    if a.markers is not None:
+        svc.spawn_markers(a.markers)
+    return answer(a.error)
+
+
+# --- WriteTxnMarkers (27) ---------------------------------------------------------------------------
+
+async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+    if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, "kafka-cluster"):
+        code = ErrorCode.cluster_authorization_failed
+        return build(R.WriteTxnMarkersResponse, markers=tuple(build(
+            R.WritableTxnMarkerResult, producer_id=mk.producer_id, topics=tuple(build(
+                R.WritableTxnMarkerTopicResult, name=t.name, partitions=tuple(build(
+                    R.WritableTxnMarkerPartitionResult, partition_index=p, error_code=code)
+                    for p in t.partition_indexes)) for t in mk.topics)) for mk in request.markers))
+    svc = service_or_error(ctx)
+    results = []
+    for mk in request.markers:
+        parts = [(t.name, int(p)) for t in mk.topics for p in t.partition_indexes]
+        codes = await svc.write_markers(mk.producer_id, mk.producer_epoch, bool(mk.transaction_result),
+                                        mk.coordinator_epoch, parts)
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, partition), code in codes.items():
+            by_topic.setdefault(topic, []).append(build(R.WritableTxnMarkerPartitionResult, partition_index=partition,
+                                                        error_code=code))
+        results.append(build(R.WritableTxnMarkerResult, producer_id=mk.producer_id, topics=tuple(
+            build(R.WritableTxnMarkerTopicResult, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())))
+    return build(R.WriteTxnMarkersResponse, markers=tuple(results))
+
+
+# --- TxnOffsetCommit (28) ---------------------------------------------------------------------------
+
+async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+    tid = request.transactional_id
+    group_id = request.group_id
+    wanted = [(t.name, p) for t in request.topics for p in t.partitions]
+
+    def answer(codes: Callable[[str, Any], ErrorCode]) -> Any:
+        by_topic: dict[str, list[Any]] = {}
+        for topic, p in wanted:
+            by_topic.setdefault(topic, []).append(build(R.TxnOffsetCommitResponsePartition,
+                                                        partition_index=p.partition_index,
+                                                        error_code=fenced(codes(topic, p), ctx.api_version, 3)))
+        return build(R.TxnOffsetCommitResponse, throttle_time=_ZERO, topics=tuple(
+            build(R.TxnOffsetCommitResponseTopic, name=t, partitions=tuple(ps)) for t, ps in by_topic.items()))
+
+    def all_failed(code: ErrorCode) -> Any:
+        return answer(lambda _t, _p: code)
+
+    if _denied(ctx, tid):
+        return all_failed(ErrorCode.transactional_id_authorization_failed)
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
+        return all_failed(ErrorCode.group_authorization_failed)
+    try:
+        groups = GroupService.of(ctx.broker)
+        gshard = groups.shard(group_id)  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS
+        svc = service_or_error(ctx)
+    except KafkaError as e:
+        return all_failed(e.code)
+    shard = svc.shard_or_none(tid)
+    if shard is not None:  # the transaction's coordinator is here: the group's partition must be in it
+        code = shard.verify(tid, request.producer_id, request.producer_epoch,
+                            (OFFSETS_TOPIC, groups.partition_for(group_id)))
+        if code is ErrorCode.invalid_producer_epoch:
+            code = ErrorCode.producer_fenced
+        if code is not ErrorCode.none:
+            return all_failed(code)
+    group = gshard.groups.get(group_id)
+    if group is not None:
+        error = group.validate_offset_commit(getattr(request, "member_id", ""), getattr(request, "group_instance_id", None),
+                                             int(getattr(request, "generation_id", -1)), transactional=True)
+        if error is not None:
+            return all_failed(error)
+    max_metadata = groups.config.offset_metadata_max_bytes
+    pending = svc.pending_offsets.setdefault((group_id, int(request.producer_id)), {})
+
+    def one(topic: str, p: Any) -> ErrorCode:
+        metadata = p.committed_metadata or ""
+        if len(metadata) > max_metadata:
+            return ErrorCode.offset_metadata_too_large
+        pending[(topic, int(p.partition_index))] = (int(p.committed_offset),
+                                                    int(getattr(p, "committed_leader_epoch", -1)), metadata)
+        return ErrorCode.none
+
+    return answer(one)
+
+
+# --- DescribeTransactions (65) / ListTransactions (66) / DescribeProducers (61) ----------------------
+
+def _ms_datetime(ms: int) -> datetime.datetime:
+    """kio carries Kafka's int64 millisecond timestamps as aware datetimes (-1 stays -1 on the wire)."""
+    return datetime.datetime.fromtimestamp(ms / 1000.0, tz=datetime.UTC)
+
+
+async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+    svc = service_or_error(ctx)
+    states = []
+    for tid in request.transactional_ids:
+        def state(code: ErrorCode, meta: Any = None, tid: str = tid) -> Any:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in sorted(meta.partitions if meta is not None else ()):
+                by_topic.setdefault(topic, []).append(partition)
+            return build(R.TransactionState, error_code=code, transactional_id=tid,
+                         transaction_state=meta.state.kafka_name if meta is not None else "",
+                         transaction_timeout=datetime.timedelta(milliseconds=meta.timeout_ms if meta else 0),
+                         transaction_start_time=_ms_datetime(meta.start_ms if meta is not None else -1),
+                         producer_id=meta.producer_id if meta is not None else -1,
+                         producer_epoch=meta.producer_epoch if meta is not None else -1,
+                         topics=tuple(build(R.TopicData, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()))
+        if _denied(ctx, tid, AclOperation.DESCRIBE):
+            states.append(state(ErrorCode.transactional_id_authorization_failed))
+            continue
+        try:
+            shard = svc.runtime.shard(svc.partition_for(tid))
+        except KafkaError as e:
+            states.append(state(e.code))
+            continue
+        meta = shard.txns.get(tid)
+        states.append(state(ErrorCode.transactional_id_not_found) if meta is None else state(ErrorCode.none, meta))
+    return build(R.DescribeTransactionsResponse, throttle_time=_ZERO, transaction_states=tuple(states))
+
+
+async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+    svc = service_or_error(ctx)
+    filters = list(request.state_filters or ())
+    unknown = [f for f in filters if TxnState.from_kafka_name(f) is None]
+    wanted_states = {TxnState.from_kafka_name(f) for f in filters} - {None}
+    pids = {int(p) for p in request.producer_id_filters or ()}
+    out = []
+    for _p, shard in svc.runtime.active_shards():
+        for tid, meta in sorted(shard.txns.items()):
+            if filters and meta.state not in wanted_states:
+                continue
+            if pids and meta.producer_id not in pids:
+                continue
+            if _denied(ctx, tid, AclOperation.DESCRIBE):
+                continue
+            out.append(build(R.TransactionState, transactional_id=tid, producer_id=meta.producer_id,
+                             transaction_state=meta.state.kafka_name))
+    return build(R.ListTransactionsResponse, throttle_time=_ZERO, error_code=ErrorCode.none,
+                 unknown_state_filters=tuple(unknown), transaction_states=tuple(out))
+
+
+async def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+    replicas = ctx.broker.replica_manager
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partition_indexes:
+            try:
+                if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t.name):
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
+                part = replicas.get_partition(t.name, int(p))
+                lg = part.log
+                assert lg is not None
+                producers = []
+                for e in sorted(lg.producer_state.producers.values(), key=lambda e: e.producer_id):
+                    producers.append(build(R.ProducerState, producer_id=e.producer_id, producer_epoch=e.producer_epoch,
+                                           last_sequence=e.last_seq,
+                                           last_timestamp=max(e.batches[-1].timestamp if e.batches else -1,
+                                                              e.last_timestamp),
+                                           coordinator_epoch=e.coordinator_epoch,
+                                           current_txn_start_offset=e.current_txn_first_offset))
+                parts.append(build(R.PartitionResponse, partition_index=p, error_code=ErrorCode.none,
+                                   error_message=None, active_producers=tuple(producers)))
+            except KafkaError as e:
+                parts.append(build(R.PartitionResponse, partition_index=p, error_code=e.code,
+                                   error_message=e.message or None, active_producers=()))
+        topics.append(build(R.TopicResponse, name=t.name, partitions=tuple(parts)))
+    return build(R.DescribeProducersResponse, throttle_time=_ZERO, topics=tuple(topics))
+
+
+# --- the produce check (produce.py) ------------------------------------------------------------------
+
+def verify_produce(broker: Any, transactional_id: str, topic: str, partition: int, records: Any) -> None:
+    """A transactional Produce may only write to a partition of the producer's ongoing transaction
+    (KIP-890's verification, made here when this broker coordinates the id; in a cluster whose coordinator
+    is elsewhere the batch is appended unverified, as Kafka before 3.6). Raises the KafkaError to answer."""
+    try:
+        svc = TransactionService.of(broker)
+    except KafkaError as e:
+        raise KafkaError(ErrorCode.not_enough_replicas, f"no transaction coordinator: {e}") from e
+    shard = svc.shard_or_none(transactional_id)
+    if shard is None:
+        if svc.runtime.state(svc.partition_for(transactional_id)) is not None:
+            raise KafkaError(ErrorCode.not_enough_replicas, "the transaction coordinator is loading")
+        return
+    try:
+        view = RecordBatchView.parse(memoryview(records))
+    except KafkaError:
+        return  # the log refuses it with the precise error
+    if not view.is_transactional:
+        raise KafkaError(ErrorCode.invalid_record, "a transactional produce must carry transactional batches")
+    code = shard.verify(transactional_id, view.producer_id, view.producer_epoch, (topic, partition))
+    if code is not ErrorCode.none:
+        raise KafkaError(code, f"{topic}-{partition} is not part of the ongoing transaction of "
+                               f"{transactional_id!r} (producer {view.producer_id}, epoch {view.producer_epoch})")
+
+
+APIS: ApiTable = {
+    24: (0, 4, handle_add_partitions_to_txn),
+    25: (0, 3, handle_add_offsets_to_txn),
+    26: (0, 3, handle_end_txn),
+    27: (1, 1, handle_write_txn_markers),
+    28: (0, 3, handle_txn_offset_commit),
+    61: (0, 0, handle_describe_producers),
+    65: (0, 0, handle_describe_transactions),
+    66: (0, 0, handle_list_transactions),
+}
+
+
+def pending_offsets(broker: Any, group_id: str) -> set[tuple[str, int]]:
+    """The partitions of `group_id` with transactional offsets waiting for their transaction's marker."""
+    svc = broker.extensions.get(_EXTENSION)
+    return set() if svc is None else svc.pending_partitions(group_id)

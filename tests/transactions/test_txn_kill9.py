@@ -1,0 +1,109 @@
+"""kill -9 of the broker mid-transaction, restart on the same data directory: an open transaction is
+aborted by the restarted coordinator once its timeout passes, a committed one is whole — never half
+visible to read_committed consumers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import confluent_kafka as ck
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from helpers import free_port
+
+
+def _start(data_dir: Path, port: int, log_path: Path) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "kaflite.server",
+           "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+           "--override", f"log.dirs={data_dir}",
+           "--override", "transaction.abort.timed.out.transaction.cleanup.interval.ms=200"]
+    proc = subprocess.Popen(cmd, stdout=open(log_path, "ab"), stderr=subprocess.STDOUT)  # noqa: SIM115
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return proc
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"broker exited: {log_path.read_text()[-2000:]}") from None
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("broker did not start")
+
+
+def _read_committed(bootstrap: str, topic: str, partitions: int, wait_s: float = 5.0) -> list[bytes]:
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}",
+                     "isolation.level": "read_committed", "enable.auto.commit": False})
+    c.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: list[bytes] = []
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        m = c.poll(0.2)
+        if m is not None and not m.error():
+            out.append(m.value())
+    c.close()
+    return out
+
+
+def _stable(bootstrap: str, topic: str, partitions: int) -> bool:
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "w", "isolation.level": "read_committed"})
+    u = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "w", "isolation.level": "read_uncommitted"})
+    try:
+        return all(c.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10)[1]
+                   == u.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
+    finally:
+        c.close()
+        u.close()
+
+
+def test_kill_9_mid_transaction(tmp_path: Path) -> None:
+    port = free_port()
+    bootstrap = f"127.0.0.1:{port}"
+    log_path = tmp_path / "broker.log"
+    proc = _start(tmp_path / "data", port, log_path)
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its handle must outlive the future
+        admin.create_topics([NewTopic("t", 3, 1)])["t"].result(15)
+        committed = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": "done"})
+        committed.init_transactions(30)
+        committed.begin_transaction()
+        for i in range(30):
+            committed.produce("t", b"c-%d" % i, partition=i % 3)
+        committed.commit_transaction(30)
+        open_txn = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": "open",
+                                "transaction.timeout.ms": 3000})
+        open_txn.init_transactions(30)
+        open_txn.begin_transaction()
+        for i in range(30):
+            open_txn.produce("t", b"o-%d" % i, partition=i % 3)
+        open_txn.flush(10)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        proc = _start(tmp_path / "data", port, log_path)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not _stable(bootstrap, "t", 3):
+            time.sleep(0.5)
+        assert _stable(bootstrap, "t", 3), "the open transaction was not aborted after the restart"
+        got = _read_committed(bootstrap, "t", 3)
+        assert sorted(got) == sorted(b"c-%d" % i for i in range(30))
+        # the restarted coordinator serves the id again: a new incarnation commits
+        again = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": "open"})
+        again.init_transactions(30)
+        again.begin_transaction()
+        again.produce("t", b"after", partition=0)
+        again.commit_transaction(30)
+        assert b"after" in _read_committed(bootstrap, "t", 3)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
