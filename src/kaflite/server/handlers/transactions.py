@@ -594,12 +594,17 @@ async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
     unknown = [f for f in filters if TxnState.from_kafka_name(f) is None]
     wanted_states = {TxnState.from_kafka_name(f) for f in filters} - {None}
     pids = {int(p) for p in request.producer_id_filters or ()}
+    # v1 (KIP-994): only transactions running for longer than duration_filter ms (-1: all)
+    duration = int(getattr(request, "duration_filter", -1))
+    now = ctx.broker.now_ms()
     out = []
     for _p, shard in svc.runtime.active_shards():
         for tid, meta in sorted(shard.txns.items()):
             if filters and meta.state not in wanted_states:
                 continue
             if pids and meta.producer_id not in pids:
+                continue
+            if duration >= 0 and now - meta.start_ms <= duration:
                 continue
             if _denied(ctx, tid, AclOperation.DESCRIBE):
                 continue
@@ -666,15 +671,17 @@ def verify_produce(broker: Any, transactional_id: str, topic: str, partition: in
                                f"{transactional_id!r} (producer {view.producer_id}, epoch {view.producer_epoch})")
 
 
+# Kafka 3.9's ranges: AddPartitionsToTxn v5, AddOffsetsToTxn / EndTxn / TxnOffsetCommit v4 have the fields
+# of the version before (they only allow TRANSACTION_ABORTABLE, which kaflite never answers)
 APIS: ApiTable = {
-    24: (0, 4, handle_add_partitions_to_txn),
-    25: (0, 3, handle_add_offsets_to_txn),
-    26: (0, 3, handle_end_txn),
+    24: (0, 5, handle_add_partitions_to_txn),
+    25: (0, 4, handle_add_offsets_to_txn),
+    26: (0, 4, handle_end_txn),
     27: (1, 1, handle_write_txn_markers),
-    28: (0, 3, handle_txn_offset_commit),
+    28: (0, 4, handle_txn_offset_commit),
     61: (0, 0, handle_describe_producers),
     65: (0, 0, handle_describe_transactions),
-    66: (0, 0, handle_list_transactions),
+    66: (0, 1, handle_list_transactions),
 }
 
 
