@@ -1,0 +1,88 @@
+"""The request read-ahead budget shared by all connections (`queued.max.request.bytes`): when the frames
+queued by every connection together reach it, the connection that crossed it stops reading, and every
+connection paused for it resumes once the total is back under half. Pure: a fake transport, no socket."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any
+
+from kaflite.server.connection import ConnectionLimits, Connections, KafkaConnection
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.paused = False
+        self.closed = False
+        self.written: list[bytes] = []
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 1234) if name == "peername" else default
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def writelines(self, parts: list[bytes]) -> None:
+        self.written += [bytes(p) for p in parts]
+
+    def write(self, data: bytes) -> None:
+        self.written.append(bytes(data))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class GateDispatcher:
+    """Holds every request until `gate` is set (a busy broker)."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.handled = 0
+
+    async def dispatch(self, frame: bytes, host: str = "", connection_id: int = 0) -> list[bytes] | None:
+        await self.gate.wait()
+        self.handled += 1
+        return None
+
+
+def _frame(n: int) -> bytes:
+    body = struct.pack(">hhih", 3, 12, 1, 0) + b"\x00" * (n - 10)
+    return struct.pack(">i", len(body)) + body
+
+
+def test_read_ahead_budget_is_shared_by_all_connections() -> None:
+    async def scenario() -> None:
+        shared = Connections()
+        limits = ConnectionLimits(max_queued_request_bytes=10_000, max_queued_requests=500)
+        dispatcher = GateDispatcher()
+        conns, transports = [], []
+        for _ in range(3):
+            c = KafkaConnection(dispatcher, limits, shared)  # type: ignore[arg-type]
+            t = FakeTransport()
+            c.connection_made(t)  # type: ignore[arg-type]
+            conns.append(c)
+            transports.append(t)
+        await asyncio.sleep(0)
+        for c in conns[:2]:  # 2 x 4 KB: under the budget, nobody paused
+            c.data_received(_frame(2000) + _frame(2000))
+        assert not any(t.paused for t in transports)
+        conns[2].data_received(_frame(2000) + _frame(2000))  # 12 KB in all: the third stops reading
+        assert transports[2].paused and not transports[0].paused
+        assert shared.queued_request_bytes >= 10_000
+        dispatcher.gate.set()  # the broker catches up: the total falls under half, reading resumes
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert dispatcher.handled == 6
+        assert shared.queued_request_bytes == 0
+        assert not transports[2].paused
+        for c in conns:
+            await c.shutdown()
+
+    asyncio.run(scenario())
