@@ -86,3 +86,43 @@ def test_read_ahead_budget_is_shared_by_all_connections() -> None:
             await c.shutdown()
 
     asyncio.run(scenario())
+
+
+class BrokenSlice:
+    """A FileSlice whose file cannot be read any more."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def __len__(self) -> int:
+        return 1000
+
+    def read(self, offset: int, size: int) -> bytes:
+        raise OSError(24, "Too many open files")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_an_unreadable_slice_closes_only_its_connection(monkeypatch: Any) -> None:
+    import kaflite.server.connection as connection
+
+    monkeypatch.setattr(connection, "FileSlice", BrokenSlice)
+
+    async def scenario() -> None:
+        part = BrokenSlice()
+
+        class OneAnswer(GateDispatcher):
+            async def dispatch(self, frame: bytes, host: str = "", connection_id: int = 0) -> list[Any] | None:
+                return [b"head", part]
+
+        c = KafkaConnection(OneAnswer(), ConnectionLimits(), Connections())  # type: ignore[arg-type]
+        t = FakeTransport()
+        c.connection_made(t)  # type: ignore[arg-type]
+        c.data_received(_frame(100))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert t.closed and part.closed
+        await c.shutdown()
+
+    asyncio.run(scenario())

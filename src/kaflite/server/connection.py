@@ -268,7 +268,12 @@ class KafkaConnection(asyncio.Protocol):
                 else:
                     pos, size = 0, len(part)
                     while pos < size:
-                        chunk = part.read(pos, SEND_CHUNK - gathered if gathered < SEND_CHUNK else SEND_CHUNK)
+                        try:
+                            chunk = part.read(pos, SEND_CHUNK - gathered if gathered < SEND_CHUNK else SEND_CHUNK)
+                        except OSError as e:  # unreadable now (out of descriptors, I/O error)
+                            log.warning("closing connection from %s: stored data unreadable while being sent: %s",
+                                        self.peer, e)
+                            chunk = b""
                         if not chunk:  # the segment went or shrank under the answer: its size prefix would lie
                             self.abort(f"stored data changed while being sent ({part})", quiet=True)
                             return
