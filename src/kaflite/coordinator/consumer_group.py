@@ -15,8 +15,11 @@ Rules (Kafka's GroupMetadataManager.consumerGroupHeartbeat + CurrentAssignmentBu
   two owners;
 - a member without a heartbeat for `group.consumer.session.timeout.ms`, or that does not revoke within
   its rebalance timeout, is removed (its partitions are released, the group epoch goes up).
-Membership is kept in memory only (committed offsets are persisted as for classic groups): after a
-broker restart members are answered UNKNOWN_MEMBER_ID and rejoin with epoch 0.
+- every change is persisted: after each step the records of the groups it touched are diffed against
+  what was last written (kaflite.coordinator.consumer_group_records) and the difference is appended to
+  `__consumer_offsets` in Kafka's record formats (keys 3-8); loading replays them, and activation
+  rebuilds the partition owners and gives every loaded member a fresh session timeout, so a group keeps
+  its epochs and assignments across a broker restart.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from kaflite.protocol.errors import ErrorCode
 
@@ -69,6 +73,7 @@ class ConsumerMember:
     rebalance_timeout_ms: int
     subscribed: tuple[str, ...] = ()
     rack_id: str | None = None  # the client's client.rack (ConsumerGroupDescribe shows it)
+    server_assignor: str | None = None  # the assignor the member asked for (persisted with it)
     member_epoch: int = 0
     previous_epoch: int = -1
     state: str = STABLE
@@ -123,6 +128,59 @@ class ConsumerGroupManager:
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_size = max_size
+        self.topic_ids: dict[str, uuid.UUID] = {}  # topic name -> id, for the persisted assignments
+        self.is_active: Callable[[], bool] = lambda: True
+        self._dirty: set[str] = set()
+        self._written: dict[str, Any] = {}  # group id -> its records as last written
+
+    # --- persistence ------------------------------------------------------------------------------
+    def replay(self, key: Any, value: Any) -> None:
+        """A consumer-group record read while loading; our own writes (active) are already the state."""
+        if self.is_active():
+            return
+        from .consumer_group_records import GroupLoader
+
+        GroupLoader(self.groups, self.topic_ids).replay(key, value)
+
+    def activate(self) -> None:
+        """Loading is over: rebuild partition owners, restart every member's session (and revocation)
+        timer from now, and remember the loaded records as written."""
+        from .consumer_group_records import group_records
+
+        for group in self.groups.values():
+            group.owners = {}
+            for mid, mb in group.members.items():
+                for tp in _flat(mb.assigned) | _flat(mb.pending_revocation):
+                    group.owners[tp] = mid
+                self._schedule_session(group, mb)
+                if mb.state == UNREVOKED:
+                    self._schedule(("cg-revoke", group.group_id, mid), self._now() + mb.rebalance_timeout_ms,
+                                   self._expirer(group.group_id, mid))
+            self._written[group.group_id] = group_records(group, self.topic_ids)
+
+    def _expirer(self, group_id: str, member_id: str) -> Callable[[], None]:
+        return lambda: self._expire(group_id, member_id)
+
+    def drop(self, group_id: str) -> None:
+        """An empty group deleted (DeleteGroups) or replaced by a classic group: its records go too."""
+        self.groups.pop(group_id, None)
+        self._dirty.add(group_id)
+
+    def drain_records(self) -> list[tuple[Any, Any]]:
+        """The records that persist every change since the last call (tombstones for what is gone)."""
+        from .consumer_group_records import diff, group_records
+
+        out: list[tuple[Any, Any]] = []
+        for group_id in sorted(self._dirty):
+            group = self.groups.get(group_id)
+            new = group_records(group, self.topic_ids) if group is not None else {}
+            out += diff(self._written.get(group_id, {}), new)
+            if new:
+                self._written[group_id] = new
+            else:
+                self._written.pop(group_id, None)
+        self._dirty.clear()
+        return out
 
     # --- the API ----------------------------------------------------------------------------------
 
@@ -137,6 +195,7 @@ class ConsumerGroupManager:
         if req.server_assignor is not None and req.server_assignor not in SERVER_ASSIGNORS:
             return fail(ErrorCode.unsupported_assignor, f"ServerAssignor {req.server_assignor} is not supported. "
                                                           "Supported assignors: uniform, range.")
+        self._dirty.add(req.group_id)
         group = self.groups.get(req.group_id)
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             if group is None or req.member_id not in group.members:
@@ -157,7 +216,8 @@ class ConsumerGroupManager:
                 return fail(ErrorCode.group_max_size_reached, f"The consumer group has reached its maximum "
                                                                f"capacity of {self.max_size} members.")
             member = ConsumerMember(member_id, req.instance_id, req.client_id, req.client_host,
-                                    req.rebalance_timeout_ms, tuple(req.subscribed_topics), req.rack_id)
+                                    req.rebalance_timeout_ms, tuple(req.subscribed_topics), req.rack_id,
+                                    req.server_assignor)
             group.members[member_id] = member
             if req.server_assignor:
                 group.assignor = req.server_assignor
@@ -270,6 +330,7 @@ class ConsumerGroupManager:
             self._remove(group, member_id)
 
     def _remove(self, group: ConsumerGroup, member_id: str) -> None:
+        self._dirty.add(group.group_id)
         group.members.pop(member_id, None)
         group.target.pop(member_id, None)
         for tp in [tp for tp, owner in group.owners.items() if owner == member_id]:

@@ -21,12 +21,14 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from kaflite.protocol.errors import ErrorCode
 
 from . import messages as m
 from .config import CoordinatorConfig
 from .consumer_group import ConsumerGroup, ConsumerGroupManager, ConsumerHeartbeatRequest
+from .consumer_records import KEY_VERSIONS as CONSUMER_RECORD_KEYS
 from .group import ClassicGroup
 from .group_metadata_manager import GroupMetadataManager
 from .offset_metadata_manager import OffsetMetadataManager
@@ -100,10 +102,13 @@ class GroupCoordinator:
         self._apply(k, v)
 
     def _apply(self, key: RecordKey, value: RecordValue | None) -> None:
-        if isinstance(key, OffsetCommitKey):
+        if type(key) in CONSUMER_RECORD_KEYS:
+            self.group_manager.consumer.replay(key, value)
+        elif isinstance(key, OffsetCommitKey):
             assert value is None or isinstance(value, OffsetCommitValue)
             self.offset_manager.replay(key, value)
         else:
+            assert isinstance(key, GroupMetadataKey)
             assert value is None or isinstance(value, GroupMetadataValue)
             self.group_manager.replay(key, value)
 
@@ -126,6 +131,7 @@ class GroupCoordinator:
         """Fire every timer due at `now_ms`, earliest first, each seeing its own deadline as the time."""
         result = self.ctx.begin(now_ms)
         self.ctx.poll(now_ms)
+        self.group_manager.flush_consumer_records()
         self.ctx.end()
         return result
 
@@ -134,6 +140,7 @@ class GroupCoordinator:
     def _step(self, now_ms: int, run: Callable[[], object], answer: bool = True) -> CoordinatorResult:
         result = self.ctx.begin(now_ms)
         response = run()
+        self.group_manager.flush_consumer_records()
         if answer:
             self.ctx.respond(None, response)
         self.ctx.end()
@@ -152,9 +159,10 @@ class GroupCoordinator:
         return self._step(now_ms, lambda: self.group_manager.leave(req))
 
     def handle_consumer_heartbeat(self, req: ConsumerHeartbeatRequest, topics: Mapping[str, int],
-                                  now_ms: int) -> CoordinatorResult:
-        """`topics`: partition count of every topic in the broker's metadata."""
-        return self._step(now_ms, lambda: self.group_manager.consumer_heartbeat(req, topics))
+                                  now_ms: int, topic_ids: Mapping[str, Any] | None = None) -> CoordinatorResult:
+        """`topics`: partition count of every topic in the broker's metadata (`topic_ids`: their ids,
+        which the persisted assignments name topics by)."""
+        return self._step(now_ms, lambda: self.group_manager.consumer_heartbeat(req, topics, topic_ids))
 
     def handle_offset_commit(self, req: m.OffsetCommitRequest, now_ms: int) -> CoordinatorResult:
         return self._step(now_ms, lambda: self.offset_manager.commit(req))

@@ -60,6 +60,7 @@ class GroupMetadataManager:
         self.consumer = ConsumerGroupManager(ctx.schedule, ctx.cancel, lambda: ctx.now,
                                              config.consumer_session_timeout_ms,
                                              config.consumer_heartbeat_interval_ms, config.consumer_max_size)
+        self.consumer.is_active = lambda: ctx.active
 
     # === loading ====================================================================================
 
@@ -99,6 +100,7 @@ class GroupMetadataManager:
 
     def activate(self) -> None:
         """Loading is over: loaded members must heartbeat within their session timeout from now."""
+        self.consumer.activate()
         for group in self.groups.values():
             for member in group.members.values():
                 self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
@@ -126,7 +128,7 @@ class GroupMetadataManager:
         if other is not None:
             if other.members:  # a group of the new protocol: classic members cannot join it
                 return fail(ErrorCode.inconsistent_group_protocol)
-            del self.consumer.groups[group_id]
+            self.consumer.drop(group_id)
         group = self.groups.get(group_id)
         is_new_group = group is None
         if group is None:
@@ -561,9 +563,16 @@ class GroupMetadataManager:
 
     # === ConsumerGroupHeartbeat (KIP-848) ===========================================================
 
-    def consumer_heartbeat(self, req: ConsumerHeartbeatRequest,
-                           topics: Mapping[str, int]) -> ConsumerHeartbeatResponse:
-        """`topics`: partition count of every topic in the broker's metadata."""
+    def flush_consumer_records(self) -> None:
+        """Append the records of every consumer-group change of this step."""
+        for key, value in self.consumer.drain_records():
+            self.ctx.append(key, value)
+
+    def consumer_heartbeat(self, req: ConsumerHeartbeatRequest, topics: Mapping[str, int],
+                           topic_ids: Mapping[str, Any] | None = None) -> ConsumerHeartbeatResponse:
+        """`topics`: partition count of every topic in the broker's metadata (`topic_ids`: their ids)."""
+        if topic_ids:
+            self.consumer.topic_ids.update(topic_ids)
         classic = self.groups.get(req.group_id)
         if not self.ctx.active:
             return ConsumerHeartbeatResponse(ErrorCode.coordinator_not_available)
@@ -644,7 +653,7 @@ class GroupMetadataManager:
         if consumer_group is not None:  # Kafka's ConsumerGroup.validateDeleteGroup: only an empty one goes
             if consumer_group.members:
                 return ErrorCode.non_empty_group
-            del self.consumer.groups[group_id]
+            self.consumer.drop(group_id)
             self.groups.pop(group_id, None)  # a classic group of the same id (offsets replayed before it)
             return None
         group = self.groups.get(group_id)

@@ -5,6 +5,7 @@ is (Kafka's group-coordinator message schemas):
 
     key v0/v1  OffsetCommitKey    {group string, topic string, partition int32}
     key v2     GroupMetadataKey   {group string}
+    key v3-v8  KIP-848 consumer-group records (kaflite.coordinator.consumer_records)
 
     OffsetCommitValue  v0 {offset int64, metadata string, commitTimestamp int64}
                        v1 + expireTimestamp int64 (v1 only)         <- written when an expiry is asked
@@ -28,6 +29,18 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+
+from .consumer_records import (
+    CONSUMER_KEY_VERSIONS,
+    KEY_VERSIONS,
+    ConsumerRecordFormatError,
+    ConsumerRecordKey,
+    ConsumerRecordValue,
+    decode_consumer_key,
+    decode_consumer_value,
+    encode_consumer_key,
+    encode_consumer_value,
+)
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -82,8 +95,8 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...] = field(default_factory=tuple)
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey
-RecordValue = OffsetCommitValue | GroupMetadataValue
+RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerRecordKey
+RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerRecordValue
 
 
 # --- writer ---------------------------------------------------------------------------------------
@@ -183,6 +196,8 @@ class _Reader:
 # --- encoding -------------------------------------------------------------------------------------
 
 def encode_key(key: RecordKey) -> bytes:
+    if type(key) in KEY_VERSIONS:
+        return encode_consumer_key(key)  # type: ignore[arg-type]
     w = _Writer()
     if isinstance(key, OffsetCommitKey):
         w.i16(OFFSET_COMMIT_KEY_VERSION)
@@ -211,6 +226,8 @@ def encode_value(value: RecordValue) -> bytes:
             w.string(value.metadata)
             w.i64(value.commit_timestamp)
         return w.done()
+    if not isinstance(value, GroupMetadataValue):
+        return encode_consumer_value(value)
     w.i16(GROUP_METADATA_VALUE_VERSION)
     w.string(value.protocol_type)
     w.i32(value.generation)
@@ -239,13 +256,23 @@ def decode_key(data: bytes) -> RecordKey:
         return OffsetCommitKey(r.string(), r.string(), r.i32())
     if version == 2:
         return GroupMetadataKey(r.string())
-    # Versions 3+ are the KIP-848 consumer-group records (and share groups): not a classic record.
+    if version in CONSUMER_KEY_VERSIONS:  # KIP-848 consumer-group records (kaflite.coordinator.consumer_records)
+        try:
+            return decode_consumer_key(version, data)
+        except ConsumerRecordFormatError as e:
+            raise RecordFormatError(str(e)) from e
+    # Versions 9+ are share groups and later: not records kaflite knows.
     raise RecordFormatError(f"unsupported __consumer_offsets key version {version}")
 
 
 def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
     if data is None:
         return None
+    if type(key) in KEY_VERSIONS:
+        try:
+            return decode_consumer_value(key, data)  # type: ignore[arg-type]
+        except ConsumerRecordFormatError as e:
+            raise RecordFormatError(str(e)) from e
     head = _Reader(data)
     version = head.i16()
     r = _Reader(data[2:], flexible=version >= 4)

@@ -429,6 +429,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
     svc = service(ctx)
     metadata = ctx.broker.metadata
     topics = {name: t.num_partitions for name, t in metadata.topics.items() if not t.internal}
+    topic_ids = {name: t.topic_id for name, t in metadata.topics.items() if not t.internal}
     owned = None
     if request.topic_partitions is not None:
         owned = {}
@@ -445,7 +446,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
         client_host="/" + (ctx.client_host or "127.0.0.1"), version=ctx.api_version,
     )
     resp: ConsumerHeartbeatResponse = await svc.call(
-        req.group_id, lambda shard, now: shard.handle_consumer_heartbeat(req, topics, now),
+        req.group_id, lambda shard, now: shard.handle_consumer_heartbeat(req, topics, now, topic_ids),
         ConsumerHeartbeatResponse)
     R = ctx.response
     assignment = None
