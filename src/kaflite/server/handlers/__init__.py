@@ -55,6 +55,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "kaflite.server.handlers.groups",
     "kaflite.server.handlers.offsets",
     "kaflite.server.handlers.transactions",
+    "kaflite.server.handlers.find_coordinator",
 )
 
 

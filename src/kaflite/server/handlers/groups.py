@@ -279,49 +279,6 @@ def service(ctx: RequestContext) -> GroupService:
     return GroupService.of(ctx.broker)
 
 
-# --- FindCoordinator (10) -----------------------------------------------------------------------
-
-async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
-    R = ctx.response
-    broker = ctx.broker
-    svc = GroupService.of(broker)  # make sure __consumer_offsets exists and is loaded before anyone joins
-    node = (broker.node_id, ctx.advertised.host, ctx.advertised.port)
-    image = broker.metadata
-
-    def answer(key: str, key_type: int) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
-        if key_type == 1:  # TRANSACTION: the leader of the id's __transaction_state partition
-            from kaflite.server.handlers.transactions import TRANSACTION_STATE_TOPIC, TransactionService
-
-            try:
-                txn = TransactionService.of(broker)
-            except KafkaError as e:
-                return ErrorCode.coordinator_not_available, str(e), (-1, "", -1)
-            reg = image.partition(TRANSACTION_STATE_TOPIC, txn.partition_for(key))
-        elif key_type != 0:
-            return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}", (-1, "", -1)
-        else:
-            # the coordinator is the leader of the group's __consumer_offsets partition (single node: this one)
-            reg = image.partition(OFFSETS_TOPIC, svc.partition_for(key))
-        if reg is None or reg.leader == broker.node_id:
-            return ErrorCode.none, None, node
-        leader = image.brokers.get(reg.leader)
-        endpoint = leader.endpoint(ctx.session.listener_name) if leader is not None else None
-        if endpoint is None:  # no leader yet (being elected) or not reachable on this listener
-            return ErrorCode.coordinator_not_available, "The coordinator is not available.", (-1, "", -1)
-        return ErrorCode.none, None, (reg.leader, endpoint.host, endpoint.port)
-
-    if ctx.api_version >= 4:
-        coordinators = []
-        for key in request.coordinator_keys:
-            code, message, (node_id, host, port) = answer(key, request.key_type)
-            coordinators.append(build(R.Coordinator, key=key, node_id=node_id, host=host, port=port,
-                                      error_code=code, error_message=message))
-        return build(R.FindCoordinatorResponse, throttle_time=_ZERO, coordinators=tuple(coordinators))
-    code, message, (node_id, host, port) = answer(request.key, getattr(request, "key_type", 0))
-    return build(R.FindCoordinatorResponse, throttle_time=_ZERO, error_code=code, error_message=message,
-                 node_id=node_id, host=host, port=port)
-
-
 # --- JoinGroup (11) / SyncGroup (14) / Heartbeat (12) / LeaveGroup (13) ------------------------------
 
 def _denied(ctx: RequestContext, group_id: str | None) -> bool:
@@ -568,7 +525,6 @@ async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
 
 
 APIS: ApiTable = {
-    10: (0, 6, handle_find_coordinator),
     11: (0, 9, handle_join_group),
     12: (0, 4, handle_heartbeat),
     13: (0, 5, handle_leave_group),

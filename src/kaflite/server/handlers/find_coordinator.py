@@ -1,0 +1,72 @@
+"""FindCoordinator (API 10): which broker coordinates a group (key type 0) or a transactional id (key
+type 1).
+
+Rules:
+- the coordinator of a key is the leader of the key's partition of the coordinator's internal topic
+  (`__consumer_offsets` for groups, `__transaction_state` for transactional ids), as Kafka answers;
+- its endpoint is the one on the listener the request came in on; no leader yet, or none reachable on that
+  listener, is COORDINATOR_NOT_AVAILABLE (clients retry);
+- v4+ answers a batch of keys, older versions one key.
+
+It has its own module because it asks both coordinators (groups and transactions), which must not import
+each other.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kaflite.coordinator import OFFSETS_TOPIC
+from kaflite.coordinator.transaction.txn_log import TRANSACTION_STATE_TOPIC
+from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.context import RequestContext, build
+from kaflite.server.handlers import ApiTable
+from kaflite.server.handlers.groups import GroupService
+from kaflite.server.handlers.transactions import TransactionService
+
+_ZERO = datetime.timedelta(0)
+
+
+async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+    broker = ctx.broker
+    svc = GroupService.of(broker)  # make sure __consumer_offsets exists and is loaded before anyone joins
+    node = (broker.node_id, ctx.advertised.host, ctx.advertised.port)
+    image = broker.metadata
+
+    def answer(key: str, key_type: int) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
+        if key_type == 1:  # TRANSACTION: the leader of the id's __transaction_state partition
+            try:
+                txn = TransactionService.of(broker)
+            except KafkaError as e:
+                return ErrorCode.coordinator_not_available, str(e), (-1, "", -1)
+            reg = image.partition(TRANSACTION_STATE_TOPIC, txn.partition_for(key))
+        elif key_type != 0:
+            return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}", (-1, "", -1)
+        else:
+            # the coordinator is the leader of the group's __consumer_offsets partition (single node: this one)
+            reg = image.partition(OFFSETS_TOPIC, svc.partition_for(key))
+        if reg is None or reg.leader == broker.node_id:
+            return ErrorCode.none, None, node
+        leader = image.brokers.get(reg.leader)
+        endpoint = leader.endpoint(ctx.session.listener_name) if leader is not None else None
+        if endpoint is None:  # no leader yet (being elected) or not reachable on this listener
+            return ErrorCode.coordinator_not_available, "The coordinator is not available.", (-1, "", -1)
+        return ErrorCode.none, None, (reg.leader, endpoint.host, endpoint.port)
+
+    if ctx.api_version >= 4:
+        coordinators = []
+        for key in request.coordinator_keys:
+            code, message, (node_id, host, port) = answer(key, request.key_type)
+            coordinators.append(build(R.Coordinator, key=key, node_id=node_id, host=host, port=port,
+                                      error_code=code, error_message=message))
+        return build(R.FindCoordinatorResponse, throttle_time=_ZERO, coordinators=tuple(coordinators))
+    code, message, (node_id, host, port) = answer(request.key, getattr(request, "key_type", 0))
+    return build(R.FindCoordinatorResponse, throttle_time=_ZERO, error_code=code, error_message=message,
+                 node_id=node_id, host=host, port=port)
+
+
+APIS: ApiTable = {
+    10: (0, 6, handle_find_coordinator),
+}
