@@ -8,6 +8,14 @@ Rules (Kafka's GroupMetadataManager.consumerGroupHeartbeat + CurrentAssignmentBu
 - the group epoch goes up whenever membership, a subscription, or a subscribed topic's partition count
   changes; then the target assignment is recomputed by the broker-side assignor (`uniform` or `range`,
   from kaflite.assign) and stamped with that epoch;
+- a member subscribes by names, by a regular expression (`SubscribedTopicRegex`, v1), or both: its
+  subscription is the names plus every existing non-internal topic the expression matches whole. Kafka
+  uses RE2/J; kaflite approximates it with Python's `re.fullmatch` (the common syntax -- `.*`, classes,
+  alternation, anchors -- means the same; Python-only constructs such as look-arounds are accepted, and
+  an expression Python cannot compile is INVALID_REGULAR_EXPRESSION). The expression is resolved against
+  the broker's topics at every heartbeat, so a topic created later that matches joins the group's
+  subscription at the next heartbeat (the group epoch goes up, the target is recomputed); an empty
+  expression clears it;
 - reconciliation, per member, on its heartbeats: partitions it owns but the target does not give it
   are revoked first (the member keeps its epoch and state UNREVOKED_PARTITIONS until a heartbeat no
   longer reports them); only then does it move to the target epoch, receiving the target partitions that
@@ -24,6 +32,8 @@ Rules (Kafka's GroupMetadataManager.consumerGroupHeartbeat + CurrentAssignmentBu
 
 from __future__ import annotations
 
+import functools
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -52,6 +62,7 @@ class ConsumerHeartbeatRequest:
     client_id: str = ""
     client_host: str = ""
     version: int = 0
+    subscribed_regex: str | None = None  # None: unchanged, "": none (v1, SubscribedTopicRegex)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +85,7 @@ class ConsumerMember:
     subscribed: tuple[str, ...] = ()
     rack_id: str | None = None  # the client's client.rack (ConsumerGroupDescribe shows it)
     server_assignor: str | None = None  # the assignor the member asked for (persisted with it)
+    subscribed_regex: str | None = None  # SubscribedTopicRegex (None: no expression)
     member_epoch: int = 0
     previous_epoch: int = -1
     state: str = STABLE
@@ -103,6 +115,20 @@ class ConsumerGroup:
         if any(mb.member_epoch != self.assignment_epoch or mb.state != STABLE for mb in self.members.values()):
             return "Reconciling"
         return "Stable"
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(regex: str) -> re.Pattern[str]:
+    return re.compile(regex)
+
+
+def subscription(member: ConsumerMember, topics: Mapping[str, int]) -> set[str]:
+    """The topics a member is subscribed to: its names that exist, and every topic its expression matches."""
+    subs = {t for t in member.subscribed if t in topics}
+    if member.subscribed_regex:
+        pattern = _compiled(member.subscribed_regex)
+        subs.update(t for t in topics if pattern.fullmatch(t))
+    return subs
 
 
 def _flat(a: Mapping[str, frozenset[int]]) -> set[tuple[str, int]]:
@@ -202,9 +228,16 @@ class ConsumerGroupManager:
                 return fail(ErrorCode.unknown_member_id, f"Member {req.member_id} is not a member of the group.")
             self._remove(group, req.member_id)
             return ConsumerHeartbeatResponse(ErrorCode.none, req.member_id, req.member_epoch, 0)
+        if req.subscribed_regex:
+            try:
+                _compiled(req.subscribed_regex)
+            except re.error as e:
+                return fail(ErrorCode.invalid_regular_expression,
+                            f"SubscribedTopicRegex `{req.subscribed_regex}` is not a valid regular expression: {e}.")
         if req.member_epoch == 0:
-            if req.subscribed_topics is None:
-                return fail(ErrorCode.invalid_request, "SubscribedTopicNames must be set in first request.")
+            if req.subscribed_topics is None and req.subscribed_regex is None:
+                return fail(ErrorCode.invalid_request,
+                            "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
             if req.rebalance_timeout_ms < 0:
                 return fail(ErrorCode.invalid_request, "RebalanceTimeoutMs must be provided in first request.")
             if group is None:
@@ -216,8 +249,8 @@ class ConsumerGroupManager:
                 return fail(ErrorCode.group_max_size_reached, f"The consumer group has reached its maximum "
                                                                f"capacity of {self.max_size} members.")
             member = ConsumerMember(member_id, req.instance_id, req.client_id, req.client_host,
-                                    req.rebalance_timeout_ms, tuple(req.subscribed_topics), req.rack_id,
-                                    req.server_assignor)
+                                    req.rebalance_timeout_ms, tuple(req.subscribed_topics or ()), req.rack_id,
+                                    req.server_assignor, req.subscribed_regex or None)
             group.members[member_id] = member
             if req.server_assignor:
                 group.assignor = req.server_assignor
@@ -236,15 +269,19 @@ class ConsumerGroupManager:
             if req.subscribed_topics is not None and tuple(req.subscribed_topics) != member.subscribed:
                 member.subscribed = tuple(req.subscribed_topics)
                 group.group_epoch += 1
+            if req.subscribed_regex is not None and (req.subscribed_regex or None) != member.subscribed_regex:
+                member.subscribed_regex = req.subscribed_regex or None
+                group.group_epoch += 1
             if req.rebalance_timeout_ms >= 0:
                 member.rebalance_timeout_ms = req.rebalance_timeout_ms
             if req.rack_id is not None:  # null: unchanged (as every field of a later heartbeat)
                 member.rack_id = req.rack_id
-        counts = {t: topics[t] for mb in group.members.values() for t in mb.subscribed if t in topics}
+        subscriptions = {mid: subscription(mb, topics) for mid, mb in group.members.items()}
+        counts = {t: topics[t] for subs in subscriptions.values() for t in sorted(subs)}
         if counts != group.topic_snapshot and group.assignment_epoch == group.group_epoch:
             group.group_epoch += 1  # a subscribed topic appeared, vanished or grew
         if group.assignment_epoch < group.group_epoch:
-            self._compute_target(group, counts)
+            self._compute_target(group, counts, subscriptions)
         self._reconcile(group, member, _flat(req.owned) if req.owned is not None else None)
         self._schedule_session(group, member)
         assignment = None
@@ -271,12 +308,13 @@ class ConsumerGroupManager:
 
     # --- internals --------------------------------------------------------------------------------
 
-    def _compute_target(self, group: ConsumerGroup, counts: dict[str, int]) -> None:
+    def _compute_target(self, group: ConsumerGroup, counts: dict[str, int],
+                        subscriptions: Mapping[str, set[str]]) -> None:
         from kaflite.assign.registry import get_server_assignor
         from kaflite.assign.server import MemberSpec
         from kaflite.assign.types import TopicPartition
 
-        specs = {mid: MemberSpec([t for t in mb.subscribed if t in counts],
+        specs = {mid: MemberSpec(sorted(t for t in subscriptions.get(mid, set()) if t in counts),
                                  [TopicPartition(t, p) for t, ps in group.target.get(mid, {}).items() for p in ps
                                   if t in counts and p < counts[t]], None, mb.instance_id)
                  for mid, mb in group.members.items()}

@@ -57,7 +57,7 @@ def group_records(group: ConsumerGroup, ids: Mapping[str, uuid.UUID]) -> GroupRe
         tuple((ids[t], t, n) for t, n in sorted(group.topic_snapshot.items()) if t in ids))
     for mid, mb in group.members.items():
         out[ConsumerGroupMemberMetadataKey(g, mid)] = ConsumerGroupMemberMetadataValue(
-            mb.instance_id, mb.rack_id, mb.client_id, mb.client_host, mb.subscribed, None,
+            mb.instance_id, mb.rack_id, mb.client_id, mb.client_host, mb.subscribed, mb.subscribed_regex,
             mb.rebalance_timeout_ms, mb.server_assignor)
     out[ConsumerGroupTargetAssignmentMetadataKey(g)] = ConsumerGroupTargetAssignmentMetadataValue(
         group.assignment_epoch)
@@ -125,6 +125,7 @@ class GroupLoader:
             mb.instance_id, mb.rack_id = value.instance_id, value.rack_id
             mb.client_id, mb.client_host = value.client_id, value.client_host
             mb.subscribed = value.subscribed_topic_names
+            mb.subscribed_regex = value.subscribed_topic_regex
             mb.rebalance_timeout_ms = value.rebalance_timeout_ms
             mb.server_assignor = value.server_assignor
             if value.server_assignor:

@@ -398,6 +398,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
     req = ConsumerHeartbeatRequest(
         group_id=request.group_id, member_id=request.member_id, member_epoch=int(request.member_epoch),
         subscribed_topics=None if request.subscribed_topic_names is None else tuple(request.subscribed_topic_names),
+        subscribed_regex=getattr(request, "subscribed_topic_regex", None),
         owned=owned, rebalance_timeout_ms=rebalance, instance_id=request.instance_id, rack_id=request.rack_id,
         server_assignor=request.server_assignor, client_id=ctx.client_id,
         client_host="/" + (ctx.client_host or "127.0.0.1"), version=ctx.api_version,
@@ -448,7 +449,7 @@ async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> A
         members = tuple(
             build(R.Member, member_id=mb.member_id, instance_id=mb.instance_id, rack_id=mb.rack_id,
                   member_epoch=mb.member_epoch, client_id=mb.client_id, client_host=mb.client_host,
-                  subscribed_topic_names=tuple(mb.subscribed), subscribed_topic_regex=None,
+                  subscribed_topic_names=tuple(mb.subscribed), subscribed_topic_regex=mb.subscribed_regex,
                   assignment=assignment(mb.assigned), target_assignment=assignment(cg.target.get(mb.member_id, {})),
                   member_type=1)  # 1: a consumer-protocol member (v1)
             for mb in cg.members.values()
