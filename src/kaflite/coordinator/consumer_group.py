@@ -36,16 +36,23 @@ import functools
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kaflite.protocol.errors import ErrorCode
 
-Assignment = dict[str, frozenset[int]]  # topic -> partitions
-
-SERVER_ASSIGNORS = ("uniform", "range")  # group.remote.assignor names (kaflite.assign.get_server_assignor)
-STABLE, UNREVOKED, UNRELEASED = "STABLE", "UNREVOKED_PARTITIONS", "UNRELEASED_PARTITIONS"
-LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
+from .consumer_group_records import GroupLoader, diff, group_records
+from .consumer_group_state import (
+    LEAVE_EPOCH,
+    SERVER_ASSIGNORS,
+    STABLE,
+    STATIC_LEAVE_EPOCH,
+    UNRELEASED,
+    UNREVOKED,
+    Assignment,
+    ConsumerGroup,
+    ConsumerMember,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,48 +80,6 @@ class ConsumerHeartbeatResponse:
     heartbeat_interval_ms: int = 0
     assignment: Assignment | None = None  # None: unchanged since the last answer
     error_message: str | None = None
-
-
-@dataclass(slots=True)
-class ConsumerMember:
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    subscribed: tuple[str, ...] = ()
-    rack_id: str | None = None  # the client's client.rack (ConsumerGroupDescribe shows it)
-    server_assignor: str | None = None  # the assignor the member asked for (persisted with it)
-    subscribed_regex: str | None = None  # SubscribedTopicRegex (None: no expression)
-    member_epoch: int = 0
-    previous_epoch: int = -1
-    state: str = STABLE
-    assigned: Assignment = field(default_factory=dict)
-    pending_revocation: Assignment = field(default_factory=dict)
-    last_sent: Assignment | None = None
-
-
-@dataclass(slots=True)
-class ConsumerGroup:
-    group_id: str
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    members: dict[str, ConsumerMember] = field(default_factory=dict)
-    target: dict[str, Assignment] = field(default_factory=dict)
-    owners: dict[tuple[str, int], str] = field(default_factory=dict)  # who holds a partition now
-    topic_snapshot: dict[str, int] = field(default_factory=dict)  # partition counts the target used
-    assignor: str = "uniform"
-
-    @property
-    def state(self) -> str:
-        """Kafka's ConsumerGroup states: Empty, Assigning, Reconciling, Stable."""
-        if not self.members:
-            return "Empty"
-        if self.assignment_epoch < self.group_epoch:
-            return "Assigning"
-        if any(mb.member_epoch != self.assignment_epoch or mb.state != STABLE for mb in self.members.values()):
-            return "Reconciling"
-        return "Stable"
 
 
 @functools.lru_cache(maxsize=256)
@@ -164,15 +129,11 @@ class ConsumerGroupManager:
         """A consumer-group record read while loading; our own writes (active) are already the state."""
         if self.is_active():
             return
-        from .consumer_group_records import GroupLoader
-
         GroupLoader(self.groups, self.topic_ids).replay(key, value)
 
     def activate(self) -> None:
         """Loading is over: rebuild partition owners, restart every member's session (and revocation)
         timer from now, and remember the loaded records as written."""
-        from .consumer_group_records import group_records
-
         for group in self.groups.values():
             group.owners = {}
             for mid, mb in group.members.items():
@@ -194,8 +155,6 @@ class ConsumerGroupManager:
 
     def drain_records(self) -> list[tuple[Any, Any]]:
         """The records that persist every change since the last call (tombstones for what is gone)."""
-        from .consumer_group_records import diff, group_records
-
         out: list[tuple[Any, Any]] = []
         for group_id in sorted(self._dirty):
             group = self.groups.get(group_id)

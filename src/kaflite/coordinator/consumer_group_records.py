@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from .consumer_group import Assignment, ConsumerGroup, ConsumerMember
+from .consumer_group_state import Assignment, ConsumerGroup, ConsumerMember
 from .consumer_records import (
     MEMBER_STATE_NAMES,
     MEMBER_STATES,
