@@ -26,6 +26,10 @@ class CoordinatorConfig:
     consumer_session_timeout_ms: int = 45_000
     consumer_heartbeat_interval_ms: int = 5_000
     consumer_max_size: int = 2**31 - 1
+    # group.consumer.assignors as server assignor names, the first the default
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # group.coordinator.rebalance.protocols: "consumer" enables KIP-848 groups
+    rebalance_protocols: tuple[str, ...] = ("classic", "consumer")
 
     KEYS = {
         "offsets.topic.num.partitions": "offsets_topic_num_partitions",
@@ -51,7 +55,23 @@ class CoordinatorConfig:
                     kwargs[attr] = int(props[key])
                 except (TypeError, ValueError):
                     raise ValueError(f"{key} must be an integer, got {props[key]!r}") from None
-        config = cls(**kwargs)
+        lists: dict[str, tuple[str, ...]] = {}
+        assignors = props.get("group.consumer.assignors") if "group.consumer.assignors" in props else None
+        if assignors is not None:
+            names = _as_list(assignors)
+            unknown = [a for a in names if a not in ASSIGNOR_NAMES]
+            if unknown or not names:
+                raise ValueError(f"group.consumer.assignors: {', '.join(unknown) or 'empty'} is not an assignor "
+                                 f"(allowed: {', '.join(ASSIGNOR_NAMES)})")
+            lists["consumer_assignors"] = tuple(dict.fromkeys(ASSIGNOR_NAMES[a] for a in names))
+        protocols = (props.get("group.coordinator.rebalance.protocols")
+                     if "group.coordinator.rebalance.protocols" in props else None)
+        if protocols is not None:
+            names = _as_list(protocols)
+            if "classic" not in names or any(p not in ("classic", "consumer") for p in names):
+                raise ValueError("group.coordinator.rebalance.protocols must list classic, and may add consumer")
+            lists["rebalance_protocols"] = tuple(names)
+        config = cls(**kwargs, **lists)  # type: ignore[arg-type]
         if config.offsets_topic_num_partitions < 1:
             raise ValueError("offsets.topic.num.partitions must be >= 1")
         if config.group_min_session_timeout_ms > config.group_max_session_timeout_ms:
@@ -60,3 +80,16 @@ class CoordinatorConfig:
             raise ValueError("group.max.size must be >= 1")
         return config
 
+
+# Kafka's assignor class names (and the short names) -> kaflite's server assignor names
+ASSIGNOR_NAMES = {
+    "uniform": "uniform",
+    "range": "range",
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+
+def _as_list(value: Any) -> list[str]:
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return [str(v).strip() for v in items if str(v).strip()]

@@ -113,12 +113,13 @@ class ConsumerGroupManager:
     def __init__(self, schedule: Callable[[tuple[str, ...], int, Callable[[], None]], None],
                  cancel: Callable[[tuple[str, ...]], None], now: Callable[[], int],
                  session_timeout_ms: int = 45_000, heartbeat_interval_ms: int = 5_000,
-                 max_size: int = 2**31 - 1) -> None:
+                 max_size: int = 2**31 - 1, assignors: tuple[str, ...] = SERVER_ASSIGNORS) -> None:
         self.groups: dict[str, ConsumerGroup] = {}
         self._schedule, self._cancel, self._now = schedule, cancel, now
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_size = max_size
+        self.assignors = assignors  # group.consumer.assignors: the first is a new group's
         self.topic_ids: dict[str, uuid.UUID] = {}  # topic name -> id, for the persisted assignments
         self.is_active: Callable[[], bool] = lambda: True
         self._dirty: set[str] = set()
@@ -177,9 +178,9 @@ class ConsumerGroupManager:
 
         if not req.group_id:
             return fail(ErrorCode.invalid_request, "GroupId can't be empty.")
-        if req.server_assignor is not None and req.server_assignor not in SERVER_ASSIGNORS:
+        if req.server_assignor is not None and req.server_assignor not in self.assignors:
             return fail(ErrorCode.unsupported_assignor, f"ServerAssignor {req.server_assignor} is not supported. "
-                                                          "Supported assignors: uniform, range.")
+                                                          f"Supported assignors: {', '.join(self.assignors)}.")
         self._dirty.add(req.group_id)
         group = self.groups.get(req.group_id)
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
@@ -200,7 +201,7 @@ class ConsumerGroupManager:
             if req.rebalance_timeout_ms < 0:
                 return fail(ErrorCode.invalid_request, "RebalanceTimeoutMs must be provided in first request.")
             if group is None:
-                group = self.groups[req.group_id] = ConsumerGroup(req.group_id)
+                group = self.groups[req.group_id] = ConsumerGroup(req.group_id, assignor=self.assignors[0])
             member_id = req.member_id or str(uuid.uuid4())
             if member_id in group.members:  # rejoining from scratch (e.g. after being fenced)
                 self._remove(group, member_id)

@@ -59,7 +59,8 @@ class GroupMetadataManager:
         config = ctx.config
         self.consumer = ConsumerGroupManager(ctx.schedule, ctx.cancel, lambda: ctx.now,
                                              config.consumer_session_timeout_ms,
-                                             config.consumer_heartbeat_interval_ms, config.consumer_max_size)
+                                             config.consumer_heartbeat_interval_ms, config.consumer_max_size,
+                                             config.consumer_assignors)
         self.consumer.is_active = lambda: ctx.active
 
     # === loading ====================================================================================

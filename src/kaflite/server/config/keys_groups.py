@@ -11,10 +11,16 @@ from kaflite.server.config.definitions import (
     AtLeast,
     Between,
     ConfigKey,
+    ListOf,
     _k,
 )
 
 __all__ = ["KEYS", "NOT_READ"]
+
+# group.consumer.assignors: Kafka's class names and the short names its ConsumerGroupPartitionAssignor
+# implementations answer to (kaflite.assign's server assignors)
+_ASSIGNORS = ("uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+              "org.apache.kafka.coordinator.group.assignor.RangeAssignor")
 
 KEYS: list[ConfigKey] = [
     _k(
@@ -113,6 +119,27 @@ KEYS: list[ConfigKey] = [
         AtLeast(1),
     ),
     _k("group.consumer.max.size", "int", INT_MAX, "Maximum members of one KIP-848 consumer group.", AtLeast(1)),
+    _k(
+        "group.consumer.assignors",
+        "list",
+        ["uniform", "range"],
+        "Server-side assignors of KIP-848 groups, the first being the default (Kafka's class names "
+        "org.apache.kafka.coordinator.group.assignor.UniformAssignor / RangeAssignor, or uniform / range); a "
+        "member asking for another gets UNSUPPORTED_ASSIGNOR.",
+        ListOf(_ASSIGNORS),
+        kafka_default="org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
+        "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
+        differs="the short names are the default here (Kafka 4.0 accepts them too); both spellings are accepted.",
+    ),
+    _k(
+        "group.coordinator.rebalance.protocols",
+        "list",
+        ["classic", "consumer"],
+        "Group protocols served: classic always; consumer enables KIP-848 groups (ConsumerGroupHeartbeat / "
+        "ConsumerGroupDescribe, answered UNSUPPORTED_VERSION and not advertised without it).",
+        ListOf(("classic", "consumer")),
+        kafka_default="classic,consumer",
+    ),
 ]
 
 # Keys validated but not read (yet), and why (marked applies=False; tests/config/test_keys_read.py).

@@ -15,19 +15,25 @@ from kaflite.server.context import RequestContext, build, response_module
 from kaflite.server.handlers import ApiTable, Registry
 
 API_KEY = 18
+CONSUMER_PROTOCOL_APIS = frozenset({68, 69})  # ConsumerGroupHeartbeat, ConsumerGroupDescribe
 _ZERO = datetime.timedelta(0)
 
 
-def api_versions_response(registry: Registry, version: int, error: ErrorCode = ErrorCode.none) -> Any:
+def api_versions_response(registry: Registry, version: int, error: ErrorCode = ErrorCode.none,
+                          hidden: frozenset[int] = frozenset()) -> Any:
     mod = response_module(API_KEY, version)
     keys = tuple(
         build(mod.ApiVersion, api_key=k, min_version=lo, max_version=hi) for k, lo, hi in registry.ranges()
+        if k not in hidden
     )
     return build(mod.ApiVersionsResponse, error_code=error, api_keys=keys, throttle_time=_ZERO)
 
 
 async def handle_api_versions(ctx: RequestContext, request: Any) -> Any:
-    return api_versions_response(ctx.broker.registry, ctx.api_version)
+    # KIP-848's APIs are advertised only when group.coordinator.rebalance.protocols lists consumer (Kafka)
+    hidden = frozenset() if "consumer" in ctx.broker.setting("group.coordinator.rebalance.protocols") \
+        else CONSUMER_PROTOCOL_APIS
+    return api_versions_response(ctx.broker.registry, ctx.api_version, hidden=hidden)
 
 
 APIS: ApiTable = {API_KEY: (0, 4, handle_api_versions)}

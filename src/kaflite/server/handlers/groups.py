@@ -382,7 +382,17 @@ async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
 
 # --- ConsumerGroupHeartbeat (68), KIP-848 -----------------------------------------------------------
 
+def consumer_protocol_enabled(broker: Any) -> bool:
+    """group.coordinator.rebalance.protocols lists consumer (KIP-848 groups served)."""
+    return "consumer" in broker.setting("group.coordinator.rebalance.protocols")
+
+
 async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
+    if not consumer_protocol_enabled(ctx.broker):  # Kafka: the API is not enabled
+        return build(ctx.response.ConsumerGroupHeartbeatResponse, throttle_time=_ZERO,
+                     error_code=ErrorCode.unsupported_version, error_message="The consumer group protocol is "
+                     "not enabled (group.coordinator.rebalance.protocols).", member_id=None, member_epoch=-1,
+                     heartbeat_interval=datetime.timedelta(0), assignment=None)
     svc = service(ctx)
     metadata = ctx.broker.metadata
     topics = {name: t.num_partitions for name, t in metadata.topics.items() if not t.internal}
