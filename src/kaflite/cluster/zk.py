@@ -656,6 +656,12 @@ class KafkaZkClient:
                 written[tp] = _with_version(state, int(one[0].version))
         return written, stale
 
+    def propagate_isr_changes(self, partitions: Iterable[TopicPartition]) -> None:
+        """A leader changed these partitions' ISR: /isr_change_notification/isr_change_<seq> (Kafka's
+        ZooKeeper-mode IsrChangeNotification, which tells the controller to re-read their states)."""
+        self._zk.create(f"{zd.ISR_CHANGE_NOTIFICATION}/isr_change_", zd.encode_partition_list(partitions),
+                        sequence=True, makepath=True)
+
     # --- configs ------------------------------------------------------------------------------------------
     def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
         path = zd.config_entity_path(entity_type, name)

@@ -140,7 +140,43 @@ class Broker:
         # end offset) and whatever changes later
         self.metadata_writer.subscribe(self.replica_manager.on_image)
         self.replica_manager.on_image(None, self.metadata)
+        if isinstance(self.metadata_writer, ZkMetadata):
+            self._start_replication(self.metadata_writer)
         self._register()
+
+    def _start_replication(self, writer: ZkMetadata) -> None:
+        """In a cluster: followers fetch from their leaders (after the ReplicaManager applied each image),
+        leaders write their ISR changes to ZooKeeper and shrink the ISR of lagging followers."""
+        from kaflite.server.replica.fetcher import FetcherConfig, ReplicaFetcherManager
+        from kaflite.server.replica.isr import ZkIsrWriter
+
+        rm = self.replica_manager
+        rm.replica_lag_time_max_ms = int(self.setting("replica.lag.time.max.ms"))
+        rm.isr_writer = ZkIsrWriter(writer.zk, self.node_id)
+        config = FetcherConfig(
+            num_fetchers=int(self.setting("num.replica.fetchers")),
+            max_bytes=int(self.setting("replica.fetch.max.bytes")),
+            response_max_bytes=int(self.setting("replica.fetch.response.max.bytes")),
+            wait_max_ms=int(self.setting("replica.fetch.wait.max.ms")),
+            min_bytes=int(self.setting("replica.fetch.min.bytes")),
+            backoff_ms=int(self.setting("replica.fetch.backoff.ms")),
+            socket_timeout_ms=int(self.setting("replica.socket.timeout.ms")),
+            listener=self.config.inter_broker_listener_name,
+        )
+        fetchers = ReplicaFetcherManager(self.node_id, rm, config, lambda: self.metadata)
+        self.extensions["replica_fetchers"] = fetchers
+        writer.subscribe(fetchers.on_image)
+        fetchers.on_image(None, self.metadata)
+        self._tasks.append(asyncio.ensure_future(self._isr_expiration(max(10, rm.replica_lag_time_max_ms // 2))))
+
+    async def _isr_expiration(self, every_ms: int) -> None:
+        """Kafka's isr-expiration task: every replica.lag.time.max.ms / 2, drop lagging followers."""
+        while True:
+            await asyncio.sleep(every_ms / 1000.0)
+            try:
+                self.replica_manager.maybe_shrink_isr()
+            except Exception:  # noqa: BLE001 - logged; the next round tries again
+                log.exception("ISR expiration failed")
 
     def add_task(self, task: asyncio.Future[Any]) -> None:
         """A background task of a subsystem (e.g. the group coordinator's timers), cancelled on stop."""
@@ -167,6 +203,9 @@ class Broker:
             write_meta_properties(directory, cluster_id, self.node_id)
 
     async def stop(self) -> None:
+        fetchers = self.extensions.pop("replica_fetchers", None)
+        if fetchers is not None:
+            await fetchers.stop()
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:

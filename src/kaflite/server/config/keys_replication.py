@@ -31,8 +31,18 @@ KEYS: list[ConfigKey] = [
         "Allow an out-of-sync replica to become leader.",
         applies=False,
     ),
-    _k("num.replica.fetchers", "int", 1, "Replica fetcher threads.", AtLeast(1), applies=False),
-    _k("replica.lag.time.max.ms", "long", 30000, "A follower this far behind leaves the ISR.", AtLeast(0)),
+    _k("num.replica.fetchers", "int", 1, "Replica fetcher tasks per source broker (in a cluster).", AtLeast(1)),
+    _k("replica.lag.time.max.ms", "long", 30000, "A follower not caught up for this long leaves the ISR.",
+       AtLeast(0)),
+    _k("replica.fetch.max.bytes", "int", 1048576, "Bytes a follower fetches per partition and request.",
+       AtLeast(0)),
+    _k("replica.fetch.response.max.bytes", "int", 10485760, "Bytes a follower fetches per request.", AtLeast(0)),
+    _k("replica.fetch.wait.max.ms", "int", 500, "How long a follower's fetch waits for data at the leader.",
+       AtLeast(0)),
+    _k("replica.fetch.min.bytes", "int", 1, "Bytes a follower's fetch waits for at the leader.", AtLeast(1)),
+    _k("replica.fetch.backoff.ms", "int", 1000, "A follower's pause after a failed fetch.", AtLeast(0)),
+    _k("replica.socket.timeout.ms", "int", 30000, "A follower's network timeout towards its leader.",
+       AtLeast(1)),
     _k(
         "auto.leader.rebalance.enable",
         "boolean",
@@ -48,6 +58,4 @@ KEYS: list[ConfigKey] = [
 ]
 
 # Keys validated but not read (yet), and why (marked applies=False; tests/config/test_keys_read.py).
-NOT_READ: dict[str, str] = {
-    "replica.lag.time.max.ms": "one broker: the ISR is the leader alone",
-}
+NOT_READ: dict[str, str] = {}

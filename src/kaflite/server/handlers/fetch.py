@@ -22,6 +22,11 @@ Rules (Kafka's `ReplicaManager.fetchMessages` / `DelayedFetch`):
   here never reports, so they are left at their defaults (omitted), as Kafka omits them then;
 - a partition of a topic whose `compression.type` is zstd is UNSUPPORTED_COMPRESSION_TYPE below v10 (a
   client that old cannot decode zstd; Kafka's `maybeConvertFetchedData` judges by the topic config);
+- a fetch from a follower (`replica_id` >= 0, Kafka's ReplicaFetcherThread) reads the leader's log up to its
+  log end offset (beyond the high watermark: only replicas may) and, before reading, reports the
+  follower's fetch offset as its log end offset to the `Partition`: that may advance the high watermark
+  (waking acks=all produces in the purgatory) or let the follower rejoin the ISR (`ReplicaManager.
+  record_follower_fetch`); a broker that is not one of the partition's replicas gets NOT_LEADER_OR_FOLLOWER;
 - fetch sessions (KIP-227, v7+): `kaflite.server.fetch_session` decides what a request reads (the whole
   session) and which partitions an incremental answer carries (only those with news).
 """
@@ -70,7 +75,8 @@ def read_partitions(
     broker: Broker, max_bytes: int, targets: list[tuple[tuple[str, int], FetchTarget]],
     leader_epochs: dict[tuple[str, int], int] | None = None, read_committed: bool = False,
     denied: frozenset[str] = frozenset(),
-    zstd_ok: bool = True,
+    zstd_ok: bool = True, replica_id: int = -1,
+    not_replica: frozenset[tuple[str, int]] = frozenset(),
 ) -> tuple[list[tuple[str, list[PartitionRead]]], int, bool]:
     """One pass over every partition to read: (results by topic, bytes read, any partition error).
     `leader_epochs`: the current leader epoch the request carried per partition (-1 or absent: unchecked).
@@ -86,6 +92,8 @@ def read_partitions(
         try:
             if topic in denied:  # READ on the topic refused by the authorizer
                 raise KafkaError(ErrorCode.topic_authorization_failed)
+            if not_replica and (topic, partition) in not_replica:  # a broker that is not a replica
+                raise KafkaError(ErrorCode.not_leader_or_follower)
             if leader_epochs:
                 part = replicas.get_partition(topic, partition,
                                               current_leader_epoch=leader_epochs.get((topic, partition), -1))
@@ -97,7 +105,10 @@ def read_partitions(
                 raise KafkaError(ErrorCode.unsupported_compression_type)
             r.high_watermark, r.last_stable_offset = part.fetch_offsets()
             r.log_start_offset = plog.log_start_offset
-            fetchable = r.last_stable_offset if read_committed else r.high_watermark
+            if replica_id >= 0:  # a follower copies everything the leader has
+                fetchable = plog.log_end_offset
+            else:
+                fetchable = r.last_stable_offset if read_committed else r.high_watermark
             limit = min(int(target.max_bytes), remaining)
             if target.fetch_offset == fetchable and target.fetch_offset <= plog.log_end_offset:
                 pass  # caught up: nothing to read, not an error
@@ -224,15 +235,39 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     max_wait_ms = request.max_wait.total_seconds() * 1000.0
     deadline = broker.now_ms() + max_wait_ms
     keys = [fetch_key(topic, partition) for (topic, partition), _t in session.targets]
+    # the follower's id: `replica_id` up to v14, `replica_state.replica_id` from v15 (KIP-903)
+    rstate = getattr(request, "replica_state", None)
+    replica_id = int(rstate.replica_id if rstate is not None else getattr(request, "replica_id", -1))
     denied = frozenset(t for t in {topic for (topic, _p), _t in session.targets}
                        if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t))
+    not_replica = _follower_fetch(broker, replica_id, session.targets, epochs) if replica_id >= 0 else frozenset()
     while True:
         results, total, any_error = read_partitions(broker, int(request.max_bytes), session.targets, epochs,
-                                                    read_committed, denied, zstd_ok=ctx.api_version >= ZSTD_VERSION)
+                                                    read_committed, denied, zstd_ok=ctx.api_version >= ZSTD_VERSION,
+                                                    replica_id=replica_id, not_replica=not_replica)
         remaining = deadline - broker.now_ms()
         if total >= request.min_bytes or any_error or unknown_ids or remaining <= 0 or not keys:
             return _response(ctx, request, results, session, ids, unknown_ids)
         await broker.purgatory.wait(keys, remaining)
+
+
+def _follower_fetch(broker: Broker, replica_id: int, targets: list[tuple[tuple[str, int], FetchTarget]],
+                   epochs: dict[tuple[str, int], int] | None) -> frozenset[tuple[str, int]]:
+    """Record a follower's fetch offsets on the leader's partitions (Kafka's updateFollowerFetchState);
+    returns the partitions of which `replica_id` is no replica; the read answers the others' errors."""
+    replicas = broker.replica_manager
+    refused: set[tuple[str, int]] = set()
+    for (topic, partition), target in targets:
+        try:
+            part = replicas.get_partition(topic, partition, current_leader_epoch=epochs.get(
+                (topic, partition), -1) if epochs else -1)
+        except KafkaError:
+            continue  # answered by the read
+        try:
+            replicas.record_follower_fetch(part, replica_id, int(target.fetch_offset))
+        except KafkaError:
+            refused.add((topic, partition))
+    return frozenset(refused)
 
 
 APIS: ApiTable = {API_KEY: (4, 17, handle_fetch)}

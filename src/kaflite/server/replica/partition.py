@@ -24,7 +24,17 @@ Rules:
   NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below the minimum meanwhile;
 - the last stable offset is the log's: the first offset of the earliest open transaction, capped by the
   high watermark (Kafka's `UnifiedLog.lastStableOffset`);
-- a follower's report is kept only while this broker leads; becoming leader forgets older reports.
+- a follower's report is kept only while this broker leads; becoming leader forgets older reports;
+- a follower is caught up (Kafka's `Replica.updateFetchState`) when its fetch offset reaches the leader's log
+  end offset at that fetch, or the leader's log end offset at its previous fetch (then it caught up at the
+  previous fetch's time); becoming leader counts every follower as caught up now (Kafka gives them
+  `replica.lag.time.max.ms` from the election);
+- ISR (leader only): a member whose last catch-up is older than `replica.lag.time.max.ms` is out of sync
+  (`out_of_sync_replicas`); a replica outside the ISR whose log end offset reached the high watermark and
+  the start of the current leader epoch may join (`can_join_isr`); the change itself is written by the
+  ReplicaManager (compare-and-set on the state znode) and applied only once written;
+- as follower (`append_records_to_follower`): the leader's batches are appended verbatim (their offsets and
+  epochs), and the high watermark is the leader's, capped by the local log end offset.
 Pure: no I/O of its own beyond the Log it is given; all of it runs on the broker's event loop.
 """
 
@@ -54,7 +64,8 @@ class PartitionState:
 
 class Partition:
     __slots__ = ("topic", "partition", "broker_id", "log", "state", "min_insync_replicas", "codec",
-                 "_follower_leo", "_single")
+                 "_follower_leo", "_single",
+                 "_caught_up_ms", "_last_fetch_leo", "_last_fetch_ms", "_leader_since_ms", "_epoch_start")
 
     def __init__(self, topic: str, partition: int, broker_id: int, log: Log | None = None) -> None:
         self.topic = topic
@@ -66,6 +77,13 @@ class Partition:
         self.codec: int | None = None  # the codec the topic stores batches in (None: as produced)
         self._follower_leo: dict[int, int] = {}
         self._single = False  # this broker is the whole ISR: the high watermark is its log end offset
+        # per follower, while this broker leads: last time it was caught up, the leader's log end offset and
+        # the time of its previous fetch (Kafka's Replica state)
+        self._caught_up_ms: dict[int, int] = {}
+        self._last_fetch_leo: dict[int, int] = {}
+        self._last_fetch_ms: dict[int, int] = {}
+        self._leader_since_ms = -1  # set by the ReplicaManager when it makes this broker leader (-1: now)
+        self._epoch_start = 0  # this leader epoch's start offset (the log end offset on becoming leader)
 
     def __repr__(self) -> str:
         s = self.state
@@ -100,6 +118,11 @@ class Partition:
         self.state = state
         if became_leader:
             self._follower_leo = {}
+            self._caught_up_ms = {}
+            self._last_fetch_leo = {}
+            self._last_fetch_ms = {}
+            self._leader_since_ms = -1
+            self._epoch_start = self.log.log_end_offset if self.log is not None else 0
         for r in list(self._follower_leo):
             if r not in state.replicas:
                 del self._follower_leo[r]
@@ -181,13 +204,64 @@ class Partition:
             return False
         return log.update_high_watermark(candidate) > before
 
-    def update_follower_fetch_state(self, replica_id: int, log_end_offset: int) -> bool:
-        """A follower's fetch told us its log end offset; returns whether the high watermark moved."""
+    def update_follower_fetch_state(self, replica_id: int, log_end_offset: int, now_ms: int = -1) -> bool:
+        """A follower's fetch told us its log end offset (its fetch offset); returns whether the high
+        watermark moved. `now_ms` >= 0 also records when it was last caught up (see the rules)."""
         if self.state.leader != self.broker_id or replica_id not in self.state.replicas:
             raise KafkaError(ErrorCode.not_leader_or_follower,
                              f"broker {replica_id} is not a follower of {self.topic}-{self.partition} here")
         self._follower_leo[replica_id] = log_end_offset
+        if now_ms >= 0:
+            leader_leo = self.log_end_offset
+            if log_end_offset >= leader_leo:
+                self._caught_up_ms[replica_id] = now_ms
+            elif log_end_offset >= self._last_fetch_leo.get(replica_id, leader_leo + 1):
+                self._caught_up_ms[replica_id] = max(self._caught_up_ms.get(replica_id, -1),
+                                                     self._last_fetch_ms.get(replica_id, -1))
+            self._last_fetch_leo[replica_id] = leader_leo
+            self._last_fetch_ms[replica_id] = now_ms
         return self.maybe_increment_high_watermark()
+
+    def last_caught_up_ms(self, replica_id: int, now_ms: int) -> int:
+        """When the follower was last caught up; a follower not heard from since this broker became leader
+        counts from then (Kafka's grace of replica.lag.time.max.ms after an election)."""
+        if self._leader_since_ms < 0:
+            self._leader_since_ms = now_ms
+        return max(self._caught_up_ms.get(replica_id, -1), self._leader_since_ms)
+
+    def out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> tuple[int, ...]:
+        """ISR members (the leader excepted) not caught up for longer than `max_lag_ms` (leader only)."""
+        if self.state.leader != self.broker_id or self.log is None:
+            return ()
+        return tuple(r for r in self.state.isr if r != self.broker_id
+                     and now_ms - self.last_caught_up_ms(r, now_ms) > max_lag_ms)
+
+    def can_join_isr(self, replica_id: int) -> bool:
+        """A replica outside the ISR that has everything committed and this leader epoch's start
+        (Kafka's `isFollowerInSync`): the leader may add it (leader only)."""
+        if self.state.leader != self.broker_id or self.log is None or replica_id in self.state.isr \
+                or replica_id not in self.state.replicas:
+            return False
+        leo = self._follower_leo.get(replica_id, UNKNOWN)
+        return leo >= self.log.high_watermark and leo >= self._epoch_start
+
+    # -- follower ----------------------------------------------------------------------------------
+    def append_records_to_follower(self, records: bytes | memoryview, leader_high_watermark: int) -> AppendResult | None:
+        """Append the leader's batches verbatim (same offsets, same bytes, the idempotent-producer state
+        rebuilt from them), then take the leader's high watermark capped by the local log end offset.
+        None when `records` is empty."""
+        log = self.log
+        if log is None or self.state.leader == self.broker_id:
+            raise KafkaError(ErrorCode.not_leader_or_follower,
+                             f"broker {self.broker_id} is not a follower of {self.topic}-{self.partition}")
+        result = log.append(records, assign_offsets=False) if records else None
+        self.update_follower_high_watermark(leader_high_watermark)
+        return result
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        log = self.log
+        if log is not None and self.state.leader != self.broker_id and leader_high_watermark >= 0:
+            log.update_high_watermark(min(leader_high_watermark, log.log_end_offset))
 
     # -- append ------------------------------------------------------------------------------------
     def append_records_to_leader(self, records: bytes | memoryview, required_acks: int, now_ms: int) -> AppendResult:

@@ -21,13 +21,22 @@ Rules:
   watermark moves, until the request's timeout (REQUEST_TIMED_OUT);
 - `append_committed` is the coordinators' door (Kafka's CoordinatorRuntime writes with acks=-1): append to
   an internal topic and resolve once the records are committed, or raise the KafkaError that says why not.
+- a follower's fetch (`record_follower_fetch`) records its log end offset and catch-up time on the leader's
+  Partition; a moved high watermark wakes the acks=-1 produces and the fetchers; a follower that caught up
+  rejoins the ISR; `maybe_shrink_isr` (every replica.lag.time.max.ms / 2) drops members not caught up for
+  `replica.lag.time.max.ms`. An ISR change is written by `isr_writer` (in a cluster: a compare-and-set on
+  the state znode at the partition epoch this broker holds, then /isr_change_notification, as Kafka's
+  ZooKeeper-mode leaders do) and applied here only once written: a stale version is not applied (the
+  newer state comes with the next image). One change in flight per partition; none without a writer
+  (single node: the ISR is the leader alone).
 All of it runs on the broker's event loop thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +51,9 @@ __all__ = ["ReplicaManager", "TopicSettings", "fetch_key", "produce_key"]
 log = logging.getLogger("kaflite.server")
 
 TopicPartition = tuple[str, int]
+# writes a new ISR for a partition whose state this broker holds: the state as written (its new partition
+# epoch), or None when the write was refused (stale version, leadership moved)
+IsrWriter = Callable[[str, int, PartitionState, tuple[int, ...]], Awaitable[PartitionState | None]]
 
 
 def fetch_key(topic: str, partition: int) -> tuple[str, str, int]:
@@ -81,6 +93,9 @@ class ReplicaManager:
         self.image = MetadataImage()  # the last image applied
         self._delayed_produces = 0  # acks=-1 requests waiting in wait_committed (appends skip the wake-up
         # of produce keys while there are none)
+        self.isr_writer: IsrWriter | None = None  # set in a cluster (the Broker); None: the ISR never changes
+        self.replica_lag_time_max_ms = 30_000
+        self._isr_in_flight: dict[TopicPartition, asyncio.Task[None]] = {}
 
     # -- following the metadata image -----------------------------------------------------------------
     def on_image(self, _old: MetadataImage | None, new: MetadataImage) -> None:
@@ -146,6 +161,62 @@ class ReplicaManager:
     def _high_watermark_moved(self, part: Partition) -> None:
         self.purgatory.complete(produce_key(part.topic, part.partition))
         self.purgatory.complete(fetch_key(part.topic, part.partition))
+
+    # -- followers, as the leader sees them ----------------------------------------------------------
+    def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
+        """A follower fetched from `fetch_offset` (its log end offset). Raises NOT_LEADER_OR_FOLLOWER when it
+        is not a replica of `part` or this broker does not lead it."""
+        if part.update_follower_fetch_state(replica_id, fetch_offset, self.now_ms()):
+            self._high_watermark_moved(part)
+        if part.can_join_isr(replica_id):
+            replicas = part.state.replicas
+            isr = tuple(r for r in replicas if r in part.state.isr or r == replica_id)
+            self._alter_isr(part, isr)
+
+    def maybe_shrink_isr(self) -> int:
+        """Drop the ISR members that have not caught up for replica.lag.time.max.ms (leader partitions
+        only); returns how many ISR changes were started."""
+        if self.isr_writer is None:
+            return 0
+        now = self.now_ms()
+        started = 0
+        for part in self.partitions.values():
+            if not part.is_leader or len(part.state.isr) <= 1:
+                continue
+            out = part.out_of_sync_replicas(now, self.replica_lag_time_max_ms)
+            if out:
+                log.info("%s-%d: shrinking the ISR from %s: %s not caught up for %d ms", part.topic,
+                         part.partition, list(part.state.isr), list(out), self.replica_lag_time_max_ms)
+                if self._alter_isr(part, tuple(r for r in part.state.isr if r not in out)):
+                    started += 1
+        return started
+
+    def _alter_isr(self, part: Partition, isr: tuple[int, ...]) -> bool:
+        key = (part.topic, part.partition)
+        writer = self.isr_writer
+        if writer is None or key in self._isr_in_flight or isr == part.state.isr or not isr:
+            return False
+        state = part.state
+
+        async def write() -> None:
+            try:
+                written = await writer(part.topic, part.partition, state, isr)
+            except Exception:  # noqa: BLE001 - ZooKeeper unreachable: the next round tries again
+                log.exception("%s-%d: writing ISR %s failed", part.topic, part.partition, list(isr))
+                written = None
+            finally:
+                self._isr_in_flight.pop(key, None)
+            if written is None:
+                log.info("%s-%d: ISR change to %s not written (its state moved): left to the next image",
+                         part.topic, part.partition, list(isr))
+                return
+            if self.partitions.get(key) is part and part.apply_state(written):
+                log.info("%s-%d: ISR is now %s (partition epoch %d)", part.topic, part.partition,
+                         list(written.isr), written.partition_epoch)
+                self._high_watermark_moved(part)
+
+        self._isr_in_flight[key] = asyncio.ensure_future(write())
+        return True
 
     # -- the door ------------------------------------------------------------------------------------
     def get_partition(

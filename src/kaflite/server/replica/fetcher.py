@@ -1,0 +1,397 @@
+"""The replica fetchers: how a follower copies its leaders (Kafka's ReplicaFetcherManager,
+ReplicaFetcherThread and AbstractFetcherThread).
+
+Rules:
+- the partitions this broker follows are those of the metadata image whose replicas include it and whose
+  leader is another live broker (`ReplicaFetcherManager.on_image`, called after the ReplicaManager applied
+  the image); each goes to the fetcher of its (leader, hash(topic, partition) mod num.replica.fetchers);
+  a partition whose leader or leader epoch changed leaves its fetcher and joins the new leader's, marked
+  for truncation; a partition this broker now leads, or no longer hosts, leaves its fetcher; a fetcher
+  without partitions stops;
+- before it fetches a partition marked for truncation, the fetcher asks the leader with OffsetForLeaderEpoch
+  (replica_id = this broker) where this replica's latest epoch ended there, and truncates the local log to
+  that offset when it is below its log end offset (KIP-101 / KIP-279): for an older epoch the leader
+  answers, the end of that epoch here caps it too; an answer without epoch (-1) truncates to the high
+  watermark (Kafka's fallback);
+- then one Fetch (v12, replica_id = this broker, no fetch session) per round carries every partition of the
+  fetcher: fetch offset = the local log end offset, current leader epoch = the image's, at most
+  `replica.fetch.max.bytes` per partition and `replica.fetch.response.max.bytes` in all, long-polled
+  `replica.fetch.wait.max.ms` for `replica.fetch.min.bytes`;
+- the answer's batches are appended verbatim (`Partition.append_records_to_follower`: same offsets, same
+  bytes, the producer state rebuilt from them) and the follower's high watermark is the leader's, capped
+  by its log end offset; OFFSET_OUT_OF_RANGE below the leader's log start offset restarts the local log
+  there, above it marks the partition for truncation again; a leadership error (NOT_LEADER_OR_FOLLOWER,
+  FENCED / UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION) waits `replica.fetch.backoff.ms` for the
+  image to move the partition;
+- a connection or decoding failure closes the connection and retries after `replica.fetch.backoff.ms`;
+- the connection goes to the leader's endpoint on the inter-broker listener (`inter.broker.listener.name`,
+  else the first one it registered).
+Everything runs on the broker's event loop; the appends are the Log's own (synchronous, as a leader's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import io
+import logging
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.fetch.v12.response import FetchResponse
+from kio.schema.offset_for_leader_epoch.v4.request import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
+from kio.schema.offset_for_leader_epoch.v4.response import OffsetForLeaderEpochResponse
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.schema.response_header.v1.header import ResponseHeader
+from kio.schema.types import BrokerId, TopicName
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
+
+from kaflite.cluster.metadata import MetadataImage
+from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.replica.partition import Partition
+
+__all__ = ["FetcherConfig", "ReplicaFetcher", "ReplicaFetcherManager"]
+
+log = logging.getLogger("kaflite.replica")
+
+TopicPartition = tuple[str, int]
+_MAX_FRAME = 256 * 1024 * 1024
+_LEADERSHIP_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch,
+                                ErrorCode.unknown_leader_epoch, ErrorCode.unknown_topic_or_partition})
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherConfig:
+    """The replica.fetch.* keys (Kafka's names and defaults)."""
+
+    num_fetchers: int = 1
+    max_bytes: int = 1_048_576  # replica.fetch.max.bytes
+    response_max_bytes: int = 10_485_760  # replica.fetch.response.max.bytes
+    wait_max_ms: int = 500  # replica.fetch.wait.max.ms
+    min_bytes: int = 1  # replica.fetch.min.bytes
+    backoff_ms: int = 1000  # replica.fetch.backoff.ms
+    socket_timeout_ms: int = 30_000  # replica.socket.timeout.ms
+    listener: str | None = None  # inter.broker.listener.name
+
+
+@dataclass(slots=True)
+class _FetchState:
+    leader_epoch: int
+    truncating: bool = True  # ask the leader where our epoch ended before fetching (KIP-279)
+    delayed_until: float = 0.0
+
+
+class _Connection:
+    """One broker-to-broker connection: kio requests, one at a time."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.client_id = client_id
+        self.correlation = 0
+
+    async def request(self, req: Any, response_schema: Any, timeout_s: float) -> Any:
+        self.correlation += 1
+        buf = io.BytesIO()
+        entity_writer(RequestHeader)(buf, RequestHeader(
+            request_api_key=i16(req.__api_key__), request_api_version=i16(req.__version__),
+            correlation_id=i32(self.correlation), client_id=self.client_id))
+        entity_writer(type(req))(buf, req)
+        body = buf.getvalue()
+        self.writer.write(struct.pack(">i", len(body)) + body)
+        await self.writer.drain()
+        head = await asyncio.wait_for(self.reader.readexactly(4), timeout_s)
+        (size,) = struct.unpack(">i", head)
+        if not 4 <= size <= _MAX_FRAME:
+            raise ConnectionError(f"bad frame size {size}")
+        frame = await asyncio.wait_for(self.reader.readexactly(size), timeout_s)
+        (corr,) = struct.unpack_from(">i", frame, 0)
+        if corr != self.correlation:
+            raise ConnectionError(f"correlation id {corr}, expected {self.correlation}")
+        _header, offset = entity_reader(ResponseHeader)(frame, 0)
+        response, _ = entity_reader(response_schema)(frame, offset)
+        return response
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader (Kafka's ReplicaFetcherThread)."""
+
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int, fetcher_id: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
+        self.partitions: dict[TopicPartition, _FetchState] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._conn: _Connection | None = None
+        self._wake = asyncio.Event()
+
+    def __repr__(self) -> str:
+        return f"ReplicaFetcher(leader={self.leader_id}, id={self.fetcher_id}, partitions={len(self.partitions)})"
+
+    def add(self, tp: TopicPartition, leader_epoch: int) -> None:
+        self.partitions[tp] = _FetchState(leader_epoch)
+        self._wake.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._run())
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
+                pass
+        self._close()
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    async def _connection(self) -> _Connection:
+        if self._conn is None:
+            host, port = self.manager.address_of(self.leader_id)
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
+                                                    self.manager.config.socket_timeout_ms / 1000)
+            self._conn = _Connection(reader, writer, f"broker-{self.manager.broker_id}-fetcher-{self.fetcher_id}")
+        return self._conn
+
+    async def _run(self) -> None:
+        backoff = self.manager.config.backoff_ms / 1000
+        while self.partitions:
+            try:
+                did = await self.do_work()
+            except asyncio.CancelledError:
+                raise
+            except (TimeoutError, OSError, EOFError, ConnectionError, KafkaError, ValueError) as e:
+                log.warning("fetcher %d from broker %d: %s; retrying in %d ms", self.fetcher_id, self.leader_id,
+                            e or type(e).__name__, self.manager.config.backoff_ms)
+                self._close()
+                did = False
+            except Exception:  # noqa: BLE001 - a bug must not kill replication silently: logged, retried
+                log.exception("fetcher %d from broker %d failed", self.fetcher_id, self.leader_id)
+                self._close()
+                did = False
+            if not did:
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), backoff)
+                except TimeoutError:
+                    pass
+        self._close()
+
+    async def do_work(self) -> bool:
+        """One round: truncate the partitions that need it, then one Fetch. False: nothing could be done
+        (the caller backs off)."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        truncating = [tp for tp, s in self.partitions.items() if s.truncating and s.delayed_until <= now]
+        if truncating:
+            await self._truncate(truncating)
+        ready = {tp: s for tp, s in self.partitions.items() if not s.truncating and s.delayed_until <= now}
+        if not ready:
+            return bool(truncating)
+        return await self._fetch(ready)
+
+    async def _truncate(self, tps: list[TopicPartition]) -> None:
+        rm = self.manager.replica_manager
+        asked: dict[TopicPartition, tuple[Partition, int]] = {}
+        for tp in tps:
+            part = rm.partition_or_none(*tp)
+            if part is None or part.log is None:
+                self.partitions.pop(tp, None)
+                continue
+            latest = part.log.leader_epoch_cache.latest_epoch
+            if latest < 0:  # nothing with an epoch here: nothing to diverge
+                self.partitions[tp].truncating = False
+                continue
+            asked[tp] = (part, latest)
+        if not asked:
+            return
+        by_topic: dict[str, list[OffsetForLeaderPartition]] = {}
+        for (topic, index), (_part, latest) in asked.items():
+            by_topic.setdefault(topic, []).append(OffsetForLeaderPartition(
+                partition=i32(index), current_leader_epoch=i32(self.partitions[(topic, index)].leader_epoch),
+                leader_epoch=i32(latest)))
+        req = OffsetForLeaderEpochRequest(replica_id=BrokerId(self.manager.broker_id), topics=tuple(
+            OffsetForLeaderTopic(topic=TopicName(t), partitions=tuple(ps)) for t, ps in by_topic.items()))
+        conn = await self._connection()
+        resp = await conn.request(req, OffsetForLeaderEpochResponse, self.manager.config.socket_timeout_ms / 1000)
+        now = asyncio.get_running_loop().time()
+        for t in resp.topics:
+            for p in t.partitions:
+                tp = (str(t.topic), int(p.partition))
+                state = self.partitions.get(tp)
+                if state is None or tp not in asked:
+                    continue
+                code = ErrorCode(int(getattr(p.error_code, "value", p.error_code)))
+                if code is not ErrorCode.none:
+                    state.delayed_until = now + self.manager.config.backoff_ms / 1000
+                    continue
+                part, latest = asked[tp]
+                self._truncate_one(part, latest, int(p.leader_epoch), int(p.end_offset))
+                state.truncating = False
+
+    def _truncate_one(self, part: Partition, asked_epoch: int, leader_epoch: int, end_offset: int) -> None:
+        plog = part.log
+        assert plog is not None
+        leo = plog.log_end_offset
+        if leader_epoch < 0 or end_offset < 0:
+            target = plog.high_watermark  # the leader knows nothing of our epochs: keep what was committed
+        elif leader_epoch == asked_epoch:
+            target = min(end_offset, leo)
+        else:  # the leader's latest epoch at or below ours is older: where it ended here caps it too
+            _e, local_end = plog.end_offset_for_epoch(leader_epoch)
+            target = min(end_offset, local_end if local_end >= 0 else leo, leo)
+        if target < leo:
+            log.warning("%s-%d: truncating from %d to %d (leader %d: epoch %d ended at %d; ours was %d)",
+                        part.topic, part.partition, leo, target, self.leader_id, leader_epoch, end_offset,
+                        asked_epoch)
+            plog.truncate_to(target)
+
+    async def _fetch(self, ready: dict[TopicPartition, _FetchState]) -> bool:
+        rm = self.manager.replica_manager
+        cfg = self.manager.config
+        by_topic: dict[str, list[FetchPartition]] = {}
+        offsets: dict[TopicPartition, int] = {}
+        for (topic, index), state in ready.items():
+            part = rm.partition_or_none(topic, index)
+            if part is None or part.log is None:
+                self.partitions.pop((topic, index), None)
+                continue
+            offsets[(topic, index)] = part.log.log_end_offset
+            by_topic.setdefault(topic, []).append(FetchPartition(
+                partition=i32(index), current_leader_epoch=i32(state.leader_epoch),
+                fetch_offset=i64(part.log.log_end_offset), log_start_offset=i64(part.log.log_start_offset),
+                partition_max_bytes=i32(cfg.max_bytes)))
+        if not by_topic:
+            return False
+        req = FetchRequest(
+            replica_id=BrokerId(self.manager.broker_id), max_wait=i32Timedelta.parse(
+                datetime.timedelta(milliseconds=cfg.wait_max_ms)),
+            min_bytes=i32(cfg.min_bytes), max_bytes=i32(cfg.response_max_bytes), isolation_level=i8(0),
+            session_id=i32(0), session_epoch=i32(-1),
+            topics=tuple(FetchTopic(topic=TopicName(t), partitions=tuple(ps)) for t, ps in by_topic.items()),
+            forgotten_topics_data=())
+        conn = await self._connection()
+        resp = await conn.request(req, FetchResponse, cfg.socket_timeout_ms / 1000 + cfg.wait_max_ms / 1000)
+        code = ErrorCode(int(getattr(resp.error_code, "value", resp.error_code)))
+        if code is not ErrorCode.none:
+            raise KafkaError(code, "fetch refused")
+        now = asyncio.get_running_loop().time()
+        progressed = False
+        for t in resp.responses:
+            for p in t.partitions:
+                tp = (str(t.topic), int(p.partition_index))
+                fstate = self.partitions.get(tp)
+                part = rm.partition_or_none(*tp)
+                if fstate is None or tp not in offsets or part is None or part.log is None:
+                    continue
+                if part.log.log_end_offset != offsets[tp]:
+                    continue  # truncated meanwhile (a new leader): the next round starts over
+                pcode = ErrorCode(int(getattr(p.error_code, "value", p.error_code)))
+                if pcode is ErrorCode.none:
+                    records = bytes(p.records) if p.records else b""
+                    try:
+                        part.append_records_to_follower(records, int(p.high_watermark))
+                    except KafkaError as e:
+                        log.warning("%s-%d: append of the leader's batches at %d refused (%s): truncating",
+                                    tp[0], tp[1], offsets[tp], e)
+                        fstate.truncating = True
+                        continue
+                    progressed = progressed or bool(records)
+                elif pcode is ErrorCode.offset_out_of_range:
+                    leader_start = int(p.log_start_offset)
+                    if 0 <= leader_start and offsets[tp] < leader_start:
+                        log.warning("%s-%d: fetch offset %d is below the leader's log start %d: restarting the "
+                                    "local log there", tp[0], tp[1], offsets[tp], leader_start)
+                        part.log.truncate_fully_and_start_at(leader_start)
+                    else:
+                        fstate.truncating = True
+                elif pcode in _LEADERSHIP_ERRORS:
+                    fstate.delayed_until = now + cfg.backoff_ms / 1000
+                else:
+                    log.warning("%s-%d: fetch from broker %d answered %s", tp[0], tp[1], self.leader_id, pcode.name)
+                    fstate.delayed_until = now + cfg.backoff_ms / 1000
+        return True
+
+
+class ReplicaFetcherManager:
+    """The fetchers of this broker, one per (leader, fetcher id) (Kafka's ReplicaFetcherManager)."""
+
+    def __init__(self, broker_id: int, replica_manager: Any, config: FetcherConfig,
+                 image: Callable[[], MetadataImage]) -> None:
+        self.broker_id = broker_id
+        self.replica_manager = replica_manager
+        self.config = config
+        self._image = image
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._assigned: dict[TopicPartition, tuple[int, int, int]] = {}  # tp -> (leader, epoch, fetcher id)
+        self._stopped = False
+
+    def fetcher_id(self, tp: TopicPartition) -> int:
+        # Kafka: Utils.abs(31 * topic.hashCode + partition) % numFetchers; any stable spread will do
+        return (zlib.crc32(tp[0].encode()) * 31 + tp[1]) % self.config.num_fetchers
+
+    def address_of(self, broker: int) -> tuple[str, int]:
+        reg = self._image().brokers.get(broker)
+        if reg is None:
+            raise ConnectionError(f"broker {broker} is not registered")
+        ep = reg.endpoint(self.config.listener) if self.config.listener else None
+        ep = ep or reg.endpoint()
+        if ep is None:
+            raise ConnectionError(f"broker {broker} has no endpoint")
+        return ep.host, ep.port
+
+    def on_image(self, _old: MetadataImage | None, _new: MetadataImage) -> None:
+        """Follow the ReplicaManager's partitions (called after it applied the image)."""
+        if self._stopped:
+            return
+        wanted: dict[TopicPartition, tuple[int, int]] = {}
+        for tp, part in self.replica_manager.partitions.items():
+            s = part.state
+            if part.log is not None and s.leader >= 0 and s.leader != self.broker_id:
+                wanted[tp] = (s.leader, s.leader_epoch)
+        for tp, (leader, epoch, fid) in list(self._assigned.items()):
+            if wanted.get(tp) != (leader, epoch):
+                fetcher = self.fetchers.get((leader, fid))
+                if fetcher is not None:
+                    fetcher.remove(tp)
+                del self._assigned[tp]
+        for tp, (leader, epoch) in wanted.items():
+            if tp in self._assigned:
+                continue
+            fid = self.fetcher_id(tp)
+            fetcher = self.fetchers.get((leader, fid))
+            if fetcher is None:
+                fetcher = self.fetchers[(leader, fid)] = ReplicaFetcher(self, leader, fid)
+            fetcher.add(tp, epoch)
+            self._assigned[tp] = (leader, epoch, fid)
+            log.info("%s-%d: following broker %d (leader epoch %d), fetcher %d", tp[0], tp[1], leader, epoch, fid)
+        for key, fetcher in list(self.fetchers.items()):
+            if not fetcher.partitions:
+                del self.fetchers[key]
+                asyncio.ensure_future(fetcher.stop())
+
+    async def stop(self) -> None:
+        self._stopped = True
+        fetchers, self.fetchers = list(self.fetchers.values()), {}
+        self._assigned.clear()
+        for f in fetchers:
+            await f.stop()

@@ -1,0 +1,54 @@
+"""ZkIsrWriter: how a leader records an ISR change in a ZooKeeper cluster (Kafka's ZooKeeper-mode path,
+`Partition.updateIsr` through `ReplicationUtils.updateLeaderAndIsr`, before AlterPartition existed).
+
+Rules:
+- the write is a compare-and-set of the partition's state znode at the version (partition epoch) this
+  leader holds, keeping the leader, the leader epoch and the controller epoch ZooKeeper has; it is refused
+  (None) when the znode moved (the controller or another write got there first: the newer state reaches
+  the broker through its watch, and the leader decides again from there) or no longer names this broker
+  as leader of the same epoch; nothing is retried blindly, so the controller and the leader never
+  overwrite each other silently;
+- after a successful write, /isr_change_notification/isr_change_<seq> names the partition (Kafka's
+  notification to the controller);
+- ZooKeeper calls are blocking (kazoo): they run in a worker thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kaflite.cluster.zk import KafkaZkClient
+from kaflite.cluster.zkdata import LeaderAndIsr
+from kaflite.server.replica.partition import PartitionState
+
+__all__ = ["ZkIsrWriter"]
+
+log = logging.getLogger("kaflite.replica")
+
+
+class ZkIsrWriter:
+    def __init__(self, zk: KafkaZkClient, broker_id: int) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+
+    async def __call__(self, topic: str, partition: int, state: PartitionState,
+                       isr: tuple[int, ...]) -> PartitionState | None:
+        return await asyncio.to_thread(self.write, topic, partition, state, isr)
+
+    def write(self, topic: str, partition: int, state: PartitionState, isr: tuple[int, ...]) -> PartitionState | None:
+        tp = (topic, partition)
+        current = self.zk.get_partition_states([tp]).get(tp)
+        if current is None or current.zk_version != state.partition_epoch or current.leader != self.broker_id \
+                or current.leader_epoch != state.leader_epoch:
+            return None
+        new = LeaderAndIsr(self.broker_id, state.leader_epoch, tuple(isr), current.controller_epoch,
+                           current.zk_version)
+        written, stale = self.zk.update_partition_states({tp: new}, None)
+        if tp in stale or tp not in written:
+            return None
+        try:
+            self.zk.propagate_isr_changes([tp])
+        except Exception as e:  # noqa: BLE001 - the state is written; the notification is advisory
+            log.warning("%s-%d: ISR change notification not written: %s", topic, partition, e)
+        return PartitionState(self.broker_id, state.leader_epoch, written[tp].zk_version, state.replicas, tuple(isr))

@@ -1,0 +1,111 @@
+"""Replication across three `python -m kaflite.server` processes on a real ZooKeeper: followers copy their
+leaders byte for byte, acks=all waits for the ISR, a killed leader loses nothing acknowledged, a restarted
+broker catches up and rejoins the ISR."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster.conftest import BrokerProcesses
+from kaflite.cluster.zk import KafkaZkClient
+
+T = TypeVar("T")
+FAST = ("replica.lag.time.max.ms=4000", "replica.fetch.backoff.ms=200")
+
+
+def _wait(what: str, fn: Callable[[], T | None], timeout: float = 30.0) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = fn()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _segment_bytes(directory: Path, broker: int, topic: str, partition: int) -> bytes:
+    d = directory / f"broker-{broker}" / f"{topic}-{partition}"
+    return b"".join(p.read_bytes() for p in sorted(d.glob("*.log"))) if d.is_dir() else b""
+
+
+def _isr(zk: KafkaZkClient, topic: str, partition: int) -> tuple[int, ...]:
+    s = zk.get_partition_states([(topic, partition)])[(topic, partition)]
+    return tuple(sorted(s.isr)) if s is not None else ()
+
+
+def _consume_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30.0) -> dict[int, list[bytes]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "enable.partition.eof": False})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+        deadline = time.monotonic() + timeout
+        while sum(map(len, got.values())) < expected and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                got[m.partition()].append(m.value())
+        return got
+    finally:
+        consumer.close()
+
+
+def test_followers_copy_the_leader_and_a_dead_leader_loses_nothing(brokers: BrokerProcesses, zk_connect: str) -> None:
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        for b in (1, 2, 3):
+            brokers.start(b, *FAST)
+        _wait("3 brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+        admin = AdminClient({"bootstrap.servers": brokers.bootstrap(1)})
+        admin.create_topics([NewTopic("r", 2, 3, config={"min.insync.replicas": "2"})])["r"].result(30)
+        _wait("leaders", lambda: all(s is not None and s.leader > 0 for s in
+                                     zk.get_partition_states([("r", 0), ("r", 1)]).values()))
+        producer = Producer({"bootstrap.servers": brokers.bootstrap(), "acks": "all", "enable.idempotence": True,
+                             "linger.ms": 5})
+        acked: dict[int, list[bytes]] = {0: [], 1: []}
+        errors: list[object] = []
+
+        def on_delivery(err: KafkaError | None, msg: object) -> None:
+            if err is not None:
+                errors.append(err)
+            else:
+                acked[msg.partition()].append(msg.value())  # type: ignore[attr-defined]
+
+        for i in range(200):
+            producer.produce("r", value=b"%d-%d" % (i % 2, i), partition=i % 2, on_delivery=on_delivery)
+        assert producer.flush(30) == 0 and not errors
+        assert len(acked[0]) == len(acked[1]) == 100
+        # every replica holds the leader's bytes, verbatim (same offsets, same batches)
+        for p in (0, 1):
+            _wait(f"r-{p} identical on every broker", lambda p=p: len({_segment_bytes(brokers.directory, b, "r", p)
+                                                                        for b in (1, 2, 3)}) == 1
+                  and _segment_bytes(brokers.directory, 1, "r", p) != b"")
+            assert _isr(zk, "r", p) == (1, 2, 3)
+        # kill -9 the leader of r-0: a follower takes over with everything acknowledged
+        state = zk.get_partition_states([("r", 0)])[("r", 0)]
+        assert state is not None
+        dead = state.leader
+        brokers.kill(dead)
+        alive = [b for b in (1, 2, 3) if b != dead]
+        _wait("a new leader", lambda: (s := zk.get_partition_states([("r", 0)])[("r", 0)]) is not None
+              and s.leader in alive, 30)
+        for i in range(200, 240):
+            producer.produce("r", value=b"%d-%d" % (i % 2, i), partition=i % 2, on_delivery=on_delivery)
+        assert producer.flush(30) == 0 and not errors
+        got = _consume_all(brokers.bootstrap(*alive), "r", 2, 240)
+        assert got == acked
+        # the dead broker comes back, catches up and rejoins every ISR
+        brokers.start(dead, *FAST)
+        for p in (0, 1):
+            _wait(f"broker {dead} back in the ISR of r-{p}", lambda p=p: _isr(zk, "r", p) == (1, 2, 3), 30)
+        producer.flush(10)
+    finally:
+        zk.close()
