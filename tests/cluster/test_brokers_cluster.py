@@ -245,8 +245,6 @@ def test_elect_leaders_preferred_and_unclean(brokers: BrokerProcesses, zk_connec
         _wait("leaders", lambda: state("p") == (1, (1, 2)) and state("u") == (2, (2, 3)))
         brokers.kill(1)  # p-0 moves to 2, the only one left in sync
         _wait("p led by 2", lambda: state("p") == (2, (2,)))
-        brokers.start(1)
-        _wait("1 back", lambda: zk.get_broker_ids() == [1, 2, 3])
 
         def elect(kind: ElectionType, tps: list[TopicPartition]) -> dict[tuple[str, int], int]:
             controller = _wait("a controller", zk.get_controller_id)
@@ -259,10 +257,16 @@ def test_elect_leaders_preferred_and_unclean(brokers: BrokerProcesses, zk_connec
                 for tp, e in got.items()
             }
 
-        # preferred: 1 is back but not in sync -> refused; u-0 is led by its preferred replica already
+        # preferred: 1 is dead (so not in sync) -> refused; u-0 is led by its preferred replica already
         codes = elect(ElectionType.PREFERRED, [TopicPartition("p", 0), TopicPartition("u", 0)])
         assert codes == {("p", 0): 80, ("u", 0): 84}  # PREFERRED_LEADER_NOT_AVAILABLE, ELECTION_NOT_NEEDED
         assert state("p") == (2, (2,))
+        # 1 comes back, catches up from 2 and rejoins the ISR (replication); then the election gives p back
+        brokers.start(1)
+        _wait("1 back", lambda: zk.get_broker_ids() == [1, 2, 3])
+        _wait("1 in sync again", lambda: (st := state("p")) is not None and sorted(st[1]) == [1, 2])
+        assert elect(ElectionType.PREFERRED, [TopicPartition("p", 0)]) == {("p", 0): 0}
+        assert _wait("p led by 1", lambda: (st := state("p")) is not None and st[0] == 1)
         # unclean: u-0 loses both replicas (3 last), then 2 comes back out of sync
         brokers.kill(2)
         _wait("u led by 3", lambda: state("u") == (3, (3,)))

@@ -171,6 +171,14 @@ class ControlledShutdownRequested:
 
 
 @dataclass(frozen=True)
+class IsrChangesNotified:
+    """Children of /isr_change_notification appeared: leaders changed ISRs (read with
+    `take_isr_change_notifications`)."""
+
+    children: frozenset[str]
+
+
+@dataclass(frozen=True)
 class SessionStateChanged:
     """ "connected", "suspended" (connection lost, session may survive) or "lost" (session expired:
     every ephemeral znode of this broker is gone; the client re-registers the broker on reconnect)."""
@@ -189,6 +197,7 @@ ZkEvent = (
     | PartitionStateChanged
     | ConfigChanged
     | ControlledShutdownRequested
+    | IsrChangesNotified
     | SessionStateChanged
 )
 EventCallback = Callable[[ZkEvent], None]
@@ -656,6 +665,22 @@ class KafkaZkClient:
                 written[tp] = _with_version(state, int(one[0].version))
         return written, stale
 
+    def take_isr_change_notifications(self, children: Iterable[str]) -> set[TopicPartition]:
+        """Read and delete /isr_change_notification/<child> (the controller's side): the partitions named."""
+        out: set[TopicPartition] = set()
+        for child in sorted(children):
+            path = f"{zd.ISR_CHANGE_NOTIFICATION}/{child}"
+            try:
+                data, _stat = self._zk.get(path)
+                self._zk.delete(path)
+            except NoNodeError:
+                continue
+            try:
+                out |= zd.decode_partition_list(path, data)
+            except zd.ZkDataError as e:
+                log.warning("ignoring %s: %s", path, e)
+        return out
+
     def propagate_isr_changes(self, partitions: Iterable[TopicPartition]) -> None:
         """A leader changed these partitions' ISR: /isr_change_notification/isr_change_<seq> (Kafka's
         ZooKeeper-mode IsrChangeNotification, which tells the controller to re-read their states)."""
@@ -866,6 +891,12 @@ class KafkaZkClient:
         self._watches.append(ChildrenWatch(self._zk, zd.DELETE_TOPICS, self._safe(on_deletions)))
         self._watches.append(DataWatch(self._zk, zd.REASSIGN_PARTITIONS, self._safe(on_reassign)))
         self._watches.append(DataWatch(self._zk, zd.PREFERRED_REPLICA_ELECTION, self._safe(on_preferred)))
+
+        def on_isr_changes(children: list[str]) -> None:
+            if children:
+                callback(IsrChangesNotified(frozenset(children)))
+
+        self._watches.append(ChildrenWatch(self._zk, zd.ISR_CHANGE_NOTIFICATION, self._safe(on_isr_changes)))
 
     def announce_controlled_shutdown(self, broker_id: int) -> None:
         """Ask the controller to move leadership off this broker (an ephemeral znode: it goes with the

@@ -13,6 +13,9 @@ Rules:
   a lost session resigns too;
 - compare-and-set failures go back to the controller as WriteOutcome with what ZooKeeper holds (a bounded
   number of rounds), and an AlterPartition answer whose write was stale becomes INVALID_UPDATE_VERSION;
+- a leader's ISR change (its compare-and-set of a state znode, then /isr_change_notification/isr_change_<n>)
+  makes the controller take the notifications and re-read those states, as after a stale write (Kafka's
+  IsrChangeNotification), so the controller never decides from an ISR a leader has changed;
 - `leader.imbalance.check.interval.seconds` drives AutoLeaderRebalance while controller.
 """
 
@@ -60,6 +63,7 @@ from kaflite.cluster.zk import (
     ControllerChanged,
     ControllerEpochZkVersion,
     ControllerMovedError,
+    IsrChangesNotified,
     KafkaZkClient,
     PreferredElectionRequested,
     ReassignmentRequested,
@@ -223,6 +227,12 @@ class ControllerService:
                 if epoch is not None and b not in self.controller.shutting_down:
                     self._handle(ControlledShutdown(b, epoch))
             return None
+        if isinstance(item, IsrChangesNotified):
+            # Kafka's IsrChangeNotification: a leader changed these ISRs by compare-and-set; the controller
+            # re-reads their states (as after a stale write of its own) so it never decides from an old ISR
+            changed = self.zk.take_isr_change_notifications(item.children)
+            known = sorted(tp for tp in changed if tp[0] in self.controller.assignments)
+            return WriteOutcome(self.zk.get_partition_states(known)) if known else None
         if isinstance(item, ConfigChanged):
             if item.entity_type != "topics":
                 return None
