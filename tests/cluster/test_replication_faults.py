@@ -1,0 +1,216 @@
+"""Fault tests of replication (issue 13's acceptance): three `python -m kaflite.server` processes on a real
+ZooKeeper, topic RF 3 with min.insync.replicas=2, an idempotent confluent-kafka producer with acks=all
+writing sequence-numbered records while the test kills -9 (or freezes with SIGSTOP) a broker, leader or
+not, and brings it back, cycle after cycle. At the end every acknowledged record is read back exactly once,
+in order, per partition, and every record a consumer saw during the faults is still there at the same
+offset (a consumer never sees what could vanish).
+
+The default suite runs a short version of each (about a minute each on the shared machine); the 20-cycle
+kill -9 run is marked slow. Each cycle waits until the returning broker is back in every ISR before the
+next fault, so at most one broker is out at a time (the guarantee RF 3 / min.insync 2 gives)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster.conftest import BrokerProcesses
+from kaflite.cluster.zk import KafkaZkClient
+
+TOPIC = "faults"
+PARTITIONS = 3
+SETTINGS = ("replica.lag.time.max.ms=4000", "replica.fetch.backoff.ms=200")
+
+
+@dataclass
+class Run:
+    acked: dict[int, list[int]] = field(default_factory=lambda: {p: [] for p in range(PARTITIONS)})
+    failed: int = 0
+    seen: dict[tuple[int, int], bytes] = field(default_factory=dict)  # (partition, offset) -> value, live
+    sent: int = 0
+    cycles: list[str] = field(default_factory=list)
+
+
+def _isr_full(zk: KafkaZkClient) -> bool:
+    states = zk.get_partition_states([(TOPIC, p) for p in range(PARTITIONS)])
+    return all(s is not None and s.leader > 0 and sorted(s.isr) == [1, 2, 3] for s in states.values())
+
+
+def _leaders(zk: KafkaZkClient) -> set[int]:
+    states = zk.get_partition_states([(TOPIC, p) for p in range(PARTITIONS)])
+    return {s.leader for s in states.values() if s is not None and s.leader > 0}
+
+
+class Workload:
+    """Producer (paced) and a live consumer, pumped from the test's thread."""
+
+    def __init__(self, brokers: BrokerProcesses, run: Run, rate: float = 300.0) -> None:
+        self.run = run
+        self.rate = rate
+        self.next_seq = {p: 0 for p in range(PARTITIONS)}
+        self.producer = Producer({"bootstrap.servers": brokers.bootstrap(), "acks": "all",
+                                  "enable.idempotence": True, "linger.ms": 5, "message.timeout.ms": 120000,
+                                  "retry.backoff.ms": 100})
+        self.consumer = Consumer({"bootstrap.servers": brokers.bootstrap(), "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                  "topic.metadata.refresh.interval.ms": 1000})
+        self.consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        self._t0 = time.monotonic()
+
+    def _delivered(self, err: KafkaError | None, msg: object) -> None:
+        if err is not None:
+            self.run.failed += 1
+            return
+        p, seq = msg.value().decode().split(":")  # type: ignore[attr-defined]
+        self.run.acked[int(p)].append(int(seq))
+
+    def pump(self, seconds: float, until: Callable[[], bool] | None = None) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            due = int((time.monotonic() - self._t0) * self.rate)
+            while self.run.sent < due:
+                p = self.run.sent % PARTITIONS
+                seq = self.next_seq[p]
+                self.next_seq[p] += 1
+                try:
+                    self.producer.produce(TOPIC, value=f"{p}:{seq}".encode(), partition=p,
+                                          on_delivery=self._delivered)
+                except BufferError:
+                    self.next_seq[p] -= 1
+                    break
+                self.run.sent += 1
+            self.producer.poll(0)
+            m = self.consumer.poll(0.02)
+            if m is not None and m.error() is None:
+                self.run.seen[(m.partition(), m.offset())] = m.value()
+            if until is not None and until():
+                return True
+        return until is None
+
+    def close(self) -> None:
+        assert self.producer.flush(120) == 0, "records still unacknowledged after 120 s"
+        self.consumer.close()
+
+
+def _read_back(brokers: BrokerProcesses, expected: int) -> dict[int, list[tuple[int, bytes]]]:
+    consumer = Consumer({"bootstrap.servers": brokers.bootstrap(), "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
+        deadline = time.monotonic() + 60
+        idle_since = time.monotonic()
+        while time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                got[m.partition()].append((m.offset(), m.value()))
+                idle_since = time.monotonic()
+            elif sum(map(len, got.values())) >= expected and time.monotonic() - idle_since > 2:
+                break
+        return got
+    finally:
+        consumer.close()
+
+
+def _check(run: Run, final: dict[int, list[tuple[int, bytes]]]) -> None:
+    for p in range(PARTITIONS):
+        seqs = [int(v.decode().split(":")[1]) for _o, v in final[p]]
+        assert all(v.decode().startswith(f"{p}:") for _o, v in final[p])
+        # exactly once and in order: strictly increasing sequence numbers (the producer's order)
+        dups = len(seqs) - len(set(seqs))
+        assert dups == 0, f"partition {p}: {dups} duplicate records"
+        assert seqs == sorted(seqs), f"partition {p}: records out of order"
+        missing = set(run.acked[p]) - set(seqs)
+        assert not missing, f"partition {p}: {len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
+        assert run.acked[p] == sorted(run.acked[p]), f"partition {p}: acknowledged out of order"
+    offsets = {(p, o): v for p in range(PARTITIONS) for o, v in final[p]}
+    vanished = {k: v for k, v in run.seen.items() if offsets.get(k) != v}
+    assert not vanished, f"a consumer saw records that are not finally there: {list(vanished.items())[:5]}"
+
+
+def _fault_run(brokers: BrokerProcesses, zk_connect: str, cycles: int, mode: str, seed: int,
+               budget_s: float) -> Run:
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    run = Run()
+    rng = random.Random(seed)
+    started = time.monotonic()
+    try:
+        for b in (1, 2, 3):
+            brokers.start(b, *SETTINGS)
+        admin = AdminClient({"bootstrap.servers": brokers.bootstrap()})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(30)
+        w = Workload(brokers, run)
+        assert w.pump(30, lambda: _isr_full(zk)), "the topic never had a full ISR"
+        w.pump(1.0)
+        for i in range(cycles):
+            assert time.monotonic() - started < budget_s, f"over budget after {i} cycles: {run.cycles}"
+            leaders = _leaders(zk)
+            # alternate: a leader, then a broker chosen at random (leader or not)
+            victim = rng.choice(sorted(leaders)) if i % 2 == 0 and leaders else rng.choice([1, 2, 3])
+            t0 = time.monotonic()
+            if mode == "kill":
+                brokers.kill(victim)
+                w.pump(rng.uniform(1.0, 3.0))
+                brokers.start(victim, *SETTINGS, wait=False)
+                w.pump(30, lambda v=victim: _listening(brokers, v))
+            else:
+                proc = brokers.procs[victim]
+                os.kill(proc.pid, signal.SIGSTOP)
+                w.pump(rng.uniform(4.0, 6.0))  # past the 3 s session: the cluster moves on without it
+                os.kill(proc.pid, signal.SIGCONT)
+            back = w.pump(45, lambda: _isr_full(zk))
+            run.cycles.append(f"{mode} {victim}{' (leader)' if victim in leaders else ''}: "
+                              f"{time.monotonic() - t0:.1f} s to a full ISR")
+            assert back, f"broker {victim} not back in every ISR within 45 s ({run.cycles})"
+            w.pump(1.0)
+        w.close()
+        total = sum(map(len, run.acked.values()))
+        final = _read_back(brokers, total)
+        _check(run, final)
+        print(f"\n{mode}: {cycles} cycles, {total} acknowledged, {run.failed} failed, {len(run.seen)} seen live, "
+              f"{time.monotonic() - started:.1f} s; " + "; ".join(run.cycles))
+        return run
+    finally:
+        zk.close()
+
+
+def _listening(brokers: BrokerProcesses, broker: int) -> bool:
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", brokers.ports[broker]), 0.2).close()
+        return True
+    except OSError:
+        return False
+
+
+def test_kill_9_brokers_loses_nothing_acknowledged(brokers: BrokerProcesses, zk_connect: str) -> None:
+    run = _fault_run(brokers, zk_connect, cycles=3, mode="kill", seed=13, budget_s=60)
+    assert run.failed == 0 and sum(map(len, run.acked.values())) > 0
+
+
+def test_sigstop_brokers_loses_nothing_acknowledged(brokers: BrokerProcesses, zk_connect: str) -> None:
+    run = _fault_run(brokers, zk_connect, cycles=2, mode="stop", seed=31, budget_s=60)
+    assert run.failed == 0 and sum(map(len, run.acked.values())) > 0
+
+
+@pytest.mark.slow
+def test_kill_9_twenty_cycles(brokers: BrokerProcesses, zk_connect: str) -> None:
+    run = _fault_run(brokers, zk_connect, cycles=20, mode="kill", seed=2026, budget_s=600)
+    assert run.failed == 0
+
+
+@pytest.mark.slow
+def test_sigstop_twenty_cycles(brokers: BrokerProcesses, zk_connect: str) -> None:
+    run = _fault_run(brokers, zk_connect, cycles=20, mode="stop", seed=2027, budget_s=600)
+    assert run.failed == 0
