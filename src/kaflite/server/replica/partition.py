@@ -229,6 +229,11 @@ class Partition:
             self._leader_since_ms = now_ms
         return max(self._caught_up_ms.get(replica_id, -1), self._leader_since_ms)
 
+    def note_leadership_start(self, now_ms: int) -> None:
+        """The ReplicaManager tells when this broker became leader (the followers' grace starts then)."""
+        if self._leader_since_ms < 0 and self.state.leader == self.broker_id:
+            self._leader_since_ms = now_ms
+
     def out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> tuple[int, ...]:
         """ISR members (the leader excepted) not caught up for longer than `max_lag_ms` (leader only)."""
         if self.state.leader != self.broker_id or self.log is None:

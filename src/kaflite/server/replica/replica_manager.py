@@ -130,6 +130,8 @@ class ReplicaManager:
             part.codec = settings.codec
             hw = part.high_watermark
             part.apply_state(PartitionState(reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr))
+            if part.is_leader:
+                part.note_leadership_start(self.now_ms())
             if part.high_watermark != hw:
                 self._high_watermark_moved(part)
 

@@ -1,0 +1,157 @@
+"""Replication without sockets: a follower's catch-up time (Kafka's Replica.updateFetchState), the ISR
+shrinking after replica.lag.time.max.ms and expanding once caught up, ISR changes applied only once
+written (a stale write is not applied), follower appends verbatim with the leader's high watermark, and
+the follower's truncation rule (KIP-279)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.protocol.record_batch import build_record_batch
+from kaflite.server.purgatory import Purgatory
+from kaflite.server.replica import Partition, PartitionState, ReplicaManager, TopicSettings
+from kaflite.server.replica.fetcher import FetcherConfig, ReplicaFetcher, ReplicaFetcherManager
+from kaflite.storage import LogManager
+from kaflite.storage.config import LogConfig
+from kaflite.storage.log import Log
+
+ME, F1, F2 = 1, 2, 3
+
+
+def batch(n: int = 1) -> bytes:
+    return build_record_batch([(None, b"v%d" % i, []) for i in range(n)])
+
+
+def leader(tmp: Path, isr: tuple[int, ...] = (ME, F1, F2), epoch: int = 0) -> Partition:
+    p = Partition("t", 0, ME, Log(tmp / "leader-0"))
+    p.apply_state(PartitionState(ME, epoch, 0, (ME, F1, F2), isr))
+    return p
+
+
+def test_catch_up_time_and_out_of_sync(tmp_path: Path) -> None:
+    p = leader(tmp_path)
+    p.append_records_to_leader(batch(5), 1, 0)
+    assert p.out_of_sync_replicas(1_000, 4_000) == ()  # the election's grace: counted from now
+    p.update_follower_fetch_state(F1, 5, 2_000)  # at the leader's end: caught up at 2,000
+    p.update_follower_fetch_state(F2, 3, 2_000)  # behind
+    assert p.out_of_sync_replicas(5_500, 4_000) == (F2,)  # F2 last caught up at the grace start (1,000)
+    p.append_records_to_leader(batch(2), 1, 0)  # leader now at 7
+    # F2 reaches what the leader had at its previous fetch (5): caught up as of that fetch (2,000)
+    p.update_follower_fetch_state(F2, 5, 6_000)
+    assert p.out_of_sync_replicas(5_500, 4_000) == ()  # 3,500 ms since 2,000: both in sync
+    assert p.out_of_sync_replicas(6_500, 4_000) == (F1, F2)  # neither caught up since 2,000
+
+
+def test_can_join_isr_needs_the_high_watermark_and_the_epoch_start(tmp_path: Path) -> None:
+    p = leader(tmp_path, isr=(ME, F1))
+    p.append_records_to_leader(batch(4), 1, 0)
+    p.update_follower_fetch_state(F1, 4, 10)
+    assert p.high_watermark == 4
+    p.update_follower_fetch_state(F2, 3, 10)
+    assert not p.can_join_isr(F2)
+    p.update_follower_fetch_state(F2, 4, 20)
+    assert p.can_join_isr(F2)
+    assert not p.can_join_isr(F1)  # already in
+    assert not p.can_join_isr(99)  # not a replica
+
+
+def test_follower_appends_verbatim_and_caps_the_leaders_high_watermark(tmp_path: Path) -> None:
+    lead = leader(tmp_path, isr=(ME,))
+    lead.append_records_to_leader(batch(3), 1, 0)
+    lead.append_records_to_leader(batch(2), 1, 0)
+    assert lead.log is not None
+    data = b"".join(bytes(r) for r in lead.log.read(0, 1 << 20, min_one_message=True).records)
+    f = Partition("t", 0, F1, Log(tmp_path / "follower-0"))
+    f.apply_state(PartitionState(ME, 0, 0, (ME, F1), (ME, F1)))
+    f.append_records_to_follower(data, 4)
+    assert f.log is not None and f.log.log_end_offset == 5 and f.high_watermark == 4
+    again = b"".join(bytes(r) for r in f.log.read(0, 1 << 20, min_one_message=True).records)
+    assert again == data  # same offsets, same bytes
+    f.append_records_to_follower(b"", 9)
+    assert f.high_watermark == 5  # capped by its own log end offset
+    with pytest.raises(KafkaError) as e:
+        lead.append_records_to_follower(data, 0)
+    assert e.value.code is ErrorCode.not_leader_or_follower
+
+
+def _rm(tmp: Path, writer: Any) -> tuple[ReplicaManager, LogManager]:
+    mgr = LogManager([tmp])
+    clock = {"now": 0}
+    rm = ReplicaManager(ME, mgr, Purgatory(), lambda: clock["now"], lambda _t: TopicSettings(LogConfig(), 2, None))
+    rm.isr_writer = writer
+    rm.replica_lag_time_max_ms = 1_000
+    rm.clock = clock  # type: ignore[attr-defined]
+    return rm, mgr
+
+
+def _publish(rm: ReplicaManager, isr: tuple[int, ...]) -> Partition:
+    import uuid
+
+    from kaflite.cluster.metadata import PartitionRegistration, TopicImage
+
+    t = TopicImage("t", uuid.uuid5(uuid.NAMESPACE_DNS, "t"), (PartitionRegistration((ME, F1, F2), isr, ME, 0, 0),), {})
+    rm.on_image(rm.image, rm.image.evolve(topics={"t": t}))
+    return rm.get_partition("t", 0)
+
+
+def test_isr_shrinks_and_expands_only_once_written(tmp_path: Path) -> None:
+    calls: list[tuple[tuple[int, ...], int]] = []
+    answers: list[bool] = []
+
+    async def writer(topic: str, partition: int, state: PartitionState, isr: tuple[int, ...]) -> PartitionState | None:
+        calls.append((isr, state.partition_epoch))
+        ok = answers.pop(0)
+        return PartitionState(state.leader, state.leader_epoch, state.partition_epoch + 1, state.replicas, isr) \
+            if ok else None
+
+    async def scenario() -> None:
+        rm, mgr = _rm(tmp_path, writer)
+        try:
+            part = _publish(rm, (ME, F1, F2))
+            rm.append_records("t", 0, batch(2), 1)
+            clock = rm.clock  # type: ignore[attr-defined]
+            clock["now"] = 1_000
+            rm.record_follower_fetch(part, F1, 2)  # caught up at 1,000; F2 never fetched (grace from 0)
+            clock["now"] = 1_500
+            answers.append(False)  # the first write finds the znode moved: not applied
+            assert rm.maybe_shrink_isr() == 1
+            await asyncio.sleep(0.01)
+            assert calls == [((ME, F1), 0)] and part.isr == (ME, F1, F2)
+            rm.record_follower_fetch(part, F1, 2)
+            answers.append(True)
+            assert rm.maybe_shrink_isr() == 1
+            await asyncio.sleep(0.01)
+            assert part.isr == (ME, F1) and part.state.partition_epoch == 1
+            assert part.high_watermark == 2  # F2 no longer holds it back
+            # F2 catches up: it rejoins (assignment order)
+            answers.append(True)
+            rm.record_follower_fetch(part, F2, 2)
+            await asyncio.sleep(0.01)
+            assert part.isr == (ME, F1, F2) and calls[-1] == ((ME, F1, F2), 1)
+        finally:
+            mgr.close()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(("asked", "leader_epoch", "end", "expected"), [
+    (2, 2, 7, 7),  # same epoch: its end at the leader
+    (2, 2, 99, 10),  # never beyond our own end
+    (2, 1, 6, 5),  # an older epoch: where it ended here (5) caps the leader's answer
+    (2, -1, -1, 3),  # the leader knows nothing of it: back to our high watermark
+])
+def test_truncation_rule(tmp_path: Path, asked: int, leader_epoch: int, end: int, expected: int) -> None:
+    log = Log(tmp_path / "t-0")
+    for epoch in (1, 1, 1, 1, 1, 2, 2, 2, 2, 2):  # one record per batch: offsets 0-4 in epoch 1, 5-9 in 2
+        log.append(batch(), leader_epoch=epoch)
+    log.update_high_watermark(3)
+    part = Partition("t", 0, F1, log)
+    part.apply_state(PartitionState(ME, 3, 0, (ME, F1), (ME, F1)))
+    manager = ReplicaFetcherManager(F1, None, FetcherConfig(), lambda: None)  # type: ignore[arg-type]
+    ReplicaFetcher(manager, ME, 0)._truncate_one(part, asked, leader_epoch, end)
+    assert log.log_end_offset == expected
