@@ -64,6 +64,7 @@ class MemberProcesses:
         self.directory = directory
         self.session_timeout_ms = session_timeout_ms
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.started: list[subprocess.Popen[bytes]] = []  # every process, even one whose id was reused
 
     def start(self, broker_id: int, *extra: str) -> subprocess.Popen[bytes]:
         log = open(self.directory / f"member-{broker_id}.log", "ab")
@@ -77,20 +78,21 @@ class MemberProcesses:
         finally:
             log.close()
         self.procs[broker_id] = proc
+        self.started.append(proc)
         return proc
 
     def log(self, broker_id: int) -> str:
         return (self.directory / f"member-{broker_id}.log").read_text(errors="replace")
 
     def stop_all(self) -> None:
-        for proc in self.procs.values():
+        for proc in self.started:
             if proc.poll() is None:
                 try:
                     os.kill(proc.pid, signal.SIGCONT)  # a frozen one cannot handle SIGTERM
                 except ProcessLookupError:
                     pass
                 proc.terminate()
-        for proc in self.procs.values():
+        for proc in self.started:
             try:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
@@ -116,6 +118,7 @@ class BrokerProcesses:
         self.directory = directory
         self.session_timeout_ms = session_timeout_ms
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.started: list[subprocess.Popen[bytes]] = []  # every process, even one whose id was reused
         self.ports: dict[int, int] = {}
 
     def bootstrap(self, *ids: int) -> str:
@@ -142,6 +145,7 @@ class BrokerProcesses:
         finally:
             log.close()
         self.procs[broker_id] = proc
+        self.started.append(proc)
         if wait:
             self.wait_listening(broker_id)
         return proc
@@ -170,14 +174,14 @@ class BrokerProcesses:
         proc.wait(10)
 
     def stop_all(self) -> None:
-        for proc in self.procs.values():
+        for proc in self.started:
             if proc.poll() is None:
                 try:
                     os.kill(proc.pid, signal.SIGCONT)
                 except ProcessLookupError:
                     pass
                 proc.terminate()
-        for proc in self.procs.values():
+        for proc in self.started:
             try:
                 proc.wait(15)
             except subprocess.TimeoutExpired:
