@@ -13,7 +13,9 @@ from confluent_kafka.admin import AdminClient
 from kio.schema.consumer_group_describe.v0.request import ConsumerGroupDescribeRequest
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 from kio.schema.list_groups.v5.request import ListGroupsRequest
+from typer.testing import CliRunner
 
+from kaflite.cli.main import app
 from kaflite.protocol.errors import ErrorCode
 from server.kwire import WireClient
 
@@ -47,6 +49,12 @@ def test_consumer_group_is_one_group_listed_described_deleted(broker, topic_fact
         assert [(g.error_code, g.protocol_type) for g in described.groups] == [(ErrorCode.none, "consumer")]
         [dg] = cgd.groups
         assert dg.error_code == ErrorCode.none and [mb.rack_id for mb in dg.members] == ["rack-a"]
+        # kaflite groups list --type shows it once, with its type (kafka-consumer-groups --list --type)
+        res = CliRunner().invoke(app, ["groups", "list", "--state", "--type", "-b", broker.bootstrap])
+        assert res.exit_code == 0, res.output
+        mine = [line.split() for line in res.output.splitlines() if line.split()[:1] == [group]]
+        assert mine == [[group, "Stable", "Consumer"]]
+        assert res.output.splitlines()[0].split() == ["GROUP", "STATE", "TYPE"]
         # a live group is not deleted
         refused = admin.delete_consumer_groups([group])[group]
         try:

@@ -119,6 +119,12 @@ def describe_lines(group: str, state: str, rows: list[OffsetRow]) -> list[str]:
 
 # --- plumbing -------------------------------------------------------------------------------------
 
+def _type_name(group_type: Any) -> str:
+    """confluent-kafka's ConsumerGroupType as Kafka's tool prints it (Classic, Consumer)."""
+    name = getattr(group_type, "name", None) or "UNKNOWN"
+    return str(name).capitalize()
+
+
 def _state_name(state: Any) -> str:
     """confluent-kafka's ConsumerGroupState -> Kafka's state name."""
     name = getattr(state, "name", str(state)).upper()
@@ -176,9 +182,17 @@ def list_groups(
             "comma-separated), only groups in those states — as kafka-consumer-groups.sh --list --state.",
         ),
     ] = False,
+    group_type: Annotated[
+        bool,
+        typer.Option(
+            "--type",
+            help="Show each group's type (classic or consumer, KIP-848) in a TYPE column — as "
+            "kafka-consumer-groups.sh --list --type.",
+        ),
+    ] = False,
     timeout: Timeout = 15.0,
 ) -> None:
-    """List consumer groups (one per line; with --state, GROUP and STATE columns)."""
+    """List consumer groups (one per line; with --state / --type, GROUP and STATE / TYPE columns)."""
     from confluent_kafka import ConsumerGroupState
 
     if states_arg and not state:
@@ -201,11 +215,17 @@ def list_groups(
         kwargs["states"] = {by_name[s] for s in wanted}
     res = admin_result(admin.list_consumer_groups(**kwargs), timeout, "listing groups")
     listed = sorted(res.valid, key=lambda g: g.group_id)
-    if state:
+    if state or group_type:
         width = max([len("GROUP"), *(len(g.group_id) for g in listed)])
-        typer.echo(f"{'GROUP'.ljust(width)} STATE")
-        for g in listed:
-            typer.echo(f"{g.group_id.ljust(width)} {_state_name(g.state)}")
+        states = [_state_name(g.state) for g in listed]
+        state_width = max([len("STATE"), *(len(x) for x in states)])
+        header = ["GROUP".ljust(width)] + (["STATE".ljust(state_width)] if state else []) + (["TYPE"] if group_type else [])
+        typer.echo(" ".join(header).rstrip())
+        for g, st in zip(listed, states, strict=True):
+            cells = [g.group_id.ljust(width)] + ([st.ljust(state_width)] if state else [])
+            if group_type:
+                cells.append(_type_name(getattr(g, "type", None)))
+            typer.echo(" ".join(cells).rstrip())
     else:
         for g in listed:
             typer.echo(g.group_id)
