@@ -125,8 +125,9 @@ def test_kafka_large_group_full_size(case_id: str) -> None:
     cls = StickyAssignor if kind.endswith(".sticky") else CooperativeStickyAssignor
     topics, subs, racks = kafka_large_group(test, rack)
     partition_racks = {TopicPartition(t, p): list(RACKS) for t, n in topics.items() for p in range(n)} if rack else None
+    # Kafka's test bounds the run in time; CPU time of this process, so a loaded machine does not fail it
     budget = 30 if "Uniform" in test else 90
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     first = cls(prefer_rack_aware_logic=True).assign_partitions(
         topics, {m: Subscription(t, rack_id=racks[m]) for m, t in subs.items()}, partition_racks)
     valid_and_balanced(topics, subs, first)
@@ -144,4 +145,4 @@ def test_kafka_large_group_full_size(case_id: str) -> None:
     if cls is StickyAssignor:
         valid_and_balanced(topics, subs, second)
     assert {m: len(v) for m, v in second.items()} == step1["expected"]["assignment_counts"]
-    assert time.perf_counter() - t0 < budget
+    assert time.process_time() - t0 < budget
