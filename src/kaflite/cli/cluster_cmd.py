@@ -28,8 +28,8 @@ from kaflite.cli.common import (
 __all__ = ["ApiRange", "api_versions", "api_versions_lines", "register"]
 
 cluster_app = typer.Typer(
-    help="Brokers, controller, cluster id and API versions (like rpk cluster info and "
-    "kafka-broker-api-versions.sh).",
+    help="A local cluster (up), its health (status), brokers, controller, cluster id and API versions "
+    "(like rpk cluster info and kafka-broker-api-versions.sh).",
     no_args_is_help=True,
 )
 
@@ -46,7 +46,11 @@ class ApiRange:
 
 
 def register(app: typer.Typer) -> None:
+    from kaflite.cli import cluster_up, leader_election_cmd
+
+    cluster_up.register_commands(cluster_app)
     app.add_typer(cluster_app, name="cluster")
+    leader_election_cmd.register(app)
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:

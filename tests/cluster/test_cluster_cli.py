@@ -1,0 +1,152 @@
+"""`kaflite cluster up` for real: a ZooKeeper and three broker processes started by the command, clients
+through the bootstrap it prints, `cluster status` / `topics describe` / `leader-election` against it, then
+SIGINT: exit code 0 and every process it started gone (checked by pid)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kaflite.cluster.zkserver import missing_reason
+
+pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=f"ZooKeeper cannot run: {missing_reason()}")
+
+
+def _kaflite(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kaflite", *args], capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ, NO_COLOR="1", COLUMNS="200"))
+
+
+def _read_line(proc: subprocess.Popen[str], timeout: float) -> str:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+        if ready:
+            return proc.stdout.readline()
+        if proc.poll() is not None:
+            break
+    raise AssertionError(f"no line from `cluster up` within {timeout} s (exit {proc.poll()})")
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie (ps by pid)."""
+    out = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()
+    return bool(out) and not out.startswith("Z")
+
+
+def test_cluster_up_serves_clients_and_stops_everything_on_sigint(tmp_path: Path) -> None:
+    from confluent_kafka import Consumer, Producer
+
+    errlog = open(tmp_path / "up.err", "w+")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kaflite", "cluster", "up", "--brokers", "3", "--data-dir", str(tmp_path / "c")],
+        stdout=subprocess.PIPE, stderr=errlog, stdin=subprocess.DEVNULL, text=True,
+    )
+    pids: list[int] = []
+    try:
+        first = _read_line(proc, 120)
+        assert first.startswith("bootstrap servers: "), first
+        bootstrap = first.split(": ", 1)[1].strip()
+        assert len(bootstrap.split(",")) == 3
+        errlog.seek(0)
+        pids = [int(p) for p in re.findall(r"\(pid (\d+),", errlog.read())]
+        assert len(pids) == 4, pids  # ZooKeeper and three brokers
+        # the plain status line (stdout is a pipe): three brokers up and a controller
+        deadline = time.monotonic() + 60
+        line = ""
+        while time.monotonic() < deadline and not re.search(r"0=up 1=up 2=up; controller: \d", line):
+            line = _read_line(proc, 30)
+        assert re.search(r"0=up 1=up 2=up; controller: \d", line), line
+
+        topic = f"up-{uuid.uuid4().hex[:8]}"
+        created = _kaflite("topics", "create", topic, "--partitions", "3", "--replication-factor", "3",
+                           "-b", bootstrap)
+        assert created.returncode == 0, created.stderr
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+        for i in range(30):
+            producer.produce(topic, key=str(i).encode(), value=f"v{i}".encode())
+        assert producer.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
+                             "auto.offset.reset": "earliest"})
+        consumer.subscribe([topic])
+        got: set[bytes] = set()
+        deadline = time.monotonic() + 60
+        while len(got) < 30 and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                got.add(msg.value())
+        consumer.close()
+        assert got == {f"v{i}".encode() for i in range(30)}
+
+        # topics describe: Leader / Replicas / Isr as kafka-topics.sh prints them, three replicas each
+        described = _kaflite("topics", "describe", topic, "-b", bootstrap)
+        assert described.returncode == 0, described.stderr
+        rows = re.findall(r"Partition: (\d+)\tLeader: (\d+)\tReplicas: ([\d,]+)\tIsr: ([\d,]+)", described.stdout)
+        assert sorted(int(r[0]) for r in rows) == [0, 1, 2], described.stdout
+        for _, leader, replicas, isr in rows:
+            assert sorted(replicas.split(",")) == ["0", "1", "2"]
+            assert leader in replicas.split(",") and leader in isr.split(",")
+
+        status = _kaflite("cluster", "status", "-b", bootstrap)
+        assert status.returncode == 0, status.stderr
+        assert re.search(r"^Brokers: 3 \(0 127\.0\.0\.1:\d+, 1 127\.0\.0\.1:\d+, 2 127\.0\.0\.1:\d+\)$",
+                         status.stdout, re.M), status.stdout
+        assert re.search(r"^Controller: [012]$", status.stdout, re.M), status.stdout
+        assert "Offline partitions: 0" in status.stdout
+
+        # leader-election: the preferred replicas already lead; an unknown partition fails (exit 1)
+        noop = _kaflite("leader-election", "--election-type", "preferred", "--topic", topic, "--partition", "0",
+                        "-b", bootstrap)
+        assert noop.returncode == 0, noop.stderr
+        assert noop.stdout.strip() == f"Valid replica already elected for partitions {topic}-0"
+        spec = tmp_path / "election.json"
+        spec.write_text(json.dumps({"partitions": [{"topic": topic, "partition": 1},
+                                                   {"topic": "no-such-topic", "partition": 0}]}))
+        mixed = _kaflite("leader-election", "--election-type", "PREFERRED", "--path-to-json-file", str(spec),
+                         "-b", bootstrap)
+        assert mixed.returncode == 1
+        assert f"Valid replica already elected for partitions {topic}-1" in mixed.stdout
+        assert "Error completing leader election (PREFERRED) for partition: no-such-topic-0: " in mixed.stdout
+        assert "UNKNOWN_TOPIC_OR_PART" in mixed.stdout
+        assert mixed.stderr.strip() == "error: 1 replica(s) could not be elected"
+
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+        assert time.monotonic() - start < 45
+        assert [p for p in pids if _alive(p)] == []
+        errlog.seek(0)
+        assert errlog.read().rstrip().endswith("cluster stopped")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for pid in pids:  # never leave a process behind, even when an assertion failed above
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        errlog.close()
+
+
+def test_cluster_up_without_java_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(Path(sys.executable).parent)  # no java on it
+    proc = subprocess.run(
+        [sys.executable, "-m", "kaflite", "cluster", "up", "--data-dir", str(tmp_path / "c")],
+        capture_output=True, text=True, timeout=60, env=dict(env, NO_COLOR="1"),
+    )
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert proc.stderr.strip().startswith("error: cannot start ZooKeeper: Java not found")
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "c").exists()
