@@ -157,6 +157,19 @@ def test_writer_options_topic_trimmed_and_serializers_refused() -> None:
         parse_writer_options(BASE | {"kafka.key.serializer": "x"})
 
 
+def test_writer_exactly_once_options() -> None:
+    w = parse_writer_options(BASE | {"topic": "out", "exactlyOnce": "true", "transactionalIdPrefix": " q1 "})
+    assert w.exactly_once and w.transactional_id_prefix == "q1"
+    assert not parse_writer_options(BASE | {"topic": "out"}).exactly_once
+    with pytest.raises(OptionError, match="needs 'transactionalIdPrefix'"):
+        parse_writer_options(BASE | {"topic": "out", "exactlyOnce": "true"})
+    with pytest.raises(OptionError, match="'exactlyOnce' must be 'true' or 'false'"):
+        parse_writer_options(BASE | {"topic": "out", "exactlyOnce": "yes", "transactionalIdPrefix": "q"})
+    with pytest.raises(OptionError, match="kafka.transactional.id' cannot be set"):
+        parse_writer_options(BASE | {"topic": "out", "exactlyOnce": "true", "transactionalIdPrefix": "q",
+                                     "kafka.transactional.id": "x"})
+
+
 def test_java_only_client_settings_are_accepted_and_not_passed_to_librdkafka() -> None:
     o = parse_reader_options(BASE | {"subscribe": "a", "kafka.max.poll.records": "500"}, streaming=True)
     assert "max.poll.records" not in o.client_config

@@ -124,6 +124,11 @@ class WriterOptions:
     topic: str | None
     client_config: dict[str, str] = field(default_factory=dict)
     batch_id_header: str | None = None
+    # exactlyOnce=true: each task of a streaming micro-batch writes in one Kafka transaction with the
+    # transactional id `<transactionalIdPrefix>-<task partition>` and records the batch id as the offset
+    # of its progress partition in the group `<transactionalIdPrefix>` inside that transaction
+    exactly_once: bool = False
+    transactional_id_prefix: str | None = None
 
 
 def lower(options: Mapping[str, Any]) -> dict[str, str]:
@@ -377,9 +382,18 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
     conf = client_config(opts, _REJECTED_SINK_KAFKA_KEYS)
     topic = opts.get("topic")
     header = opts.get("batchidheader")
+    exactly_once = _bool(opts, "exactlyonce", False, "exactlyOnce")
+    prefix = (opts.get("transactionalidprefix") or "").strip() or None
+    if exactly_once and prefix is None:
+        raise OptionError("option 'exactlyOnce' needs 'transactionalIdPrefix' (unique per streaming query)")
+    if exactly_once and "transactional.id" in conf:
+        raise OptionError("option 'kafka.transactional.id' cannot be set with 'exactlyOnce' "
+                          "(the sink derives one per task from 'transactionalIdPrefix')")
     return WriterOptions(
         bootstrap_servers=conf["bootstrap.servers"],
         topic=topic.strip() if topic is not None else None,
         client_config=conf,
         batch_id_header=header.strip() if header else None,
+        exactly_once=exactly_once,
+        transactional_id_prefix=prefix,
     )

@@ -41,6 +41,8 @@ class KafliteDataSource(DataSource):
                 "Save mode Overwrite not allowed for Kafka. Allowed save modes are Append and ErrorIfExists (default)."
             )
         options = parse_writer_options(self.options)
+        if options.exactly_once:
+            raise OptionError("option 'exactlyOnce' applies to streaming queries (writeStream) only")
         validate_write_schema(schema, options.topic)
         return KafkaBatchWriter(options)
 

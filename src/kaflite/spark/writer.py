@@ -5,6 +5,15 @@ keyed row where the Java client would (`toPositive(murmur2(key)) % numPartitions
 once: a task waits for every acknowledgement and fails if one is missing, so Spark retries it. For
 idempotent consumers downstream, the `batchIdHeader` option stamps each record of a streaming
 micro-batch with the batch id (a header), so a replayed batch can be recognised.
+
+Exactly once (`exactlyOnce=true`, `transactionalIdPrefix=P`, streaming only; docs/spark.md): the task for
+partition i of micro-batch b uses the transactional id `P-i`. It initialises its producer (fencing and
+aborting whatever an earlier incarnation of the same task left open), reads, read_committed, the offset
+the group `P` committed for the progress partition (`P.sink-progress`, i): when it is > b, this task of
+this batch was already written and committed, so it writes nothing; otherwise it writes its rows and
+commits the offset b + 1 with them in ONE transaction (send_offsets_to_transaction). A micro-batch Spark
+replays after the driver was killed therefore adds each row once as read_committed consumers see it; a
+killed task's open transaction is aborted by its next incarnation (or by the transaction timeout).
 """
 
 from __future__ import annotations
@@ -190,6 +199,96 @@ def _produce_when_room(producer: Any, topic: Any, value: Any, key: Any, kwargs: 
                 raise RuntimeError("Kafka sink: local producer queue stayed full for 120 s") from None
 
 
+def progress_partition(prefix: str, task_partition: int) -> tuple[str, int]:
+    """Where the exactly-once sink records which micro-batch a task committed last (a group offset of
+    a topic that need not exist: group offsets are not checked against topics)."""
+    return f"{prefix}.sink-progress", task_partition
+
+
+def produce_exactly_once(options: WriterOptions, batches: Iterator[pa.RecordBatch], batch_id: int,
+                         task_partition: int) -> int:
+    """One transaction per task and micro-batch (see the module doc); returns the rows written (0 when
+    this batch's task had already committed)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    prefix = options.transactional_id_prefix
+    assert prefix is not None
+    base = producer_config(options)
+    producer = Producer(base | {"transactional.id": f"{prefix}-{task_partition}"})
+    producer.init_transactions(60)  # fences and aborts an earlier incarnation's open transaction
+    consumer = Consumer({"bootstrap.servers": options.bootstrap_servers, "group.id": prefix,
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        topic, partition = progress_partition(prefix, task_partition)
+        done = consumer.committed([TopicPartition(topic, partition)], timeout=60)[0].offset
+        if done > batch_id:
+            log.info("kaflite sink: batch %d of task %d was already committed; skipped", batch_id, task_partition)
+            return 0
+        failures: list[str] = []
+
+        def on_error(err: Any, msg: Any) -> None:
+            if err is not None:
+                failures.append(f"{msg.topic()}: {err}")
+
+        producer.begin_transaction()
+        sent = _produce_rows(producer, options, batches, batch_id, on_error)
+        producer.flush(120)
+        if failures:
+            producer.abort_transaction(60)
+            raise RuntimeError(f"Kafka sink: {len(failures)} of {sent} records failed; first error: {failures[0]}")
+        producer.send_offsets_to_transaction([TopicPartition(topic, partition, batch_id + 1)],
+                                             consumer.consumer_group_metadata(), 60)
+        producer.commit_transaction(120)
+        return sent
+    finally:
+        consumer.close()
+
+
+def _produce_rows(producer: Any, options: WriterOptions, batches: Iterator[pa.RecordBatch], batch_id: int,
+                  on_error: Any) -> int:
+    sent = 0
+    stamp = [(options.batch_id_header, str(batch_id).encode())] if options.batch_id_header else []
+    for batch in batches:
+        names = [n.lower() for n in batch.schema.names]
+        col = {n: batch.column(i) for i, n in enumerate(names)}
+        n = batch.num_rows
+        values = _as_bytes(col["value"])
+        keys = _as_bytes(col["key"]) if "key" in col else [None] * n
+        if options.topic is not None:
+            topics: list[Any] = [options.topic] * n
+        elif "topic" in col:
+            topics = col["topic"].to_pylist()
+            if None in topics:
+                raise OptionError("null topic present in the data. Use the topic option for setting a default topic.")
+        else:
+            raise OptionError("topic option required when no 'topic' attribute is present.")
+        parts = col["partition"].to_pylist() if "partition" in col else None
+        headers = col["headers"].to_pylist() if "headers" in col else None
+        for i in range(n):
+            kwargs: dict[str, Any] = {"on_delivery": on_error}
+            if parts is not None and parts[i] is not None:
+                kwargs["partition"] = parts[i]
+            h = [(e["key"], e["value"]) for e in headers[i]] if headers is not None and headers[i] else []
+            if h or stamp:
+                kwargs["headers"] = h + stamp
+            try:
+                producer.produce(topics[i], values[i], keys[i], **kwargs)
+            except BufferError:
+                _produce_when_room(producer, topics[i], values[i], keys[i], kwargs)
+        sent += n
+        producer.poll(0)
+    return sent
+
+
+def _task_partition() -> int:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        raise OptionError("exactlyOnce needs a Spark task context")
+    return int(ctx.partitionId())
+
+
 class KafkaBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: WriterOptions) -> None:
         self.options = options
@@ -204,6 +303,11 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         batch_id = _batch_id()
+        if self.options.exactly_once:
+            if batch_id is None:
+                raise OptionError("exactlyOnce needs the micro-batch id (a streaming query)")
+            return KafkaCommitMessage(records=produce_exactly_once(self.options, iterator, batch_id,
+                                                                   _task_partition()), batch_id=batch_id)
         return KafkaCommitMessage(
             records=produce_batches(self.options, iterator, batch_id), batch_id=batch_id
         )

@@ -1,0 +1,102 @@
+"""Issue 14: the exactly-once option of the kaflite sink. A streaming query topic -> topic is SIGKILLed at
+random points (5 times) and restarted on its checkpoint; the output topic, read read_committed, holds
+every input record exactly once."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+DRIVER = Path(__file__).with_name("eos_sink_driver.py")
+
+
+def _start(kafka: Any, src: str, dst: str, cp: Path, log: Path, prefix: str) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    with log.open("ab") as f:
+        return subprocess.Popen([sys.executable, str(DRIVER), kafka.bootstrap, src, dst, str(cp), "20", prefix],
+                                stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def _commits(checkpoint: Path) -> int:
+    d = checkpoint / "commits"
+    return len([p for p in d.iterdir() if p.name.isdigit()]) if d.exists() else 0
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+
+
+def _read_committed(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
+    import confluent_kafka as ck
+
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
+                     "isolation.level": "read_committed", "enable.auto.commit": False})
+    c.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: list[bytes] = []
+    idle = time.monotonic() + 4
+    deadline = time.monotonic() + 60
+    while time.monotonic() < min(idle, deadline):
+        m = c.poll(0.3)
+        if m is not None and not m.error():
+            out.append(m.value())
+            idle = time.monotonic() + 4
+    c.close()
+    return out
+
+
+def test_exactly_once_sink_survives_kill_9(spark: Any, kafka: Any, tmp_path: Path) -> None:
+    src, dst = kafka.topic("eos-in", 2), kafka.topic("eos-out", 2)
+    total = 600  # 20 records per micro-batch: the query is still running when the fifth kill comes
+    kafka.produce(src, [{"value": b"r%04d" % i, "partition": i % 2} for i in range(total)])
+    cp, log = tmp_path / "checkpoint", tmp_path / "driver.log"
+    prefix = f"eos-{uuid.uuid4().hex[:6]}"
+    rng = random.Random(14)
+    kills = 0
+    for _run in range(5):
+        committed = _commits(cp)
+        proc = _start(kafka, src, dst, cp, log, prefix)
+        try:
+            deadline = time.monotonic() + 180
+            while _commits(cp) <= committed and time.monotonic() < deadline:  # this run made progress
+                if proc.poll() is not None:
+                    raise AssertionError(f"driver exited:\n{log.read_text()[-3000:]}")
+                time.sleep(0.1)
+            time.sleep(rng.uniform(0.0, 3.0))  # then killed at a random point of a later micro-batch
+        finally:
+            _kill(proc)
+        kills += 1
+    assert kills == 5
+    before = Counter(_read_committed(kafka.bootstrap, dst, 2))
+    assert before, "nothing was written before the last restart: the kills tested nothing"
+    assert not {v for v, n in before.items() if n > 1}, "duplicates after the kills"
+    proc = _start(kafka, src, dst, cp, log, prefix)
+    try:
+        deadline = time.monotonic() + 240
+        got: list[bytes] = []
+        while time.monotonic() < deadline:
+            got = _read_committed(kafka.bootstrap, dst, 2)
+            if len(set(got)) >= total:
+                break
+            if proc.poll() is not None:
+                raise AssertionError(f"driver exited:\n{log.read_text()[-3000:]}")
+            time.sleep(2)
+    finally:
+        _kill(proc)
+    counts = Counter(_read_committed(kafka.bootstrap, dst, 2))
+    assert set(counts) == {b"r%04d" % i for i in range(total)}, log.read_text()[-3000:]
+    duplicates = {v: n for v, n in counts.items() if n > 1}
+    assert not duplicates, f"{len(duplicates)} records more than once"
