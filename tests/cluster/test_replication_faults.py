@@ -161,6 +161,8 @@ def _fault_run(brokers: BrokerProcesses, zk_connect: str, cycles: int, mode: str
             if mode == "kill":
                 brokers.kill(victim)
                 w.pump(rng.uniform(1.0, 3.0))
+                # its registration must be gone (session expired) before it can register again, as in Kafka
+                assert w.pump(30, lambda v=victim: v not in zk.get_broker_ids()), f"broker {victim} still registered"
                 brokers.start(victim, *SETTINGS, wait=False)
                 w.pump(30, lambda v=victim: _listening(brokers, v))
             else:

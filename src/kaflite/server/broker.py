@@ -140,9 +140,9 @@ class Broker:
         # end offset) and whatever changes later
         self.metadata_writer.subscribe(self.replica_manager.on_image)
         self.replica_manager.on_image(None, self.metadata)
-        if isinstance(self.metadata_writer, ZkMetadata):
-            self._start_replication(self.metadata_writer)
         self._register()
+        if isinstance(self.metadata_writer, ZkMetadata):  # once registered (a refused id starts nothing)
+            self._start_replication(self.metadata_writer)
 
     def _start_replication(self, writer: ZkMetadata) -> None:
         """In a cluster: followers fetch from their leaders (after the ReplicaManager applied each image),

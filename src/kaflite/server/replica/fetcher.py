@@ -136,6 +136,7 @@ class ReplicaFetcher:
         self._task: asyncio.Task[None] | None = None
         self._conn: _Connection | None = None
         self._wake = asyncio.Event()
+        self._failing = False
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher(leader={self.leader_id}, id={self.fetcher_id}, partitions={len(self.partitions)})"
@@ -180,14 +181,20 @@ class ReplicaFetcher:
             except asyncio.CancelledError:
                 raise
             except (TimeoutError, OSError, EOFError, ConnectionError, KafkaError, ValueError) as e:
-                log.warning("fetcher %d from broker %d: %s; retrying in %d ms", self.fetcher_id, self.leader_id,
-                            e or type(e).__name__, self.manager.config.backoff_ms)
+                # the first failure of a streak is a warning, its retries debug (a dead leader is retried
+                # every backoff until the image moves its partitions)
+                (log.debug if self._failing else log.warning)(
+                    "fetcher %d from broker %d: %s; retrying every %d ms", self.fetcher_id, self.leader_id,
+                    e or type(e).__name__, self.manager.config.backoff_ms)
+                self._failing = True
                 self._close()
                 did = False
             except Exception:  # noqa: BLE001 - a bug must not kill replication silently: logged, retried
                 log.exception("fetcher %d from broker %d failed", self.fetcher_id, self.leader_id)
                 self._close()
                 did = False
+            else:
+                self._failing = False
             if not did:
                 self._wake.clear()
                 try:
