@@ -109,3 +109,39 @@ def test_followers_copy_the_leader_and_a_dead_leader_loses_nothing(brokers: Brok
         producer.flush(10)
     finally:
         zk.close()
+
+
+def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small(brokers: BrokerProcesses,
+                                                                         zk_connect: str) -> None:
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        for b in (1, 2):
+            brokers.start(b, *FAST)
+        _wait("2 brokers", lambda: zk.get_broker_ids() == [1, 2])
+        admin = AdminClient({"bootstrap.servers": brokers.bootstrap(1)})
+        admin.create_topics([NewTopic("m", 1, 2, config={"min.insync.replicas": "2"})])["m"].result(30)
+        _wait("a full ISR", lambda: _isr(zk, "m", 0) == (1, 2))
+        state = zk.get_partition_states([("m", 0)])[("m", 0)]
+        assert state is not None
+        leader = state.leader
+        follower = 2 if leader == 1 else 1
+        errors: list[KafkaError] = []
+
+        def produce(acks: str) -> list[KafkaError]:
+            errors.clear()
+            p = Producer({"bootstrap.servers": brokers.bootstrap(leader), "acks": acks, "message.timeout.ms": 4000,
+                          "retries": 0})  # the broker's answer itself, not librdkafka's retries
+            p.produce("m", value=b"x", on_delivery=lambda err, _m: errors.append(err) if err else None)
+            p.flush(20)
+            return list(errors)
+
+        assert produce("all") == []  # two in sync: acknowledged
+        brokers.kill(follower)
+        _wait("the ISR shrunk to the leader", lambda: _isr(zk, "m", 0) == (leader,), 30)
+        # acks=all is refused before the append
+        got = produce("all")
+        assert [e.code() for e in got] == [KafkaError.NOT_ENOUGH_REPLICAS], got
+        assert produce("1") == []  # acks=1 needs the leader only
+    finally:
+        zk.close()
