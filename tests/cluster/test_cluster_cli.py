@@ -129,12 +129,20 @@ def test_cluster_up_serves_clients_and_stops_everything_on_sigint(tmp_path: Path
         errlog.seek(0)
         assert errlog.read().rstrip().endswith("cluster stopped")
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        for pid in pids:  # never leave a process behind, even when an assertion failed above
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:  # a failure above: stop the cluster as Ctrl-C would, then by pid
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        errlog.seek(0)
+        for pid in map(int, re.findall(r"\(pid (\d+),", errlog.read())):
+            try:  # only ours: a pid reused by another process does not name our directory
+                if _alive(pid) and str(tmp_path) in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):
+                    os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, FileNotFoundError):
+                pass
         errlog.close()
 
 
@@ -150,3 +158,36 @@ def test_cluster_up_without_java_is_one_line_and_starts_nothing(tmp_path: Path) 
     assert proc.stderr.strip().startswith("error: cannot start ZooKeeper: Java not found")
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "c").exists()
+
+
+def test_cluster_up_stops_everything_on_sigterm(tmp_path: Path) -> None:
+    """SIGTERM (a service manager, `kill`) stops like Ctrl-C: brokers, then ZooKeeper, exit code 0."""
+    errlog = open(tmp_path / "up.err", "w+")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kaflite", "cluster", "up", "--brokers", "1", "--data-dir", str(tmp_path / "c")],
+        stdout=subprocess.PIPE, stderr=errlog, stdin=subprocess.DEVNULL, text=True,
+    )
+    try:
+        assert _read_line(proc, 120).startswith("bootstrap servers: 127.0.0.1:")
+        errlog.seek(0)
+        pids = [int(p) for p in re.findall(r"\(pid (\d+),", errlog.read())]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        assert [p for p in pids if _alive(p)] == []
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        errlog.seek(0)
+        for pid in map(int, re.findall(r"\(pid (\d+),", errlog.read())):
+            try:
+                if _alive(pid) and str(tmp_path) in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):
+                    os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, FileNotFoundError):
+                pass
+        errlog.close()
