@@ -41,7 +41,7 @@ from typing import Any
 
 from kaflite.protocol.errors import ErrorCode
 
-from .consumer_group_records import GroupLoader, diff, group_records
+from .consumer_group_records import GroupLoader, diff, group_records, member_delta
 from .consumer_group_state import (
     LEAVE_EPOCH,
     SERVER_ASSIGNORS,
@@ -87,13 +87,14 @@ def _compiled(regex: str) -> re.Pattern[str]:
     return re.compile(regex)
 
 
-def subscription(member: ConsumerMember, topics: Mapping[str, int]) -> set[str]:
-    """The topics a member is subscribed to: its names that exist, and every topic its expression matches."""
-    subs = {t for t in member.subscribed if t in topics}
-    if member.subscribed_regex:
-        pattern = _compiled(member.subscribed_regex)
-        subs.update(t for t in topics if pattern.fullmatch(t))
-    return subs
+def subscription(member: ConsumerMember, topics: Mapping[str, int]) -> tuple[str, ...]:
+    """The names a member subscribes to, in its order, then (sorted) every topic its expression matches
+    that it does not name; names of topics that do not exist are kept (the caller filters)."""
+    if not member.subscribed_regex:
+        return member.subscribed
+    pattern = _compiled(member.subscribed_regex)
+    named = set(member.subscribed)
+    return member.subscribed + tuple(sorted(t for t in topics if t not in named and pattern.fullmatch(t)))
 
 
 def _flat(a: Mapping[str, frozenset[int]]) -> set[tuple[str, int]]:
@@ -122,7 +123,8 @@ class ConsumerGroupManager:
         self.assignors = assignors  # group.consumer.assignors: the first is a new group's
         self.topic_ids: dict[str, uuid.UUID] = {}  # topic name -> id, for the persisted assignments
         self.is_active: Callable[[], bool] = lambda: True
-        self._dirty: set[str] = set()
+        # group id -> ids of the members whose records may have changed (None: every member's)
+        self._dirty: dict[str, set[str] | None] = {}
         self._written: dict[str, Any] = {}  # group id -> its records as last written
 
     # --- persistence ------------------------------------------------------------------------------
@@ -152,21 +154,40 @@ class ConsumerGroupManager:
     def drop(self, group_id: str) -> None:
         """An empty group deleted (DeleteGroups) or replaced by a classic group: its records go too."""
         self.groups.pop(group_id, None)
-        self._dirty.add(group_id)
+        self._dirty[group_id] = None
 
     def drain_records(self) -> list[tuple[Any, Any]]:
         """The records that persist every change since the last call (tombstones for what is gone)."""
         out: list[tuple[Any, Any]] = []
-        for group_id in sorted(self._dirty):
+        for group_id, members in sorted(self._dirty.items()):
             group = self.groups.get(group_id)
-            new = group_records(group, self.topic_ids) if group is not None else {}
-            out += diff(self._written.get(group_id, {}), new)
-            if new:
-                self._written[group_id] = new
-            else:
-                self._written.pop(group_id, None)
+            old = self._written.get(group_id)
+            if group is None or members is None or old is None:  # the whole group
+                new = group_records(group, self.topic_ids) if group is not None else {}
+                out += diff(old or {}, new)
+                if new:
+                    self._written[group_id] = new
+                else:
+                    self._written.pop(group_id, None)
+                continue
+            # the group's own records and those of the members that changed: O(changed), not O(group)
+            records, removed = member_delta(group, members, self.topic_ids)
+            out += [(k, None) for k in removed if k in old]
+            out += [(k, v) for k, v in records.items() if old.get(k) != v]
+            for k in removed:
+                old.pop(k, None)
+            old.update(records)
         self._dirty.clear()
         return out
+
+    def _mark(self, group_id: str, member_id: str | None) -> None:
+        """Records of `member_id` (None: of every member) may have changed this step."""
+        if member_id is None:
+            self._dirty[group_id] = None
+            return
+        members = self._dirty.setdefault(group_id, set())
+        if members is not None:
+            members.add(member_id)
 
     # --- the API ----------------------------------------------------------------------------------
 
@@ -181,7 +202,6 @@ class ConsumerGroupManager:
         if req.server_assignor is not None and req.server_assignor not in self.assignors:
             return fail(ErrorCode.unsupported_assignor, f"ServerAssignor {req.server_assignor} is not supported. "
                                                           f"Supported assignors: {', '.join(self.assignors)}.")
-        self._dirty.add(req.group_id)
         group = self.groups.get(req.group_id)
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             if group is None or req.member_id not in group.members:
@@ -237,13 +257,14 @@ class ConsumerGroupManager:
             if req.rack_id is not None:  # null: unchanged (as every field of a later heartbeat)
                 member.rack_id = req.rack_id
         subscriptions = {mid: subscription(mb, topics) for mid, mb in group.members.items()}
-        counts = {t: topics[t] for subs in subscriptions.values() for t in sorted(subs)}
+        counts = {t: topics[t] for subs in subscriptions.values() for t in subs if t in topics}
         if counts != group.topic_snapshot and group.assignment_epoch == group.group_epoch:
             group.group_epoch += 1  # a subscribed topic appeared, vanished or grew
         if group.assignment_epoch < group.group_epoch:
             self._compute_target(group, counts, subscriptions)
         self._reconcile(group, member, _flat(req.owned) if req.owned is not None else None)
         self._schedule_session(group, member)
+        self._mark(group.group_id, member.member_id)
         assignment = None
         current = {t: ps for t, ps in member.assigned.items() if ps}
         if member.last_sent != current:
@@ -269,12 +290,13 @@ class ConsumerGroupManager:
     # --- internals --------------------------------------------------------------------------------
 
     def _compute_target(self, group: ConsumerGroup, counts: dict[str, int],
-                        subscriptions: Mapping[str, set[str]]) -> None:
+                        subscriptions: Mapping[str, tuple[str, ...]]) -> None:
+        self._mark(group.group_id, None)  # every member's target may change
         from kaflite.assign.registry import get_server_assignor
         from kaflite.assign.server import MemberSpec
         from kaflite.assign.types import TopicPartition
 
-        specs = {mid: MemberSpec(sorted(t for t in subscriptions.get(mid, set()) if t in counts),
+        specs = {mid: MemberSpec([t for t in subscriptions.get(mid, ()) if t in counts],
                                  [TopicPartition(t, p) for t, ps in group.target.get(mid, {}).items() for p in ps
                                   if t in counts and p < counts[t]], None, mb.instance_id)
                  for mid, mb in group.members.items()}
@@ -328,7 +350,7 @@ class ConsumerGroupManager:
             self._remove(group, member_id)
 
     def _remove(self, group: ConsumerGroup, member_id: str) -> None:
-        self._dirty.add(group.group_id)
+        self._mark(group.group_id, member_id)
         group.members.pop(member_id, None)
         group.target.pop(member_id, None)
         for tp in [tp for tp, owner in group.owners.items() if owner == member_id]:

@@ -71,6 +71,41 @@ def group_records(group: ConsumerGroup, ids: Mapping[str, uuid.UUID]) -> GroupRe
     return out
 
 
+def _group_level(group: ConsumerGroup, ids: Mapping[str, uuid.UUID]) -> GroupRecords:
+    g = group.group_id
+    return {
+        ConsumerGroupMetadataKey(g): ConsumerGroupMetadataValue(group.group_epoch),
+        ConsumerGroupPartitionMetadataKey(g): ConsumerGroupPartitionMetadataValue(
+            tuple((ids[t], t, n) for t, n in sorted(group.topic_snapshot.items()) if t in ids)),
+        ConsumerGroupTargetAssignmentMetadataKey(g): ConsumerGroupTargetAssignmentMetadataValue(
+            group.assignment_epoch),
+    }
+
+
+def member_delta(group: ConsumerGroup, members: set[str], ids: Mapping[str, uuid.UUID]
+                 ) -> tuple[GroupRecords, list[ConsumerRecordKey]]:
+    """The group's own records and the records of `members` (present ones), and the keys of `members`
+    that left (current assignment first, metadata last, as Kafka removes a member)."""
+    g = group.group_id
+    records = _group_level(group, ids)
+    removed: list[ConsumerRecordKey] = []
+    for mid in sorted(members):
+        mb = group.members.get(mid)
+        if mb is None:
+            removed += [ConsumerGroupCurrentMemberAssignmentKey(g, mid), ConsumerGroupTargetAssignmentMemberKey(g, mid),
+                        ConsumerGroupMemberMetadataKey(g, mid)]
+            continue
+        records[ConsumerGroupMemberMetadataKey(g, mid)] = ConsumerGroupMemberMetadataValue(
+            mb.instance_id, mb.rack_id, mb.client_id, mb.client_host, mb.subscribed, mb.subscribed_regex,
+            mb.rebalance_timeout_ms, mb.server_assignor)
+        records[ConsumerGroupTargetAssignmentMemberKey(g, mid)] = ConsumerGroupTargetAssignmentMemberValue(
+            _by_id(group.target.get(mid, {}), ids))
+        records[ConsumerGroupCurrentMemberAssignmentKey(g, mid)] = ConsumerGroupCurrentMemberAssignmentValue(
+            mb.member_epoch, mb.previous_epoch, MEMBER_STATES[mb.state], _by_id(mb.assigned, ids),
+            _by_id(mb.pending_revocation, ids))
+    return records, removed
+
+
 def diff(old: GroupRecords, new: GroupRecords) -> list[tuple[ConsumerRecordKey, ConsumerRecordValue | None]]:
     """The records that turn `old` into `new`: tombstones first (newest kinds first), then changes."""
     out: list[tuple[ConsumerRecordKey, ConsumerRecordValue | None]] = [
