@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -191,3 +192,59 @@ def test_cluster_up_stops_everything_on_sigterm(tmp_path: Path) -> None:
             except (ProcessLookupError, FileNotFoundError):
                 pass
         errlog.close()
+
+
+def _status(bootstrap: str) -> str:
+    return _kaflite("cluster", "status", "-b", bootstrap, "--timeout", "10").stdout
+
+
+def _wait_status(bootstrap: str, pattern: str, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    out = ""
+    while time.monotonic() < deadline:
+        out = _status(bootstrap)
+        if re.search(pattern, out, re.S | re.M):
+            return out
+        time.sleep(0.5)
+    raise AssertionError(f"cluster status never matched {pattern!r} within {timeout} s; last:\n{out}")
+
+
+def test_status_shows_offline_and_under_replicated_and_preferred_election_moves_leaders_back(
+    brokers: Any, tmp_path: Path
+) -> None:
+    """A broker stopped: its RF-1 partition is offline and the RF-3 partitions it held are under-replicated
+    in `cluster status`; back and in sync: all clear, and `leader-election --election-type preferred`
+    gives each partition back to its first replica (what `topics describe` then shows)."""
+    for b in (0, 1, 2):
+        brokers.start(b, "replica.lag.time.max.ms=3000")
+    bootstrap = brokers.bootstrap()
+    for topic, rf in (("wide", "3"), ("solo", "1")):
+        made = _kaflite("topics", "create", topic, "--partitions", "3", "--replication-factor", rf, "-b", bootstrap)
+        assert made.returncode == 0, made.stderr
+    _wait_status(bootstrap, r"^Offline partitions: 0$.*^Under-replicated partitions: 0$", 60)
+
+    proc = brokers.procs.pop(0)
+    proc.terminate()  # controlled shutdown
+    assert proc.wait(60) == 0
+    others = brokers.bootstrap(1, 2)
+    out = _wait_status(others, r"^Offline partitions: 1$.*^Under-replicated partitions: 3$", 60)
+    assert re.search(r"^Brokers: 2 \(1 127\.0\.0\.1:\d+, 2 127\.0\.0\.1:\d+\)$", out, re.M), out
+    assert re.search(r"^\tTopic: solo\tPartition: \d\tLeader: none\tReplicas: 0\tIsr: 0$", out, re.M), out
+    assert len(re.findall(r"^\tTopic: wide\tPartition: \d\tLeader: [12]\tReplicas: [\d,]+\tIsr: [12],[12]$",
+                          out, re.M)) == 3, out
+    failing = _kaflite("cluster", "status", "--fail-on-problem", "-b", others)
+    assert failing.returncode == 1
+
+    brokers.start(0, "replica.lag.time.max.ms=3000")
+    _wait_status(bootstrap, r"^Offline partitions: 0$.*^Under-replicated partitions: 0$", 90)
+    described = _kaflite("topics", "describe", "wide", "-b", bootstrap).stdout
+    rows = re.findall(r"Partition: (\d+)\tLeader: (\d+)\tReplicas: ([\d,]+)\tIsr: ([\d,]+)", described)
+    moved = sorted(f"wide-{p}" for p, leader, replicas, _ in rows if replicas.split(",")[0] != leader)
+    assert moved, f"broker 0's preferred partition kept its leader through the shutdown:\n{described}"
+
+    elected = _kaflite("leader-election", "--election-type", "preferred", "--all-topic-partitions", "-b", bootstrap)
+    assert elected.returncode == 0, elected.stderr
+    assert elected.stdout.strip() == f"Successfully completed leader election (PREFERRED) for partitions {', '.join(moved)}"
+    described = _kaflite("topics", "describe", "wide", "-b", bootstrap).stdout
+    rows = re.findall(r"Partition: (\d+)\tLeader: (\d+)\tReplicas: ([\d,]+)\tIsr: ([\d,]+)", described)
+    assert len(rows) == 3 and all(replicas.split(",")[0] == leader for _, leader, replicas, _ in rows), described
