@@ -145,3 +145,92 @@ def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small(brokers:
         assert produce("1") == []  # acks=1 needs the leader only
     finally:
         zk.close()
+
+
+def test_unclean_election_off_keeps_acknowledged_records_and_on_reports_the_loss(brokers: BrokerProcesses,
+                                                                                  zk_connect: str) -> None:
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        for b in (1, 2, 3):  # 3 hosts no replica: it stays alive to be the controller
+            brokers.start(b, *FAST)
+        _wait("3 brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+        from kaflite.cluster.admin import ZkAdmin
+
+        ZkAdmin(zk).create_topic("u", -1, -1, {}, assignment=[[1, 2]])
+        _wait("a full ISR", lambda: _isr(zk, "u", 0) == (1, 2))
+        state = zk.get_partition_states([("u", 0)])[("u", 0)]
+        assert state is not None
+        leader, follower = state.leader, 2 if state.leader == 1 else 1
+
+        def produce(values: list[bytes]) -> None:
+            p = Producer({"bootstrap.servers": brokers.bootstrap(leader), "acks": "all", "message.timeout.ms": 15000})
+            errors: list[object] = []
+            for v in values:
+                p.produce("u", value=v, on_delivery=lambda err, _m: errors.append(err) if err else None)
+            assert p.flush(20) == 0 and not errors
+
+        produce([b"a", b"b"])  # both replicas have these
+        brokers.kill(follower)
+        _wait("the ISR shrunk to the leader", lambda: _isr(zk, "u", 0) == (leader,), 30)
+        produce([b"c", b"d"])  # acknowledged by the leader alone (min.insync.replicas=1)
+        brokers.kill(leader)
+        _wait("offline", lambda: (s := zk.get_partition_states([("u", 0)])[("u", 0)]) is not None
+              and s.leader == -1, 30)
+        brokers.start(follower, *FAST)  # out of sync: with unclean election off it does not lead
+        _wait("the follower back", lambda: follower in zk.get_broker_ids())
+        time.sleep(2)
+        s = zk.get_partition_states([("u", 0)])[("u", 0)]
+        assert s is not None and s.leader == -1 and s.isr == (leader,)
+        brokers.start(leader, *FAST)  # the last ISR member returns: it leads with everything
+        _wait("led again", lambda: (s := zk.get_partition_states([("u", 0)])[("u", 0)]) is not None
+              and s.leader == leader, 30)
+        got = _consume_all(brokers.bootstrap(3), "u", 1, 4)
+        assert got == {0: [b"a", b"b", b"c", b"d"]}
+        _wait("the follower caught up and in sync", lambda: _isr(zk, "u", 0) == (1, 2), 30)
+    finally:
+        zk.close()
+
+
+def test_unclean_election_on_loses_what_the_new_leader_lacks_and_the_old_leader_truncates(
+        brokers: BrokerProcesses, zk_connect: str) -> None:
+    from kaflite.cluster.admin import ZkAdmin
+
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        for b in (1, 2, 3):
+            brokers.start(b, *FAST)
+        _wait("3 brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+        ZkAdmin(zk).create_topic("w", -1, -1, {"unclean.leader.election.enable": "true"}, assignment=[[1, 2]])
+        _wait("a full ISR", lambda: _isr(zk, "w", 0) == (1, 2))
+
+        def produce(to: int, values: list[bytes]) -> None:
+            p = Producer({"bootstrap.servers": brokers.bootstrap(to), "acks": "all", "message.timeout.ms": 15000})
+            errors: list[object] = []
+            for v in values:
+                p.produce("w", value=v, on_delivery=lambda err, _m: errors.append(err) if err else None)
+            assert p.flush(20) == 0 and not errors
+
+        produce(1, [b"a", b"b"])
+        brokers.kill(2)
+        _wait("the ISR shrunk to 1", lambda: _isr(zk, "w", 0) == (1,), 30)
+        produce(1, [b"c", b"d"])  # only broker 1 has these
+        brokers.kill(1)
+        _wait("offline", lambda: (s := zk.get_partition_states([("w", 0)])[("w", 0)]) is not None
+              and s.leader == -1, 30)
+        brokers.start(2, *FAST)  # unclean election on: the out-of-sync replica leads, c and d are lost
+        _wait("2 leads", lambda: (s := zk.get_partition_states([("w", 0)])[("w", 0)]) is not None
+              and s.leader == 2, 30)
+        produce(2, [b"e"])
+        brokers.start(1, *FAST)  # the old leader truncates its c, d (KIP-101) and copies e
+        _wait("1 in sync again", lambda: _isr(zk, "w", 0) == (1, 2), 30)
+        assert _consume_all(brokers.bootstrap(3), "w", 1, 3) == {0: [b"a", b"b", b"e"]}
+        _wait("both logs identical", lambda: _segment_bytes(brokers.directory, 1, "w", 0)
+              == _segment_bytes(brokers.directory, 2, "w", 0))
+        logs = brokers.log(1) + brokers.log(2) + brokers.log(3)
+        # the controller reported the election that lost data
+        assert "unclean leader election for w-0: broker 2 leads although it was not in the ISR [1]" in logs
+        assert "w-0: truncating from 4 to 2" in brokers.log(1)
+    finally:
+        zk.close()
