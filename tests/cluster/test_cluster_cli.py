@@ -162,14 +162,19 @@ def test_cluster_up_without_java_is_one_line_and_starts_nothing(tmp_path: Path) 
 
 
 def test_cluster_up_stops_everything_on_sigterm(tmp_path: Path) -> None:
-    """SIGTERM (a service manager, `kill`) stops like Ctrl-C: brokers, then ZooKeeper, exit code 0."""
+    """SIGTERM (a service manager, `kill`) stops like Ctrl-C: brokers, then ZooKeeper, exit code 0; the
+    broker listens on --base-port."""
+    from helpers import free_port
+
+    port = free_port()
     errlog = open(tmp_path / "up.err", "w+")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kaflite", "cluster", "up", "--brokers", "1", "--data-dir", str(tmp_path / "c")],
+        [sys.executable, "-m", "kaflite", "cluster", "up", "--brokers", "1", "--data-dir", str(tmp_path / "c"),
+         "--base-port", str(port)],
         stdout=subprocess.PIPE, stderr=errlog, stdin=subprocess.DEVNULL, text=True,
     )
     try:
-        assert _read_line(proc, 120).startswith("bootstrap servers: 127.0.0.1:")
+        assert _read_line(proc, 120).strip() == f"bootstrap servers: 127.0.0.1:{port}"
         errlog.seek(0)
         pids = [int(p) for p in re.findall(r"\(pid (\d+),", errlog.read())]
         assert len(pids) == 2 and all(_alive(p) for p in pids)
