@@ -253,3 +253,51 @@ def test_status_shows_offline_and_under_replicated_and_preferred_election_moves_
     described = _kaflite("topics", "describe", "wide", "-b", bootstrap).stdout
     rows = re.findall(r"Partition: (\d+)\tLeader: (\d+)\tReplicas: ([\d,]+)\tIsr: ([\d,]+)", described)
     assert len(rows) == 3 and all(replicas.split(",")[0] == leader for _, leader, replicas, _ in rows), described
+
+
+def _run_up(tmp_path: Path, *args: str) -> tuple[int, str, str]:
+    """`cluster up` expected to fail by itself; stopped (and whatever it started, by pid) if it does not."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kaflite", "cluster", "up", "--data-dir", str(tmp_path / "c"), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        env=dict(os.environ, NO_COLOR="1", COLUMNS="300"),
+    )
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    for pid in map(int, re.findall(r"\(pid (\d+),", err)):
+        try:
+            if _alive(pid) and str(tmp_path) in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):
+                os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, FileNotFoundError):
+            pass
+    return proc.returncode, out, err
+
+
+def test_cluster_up_refuses_a_taken_base_port_before_starting_anything(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, out, err = _run_up(tmp_path, "--brokers", "1", "--base-port", str(port))
+    assert (code, out) == (1, "")
+    assert err.strip() == f"error: --base-port: 127.0.0.1:{port} (broker 0) is already in use"
+    assert not (tmp_path / "c").exists()
+
+
+def test_cluster_up_broker_that_cannot_start_stops_the_rest_and_says_why(tmp_path: Path) -> None:
+    """A broker that exits while starting (here: a value it refuses): `cluster up` names it, its reason and
+    its log in one line, exits 1 and leaves no process behind (ZooKeeper stopped, checked by pid)."""
+    code, out, err = _run_up(tmp_path, "--brokers", "1", "--override", "num.partitions=0")
+    assert (code, out) == (1, "")
+    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, err
+    assert errors[0].startswith("error: broker 0 exited with code 2 while starting: error: num.partitions"), err
+    assert "broker-0.log" in errors[0]
+    pids = [int(p) for p in re.findall(r"\(pid (\d+),", err)]
+    assert len(pids) == 1  # ZooKeeper, stopped
+    assert not _alive(pids[0])

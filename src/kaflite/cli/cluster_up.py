@@ -81,6 +81,13 @@ class LocalCluster:
             out.append(self.zookeeper.pid)
         return out
 
+    def check_ports(self) -> None:
+        """Before anything starts: a port taken by another process would pass for a listening broker."""
+        if self.base_port is not None:
+            for i in range(self.count):
+                if not _port_free(self.base_port + i):
+                    fail(f"--base-port: 127.0.0.1:{self.base_port + i} (broker {i}) is already in use")
+
     def start(self, say: Any = print) -> None:
         from kaflite.cluster.zkserver import ZooKeeperServer, ZooKeeperStartError
 
@@ -167,6 +174,17 @@ class LocalCluster:
                 state = "not registered"
             out.append((b.broker_id, f"127.0.0.1:{b.port}", state))
         return out
+
+
+def _port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _last_line(path: Path) -> str:
@@ -258,6 +276,7 @@ def up(
     if reason is not None:
         fail(f"cannot start ZooKeeper: {reason}")
     cluster = LocalCluster(data_dir.resolve(), brokers, base_port, overrides)
+    cluster.check_ports()
     previous = signal.signal(signal.SIGTERM, _raise_stop)
     tty = sys.stdout.isatty()
 
@@ -274,7 +293,8 @@ def up(
             pass
         finally:
             signal.signal(signal.SIGTERM, _raise_stop)  # a second SIGTERM while stopping: ignored below
-            say("stopping the brokers (controlled shutdown), then ZooKeeper ...")
+            if cluster.pids():
+                say("stopping the brokers (controlled shutdown), then ZooKeeper ...")
             _stop_shielded(cluster, say)
     finally:
         signal.signal(signal.SIGTERM, previous)
