@@ -301,3 +301,53 @@ def test_cluster_up_broker_that_cannot_start_stops_the_rest_and_says_why(tmp_pat
     pids = [int(p) for p in re.findall(r"\(pid (\d+),", err)]
     assert len(pids) == 1  # ZooKeeper, stopped
     assert not _alive(pids[0])
+
+
+def test_cluster_up_on_a_terminal_draws_the_live_table(tmp_path: Path) -> None:
+    """stdout a terminal (a pty): the Rich table with each broker's state and the controller, refreshed;
+    Ctrl-C still stops everything (exit 0)."""
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kaflite", "cluster", "up", "--brokers", "2", "--data-dir", str(tmp_path / "c")],
+        stdout=slave, stderr=open(tmp_path / "up.err", "w"), stdin=subprocess.DEVNULL,
+        env=dict(os.environ, COLUMNS="120", TERM="xterm"),
+    )
+    os.close(slave)
+    screen = b""
+    try:
+        deadline = time.monotonic() + 120
+        up_rows = re.compile(r"\s0 \S+ 127\.0\.0\.1:\d+ \S+ up .*\s1 \S+ 127\.0\.0\.1:\d+ \S+ up ", re.S)
+
+        def plain() -> str:  # the screen without its colours and cursor moves
+            return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.decode(errors="replace"))
+
+        while time.monotonic() < deadline and not (up_rows.search(plain()) and "Controller: " in plain()):
+            if select.select([master], [], [], 1)[0]:
+                try:
+                    screen += os.read(master, 65536)
+                except OSError:
+                    break
+        text = plain()
+        assert "bootstrap servers: 127.0.0.1:" in text
+        assert up_rows.search(text), text[-3000:]
+        assert re.search(r"Controller: [01] +Topics: 0 +Partitions: 0 +Offline: 0 +Under-replicated: 0", text), text
+        assert "Ctrl-C stops the cluster" in text
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        for pid in map(int, re.findall(r"\(pid (\d+),", (tmp_path / "up.err").read_text())):
+            try:
+                if _alive(pid) and str(tmp_path) in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):
+                    os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, FileNotFoundError):
+                pass
+        os.close(master)
