@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import time
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -26,3 +28,22 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def start_broker_process(cmd: list[str], port: int, log_path: Path, timeout_s: float = 30) -> subprocess.Popen[bytes]:
+    """Start a broker process (its output appended to `log_path`) and return once `port` accepts a
+    connection; a broker that exits or does not listen within `timeout_s` fails with its log's tail."""
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return proc
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"broker exited: {log_path.read_text()[-2000:]}") from None
+            time.sleep(0.05)
+    proc.kill()
+    proc.wait(10)
+    raise RuntimeError(f"broker did not listen on 127.0.0.1:{port} within {timeout_s:.0f} s: {log_path.read_text()[-2000:]}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,7 +15,7 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from helpers import free_port
+from helpers import free_port, start_broker_process
 
 
 def _start(data_dir: Path, port: int, log_path: Path) -> subprocess.Popen[bytes]:
@@ -28,18 +27,7 @@ def _start(data_dir: Path, port: int, log_path: Path) -> subprocess.Popen[bytes]
         "--override", f"log.dirs={data_dir}",
         "--override", "log.flush.interval.messages=1",
     ]
-    proc = subprocess.Popen(cmd, stdout=open(log_path, "ab"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return proc
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(f"broker exited: {log_path.read_text()[-2000:]}") from None
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("broker did not start")
+    return start_broker_process(cmd, port, log_path, 20)
 
 
 def test_kill_9_keeps_every_acknowledged_record(tmp_path: Path) -> None:

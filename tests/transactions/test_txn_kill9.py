@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from helpers import free_port
+from helpers import free_port, start_broker_process
 
 
 def _start(data_dir: Path, port: int, log_path: Path) -> subprocess.Popen[bytes]:
@@ -24,18 +23,7 @@ def _start(data_dir: Path, port: int, log_path: Path) -> subprocess.Popen[bytes]
            "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
            "--override", f"log.dirs={data_dir}",
            "--override", "transaction.abort.timed.out.transaction.cleanup.interval.ms=200"]
-    proc = subprocess.Popen(cmd, stdout=open(log_path, "ab"), stderr=subprocess.STDOUT)  # noqa: SIM115
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return proc
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(f"broker exited: {log_path.read_text()[-2000:]}") from None
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("broker did not start")
+    return start_broker_process(cmd, port, log_path, 30)
 
 
 def _read_committed(bootstrap: str, topic: str, partitions: int, wait_s: float = 5.0) -> list[bytes]:
