@@ -57,15 +57,12 @@ from kaflite.server.authorizer import AclOperation, ResourceType
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.groups import GroupService, OffsetsTopicWriter, to_ms
+from kaflite.server.txn_marker_channel import TransactionMarkerChannelManager
 
 log = logging.getLogger("kaflite.coordinator")
 
 _ZERO = datetime.timedelta(0)
 _EXTENSION = "transaction_coordinator"
-_MARKER_ATTEMPTS = 5
-# a marker that is not needed any more: the partition is gone, or a newer epoch / coordinator wrote one
-_MARKER_DONE = frozenset({ErrorCode.none, ErrorCode.unknown_topic_or_partition, ErrorCode.invalid_producer_epoch,
-                          ErrorCode.transaction_coordinator_fenced})
 
 TxnOffsets = dict[tuple[str, int], tuple[int, int, str]]  # (topic, partition) -> (offset, leader epoch, metadata)
 
@@ -134,6 +131,10 @@ class TransactionService:
         self.pending_offsets: dict[tuple[str, int], TxnOffsets] = {}  # (group, producer id) -> offsets
         self._in_flight: set[str] = set()  # transactional ids whose markers are being written
         self._tasks: set[asyncio.Future[Any]] = set()
+        self.channel = TransactionMarkerChannelManager(
+            broker.node_id, lambda: broker.metadata, self.write_markers,
+            listener=broker.config.inter_broker_listener_name,
+            request_timeout_ms=int(setting("replica.socket.timeout.ms")))  # the inter-broker network timeout
 
     def _new_shard(self, partition: int) -> TransactionCoordinatorShard:
         return TransactionCoordinatorShard(self.config, self.broker.producer_ids.next_id)
@@ -221,17 +222,16 @@ class TransactionService:
 
     async def _complete(self, job: MarkerJob) -> None:
         try:
-            epoch = self.coordinator_epoch(job.transactional_id)
-            remaining = list(job.partitions)
-            for attempt in range(_MARKER_ATTEMPTS):
-                results = await self.write_markers(job.producer_id, job.producer_epoch, job.commit, epoch, remaining)
-                remaining = [tp for tp, code in results.items() if code not in _MARKER_DONE]
-                if not remaining:
-                    break
-                await asyncio.sleep(0.05 * (attempt + 1))
-            if remaining:
-                log.warning("transaction %r: markers for %s not written yet; retried by the periodic task",
-                            job.transactional_id, remaining)
+            partition = self.partition_for(job.transactional_id)
+            leader_epoch = self.runtime.leader_epoch(partition)
+
+            def still_coordinator() -> bool:
+                return self.shard_or_none(job.transactional_id) is not None and \
+                    self.runtime.leader_epoch(partition) == leader_epoch
+
+            written = await self.channel.send(job, self.coordinator_epoch(job.transactional_id), still_coordinator)
+            if not written:
+                log.info("transaction %r: no longer its coordinator; the new one completes it", job.transactional_id)
                 return
             await self.call(job.transactional_id,
                             lambda s, now: s.complete(job.transactional_id, job.producer_id, job.producer_epoch, now))
@@ -245,20 +245,30 @@ class TransactionService:
 
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                             partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
-        """WriteTxnMarkers on this broker: a marker per partition (transactional offsets of the groups of a
-        `__consumer_offsets` partition are materialised or dropped instead). The error per partition."""
+        """WriteTxnMarkers on this broker, the leader of each partition (else NOT_LEADER_OR_FOLLOWER): a marker
+        per partition, answered once replicated (acks=-1, as Kafka appends markers); the transactional
+        offsets of the groups of a `__consumer_offsets` partition are materialised or dropped instead.
+        The error per partition."""
         out: dict[tuple[str, int], ErrorCode] = {}
         replicas = self.broker.replica_manager
+        appended = []
         for topic, partition in partitions:
             try:
                 if topic == OFFSETS_TOPIC:
+                    replicas.get_partition(topic, partition)  # the leader only
                     await self._complete_offsets(partition, producer_id, commit)
                 else:
-                    replicas.append_txn_marker(topic, partition, producer_id, producer_epoch, commit,
-                                               coordinator_epoch)
+                    part, result = replicas.append_txn_marker(topic, partition, producer_id, producer_epoch, commit,
+                                                              coordinator_epoch)
+                    appended.append(((topic, partition), part, int(result.last_offset) + 1))
                 out[(topic, partition)] = ErrorCode.none
             except KafkaError as e:
                 out[(topic, partition)] = e.code
+        if appended:
+            deadline = self.broker.now_ms() + self.commit_timeout_ms
+            codes = await asyncio.gather(*(replicas.wait_committed(part, end, deadline) for _tp, part, end in appended))
+            for (tp, _part, _end), code in zip(appended, codes, strict=True):
+                out[tp] = code
         return out
 
     async def _complete_offsets(self, offsets_partition: int, producer_id: int, commit: bool) -> None:

@@ -33,9 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import io
 import logging
-import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,14 +47,12 @@ from kio.schema.offset_for_leader_epoch.v4.request import (
     OffsetForLeaderTopic,
 )
 from kio.schema.offset_for_leader_epoch.v4.response import OffsetForLeaderEpochResponse
-from kio.schema.request_header.v2.header import RequestHeader
-from kio.schema.response_header.v1.header import ResponseHeader
 from kio.schema.types import BrokerId, TopicName
-from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from kaflite.cluster.metadata import MetadataImage
 from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.broker_connection import BrokerConnection, address_of
 from kaflite.server.replica.partition import Partition
 
 __all__ = ["FetcherConfig", "ReplicaFetcher", "ReplicaFetcherManager"]
@@ -64,7 +60,6 @@ __all__ = ["FetcherConfig", "ReplicaFetcher", "ReplicaFetcherManager"]
 log = logging.getLogger("kaflite.replica")
 
 TopicPartition = tuple[str, int]
-_MAX_FRAME = 256 * 1024 * 1024
 _LEADERSHIP_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch,
                                 ErrorCode.unknown_leader_epoch, ErrorCode.unknown_topic_or_partition})
 
@@ -90,41 +85,6 @@ class _FetchState:
     delayed_until: float = 0.0
 
 
-class _Connection:
-    """One broker-to-broker connection: kio requests, one at a time."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.client_id = client_id
-        self.correlation = 0
-
-    async def request(self, req: Any, response_schema: Any, timeout_s: float) -> Any:
-        self.correlation += 1
-        buf = io.BytesIO()
-        entity_writer(RequestHeader)(buf, RequestHeader(
-            request_api_key=i16(req.__api_key__), request_api_version=i16(req.__version__),
-            correlation_id=i32(self.correlation), client_id=self.client_id))
-        entity_writer(type(req))(buf, req)
-        body = buf.getvalue()
-        self.writer.write(struct.pack(">i", len(body)) + body)
-        await self.writer.drain()
-        head = await asyncio.wait_for(self.reader.readexactly(4), timeout_s)
-        (size,) = struct.unpack(">i", head)
-        if not 4 <= size <= _MAX_FRAME:
-            raise ConnectionError(f"bad frame size {size}")
-        frame = await asyncio.wait_for(self.reader.readexactly(size), timeout_s)
-        (corr,) = struct.unpack_from(">i", frame, 0)
-        if corr != self.correlation:
-            raise ConnectionError(f"correlation id {corr}, expected {self.correlation}")
-        _header, offset = entity_reader(ResponseHeader)(frame, 0)
-        response, _ = entity_reader(response_schema)(frame, offset)
-        return response
-
-    def close(self) -> None:
-        self.writer.close()
-
-
 class ReplicaFetcher:
     """Fetches every partition this broker follows from one leader (Kafka's ReplicaFetcherThread)."""
 
@@ -134,7 +94,7 @@ class ReplicaFetcher:
         self.fetcher_id = fetcher_id
         self.partitions: dict[TopicPartition, _FetchState] = {}
         self._task: asyncio.Task[None] | None = None
-        self._conn: _Connection | None = None
+        self._conn: BrokerConnection | None = None
         self._wake = asyncio.Event()
         self._failing = False
 
@@ -165,12 +125,11 @@ class ReplicaFetcher:
             self._conn.close()
             self._conn = None
 
-    async def _connection(self) -> _Connection:
+    async def _connection(self) -> BrokerConnection:
         if self._conn is None:
             host, port = self.manager.address_of(self.leader_id)
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
-                                                    self.manager.config.socket_timeout_ms / 1000)
-            self._conn = _Connection(reader, writer, f"broker-{self.manager.broker_id}-fetcher-{self.fetcher_id}")
+            self._conn = await BrokerConnection.open(host, port, f"broker-{self.manager.broker_id}-fetcher-{self.fetcher_id}",
+                                                     self.manager.config.socket_timeout_ms / 1000)
         return self._conn
 
     async def _run(self) -> None:
@@ -357,14 +316,7 @@ class ReplicaFetcherManager:
         return (zlib.crc32(tp[0].encode()) * 31 + tp[1]) % self.config.num_fetchers
 
     def address_of(self, broker: int) -> tuple[str, int]:
-        reg = self._image().brokers.get(broker)
-        if reg is None:
-            raise ConnectionError(f"broker {broker} is not registered")
-        ep = reg.endpoint(self.config.listener) if self.config.listener else None
-        ep = ep or reg.endpoint()
-        if ep is None:
-            raise ConnectionError(f"broker {broker} has no endpoint")
-        return ep.host, ep.port
+        return address_of(self._image(), broker, self.config.listener)
 
     def on_image(self, _old: MetadataImage | None, _new: MetadataImage) -> None:
         """Follow the ReplicaManager's partitions (called after it applied the image)."""

@@ -1,0 +1,82 @@
+"""One broker-to-broker connection (Kafka's NetworkClient as the inter-broker senders use it): requests of
+flexible versions (request header v2, response header v1), one at a time, over the other broker's
+endpoint on the inter-broker listener.
+
+Rules:
+- a request waits at most `timeout_s` for its answer; a frame of a bad size or another correlation id is a
+  ConnectionError (the caller closes the connection and opens a new one);
+- the address of a broker is its endpoint on `inter.broker.listener.name` in the metadata image, else its
+  first registered endpoint; a broker the image does not know is a ConnectionError.
+Used by the replica fetchers (Fetch, OffsetForLeaderEpoch) and the transaction coordinator's marker channel
+(WriteTxnMarkers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import struct
+from typing import Any
+
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.schema.response_header.v1.header import ResponseHeader
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32
+
+from kaflite.cluster.metadata import MetadataImage
+
+__all__ = ["BrokerConnection", "address_of"]
+
+_MAX_FRAME = 256 * 1024 * 1024
+
+
+def address_of(image: MetadataImage, broker: int, listener: str | None) -> tuple[str, int]:
+    """(host, port) of `broker` on the inter-broker listener (else its first endpoint)."""
+    reg = image.brokers.get(broker)
+    if reg is None:
+        raise ConnectionError(f"broker {broker} is not registered")
+    ep = reg.endpoint(listener) if listener else None
+    ep = ep or reg.endpoint()
+    if ep is None:
+        raise ConnectionError(f"broker {broker} has no endpoint")
+    return ep.host, ep.port
+
+
+class BrokerConnection:
+    """One broker-to-broker connection: kio requests, one at a time."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.client_id = client_id
+        self.correlation = 0
+
+    @classmethod
+    async def open(cls, host: str, port: int, client_id: str, timeout_s: float) -> BrokerConnection:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        return cls(reader, writer, client_id)
+
+    async def request(self, req: Any, response_schema: Any, timeout_s: float) -> Any:
+        self.correlation += 1
+        buf = io.BytesIO()
+        entity_writer(RequestHeader)(buf, RequestHeader(
+            request_api_key=i16(req.__api_key__), request_api_version=i16(req.__version__),
+            correlation_id=i32(self.correlation), client_id=self.client_id))
+        entity_writer(type(req))(buf, req)
+        body = buf.getvalue()
+        self.writer.write(struct.pack(">i", len(body)) + body)
+        await self.writer.drain()
+        head = await asyncio.wait_for(self.reader.readexactly(4), timeout_s)
+        (size,) = struct.unpack(">i", head)
+        if not 4 <= size <= _MAX_FRAME:
+            raise ConnectionError(f"bad frame size {size}")
+        frame = await asyncio.wait_for(self.reader.readexactly(size), timeout_s)
+        (corr,) = struct.unpack_from(">i", frame, 0)
+        if corr != self.correlation:
+            raise ConnectionError(f"correlation id {corr}, expected {self.correlation}")
+        _header, offset = entity_reader(ResponseHeader)(frame, 0)
+        response, _ = entity_reader(response_schema)(frame, offset)
+        return response
+
+    def close(self) -> None:
+        self.writer.close()

@@ -1,0 +1,200 @@
+"""Transactions in a cluster (issue 14): three `python -m kaflite.server` processes on a real ZooKeeper, a
+topic whose three partitions are led by three different brokers, confluent-kafka transactional producers.
+
+- commit and abort: the coordinator (the leader of the id's `__transaction_state` partition) sends
+  WriteTxnMarkers to the two leaders on other brokers; read_committed sees exactly the committed records,
+  read_uncommitted every one, and the last stable offset of every partition reaches its end;
+- kill -9 of the coordinator mid-transaction (after the sends, before the commit): the `__transaction_state`
+  leadership moves, the new coordinator rebuilds the transactions from the replicated log, the producer's
+  commit completes there (or, when refused, nothing of it is visible), an abandoned transaction of another id
+  is aborted when a new incarnation of that id starts, and producers go on with new transactions."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import confluent_kafka as ck
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster.conftest import BrokerProcesses
+from kaflite.cluster.zk import KafkaZkClient
+from kaflite.coordinator.transaction import TRANSACTION_STATE_TOPIC, partition_for
+
+T = TypeVar("T")
+TOPIC = "txn"
+SETTINGS = ("replica.lag.time.max.ms=4000", "replica.fetch.backoff.ms=200",
+            "transaction.state.log.replication.factor=3", "transaction.state.log.min.isr=2",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms=500")
+
+
+def _wait(what: str, fn: Callable[[], T | None], timeout: float = 30.0, interval: float = 0.1) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = fn()
+        if got:
+            return got
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def zk(zk_connect: str) -> Iterator[KafkaZkClient]:
+    c = KafkaZkClient(zk_connect, session_timeout_ms=10000)
+    c.start()
+    yield c
+    c.close()
+
+
+def _cluster(brokers: BrokerProcesses, zk: KafkaZkClient) -> AdminClient:
+    for b in (1, 2, 3):
+        brokers.start(b, *SETTINGS)
+    _wait("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+    admin = AdminClient({"bootstrap.servers": brokers.bootstrap()})
+    admin.create_topics([NewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(30)
+    _wait("full ISRs", lambda: _full_isr(zk, [(TOPIC, p) for p in range(3)]))
+    return admin
+
+
+def _full_isr(zk: KafkaZkClient, tps: list[tuple[str, int]]) -> bool:
+    states = zk.get_partition_states(tps)
+    return all(s is not None and s.leader > 0 and sorted(s.isr) == [1, 2, 3] for s in states.values())
+
+
+def _leader(zk: KafkaZkClient, topic: str, partition: int) -> int:
+    s = zk.get_partition_states([(topic, partition)])[(topic, partition)]
+    return -1 if s is None else s.leader
+
+
+def _coordinator(zk: KafkaZkClient, tid: str) -> int:
+    return _leader(zk, TRANSACTION_STATE_TOPIC, partition_for(tid, 50))
+
+
+def _read(bootstrap: str, isolation: str, expected: int | None = None, wait_s: float = 20.0) -> list[bytes]:
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}",
+                     "isolation.level": isolation, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([ck.TopicPartition(TOPIC, p, 0) for p in range(3)])
+    out: list[bytes] = []
+    deadline = time.monotonic() + wait_s
+    idle = time.monotonic()
+    try:
+        while time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                out.append(m.value())
+                idle = time.monotonic()
+            elif expected is not None and len(out) >= expected and time.monotonic() - idle > 1.5:
+                break
+    finally:
+        c.close()
+    return out
+
+
+def _stable(bootstrap: str) -> bool:
+    """The last stable offset of every partition is its end: no transaction is left open."""
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "w", "isolation.level": "read_committed"})
+    u = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "w", "isolation.level": "read_uncommitted"})
+    try:
+        return all(c.get_watermark_offsets(ck.TopicPartition(TOPIC, p), timeout=10)[1]
+                   == u.get_watermark_offsets(ck.TopicPartition(TOPIC, p), timeout=10)[1] for p in range(3))
+    except ck.KafkaException:
+        return False
+    finally:
+        c.close()
+        u.close()
+
+
+def _producer(bootstrap: str, tid: str, **extra: object) -> ck.Producer:
+    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5, **extra})
+    p.init_transactions(60)
+    return p
+
+
+def _send(p: ck.Producer, prefix: str, n: int) -> list[bytes]:
+    values = [f"{prefix}-{i}".encode() for i in range(n)]
+    for i, v in enumerate(values):
+        p.produce(TOPIC, v, partition=i % 3)
+    return values
+
+
+def test_commit_and_abort_across_leaders(brokers: BrokerProcesses, zk: KafkaZkClient) -> None:
+    _cluster(brokers, zk)
+    assert {_leader(zk, TOPIC, p) for p in range(3)} == {1, 2, 3}  # three leaders: two are remote
+    bootstrap = brokers.bootstrap()
+    p = _producer(bootstrap, "cross")
+    coordinator = _coordinator(zk, "cross")
+    assert coordinator in (1, 2, 3)
+    committed: list[bytes] = []
+    p.begin_transaction()
+    committed += _send(p, "c1", 30)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    aborted = _send(p, "a1", 30)
+    p.flush(30)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    committed += _send(p, "c2", 30)
+    p.commit_transaction(30)
+    _wait("every transaction complete (LSO = end everywhere)", lambda: _stable(bootstrap))
+    got = _read(bootstrap, "read_committed", len(committed))
+    assert sorted(got) == sorted(committed)
+    assert sorted(_read(bootstrap, "read_uncommitted", 90)) == sorted(committed + aborted)
+    # (the LSO reached the end on the two other leaders: the coordinator's markers were written there)
+    for b in (1, 2, 3):
+        assert "Traceback" not in brokers.log(b), brokers.log(b)[-3000:]
+    p.flush(10)
+
+
+def test_kill_9_coordinator_mid_transaction(brokers: BrokerProcesses, zk: KafkaZkClient) -> None:
+    _cluster(brokers, zk)
+    bootstrap = brokers.bootstrap()
+    committing = _producer(bootstrap, "a", **{"transaction.timeout.ms": 60000})
+    victim = _coordinator(zk, "a")
+    # an id of the same coordinator whose transaction is abandoned (its producer gone with the crash)
+    abandoned_id = next(f"b-{i}" for i in range(1000) if _coordinator(zk, f"b-{i}") == victim)
+    abandoned = _producer(bootstrap, abandoned_id, **{"transaction.timeout.ms": 60000})
+    tp = (TRANSACTION_STATE_TOPIC, partition_for("a", 50))
+    _wait("the coordinator's __transaction_state partition fully replicated",
+          lambda: _full_isr(zk, [tp, (TRANSACTION_STATE_TOPIC, partition_for(abandoned_id, 50))]))
+    committing.begin_transaction()
+    committed = _send(committing, "before", 9)  # a first, whole transaction
+    committing.commit_transaction(30)
+
+    committing.begin_transaction()
+    pending = _send(committing, "mid", 30)
+    committing.flush(30)
+    abandoned.begin_transaction()
+    lost = _send(abandoned, "lost", 30)
+    abandoned.flush(30)
+
+    t0 = time.monotonic()
+    brokers.kill(victim)
+    new = _wait("a new coordinator", lambda: (c := _coordinator(zk, "a")) > 0 and c != victim and c, 30)
+    try:
+        committing.commit_transaction(60)
+        outcome = "committed"
+        committed += pending
+    except ck.KafkaException as e:  # refused: then none of it may ever be visible
+        outcome = f"refused ({e})"
+        committing.abort_transaction(60)
+    took = time.monotonic() - t0
+    # a new incarnation of the abandoned id fences it: its open transaction is aborted, never visible
+    again = _producer(bootstrap, abandoned_id)
+    again.begin_transaction()
+    committed += _send(again, "again", 6)
+    again.commit_transaction(30)
+    # and the first producer goes on
+    committing.begin_transaction()
+    committed += _send(committing, "after", 6)
+    committing.commit_transaction(30)
+
+    _wait("every transaction complete (LSO = end everywhere)", lambda: _stable(bootstrap), 60)
+    got = _read(bootstrap, "read_committed", len(committed))
+    assert sorted(got) == sorted(committed), f"outcome {outcome}"
+    assert not set(got) & set(lost)
+    everything = set(_read(bootstrap, "read_uncommitted", len(committed) + len(lost)))
+    assert set(lost) <= everything and set(pending) <= everything  # written, then marked
+    print(f"\ncoordinator {victim} killed -> {new}; commit {outcome} {took:.1f} s after the kill")
