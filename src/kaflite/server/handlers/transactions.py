@@ -14,11 +14,10 @@ Rules of the shell:
 - a request runs as a step on the shard of `partition_for(transactional.id)`; its `__transaction_state`
   records are appended as one batch and the answer leaves once they are committed (the runtime's rule);
 - markers: when a step moves a transaction to PrepareCommit / PrepareAbort, its answer carries the markers
-  to write; the service writes them to each partition's leader (`write_markers`: on this node a direct
-  append through the ReplicaManager, the same function WriteTxnMarkers runs; a marker for a partition led
-  elsewhere is what a cluster sends as a WriteTxnMarkers request — retried, not sent yet), then runs the
-  shard's `complete` step (CompleteCommit / CompleteAbort). A marker that cannot be written now is retried
-  by the periodic task, which also re-sends the markers of every transaction found in Prepare* after a
+  to write; the service writes them to each partition's leader through the marker channel
+  (server/txn_marker_channel.py: on this node `write_markers`, the function WriteTxnMarkers runs; on other
+  brokers WriteTxnMarkers requests, retried until written or this broker stops coordinating the id), then
+  runs the shard's `complete` step (CompleteCommit / CompleteAbort). The periodic task re-sends the markers of every transaction found in Prepare* after a
   load (a crash between PrepareCommit and the markers completes the commit), aborts transactions past
   their timeout (transaction.abort.timed.out.transaction.cleanup.interval.ms) and removes transactional
   ids idle past transactional.id.expiration.ms (transaction.remove.expired.transaction.cleanup.interval.ms);
