@@ -155,3 +155,35 @@ def test_truncation_rule(tmp_path: Path, asked: int, leader_epoch: int, end: int
     manager = ReplicaFetcherManager(F1, None, FetcherConfig(), lambda: None)  # type: ignore[arg-type]
     ReplicaFetcher(manager, ME, 0)._truncate_one(part, asked, leader_epoch, end)
     assert log.log_end_offset == expected
+
+
+def test_a_reassignment_replica_set_is_adopted_at_the_same_epochs(tmp_path: Path) -> None:
+    # the replica set comes from the topic znode (no epoch of its own): a reassignment's new set is
+    # adopted without a new leader or partition epoch; an older state still is not
+    p = Partition("t", 0, ME, Log(tmp_path / "t-0"))
+    p.apply_state(PartitionState(ME, 3, 7, (ME, F1), (ME, F1)))
+    p.append_records_to_leader(batch(2), 1, 0)
+    p.update_follower_fetch_state(F1, 2, 10)
+    assert p.apply_state(PartitionState(ME, 3, 7, (F2, ME, F1), (ME, F1), removing=(F1,)))
+    assert p.state.replicas == (F2, ME, F1) and p.state.removing == (F1,) and p.state.isr == (ME, F1)
+    assert not p.apply_state(PartitionState(ME, 3, 7, (F2, ME, F1), (ME, F1), removing=(F1,)))  # nothing new
+    assert not p.apply_state(PartitionState(ME, 2, 9, (ME,), (ME,)))  # older leader epoch
+    # the move completes: F1 leaves the set, its reported offset is forgotten
+    assert p.apply_state(PartitionState(ME, 3, 7, (F2, ME), (ME, F1)))
+    assert p.follower_log_end_offset(F1) == -1
+
+
+def test_a_replica_being_removed_does_not_rejoin_once_the_targets_are_in_sync(tmp_path: Path) -> None:
+    # RS [F2, ME, F1] moving from [ME, F1] to [F2, ME]: F1 may come back while F2 is still catching up
+    # (Kafka's leader would take it), but not once every target replica is in the ISR, when the controller
+    # is completing the move and takes F1 out
+    p = Partition("t", 0, ME, Log(tmp_path / "t-0"))
+    p.apply_state(PartitionState(ME, 1, 0, (F2, ME, F1), (ME,), removing=(F1,)))
+    p.append_records_to_leader(batch(3), 1, 0)
+    p.update_follower_fetch_state(F1, 3, 10)
+    assert p.can_join_isr(F1)  # the target replica F2 is not in sync yet
+    p.apply_state(PartitionState(ME, 1, 1, (F2, ME, F1), (ME, F2), removing=(F1,)))
+    p.update_follower_fetch_state(F1, 3, 20)
+    assert not p.can_join_isr(F1)
+    p.update_follower_fetch_state(F2, 3, 20)
+    assert not p.can_join_isr(F2)  # already in

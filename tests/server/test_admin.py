@@ -203,3 +203,31 @@ def test_describe_log_dirs_with_kafka_python(broker) -> None:
     }
     assert sizes[0] == 0 and 1000 < sizes[1] < 1200  # one ~1 KB record batch in partition 1
     assert log_dir["usable_bytes"] > 0
+
+
+def test_reassignment_apis_on_a_single_node_with_kafka_python(broker) -> None:
+    """AlterPartitionReassignments / ListPartitionReassignments on one broker: it is its own controller
+    and nothing can move. Its own id is accepted (nothing to do), another broker is not alive, a cancel
+    finds nothing in progress, and nothing is listed (the cluster path: tests/cluster/test_reassignment.py)."""
+    from kafka import KafkaAdminClient, TopicPartition
+    from kafka.errors import (
+        InvalidReplicationAssignmentError,
+        NoReassignmentInProgressError,
+        UnknownTopicOrPartitionError,
+    )
+
+    creator = _admin(broker)
+    creator.create_topics([NewTopic("adm-move", 1, 1)])["adm-move"].result(10)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        node = broker.server.broker.node_id
+        tp = TopicPartition("adm-move", 0)
+        got = admin.alter_partition_reassignments({
+            tp: [node], TopicPartition("adm-move", 3): [node], TopicPartition("adm-x", 0): [node + 1],
+        })
+        assert got == {tp: None, TopicPartition("adm-move", 3): UnknownTopicOrPartitionError,
+                       TopicPartition("adm-x", 0): InvalidReplicationAssignmentError}
+        assert admin.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
+        assert admin.list_partition_reassignments() == {}
+    finally:
+        admin.close()

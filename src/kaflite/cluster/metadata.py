@@ -103,6 +103,8 @@ class PartitionRegistration:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    adding: tuple[int, ...] = ()  # replicas a reassignment is adding (in `replicas` already)
+    removing: tuple[int, ...] = ()  # replicas a reassignment is removing (still in `replicas`)
 
     def offline_replicas(self, live_brokers: Mapping[int, object]) -> tuple[int, ...]:
         return tuple(r for r in self.replicas if r not in live_brokers)

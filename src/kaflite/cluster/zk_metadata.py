@@ -373,12 +373,15 @@ def _topic_image(
     parts = []
     for p in range(len(a.partitions)):
         replicas = a.partitions.get(p, ())
+        adding, removing = tuple(a.adding_replicas.get(p, ())), tuple(a.removing_replicas.get(p, ()))
         s = states.get(p)
         if s is None:
             # no state written yet: no leader, epochs unknown (-1), so the first real state is newer
-            parts.append(PartitionRegistration(tuple(replicas), (), -1, -1, -1))
+            parts.append(PartitionRegistration(tuple(replicas), (), -1, -1, -1, adding, removing))
         else:
             parts.append(
-                PartitionRegistration(tuple(replicas), tuple(s.isr), s.leader, s.leader_epoch, s.zk_version)
+                PartitionRegistration(
+                    tuple(replicas), tuple(s.isr), s.leader, s.leader_epoch, s.zk_version, adding, removing
+                )
             )
     return TopicImage(a.topic, a.topic_id or uuid.UUID(int=0), tuple(parts), dict(configs))

@@ -45,9 +45,12 @@ from kaflite.cluster.controller.events import (
     Decision,
     DeleteTopic,
     ElectLeaders,
+    ListReassignments,
     Log,
+    OngoingReassignments,
     PartitionModifications,
     PartitionReassignment,
+    ReassignmentResults,
     TopicChange,
     TopicDeletion,
     TopicPartition,
@@ -193,7 +196,9 @@ class ControllerService:
             return []
         if not self.controller.active:
             # a request still gets its answer (NOT_CONTROLLER): the requester retries elsewhere
-            if isinstance(item, AlterPartition | ElectLeaders | ControlledShutdown):
+            if isinstance(item, AlterPartition | ElectLeaders | ControlledShutdown | ListReassignments) or (
+                isinstance(item, PartitionReassignment) and item.from_api
+            ):
                 return self.controller.handle(item)
             return []
         event = self._translate(item)
@@ -360,10 +365,14 @@ class ControllerService:
 
 
 def _is_answer(d: Decision) -> bool:
-    return isinstance(d, AlterPartitionResult)
+    return isinstance(d, AlterPartitionResult | ReassignmentResults | OngoingReassignments)
 
 
 def _not_controller(d: Decision) -> Decision:
     if isinstance(d, AlterPartitionResult):
         return replace(d, error=ErrorCode.not_controller, state=None)
+    if isinstance(d, ReassignmentResults):
+        return replace(d, results={}, error=ErrorCode.not_controller)
+    if isinstance(d, OngoingReassignments):
+        return replace(d, reassignments={}, error=ErrorCode.not_controller)
     return d

@@ -24,9 +24,19 @@ Rules:
   replica" exceeds leader.imbalance.per.broker.percentage, and never while a reassignment runs;
 - controlled shutdown moves leadership off the broker (to a live ISR member not shutting down) and takes
   it out of every ISR; the partitions it still leads (no other in-sync replica) are reported;
-- reassignment (KIP-455): the assignment becomes target + original (adding / removing recorded) with a
-  leader epoch bump; once every target replica is in the ISR the assignment becomes the target, a leader
-  outside the target is replaced, the removed replicas leave the ISR, and the request is completed;
+- reassignment (KIP-455, Kafka's onPartitionReassignment): a request (the /admin/reassign_partitions
+  znode, or AlterPartitionReassignments where the latest request wins and takes the partition out of the
+  znode) is checked as Kafka checks it (a non-empty list of distinct ids >= 0 whose added replicas are
+  alive, else INVALID_REPLICA_ASSIGNMENT; a partition that does not exist or whose topic is being deleted
+  is UNKNOWN_TOPIC_OR_PARTITION; cancelling (no target) where nothing moves is NO_REASSIGNMENT_IN_PROGRESS).
+  The assignment is written first as RS = target + original with adding / removing (so a new controller
+  can resume), replicas an earlier move was adding and this one drops are stopped (out of the ISR, then
+  deleted); while some target replica is not in the ISR the leader epoch is bumped (the replicas learn
+  the replica set) and added replicas are New; once every target replica is in the ISR (checked on every
+  ISR change, broker start and controller start) a leader outside the target (or dead) is replaced by the
+  first live in-sync target replica, the removed replicas leave the ISR in that same state write and are
+  deleted, and only then the assignment becomes the target (ZooKeeper holds the original until the end).
+  A cancel is a move back to the original replicas; a new order alone completes at once;
 - a topic is deleted once none of its replicas is on a dead broker and no reassignment touches it
   (otherwise it waits, ReplicaDeletionIneligible); partitions never shrink;
 - within one event each partition gets at most one state write (later changes merge into it, keeping
@@ -65,9 +75,12 @@ from kaflite.cluster.controller.events import (
     ElectionResults,
     ElectionType,
     ElectLeaders,
+    ListReassignments,
     Log,
+    OngoingReassignments,
     PartitionModifications,
     PartitionReassignment,
+    ReassignmentResults,
     TopicChange,
     TopicDeletion,
     TopicPartition,
@@ -113,6 +126,11 @@ class _Reassignment:
     def removing(self) -> tuple[int, ...]:
         return tuple(r for r in self.original if r not in self.target)
 
+    @property
+    def moving(self) -> bool:
+        """Kafka's isBeingReassigned: some replica is added or removed (a new order alone is not)."""
+        return bool(self.adding or self.removing)
+
 
 class Controller:
     """The controller of one broker: inactive until it wins an election (ControllerStartup)."""
@@ -138,6 +156,7 @@ class Controller:
         self._out: list[Decision] = []
         self._creates: dict[TopicPartition, LeaderAndIsr] = {}
         self._updates: dict[TopicPartition, LeaderAndIsr] = {}
+        self._bumped: set[TopicPartition] = set()
 
     # --- entry point ------------------------------------------------------------------------------------
     def handle(self, event: ControllerEvent) -> list[Decision]:
@@ -157,6 +176,8 @@ class Controller:
             self._topic_deletion(event)
         elif isinstance(event, PartitionReassignment):
             self._reassignment(event)
+        elif isinstance(event, ListReassignments):
+            self._list_reassignments(event)
         elif isinstance(event, ElectLeaders):
             self._elect_leaders(event)
         elif isinstance(event, AlterPartition):
@@ -185,6 +206,10 @@ class Controller:
             self._emit(
                 ElectionResults(self.epoch, {tp: ErrorCode.not_controller for tp in event.partitions or ()})
             )
+        elif isinstance(event, PartitionReassignment) and event.from_api:
+            self._emit(ReassignmentResults(self.epoch, {}, ErrorCode.not_controller))
+        elif isinstance(event, ListReassignments):
+            self._emit(OngoingReassignments(self.epoch, {}, ErrorCode.not_controller))
 
     # --- writes -------------------------------------------------------------------------------------------
     def _emit(self, decision: Decision) -> None:
@@ -197,6 +222,16 @@ class Controller:
         if self._updates:
             self._out.append(UpdatePartitionStates(self.epoch, dict(self._updates)))
         self._creates, self._updates = {}, {}
+        self._bumped = set()
+
+    def _next_epoch(self, tp: TopicPartition) -> int:
+        """The leader epoch for a reassignment write: + 1, unless the write still pending for this
+        partition in this event bumped it already (one write, one bump)."""
+        st = self.leadership[tp]
+        if tp in self._bumped and (tp in self._updates or tp in self._creates):
+            return st.leader_epoch
+        self._bumped.add(tp)
+        return st.leader_epoch + 1
 
     def _log(self, level: str, message: str) -> None:
         self._emit(Log(self.epoch, level, message))
@@ -290,10 +325,14 @@ class Controller:
         dead = {r for tp in self._partitions() for r in self._replicas(tp) if not self._is_live(r)}
         self._trigger_online_partitions()
         self._replicas_offline(dead)
-        for tp, target in ev.reassignments.items():
-            self._start_reassignment(tp, target)
-        for tp in list(self.reassignments):
-            self._maybe_complete_reassignment(tp)
+        # moves under way resume (Kafka's initializePartitionReassignments), then the znode's requests
+        # (one naming a move under way with the same target is that move, already resumed)
+        zk_moves = dict(ev.reassignments)
+        for tp, moving in sorted(self.reassignments.items()):
+            if tp not in zk_moves or tuple(zk_moves[tp]) == moving.target:
+                self._on_partition_reassignment(tp, moving)
+        if zk_moves:
+            self._reassignment(PartitionReassignment(zk_moves))
         self._resume_deletions()
         if ev.preferred_elections:
             self._elect_leaders(ElectLeaders(ev.preferred_elections, ElectionType.PREFERRED, from_znode=True))
@@ -631,72 +670,153 @@ class Controller:
         self._log("info", f"controlled shutdown of broker {b}: {len(remaining)} partition(s) left led there")
         self._emit(ControlledShutdownResult(self.epoch, b, remaining))
 
-    # --- reassignment -------------------------------------------------------------------------------------------
+    # --- reassignment (Kafka's onPartitionReassignment, KIP-455) ------------------------------------------------
     def _reassignment(self, ev: PartitionReassignment) -> None:
+        results: dict[TopicPartition, tuple[ErrorCode | None, str | None]] = {}
+        to_start: dict[TopicPartition, _Reassignment] = {}
         for tp, target in sorted(ev.moves.items()):
-            self._start_reassignment(tp, target)
-        for tp in sorted(ev.moves):
-            if tp in self.reassignments:
-                self._maybe_complete_reassignment(tp)
-
-    def _start_reassignment(self, tp: TopicPartition, target: tuple[int, ...]) -> None:
-        target = tuple(target)
-        problem = None
-        if tp[0] not in self.assignments or tp[1] not in self.assignments[tp[0]]:
-            problem = "unknown partition"
-        elif tp[0] in self.topics_to_delete:
-            problem = "its topic is being deleted"
-        elif not target or len(set(target)) != len(target):
-            problem = f"bad replica list {list(target)}"
-        elif any(not self._is_live(r) for r in target):
-            problem = f"brokers {[r for r in target if not self._is_live(r)]} are not alive"
-        if problem is not None:
-            self._log("error", f"reassignment of {tp[0]}-{tp[1]} refused: {problem}")
-            self._emit(CompleteReassignments(self.epoch, frozenset({tp})))
+            target = None if target is None else tuple(target)
+            invalid = self._validate_replicas(tp, target) if target is not None else None
+            if invalid is not None:
+                results[tp] = invalid
+                continue
+            current = self.reassignments.get(tp)
+            if current is None and target is None:
+                results[tp] = (ErrorCode.no_reassignment_in_progress, None)
+                continue
+            if not ev.from_api and current is not None and current.target == target:
+                continue  # the znode's watch fired again for a move already under way
+            original = current.original if current is not None else self._replicas(tp)
+            to_start[tp] = _Reassignment(target if target is not None else original, original)
+        if ev.from_api and to_start:
+            # the latest request wins: the znode forgets the partitions the API now moves
+            self._emit(CompleteReassignments(self.epoch, frozenset(to_start)))
+        for tp, r in to_start.items():
+            if tp[0] in self.topics_to_delete or not self._replicas(tp):
+                results[tp] = (ErrorCode.unknown_topic_or_partition, "The partition does not exist.")
+                continue
+            self._on_partition_reassignment(tp, r)
+            results[tp] = (None, None)
+        if ev.from_api:
+            self._emit(ReassignmentResults(self.epoch, results))
             return
+        failed = {tp: res for tp, res in results.items() if res[0] is not None}
+        for tp, (error, message) in sorted(failed.items()):
+            name = error.name.upper() if error is not None else "?"
+            self._log("error", f"reassignment of {tp[0]}-{tp[1]} refused: {name}: {message or ''}".rstrip(": "))
+        if failed:
+            self._emit(CompleteReassignments(self.epoch, frozenset(failed)))
+
+    def _validate_replicas(
+        self, tp: TopicPartition, target: tuple[int, ...]
+    ) -> tuple[ErrorCode, str] | None:
+        """Kafka's validateReplicas: a non-empty list of distinct broker ids >= 0 whose added replicas are
+        on live brokers."""
+        bad = ErrorCode.invalid_replica_assignment
+        if not target:
+            return bad, "Empty replica list specified in partition reassignment."
+        if len(set(target)) != len(target):
+            return bad, f"Duplicate replica ids in partition reassignment replica list: {list(target)}"
+        if any(r < 0 for r in target):
+            return bad, f"Invalid broker id in replica list: {list(target)}"
         current = self.reassignments.get(tp)
         original = current.original if current is not None else self._replicas(tp)
-        if target == original and current is None:
-            self._emit(CompleteReassignments(self.epoch, frozenset({tp})))
-            return
-        r = _Reassignment(target, original)
-        self.reassignments[tp] = r
-        self.assignments[tp[0]][tp[1]] = r.replicas
-        self._write_assignment(tp[0])
+        adding = [r for r in target if r not in original]
+        if any(not self._is_live(r) for r in adding):
+            return bad, (
+                f"Replica assignment has brokers that are not alive. Replica list: {adding}, "
+                f"live broker list: {sorted(self.live_brokers)}"
+            )
+        return None
+
+    def _on_partition_reassignment(self, tp: TopicPartition, r: _Reassignment) -> None:
+        """Phase U (record RS = target + original with adding / removing; stop the replicas an earlier
+        move was adding that this one drops), then phase A (not every target replica in the ISR: leader
+        epoch + 1, added replicas New) or phase B (complete)."""
+        current = self.reassignments.get(tp)
+        before = self._replicas(tp)
+        if r.replicas != before or (current is not None and current != r) or (current is None and r.moving):
+            self.assignments[tp[0]][tp[1]] = r.replicas
+            if r.moving:
+                self.reassignments[tp] = r
+            else:
+                self.reassignments.pop(tp, None)
+            self._write_assignment(tp[0])  # U1: ZooKeeper first, so a new controller can resume
+            unneeded = [x for x in before if x not in r.replicas]
+            if unneeded:  # U3: a cancelled or replaced move drops replicas it was adding
+                self._stop_removed_replicas(tp, unneeded)
+        elif r.moving:
+            self.reassignments[tp] = r
         st = self.leadership.get(tp)
-        if st is not None and st.leader != NO_LEADER:
-            self._write(tp, st.leader, st.leader_epoch + 1, st.isr)  # followers learn the new replica set
-        for a in r.adding:
-            if self.replica_states.get((tp, a), R.NON_EXISTENT) is R.NON_EXISTENT:
-                self._set_replica(tp, a, R.NEW)
+        if r.moving and (st is None or not all(t in st.isr for t in r.target)):
+            if st is not None:  # A1: the replicas learn the new replica set with a newer epoch
+                self._write(tp, st.leader, self._next_epoch(tp), st.isr)
+            for a in r.adding:  # A2
+                if self.replica_states.get((tp, a), R.NON_EXISTENT) is R.NON_EXISTENT:
+                    self._set_replica(tp, a, R.NEW)
+            return
+        self._complete_reassignment(tp, r)
+
+    def _complete_reassignment(self, tp: TopicPartition, r: _Reassignment) -> None:
+        """Phase B: every target replica is in the ISR (or nothing was moving: a new order, a cancel)."""
+        for a in r.adding:  # B1
+            self._set_replica(tp, a, R.ONLINE if self._is_live(a) else R.OFFLINE)
+        self.assignments[tp[0]][tp[1]] = r.target  # B2
+        self.reassignments.pop(tp, None)
+        st = self.leadership.get(tp)
+        if st is not None:  # B3: a leader outside the target (or dead) is replaced by a target replica
+            if st.leader not in r.target or not self._is_live(st.leader):
+                e = reassignment_election(r.target, st.isr, set(self.live_brokers))
+                if e is not None:
+                    self._write(tp, e.leader, self._next_epoch(tp), e.isr)
+                    self._set_partition(tp, P.ONLINE)
+                else:
+                    self._log("error", f"reassignment of {tp[0]}-{tp[1]}: no live target replica in the ISR")
+            else:
+                self._write(tp, st.leader, self._next_epoch(tp), st.isr)
+        if r.removing:  # B4, B5: out of the ISR (in the same state write), then deleted on their brokers
+            self._stop_removed_replicas(tp, r.removing)
+        if r.moving:  # B6 (a cancel or a new order was written in phase U already)
+            self._write_assignment(tp[0])
+        self._emit(CompleteReassignments(self.epoch, frozenset({tp})))  # B7
+        self._log("info", f"reassignment of {tp[0]}-{tp[1]} to {list(r.target)} completed")
+
+    def _stop_removed_replicas(self, tp: TopicPartition, removed: Iterable[int]) -> None:
+        """Removed replicas leave the ISR (Kafka's OfflineReplica: the last member stays, leaderless)
+        and go through deletion to NonExistent; their brokers delete the log when the assignment no
+        longer names them."""
+        removed = set(removed)
+        st = self.leadership.get(tp)
+        if st is not None and any(x in st.isr for x in removed):
+            isr = tuple(x for x in st.isr if x not in removed) or st.isr
+            leader = st.leader
+            if leader in removed:
+                e = offline_election(self._replicas(tp), isr, set(self.live_brokers), unclean_allowed=False)
+                leader, isr = (e.leader, e.isr) if e is not None else (NO_LEADER, isr)
+                if leader == NO_LEADER:
+                    self._set_partition(tp, P.OFFLINE)
+            self._write(tp, leader, self._next_epoch(tp), isr)
+        for x in sorted(removed):
+            if self.replica_states.get((tp, x), R.NON_EXISTENT) is R.NON_EXISTENT:
+                continue
+            for step in (R.OFFLINE, R.DELETION_STARTED, R.DELETION_SUCCESSFUL, R.NON_EXISTENT):
+                self._set_replica(tp, x, step)
 
     def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
+        """An ISR changed (or a broker came back): complete the move once every target replica is in sync."""
         r = self.reassignments.get(tp)
         st = self.leadership.get(tp)
-        if r is None or st is None or not all(t in st.isr for t in r.target):
-            return
-        for a in r.adding:
-            self._set_replica(tp, a, R.ONLINE if self._is_live(a) else R.OFFLINE)
-        self.assignments[tp[0]][tp[1]] = r.target
-        del self.reassignments[tp]
-        live = set(self.live_brokers)
-        if st.leader not in r.target or not self._is_live(st.leader):
-            e = reassignment_election(r.target, st.isr, live)
-            if e is not None:
-                self._write(tp, e.leader, st.leader_epoch + 1, e.isr)
-        else:
-            self._write(tp, st.leader, st.leader_epoch + 1, st.isr)
-        st = self.leadership[tp]
-        if r.removing:
-            isr = tuple(x for x in st.isr if x not in r.removing) or st.isr
-            leader = st.leader if st.leader not in r.removing else NO_LEADER
-            self._write(tp, leader, st.leader_epoch, isr)
-            for x in r.removing:
-                for step in (R.OFFLINE, R.DELETION_STARTED, R.DELETION_SUCCESSFUL, R.NON_EXISTENT):
-                    self._set_replica(tp, x, step)
-        self._write_assignment(tp[0])
-        self._emit(CompleteReassignments(self.epoch, frozenset({tp})))
-        self._log("info", f"reassignment of {tp[0]}-{tp[1]} to {list(r.target)} completed")
+        if r is not None and st is not None and all(t in st.isr for t in r.target):
+            self._on_partition_reassignment(tp, r)
+
+    def _list_reassignments(self, ev: ListReassignments) -> None:
+        wanted = self.reassignments if ev.partitions is None else ev.partitions
+        out = {
+            tp: (r.replicas, r.adding, r.removing)
+            for tp in sorted(wanted)
+            if (r := self.reassignments.get(tp)) is not None
+        }
+        self._emit(OngoingReassignments(self.epoch, out))
 
     # --- write feedback -----------------------------------------------------------------------------------------
     def _write_outcome(self, ev: WriteOutcome) -> None:
@@ -714,6 +834,8 @@ class Controller:
             self._trigger_online_partitions([tp])
             dead = {r for r in self.leadership[tp].isr if not self._is_live(r)}
             self._replicas_offline(dead, [tp])
+            # a leader's ISR change (IsrChangeNotification) may complete a reassignment
+            self._maybe_complete_reassignment(tp)
 
 
 def _versioned(state: LeaderAndIsr, zk_version: int) -> LeaderAndIsr:

@@ -67,9 +67,20 @@ class TopicDeletion:
 
 @dataclass(frozen=True)
 class PartitionReassignment:
-    """Target replicas per partition (/admin/reassign_partitions or AlterPartitionReassignments)."""
+    """Target replicas per partition: /admin/reassign_partitions (`from_api` False: every target given,
+    refusals are logged and taken out of the znode) or AlterPartitionReassignments (`from_api` True: a
+    None target cancels the partition's reassignment; answered with ReassignmentResults, and the
+    partitions it names leave the znode, the latest request winning)."""
 
-    moves: Mapping[TopicPartition, tuple[int, ...]]
+    moves: Mapping[TopicPartition, tuple[int, ...] | None]
+    from_api: bool = False
+
+
+@dataclass(frozen=True)
+class ListReassignments:
+    """ListPartitionReassignments: the ongoing reassignments of these partitions (None: all of them)."""
+
+    partitions: frozenset[TopicPartition] | None = None
 
 
 class ElectionType(Enum):
@@ -131,6 +142,7 @@ ControllerEvent = (
     | PartitionModifications
     | TopicDeletion
     | PartitionReassignment
+    | ListReassignments
     | ElectLeaders
     | AlterPartition
     | ControlledShutdown
@@ -208,6 +220,26 @@ class ElectionResults:
 
 
 @dataclass(frozen=True)
+class ReassignmentResults:
+    """The answer to AlterPartitionReassignments: per partition (error or None, message or None);
+    `error` is a top-level error (NOT_CONTROLLER) that answers for every partition."""
+
+    controller_epoch: int
+    results: Mapping[TopicPartition, tuple[ErrorCode | None, str | None]]
+    error: ErrorCode | None = None
+
+
+@dataclass(frozen=True)
+class OngoingReassignments:
+    """The answer to ListPartitionReassignments: per partition being reassigned (replicas, adding,
+    removing), as Kafka lists them; `error` is a top-level error (NOT_CONTROLLER)."""
+
+    controller_epoch: int
+    reassignments: Mapping[TopicPartition, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]
+    error: ErrorCode | None = None
+
+
+@dataclass(frozen=True)
 class AlterPartitionResult:
     controller_epoch: int
     partition: TopicPartition
@@ -242,6 +274,8 @@ Decision = (
     | CompleteReassignments
     | CompletePreferredElection
     | ElectionResults
+    | ReassignmentResults
+    | OngoingReassignments
     | AlterPartitionResult
     | ControlledShutdownResult
     | Log

@@ -52,6 +52,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "kaflite.server.handlers.admin",
     "kaflite.server.handlers.elect_leaders",
     "kaflite.server.handlers.alter_partition",
+    "kaflite.server.handlers.reassignments",
     "kaflite.server.handlers.groups",
     "kaflite.server.handlers.offsets",
     "kaflite.server.handlers.transactions",

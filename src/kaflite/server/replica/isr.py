@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 
 from kaflite.cluster.zk import KafkaZkClient
 from kaflite.cluster.zkdata import LeaderAndIsr
@@ -51,4 +52,4 @@ class ZkIsrWriter:
             self.zk.propagate_isr_changes([tp])
         except Exception as e:  # noqa: BLE001 - the state is written; the notification is advisory
             log.warning("%s-%d: ISR change notification not written: %s", topic, partition, e)
-        return PartitionState(self.broker_id, state.leader_epoch, written[tp].zk_version, state.replicas, tuple(isr))
+        return replace(state, leader=self.broker_id, partition_epoch=written[tp].zk_version, isr=tuple(isr))

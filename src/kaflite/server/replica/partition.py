@@ -7,7 +7,8 @@ reported; it decides the high watermark and whether a request may use this repli
 Rules:
 - a new state is applied only when it is newer: a higher leader epoch, or the same leader epoch with a
   higher partition epoch (an ISR or replica change); anything else is a stale decision (e.g. from a
-  deposed controller) and is ignored;
+  deposed controller) and is ignored, except a new replica set with the same epochs, leader and ISR (a
+  reassignment: the replica set comes from the topic znode, which has no epoch), which is adopted;
 - `check_current_leader_epoch(e)`: -1 means "not checked"; an epoch older than ours is
   FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (the client knows of a leader we have not heard of
   yet and retries);
@@ -31,7 +32,9 @@ Rules:
   `replica.lag.time.max.ms` from the election);
 - ISR (leader only): a member whose last catch-up is older than `replica.lag.time.max.ms` is out of sync
   (`out_of_sync_replicas`); a replica outside the ISR whose log end offset reached the high watermark and
-  the start of the current leader epoch may join (`can_join_isr`); the change itself is written by the
+  the start of the current leader epoch may join (`can_join_isr`), except a replica a reassignment is
+  removing once every target replica is in the ISR (the controller is completing the move and takes it
+  out; Kafka's leader has been sent the target replica set by then); the change itself is written by the
   ReplicaManager (compare-and-set on the state znode) and applied only once written;
 - as follower (`append_records_to_follower`): the leader's batches are appended verbatim (their offsets and
   epochs), and the high watermark is the leader's, capped by the local log end offset.
@@ -40,7 +43,7 @@ Pure: no I/O of its own beyond the Log it is given; all of it runs on the broker
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.storage.log import AppendResult, Log
@@ -60,6 +63,7 @@ class PartitionState:
     partition_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    removing: tuple[int, ...] = ()  # replicas a reassignment is removing (from the topic znode)
 
 
 class Partition:
@@ -111,6 +115,16 @@ class Partition:
     def apply_state(self, state: PartitionState) -> bool:
         """Adopt a newer state (see the rules); returns False when `state` is stale and was ignored."""
         old = self.state
+        if (state.leader_epoch, state.partition_epoch, state.leader, state.isr) == \
+                (old.leader_epoch, old.partition_epoch, old.leader, old.isr) \
+                and (state.replicas, state.removing) != (old.replicas, old.removing):
+            # the replica set lives in the topic znode, which carries no epoch: a reassignment's new
+            # replica set is adopted at the epochs held
+            self.state = replace(old, replicas=state.replicas, removing=state.removing)
+            for r in list(self._follower_leo):
+                if r not in state.replicas:
+                    del self._follower_leo[r]
+            return True
         if (state.leader_epoch, state.partition_epoch) <= (old.leader_epoch, old.partition_epoch):
             return False
         became_leader = state.leader == self.broker_id and (
@@ -244,9 +258,12 @@ class Partition:
     def can_join_isr(self, replica_id: int) -> bool:
         """A replica outside the ISR that has everything committed and this leader epoch's start
         (Kafka's `isFollowerInSync`): the leader may add it (leader only)."""
-        if self.state.leader != self.broker_id or self.log is None or replica_id in self.state.isr \
-                or replica_id not in self.state.replicas:
+        state = self.state
+        if state.leader != self.broker_id or self.log is None or replica_id in state.isr \
+                or replica_id not in state.replicas:
             return False
+        if replica_id in state.removing and all(r in state.isr for r in state.replicas if r not in state.removing):
+            return False  # the reassignment is completing: the controller is taking it out of the ISR
         leo = self._follower_leo.get(replica_id, UNKNOWN)
         return leo >= self.log.high_watermark and leo >= self._epoch_start
 

@@ -129,7 +129,8 @@ class ReplicaManager:
             part.min_insync_replicas = settings.min_insync_replicas
             part.codec = settings.codec
             hw = part.high_watermark
-            part.apply_state(PartitionState(reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr))
+            part.apply_state(PartitionState(reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr,
+                                            reg.removing))
             if part.is_leader:
                 part.note_leadership_start(self.now_ms())
             if part.high_watermark != hw:
