@@ -366,6 +366,47 @@ def test_sigterm_moves_leadership_first(brokers: BrokerProcesses, zk_connect: st
         zk.close()
 
 
+def test_sigterm_still_answers_while_leadership_moves(brokers: BrokerProcesses, zk_connect: str) -> None:
+    """Controlled shutdown comes before the listener closes (Kafka's order) and does not block the event
+    loop: while the controller has not moved leadership yet (frozen here), the stopping broker answers."""
+    import os
+    import signal
+
+    from kaflite.cluster.admin import ZkAdmin
+
+    brokers.session_timeout_ms = 10000  # the frozen controller keeps its session through the test
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        _three(brokers, zk)
+        ctl = _wait("a controller", zk.get_controller_id)
+        victim, other = [b for b in (1, 2, 3) if b != ctl]
+        ZkAdmin(zk).create_topic("d", -1, -1, {}, assignment=[[victim, other]])
+
+        def state() -> object:
+            return zk.get_partition_states([("d", 0)])[("d", 0)]
+
+        _wait("d led by the victim, both in sync", lambda: (s := state()) and s.leader == victim and len(s.isr) == 2)
+        frozen = brokers.procs[ctl]
+        os.kill(frozen.pid, signal.SIGSTOP)
+        try:
+            proc = brokers.procs.pop(victim)
+            proc.terminate()  # SIGTERM: controlled shutdown, which waits for the (frozen) controller
+            _wait("controlled shutdown started", lambda: "asking the controller to move leadership" in brokers.log(victim))
+            admin = AdminClient({"bootstrap.servers": brokers.bootstrap(victim)})
+            md = admin.list_topics("d", timeout=5)  # answered: the listener is open, the loop not blocked
+            assert md.topics["d"].partitions[0].leader == victim
+            assert proc.poll() is None  # still waiting for leadership to move
+        finally:
+            os.kill(frozen.pid, signal.SIGCONT)
+        assert proc.wait(30) == 0
+        s = state()
+        assert s is not None and s.leader == other and victim not in s.isr
+        assert "controlled shutdown: leadership moved off broker" in brokers.log(victim)
+    finally:
+        zk.close()
+
+
 def test_frozen_leader_resumes_as_follower(brokers: BrokerProcesses, zk_connect: str) -> None:
     import os
     import signal

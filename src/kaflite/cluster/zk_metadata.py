@@ -194,6 +194,7 @@ class ZkMetadata:
         with another live in-sync replica is led here. True when done in time."""
         if self.broker_epoch < 0 or not self.zk.connected:
             return False
+        log.info("controlled shutdown: asking the controller to move leadership off broker %d", self.node_id)
         self.zk.announce_controlled_shutdown(self.node_id)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

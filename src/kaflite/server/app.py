@@ -167,6 +167,9 @@ class KafkaServer:
                     conn.abort("idle", quiet=True)
 
     async def stop(self) -> None:
+        # in a cluster, leadership moves off this broker first, while it still answers (NOT_LEADER_OR_FOLLOWER
+        # sends clients to the new leaders; a closed listener would leave them waiting for fresh metadata)
+        await self.broker.controlled_shutdown()
         if self.metrics_endpoint is not None:
             await self.metrics_endpoint.stop()
             self.metrics_endpoint = None

@@ -83,6 +83,7 @@ class Broker:
         self.authorizer: Authorizer = AllowAllAuthorizer()
         self._tasks: list[asyncio.Task[None]] = []
         self._storage_job: asyncio.Future[None] | None = None  # the housekeeping pass in its thread
+        self._controlled_shutdown_done = False
         # producer ids: from blocks claimed in ZooKeeper in a cluster (unique across brokers), else local
         self.producer_ids: ProducerIdManager | ZkProducerIdManager
         if isinstance(self.metadata_writer, ZkMetadata):
@@ -202,7 +203,27 @@ class Broker:
         if stored != cluster_id or read_meta_properties(directory).get("node.id") != str(self.node_id):
             write_meta_properties(directory, cluster_id, self.node_id)
 
+    async def controlled_shutdown(self) -> None:
+        """Kafka's first step of a clean stop in a cluster (`controlled.shutdown.enable`): ask the controller
+        to move leadership off this broker and wait, bounded, until it has. It runs while the listeners still
+        serve (the caller closes them after), as Kafka's KafkaServer.shutdown does: producers talking to this
+        broker get NOT_LEADER_OR_FOLLOWER and follow the new leader instead of a closed connection, and the
+        event loop keeps serving during the wait (the wait runs in a worker thread). Once per broker.
+
+        The replica fetchers stop first, as Kafka's controller stops the replicas of a broker shutting down:
+        a stopping broker that kept fetching the partitions it was just relieved of would rejoin their ISR
+        (an ISR change, and one more leader epoch when it then dies) for nothing."""
+        if self._controlled_shutdown_done or not isinstance(self.metadata_writer, ZkMetadata):
+            return
+        self._controlled_shutdown_done = True
+        if self.setting("controlled.shutdown.enable"):
+            fetchers = self.extensions.pop("replica_fetchers", None)
+            if fetchers is not None:
+                await fetchers.stop()
+            await asyncio.to_thread(self.metadata_writer.controlled_shutdown)
+
     async def stop(self) -> None:
+        await self.controlled_shutdown()  # no-op when the server did it before closing its listeners
         fetchers = self.extensions.pop("replica_fetchers", None)
         if fetchers is not None:
             await fetchers.stop()
@@ -221,9 +242,6 @@ class Broker:
             except Exception:  # noqa: BLE001 - logged by the pass's own reporting; closing goes on
                 pass
         if isinstance(self.metadata_writer, ZkMetadata):
-            if self.setting("controlled.shutdown.enable"):
-                # move leadership away first (a blocking wait, bounded: the broker is stopping anyway)
-                self.metadata_writer.controlled_shutdown()
             self.metadata_writer.close()  # leave the cluster: registration and controllership go at once
         if self.log_manager is not None:
             self.log_manager.close()
