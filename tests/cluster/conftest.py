@@ -135,7 +135,8 @@ class BrokerProcesses:
             f"log.dirs={self.directory / f'broker-{broker_id}'}",
             f"zookeeper.connect={self.connect}",
             f"zookeeper.session.timeout.ms={self.session_timeout_ms}",
-            "offsets.topic.replication.factor=1",
+            "offsets.topic.replication.factor=1",  # most tests start fewer than 3 brokers; one that needs
+            "transaction.state.log.replication.factor=1",  # replicated internal topics overrides these
             *overrides,
         ):
             cmd += ["--override", kv]

@@ -73,7 +73,9 @@ def test_kaflite_specific_defaults() -> None:
     assert cfg.advertised_listeners is None
     assert cfg.log_dirs == [Path("./kaflite-data")]
     assert cfg.retention_ms == 168 * 3600 * 1000
-    assert cfg["offsets.topic.replication.factor"] == 1
+    # Kafka's 3 (what a cluster creates __consumer_offsets with); a single node ignores it (1 replica)
+    assert cfg["offsets.topic.replication.factor"] == 3
+    assert cfg["transaction.state.log.replication.factor"] == 3
 
 
 def test_items_cover_every_key_typed() -> None:

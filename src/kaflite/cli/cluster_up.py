@@ -7,6 +7,8 @@ Rules of `cluster up`:
 - broker i (0..N-1) is `python -m kaflite.server --dev` with `broker.id=i`, its data in
   `<data-dir>/broker-i`, its log in `<data-dir>/broker-i.log`, listening on 127.0.0.1 only, on a free
   port or `--base-port + i`; the dev profile gives `zookeeper.session.timeout.ms=6000`;
+  `offsets.topic.replication.factor` and `transaction.state.log.replication.factor` are Kafka's 3, or N
+  when N < 3 brokers (so groups and transactions work on any cluster it starts); `--override` wins;
 - every child runs in its own session, so a Ctrl-C in the terminal reaches this command only, and the
   stopping order is ours: brokers first by SIGTERM (controlled shutdown: leadership moves off each before
   it exits), then ZooKeeper (brokers need it to shut down cleanly);
@@ -114,6 +116,10 @@ class LocalCluster:
             "listeners": f"PLAINTEXT://127.0.0.1:{port}",
             "log.dirs": str(self.data_dir / f"broker-{broker_id}"),
             "zookeeper.connect": self.zookeeper.connect,
+            # Kafka's default of 3 replicas for the coordinators' internal topics, or one per broker when
+            # there are fewer (Kafka would never create them: no group and no transaction could run)
+            "offsets.topic.replication.factor": str(min(3, self.count)),
+            "transaction.state.log.replication.factor": str(min(3, self.count)),
             **self.overrides,
         }
         cmd = [sys.executable, "-m", "kaflite.server", "--dev"]

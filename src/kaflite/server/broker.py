@@ -37,7 +37,7 @@ from kaflite.cluster.producer_ids import ZkProducerIdManager
 from kaflite.cluster.zk import BrokerIdInUseError, ZkConnectionError
 from kaflite.cluster.zk_metadata import ClusterIdMismatch, ZkMetadata
 from kaflite.cluster.zkconfig import zookeeper_settings
-from kaflite.protocol.errors import KafkaError
+from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.authorizer import AllowAllAuthorizer, Authorizer
 from kaflite.server.config import BrokerConfig, ConfigError, Listener
 from kaflite.server.logconfig import log_config_for
@@ -97,6 +97,8 @@ class Broker:
         self.registry: Any = None  # the handler Registry, set by the server (ApiVersions reads it)
         # Prometheus counters (server.metrics), set by the server when metrics.listener is configured
         self.metrics: BrokerMetrics | None = None
+        # internal topics whose creation was refused, with the live broker count then (warned once per count)
+        self._internal_refused: dict[str, int] = {}
 
     # -- config ------------------------------------------------------------------------------------
     def setting(self, key: str) -> Any:
@@ -336,6 +338,46 @@ class Broker:
         if existing is not None:
             return existing
         return self.create_topic(name, num_partitions, configs)
+
+    @property
+    def in_cluster(self) -> bool:
+        """A member of a ZooKeeper cluster (zookeeper.connect), not the single-node broker."""
+        return isinstance(self.metadata_writer, ZkMetadata)
+
+    def ensure_internal_topic(
+        self, name: str, num_partitions: int, configs: Mapping[str, str], replication_key: str
+    ) -> TopicImage | None:
+        """A coordinator's internal topic (`__consumer_offsets`, `__transaction_state`), created first when
+        missing, as Kafka's FindCoordinator does.
+
+        Single node: created at once with one replica, whatever `replication_key` says (the one broker holds
+        the only replica; Kafka would refuse until that many brokers are alive, so a 1-broker Kafka needs the
+        key set to 1). In a cluster: created with `replication_key` replicas and None returned until the topic
+        is in the image (the controller has placed it); while fewer brokers are alive than the replication
+        factor the creation is refused (Kafka's INVALID_REPLICATION_FACTOR), logged once per live count, and
+        retried by the next caller - the coordinator is not available meanwhile."""
+        existing = self.metadata.topics.get(name)
+        if existing is not None:
+            return existing
+        if not self.in_cluster:
+            return self.create_topic(name, num_partitions, configs, replication_factor=1)
+        rf = int(self.setting(replication_key))
+        try:
+            self.create_topic(name, num_partitions, configs, replication_factor=rf)
+        except KafkaError as e:
+            if e.code is ErrorCode.topic_already_exists:  # another broker created it: the watch brings it
+                return None
+            if e.code is not ErrorCode.invalid_replication_factor:
+                raise
+            alive = len(self.metadata.brokers)
+            if self._internal_refused.get(name) != alive:
+                self._internal_refused[name] = alive
+                log.warning("cannot create internal topic %s yet: %d broker(s) alive, %s=%d (%s); the "
+                            "coordinator is not available until enough brokers are up (expected while a "
+                            "cluster starts)", name, alive, replication_key, rf, e.message or e.code.name)
+            return None
+        self._internal_refused.pop(name, None)
+        return None
 
     def delete_topic(self, name: str) -> TopicImage:
         # In a cluster the controller decides (Kafka's order): the writer records the request and every

@@ -34,12 +34,13 @@ KEYS: list[ConfigKey] = [
     _k(
         "offsets.topic.replication.factor",
         "short",
-        1,
-        "Replication factor of __consumer_offsets.",
+        3,
+        "Replication factor of __consumer_offsets in a cluster (created on the first FindCoordinator; "
+        "refused, COORDINATOR_NOT_AVAILABLE, while fewer brokers are alive). A single node "
+        "(no zookeeper.connect) creates it with 1 replica whatever this says.",
         AtLeast(1),
-        kafka_default=3,
-        differs="Kafka's built-in default is 3 (its shipped server.properties sets 1); "
-        "kaflite is one broker.",
+        differs="single node: __consumer_offsets always has 1 replica (Kafka would refuse to create it "
+        "until offsets.topic.replication.factor brokers are alive, so a 1-broker Kafka needs it set to 1).",
     ),
     _k("offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets.", AtLeast(1)),
     _k(
@@ -144,6 +145,5 @@ KEYS: list[ConfigKey] = [
 
 # Keys validated but not read (yet), and why (marked applies=False; tests/config/test_keys_read.py).
 NOT_READ: dict[str, str] = {
-    "offsets.topic.replication.factor": "one broker: every partition has one replica",
     "offsets.load.buffer.size": "the offsets topic is replayed segment by segment",
 }

@@ -40,11 +40,13 @@ KEYS: list[ConfigKey] = [
     _k(
         "transaction.state.log.replication.factor",
         "short",
-        1,
-        "Replication factor of __transaction_state.",
+        3,
+        "Replication factor of __transaction_state in a cluster (created on the first transactional "
+        "FindCoordinator / InitProducerId; refused, COORDINATOR_NOT_AVAILABLE, while fewer brokers are "
+        "alive). A single node (no zookeeper.connect) creates it with 1 replica whatever this says.",
         AtLeast(1),
-        kafka_default=3,
-        differs="Kafka's built-in default is 3; kaflite is one broker.",
+        differs="single node: __transaction_state always has 1 replica (Kafka would refuse to create it "
+        "until transaction.state.log.replication.factor brokers are alive).",
     ),
     _k(
         "transaction.state.log.segment.bytes",

@@ -4,6 +4,10 @@ type 1).
 Rules:
 - the coordinator of a key is the leader of the key's partition of the coordinator's internal topic
   (`__consumer_offsets` for groups, `__transaction_state` for transactional ids), as Kafka answers;
+- the internal topic is created on the first FindCoordinator that needs it (Kafka's auto-creation); while
+  it is not in the metadata image (a cluster: being placed, or refused because fewer brokers are alive
+  than offsets.topic.replication.factor / transaction.state.log.replication.factor) the answer is
+  COORDINATOR_NOT_AVAILABLE and the creation is asked again on the next request, as Kafka does;
 - its endpoint is the one on the listener the request came in on; no leader yet, or none reachable on that
   listener, is COORDINATOR_NOT_AVAILABLE (clients retry);
 - v4+ answers a batch of keys, older versions one key.
@@ -33,22 +37,30 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     svc = GroupService.of(broker)  # make sure __consumer_offsets exists and is loaded before anyone joins
     node = (broker.node_id, ctx.advertised.host, ctx.advertised.port)
-    image = broker.metadata
 
     def answer(key: str, key_type: int) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
+        coordinator: GroupService | TransactionService
         if key_type == 1:  # TRANSACTION: the leader of the id's __transaction_state partition
             try:
-                txn = TransactionService.of(broker)
+                coordinator = TransactionService.of(broker)
             except KafkaError as e:
                 return ErrorCode.coordinator_not_available, str(e), (-1, "", -1)
-            reg = image.partition(TRANSACTION_STATE_TOPIC, txn.partition_for(key))
+            topic = TRANSACTION_STATE_TOPIC
         elif key_type != 0:
             return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}", (-1, "", -1)
         else:
             # the coordinator is the leader of the group's __consumer_offsets partition (single node: this one)
-            reg = image.partition(OFFSETS_TOPIC, svc.partition_for(key))
-        if reg is None or reg.leader == broker.node_id:
+            coordinator, topic = svc, OFFSETS_TOPIC
+        if topic not in broker.metadata.topics and coordinator.ensure_topic() is None:
+            # a cluster whose internal topic is not placed yet (just asked for, or refused while fewer brokers
+            # are alive than its replication factor): not available, asked again next time (clients retry)
+            return ErrorCode.coordinator_not_available, "The coordinator is not available.", (-1, "", -1)
+        image = broker.metadata
+        reg = image.partition(topic, coordinator.partition_for(key))
+        if reg is not None and reg.leader == broker.node_id:
             return ErrorCode.none, None, node
+        if reg is None:
+            return ErrorCode.coordinator_not_available, "The coordinator is not available.", (-1, "", -1)
         leader = image.brokers.get(reg.leader)
         endpoint = leader.endpoint(ctx.session.listener_name) if leader is not None else None
         if endpoint is None:  # no leader yet (being elected) or not reachable on this listener

@@ -5,8 +5,10 @@ that runs the pure group coordinator shards on the coordinator runtime.
 Rules of the shell (the decisions are in `kaflite.coordinator`, the commit rule in its runtime):
 - one GroupService per broker (`broker.extensions["group_coordinator"]`), created at broker start-up
   when `__consumer_offsets` exists (`on_start`), else on the first group request: it creates the
-  compacted internal topic `__consumer_offsets` (offsets.topic.num.partitions partitions) and loads a
-  shard per partition this broker leads (single node: all of them) by replaying that partition;
+  compacted internal topic `__consumer_offsets` (offsets.topic.num.partitions partitions; replication
+  factor offsets.topic.replication.factor in a cluster, refused while fewer brokers are alive, 1 on a
+  single node) and loads a shard per partition this broker leads (single node: all of them) by replaying
+  that partition;
 - a request goes to the shard of `partition_for(group)`; its step's records are appended to that
   partition as one batch and its answers (and those of requests it completes) leave only once the batch
   is committed; a failed write answers with Kafka's mapping (NOT_COORDINATOR for a storage error) and
@@ -171,18 +173,31 @@ class GroupService:
             broker.extensions[_EXTENSION] = service
         return service  # type: ignore[no-any-return]
 
-    def start(self) -> None:
+    def ensure_topic(self) -> Any:
+        """`__consumer_offsets`, created first when missing (offsets.topic.num.partitions, compacted; its
+        replication factor is offsets.topic.replication.factor in a cluster, 1 on a single node). None in a
+        cluster while it is not in the metadata image yet (just created, or refused while fewer brokers are
+        alive than its replication factor): FindCoordinator answers COORDINATOR_NOT_AVAILABLE and retries."""
         configs = {
             "cleanup.policy": "compact",
             "segment.bytes": str(int(self.broker.setting("offsets.topic.segment.bytes"))),
         }
-        topic = self.broker.ensure_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, configs)
+        topic = self.broker.ensure_internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, configs,
+                                                  "offsets.topic.replication.factor")
+        if topic is not None:
+            self._adopt(topic)
+        return topic
+
+    def _adopt(self, topic: Any) -> None:
         if topic.num_partitions != self.config.offsets_topic_num_partitions:
             # As Kafka: the existing topic decides where groups live (changing the setting later would
             # otherwise strand every group in the wrong partition).
             log.warning("%s has %d partitions; offsets.topic.num.partitions=%d is ignored", OFFSETS_TOPIC,
                         topic.num_partitions, self.config.offsets_topic_num_partitions)
             self.config = dataclasses.replace(self.config, offsets_topic_num_partitions=topic.num_partitions)
+
+    def start(self) -> None:
+        self.ensure_topic()
         loads = []
         if getattr(self.broker, "log_manager", None) is not None:
             # the partitions this broker leads (single node: every one); in a cluster the others are
@@ -204,6 +219,8 @@ class GroupService:
         before, after = old.topics.get(OFFSETS_TOPIC), new.topics.get(OFFSETS_TOPIC)
         if after is None or before is after:
             return
+        if before is None:  # created (by any broker) since we started: its partition count decides
+            self._adopt(after)
         me = self.broker.node_id
         for partition, reg in enumerate(after.partitions):
             prev = before.partitions[partition] if before is not None and partition < before.num_partitions else None

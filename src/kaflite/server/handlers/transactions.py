@@ -9,7 +9,8 @@ ListTransactions, DescribeProducers; the FindCoordinator key type 1 (groups.py),
 Rules of the shell:
 - one TransactionService per broker (`broker.extensions["transaction_coordinator"]`), created at start-up
   when `__transaction_state` exists, else on the first transactional request: it creates the compacted
-  topic (transaction.state.log.num.partitions, .replication.factor, .min.isr, .segment.bytes) and loads a
+  topic (transaction.state.log.num.partitions, .replication.factor - in a cluster, refused while fewer
+  brokers are alive; 1 on a single node -, .min.isr, .segment.bytes) and loads a
   shard per partition this broker leads; leadership changes load / unload shards;
 - a request runs as a step on the shard of `partition_for(transactional.id)`; its `__transaction_state`
   records are appended as one batch and the answer leaves once they are committed (the runtime's rule);
@@ -156,15 +157,8 @@ class TransactionService:
             "segment.bytes": str(int(setting("transaction.state.log.segment.bytes"))),
             "min.insync.replicas": str(int(setting("transaction.state.log.min.isr"))),
         }
-        topic = self.broker.metadata.topics.get(TRANSACTION_STATE_TOPIC)
-        if topic is None:
-            topic = self.broker.create_topic(
-                TRANSACTION_STATE_TOPIC, self.config.num_partitions, configs,
-                replication_factor=int(setting("transaction.state.log.replication.factor")))
-        if topic.num_partitions != self.config.num_partitions:
-            log.warning("%s has %d partitions; transaction.state.log.num.partitions=%d is ignored",
-                        TRANSACTION_STATE_TOPIC, topic.num_partitions, self.config.num_partitions)
-            self.config = dataclasses.replace(self.config, num_partitions=topic.num_partitions)
+        self._configs = configs
+        self.ensure_topic()
         loads = []
         if getattr(self.broker, "log_manager", None) is not None:
             for partition in range(self.config.num_partitions):
@@ -177,10 +171,28 @@ class TransactionService:
         self.broker.add_task(asyncio.ensure_future(self.runtime.run_timers()))
         self.broker.add_task(asyncio.ensure_future(self._housekeeping()))
 
+    def ensure_topic(self) -> Any:
+        """`__transaction_state`, created first when missing (replication factor
+        transaction.state.log.replication.factor in a cluster, 1 on a single node). None in a cluster while it
+        is not in the metadata image yet (just created, or refused while fewer brokers are alive)."""
+        topic = self.broker.ensure_internal_topic(TRANSACTION_STATE_TOPIC, self.config.num_partitions,
+                                                  self._configs, "transaction.state.log.replication.factor")
+        if topic is not None:
+            self._adopt(topic)
+        return topic
+
+    def _adopt(self, topic: Any) -> None:
+        if topic.num_partitions != self.config.num_partitions:
+            log.warning("%s has %d partitions; transaction.state.log.num.partitions=%d is ignored",
+                        TRANSACTION_STATE_TOPIC, topic.num_partitions, self.config.num_partitions)
+            self.config = dataclasses.replace(self.config, num_partitions=topic.num_partitions)
+
     def _on_image(self, old: Any, new: Any) -> None:
         before, after = old.topics.get(TRANSACTION_STATE_TOPIC), new.topics.get(TRANSACTION_STATE_TOPIC)
         if after is None or before is after:
             return
+        if before is None:  # created (by any broker) since we started: its partition count decides
+            self._adopt(after)
         me = self.broker.node_id
         for partition, reg in enumerate(after.partitions):
             prev = before.partitions[partition] if before is not None and partition < before.num_partitions else None

@@ -1,0 +1,213 @@
+"""Groups on a cluster of three `python -m kaflite.server` processes on a real ZooKeeper, with the
+coordinators' internal topics replicated as Kafka replicates them (offsets.topic.replication.factor 3):
+
+- `__consumer_offsets` / `__transaction_state` are created on the first FindCoordinator with their
+  replication factor; while fewer brokers are alive than that, FindCoordinator answers
+  COORDINATOR_NOT_AVAILABLE (the broker logs why) and nothing is created;
+- a group's coordinator broker (the leader of its `__consumer_offsets` partition) killed with kill -9: the
+  group re-forms on the new leader, which loaded it from its replica of the log; the offsets the group
+  committed are kept, a consumer resumes from them, and no record is consumed twice beyond those read
+  after the last commit."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster.conftest import BrokerProcesses
+from kaflite.cluster.zk import KafkaZkClient
+from kaflite.coordinator.offsets_topic import partition_for
+from kaflite.protocol.errors import ErrorCode
+from server.kwire import WireClient
+
+T = TypeVar("T")
+RF3 = ("offsets.topic.replication.factor=3", "transaction.state.log.replication.factor=3")
+FAST = ("replica.lag.time.max.ms=4000", "replica.fetch.backoff.ms=200")
+
+
+def _wait(what: str, fn: Callable[[], T | None], timeout: float = 30.0, interval: float = 0.05) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = fn()
+        if got:
+            return got
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _find(bootstrap: str, key_type: int, key: str) -> Any:
+    from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+    from kio.static.primitive import i8
+
+    with WireClient(bootstrap) as c:
+        return c.request(FindCoordinatorRequest(key_type=i8(key_type), coordinator_keys=(key,))).coordinators[0]
+
+
+def test_internal_topics_wait_for_their_replication_factor(brokers: BrokerProcesses, zk_connect: str) -> None:
+    small = ("offsets.topic.num.partitions=6", "transaction.state.log.num.partitions=3")
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        brokers.start(1, *RF3, *small)
+        _wait("broker 1 registered", lambda: zk.get_broker_ids() == [1])
+        for key_type in (0, 1):  # a group, a transactional id: one broker alive, 3 replicas wanted
+            got = _find(brokers.bootstrap(1), key_type, "k")
+            assert (got.error_code, got.node_id) == (ErrorCode.coordinator_not_available, -1)
+        assert zk.get_topic_assignment("__consumer_offsets") is None
+        assert zk.get_topic_assignment("__transaction_state") is None
+        log = brokers.log(1)
+        assert ("cannot create internal topic __consumer_offsets yet: 1 broker(s) alive, "
+                "offsets.topic.replication.factor=3") in log
+        assert "transaction.state.log.replication.factor=3" in log
+        for b in (2, 3):
+            brokers.start(b, *RF3, *small)
+        _wait("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+
+        def found(key_type: int) -> Any:
+            got = _find(brokers.bootstrap(1), key_type, "k")
+            return got if got.error_code == ErrorCode.none else None
+
+        for key_type, topic, n in ((0, "__consumer_offsets", 6), (1, "__transaction_state", 3)):
+            got = _wait(f"a coordinator for key type {key_type}", lambda kt=key_type: found(kt), interval=0.2)  # type: ignore[misc]
+            assignment = zk.get_topic_assignment(topic)
+            assert assignment is not None
+            assert sorted(assignment[0].partitions) == list(range(n))
+            assert all(sorted(r) == [1, 2, 3] for r in assignment[0].partitions.values())
+            state = zk.get_partition_states([(topic, partition_for("k", n))])[(topic, partition_for("k", n))]
+            assert state is not None and got.node_id == state.leader
+            assert got.port == brokers.ports[state.leader]
+    finally:
+        zk.close()
+
+
+def _offsets(admin: AdminClient, group: str) -> dict[int, int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    got = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(10)
+    return {tp.partition: tp.offset for tp in got.topic_partitions if tp.topic == "events" and tp.offset >= 0}
+
+
+def test_group_survives_the_kill_of_its_coordinator(brokers: BrokerProcesses, zk_connect: str) -> None:
+    n_offsets = 10
+    settings = (*RF3, *FAST, f"offsets.topic.num.partitions={n_offsets}")
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    consumer: Consumer | None = None
+    try:
+        for b in (1, 2, 3):
+            brokers.start(b, *settings)
+        _wait("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+        admin = AdminClient({"bootstrap.servers": brokers.bootstrap()})
+        admin.create_topics([NewTopic("events", 3, 3)])["events"].result(30)
+        _wait("events led", lambda: all(zk.get_partition_states([("events", p) for p in range(3)]).values()))
+        producer = Producer({"bootstrap.servers": brokers.bootstrap(), "acks": "all"})
+        for i in range(300):
+            producer.produce("events", value=f"e{i}".encode(), partition=i % 3)
+        assert producer.flush(30) == 0
+
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        conf = {"bootstrap.servers": brokers.bootstrap(), "group.id": group, "group.protocol": "classic",
+                "auto.offset.reset": "earliest", "enable.auto.commit": False, "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 500, "enable.partition.eof": False}
+        consumer = Consumer(conf)
+        consumer.subscribe(["events"])
+        seen: list[bytes] = []
+
+        def poll_until(count: int, timeout: float = 60.0, distinct: bool = False) -> None:
+            assert consumer is not None
+            deadline = time.monotonic() + timeout
+            while len(set(seen) if distinct else seen) < count and time.monotonic() < deadline:
+                m = consumer.poll(0.2)
+                if m is not None and m.error() is None:
+                    seen.append(m.value())
+
+        poll_until(150)
+        assert len(seen) >= 150
+        consumer.commit(asynchronous=False)  # acknowledged: on every in-sync replica of the offsets partition
+        committed = {tp.partition: tp.offset for tp in consumer.committed(
+            [TopicPartition("events", p) for p in range(3)], timeout=20) if tp.offset >= 0}  # -1001: none yet
+        assert sum(committed.values()) == len(seen)
+        poll_until(len(seen) + 30)  # read after the last commit: these may be read again
+        read_uncommitted = len(seen) - sum(committed.values())
+
+        # the coordinator is the leader of the group's __consumer_offsets partition
+        p = partition_for(group, n_offsets)
+        old = zk.get_partition_states([("__consumer_offsets", p)])[("__consumer_offsets", p)]
+        assert old is not None and sorted(old.isr) == [1, 2, 3]
+        desc = admin.describe_consumer_groups([group])[group].result(30)
+        assert desc.coordinator.id == old.leader
+        killed = old.leader
+        brokers.kill(killed)
+        t_kill = time.monotonic()
+
+        survivors = AdminClient({"bootstrap.servers": brokers.bootstrap()})
+
+        def new_leader() -> int | None:
+            s = zk.get_partition_states([("__consumer_offsets", p)])[("__consumer_offsets", p)]
+            return s.leader if s is not None and s.leader not in (-1, killed) else None
+
+        leader = _wait("a new leader of the group's offsets partition", new_leader)
+
+        # the new coordinator loaded the group: its committed offsets are there (nothing acknowledged lost)
+        def kept() -> dict[int, int] | None:
+            try:
+                got = _offsets(survivors, group)
+            except KafkaException:
+                return None  # COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR while it moves
+            return got if got == committed else None
+
+        _wait("the committed offsets on the new coordinator", kept, interval=0.2)
+
+        # the live consumer re-forms the group there and reads on
+        def stable_on_new() -> bool:
+            assert consumer is not None
+            m = consumer.poll(0.2)
+            if m is not None and m.error() is None:
+                seen.append(m.value())
+            try:
+                d = survivors.describe_consumer_groups([group])[group].result(5)
+            except KafkaException:
+                return False
+            return d.coordinator.id == leader and d.state.name == "STABLE" and len(d.members) == 1
+
+        _wait("the group stable on the new coordinator", stable_on_new, timeout=45)
+        reformed_s = time.monotonic() - t_kill
+        poll_until(300, distinct=True)
+        # every record read; the only ones read twice are those read after the last commit
+        missing = sorted({f"e{i}".encode() for i in range(300)} - set(seen))
+        assert not missing, (missing, len(seen), read_uncommitted, committed)
+        assert len(seen) - 300 <= read_uncommitted, (len(seen), read_uncommitted)
+        for _ in range(50):  # the commit to the new coordinator (retriable errors while it settles)
+            try:
+                consumer.commit(asynchronous=False)
+                break
+            except KafkaException:
+                time.sleep(0.2)
+        assert _offsets(survivors, group) == {0: 100, 1: 100, 2: 100}
+        consumer.close()
+        consumer = None
+
+        # a new consumer in the group resumes from the committed offsets: only the records produced since
+        for i in range(300, 330):
+            producer.produce("events", value=f"e{i}".encode(), partition=i % 3)
+        assert producer.flush(30) == 0
+        consumer = Consumer(conf)
+        consumer.subscribe(["events"])
+        seen = []
+        poll_until(30)
+        end = time.monotonic() + 2
+        while time.monotonic() < end:  # nothing more arrives
+            m = consumer.poll(0.2)
+            if m is not None and m.error() is None:
+                seen.append(m.value())
+        assert sorted(seen) == sorted(f"e{i}".encode() for i in range(300, 330))
+        print(f"group stable on the new coordinator {reformed_s:.1f} s after kill -9 of broker {killed}")
+    finally:
+        if consumer is not None:
+            consumer.close()
+        zk.close()
