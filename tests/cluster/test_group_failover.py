@@ -83,6 +83,14 @@ def test_internal_topics_wait_for_their_replication_factor(brokers: BrokerProces
             assert got.port == brokers.ports[state.leader]
     finally:
         zk.close()
+        _kill_all(brokers)
+
+
+def _kill_all(brokers: BrokerProcesses) -> None:
+    """The end of a test: kill -9 (stopping three brokers together by SIGTERM makes each one's controlled
+    shutdown wait for the others, ~15 s of teardown)."""
+    for b in list(brokers.procs):
+        brokers.kill(b)
 
 
 def _offsets(admin: AdminClient, group: str) -> dict[int, int]:
@@ -211,3 +219,4 @@ def test_group_survives_the_kill_of_its_coordinator(brokers: BrokerProcesses, zk
         if consumer is not None:
             consumer.close()
         zk.close()
+        _kill_all(brokers)
