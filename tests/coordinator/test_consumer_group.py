@@ -138,11 +138,14 @@ def test_offset_commits_check_the_member_epoch() -> None:
     assert commit("", -1) is ErrorCode.unknown_member_id  # admin commits only into an empty group
 
 
-def test_classic_and_consumer_protocols_do_not_mix() -> None:
+def test_a_classic_join_into_a_consumer_group_is_one_group() -> None:
     d = Driver()
     d.hb("a", 0)
+    # a classic member joins the consumer group (KIP-848 online upgrade path): first its member id
     join = m.JoinGroupRequest("g", "", "consumer", (m.Protocol("range", b""),), 10_000, token=1)
-    assert d.gc.handle_join(join, 0).response(1).error is ErrorCode.inconsistent_group_protocol
+    assert d.gc.handle_join(join, 0).response(1).error is ErrorCode.member_id_required
+    bad = m.JoinGroupRequest("g", "", "connect", (m.Protocol("range", b""),), 10_000, token=2)
+    assert d.gc.handle_join(bad, 0).response(2).error is ErrorCode.inconsistent_group_protocol
     listed = d.gc.list_groups()
     assert [(g.group_id, g.group_type, g.state) for g in listed] == [("g", "consumer", "Stable")]
     [described] = d.gc.describe_groups(["g"])

@@ -30,6 +30,8 @@ class CoordinatorConfig:
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     # group.coordinator.rebalance.protocols: "consumer" enables KIP-848 groups
     rebalance_protocols: tuple[str, ...] = ("classic", "consumer")
+    # group.consumer.migration.policy: online upgrade / downgrade between classic and consumer groups
+    consumer_migration_policy: str = "bidirectional"
 
     KEYS = {
         "offsets.topic.num.partitions": "offsets_topic_num_partitions",
@@ -71,7 +73,15 @@ class CoordinatorConfig:
             if "classic" not in names or any(p not in ("classic", "consumer") for p in names):
                 raise ValueError("group.coordinator.rebalance.protocols must list classic, and may add consumer")
             lists["rebalance_protocols"] = tuple(names)
-        config = cls(**kwargs, **lists)  # type: ignore[arg-type]
+        strings: dict[str, str] = {}
+        policy = props.get("group.consumer.migration.policy")
+        if policy is not None:
+            policy = str(policy).strip().lower()
+            if policy not in ("disabled", "upgrade", "downgrade", "bidirectional"):
+                raise ValueError(f"group.consumer.migration.policy: {props['group.consumer.migration.policy']!r} "
+                                 "is not one of disabled, upgrade, downgrade, bidirectional")
+            strings["consumer_migration_policy"] = policy
+        config = cls(**kwargs, **lists, **strings)  # type: ignore[arg-type]
         if config.offsets_topic_num_partitions < 1:
             raise ValueError("offsets.topic.num.partitions must be >= 1")
         if config.group_min_session_timeout_ms > config.group_max_session_timeout_ms:

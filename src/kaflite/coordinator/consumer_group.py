@@ -28,6 +28,24 @@ Rules (Kafka's GroupMetadataManager.consumerGroupHeartbeat + CurrentAssignmentBu
   `__consumer_offsets` in Kafka's record formats (keys 3-8); loading replays them, and activation
   rebuilds the partition owners and gives every loaded member a fresh session timeout, so a group keeps
   its epochs and assignments across a broker restart.
+- classic-protocol members of a consumer group (KIP-848 online upgrade; Kafka's
+  classicGroup{Join,Sync,Heartbeat,Leave}ToConsumerGroup): a member that still speaks JoinGroup /
+  SyncGroup / Heartbeat is a member like the others, with its session timeout and supported protocols
+  kept (ClassicMemberMetadata). Its JoinGroup is its heartbeat: the subscription and owned partitions
+  inside the protocol metadata update the member, the group epoch goes up as for a heartbeat, and it is
+  reconciled at once; the answer has generation = its member epoch, protocol = its first protocol, no
+  leader (so it never assigns), and a v4+ join without member id first gets MEMBER_ID_REQUIRED. SyncGroup
+  (generation = member epoch, else ILLEGAL_GENERATION; REBALANCE_IN_PROGRESS if the group epoch moved on
+  and the member is not revoking) answers its assigned partitions, encoded in its subscription's
+  version. Heartbeat answers REBALANCE_IN_PROGRESS when the member must rejoin: its epoch is behind the
+  group epoch, it has partitions to revoke, or partitions it waits for are now free; it must then rejoin
+  within its rebalance timeout (join timer) and sync within it after joining (sync timer), or it is
+  removed. LeaveGroup removes classic members only (a consumer-protocol member is UNKNOWN_MEMBER_ID
+  there). OffsetCommit of a classic member may use any version; a wrong generation is ILLEGAL_GENERATION;
+- a member revoking partitions it already reported as not owned (an eager classic member rejoins owning
+  nothing) moves to the new epoch in the same step (Kafka's CurrentAssignmentBuilder.ownsRevokedPartitions);
+- removing a consumer-protocol member (leave, session or rebalance timeout) first asks `on_fence`, which
+  may downgrade the group to a classic group instead (kaflite.coordinator.group_migration).
 """
 
 from __future__ import annotations
@@ -35,12 +53,20 @@ from __future__ import annotations
 import functools
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kaflite.assign.types import TopicPartition
+from kaflite.protocol.consumer_protocol import (
+    ConsumerAssignment,
+    ConsumerProtocolError,
+    decode_subscription,
+    encode_assignment,
+)
 from kaflite.protocol.errors import ErrorCode
 
+from . import messages as m
 from .consumer_group_records import GroupLoader, diff, group_records, member_delta
 from .consumer_group_state import (
     LEAVE_EPOCH,
@@ -50,6 +76,7 @@ from .consumer_group_state import (
     UNRELEASED,
     UNREVOKED,
     Assignment,
+    ClassicMemberMetadata,
     ConsumerGroup,
     ConsumerMember,
 )
@@ -126,6 +153,11 @@ class ConsumerGroupManager:
         # group id -> ids of the members whose records may have changed (None: every member's)
         self._dirty: dict[str, set[str] | None] = {}
         self._written: dict[str, Any] = {}  # group id -> its records as last written
+        # the broker's topics (partition counts, ids) for requests that do not bring them (JoinGroup)
+        self.topic_source: Callable[[], tuple[Mapping[str, int], Mapping[str, uuid.UUID]]] = lambda: ({}, {})
+        # a consumer-protocol member is about to be removed: True if the owner converted the group instead
+        self.on_fence: Callable[[ConsumerGroup, str], bool] = lambda group, member_id: False
+        self._join_timers: set[tuple[str, str]] = set()  # classic members told to rejoin
 
     # --- persistence ------------------------------------------------------------------------------
     def replay(self, key: Any, value: Any) -> None:
@@ -206,7 +238,7 @@ class ConsumerGroupManager:
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             if group is None or req.member_id not in group.members:
                 return fail(ErrorCode.unknown_member_id, f"Member {req.member_id} is not a member of the group.")
-            self._remove(group, req.member_id)
+            self._fence(group, req.member_id)
             return ConsumerHeartbeatResponse(ErrorCode.none, req.member_id, req.member_epoch, 0)
         if req.subscribed_regex:
             try:
@@ -256,15 +288,8 @@ class ConsumerGroupManager:
                 member.rebalance_timeout_ms = req.rebalance_timeout_ms
             if req.rack_id is not None:  # null: unchanged (as every field of a later heartbeat)
                 member.rack_id = req.rack_id
-        subscriptions = {mid: subscription(mb, topics) for mid, mb in group.members.items()}
-        counts = {t: topics[t] for subs in subscriptions.values() for t in subs if t in topics}
-        if counts != group.topic_snapshot and group.assignment_epoch == group.group_epoch:
-            group.group_epoch += 1  # a subscribed topic appeared, vanished or grew
-        if group.assignment_epoch < group.group_epoch:
-            self._compute_target(group, counts, subscriptions)
-        self._reconcile(group, member, _flat(req.owned) if req.owned is not None else None)
+        self._refresh_and_reconcile(group, member, topics, _flat(req.owned) if req.owned is not None else None)
         self._schedule_session(group, member)
-        self._mark(group.group_id, member.member_id)
         assignment = None
         current = {t: ps for t, ps in member.assigned.items() if ps}
         if member.last_sent != current:
@@ -273,12 +298,205 @@ class ConsumerGroupManager:
         return ConsumerHeartbeatResponse(ErrorCode.none, member.member_id, member.member_epoch,
                                          self.heartbeat_interval_ms, assignment)
 
+    def _refresh_and_reconcile(self, group: ConsumerGroup, member: ConsumerMember, topics: Mapping[str, int],
+                               owned: set[tuple[str, int]] | None) -> None:
+        """Bring the target up to the group epoch (after a subscribed topic changed), reconcile `member`."""
+        subscriptions = {mid: subscription(mb, topics) for mid, mb in group.members.items()}
+        counts = {t: topics[t] for subs in subscriptions.values() for t in subs if t in topics}
+        if counts != group.topic_snapshot and group.assignment_epoch == group.group_epoch:
+            group.group_epoch += 1  # a subscribed topic appeared, vanished or grew
+        if group.assignment_epoch < group.group_epoch:
+            self._compute_target(group, counts, subscriptions)
+        self._reconcile(group, member, owned)
+        self._mark(group.group_id, member.member_id)
+
+    def adopt(self, group: ConsumerGroup) -> None:
+        """A group converted from a classic group (online upgrade): owners, sessions, every record written."""
+        self.groups[group.group_id] = group
+        group.owners = {}
+        for mid, mb in group.members.items():
+            for tp in _flat(mb.assigned):
+                group.owners[tp] = mid
+            self._schedule_session(group, mb)
+        self._mark(group.group_id, None)
+
+    # --- classic-protocol members (JoinGroup / SyncGroup / Heartbeat / LeaveGroup) ------------------
+
+    def classic_join(self, group: ConsumerGroup, req: m.JoinGroupRequest) -> m.JoinGroupResponse:
+        """JoinGroup of a classic member into this (non-empty) consumer group; answered at once."""
+        topics, ids = self.topic_source()
+        self.topic_ids.update(ids)
+        member_id = req.member_id or str(uuid.uuid4())
+
+        def fail(code: ErrorCode) -> m.JoinGroupResponse:
+            return m.JoinGroupResponse(code, member_id=req.member_id)
+
+        static = None
+        if req.group_instance_id is not None:
+            static = next((mb for mb in group.members.values() if mb.instance_id == req.group_instance_id), None)
+            if static is not None and req.member_id and static.member_id != req.member_id:
+                return fail(ErrorCode.fenced_instance_id)
+        if member_id not in group.members and static is None and len(group.members) >= self.max_size:
+            return fail(ErrorCode.group_max_size_reached)
+        names = [p.name for p in req.protocols]
+        if not self._supports_classic(group, member_id, req.protocol_type, names):
+            return fail(ErrorCode.inconsistent_group_protocol)
+        if not req.member_id and req.version >= 4 and req.group_instance_id is None:
+            # KIP-394 as for a classic group: the id first, the member joins with it
+            return m.JoinGroupResponse(ErrorCode.member_id_required, member_id=member_id)
+        try:
+            sub = decode_subscription(req.protocols[0].metadata)
+        except (ConsumerProtocolError, UnicodeDecodeError):
+            return fail(ErrorCode.unknown_server_error)  # Kafka: IllegalStateException, malformed metadata
+        if static is not None and static.member_id != member_id:
+            self._replace_static(group, static, member_id)
+        member = group.members.get(member_id)
+        if member is None:
+            member = group.members[member_id] = ConsumerMember(member_id, req.group_instance_id, req.client_id,
+                                                               req.client_host, req.rebalance_timeout_ms)
+            group.group_epoch += 1
+        if tuple(sub.topics) != member.subscribed:
+            member.subscribed = tuple(sub.topics)
+            group.group_epoch += 1
+        member.instance_id = req.group_instance_id
+        if sub.rack_id is not None:
+            member.rack_id = sub.rack_id
+        if req.rebalance_timeout_ms >= 0:
+            member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.client_id, member.client_host = req.client_id, req.client_host
+        member.classic = ClassicMemberMetadata(req.session_timeout_ms,
+                                               tuple((p.name, p.metadata) for p in req.protocols))
+        owned = {(tp.topic, tp.partition) for tp in sub.owned_partitions if tp.topic in topics}
+        self._refresh_and_reconcile(group, member, topics, owned)
+        self._cancel_join_timer(group.group_id, member_id)
+        self._schedule_session(group, member)
+        group_id = group.group_id
+        self._schedule(("cg-sync", group_id, member_id), self._now() + member.rebalance_timeout_ms,
+                       lambda: self._expire(group_id, member_id))
+        return m.JoinGroupResponse(ErrorCode.none, member_id=member_id, generation_id=member.member_epoch,
+                                   protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=req.protocols[0].name)
+
+    def classic_sync(self, group: ConsumerGroup, req: m.SyncGroupRequest) -> m.SyncGroupResponse:
+        member, error = self._classic_member(group, req.member_id, req.group_instance_id)
+        if member is None or member.classic is None:
+            return m.SyncGroupResponse(error)
+        if req.generation_id != member.member_epoch:
+            return m.SyncGroupResponse(ErrorCode.illegal_generation)
+        protocol = member.classic.protocols[0][0]
+        if (req.protocol_type is not None and req.protocol_type != CONSUMER_PROTOCOL_TYPE) or \
+                (req.protocol_name is not None and req.protocol_name != protocol):
+            return m.SyncGroupResponse(ErrorCode.inconsistent_group_protocol)
+        if group.group_epoch > member.member_epoch and member.state != UNREVOKED:
+            self._schedule_join_timer(group, member)  # a new rebalance: rejoin to catch up
+            return m.SyncGroupResponse(ErrorCode.rebalance_in_progress)
+        self._cancel(("cg-sync", group.group_id, member.member_id))
+        self._schedule_session(group, member)
+        return m.SyncGroupResponse(ErrorCode.none, classic_assignment(member, member.assigned),
+                                   CONSUMER_PROTOCOL_TYPE, protocol)
+
+    def classic_heartbeat(self, group: ConsumerGroup, req: m.HeartbeatRequest) -> ErrorCode:
+        member, error = self._classic_member(group, req.member_id, req.group_instance_id)
+        if member is None:
+            return error
+        if req.generation_id != member.member_epoch:
+            return ErrorCode.illegal_generation
+        self._schedule_session(group, member)
+        if member.member_epoch < group.group_epoch or member.state == UNREVOKED or (
+                member.state == UNRELEASED and not self._waiting_on_unreleased(group, member)):
+            self._schedule_join_timer(group, member)
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def classic_leave(self, group: ConsumerGroup, idents: tuple[m.MemberIdentity, ...]
+                      ) -> list[m.LeaveMemberResponse]:
+        out = []
+        for ident in idents:
+            if ident.group_instance_id is None:
+                member = group.members.get(ident.member_id)
+                error = ErrorCode.unknown_member_id if member is None or member.classic is None else ErrorCode.none
+            else:
+                member = next((mb for mb in group.members.values() if mb.instance_id == ident.group_instance_id),
+                              None)
+                if member is None:
+                    error = ErrorCode.unknown_member_id
+                elif ident.member_id and ident.member_id != member.member_id:
+                    error = ErrorCode.fenced_instance_id
+                else:
+                    error = ErrorCode.unknown_member_id if member.classic is None else ErrorCode.none
+            if member is not None and error is ErrorCode.none:
+                self._remove(group, member.member_id)
+                out.append(m.LeaveMemberResponse(member.member_id, ident.group_instance_id, error))
+            else:
+                out.append(m.LeaveMemberResponse(ident.member_id, ident.group_instance_id, error))
+        return out
+
+    def _classic_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None
+                        ) -> tuple[ConsumerMember | None, ErrorCode]:
+        if instance_id is None:
+            member = group.members.get(member_id)
+        else:
+            member = next((mb for mb in group.members.values() if mb.instance_id == instance_id), None)
+            if member is not None and member.member_id != member_id:
+                return None, ErrorCode.fenced_instance_id
+        if member is None or member.classic is None:  # a consumer-protocol member is unknown here
+            return None, ErrorCode.unknown_member_id
+        return member, ErrorCode.none
+
+    def _supports_classic(self, group: ConsumerGroup, member_id: str, protocol_type: str, names: list[str]) -> bool:
+        """Protocol type consumer and one of `names` supported by every other classic member."""
+        if protocol_type != CONSUMER_PROTOCOL_TYPE or not names:
+            return False
+        others = [{name for name, _ in mb.classic.protocols} for mid, mb in group.members.items()
+                  if mb.classic is not None and mid != member_id]
+        return any(all(name in o for o in others) for name in names)
+
+    def _replace_static(self, group: ConsumerGroup, old: ConsumerMember, new_id: str) -> None:
+        """A static member restarted with a new id takes its predecessor's place, epoch and partitions."""
+        old_id = old.member_id
+        self._mark(group.group_id, old_id)
+        self._cancel_member_timers(group.group_id, old_id)
+        del group.members[old_id]
+        old.member_id = new_id
+        group.members[new_id] = old
+        group.target[new_id] = group.target.pop(old_id, {})
+        for tp, owner in list(group.owners.items()):
+            if owner == old_id:
+                group.owners[tp] = new_id
+
+    def _waiting_on_unreleased(self, group: ConsumerGroup, member: ConsumerMember) -> bool:
+        pending = _flat(group.target.get(member.member_id, {})) - _flat(member.assigned)
+        return any(group.owners.get(tp) not in (None, member.member_id) for tp in pending)
+
+    def _schedule_join_timer(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        key = (group.group_id, member.member_id)
+        if key in self._join_timers:
+            return  # scheduled if absent: the first REBALANCE_IN_PROGRESS starts the clock
+        self._join_timers.add(key)
+        group_id, mid = key
+        self._schedule(("cg-join", group_id, mid), self._now() + member.rebalance_timeout_ms,
+                       lambda: self._expire(group_id, mid))
+
+    def _cancel_join_timer(self, group_id: str, member_id: str) -> None:
+        self._join_timers.discard((group_id, member_id))
+        self._cancel(("cg-join", group_id, member_id))
+
+    def _cancel_member_timers(self, group_id: str, member_id: str) -> None:
+        for kind in ("cg-session", "cg-revoke", "cg-sync"):
+            self._cancel((kind, group_id, member_id))
+        self._cancel_join_timer(group_id, member_id)
+
+    def cancel_timers(self, group: ConsumerGroup) -> None:
+        for mid in group.members:
+            self._cancel_member_timers(group.group_id, mid)
+
     def validate_offset_commit(self, group: ConsumerGroup, member_id: str, epoch: int, version: int) -> ErrorCode | None:
         if epoch < 0 and not member_id and not group.members:
             return None  # an admin commit into an empty group
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
+        if member.classic is not None:  # a classic member commits as in a classic group, any version
+            return None if epoch == member.member_epoch else ErrorCode.illegal_generation
         if version < 9:
             return ErrorCode.unsupported_version  # members of the new protocol commit with v9+
         if epoch > member.member_epoch:
@@ -322,6 +540,13 @@ class ConsumerGroupManager:
         target = _flat(group.target.get(mid, {}))
         assigned = _flat(member.assigned)
         revoke = assigned - target
+        if revoke and owned is not None and not owned & revoke:
+            # it already gave them up (an eager classic member rejoins owning nothing): no revocation step
+            for tp in revoke:
+                if group.owners.get(tp) == mid:
+                    del group.owners[tp]
+            assigned -= revoke
+            revoke = set()
         if revoke:
             member.assigned = _group(assigned & target)
             member.pending_revocation = _group(revoke)
@@ -341,12 +566,17 @@ class ConsumerGroupManager:
 
     def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         group_id, mid = group.group_id, member.member_id
-        self._schedule(("cg-session", group_id, mid), self._now() + self.session_timeout_ms,
-                       lambda: self._expire(group_id, mid))
+        timeout = member.classic.session_timeout_ms if member.classic is not None else self.session_timeout_ms
+        self._schedule(("cg-session", group_id, mid), self._now() + timeout, lambda: self._expire(group_id, mid))
 
     def _expire(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
         if group is not None and member_id in group.members:
+            self._fence(group, member_id)
+
+    def _fence(self, group: ConsumerGroup, member_id: str) -> None:
+        """Remove a member, unless the owner downgrades the group to a classic group instead."""
+        if not self.on_fence(group, member_id):
             self._remove(group, member_id)
 
     def _remove(self, group: ConsumerGroup, member_id: str) -> None:
@@ -355,6 +585,19 @@ class ConsumerGroupManager:
         group.target.pop(member_id, None)
         for tp in [tp for tp, owner in group.owners.items() if owner == member_id]:
             del group.owners[tp]
-        self._cancel(("cg-session", group.group_id, member_id))
-        self._cancel(("cg-revoke", group.group_id, member_id))
+        self._cancel_member_timers(group.group_id, member_id)
         group.group_epoch += 1
+
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+def classic_assignment(member: ConsumerMember, assigned: Mapping[str, Iterable[int]]) -> bytes:
+    """Partitions as a consumer-protocol Assignment in the version of the member's subscription (Kafka:
+    ConsumerProtocol.deserializeVersion of its first protocol's metadata), at most 3."""
+    version = 0
+    if member.classic is not None and member.classic.protocols:
+        metadata = member.classic.protocols[0][1]
+        version = min(max(int.from_bytes(metadata[:2], "big", signed=True), 0), 3) if len(metadata) >= 2 else 0
+    tps = [TopicPartition(t, p) for t, ps in sorted(assigned.items()) for p in sorted(ps)]
+    return encode_assignment(ConsumerAssignment(tps), version=version)

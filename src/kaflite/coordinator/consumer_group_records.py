@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from .consumer_group_state import Assignment, ConsumerGroup, ConsumerMember
+from .consumer_group_state import Assignment, ClassicMemberMetadata, ConsumerGroup, ConsumerMember
 from .consumer_records import (
     MEMBER_STATE_NAMES,
     MEMBER_STATES,
@@ -49,6 +49,12 @@ def _by_name(tps: TopicPartitions, names: Mapping[uuid.UUID, str]) -> Assignment
     return {names[i]: frozenset(ps) for i, ps in tps if i in names and ps}
 
 
+def _member_value(mb: ConsumerMember) -> ConsumerGroupMemberMetadataValue:
+    classic = None if mb.classic is None else (mb.classic.session_timeout_ms, mb.classic.protocols)
+    return ConsumerGroupMemberMetadataValue(mb.instance_id, mb.rack_id, mb.client_id, mb.client_host, mb.subscribed,
+                                            mb.subscribed_regex, mb.rebalance_timeout_ms, mb.server_assignor, classic)
+
+
 def group_records(group: ConsumerGroup, ids: Mapping[str, uuid.UUID]) -> GroupRecords:
     """Every record of a group's current state, in the order Kafka writes a new group's."""
     g = group.group_id
@@ -56,9 +62,7 @@ def group_records(group: ConsumerGroup, ids: Mapping[str, uuid.UUID]) -> GroupRe
     out[ConsumerGroupPartitionMetadataKey(g)] = ConsumerGroupPartitionMetadataValue(
         tuple((ids[t], t, n) for t, n in sorted(group.topic_snapshot.items()) if t in ids))
     for mid, mb in group.members.items():
-        out[ConsumerGroupMemberMetadataKey(g, mid)] = ConsumerGroupMemberMetadataValue(
-            mb.instance_id, mb.rack_id, mb.client_id, mb.client_host, mb.subscribed, mb.subscribed_regex,
-            mb.rebalance_timeout_ms, mb.server_assignor)
+        out[ConsumerGroupMemberMetadataKey(g, mid)] = _member_value(mb)
     out[ConsumerGroupTargetAssignmentMetadataKey(g)] = ConsumerGroupTargetAssignmentMetadataValue(
         group.assignment_epoch)
     for mid in group.members:
@@ -95,9 +99,7 @@ def member_delta(group: ConsumerGroup, members: set[str], ids: Mapping[str, uuid
             removed += [ConsumerGroupCurrentMemberAssignmentKey(g, mid), ConsumerGroupTargetAssignmentMemberKey(g, mid),
                         ConsumerGroupMemberMetadataKey(g, mid)]
             continue
-        records[ConsumerGroupMemberMetadataKey(g, mid)] = ConsumerGroupMemberMetadataValue(
-            mb.instance_id, mb.rack_id, mb.client_id, mb.client_host, mb.subscribed, mb.subscribed_regex,
-            mb.rebalance_timeout_ms, mb.server_assignor)
+        records[ConsumerGroupMemberMetadataKey(g, mid)] = _member_value(mb)
         records[ConsumerGroupTargetAssignmentMemberKey(g, mid)] = ConsumerGroupTargetAssignmentMemberValue(
             _by_id(group.target.get(mid, {}), ids))
         records[ConsumerGroupCurrentMemberAssignmentKey(g, mid)] = ConsumerGroupCurrentMemberAssignmentValue(
@@ -163,6 +165,8 @@ class GroupLoader:
             mb.subscribed_regex = value.subscribed_topic_regex
             mb.rebalance_timeout_ms = value.rebalance_timeout_ms
             mb.server_assignor = value.server_assignor
+            classic = value.classic_member_metadata
+            mb.classic = None if classic is None else ClassicMemberMetadata(classic[0], classic[1])
             if value.server_assignor:
                 group.assignor = value.server_assignor
         elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):

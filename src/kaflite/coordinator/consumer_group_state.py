@@ -16,6 +16,7 @@ __all__ = [
     "UNRELEASED",
     "UNREVOKED",
     "Assignment",
+    "ClassicMemberMetadata",
     "ConsumerGroup",
     "ConsumerMember",
 ]
@@ -26,6 +27,14 @@ SERVER_ASSIGNORS = ("uniform", "range")  # group.remote.assignor names (kaflite.
 STABLE, UNREVOKED, UNRELEASED = "STABLE", "UNREVOKED_PARTITIONS", "UNRELEASED_PARTITIONS"
 LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
 
+
+@dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a member that still speaks the classic protocol (JoinGroup / SyncGroup / Heartbeat) brought
+    with its JoinGroup (Kafka's ConsumerGroupMemberMetadataValue.ClassicMemberMetadata)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, subscription metadata), in the member's order
 
 
 @dataclass(slots=True)
@@ -45,6 +54,11 @@ class ConsumerMember:
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
     last_sent: Assignment | None = None
+    classic: ClassicMemberMetadata | None = None  # set: the member uses the classic protocol
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
 
 @dataclass(slots=True)

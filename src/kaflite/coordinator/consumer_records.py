@@ -18,8 +18,9 @@ empty tagged-field section after every struct):
                                                                             state int8, assigned [...],
                                                                             pending revocation [...]}
 
-A null value is a tombstone. Unknown tagged fields (ClassicMemberMetadata, tag 0 of key 5's value) are
-skipped when read and never written.
+A null value is a tombstone. Key 5's value carries tag 0, ClassicMemberMetadata {session timeout int32,
+supported protocols [{name, metadata bytes}]}, for a member that still uses the classic protocol (a
+classic group upgraded online, KIP-848); other unknown tagged fields are skipped when read.
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ class ConsumerGroupMemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    # tag 0: (session timeout ms, ((protocol name, metadata), ...)) of a classic-protocol member
+    classic_member_metadata: tuple[int, tuple[tuple[str, bytes], ...]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +200,14 @@ def encode_consumer_value(value: ConsumerRecordValue) -> bytes:
         out += _compact_string(value.subscribed_topic_regex)
         out += struct.pack(">i", value.rebalance_timeout_ms)
         out += _compact_string(value.server_assignor)
+        if value.classic_member_metadata is not None:
+            session, protocols = value.classic_member_metadata
+            field = bytearray(struct.pack(">i", session) + _uvarint(len(protocols) + 1))
+            for name, metadata in protocols:
+                field += _compact_string(name) + _uvarint(len(metadata) + 1) + metadata + b"\x00"
+            field += b"\x00"
+            out += _uvarint(1) + _uvarint(0) + _uvarint(len(field)) + field  # one tagged field: tag 0
+            return bytes(out)
     elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
         out += struct.pack(">i", value.assignment_epoch)
     elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
@@ -256,10 +267,12 @@ class _Reader:
     def uuid(self) -> uuid.UUID:
         return uuid.UUID(bytes=bytes(self.take(16)))
 
-    def tagged_fields(self) -> None:
+    def tagged_fields(self) -> dict[int, bytes]:
+        out = {}
         for _ in range(self.uvarint()):
-            self.uvarint()
-            self.take(self.uvarint())
+            tag = self.uvarint()
+            out[tag] = bytes(self.take(self.uvarint()))
+        return out
 
     def topic_partitions(self) -> TopicPartitions:
         out = []
@@ -311,8 +324,20 @@ def decode_consumer_value(key: ConsumerRecordKey, data: bytes | None) -> Consume
         names = tuple(r.string() for _ in range(r.array()))
         regex = r.compact_string()
         (rebalance,) = r.unpack(">i")
-        value = ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host, names, regex,
-                                                 rebalance, r.compact_string())
+        assignor = r.compact_string()
+        classic = None
+        tagged = r.tagged_fields()
+        if 0 in tagged:
+            t = _Reader(tagged[0])
+            (session,) = t.unpack(">i")
+            protocols = []
+            for _ in range(t.array()):
+                name = t.string()
+                protocols.append((name, bytes(t.take(t.array()))))
+                t.tagged_fields()
+            classic = (session, tuple(protocols))
+        return ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host, names, regex,
+                                                rebalance, assignor, classic)
     elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
         value = ConsumerGroupTargetAssignmentMetadataValue(r.unpack(">i")[0])
     elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):

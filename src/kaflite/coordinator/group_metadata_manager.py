@@ -23,7 +23,11 @@ Rules (the rebalance protocol, Kafka's classic GroupMetadataManager):
   UNKNOWN_MEMBER_ID; instance mapped to another member id -> FENCED_INSTANCE_ID; generation mismatch
   -> ILLEGAL_GENERATION; then REBALANCE_IN_PROGRESS where the state requires it.
 - KIP-848 groups (ConsumerGroupHeartbeat) live in `consumer` (kaflite.coordinator.consumer_group); a
-  group id is either classic or consumer, an empty group of one kind may become the other.
+  group id is either classic or consumer, an empty group of one kind may become the other. A non-empty
+  group changes kind online (kaflite.coordinator.group_migration): a consumer-protocol member joining a
+  classic group upgrades it, and classic JoinGroup / SyncGroup / Heartbeat / LeaveGroup into a non-empty
+  consumer group are served by the consumer group (its classic-protocol members); the last
+  consumer-protocol member leaving a group of classic members downgrades it.
 """
 
 from __future__ import annotations
@@ -44,6 +48,13 @@ from .consumer_group import (
     ConsumerHeartbeatResponse,
 )
 from .group import ClassicGroup, ClassicGroupMember
+from .group_migration import (
+    MigrationError,
+    can_downgrade,
+    can_upgrade,
+    classic_group_from_consumer,
+    consumer_group_from_classic,
+)
 from .records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from .shard_context import ShardContext
 from .state import GroupState, IllegalStateError, can_rebalance
@@ -62,6 +73,7 @@ class GroupMetadataManager:
                                              config.consumer_heartbeat_interval_ms, config.consumer_max_size,
                                              config.consumer_assignors)
         self.consumer.is_active = lambda: ctx.active
+        self.consumer.on_fence = self._maybe_downgrade
 
     # === loading ====================================================================================
 
@@ -127,8 +139,8 @@ class GroupMetadataManager:
         is_unknown = req.member_id == m.UNKNOWN_MEMBER_ID
         other = self.consumer.groups.get(group_id)
         if other is not None:
-            if other.members:  # a group of the new protocol: classic members cannot join it
-                return fail(ErrorCode.inconsistent_group_protocol)
+            if other.members:  # a consumer group: the member joins it as a classic-protocol member
+                return self.ctx.respond(token, self.consumer.classic_join(other, req))
             self.consumer.drop(group_id)
         group = self.groups.get(group_id)
         is_new_group = group is None
@@ -433,6 +445,11 @@ class GroupMetadataManager:
 
         if not self.ctx.active:
             return fail(ErrorCode.coordinator_not_available)
+        consumer_group = self.consumer.groups.get(req.group_id)
+        if consumer_group is not None:
+            if not consumer_group.members:
+                return fail(ErrorCode.unknown_member_id)
+            return self.ctx.respond(req.token, self.consumer.classic_sync(consumer_group, req))
         group = self.groups.get(req.group_id)
         if group is None:
             return fail(ErrorCode.unknown_member_id)
@@ -510,6 +527,9 @@ class GroupMetadataManager:
     def heartbeat(self, req: m.HeartbeatRequest) -> ErrorCode:
         if not self.ctx.active:
             return ErrorCode.coordinator_not_available
+        consumer_group = self.consumer.groups.get(req.group_id)
+        if consumer_group is not None:
+            return self.consumer.classic_heartbeat(consumer_group, req)
         group = self.groups.get(req.group_id)
         if group is None:
             return ErrorCode.unknown_member_id
@@ -533,6 +553,9 @@ class GroupMetadataManager:
     def leave(self, req: m.LeaveGroupRequest) -> m.LeaveGroupResponse:
         if not self.ctx.active:
             return m.LeaveGroupResponse(ErrorCode.coordinator_not_available)
+        consumer_group = self.consumer.groups.get(req.group_id)
+        if consumer_group is not None:
+            return m.LeaveGroupResponse(ErrorCode.none, tuple(self.consumer.classic_leave(consumer_group, req.members)))
         group = self.groups.get(req.group_id)
         if group is None:
             return m.LeaveGroupResponse(ErrorCode.unknown_member_id)
@@ -577,12 +600,59 @@ class GroupMetadataManager:
         classic = self.groups.get(req.group_id)
         if not self.ctx.active:
             return ConsumerHeartbeatResponse(ErrorCode.coordinator_not_available)
-        if classic is not None and classic.members:
+        if classic is not None and classic.members and not (
+                req.member_epoch == 0 and self._upgrade(classic, topics)):
             return ConsumerHeartbeatResponse(ErrorCode.group_id_not_found,
                                              error_message=f"Group {req.group_id} is not a consumer group.")
-        if classic is not None and req.member_epoch == 0:
-            del self.groups[req.group_id]  # an empty classic group becomes a consumer group
+        if classic is not None and not classic.members and req.member_epoch == 0:
+            # an empty classic group is replaced by the consumer group (its record tombstoned, as Kafka)
+            self.ctx.append(GroupMetadataKey(req.group_id), None)
+            self.groups.pop(req.group_id, None)
         return self.consumer.heartbeat(req, topics)
+
+    # === online migration (kaflite.coordinator.group_migration) =====================================
+
+    def _upgrade(self, classic: ClassicGroup, topics: Mapping[str, int]) -> bool:
+        """Convert a non-empty classic group into a consumer group; False when not allowed."""
+        config = self.ctx.config
+        if not can_upgrade(config.consumer_migration_policy, classic, config.consumer_max_size):
+            return False
+        try:
+            converted = consumer_group_from_classic(classic, topics, self.consumer.assignors[0])
+        except MigrationError:
+            return False
+        group_id = classic.group_id
+        for member in list(classic.members.values()):
+            # parked requests: a new rebalance is coming, rejoin (now as classic members of the consumer group)
+            self._complete_join(classic, member, m.JoinGroupResponse(ErrorCode.rebalance_in_progress,
+                                                                     member_id=member.member_id))
+            self._complete_sync(classic, member, m.SyncGroupResponse(ErrorCode.rebalance_in_progress))
+            self.ctx.cancel(("heartbeat", group_id, member.member_id))
+        for member_id in classic.pending_join_members:
+            self.ctx.cancel(("heartbeat", group_id, member_id))
+        self.ctx.cancel(("join", group_id))
+        self.ctx.cancel(("sync", group_id))
+        self.ctx.append(GroupMetadataKey(group_id), None)  # the classic group's tombstone first
+        self.groups.pop(group_id, None)
+        self.consumer.adopt(converted)
+        return True
+
+    def _maybe_downgrade(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
+        """The consumer-protocol member `leaving_member_id` goes: convert the group back to a classic group
+        when only classic members remain and the policy allows it (else False: the caller removes it)."""
+        config = self.ctx.config
+        if not can_downgrade(config.consumer_migration_policy, group, leaving_member_id, config.group_max_size):
+            return False
+        classic = classic_group_from_consumer(group, leaving_member_id, self.ctx.now)
+        self.consumer.cancel_timers(group)
+        self.consumer.drop(group.group_id)
+        self.flush_consumer_records()  # the consumer group's tombstones before the classic record
+        self.groups[group.group_id] = classic
+        self._append_group_metadata(classic, {mid: mem.assignment for mid, mem in classic.members.items()})
+        for member in classic.members.values():
+            self._schedule_heartbeat(classic, member.member_id, member.session_timeout_ms)
+        self._prepare_rebalance(classic)  # the members rejoin and their leader assigns
+        return True
 
     # === admin ======================================================================================
 

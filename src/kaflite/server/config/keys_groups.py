@@ -11,6 +11,7 @@ from kaflite.server.config.definitions import (
     AtLeast,
     Between,
     ConfigKey,
+    Custom,
     ListOf,
     _k,
 )
@@ -21,6 +22,10 @@ __all__ = ["KEYS", "NOT_READ"]
 # implementations answer to (kaflite.assign's server assignors)
 _ASSIGNORS = ("uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
               "org.apache.kafka.coordinator.group.assignor.RangeAssignor")
+
+_MIGRATION_POLICY = Custom(
+    lambda v: v is None or str(v).strip().lower() in ("disabled", "upgrade", "downgrade", "bidirectional"),
+    "one of disabled, upgrade, downgrade, bidirectional (case-insensitive)")
 
 KEYS: list[ConfigKey] = [
     _k(
@@ -140,6 +145,15 @@ KEYS: list[ConfigKey] = [
         "ConsumerGroupDescribe, answered UNSUPPORTED_VERSION and not advertised without it).",
         ListOf(("classic", "consumer")),
         kafka_default="classic,consumer",
+    ),
+    _k(
+        "group.consumer.migration.policy",
+        "string",
+        "bidirectional",
+        "Online migration between classic and KIP-848 consumer groups: upgrade (a consumer-protocol member "
+        "joining a classic group converts it), downgrade (the last consumer-protocol member leaving converts "
+        "it back), bidirectional, or disabled (case-insensitive).",
+        _MIGRATION_POLICY,
     ),
 ]
 

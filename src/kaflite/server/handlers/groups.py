@@ -159,7 +159,15 @@ class GroupService:
             self._new_shard, self.writer, broker.now_ms, "group coordinator")
 
     def _new_shard(self, partition: int) -> GroupCoordinator:
-        return GroupCoordinator(self.config, active=False)
+        shard = GroupCoordinator(self.config, active=False)
+        # a classic member's JoinGroup into a consumer group recomputes its target from the broker's topics
+        shard.consumer.topic_source = self._topics
+        return shard
+
+    def _topics(self) -> tuple[dict[str, int], dict[str, Any]]:
+        topics = self.broker.metadata.topics
+        return ({name: t.num_partitions for name, t in topics.items() if not t.internal},
+                {name: t.topic_id for name, t in topics.items() if not t.internal})
 
     # --- lifecycle ------------------------------------------------------------------------------
 
