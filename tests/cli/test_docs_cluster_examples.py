@@ -59,6 +59,8 @@ def test_cluster_examples_are_found() -> None:
     assert any(c.startswith("kaflite cluster status") for c in commands)
     assert any(c.startswith("kaflite leader-election") for c in commands)
     assert any(c.startswith("kaflite topics describe") for c in commands)
+    assert {a for c in commands for a in re.findall(r"^kaflite reassign-partitions --(\w+)", c)} == {
+        "generate", "execute", "verify", "cancel", "list"}
     assert ids_by_count("\tLeader: 2\tReplicas: 2,0,1\tIsr: 2,0") == "\tLeader: <id>\tReplicas: <3 ids>\tIsr: <2 ids>"
 
 

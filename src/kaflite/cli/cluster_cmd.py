@@ -46,11 +46,12 @@ class ApiRange:
 
 
 def register(app: typer.Typer) -> None:
-    from kaflite.cli import cluster_up, leader_election_cmd
+    from kaflite.cli import cluster_up, leader_election_cmd, reassign_cmd
 
     cluster_up.register_commands(cluster_app)
     app.add_typer(cluster_app, name="cluster")
     leader_election_cmd.register(app)
+    reassign_cmd.register(app)
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:
