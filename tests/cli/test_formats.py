@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kaflite.cli.console import format_record
-from kaflite.cli.topics import PartitionInfo, TopicInfo, describe_lines
+from kaflite.cli.topics import PartitionFilter, PartitionInfo, TopicInfo, describe_lines
 
 
 def test_describe_lines_match_kafka_topics() -> None:
@@ -33,6 +33,32 @@ def test_describe_lines_without_id_leader_or_isr() -> None:
     assert describe_lines(TopicInfo("t", "AAAAAAAAAAAAAAAAAAAAAA", [], {}))[0].startswith(
         "Topic: t\tPartitionCount: 0"
     )
+
+
+def test_partition_reports_as_kafka_topics() -> None:
+    # p0 in sync; p1 under-replicated, at min ISR; p2 led by a dead broker; p3 offline; p4 ISR below min
+    info = TopicInfo("t", None, [
+        PartitionInfo(0, 1, [1, 2, 3], [1, 2, 3]),
+        PartitionInfo(1, 2, [2, 3, 1], [2, 3]),
+        PartitionInfo(2, 9, [9, 1, 2], [9, 1, 2]),
+        PartitionInfo(3, -1, [3, 1, 2], [3]),
+        PartitionInfo(4, 1, [1, 2, 3], [1]),
+    ], {}, min_isr=2)
+    live = frozenset({1, 2, 3})
+
+    def shown(only: PartitionFilter) -> list[int]:
+        lines = describe_lines(info, only)
+        assert all(line.startswith("\tTopic: t\tPartition: ") for line in lines)  # no topic line
+        return [int(line.split("Partition: ")[1].split("\t")[0]) for line in lines]
+
+    assert shown(PartitionFilter(under_replicated=True)) == [1, 3, 4]
+    assert shown(PartitionFilter(unavailable=True, live_brokers=live)) == [2, 3]
+    assert shown(PartitionFilter(under_min_isr=True)) == [3, 4]  # no leader counts as under min ISR
+    assert shown(PartitionFilter(at_min_isr=True)) == [1]
+    assert shown(PartitionFilter(under_replicated=True, unavailable=True, live_brokers=live)) == [1, 2, 3, 4]
+    assert describe_lines(info, PartitionFilter(under_replicated=True))[0] == (
+        "\tTopic: t\tPartition: 1\tLeader: 2\tReplicas: 2,3,1\tIsr: 2,3")
+    assert len(describe_lines(info, PartitionFilter())) == 6  # no report: the topic line and every partition
 
 
 @dataclass

@@ -239,9 +239,22 @@ def test_status_shows_offline_and_under_replicated_and_preferred_election_moves_
                           out, re.M)) == 3, out
     failing = _kaflite("cluster", "status", "--fail-on-problem", "-b", others)
     assert failing.returncode == 1
+    # kafka-topics.sh's reports: only those partitions, no topic lines
+    under = _kaflite("topics", "describe", "--under-replicated-partitions", "-b", others)
+    assert under.returncode == 0, under.stderr
+    assert len(under.stdout.splitlines()) == 3, under.stdout
+    assert all(re.fullmatch(r"\tTopic: wide\tPartition: \d\tLeader: [12]\tReplicas: [\d,]+\tIsr: [12],[12]", line)
+               for line in under.stdout.splitlines()), under.stdout
+    unavailable = _kaflite("topics", "describe", "--unavailable-partitions", "-b", others)
+    assert unavailable.returncode == 0, unavailable.stderr
+    assert re.fullmatch(r"\tTopic: solo\tPartition: \d\tLeader: none\tReplicas: 0\tIsr: 0\n", unavailable.stdout), \
+        unavailable.stdout
 
     brokers.start(0, "replica.lag.time.max.ms=3000")
     _wait_status(bootstrap, r"^Offline partitions: 0$.*^Under-replicated partitions: 0$", 90)
+    clear = _kaflite("topics", "describe", "--under-replicated-partitions", "--unavailable-partitions", "-b",
+                     bootstrap)
+    assert (clear.returncode, clear.stdout) == (0, "")
     described = _kaflite("topics", "describe", "wide", "-b", bootstrap).stdout
     rows = re.findall(r"Partition: (\d+)\tLeader: (\d+)\tReplicas: ([\d,]+)\tIsr: ([\d,]+)", described)
     moved = sorted(f"wide-{p}" for p, leader, replicas, _ in rows if replicas.split(",")[0] != leader)

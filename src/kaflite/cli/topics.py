@@ -11,6 +11,7 @@ where Configs lists the entries that are not at their default (Kafka's `!ConfigE
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -32,7 +33,7 @@ from kaflite.cli.common import (
     topics_given,
 )
 
-__all__ = ["PartitionInfo", "TopicInfo", "describe_lines", "register"]
+__all__ = ["PartitionFilter", "PartitionInfo", "TopicInfo", "describe_lines", "register"]
 
 topics_app = typer.Typer(
     help="Create, list, describe, alter and delete topics (like kafka-topics.sh).", no_args_is_help=True
@@ -190,21 +191,53 @@ class TopicInfo:
     topic_id: str | None
     partitions: list[PartitionInfo]
     configs: dict[str, str]  # the entries not at their default
+    min_isr: int = 1  # the topic's effective min.insync.replicas
 
     @property
     def replication_factor(self) -> int:
         return len(self.partitions[0].replicas) if self.partitions else 0
 
 
-def describe_lines(info: TopicInfo) -> list[str]:
-    """kafka-topics.sh --describe's lines for one topic."""
-    head = f"Topic: {info.name}"
-    if info.topic_id and info.topic_id != "AAAAAAAAAAAAAAAAAAAAAA":  # Kafka omits the zero Uuid
-        head += f"\tTopicId: {info.topic_id}"
-    head += f"\tPartitionCount: {len(info.partitions)}\tReplicationFactor: {info.replication_factor}"
-    head += "\tConfigs: " + ",".join(f"{k}={v}" for k, v in info.configs.items())
-    lines = [head]
+@dataclass(frozen=True)
+class PartitionFilter:
+    """kafka-topics.sh --describe's partition reports; none set = describe everything (with the topic
+    lines); several set = the partitions matching any of them, without the topic lines (as Kafka)."""
+
+    under_replicated: bool = False  # ISR smaller than the replica list
+    unavailable: bool = False  # no leader, or a leader that is not a live broker
+    under_min_isr: bool = False  # no leader, or ISR smaller than min.insync.replicas
+    at_min_isr: bool = False  # ISR exactly min.insync.replicas
+    live_brokers: frozenset[int] = frozenset()
+
+    @property
+    def active(self) -> bool:
+        return self.under_replicated or self.unavailable or self.under_min_isr or self.at_min_isr
+
+    def matches(self, p: PartitionInfo, min_isr: int) -> bool:
+        if not self.active:
+            return True
+        has_leader = p.leader is not None and p.leader >= 0
+        return (
+            (self.under_replicated and len(p.isr) < len(p.replicas))
+            or (self.unavailable and (not has_leader or p.leader not in self.live_brokers))
+            or (self.under_min_isr and (not has_leader or len(p.isr) < min_isr))
+            or (self.at_min_isr and len(p.isr) == min_isr)
+        )
+
+
+def describe_lines(info: TopicInfo, only: PartitionFilter | None = None) -> list[str]:
+    """kafka-topics.sh --describe's lines for one topic (with a report filter: its partitions only)."""
+    lines = []
+    if only is None or not only.active:
+        head = f"Topic: {info.name}"
+        if info.topic_id and info.topic_id != "AAAAAAAAAAAAAAAAAAAAAA":  # Kafka omits the zero Uuid
+            head += f"\tTopicId: {info.topic_id}"
+        head += f"\tPartitionCount: {len(info.partitions)}\tReplicationFactor: {info.replication_factor}"
+        head += "\tConfigs: " + ",".join(f"{k}={v}" for k, v in info.configs.items())
+        lines.append(head)
     for p in sorted(info.partitions, key=lambda p: p.partition):
+        if only is not None and not only.matches(p, info.min_isr):
+            continue
         leader = "none" if p.leader is None or p.leader < 0 else str(p.leader)
         lines.append(
             f"\tTopic: {info.name}\tPartition: {p.partition}\tLeader: {leader}"
@@ -221,11 +254,15 @@ def _describe_topics(admin: Any, names: list[str], timeout: float) -> list[Topic
     resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
     config_futures = admin.describe_configs(resources, request_timeout=timeout) if resources else {}
     configs_by_topic: dict[str, dict[str, str]] = {}
+    min_isr: dict[str, int] = {}
     for resource, future in config_futures.items():
         try:
             entries = future.result(timeout=timeout)
         except Exception:  # a broker without DescribeConfigs: describe the partitions anyway
             entries = {}
+        entry = entries.get("min.insync.replicas")
+        if entry is not None and entry.value is not None and str(entry.value).isdigit():
+            min_isr[resource.name] = int(entry.value)
         configs_by_topic[resource.name] = {
             name: entry.value
             for name, entry in sorted(entries.items())
@@ -239,7 +276,8 @@ def _describe_topics(admin: Any, names: list[str], timeout: float) -> list[Topic
         partitions = [
             PartitionInfo(p.id, p.leader, list(p.replicas), list(p.isrs)) for p in md.partitions.values()
         ]
-        out.append(TopicInfo(name, topic_ids.get(name), partitions, configs_by_topic.get(name, {})))
+        out.append(TopicInfo(name, topic_ids.get(name), partitions, configs_by_topic.get(name, {}),
+                             min_isr.get(name, 1)))
     return out
 
 
@@ -281,11 +319,33 @@ def describe(
             "kafka-get-offsets.sh / rpk topic describe -p.",
         ),
     ] = False,
+    under_replicated: Annotated[
+        bool, typer.Option("--under-replicated-partitions",
+                           help="Only partitions whose ISR is smaller than their replica list.")
+    ] = False,
+    unavailable: Annotated[
+        bool, typer.Option("--unavailable-partitions",
+                           help="Only partitions without a leader, or whose leader is not a live broker.")
+    ] = False,
+    under_min_isr: Annotated[
+        bool, typer.Option("--under-min-isr-partitions",
+                           help="Only partitions whose ISR is smaller than the topic's min.insync.replicas.")
+    ] = False,
+    at_min_isr: Annotated[
+        bool, typer.Option("--at-min-isr-partitions",
+                           help="Only partitions whose ISR is exactly the topic's min.insync.replicas.")
+    ] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = 15.0,
 ) -> None:
-    """Describe topics: partitions, leaders, replicas, ISR and non-default configs (--offsets: offsets)."""
+    """Describe topics: partitions, leaders, replicas, ISR and non-default configs (--offsets: offsets;
+    --under-replicated-partitions and the other reports: only the partitions in that state, as
+    kafka-topics.sh)."""
     topics = topics_given(topics_arg, topics_opt)
+    only = PartitionFilter(under_replicated, unavailable, under_min_isr, at_min_isr)
+    if only.active and offsets:
+        fail("--offsets cannot be combined with the partition reports (--under-replicated-partitions ...)",
+             EXIT_USAGE)
     admin = admin_client(bootstrap_server)
     if topics:
         names = list(dict.fromkeys(topics))
@@ -299,6 +359,12 @@ def describe(
         raise
     except Exception as err:
         fail(f"describing topics: {describe_exception(err)}")
+    if only.unavailable:
+        try:
+            live = frozenset(admin.list_topics(timeout=timeout).brokers)
+        except Exception as err:
+            fail(f"listing the live brokers: {describe_exception(err)}")
+        only = dataclasses.replace(only, live_brokers=live)
     if offsets:
         rows = partition_offsets(admin, [(i.name, p.partition) for i in infos for p in i.partitions], timeout)
         if output_json:
@@ -310,6 +376,9 @@ def describe(
                 typer.echo(line)
         return
     for info in infos:
+        shown = [p for p in info.partitions if only.matches(p, info.min_isr)]
+        if only.active and not shown:
+            continue
         if output_json:
             typer.echo(
                 json.dumps(
@@ -326,13 +395,13 @@ def describe(
                                 "replicas": p.replicas,
                                 "isr": p.isr,
                             }
-                            for p in sorted(info.partitions, key=lambda p: p.partition)
+                            for p in sorted(shown, key=lambda p: p.partition)
                         ],
                     }
                 )
             )
         else:
-            for line in describe_lines(info):
+            for line in describe_lines(info, only):
                 typer.echo(line)
 
 
