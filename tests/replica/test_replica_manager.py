@@ -125,6 +125,20 @@ def test_acks_all_waits_for_the_high_watermark(rm: ReplicaManager) -> None:
     assert asyncio.run(scenario()) == (ErrorCode.none, ErrorCode.request_timed_out)
 
 
+def test_leadership_lost_answers_parked_acks_all_at_once(rm: ReplicaManager) -> None:
+    publish(rm, topic("r", reg(ME, (ME, F1))))
+
+    async def scenario() -> ErrorCode:
+        part, result = rm.append_records("r", 0, batch(2), -1)
+        waiting = asyncio.ensure_future(rm.wait_committed(part, result.last_offset + 1, 10_000))
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        publish(rm, topic("r", reg(F1, (ME, F1), (F1,), epoch=1, pepoch=1)))  # F1 leads now (this one follows)
+        return await asyncio.wait_for(waiting, 1)  # not the request timeout (10 s)
+
+    assert asyncio.run(scenario()) == ErrorCode.not_leader_or_follower
+
+
 def test_append_committed_for_coordinators(rm: ReplicaManager) -> None:
     publish(rm, topic("__consumer_offsets", reg(ME, (ME,))), topic("two", reg(ME, (ME, F1))),
             topic("gone", reg(F1, (F1,))))

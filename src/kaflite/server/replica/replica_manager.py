@@ -129,11 +129,15 @@ class ReplicaManager:
             part.min_insync_replicas = settings.min_insync_replicas
             part.codec = settings.codec
             hw = part.high_watermark
+            led = (part.is_leader, part.leader_epoch)
             part.apply_state(PartitionState(reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr,
                                             reg.removing))
             if part.is_leader:
                 part.note_leadership_start(self.now_ms())
-            if part.high_watermark != hw:
+            # a leadership lost (or a new leader epoch) answers the parked acks=-1 produces and long-polling
+            # fetches now (NOT_LEADER_OR_FOLLOWER: the client follows the new leader), as Kafka's makeFollowers
+            # completes its delayed operations; left parked, they would wait for the request timeout
+            if part.high_watermark != hw or (led[0] and (part.is_leader, part.leader_epoch) != led):
                 self._high_watermark_moved(part)
 
     def _stop_topic(self, topic: TopicImage) -> None:
