@@ -228,3 +228,27 @@ def test_a_move_whose_topic_does_not_exist_in_the_startup_view() -> None:
     zk.controller_epoch = 1
     out = zk.run(c, ControllerStartup(1, dict(zk.live), dict(zk.topics), {}, reassignments={("gone", 0): (1,)}))
     assert _of(out, CompleteReassignments)[-1].partitions == {("gone", 0)}
+
+
+def test_a_completion_whose_state_write_was_stale_is_repaired() -> None:
+    # the switch's state write (leader 2, ISR without 1) finds another version (the leader changed the ISR
+    # meanwhile) while the assignment write lands: the controller re-reads the state and takes the removed
+    # leader 1 out, electing a target replica
+    zk, c = _cluster(brokers=(1, 2, 3), topics={"t": {0: (1, 2)}})
+    _api(zk, c, {TP: (2, 3)})
+    s = zk.states[TP]
+    zk.states[TP] = LeaderAndIsr(1, s.leader_epoch, (1, 2, 3), s.controller_epoch, s.zk_version + 1)
+    out = c.handle(WriteOutcome({TP: zk.states[TP]}))  # the notification of 3 joining
+    s = zk.states[TP]
+    zk.states[TP] = LeaderAndIsr(1, s.leader_epoch, (1, 3, 2), s.controller_epoch, s.zk_version + 1)  # a race
+    stale = zk.apply(out)
+    assert stale == {TP: zk.states[TP]} and zk.topics["t"].partitions == {0: (2, 3)}
+    out = zk.run(c, WriteOutcome(stale))
+    s = zk.states[TP]
+    assert s.leader == 2 and s.isr == (3, 2) and s.leader_epoch == 2
+    assert any("taken out" in d.message for d in _of(out, Log))
+    # a new controller finding the same leftovers (died between the two writes) repairs them too
+    zk.states[TP] = LeaderAndIsr(1, 5, (1, 2, 3), zk.controller_epoch, s.zk_version + 1)
+    zk.elect(Controller(3))
+    s = zk.states[TP]
+    assert s.leader == 2 and s.isr == (2, 3) and s.leader_epoch == 6

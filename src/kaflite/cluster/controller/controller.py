@@ -36,7 +36,9 @@ Rules:
   ISR change, broker start and controller start) a leader outside the target (or dead) is replaced by the
   first live in-sync target replica, the removed replicas leave the ISR in that same state write and are
   deleted, and only then the assignment becomes the target (ZooKeeper holds the original until the end).
-  A cancel is a move back to the original replicas; a new order alone completes at once;
+  A cancel is a move back to the original replicas; a new order alone completes at once; a state that
+  names a leader or ISR members outside the assignment (a stale switch write, a controller that died
+  between the two writes) has them taken out as removed replicas;
 - a topic is deleted once none of its replicas is on a dead broker and no reassignment touches it
   (otherwise it waits, ReplicaDeletionIneligible); partitions never shrink;
 - within one event each partition gets at most one state write (later changes merge into it, keeping
@@ -325,6 +327,8 @@ class Controller:
         dead = {r for tp in self._partitions() for r in self._replicas(tp) if not self._is_live(r)}
         self._trigger_online_partitions()
         self._replicas_offline(dead)
+        for tp in self._partitions():
+            self._repair_outside_replicas(tp)
         # moves under way resume (Kafka's initializePartitionReassignments), then the znode's requests
         # (one naming a move under way with the same target is that move, already resumed)
         zk_moves = dict(ev.reassignments)
@@ -802,6 +806,24 @@ class Controller:
             for step in (R.OFFLINE, R.DELETION_STARTED, R.DELETION_SUCCESSFUL, R.NON_EXISTENT):
                 self._set_replica(tp, x, step)
 
+    def _repair_outside_replicas(self, tp: TopicPartition) -> None:
+        """A state naming a leader or ISR members the assignment no longer has (a reassignment's state write
+        found another version while its assignment write landed, or a controller died between the two):
+        they leave, as removed replicas do."""
+        st = self.leadership.get(tp)
+        replicas = self._replicas(tp)
+        if st is None or not replicas or tp[0] in self.topics_to_delete:
+            return
+        outside = [r for r in st.isr if r not in replicas]
+        if st.leader != NO_LEADER and st.leader not in replicas and st.leader not in outside:
+            outside.append(st.leader)
+        if outside and st.leader == NO_LEADER and all(r in outside for r in st.isr):
+            return  # nothing in sync is left among the replicas: kept as it is, offline (as Kafka keeps it)
+        if outside:
+            self._log("warning", f"{tp[0]}-{tp[1]}: {outside} led or were in sync outside the replicas "
+                                 f"{list(replicas)}: taken out")
+            self._stop_removed_replicas(tp, outside)
+
     def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
         """An ISR changed (or a broker came back): complete the move once every target replica is in sync."""
         r = self.reassignments.get(tp)
@@ -834,6 +856,7 @@ class Controller:
             self._trigger_online_partitions([tp])
             dead = {r for r in self.leadership[tp].isr if not self._is_live(r)}
             self._replicas_offline(dead, [tp])
+            self._repair_outside_replicas(tp)
             # a leader's ISR change (IsrChangeNotification) may complete a reassignment
             self._maybe_complete_reassignment(tp)
 
