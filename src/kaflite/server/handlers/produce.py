@@ -16,6 +16,10 @@ Rules (Kafka's `ReplicaManager.appendRecords`):
 - a batch refused for some of its records (a keyless record in a compacted topic, a timestamp out of
   range) answers the partition's error, its message, and (v8+, KIP-467) `record_errors`: the index in the
   batch and the reason of each refused record, so the client fails those and the rest as collateral;
+- checks in Kafka's order: an unknown or not led partition (UNKNOWN_TOPIC_OR_PARTITION /
+  NOT_LEADER_OR_FOLLOWER) before its records, null or empty records (INVALID_RECORD, "at least one record
+  batch per partition", Kafka's `validateRecords`) before the transaction, so a transactional Produce is
+  checked against the producer's ongoing transaction only for a partition led here that carries a batch;
 - clients cannot write to internal topics (`__consumer_offsets`): INVALID_TOPIC_EXCEPTION;
 - a zstd batch in Produce below v7 is UNSUPPORTED_COMPRESSION_TYPE for its partition, unwritten (zstd came
   with v7, KIP-110; Kafka's `ProduceRequest.validateRecords`).
@@ -75,7 +79,14 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
         ctx.require(AclOperation.WRITE, ResourceType.TOPIC, topic)
         if bad_acks:
             raise KafkaError(ErrorCode.invalid_required_acks)
-        if transactional:  # the partition must be part of the producer's ongoing transaction
+        if transactional or not pdata.records:
+            # Kafka's order: an unknown (or not led) partition is answered as such first, then the batches
+            # are validated (KafkaApis), then the transaction verified (ReplicaManager)
+            replicas.get_partition(topic, pdata.index)
+            if not pdata.records:  # null (the field is nullable) or empty: `ProduceRequest.validateRecords`
+                raise KafkaError(ErrorCode.invalid_record, f"Produce requests with version {ctx.api_version} "
+                                                           "must have at least one record batch per partition")
+            # the partition must be part of the producer's ongoing transaction
             verify_produce(broker, request.transactional_id, topic, pdata.index, pdata.records)
         if zstd_refused and pdata.records and any(b.compression == _ZSTD for b in iter_batches(pdata.records)):
             raise KafkaError(ErrorCode.unsupported_compression_type,

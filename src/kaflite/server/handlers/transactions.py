@@ -667,10 +667,11 @@ async def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
 
 # --- the produce check (produce.py) ------------------------------------------------------------------
 
-def verify_produce(broker: Any, transactional_id: str, topic: str, partition: int, records: Any) -> None:
+def verify_produce(broker: Any, transactional_id: str, topic: str, partition: int, records: bytes) -> None:
     """A transactional Produce may only write to a partition of the producer's ongoing transaction
     (KIP-890's verification, made here when this broker coordinates the id; in a cluster whose coordinator
-    is elsewhere the batch is appended unverified, as Kafka before 3.6). Raises the KafkaError to answer."""
+    is elsewhere the batch is appended unverified, as Kafka before 3.6). `records` is never null or empty
+    (Produce refuses those first, INVALID_RECORD). Raises the KafkaError to answer."""
     try:
         svc = TransactionService.of(broker)
     except KafkaError as e:
