@@ -3,7 +3,8 @@
 - AlterPartitionReassignments / ListPartitionReassignments on the wire with kafka-python's admin client
   (confluent-kafka 2.16 has no reassignment API): Kafka's per-partition errors, NOT_CONTROLLER from a
   broker that is not the controller (raw kio request), a move listed while its new replica is frozen
-  (SIGSTOP, shorter than the session) and then cancelled back to the original replicas;
+  (SIGSTOP, shorter than the session), seen by `kaflite reassign-partitions --list / --verify`, refused
+  to `--execute` another, and cancelled back to the original replicas by `--cancel`;
 - a move with data while an idempotent acks=all producer writes: t-0 [1,2] -> [2,3] through the API (the
   leader 1 is removed: 2 leads) and t-1 [1,2] -> [1,3] through the legacy /admin/reassign_partitions
   znode; afterwards the new replica's log is byte-identical to the other's (same batches at the same
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from kafka import KafkaAdminClient
@@ -59,13 +61,17 @@ def _assignment(zk: KafkaZkClient, topic: str) -> tuple[dict[int, tuple[int, ...
     return dict(got[0].partitions), dict(got[0].adding_replicas)
 
 
-def test_reassignment_moves_data_and_the_apis_answer_as_kafka(brokers: BrokerProcesses, zk_connect: str) -> None:
+def test_reassignment_moves_data_and_the_apis_answer_as_kafka(
+    brokers: BrokerProcesses, zk_connect: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     zk = KafkaZkClient(zk_connect)
     zk.start()
     admin = None
     try:
         for b in (1, 2, 3):
-            brokers.start(b, "replica.fetch.wait.max.ms=100")
+            # a session long enough for the frozen broker below to keep its registration
+            brokers.start(b, "replica.fetch.wait.max.ms=100", "zookeeper.session.timeout.ms=9000")
         _wait("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
         admin = KafkaAdminClient(bootstrap_servers=brokers.bootstrap(), request_timeout_ms=30000)
         admin.create_topics([NewTopic("t", num_partitions=-1, replication_factor=-1,
@@ -91,14 +97,30 @@ def test_reassignment_moves_data_and_the_apis_answer_as_kafka(brokers: BrokerPro
 
         # --- a move listed while its new replica is frozen, then cancelled -------------------------------
         b3 = brokers.procs[3]
-        os.kill(b3.pid, signal.SIGSTOP)  # briefly: far less than the 3 s session
+        monkeypatch.setenv("NO_COLOR", "1")
+        os.kill(b3.pid, signal.SIGSTOP)  # briefly: less than its 9 s session
         try:
             assert admin.alter_partition_reassignments({tp1: [1, 3]}) == {tp1: None}
             listed = admin.list_partition_reassignments()
             assert listed == {tp1: {"replicas": [1, 3, 2], "adding_replicas": [3], "removing_replicas": [2]}}
             assert admin.list_partition_reassignments([tp0]) == {}
-            assert admin.alter_partition_reassignments({tp1: None}) == {tp1: None}
+            # the CLI sees the move under way (kafka-reassign-partitions.sh's lines) and cancels it
+            bootstrap = brokers.bootstrap()
+            move = tmp_path / "move.json"
+            move.write_text('{"version":1,"partitions":[{"topic":"t","partition":1,"replicas":[1,3]}]}')
+            other = tmp_path / "other.json"
+            other.write_text('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,1]}]}')
+            assert _cli(capsys, "--list", "-b", bootstrap) == (
+                0, "Current partition reassignments:\nt-1: replicas: 1,3,2. adding: 3. removing: 2.\n", "")
+            code, out, err = _cli(capsys, "--execute", "--reassignment-json-file", str(other), "-b", bootstrap)
+            assert code == 1 and err.startswith("error: Cannot execute because there is an existing partition")
+            assert _cli(capsys, "--verify", "--reassignment-json-file", str(move), "-b", bootstrap) == (
+                0, "Status of partition reassignment:\nReassignment of partition t-1 is still in progress.\n", "")
+            assert _cli(capsys, "--cancel", "--reassignment-json-file", str(move), "-b", bootstrap) == (
+                0, "Successfully cancelled partition reassignment for: t-1\n"
+                   "None of the specified partition moves are active.\n", "")
             assert admin.list_partition_reassignments() == {}
+            assert admin.alter_partition_reassignments({tp1: None}) == {tp1: NoReassignmentInProgressError}
         finally:
             os.kill(b3.pid, signal.SIGCONT)
         assert _assignment(zk, "t") == ({0: (1, 2), 1: (1, 2)}, {})
@@ -182,6 +204,21 @@ def test_reassignment_moves_data_and_the_apis_answer_as_kafka(brokers: BrokerPro
         if admin is not None:
             admin.close()
         zk.close()
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """`kaflite reassign-partitions ARGS` in this process (no interpreter start-up while a broker is
+    frozen): exit code, stdout, stderr."""
+    from kaflite.cli.main import app
+
+    capsys.readouterr()
+    try:
+        app(["reassign-partitions", *args], prog_name="kaflite")
+        code = 0
+    except SystemExit as done:
+        code = int(done.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def _not_controller_answers(brokers: BrokerProcesses, zk: KafkaZkClient) -> None:
