@@ -201,3 +201,43 @@ def test_metadata_response_matches_kio(version: int, topics, cluster_id, control
         version, throttle, [encode_body(broker)], cluster_id, controller, [encode_body(e) for e in entities], ops
     )
     assert b"".join(ours) == expected
+
+
+def _read(key: int, version: int, name: str, data: bytes) -> Any:
+    from kio.serial import entity_reader
+
+    R = load_payload_module(key, version, EntityType.response)
+    body, size = entity_reader(getattr(R, name))(memoryview(data), 0)
+    assert size == len(data), "trailing bytes"
+    return body
+
+
+@pytest.mark.parametrize("version", [12, 15, 16, 17])
+def test_fetch_leader_hints_kip951(version: int) -> None:
+    """CurrentLeader (v12+, tag 1) on the hinted partition only, NodeEndpoints (v16+, tag 0) in the answer."""
+    topic = _topic_key(version, "t")
+    parts = [(0, ErrorCode.not_leader_or_follower.value, -1, -1, -1, None, -1, [], 0),
+             (1, ErrorCode.none.value, 5, 5, 0, None, -1, [b"x"], 1)]
+    body = encode_fetch_response(version, 0, 0, 0, [(topic, parts)], {(topic, 0): (2, 7)},
+                                 [(2, "127.0.0.1", 9093, "r1"), (3, "h3", 9094, None)])
+    resp = _read(1, version, "FetchResponse", b"".join(bytes(b) for b in body))
+    p0, p1 = resp.responses[0].partitions
+    assert (p0.current_leader.leader_id, p0.current_leader.leader_epoch) == (2, 7)
+    assert (p1.current_leader.leader_id, p1.current_leader.leader_epoch) == (-1, -1)  # the default: omitted
+    if version >= 16:
+        assert [(n.node_id, n.host, n.port, n.rack) for n in resp.node_endpoints] == [
+            (2, "127.0.0.1", 9093, "r1"), (3, "h3", 9094, None)]
+
+
+@pytest.mark.parametrize("version", [9, 10, 11])
+def test_produce_leader_hints_kip951(version: int) -> None:
+    parts = [(0, ErrorCode.not_leader_or_follower.value, -1, -1, -1, None, ()), (1, 0, 3, -1, 0, None, ())]
+    body = encode_produce_response(version, 0, [("t", parts)], {("t", 0): (2, 7)}, [(2, "127.0.0.1", 9093, None)])
+    resp = _read(0, version, "ProduceResponse", body)
+    p0, p1 = resp.responses[0].partition_responses
+    if version >= 10:
+        assert (p0.current_leader.leader_id, p0.current_leader.leader_epoch) == (2, 7)
+        assert (p1.current_leader.leader_id, p1.current_leader.leader_epoch) == (-1, -1)
+        assert [(n.node_id, n.host, n.port, n.rack) for n in resp.node_endpoints] == [(2, "127.0.0.1", 9093, None)]
+    else:
+        assert p0.error_code == ErrorCode.not_leader_or_follower and p1.base_offset == 3

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 __all__ = [
     "FetchPartitionData",
@@ -62,16 +62,42 @@ def _array_len(n: int, flexible: bool) -> bytes:
 FetchPartitionData = tuple[int, int, int, int, int, "list[tuple[int, int]] | None", int, "Sequence[bytes | memoryview]", int]
 
 
+# KIP-951 leader hints: (leader id, leader epoch) of a partition, and a node endpoint (id, host, port, rack)
+LeaderHint = tuple[int, int]
+NodeEndpoint = tuple[int, str, int, "str | None"]
+
+
+def _tagged_leader(tag: int, hint: LeaderHint | None) -> bytes:
+    """A partition's tagged fields: none, or `CurrentLeader` {LeaderId, LeaderEpoch} under `tag`."""
+    if hint is None:
+        return b"\x00"
+    body = _i32(hint[0]) + _i32(hint[1]) + b"\x00"
+    return _uvarint(1) + _uvarint(tag) + _uvarint(len(body)) + body
+
+
+def _tagged_endpoints(endpoints: Sequence[NodeEndpoint]) -> bytes:
+    """A response's tagged fields: none, or `NodeEndpoints` (tag 0) [{NodeId, Host, Port, Rack?}]."""
+    if not endpoints:
+        return b"\x00"
+    body = bytearray(_uvarint(len(endpoints) + 1))
+    for node_id, host, port, rack in endpoints:
+        body += _i32(node_id) + _string(host, True) + _i32(port) + _nullable_string(rack, True) + b"\x00"
+    return _uvarint(1) + _uvarint(0) + _uvarint(len(body)) + bytes(body)
+
+
 def encode_fetch_response(
     version: int,
     throttle_ms: int,
     error_code: int,
     session_id: int,
     topics: Sequence[tuple[str | uuid.UUID, Sequence[FetchPartitionData]]],
+    leaders: Mapping[tuple[str | uuid.UUID, int], LeaderHint] | None = None,
+    node_endpoints: Sequence[NodeEndpoint] = (),
 ) -> list[bytes | memoryview]:
     """Body of a FetchResponse v4-17 as buffers (the record buffers are passed through uncopied). A topic
-    is named by its name up to v12 and by its id (a UUID) from v13 on (KIP-516); v16's tagged
-    `node_endpoints` and `current_leader` are left at their defaults, which are omitted."""
+    is named by its name up to v12 and by its id (a UUID) from v13 on (KIP-516). `leaders` gives a
+    partition's tagged `CurrentLeader` (v12+, tag 1) and `node_endpoints` the response's tagged
+    `NodeEndpoints` (v16+, tag 0), KIP-951's hints beside NOT_LEADER_OR_FOLLOWER; absent, they are omitted."""
     flexible = version >= 12
     parts: list[bytes | memoryview] = []
     head = bytearray(_i32(throttle_ms))
@@ -100,12 +126,12 @@ def encode_fetch_response(
             head = bytearray()
             for buf in records:
                 parts.append(buf)
-            if flexible:
-                head += b"\x00"  # partition tagged fields
+            if flexible:  # partition tagged fields
+                head += _tagged_leader(1, leaders.get((name, pidx)) if leaders else None)
         if flexible:
             head += b"\x00"  # topic tagged fields
-    if flexible:
-        head += b"\x00"  # response tagged fields
+    if flexible:  # response tagged fields
+        head += _tagged_endpoints(node_endpoints if version >= 16 else ())
     if head:
         parts.append(bytes(head))
     return parts
@@ -117,9 +143,11 @@ ProducePartitionData = tuple[int, int, int, int, int, "str | None", "tuple[tuple
 
 
 def encode_produce_response(
-    version: int, throttle_ms: int, topics: Sequence[tuple[str, Sequence[ProducePartitionData]]]
+    version: int, throttle_ms: int, topics: Sequence[tuple[str, Sequence[ProducePartitionData]]],
+    leaders: Mapping[tuple[str, int], LeaderHint] | None = None, node_endpoints: Sequence[NodeEndpoint] = (),
 ) -> bytes:
-    """Body of a ProduceResponse v3-11 (record errors from v8, no leader hints)."""
+    """Body of a ProduceResponse v3-11 (record errors from v8; from v10 a partition's tagged `CurrentLeader`
+    (tag 0) from `leaders` and the response's tagged `NodeEndpoints` (tag 0), KIP-951's hints)."""
     flexible = version >= 9
     out = bytearray(_array_len(len(topics), flexible))
     for name, partitions in topics:
@@ -137,12 +165,12 @@ def encode_produce_response(
                         out += b"\x00"
                 out += _nullable_string(message, flexible)
             if flexible:
-                out += b"\x00"
+                out += _tagged_leader(0, leaders.get((name, index)) if leaders and version >= 10 else None)
         if flexible:
             out += b"\x00"
     out += _i32(throttle_ms)
     if flexible:
-        out += b"\x00"
+        out += _tagged_endpoints(node_endpoints if version >= 10 else ())
     return bytes(out)
 
 

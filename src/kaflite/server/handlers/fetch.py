@@ -18,8 +18,10 @@ Rules (Kafka's `ReplicaManager.fetchMessages` / `DelayedFetch`):
 - v13+ names topics by id (KIP-516): an id is resolved to its topic through the metadata image, an id no
   topic has (or the zero id) gets UNKNOWN_TOPIC_ID for each of its partitions, and the answer names topics
   by id; v15's `replica_state` (a consumer's replica id -1) and v17's directory id concern followers only,
-  v16's `node_endpoints` and `current_leader` are sent only with a leader change, which a partition led
-  here never reports, so they are left at their defaults (omitted), as Kafka omits them then;
+  from v16 a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries `current_leader`
+  (the leader and its epoch in the metadata image) and the answer `node_endpoints` (those leaders'
+  endpoints on the request's listener), KIP-951, so a client moves without a Metadata round trip; other
+  partitions omit them, as Kafka does;
 - a partition of a topic whose `compression.type` is zstd is UNSUPPORTED_COMPRESSION_TYPE below v10 (a
   client that old cannot decode zstd; Kafka's `maybeConvertFetchedData` judges by the topic config);
 - a fetch from a follower (`replica_id` >= 0, Kafka's ReplicaFetcherThread) reads the leader's log up to its
@@ -47,6 +49,7 @@ from kaflite.server.broker import Broker
 from kaflite.server.context import RequestContext, build
 from kaflite.server.fetch_session import FetchSessionCache, FetchTarget, SessionContext
 from kaflite.server.handlers import ApiTable, EncodedBody
+from kaflite.server.handlers.metadata import leader_hints
 from kaflite.server.replica import fetch_key
 
 API_KEY = 1
@@ -158,7 +161,19 @@ def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[P
     for topic_id, partitions in unknown_ids or ():  # v13+: ids no topic has
         topics.append((topic_id, [(p, ErrorCode.unknown_topic_id.value, -1, -1, -1, None, -1, [], 0)
                                   for p in partitions]))
-    return EncodedBody(encode_fetch_response(ctx.api_version, 0, 0, session.session_id, topics))
+    leaders: dict[tuple[str | uuid.UUID, int], tuple[int, int]] | None = None
+    endpoints: list[tuple[int, str, int, str | None]] = []
+    if ctx.api_version >= 16:
+        moved = [(name, r.partition) for name, reads in results for r in reads if r.error in _LEADER_MOVED]
+        if moved:
+            by_name, endpoints = leader_hints(ctx, moved)
+            key = (lambda n: n) if ids is None else (lambda n: _topic_id(ctx.broker, n, ids))
+            leaders = {(key(n), p): hint for (n, p), hint in by_name.items()}
+    return EncodedBody(encode_fetch_response(ctx.api_version, 0, 0, session.session_id, topics, leaders, endpoints))
+
+
+# KIP-951: the errors that tell a client the partition's leader is elsewhere (or newer)
+_LEADER_MOVED = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
 
 
 def _topic_id(broker: Broker, name: str, ids: dict[str, uuid.UUID]) -> uuid.UUID:

@@ -21,7 +21,7 @@ Rules (Kafka's `KafkaApis.handleTopicMetadataRequest`):
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kaflite.cluster.metadata import (
@@ -91,6 +91,25 @@ def broker_endpoints(ctx: RequestContext, image: MetadataImage) -> list[tuple[Br
         elif (e := b.endpoint(listener)) is not None:
             out.append((b, e))
     return out
+
+
+def leader_hints(ctx: RequestContext, partitions: Iterable[tuple[str, int]]
+                 ) -> tuple[dict[tuple[str, int], tuple[int, int]], list[tuple[int, str, int, str | None]]]:
+    """KIP-951: for partitions answered NOT_LEADER_OR_FOLLOWER (Fetch v16+ also FENCED_LEADER_EPOCH), the
+    current leader and its epoch as the metadata image knows them (-1, -1 when unknown), and the endpoints,
+    on this request's listener, of those leaders that are alive (Kafka's KafkaApis.getCurrentLeader)."""
+    image = ctx.broker.metadata
+    live = {b.id: (b, e) for b, e in broker_endpoints(ctx, image)}
+    hints: dict[tuple[str, int], tuple[int, int]] = {}
+    endpoints: dict[int, tuple[int, str, int, str | None]] = {}
+    for topic, partition in partitions:
+        reg = image.partition(topic, partition)
+        leader, epoch = (reg.leader, reg.leader_epoch) if reg is not None else (-1, -1)
+        hints[(topic, partition)] = (leader, epoch)
+        if leader in live:
+            b, e = live[leader]
+            endpoints[leader] = (leader, e.host, e.port, b.rack)
+    return hints, [endpoints[i] for i in sorted(endpoints)]
 
 
 def _error_topic(R: Any, name: str | None, code: ErrorCode, topic_id: uuid.UUID = _NO_ID) -> Any:

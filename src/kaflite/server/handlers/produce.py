@@ -22,7 +22,10 @@ Rules (Kafka's `ReplicaManager.appendRecords`):
   checked against the producer's ongoing transaction only for a partition led here that carries a batch;
 - clients cannot write to internal topics (`__consumer_offsets`): INVALID_TOPIC_EXCEPTION;
 - a zstd batch in Produce below v7 is UNSUPPORTED_COMPRESSION_TYPE for its partition, unwritten (zstd came
-  with v7, KIP-110; Kafka's `ProduceRequest.validateRecords`).
+  with v7, KIP-110; Kafka's `ProduceRequest.validateRecords`);
+- from v10 a partition answered NOT_LEADER_OR_FOLLOWER carries `current_leader` (the leader and its epoch in
+  the metadata image) and the answer `node_endpoints` (those leaders' endpoints on the request's
+  listener), KIP-951, so the producer redirects without a Metadata round trip.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from kaflite.server.authorizer import AclOperation, ResourceType
 from kaflite.server.context import RequestContext
 from kaflite.server.dispatcher import CloseConnection
 from kaflite.server.handlers import ApiTable, EncodedBody
+from kaflite.server.handlers.metadata import leader_hints
 from kaflite.server.handlers.partitions import per_partition
 from kaflite.server.handlers.transactions import verify_produce
 from kaflite.server.replica import Partition
@@ -137,7 +141,14 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
         if failed:
             raise CloseConnection("acks=0 produce failed: " + ", ".join(failed))
         return None
-    return EncodedBody([encode_produce_response(ctx.api_version, 0, topics)])
+    leaders: dict[tuple[str, int], tuple[int, int]] | None = None
+    endpoints: list[tuple[int, str, int, str | None]] = []
+    if ctx.api_version >= 10:  # KIP-951: where a partition's leader is now
+        moved = [(t, a[0]) for t, answers in topics for a in answers
+                 if a[1] == ErrorCode.not_leader_or_follower.value]
+        if moved:
+            leaders, endpoints = leader_hints(ctx, moved)
+    return EncodedBody([encode_produce_response(ctx.api_version, 0, topics, leaders, endpoints)])
 
 
 APIS: ApiTable = {API_KEY: (3, 11, handle_produce)}
