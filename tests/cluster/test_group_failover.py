@@ -93,6 +93,23 @@ def _kill_all(brokers: BrokerProcesses) -> None:
         brokers.kill(b)
 
 
+def _log_dirs(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
+    """{partition: (size, offset_lag)} of the broker's local replicas of `topic` (DescribeLogDirs v4)."""
+    from kio.schema.describe_log_dirs.v4.request import DescribableLogDirTopic, DescribeLogDirsRequest
+
+    with WireClient(bootstrap) as c:
+        resp = c.request(DescribeLogDirsRequest(topics=(DescribableLogDirTopic(topic=topic, partitions=(0, 1, 2)),)))
+    return {p.partition_index: (p.partition_size, p.offset_lag)
+            for r in resp.results for t in r.topics if t.name == topic for p in t.partitions}
+
+
+def _replicas_in_sync(brokers: BrokerProcesses, topic: str, n: int) -> bool:
+    per_broker = [_log_dirs(brokers.bootstrap(b), topic) for b in sorted(brokers.procs)]
+    return all(sorted(d) == list(range(n)) for d in per_broker) and all(
+        len({d[p] for d in per_broker}) == 1 and per_broker[0][p][0] > 0 and per_broker[0][p][1] == 0
+        for p in range(n))
+
+
 def _offsets(admin: AdminClient, group: str) -> dict[int, int]:
     from confluent_kafka import ConsumerGroupTopicPartitions
 
@@ -117,6 +134,9 @@ def test_group_survives_the_kill_of_its_coordinator(brokers: BrokerProcesses, zk
         for i in range(300):
             producer.produce("events", value=f"e{i}".encode(), partition=i % 3)
         assert producer.flush(30) == 0
+        # DescribeLogDirs on each broker: its replica of every partition, the same size everywhere once
+        # the followers have caught up, no offset lag
+        _wait("three equal replicas without lag", lambda: _replicas_in_sync(brokers, "events", 3), interval=0.2)
 
         group = f"g-{uuid.uuid4().hex[:6]}"
         conf = {"bootstrap.servers": brokers.bootstrap(), "group.id": group, "group.protocol": "classic",

@@ -4,6 +4,8 @@ broker catches up and rejoins the ISR."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 import uuid
 from collections.abc import Callable
@@ -128,16 +130,26 @@ def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small(brokers:
         follower = 2 if leader == 1 else 1
         errors: list[KafkaError] = []
 
-        def produce(acks: str) -> list[KafkaError]:
+        def produce(acks: str, timeout_ms: int = 4000) -> list[KafkaError]:
             errors.clear()
-            p = Producer({"bootstrap.servers": brokers.bootstrap(leader), "acks": acks, "message.timeout.ms": 4000,
+            p = Producer({"bootstrap.servers": brokers.bootstrap(leader), "acks": acks,
+                          "message.timeout.ms": timeout_ms, "request.timeout.ms": timeout_ms,
                           "retries": 0})  # the broker's answer itself, not librdkafka's retries
             p.produce("m", value=b"x", on_delivery=lambda err, _m: errors.append(err) if err else None)
-            p.flush(20)
+            p.flush(timeout_ms / 1000 + 10)
             return list(errors)
 
         assert produce("all") == []  # two in sync: acknowledged
-        brokers.kill(follower)
+        # the follower frozen: acks=all is appended (two in sync then) and waits for it; once the ISR shrinks
+        # to the leader (replica.lag.time.max.ms, or the controller at the session's end) the high watermark
+        # passes the batch with too small an ISR: NOT_ENOUGH_REPLICAS_AFTER_APPEND, as Kafka's DelayedProduce
+        os.kill(brokers.procs[follower].pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        got = produce("all", 20000)
+        assert [e.code() for e in got] == [KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND], got
+        assert time.monotonic() - t0 < 15  # answered when the ISR shrank, not at the request's timeout
+        assert _isr(zk, "m", 0) == (leader,)
+        brokers.kill(follower)  # SIGKILL ends a stopped process too
         _wait("the ISR shrunk to the leader", lambda: _isr(zk, "m", 0) == (leader,), 30)
         # acks=all is refused before the append
         got = produce("all")

@@ -251,3 +251,36 @@ def test_topic_admin_through_the_handlers(h: Harness) -> None:
     assert not [k for k in h.broker.replica_manager.partitions if k[0] == "placed"]
     assert h.broker.log_manager.get("placed", 3) is None
     assert produce(h, "placed", 0).error_code == ErrorCode.unknown_topic_or_partition
+
+
+def describe_log_dirs(h: Harness, topic: str) -> dict[int, tuple[int, int]]:
+    """{partition: (size, offset_lag)} of `topic` in DescribeLogDirs v4."""
+    from kaflite.server.handlers.admin import handle_describe_log_dirs
+
+    q = h.req(35, 4)
+    req = q.DescribeLogDirsRequest(topics=(q.DescribableLogDirTopic(topic=topic, partitions=(0, 1)),))
+    resp = h.call(35, 4, handle_describe_log_dirs, req)
+    out = {}
+    for result in resp.results:
+        for t in result.topics:
+            for p in t.partitions:
+                assert not p.is_future_key
+                out[p.partition_index] = (p.partition_size, p.offset_lag)
+    return out
+
+
+def test_describe_log_dirs_size_and_follower_lag(h: Harness) -> None:
+    h.broker.create_topic("lag", 2, None)
+    produce(h, "lag", 0, 3)
+    produce(h, "lag", 1, 2)
+    size0 = h.broker.get_log("lag", 0).size
+    got = describe_log_dirs(h, "lag")
+    assert got[0] == (size0, 0) and size0 > 0 and got[1][1] == 0  # leaders: no lag
+    move_leadership(h, "lag", OTHER, 3)
+    part = h.broker.replica_manager.partition_or_none("lag", 0)
+    assert part is not None
+    assert describe_log_dirs(h, "lag")[0] == (size0, 0)  # nothing heard from the new leader yet
+    part.update_follower_high_watermark(10)  # the leader answered: its high watermark is 10, our log ends at 3
+    assert describe_log_dirs(h, "lag")[0] == (size0, 7)
+    part.update_follower_high_watermark(3)
+    assert describe_log_dirs(h, "lag")[0] == (size0, 0)  # caught up

@@ -456,7 +456,7 @@ async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
 
 # -- DescribeLogDirs ---------------------------------------------------------------------------------
 async def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
-    """Sizes of the partition logs per data directory (`topics` null = every partition)."""
+    """Per data directory, each local replica's size and offset lag (`topics` null = every partition)."""
     import shutil
 
     broker = ctx.broker
@@ -470,13 +470,15 @@ async def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
         if wanted is not None and (topic not in wanted or partition not in (wanted[topic] or ())):
             continue
         d = str(lg.dir.parent.resolve())
+        part = broker.replica_manager.partition_or_none(topic, partition)
         by_dir.setdefault(d, {}).setdefault(topic, []).append(
             build(
                 R.DescribeLogDirsPartition,
                 partition_index=partition,
                 partition_size=lg.size,
-                offset_lag=0,
-                is_future_key=False,
+                # a follower: how far its log end is behind its leader's high watermark; a leader 0
+                offset_lag=part.offset_lag() if part is not None else -1,
+                is_future_key=False,  # no intra-broker moves (one data directory)
             )
         )
     results = []

@@ -69,7 +69,8 @@ class PartitionState:
 class Partition:
     __slots__ = ("topic", "partition", "broker_id", "log", "state", "min_insync_replicas", "codec",
                  "_follower_leo", "_single",
-                 "_caught_up_ms", "_last_fetch_leo", "_last_fetch_ms", "_leader_since_ms", "_epoch_start")
+                 "_caught_up_ms", "_last_fetch_leo", "_last_fetch_ms", "_leader_since_ms", "_epoch_start",
+                 "_leader_hw")
 
     def __init__(self, topic: str, partition: int, broker_id: int, log: Log | None = None) -> None:
         self.topic = topic
@@ -88,6 +89,7 @@ class Partition:
         self._last_fetch_ms: dict[int, int] = {}
         self._leader_since_ms = -1  # set by the ReplicaManager when it makes this broker leader (-1: now)
         self._epoch_start = 0  # this leader epoch's start offset (the log end offset on becoming leader)
+        self._leader_hw = UNKNOWN  # while following: the leader's high watermark in its last fetch answer
 
     def __repr__(self) -> str:
         s = self.state
@@ -130,6 +132,8 @@ class Partition:
         became_leader = state.leader == self.broker_id and (
             old.leader != self.broker_id or state.leader_epoch != old.leader_epoch)
         self.state = state
+        if state.leader != old.leader or state.leader_epoch != old.leader_epoch:
+            self._leader_hw = UNKNOWN  # heard from the previous leader
         if became_leader:
             self._follower_leo = {}
             self._caught_up_ms = {}
@@ -283,7 +287,21 @@ class Partition:
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
         log = self.log
         if log is not None and self.state.leader != self.broker_id and leader_high_watermark >= 0:
+            self._leader_hw = leader_high_watermark
             log.update_high_watermark(min(leader_high_watermark, log.log_end_offset))
+
+    def offset_lag(self) -> int:
+        """DescribeLogDirs' offset_lag of this replica: a follower, how many offsets its log end is behind
+        the high watermark its leader last answered (what it must still copy to be committed up to date);
+        the leader, max(high watermark - log end offset, 0), Kafka's formula (0). -1 without a local log.
+        (Kafka applies its formula to followers too, where the local high watermark never passes the log
+        end, so it always answers 0 for them; kaflite's follower figure is the one an operator wants.)"""
+        log = self.log
+        if log is None:
+            return UNKNOWN
+        if self.state.leader != self.broker_id and self._leader_hw >= 0:
+            return max(self._leader_hw - log.log_end_offset, 0)
+        return max(log.high_watermark - log.log_end_offset, 0)
 
     # -- append ------------------------------------------------------------------------------------
     def append_records_to_leader(self, records: bytes | memoryview, required_acks: int, now_ms: int) -> AppendResult:
