@@ -283,3 +283,38 @@ def test_upgraded_group_survives_a_reload_with_its_classic_members() -> None:
         fresh.replay(r.key, r.value)
     fresh.activate(h.now)
     assert "g" not in fresh.consumer.groups and set(fresh.groups["g"].members) == {a, b}
+
+
+def test_upgrade_during_a_rebalance_answers_parked_requests_rebalance_in_progress() -> None:
+    h = Mixed()
+    a, b = classic_group(h)
+    gen = h.group().generation_id
+    parked = h.join(a, protocols=protocols())  # a's rejoin starts a rebalance: parked until b rejoins
+    assert parked not in h.answers and h.group().is_in(GroupState.PREPARING_REBALANCE)
+    assert h.hb("new", 0).error is ErrorCode.none
+    assert h.answers[parked].error is ErrorCode.rebalance_in_progress
+    assert h.consumer_group().members[a].member_epoch == gen and h.consumer_group().members[b].assigned
+
+
+def test_cooperative_classic_member_revokes_before_its_partitions_move() -> None:
+    """A classic member that reports what it owns (cooperative) keeps its epoch while it must revoke:
+    SyncGroup gives it the reduced set, Heartbeat asks it to rejoin, and only once its JoinGroup no longer
+    reports the revoked partitions does it reach the new epoch and the newcomer get them."""
+    h = Mixed()
+    a, b = classic_group(h)
+    gen = h.group().generation_id
+    h.hb("new", 0)
+    cg = h.consumer_group()
+    owned_a = sorted(("t", p) for p in h.owned[a]["t"])
+    join = h.answers[h.join(a, protocols=protocols(owned_a))]
+    assert join.error is ErrorCode.none and join.generation_id == gen  # still revoking: old epoch
+    assert cg.members[a].state == "UNREVOKED_PARTITIONS"
+    sync = h.answers[h.sync(a, gen, protocol_name="range")]
+    kept = {("t", p) for p in (cp.assignment_partitions(sync.assignment) or {}).get("t", [])}
+    assert kept < set(owned_a)
+    assert h.heartbeat(a, gen) is ErrorCode.rebalance_in_progress
+    revoked = set(owned_a) - kept
+    assert not any(cg.owners.get(tp) == "new" for tp in revoked)  # nobody gets them yet
+    join = h.answers[h.join(a, protocols=protocols(sorted(kept)))]
+    assert join.generation_id == cg.group_epoch and cg.members[a].state != "UNREVOKED_PARTITIONS"
+    assert all(cg.owners.get(tp) != a for tp in revoked)
