@@ -152,6 +152,8 @@ def _migrate(start: str, to: str, group: str) -> tuple[EmbeddedBroker | None, di
             members[i] = Consumer(f"{to}-{i}", to, b.bootstrap, group, log, lock)
             members[i].start()
             _wait(settled, 45, f"the group to settle after replacing member {i}")
+            if i == 0:  # a mixed group: one consumer group, its members of both kinds (KIP-1099 member type)
+                mixed = _member_types(b.bootstrap, group)
         time.sleep(0.5)
         producer.stop_event.set()
         producer.join(30)
@@ -163,7 +165,17 @@ def _migrate(start: str, to: str, group: str) -> tuple[EmbeddedBroker | None, di
         for c in members:
             c.stop()
         seen = [s for c in everyone for s in c.seen]
-    return None, {"log": log, "acked": acked, "seen": seen, "type": group_type}
+    return None, {"log": log, "acked": acked, "seen": seen, "type": group_type, "mixed": mixed}
+
+
+def _member_types(bootstrap: str, group: str) -> list[int]:
+    from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+
+    from server.kwire import WireClient
+
+    with WireClient(bootstrap) as w:
+        [g] = w.request(ConsumerGroupDescribeRequest(group_ids=(group,), include_authorized_operations=False)).groups
+    return sorted(int(mb.member_type) for mb in g.members)
 
 
 def test_classic_group_upgraded_member_by_member_never_owns_a_partition_twice() -> None:
@@ -171,6 +183,7 @@ def test_classic_group_upgraded_member_by_member_never_owns_a_partition_twice() 
     assert not _overlaps(r["log"]), _overlaps(r["log"])[:5]
     assert set(r["seen"]) >= r["acked"] and len(r["acked"]) > 100
     assert str(r["type"]).endswith("CONSUMER")
+    assert r["mixed"] == [0, 0, 1]  # two classic members and the consumer-protocol one, in one consumer group
 
 
 def test_consumer_group_downgraded_member_by_member_never_owns_a_partition_twice() -> None:
@@ -178,3 +191,4 @@ def test_consumer_group_downgraded_member_by_member_never_owns_a_partition_twice
     assert not _overlaps(r["log"]), _overlaps(r["log"])[:5]
     assert set(r["seen"]) >= r["acked"] and len(r["acked"]) > 100
     assert str(r["type"]).endswith("CLASSIC")
+    assert r["mixed"] == [0, 1, 1]

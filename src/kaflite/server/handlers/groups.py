@@ -486,7 +486,7 @@ async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> A
                   member_epoch=mb.member_epoch, client_id=mb.client_id, client_host=mb.client_host,
                   subscribed_topic_names=tuple(mb.subscribed), subscribed_topic_regex=mb.subscribed_regex,
                   assignment=assignment(mb.assigned), target_assignment=assignment(cg.target.get(mb.member_id, {})),
-                  member_type=1)  # 1: a consumer-protocol member (v1)
+                  member_type=0 if mb.classic is not None else 1)  # v1 (KIP-1099): 0 classic, 1 consumer
             for mb in cg.members.values()
         )
         groups.append(build(R.DescribedGroup, error_code=ErrorCode.none, group_id=group_id, group_state=cg.state,
