@@ -1,6 +1,7 @@
 """The request read-ahead budget shared by all connections (`queued.max.request.bytes`): when the frames
 queued by every connection together reach it, the connection that crossed it stops reading, and every
-connection paused for it resumes once the total is back under half. Pure: a fake transport, no socket."""
+connection paused for it resumes once the total is back under half; and whatever fails while a request
+is handled or answered closes its connection, never leaving it silent. Pure: a fake transport, no socket."""
 
 from __future__ import annotations
 
@@ -126,3 +127,84 @@ def test_an_unreadable_slice_closes_only_its_connection(monkeypatch: Any) -> Non
         await c.shutdown()
 
     asyncio.run(scenario())
+
+
+class ClosedFileSlice(BrokenSlice):
+    """A FileSlice whose file object was closed under it (Python raises ValueError, not OSError)."""
+
+    def read(self, offset: int, size: int) -> bytes:
+        raise ValueError("I/O operation on closed file")
+
+
+def test_any_failure_while_sending_closes_the_connection_never_silence(monkeypatch: Any, caplog: Any) -> None:
+    """The worker used to die with the exception and leave the connection open: the client waited for
+    this answer, and every later one, forever."""
+    import kaflite.server.connection as connection
+
+    monkeypatch.setattr(connection, "FileSlice", ClosedFileSlice)
+
+    async def scenario() -> None:
+        part = ClosedFileSlice()
+
+        class OneAnswer(GateDispatcher):
+            async def dispatch(self, frame: bytes, host: str = "", connection_id: int = 0) -> list[Any] | None:
+                return [b"head", part]
+
+        c = KafkaConnection(OneAnswer(), ConnectionLimits(), Connections())  # type: ignore[arg-type]
+        t = FakeTransport()
+        c.connection_made(t)  # type: ignore[arg-type]
+        c.data_received(_frame(100))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert t.closed and part.closed
+        await c.shutdown()
+
+    asyncio.run(scenario())
+    assert any(r.levelname == "ERROR" and "ValueError: I/O operation on closed file" in r.getMessage()
+               for r in caplog.records), caplog.text
+
+
+def test_a_cancelled_wait_inside_a_handler_closes_the_connection(caplog: Any) -> None:
+    """A future a handler awaits, cancelled by someone else (not the connection's shutdown), must not end
+    the worker quietly with the connection still open."""
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        awaited: asyncio.Future[None] = loop.create_future()
+
+        class Waits(GateDispatcher):
+            async def dispatch(self, frame: bytes, host: str = "", connection_id: int = 0) -> list[Any] | None:
+                await awaited
+                return [b"never"]
+
+        c = KafkaConnection(Waits(), ConnectionLimits(), Connections())  # type: ignore[arg-type]
+        t = FakeTransport()
+        c.connection_made(t)  # type: ignore[arg-type]
+        c.data_received(_frame(100))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not t.closed
+        awaited.cancel()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert t.closed and not t.written
+        await c.shutdown()
+
+    asyncio.run(scenario())
+    assert any(r.levelname == "ERROR" and "CancelledError" in r.getMessage() for r in caplog.records), caplog.text
+
+
+def test_shutdown_cancels_a_waiting_request_quietly(caplog: Any) -> None:
+    async def scenario() -> None:
+        dispatcher = GateDispatcher()  # holds the request: the worker waits inside dispatch
+        c = KafkaConnection(dispatcher, ConnectionLimits(), Connections())  # type: ignore[arg-type]
+        t = FakeTransport()
+        c.connection_made(t)  # type: ignore[arg-type]
+        c.data_received(_frame(100))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        await c.shutdown()
+        assert t.closed and c._worker is not None and c._worker.cancelled()  # noqa: SLF001
+
+    asyncio.run(scenario())
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text

@@ -15,7 +15,11 @@ Rules:
   its high-water mark plus one chunk of response bytes, whatever `fetch.max.bytes` says;
 - a framing or protocol violation closes only this connection, logged at DEBUG (a hostile client could
   otherwise fill the log), with a count of connections closed that way at INFO once per minute; an
-  unexpected handler error logs one line without a traceback (DEBUG has it).
+  unexpected handler error logs one line without a traceback (DEBUG has it);
+- never silence: whatever fails while a request is handled or its answer sent (a handler's exception, a
+  future it awaited cancelled by someone else, a stored slice that cannot be read) closes the connection,
+  so a client is never left waiting for an answer behind a dead worker; only the connection's own
+  shutdown cancels the worker quietly.
 """
 
 from __future__ import annotations
@@ -214,8 +218,19 @@ class KafkaConnection(asyncio.Protocol):
     async def _run(self) -> None:
         try:
             await self._serve()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # a failure while sending (the dispatcher's own are handled in _serve)
+            self._failed("sending the answer", e)
         finally:
             self._all.discard(self)
+
+    def _failed(self, what: str, e: BaseException) -> None:
+        # one line, no traceback: the request came from a client, its content is no bug report
+        log.error("request from %s failed (%s), closing the connection: %s: %s", self.peer, what,
+                  type(e).__name__, str(e)[:300])
+        log.debug("the failed request's traceback", exc_info=e)
+        self.abort(f"{type(e).__name__}: {e}", quiet=True)
 
     async def _serve(self) -> None:
         loop = asyncio.get_running_loop()
@@ -237,14 +252,16 @@ class KafkaConnection(asyncio.Protocol):
             except CloseConnection as e:
                 self.abort(str(e))
                 return
-            except asyncio.CancelledError:
-                raise
+            except asyncio.CancelledError as e:
+                task = asyncio.current_task()
+                if task is None or task.cancelling():  # this connection is being shut down
+                    raise
+                # something the handler awaited was cancelled, not this connection: the client would
+                # otherwise wait for an answer forever behind a dead worker
+                self._failed("handling it", e)
+                return
             except Exception as e:
-                # one line, no traceback: the request came from a client, its content is no bug report
-                log.error("request from %s failed, closing the connection: %s: %s", self.peer, type(e).__name__,
-                          str(e)[:300])
-                log.debug("the failed request's traceback", exc_info=True)
-                self.abort(f"{type(e).__name__}: {e}", quiet=True)
+                self._failed("handling it", e)
                 return
             if out is None or self._closed or self.transport is None:
                 _close_slices(out)
