@@ -364,3 +364,84 @@ def test_cluster_up_on_a_terminal_draws_the_live_table(tmp_path: Path) -> None:
             except (ProcessLookupError, FileNotFoundError):
                 pass
         os.close(master)
+
+
+def test_leader_election_unclean_brings_back_a_partition_whose_isr_died(brokers: Any, tmp_path: Path) -> None:
+    """kafka-leader-election.sh --election-type unclean through the CLI: u-0 on [1, 2] (of brokers 1-3)
+    whose whole ISR died (2 first, then 1, the last in sync) stays offline when 2 returns (unclean.leader.election.enable is
+    off); `kaflite leader-election --election-type unclean` makes the out-of-sync 2 its leader, the
+    controller warns of the loss, and what only 1 had is gone."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from kaflite.cluster.admin import ZkAdmin
+    from kaflite.cluster.zk import KafkaZkClient
+
+    zk = KafkaZkClient(brokers.connect)
+    zk.start()
+
+    def state() -> tuple[int, tuple[int, ...]] | None:
+        s = zk.get_partition_states([("u", 0)])[("u", 0)]
+        return (s.leader, tuple(sorted(s.isr))) if s is not None else None
+
+    def wait(what: str, fn: Any, timeout: float = 30.0) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = fn()
+            if got:
+                return got
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what} (u-0: {state()})")
+
+    def produce(value: bytes, *ids: int) -> None:
+        p = Producer({"bootstrap.servers": brokers.bootstrap(*ids), "acks": "all", "message.timeout.ms": 20000})
+        errors: list[Any] = []
+        p.produce("u", value=value, partition=0, on_delivery=lambda err, _m: errors.append(err))
+        assert p.flush(30) == 0 and errors == [None], errors
+
+    try:
+        for b in (1, 2, 3):  # 3 holds no replica of u: a controller stays alive through the deaths
+            brokers.start(b, "replica.lag.time.max.ms=3000")
+        wait("3 brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+        ZkAdmin(zk).create_topic("u", -1, -1, {}, assignment=[[1, 2]])
+        wait("u-0 led by 1 with both in sync", lambda: state() == (1, (1, 2)))
+        produce(b"both", 1)  # acks=all: on 1 and 2
+        brokers.kill(2)
+        wait("the ISR shrunk to 1", lambda: state() == (1, (1,)))
+        produce(b"only-1", 1)  # acks=all with the ISR [1]: only broker 1 has it
+        brokers.kill(1)
+        wait("u-0 offline", lambda: state() == (-1, (1,)))
+        brokers.start(2, "replica.lag.time.max.ms=3000")
+        wait("2 back", lambda: zk.get_broker_ids() == [2, 3])
+        time.sleep(1.0)
+        assert state() == (-1, (1,))  # unclean election off: offline rather than lose a record
+        bootstrap = brokers.bootstrap(2, 3)
+        offline = _kaflite("topics", "describe", "--unavailable-partitions", "-b", bootstrap)
+        assert offline.stdout == "\tTopic: u\tPartition: 0\tLeader: none\tReplicas: 1,2\tIsr: 1\n", offline
+
+        elected = _kaflite("leader-election", "--election-type", "unclean", "--topic", "u", "--partition", "0",
+                           "-b", bootstrap)
+        assert (elected.returncode, elected.stdout.strip()) == (
+            0, "Successfully completed leader election (UNCLEAN) for partitions u-0"), elected
+        wait("u-0 led by 2", lambda: state() == (2, (2,)))
+        logs = brokers.log(2) + brokers.log(3)  # the controller's (3, or 2 if it won the election since)
+        assert re.search(r"unclean leader election for u-0 \(ElectLeaders\): broker 2 leads, the ISR was \[1\]",
+                         logs), logs[-3000:]
+        # back in service on the out-of-sync replica: the record only 1 had is lost, new ones are taken
+        produce(b"after", 2)
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                             "enable.auto.commit": False, "enable.partition.eof": False})
+        try:
+            consumer.assign([TopicPartition("u", 0, 0)])
+            seen: list[bytes] = []
+            deadline = time.monotonic() + 30
+            while len(seen) < 2 and time.monotonic() < deadline:
+                m = consumer.poll(0.2)
+                if m is not None and m.error() is None:
+                    seen.append(m.value())
+        finally:
+            consumer.close()
+        assert seen == [b"both", b"after"]
+    finally:
+        zk.close()
+        for b in list(brokers.procs):
+            brokers.kill(b)
