@@ -318,3 +318,33 @@ def test_cooperative_classic_member_revokes_before_its_partitions_move() -> None
     join = h.answers[h.join(a, protocols=protocols(sorted(kept)))]
     assert join.generation_id == cg.group_epoch and cg.members[a].state != "UNREVOKED_PARTITIONS"
     assert all(cg.owners.get(tp) != a for tp in revoked)
+
+
+def test_static_classic_member_replacing_the_last_consumer_member_downgrades_without_rebalance() -> None:
+    h = Mixed()
+    req = ConsumerHeartbeatRequest("g", "s", 0, ("t",), {}, rebalance_timeout_ms=20_000, instance_id="i1")
+    first = h._collect(h.gc.handle_consumer_heartbeat(req, TOPICS, h.now, IDS)).response()
+    h.epoch["s"], h.owned["s"] = first.member_epoch, dict(first.assignment)
+    joined = h.answers[h.join(protocols=protocols())]  # a dynamic classic member: its id first
+    joined = h.answers[h.join(joined.member_id, protocols=protocols())]
+    c = joined.member_id
+    for _ in range(4):  # settle: s gives up what c is to get, c rejoins when told
+        h.hb("s")
+        if h.heartbeat(c, h.epoch.get(c, joined.generation_id)) is ErrorCode.rebalance_in_progress:
+            h.classic_round(c)
+        h.assert_single_owner()
+    cg = h.consumer_group()
+    assert cg.state == "Stable"
+    s_target = cg.target["s"]
+    # s restarts as a classic static member with the same instance id
+    join = h.answers[h.join("", instance="i1", protocols=protocols())]
+    assert join.error is ErrorCode.none and join.member_id != "s"
+    assert "g" not in h.gc.consumer.groups
+    group = h.group()
+    assert group.is_in(GroupState.STABLE) and set(group.members) == {join.member_id, c}
+    assert group.generation_id == cg.group_epoch == join.generation_id
+    sync = h.answers[h.sync(join.member_id, join.generation_id, instance="i1")]
+    assert sync.error is ErrorCode.none
+    assert {("t", p) for p in (cp.assignment_partitions(sync.assignment) or {})["t"]} == \
+        {("t", p) for p in s_target["t"]}  # its predecessor's partitions, no rebalance
+    assert h.heartbeat(c, group.generation_id) is ErrorCode.none

@@ -157,6 +157,8 @@ class ConsumerGroupManager:
         self.topic_source: Callable[[], tuple[Mapping[str, int], Mapping[str, uuid.UUID]]] = lambda: ({}, {})
         # a consumer-protocol member is about to be removed: True if the owner converted the group instead
         self.on_fence: Callable[[ConsumerGroup, str], bool] = lambda group, member_id: False
+        # a classic static member replaced the group's last consumer-protocol member: the owner may downgrade
+        self.on_static_replace: Callable[[ConsumerGroup], bool] = lambda group: False
         self._join_timers: set[tuple[str, str]] = set()  # classic members told to rejoin
 
     # --- persistence ------------------------------------------------------------------------------
@@ -348,7 +350,9 @@ class ConsumerGroupManager:
             sub = decode_subscription(req.protocols[0].metadata)
         except (ConsumerProtocolError, UnicodeDecodeError):
             return fail(ErrorCode.unknown_server_error)  # Kafka: IllegalStateException, malformed metadata
+        replaced_consumer_member = False
         if static is not None and static.member_id != member_id:
+            replaced_consumer_member = static.classic is None
             self._replace_static(group, static, member_id)
         member = group.members.get(member_id)
         if member is None:
@@ -373,8 +377,11 @@ class ConsumerGroupManager:
         group_id = group.group_id
         self._schedule(("cg-sync", group_id, member_id), self._now() + member.rebalance_timeout_ms,
                        lambda: self._expire(group_id, member_id))
-        return m.JoinGroupResponse(ErrorCode.none, member_id=member_id, generation_id=member.member_epoch,
-                                   protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=req.protocols[0].name)
+        response = m.JoinGroupResponse(ErrorCode.none, member_id=member_id, generation_id=member.member_epoch,
+                                       protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=req.protocols[0].name)
+        if replaced_consumer_member:
+            self.on_static_replace(group)  # Kafka answers the join as above, downgraded or not
+        return response
 
     def classic_sync(self, group: ConsumerGroup, req: m.SyncGroupRequest) -> m.SyncGroupResponse:
         member, error = self._classic_member(group, req.member_id, req.group_instance_id)

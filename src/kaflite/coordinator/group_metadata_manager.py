@@ -51,6 +51,7 @@ from .group import ClassicGroup, ClassicGroupMember
 from .group_migration import (
     MigrationError,
     can_downgrade,
+    can_downgrade_after_replacement,
     can_upgrade,
     classic_group_from_consumer,
     consumer_group_from_classic,
@@ -74,6 +75,7 @@ class GroupMetadataManager:
                                              config.consumer_assignors)
         self.consumer.is_active = lambda: ctx.active
         self.consumer.on_fence = self._maybe_downgrade
+        self.consumer.on_static_replace = self._maybe_downgrade_after_replacement
 
     # === loading ====================================================================================
 
@@ -637,12 +639,15 @@ class GroupMetadataManager:
         self.consumer.adopt(converted)
         return True
 
-    def _maybe_downgrade(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
-        """The consumer-protocol member `leaving_member_id` goes: convert the group back to a classic group
-        when only classic members remain and the policy allows it (else False: the caller removes it)."""
+    def _maybe_downgrade_after_replacement(self, group: ConsumerGroup) -> bool:
+        """A static classic member took the last consumer-protocol member's place: downgrade, no rebalance."""
         config = self.ctx.config
-        if not can_downgrade(config.consumer_migration_policy, group, leaving_member_id, config.group_max_size):
+        if not can_downgrade_after_replacement(config.consumer_migration_policy, group, config.group_max_size):
             return False
+        self._convert_to_classic(group, "")
+        return True
+
+    def _convert_to_classic(self, group: ConsumerGroup, leaving_member_id: str) -> ClassicGroup:
         classic = classic_group_from_consumer(group, leaving_member_id, self.ctx.now)
         self.consumer.cancel_timers(group)
         self.consumer.drop(group.group_id)
@@ -651,6 +656,15 @@ class GroupMetadataManager:
         self._append_group_metadata(classic, {mid: mem.assignment for mid, mem in classic.members.items()})
         for member in classic.members.values():
             self._schedule_heartbeat(classic, member.member_id, member.session_timeout_ms)
+        return classic
+
+    def _maybe_downgrade(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
+        """The consumer-protocol member `leaving_member_id` goes: convert the group back to a classic group
+        when only classic members remain and the policy allows it (else False: the caller removes it)."""
+        config = self.ctx.config
+        if not can_downgrade(config.consumer_migration_policy, group, leaving_member_id, config.group_max_size):
+            return False
+        classic = self._convert_to_classic(group, leaving_member_id)
         self._prepare_rebalance(classic)  # the members rejoin and their leader assigns
         return True
 

@@ -26,7 +26,14 @@ Rules (Kafka 3.9 / 4.x, group-coordinator's GroupMetadataManager):
   `consumer` with generation = the group epoch, the remaining members with their session timeouts and
   protocols, the protocol voted as usual, each member's assignment = its target assignment (encoded in
   its subscription's version), and then a rebalance (PreparingRebalance) so the members rejoin and their
-  leader assigns; a classic member leaving (LeaveGroup) never downgrades (as Kafka).
+  leader assigns; a classic member leaving (LeaveGroup) never downgrades (as Kafka);
+- a static classic member restarting (JoinGroup without member id, same group.instance.id) in place of the
+  group's last consumer-protocol member takes its place, epoch and partitions, and then -- every member
+  now classic, policy and `group.max.size` permitting -- the group is downgraded the same way but stays
+  Stable without a rebalance (the newcomer's assignment is its predecessor's target; Kafka's
+  validateOnlineDowngradeWithReplacedMemberId). Its JoinGroup answer is the consumer group's (generation =
+  its member epoch), so a SyncGroup at that generation gets the assignment, or ILLEGAL_GENERATION and a
+  rejoin when the epochs differed.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ __all__ = [
     "MIGRATION_POLICIES",
     "MigrationError",
     "can_downgrade",
+    "can_downgrade_after_replacement",
     "can_upgrade",
     "classic_group_from_consumer",
     "consumer_group_from_classic",
@@ -72,6 +80,11 @@ def can_downgrade(policy: str, group: ConsumerGroup, leaving_member_id: str, cla
     return (leaving is not None and leaving.classic is None and bool(others)
             and all(mb.classic is not None for mb in others)
             and policy in ("downgrade", "bidirectional") and len(others) <= classic_max_size)
+
+
+def can_downgrade_after_replacement(policy: str, group: ConsumerGroup, classic_max_size: int) -> bool:
+    return (bool(group.members) and all(mb.classic is not None for mb in group.members.values())
+            and policy in ("downgrade", "bidirectional") and len(group.members) <= classic_max_size)
 
 
 def consumer_group_from_classic(classic: ClassicGroup, topics: Mapping[str, int], assignor: str) -> ConsumerGroup:
