@@ -95,3 +95,50 @@ def test_kill_9_mid_transaction(tmp_path: Path) -> None:
                 proc.wait(20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> int:
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        return int(c.committed([ck.TopicPartition(topic, 0)], timeout=20)[0].offset)
+    finally:
+        c.close()
+
+
+def test_kill_9_after_send_offsets_keeps_them_pending(tmp_path: Path) -> None:
+    """TxnOffsetCommit's offsets are in `__consumer_offsets` (transactional records of the producer), not
+    in memory: after a kill -9 and restart between send_offsets_to_transaction and the end of the
+    transaction, a commit makes them visible and an abort does not."""
+    port = free_port()
+    bootstrap = f"127.0.0.1:{port}"
+    log_path = tmp_path / "broker.log"
+    proc = _start(tmp_path / "data", port, log_path)
+    group = "g-offsets"
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("out", 1, 1), NewTopic("in", 1, 1)])["out"].result(15)
+        member = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+        metadata = member.consumer_group_metadata()
+        for offset, commit in ((5, True), (9, False)):
+            p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": "offsets"})
+            p.init_transactions(30)
+            p.begin_transaction()
+            p.produce("out", b"x-%d" % offset, partition=0)
+            p.send_offsets_to_transaction([ck.TopicPartition("in", 0, offset)], metadata, 30)
+            p.flush(10)
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+            proc = _start(tmp_path / "data", port, log_path)
+            if commit:
+                p.commit_transaction(60)
+            else:
+                p.abort_transaction(60)
+            assert _committed(bootstrap, group, "in") == 5, f"after {'commit' if commit else 'abort'} of {offset}"
+        member.close()
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()

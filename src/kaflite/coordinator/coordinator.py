@@ -101,6 +101,18 @@ class GroupCoordinator:
         k, v = decode_record(key, value)
         self._apply(k, v)
 
+    def replay_transactional(self, producer_id: int, key: bytes, value: bytes | None) -> None:
+        """A record of a transactional batch (loading): an offset commit stays pending until its marker."""
+        k, v = decode_record(key, value)
+        if isinstance(k, OffsetCommitKey):
+            assert v is None or isinstance(v, OffsetCommitValue)
+            self.offset_manager.replay_transactional(producer_id, k, v)
+        else:  # only offsets are written transactionally; anything else applies as written
+            self._apply(k, v)
+
+    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
+        self.offset_manager.replay_end_transaction(producer_id, commit)
+
     def _apply(self, key: RecordKey, value: RecordValue | None) -> None:
         if type(key) in CONSUMER_RECORD_KEYS:
             self.group_manager.consumer.replay(key, value)
@@ -167,11 +179,17 @@ class GroupCoordinator:
     def handle_offset_commit(self, req: m.OffsetCommitRequest, now_ms: int) -> CoordinatorResult:
         return self._step(now_ms, lambda: self.offset_manager.commit(req))
 
-    def handle_transactional_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], tuple[int, int, str]],
-                                     now_ms: int) -> CoordinatorResult:
-        """A committed transaction's offsets (its COMMIT marker reached this partition): written as ordinary
-        offset commits, without member checks (TxnOffsetCommit made them)."""
-        return self._step(now_ms, lambda: self.offset_manager.commit_transactional(group_id, offsets))
+    def handle_txn_offset_commit(self, group_id: str, producer_id: int,
+                                 offsets: Mapping[tuple[str, int], tuple[int, int, str]],
+                                 now_ms: int) -> CoordinatorResult:
+        """TxnOffsetCommit (checked by the caller): OffsetCommit records to write as the producer's
+        transactional batch, pending until its transaction's marker reaches this partition."""
+        return self._step(now_ms, lambda: self.offset_manager.commit_transactional(group_id, producer_id, offsets))
+
+    def handle_end_transaction(self, producer_id: int, commit: bool, now_ms: int) -> CoordinatorResult:
+        """The producer's COMMIT / ABORT marker was written to this partition (Kafka's
+        replayEndTransactionMarker, run after the marker's write): nothing to write."""
+        return self._step(now_ms, lambda: self.offset_manager.replay_end_transaction(producer_id, commit))
 
     def handle_offset_fetch(self, req: m.OffsetFetchRequest, now_ms: int) -> CoordinatorResult:
         return self._step(now_ms, lambda: self.offset_manager.fetch(req))

@@ -14,6 +14,11 @@ Rules:
   Empty group once it has been empty for the retention period; a simple group's per commit; a Stable
   consumer group keeps offsets of subscribed topics; an explicit expire timestamp wins. An Empty group
   left without offsets is deleted (a GroupMetadata tombstone).
+- Transactional offsets (TxnOffsetCommit, Kafka's pendingTransactionalOffsets): written as OffsetCommit
+  records of the producer's transactional batch and kept pending per producer id (not fetched, not
+  expired); the transaction's COMMIT marker in this partition makes them committed (as if replayed then),
+  its ABORT marker drops them; loading replays both, so a restart mid-transaction keeps them pending.
+  OffsetFetch with require_stable is UNSTABLE_OFFSET_COMMIT for a partition with a pending offset.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ class OffsetMetadataManager:
         self.ctx = ctx
         self.group_manager = groups
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
+        # producer id -> group -> (topic, partition) -> the offset its open transaction commits
+        self.pending: dict[int, dict[str, dict[tuple[str, int], OffsetCommitValue]]] = {}
 
     @property
     def groups(self) -> dict[str, ClassicGroup]:
@@ -104,11 +111,38 @@ class OffsetMetadataManager:
             topics.append((topic, tuple(answers)))
         return m.OffsetCommitResponse(tuple(topics))
 
-    def commit_transactional(self, group_id: str, offsets: Mapping[tuple[str, int], tuple[int, int, str]]) -> None:
-        """Materialise a committed transaction's offsets: (topic, partition) -> (offset, leader epoch, metadata)."""
+    def commit_transactional(self, group_id: str, producer_id: int,
+                             offsets: Mapping[tuple[str, int], tuple[int, int, str]]) -> None:
+        """TxnOffsetCommit: (topic, partition) -> (offset, leader epoch, metadata), written in the producer's
+        transaction and pending until its marker."""
         for (topic, partition), (offset, leader_epoch, metadata) in sorted(offsets.items()):
-            self.ctx.append(OffsetCommitKey(group_id, topic, partition),
-                            OffsetCommitValue(offset, metadata, self.ctx.now, leader_epoch, -1))
+            key = OffsetCommitKey(group_id, topic, partition)
+            value = OffsetCommitValue(offset, metadata, self.ctx.now, leader_epoch, -1)
+            self.ctx.emit(key, value)
+            self.replay_transactional(producer_id, key, value)
+
+    def replay_transactional(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        by_group = self.pending.setdefault(producer_id, {}).setdefault(key.group, {})
+        if value is None:
+            by_group.pop((key.topic, key.partition), None)
+        else:
+            by_group[(key.topic, key.partition)] = value
+
+    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
+        """The producer's marker reached this partition: its pending offsets become committed, or go."""
+        pending = self.pending.pop(producer_id, None)
+        if not pending or not commit:
+            return
+        for group_id, offsets in sorted(pending.items()):
+            for (topic, partition), value in sorted(offsets.items()):
+                self.replay(OffsetCommitKey(group_id, topic, partition), value)
+
+    def pending_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """The partitions of `group_id` with an offset waiting for its transaction's marker."""
+        out: set[tuple[str, int]] = set()
+        for by_group in self.pending.values():
+            out.update(by_group.get(group_id, ()))
+        return out
 
     def fetch(self, req: m.OffsetFetchRequest) -> m.OffsetFetchResponse:
         if not self.ctx.active:
@@ -127,12 +161,15 @@ class OffsetMetadataManager:
             wanted = [(t, tuple(ps)) for t, ps in by_topic.items()]
         else:
             wanted = req.topics
+        unstable = self.pending_partitions(req.group_id) if req.require_stable else set()
         topics = []
         for topic, partitions in wanted:
             fetched = []
             for partition in partitions:
                 value = committed.get((topic, partition))
-                if value is None:
+                if (topic, partition) in unstable:  # a transaction's offset waits for its marker
+                    fetched.append(m.FetchedOffset(partition, -1, -1, "", ErrorCode.unstable_offset_commit))
+                elif value is None:
                     fetched.append(m.FetchedOffset(partition, -1, -1, ""))
                 else:
                     fetched.append(m.FetchedOffset(partition, value.offset, value.leader_epoch, value.metadata))

@@ -34,6 +34,11 @@ Rules (as Kafka's runtime):
   lost write), and reloads the shard from the log: the shard then holds exactly what was written (Kafka
   reverts its timeline snapshot; we have none, so we replay). A step that raises is treated the same way
   (UNKNOWN_SERVER_ERROR) since it may have left the shard half-changed;
+- transactional writes (Kafka's scheduleTransactionalWriteOperation): `write(..., producer=(id, epoch))`
+  appends the step's records as one transactional batch of that producer; loading hands a record of a
+  transactional batch to `replay_transactional(producer_id, key, value)` and a COMMIT / ABORT marker to
+  `replay_end_transaction(producer_id, commit)`, so the shard keeps such records pending until their
+  transaction ends, live and after a reload alike;
 - everything runs on the event loop thread; a step is synchronous, so steps of a shard never interleave.
 """
 
@@ -53,6 +58,27 @@ from kaflite.protocol.errors import ErrorCode, KafkaError
 log = logging.getLogger("kaflite.coordinator")
 
 Record = tuple[bytes, bytes | None]
+Producer = tuple[int, int]  # (producer id, producer epoch) of a transactional write
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionalRecord:
+    """A record of a transactional batch, as loading reads it (pending until its transaction's marker)."""
+
+    producer_id: int
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class EndTransactionMarker:
+    """A COMMIT / ABORT control record, as loading reads it."""
+
+    producer_id: int
+    commit: bool
+
+
+LoadedRecord = Record | TransactionalRecord | EndTransactionMarker
 
 
 class StepRecord(Protocol):
@@ -73,6 +99,8 @@ class StepResult(Protocol):
 
 class CoordinatorShard(Protocol):
     def replay(self, key: bytes, value: bytes | None) -> None: ...
+    def replay_transactional(self, producer_id: int, key: bytes, value: bytes | None) -> None: ...
+    def replay_end_transaction(self, producer_id: int, commit: bool) -> None: ...
     def activate(self, now_ms: int) -> Any: ...
     def poll_timers(self, now_ms: int) -> Any: ...
     def next_deadline(self) -> int | None: ...
@@ -81,13 +109,15 @@ class CoordinatorShard(Protocol):
 class PartitionWriter(Protocol):
     """What the runtime needs from the storage / replica layer (Kafka's PartitionWriter)."""
 
-    def append(self, partition: int, records: Sequence[Record]) -> Awaitable[Any] | None:
-        """Write `records` as one batch to the partition as its leader, now. Raises (or the awaitable
+    def append(self, partition: int, records: Sequence[Record], producer: Producer | None = None
+               ) -> Awaitable[Any] | None:
+        """Write `records` as one batch to the partition as its leader, now (a transactional batch of
+        `producer` when given). Raises (or the awaitable
         raises) when the write fails; the awaitable resolves once the batch is committed (high watermark
         past it); None when it already is (one replica: the append moved the high watermark)."""
         ...
 
-    def read(self, partition: int) -> Iterable[Record] | Awaitable[Iterable[Record]]:
+    def read(self, partition: int) -> Iterable[LoadedRecord] | Awaitable[Iterable[LoadedRecord]]:
         """Every record of the partition, in offset order (an awaitable when read off the event loop)."""
         ...
 
@@ -219,7 +249,7 @@ class CoordinatorRuntime(Generic[S]):
             self._load_failed(ctx, e, done)
             return done
         if inspect.isawaitable(records):
-            async def finish(pending: Awaitable[Iterable[Record]]) -> None:
+            async def finish(pending: Awaitable[Iterable[LoadedRecord]]) -> None:
                 try:
                     self._finish_load(ctx, await pending, done)
                 except Exception as e:  # noqa: BLE001
@@ -229,14 +259,20 @@ class CoordinatorRuntime(Generic[S]):
             self._finish_load(ctx, records, done)
         return done
 
-    def _finish_load(self, ctx: _Context[S], records: Iterable[Record], done: asyncio.Future[None]) -> None:
+    def _finish_load(self, ctx: _Context[S], records: Iterable[LoadedRecord], done: asyncio.Future[None]) -> None:
         if self._contexts.get(ctx.partition) is not ctx:  # unloaded (or reloaded) meanwhile
             done.set_result(None)
             return
         count = 0
-        for key, value in records:
+        shard = ctx.shard
+        for item in records:
             try:
-                ctx.shard.replay(key, value)
+                if isinstance(item, TransactionalRecord):
+                    shard.replay_transactional(item.producer_id, item.key, item.value)
+                elif isinstance(item, EndTransactionMarker):
+                    shard.replay_end_transaction(item.producer_id, item.commit)
+                else:
+                    shard.replay(item[0], item[1])
                 count += 1
             except ValueError as e:  # a record we cannot read must not stop the load (as before)
                 log.warning("%s partition %d: skipping a record: %s", self.name, ctx.partition, e)
@@ -294,19 +330,22 @@ class CoordinatorRuntime(Generic[S]):
         ctx.parked[token] = fut
         return token, fut
 
-    def write(self, partition: int, op: Op[S], token: Hashable = None) -> asyncio.Future[Any]:
+    def write(self, partition: int, op: Op[S], token: Hashable = None, producer: Producer | None = None
+              ) -> asyncio.Future[Any]:
         """Run one step on the partition's shard now. The future resolves with the step's direct answer
         (token None) once its records are committed, or raises KafkaError with the code to answer.
-        `token`: the parked request this step was made for (failed with it if the step cannot run)."""
+        `token`: the parked request this step was made for (failed with it if the step cannot run).
+        `producer`: the step's records are one transactional batch of that producer."""
         try:
             ctx = self._active(partition)
         except KafkaError as e:
             fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             fut.set_exception(e)
             return fut
-        return self._run(ctx, op, token)
+        return self._run(ctx, op, token, producer)
 
-    def _run(self, ctx: _Context[S], op: Op[S], token: Hashable) -> asyncio.Future[Any]:
+    def _run(self, ctx: _Context[S], op: Op[S], token: Hashable, producer: Producer | None = None
+             ) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         direct: asyncio.Future[Any] = loop.create_future()
         direct.add_done_callback(_retrieve)
@@ -337,7 +376,8 @@ class CoordinatorRuntime(Generic[S]):
         previous_done = ctx.pending[-1].done if ctx.pending else None
         ctx.pending.append(pending)
         try:
-            committed = self._writer.append(ctx.partition, records)
+            committed = (self._writer.append(ctx.partition, records) if producer is None
+                         else self._writer.append(ctx.partition, records, producer))
         except Exception as e:  # noqa: BLE001 - the write failed before it was written
             self._write_failed(ctx, pending, e)
             return direct

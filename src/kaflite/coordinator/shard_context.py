@@ -106,6 +106,14 @@ class ShardContext:
         self.out.records.append(record)
         self.apply(key, value)  # the same path as loading: state changes only through replay
 
+    def emit(self, key: RecordKey, value: RecordValue | None) -> CoordinatorRecord:
+        """A record to write that the caller applies itself, as loading will (a transactional offset
+        commit: pending, not committed)."""
+        record = CoordinatorRecord(partition_for(key.group, self.config.offsets_topic_num_partitions),
+                                   encode_key(key), None if value is None else encode_value(value), key, value)
+        self.out.records.append(record)
+        return record
+
     # --- timers ---------------------------------------------------------------------------------
 
     def schedule(self, key: TimerKey, deadline_ms: int, callback: Callable[[], None]) -> None:

@@ -112,6 +112,12 @@ class TransactionCoordinatorShard:
         tid = decode_key(key)
         self._apply(tid, None if value is None else decode_value(value))
 
+    def replay_transactional(self, producer_id: int, key: bytes, value: bytes | None) -> None:
+        raise ValueError("__transaction_state holds no transactional records")
+
+    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
+        raise ValueError("__transaction_state holds no transaction markers")
+
     def _apply(self, tid: str, v: TxnLogValue | None) -> None:
         if v is None:
             self.txns.pop(tid, None)

@@ -36,7 +36,15 @@ from kaflite.coordinator import (
 )
 from kaflite.coordinator import messages as m
 from kaflite.coordinator.consumer_group import ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
-from kaflite.coordinator.runtime import CoordinatorRuntime, Record
+from kaflite.coordinator.runtime import (
+    CoordinatorRuntime,
+    EndTransactionMarker,
+    LoadedRecord,
+    Producer,
+    Record,
+    TransactionalRecord,
+)
+from kaflite.protocol.control_record import parse_marker
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import build_record_batch, decode_records, iter_batches
 from kaflite.server.authorizer import AclOperation, ResourceType
@@ -72,9 +80,16 @@ class OffsetsTopicWriter:
         self.service = service
         self.broker = service.broker
 
-    def append(self, partition: int, records: Sequence[Record]) -> Awaitable[None] | None:
-        batch = build_record_batch([(k, v, []) for k, v in records], timestamp_ms=self.broker.now_ms(),
-                                   compression=self.service.codec)
+    def append(self, partition: int, records: Sequence[Record], producer: Producer | None = None
+               ) -> Awaitable[None] | None:
+        entries: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]] = [(k, v, []) for k, v in records]
+        if producer is None:
+            batch = build_record_batch(entries, timestamp_ms=self.broker.now_ms(), compression=self.service.codec)
+        else:  # a transactional offset commit: a batch of the producer's transaction
+            pid, epoch = producer
+            batch = build_record_batch(entries, timestamp_ms=self.broker.now_ms(), compression=self.service.codec,
+                                       producer_id=pid, producer_epoch=epoch, is_transactional=True,
+                                       base_sequence=self._next_sequence(partition, pid, epoch))
         # written now, as leader, with acks=-1 (the write happens before this returns, so a reload that
         # follows reads it); committed when the partition's high watermark passes it
         replicas = self.broker.replica_manager
@@ -82,6 +97,15 @@ class OffsetsTopicWriter:
         if part.high_watermark > result.last_offset:
             return None  # committed already (a single replica): no wait, no task
         return self._committed(part, int(result.last_offset))
+
+    def _next_sequence(self, partition: int, producer_id: int, epoch: int) -> int:
+        """The sequence the partition's producer state expects next from this producer: the coordinator
+        writes its transactional batches in sequence (Kafka appends them as origin COORDINATOR, which skips
+        the sequence check; the same effect with the checks kaflite's log makes)."""
+        entry = self.log(partition).producer_state.producers.get(producer_id)
+        if entry is None or entry.producer_epoch != epoch or not entry.batches:
+            return 0
+        return (entry.last_seq + 1) & 0x7FFFFFFF
 
     def log(self, partition: int) -> Any:
         """The partition's local log (storage.Log)."""
@@ -108,21 +132,26 @@ class OffsetsTopicWriter:
     # (the hop to a thread costs more than replaying a few KiB, and the shard is usable sooner).
     THREAD_MIN_BYTES = _LOAD_CHUNK
 
-    def read(self, partition: int) -> Iterable[Record] | Awaitable[list[Record]]:
-        """Every keyed record of the partition, in offset order (control batches skipped). A big
+    def read(self, partition: int) -> Iterable[LoadedRecord] | Awaitable[list[LoadedRecord]]:
+        """Every keyed record of the partition, in offset order: those of transactional batches as
+        TransactionalRecord, the COMMIT / ABORT markers as EndTransactionMarker. A big
         partition is read and decoded in a worker thread (the Log's lock makes that safe), so a long
         replay does not stall the event loop; the shard answers COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
         lg = self.log(partition)
         if lg.size <= self.THREAD_MIN_BYTES:
-            return list(self._records(lg))
-        return asyncio.to_thread(lambda: list(self._records(lg)))
+            return list(self.loaded_records(lg))
+        return asyncio.to_thread(lambda: list(self.loaded_records(lg)))
 
     def records(self, partition: int) -> Iterator[Record]:
-        """The same records, read now on the caller's thread (tools and tests)."""
-        return self._records(self.log(partition))
+        """The (key, value) of every keyed record, read now on the caller's thread (tools and tests)."""
+        for item in self.loaded_records(self.log(partition)):
+            if isinstance(item, TransactionalRecord):
+                yield item.key, item.value
+            elif not isinstance(item, EndTransactionMarker):
+                yield item
 
     @staticmethod
-    def _records(lg: Any) -> Iterator[Record]:
+    def loaded_records(lg: Any) -> Iterator[LoadedRecord]:
         offset = lg.log_start_offset
         end = lg.log_end_offset
         for _ in range(1_000_000):
@@ -134,7 +163,15 @@ class OffsetsTopicWriter:
                 break
             last = offset
             for batch in iter_batches(data):
-                if not batch.is_control:
+                if batch.is_control:
+                    marker = parse_marker(batch)
+                    if marker is not None and batch.base_offset >= offset:
+                        yield EndTransactionMarker(batch.producer_id, marker.is_commit)
+                elif batch.is_transactional:
+                    for record in decode_records(batch):
+                        if record.offset >= offset and record.key is not None:
+                            yield TransactionalRecord(batch.producer_id, record.key, record.value)
+                else:
                     for record in decode_records(batch):
                         if record.offset >= offset and record.key is not None:
                             yield record.key, record.value

@@ -11,7 +11,6 @@ Rules:
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 from typing import Any
 
@@ -69,14 +68,6 @@ async def _fetch_one(ctx: RequestContext, group_id: str, topics: Any, require_st
     # a step without records: answered after any pending write of the shard, so never uncommitted state
     resp: m.OffsetFetchResponse = await svc.call(group_id, lambda shard, now: shard.handle_offset_fetch(req, now),
                                                  lambda code: m.OffsetFetchResponse(group_id, code))
-    if require_stable and resp.error is ErrorCode.none:  # a transaction's offsets wait for its marker
-        from kaflite.server.handlers.transactions import pending_offsets
-
-        unstable = pending_offsets(ctx.broker, group_id)
-        if unstable:
-            resp = dataclasses.replace(resp, topics=tuple(
-                (t, tuple(dataclasses.replace(f, offset=-1, error=ErrorCode.unstable_offset_commit)
-                          if (t, f.partition) in unstable else f for f in fs)) for t, fs in resp.topics))
     return resp
 
 

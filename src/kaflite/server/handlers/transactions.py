@@ -4,7 +4,7 @@ coordinator shards (kaflite.coordinator.transaction) on the coordinator runtime 
 APIs: InitProducerId with a transactional id (from init_producer_id.py), AddPartitionsToTxn (v0-v4, v4
 batched / verify-only), AddOffsetsToTxn, EndTxn, WriteTxnMarkers, TxnOffsetCommit, DescribeTransactions,
 ListTransactions, DescribeProducers; the FindCoordinator key type 1 (groups.py), the produce check
-(`verify_produce`) and OffsetFetch's require_stable (`pending_offsets`) call into the service.
+(`verify_produce`) calls into the service.
 
 Rules of the shell:
 - one TransactionService per broker (`broker.extensions["transaction_coordinator"]`), created at start-up
@@ -22,11 +22,11 @@ Rules of the shell:
   load (a crash between PrepareCommit and the markers completes the commit), aborts transactions past
   their timeout (transaction.abort.timed.out.transaction.cleanup.interval.ms) and removes transactional
   ids idle past transactional.id.expiration.ms (transaction.remove.expired.transaction.cleanup.interval.ms);
-- transactional offsets (TxnOffsetCommit) wait in the service per (group, producer id) until the
-  transaction's marker reaches the group's `__consumer_offsets` partition: a COMMIT writes them as
-  ordinary offset commits through the group coordinator, an ABORT drops them; while they wait, OffsetFetch
-  with require_stable answers UNSTABLE_OFFSET_COMMIT for those partitions. Kafka writes them to
-  `__consumer_offsets` at once in a transactional batch; kaflite keeps them in memory (docs/transactions.md);
+- transactional offsets (TxnOffsetCommit) are written by the group coordinator at once, as OffsetCommit
+  records in a transactional batch of the producer (its id and epoch) in the group's `__consumer_offsets`
+  partition, pending in the group shard; the transaction's marker is written to that partition like any
+  other and then handed to the group shard (COMMIT: the offsets become committed, ABORT: dropped); loading
+  replays both, as Kafka does. OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT meanwhile;
 - PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to request versions older than KIP-588's.
 """
 
@@ -40,7 +40,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from kaflite.coordinator import OFFSETS_TOPIC
-from kaflite.coordinator.runtime import CoordinatorRuntime, Record
+from kaflite.coordinator.runtime import CoordinatorRuntime, LoadedRecord, Producer, Record
 from kaflite.coordinator.transaction import (
     TRANSACTION_STATE_TOPIC,
     InitPidAnswer,
@@ -64,7 +64,6 @@ log = logging.getLogger("kaflite.coordinator")
 _ZERO = datetime.timedelta(0)
 _EXTENSION = "transaction_coordinator"
 
-TxnOffsets = dict[tuple[str, int], tuple[int, int, str]]  # (topic, partition) -> (offset, leader epoch, metadata)
 
 
 def fenced(code: ErrorCode, version: int, first_fenced_version: int) -> ErrorCode:
@@ -86,7 +85,8 @@ class TransactionStateWriter:
     def log(self, partition: int) -> Any:
         return self.broker.get_log(TRANSACTION_STATE_TOPIC, partition)
 
-    def append(self, partition: int, records: Sequence[Record]) -> Awaitable[None]:
+    def append(self, partition: int, records: Sequence[Record], producer: Producer | None = None) -> Awaitable[None]:
+        assert producer is None, "__transaction_state is never written transactionally"
         batch = build_record_batch([(k, v, []) for k, v in records], timestamp_ms=self.broker.now_ms())
         part, result = self.broker.replica_manager.append_records(TRANSACTION_STATE_TOPIC, partition, batch, -1,
                                                                   internal_topics_allowed=True)
@@ -106,11 +106,11 @@ class TransactionStateWriter:
         if code is not ErrorCode.none:
             raise KafkaError(code, f"{TRANSACTION_STATE_TOPIC}-{part.partition} did not commit offset {last_offset}")
 
-    def read(self, partition: int) -> Iterable[Record] | Awaitable[list[Record]]:
+    def read(self, partition: int) -> Iterable[LoadedRecord] | Awaitable[list[LoadedRecord]]:
         lg = self.log(partition)
         if lg.size <= OffsetsTopicWriter.THREAD_MIN_BYTES:
-            return list(OffsetsTopicWriter._records(lg))  # noqa: SLF001 - the same record reader
-        return asyncio.to_thread(lambda: list(OffsetsTopicWriter._records(lg)))  # noqa: SLF001
+            return list(OffsetsTopicWriter.loaded_records(lg))  # the same record reader
+        return asyncio.to_thread(lambda: list(OffsetsTopicWriter.loaded_records(lg)))
 
 
 class TransactionService:
@@ -128,7 +128,6 @@ class TransactionService:
         self.writer = TransactionStateWriter(self)
         self.runtime: CoordinatorRuntime[TransactionCoordinatorShard] = CoordinatorRuntime(
             self._new_shard, self.writer, broker.now_ms, "transaction coordinator")
-        self.pending_offsets: dict[tuple[str, int], TxnOffsets] = {}  # (group, producer id) -> offsets
         self._in_flight: set[str] = set()  # transactional ids whose markers are being written
         self._tasks: set[asyncio.Future[Any]] = set()
         self.channel = TransactionMarkerChannelManager(
@@ -257,22 +256,17 @@ class TransactionService:
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                             partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
         """WriteTxnMarkers on this broker, the leader of each partition (else NOT_LEADER_OR_FOLLOWER): a marker
-        per partition, answered once replicated (acks=-1, as Kafka appends markers); the transactional
-        offsets of the groups of a `__consumer_offsets` partition are materialised or dropped instead.
-        The error per partition."""
+        per partition, answered once replicated (acks=-1, as Kafka appends markers); on a `__consumer_offsets`
+        partition the group shard then ends the producer's pending offsets (an error there is answered, so
+        the coordinator sends the marker again). The error per partition."""
         out: dict[tuple[str, int], ErrorCode] = {}
         replicas = self.broker.replica_manager
         appended = []
         for topic, partition in partitions:
             try:
-                if topic == OFFSETS_TOPIC:
-                    replicas.get_partition(topic, partition)  # the leader only
-                    await self._complete_offsets(partition, producer_id, commit)
-                else:
-                    part, result = replicas.append_txn_marker(topic, partition, producer_id, producer_epoch, commit,
-                                                              coordinator_epoch)
-                    appended.append(((topic, partition), part, int(result.last_offset) + 1))
-                out[(topic, partition)] = ErrorCode.none
+                part, result = replicas.append_txn_marker(topic, partition, producer_id, producer_epoch, commit,
+                                                          coordinator_epoch)
+                appended.append(((topic, partition), part, int(result.last_offset) + 1))
             except KafkaError as e:
                 out[(topic, partition)] = e.code
         if appended:
@@ -280,24 +274,19 @@ class TransactionService:
             codes = await asyncio.gather(*(replicas.wait_committed(part, end, deadline) for _tp, part, end in appended))
             for (tp, _part, _end), code in zip(appended, codes, strict=True):
                 out[tp] = code
+                if tp[0] == OFFSETS_TOPIC and code is ErrorCode.none:
+                    out[tp] = await self._end_offsets_transaction(tp[1], producer_id, commit)
         return out
 
-    async def _complete_offsets(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
-        groups = GroupService.of(self.broker)
-        for group_id, pid in [k for k in self.pending_offsets if k[1] == producer_id]:
-            if groups.partition_for(group_id) != offsets_partition:
-                continue
-            offsets = self.pending_offsets[(group_id, pid)]
-            if commit:
-                await groups.runtime.write(groups.partition_for(group_id), _materialise(group_id, offsets))
-            del self.pending_offsets[(group_id, pid)]
-
-    def pending_partitions(self, group_id: str) -> set[tuple[str, int]]:
-        out: set[tuple[str, int]] = set()
-        for (g, _pid), offsets in self.pending_offsets.items():
-            if g == group_id:
-                out.update(offsets)
-        return out
+    async def _end_offsets_transaction(self, offsets_partition: int, producer_id: int, commit: bool) -> ErrorCode:
+        """The marker is in the `__consumer_offsets` partition: the group shard commits or drops the
+        producer's pending offsets (Kafka's completeTransaction)."""
+        try:
+            groups = GroupService.of(self.broker)
+            await groups.runtime.write(offsets_partition, _end_transaction(producer_id, commit))
+        except KafkaError as e:
+            return e.code
+        return ErrorCode.none
 
     def _resend_pending(self) -> None:
         for _p, shard in self.runtime.active_shards():
@@ -330,8 +319,8 @@ class TransactionService:
                 log.exception("transaction coordinator housekeeping failed")
 
 
-def _materialise(group_id: str, offsets: TxnOffsets) -> Callable[[Any, int], Any]:
-    return lambda shard, now: shard.handle_transactional_offsets(group_id, offsets, now)
+def _end_transaction(producer_id: int, commit: bool) -> Callable[[Any, int], Any]:
+    return lambda shard, now: shard.handle_end_transaction(producer_id, commit, now)
 
 
 def _abort_timed_out(tid: str) -> Callable[[TransactionCoordinatorShard, int], Any]:
@@ -559,17 +548,33 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
         if error is not None:
             return all_failed(error)
     max_metadata = groups.config.offset_metadata_max_bytes
-    pending = svc.pending_offsets.setdefault((group_id, int(request.producer_id)), {})
-
-    def one(topic: str, p: Any) -> ErrorCode:
+    producer_id, producer_epoch = int(request.producer_id), int(request.producer_epoch)
+    partition = groups.partition_for(group_id)
+    # the log's own fencing of a transactional write (Kafka's append checks the producer epoch)
+    try:
+        lg = ctx.broker.replica_manager.get_partition(OFFSETS_TOPIC, partition).log
+    except KafkaError:
+        return all_failed(ErrorCode.not_coordinator)
+    entry = lg.producer_state.producers.get(producer_id) if lg is not None else None
+    if entry is not None and producer_epoch < entry.producer_epoch:
+        return all_failed(ErrorCode.producer_fenced)
+    offsets: dict[tuple[str, int], tuple[int, int, str]] = {}
+    codes: dict[tuple[str, int], ErrorCode] = {}
+    for topic, p in wanted:
         metadata = p.committed_metadata or ""
         if len(metadata) > max_metadata:
-            return ErrorCode.offset_metadata_too_large
-        pending[(topic, int(p.partition_index))] = (int(p.committed_offset),
+            codes[(topic, int(p.partition_index))] = ErrorCode.offset_metadata_too_large
+            continue
+        offsets[(topic, int(p.partition_index))] = (int(p.committed_offset),
                                                     int(getattr(p, "committed_leader_epoch", -1)), metadata)
-        return ErrorCode.none
-
-    return answer(one)
+    if offsets:
+        try:
+            await groups.runtime.write(
+                partition, lambda s, now: s.handle_txn_offset_commit(group_id, producer_id, offsets, now),
+                producer=(producer_id, producer_epoch))
+        except KafkaError as e:
+            return all_failed(e.code)
+    return answer(lambda topic, p: codes.get((topic, int(p.partition_index)), ErrorCode.none))
 
 
 # --- DescribeTransactions (65) / ListTransactions (66) / DescribeProducers (61) ----------------------
@@ -705,9 +710,3 @@ APIS: ApiTable = {
     65: (0, 0, handle_describe_transactions),
     66: (0, 1, handle_list_transactions),
 }
-
-
-def pending_offsets(broker: Any, group_id: str) -> set[tuple[str, int]]:
-    """The partitions of `group_id` with transactional offsets waiting for their transaction's marker."""
-    svc = broker.extensions.get(_EXTENSION)
-    return set() if svc is None else svc.pending_partitions(group_id)
