@@ -216,3 +216,71 @@ def test_compaction_removes_aborted_records_keeps_markers_and_stops_at_lso(tmp_p
     assert kept[1][0:2] == (2, True)
     assert [k[0] for k in kept] == [0, 2, 3, 4]
     log.close()
+
+
+def _batches(log: Log) -> list[tuple[int, bool, list[bytes | None]]]:
+    from kaflite.protocol.record_batch import decode_records
+
+    out: list[tuple[int, bool, list[bytes | None]]] = []
+    offset = log.log_start_offset
+    for _ in range(1000):
+        if offset >= log.log_end_offset:
+            break
+        info = log.read(offset, 1 << 20)
+        data = b"".join(bytes(r) for r in info.records)
+        if not data:
+            break
+        for b in iter_batches(data):
+            out.append((b.base_offset, b.is_control, [x.key for x in decode_records(b)]))
+            offset = b.last_offset + 1
+    return out
+
+
+def test_compaction_removes_markers_of_emptied_transactions_after_delete_retention(tmp_path: Path) -> None:
+    """Kafka's LogCleaner rule: a COMMIT / ABORT marker goes once its transaction has no record left in
+    the log and delete.retention.ms has passed (kaflite counts from the marker's timestamp); a marker
+    whose transaction still has data, or that is its producer's last batch, stays. The log rebuilt from
+    scratch afterwards has no open transaction."""
+
+    from kaflite.storage.cleaner import compact_log
+
+    log = Log(tmp_path / "c-0", LogConfig(cleanup_policy="compact", min_compaction_lag_ms=0, delete_retention_ms=1000))
+
+    def txn(key: bytes, pid: int, seq: int) -> None:
+        log.append(_kb(key, key + b"-txn", producer_id=pid, producer_epoch=0, base_sequence=seq, is_transactional=True))
+
+    txn(b"a", 7, 0)  # 0: aborted
+    log.append_marker(7, 0, False, 0, now_ms=NOW)  # 1: ABORT -> its transaction is emptied by the cleaner
+    txn(b"b", 7, 1)  # 2: committed, then superseded by 4
+    log.append_marker(7, 0, True, 0, now_ms=NOW)  # 3: COMMIT -> emptied once 2 is compacted away
+    log.append(_kb(b"b", b"b-plain"))  # 4
+    txn(b"c", 8, 0)  # 5: committed, the latest "c": survives
+    log.append_marker(8, 0, True, 0, now_ms=NOW)  # 6: COMMIT of data that survives: stays
+    txn(b"d", 7, 2)  # 7: aborted
+    log.append_marker(7, 0, False, 0, now_ms=NOW)  # 8: ABORT, but producer 7's last batch: stays
+    txn(b"e", 8, 1)  # 9
+    log.append_marker(8, 0, True, 0, now_ms=NOW)  # 10: producer 8's last batch
+    log.roll()
+    log.append(_kb(b"z", b"active"))  # 11
+    _everything_hw(log)
+    assert log.last_stable_offset == log.log_end_offset
+
+    compact_log(log, NOW + 500, force=True)  # within delete.retention.ms: every marker stays
+    assert [(o, c) for o, c, _k in _batches(log)] == [
+        (1, True), (3, True), (4, False), (5, False), (6, True), (8, True), (9, False), (10, True), (11, False)]
+
+    compact_log(log, NOW + 10_000, force=True)  # past it: the markers of emptied transactions go
+    assert [(o, c) for o, c, _k in _batches(log)] == [
+        (4, False), (5, False), (6, True), (8, True), (9, False), (10, True), (11, False)]
+    assert [k for _o, c, ks in _batches(log) if not c for k in ks] == [b"b", b"c", b"e", b"z"]
+    log.close()
+
+    # crash recovery without producer snapshots: no transaction looks open, the state is the producers' last
+    for snap in (tmp_path / "c-0").glob("*.snapshot"):
+        snap.unlink()
+    again = Log(tmp_path / "c-0", LogConfig(cleanup_policy="compact", min_compaction_lag_ms=0))
+    _everything_hw(again)
+    assert again.producer_state.first_unstable_offset is None
+    assert again.last_stable_offset == again.log_end_offset == 12
+    assert set(again.producer_state.producers) == {7, 8}
+    again.close()

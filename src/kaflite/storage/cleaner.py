@@ -22,9 +22,12 @@ Rules (Kafka's LogCleaner, simplified where noted):
 8. Transactions (Kafka's LogCleaner with KIP-98): nothing at or past the first open transaction is cleaned
    or enters the offset map (an open transaction may still abort); records of aborted transactions
    (the `.txnindex` ranges of their producer) are removed and never enter the offset map; control
-   batches (COMMIT / ABORT markers) are not keyed records: they are always kept (Kafka removes a marker
-   once its transaction has no data left and `delete.retention.ms` passed — kaflite keeps them, see
-   docs/transactions.md).
+   batches (COMMIT / ABORT markers) are not keyed records and never enter the offset map.
+9. A marker is removed (`marker_removable`) once its transaction has no batch left in the log (every
+   batch of its producer since that producer's previous marker was removed: aborted, or compacted away)
+   and `delete.retention.ms` has passed since the marker's timestamp (Kafka counts from the delete
+   horizon its first clean stamps into the batch); a marker that is its producer's last batch stays
+   (rule 5), so a log rebuilt from scratch never shows an open transaction nor loses a producer's epoch.
 The decisions (`build_offset_map`, `record_survives`, `cleanable_prefix`, `should_clean`) are pure.
 """
 
@@ -45,6 +48,7 @@ __all__ = [
     "build_offset_map",
     "record_survives",
     "cleanable_prefix",
+    "marker_removable",
     "should_clean",
     "filter_batch",
     "compact_log",
@@ -78,6 +82,12 @@ def record_survives(record: Record, offset_map: dict[bytes, int], now_ms: int, d
     if record.value is None and now_ms - record.timestamp > delete_retention_ms:
         return False
     return True
+
+
+def marker_removable(txn_has_data: bool, marker_timestamp: int, now_ms: int, delete_retention_ms: int,
+                     last_of_producer: bool) -> bool:
+    """Rule 9: may the cleaner drop a COMMIT / ABORT marker?"""
+    return not txn_has_data and not last_of_producer and now_ms - marker_timestamp > delete_retention_ms
 
 
 def cleanable_prefix(max_timestamps: Sequence[int], now_ms: int, min_compaction_lag_ms: int) -> int:
@@ -191,23 +201,32 @@ def compact_log(log: Log, now_ms: int, *, force: bool = False) -> CleanResult:
                     last_batch_of_producer[f[9]] = f[0]
         removed = 0
         after = 0
+        txn_has_data: dict[int, bool] = {}  # producer id -> a batch of its current transaction is kept
         for seg in cleanable:
             pieces: list[bytes | memoryview] = []
             for _pos, _fields, data in seg.iter_batches():
                 view = RecordBatchView.parse(data)
+                pid = view.producer_id
+                last_of_producer = pid >= 0 and last_batch_of_producer.get(pid) == view.base_offset
                 if view.is_control:
-                    pieces.append(data)
+                    if marker_removable(txn_has_data.pop(pid, False), view.max_timestamp, now_ms,
+                                        cfg.delete_retention_ms, last_of_producer):
+                        removed += view.records_count
+                    else:
+                        pieces.append(data)
                     continue
                 if aborted.aborted(view):
                     removed += view.records_count
                     continue
-                if view.producer_id >= 0 and last_batch_of_producer.get(view.producer_id) == view.base_offset:
-                    pieces.append(data)
-                    continue
-                out, r = filter_batch(view, offset_map, now_ms, cfg.delete_retention_ms)
+                if last_of_producer:
+                    out, r = data, 0
+                else:
+                    out, r = filter_batch(view, offset_map, now_ms, cfg.delete_retention_ms)
                 removed += r
                 if out is not None:
                     pieces.append(bytes(out))
+                    if view.is_transactional:
+                        txn_has_data[pid] = True
             new_size = sum(len(p) for p in pieces)
             after += new_size
             if new_size != seg.size:
