@@ -218,9 +218,9 @@ def compact_log(log: Log, now_ms: int, *, force: bool = False) -> CleanResult:
                 if aborted.aborted(view):
                     removed += view.records_count
                     continue
-                if last_of_producer:
-                    out, r = data, 0
-                else:
+                out: bytes | memoryview | None = data
+                r = 0
+                if not last_of_producer:  # (a producer's last batch is kept whole: rule 5)
                     out, r = filter_batch(view, offset_map, now_ms, cfg.delete_retention_ms)
                 removed += r
                 if out is not None:
