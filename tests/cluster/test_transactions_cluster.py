@@ -11,6 +11,7 @@ topic whose three partitions are led by three different brokers, confluent-kafka
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,10 +20,20 @@ from typing import TypeVar
 import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.types import ProducerId, TopicName
+from kio.schema.write_txn_markers.v1.request import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+)
+from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse
+from kio.static.primitive import i16, i32
 
 from cluster.conftest import BrokerProcesses
 from kaflite.cluster.zk import KafkaZkClient
 from kaflite.coordinator.transaction import TRANSACTION_STATE_TOPIC, partition_for
+from kaflite.protocol.errors import ErrorCode
+from kaflite.server.broker_connection import BrokerConnection
 
 T = TypeVar("T")
 TOPIC = "txn"
@@ -120,6 +131,23 @@ def _send(p: ck.Producer, prefix: str, n: int) -> list[bytes]:
     return values
 
 
+def _write_marker(port: int) -> ErrorCode:
+    """One ABORT marker for partition 0 of TOPIC (an unknown producer), sent as a coordinator would."""
+    async def send() -> ErrorCode:
+        conn = await BrokerConnection.open("127.0.0.1", port, "test-coordinator", 10)
+        try:
+            req = WriteTxnMarkersRequest(markers=(WritableTxnMarker(
+                producer_id=ProducerId(999_999), producer_epoch=i16(0), transaction_result=False,
+                coordinator_epoch=i32(0), topics=(WritableTxnMarkerTopic(name=TopicName(TOPIC),
+                                                                         partition_indexes=(i32(0),)),)),))
+            resp = await conn.request(req, WriteTxnMarkersResponse, 10)
+            code = resp.markers[0].topics[0].partitions[0].error_code
+            return ErrorCode(int(getattr(code, "value", code)))
+        finally:
+            conn.close()
+    return asyncio.run(send())
+
+
 def test_commit_and_abort_across_leaders(brokers: BrokerProcesses, zk: KafkaZkClient) -> None:
     _cluster(brokers, zk)
     assert {_leader(zk, TOPIC, p) for p in range(3)} == {1, 2, 3}  # three leaders: two are remote
@@ -146,6 +174,10 @@ def test_commit_and_abort_across_leaders(brokers: BrokerProcesses, zk: KafkaZkCl
     for b in (1, 2, 3):
         assert "Traceback" not in brokers.log(b), brokers.log(b)[-3000:]
     p.flush(10)
+    # WriteTxnMarkers checks the leadership on the receiving broker: a follower refuses the marker
+    leader = _leader(zk, TOPIC, 0)
+    follower = next(b for b in (1, 2, 3) if b != leader)
+    assert _write_marker(brokers.ports[follower]) == ErrorCode.not_leader_or_follower
 
 
 def test_kill_9_coordinator_mid_transaction(brokers: BrokerProcesses, zk: KafkaZkClient) -> None:
