@@ -31,6 +31,8 @@ from kio.static.primitive import i16, i32
 
 from cluster.conftest import BrokerProcesses
 from kaflite.cluster.zk import KafkaZkClient
+from kaflite.coordinator import OFFSETS_TOPIC
+from kaflite.coordinator import partition_for as offsets_partition
 from kaflite.coordinator.transaction import TRANSACTION_STATE_TOPIC, partition_for
 from kaflite.protocol.errors import ErrorCode
 from kaflite.server.broker_connection import BrokerConnection
@@ -148,6 +150,25 @@ def _write_marker(port: int) -> ErrorCode:
     return asyncio.run(send())
 
 
+def _group_led_elsewhere(bootstrap: str, zk: KafkaZkClient, coordinator: int) -> str:
+    """A group id whose coordinator (its __consumer_offsets partition's leader) is not `coordinator`."""
+    probe = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False})
+
+    def created() -> bool:
+        try:  # a FindCoordinator: the first one creates __consumer_offsets
+            probe.committed([ck.TopicPartition(TOPIC, 0)], timeout=5)
+        except ck.KafkaException:
+            pass
+        return _leader(zk, OFFSETS_TOPIC, offsets_partition("probe", 50)) > 0
+
+    try:
+        _wait("__consumer_offsets", created)
+    finally:
+        probe.close()
+    return next(g for g in (f"g-{i}" for i in range(1000))
+                if _leader(zk, OFFSETS_TOPIC, offsets_partition(g, 50)) not in (-1, coordinator))
+
+
 def test_commit_and_abort_across_leaders(brokers: BrokerProcesses, zk: KafkaZkClient) -> None:
     _cluster(brokers, zk)
     assert {_leader(zk, TOPIC, p) for p in range(3)} == {1, 2, 3}  # three leaders: two are remote
@@ -155,14 +176,22 @@ def test_commit_and_abort_across_leaders(brokers: BrokerProcesses, zk: KafkaZkCl
     p = _producer(bootstrap, "cross")
     coordinator = _coordinator(zk, "cross")
     assert coordinator in (1, 2, 3)
+    group = _group_led_elsewhere(bootstrap, zk, coordinator)
+    member = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     committed: list[bytes] = []
     p.begin_transaction()
     committed += _send(p, "c1", 30)
+    p.send_offsets_to_transaction([ck.TopicPartition(TOPIC, 0, 5)], member.consumer_group_metadata(), 30)
     p.commit_transaction(30)
     p.begin_transaction()
     aborted = _send(p, "a1", 30)
+    p.send_offsets_to_transaction([ck.TopicPartition(TOPIC, 0, 9)], member.consumer_group_metadata(), 30)
     p.flush(30)
     p.abort_transaction(30)
+    # the group's offsets: committed with the first transaction, not with the aborted one (their markers
+    # went to the group's __consumer_offsets partition on another broker)
+    assert member.committed([ck.TopicPartition(TOPIC, 0)], timeout=20)[0].offset == 5
+    member.close()
     p.begin_transaction()
     committed += _send(p, "c2", 30)
     p.commit_transaction(30)
