@@ -41,7 +41,8 @@ T = TypeVar("T")
 TOPIC = "txn"
 SETTINGS = ("replica.lag.time.max.ms=4000", "replica.fetch.backoff.ms=200",
             "transaction.state.log.replication.factor=3", "transaction.state.log.min.isr=2",
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms=500")
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
+            "offsets.topic.replication.factor=3")
 
 
 def _wait(what: str, fn: Callable[[], T | None], timeout: float = 30.0, interval: float = 0.1) -> T:
@@ -150,8 +151,8 @@ def _write_marker(port: int) -> ErrorCode:
     return asyncio.run(send())
 
 
-def _group_led_elsewhere(bootstrap: str, zk: KafkaZkClient, coordinator: int) -> str:
-    """A group id whose coordinator (its __consumer_offsets partition's leader) is not `coordinator`."""
+def _group(bootstrap: str, zk: KafkaZkClient, wanted: Callable[[int], bool]) -> str:
+    """A group id whose coordinator (its __consumer_offsets partition's leader) is `wanted`."""
     probe = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False})
 
     def created() -> bool:
@@ -166,7 +167,7 @@ def _group_led_elsewhere(bootstrap: str, zk: KafkaZkClient, coordinator: int) ->
     finally:
         probe.close()
     return next(g for g in (f"g-{i}" for i in range(1000))
-                if _leader(zk, OFFSETS_TOPIC, offsets_partition(g, 50)) not in (-1, coordinator))
+                if wanted(_leader(zk, OFFSETS_TOPIC, offsets_partition(g, 50))))
 
 
 def test_commit_and_abort_across_leaders(brokers: BrokerProcesses, zk: KafkaZkClient) -> None:
@@ -176,7 +177,7 @@ def test_commit_and_abort_across_leaders(brokers: BrokerProcesses, zk: KafkaZkCl
     p = _producer(bootstrap, "cross")
     coordinator = _coordinator(zk, "cross")
     assert coordinator in (1, 2, 3)
-    group = _group_led_elsewhere(bootstrap, zk, coordinator)
+    group = _group(bootstrap, zk, lambda leader: leader not in (-1, coordinator))
     member = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     committed: list[bytes] = []
     p.begin_transaction()
@@ -217,15 +218,19 @@ def test_kill_9_coordinator_mid_transaction(brokers: BrokerProcesses, zk: KafkaZ
     # an id of the same coordinator whose transaction is abandoned (its producer gone with the crash)
     abandoned_id = next(f"b-{i}" for i in range(1000) if _coordinator(zk, f"b-{i}") == victim)
     abandoned = _producer(bootstrap, abandoned_id, **{"transaction.timeout.ms": 60000})
-    tp = (TRANSACTION_STATE_TOPIC, partition_for("a", 50))
-    _wait("the coordinator's __transaction_state partition fully replicated",
-          lambda: _full_isr(zk, [tp, (TRANSACTION_STATE_TOPIC, partition_for(abandoned_id, 50))]))
+    # a group coordinated by the same broker: its pending transactional offset must survive the crash too
+    group = _group(bootstrap, zk, lambda leader: leader == victim)
+    member = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    tps = [(TRANSACTION_STATE_TOPIC, partition_for("a", 50)), (TRANSACTION_STATE_TOPIC, partition_for(abandoned_id, 50)),
+           (OFFSETS_TOPIC, offsets_partition(group, 50))]
+    _wait("the coordinators' partitions fully replicated", lambda: _full_isr(zk, tps))
     committing.begin_transaction()
     committed = _send(committing, "before", 9)  # a first, whole transaction
     committing.commit_transaction(30)
 
     committing.begin_transaction()
     pending = _send(committing, "mid", 30)
+    committing.send_offsets_to_transaction([ck.TopicPartition(TOPIC, 0, 7)], member.consumer_group_metadata(), 30)
     committing.flush(30)
     abandoned.begin_transaction()
     lost = _send(abandoned, "lost", 30)
@@ -258,4 +263,8 @@ def test_kill_9_coordinator_mid_transaction(brokers: BrokerProcesses, zk: KafkaZ
     assert not set(got) & set(lost)
     everything = set(_read(bootstrap, "read_uncommitted", len(committed) + len(lost)))
     assert set(lost) <= everything and set(pending) <= everything  # written, then marked
+    # the group's offset went with the transaction (its coordinator moved too, and loaded it pending)
+    offset = member.committed([ck.TopicPartition(TOPIC, 0)], timeout=30)[0].offset
+    assert offset == (7 if outcome == "committed" else ck.OFFSET_INVALID), outcome
+    member.close()
     print(f"\ncoordinator {victim} killed -> {new}; commit {outcome} {took:.1f} s after the kill")
