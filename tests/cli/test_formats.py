@@ -35,6 +35,22 @@ def test_describe_lines_without_id_leader_or_isr() -> None:
     )
 
 
+def test_describe_lines_of_a_partition_being_reassigned() -> None:
+    # [1, 2] -> [2, 3]: RS 2,3,1 while 3 catches up; kafka-topics.sh adds the moving replicas, and its
+    # replication factor (and "under-replicated") counts the replica set less the replicas being added
+    moving = PartitionInfo(0, 1, [2, 3, 1], [1, 2], adding=[3], removing=[1])
+    info = TopicInfo("t", None, [moving, PartitionInfo(1, 2, [2, 3], [2, 3])], {})
+    assert describe_lines(info) == [
+        "Topic: t\tPartitionCount: 2\tReplicationFactor: 2\tConfigs: ",
+        "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 2,3,1\tIsr: 1,2\tAdding Replicas: 3\tRemoving Replicas: 1",
+        "\tTopic: t\tPartition: 1\tLeader: 2\tReplicas: 2,3\tIsr: 2,3",
+    ]
+    assert describe_lines(info, PartitionFilter(under_replicated=True)) == []  # 2 in sync of RF 2
+    # a move that finished between the two requests (its replicas no longer in the set): the set counts
+    done = PartitionInfo(0, 2, [2, 3], [2], adding=[4], removing=[1])
+    assert done.replication_factor == 2
+
+
 def test_partition_reports_as_kafka_topics() -> None:
     # p0 in sync; p1 under-replicated, at min ISR; p2 led by a dead broker; p3 offline; p4 ISR below min
     info = TopicInfo("t", None, [

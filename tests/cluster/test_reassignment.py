@@ -3,7 +3,8 @@
 - AlterPartitionReassignments / ListPartitionReassignments on the wire with kafka-python's admin client
   (confluent-kafka 2.16 has no reassignment API): Kafka's per-partition errors, NOT_CONTROLLER from a
   broker that is not the controller (raw kio request), a move listed while its new replica is frozen
-  (SIGSTOP, shorter than the session), seen by `kaflite reassign-partitions --list / --verify`, refused
+  (SIGSTOP, shorter than the session), seen by `kaflite reassign-partitions --list / --verify` and
+  `kaflite topics describe` (Adding / Removing Replicas), refused
   to `--execute` another, and cancelled back to the original replicas by `--cancel`;
 - a move with data while an idempotent acks=all producer writes: t-0 [1,2] -> [2,3] through the API (the
   leader 1 is removed: 2 leads) and t-1 [1,2] -> [1,3] through the legacy /admin/reassign_partitions
@@ -110,13 +111,17 @@ def test_reassignment_moves_data_and_the_apis_answer_as_kafka(
             move.write_text('{"version":1,"partitions":[{"topic":"t","partition":1,"replicas":[1,3]}]}')
             other = tmp_path / "other.json"
             other.write_text('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,1]}]}')
-            assert _cli(capsys, "--list", "-b", bootstrap) == (
+            assert _cli(capsys, "reassign-partitions", "--list", "-b", bootstrap) == (
                 0, "Current partition reassignments:\nt-1: replicas: 1,3,2. adding: 3. removing: 2.\n", "")
-            code, out, err = _cli(capsys, "--execute", "--reassignment-json-file", str(other), "-b", bootstrap)
+            code, out, _ = _cli(capsys, "topics", "describe", "t", "-b", bootstrap)
+            assert code == 0 and "\tTopic: t\tPartition: 1\tLeader: 1\tReplicas: 1,3,2\tIsr: 1,2\t" \
+                "Adding Replicas: 3\tRemoving Replicas: 2\n" in out and "ReplicationFactor: 2\t" in out
+            rp, file = "reassign-partitions", "--reassignment-json-file"
+            code, out, err = _cli(capsys, rp, "--execute", file, str(other), "-b", bootstrap)
             assert code == 1 and err.startswith("error: Cannot execute because there is an existing partition")
-            assert _cli(capsys, "--verify", "--reassignment-json-file", str(move), "-b", bootstrap) == (
+            assert _cli(capsys, rp, "--verify", file, str(move), "-b", bootstrap) == (
                 0, "Status of partition reassignment:\nReassignment of partition t-1 is still in progress.\n", "")
-            assert _cli(capsys, "--cancel", "--reassignment-json-file", str(move), "-b", bootstrap) == (
+            assert _cli(capsys, rp, "--cancel", file, str(move), "-b", bootstrap) == (
                 0, "Successfully cancelled partition reassignment for: t-1\n"
                    "None of the specified partition moves are active.\n", "")
             assert admin.list_partition_reassignments() == {}
@@ -207,13 +212,13 @@ def test_reassignment_moves_data_and_the_apis_answer_as_kafka(
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """`kaflite reassign-partitions ARGS` in this process (no interpreter start-up while a broker is
+    """`kaflite ARGS` in this process (no interpreter start-up while a broker is
     frozen): exit code, stdout, stderr."""
     from kaflite.cli.main import app
 
     capsys.readouterr()
     try:
-        app(["reassign-partitions", *args], prog_name="kaflite")
+        app(list(args), prog_name="kaflite")
         code = 0
     except SystemExit as done:
         code = int(done.code or 0)

@@ -49,6 +49,7 @@ from kaflite.cli.common import (
 
 __all__ = [
     "calculate_assignment",
+    "ongoing_reassignments",
     "format_reassignment_json",
     "parse_broker_list",
     "parse_reassignment_json",
@@ -279,28 +280,11 @@ class _Cluster:
             md = self.refresh()
 
     def list_reassignments(self, partitions: Iterable[TopicPartition] | None = None) -> Ongoing:
-        from kio.schema.list_partition_reassignments.v0.request import (
-            ListPartitionReassignmentsRequest,
-            ListPartitionReassignmentsTopics,
-        )
         from kio.schema.list_partition_reassignments.v0.response import ListPartitionReassignmentsResponse
-        from kio.schema.types import TopicName
-        from kio.static.primitive import i32
 
-        topics = None
-        if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for t, p in partitions:
-                by_topic.setdefault(t, []).append(p)
-            topics = tuple(ListPartitionReassignmentsTopics(name=TopicName(t), partition_indexes=tuple(i32(p) for p in ps))
-                           for t, ps in sorted(by_topic.items()))
-        resp = self._to_controller(ListPartitionReassignmentsRequest(topics=topics),
-                                   ListPartitionReassignmentsResponse)
+        resp = self._to_controller(_list_request(partitions), ListPartitionReassignmentsResponse)
         _top_level(resp, "listing the partition reassignments")
-        return {(str(t.name), int(p.partition_index)): ([int(r) for r in p.replicas],
-                                                        [int(r) for r in p.adding_replicas],
-                                                        [int(r) for r in p.removing_replicas])
-                for t in resp.topics for p in t.partitions}
+        return _ongoing(resp)
 
     def alter(self, moves: Mapping[TopicPartition, Sequence[int] | None]) -> dict[TopicPartition, str]:
         """Start (or cancel, None) the moves; the refused partitions with Kafka's message."""
@@ -327,6 +311,48 @@ class _Cluster:
                 if int(p.error_code) != 0:
                     errors[(str(t.name), int(p.partition_index))] = p.error_message or _error_name(p.error_code)
         return errors
+
+
+def _list_request(partitions: Iterable[TopicPartition] | None) -> Any:
+    from kio.schema.list_partition_reassignments.v0.request import (
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsTopics,
+    )
+    from kio.schema.types import TopicName
+    from kio.static.primitive import i32
+
+    topics = None
+    if partitions is not None:
+        by_topic: dict[str, list[int]] = {}
+        for t, p in partitions:
+            by_topic.setdefault(t, []).append(p)
+        topics = tuple(ListPartitionReassignmentsTopics(name=TopicName(t), partition_indexes=tuple(i32(p) for p in ps))
+                       for t, ps in sorted(by_topic.items()))
+    return ListPartitionReassignmentsRequest(topics=topics)
+
+
+def _ongoing(resp: Any) -> Ongoing:
+    return {(str(t.name), int(p.partition_index)): ([int(r) for r in p.replicas],
+                                                    [int(r) for r in p.adding_replicas],
+                                                    [int(r) for r in p.removing_replicas])
+            for t in resp.topics for p in t.partitions}
+
+
+def ongoing_reassignments(metadata: Any, partitions: Iterable[TopicPartition], timeout: float) -> Ongoing:
+    """The moves under way among `partitions`, asked of the controller `metadata` (confluent-kafka's
+    ClusterMetadata) names, once (for `topics describe`); raises OSError / RuntimeError when it cannot say."""
+    from kio.schema.list_partition_reassignments.v0.response import ListPartitionReassignmentsResponse
+
+    from kaflite.console.wire import request
+
+    controller = metadata.brokers.get(metadata.controller_id)
+    if controller is None:
+        raise RuntimeError("no controller")
+    resp = request(controller.host, controller.port, _list_request(partitions), ListPartitionReassignmentsResponse,
+                   timeout)
+    if int(resp.error_code) != 0:
+        raise RuntimeError(_error_name(resp.error_code))
+    return _ongoing(resp)
 
 
 def _error_name(code: Any) -> str:

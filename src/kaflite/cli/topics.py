@@ -6,7 +6,8 @@ Everything goes through confluent-kafka's AdminClient, so the commands work agai
     Topic: abc<TAB>TopicId: ...<TAB>PartitionCount: 2<TAB>ReplicationFactor: 1<TAB>Configs: k=v,...
     <TAB>Topic: abc<TAB>Partition: 0<TAB>Leader: 0<TAB>Replicas: 0<TAB>Isr: 0
 
-where Configs lists the entries that are not at their default (Kafka's `!ConfigEntry.isDefault()`).
+(with `<TAB>Adding Replicas: ..<TAB>Removing Replicas: ..` on a partition being reassigned, from
+ListPartitionReassignments), where Configs lists the entries that are not at their default (Kafka's `!ConfigEntry.isDefault()`).
 """
 
 from __future__ import annotations
@@ -183,6 +184,17 @@ class PartitionInfo:
     leader: int | None
     replicas: list[int]
     isr: list[int]
+    # a reassignment under way (ListPartitionReassignments): the replicas being added and removed
+    adding: list[int] | None = None
+    removing: list[int] | None = None
+
+    @property
+    def replication_factor(self) -> int:
+        """Kafka's getReplicationFactor: while a move runs, the replica set less the replicas being added."""
+        changing = (self.adding or []) + (self.removing or [])
+        if self.adding is not None and any(r in changing for r in self.replicas):
+            return len(self.replicas) - len(self.adding)
+        return len(self.replicas)
 
 
 @dataclass(frozen=True)
@@ -195,7 +207,7 @@ class TopicInfo:
 
     @property
     def replication_factor(self) -> int:
-        return len(self.partitions[0].replicas) if self.partitions else 0
+        return self.partitions[0].replication_factor if self.partitions else 0
 
 
 @dataclass(frozen=True)
@@ -218,7 +230,7 @@ class PartitionFilter:
             return True
         has_leader = p.leader is not None and p.leader >= 0
         return (
-            (self.under_replicated and len(p.isr) < len(p.replicas))
+            (self.under_replicated and len(p.isr) < p.replication_factor)
             or (self.unavailable and (not has_leader or p.leader not in self.live_brokers))
             or (self.under_min_isr and (not has_leader or len(p.isr) < min_isr))
             or (self.at_min_isr and len(p.isr) == min_isr)
@@ -239,17 +251,22 @@ def describe_lines(info: TopicInfo, only: PartitionFilter | None = None) -> list
         if only is not None and not only.matches(p, info.min_isr):
             continue
         leader = "none" if p.leader is None or p.leader < 0 else str(p.leader)
-        lines.append(
+        line = (
             f"\tTopic: {info.name}\tPartition: {p.partition}\tLeader: {leader}"
             f"\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
         )
+        if p.adding is not None:  # a move under way, as kafka-topics.sh prints it
+            line += f"\tAdding Replicas: {','.join(map(str, p.adding))}"
+            line += f"\tRemoving Replicas: {','.join(map(str, p.removing or []))}"
+        lines.append(line)
     return lines
 
 
 def _describe_topics(admin: Any, names: list[str], timeout: float) -> list[TopicInfo]:
     from confluent_kafka.admin import ConfigResource, ResourceType
 
-    metadata = admin.list_topics(timeout=timeout).topics
+    cluster = admin.list_topics(timeout=timeout)
+    metadata = cluster.topics
     topic_ids = _topic_ids(admin, names, timeout)
     resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
     config_futures = admin.describe_configs(resources, request_timeout=timeout) if resources else {}
@@ -268,14 +285,24 @@ def _describe_topics(admin: Any, names: list[str], timeout: float) -> list[Topic
             for name, entry in sorted(entries.items())
             if not entry.is_default and entry.value is not None and not entry.is_sensitive
         }
+    moving: dict[tuple[str, int], tuple[list[int], list[int], list[int]]] = {}
+    try:  # the moves under way (kafka-topics.sh asks ListPartitionReassignments too); none if it cannot say
+        from kaflite.cli.reassign_cmd import ongoing_reassignments
+
+        wanted = [(n, p) for n in names if (m := metadata.get(n)) is not None for p in m.partitions]
+        moving = ongoing_reassignments(cluster, wanted, timeout) if wanted else {}
+    except Exception:  # noqa: BLE001 - an older broker, no controller: describe without them
+        moving = {}
     out = []
     for name in names:
         md = metadata.get(name)
         if md is None or md.error is not None and md.error.name() == "UNKNOWN_TOPIC_OR_PART":
             fail(f"Topic '{name}' does not exist as expected")
-        partitions = [
-            PartitionInfo(p.id, p.leader, list(p.replicas), list(p.isrs)) for p in md.partitions.values()
-        ]
+        partitions = []
+        for p in md.partitions.values():
+            move = moving.get((name, p.id))
+            partitions.append(PartitionInfo(p.id, p.leader, list(p.replicas), list(p.isrs),
+                                            None if move is None else move[1], None if move is None else move[2]))
         out.append(TopicInfo(name, topic_ids.get(name), partitions, configs_by_topic.get(name, {}),
                              min_isr.get(name, 1)))
     return out
