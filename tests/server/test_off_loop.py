@@ -46,13 +46,13 @@ def test_a_slow_housekeeping_pass_does_not_stall_the_loop(tmp_path: Path) -> Non
 
 def test_offsets_replay_reads_in_a_worker_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     readers: list[int] = []
-    real = OffsetsTopicWriter._records
+    real = OffsetsTopicWriter.loaded_records
 
     def records(lg: Any) -> Any:
         readers.append(threading.get_ident())
         return real(lg)
 
-    monkeypatch.setattr(OffsetsTopicWriter, "_records", staticmethod(records))
+    monkeypatch.setattr(OffsetsTopicWriter, "loaded_records", staticmethod(records))
     monkeypatch.setattr(OffsetsTopicWriter, "THREAD_MIN_BYTES", 0)  # as if the partition were big
     with EmbeddedBroker(data_dir=tmp_path) as b:
         broker = b.server.broker
