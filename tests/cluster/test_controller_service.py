@@ -1,5 +1,6 @@
 """ControllerService and ClusterMember in-process against a real ZooKeeper: the controller's paths
-beyond failover (partitions added, preferred election and reassignment through their znodes,
+beyond failover (partitions added, preferred election and reassignment through their znodes, a
+reassignment by the API resumed by the next controller,
 AlterPartition, topic deletion, unclean override, stale compare-and-sets, controlled shutdown)."""
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from kaflite.cluster.controller.events import (
     ElectionResults,
     ElectionType,
     ElectLeaders,
+    ListReassignments,
+    OngoingReassignments,
+    PartitionReassignment,
+    ReassignmentResults,
 )
 from kaflite.cluster.member import ClusterMember
 from kaflite.cluster.zk import KafkaZkClient
@@ -184,6 +189,43 @@ def test_reassignment_through_the_znode(cluster: Cluster) -> None:
     got = cluster.zk.get_topic_assignment("t")
     assert got is not None and got[0].partitions == {0: (2, 3)} and not got[0].adding_replicas
     _wait("the znode removed", lambda: cluster.zk.get_data("/admin/reassign_partitions") is None)
+
+
+def test_reassignment_by_the_api_survives_a_controller_failover(cluster: Cluster) -> None:
+    # AlterPartitionReassignments to the controller; the controller stops mid-move; the next one resumes
+    # from the topic znode and completes when the leader's own ISR write (compare-and-set, then
+    # /isr_change_notification, as a ZooKeeper-mode leader does) brings the new replica in
+    ctl = _three(cluster)
+    cluster.zk.create_topic(TopicAssignment("t", {0: (1, 2)}, uuid.uuid4()))
+    _wait("leader", lambda: cluster.state("t", 0))
+    out = ctl.controller.submit(PartitionReassignment({("t", 0): (2, 3)}, from_api=True)).result(10)
+    assert next(d for d in out if isinstance(d, ReassignmentResults)).results == {("t", 0): (None, None)}
+    old = next(b for b, m in cluster.members.items() if m is ctl)
+    others = [m for b, m in cluster.members.items() if b != old]
+    assert all(not m.controller.is_active for m in others)
+    refused = others[0].controller.submit(ListReassignments(None)).result(10)
+    assert refused == [OngoingReassignments(0, {}, ErrorCode.not_controller)]
+    cluster.members.pop(old).stop()
+    new = _wait("another controller", lambda: (c := cluster.zk.get_controller_id()) not in (None, old) and c)
+    nctl = cluster.members[new]
+    _wait("it is active", lambda: nctl.controller.is_active)
+    listed = next(d for d in nctl.controller.submit(ListReassignments(None)).result(10)
+                  if isinstance(d, OngoingReassignments))
+    assert listed.reassignments == {("t", 0): ((2, 3, 1), (3,), (1,))}
+    if old in (2, 3):  # a target replica stopped with the controller: back first
+        cluster.start(old)
+        _wait("it is back", lambda: old in nctl.controller.controller.live_brokers)
+    s = _wait("a leader", lambda: (x := cluster.state("t", 0)) is not None and x.leader != -1 and x)
+    written, stale = cluster.zk.update_partition_states(
+        {("t", 0): LeaderAndIsr(s.leader, s.leader_epoch, tuple(sorted({*s.isr, 2, 3})), s.controller_epoch,
+                                s.zk_version)}, None)
+    assert not stale
+    cluster.zk.propagate_isr_changes([("t", 0)])
+    done = _wait("the move done", lambda: (a := cluster.zk.get_topic_assignment("t")) is not None
+                 and a[0].partitions == {0: (2, 3)} and a[0])
+    assert not done.adding_replicas and not done.removing_replicas
+    s = cluster.state("t", 0)
+    assert s is not None and s.leader in (2, 3) and set(s.isr) == {2, 3}
 
 
 def test_topic_deletion_and_unclean_override(cluster: Cluster) -> None:
