@@ -455,6 +455,7 @@ def _latency_consumer(bootstrap: str, topic: str, warm: float, ready: Any, stop:
             "auto.offset.reset": "latest",
             "fetch.wait.max.ms": 100,
             "fetch.min.bytes": 1,
+            "socket.nagle.disable": True,  # TCP_NODELAY, as Kafka's Java clients always set it
         }
     )
     consumer.assign([TopicPartition(topic, p, -1) for p in range(3)])  # -1: the end
@@ -463,12 +464,12 @@ def _latency_consumer(bootstrap: str, topic: str, warm: float, ready: Any, stop:
     ready.set()
     lat: list[float] = []
     while not stop.is_set():
-        for m in consumer.consume(1000, 0.05):
-            if m.error() is None:
-                now = time.time()
-                sent = int(m.value()[:19]) / 1e9
-                if sent >= warm:
-                    lat.append(now - sent)
+        m = consumer.poll(0.05)  # returns at the first record (consume(n, t) would wait for n or t)
+        if m is not None and m.error() is None:
+            now = time.time()
+            sent = int(m.value()[:19]) / 1e9
+            if sent >= warm:
+                lat.append(now - sent)
     consumer.close()
     out.put((pct(lat, 0.5) * 1000, pct(lat, 0.99) * 1000, max(lat, default=float("nan")) * 1000, len(lat)))
 
@@ -481,10 +482,18 @@ def e2e_latency(bootstrap: str, topic: str, rate: int, seconds: float) -> tuple[
     ctx = multiprocessing.get_context("spawn")
     ready, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
     warm = time.time() + 2.0 + 10.0  # the consumer process starts first (up to 10 s on a busy machine)
-    child = ctx.Process(target=_latency_consumer, args=(bootstrap, topic, warm, ready, stop, out), daemon=True)
+    child = ctx.Process(
+        target=_latency_consumer, args=(bootstrap, topic, warm, ready, stop, out), daemon=True
+    )
     child.start()
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 1}
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 1,
+            "socket.nagle.disable": True,
+        }
     )
     assert ready.wait(60), "latency consumer did not start"
     time.sleep(max(0.0, warm - 2.0 - time.time()))
