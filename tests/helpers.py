@@ -6,12 +6,14 @@ import json
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 REPO = Path(__file__).resolve().parents[1]
 VECTORS = REPO / "tests" / "data" / "kafka-reference-cases.json"
+T = TypeVar("T")
 
 
 @cache
@@ -47,3 +49,23 @@ def start_broker_process(cmd: list[str], port: int, log_path: Path, timeout_s: f
     proc.kill()
     proc.wait(10)
     raise RuntimeError(f"broker did not listen on 127.0.0.1:{port} within {timeout_s:.0f} s: {log_path.read_text()[-2000:]}")
+
+
+def wait_until(
+    what: str,
+    fn: Callable[[], T | None],
+    timeout: float = 30.0,
+    interval: float = 0.05,
+    context: Callable[[], object] | None = None,
+) -> T:
+    """Poll `fn` every `interval` s until it returns something truthy, and return that. After `timeout` s
+    fail with an AssertionError naming `what` (and what `context()` says then, e.g. the state seen last),
+    so a test that waits on a cluster never hangs and never fails without saying what it waited for."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = fn()
+        if got:
+            return got
+        time.sleep(interval)
+    extra = f" ({context()})" if context is not None else ""
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}{extra}")

@@ -4,12 +4,12 @@ brokers, explicit assignments, growth, deletion requests, configs; the controlle
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from functools import partial
 
 import pytest
 
+from helpers import wait_until
 from kaflite.cluster.admin import ZkAdmin, plan_new_partitions, plan_new_topic
 from kaflite.cluster.member import ClusterMember
 from kaflite.cluster.placement import assign_replicas
@@ -18,7 +18,8 @@ from kaflite.cluster.zkconfig import zookeeper_settings
 from kaflite.cluster.zkdata import BrokerInfo, ZkEndpoint
 from kaflite.protocol.errors import ErrorCode, KafkaError
 
-T = TypeVar("T")
+_wait = partial(wait_until, timeout=20.0)  # members in this process answer quickly: 20 s bounds every wait
+
 BROKERS: dict[int, str | None] = {1: None, 2: None, 3: None}
 
 
@@ -99,16 +100,6 @@ def test_rack_aware_when_brokers_have_racks() -> None:
         _code(lambda: plan_new_topic("t", 1, 1, None, {1: "a", 2: None}, set()))[0]
         is ErrorCode.invalid_replica_assignment
     )
-
-
-def _wait(what: str, fn: Callable[[], T | None], timeout: float = 20.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = fn()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

@@ -8,32 +8,19 @@ from __future__ import annotations
 import datetime
 import time
 import uuid
-from collections.abc import Callable
-from typing import TypeVar
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster.conftest import BrokerProcesses
+from helpers import wait_until
 from kaflite.cluster.zk import KafkaZkClient
-
-T = TypeVar("T")
-
-
-def _wait(what: str, fn: Callable[[], T | None], timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = fn()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _three(brokers: BrokerProcesses, zk: KafkaZkClient) -> None:
     for b in (1, 2, 3):
         brokers.start(b)
-    _wait("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+    wait_until("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
 
 
 def test_clients_see_the_cluster_and_follow_leaders(brokers: BrokerProcesses, zk_connect: str) -> None:
@@ -54,7 +41,7 @@ def test_clients_see_the_cluster_and_follow_leaders(brokers: BrokerProcesses, zk
             leaders = {p: t.partitions[p].leader for p in range(6)}
             return leaders if all(v in (1, 2, 3) for v in leaders.values()) else None
 
-        leaders = _wait("leaders in Metadata", led)
+        leaders = wait_until("leaders in Metadata", led)
         assert set(leaders.values()) == {1, 2, 3}  # spread over the cluster
         md = admin.list_topics(timeout=10)
         assert sorted(md.brokers) == [1, 2, 3]
@@ -96,21 +83,21 @@ def test_kill_9_of_the_controller_broker(brokers: BrokerProcesses, zk_connect: s
     zk.start()
     try:
         _three(brokers, zk)
-        controller = _wait("a controller", zk.get_controller_id)
+        controller = wait_until("a controller", zk.get_controller_id)
         epoch = zk.get_controller_epoch()
         assert epoch is not None
         survivor = next(b for b in (1, 2, 3) if b != controller)
         admin = AdminClient({"bootstrap.servers": brokers.bootstrap(survivor)})
         t0 = time.monotonic()
         brokers.kill(controller)
-        new = _wait("a new controller", lambda: (c := zk.get_controller_id()) not in (None, controller) and c)
+        new = wait_until("a new controller", lambda: (c := zk.get_controller_id()) not in (None, controller) and c)
         elapsed = time.monotonic() - t0
         assert elapsed <= 3 + 2, f"controller failover took {elapsed:.2f}s"
         now = zk.get_controller_epoch()
         assert now is not None and now.epoch == epoch.epoch + 1
         print(f"controller failover after kill -9 of a broker: {elapsed:.2f}s")
         # clients see it: Metadata from a survivor names the new controller and two brokers
-        md = _wait(
+        md = wait_until(
             "Metadata with the new controller",
             lambda: (
                 (m := admin.list_topics(timeout=10)).controller_id == new
@@ -128,7 +115,7 @@ def test_duplicate_broker_id_is_refused_with_one_line(brokers: BrokerProcesses, 
     zk.start()
     try:
         brokers.start(1)
-        _wait("broker 1", lambda: zk.get_broker_ids() == [1])
+        wait_until("broker 1", lambda: zk.get_broker_ids() == [1])
         proc = brokers.start(11, "broker.id=1", wait=False)
         assert proc.wait(60) == 2
         out = brokers.log(11)
@@ -152,7 +139,7 @@ def test_producer_ids_are_unique_across_brokers(brokers: BrokerProcesses, zk_con
     try:
         for b in (1, 2):
             brokers.start(b)
-        _wait("2 brokers", lambda: zk.get_broker_ids() == [1, 2])
+        wait_until("2 brokers", lambda: zk.get_broker_ids() == [1, 2])
         request = InitProducerIdRequest(
             transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60)
         )
@@ -174,9 +161,9 @@ def test_producer_ids_are_unique_across_brokers(brokers: BrokerProcesses, zk_con
         # a restarted broker never hands out an id it gave before: it claims a fresh block
         first = ids[1][0]
         brokers.kill(1)
-        _wait("1 gone", lambda: zk.get_broker_ids() == [2], timeout=20)
+        wait_until("1 gone", lambda: zk.get_broker_ids() == [2], timeout=20)
         brokers.start(1)
-        _wait("1 back", lambda: zk.get_broker_ids() == [1, 2])
+        wait_until("1 back", lambda: zk.get_broker_ids() == [1, 2])
         with WireClient(brokers.bootstrap(1)) as c1:
             again = c1.request(request).producer_id
         assert again >= 2000 and again // 1000 != first // 1000
@@ -195,7 +182,7 @@ def test_consumer_group_on_the_cluster(brokers: BrokerProcesses, zk_connect: str
         _three(brokers, zk)
         admin = AdminClient({"bootstrap.servers": brokers.bootstrap(1)})
         admin.create_topics([NewTopic("events", 3, 1)])["events"].result(30)
-        _wait("events led", lambda: all(zk.get_partition_states([("events", p) for p in range(3)]).values()))
+        wait_until("events led", lambda: all(zk.get_partition_states([("events", p) for p in range(3)]).values()))
         producer = Producer({"bootstrap.servers": brokers.bootstrap(1)})
         for i in range(30):
             producer.produce("events", value=f"e{i}".encode(), partition=i % 3)
@@ -242,12 +229,12 @@ def test_elect_leaders_preferred_and_unclean(brokers: BrokerProcesses, zk_connec
             s = zk.get_partition_states([(t, 0)])[(t, 0)]
             return (s.leader, s.isr) if s is not None else None
 
-        _wait("leaders", lambda: state("p") == (1, (1, 2)) and state("u") == (2, (2, 3)))
+        wait_until("leaders", lambda: state("p") == (1, (1, 2)) and state("u") == (2, (2, 3)))
         brokers.kill(1)  # p-0 moves to 2, the only one left in sync
-        _wait("p led by 2", lambda: state("p") == (2, (2,)))
+        wait_until("p led by 2", lambda: state("p") == (2, (2,)))
 
         def elect(kind: ElectionType, tps: list[TopicPartition]) -> dict[tuple[str, int], int]:
-            controller = _wait("a controller", zk.get_controller_id)
+            controller = wait_until("a controller", zk.get_controller_id)
             admin = AdminClient({"bootstrap.servers": brokers.bootstrap(controller)})
             got = admin.elect_leaders(kind, tps).result(30)
             return {
@@ -263,21 +250,21 @@ def test_elect_leaders_preferred_and_unclean(brokers: BrokerProcesses, zk_connec
         assert state("p") == (2, (2,))
         # 1 comes back, catches up from 2 and rejoins the ISR (replication); then the election gives p back
         brokers.start(1)
-        _wait("1 back", lambda: zk.get_broker_ids() == [1, 2, 3])
-        _wait("1 in sync again", lambda: (st := state("p")) is not None and sorted(st[1]) == [1, 2])
+        wait_until("1 back", lambda: zk.get_broker_ids() == [1, 2, 3])
+        wait_until("1 in sync again", lambda: (st := state("p")) is not None and sorted(st[1]) == [1, 2])
         assert elect(ElectionType.PREFERRED, [TopicPartition("p", 0)]) == {("p", 0): 0}
-        assert _wait("p led by 1", lambda: (st := state("p")) is not None and st[0] == 1)
+        assert wait_until("p led by 1", lambda: (st := state("p")) is not None and st[0] == 1)
         # unclean: u-0 loses both replicas (3 last), then 2 comes back out of sync
         brokers.kill(2)
-        _wait("u led by 3", lambda: state("u") == (3, (3,)))
+        wait_until("u led by 3", lambda: state("u") == (3, (3,)))
         brokers.kill(3)
-        _wait("u offline", lambda: state("u") == (-1, (3,)))
+        wait_until("u offline", lambda: state("u") == (-1, (3,)))
         brokers.start(2)
-        _wait("2 back", lambda: 2 in zk.get_broker_ids())
+        wait_until("2 back", lambda: 2 in zk.get_broker_ids())
         assert state("u") == (-1, (3,))  # unclean election is off: it stays offline
         codes = elect(ElectionType.UNCLEAN, [TopicPartition("u", 0)])
         assert codes == {("u", 0): 0}
-        assert _wait("u led by 2", lambda: state("u") == (2, (2,)))
+        assert wait_until("u led by 2", lambda: state("u") == (2, (2,)))
     finally:
         zk.close()
 
@@ -299,8 +286,8 @@ def test_alter_partition_on_the_wire(brokers: BrokerProcesses, zk_connect: str) 
     try:
         _three(brokers, zk)
         created = ZkAdmin(zk).create_topic("a", -1, -1, {}, assignment=[[1, 2, 3]])
-        _wait("a-0 led", lambda: zk.get_partition_states([("a", 0)])[("a", 0)])
-        controller = _wait("a controller", zk.get_controller_id)
+        wait_until("a-0 led", lambda: zk.get_partition_states([("a", 0)])[("a", 0)])
+        controller = wait_until("a controller", zk.get_controller_id)
         other = next(b for b in (1, 2, 3) if b != controller)
         _, epochs = zk.get_all_brokers_with_epochs()
 
@@ -328,7 +315,7 @@ def test_alter_partition_on_the_wire(brokers: BrokerProcesses, zk_connect: str) 
         assert s is not None and (s.leader, s.leader_epoch, s.isr, s.zk_version) == (1, 0, (1, 2), 1)
         # every broker's Metadata shows the new ISR
         admin = AdminClient({"bootstrap.servers": brokers.bootstrap(3)})
-        _wait(
+        wait_until(
             "ISR in Metadata",
             lambda: admin.list_topics("a", timeout=10).topics["a"].partitions[0].isrs == [1, 2],
         )
@@ -344,7 +331,7 @@ def test_sigterm_moves_leadership_first(brokers: BrokerProcesses, zk_connect: st
     try:
         _three(brokers, zk)
         ZkAdmin(zk).create_topic("c", -1, -1, {}, assignment=[[1, 2], [1, 3]])
-        _wait(
+        wait_until(
             "c led by 1",
             lambda: all(
                 s is not None and s.leader == 1
@@ -379,20 +366,20 @@ def test_sigterm_still_answers_while_leadership_moves(brokers: BrokerProcesses, 
     zk.start()
     try:
         _three(brokers, zk)
-        ctl = _wait("a controller", zk.get_controller_id)
+        ctl = wait_until("a controller", zk.get_controller_id)
         victim, other = [b for b in (1, 2, 3) if b != ctl]
         ZkAdmin(zk).create_topic("d", -1, -1, {}, assignment=[[victim, other]])
 
         def state() -> object:
             return zk.get_partition_states([("d", 0)])[("d", 0)]
 
-        _wait("d led by the victim, both in sync", lambda: (s := state()) and s.leader == victim and len(s.isr) == 2)
+        wait_until("d led by the victim, both in sync", lambda: (s := state()) and s.leader == victim and len(s.isr) == 2)
         frozen = brokers.procs[ctl]
         os.kill(frozen.pid, signal.SIGSTOP)
         try:
             proc = brokers.procs.pop(victim)
             proc.terminate()  # SIGTERM: controlled shutdown, which waits for the (frozen) controller
-            _wait("controlled shutdown started", lambda: "asking the controller to move leadership" in brokers.log(victim))
+            wait_until("controlled shutdown started", lambda: "asking the controller to move leadership" in brokers.log(victim))
             admin = AdminClient({"bootstrap.servers": brokers.bootstrap(victim)})
             md = admin.list_topics("d", timeout=5)  # answered: the listener is open, the loop not blocked
             assert md.topics["d"].partitions[0].leader == victim
@@ -423,21 +410,21 @@ def test_frozen_leader_resumes_as_follower(brokers: BrokerProcesses, zk_connect:
     try:
         _three(brokers, zk)
         ZkAdmin(zk).create_topic("f", -1, -1, {}, assignment=[[1, 2]])
-        _wait(
+        wait_until(
             "f led by 1",
             lambda: (s := zk.get_partition_states([("f", 0)])[("f", 0)]) is not None and s.leader == 1,
         )
         proc = brokers.procs[1]
         os.kill(proc.pid, signal.SIGSTOP)
         try:
-            _wait(
+            wait_until(
                 "2 leads f-0",
                 lambda: (s := zk.get_partition_states([("f", 0)])[("f", 0)]) and s.leader == 2,
                 timeout=20,
             )
         finally:
             os.kill(proc.pid, signal.SIGCONT)
-        _wait("1 registered again", lambda: 1 in zk.get_broker_ids(), timeout=20)
+        wait_until("1 registered again", lambda: 1 in zk.get_broker_ids(), timeout=20)
         produce = ProduceRequest(
             transactional_id=None,
             acks=1,
@@ -452,7 +439,7 @@ def test_frozen_leader_resumes_as_follower(brokers: BrokerProcesses, zk_connect:
                 return r.error_code == ErrorCode.not_leader_or_follower
 
         # the resumed broker learns it no longer leads and refuses writes (clients go to broker 2)
-        _wait("broker 1 refuses f-0", refused, timeout=20)
+        wait_until("broker 1 refuses f-0", refused, timeout=20)
         s = zk.get_partition_states([("f", 0)])[("f", 0)]
         assert s is not None and s.leader == 2 and s.leader_epoch == 1
     finally:

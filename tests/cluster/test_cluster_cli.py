@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from helpers import wait_until
 from kaflite.cluster.zkserver import missing_reason
 
 pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=f"ZooKeeper cannot run: {missing_reason()}")
@@ -383,14 +384,8 @@ def test_leader_election_unclean_brings_back_a_partition_whose_isr_died(brokers:
         s = zk.get_partition_states([("u", 0)])[("u", 0)]
         return (s.leader, tuple(sorted(s.isr))) if s is not None else None
 
-    def wait(what: str, fn: Any, timeout: float = 30.0) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            got = fn()
-            if got:
-                return got
-            time.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what} (u-0: {state()})")
+    def seen() -> str:  # what a wait that times out reports
+        return f"u-0: {state()}"
 
     def produce(value: bytes, *ids: int) -> None:
         p = Producer({"bootstrap.servers": brokers.bootstrap(*ids), "acks": "all", "message.timeout.ms": 20000})
@@ -401,17 +396,17 @@ def test_leader_election_unclean_brings_back_a_partition_whose_isr_died(brokers:
     try:
         for b in (1, 2, 3):  # 3 holds no replica of u: a controller stays alive through the deaths
             brokers.start(b, "replica.lag.time.max.ms=3000")
-        wait("3 brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+        wait_until("3 brokers", lambda: zk.get_broker_ids() == [1, 2, 3], context=seen)
         ZkAdmin(zk).create_topic("u", -1, -1, {}, assignment=[[1, 2]])
-        wait("u-0 led by 1 with both in sync", lambda: state() == (1, (1, 2)))
+        wait_until("u-0 led by 1 with both in sync", lambda: state() == (1, (1, 2)), context=seen)
         produce(b"both", 1)  # acks=all: on 1 and 2
         brokers.kill(2)
-        wait("the ISR shrunk to 1", lambda: state() == (1, (1,)))
+        wait_until("the ISR shrunk to 1", lambda: state() == (1, (1,)), context=seen)
         produce(b"only-1", 1)  # acks=all with the ISR [1]: only broker 1 has it
         brokers.kill(1)
-        wait("u-0 offline", lambda: state() == (-1, (1,)))
+        wait_until("u-0 offline", lambda: state() == (-1, (1,)), context=seen)
         brokers.start(2, "replica.lag.time.max.ms=3000")
-        wait("2 back", lambda: zk.get_broker_ids() == [2, 3])
+        wait_until("2 back", lambda: zk.get_broker_ids() == [2, 3], context=seen)
         time.sleep(1.0)
         assert state() == (-1, (1,))  # unclean election off: offline rather than lose a record
         bootstrap = brokers.bootstrap(2, 3)
@@ -422,7 +417,7 @@ def test_leader_election_unclean_brings_back_a_partition_whose_isr_died(brokers:
                            "-b", bootstrap)
         assert (elected.returncode, elected.stdout.strip()) == (
             0, "Successfully completed leader election (UNCLEAN) for partitions u-0"), elected
-        wait("u-0 led by 2", lambda: state() == (2, (2,)))
+        wait_until("u-0 led by 2", lambda: state() == (2, (2,)), context=seen)
         logs = brokers.log(2) + brokers.log(3)  # the controller's (3, or 2 if it won the election since)
         assert re.search(r"unclean leader election for u-0 \(ElectLeaders\): broker 2 leads, the ISR was \[1\]",
                          logs), logs[-3000:]

@@ -5,13 +5,13 @@ AlterPartition, topic deletion, unclean override, stale compare-and-sets, contro
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable, Iterator
-from typing import TypeVar
+from collections.abc import Iterator
+from functools import partial
 
 import pytest
 
+from helpers import wait_until
 from kaflite.cluster.controller import ControllerConfig
 from kaflite.cluster.controller.events import (
     AlterPartition,
@@ -32,17 +32,7 @@ from kaflite.cluster.zkconfig import zookeeper_settings
 from kaflite.cluster.zkdata import BrokerInfo, LeaderAndIsr, TopicAssignment, ZkEndpoint
 from kaflite.protocol.errors import ErrorCode
 
-T = TypeVar("T")
-
-
-def _wait(what: str, fn: Callable[[], T | None], timeout: float = 20.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = fn()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+_wait = partial(wait_until, timeout=20.0)  # members in this process answer quickly: 20 s bounds every wait
 
 
 class Cluster:

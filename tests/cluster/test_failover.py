@@ -10,17 +10,16 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from typing import TypeVar
+from collections.abc import Iterator
 
 import pytest
 
 from cluster.conftest import MemberProcesses
+from helpers import wait_until
 from kaflite.cluster.placement import assign_replicas
 from kaflite.cluster.zk import KafkaZkClient
 from kaflite.cluster.zkdata import LeaderAndIsr, TopicAssignment
 
-T = TypeVar("T")
 SESSION_S = 3.0
 
 
@@ -32,16 +31,6 @@ def observer(zk_connect: str) -> Iterator[KafkaZkClient]:
     c.close()
 
 
-def _wait(what: str, fn: Callable[[], T | None], timeout: float = 30.0, interval: float = 0.05) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = fn()
-        if got:
-            return got
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _states(zk: KafkaZkClient, topic: str, n: int) -> dict[int, LeaderAndIsr]:
     got = zk.get_partition_states([(topic, p) for p in range(n)])
     return {p: s for (_, p), s in got.items() if s is not None}
@@ -50,8 +39,8 @@ def _states(zk: KafkaZkClient, topic: str, n: int) -> dict[int, LeaderAndIsr]:
 def _cluster_of_three(members: MemberProcesses, zk: KafkaZkClient) -> tuple[int, int]:
     for b in (1, 2, 3):
         members.start(b)
-    _wait("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
-    controller = _wait("a controller", zk.get_controller_id)
+    wait_until("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+    controller = wait_until("a controller", zk.get_controller_id)
     epoch = zk.get_controller_epoch()
     assert epoch is not None
     return controller, epoch.epoch
@@ -60,7 +49,7 @@ def _cluster_of_three(members: MemberProcesses, zk: KafkaZkClient) -> tuple[int,
 def _create_topic(zk: KafkaZkClient, name: str, n: int) -> dict[int, list[int]]:
     placed = assign_replicas(n, 3, [1, 2, 3], fixed_start_index=0)
     zk.create_topic(TopicAssignment(name, {p: tuple(r) for p, r in placed.items()}, uuid.uuid4()))
-    _wait(f"leaders for {name}", lambda: len(_states(zk, name, n)) == n or None)
+    wait_until(f"leaders for {name}", lambda: len(_states(zk, name, n)) == n or None)
     return placed
 
 
@@ -88,7 +77,7 @@ def test_kill_9_of_the_controller_elects_another_in_time(
     t0 = time.monotonic()
     os.kill(members.procs[controller].pid, signal.SIGKILL)
     members.procs[controller].wait(10)
-    new = _wait(
+    new = wait_until(
         "a new controller", lambda: (c := observer.get_controller_id()) not in (None, controller) and c
     )
     elapsed = time.monotonic() - t0
@@ -97,7 +86,7 @@ def test_kill_9_of_the_controller_elects_another_in_time(
     assert got is not None and got.epoch == epoch + 1
     print(f"controller failover after kill -9: {elapsed:.2f}s (session timeout {SESSION_S:.0f}s)")
     # the dead controller was a broker too: its partitions moved, it left every ISR
-    _wait(
+    wait_until(
         "the dead broker out of every ISR",
         lambda: all(controller not in s.isr for s in _states(observer, "t", 6).values()),
     )
@@ -132,7 +121,7 @@ def test_kill_9_of_a_leader_moves_its_partitions(members: MemberProcesses, obser
             else None
         )
 
-    after = _wait("its partitions moved", moved)
+    after = wait_until("its partitions moved", moved)
     elapsed = time.monotonic() - t0
     assert elapsed <= SESSION_S + 2, f"leader failover took {elapsed:.2f}s"
     print(f"leader failover after kill -9: {elapsed:.2f}s")
@@ -142,7 +131,7 @@ def test_kill_9_of_a_leader_moves_its_partitions(members: MemberProcesses, obser
         assert after[p].leader_epoch == before[p].leader_epoch + 1
     # it comes back: it registers again; its partitions stay with their new leaders (it is out of sync)
     members.start(victim)
-    _wait("the broker back", lambda: victim in observer.get_broker_ids())
+    wait_until("the broker back", lambda: victim in observer.get_broker_ids())
     assert observer.get_controller_id() == controller
 
 
@@ -154,14 +143,14 @@ def test_frozen_controller_is_fenced_after_resuming(
     proc = members.procs[controller]
     os.kill(proc.pid, signal.SIGSTOP)
     try:
-        new = _wait(
+        new = wait_until(
             "a controller elected past the frozen one's session",
             lambda: (c := observer.get_controller_id()) not in (None, controller) and c,
             timeout=SESSION_S + 10,
         )
         new_epoch = observer.get_controller_epoch()
         assert new_epoch is not None and new_epoch.epoch == epoch + 1
-        _wait(
+        wait_until(
             "the frozen broker out of every ISR",
             lambda: all(controller not in s.isr for s in _states(observer, "t", 3).values()),
         )
@@ -169,12 +158,12 @@ def test_frozen_controller_is_fenced_after_resuming(
     finally:
         os.kill(proc.pid, signal.SIGCONT)
     # resumed: it finds its session expired, resigns, registers again; it never writes with its old epoch
-    _wait(
+    wait_until(
         "the resumed controller resigned",
         lambda: "resigns as controller" in members.log(controller),
         timeout=20,
     )
-    _wait("the resumed broker registered again", lambda: controller in observer.get_broker_ids(), timeout=20)
+    wait_until("the resumed broker registered again", lambda: controller in observer.get_broker_ids(), timeout=20)
     assert observer.get_controller_id() == new
     epoch_now = observer.get_controller_epoch()
     assert epoch_now is not None and epoch_now.epoch == epoch + 1

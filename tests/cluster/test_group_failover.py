@@ -13,31 +13,20 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster.conftest import BrokerProcesses
+from helpers import wait_until
 from kaflite.cluster.zk import KafkaZkClient
 from kaflite.coordinator.offsets_topic import partition_for
 from kaflite.protocol.errors import ErrorCode
 from server.kwire import WireClient
 
-T = TypeVar("T")
 RF3 = ("offsets.topic.replication.factor=3", "transaction.state.log.replication.factor=3")
 FAST = ("replica.lag.time.max.ms=4000", "replica.fetch.backoff.ms=200")
-
-
-def _wait(what: str, fn: Callable[[], T | None], timeout: float = 30.0, interval: float = 0.05) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = fn()
-        if got:
-            return got
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _find(bootstrap: str, key_type: int, key: str) -> Any:
@@ -54,7 +43,7 @@ def test_internal_topics_wait_for_their_replication_factor(brokers: BrokerProces
     zk.start()
     try:
         brokers.start(1, *RF3, *small)
-        _wait("broker 1 registered", lambda: zk.get_broker_ids() == [1])
+        wait_until("broker 1 registered", lambda: zk.get_broker_ids() == [1])
         for key_type in (0, 1):  # a group, a transactional id: one broker alive, 3 replicas wanted
             got = _find(brokers.bootstrap(1), key_type, "k")
             assert (got.error_code, got.node_id) == (ErrorCode.coordinator_not_available, -1)
@@ -66,14 +55,14 @@ def test_internal_topics_wait_for_their_replication_factor(brokers: BrokerProces
         assert "transaction.state.log.replication.factor=3" in log
         for b in (2, 3):
             brokers.start(b, *RF3, *small)
-        _wait("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+        wait_until("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
 
         def found(key_type: int) -> Any:
             got = _find(brokers.bootstrap(1), key_type, "k")
             return got if got.error_code == ErrorCode.none else None
 
         for key_type, topic, n in ((0, "__consumer_offsets", 6), (1, "__transaction_state", 3)):
-            got = _wait(f"a coordinator for key type {key_type}", lambda kt=key_type: found(kt), interval=0.2)  # type: ignore[misc]
+            got = wait_until(f"a coordinator for key type {key_type}", lambda kt=key_type: found(kt), interval=0.2)  # type: ignore[misc]
             assignment = zk.get_topic_assignment(topic)
             assert assignment is not None
             assert sorted(assignment[0].partitions) == list(range(n))
@@ -126,17 +115,17 @@ def test_group_survives_the_kill_of_its_coordinator(brokers: BrokerProcesses, zk
     try:
         for b in (1, 2, 3):
             brokers.start(b, *settings)
-        _wait("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+        wait_until("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
         admin = AdminClient({"bootstrap.servers": brokers.bootstrap()})
         admin.create_topics([NewTopic("events", 3, 3)])["events"].result(30)
-        _wait("events led", lambda: all(zk.get_partition_states([("events", p) for p in range(3)]).values()))
+        wait_until("events led", lambda: all(zk.get_partition_states([("events", p) for p in range(3)]).values()))
         producer = Producer({"bootstrap.servers": brokers.bootstrap(), "acks": "all"})
         for i in range(300):
             producer.produce("events", value=f"e{i}".encode(), partition=i % 3)
         assert producer.flush(30) == 0
         # DescribeLogDirs on each broker: its replica of every partition, the same size everywhere once
         # the followers have caught up, no offset lag
-        _wait("three equal replicas without lag", lambda: _replicas_in_sync(brokers, "events", 3), interval=0.2)
+        wait_until("three equal replicas without lag", lambda: _replicas_in_sync(brokers, "events", 3), interval=0.2)
 
         group = f"g-{uuid.uuid4().hex[:6]}"
         conf = {"bootstrap.servers": brokers.bootstrap(), "group.id": group, "group.protocol": "classic",
@@ -184,7 +173,7 @@ def test_group_survives_the_kill_of_its_coordinator(brokers: BrokerProcesses, zk
             s = zk.get_partition_states([("__consumer_offsets", p)])[("__consumer_offsets", p)]
             return s.leader if s is not None and s.leader not in (-1, killed) else None
 
-        leader = _wait("a new leader of the group's offsets partition", new_leader)
+        leader = wait_until("a new leader of the group's offsets partition", new_leader)
 
         # the new coordinator loaded the group: its committed offsets are there (nothing acknowledged lost)
         def kept() -> dict[int, int] | None:
@@ -194,7 +183,7 @@ def test_group_survives_the_kill_of_its_coordinator(brokers: BrokerProcesses, zk
                 return None  # COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR while it moves
             return got if got == committed else None
 
-        _wait("the committed offsets on the new coordinator", kept, interval=0.2)
+        wait_until("the committed offsets on the new coordinator", kept, interval=0.2)
 
         # the live consumer re-forms the group there and reads on
         def stable_on_new() -> bool:
@@ -208,7 +197,7 @@ def test_group_survives_the_kill_of_its_coordinator(brokers: BrokerProcesses, zk
                 return False
             return d.coordinator.id == leader and d.state.name == "STABLE" and len(d.members) == 1
 
-        _wait("the group stable on the new coordinator", stable_on_new, timeout=45)
+        wait_until("the group stable on the new coordinator", stable_on_new, timeout=45)
         reformed_s = time.monotonic() - t_kill
         poll_until(300, distinct=True)
         # every record read; the only ones read twice are those read after the last commit

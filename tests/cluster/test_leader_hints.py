@@ -5,31 +5,19 @@ endpoint in `node_endpoints` (Kafka's KafkaApis.getCurrentLeader); older version
 from __future__ import annotations
 
 import datetime
-import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from cluster.conftest import BrokerProcesses
+from helpers import wait_until
 from kaflite.cluster.admin import ZkAdmin
 from kaflite.cluster.zk import KafkaZkClient
 from kaflite.protocol.record_batch import build_record_batch
 from kaflite.server.context import build
 from server.kwire import WireClient
 
-T = TypeVar("T")
 SECOND = datetime.timedelta(seconds=1)
-
-
-def _wait(what: str, fn: Callable[[], T | None], timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = fn()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _fetch(version: int, topic_id: Any) -> Any:
@@ -54,16 +42,16 @@ def test_not_leader_answers_carry_the_current_leader(brokers: BrokerProcesses, z
     try:
         for b in (1, 2):
             brokers.start(b)
-        _wait("2 registered brokers", lambda: zk.get_broker_ids() == [1, 2])
+        wait_until("2 registered brokers", lambda: zk.get_broker_ids() == [1, 2])
         created = ZkAdmin(zk).create_topic("hinted", -1, -1, {}, assignment=[[1]])
-        state = _wait("hinted-0 led", lambda: zk.get_partition_states([("hinted", 0)])[("hinted", 0)])
+        state = wait_until("hinted-0 led", lambda: zk.get_partition_states([("hinted", 0)])[("hinted", 0)])
         assert state.leader == 1
         leader_endpoint = [(1, "127.0.0.1", brokers.ports[1], None)]
         with WireClient(brokers.bootstrap(2)) as c:
             def fetch_error(version: int) -> Any:
                 return c.request(_fetch(version, created.topic_id)).responses[0].partitions[0].error_code
             # broker 2 learns the topic from ZooKeeper: until then the id is unknown to it
-            _wait("broker 2 knows the topic", lambda: fetch_error(16) == ErrorCode.not_leader_or_follower)
+            wait_until("broker 2 knows the topic", lambda: fetch_error(16) == ErrorCode.not_leader_or_follower)
             for version in (16, 17):
                 r = c.request(_fetch(version, created.topic_id))
                 p = r.responses[0].partitions[0]

@@ -20,9 +20,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -37,19 +35,8 @@ from kafka.errors import (
 )
 
 from cluster.conftest import BrokerProcesses
+from helpers import wait_until
 from kaflite.cluster.zk import KafkaZkClient
-
-T = TypeVar("T")
-
-
-def _wait(what: str, fn: Callable[[], T | None], timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = fn()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _segments(log_dir: Path) -> bytes:
@@ -73,7 +60,7 @@ def test_reassignment_moves_data_and_the_apis_answer_as_kafka(
         for b in (1, 2, 3):
             # a session long enough for the frozen broker below to keep its registration
             brokers.start(b, "replica.fetch.wait.max.ms=100", "zookeeper.session.timeout.ms=9000")
-        _wait("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+        wait_until("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
         admin = KafkaAdminClient(bootstrap_servers=brokers.bootstrap(), request_timeout_ms=30000)
         admin.create_topics([NewTopic("t", num_partitions=-1, replication_factor=-1,
                                       replica_assignments={0: [1, 2], 1: [1, 2]})])
@@ -82,7 +69,7 @@ def test_reassignment_moves_data_and_the_apis_answer_as_kafka(
             states = zk.get_partition_states([("t", 0), ("t", 1)])
             return all(s is not None and s.leader == 1 and s.isr == (1, 2) for s in states.values())
 
-        _wait("t led by 1 with ISR [1, 2]", in_sync)
+        wait_until("t led by 1 with ISR [1, 2]", in_sync)
         tp0, tp1 = KTopicPartition("t", 0), KTopicPartition("t", 1)
 
         # --- the wire: Kafka's errors, per partition ----------------------------------------------------
@@ -129,7 +116,7 @@ def test_reassignment_moves_data_and_the_apis_answer_as_kafka(
         finally:
             os.kill(b3.pid, signal.SIGCONT)
         assert _assignment(zk, "t") == ({0: (1, 2), 1: (1, 2)}, {})
-        _wait("broker 3 drops the cancelled replica", lambda: not (brokers.directory / "broker-3" / "t-1").exists())
+        wait_until("broker 3 drops the cancelled replica", lambda: not (brokers.directory / "broker-3" / "t-1").exists())
 
         # --- moves with data under an acks=all producer -------------------------------------------------
         acked: dict[int, list[int]] = {0: [], 1: []}
@@ -156,13 +143,13 @@ def test_reassignment_moves_data_and_the_apis_answer_as_kafka(
 
         writer = threading.Thread(target=produce, daemon=True)
         writer.start()
-        _wait("some records acknowledged", lambda: len(acked[0]) > 100 and len(acked[1]) > 100)
+        wait_until("some records acknowledged", lambda: len(acked[0]) > 100 and len(acked[1]) > 100)
         started = time.monotonic()
         assert admin.alter_partition_reassignments({tp0: [2, 3]}) == {tp0: None}  # the API path
         zk.create_reassignment({("t", 1): [1, 3]})  # the legacy path
-        _wait("both moves done", lambda: _assignment(zk, "t") == ({0: (2, 3), 1: (1, 3)}, {}), timeout=60)
+        wait_until("both moves done", lambda: _assignment(zk, "t") == ({0: (2, 3), 1: (1, 3)}, {}), timeout=60)
         took = time.monotonic() - started
-        _wait("the znode removed", lambda: zk.get_data("/admin/reassign_partitions") is None)
+        wait_until("the znode removed", lambda: zk.get_data("/admin/reassign_partitions") is None)
         states = zk.get_partition_states([("t", 0), ("t", 1)])
         assert states[("t", 0)] is not None and states[("t", 0)].leader == 2  # 1 was removed: 2 leads
         assert states[("t", 0)].isr in ((2, 3), (3, 2))
@@ -175,8 +162,8 @@ def test_reassignment_moves_data_and_the_apis_answer_as_kafka(
 
         # the removed replicas' logs are deleted on their brokers
         root = brokers.directory
-        _wait("t-0 gone from broker 1", lambda: not (root / "broker-1" / "t-0").exists())
-        _wait("t-1 gone from broker 2", lambda: not (root / "broker-2" / "t-1").exists())
+        wait_until("t-0 gone from broker 1", lambda: not (root / "broker-1" / "t-0").exists())
+        wait_until("t-1 gone from broker 2", lambda: not (root / "broker-2" / "t-1").exists())
         assert not list((root / "broker-1").glob("t-0.*")) and not list((root / "broker-2").glob("t-1.*"))
         # the new replicas hold the very same batches at the same offsets as the replicas they joined
         for p, kept, new in ((0, 2, 3), (1, 1, 3)):
@@ -184,7 +171,7 @@ def test_reassignment_moves_data_and_the_apis_answer_as_kafka(
                 a = _segments(root / f"broker-{kept}" / f"t-{p}")
                 return bool(a) and a == _segments(root / f"broker-{new}" / f"t-{p}")
 
-            _wait(f"t-{p} byte-identical on brokers {kept} and {new}", same)
+            wait_until(f"t-{p} byte-identical on brokers {kept} and {new}", same)
 
         # every acknowledged record is there once, in order, read from the new leaders
         consumer = Consumer({"bootstrap.servers": brokers.bootstrap(), "group.id": f"g-{uuid.uuid4().hex[:6]}",

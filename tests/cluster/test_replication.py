@@ -8,28 +8,16 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster.conftest import BrokerProcesses
+from helpers import wait_until
 from kaflite.cluster.zk import KafkaZkClient
 
-T = TypeVar("T")
 FAST = ("replica.lag.time.max.ms=4000", "replica.fetch.backoff.ms=200")
-
-
-def _wait(what: str, fn: Callable[[], T | None], timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = fn()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _segment_bytes(directory: Path, broker: int, topic: str, partition: int) -> bytes:
@@ -65,11 +53,11 @@ def test_followers_copy_the_leader_and_a_dead_leader_loses_nothing(brokers: Brok
     try:
         for b in (1, 2, 3):
             brokers.start(b, *FAST)
-        _wait("3 brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+        wait_until("3 brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
         admin = AdminClient({"bootstrap.servers": brokers.bootstrap(1)})
         admin.create_topics([NewTopic("r", 2, 3, config={"min.insync.replicas": "2"})])["r"].result(30)
-        _wait("leaders", lambda: all(s is not None and s.leader > 0 for s in
-                                     zk.get_partition_states([("r", 0), ("r", 1)]).values()))
+        wait_until("leaders", lambda: all(s is not None and s.leader > 0 for s in
+                                          zk.get_partition_states([("r", 0), ("r", 1)]).values()))
         producer = Producer({"bootstrap.servers": brokers.bootstrap(), "acks": "all", "enable.idempotence": True,
                              "linger.ms": 5})
         acked: dict[int, list[bytes]] = {0: [], 1: []}
@@ -87,9 +75,9 @@ def test_followers_copy_the_leader_and_a_dead_leader_loses_nothing(brokers: Brok
         assert len(acked[0]) == len(acked[1]) == 100
         # every replica holds the leader's bytes, verbatim (same offsets, same batches)
         for p in (0, 1):
-            _wait(f"r-{p} identical on every broker", lambda p=p: len({_segment_bytes(brokers.directory, b, "r", p)
-                                                                        for b in (1, 2, 3)}) == 1
-                  and _segment_bytes(brokers.directory, 1, "r", p) != b"")
+            wait_until(f"r-{p} identical on every broker", lambda p=p: len({_segment_bytes(brokers.directory, b, "r", p)
+                                                                             for b in (1, 2, 3)}) == 1
+                       and _segment_bytes(brokers.directory, 1, "r", p) != b"")
             assert _isr(zk, "r", p) == (1, 2, 3)
         # kill -9 the leader of r-0: a follower takes over with everything acknowledged
         state = zk.get_partition_states([("r", 0)])[("r", 0)]
@@ -97,8 +85,8 @@ def test_followers_copy_the_leader_and_a_dead_leader_loses_nothing(brokers: Brok
         dead = state.leader
         brokers.kill(dead)
         alive = [b for b in (1, 2, 3) if b != dead]
-        _wait("a new leader", lambda: (s := zk.get_partition_states([("r", 0)])[("r", 0)]) is not None
-              and s.leader in alive, 30)
+        wait_until("a new leader", lambda: (s := zk.get_partition_states([("r", 0)])[("r", 0)]) is not None
+                   and s.leader in alive, 30)
         for i in range(200, 240):
             producer.produce("r", value=b"%d-%d" % (i % 2, i), partition=i % 2, on_delivery=on_delivery)
         assert producer.flush(30) == 0 and not errors
@@ -107,7 +95,7 @@ def test_followers_copy_the_leader_and_a_dead_leader_loses_nothing(brokers: Brok
         # the dead broker comes back, catches up and rejoins every ISR
         brokers.start(dead, *FAST)
         for p in (0, 1):
-            _wait(f"broker {dead} back in the ISR of r-{p}", lambda p=p: _isr(zk, "r", p) == (1, 2, 3), 30)
+            wait_until(f"broker {dead} back in the ISR of r-{p}", lambda p=p: _isr(zk, "r", p) == (1, 2, 3), 30)
         producer.flush(10)
     finally:
         zk.close()
@@ -120,10 +108,10 @@ def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small(brokers:
     try:
         for b in (1, 2):
             brokers.start(b, *FAST)
-        _wait("2 brokers", lambda: zk.get_broker_ids() == [1, 2])
+        wait_until("2 brokers", lambda: zk.get_broker_ids() == [1, 2])
         admin = AdminClient({"bootstrap.servers": brokers.bootstrap(1)})
         admin.create_topics([NewTopic("m", 1, 2, config={"min.insync.replicas": "2"})])["m"].result(30)
-        _wait("a full ISR", lambda: _isr(zk, "m", 0) == (1, 2))
+        wait_until("a full ISR", lambda: _isr(zk, "m", 0) == (1, 2))
         state = zk.get_partition_states([("m", 0)])[("m", 0)]
         assert state is not None
         leader = state.leader
@@ -150,7 +138,7 @@ def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small(brokers:
         assert time.monotonic() - t0 < 15  # answered when the ISR shrank, not at the request's timeout
         assert _isr(zk, "m", 0) == (leader,)
         brokers.kill(follower)  # SIGKILL ends a stopped process too
-        _wait("the ISR shrunk to the leader", lambda: _isr(zk, "m", 0) == (leader,), 30)
+        wait_until("the ISR shrunk to the leader", lambda: _isr(zk, "m", 0) == (leader,), 30)
         # acks=all is refused before the append
         got = produce("all")
         assert [e.code() for e in got] == [KafkaError.NOT_ENOUGH_REPLICAS], got
@@ -166,11 +154,11 @@ def test_unclean_election_off_keeps_acknowledged_records_and_on_reports_the_loss
     try:
         for b in (1, 2, 3):  # 3 hosts no replica: it stays alive to be the controller
             brokers.start(b, *FAST)
-        _wait("3 brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+        wait_until("3 brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
         from kaflite.cluster.admin import ZkAdmin
 
         ZkAdmin(zk).create_topic("u", -1, -1, {}, assignment=[[1, 2]])
-        _wait("a full ISR", lambda: _isr(zk, "u", 0) == (1, 2))
+        wait_until("a full ISR", lambda: _isr(zk, "u", 0) == (1, 2))
         state = zk.get_partition_states([("u", 0)])[("u", 0)]
         assert state is not None
         leader, follower = state.leader, 2 if state.leader == 1 else 1
@@ -184,22 +172,22 @@ def test_unclean_election_off_keeps_acknowledged_records_and_on_reports_the_loss
 
         produce([b"a", b"b"])  # both replicas have these
         brokers.kill(follower)
-        _wait("the ISR shrunk to the leader", lambda: _isr(zk, "u", 0) == (leader,), 30)
+        wait_until("the ISR shrunk to the leader", lambda: _isr(zk, "u", 0) == (leader,), 30)
         produce([b"c", b"d"])  # acknowledged by the leader alone (min.insync.replicas=1)
         brokers.kill(leader)
-        _wait("offline", lambda: (s := zk.get_partition_states([("u", 0)])[("u", 0)]) is not None
-              and s.leader == -1, 30)
+        wait_until("offline", lambda: (s := zk.get_partition_states([("u", 0)])[("u", 0)]) is not None
+                   and s.leader == -1, 30)
         brokers.start(follower, *FAST)  # out of sync: with unclean election off it does not lead
-        _wait("the follower back", lambda: follower in zk.get_broker_ids())
+        wait_until("the follower back", lambda: follower in zk.get_broker_ids())
         time.sleep(2)
         s = zk.get_partition_states([("u", 0)])[("u", 0)]
         assert s is not None and s.leader == -1 and s.isr == (leader,)
         brokers.start(leader, *FAST)  # the last ISR member returns: it leads with everything
-        _wait("led again", lambda: (s := zk.get_partition_states([("u", 0)])[("u", 0)]) is not None
-              and s.leader == leader, 30)
+        wait_until("led again", lambda: (s := zk.get_partition_states([("u", 0)])[("u", 0)]) is not None
+                   and s.leader == leader, 30)
         got = _consume_all(brokers.bootstrap(3), "u", 1, 4)
         assert got == {0: [b"a", b"b", b"c", b"d"]}
-        _wait("the follower caught up and in sync", lambda: _isr(zk, "u", 0) == (1, 2), 30)
+        wait_until("the follower caught up and in sync", lambda: _isr(zk, "u", 0) == (1, 2), 30)
     finally:
         zk.close()
 
@@ -213,9 +201,9 @@ def test_unclean_election_on_loses_what_the_new_leader_lacks_and_the_old_leader_
     try:
         for b in (1, 2, 3):
             brokers.start(b, *FAST)
-        _wait("3 brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+        wait_until("3 brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
         ZkAdmin(zk).create_topic("w", -1, -1, {"unclean.leader.election.enable": "true"}, assignment=[[1, 2]])
-        _wait("a full ISR", lambda: _isr(zk, "w", 0) == (1, 2))
+        wait_until("a full ISR", lambda: _isr(zk, "w", 0) == (1, 2))
 
         def produce(to: int, values: list[bytes]) -> None:
             p = Producer({"bootstrap.servers": brokers.bootstrap(to), "acks": "all", "message.timeout.ms": 15000})
@@ -226,20 +214,20 @@ def test_unclean_election_on_loses_what_the_new_leader_lacks_and_the_old_leader_
 
         produce(1, [b"a", b"b"])
         brokers.kill(2)
-        _wait("the ISR shrunk to 1", lambda: _isr(zk, "w", 0) == (1,), 30)
+        wait_until("the ISR shrunk to 1", lambda: _isr(zk, "w", 0) == (1,), 30)
         produce(1, [b"c", b"d"])  # only broker 1 has these
         brokers.kill(1)
-        _wait("offline", lambda: (s := zk.get_partition_states([("w", 0)])[("w", 0)]) is not None
-              and s.leader == -1, 30)
+        wait_until("offline", lambda: (s := zk.get_partition_states([("w", 0)])[("w", 0)]) is not None
+                   and s.leader == -1, 30)
         brokers.start(2, *FAST)  # unclean election on: the out-of-sync replica leads, c and d are lost
-        _wait("2 leads", lambda: (s := zk.get_partition_states([("w", 0)])[("w", 0)]) is not None
-              and s.leader == 2, 30)
+        wait_until("2 leads", lambda: (s := zk.get_partition_states([("w", 0)])[("w", 0)]) is not None
+                   and s.leader == 2, 30)
         produce(2, [b"e"])
         brokers.start(1, *FAST)  # the old leader truncates its c, d (KIP-101) and copies e
-        _wait("1 in sync again", lambda: _isr(zk, "w", 0) == (1, 2), 30)
+        wait_until("1 in sync again", lambda: _isr(zk, "w", 0) == (1, 2), 30)
         assert _consume_all(brokers.bootstrap(3), "w", 1, 3) == {0: [b"a", b"b", b"e"]}
-        _wait("both logs identical", lambda: _segment_bytes(brokers.directory, 1, "w", 0)
-              == _segment_bytes(brokers.directory, 2, "w", 0))
+        wait_until("both logs identical", lambda: _segment_bytes(brokers.directory, 1, "w", 0)
+                   == _segment_bytes(brokers.directory, 2, "w", 0))
         logs = brokers.log(1) + brokers.log(2) + brokers.log(3)
         # the controller reported the election that lost data
         assert "unclean leader election for w-0: broker 2 leads although it was not in the ISR [1]" in logs

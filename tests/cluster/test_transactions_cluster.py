@@ -15,7 +15,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from functools import partial
 
 import confluent_kafka as ck
 import pytest
@@ -30,6 +30,7 @@ from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse
 from kio.static.primitive import i16, i32
 
 from cluster.conftest import BrokerProcesses
+from helpers import wait_until
 from kaflite.cluster.zk import KafkaZkClient
 from kaflite.coordinator import OFFSETS_TOPIC
 from kaflite.coordinator import partition_for as offsets_partition
@@ -37,22 +38,13 @@ from kaflite.coordinator.transaction import TRANSACTION_STATE_TOPIC, partition_f
 from kaflite.protocol.errors import ErrorCode
 from kaflite.server.broker_connection import BrokerConnection
 
-T = TypeVar("T")
+_wait = partial(wait_until, interval=0.1)  # several checks here open client connections: poll at 10 Hz
+
 TOPIC = "txn"
 SETTINGS = ("replica.lag.time.max.ms=4000", "replica.fetch.backoff.ms=200",
             "transaction.state.log.replication.factor=3", "transaction.state.log.min.isr=2",
             "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
             "offsets.topic.replication.factor=3")
-
-
-def _wait(what: str, fn: Callable[[], T | None], timeout: float = 30.0, interval: float = 0.1) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = fn()
-        if got:
-            return got
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from typing import Any
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from helpers import wait_until
 from kaflite.server.embedded import EmbeddedBroker
 
 TOPIC, PARTITIONS = "migrate", 6
@@ -113,13 +114,6 @@ def _overlaps(log: list[tuple[float, str, str, int]]) -> list[str]:
     return problems
 
 
-def _wait(cond: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def _migrate(start: str, to: str, group: str) -> tuple[EmbeddedBroker | None, dict[str, Any]]:
     log: list[tuple[float, str, str, int]] = []
     lock = threading.Lock()
@@ -136,13 +130,13 @@ def _migrate(start: str, to: str, group: str) -> tuple[EmbeddedBroker | None, di
 
         for c in members:
             c.start()
-        _wait(settled, 30, "the first group to form")
+        wait_until("the first group to form", settled, 30)
         time.sleep(1.0)  # the positions (latest) are resolved before anything is produced
         producer = Producer(b.bootstrap)
         for p in range(PARTITIONS):
             producer.send(p)
         producer.producer.flush(10)
-        _wait(lambda: {s for c in members for s in c.seen} >= set(range(PARTITIONS)), 30, "the warm-up records")
+        wait_until("the warm-up records", lambda: {s for c in members for s in c.seen} >= set(range(PARTITIONS)), 30)
         producer.start()
         for i in range(3):
             time.sleep(0.5)
@@ -151,7 +145,7 @@ def _migrate(start: str, to: str, group: str) -> tuple[EmbeddedBroker | None, di
             retired.append(old)
             members[i] = Consumer(f"{to}-{i}", to, b.bootstrap, group, log, lock)
             members[i].start()
-            _wait(settled, 45, f"the group to settle after replacing member {i}")
+            wait_until(f"the group to settle after replacing member {i}", settled, 45)
             if i == 0:  # a mixed group: one consumer group, its members of both kinds (KIP-1099 member type)
                 mixed = _member_types(b.bootstrap, group)
         time.sleep(0.5)
@@ -159,7 +153,7 @@ def _migrate(start: str, to: str, group: str) -> tuple[EmbeddedBroker | None, di
         producer.join(30)
         acked = set(producer.acked) | set(range(PARTITIONS))
         everyone = retired + members
-        _wait(lambda: {s for c in everyone for s in c.seen} >= acked, 30, "every acknowledged record")
+        wait_until("every acknowledged record", lambda: {s for c in everyone for s in c.seen} >= acked, 30)
         listed = admin.list_consumer_groups().result(10)
         group_type = {g.group_id: g.type for g in listed.valid}[group]
         for c in members:

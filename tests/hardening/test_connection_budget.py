@@ -58,6 +58,17 @@ def _frame(n: int) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
+async def _one_request(dispatcher: Any, turns: int) -> tuple[KafkaConnection, FakeTransport]:
+    """A connection to `dispatcher` that has received one 100-byte request, after `turns` turns of the loop."""
+    c = KafkaConnection(dispatcher, ConnectionLimits(), Connections())
+    t = FakeTransport()
+    c.connection_made(t)  # type: ignore[arg-type]
+    c.data_received(_frame(100))
+    for _ in range(turns):
+        await asyncio.sleep(0)
+    return c, t
+
+
 def test_read_ahead_budget_is_shared_by_all_connections() -> None:
     async def scenario() -> None:
         shared = Connections()
@@ -105,28 +116,29 @@ class BrokenSlice:
         self.closed = True
 
 
-def test_an_unreadable_slice_closes_only_its_connection(monkeypatch: Any) -> None:
+def _answer_from_a_failing_slice(monkeypatch: Any, failing: type[BrokenSlice]) -> None:
+    """One request answered with a header and a file slice of type `failing` (it raises when read): the
+    connection and the slice both end up closed."""
     import kaflite.server.connection as connection
 
-    monkeypatch.setattr(connection, "FileSlice", BrokenSlice)
+    monkeypatch.setattr(connection, "FileSlice", failing)
 
     async def scenario() -> None:
-        part = BrokenSlice()
+        part = failing()
 
         class OneAnswer(GateDispatcher):
             async def dispatch(self, frame: bytes, host: str = "", connection_id: int = 0) -> list[Any] | None:
                 return [b"head", part]
 
-        c = KafkaConnection(OneAnswer(), ConnectionLimits(), Connections())  # type: ignore[arg-type]
-        t = FakeTransport()
-        c.connection_made(t)  # type: ignore[arg-type]
-        c.data_received(_frame(100))
-        for _ in range(20):
-            await asyncio.sleep(0)
+        c, t = await _one_request(OneAnswer(), 20)
         assert t.closed and part.closed
         await c.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_an_unreadable_slice_closes_only_its_connection(monkeypatch: Any) -> None:
+    _answer_from_a_failing_slice(monkeypatch, BrokenSlice)
 
 
 class ClosedFileSlice(BrokenSlice):
@@ -139,27 +151,7 @@ class ClosedFileSlice(BrokenSlice):
 def test_any_failure_while_sending_closes_the_connection_never_silence(monkeypatch: Any, caplog: Any) -> None:
     """The worker used to die with the exception and leave the connection open: the client waited for
     this answer, and every later one, forever."""
-    import kaflite.server.connection as connection
-
-    monkeypatch.setattr(connection, "FileSlice", ClosedFileSlice)
-
-    async def scenario() -> None:
-        part = ClosedFileSlice()
-
-        class OneAnswer(GateDispatcher):
-            async def dispatch(self, frame: bytes, host: str = "", connection_id: int = 0) -> list[Any] | None:
-                return [b"head", part]
-
-        c = KafkaConnection(OneAnswer(), ConnectionLimits(), Connections())  # type: ignore[arg-type]
-        t = FakeTransport()
-        c.connection_made(t)  # type: ignore[arg-type]
-        c.data_received(_frame(100))
-        for _ in range(20):
-            await asyncio.sleep(0)
-        assert t.closed and part.closed
-        await c.shutdown()
-
-    asyncio.run(scenario())
+    _answer_from_a_failing_slice(monkeypatch, ClosedFileSlice)
     assert any(r.levelname == "ERROR" and "ValueError: I/O operation on closed file" in r.getMessage()
                for r in caplog.records), caplog.text
 
@@ -177,12 +169,7 @@ def test_a_cancelled_wait_inside_a_handler_closes_the_connection(caplog: Any) ->
                 await awaited
                 return [b"never"]
 
-        c = KafkaConnection(Waits(), ConnectionLimits(), Connections())  # type: ignore[arg-type]
-        t = FakeTransport()
-        c.connection_made(t)  # type: ignore[arg-type]
-        c.data_received(_frame(100))
-        for _ in range(5):
-            await asyncio.sleep(0)
+        c, t = await _one_request(Waits(), 5)
         assert not t.closed
         awaited.cancel()
         for _ in range(5):
@@ -196,13 +183,8 @@ def test_a_cancelled_wait_inside_a_handler_closes_the_connection(caplog: Any) ->
 
 def test_shutdown_cancels_a_waiting_request_quietly(caplog: Any) -> None:
     async def scenario() -> None:
-        dispatcher = GateDispatcher()  # holds the request: the worker waits inside dispatch
-        c = KafkaConnection(dispatcher, ConnectionLimits(), Connections())  # type: ignore[arg-type]
-        t = FakeTransport()
-        c.connection_made(t)  # type: ignore[arg-type]
-        c.data_received(_frame(100))
-        for _ in range(5):
-            await asyncio.sleep(0)
+        # a GateDispatcher holds the request: the worker waits inside dispatch
+        c, t = await _one_request(GateDispatcher(), 5)
         await c.shutdown()
         assert t.closed and c._worker is not None and c._worker.cancelled()  # noqa: SLF001
 
