@@ -33,7 +33,13 @@ _fetch_part = struct.Struct(">ihqq")  # partition_index, error_code, high_waterm
 _produce_part = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time
 
 
+# one-byte varints (array lengths, small strings, tagged-field counts: nearly every varint of an answer)
+_SMALL_UVARINTS = tuple(bytes((n,)) for n in range(0x80))
+
+
 def _uvarint(n: int) -> bytes:
+    if 0 <= n < 0x80:
+        return _SMALL_UVARINTS[n]
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
