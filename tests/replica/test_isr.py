@@ -187,3 +187,39 @@ def test_a_replica_being_removed_does_not_rejoin_once_the_targets_are_in_sync(tm
     assert not p.can_join_isr(F1)
     p.update_follower_fetch_state(F2, 3, 20)
     assert not p.can_join_isr(F2)  # already in
+
+
+def test_an_isr_write_in_flight_keeps_a_replica_set_adopted_meanwhile(tmp_path: Path) -> None:
+    # the leader writes an ISR while a reassignment's new replica set (same epochs) arrives: the written
+    # state must not bring the old replica set back
+    import uuid
+
+    from kaflite.cluster.metadata import PartitionRegistration, TopicImage
+
+    gate: asyncio.Event | None = None
+
+    async def writer(topic: str, partition: int, state: PartitionState, isr: tuple[int, ...]) -> PartitionState | None:
+        assert gate is not None
+        await gate.wait()
+        return PartitionState(state.leader, state.leader_epoch, state.partition_epoch + 1, state.replicas, isr)
+
+    async def scenario() -> None:
+        nonlocal gate
+        gate = asyncio.Event()
+        rm, mgr = _rm(tmp_path, writer)
+        try:
+            part = _publish(rm, (ME, F1))
+            rm.append_records("t", 0, batch(2), 1)
+            rm.record_follower_fetch(part, F1, 2)
+            rm.record_follower_fetch(part, F2, 2)  # F2 caught up: its ISR write starts
+            moved = TopicImage("t", uuid.uuid5(uuid.NAMESPACE_DNS, "t"),
+                               (PartitionRegistration((ME, F1), (ME, F1), ME, 0, 0),), {})
+            rm.on_image(rm.image, rm.image.evolve(topics={"t": moved}))  # F2 removed, same epochs
+            assert part.state.replicas == (ME, F1)
+            gate.set()
+            await asyncio.sleep(0.01)
+            assert part.state.partition_epoch == 1 and part.state.replicas == (ME, F1)
+        finally:
+            mgr.close()
+
+    asyncio.run(scenario())

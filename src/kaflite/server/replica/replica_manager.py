@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kaflite.cluster.metadata import INTERNAL_TOPICS, MetadataImage, TopicImage
@@ -217,6 +217,8 @@ class ReplicaManager:
                 log.info("%s-%d: ISR change to %s not written (its state moved): left to the next image",
                          part.topic, part.partition, list(isr))
                 return
+            # the replica set may have been adopted meanwhile (a reassignment, at the same epochs): keep it
+            written = replace(written, replicas=part.state.replicas, removing=part.state.removing)
             if self.partitions.get(key) is part and part.apply_state(written):
                 log.info("%s-%d: ISR is now %s (partition epoch %d)", part.topic, part.partition,
                          list(written.isr), written.partition_epoch)
