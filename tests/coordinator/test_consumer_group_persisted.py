@@ -5,11 +5,14 @@ back the same groups, epochs, targets and current assignments, which then carry 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kaflite.coordinator import CoordinatorConfig, GroupCoordinator
+from kaflite.coordinator import messages as m
 from kaflite.coordinator.consumer_group import ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
 from kaflite.coordinator.consumer_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -164,3 +167,61 @@ def test_key_layout_is_kafkas() -> None:
     assert encode_key(ConsumerGroupMemberMetadataKey("g", "m")) == b"\x00\x05\x00\x01g\x00\x01m"
     # value v0 of ConsumerGroupMetadataValue: int16 version 0, int32 epoch, empty tagged fields
     assert encode_value(ConsumerGroupMetadataValue(7)) == b"\x00\x00\x00\x00\x00\x07\x00"
+
+
+def _empty_group_with_offsets() -> Cluster:
+    c = Cluster()
+    c.settle(["a"])
+    commit = m.OffsetCommitRequest("g", (("t", (m.OffsetCommitPartition(0, 5), m.OffsetCommitPartition(1, 7))),),
+                                   generation_id=c.epoch["a"], member_id="a", version=9)
+    result = c.gc.handle_offset_commit(commit, c.now)
+    assert {e for _p, e in result.response().topics[0][1]} == {ErrorCode.none}
+    c.log += result.records
+    c.hb("a", leave=True)
+    return c
+
+
+def test_a_deleted_group_leaves_memory_only_as_its_tombstones_are_applied() -> None:
+    """DeleteGroups changes nothing itself: the group goes when its ConsumerGroupMetadata tombstone is
+    applied (the same replay as loading), after its offsets' tombstones, so the shard never holds less
+    than the records written so far say (Kafka changes its timeline in replay, not in validation)."""
+    c = _empty_group_with_offsets()
+    seen: list[tuple[str, bool, bool]] = []
+    apply = c.gc.ctx.apply
+
+    def spy(key: Any, value: Any) -> None:
+        seen.append((type(key).__name__, "g" in c.gc.consumer.groups, "g" in c.gc.offsets))
+        apply(key, value)
+    c.gc.ctx.apply = spy
+    deleted = c.gc.handle_delete_groups(["g"], c.now)
+    assert deleted.response() == [("g", ErrorCode.none)]
+    kinds = [kind for kind, _g, _o in seen]
+    assert kinds[:2] == ["OffsetCommitKey", "OffsetCommitKey"] and kinds[-1] == "GroupMetadataKey"
+    last = kinds.index("ConsumerGroupMetadataKey")
+    assert all(group for _k, group, _o in seen[: last + 1])  # there until its own tombstone is applied
+    assert not any(group for _k, group, _o in seen[last + 1:])
+    assert seen[0][2] and not seen[2][2]  # the offsets went with their tombstones
+    c.log += deleted.records
+    fresh = _reload(c.log, c.now)
+    assert (_state(fresh), fresh.offsets, list(fresh.groups)) == (_state(c.gc), c.gc.offsets, list(c.gc.groups)) == (
+        {}, {}, [])
+
+
+def test_a_deletion_whose_write_fails_leaves_the_group() -> None:
+    """The first tombstone cannot be written (the step fails there): the group and its offsets are all
+    still in memory, and a later DeleteGroups deletes them."""
+    c = _empty_group_with_offsets()
+    before = (_state(c.gc), dict(c.gc.offsets))
+    apply = c.gc.ctx.apply
+
+    def failing(key: Any, value: Any) -> None:
+        raise OSError(28, "No space left on device")
+    c.gc.ctx.apply = failing
+    with pytest.raises(OSError):
+        c.gc.handle_delete_groups(["g"], c.now)
+    c.gc.ctx.end()
+    assert (_state(c.gc), dict(c.gc.offsets)) == before
+    c.gc.ctx.apply = apply
+    deleted = c.gc.handle_delete_groups(["g"], c.now)
+    assert deleted.response() == [("g", ErrorCode.none)]
+    assert _state(_reload(c.log + deleted.records, c.now)) == _state(c.gc) == {}

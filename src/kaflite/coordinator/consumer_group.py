@@ -80,6 +80,7 @@ from .consumer_group_state import (
     ConsumerGroup,
     ConsumerMember,
 )
+from .consumer_records import ConsumerGroupMetadataKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,10 +164,33 @@ class ConsumerGroupManager:
 
     # --- persistence ------------------------------------------------------------------------------
     def replay(self, key: Any, value: Any) -> None:
-        """A consumer-group record read while loading; our own writes (active) are already the state."""
+        """A consumer-group record read while loading; our own writes (active) are already the state,
+        except a deletion's: the group goes when its ConsumerGroupMetadata tombstone is applied (the last
+        of `deletion_records`), as replaying the log would remove it."""
         if self.is_active():
+            if value is None and isinstance(key, ConsumerGroupMetadataKey):
+                self._remove_group(key.group)
             return
         GroupLoader(self.groups, self.topic_ids).replay(key, value)
+
+    def deletion_records(self, group_id: str) -> list[tuple[Any, None]]:
+        """DeleteGroups of an empty group: a tombstone for every record the group has written, its
+        ConsumerGroupMetadata last (Kafka's ConsumerGroup.createGroupTombstoneRecords: the epoch record
+        goes last). The group stays in memory until that last tombstone is applied (`replay`)."""
+        group = self.groups.get(group_id)
+        written = self._written.get(group_id)
+        if written is None:  # never written (cannot happen after a step's flush): what it would write
+            written = group_records(group, self.topic_ids) if group is not None else {}
+        out: list[tuple[Any, None]] = [(k, None) for k, _v in diff(written, {})
+                                       if not isinstance(k, ConsumerGroupMetadataKey)]
+        return [*out, (ConsumerGroupMetadataKey(group_id), None)]
+
+    def _remove_group(self, group_id: str) -> None:
+        group = self.groups.pop(group_id, None)
+        if group is not None:
+            self.cancel_timers(group)
+        self._written.pop(group_id, None)
+        self._dirty.pop(group_id, None)
 
     def activate(self) -> None:
         """Loading is over: rebuild partition owners, restart every member's session (and revocation)

@@ -14,7 +14,8 @@ OffsetMetadataManager; this module routes requests and records to them.
 Rules:
 - a record is applied by key type: OffsetCommit -> offsets, GroupMetadata -> groups; replay and live
   writes take the same path, so the state is always what the records say;
-- deleting a group writes a tombstone for each of its offsets, then for the group (Kafka's order);
+- deleting a group writes a tombstone for each of its offsets, then for the group (Kafka's order); the
+  group leaves memory when its own tombstone is applied, never before (validation changes nothing);
 - the offsets-expiry timer is the shard's (it may delete groups left empty without offsets).
 """
 
@@ -204,7 +205,14 @@ class GroupCoordinator:
         error = self.group_manager.delete_group(group_id)
         if error is not None:
             return error
+        # the state changes only as the tombstones are applied (the same replay as loading), so the shard
+        # never holds less than its records say: offsets first, then the consumer group's records (its
+        # ConsumerGroupMetadata tombstone removes it), then the classic group (or the classic shadow a
+        # consumer group's offsets leave when replayed before its records)
         self.offset_manager.delete_all(group_id)
+        if group_id in self.consumer.groups:
+            for key, value in self.consumer.deletion_records(group_id):
+                self.ctx.append(key, value)
         self.ctx.append(GroupMetadataKey(group_id), None)
         return ErrorCode.none
 

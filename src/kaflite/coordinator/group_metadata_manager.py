@@ -731,16 +731,13 @@ class GroupMetadataManager:
 
 
     def delete_group(self, group_id: str) -> ErrorCode | None:
-        """Validate DeleteGroups for one group (None: it may go; its tombstones are the shard's to write)."""
+        """Validate DeleteGroups for one group (None: it may go; its tombstones are the shard's to write,
+        and applying them is what removes it: nothing changes here)."""
         if not self.ctx.active:
             return ErrorCode.coordinator_not_available
         consumer_group = self.consumer.groups.get(group_id)
         if consumer_group is not None:  # Kafka's ConsumerGroup.validateDeleteGroup: only an empty one goes
-            if consumer_group.members:
-                return ErrorCode.non_empty_group
-            self.consumer.drop(group_id)
-            self.groups.pop(group_id, None)  # a classic group of the same id (offsets replayed before it)
-            return None
+            return ErrorCode.non_empty_group if consumer_group.members else None
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.group_id_not_found
