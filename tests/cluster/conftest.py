@@ -13,11 +13,12 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
+from kaflite.cluster.zk import KafkaZkClient
 from kaflite.cluster.zkserver import ZooKeeperServer, missing_reason
 
 
@@ -150,6 +151,16 @@ class BrokerProcesses:
         if wait:
             self.wait_listening(broker_id)
         return proc
+
+    def start_registered(self, zk: KafkaZkClient, *ids: int, overrides: Sequence[str] = ()) -> None:
+        """Start brokers `ids` (each listening, each with `overrides`) and wait until ZooKeeper lists
+        exactly them as registered: the cluster a test begins with."""
+        from helpers import wait_until
+
+        for broker_id in ids:
+            self.start(broker_id, *overrides)
+        wanted = sorted(ids)
+        wait_until(f"brokers {wanted} registered", lambda: zk.get_broker_ids() == wanted)
 
     def wait_listening(self, broker_id: int, timeout: float = 30.0) -> None:
         import socket

@@ -17,17 +17,11 @@ from helpers import wait_until
 from kaflite.cluster.zk import KafkaZkClient
 
 
-def _three(brokers: BrokerProcesses, zk: KafkaZkClient) -> None:
-    for b in (1, 2, 3):
-        brokers.start(b)
-    wait_until("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
-
-
 def test_clients_see_the_cluster_and_follow_leaders(brokers: BrokerProcesses, zk_connect: str) -> None:
     zk = KafkaZkClient(zk_connect)
     zk.start()
     try:
-        _three(brokers, zk)
+        brokers.start_registered(zk, 1, 2, 3)
         admin = AdminClient({"bootstrap.servers": brokers.bootstrap(1)})
         # CreateTopics on broker 1 places the partitions over the three brokers (RF 1: replication is
         # the next issue), the controller elects, every broker learns the leaders
@@ -82,7 +76,7 @@ def test_kill_9_of_the_controller_broker(brokers: BrokerProcesses, zk_connect: s
     zk = KafkaZkClient(zk_connect)
     zk.start()
     try:
-        _three(brokers, zk)
+        brokers.start_registered(zk, 1, 2, 3)
         controller = wait_until("a controller", zk.get_controller_id)
         epoch = zk.get_controller_epoch()
         assert epoch is not None
@@ -137,9 +131,7 @@ def test_producer_ids_are_unique_across_brokers(brokers: BrokerProcesses, zk_con
     zk = KafkaZkClient(zk_connect)
     zk.start()
     try:
-        for b in (1, 2):
-            brokers.start(b)
-        wait_until("2 brokers", lambda: zk.get_broker_ids() == [1, 2])
+        brokers.start_registered(zk, 1, 2)
         request = InitProducerIdRequest(
             transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60)
         )
@@ -179,7 +171,7 @@ def test_consumer_group_on_the_cluster(brokers: BrokerProcesses, zk_connect: str
     zk = KafkaZkClient(zk_connect)
     zk.start()
     try:
-        _three(brokers, zk)
+        brokers.start_registered(zk, 1, 2, 3)
         admin = AdminClient({"bootstrap.servers": brokers.bootstrap(1)})
         admin.create_topics([NewTopic("events", 3, 1)])["events"].result(30)
         wait_until("events led", lambda: all(zk.get_partition_states([("events", p) for p in range(3)]).values()))
@@ -220,7 +212,7 @@ def test_elect_leaders_preferred_and_unclean(brokers: BrokerProcesses, zk_connec
     zk = KafkaZkClient(zk_connect)
     zk.start()
     try:
-        _three(brokers, zk)
+        brokers.start_registered(zk, 1, 2, 3)
         # "p" on [1, 2] and "u" on [2, 3] (explicit placements; replication factor 2, no data needed)
         ZkAdmin(zk).create_topic("p", -1, -1, {}, assignment=[[1, 2]])
         ZkAdmin(zk).create_topic("u", -1, -1, {}, assignment=[[2, 3]])
@@ -284,7 +276,7 @@ def test_alter_partition_on_the_wire(brokers: BrokerProcesses, zk_connect: str) 
     zk = KafkaZkClient(zk_connect)
     zk.start()
     try:
-        _three(brokers, zk)
+        brokers.start_registered(zk, 1, 2, 3)
         created = ZkAdmin(zk).create_topic("a", -1, -1, {}, assignment=[[1, 2, 3]])
         wait_until("a-0 led", lambda: zk.get_partition_states([("a", 0)])[("a", 0)])
         controller = wait_until("a controller", zk.get_controller_id)
@@ -329,7 +321,7 @@ def test_sigterm_moves_leadership_first(brokers: BrokerProcesses, zk_connect: st
     zk = KafkaZkClient(zk_connect)
     zk.start()
     try:
-        _three(brokers, zk)
+        brokers.start_registered(zk, 1, 2, 3)
         ZkAdmin(zk).create_topic("c", -1, -1, {}, assignment=[[1, 2], [1, 3]])
         wait_until(
             "c led by 1",
@@ -365,7 +357,7 @@ def test_sigterm_still_answers_while_leadership_moves(brokers: BrokerProcesses, 
     zk = KafkaZkClient(zk_connect)
     zk.start()
     try:
-        _three(brokers, zk)
+        brokers.start_registered(zk, 1, 2, 3)
         ctl = wait_until("a controller", zk.get_controller_id)
         victim, other = [b for b in (1, 2, 3) if b != ctl]
         ZkAdmin(zk).create_topic("d", -1, -1, {}, assignment=[[victim, other]])
@@ -408,7 +400,7 @@ def test_frozen_leader_resumes_as_follower(brokers: BrokerProcesses, zk_connect:
     zk = KafkaZkClient(zk_connect)
     zk.start()
     try:
-        _three(brokers, zk)
+        brokers.start_registered(zk, 1, 2, 3)
         ZkAdmin(zk).create_topic("f", -1, -1, {}, assignment=[[1, 2]])
         wait_until(
             "f led by 1",

@@ -394,9 +394,8 @@ def test_leader_election_unclean_brings_back_a_partition_whose_isr_died(brokers:
         assert p.flush(30) == 0 and errors == [None], errors
 
     try:
-        for b in (1, 2, 3):  # 3 holds no replica of u: a controller stays alive through the deaths
-            brokers.start(b, "replica.lag.time.max.ms=3000")
-        wait_until("3 brokers", lambda: zk.get_broker_ids() == [1, 2, 3], context=seen)
+        # 3 holds no replica of u: a controller stays alive through the deaths
+        brokers.start_registered(zk, 1, 2, 3, overrides=("replica.lag.time.max.ms=3000",))
         ZkAdmin(zk).create_topic("u", -1, -1, {}, assignment=[[1, 2]])
         wait_until("u-0 led by 1 with both in sync", lambda: state() == (1, (1, 2)), context=seen)
         produce(b"both", 1)  # acks=all: on 1 and 2

@@ -113,9 +113,7 @@ def test_group_survives_the_kill_of_its_coordinator(brokers: BrokerProcesses, zk
     zk.start()
     consumer: Consumer | None = None
     try:
-        for b in (1, 2, 3):
-            brokers.start(b, *settings)
-        wait_until("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+        brokers.start_registered(zk, 1, 2, 3, overrides=settings)
         admin = AdminClient({"bootstrap.servers": brokers.bootstrap()})
         admin.create_topics([NewTopic("events", 3, 3)])["events"].result(30)
         wait_until("events led", lambda: all(zk.get_partition_states([("events", p) for p in range(3)]).values()))

@@ -40,9 +40,7 @@ def test_not_leader_answers_carry_the_current_leader(brokers: BrokerProcesses, z
     zk = KafkaZkClient(zk_connect)
     zk.start()
     try:
-        for b in (1, 2):
-            brokers.start(b)
-        wait_until("2 registered brokers", lambda: zk.get_broker_ids() == [1, 2])
+        brokers.start_registered(zk, 1, 2)
         created = ZkAdmin(zk).create_topic("hinted", -1, -1, {}, assignment=[[1]])
         state = wait_until("hinted-0 led", lambda: zk.get_partition_states([("hinted", 0)])[("hinted", 0)])
         assert state.leader == 1

@@ -57,10 +57,9 @@ def test_reassignment_moves_data_and_the_apis_answer_as_kafka(
     zk.start()
     admin = None
     try:
-        for b in (1, 2, 3):
-            # a session long enough for the frozen broker below to keep its registration
-            brokers.start(b, "replica.fetch.wait.max.ms=100", "zookeeper.session.timeout.ms=9000")
-        wait_until("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+        # a session long enough for the frozen broker below to keep its registration
+        brokers.start_registered(zk, 1, 2, 3, overrides=("replica.fetch.wait.max.ms=100",
+                                                          "zookeeper.session.timeout.ms=9000"))
         admin = KafkaAdminClient(bootstrap_servers=brokers.bootstrap(), request_timeout_ms=30000)
         admin.create_topics([NewTopic("t", num_partitions=-1, replication_factor=-1,
                                       replica_assignments={0: [1, 2], 1: [1, 2]})])

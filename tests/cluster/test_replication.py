@@ -51,9 +51,7 @@ def test_followers_copy_the_leader_and_a_dead_leader_loses_nothing(brokers: Brok
     zk = KafkaZkClient(zk_connect)
     zk.start()
     try:
-        for b in (1, 2, 3):
-            brokers.start(b, *FAST)
-        wait_until("3 brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+        brokers.start_registered(zk, 1, 2, 3, overrides=FAST)
         admin = AdminClient({"bootstrap.servers": brokers.bootstrap(1)})
         admin.create_topics([NewTopic("r", 2, 3, config={"min.insync.replicas": "2"})])["r"].result(30)
         wait_until("leaders", lambda: all(s is not None and s.leader > 0 for s in
@@ -106,9 +104,7 @@ def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small(brokers:
     zk = KafkaZkClient(zk_connect)
     zk.start()
     try:
-        for b in (1, 2):
-            brokers.start(b, *FAST)
-        wait_until("2 brokers", lambda: zk.get_broker_ids() == [1, 2])
+        brokers.start_registered(zk, 1, 2, overrides=FAST)
         admin = AdminClient({"bootstrap.servers": brokers.bootstrap(1)})
         admin.create_topics([NewTopic("m", 1, 2, config={"min.insync.replicas": "2"})])["m"].result(30)
         wait_until("a full ISR", lambda: _isr(zk, "m", 0) == (1, 2))
@@ -152,9 +148,7 @@ def test_unclean_election_off_keeps_acknowledged_records_and_on_reports_the_loss
     zk = KafkaZkClient(zk_connect)
     zk.start()
     try:
-        for b in (1, 2, 3):  # 3 hosts no replica: it stays alive to be the controller
-            brokers.start(b, *FAST)
-        wait_until("3 brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+        brokers.start_registered(zk, 1, 2, 3, overrides=FAST)  # 3 hosts no replica: it stays alive to be the controller
         from kaflite.cluster.admin import ZkAdmin
 
         ZkAdmin(zk).create_topic("u", -1, -1, {}, assignment=[[1, 2]])
@@ -199,9 +193,7 @@ def test_unclean_election_on_loses_what_the_new_leader_lacks_and_the_old_leader_
     zk = KafkaZkClient(zk_connect)
     zk.start()
     try:
-        for b in (1, 2, 3):
-            brokers.start(b, *FAST)
-        wait_until("3 brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+        brokers.start_registered(zk, 1, 2, 3, overrides=FAST)
         ZkAdmin(zk).create_topic("w", -1, -1, {"unclean.leader.election.enable": "true"}, assignment=[[1, 2]])
         wait_until("a full ISR", lambda: _isr(zk, "w", 0) == (1, 2))
 

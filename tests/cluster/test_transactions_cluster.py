@@ -56,9 +56,7 @@ def zk(zk_connect: str) -> Iterator[KafkaZkClient]:
 
 
 def _cluster(brokers: BrokerProcesses, zk: KafkaZkClient) -> AdminClient:
-    for b in (1, 2, 3):
-        brokers.start(b, *SETTINGS)
-    _wait("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+    brokers.start_registered(zk, 1, 2, 3, overrides=SETTINGS)
     admin = AdminClient({"bootstrap.servers": brokers.bootstrap()})
     admin.create_topics([NewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(30)
     _wait("full ISRs", lambda: _full_isr(zk, [(TOPIC, p) for p in range(3)]))
