@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from kaflite.cluster.controller.events import (
     ListReassignments,
@@ -45,6 +45,7 @@ _MESSAGES = {  # Kafka's default message of each code (Errors.java)
     ErrorCode.request_timed_out: "The controller did not answer in time.",
 }
 TopicPartition = tuple[str, int]
+A = TypeVar("A")  # the kind of answer asked of the controller
 Moves = dict[TopicPartition, tuple[int, ...] | None]
 
 
@@ -54,11 +55,20 @@ def _timeout_s(request: Any) -> float:
     return min(max(seconds, 1.0), 300.0)
 
 
-async def _ask(writer: ZkMetadata, event: Any, timeout_s: float) -> list[Any] | None:
+async def _ask_controller(
+    writer: ZkMetadata, event: Any, answer: type[A], timeout_s: float
+) -> tuple[ErrorCode | None, A | None]:
+    """The controller's `answer` to `event`, or the top-level error instead: NOT_CONTROLLER on a broker
+    that is not the active controller, REQUEST_TIMED_OUT when it does not answer within `timeout_s`,
+    UNKNOWN_SERVER_ERROR when its decisions hold no `answer` (Alter and List share this path)."""
+    if not writer.controller.is_active:
+        return ErrorCode.not_controller, None
     try:
-        return await asyncio.wait_for(asyncio.wrap_future(writer.controller.submit(event)), timeout_s)
+        decisions = await asyncio.wait_for(asyncio.wrap_future(writer.controller.submit(event)), timeout_s)
     except TimeoutError:
-        return None
+        return ErrorCode.request_timed_out, None
+    found = next((d for d in decisions if isinstance(d, answer)), None)
+    return (ErrorCode.unknown_server_error, None) if found is None else (None, found)
 
 
 def _single_node(ctx: RequestContext, moves: Moves) -> dict[TopicPartition, tuple[ErrorCode | None, str | None]]:
@@ -97,17 +107,10 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, request: Any
     top: ErrorCode | None = None
     results: dict[TopicPartition, tuple[ErrorCode | None, str | None]] = {}
     if isinstance(writer, ZkMetadata):
-        if not writer.controller.is_active:
-            top = ErrorCode.not_controller
-        else:
-            decisions = await _ask(writer, PartitionReassignment(moves, from_api=True), _timeout_s(request))
-            found = next((d for d in decisions or () if isinstance(d, ReassignmentResults)), None)
-            if decisions is None:
-                top = ErrorCode.request_timed_out
-            elif found is None:
-                top = ErrorCode.unknown_server_error
-            else:
-                top, results = found.error, dict(found.results)
+        move = PartitionReassignment(moves, from_api=True)
+        top, found = await _ask_controller(writer, move, ReassignmentResults, _timeout_s(request))
+        if found is not None:
+            top, results = found.error, dict(found.results)
     else:
         results = _single_node(ctx, moves)
     if top is not None:
@@ -135,17 +138,10 @@ async def handle_list_partition_reassignments(ctx: RequestContext, request: Any)
     top: ErrorCode | None = None
     ongoing: dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {}
     if isinstance(writer, ZkMetadata):
-        if not writer.controller.is_active:
-            top = ErrorCode.not_controller
-        else:
-            decisions = await _ask(writer, ListReassignments(partitions), _timeout_s(request))
-            found = next((d for d in decisions or () if isinstance(d, OngoingReassignments)), None)
-            if decisions is None:
-                top = ErrorCode.request_timed_out
-            elif found is None:
-                top = ErrorCode.unknown_server_error
-            else:
-                top, ongoing = found.error, dict(found.reassignments)
+        listed = ListReassignments(partitions)
+        top, found = await _ask_controller(writer, listed, OngoingReassignments, _timeout_s(request))
+        if found is not None:
+            top, ongoing = found.error, dict(found.reassignments)
     if top is not None:
         return build(R.ListPartitionReassignmentsResponse, throttle_time=_ZERO, error_code=top,
                      error_message=_MESSAGES.get(top), topics=())
