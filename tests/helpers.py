@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import time
@@ -69,3 +70,15 @@ def wait_until(
         time.sleep(interval)
     extra = f" ({context()})" if context is not None else ""
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}{extra}")
+
+
+def stop_process(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout: float = 20.0) -> None:
+    """Stop `proc` if it still runs: `sig` first (the clean shutdown under test elsewhere), SIGKILL if it
+    has not exited within `timeout` s, so a failed test never leaves a broker or a cluster behind."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)

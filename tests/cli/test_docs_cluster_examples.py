@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, stop_process
 from kaflite.cluster.zkserver import missing_reason
 
 pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=f"ZooKeeper cannot run: {missing_reason()}")
@@ -96,13 +96,8 @@ def test_documented_cluster_examples(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
     finally:
-        if proc.poll() is None:  # a failure above: stop the cluster as Ctrl-C would, then by pid
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        # a failure above: stop the cluster as Ctrl-C would, then by pid
+        stop_process(proc, signal.SIGINT, timeout=60)
         for pid in map(int, re.findall(r"\(pid (\d+),", (tmp_path / "up.err").read_text())):
             try:  # gone already when `cluster up` stopped it (the normal case); never a reused pid
                 if str(tmp_path) in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from helpers import wait_until
+from helpers import stop_process, wait_until
 from kaflite.cluster.zkserver import missing_reason
 
 pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=f"ZooKeeper cannot run: {missing_reason()}")
@@ -131,13 +131,8 @@ def test_cluster_up_serves_clients_and_stops_everything_on_sigint(tmp_path: Path
         errlog.seek(0)
         assert errlog.read().rstrip().endswith("cluster stopped")
     finally:
-        if proc.poll() is None:  # a failure above: stop the cluster as Ctrl-C would, then by pid
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        # a failure above: stop the cluster as Ctrl-C would, then by pid
+        stop_process(proc, signal.SIGINT, timeout=60)
         errlog.seek(0)
         for pid in map(int, re.findall(r"\(pid (\d+),", errlog.read())):
             try:  # only ours: a pid reused by another process does not name our directory
@@ -183,13 +178,7 @@ def test_cluster_up_stops_everything_on_sigterm(tmp_path: Path) -> None:
         assert proc.wait(60) == 0
         assert [p for p in pids if _alive(p)] == []
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        stop_process(proc, signal.SIGINT, timeout=60)
         errlog.seek(0)
         for pid in map(int, re.findall(r"\(pid (\d+),", errlog.read())):
             try:
@@ -351,13 +340,7 @@ def test_cluster_up_on_a_terminal_draws_the_live_table(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        stop_process(proc, signal.SIGINT, timeout=60)
         for pid in map(int, re.findall(r"\(pid (\d+),", (tmp_path / "up.err").read_text())):
             try:
                 if _alive(pid) and str(tmp_path) in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):

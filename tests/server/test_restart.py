@@ -15,7 +15,7 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from helpers import free_port, start_broker_process
+from helpers import free_port, start_broker_process, stop_process
 
 
 def _start(data_dir: Path, port: int, log_path: Path) -> subprocess.Popen[bytes]:
@@ -100,9 +100,4 @@ def test_kill_9_keeps_every_acknowledged_record(tmp_path: Path) -> None:
         assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:3]}"
         assert not duplicated, f"{len(duplicated)} acknowledged records duplicated, e.g. {duplicated[:3]}"
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_process(proc, timeout=10)

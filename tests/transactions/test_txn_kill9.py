@@ -15,7 +15,7 @@ from pathlib import Path
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from helpers import free_port, start_broker_process
+from helpers import free_port, start_broker_process, stop_process
 
 
 def _start(data_dir: Path, port: int, log_path: Path) -> subprocess.Popen[bytes]:
@@ -89,12 +89,7 @@ def test_kill_9_mid_transaction(tmp_path: Path) -> None:
         again.commit_transaction(30)
         assert b"after" in _read_committed(bootstrap, "t", 3)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_process(proc)
 
 
 def _committed(bootstrap: str, group: str, topic: str) -> int:
@@ -136,9 +131,4 @@ def test_kill_9_after_send_offsets_keeps_them_pending(tmp_path: Path) -> None:
             assert _committed(bootstrap, group, "in") == 5, f"after {'commit' if commit else 'abort'} of {offset}"
         member.close()
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_process(proc)
