@@ -57,6 +57,18 @@ def zk_connect(zookeeper: ZooKeeperServer) -> str:
     return f"{zookeeper.connect}/kaflite-test-{uuid.uuid4().hex[:12]}"
 
 
+@pytest.fixture
+def zk(zk_connect: str) -> Iterator[KafkaZkClient]:
+    """A ZooKeeper client of this test, in this test's chroot, to observe and drive the cluster (its
+    session outlives the brokers' shorter ones, so it sees their registrations come and go)."""
+    c = KafkaZkClient(zk_connect, session_timeout_ms=10000)
+    c.start()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
 class MemberProcesses:
     """Cluster members as real processes (`python -m kaflite.cluster.member`), stopped by pid."""
 

@@ -10,9 +10,6 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Iterator
-
-import pytest
 
 from cluster.conftest import MemberProcesses
 from helpers import wait_until
@@ -21,14 +18,6 @@ from kaflite.cluster.zk import KafkaZkClient
 from kaflite.cluster.zkdata import LeaderAndIsr, TopicAssignment
 
 SESSION_S = 3.0
-
-
-@pytest.fixture
-def observer(zk_connect: str) -> Iterator[KafkaZkClient]:
-    c = KafkaZkClient(zk_connect, session_timeout_ms=10000)
-    c.start()
-    yield c
-    c.close()
 
 
 def _states(zk: KafkaZkClient, topic: str, n: int) -> dict[int, LeaderAndIsr]:
@@ -53,13 +42,13 @@ def _create_topic(zk: KafkaZkClient, name: str, n: int) -> dict[int, list[int]]:
     return placed
 
 
-def test_registration_election_and_placement(members: MemberProcesses, observer: KafkaZkClient) -> None:
-    controller, epoch = _cluster_of_three(members, observer)
+def test_registration_election_and_placement(members: MemberProcesses, zk: KafkaZkClient) -> None:
+    controller, epoch = _cluster_of_three(members, zk)
     assert controller in (1, 2, 3) and epoch == 1
-    placed = _create_topic(observer, "orders", 6)
+    placed = _create_topic(zk, "orders", 6)
     # Kafka's rack-unaware placement with start index 0 over brokers [1, 2, 3]
     assert placed == {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2], 3: [1, 3, 2], 4: [2, 1, 3], 5: [3, 2, 1]}
-    for p, s in _states(observer, "orders", 6).items():
+    for p, s in _states(zk, "orders", 6).items():
         assert s.leader == placed[p][0] and list(s.isr) == placed[p] and s.leader_epoch == 0
         assert s.controller_epoch == epoch
     # a second broker with a live id is refused, with the reason
@@ -69,28 +58,28 @@ def test_registration_election_and_placement(members: MemberProcesses, observer:
 
 
 def test_kill_9_of_the_controller_elects_another_in_time(
-    members: MemberProcesses, observer: KafkaZkClient
+    members: MemberProcesses, zk: KafkaZkClient
 ) -> None:
-    controller, epoch = _cluster_of_three(members, observer)
-    placed = _create_topic(observer, "t", 6)
-    before = _states(observer, "t", 6)
+    controller, epoch = _cluster_of_three(members, zk)
+    placed = _create_topic(zk, "t", 6)
+    before = _states(zk, "t", 6)
     t0 = time.monotonic()
     os.kill(members.procs[controller].pid, signal.SIGKILL)
     members.procs[controller].wait(10)
     new = wait_until(
-        "a new controller", lambda: (c := observer.get_controller_id()) not in (None, controller) and c
+        "a new controller", lambda: (c := zk.get_controller_id()) not in (None, controller) and c
     )
     elapsed = time.monotonic() - t0
     assert elapsed <= SESSION_S + 2, f"controller failover took {elapsed:.2f}s"
-    got = observer.get_controller_epoch()
+    got = zk.get_controller_epoch()
     assert got is not None and got.epoch == epoch + 1
     print(f"controller failover after kill -9: {elapsed:.2f}s (session timeout {SESSION_S:.0f}s)")
     # the dead controller was a broker too: its partitions moved, it left every ISR
     wait_until(
         "the dead broker out of every ISR",
-        lambda: all(controller not in s.isr for s in _states(observer, "t", 6).values()),
+        lambda: all(controller not in s.isr for s in _states(zk, "t", 6).values()),
     )
-    for p, s in _states(observer, "t", 6).items():
+    for p, s in _states(zk, "t", 6).items():
         assert s.controller_epoch == epoch + 1
         if before[p].leader == controller:
             assert s.leader == next(
@@ -102,11 +91,11 @@ def test_kill_9_of_the_controller_elects_another_in_time(
     assert new != controller
 
 
-def test_kill_9_of_a_leader_moves_its_partitions(members: MemberProcesses, observer: KafkaZkClient) -> None:
-    controller, _ = _cluster_of_three(members, observer)
-    placed = _create_topic(observer, "t", 6)
+def test_kill_9_of_a_leader_moves_its_partitions(members: MemberProcesses, zk: KafkaZkClient) -> None:
+    controller, _ = _cluster_of_three(members, zk)
+    placed = _create_topic(zk, "t", 6)
     victim = next(b for b in (1, 2, 3) if b != controller)
-    before = _states(observer, "t", 6)
+    before = _states(zk, "t", 6)
     led = [p for p, s in before.items() if s.leader == victim]
     assert led
     t0 = time.monotonic()
@@ -114,7 +103,7 @@ def test_kill_9_of_a_leader_moves_its_partitions(members: MemberProcesses, obser
     members.procs[victim].wait(10)
 
     def moved() -> dict[int, LeaderAndIsr] | None:
-        now = _states(observer, "t", 6)
+        now = _states(zk, "t", 6)
         return (
             now
             if all(now[p].leader != victim for p in led) and all(victim not in s.isr for s in now.values())
@@ -131,30 +120,30 @@ def test_kill_9_of_a_leader_moves_its_partitions(members: MemberProcesses, obser
         assert after[p].leader_epoch == before[p].leader_epoch + 1
     # it comes back: it registers again; its partitions stay with their new leaders (it is out of sync)
     members.start(victim)
-    wait_until("the broker back", lambda: victim in observer.get_broker_ids())
-    assert observer.get_controller_id() == controller
+    wait_until("the broker back", lambda: victim in zk.get_broker_ids())
+    assert zk.get_controller_id() == controller
 
 
 def test_frozen_controller_is_fenced_after_resuming(
-    members: MemberProcesses, observer: KafkaZkClient
+    members: MemberProcesses, zk: KafkaZkClient
 ) -> None:
-    controller, epoch = _cluster_of_three(members, observer)
-    _create_topic(observer, "t", 3)
+    controller, epoch = _cluster_of_three(members, zk)
+    _create_topic(zk, "t", 3)
     proc = members.procs[controller]
     os.kill(proc.pid, signal.SIGSTOP)
     try:
         new = wait_until(
             "a controller elected past the frozen one's session",
-            lambda: (c := observer.get_controller_id()) not in (None, controller) and c,
+            lambda: (c := zk.get_controller_id()) not in (None, controller) and c,
             timeout=SESSION_S + 10,
         )
-        new_epoch = observer.get_controller_epoch()
+        new_epoch = zk.get_controller_epoch()
         assert new_epoch is not None and new_epoch.epoch == epoch + 1
         wait_until(
             "the frozen broker out of every ISR",
-            lambda: all(controller not in s.isr for s in _states(observer, "t", 3).values()),
+            lambda: all(controller not in s.isr for s in _states(zk, "t", 3).values()),
         )
-        settled = _states(observer, "t", 3)
+        settled = _states(zk, "t", 3)
     finally:
         os.kill(proc.pid, signal.SIGCONT)
     # resumed: it finds its session expired, resigns, registers again; it never writes with its old epoch
@@ -163,8 +152,8 @@ def test_frozen_controller_is_fenced_after_resuming(
         lambda: "resigns as controller" in members.log(controller),
         timeout=20,
     )
-    wait_until("the resumed broker registered again", lambda: controller in observer.get_broker_ids(), timeout=20)
-    assert observer.get_controller_id() == new
-    epoch_now = observer.get_controller_epoch()
+    wait_until("the resumed broker registered again", lambda: controller in zk.get_broker_ids(), timeout=20)
+    assert zk.get_controller_id() == new
+    epoch_now = zk.get_controller_epoch()
     assert epoch_now is not None and epoch_now.epoch == epoch + 1
-    assert _states(observer, "t", 3) == settled
+    assert _states(zk, "t", 3) == settled

@@ -14,11 +14,10 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 
 import confluent_kafka as ck
-import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.types import ProducerId, TopicName
 from kio.schema.write_txn_markers.v1.request import (
@@ -45,14 +44,6 @@ SETTINGS = ("replica.lag.time.max.ms=4000", "replica.fetch.backoff.ms=200",
             "transaction.state.log.replication.factor=3", "transaction.state.log.min.isr=2",
             "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
             "offsets.topic.replication.factor=3")
-
-
-@pytest.fixture
-def zk(zk_connect: str) -> Iterator[KafkaZkClient]:
-    c = KafkaZkClient(zk_connect, session_timeout_ms=10000)
-    c.start()
-    yield c
-    c.close()
 
 
 def _cluster(brokers: BrokerProcesses, zk: KafkaZkClient) -> AdminClient:
