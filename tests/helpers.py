@@ -82,3 +82,16 @@ def stop_process(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+
+
+def poll_values(consumer: Any, count: int, timeout: float = 30.0, poll_s: float = 0.5) -> list[bytes]:
+    """The values a confluent-kafka `consumer` (already assigned or subscribed) polls, until `count` have
+    arrived or `timeout` s have passed (records with an error are skipped): the caller asserts on the list,
+    so a short one fails there with what did arrive."""
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        m = consumer.poll(poll_s)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    return got

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster.conftest import BrokerProcesses
-from helpers import wait_until
+from helpers import poll_values, wait_until
 from kaflite.cluster.zk import KafkaZkClient
 
 
@@ -55,12 +55,7 @@ def test_clients_see_the_cluster_and_follow_leaders(brokers: BrokerProcesses, zk
         consumer = Consumer({"bootstrap.servers": brokers.bootstrap(2), "group.id": f"g-{uuid.uuid4().hex[:6]}",
                              "enable.auto.commit": False, "auto.offset.reset": "earliest"})  # fmt: skip
         consumer.assign([TopicPartition("orders", p, 0) for p in range(6)])
-        seen: list[bytes] = []
-        deadline = time.monotonic() + 30
-        while len(seen) < 60 and time.monotonic() < deadline:
-            m = consumer.poll(0.5)
-            if m is not None and m.error() is None:
-                seen.append(m.value())
+        seen = poll_values(consumer, 60)
         consumer.close()
         assert sorted(seen) == sorted(f"v{i}".encode() for i in range(60))
         # each partition's records live only on its leader's disk
@@ -183,12 +178,7 @@ def test_consumer_group_on_the_cluster(brokers: BrokerProcesses, zk_connect: str
         consumer = Consumer({"bootstrap.servers": brokers.bootstrap(3), "group.id": group,
                              "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
         consumer.subscribe(["events"])
-        seen: list[bytes] = []
-        deadline = time.monotonic() + 60
-        while len(seen) < 30 and time.monotonic() < deadline:
-            m = consumer.poll(0.5)
-            if m is not None and m.error() is None:
-                seen.append(m.value())
+        seen = poll_values(consumer, 30, 60)
         assert sorted(seen) == sorted(f"e{i}".encode() for i in range(30))
         consumer.commit(asynchronous=False)
         committed = consumer.committed([TopicPartition("events", p) for p in range(3)], timeout=20)

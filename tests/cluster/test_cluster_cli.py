@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from helpers import stop_process, wait_until
+from helpers import poll_values, stop_process, wait_until
 from kaflite.cluster.zkserver import missing_reason
 
 pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=f"ZooKeeper cannot run: {missing_reason()}")
@@ -409,12 +409,7 @@ def test_leader_election_unclean_brings_back_a_partition_whose_isr_died(brokers:
                              "enable.auto.commit": False, "enable.partition.eof": False})
         try:
             consumer.assign([TopicPartition("u", 0, 0)])
-            seen: list[bytes] = []
-            deadline = time.monotonic() + 30
-            while len(seen) < 2 and time.monotonic() < deadline:
-                m = consumer.poll(0.2)
-                if m is not None and m.error() is None:
-                    seen.append(m.value())
+            seen = poll_values(consumer, 2, poll_s=0.2)
         finally:
             consumer.close()
         assert seen == [b"both", b"after"]

@@ -13,6 +13,7 @@ import pytest
 from brokerproc import BrokerProcess
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+from helpers import poll_values
 from kaflite.protocol.record_batch import build_record_batch
 from kaflite.storage import Log, LogConfig
 from kaflite.storage.cleaner import compact_log
@@ -124,12 +125,7 @@ def test_kill_9_with_a_torn_tail_logs_truncation_and_index_rebuild(tmp_path: Pat
                          text), text
         c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g", "enable.auto.commit": False})
         c.assign([TopicPartition("torn", 0, OFFSET_BEGINNING)])
-        got: list[bytes] = []
-        deadline = time.monotonic() + 30
-        while len(got) < 100 and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is not None and m.error() is None:
-                got.append(m.value())
+        got = poll_values(c, 100)
         c.close()
         assert got == [b"v%03d" % i for i in range(100)]
         assert broker.stop() == 0

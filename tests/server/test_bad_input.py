@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kwire import WireClient
 
+from helpers import poll_values
 from kaflite.protocol.record_batch import build_record_batch
 
 
@@ -120,12 +121,7 @@ def test_second_client_keeps_producing_and_consuming_during_attacks(broker) -> N
         assert producer.flush(20) == 0
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused", "enable.auto.commit": False})
         consumer.assign([TopicPartition(topic, 0, 0)])
-        got = []
-        deadline = time.monotonic() + 20
-        while len(got) < n and time.monotonic() < deadline:
-            m = consumer.poll(0.5)
-            if m is not None and m.error() is None:
-                got.append(m.value())
+        got = poll_values(consumer, n, 20)
         consumer.close()
         assert got == [b"v%d" % i for i in range(n)]
     finally:
