@@ -38,18 +38,29 @@ def start_broker_process(cmd: list[str], port: int, log_path: Path, timeout_s: f
     connection; a broker that exits or does not listen within `timeout_s` fails with its log's tail."""
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_listening(proc, port, lambda: log_path.read_text(errors="replace"), timeout_s)
+    except RuntimeError:
+        stop_process(proc, signal.SIGKILL, timeout=10)
+        raise
+    return proc
+
+
+def wait_listening(
+    proc: subprocess.Popen[Any], port: int, log: Callable[[], str], timeout_s: float = 30, name: str = "broker"
+) -> None:
+    """Return once 127.0.0.1:`port` accepts a connection; a `proc` (called `name`) that exits first, or
+    does not listen within `timeout_s`, fails with a RuntimeError carrying the tail of its `log()`."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return proc
+            return
         except OSError:
             if proc.poll() is not None:
-                raise RuntimeError(f"broker exited: {log_path.read_text()[-2000:]}") from None
+                raise RuntimeError(f"{name} exited ({proc.returncode}): {log()[-2000:]}") from None
             time.sleep(0.05)
-    proc.kill()
-    proc.wait(10)
-    raise RuntimeError(f"broker did not listen on 127.0.0.1:{port} within {timeout_s:.0f} s: {log_path.read_text()[-2000:]}")
+    raise RuntimeError(f"{name} did not listen on 127.0.0.1:{port} within {timeout_s:.0f} s: {log()[-2000:]}")
 
 
 def wait_until(

@@ -175,19 +175,10 @@ class BrokerProcesses:
         wait_until(f"brokers {wanted} registered", lambda: zk.get_broker_ids() == wanted)
 
     def wait_listening(self, broker_id: int, timeout: float = 30.0) -> None:
-        import socket
-        import time
+        from helpers import wait_listening
 
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.ports[broker_id]), 0.2).close()
-                return
-            except OSError:
-                if self.procs[broker_id].poll() is not None:
-                    raise RuntimeError(f"broker {broker_id} exited: {self.log(broker_id)[-2000:]}") from None
-                time.sleep(0.05)
-        raise RuntimeError(f"broker {broker_id} did not start listening")
+        proc, port = self.procs[broker_id], self.ports[broker_id]
+        wait_listening(proc, port, lambda: self.log(broker_id), timeout, name=f"broker {broker_id}")
 
     def log(self, broker_id: int) -> str:
         return (self.directory / f"broker-{broker_id}.log").read_text(errors="replace")

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from helpers import free_port
+from helpers import free_port, wait_listening
 
 
 def rss_mib(pid: int) -> float:
@@ -57,17 +55,12 @@ class BrokerProcess:
         out = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps it
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, preexec_fn=self.preexec_fn)
         out.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return self
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"broker exited: {self.log()[-3000:]}") from None
-                time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"broker did not start: {self.log()[-3000:]}")
+        try:
+            wait_listening(self.proc, self.port, self.log, timeout)
+        except RuntimeError:
+            self.kill()
+            raise
+        return self
 
     def log(self) -> str:
         try:

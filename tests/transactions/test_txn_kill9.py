@@ -15,7 +15,7 @@ from pathlib import Path
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from helpers import free_port, start_broker_process, stop_process
+from helpers import free_port, start_broker_process, stop_process, wait_until
 
 
 def _start(data_dir: Path, port: int, log_path: Path) -> subprocess.Popen[bytes]:
@@ -75,10 +75,7 @@ def test_kill_9_mid_transaction(tmp_path: Path) -> None:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
         proc = _start(tmp_path / "data", port, log_path)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not _stable(bootstrap, "t", 3):
-            time.sleep(0.5)
-        assert _stable(bootstrap, "t", 3), "the open transaction was not aborted after the restart"
+        wait_until("the open transaction aborted after the restart", lambda: _stable(bootstrap, "t", 3), 30, 0.5)
         got = _read_committed(bootstrap, "t", 3)
         assert sorted(got) == sorted(b"c-%d" % i for i in range(30))
         # the restarted coordinator serves the id again: a new incarnation commits
