@@ -491,7 +491,7 @@ def e2e_latency(bootstrap: str, topic: str, rate: int, seconds: float) -> tuple[
             "bootstrap.servers": bootstrap,
             "acks": "all",
             "enable.idempotence": True,
-            "linger.ms": 1,
+            "linger.ms": 5,  # librdkafka's default
             "socket.nagle.disable": True,
         }
     )
