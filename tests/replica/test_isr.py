@@ -223,3 +223,18 @@ def test_an_isr_write_in_flight_keeps_a_replica_set_adopted_meanwhile(tmp_path: 
             mgr.close()
 
     asyncio.run(scenario())
+
+
+def test_a_leader_behind_the_followers_epoch_is_retried_soon_other_errors_after_the_backoff() -> None:
+    from kaflite.server.replica.fetcher import LEADER_BEHIND_RETRY_MS, error_delay_ms, idle_wait_s
+
+    # UNKNOWN_LEADER_EPOCH: the leader has not applied the newer state yet (it will within milliseconds)
+    assert error_delay_ms(ErrorCode.unknown_leader_epoch, 1000) == LEADER_BEHIND_RETRY_MS < 1000
+    assert error_delay_ms(ErrorCode.unknown_leader_epoch, 10) == 10  # never longer than the backoff
+    for code in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_topic_or_partition):
+        assert error_delay_ms(code, 1000) == 1000
+    # an idle fetcher sleeps until its first delayed partition is due, at most the backoff
+    assert idle_wait_s([], 100.0, 1000) == 1.0
+    assert idle_wait_s([100.05, 100.5], 100.0, 1000) == pytest.approx(0.05)
+    assert idle_wait_s([99.0], 100.0, 1000) == 1.0  # already due: the next round fetches it
+    assert idle_wait_s([103.0], 100.0, 1000) == 1.0

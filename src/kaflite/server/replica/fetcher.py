@@ -64,6 +64,28 @@ _LEADERSHIP_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenc
                                 ErrorCode.unknown_leader_epoch, ErrorCode.unknown_topic_or_partition})
 
 
+# The leader answers UNKNOWN_LEADER_EPOCH while it has not applied the newer state this follower already
+# holds (the controller's decision reaches the brokers one at a time): it will within milliseconds, so the
+# partition is retried after this instead of replica.fetch.backoff.ms (Kafka's delay), which stalled every
+# acks=all produce on the new leader for a second after a leader change (bench/cluster_bench.py).
+LEADER_BEHIND_RETRY_MS = 50
+
+
+def error_delay_ms(code: ErrorCode, backoff_ms: int) -> int:
+    """How long a partition whose fetch was answered `code` waits before it is fetched again."""
+    if code is ErrorCode.unknown_leader_epoch:
+        return min(backoff_ms, LEADER_BEHIND_RETRY_MS)
+    return backoff_ms
+
+
+def idle_wait_s(delays: list[float], now: float, backoff_ms: int) -> float:
+    """How long a fetcher with nothing to fetch sleeps (unless woken): until its first delayed partition is
+    due, at most replica.fetch.backoff.ms."""
+    wait = backoff_ms / 1000
+    due = [d - now for d in delays if d > now]
+    return min([wait, *due]) if due else wait
+
+
 @dataclass(frozen=True, slots=True)
 class FetcherConfig:
     """The replica.fetch.* keys (Kafka's names and defaults)."""
@@ -133,7 +155,6 @@ class ReplicaFetcher:
         return self._conn
 
     async def _run(self) -> None:
-        backoff = self.manager.config.backoff_ms / 1000
         while self.partitions:
             try:
                 did = await self.do_work()
@@ -156,8 +177,10 @@ class ReplicaFetcher:
                 self._failing = False
             if not did:
                 self._wake.clear()
+                wait = idle_wait_s([st.delayed_until for st in self.partitions.values()],
+                                   asyncio.get_running_loop().time(), self.manager.config.backoff_ms)
                 try:
-                    await asyncio.wait_for(self._wake.wait(), backoff)
+                    await asyncio.wait_for(self._wake.wait(), wait)
                 except TimeoutError:
                     pass
         self._close()
@@ -291,7 +314,7 @@ class ReplicaFetcher:
                     else:
                         fstate.truncating = True
                 elif pcode in _LEADERSHIP_ERRORS:
-                    fstate.delayed_until = now + cfg.backoff_ms / 1000
+                    fstate.delayed_until = now + error_delay_ms(pcode, cfg.backoff_ms) / 1000
                 else:
                     log.warning("%s-%d: fetch from broker %d answered %s", tp[0], tp[1], self.leader_id, pcode.name)
                     fstate.delayed_until = now + cfg.backoff_ms / 1000
