@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/broker_bench.py                 # 1M x 100 B, 6 partitions, linger 5 ms
     .venv/bin/python bench/broker_bench.py --records 200000 --latency-seconds 5 --no-tansu
+    .venv/bin/python bench/broker_bench.py --fresh-partitions 10000   # only the new-partition cost
 
 For each broker: produce throughput (confluent-kafka, acks=all, linger.ms=5), consume throughput (assign,
 from the beginning), broker CPU-seconds per million records produced (utime+stime of the broker process
@@ -27,7 +28,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 REPO = Path(__file__).resolve().parents[1]
-TANSU = REPO.parent / "shared" / "peers" / "tansu.sh"
+# ../shared beside the main checkout; a worktree (/work/wt/<name>) finds it one level further up
+TANSU = next((p for base in (REPO.parent, REPO.parent.parent) if (p := base / "shared" / "peers" / "tansu.sh").exists()),
+             REPO.parent / "shared" / "peers" / "tansu.sh")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -241,6 +244,43 @@ def run_one(b: BrokerProc, args: argparse.Namespace) -> dict[str, float]:
     }
 
 
+def fresh_partitions_one(b: BrokerProc, n: int) -> dict[str, float]:
+    """The cost of new partitions: CreateTopics of one `n`-partition topic (until Metadata lists all of them),
+    then one 100 B record produced into each partition (acks=all, linger.ms=5) until all are acknowledged.
+    kaflite creates each partition's log (directory, segment file) when the topic is created."""
+    topic = f"fresh-{int(time.time())}"
+    cpu0 = cpu_seconds(b.pid)
+    t0 = time.perf_counter()
+    create_topic(b.bootstrap, topic, n)
+    created = time.perf_counter() - t0
+    cpu_create = cpu_seconds(b.pid) - cpu0
+    producer = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 5})
+    producer.list_topics(topic, timeout=30)  # metadata fetched before the clock starts
+    errors = 0
+
+    def cb(err, _msg) -> None:  # noqa: ANN001
+        nonlocal errors
+        if err is not None:
+            errors += 1
+
+    cpu0 = cpu_seconds(b.pid)
+    t0 = time.perf_counter()
+    for p in range(n):
+        producer.produce(topic, b"x" * 100, partition=p, on_delivery=cb)
+    remaining = producer.flush(120)
+    produced = time.perf_counter() - t0
+    cpu_produce = cpu_seconds(b.pid) - cpu0
+    if remaining or errors:
+        raise RuntimeError(f"{b.name}: {remaining} undelivered, {errors} failed")
+    return {
+        "create topic, s": created,
+        "create: broker CPU us / partition": cpu_create * 1e6 / n,
+        "first produce into each, s": produced,
+        "produce: broker CPU us / partition": cpu_produce * 1e6 / n,
+        "create + produce, us / partition": (created + produced) * 1e6 / n,
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -250,29 +290,37 @@ def main() -> int:
     ap.add_argument("--latency-seconds", type=float, default=10.0)
     ap.add_argument("--flush-each", action="store_true", help="kaflite with log.flush.interval.messages=1")
     ap.add_argument("--no-tansu", action="store_true")
+    ap.add_argument("--fresh-partitions", type=int, default=0, metavar="N",
+                    help="only measure creating an N-partition topic and the first produce into each partition")
     args = ap.parse_args()
+    run = (lambda b, a: fresh_partitions_one(b, a.fresh_partitions)) if args.fresh_partitions else run_one
 
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="kaflite-bench-") as tmp:
         k = start_kaflite(Path(tmp), args.flush_each)
         try:
-            results["kaflite"] = run_one(k, args)
+            results["kaflite"] = run(k, args)
         finally:
             k.stop()  # type: ignore[operator]
     if not args.no_tansu:
         t = start_tansu()
         try:
-            results["tansu"] = run_one(t, args)
+            results["tansu"] = run(t, args)
         finally:
             t.stop()  # type: ignore[operator]
 
     names = list(results)
     metrics = list(results[names[0]])
-    print(
-        f"\n{args.records:,} records x {args.size} B, {args.partitions} partitions, linger.ms=5, acks=all; "
-        f"latency at {args.rate} msg/s for {args.latency_seconds:g} s (client defaults); kaflite "
-        + ("fsyncs before every ack (log.flush.interval.messages=1)" if args.flush_each else "acks from the page cache")
-    )
+    if args.fresh_partitions:
+        print(f"\none topic of {args.fresh_partitions:,} partitions created, then one 100 B record produced into "
+              "each (acks=all, linger.ms=5)")
+    else:
+        print(
+            f"\n{args.records:,} records x {args.size} B, {args.partitions} partitions, linger.ms=5, acks=all; "
+            f"latency at {args.rate} msg/s for {args.latency_seconds:g} s (client defaults); kaflite "
+            + ("fsyncs before every ack (log.flush.interval.messages=1)" if args.flush_each
+               else "acks from the page cache")
+        )
     header = f"{'metric':<42}" + "".join(f"{n:>14}" for n in names)
     if "tansu" in results:
         header += f"{'kaflite/tansu':>15}"

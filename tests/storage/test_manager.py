@@ -160,3 +160,34 @@ def test_a_data_directory_is_locked_while_open(tmp_path: Path) -> None:
     m2 = LogManager([tmp_path])  # released on close
     m2.load()
     m2.close()
+
+
+def test_a_new_partition_directory_is_not_scanned_but_an_existing_one_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory the log just created is empty: listing it four times (temporary files, segments,
+    snapshots, transaction indexes) was most of the cost of a new partition. One that already existed
+    (a leftover of a crash, of a deletion) is still scanned and cleaned as before."""
+    listed: list[str] = []
+    real_iterdir = Path.iterdir
+
+    def counting_iterdir(self: Path):  # type: ignore[no-untyped-def]
+        listed.append(self.name)
+        return real_iterdir(self)
+
+    monkeypatch.setattr(Path, "iterdir", counting_iterdir)
+    m = LogManager([tmp_path], LogConfig())
+    m.load()
+    leftover = tmp_path / "old-0"  # appears after load(): get_or_create opens it
+    leftover.mkdir()
+    (leftover / "00000000000000000000.log.deleted").write_bytes(b"junk")
+    listed.clear()
+    new = m.get_or_create("new", 0)
+    assert "new-0" not in listed
+    assert (new.log_end_offset, new.log_start_offset, new.high_watermark, new.recovery_point) == (0, 0, 0, 0)
+    assert new.leader_epoch_cache.entries == [] and not new.recovered
+    old = m.get_or_create("old", 0)
+    assert "old-0" in listed and not (leftover / "00000000000000000000.log.deleted").exists()
+    new.append(batch(3))
+    assert new.log_end_offset == 3 and old.log_end_offset == 0
+    m.close()

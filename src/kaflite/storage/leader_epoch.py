@@ -18,9 +18,10 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 
 class LeaderEpochFileCache:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, read: bool = True) -> None:
+        """`read=False`: the caller knows the file does not exist (a log directory it just created)."""
         self.path = path
-        self.entries: list[tuple[int, int]] = self._read()
+        self.entries: list[tuple[int, int]] = self._read() if read else []
 
     def _read(self) -> list[tuple[int, int]]:
         try:
