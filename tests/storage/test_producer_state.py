@@ -118,3 +118,49 @@ def test_idle_producers_expire(tmp_path: Path) -> None:
     assert log.remove_expired_producers(10_600) == 1
     assert log.append(batch(1, producer_id=3, producer_epoch=0, base_sequence=7, ts=10_000)).base_offset == 1
     assert LogConfig.from_broker_configs({"producer.id.expiration.ms": "5"}).producer_id_expiration_ms == 5
+
+
+def test_roll_writes_the_snapshot_without_fsync_and_sync_snapshots_does_it_later(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An fsync on roll ran on the appending thread under the log's lock: every produce and follower fetch
+    of the broker waited for the disk (bench/cluster_bench.py's RF 3 stalls). The roll now only writes
+    the file; sync_snapshots (the flusher thread) fsyncs it with the directory."""
+    import os
+
+    import kaflite.storage.checkpoint as checkpoint
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(checkpoint.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    log = Log(tmp_path / "t-0", LogConfig(segment_bytes=300))
+    log.append(_pb(0, 2))  # the first append of an epoch writes the leader-epoch checkpoint (once per epoch)
+    synced.clear()
+    for seq in range(2, 20, 2):
+        log.append(_pb(seq, 2))
+    assert len(log.segments) > 2
+    assert synced == []  # no fsync on the append path, rolls included
+    snaps = sorted((tmp_path / "t-0").glob("*.snapshot"))
+    assert snaps and all(ProducerStateManager.from_json(p.read_text()).producers for p in snaps)
+    assert log.unsynced_snapshots >= len(snaps)
+    assert log.sync_snapshots() == len(snaps)  # the two kept; the older ones were deleted meanwhile
+    assert len(synced) == len(snaps) + 1  # each file, then the directory
+    assert log.unsynced_snapshots == 0 and log.sync_snapshots() == 0
+    log.close()
+
+
+def test_a_snapshot_torn_by_a_crash_is_skipped_by_the_recovery(tmp_path: Path) -> None:
+    """A roll's snapshot is not fsync'd at once: after a crash it may be empty or cut; the recovery skips
+    it and replays the log, and the producers' state is the same."""
+    cfg = LogConfig(segment_bytes=300)
+    log = Log(tmp_path / "t-0", cfg)
+    for seq in range(0, 20, 2):
+        log.append(_pb(seq, 2))
+    snaps = sorted((tmp_path / "t-0").glob("*.snapshot"))
+    assert snaps
+    snaps[-1].write_bytes(snaps[-1].read_bytes()[:7])  # torn
+    if len(snaps) > 1:
+        snaps[0].write_bytes(b"")  # never written
+    log2 = Log(tmp_path / "t-0", cfg, had_clean_shutdown=False)
+    r = log2.append(_pb(18, 2))
+    assert r.duplicate and (r.base_offset, r.last_offset) == (18, 19)
+    assert log2.append(_pb(20, 1)).base_offset == 20

@@ -53,6 +53,29 @@ def atomic_write(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
+def replace_unsynced(path: Path, data: bytes) -> None:
+    """Write `data` to `path` by a rename, without fsync: a crash may leave the file empty or torn, so only
+    for files a reader checks and can do without (the producer snapshots written on roll); whoever calls
+    this fsyncs the file and its directory later, off the hot path."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def fsync_file(path: Path) -> bool:
+    """fsync an existing file; False when it is gone (deleted meanwhile)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
+
+
 def write_offset_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
     lines = ["0", str(len(offsets))]
     lines += [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]

@@ -318,6 +318,7 @@ class LogManager:
         flushed = 0
         for log in self._snapshot():
             try:
+                log.sync_snapshots()  # the producer snapshots of the rolls since the last pass (Log's rules)
                 flushed += log.flush_due(now)
             except OSError as e:
                 storage_errors.report(log.dir.name, "flush", e)

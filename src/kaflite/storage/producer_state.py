@@ -224,10 +224,11 @@ class ProducerStateManager:
                 m.ongoing[e.producer_id] = e.current_txn_first_offset
         return m
 
-    def write_snapshot(self, directory: Path, offset: int) -> Path:
-        """Write `<20-digit offset>.snapshot` atomically (state of every batch below `offset`)."""
-        from kaflite.storage.checkpoint import atomic_write
+    def write_snapshot(self, directory: Path, offset: int, *, sync: bool = True) -> Path:
+        """Write `<20-digit offset>.snapshot` (state of every batch below `offset`) by a rename; fsync'd
+        with its directory unless `sync` is False (the caller fsyncs it later: `Log.sync_snapshots`)."""
+        from kaflite.storage.checkpoint import atomic_write, replace_unsynced
 
         path = directory / f"{offset:020d}.snapshot"
-        atomic_write(path, self.to_json().encode())
+        (atomic_write if sync else replace_unsynced)(path, self.to_json().encode())
         return path
