@@ -21,8 +21,9 @@ Rules:
   bytes, the producer state rebuilt from them) and the follower's high watermark is the leader's, capped
   by its log end offset; OFFSET_OUT_OF_RANGE below the leader's log start offset restarts the local log
   there, above it marks the partition for truncation again; a leadership error (NOT_LEADER_OR_FOLLOWER,
-  FENCED / UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION) waits `replica.fetch.backoff.ms` for the
-  image to move the partition;
+  FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION) waits `replica.fetch.backoff.ms` for the image to move
+  the partition; UNKNOWN_LEADER_EPOCH (a leader that has not applied the state this follower holds yet)
+  is retried after LEADER_BEHIND_RETRY_MS;
 - a connection or decoding failure closes the connection and retries after `replica.fetch.backoff.ms`;
 - the connection goes to the leader's endpoint on the inter-broker listener (`inter.broker.listener.name`,
   else the first one it registered).
