@@ -4,13 +4,21 @@ Rules (Kafka's LeaderEpochFileCache): epochs and start offsets strictly increase
 when a batch with a larger partition leader epoch is appended; truncating the log's end drops epochs
 starting at or after the new end; advancing the log start offset drops epochs wholly below it and moves
 the first one up. `end_offset_for(epoch)` answers OffsetForLeaderEpoch (replication).
+
+Durability: a change is written and fsync'd at once (Kafka's assign), except while the file on disk
+durably holds no entry (a new partition, whose first append assigns its first epoch): then the file is
+replaced without fsync and `unsynced` is set, and the log's next flush fsyncs it (`sync`) before its
+recovery point moves. A crash before that loses nothing: no entry could be lost but those written since
+(the durable file was empty), and every batch they describe lies past the recovery point, where recovery
+reads each batch's partition leader epoch and assigns the epochs again. This keeps two fsyncs per new
+partition off the append path (10,000 partitions of a new topic: 20,000 fsyncs on the event loop).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kaflite.storage.checkpoint import atomic_write
+from kaflite.storage.checkpoint import atomic_write, fsync_dir, fsync_file, replace_unsynced
 
 __all__ = ["LeaderEpochFileCache", "LEADER_EPOCH_CHECKPOINT"]
 
@@ -22,6 +30,8 @@ class LeaderEpochFileCache:
         """`read=False`: the caller knows the file does not exist (a log directory it just created)."""
         self.path = path
         self.entries: list[tuple[int, int]] = self._read() if read else []
+        self._durable_empty = not self.entries  # the file on disk holds no entry, durably
+        self.unsynced = False  # written without fsync since (only while _durable_empty)
 
     def _read(self) -> list[tuple[int, int]]:
         try:
@@ -39,7 +49,22 @@ class LeaderEpochFileCache:
 
     def _write(self) -> None:
         lines = ["0", str(len(self.entries))] + [f"{e} {o}" for e, o in self.entries]
-        atomic_write(self.path, ("\n".join(lines) + "\n").encode())
+        data = ("\n".join(lines) + "\n").encode()
+        if self._durable_empty:
+            replace_unsynced(self.path, data)  # nothing durable to lose: see the module's rules
+            self.unsynced = True
+        else:
+            atomic_write(self.path, data)
+
+    def sync(self) -> bool:
+        """fsync the file written without fsync, if any (the caller fsyncs the directory, which holds its
+        new name); True when it did. Called by every flush of the log before its recovery point moves."""
+        if not self.unsynced:
+            return False
+        fsync_file(self.path)
+        self.unsynced = False
+        self._durable_empty = not self.entries
+        return True
 
     @property
     def latest_epoch(self) -> int:
@@ -87,7 +112,10 @@ class LeaderEpochFileCache:
         return self.entries[-1][0], log_end_offset
 
     def flush(self) -> None:
+        """Write the entries durably now (the load, after recovery assigned epochs from the batches)."""
         self._write()
+        if self.sync():
+            fsync_dir(self.path.parent)
 
     def clear(self) -> None:
         self.entries = []

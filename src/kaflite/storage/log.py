@@ -1000,6 +1000,8 @@ class Log:
         for path in self._unsynced_snapshots:
             fsync_file(path)
         self._unsynced_snapshots = []
+        if self.leader_epoch_cache.sync():  # a new partition's first epochs, before the recovery point moves
+            self._dir_dirty = True
         if self._dir_dirty:
             fsync_dir(self.dir)
             self._dir_dirty = False
@@ -1009,6 +1011,7 @@ class Log:
     def _flush_all_segments(self) -> None:
         for seg in self._segments:
             seg.flush(indexes=seg is not self._segments[-1])
+        self.leader_epoch_cache.sync()
         fsync_dir(self.dir)
         self._dir_dirty = False
 

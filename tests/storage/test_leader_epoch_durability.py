@@ -1,0 +1,82 @@
+"""The leader-epoch checkpoint of a new partition is written without fsync until the log's next flush
+(storage/leader_epoch.py's rules): the append path of a new partition does no fsync, a flush makes the
+file durable before the recovery point moves, later changes are fsync'd at once, and a crash before the
+flush loses no epoch (recovery assigns them again from the batches)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kaflite.storage import Log
+from kaflite.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
+from storage.storage_util import batch
+
+
+@pytest.fixture
+def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
+    return calls
+
+
+def test_new_partition_first_epoch_waits_for_the_flush(tmp_path: Path, fsyncs: list[int]) -> None:
+    log = Log(tmp_path / "t-0")
+    fsyncs.clear()
+    log.append(batch(3), leader_epoch=4)
+    cache = log.leader_epoch_cache
+    assert fsyncs == [] and cache.unsynced
+    assert cache.entries == [(4, 0)]
+    assert (tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n1\n4 0\n"
+    log.flush()
+    assert not cache.unsynced and log.recovery_point == 3
+    fsyncs.clear()
+    log.append(batch(1), leader_epoch=6)  # the file now holds an entry: a change is fsync'd at once
+    assert len(fsyncs) == 2  # the file, then its directory
+    assert cache.entries == [(4, 0), (6, 3)] and not cache.unsynced
+    log.close()
+
+
+def test_an_existing_checkpoint_is_changed_with_fsync(tmp_path: Path, fsyncs: list[int]) -> None:
+    log = Log(tmp_path / "t-0")
+    log.append(batch(1), leader_epoch=0)
+    log.close()
+    log = Log(tmp_path / "t-0")
+    fsyncs.clear()
+    log.append(batch(1), leader_epoch=1)
+    assert len(fsyncs) == 2 and not log.leader_epoch_cache.unsynced
+    log.close()
+
+
+def test_a_crash_before_the_flush_loses_no_epoch(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0")
+    log.append(batch(2), leader_epoch=2)
+    log.append(batch(3), leader_epoch=5)
+    assert log.leader_epoch_cache.unsynced and log.recovery_point == 0
+    # the crash: the unsynced rename reached the disk, its content did not (an empty file); no close
+    (tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT).write_bytes(b"")
+    reopened = Log(tmp_path / "t-0")
+    assert reopened.log_end_offset == 5
+    assert reopened.leader_epoch_cache.entries == [(2, 0), (5, 2)]
+    assert reopened.leader_epoch_cache.end_offset_for(2, reopened.log_end_offset) == (2, 2)
+    # recovery wrote the epochs durably again
+    assert not reopened.leader_epoch_cache.unsynced
+    assert (tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n2\n2 0\n5 2\n"
+    reopened.close()
+    log.close()
+
+
+def test_a_flushed_partition_keeps_its_epochs_through_a_crash(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0")
+    log.append(batch(2), leader_epoch=1)
+    log.flush()  # the recovery point passes offset 2: the epoch must be durable now
+    log.append(batch(1), leader_epoch=3)
+    path = tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT
+    assert path.read_text() == "0\n2\n1 0\n3 2\n"
+    reopened = Log(tmp_path / "t-0", recovery_point=log.recovery_point)
+    assert reopened.leader_epoch_cache.entries == [(1, 0), (3, 2)]
+    reopened.close()
+    log.close()
