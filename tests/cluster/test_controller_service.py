@@ -1,10 +1,12 @@
 """ControllerService and ClusterMember in-process against a real ZooKeeper: the controller's paths
 beyond failover (partitions added, preferred election and reassignment through their znodes, a
 reassignment by the API resumed by the next controller,
-AlterPartition, topic deletion, unclean override, stale compare-and-sets, controlled shutdown)."""
+AlterPartition, topic deletion, unclean override, stale compare-and-sets, controlled shutdown, the auto
+leader rebalance on its leader.imbalance.check.interval.seconds timer)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from functools import partial
@@ -28,9 +30,11 @@ from kaflite.cluster.controller.events import (
 )
 from kaflite.cluster.member import ClusterMember
 from kaflite.cluster.zk import KafkaZkClient
+from kaflite.cluster.zk_metadata import controller_config
 from kaflite.cluster.zkconfig import zookeeper_settings
 from kaflite.cluster.zkdata import BrokerInfo, LeaderAndIsr, TopicAssignment, ZkEndpoint
 from kaflite.protocol.errors import ErrorCode
+from kaflite.server.config import BrokerConfig
 
 _wait = partial(wait_until, timeout=20.0)  # members in this process answer quickly: 20 s bounds every wait
 
@@ -43,7 +47,9 @@ class Cluster:
         self.zk = KafkaZkClient(connect, session_timeout_ms=10000)
         self.zk.start()
 
-    def start(self, broker_id: int, **config: object) -> ClusterMember:
+    def start(
+        self, broker_id: int, controller_config: ControllerConfig | None = None, **config: object
+    ) -> ClusterMember:
         settings = zookeeper_settings(
             {"zookeeper.connect": self.connect, "zookeeper.session.timeout.ms": 4000}
         )
@@ -52,7 +58,7 @@ class Cluster:
         m = ClusterMember(
             settings,
             BrokerInfo(broker_id, (ZkEndpoint("PLAINTEXT", "127.0.0.1", 19000 + broker_id),)),
-            ControllerConfig(**config),  # type: ignore[arg-type]
+            controller_config or ControllerConfig(**config),  # type: ignore[arg-type]
             on_partition_state=lambda tp, s: seen.__setitem__(tp, s),
         )
         m.start()
@@ -236,3 +242,39 @@ def test_topic_deletion_and_unclean_override(cluster: Cluster) -> None:
     cluster.zk.set_entity_config("topics", "u", {"unclean.leader.election.enable": "true"})
     s = _wait("unclean leader", lambda: (x := cluster.state("u", 0)) is not None and x.leader == 3 and x)
     assert s.isr == (3,)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_auto_leader_rebalance_runs_on_the_configured_interval(cluster: Cluster, enabled: bool) -> None:
+    # the broker keys as a server.properties gives them, through the same mapping the broker uses
+    config = controller_config(BrokerConfig.load(overrides={
+        "leader.imbalance.check.interval.seconds": "1",
+        "auto.leader.rebalance.enable": str(enabled).lower(),
+    }))
+    assert config.leader_imbalance_check_interval_seconds == 1
+    for b in (1, 2, 3):
+        cluster.start(b, config)
+    _wait("3 brokers", lambda: cluster.zk.get_broker_ids() == [1, 2, 3])
+    ctl = cluster.controller()
+    assert ctl.controller.rebalance_interval_s == 1.0
+    cluster.zk.create_topic(TopicAssignment("t", {0: (1, 2, 3)}, uuid.uuid4()))
+    _wait("1 leads t-0", lambda: (x := cluster.state("t", 0)) is not None and x.leader == 1)
+    # the preferred replica's member stops: leadership moves away; it comes back and catches up
+    cluster.members.pop(1).stop()
+    moved = _wait("leader moved off 1", lambda: (x := cluster.state("t", 0)) is not None and x.leader in (2, 3) and x)
+    cluster.start(1, config)
+    ctl = cluster.controller()
+    _wait("the controller sees 1 back", lambda: 1 in ctl.controller.controller.live_brokers)
+    assert (s := cluster.state("t", 0)) is not None and s.leader == moved.leader  # a restart moves nothing
+    assert _alter(cluster, ctl, ("t", 0), (*s.isr, 1)).error is None  # 1 is in sync again
+    caught_up = time.monotonic()
+    if enabled:
+        # the check runs every second: leadership is back within a few intervals (300 s by default)
+        back = wait_until("1 leads t-0 again", lambda: (x := cluster.state("t", 0)) is not None
+                          and x.leader == 1 and x, timeout=8.0)
+        assert back.leader_epoch > moved.leader_epoch and 1 in back.isr
+        assert time.monotonic() - caught_up < 8.0
+    else:
+        time.sleep(4.0)  # four intervals: the check runs and, switched off, moves nothing
+        s = cluster.state("t", 0)
+        assert s is not None and s.leader == moved.leader and 1 in s.isr

@@ -78,14 +78,13 @@ class ClusterMember:
         info: BrokerInfo,
         controller_config: ControllerConfig | None = None,
         proposed_cluster_id: str | None = None,
-        rebalance_interval_s: float = 300.0,
         on_partition_state: Callable[[TopicPartition, LeaderAndIsr], None] | None = None,
         on_topic_deleted: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
         self.info = info
         self.zk = KafkaZkClient(settings.connect, settings.session_timeout_ms, settings.connection_timeout_ms)
-        self.controller = ControllerService(self.zk, info.id, controller_config, rebalance_interval_s)
+        self.controller = ControllerService(self.zk, info.id, controller_config)
         self.filter = PartitionStateFilter()
         self.cluster_id = ""
         self.broker_epoch = -1
@@ -160,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=9092, help="the port announced in the registration")
     parser.add_argument("--rack", default=None)
     parser.add_argument("--unclean", action="store_true", help="unclean.leader.election.enable=true")
-    parser.add_argument("--rebalance-interval-s", type=float, default=300.0)
+    parser.add_argument(
+        "--leader-imbalance-check-interval-seconds", type=int, default=300, help="as the broker key"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     try:
@@ -180,8 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     member = ClusterMember(
         settings,
         info,
-        ControllerConfig(unclean_leader_election_enable=args.unclean),
-        rebalance_interval_s=args.rebalance_interval_s,
+        ControllerConfig(
+            unclean_leader_election_enable=args.unclean,
+            leader_imbalance_check_interval_seconds=args.leader_imbalance_check_interval_seconds,
+        ),
         on_partition_state=lambda tp, s: log.info(
             "%s-%d: leader %d epoch %d isr %s", tp[0], tp[1], s.leader, s.leader_epoch, list(s.isr)
         ),

@@ -80,6 +80,7 @@ def controller_config(config: Mapping[str, Any]) -> ControllerConfig:
         unclean_leader_election_enable=bool(get("unclean.leader.election.enable", False)),
         auto_leader_rebalance_enable=bool(get("auto.leader.rebalance.enable", True)),
         leader_imbalance_per_broker_percentage=int(get("leader.imbalance.per.broker.percentage", 10)),
+        leader_imbalance_check_interval_seconds=int(get("leader.imbalance.check.interval.seconds", 300)),
         delete_topic_enable=bool(get("delete.topic.enable", True)),
     )
 
@@ -92,13 +93,12 @@ class ZkMetadata:
         settings: ZooKeeperSettings,
         node_id: int,
         config: Mapping[str, Any] | None = None,
-        rebalance_interval_s: float = 300.0,
     ) -> None:
         cfg = config or {}
         self.settings = settings
         self.node_id = node_id
         self.zk = KafkaZkClient(settings.connect, settings.session_timeout_ms, settings.connection_timeout_ms)
-        self.controller = ControllerService(self.zk, node_id, controller_config(cfg), rebalance_interval_s)
+        self.controller = ControllerService(self.zk, node_id, controller_config(cfg))
         self.admin = ZkAdmin(
             self.zk,
             default_partitions=int(cfg.get("num.partitions") or 1),

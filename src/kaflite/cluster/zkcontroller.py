@@ -16,7 +16,8 @@ Rules:
 - a leader's ISR change (its compare-and-set of a state znode, then /isr_change_notification/isr_change_<n>)
   makes the controller take the notifications and re-read those states, as after a stale write (Kafka's
   IsrChangeNotification), so the controller never decides from an ISR a leader has changed;
-- `leader.imbalance.check.interval.seconds` drives AutoLeaderRebalance while controller.
+- `leader.imbalance.check.interval.seconds` (ControllerConfig) drives AutoLeaderRebalance while controller
+  (the controller itself skips the check when auto.leader.rebalance.enable is false).
 """
 
 from __future__ import annotations
@@ -111,13 +112,13 @@ class ControllerService:
         zk: KafkaZkClient,
         broker_id: int,
         config: ControllerConfig | None = None,
-        rebalance_interval_s: float = 300.0,
         on_change: Callable[[int | None, int], None] | None = None,
     ) -> None:
         self.zk = zk
         self.broker_id = broker_id
         self.controller = Controller(broker_id, config)
-        self.rebalance_interval_s = rebalance_interval_s
+        # leader.imbalance.check.interval.seconds: how often AutoLeaderRebalance fires while controller
+        self.rebalance_interval_s = float(self.controller.config.leader_imbalance_check_interval_seconds)
         self.guard: ControllerEpochZkVersion | None = None
         self._on_change = on_change
         self._queue: queue.Queue[tuple[_Item, Future[list[Decision]] | None]] = queue.Queue()

@@ -108,6 +108,7 @@ class ControllerConfig:
     unclean_leader_election_enable: bool = False
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_per_broker_percentage: int = 10
+    leader_imbalance_check_interval_seconds: float = 300  # the shell's AutoLeaderRebalance timer
     delete_topic_enable: bool = True
 
 

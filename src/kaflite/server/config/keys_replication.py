@@ -47,7 +47,23 @@ KEYS: list[ConfigKey] = [
         "auto.leader.rebalance.enable",
         "boolean",
         True,
-        "Move leadership back to preferred replicas (cluster mode: the controller checks every 300 s).",
+        "Move leadership back to preferred replicas (cluster mode: the controller checks every "
+        "leader.imbalance.check.interval.seconds).",
+    ),
+    _k(
+        "leader.imbalance.check.interval.seconds",
+        "long",
+        300,
+        "How often the controller checks for leaders away from their preferred replica (cluster mode, with "
+        "auto.leader.rebalance.enable).",
+        AtLeast(1),
+    ),
+    _k(
+        "leader.imbalance.per.broker.percentage",
+        "int",
+        10,
+        "Share of the partitions a broker prefers but does not lead above which the check moves them back "
+        "(cluster mode; as in Kafka, any int: 0 or less moves every one back, 100 or more none).",
     ),
     _k(
         "controlled.shutdown.enable",
