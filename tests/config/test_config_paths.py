@@ -64,3 +64,11 @@ def test_get_with_a_misspelled_key_raises_instead_of_returning_the_default() -> 
     with pytest.raises(UnknownConfigKey, match="did you mean num.partitions"):
         config.get("num.partition", 1)
     assert "num.partition" not in config
+
+
+def test_producer_id_expiration_reaches_every_log_config() -> None:
+    # a broker key with no topic synonym: the logs got LogConfig's default (1 day) whatever it said
+    config = BrokerConfig.load(overrides={"producer.id.expiration.ms": "5000"})
+    assert log_config_for(config, {}).producer_id_expiration_ms == 5000
+    assert log_config_for(config, {"retention.ms": "1000"}).producer_id_expiration_ms == 5000
+    assert log_config_for(BrokerConfig.load(), {}).producer_id_expiration_ms == 86400000
