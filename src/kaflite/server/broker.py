@@ -250,15 +250,18 @@ class Broker:
             self.log_manager = None
 
     async def _housekeeping(self) -> None:
-        """Flush due logs, retention and compaction, every pass in a worker thread (fsync, file deletion
-        and the cleaner's rewrite must not stall the event loop; each Log's lock makes the concurrent
-        appends and reads of the loop safe: one of them waits only for the partition being worked on)."""
+        """Flush due logs, retention, producer-id expiration and compaction, every pass in a worker thread
+        (fsync, file deletion and the cleaner's rewrite must not stall the event loop; each Log's lock makes
+        the concurrent appends and reads of the loop safe: one of them waits only for the partition being
+        worked on)."""
         retention_every = max(100, int(self.setting("log.retention.check.interval.ms")))
         flush_every = max(10, min(1000, int(self.setting("log.flush.scheduler.interval.ms"))))
         next_retention = self.now_ms() + retention_every
         compaction_every = max(100, int(self.setting("log.cleaner.backoff.ms")))
         cleaner = bool(self.setting("log.cleaner.enable"))
         next_compaction = self.now_ms() + compaction_every
+        producers_every = max(100, int(self.setting("producer.id.expiration.check.interval.ms")))
+        next_producers = self.now_ms() + producers_every
         while True:
             await asyncio.sleep(flush_every / 1000.0)
             now = self.now_ms()
@@ -268,7 +271,11 @@ class Broker:
             compaction = cleaner and now >= next_compaction
             if compaction:
                 next_compaction = now + compaction_every
-            job = asyncio.ensure_future(asyncio.to_thread(self._storage_pass, now, retention, compaction))
+            producers = now >= next_producers
+            if producers:
+                next_producers = now + producers_every
+            job = asyncio.ensure_future(
+                asyncio.to_thread(self._storage_pass, now, retention, compaction, producers))
             self._storage_job = job
             try:
                 # shielded: a stop() cancels this task, then waits for the pass before closing the logs
@@ -278,7 +285,7 @@ class Broker:
             except Exception:
                 log.exception("housekeeping failed")
 
-    def _storage_pass(self, now: int, retention: bool, compaction: bool) -> None:
+    def _storage_pass(self, now: int, retention: bool, compaction: bool, producers: bool = False) -> None:
         """One housekeeping pass (runs in a worker thread)."""
         manager = self.log_manager
         if manager is None:
@@ -286,6 +293,8 @@ class Broker:
         manager.flush_due(now)
         if retention:
             manager.run_retention(now)
+        if producers:
+            manager.remove_expired_producers(now)
         if compaction:
             manager.run_compaction(now)
 

@@ -18,8 +18,9 @@ Rules:
   `close()` closes every file whatever fails and reports what it could not write.
 - Each log dir is locked (Kafka's `.lock`, an exclusive flock) from construction to `close()`: a second
   manager on the same directory, in this process or another, fails with LogDirLockedError.
-- The broker's shell owns the schedule: it calls `run_retention(now)`, `run_compaction(now)` and
-  `flush_due(now)`; the decisions are pure functions of the logs' state and `now`.
+- The broker's shell owns the schedule: it calls `run_retention(now)`, `run_compaction(now)`,
+  `remove_expired_producers(now)` and `flush_due(now)`; the decisions are pure functions of the logs'
+  state and `now`.
 """
 
 from __future__ import annotations
@@ -282,20 +283,24 @@ class LogManager:
 
     # ------------------------------------------------------------------------------------------
     def run_retention(self, now_ms: int | None = None) -> int:
-        """Delete segments past retention in every log (and forget producers idle for longer than
-        producer.id.expiration.ms); returns how many segments were deleted."""
+        """Delete segments past retention in every log; returns how many segments were deleted."""
         now = self._now() if now_ms is None else now_ms
         deleted = 0
         for log in self._snapshot():
             if not log.closed:
                 try:
                     deleted += log.delete_old_segments(now)
-                    log.remove_expired_producers(now)
                 except OSError as e:
                     storage_errors.report(log.dir.name, "retention", e)
         if deleted:
             self._checkpoint_quietly(force=True)
         return deleted
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forget, in every log, the producers idle for longer than producer.id.expiration.ms (Kafka's
+        check every producer.id.expiration.check.interval.ms); returns how many were forgotten."""
+        now = self._now() if now_ms is None else now_ms
+        return sum(log.remove_expired_producers(now) for log in self._snapshot() if not log.closed)
 
     def run_compaction(self, now_ms: int | None = None) -> int:
         """Compact every log whose cleanup.policy includes compact and that is dirty enough; returns

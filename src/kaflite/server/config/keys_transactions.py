@@ -23,6 +23,29 @@ KEYS: list[ConfigKey] = [
         AtLeast(1),
     ),
     _k(
+        "producer.id.expiration.check.interval.ms",
+        "int",
+        600000,
+        "How often the broker forgets producer ids idle past producer.id.expiration.ms (an internal key in "
+        "Kafka).",
+        AtLeast(1),
+    ),
+    _k(
+        "transaction.partition.verification.enable",
+        "boolean",
+        True,
+        "Refuse (INVALID_TXN_STATE) a transactional produce to a partition not added to the producer's ongoing "
+        "transaction, when this broker coordinates its transactional id (KIP-890); false appends unverified.",
+    ),
+    _k(
+        "transaction.state.log.load.buffer.size",
+        "int",
+        5242880,
+        "Bytes read at a time when a __transaction_state partition is loaded (a soft limit: a larger batch "
+        "is read whole).",
+        AtLeast(1),
+    ),
+    _k(
         "transactional.id.expiration.ms",
         "int",
         604800000,

@@ -151,13 +151,14 @@ class OffsetsTopicWriter:
                 yield item
 
     @staticmethod
-    def loaded_records(lg: Any) -> Iterator[LoadedRecord]:
+    def loaded_records(lg: Any, read_bytes: int = _LOAD_CHUNK) -> Iterator[LoadedRecord]:
+        """The log replayed `read_bytes` at a time (a soft limit: a larger batch is read whole)."""
         offset = lg.log_start_offset
         end = lg.log_end_offset
         for _ in range(1_000_000):
             if offset >= end:
                 break
-            info = lg.read(offset, _LOAD_CHUNK)
+            info = lg.read(offset, read_bytes)
             data = b"".join(bytes(part) for part in info.records)
             if not data:
                 break

@@ -107,10 +107,13 @@ class TransactionStateWriter:
             raise KafkaError(code, f"{TRANSACTION_STATE_TOPIC}-{part.partition} did not commit offset {last_offset}")
 
     def read(self, partition: int) -> Iterable[LoadedRecord] | Awaitable[list[LoadedRecord]]:
+        """The partition replayed by the offsets topic's record reader, transaction.state.log.load.buffer.size
+        bytes per read (in a worker thread past 1 MiB)."""
         lg = self.log(partition)
+        size = self.service.load_buffer_size
         if lg.size <= OffsetsTopicWriter.THREAD_MIN_BYTES:
-            return list(OffsetsTopicWriter.loaded_records(lg))  # the same record reader
-        return asyncio.to_thread(lambda: list(OffsetsTopicWriter.loaded_records(lg)))
+            return list(OffsetsTopicWriter.loaded_records(lg, size))
+        return asyncio.to_thread(lambda: list(OffsetsTopicWriter.loaded_records(lg, size)))
 
 
 class TransactionService:
@@ -125,6 +128,7 @@ class TransactionService:
         self.commit_timeout_ms = int(setting("offsets.commit.timeout.ms"))
         self.abort_interval_ms = int(setting("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
         self.expire_interval_ms = int(setting("transaction.remove.expired.transaction.cleanup.interval.ms"))
+        self.load_buffer_size = int(setting("transaction.state.log.load.buffer.size"))
         self.writer = TransactionStateWriter(self)
         self.runtime: CoordinatorRuntime[TransactionCoordinatorShard] = CoordinatorRuntime(
             self._new_shard, self.writer, broker.now_ms, "transaction coordinator")
@@ -675,8 +679,11 @@ async def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
 def verify_produce(broker: Any, transactional_id: str, topic: str, partition: int, records: bytes) -> None:
     """A transactional Produce may only write to a partition of the producer's ongoing transaction
     (KIP-890's verification, made here when this broker coordinates the id; in a cluster whose coordinator
-    is elsewhere the batch is appended unverified, as Kafka before 3.6). `records` is never null or empty
-    (Produce refuses those first, INVALID_RECORD). Raises the KafkaError to answer."""
+    is elsewhere the batch is appended unverified, as Kafka before 3.6, and so is every batch with
+    transaction.partition.verification.enable=false). `records` is never null or empty (Produce refuses
+    those first, INVALID_RECORD). Raises the KafkaError to answer."""
+    if not broker.setting("transaction.partition.verification.enable"):
+        return
     try:
         svc = TransactionService.of(broker)
     except KafkaError as e:
