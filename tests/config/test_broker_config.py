@@ -246,65 +246,6 @@ def test_listeners_parsing() -> None:
     assert cfg.listeners[0].port == 0
 
 
-KAFKA_ZK_SERVER_PROPERTIES = """\
-# Licensed to the Apache Software Foundation (ASF) ...
-############################# Server Basics #############################
-broker.id=0
-#listeners=PLAINTEXT://:9092
-num.network.threads=3
-num.io.threads=8
-socket.send.buffer.bytes=102400
-socket.receive.buffer.bytes=102400
-socket.request.max.bytes=104857600
-log.dirs={logdir}
-num.partitions=1
-num.recovery.threads.per.data.dir=1
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-#log.flush.interval.messages=10000
-log.retention.hours=168
-#log.retention.bytes=1073741824
-log.segment.bytes=1073741824
-log.retention.check.interval.ms=300000
-zookeeper.connect=localhost:2181
-zookeeper.connection.timeout.ms=18000
-group.initial.rebalance.delay.ms=0
-"""
-
-KAFKA_KRAFT_SERVER_PROPERTIES = """\
-process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@localhost:9093
-listeners=PLAINTEXT://:9092,CONTROLLER://:9093
-inter.broker.listener.name=PLAINTEXT
-advertised.listeners=PLAINTEXT://localhost:9092
-controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
-num.network.threads=3
-log.dirs={logdir}
-num.partitions=1
-offsets.topic.replication.factor=1
-log.retention.hours=168
-"""
-
-
-@pytest.mark.parametrize("text", [KAFKA_ZK_SERVER_PROPERTIES, KAFKA_KRAFT_SERVER_PROPERTIES])
-def test_kafkas_own_server_properties_load(tmp_path: Path, text: str) -> None:
-    props = tmp_path / "server.properties"
-    props.write_text(text.format(logdir=tmp_path / "logs"))
-    cfg = BrokerConfig.load(props)
-    assert cfg.log_dir == tmp_path / "logs"
-    assert not BROKER_CONFIGS["num.network.threads"].applies
-    if "process.roles" in text:
-        assert cfg.broker_id == 1
-        assert cfg.client_listeners == [Listener("PLAINTEXT", "", 9092)]
-        assert cfg.advertised_listeners == [Listener("PLAINTEXT", "localhost", 9092)]
-    else:
-        assert cfg["zookeeper.connect"] == "localhost:2181"
-        assert cfg["group.initial.rebalance.delay.ms"] == 0
-
-
 def test_describe_broker_entries() -> None:
     cfg = BrokerConfig.load(overrides={"num.partitions": "3"})
     entries = {e.name: e for e in cfg.describe()}

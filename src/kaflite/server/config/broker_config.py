@@ -232,10 +232,9 @@ class BrokerConfig(Mapping[str, Any]):
         if v["advertised.listeners"] is not None:
             for li in parse_listeners(v["advertised.listeners"], "advertised.listeners"):
                 if li.name in controller:
-                    raise ConfigError(
-                        f"advertised.listeners: the controller listener {li.name} cannot be advertised to clients",
-                        "advertised.listeners",
-                    )
+                    # Kafka 3.9+ (KIP-853): a KRaft controller's own advertised address; kaflite binds no
+                    # controller listener, so the entry is accepted and unused (never given to clients)
+                    continue
                 if li.name not in names:
                     raise ConfigError(
                         f"advertised.listeners: listener {li.name} is not in listeners ({v['listeners']})",
@@ -353,9 +352,13 @@ class BrokerConfig(Mapping[str, Any]):
 
     @property
     def advertised_listeners(self) -> list[Listener] | None:
-        """The configured advertised listeners, or None: advertise what was actually bound."""
+        """The configured advertised listeners of clients (Kafka's effectiveAdvertisedBrokerListeners: a
+        controller listener's entry left out), or None: advertise what was actually bound."""
         raw = self._values["advertised.listeners"]
-        return None if raw is None else parse_listeners(raw, "advertised.listeners")
+        if raw is None:
+            return None
+        controller = self.controller_listener_names
+        return [li for li in parse_listeners(raw, "advertised.listeners") if li.name not in controller]
 
     @property
     def log_dirs(self) -> list[Path]:
