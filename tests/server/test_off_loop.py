@@ -46,15 +46,17 @@ def test_a_slow_housekeeping_pass_does_not_stall_the_loop(tmp_path: Path) -> Non
 
 def test_offsets_replay_reads_in_a_worker_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     readers: list[int] = []
+    sizes: set[int] = set()
     real = OffsetsTopicWriter.loaded_records
 
-    def records(lg: Any) -> Any:
+    def records(lg: Any, read_bytes: int) -> Any:
         readers.append(threading.get_ident())
-        return real(lg)
+        sizes.add(read_bytes)
+        return real(lg, read_bytes)
 
     monkeypatch.setattr(OffsetsTopicWriter, "loaded_records", staticmethod(records))
     monkeypatch.setattr(OffsetsTopicWriter, "THREAD_MIN_BYTES", 0)  # as if the partition were big
-    with EmbeddedBroker(data_dir=tmp_path) as b:
+    with EmbeddedBroker(data_dir=tmp_path, overrides={"offsets.load.buffer.size": "4096"}) as b:
         broker = b.server.broker
         loop_thread = b.call(threading.get_ident)
 
@@ -75,3 +77,4 @@ def test_offsets_replay_reads_in_a_worker_thread(tmp_path: Path, monkeypatch: py
         records_read = asyncio.run_coroutine_threadsafe(replay(), b._loop).result(30)  # noqa: SLF001
         assert records_read == [(b"\xff\xff", b"x")]
         assert readers and all(ident != loop_thread for ident in readers)
+        assert sizes == {4096}  # offsets.load.buffer.size is the read size of the replay

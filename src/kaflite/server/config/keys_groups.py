@@ -158,6 +158,4 @@ KEYS: list[ConfigKey] = [
 ]
 
 # Keys validated but not read (yet), and why (marked applies=False; tests/config/test_keys_read.py).
-NOT_READ: dict[str, str] = {
-    "offsets.load.buffer.size": "the offsets topic is replayed segment by segment",
-}
+NOT_READ: dict[str, str] = {}

@@ -138,9 +138,10 @@ class OffsetsTopicWriter:
         partition is read and decoded in a worker thread (the Log's lock makes that safe), so a long
         replay does not stall the event loop; the shard answers COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
         lg = self.log(partition)
+        size = self.service.load_buffer_size  # offsets.load.buffer.size: bytes per read of the replay
         if lg.size <= self.THREAD_MIN_BYTES:
-            return list(self.loaded_records(lg))
-        return asyncio.to_thread(lambda: list(self.loaded_records(lg)))
+            return list(self.loaded_records(lg, size))
+        return asyncio.to_thread(lambda: list(self.loaded_records(lg, size)))
 
     def records(self, partition: int) -> Iterator[Record]:
         """The (key, value) of every keyed record, read now on the caller's thread (tools and tests)."""
@@ -192,6 +193,7 @@ class GroupService:
         # offsets.topic.compression.codec: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd (Kafka's ids)
         self.codec = int(broker.setting("offsets.topic.compression.codec"))
         self.commit_timeout_ms = int(broker.setting("offsets.commit.timeout.ms"))
+        self.load_buffer_size = int(broker.setting("offsets.load.buffer.size"))
         self.writer = OffsetsTopicWriter(self)
         self.runtime: CoordinatorRuntime[GroupCoordinator] = CoordinatorRuntime(
             self._new_shard, self.writer, broker.now_ms, "group coordinator")
