@@ -101,6 +101,65 @@ def test_offsets_of_several_groups_list_describe_delete(broker, topic_factory) -
         assert [p.committed_offset for t in r1.topics for p in t.partitions] == [-1]
 
 
+def test_offset_commit_screens_unknown_topics_and_partitions_before_the_coordinator(broker, topic_factory) -> None:  # noqa: ANN001
+    """Kafka's KafkaApis answers UNKNOWN_TOPIC_OR_PARTITION for a topic not in the metadata and for a
+    partition beyond the topic's count, commits the rest of the same request, and asks the coordinator
+    nothing when no partition is left (so no group is created); TOPIC_AUTHORIZATION_FAILED comes first."""
+    from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+    from kio.schema.offset_commit.v8.request import (
+        OffsetCommitRequest,
+        OffsetCommitRequestPartition,
+        OffsetCommitRequestTopic,
+    )
+    from kio.schema.offset_fetch.v1.request import OffsetFetchRequest as F1
+    from kio.schema.offset_fetch.v1.request import OffsetFetchRequestTopic as F1Topic
+    from kio.static.primitive import i64
+
+    from kaflite.server.authorizer import AclOperation, ResourceType
+
+    topic = topic_factory(2)
+    group, unknown_only, denied_group = (f"g-{uuid.uuid4().hex[:8]}" for _ in range(3))
+    denied_topic = f"denied-{uuid.uuid4().hex[:6]}"  # unknown as well: authorization is asked first
+
+    def commit(c: WireClient, group_id: str, wanted: dict[str, tuple[int, ...]]) -> dict[tuple[str, int], int]:
+        req = OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=_i32(-1), member_id="",
+                                  group_instance_id=None, topics=tuple(OffsetCommitRequestTopic(name=t, partitions=tuple(
+                                      OffsetCommitRequestPartition(partition_index=_i32(p), committed_offset=i64(3),
+                                                                   committed_leader_epoch=_i32(-1), committed_metadata="m")
+                                      for p in ps)) for t, ps in wanted.items()))
+        resp = c.request(req)
+        return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+
+    class Refusing:
+        def authorize(self, session, operation, resource_type, name) -> bool:  # noqa: ANN001
+            return not (operation is AclOperation.READ and (resource_type, name) in {
+                (ResourceType.TOPIC, denied_topic), (ResourceType.GROUP, denied_group)})
+
+    E = ErrorCode
+    with WireClient(broker.bootstrap) as c:
+        got = commit(c, group, {topic: (0, 2, 1), "no-such-topic": (0,)})
+        assert got == {(topic, 0): E.none, (topic, 2): E.unknown_topic_or_partition, (topic, 1): E.none,
+                       ("no-such-topic", 0): E.unknown_topic_or_partition}
+        r1 = c.request(F1(group_id=group, topics=(F1Topic(name=topic, partition_indexes=(_i32(0), _i32(1), _i32(2))),)))
+        assert [(p.partition_index, p.committed_offset) for t in r1.topics for p in t.partitions] == \
+            [(0, 3), (1, 3), (2, -1)]
+        # nothing left for the coordinator: not asked, so the simple group is not created
+        assert commit(c, unknown_only, {"no-such-topic": (0, 1), topic: (5,)}) == {
+            ("no-such-topic", 0): E.unknown_topic_or_partition, ("no-such-topic", 1): E.unknown_topic_or_partition,
+            (topic, 5): E.unknown_topic_or_partition}
+        described = c.request(DescribeGroupsRequest(groups=(unknown_only, group), include_authorized_operations=False))
+        assert [(d.group_id, d.group_state) for d in described.groups] == [(unknown_only, "Dead"), (group, "Empty")]
+        previous = broker.call(lambda: broker.server.broker.authorizer)
+        broker.call(lambda: setattr(broker.server.broker, "authorizer", Refusing()))
+        try:
+            assert commit(c, group, {denied_topic: (0,), topic: (0,)}) == {
+                (denied_topic, 0): E.topic_authorization_failed, (topic, 0): E.none}
+            assert commit(c, denied_group, {topic: (0,), "no-such-topic": (0,)}) == {
+                (topic, 0): E.group_authorization_failed, ("no-such-topic", 0): E.group_authorization_failed}
+        finally:
+            broker.call(lambda: setattr(broker.server.broker, "authorizer", previous))
+
+
 def test_bad_group_requests_get_kafka_error_codes(broker) -> None:  # noqa: ANN001
     import datetime
 

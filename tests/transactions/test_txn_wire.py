@@ -126,3 +126,51 @@ def test_transaction_apis_on_the_wire(broker: Any, topic_factory: Callable[[int]
         assert tid not in [s.transactional_id for s in long_running.transaction_states]  # started < 1 h ago
         every = c.request(ListV1(state_filters=(), producer_id_filters=(), duration_filter=i64(-1)))
         assert tid in [s.transactional_id for s in every.transaction_states]
+
+
+def test_txn_offset_commit_answers_unknown_topics_and_partitions(broker: Any,
+                                                                 topic_factory: Callable[[int], str]) -> None:
+    """Kafka's KafkaApis answers UNKNOWN_TOPIC_OR_PARTITION for a topic not in the metadata and for a
+    partition beyond the topic's count before the group coordinator sees the request: the rest of it is
+    written in the transaction, and only the rest is committed by the COMMIT marker. A request with no
+    partition left is answered without the coordinator's checks (a wrong epoch is not even looked at)."""
+    topic = topic_factory(2)
+    tid = f"unknown-{uuid.uuid4().hex[:6]}"
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    with WireClient(broker.bootstrap) as c:
+        init = c.request(InitProducerIdRequest(transactional_id=tid, transaction_timeout=datetime.timedelta(seconds=60),
+                                               producer_id=i64(-1), producer_epoch=i16(-1)))
+        assert init.error_code == E.none
+        pid, epoch = int(init.producer_id), int(init.producer_epoch)
+        assert c.request(AddOffsetsToTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=i16(epoch),
+                                                group_id=group)).error_code == E.none
+
+        def commit(wanted: dict[str, tuple[int, ...]], producer_epoch: int = epoch) -> dict[tuple[str, int], ErrorCode]:
+            r = c.request(TxnOffsetCommitRequest(
+                transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=i16(producer_epoch),
+                generation_id=i32(-1), member_id="", group_instance_id=None, topics=tuple(
+                    TxnOffsetCommitRequestTopic(name=t, partitions=tuple(TxnOffsetCommitRequestPartition(
+                        partition_index=i32(p), committed_offset=i64(11), committed_leader_epoch=i32(-1),
+                        committed_metadata="batch-1") for p in ps)) for t, ps in wanted.items())))
+            return {(t.name, int(p.partition_index)): p.error_code for t in r.topics for p in t.partitions}
+
+        assert commit({topic: (1, 2), f"{topic}.progress": (0,)}) == {
+            (topic, 1): E.none, (topic, 2): E.unknown_topic_or_partition,
+            (f"{topic}.progress", 0): E.unknown_topic_or_partition}
+        assert commit({"no-such": (0,)}, producer_epoch=epoch + 5) == {("no-such", 0): E.unknown_topic_or_partition}
+        assert commit({"no-such": (0,), topic: (0,)}, producer_epoch=epoch + 5) == {
+            ("no-such", 0): E.unknown_topic_or_partition, (topic, 0): E.producer_fenced}
+        assert c.request(EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=i16(epoch),
+                                       committed=True)).error_code == E.none
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            r = c.request(OffsetFetchRequest(group_id=group, topics=(
+                OffsetFetchRequestTopic(name=topic, partition_indexes=(i32(0), i32(1))),
+                OffsetFetchRequestTopic(name=f"{topic}.progress", partition_indexes=(i32(0),))), require_stable=True))
+            got = {(t.name, int(p.partition_index)): (p.error_code, int(p.committed_offset), p.metadata)
+                   for t in r.topics for p in t.partitions}
+            if got[(topic, 1)][0] == E.none:
+                break
+            time.sleep(0.1)
+        assert got == {(topic, 0): (E.none, -1, ""), (topic, 1): (E.none, 11, "batch-1"),
+                       (f"{topic}.progress", 0): (E.none, -1, "")}

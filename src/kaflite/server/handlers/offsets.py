@@ -1,9 +1,13 @@
 """Committed offsets over the wire: OffsetCommit (8) v2-9, OffsetFetch (9) v1-9, OffsetDelete (47) v0.
 
 Rules:
-- a commit for a partition that does not exist is answered UNKNOWN_TOPIC_OR_PARTITION (as Kafka's
-  request handler does before the coordinator sees it); the rest goes to the coordinator, which fences
-  stale members and writes one OffsetCommit record per partition to `__consumer_offsets`;
+- OffsetCommit (and TxnOffsetCommit, transactions.py) screens its partitions as Kafka's KafkaApis does
+  before the coordinator sees them (`screen_partitions`): READ on the group refused answers
+  GROUP_AUTHORIZATION_FAILED everywhere; a topic without READ answers TOPIC_AUTHORIZATION_FAILED, a topic
+  not in the metadata, or a partition beyond its count, UNKNOWN_TOPIC_OR_PARTITION; a request left with
+  no partition is answered without asking the coordinator (so it creates no group); the rest goes to the
+  coordinator, which fences stale members and writes one OffsetCommit record per partition to
+  `__consumer_offsets`;
 - OffsetFetch v8+ carries several groups; v0-7 one; `topics` null (v2+) means every committed partition;
   a partition without a commit answers offset -1;
 - v1 has no top-level error code: a group-level error is reported on every partition.
@@ -12,10 +16,12 @@ Rules:
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable
 from typing import Any
 
 from kaflite.coordinator import messages as m
 from kaflite.protocol.errors import ErrorCode
+from kaflite.server.authorizer import AclOperation, ResourceType
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.groups import service, to_ms
@@ -23,23 +29,59 @@ from kaflite.server.handlers.groups import service, to_ms
 _ZERO = datetime.timedelta(0)
 
 
-async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
-    svc = service(ctx)
-    broker = ctx.broker
-    unknown: dict[str, list[int]] = {}
-    topics = []
-    for t in request.topics:
+def screen_partitions(ctx: RequestContext, topics: Iterable[Any]) -> tuple[list[tuple[str, list[Any]]],
+                                                                          dict[tuple[str, int], ErrorCode]]:
+    """The partitions of an OffsetCommit / TxnOffsetCommit request the coordinator may see, by topic in
+    the request's order, and the error of each other one (Kafka's KafkaApis: READ on the topic, then the
+    topic in the metadata, then the partition within its count)."""
+    valid: list[tuple[str, list[Any]]] = []
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    metadata = ctx.broker.metadata
+    for t in topics:
+        if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t.name):
+            code: ErrorCode | None = ErrorCode.topic_authorization_failed
+        elif t.name not in metadata.topics:
+            code = ErrorCode.unknown_topic_or_partition
+        else:
+            code = None
         parts = []
         for p in t.partitions:
-            if not broker.metadata.has_partition(t.name, p.partition_index):
-                unknown.setdefault(t.name, []).append(p.partition_index)
-                continue
-            parts.append(m.OffsetCommitPartition(p.partition_index, p.committed_offset, p.committed_metadata,
-                                                 getattr(p, "committed_leader_epoch", -1)))
+            index = int(p.partition_index)
+            if code is not None:
+                refused[(t.name, index)] = code
+            elif not metadata.has_partition(t.name, index):
+                refused[(t.name, index)] = ErrorCode.unknown_topic_or_partition
+            else:
+                parts.append(p)
         if parts:
-            topics.append((t.name, tuple(parts)))
+            valid.append((t.name, parts))
+    return valid, refused
+
+
+async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+
+    def answer(errors: dict[tuple[str, int], ErrorCode]) -> Any:
+        out = []
+        for t in request.topics:  # answer in the request's order
+            out.append(build(R.OffsetCommitResponseTopic, name=t.name, partitions=tuple(
+                build(R.OffsetCommitResponsePartition, partition_index=p.partition_index,
+                      error_code=errors.get((t.name, int(p.partition_index)), ErrorCode.unknown_server_error))
+                for p in t.partitions)))
+        return build(R.OffsetCommitResponse, throttle_time=_ZERO, topics=tuple(out))
+
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return answer({(t.name, int(p.partition_index)): ErrorCode.group_authorization_failed
+                       for t in request.topics for p in t.partitions})
+    valid, refused = screen_partitions(ctx, request.topics)
+    if not valid:
+        return answer(refused)
+    svc = service(ctx)
+    topics = tuple((name, tuple(m.OffsetCommitPartition(p.partition_index, p.committed_offset, p.committed_metadata,
+                                                        getattr(p, "committed_leader_epoch", -1)) for p in parts))
+                   for name, parts in valid)
     retention = to_ms(getattr(request, "retention_time", -1)) if ctx.api_version <= 4 else -1
-    req = m.OffsetCommitRequest(request.group_id, tuple(topics), request.generation_id_or_member_epoch,
+    req = m.OffsetCommitRequest(request.group_id, topics, request.generation_id_or_member_epoch,
                                 request.member_id, getattr(request, "group_instance_id", None), retention,
                                 ctx.api_version)
     def failed(code: ErrorCode) -> m.OffsetCommitResponse:  # the whole commit failed: every partition says so
@@ -48,17 +90,8 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
     resp: m.OffsetCommitResponse = await svc.call(
         req.group_id, lambda shard, now: shard.handle_offset_commit(req, now), failed)
     errors = {(t, p): e for t, ps in resp.topics for p, e in ps}
-    for t, ps in unknown.items():
-        for p in ps:
-            errors[(t, p)] = ErrorCode.unknown_topic_or_partition
-    R = ctx.response
-    out = []
-    for t in request.topics:  # answer in the request's order
-        out.append(build(R.OffsetCommitResponseTopic, name=t.name, partitions=tuple(
-            build(R.OffsetCommitResponsePartition, partition_index=p.partition_index,
-                  error_code=errors.get((t.name, p.partition_index), ErrorCode.unknown_server_error))
-            for p in t.partitions)))
-    return build(R.OffsetCommitResponse, throttle_time=_ZERO, topics=tuple(out))
+    errors.update(refused)
+    return answer(errors)
 
 
 async def _fetch_one(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool) -> m.OffsetFetchResponse:

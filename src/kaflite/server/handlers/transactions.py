@@ -22,6 +22,9 @@ Rules of the shell:
   load (a crash between PrepareCommit and the markers completes the commit), aborts transactions past
   their timeout (transaction.abort.timed.out.transaction.cleanup.interval.ms) and removes transactional
   ids idle past transactional.id.expiration.ms (transaction.remove.expired.transaction.cleanup.interval.ms);
+- TxnOffsetCommit screens its partitions first as OffsetCommit does (offsets.py `screen_partitions`: READ
+  on the topic, UNKNOWN_TOPIC_OR_PARTITION for a topic not in the metadata or a partition beyond its count;
+  a request left with none is answered without the coordinator's checks, as Kafka's KafkaApis);
 - transactional offsets (TxnOffsetCommit) are written by the group coordinator at once, as OffsetCommit
   records in a transactional batch of the producer (its id and epoch) in the group's `__consumer_offsets`
   partition, pending in the group shard; the transaction's marker is written to that partition like any
@@ -57,6 +60,7 @@ from kaflite.server.authorizer import AclOperation, ResourceType
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.groups import GroupService, OffsetsTopicWriter, to_ms
+from kaflite.server.handlers.offsets import screen_partitions
 from kaflite.server.txn_marker_channel import TransactionMarkerChannelManager
 
 log = logging.getLogger("kaflite.coordinator")
@@ -524,13 +528,21 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
         return build(R.TxnOffsetCommitResponse, throttle_time=_ZERO, topics=tuple(
             build(R.TxnOffsetCommitResponseTopic, name=t, partitions=tuple(ps)) for t, ps in by_topic.items()))
 
+    refused: dict[tuple[str, int], ErrorCode] = {}  # screened out: they keep their own error
+
     def all_failed(code: ErrorCode) -> Any:
-        return answer(lambda _t, _p: code)
+        return answer(lambda topic, p: refused.get((topic, int(p.partition_index)), code))
 
     if _denied(ctx, tid):
         return all_failed(ErrorCode.transactional_id_authorization_failed)
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
         return all_failed(ErrorCode.group_authorization_failed)
+    # Kafka's KafkaApis screens the partitions before the group coordinator sees them: a topic not in the
+    # metadata (or a partition beyond its count) is UNKNOWN_TOPIC_OR_PARTITION, the rest goes on
+    valid, screened = screen_partitions(ctx, request.topics)
+    refused.update(screened)
+    if not valid:
+        return answer(lambda topic, p: refused[(topic, int(p.partition_index))])
     try:
         groups = GroupService.of(ctx.broker)
         gshard = groups.shard(group_id)  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS
@@ -564,7 +576,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
         return all_failed(ErrorCode.producer_fenced)
     offsets: dict[tuple[str, int], tuple[int, int, str]] = {}
     codes: dict[tuple[str, int], ErrorCode] = {}
-    for topic, p in wanted:
+    for topic, p in ((topic, p) for topic, parts in valid for p in parts):
         metadata = p.committed_metadata or ""
         if len(metadata) > max_metadata:
             codes[(topic, int(p.partition_index))] = ErrorCode.offset_metadata_too_large
@@ -578,6 +590,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
                 producer=(producer_id, producer_epoch))
         except KafkaError as e:
             return all_failed(e.code)
+    codes.update(refused)
     return answer(lambda topic, p: codes.get((topic, int(p.partition_index)), ErrorCode.none))
 
 
