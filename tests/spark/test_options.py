@@ -168,6 +168,14 @@ def test_writer_exactly_once_options() -> None:
     with pytest.raises(OptionError, match="kafka.transactional.id' cannot be set"):
         parse_writer_options(BASE | {"topic": "out", "exactlyOnce": "true", "transactionalIdPrefix": "q",
                                      "kafka.transactional.id": "x"})
+    # the progress is a group offset of partition 0 of an existing topic: the output topic by default
+    assert w.progress_topic == "out"
+    assert parse_writer_options(BASE | {"topic": "out", "exactlyOnce": "true", "transactionalIdPrefix": "q",
+                                        "progressTopic": " marks "}).progress_topic == "marks"
+    assert parse_writer_options(BASE | {"exactlyOnce": "true", "transactionalIdPrefix": "q",
+                                        "progressTopic": "marks"}).progress_topic == "marks"
+    with pytest.raises(OptionError, match="needs the 'topic' option or 'progressTopic'"):
+        parse_writer_options(BASE | {"exactlyOnce": "true", "transactionalIdPrefix": "q"})
 
 
 def test_java_only_client_settings_are_accepted_and_not_passed_to_librdkafka() -> None:

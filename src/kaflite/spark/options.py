@@ -125,10 +125,12 @@ class WriterOptions:
     client_config: dict[str, str] = field(default_factory=dict)
     batch_id_header: str | None = None
     # exactlyOnce=true: each task of a streaming micro-batch writes in one Kafka transaction with the
-    # transactional id `<transactionalIdPrefix>-<task partition>` and records the batch id as the offset
-    # of its progress partition in the group `<transactionalIdPrefix>` inside that transaction
+    # transactional id `<transactionalIdPrefix>-<task partition>` and records the batch id inside that
+    # transaction as the offset the group of the same name commits for partition 0 of the progress topic
+    # (`progressTopic`, by default the `topic` option: a topic that exists, as Kafka checks)
     exactly_once: bool = False
     transactional_id_prefix: str | None = None
+    progress_topic: str | None = None
 
 
 def lower(options: Mapping[str, Any]) -> dict[str, str]:
@@ -389,6 +391,10 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
     if exactly_once and "transactional.id" in conf:
         raise OptionError("option 'kafka.transactional.id' cannot be set with 'exactlyOnce' "
                           "(the sink derives one per task from 'transactionalIdPrefix')")
+    progress = (opts.get("progresstopic") or "").strip() or (topic.strip() if topic and topic.strip() else None)
+    if exactly_once and progress is None:
+        raise OptionError("option 'exactlyOnce' needs the 'topic' option or 'progressTopic' (an existing topic "
+                          "whose partition 0 holds each task's progress as a committed group offset)")
     return WriterOptions(
         bootstrap_servers=conf["bootstrap.servers"],
         topic=topic.strip() if topic is not None else None,
@@ -396,4 +402,5 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
         batch_id_header=header.strip() if header else None,
         exactly_once=exactly_once,
         transactional_id_prefix=prefix,
+        progress_topic=progress if exactly_once else None,
     )

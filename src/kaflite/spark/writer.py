@@ -8,12 +8,18 @@ micro-batch with the batch id (a header), so a replayed batch can be recognised.
 
 Exactly once (`exactlyOnce=true`, `transactionalIdPrefix=P`, streaming only; docs/spark.md): the task for
 partition i of micro-batch b uses the transactional id `P-i`. It initialises its producer (fencing and
-aborting whatever an earlier incarnation of the same task left open), reads, read_committed, the offset
-the group `P` committed for the progress partition (`P.sink-progress`, i): when it is > b, this task of
-this batch was already written and committed, so it writes nothing; otherwise it writes its rows and
-commits the offset b + 1 with them in ONE transaction (send_offsets_to_transaction). A micro-batch Spark
-replays after the driver was killed therefore adds each row once as read_committed consumers see it; a
-killed task's open transaction is aborted by its next incarnation (or by the transaction timeout).
+aborting whatever an earlier incarnation of the same task left open), then reads, read_committed, its
+progress: the offset its own group `P-i` committed for partition 0 of the progress topic (the `topic`
+option, or `progressTopic`: a topic that exists, since Kafka answers UNKNOWN_TOPIC_OR_PARTITION to an
+offset commit of any other). When it is > b, this task of this batch was already written and committed, so
+it writes nothing; otherwise it writes its rows and commits the offset b + 1 (its metadata names the batch)
+with them in ONE transaction (send_offsets_to_transaction). A micro-batch Spark replays after the driver
+was killed therefore adds each row once as read_committed consumers see it; a killed task's open
+transaction is aborted by its next incarnation (or by the transaction timeout).
+
+Before this layout the progress was the offset the group `P` committed for (`P.sink-progress`, i), a topic
+that never existed (kaflite did not check): while a task has no progress of its own yet, that legacy
+location is read too, so a query restarted on a checkpoint written before still skips what it committed.
 """
 
 from __future__ import annotations
@@ -199,28 +205,64 @@ def _produce_when_room(producer: Any, topic: Any, value: Any, key: Any, kwargs: 
                 raise RuntimeError("Kafka sink: local producer queue stayed full for 120 s") from None
 
 
-def progress_partition(prefix: str, task_partition: int) -> tuple[str, int]:
-    """Where the exactly-once sink records which micro-batch a task committed last (a group offset of
-    a topic that need not exist: group offsets are not checked against topics)."""
-    return f"{prefix}.sink-progress", task_partition
+def progress_location(options: WriterOptions, task_partition: int) -> tuple[str, str, int]:
+    """(group, topic, partition) whose committed offset is the next micro-batch of task `task_partition`:
+    its own group (named as its transactional id) and partition 0 of the progress topic, which exists
+    (Kafka refuses an offset commit for a partition that does not)."""
+    assert options.transactional_id_prefix is not None and options.progress_topic is not None
+    return f"{options.transactional_id_prefix}-{task_partition}", options.progress_topic, 0
+
+
+def legacy_progress_location(prefix: str, task_partition: int) -> tuple[str, str, int]:
+    """Where the sink kept a task's progress before `progress_location` (a topic that never existed, so
+    only kaflite accepted the commit): read, never written."""
+    return prefix, f"{prefix}.sink-progress", task_partition
+
+
+def progress_metadata(batch_id: int) -> str:
+    return f"kaflite spark sink: micro-batch {batch_id} committed"
+
+
+def _committed_offset(consumer: Any, topic: str, partition: int) -> int:
+    """The group's committed offset of (topic, partition), -1 when none (read_committed: a pending
+    transactional commit is waited for)."""
+    from confluent_kafka import TopicPartition
+
+    tp = consumer.committed([TopicPartition(topic, partition)], timeout=60)[0]
+    if tp.error is not None:
+        raise RuntimeError(f"Kafka sink: reading the progress of {topic}-{partition} failed: {tp.error}")
+    return max(int(tp.offset), -1)  # OFFSET_INVALID (-1001): nothing committed
+
+
+def _progress_consumer(options: WriterOptions, group: str) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer({"bootstrap.servers": options.bootstrap_servers, "group.id": group,
+                     "isolation.level": "read_committed", "enable.auto.commit": False})
 
 
 def produce_exactly_once(options: WriterOptions, batches: Iterator[pa.RecordBatch], batch_id: int,
                          task_partition: int) -> int:
     """One transaction per task and micro-batch (see the module doc); returns the rows written (0 when
     this batch's task had already committed)."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer, TopicPartition
 
     prefix = options.transactional_id_prefix
     assert prefix is not None
     base = producer_config(options)
     producer = Producer(base | {"transactional.id": f"{prefix}-{task_partition}"})
     producer.init_transactions(60)  # fences and aborts an earlier incarnation's open transaction
-    consumer = Consumer({"bootstrap.servers": options.bootstrap_servers, "group.id": prefix,
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    group, topic, partition = progress_location(options, task_partition)
+    consumer = _progress_consumer(options, group)
     try:
-        topic, partition = progress_partition(prefix, task_partition)
-        done = consumer.committed([TopicPartition(topic, partition)], timeout=60)[0].offset
+        done = _committed_offset(consumer, topic, partition)
+        if done < 0:  # nothing of its own yet: a checkpoint of the layout before may have progress
+            old_group, old_topic, old_partition = legacy_progress_location(prefix, task_partition)
+            legacy = _progress_consumer(options, old_group)
+            try:
+                done = _committed_offset(legacy, old_topic, old_partition)
+            finally:
+                legacy.close()
         if done > batch_id:
             log.info("kaflite sink: batch %d of task %d was already committed; skipped", batch_id, task_partition)
             return 0
@@ -236,8 +278,9 @@ def produce_exactly_once(options: WriterOptions, batches: Iterator[pa.RecordBatc
         if failures:
             producer.abort_transaction(60)
             raise RuntimeError(f"Kafka sink: {len(failures)} of {sent} records failed; first error: {failures[0]}")
-        producer.send_offsets_to_transaction([TopicPartition(topic, partition, batch_id + 1)],
-                                             consumer.consumer_group_metadata(), 60)
+        producer.send_offsets_to_transaction(
+            [TopicPartition(topic, partition, batch_id + 1, metadata=progress_metadata(batch_id))],
+            consumer.consumer_group_metadata(), 60)
         producer.commit_transaction(120)
         return sent
     finally:
