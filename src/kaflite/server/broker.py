@@ -146,6 +146,10 @@ class Broker:
         self._register()
         if isinstance(self.metadata_writer, ZkMetadata):  # once registered (a refused id starts nothing)
             self._start_replication(self.metadata_writer)
+            # Kafka's ZooKeeper-mode order: the first producer id block at start, not at the first
+            # InitProducerId, whose claim (on the event loop) would stop this broker while ZooKeeper is down
+            assert isinstance(self.producer_ids, ZkProducerIdManager)
+            self.producer_ids.claim_first_block()
 
     def _start_replication(self, writer: ZkMetadata) -> None:
         """In a cluster: followers fetch from their leaders (after the ReplicaManager applied each image),
