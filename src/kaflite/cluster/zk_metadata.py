@@ -13,7 +13,9 @@ Rules:
   /brokers/ids/<id> (refused while another live broker holds the id) and starts running for controller
   (`ControllerService`); `close()` ends the session, so the registration and /controller vanish at once;
 - topic admin writes ZooKeeper (`ZkAdmin`) and returns at once: the topic appears in the image when the
-  watches bring it back (with its leaders once the controller wrote them), as in Kafka;
+  watches bring it back (with its leaders once the controller wrote them), as in Kafka. Its ZooKeeper calls
+  block, and while ZooKeeper is unreachable they wait for it (kazoo holds a request until it reconnects):
+  the broker runs them in this writer's admin thread (`run_admin`), never on its event loop;
 - the cluster id is /cluster/id (the first broker's proposal wins); a data directory that belongs to
   another cluster refuses to start.
 """
@@ -27,7 +29,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from kaflite.cluster.admin import ZkAdmin
 from kaflite.cluster.controller import ControllerConfig
@@ -47,6 +50,7 @@ from kaflite.cluster.zk import (
     PartitionStateChanged,
     TopicAssignmentChanged,
     TopicsChanged,
+    ZkError,
     ZkEvent,
 )
 from kaflite.cluster.zkconfig import ZooKeeperSettings
@@ -60,6 +64,7 @@ log = logging.getLogger("kaflite.cluster")
 
 Listener = Callable[[MetadataImage, MetadataImage], None]
 TopicPartition = tuple[str, int]
+T = TypeVar("T")
 
 
 class ClusterIdMismatch(RuntimeError):
@@ -106,6 +111,11 @@ class ZkMetadata:
             rng=random.Random(),
         )
         self.broker_epoch = -1
+        # Clients' topic admin (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, auto-creation) in
+        # one thread of its own: while ZooKeeper is unreachable its calls wait for it, and on the event loop
+        # they stopped the whole broker (every client, every replica fetcher) until ZooKeeper came back;
+        # Kafka's request handler threads wait the same way, one request each, while the others serve on
+        self._admin_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"zk-admin-{node_id}")
         self._image = MetadataImage(version=0)
         self._listeners: list[Listener] = []
         self._post: Callable[[Callable[[], None]], Any] | None = None
@@ -212,8 +222,25 @@ class ZkMetadata:
         log.warning("controlled shutdown: %d partition(s) still led here after %.0f s", len(stuck), timeout_s)
         return False
 
+    async def run_admin(self, call: Callable[[], T]) -> T:
+        """`call` (topic admin: it reads and writes ZooKeeper) in the admin thread, one at a time. A
+        ZooKeeper failure (the connection lost while a request was out, the session expired while it waited)
+        is the request's UNKNOWN_SERVER_ERROR, as Kafka answers a ZooKeeper exception, not a closed
+        connection."""
+
+        def run() -> T:
+            try:
+                return call()
+            except ZkError as e:
+                raise KafkaError(ErrorCode.unknown_server_error,
+                                 f"ZooKeeper ({self.settings.connect}) failed: {type(e).__name__}") from e
+
+        return await asyncio.get_running_loop().run_in_executor(self._admin_thread, run)
+
     def close(self) -> None:
-        """Leave the cluster: stop the controller role, end the session."""
+        """Leave the cluster: stop the controller role, end the session (an admin call still waiting for
+        ZooKeeper then fails)."""
+        self._admin_thread.shutdown(wait=False, cancel_futures=True)
         try:
             self.controller.stop()
         finally:

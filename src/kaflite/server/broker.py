@@ -9,7 +9,8 @@ Rules:
   before their logs are removed, so a crash in between never leaves a half-visible topic;
 - a topic's configs are validated here (they need the broker's config) before the writer sees them;
 - all state is touched only from the event loop thread, except the storage housekeeping (flush, retention,
-  compaction), which runs in a worker thread under each Log's lock.
+  compaction), which runs in a worker thread under each Log's lock, and a cluster's topic admin
+  (`admin_call`), which only reads and writes ZooKeeper, in the writer's admin thread.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from kaflite.cluster.local_metadata import LocalMetadata
 from kaflite.cluster.metadata import (
@@ -51,6 +52,7 @@ from kaflite.storage.manager import LogManager
 __all__ = ["Broker", "fetch_key"]
 
 log = logging.getLogger("kaflite.server")
+T = TypeVar("T")
 
 
 class Broker:
@@ -342,6 +344,17 @@ class Broker:
                                               assignment)
         log.info("created topic %s with %d partition(s)", name, topic.num_partitions)
         return topic
+
+    async def admin_call(self, call: Callable[[], T]) -> T:
+        """Run `call`, a topic admin call from a request handler (create_topic, delete_topic,
+        create_partitions, alter_topic_configs, the writer's validate_only plans). In a cluster it reads and
+        writes ZooKeeper and, while ZooKeeper is unreachable, waits for it: it runs in the writer's admin
+        thread, so this broker keeps serving every other request and replicating meanwhile (Kafka's ZooKeeper
+        mode likewise blocks only the handler thread of that request). On a single node it changes the image,
+        on the event loop, at once."""
+        if isinstance(self.metadata_writer, ZkMetadata):
+            return await self.metadata_writer.run_admin(call)
+        return call()
 
     def ensure_topic(
         self, name: str, num_partitions: int | None = None, configs: Mapping[str, str] | None = None

@@ -24,6 +24,7 @@ import datetime
 import uuid
 from collections import Counter
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from kaflite.cluster.metadata import INTERNAL_TOPICS, validate_topic_name
@@ -121,12 +122,14 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
             rf = t.replication_factor if t.replication_factor != -1 else int(broker.setting("default.replication.factor"))
             assignment = _assignment(t.assignments)
             # placement first (the writer knows the brokers), then the configs, then the change
-            planned = broker.topic_admin.create_topic(t.name, num_partitions, rf, {}, assignment, validate_only=True)
+            # in a cluster both read and write ZooKeeper: off the event loop (`Broker.admin_call`)
+            planned = await broker.admin_call(partial(broker.topic_admin.create_topic, t.name, num_partitions,
+                                                      rf, {}, assignment, validate_only=True))
             rf = len(planned.partitions[0].replicas)
             configs = validate_topic_configs(broker, {c.name: c.value for c in t.configs})
             if not request.validate_only:
-                topic = broker.create_topic(t.name, num_partitions, configs, replication_factor=rf,
-                                            assignment=assignment)
+                topic = await broker.admin_call(partial(broker.create_topic, t.name, num_partitions, configs,
+                                                        replication_factor=rf, assignment=assignment))
         except KafkaError as e:
             code, message = e.code, e.message or None
             num_partitions, rf = -1, -1
@@ -199,7 +202,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
             if ctx.api_version >= 6 and topic_id == _NO_ID:
                 existing = broker.metadata.topics.get(name)
                 topic_id = existing.topic_id if existing is not None else _NO_ID
-            broker.delete_topic(name)
+            await broker.admin_call(partial(broker.delete_topic, name))
         except KafkaError as e:
             code, message = e.code, e.message or None
         results.append(build(R.DeletableTopicResult, name=name, topic_id=topic_id, error_code=code,
@@ -236,9 +239,10 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
                         f"{len(t.assignments)} assignments provided.",
                     )
             assignment = [list(a.broker_ids or ()) for a in t.assignments] if t.assignments is not None else None
-            broker.topic_admin.create_partitions(t.name, t.count, assignment, validate_only=True)
+            await broker.admin_call(partial(broker.topic_admin.create_partitions, t.name, t.count, assignment,
+                                            validate_only=True))
             if not request.validate_only:
-                broker.create_partitions(t.name, t.count, assignment)
+                await broker.admin_call(partial(broker.create_partitions, t.name, t.count, assignment))
         except KafkaError as e:
             code, message = e.code, e.message or None
         results.append(build(R.CreatePartitionsTopicResult, name=t.name, error_code=code, error_message=message))
@@ -328,7 +332,7 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
 
 
 # -- AlterConfigs / IncrementalAlterConfigs ----------------------------------------------------------
-def _alter(
+async def _alter(
     ctx: RequestContext, request: Any, new_configs: Any
 ) -> list[tuple[ErrorCode, str | None, int, str]]:
     broker = ctx.broker
@@ -348,7 +352,7 @@ def _alter(
                 )
             configs = validate_topic_configs(broker, new_configs(topic.configs, res.configs))
             if not request.validate_only:
-                broker.alter_topic_configs(topic.name, configs)
+                await broker.admin_call(partial(broker.alter_topic_configs, topic.name, configs))
         except KafkaError as e:
             code, message = e.code, e.message or None
         out.append((code, message, res.resource_type, res.resource_name))
@@ -385,7 +389,7 @@ async def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
     results = tuple(
         build(R.AlterConfigsResourceResponse, error_code=c, error_message=m, resource_type=t, resource_name=n)
-        for c, m, t, n in _alter(ctx, request, _full_replace)
+        for c, m, t, n in await _alter(ctx, request, _full_replace)
     )
     return build(R.AlterConfigsResponse, throttle_time=_ZERO, responses=results)
 
@@ -394,7 +398,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) ->
     R = ctx.response
     results = tuple(
         build(R.AlterConfigsResourceResponse, error_code=c, error_message=m, resource_type=t, resource_name=n)
-        for c, m, t, n in _alter(ctx, request, _incremental)
+        for c, m, t, n in await _alter(ctx, request, _incremental)
     )
     return build(R.IncrementalAlterConfigsResponse, throttle_time=_ZERO, responses=results)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from kaflite.cluster.metadata import (
@@ -124,7 +125,7 @@ def _error_topic(R: Any, name: str | None, code: ErrorCode, topic_id: uuid.UUID 
     )
 
 
-def resolve_topic(
+async def resolve_topic(
     broker: Broker, name: str, allow_auto_create: bool
 ) -> tuple[TopicImage | None, ErrorCode]:
     """Find (or auto-create) a topic by name: the topic, or None and the error code to answer with."""
@@ -137,7 +138,8 @@ def resolve_topic(
         return None, e.code
     if allow_auto_create and name not in INTERNAL_TOPICS and broker.can_auto_create(name):
         try:
-            return broker.create_topic(name), ErrorCode.none
+            # in a cluster the creation is written to ZooKeeper: off the event loop (`Broker.admin_call`)
+            return await broker.admin_call(partial(broker.create_topic, name)), ErrorCode.none
         except KafkaError as e:
             if e.code == ErrorCode.topic_already_exists:
                 return broker.metadata.topics.get(name), ErrorCode.none
@@ -222,7 +224,7 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
             if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
                 topics.append(encode_body(_error_topic(R, name, ErrorCode.topic_authorization_failed)))
                 continue
-            topic, code = resolve_topic(broker, name, allow_auto)
+            topic, code = await resolve_topic(broker, name, allow_auto)
             if topic is None:
                 topics.append(encode_body(_error_topic(R, name, code)))
             else:
