@@ -228,6 +228,8 @@ class KafkaZkClient:
         self._watches: list[Any] = []
         self._listeners: list[EventCallback] = []
         self._session_lost = False
+        self._disconnected = False
+        self._last_session = 0
         self._closed = False
         self._state_lock = threading.Lock()
         self._state_watchers: dict[TopicPartition, Callable[[Any], None]] = {}
@@ -285,13 +287,28 @@ class KafkaZkClient:
         self._listeners.append(callback)
 
     def _on_state(self, state: str) -> None:
-        # kazoo: listeners must not block; re-registration runs on a thread of its own
+        # kazoo: listeners must not block; re-registration runs on a thread of its own. The log lines say
+        # what a ZooKeeper outage does to this session (kazoo's own warnings carry no time and repeat)
         if state == KazooState.LOST:
             self._session_lost = True
+            if not self._closed:
+                log.warning("ZooKeeper session 0x%x expired: its ephemeral znodes (this broker's registration, "
+                            "/controller if held) are gone; a new session follows", self._last_session)
             self._emit_state("lost")
         elif state == KazooState.SUSPENDED:
+            self._disconnected = True
+            if not self._closed:
+                log.warning("lost the connection to ZooKeeper at %s (session 0x%x): the session lasts while "
+                            "ZooKeeper hears from it again within %d ms", self._hosts_text, self._last_session,
+                            self.session_timeout_ms)
             self._emit_state("suspended")
         elif state == KazooState.CONNECTED:
+            session = self.session_id
+            if self._disconnected or self._session_lost:
+                kept = "kept" if session == self._last_session else "new"
+                log.info("connected to ZooKeeper again (%s session 0x%x)", kept, session)
+            self._disconnected = False
+            self._last_session = session
             if self._session_lost and self._registration is not None and not self._closed:
                 threading.Thread(target=self._reregister, name="zk-reregister", daemon=True).start()
             self._session_lost = False
