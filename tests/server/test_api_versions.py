@@ -17,7 +17,7 @@ def test_api_versions_v0_and_v3(broker) -> None:
     assert r0.error_code == r3.error_code == r4.error_code == ErrorCode.none
     ranges = {k.api_key: (k.min_version, k.max_version) for k in r3.api_keys}
     assert ranges[18] == (0, 4)
-    assert ranges[3] == (0, 12)
+    assert ranges[3] == (0, 13)
     assert {k.api_key for k in r0.api_keys} == set(ranges)
     assert list(ranges) == sorted(ranges)
 

@@ -6,8 +6,9 @@ equality proof, docs/protocol.md the measurement). Here a Fetch response is a li
 packed headers interleaved with the stored batches themselves (memoryviews from the log), so batches
 reach the socket with no copy in Python.
 
-Rules: field order and presence per version follow Kafka's ProduceResponse.json (v3-11) and
-FetchResponse.json (v4-17); flexible versions (Produce v9+, Fetch v12+) use compact arrays/strings and an
+Rules: field order and presence per version follow Kafka's ProduceResponse.json (v3-13), FetchResponse.json
+(v4-18) and MetadataResponse.json (v0-13); flexible versions (Produce v9+, Fetch v12+, Metadata v9+) use
+compact arrays/strings and an
 empty tagged-field section (one zero byte) after every struct; default-valued tagged fields are omitted,
 as kio does.
 """
@@ -100,7 +101,7 @@ def encode_fetch_response(
     leaders: Mapping[tuple[str | uuid.UUID, int], LeaderHint] | None = None,
     node_endpoints: Sequence[NodeEndpoint] = (),
 ) -> list[bytes | memoryview]:
-    """Body of a FetchResponse v4-17 as buffers (the record buffers are passed through uncopied). A topic
+    """Body of a FetchResponse v4-18 as buffers (the record buffers are passed through uncopied). A topic
     is named by its name up to v12 and by its id (a UUID) from v13 on (KIP-516). `leaders` gives a
     partition's tagged `CurrentLeader` (v12+, tag 1) and `node_endpoints` the response's tagged
     `NodeEndpoints` (v16+, tag 0), KIP-951's hints beside NOT_LEADER_OR_FOLLOWER; absent, they are omitted."""
@@ -149,15 +150,17 @@ ProducePartitionData = tuple[int, int, int, int, int, "str | None", "tuple[tuple
 
 
 def encode_produce_response(
-    version: int, throttle_ms: int, topics: Sequence[tuple[str, Sequence[ProducePartitionData]]],
-    leaders: Mapping[tuple[str, int], LeaderHint] | None = None, node_endpoints: Sequence[NodeEndpoint] = (),
+    version: int, throttle_ms: int, topics: Sequence[tuple[str | uuid.UUID, Sequence[ProducePartitionData]]],
+    leaders: Mapping[tuple[str | uuid.UUID, int], LeaderHint] | None = None,
+    node_endpoints: Sequence[NodeEndpoint] = (),
 ) -> bytes:
-    """Body of a ProduceResponse v3-11 (record errors from v8; from v10 a partition's tagged `CurrentLeader`
-    (tag 0) from `leaders` and the response's tagged `NodeEndpoints` (tag 0), KIP-951's hints)."""
+    """Body of a ProduceResponse v3-13 (record errors from v8; from v10 a partition's tagged `CurrentLeader`
+    (tag 0) from `leaders` and the response's tagged `NodeEndpoints` (tag 0), KIP-951's hints). A topic is
+    named by its name up to v12 and by its id (a UUID) from v13 on (KIP-516)."""
     flexible = version >= 9
     out = bytearray(_array_len(len(topics), flexible))
     for name, partitions in topics:
-        out += _string(name, flexible)
+        out += name.bytes if isinstance(name, uuid.UUID) else _string(name, flexible)
         out += _array_len(len(partitions), flexible)
         for index, err, base, append_time, log_start, message, record_errors in partitions:
             out += _produce_part.pack(index, err, base, append_time)
@@ -188,8 +191,10 @@ def encode_metadata_response(
     controller_id: int,
     topics: Sequence[bytes],
     cluster_authorized_operations: int = -(2**31),
+    error_code: int = 0,
 ) -> list[bytes]:
-    """Body of a MetadataResponse v0-12 around already-encoded brokers and topics.
+    """Body of a MetadataResponse v0-13 around already-encoded brokers and topics (v13's top-level
+    `error_code` last, KIP-1102).
 
     Each topic's encoding is cached by the Metadata handler (a topic changes rarely, and kio needs
     ~30 us per partition to encode it), so an all-topics answer costs one join, not a full encode.
@@ -211,6 +216,8 @@ def encode_metadata_response(
     end = bytearray()
     if 8 <= version <= 10:
         end += _i32(cluster_authorized_operations)
+    if version >= 13:
+        end += _i16(error_code)
     if flexible:
         end += b"\x00"
     if end:

@@ -1,4 +1,4 @@
-"""Fetch (key 1), v4-17: stored record batches, long-polled until enough bytes or `max_wait`.
+"""Fetch (key 1), v4-18: stored record batches, long-polled until enough bytes or `max_wait`.
 
 Rules (Kafka's `ReplicaManager.fetchMessages` / `DelayedFetch`):
 - the response budget is `max_bytes` over all partitions and `partition_max_bytes` per partition; the first
@@ -29,6 +29,10 @@ Rules (Kafka's `ReplicaManager.fetchMessages` / `DelayedFetch`):
   follower's fetch offset as its log end offset to the `Partition`: that may advance the high watermark
   (waking acks=all produces in the purgatory) or let the follower rejoin the ISR (`ReplicaManager.
   record_follower_fetch`); a broker that is not one of the partition's replicas gets NOT_LEADER_OR_FOLLOWER;
+- v18's per-partition `high_watermark` (KIP-1166) is the high watermark the fetching follower knows (-1:
+  none; consumers send Long.MAX_VALUE, "not supported"): a follower's fetch is answered at once, without
+  waiting for `min_bytes`, when a partition's high watermark here is above the one the follower knows, so
+  a follower learns a new high watermark without waiting out `max_wait`; it changes nothing for consumers;
 - fetch sessions (KIP-227, v7+): `kaflite.server.fetch_session` decides what a request reads (the whole
   session) and which partitions an incremental answer carries (only those with news).
 """
@@ -57,6 +61,7 @@ log = logging.getLogger("kaflite.server")
 _ZERO = datetime.timedelta(0)
 READ_COMMITTED = 1
 TOPIC_IDS_VERSION = 13  # KIP-516: topics named by id from this version on
+REPLICA_HIGH_WATERMARK_VERSION = 18  # KIP-1166: a follower says which high watermark it knows
 ZSTD_VERSION = 10  # the first Fetch version whose clients can decode zstd (KIP-110)
 _ZSTD = CODECS["zstd"]
 _NO_ID = uuid.UUID(int=0)
@@ -256,14 +261,25 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     denied = frozenset(t for t in {topic for (topic, _p), _t in session.targets}
                        if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t))
     not_replica = _follower_fetch(broker, replica_id, session.targets, epochs) if replica_id >= 0 else frozenset()
+    # v18 (KIP-1166): the high watermark the follower knows of each partition this request names
+    known_hw = {(name, int(p.partition)): int(p.high_watermark) for name, t in known for p in t.partitions} \
+        if replica_id >= 0 and ctx.api_version >= REPLICA_HIGH_WATERMARK_VERSION else {}
     while True:
         results, total, any_error = read_partitions(broker, int(request.max_bytes), session.targets, epochs,
                                                     read_committed, denied, zstd_ok=ctx.api_version >= ZSTD_VERSION,
                                                     replica_id=replica_id, not_replica=not_replica)
         remaining = deadline - broker.now_ms()
-        if total >= request.min_bytes or any_error or unknown_ids or remaining <= 0 or not keys:
+        if total >= request.min_bytes or any_error or unknown_ids or remaining <= 0 or not keys or (
+                known_hw and _high_watermark_news(results, known_hw)):
             return _response(ctx, request, results, session, ids, unknown_ids)
         await broker.purgatory.wait(keys, remaining)
+
+
+def _high_watermark_news(results: list[tuple[str, list[PartitionRead]]],
+                         known: dict[tuple[str, int], int]) -> bool:
+    """Whether a partition's high watermark here is above the one the fetching follower knows (KIP-1166)."""
+    return any(r.high_watermark > known.get((name, r.partition), r.high_watermark)
+               for name, reads in results for r in reads)
 
 
 def _follower_fetch(broker: Broker, replica_id: int, targets: list[tuple[tuple[str, int], FetchTarget]],
@@ -285,4 +301,4 @@ def _follower_fetch(broker: Broker, replica_id: int, targets: list[tuple[tuple[s
     return frozenset(refused)
 
 
-APIS: ApiTable = {API_KEY: (4, 17, handle_fetch)}
+APIS: ApiTable = {API_KEY: (4, 18, handle_fetch)}

@@ -1,4 +1,4 @@
-"""Metadata (key 3), v0-12: brokers, controller, cluster id, topics with their partitions.
+"""Metadata (key 3), v0-13: brokers, controller, cluster id, topics with their partitions.
 
 Rules (Kafka's `KafkaApis.handleTopicMetadataRequest`):
 - `topics` null means every topic; an empty list means none (v1+), and every topic in v0 (where the list
@@ -13,6 +13,8 @@ Rules (Kafka's `KafkaApis.handleTopicMetadataRequest`):
 - brokers, the controller id, and per partition the leader, leader epoch, replicas, ISR and offline
   replicas all come from one metadata image (immutable), so an answer is one consistent view; a leader
   that is not a live broker is LEADER_NOT_AVAILABLE with leader -1 (Kafka's MetadataCache);
+- v13's top-level `error_code` (KIP-1102: REBOOTSTRAP_REQUIRED tells a client to bootstrap again) is always
+  NONE: like Kafka 4.1's broker, kaflite never asks for a rebootstrap;
 - encodings are cached (`EncodingCache`): per topic while its `TopicImage` object and the live brokers are
   unchanged, and the whole all-topics list per image version, so an all-topics request over thousands of
   partitions is a join of cached bytes.
@@ -240,4 +242,4 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-APIS: ApiTable = {API_KEY: (0, 12, handle_metadata)}
+APIS: ApiTable = {API_KEY: (0, 13, handle_metadata)}

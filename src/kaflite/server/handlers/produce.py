@@ -1,4 +1,4 @@
-"""Produce (key 0), v3-11: append each partition's record batches to its log.
+"""Produce (key 0), v3-13: append each partition's record batches to its log.
 
 Rules (Kafka's `ReplicaManager.appendRecords`):
 - `acks` must be 0, 1 or -1 (all), else every partition gets INVALID_REQUIRED_ACKS;
@@ -25,12 +25,20 @@ Rules (Kafka's `ReplicaManager.appendRecords`):
   with v7, KIP-110; Kafka's `ProduceRequest.validateRecords`);
 - from v10 a partition answered NOT_LEADER_OR_FOLLOWER carries `current_leader` (the leader and its epoch in
   the metadata image) and the answer `node_endpoints` (those leaders' endpoints on the request's
-  listener), KIP-951, so the producer redirects without a Metadata round trip.
+  listener), KIP-951, so the producer redirects without a Metadata round trip;
+- v12 is v11 (KIP-890): a transactional client sends it only when the `transaction.version` feature 2 is
+  finalized, which kaflite does not advertise (Kafka's producer then caps at v11, librdkafka at v10), so
+  a transactional v12 is checked as v11 (the partition must already be in the transaction);
+- v13 names topics by id (KIP-516): an id is resolved through the metadata image, before anything else; an id
+  no topic has (or the zero id) is UNKNOWN_TOPIC_ID for each of its partitions (acks=0: the connection is
+  closed), and the answer names topics by id.
 """
 
 from __future__ import annotations
 
 import logging
+import types
+import uuid
 from typing import Any
 
 from kaflite.protocol.compression import CODECS
@@ -47,8 +55,10 @@ from kaflite.server.handlers.transactions import verify_produce
 from kaflite.server.replica import Partition
 
 API_KEY = 0
+TOPIC_IDS_VERSION = 13  # KIP-516: topics named by id from this version on
 ZSTD_VERSION = 7  # the first Produce version allowed to carry zstd batches (KIP-110)
 _ZSTD = CODECS["zstd"]
+_NO_ID = uuid.UUID(int=0)
 PartitionAnswer = ProducePartitionData
 log = logging.getLogger("kaflite.server")
 # Refusals caused by what the client sent (logged once per request, as Kafka logs failed appends).
@@ -120,8 +130,26 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
             bad_data.append(f"{topic}-{pdata.index}: {code.name.upper()} {message or ''}".rstrip())
         return (pdata.index, code.value, -1, -1, -1, message, record_errors)
 
+    # how the answer names each topic of `topics`: its name, or from v13 its id
+    keys: list[str | uuid.UUID] = []
+    by_id = ctx.api_version >= TOPIC_IDS_VERSION
     for topic_data in request.topic_data:
-        topics.extend(per_partition((topic_data,), append, refused, partitions="partition_data"))
+        if by_id:
+            topic_id = topic_data.topic_id or _NO_ID
+            found = broker.metadata.topic_by_id(topic_id) if topic_id != _NO_ID else None
+            if found is None:  # Kafka answers an unknown id before looking at anything else
+                code = ErrorCode.unknown_topic_id
+                failed.extend(f"{topic_id}-{p.index}: {code.name}" for p in topic_data.partition_data)
+                topics.append((str(topic_id), [(p.index, code.value, -1, -1, -1, None, ())
+                                               for p in topic_data.partition_data]))
+                keys.append(topic_id)
+                continue
+            by_name = types.SimpleNamespace(name=found.name, partition_data=topic_data.partition_data)
+            topics.extend(per_partition((by_name,), append, refused, partitions="partition_data"))
+            keys.append(topic_id)
+        else:
+            topics.extend(per_partition((topic_data,), append, refused, partitions="partition_data"))
+            keys.append(topic_data.name)
     if pending:  # DelayedProduce: wait for the high watermark (never with a single in-sync replica)
         deadline = broker.now_ms() + request.timeout.total_seconds() * 1000.0
         for slot, answer, part, required in pending:
@@ -141,14 +169,16 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
         if failed:
             raise CloseConnection("acks=0 produce failed: " + ", ".join(failed))
         return None
-    leaders: dict[tuple[str, int], tuple[int, int]] | None = None
+    leaders: dict[tuple[str | uuid.UUID, int], tuple[int, int]] | None = None
     endpoints: list[tuple[int, str, int, str | None]] = []
     if ctx.api_version >= 10:  # KIP-951: where a partition's leader is now
-        moved = [(t, a[0]) for t, answers in topics for a in answers
-                 if a[1] == ErrorCode.not_leader_or_follower.value]
+        moved = {(t, a[0]): (key, a[0]) for (t, answers), key in zip(topics, keys, strict=True) for a in answers
+                 if a[1] == ErrorCode.not_leader_or_follower.value}
         if moved:
-            leaders, endpoints = leader_hints(ctx, moved)
-    return EncodedBody([encode_produce_response(ctx.api_version, 0, topics, leaders, endpoints)])
+            hints, endpoints = leader_hints(ctx, moved)
+            leaders = {moved[tp]: hint for tp, hint in hints.items()}
+    named = [(key, answers) for key, (_t, answers) in zip(keys, topics, strict=True)]
+    return EncodedBody([encode_produce_response(ctx.api_version, 0, named, leaders, endpoints)])
 
 
-APIS: ApiTable = {API_KEY: (3, 11, handle_produce)}
+APIS: ApiTable = {API_KEY: (3, 13, handle_produce)}
