@@ -1,4 +1,4 @@
-"""ListOffsets (key 2), v1-9: offsets by special timestamp or by time.
+"""ListOffsets (key 2), v1-10: offsets by special timestamp or by time.
 
 Rules (Kafka's `Partition.fetchOffsetForTimestamp`):
 - -2 (EARLIEST) answers the log start offset, -1 (LATEST) the high watermark (the last stable offset for
@@ -11,6 +11,9 @@ Rules (Kafka's `Partition.fetchOffsetForTimestamp`):
 - a timestamp >= 0 answers the first offset whose timestamp is >= it, or -1/-1 when none is;
 - leader epoch (v4+): the partition's current leader epoch for LATEST, else the epoch the found record was
   written in (the leader-epoch cache); -1 when no offset is found;
+- v10's `timeout_ms` (KIP-1075) bounds how long the broker may wait for offsets read from remote (tiered)
+  storage; nothing is tiered (as Kafka with remote storage disabled), every answer is immediate, so it has
+  no effect;
 - which partition may be asked here (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH
   / UNKNOWN_LEADER_EPOCH for the request's current leader epoch) is `ReplicaManager.get_partition`'s.
 """
@@ -71,4 +74,4 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
     return build(R.ListOffsetsResponse, throttle_time=_ZERO, topics=topics)
 
 
-APIS: ApiTable = {API_KEY: (1, 9, handle_list_offsets)}
+APIS: ApiTable = {API_KEY: (1, 10, handle_list_offsets)}
