@@ -186,3 +186,22 @@ def test_bad_group_requests_get_kafka_error_codes(broker) -> None:  # noqa: ANN0
             protocols=(JoinGroupRequestProtocol(name="range", metadata=b""),)))
         assert joined.error_code == ErrorCode.none and joined.generation_id == 1
         assert joined.member_id.startswith("kwire-") and joined.leader == joined.member_id
+
+
+def test_describe_groups_v6_group_id_not_found(broker, topic_factory) -> None:  # noqa: ANN001
+    """v6 (KIP-1043): a group that does not exist is GROUP_ID_NOT_FOUND with a message (still named Dead);
+    v5 and older describe it as Dead without an error. An existing group is described the same in both."""
+    from kio.schema.describe_groups.v5.request import DescribeGroupsRequest as V5
+    from kio.schema.describe_groups.v6.request import DescribeGroupsRequest as V6
+
+    topic = topic_factory(1)
+    there, missing = f"g-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    with WireClient(broker.bootstrap) as c:
+        assert _commit(c, there, topic, {0: 3}) == {0: ErrorCode.none}
+        v6 = c.request(V6(groups=(there, missing), include_authorized_operations=False))
+        v5 = c.request(V5(groups=(there, missing), include_authorized_operations=False))
+    assert [(d.group_id, d.error_code, d.error_message, d.group_state) for d in v6.groups] == [
+        (there, ErrorCode.none, None, "Empty"),
+        (missing, ErrorCode.group_id_not_found, f"Group {missing} not found.", "Dead")]
+    assert [(d.group_id, d.error_code, d.group_state) for d in v5.groups] == [
+        (there, ErrorCode.none, "Empty"), (missing, ErrorCode.none, "Dead")]

@@ -538,7 +538,12 @@ async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> A
 
 # --- DescribeGroups (15) / ListGroups (16) / DeleteGroups (42) -----------------------------------
 
+GROUP_ID_NOT_FOUND_VERSION = 6  # DescribeGroups answers GROUP_ID_NOT_FOUND from this version on (KIP-1043)
+
+
 async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
+    """DescribeGroups (15): each group as its coordinator shard sees it; a group that does not exist is
+    described as Dead, and from v6 also answered GROUP_ID_NOT_FOUND with a message (KIP-1043, as Kafka)."""
     svc = service(ctx)
     R = ctx.response
     described: list[m.DescribedGroup] = []
@@ -554,9 +559,13 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
         members = tuple(build(R.DescribedGroupMember, member_id=dm.member_id, group_instance_id=dm.group_instance_id,
                               client_id=dm.client_id, client_host=dm.client_host, member_metadata=dm.metadata,
                               member_assignment=dm.assignment) for dm in g.members)
-        groups.append(build(R.DescribedGroup, error_code=g.error, group_id=g.group_id, group_state=g.state,
-                            protocol_type=g.protocol_type, protocol_data=g.protocol, members=members,
-                            authorized_operations=-(2**31)))
+        error, message = g.error, None
+        if ctx.api_version >= GROUP_ID_NOT_FOUND_VERSION and error is ErrorCode.none and g.state == "Dead":
+            # v6 (KIP-1043): a group that does not exist says so; older versions describe it as Dead
+            error, message = ErrorCode.group_id_not_found, f"Group {g.group_id} not found."
+        groups.append(build(R.DescribedGroup, error_code=error, error_message=message, group_id=g.group_id,
+                            group_state=g.state, protocol_type=g.protocol_type, protocol_data=g.protocol,
+                            members=members, authorized_operations=-(2**31)))
     return build(R.DescribeGroupsResponse, throttle_time=_ZERO, groups=tuple(groups))
 
 
@@ -605,7 +614,7 @@ APIS: ApiTable = {
     12: (0, 4, handle_heartbeat),
     13: (0, 5, handle_leave_group),
     14: (0, 5, handle_sync_group),
-    15: (0, 5, handle_describe_groups),
+    15: (0, 6, handle_describe_groups),
     16: (0, 5, handle_list_groups),
     42: (0, 2, handle_delete_groups),
     68: (0, 1, handle_consumer_group_heartbeat),
