@@ -465,11 +465,17 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
 
 
 async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
+    """EndTxn (26). v5 also answers the producer id and epoch the producer continues with (KIP-890's
+    transaction protocol 2 bumps the epoch at every end; kaflite finalizes no transaction.version 2 and
+    keeps protocol 1, so they are the request's own on success, -1 / -1 on an error, as Kafka's coordinator
+    answers an error)."""
     R = ctx.response
     tid = request.transactional_id
 
     def answer(code: ErrorCode) -> Any:
-        return build(R.EndTxnResponse, throttle_time=_ZERO, error_code=fenced(code, ctx.api_version, 2))
+        ok = code is ErrorCode.none
+        return build(R.EndTxnResponse, throttle_time=_ZERO, error_code=fenced(code, ctx.api_version, 2),
+                     producer_id=request.producer_id if ok else -1, producer_epoch=request.producer_epoch if ok else -1)
 
     if _denied(ctx, tid):
         return answer(ErrorCode.transactional_id_authorization_failed)
@@ -719,13 +725,17 @@ def verify_produce(broker: Any, transactional_id: str, topic: str, partition: in
 
 
 # Kafka 3.9's ranges: AddPartitionsToTxn v5, AddOffsetsToTxn / EndTxn / TxnOffsetCommit v4 have the fields
-# of the version before (they only allow TRANSACTION_ABORTABLE, which kaflite never answers)
+# of the version before (they only allow TRANSACTION_ABORTABLE, which kaflite never answers). Kafka 4.1's
+# EndTxn v5 (+ producer id / epoch in the answer) and TxnOffsetCommit v5 (same fields) belong to KIP-890's
+# transaction protocol 2, which a client speaks only when transaction.version 2 is finalized: kaflite
+# finalizes none, so they keep protocol 1's meaning (TxnOffsetCommit v5: the group's partition must have
+# been added by AddOffsetsToTxn, as in v4)
 APIS: ApiTable = {
     24: (0, 5, handle_add_partitions_to_txn),
     25: (0, 4, handle_add_offsets_to_txn),
-    26: (0, 4, handle_end_txn),
+    26: (0, 5, handle_end_txn),
     27: (1, 1, handle_write_txn_markers),
-    28: (0, 4, handle_txn_offset_commit),
+    28: (0, 5, handle_txn_offset_commit),
     61: (0, 0, handle_describe_producers),
     65: (0, 0, handle_describe_transactions),
     66: (0, 1, handle_list_transactions),
