@@ -32,7 +32,7 @@ KAFKA_41 = DATA / "kafka-4.1-api-versions.json"  # Kafka 4.1.0's, with latestVer
 SECOND = datetime.timedelta(seconds=1)
 ZERO_ID = uuid.UUID(int=0)
 # Kafka 4.1.0's newer versions not served yet (api keys); emptied as they land
-PENDING_41 = frozenset({45, 60, 66})
+PENDING_41 = frozenset({45, 60})
 
 
 def _range(text: str) -> tuple[int, int]:

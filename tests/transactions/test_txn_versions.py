@@ -1,6 +1,6 @@
 """Kafka 4.1's versions of the transaction APIs on the wire: EndTxn v5, TxnOffsetCommit v5 and Produce v12
 keep transaction protocol 1's meaning (KIP-890's protocol 2 needs a finalized transaction.version 2, which
-kaflite does not advertise)."""
+kaflite does not advertise); ListTransactions v2's transactional id pattern (KIP-1152)."""
 
 from __future__ import annotations
 
@@ -102,3 +102,31 @@ def test_produce_v12_end_txn_v5_txn_offset_commit_v5(broker: Any, topic_factory:
                         v3_and_below_topics=(TopicV3(name=topic, partitions=(i32(1),)),)))
         assert produce(1, 0) == E.none
         assert end(False) == (E.none, pid, epoch)
+
+
+def test_list_transactions_v2_transactional_id_pattern(broker: Any) -> None:
+    """KIP-1152: only the ids the whole pattern matches; null or empty: every id; v1 has no pattern; a pattern
+    that does not compile is INVALID_REGULAR_EXPRESSION."""
+    from kio.schema.list_transactions.v1.request import ListTransactionsRequest as V1
+    from kio.schema.list_transactions.v2.request import ListTransactionsRequest as V2
+
+    prefix = f"pat-{uuid.uuid4().hex[:6]}"
+    ids = [f"{prefix}-cat", f"{prefix}-bat", f"{prefix}-dog"]
+    with WireClient(broker.bootstrap) as c:
+        for tid in ids:
+            _init(c, tid)
+
+        def listed(pattern: str | None) -> tuple[ErrorCode, list[str]]:
+            r = c.request(V2(state_filters=(), producer_id_filters=(), duration_filter=i64(-1),
+                             transactional_id_pattern=pattern))
+            return r.error_code, sorted(s.transactional_id for s in r.transaction_states
+                                        if s.transactional_id.startswith(prefix))
+
+        assert listed(f"{prefix}-.at") == (E.none, [f"{prefix}-bat", f"{prefix}-cat"])
+        assert listed(".at") == (E.none, [])  # the whole id must match
+        assert listed(f"{prefix}-(cat|dog)") == (E.none, [f"{prefix}-cat", f"{prefix}-dog"])
+        assert listed(None) == listed("") == (E.none, sorted(ids))
+        assert listed("[") == (E.invalid_regular_expression, [])
+        v1 = c.request(V1(state_filters=(), producer_id_filters=(), duration_filter=i64(-1)))
+        assert sorted(s.transactional_id for s in v1.transaction_states if s.transactional_id.startswith(prefix)) \
+            == sorted(ids)

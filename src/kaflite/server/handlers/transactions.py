@@ -39,6 +39,7 @@ import asyncio
 import dataclasses
 import datetime
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
@@ -637,6 +638,11 @@ async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any
 
 
 async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
+    """ListTransactions (66): the transactions of the coordinator shards here, filtered by state, producer id,
+    (v1, KIP-994) how long they have been running and (v2, KIP-1152) a regular expression the whole
+    transactional id must match (Kafka: java.util.regex, `matcher(id).matches()`; here Python's
+    `re.fullmatch`, whose common syntax is the same); null or empty matches every id, one that does not
+    compile answers INVALID_REGULAR_EXPRESSION and lists nothing."""
     R = ctx.response
     svc = service_or_error(ctx)
     filters = list(request.state_filters or ())
@@ -645,6 +651,14 @@ async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
     pids = {int(p) for p in request.producer_id_filters or ()}
     # v1 (KIP-994): only transactions running for longer than duration_filter ms (-1: all)
     duration = int(getattr(request, "duration_filter", -1))
+    pattern_text = getattr(request, "transactional_id_pattern", None)
+    pattern = None
+    if pattern_text:
+        try:
+            pattern = re.compile(pattern_text)
+        except re.error:
+            return build(R.ListTransactionsResponse, throttle_time=_ZERO, error_code=ErrorCode.invalid_regular_expression,
+                         unknown_state_filters=tuple(unknown), transaction_states=())
     now = ctx.broker.now_ms()
     out = []
     for _p, shard in svc.runtime.active_shards():
@@ -654,6 +668,8 @@ async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
             if pids and meta.producer_id not in pids:
                 continue
             if duration >= 0 and now - meta.start_ms <= duration:
+                continue
+            if pattern is not None and pattern.fullmatch(tid) is None:
                 continue
             if _denied(ctx, tid, AclOperation.DESCRIBE):
                 continue
@@ -738,5 +754,5 @@ APIS: ApiTable = {
     28: (0, 5, handle_txn_offset_commit),
     61: (0, 0, handle_describe_producers),
     65: (0, 0, handle_describe_transactions),
-    66: (0, 1, handle_list_transactions),
+    66: (0, 2, handle_list_transactions),
 }
