@@ -32,7 +32,7 @@ KAFKA_41 = DATA / "kafka-4.1-api-versions.json"  # Kafka 4.1.0's, with latestVer
 SECOND = datetime.timedelta(seconds=1)
 ZERO_ID = uuid.UUID(int=0)
 # Kafka 4.1.0's newer versions not served yet (api keys); emptied as they land
-PENDING_41 = frozenset({45, 60})
+PENDING_41 = frozenset({45})
 
 
 def _range(text: str) -> tuple[int, int]:
@@ -336,3 +336,19 @@ def test_list_offsets_v10_answers_as_v9(broker: EmbeddedBroker, version: int) ->
     got = [(p.error_code, p.offset) for p in r.topics[0].partitions]
     assert got == [(ErrorCode.none, 0), (ErrorCode.none, 3), (ErrorCode.none, 0), (ErrorCode.none, 0),
                    (ErrorCode.none, -1), (ErrorCode.none, 0), (ErrorCode.none, -1)]
+
+
+@pytest.mark.parametrize("include_fenced", [False, True])
+def test_describe_cluster_v2_no_fenced_brokers(broker: EmbeddedBroker, include_fenced: bool) -> None:
+    """v2 (KIP-1073): every broker kaflite knows is registered and unfenced, whether fenced ones are asked
+    for or not."""
+    from kio.schema.describe_cluster.v2.request import DescribeClusterRequest
+
+    host, port = broker.bootstrap.rsplit(":", 1)
+    with WireClient(broker.bootstrap) as c:
+        r = c.request(DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=1,
+                                             include_fenced_brokers=include_fenced))
+    assert r.error_code == ErrorCode.none and r.endpoint_type == 1
+    assert [(b.broker_id, b.host, b.port, b.is_fenced) for b in r.brokers] == [
+        (broker.server.broker.node_id, host, int(port), False)]
+    assert r.controller_id == broker.server.broker.metadata.controller_id

@@ -1,5 +1,5 @@
-"""Topic and cluster administration: CreateTopics 2-7, DeleteTopics 1-5, CreatePartitions 0-3,
-DescribeConfigs 1-4, AlterConfigs 0-2, IncrementalAlterConfigs 0-1, DescribeCluster 0-1, DeleteRecords 0-2,
+"""Topic and cluster administration: CreateTopics 2-7, DeleteTopics 1-6, CreatePartitions 0-3,
+DescribeConfigs 1-4, AlterConfigs 0-2, IncrementalAlterConfigs 0-1, DescribeCluster 0-2, DeleteRecords 0-2,
 DescribeLogDirs 1-4.
 
 Rules (Kafka's `ControllerApis` / `KafkaApis`):
@@ -405,6 +405,12 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) ->
 
 # -- DescribeCluster ---------------------------------------------------------------------------------
 async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
+    """DescribeCluster (60): the live brokers (their endpoint on the request's listener), the controller,
+    the cluster id. v1's endpoint type 2 (controllers, KIP-919) is UNSUPPORTED_ENDPOINT_TYPE: kaflite has no
+    separate controller endpoints. v2 (KIP-1073) lists fenced brokers too when asked, each with `is_fenced`:
+    a KRaft broker registered with the controller but not yet (or no longer) unfenced. A kaflite broker is
+    in the metadata image only while its ZooKeeper registration lives, so every listed broker is unfenced
+    and include_fenced_brokers lists the same brokers."""
     broker = ctx.broker
     R = ctx.response
     endpoint_type = getattr(request, "endpoint_type", 1)
@@ -432,7 +438,7 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
         cluster_id=image.cluster_id,
         controller_id=image.controller_id,
         brokers=tuple(
-            build(R.DescribeClusterBroker, broker_id=b.id, host=e.host, port=e.port, rack=b.rack)
+            build(R.DescribeClusterBroker, broker_id=b.id, host=e.host, port=e.port, rack=b.rack, is_fenced=False)
             for b, e in broker_endpoints(ctx, image)
         ),
         cluster_authorized_operations=ops,
@@ -514,5 +520,5 @@ APIS: ApiTable = {
     35: (1, 4, handle_describe_log_dirs),
     37: (0, 3, handle_create_partitions),
     44: (0, 1, handle_incremental_alter_configs),
-    60: (0, 1, handle_describe_cluster),
+    60: (0, 2, handle_describe_cluster),
 }
