@@ -252,3 +252,31 @@ def test_a_completion_whose_state_write_was_stale_is_repaired() -> None:
     zk.elect(Controller(3))
     s = zk.states[TP]
     assert s.leader == 2 and s.isr == (2, 3) and s.leader_epoch == 6
+
+
+def test_a_request_that_does_not_allow_a_replication_factor_change() -> None:
+    """AlterPartitionReassignments v1 with allow_replication_factor_change false (KIP-860): a valid target of
+    another size than the replica set is INVALID_REPLICATION_FACTOR, during a move the size it moves to
+    counts; the same size moves, a cancel is not concerned, an invalid list keeps its own error first."""
+    zk, c = _cluster(brokers=(1, 2, 3, 4), topics={"t": {0: (1, 2), 1: (2, 3)}})
+
+    def api(moves: dict, allow: bool = False) -> dict:  # type: ignore[type-arg]
+        out = zk.run(c, PartitionReassignment(moves, from_api=True, allow_replication_factor_change=allow))
+        return dict(_of(out, ReassignmentResults)[0].results)
+
+    rf = ErrorCode.invalid_replication_factor
+    results = api({("t", 0): (1, 2, 3), ("t", 1): (4,), ("t", 2): (1, 2, 3)})
+    assert results[("t", 0)] == (rf, "The replication factor of t-0 would change from 2 to 3, which this request "
+                                     "does not allow.")
+    assert results[("t", 1)][0] is rf and "from 2 to 1" in str(results[("t", 1)][1])
+    assert results[("t", 2)] == (ErrorCode.unknown_topic_or_partition, "The partition does not exist.")
+    assert _ongoing(zk, c) == {}
+    assert api({("t", 0): (1, 1, 2)})[("t", 0)][0] is ErrorCode.invalid_replica_assignment
+    # the same size moves; during the move its target's size is the one compared
+    assert api({("t", 0): (3, 4)}) == {("t", 0): (None, None)}
+    assert api({("t", 0): (2, 3, 4)})[("t", 0)][0] is rf
+    assert api({("t", 0): (2, 4)}) == {("t", 0): (None, None)}
+    assert api({("t", 0): None}) == {("t", 0): (None, None)}  # a cancel has no target to compare
+    # allowed (v0, or v1 with the flag true): any size
+    assert api({("t", 1): (2, 3, 4)}, allow=True) == {("t", 1): (None, None)}
+    assert _ongoing(zk, c)[("t", 1)][0] == (2, 3, 4)

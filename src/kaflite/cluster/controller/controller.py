@@ -28,7 +28,9 @@ Rules:
   znode, or AlterPartitionReassignments where the latest request wins and takes the partition out of the
   znode) is checked as Kafka checks it (a non-empty list of distinct ids >= 0 whose added replicas are
   alive, else INVALID_REPLICA_ASSIGNMENT; a partition that does not exist or whose topic is being deleted
-  is UNKNOWN_TOPIC_OR_PARTITION; cancelling (no target) where nothing moves is NO_REASSIGNMENT_IN_PROGRESS).
+  is UNKNOWN_TOPIC_OR_PARTITION; cancelling (no target) where nothing moves is NO_REASSIGNMENT_IN_PROGRESS;
+  a request that does not allow replication factor changes, KIP-860, refuses a valid target whose size
+  differs from the replica set the partition has or is moving to with INVALID_REPLICATION_FACTOR).
   The assignment is written first as RS = target + original with adding / removing (so a new controller
   can resume), replicas an earlier move was adding and this one drops are stopped (out of the ISR, then
   deleted); while some target replica is not in the ISR the leader epoch is bumped (the replicas learn
@@ -686,6 +688,13 @@ class Controller:
                 results[tp] = invalid
                 continue
             current = self.reassignments.get(tp)
+            if target is not None and not ev.allow_replication_factor_change:
+                now = len(current.target) if current is not None else len(self._replicas(tp))
+                if now and len(target) != now:  # (no replicas: the partition does not exist, answered below)
+                    results[tp] = (ErrorCode.invalid_replication_factor,
+                                   f"The replication factor of {tp[0]}-{tp[1]} would change from {now} to "
+                                   f"{len(target)}, which this request does not allow.")
+                    continue
             if current is None and target is None:
                 results[tp] = (ErrorCode.no_reassignment_in_progress, None)
                 continue

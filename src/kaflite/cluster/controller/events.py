@@ -70,10 +70,13 @@ class PartitionReassignment:
     """Target replicas per partition: /admin/reassign_partitions (`from_api` False: every target given,
     refusals are logged and taken out of the znode) or AlterPartitionReassignments (`from_api` True: a
     None target cancels the partition's reassignment; answered with ReassignmentResults, and the
-    partitions it names leave the znode, the latest request winning)."""
+    partitions it names leave the znode, the latest request winning). `allow_replication_factor_change`
+    False (AlterPartitionReassignments v1, KIP-860): a target of another size than the partition's
+    replica set is refused."""
 
     moves: Mapping[TopicPartition, tuple[int, ...] | None]
     from_api: bool = False
+    allow_replication_factor_change: bool = True
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""AlterPartitionReassignments (key 45) and ListPartitionReassignments (key 46), v0 (what Kafka 3.9
-serves): move a partition's replicas to other brokers (kafka-reassign-partitions.sh, KIP-455).
+"""AlterPartitionReassignments (key 45, v0-1) and ListPartitionReassignments (key 46, v0), Kafka 4.1's
+versions: move a partition's replicas to other brokers (kafka-reassign-partitions.sh, KIP-455).
 
 Rules:
 - in a cluster both are decided by the active controller (`cluster.controller`, Kafka's
@@ -10,12 +10,15 @@ Rules:
   its added replicas on live brokers (INVALID_REPLICA_ASSIGNMENT with Kafka's message); an unknown
   partition, or one whose topic is being deleted, is UNKNOWN_TOPIC_OR_PARTITION. The answer comes once
   the move is recorded (the assignment znode written), not when the data is copied;
+- AlterPartitionReassignments v1 (KIP-860): with `allow_replication_factor_change` false a valid target
+  whose size differs from the partition's replica set (the one it is moving to, during a move) is
+  INVALID_REPLICATION_FACTOR, decided by the controller with the other checks; the answer echoes the flag;
 - ListPartitionReassignments lists the partitions being moved (null topics: all of them) with their
   replica set (target + original), adding and removing replicas; partitions not moving are left out;
 - a controller that does not answer within the request's timeout: REQUEST_TIMED_OUT;
 - a single node has one broker: nothing can move. A list naming only that broker is accepted (nothing to
-  do), any other is INVALID_REPLICA_ASSIGNMENT, a cancel NO_REASSIGNMENT_IN_PROGRESS, and the list of
-  ongoing moves is empty.
+  do; it has the size of every replica set, so v1's flag refuses nothing), any other is
+  INVALID_REPLICA_ASSIGNMENT, a cancel NO_REASSIGNMENT_IN_PROGRESS, and the list of ongoing moves is empty.
 """
 
 from __future__ import annotations
@@ -103,11 +106,12 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, request: Any
         for p in t.partitions:
             replicas = None if p.replicas is None else tuple(int(r) for r in p.replicas)
             moves[(str(t.name), int(p.partition_index))] = replicas
+    allow_rf_change = bool(getattr(request, "allow_replication_factor_change", True))
     writer = ctx.broker.metadata_writer
     top: ErrorCode | None = None
     results: dict[TopicPartition, tuple[ErrorCode | None, str | None]] = {}
     if isinstance(writer, ZkMetadata):
-        move = PartitionReassignment(moves, from_api=True)
+        move = PartitionReassignment(moves, from_api=True, allow_replication_factor_change=allow_rf_change)
         top, found = await _ask_controller(writer, move, ReassignmentResults, _timeout_s(request))
         if found is not None:
             top, results = found.error, dict(found.results)
@@ -115,7 +119,8 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, request: Any
         results = _single_node(ctx, moves)
     if top is not None:
         return build(R.AlterPartitionReassignmentsResponse, throttle_time=_ZERO, error_code=top,
-                     error_message=_MESSAGES.get(top), responses=())
+                     error_message=_MESSAGES.get(top), allow_replication_factor_change=allow_rf_change,
+                     responses=())
     by_topic: dict[str, list[Any]] = {}
     for (topic, p), (code, message) in sorted(results.items()):
         err = code or ErrorCode.none
@@ -125,6 +130,7 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, request: Any
         ))
     return build(
         R.AlterPartitionReassignmentsResponse, throttle_time=_ZERO, error_code=ErrorCode.none, error_message=None,
+        allow_replication_factor_change=allow_rf_change,
         responses=tuple(build(R.ReassignableTopicResponse, name=t, partitions=tuple(ps))
                         for t, ps in by_topic.items()),
     )
@@ -158,6 +164,6 @@ async def handle_list_partition_reassignments(ctx: RequestContext, request: Any)
 
 
 APIS: ApiTable = {
-    ALTER_KEY: (0, 0, handle_alter_partition_reassignments),
+    ALTER_KEY: (0, 1, handle_alter_partition_reassignments),
     LIST_KEY: (0, 0, handle_list_partition_reassignments),
 }
