@@ -58,8 +58,10 @@ def test_groups_commands_end_to_end(broker, topic_factory) -> None:  # noqa: ANN
         assert code == 0 and [ln.split()[2:] for ln in out.splitlines() if ln.startswith(group)] == \
             [["/127.0.0.1", "cli-test", "2"]]
         code, out = cli(broker, "describe", group, "--state")
-        assert code == 0 and [ln.split()[-3:] for ln in out.splitlines() if ln.startswith(group)] == \
-            [["range", "Stable", "1"]]
+        assert code == 0 and [ln.split()[-4:] for ln in out.splitlines() if ln.startswith(group)] == \
+            [["range", "Stable", "1", "Classic"]]
+        assert [ln.split() for ln in out.splitlines() if ln.startswith("GROUP")] == [
+            ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS", "TYPE"]]
         code, out = cli(broker, "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute")
         assert code == 1 and "inactive" in out  # members still own the partitions
     finally:
@@ -76,6 +78,56 @@ def test_groups_commands_end_to_end(broker, topic_factory) -> None:  # noqa: ANN
     assert code == 0 and f"'{group}'" in out and "successful" in out
     code, out = cli(broker, "describe", group)
     assert code == 1 and "does not exist" in out
+
+
+def test_describe_and_delete_a_kip848_consumer_group(broker, topic_factory) -> None:  # noqa: ANN001
+    """A group of the consumer protocol (KIP-848, group.protocol=consumer): described per partition, per
+    member and in its summary with its type Consumer and the broker's assignor; not deleted while it has a
+    member (NON_EMPTY_GROUP), deleted once empty, then gone."""
+    topic = topic_factory(2, 20)
+    group = f"kip848-{uuid.uuid4().hex[:8]}"
+    consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
+                            "enable.auto.commit": False, "auto.offset.reset": "earliest", "client.id": "cli-848"})
+    consumer.subscribe([topic])
+    try:
+        deadline, seen = time.monotonic() + 30, 0
+        while seen < 20 and time.monotonic() < deadline:
+            msg = consumer.poll(0.1)
+            seen += bool(msg is not None and not msg.error())
+        assert seen == 20
+        consumer.commit(asynchronous=False)
+        code, out = cli(broker, "describe", group)
+        rows = [ln.split() for ln in out.splitlines() if ln.startswith(group)]
+        assert code == 0 and sorted(int(r[2]) for r in rows) == [0, 1], out
+        for row in rows:
+            assert row[1] == topic and row[3] == row[4] and row[5] == "0"
+            assert row[6] != "-" and row[7] == "/127.0.0.1" and row[8] == "cli-848"
+        code, out = cli(broker, "describe", group, "--members")
+        assert code == 0 and [ln.split()[2:] for ln in out.splitlines() if ln.startswith(group)] == \
+            [["/127.0.0.1", "cli-848", "2"]]
+        code, out = cli(broker, "describe", group, "--state")
+        assert code == 0 and [ln.split()[-4:] for ln in out.splitlines() if ln.startswith(group)] == \
+            [["uniform", "Stable", "1", "Consumer"]], out
+        code, out = cli(broker, "delete", group)
+        assert code == 1 and "NON_EMPTY_GROUP" in out and "successful" not in out, out
+    finally:
+        consumer.close()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:  # the leave heartbeat empties the group
+        code, out = cli(broker, "describe", group, "--state")
+        if [ln.split()[-4:] for ln in out.splitlines() if ln.startswith(group)] == [["uniform", "Empty", "0",
+                                                                                      "Consumer"]]:
+            break
+        time.sleep(0.2)
+    assert code == 0 and [ln.split()[-4:] for ln in out.splitlines() if ln.startswith(group)] == \
+        [["uniform", "Empty", "0", "Consumer"]], out
+    code, out = cli(broker, "describe", group)
+    assert code == 0 and "has no active members" in out
+    assert sorted(int(ln.split()[2]) for ln in out.splitlines() if ln.startswith(group)) == [0, 1]
+    code, out = cli(broker, "delete", group)
+    assert code == 0 and f"'{group}'" in out and "successful" in out, out
+    code, out = cli(broker, "describe", group)
+    assert code == 1 and "does not exist" in out, out
 
 
 def test_bad_arguments_get_clear_errors(broker) -> None:  # noqa: ANN001

@@ -7,7 +7,9 @@ commands work against any Kafka cluster. `describe` prints the table kafka-consu
     GROUP  TOPIC  PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG  CONSUMER-ID  HOST  CLIENT-ID
 
 one row per partition that is assigned to a member or has a committed offset ("-" where there is none),
-preceded by "Consumer group 'g' has no active members." when the group is empty.
+preceded by "Consumer group 'g' has no active members." when the group is empty. `describe --state`
+prints kafka-consumer-groups.sh --describe --state's table with the group's type last (TYPE: Classic, or
+Consumer for a KIP-848 group, the names of --list --type; Kafka's tool shows the type only there).
 `reset-offsets` changes committed offsets of an inactive group; without --execute it only shows the plan
 (Kafka's --dry-run default) after Kafka's warning that no action was performed. `list --state` lists every
 group with its state; `list --state Stable,Empty` only those states. Groups are GROUP or --group GROUP.
@@ -243,7 +245,8 @@ def describe(
     group_opt: GroupOption = None,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
     members: Annotated[bool, typer.Option("--members", help="One line per member instead of per partition.")] = False,
-    state_only: Annotated[bool, typer.Option("--state", help="The group's coordinator, assignor, state, size.")] = False,
+    state_only: Annotated[bool, typer.Option("--state", help="The group's coordinator, assignor, state, size and "
+                                                            "type (Classic, or Consumer for a KIP-848 group).")] = False,
     timeout: Timeout = 15.0,
 ) -> None:
     """Offsets, lag and owners of a group's partitions (like kafka-consumer-groups.sh --describe)."""
@@ -256,8 +259,9 @@ def describe(
     if state_only:
         coord = desc.coordinator
         where = f"{coord.host}:{coord.port} ({coord.id})" if coord is not None else "-"
-        for line in ["", *_table([("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
-                                  (group, where, desc.partition_assignor or "", state, str(len(desc.members or [])))])]:
+        for line in ["", *_table([("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS", "TYPE"),
+                                  (group, where, desc.partition_assignor or "", state, str(len(desc.members or [])),
+                                   _type_name(getattr(desc, "type", None)))])]:
             typer.echo(line)
         return
     if members:
