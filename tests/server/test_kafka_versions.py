@@ -1,6 +1,9 @@
 """The served version table against Apache Kafka's (3.9.0 and 4.1.0), and wire tests for the versions it
 brought: Metadata v0 and by topic id with an empty name, DeleteTopics v6 by id, Fetch v13+ by topic id,
-ListOffsets v8-9, zstd gated below Produce v7 and Fetch v10."""
+ListOffsets v8-9, zstd gated below Produce v7 and Fetch v10; Kafka 4.1's Produce v12-13 (by topic id),
+Fetch v18 (a follower's high watermark), Metadata v13, ListOffsets v10, DescribeCluster v2 and
+AlterPartitionReassignments v1. (DescribeGroups v6: tests/groups/test_wire_apis.py; EndTxn v5,
+TxnOffsetCommit v5, ListTransactions v2: tests/transactions/test_txn_versions.py.)"""
 
 from __future__ import annotations
 
