@@ -78,3 +78,82 @@ def test_record_errors_on_the_wire(broker) -> None:
     assert r2.error_code == ErrorCode.invalid_timestamp
     assert [e.batch_index for e in r2.record_errors] == [1]
     assert r2.error_message == "One or more records have been rejected due to invalid timestamp"
+
+
+def _stored_values(broker, topic: str) -> list[bytes]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"read-{topic}", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        _low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        values: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(values) < high and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                values.append(m.value())
+        return values
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("codec", [None, "gzip"])
+def test_kafka_python_batch_with_a_keyless_record_is_refused_whole(broker, codec: str | None) -> None:
+    """kafka-python's own batch layout (its record builder, compressed or not): kafka-python reads the
+    record errors as the Java client does: the keyless record fails with INVALID_RECORD, the others of the
+    batch with a plain KafkaError saying their batch held an invalid record, and none of it is stored."""
+    from kafka import KafkaProducer
+    from kafka.errors import InvalidRecordError, KafkaError as KPError
+
+    topic = f"compacted-kp-{codec}"
+    _create(broker, topic, {"cleanup.policy": "compact"})
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=500, retries=0, compression_type=codec,
+                      acks=1)
+    try:
+        futures = [p.send(topic, key=k, value=v, partition=0) for k, v in [(b"a", b"1"), (None, b"2"), (b"c", b"3")]]
+        p.flush(20)
+        failures = []
+        for f in futures:
+            with pytest.raises(KPError) as e:
+                f.get(timeout=10)
+            failures.append(e.value)
+        assert isinstance(failures[1], InvalidRecordError)
+        for other in (failures[0], failures[2]):
+            assert not isinstance(other, InvalidRecordError) and "part of a batch" in str(other)
+        ok = [p.send(topic, key=k, value=v, partition=0) for k, v in [(b"a", b"4"), (b"b", b"5")]]
+        p.flush(20)
+        assert [f.get(timeout=10).offset for f in ok] == [0, 1]
+    finally:
+        p.close(5)
+    assert _stored_values(broker, topic) == [b"4", b"5"]
+
+
+def test_aiokafka_batch_with_a_keyless_record_is_refused_whole(broker) -> None:
+    """aiokafka's own batch layout: the batch with a keyless record is refused and none of it stored."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaError as AIOError
+
+    topic = "compacted-aiokafka"
+    _create(broker, topic, {"cleanup.policy": "compact"})
+
+    async def run() -> list[int]:
+        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=500, acks=1)
+        await p.start()
+        try:
+            batch = p.create_batch()
+            for k, v in [(b"a", b"1"), (None, b"2"), (b"c", b"3")]:
+                assert batch.append(key=k, value=v, timestamp=None) is not None
+            batch.close()
+            refused = await p.send_batch(batch, topic, partition=0)
+            with pytest.raises(AIOError):  # aiokafka maps INVALID_RECORD (87), which it lacks, to UnknownError
+                await asyncio.wait_for(refused, 10)
+            sent = [await p.send(topic, key=k, value=v, partition=0) for k, v in [(b"a", b"4"), (b"b", b"5")]]
+            return [(await asyncio.wait_for(f, 10)).offset for f in sent]
+        finally:
+            await p.stop()
+
+    assert asyncio.run(run()) == [0, 1]
+    assert _stored_values(broker, topic) == [b"4", b"5"]
