@@ -104,7 +104,8 @@ def test_kafka_python_batch_with_a_keyless_record_is_refused_whole(broker, codec
     record errors as the Java client does: the keyless record fails with INVALID_RECORD, the others of the
     batch with a plain KafkaError saying their batch held an invalid record, and none of it is stored."""
     from kafka import KafkaProducer
-    from kafka.errors import InvalidRecordError, KafkaError as KPError
+    from kafka.errors import InvalidRecordError
+    from kafka.errors import KafkaError as KPError
 
     topic = f"compacted-kp-{codec}"
     _create(broker, topic, {"cleanup.policy": "compact"})
