@@ -238,3 +238,55 @@ def test_a_leader_behind_the_followers_epoch_is_retried_soon_other_errors_after_
     assert idle_wait_s([100.05, 100.5], 100.0, 1000) == pytest.approx(0.05)
     assert idle_wait_s([99.0], 100.0, 1000) == 1.0  # already due: the next round fetches it
     assert idle_wait_s([103.0], 100.0, 1000) == 1.0
+
+
+@pytest.mark.parametrize(("code", "delay_s"), [
+    (ErrorCode.unknown_leader_epoch, 0.05),  # the new leader has not applied its election yet: soon
+    (ErrorCode.not_leader_or_follower, 1.0),  # the image will move the partition: the backoff
+])
+def test_truncation_answered_a_leader_behind_is_retried_soon(tmp_path: Path, code: ErrorCode, delay_s: float) -> None:
+    """The OffsetForLeaderEpoch of a follower's truncation answered UNKNOWN_LEADER_EPOCH is retried after
+    50 ms, as a Fetch answered so: with replica.fetch.backoff.ms (1 s) every acks=all produce on the new
+    leader waited a second after a controlled shutdown (test_cluster_clients measured it)."""
+    import datetime
+
+    from kio.schema.offset_for_leader_epoch.v4.response import (
+        EpochEndOffset,
+        OffsetForLeaderEpochResponse,
+        OffsetForLeaderTopicResult,
+    )
+    from kio.schema.types import TopicName
+    from kio.static.primitive import i32, i32Timedelta
+
+    from kaflite.server.replica.fetcher import _FetchState
+
+    log = Log(tmp_path / "t-0")
+    log.append(batch(), leader_epoch=0)
+    part = Partition("t", 0, F1, log)
+    part.apply_state(PartitionState(ME, 1, 1, (ME, F1), (ME, F1)))
+
+    class Leader:  # the new leader's answer, as BrokerConnection.request returns it
+        async def request(self, req: Any, schema: Any, timeout: float) -> Any:
+            return OffsetForLeaderEpochResponse(
+                throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+                topics=(OffsetForLeaderTopicResult(topic=TopicName("t"), partitions=(
+                    EpochEndOffset(error_code=code, partition=i32(0)),)),))  # fmt: skip
+
+        def close(self) -> None:
+            pass
+
+    class Replicas:
+        def partition_or_none(self, topic: str, partition: int) -> Partition:
+            return part
+
+    async def scenario() -> float:
+        manager = ReplicaFetcherManager(F1, Replicas(), FetcherConfig(), lambda: None)  # type: ignore[arg-type]
+        fetcher = ReplicaFetcher(manager, ME, 0)
+        fetcher._conn = Leader()  # type: ignore[assignment]
+        fetcher.partitions[("t", 0)] = state = _FetchState(1)
+        now = asyncio.get_running_loop().time()
+        await fetcher._truncate([("t", 0)])
+        assert state.truncating and log.log_end_offset == 1  # not truncated: asked again later
+        return state.delayed_until - now
+
+    assert asyncio.run(scenario()) == pytest.approx(delay_s, abs=0.02)

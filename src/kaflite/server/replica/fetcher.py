@@ -23,7 +23,8 @@ Rules:
   there, above it marks the partition for truncation again; a leadership error (NOT_LEADER_OR_FOLLOWER,
   FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION) waits `replica.fetch.backoff.ms` for the image to move
   the partition; UNKNOWN_LEADER_EPOCH (a leader that has not applied the state this follower holds yet)
-  is retried after LEADER_BEHIND_RETRY_MS;
+  is retried after LEADER_BEHIND_RETRY_MS, in the answer to a Fetch or to the truncation's
+  OffsetForLeaderEpoch alike;
 - a connection or decoding failure closes the connection and retries after `replica.fetch.backoff.ms`;
 - the connection goes to the leader's endpoint on the inter-broker listener (`inter.broker.listener.name`,
   else the first one it registered).
@@ -232,7 +233,10 @@ class ReplicaFetcher:
                     continue
                 code = ErrorCode(int(getattr(p.error_code, "value", p.error_code)))
                 if code is not ErrorCode.none:
-                    state.delayed_until = now + self.manager.config.backoff_ms / 1000
+                    # UNKNOWN_LEADER_EPOCH here too is a new leader that has not applied its own election
+                    # yet: retried after 50 ms, as a Fetch answered so (a full replica.fetch.backoff.ms
+                    # stalled acks=all on the new leader for a second after a controlled shutdown)
+                    state.delayed_until = now + error_delay_ms(code, self.manager.config.backoff_ms) / 1000
                     continue
                 part, latest = asked[tp]
                 self._truncate_one(part, latest, int(p.leader_epoch), int(p.end_offset))
