@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import time
 import uuid
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -377,6 +378,10 @@ def test_sigterm_still_answers_while_leadership_moves(brokers: BrokerProcesses, 
 
 
 def test_frozen_leader_resumes_as_follower(brokers: BrokerProcesses, zk_connect: str) -> None:
+    """A leader frozen (SIGSTOP) past its ZooKeeper session loses its partition to the in-sync follower;
+    resumed, it never acknowledges a write at its old leadership: not the produce already waiting on its
+    socket when it resumes (the first thing it reads), nor any sent to it directly after, until it has
+    registered again and follows the new leader."""
     import os
     import signal
 
@@ -385,28 +390,18 @@ def test_frozen_leader_resumes_as_follower(brokers: BrokerProcesses, zk_connect:
 
     from kaflite.cluster.admin import ZkAdmin
     from kaflite.protocol.record_batch import build_record_batch
-    from server.kwire import WireClient
+    from server.kwire import WireClient, decode_response
 
     zk = KafkaZkClient(zk_connect)
     zk.start()
     try:
         brokers.start_registered(zk, 1, 2, 3)
         ZkAdmin(zk).create_topic("f", -1, -1, {}, assignment=[[1, 2]])
-        wait_until(
-            "f led by 1",
-            lambda: (s := zk.get_partition_states([("f", 0)])[("f", 0)]) is not None and s.leader == 1,
-        )
-        proc = brokers.procs[1]
-        os.kill(proc.pid, signal.SIGSTOP)
-        try:
-            wait_until(
-                "2 leads f-0",
-                lambda: (s := zk.get_partition_states([("f", 0)])[("f", 0)]) and s.leader == 2,
-                timeout=20,
-            )
-        finally:
-            os.kill(proc.pid, signal.SIGCONT)
-        wait_until("1 registered again", lambda: 1 in zk.get_broker_ids(), timeout=20)
+
+        def state() -> Any:
+            return zk.get_partition_states([("f", 0)])[("f", 0)]
+
+        wait_until("f led by 1, 2 in sync", lambda: (s := state()) is not None and s.leader == 1 and len(s.isr) == 2)
         produce = ProduceRequest(
             transactional_id=None,
             acks=1,
@@ -415,14 +410,37 @@ def test_frozen_leader_resumes_as_follower(brokers: BrokerProcesses, zk_connect:
                 PartitionProduceData(index=0, records=build_record_batch([(None, b"x", [])])),)),),
         )  # fmt: skip
 
-        def refused() -> bool:
-            with WireClient(brokers.bootstrap(1)) as c:
-                r = c.request(produce).responses[0].partition_responses[0]
-                return r.error_code == ErrorCode.not_leader_or_follower
+        def code_of(frame: bytes, corr: int) -> ErrorCode:
+            return decode_response(0, 9, frame, corr).responses[0].partition_responses[0].error_code
 
-        # the resumed broker learns it no longer leads and refuses writes (clients go to broker 2)
-        wait_until("broker 1 refuses f-0", refused, timeout=20)
-        s = zk.get_partition_states([("f", 0)])[("f", 0)]
-        assert s is not None and s.leader == 2 and s.leader_epoch == 1
+        proc = brokers.procs[1]
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            wait_until("2 leads f-0", lambda: (s := state()) and s.leader == 2, timeout=20)
+            early = WireClient(brokers.bootstrap(1))  # the kernel accepts it; broker 1 reads it on resuming
+            corr = early.send(produce)
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        with early:
+            answers = [code_of(early.read_frame(), corr)]
+        # one produce after the other, straight after the resume, until broker 1 has registered again and
+        # answered for a second after that (bounded: 20 s, 2,000 requests)
+        deadline, registered_at = time.monotonic() + 20, None
+        with WireClient(brokers.bootstrap(1)) as c:
+            for _ in range(2000):
+                now = time.monotonic()
+                if now > deadline or (registered_at is not None and now - registered_at > 1):
+                    break
+                corr = c.send(produce)
+                answers.append(code_of(c.read_frame(), corr))
+                if registered_at is None and 1 in zk.get_broker_ids():
+                    registered_at = now
+                time.sleep(0.005)
+        assert registered_at is not None, "broker 1 did not register again within 20 s"
+        accepted = sum(1 for a in answers if a == ErrorCode.none)
+        assert accepted == 0, f"the deposed leader acknowledged {accepted} of {len(answers)} writes"
+        assert set(answers) == {ErrorCode.not_leader_or_follower}, set(answers)
+        s = state()  # broker 2 still leads (its epoch may have grown since: ISR changes of the controller)
+        assert s is not None and s.leader == 2 and s.leader_epoch >= 1
     finally:
         zk.close()

@@ -17,7 +17,15 @@ Rules:
   block, and while ZooKeeper is unreachable they wait for it (kazoo holds a request until it reconnects):
   the broker runs them in this writer's admin thread (`run_admin`), never on its event loop;
 - the cluster id is /cluster/id (the first broker's proposal wins); a data directory that belongs to
-  another cluster refuses to start.
+  another cluster refuses to start;
+- a broker whose process was paused (SIGSTOP, a stalled VM) for half its session timeout or more may
+  have lost its session, and with it the partitions it led, without knowing yet: until it has read the
+  state of those partitions from ZooKeeper again and published the image, `leadership_confirmed()` is
+  False and the ReplicaManager appends nothing as leader (NOT_LEADER_OR_FOLLOWER, retriable). The pause
+  is seen by a thread that ticks every 100 ms, and by the append itself when that thread has not run
+  since the resume; a ZooKeeper outage alone pauses nothing and refuses nothing. Kafka's ZooKeeper-mode
+  broker acts on its old leadership until the controller's LeaderAndIsr reaches it, so a resumed leader
+  acknowledges acks=1 writes that its truncation to the new leader then drops.
 """
 
 from __future__ import annotations
@@ -131,6 +139,15 @@ class ZkMetadata:
         self._dirty_topics: set[str] = set()
         self._dirty = False
         self._scheduled = False
+        # pauses of this process (see the rules): the watcher thread's last tick, the pauses seen, the
+        # last one whose leaderships were read again (its image published), the one being read
+        self._pause_s = settings.session_timeout_ms / 2000
+        self._last_tick = time.monotonic()
+        self._pauses = 0
+        self._confirmed_pause = 0
+        self._confirming = 0
+        self._closing = threading.Event()
+        self._pause_watcher: threading.Thread | None = None
 
     # -- MetadataPublisher ----------------------------------------------------------------------------------
     @property
@@ -174,7 +191,60 @@ class ZkMetadata:
         self.zk.watch_topics(self._on_event)
         self.zk.watch_config_changes(self._on_event)
         self.zk.watch_partition_states(tps, self._on_event)
+        self._last_tick = time.monotonic()
+        self._pause_watcher = threading.Thread(target=self._watch_pauses, name="zk-pause-watch", daemon=True)
+        self._pause_watcher.start()
         return self._image
+
+    # -- pauses -----------------------------------------------------------------------------------------------
+    def leadership_confirmed(self) -> bool:
+        """False while this process may hold a leadership ZooKeeper has moved: since a pause of half the
+        session timeout or more (seen here first when the watcher thread has not run since the resume)
+        until the partitions led here were read again and that image was published."""
+        return self._confirmed_pause == self._pauses and time.monotonic() - self._last_tick < self._pause_s
+
+    def _watch_pauses(self) -> None:
+        """Tick every 100 ms until close(); a tick late by half the session timeout is a pause: the states
+        of the partitions led here are read again (retried every tick until ZooKeeper answers)."""
+        tick = min(0.1, self._pause_s / 4)
+        while not self._closing.wait(tick):
+            now = time.monotonic()
+            if now - self._last_tick >= self._pause_s:
+                self._pauses += 1  # before the tick below: leadership_confirmed() stays False throughout
+                log.warning(
+                    "this process was paused for %.1f s (zookeeper.session.timeout.ms=%d): it leads nothing "
+                    "until ZooKeeper confirms its leaderships",
+                    now - self._last_tick,
+                    self.settings.session_timeout_ms,
+                )
+            self._last_tick = now
+            if self._confirmed_pause != self._pauses and self._confirming != self._pauses:
+                self._confirm_leaderships(self._pauses)
+
+    def _confirm_leaderships(self, pause: int) -> None:
+        with self._lock:
+            led = [tp for tp, s in self._states.items() if s.leader == self.node_id]
+        try:
+            fresh = self.zk.get_partition_states(led)  # on this session, or the new one after an expiry
+        except Exception as e:  # noqa: BLE001 - not answered yet (reconnecting): the next tick asks again
+            log.debug("confirming %d leadership(s) after a pause: %s", len(led), e)
+            return
+        with self._lock:
+            for tp, state in fresh.items():
+                held = self._states.get(tp)
+                if tp[0] not in self._assignments:
+                    continue
+                if state is None:
+                    self._states.pop(tp, None)
+                elif held is None or (state.leader_epoch, state.zk_version) > (
+                    held.leader_epoch,
+                    held.zk_version,
+                ):
+                    self._states[tp] = state
+                self._dirty_topics.add(tp[0])
+            self._confirming = pause
+            self._dirty = True  # published even when nothing changed: the publication confirms
+        self._schedule()
 
     def set_cluster_id(self, cluster_id: str) -> None:
         if self._image.cluster_id and cluster_id != self._image.cluster_id:
@@ -240,6 +310,7 @@ class ZkMetadata:
     def close(self) -> None:
         """Leave the cluster: stop the controller role, end the session (an admin call still waiting for
         ZooKeeper then fails)."""
+        self._closing.set()
         self._admin_thread.shutdown(wait=False, cancel_futures=True)
         try:
             self.controller.stop()
@@ -366,6 +437,7 @@ class ZkMetadata:
                 return
             self._dirty = False
             dirty, self._dirty_topics = self._dirty_topics, set()
+            confirming = self._confirming
             topics = dict(self._image.topics)
             for name in dirty:
                 a = self._assignments.get(name)
@@ -385,6 +457,10 @@ class ZkMetadata:
                 listener(old, new)
             except Exception:
                 log.exception("a metadata subscriber failed on image %d", new.version)
+        if confirming > self._confirmed_pause:  # the ReplicaManager has applied the states read again
+            self._confirmed_pause = confirming
+            if confirming == self._pauses:
+                log.info("leaderships confirmed by ZooKeeper after the pause")
 
 
 def _registration(info: BrokerInfo) -> BrokerRegistration:

@@ -14,7 +14,9 @@ Rules:
   UNKNOWN_LEADER_EPOCH for a stale or future current leader epoch, NOT_LEADER_OR_FOLLOWER when the request
   needs the leader) — in Kafka's order (`getPartitionOrException`, `localLogWithEpochOrThrow`);
 - `append_records` appends as leader (internal topics only when allowed: the coordinators) and wakes the
-  fetchers of the partition; an I/O error becomes KAFKA_STORAGE_ERROR (logged) and the broker lives on;
+  fetchers of the partition; an I/O error becomes KAFKA_STORAGE_ERROR (logged) and the broker lives on; in
+  a cluster, nothing (records nor transaction markers) is appended while `leadership_confirmed()` says a
+  pause of the process may have cost this broker its leaderships (NOT_LEADER_OR_FOLLOWER);
 - acks=-1 completes through the purgatory: `wait_committed` answers at once when the high watermark
   already passed the batch (always, with one replica: it moves on the append, after the fsync in
   flush-before-ack mode), else waits on `produce_key(t, p)`, completed whenever the partition's high
@@ -94,6 +96,9 @@ class ReplicaManager:
         self._delayed_produces = 0  # acks=-1 requests waiting in wait_committed (appends skip the wake-up
         # of produce keys while there are none)
         self.isr_writer: IsrWriter | None = None  # set in a cluster (the Broker); None: the ISR never changes
+        # set in a cluster (ZkMetadata.leadership_confirmed): False after a pause of the process that may
+        # have cost this broker its leaderships, until ZooKeeper confirmed them; appends wait for it
+        self.leadership_confirmed: Callable[[], bool] | None = None
         self.replica_lag_time_max_ms = 30_000
         self._isr_in_flight: dict[TopicPartition, asyncio.Task[None]] = {}
 
@@ -248,6 +253,17 @@ class ReplicaManager:
         return self.partitions.get((topic, partition))
 
     # -- appends -------------------------------------------------------------------------------------
+    def _leader_for_append(self, topic: str, partition: int) -> Partition:
+        part = self.get_partition(topic, partition)
+        confirmed = self.leadership_confirmed
+        if confirmed is not None and not confirmed():
+            # a resumed broker must not acknowledge a write at a leadership ZooKeeper may have moved while
+            # it was paused (the new leader's log would drop it): the client retries, as after a move
+            raise KafkaError(ErrorCode.not_leader_or_follower,
+                             f"broker {self.broker_id} was paused: it leads {topic}-{partition} again once "
+                             "ZooKeeper has confirmed it")
+        return part
+
     def append_records(
         self,
         topic: str,
@@ -260,7 +276,7 @@ class ReplicaManager:
         """Append as leader; returns the partition and what the log did. Raises KafkaError."""
         if not internal_topics_allowed and topic in INTERNAL_TOPICS:
             raise KafkaError(ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic}")
-        part = self.get_partition(topic, partition)
+        part = self._leader_for_append(topic, partition)
         codec = part.codec
         if codec is not None:
             from kaflite.protocol.record_batch import recompress_batches
@@ -280,7 +296,7 @@ class ReplicaManager:
                           coordinator_epoch: int) -> tuple[Partition, AppendResult]:
         """WriteTxnMarkers on the leader (internal topics included: `__consumer_offsets` takes markers for
         transactional offset commits); wakes the partition's fetchers, whose last stable offset moved."""
-        part = self.get_partition(topic, partition)
+        part = self._leader_for_append(topic, partition)
         try:
             result = part.append_txn_marker_to_leader(producer_id, producer_epoch, commit, coordinator_epoch,
                                                       self.now_ms())
