@@ -6,10 +6,12 @@ clients see it."""
 from __future__ import annotations
 
 import datetime
+import random
 import time
 import uuid
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -444,3 +446,49 @@ def test_frozen_leader_resumes_as_follower(brokers: BrokerProcesses, zk_connect:
         assert s is not None and s.leader == 2 and s.leader_epoch >= 1
     finally:
         zk.close()
+
+class _Draws(random.Random):
+    """A Random whose randrange answers the given draws in turn: the placement's start index, then its
+    replica shift (the broker draws both unseeded, so the test tries every pair)."""
+
+    def __init__(self, *draws: int) -> None:
+        super().__init__(0)
+        self.draws = list(draws)
+
+    def randrange(self, *args: Any, **kwargs: Any) -> int:  # type: ignore[override]
+        return self.draws.pop(0)
+
+
+@pytest.mark.parametrize("racks", [None, {1: "a", 2: "a", 3: "b"}], ids=["no-racks", "racks-a-a-b"])
+def test_create_topics_places_as_kafka(
+    brokers: BrokerProcesses, zk: KafkaZkClient, racks: dict[int, str] | None
+) -> None:
+    """CreateTopics on broker processes places replicas with Kafka's algorithm (rack-unaware without
+    broker.rack, rack-aware with it): the assignment in /brokers/topics/<t> is what
+    kaflite.cluster.placement gives for one of the n x n (start index, replica shift) draws."""
+    from kaflite.cluster.placement import assign_replicas_round_robin, assign_replicas_to_brokers
+
+    ids = (1, 2, 3)
+    for b in ids:
+        brokers.start(b, *([f"broker.rack={racks[b]}"] if racks else []))
+    wait_until("brokers registered", lambda: zk.get_broker_ids() == list(ids))
+    rack_of: dict[int, str | None] = {b: racks[b] if racks else None for b in ids}
+
+    def kafka_placements(n: int, rf: int) -> list[dict[int, list[int]]]:
+        return [assign_replicas_to_brokers(n, rf, rack_of, rng=_Draws(start, shift))
+                for start in range(len(ids)) for shift in range(len(ids))]  # fmt: skip
+
+    # the check tells Kafka's structure from "every partition on rf brokers": the textbook round robin
+    # puts 12 partitions on the same brokers, and it is not one of Kafka's placements here
+    assert assign_replicas_round_robin(12, 3, ids) not in kafka_placements(12, 3)
+    admin = AdminClient({"bootstrap.servers": brokers.bootstrap(2)})
+    topics = {"p12r3": (12, 3), "p12r2": (12, 2), "p7r1": (7, 1)}
+    for f in admin.create_topics([NewTopic(t, n, rf) for t, (n, rf) in topics.items()]).values():
+        f.result(30)
+    for t, (n, rf) in topics.items():
+        got = zk.get_topic_assignment(t)
+        assert got is not None
+        placed = {p: list(r) for p, r in got[0].partitions.items()}
+        assert placed in kafka_placements(n, rf), f"{t}: {placed}"
+        if racks:  # rack-aware: every partition spans as many racks as it can
+            assert all(len({racks[b] for b in r}) == min(rf, 2) for r in placed.values()), placed
