@@ -42,6 +42,14 @@ def _errors_v3(resp: Any) -> dict[tuple[str, int], ErrorCode]:
             for p in t.results_by_partition}
 
 
+def _init_producer(c: WireClient, tid: str) -> tuple[int, int]:
+    """InitProducerId for a new transactional id: its (producer id, epoch)."""
+    init = c.request(InitProducerIdRequest(transactional_id=tid, transaction_timeout=datetime.timedelta(seconds=60),
+                                           producer_id=i64(-1), producer_epoch=i16(-1)))
+    assert init.error_code == E.none
+    return int(init.producer_id), int(init.producer_epoch)
+
+
 def _fetch_stable(c: WireClient, group: str, topic: str) -> Any:
     r = c.request(OffsetFetchRequest(group_id=group, topics=(OffsetFetchRequestTopic(
         name=topic, partition_indexes=(i32(0),)),), require_stable=True))
@@ -53,10 +61,7 @@ def test_transaction_apis_on_the_wire(broker: Any, topic_factory: Callable[[int]
     tid = f"wire-{uuid.uuid4().hex[:6]}"
     group = f"g-{uuid.uuid4().hex[:6]}"
     with WireClient(broker.bootstrap) as c:
-        init = c.request(InitProducerIdRequest(transactional_id=tid, transaction_timeout=datetime.timedelta(seconds=60),
-                                               producer_id=i64(-1), producer_epoch=i16(-1)))
-        assert init.error_code == E.none
-        pid, epoch = int(init.producer_id), int(init.producer_epoch)
+        pid, epoch = _init_producer(c, tid)
 
         def verify(partition: int) -> ErrorCode:
             r = c.request(AddV4(transactions=(AddPartitionsToTxnTransaction(
@@ -138,10 +143,7 @@ def test_txn_offset_commit_answers_unknown_topics_and_partitions(broker: Any,
     tid = f"unknown-{uuid.uuid4().hex[:6]}"
     group = f"g-{uuid.uuid4().hex[:6]}"
     with WireClient(broker.bootstrap) as c:
-        init = c.request(InitProducerIdRequest(transactional_id=tid, transaction_timeout=datetime.timedelta(seconds=60),
-                                               producer_id=i64(-1), producer_epoch=i16(-1)))
-        assert init.error_code == E.none
-        pid, epoch = int(init.producer_id), int(init.producer_epoch)
+        pid, epoch = _init_producer(c, tid)
         assert c.request(AddOffsetsToTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=i16(epoch),
                                                 group_id=group)).error_code == E.none
 
