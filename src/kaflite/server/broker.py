@@ -161,7 +161,7 @@ class Broker:
 
         rm = self.replica_manager
         rm.replica_lag_time_max_ms = int(self.setting("replica.lag.time.max.ms"))
-        rm.isr_writer = ZkIsrWriter(writer.zk, self.node_id)
+        rm.isr_writer = ZkIsrWriter(writer.zk, self.node_id, writer.zk_writes)
         rm.leadership_confirmed = writer.leadership_confirmed
         config = FetcherConfig(
             num_fetchers=int(self.setting("num.replica.fetchers")),

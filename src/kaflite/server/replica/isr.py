@@ -10,13 +10,16 @@ Rules:
   overwrite each other silently;
 - after a successful write, /isr_change_notification/isr_change_<seq> names the partition (Kafka's
   notification to the controller);
-- ZooKeeper calls are blocking (kazoo): they run in a worker thread, never on the event loop.
+- ZooKeeper calls are blocking (kazoo), and while ZooKeeper is unreachable they wait for it: they run in
+  the executor given (the broker's bounded ZooKeeper write pool, `ZkMetadata.zk_writes`), never on the event
+  loop nor in asyncio's default executor, whose threads an outage would otherwise all hold.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import Executor
 from dataclasses import replace
 
 from kaflite.cluster.zk import KafkaZkClient
@@ -29,13 +32,15 @@ log = logging.getLogger("kaflite.replica")
 
 
 class ZkIsrWriter:
-    def __init__(self, zk: KafkaZkClient, broker_id: int) -> None:
+    def __init__(self, zk: KafkaZkClient, broker_id: int, executor: Executor) -> None:
         self.zk = zk
         self.broker_id = broker_id
+        self.executor = executor
 
     async def __call__(self, topic: str, partition: int, state: PartitionState,
                        isr: tuple[int, ...]) -> PartitionState | None:
-        return await asyncio.to_thread(self.write, topic, partition, state, isr)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, self.write, topic, partition, state, isr)
 
     def write(self, topic: str, partition: int, state: PartitionState, isr: tuple[int, ...]) -> PartitionState | None:
         tp = (topic, partition)
