@@ -7,20 +7,26 @@ than a hung test."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 
 from kaflite.cluster.zk_metadata import ZK_WRITE_THREADS, ZkMetadata
-from kaflite.cluster.zkdata import LeaderAndIsr
+from kaflite.cluster.zkdata import LeaderAndIsr, ProducerIdsBlock
+from kaflite.protocol.errors import ErrorCode
+from kaflite.protocol.messages import RequestHeader
 from kaflite.server.broker import Broker
 from kaflite.server.config import BrokerConfig
+from kaflite.server.context import RequestContext
+from kaflite.server.handlers.init_producer_id import handle_init_producer_id
 from kaflite.server.replica import PartitionState
 
 BLOCKED_S = 3.0  # how long a blocked ZooKeeper call waits at most for the test to release it
@@ -57,6 +63,16 @@ class BlockedZk:
         with self.lock:
             self.done.extend(f"{t}-{p}" for t, p in tps)
 
+    # producer id blocks: the first (claimed at start) at once, the next ones once released
+    def allocate_producer_ids(self, broker_id: int) -> ProducerIdsBlock:
+        claims = len(self.entered("allocate_producer_ids"))
+        if claims == 0:
+            with self.lock:
+                self.calls.append(("allocate_producer_ids", threading.current_thread().name))
+        else:
+            self._block("allocate_producer_ids")
+        return ProducerIdsBlock(broker_id, 1000 * claims)
+
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
@@ -89,6 +105,63 @@ async def wait_for(what: str, cond: Any, timeout: float = 2.0) -> None:
     while not cond():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.01)
+
+
+async def timer_lateness(during: Awaitable[Any], every_s: float = 0.02) -> tuple[Any, float]:
+    """`during`'s result and how late, at worst, a timer ticking every `every_s` fired meanwhile."""
+    worst = 0.0
+    done = False
+
+    async def tick() -> None:
+        nonlocal worst
+        while not done:
+            t0 = time.monotonic()
+            await asyncio.sleep(every_s)
+            worst = max(worst, time.monotonic() - t0 - every_s)
+
+    ticker = asyncio.ensure_future(tick())
+    await asyncio.sleep(0)  # the ticker is waiting on its first timer
+    try:
+        result = await during
+    finally:
+        done = True
+    await ticker
+    return result, worst
+
+
+def test_init_producer_id_never_waits_for_zookeeper(broker: Broker) -> None:
+    """A broker claims its next block of producer ids ahead, in its ZooKeeper write threads; when its block
+    is used up while that claim waits for ZooKeeper, InitProducerId answers COORDINATOR_LOAD_IN_PROGRESS at
+    once (clients retry) and the event loop goes on, instead of waiting for ZooKeeper on the loop."""
+    zk = zk_of(broker)
+    broker.producer_ids.claim_first_block()  # at start, ZooKeeper answering: ids 0-999
+    request = InitProducerIdRequest(transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60),
+                                    producer_id=-1, producer_epoch=-1)
+
+    async def run() -> None:
+        ctx = RequestContext(broker, RequestHeader(22, 4, 1, "test"))
+
+        async def init_producer_ids(n: int) -> list[tuple[int, int]]:
+            out = []
+            for _ in range(n):
+                r = await handle_init_producer_id(ctx, request)
+                out.append((int(r.error_code), int(r.producer_id)))
+            return out
+
+        answers, late = await timer_lateness(init_producer_ids(1000))
+        assert answers == [(0, pid) for pid in range(1000)]
+        # the claim of the next block started at the 901st id, in a ZooKeeper write thread, and waits
+        await wait_for("the next block's claim", lambda: len(zk.entered("allocate_producer_ids")) == 2)
+        assert zk.entered("allocate_producer_ids")[1].startswith("zk-write-1")
+        answers, late = await timer_lateness(init_producer_ids(3))
+        assert answers == [(ErrorCode.coordinator_load_in_progress.value, -1)] * 3
+        assert late < 0.5, f"a timer fired {late:.2f} s late: the loop waited for ZooKeeper"
+        assert len(zk.entered("allocate_producer_ids")) == 2  # one claim in flight, not one per request
+        zk.release.set()  # ZooKeeper answers: the block claimed ahead is handed out
+        await wait_for("the next block", lambda: broker.producer_ids._ready is not None)  # noqa: SLF001
+        assert await init_producer_ids(2) == [(0, 1000), (0, 1001)]
+
+    asyncio.run(run())
 
 
 def test_isr_writes_wait_for_zookeeper_in_their_own_bounded_pool(broker: Broker) -> None:

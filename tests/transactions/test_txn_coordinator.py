@@ -14,7 +14,7 @@ from kaflite.coordinator.transaction.txn_log import (
     encode_key,
     encode_value,
 )
-from kaflite.protocol.errors import ErrorCode
+from kaflite.protocol.errors import ErrorCode, KafkaError
 
 E = ErrorCode
 S = TxnState
@@ -131,6 +131,31 @@ def test_epoch_exhaustion_gives_a_new_producer_id() -> None:
     s.txns["t"].producer_epoch = 32766
     a = s.init_producer_id("t", 60000, 1).response()
     assert (a.producer_id, a.producer_epoch) == (1001, 0)
+
+
+def test_no_producer_id_at_hand_is_answered_and_nothing_written() -> None:
+    """A cluster broker whose block of producer ids is used up while it claims the next one raises
+    COORDINATOR_LOAD_IN_PROGRESS from next_producer_id: InitProducerId answers it (the client retries) and
+    writes nothing, for a new transactional id and for an exhausted epoch alike."""
+    ids: list[int] = [1000]
+
+    def next_id() -> int:
+        if not ids:
+            raise KafkaError(E.coordinator_load_in_progress, "the next block is being claimed")
+        return ids.pop()
+
+    s = TransactionCoordinatorShard(TxnConfig(), next_id)
+    out = s.init_producer_id("t", 60000, 0)
+    assert out.response().error is E.none and len(out.records) == 1
+    out = s.init_producer_id("new", 60000, 1)
+    assert out.response().error is E.coordinator_load_in_progress and out.records == [] and "new" not in s.txns
+    s.txns["t"].producer_epoch = 32766
+    out = s.init_producer_id("t", 60000, 2)
+    assert out.response().error is E.coordinator_load_in_progress and out.records == []
+    assert (s.txns["t"].producer_id, s.txns["t"].producer_epoch) == (1000, 32766)
+    ids.append(2000)  # the block arrived: the client's retry gets its id
+    a = s.init_producer_id("new", 60000, 3).response()
+    assert (a.error, a.producer_id, a.producer_epoch) == (E.none, 2000, 0)
 
 
 def test_timeout_abort_and_expiration_with_a_manual_clock() -> None:

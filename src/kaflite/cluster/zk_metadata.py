@@ -16,10 +16,10 @@ Rules:
   watches bring it back (with its leaders once the controller wrote them), as in Kafka. Its ZooKeeper calls
   block, and while ZooKeeper is unreachable they wait for it (kazoo holds a request until it reconnects):
   the broker runs them in this writer's admin thread (`run_admin`), never on its event loop;
-- the broker's own ZooKeeper writes (its leaders' ISR changes) run in this writer's pool of
-  `ZK_WRITE_THREADS` threads (`zk_writes`), never on the event loop nor in asyncio's default executor: a
-  ZooKeeper outage holds at most these threads, not the pool that group loads and other worker-thread
-  reads share;
+- the broker's own ZooKeeper writes (its leaders' ISR changes, its producer id blocks) run in this
+  writer's pool of `ZK_WRITE_THREADS` threads (`zk_writes`), never on the event loop nor in asyncio's
+  default executor: a ZooKeeper outage holds at most these threads, not the pool that group loads and
+  other worker-thread reads share;
 - the cluster id is /cluster/id (the first broker's proposal wins); a data directory that belongs to
   another cluster refuses to start;
 - a broker whose process was paused (SIGSTOP, a stalled VM) for half its session timeout or more may
@@ -78,8 +78,8 @@ Listener = Callable[[MetadataImage, MetadataImage], None]
 TopicPartition = tuple[str, int]
 T = TypeVar("T")
 
-# threads of a broker's own ZooKeeper writes (ISR compare-and-sets): each write is a few round trips, kazoo
-# pipelines the threads' requests on its one connection, and an outage holds them all
+# threads of a broker's own ZooKeeper writes (ISR compare-and-sets, producer id block claims): each write is
+# a few round trips, kazoo pipelines the threads' requests on its one connection, and an outage holds them all
 ZK_WRITE_THREADS = 4
 
 
@@ -132,9 +132,9 @@ class ZkMetadata:
         # they stopped the whole broker (every client, every replica fetcher) until ZooKeeper came back;
         # Kafka's request handler threads wait the same way, one request each, while the others serve on
         self._admin_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"zk-admin-{node_id}")
-        # This broker's own ZooKeeper writes (its leaders' ISR changes), bounded: while ZooKeeper is
-        # unreachable each waits for it, and in asyncio's default executor enough of them took every worker
-        # thread that the group coordinator's loads and the storage housekeeping also use
+        # This broker's own ZooKeeper writes (its leaders' ISR changes, producer id blocks), bounded: while
+        # ZooKeeper is unreachable each waits for it, and in asyncio's default executor enough of them took
+        # every worker thread that the group coordinator's loads and the storage housekeeping also use
         self.zk_writes = ThreadPoolExecutor(max_workers=ZK_WRITE_THREADS, thread_name_prefix=f"zk-write-{node_id}")
         self._image = MetadataImage(version=0)
         self._listeners: list[Listener] = []

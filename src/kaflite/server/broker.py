@@ -90,7 +90,9 @@ class Broker:
         self.producer_ids: ProducerIdManager | ZkProducerIdManager
         if isinstance(self.metadata_writer, ZkMetadata):
             writer = self.metadata_writer
-            self.producer_ids = ZkProducerIdManager(lambda: writer.zk.allocate_producer_ids(self.node_id))
+            # the next block is claimed ahead in the ZooKeeper write threads, never on the event loop
+            self.producer_ids = ZkProducerIdManager(lambda: writer.zk.allocate_producer_ids(self.node_id),
+                                                    writer.zk_writes)
         else:
             self.producer_ids = ProducerIdManager()
         # Extension slot for other subsystems (e.g. the group coordinator) to hang their state on.
@@ -148,8 +150,8 @@ class Broker:
         self._register()
         if isinstance(self.metadata_writer, ZkMetadata):  # once registered (a refused id starts nothing)
             self._start_replication(self.metadata_writer)
-            # Kafka's ZooKeeper-mode order: the first producer id block at start, not at the first
-            # InitProducerId, whose claim (on the event loop) would stop this broker while ZooKeeper is down
+            # Kafka's ZooKeeper-mode order: the first producer id block at start (the next ones are claimed
+            # ahead, off the event loop), so InitProducerId has ids at hand while ZooKeeper is down
             assert isinstance(self.producer_ids, ZkProducerIdManager)
             self.producer_ids.claim_first_block()
 

@@ -14,7 +14,9 @@ Rules (Kafka 3.x's TransactionCoordinator):
   Ongoing is fenced (PrepareEpochFence: epoch + 1, then PrepareAbort with that epoch, ABORT markers) and
   answered CONCURRENT_TRANSACTIONS, so the client retries once the abort completed; Prepare* is
   CONCURRENT_TRANSACTIONS; an expected producer id / epoch (KIP-360) that is not the current one (or the
-  one before a fencing bump) is PRODUCER_FENCED;
+  one before a fencing bump) is PRODUCER_FENCED; a new producer id that cannot be had now (a KafkaError
+  from `next_producer_id`: COORDINATOR_LOAD_IN_PROGRESS while a cluster broker claims its next block) is
+  that error, with nothing written, as Kafka answers a failed generateProducerId;
 - AddPartitionsToTxn / AddOffsetsToTxn (the group's `__consumer_offsets` partition): unknown id or other
   producer id INVALID_PRODUCER_ID_MAPPING, other epoch PRODUCER_FENCED, Prepare* CONCURRENT_TRANSACTIONS;
   partitions already in the Ongoing transaction write nothing; else Ongoing with the union (the start time
@@ -37,7 +39,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaflite.protocol.errors import ErrorCode
+from kaflite.protocol.errors import ErrorCode, KafkaError
 
 from .state import TxnMetadata, TxnState, can_transition
 from .txn_log import TxnLogValue, decode_key, decode_value, encode_key, encode_value
@@ -190,7 +192,11 @@ class TransactionCoordinatorShard:
             return self._answer(InitPidAnswer(ErrorCode.invalid_transaction_timeout))
         meta = self.txns.get(tid)
         if meta is None or meta.state is S.DEAD:
-            meta = TxnMetadata(tid, self.next_producer_id(), -1, timeout_ms, S.EMPTY)
+            try:
+                pid = self.next_producer_id()
+            except KafkaError as e:  # no id at hand (a cluster broker waiting for its next block): retriable
+                return self._answer(InitPidAnswer(e.code))
+            meta = TxnMetadata(tid, pid, -1, timeout_ms, S.EMPTY)
             self._write(meta, S.EMPTY, now, epoch=0, timeout_ms=timeout_ms, partitions=(), start_ms=-1)
             new = self.txns[tid]
             return self._answer(InitPidAnswer(ErrorCode.none, new.producer_id, new.producer_epoch))
@@ -203,8 +209,12 @@ class TransactionCoordinatorShard:
             job = self._fence_and_abort(meta, now)
             return self._answer(InitPidAnswer(ErrorCode.concurrent_transactions, markers=job))
         if meta.epoch_exhausted:
-            self._write(meta, S.EMPTY, now, producer_id=self.next_producer_id(), epoch=0, timeout_ms=timeout_ms,
-                        partitions=(), start_ms=-1)
+            try:
+                pid = self.next_producer_id()
+            except KafkaError as e:
+                return self._answer(InitPidAnswer(e.code))
+            self._write(meta, S.EMPTY, now, producer_id=pid, epoch=0, timeout_ms=timeout_ms, partitions=(),
+                        start_ms=-1)
         else:
             self._write(meta, S.EMPTY, now, epoch=meta.producer_epoch + 1, timeout_ms=timeout_ms, partitions=(),
                         start_ms=-1)

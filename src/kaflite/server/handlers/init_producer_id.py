@@ -3,6 +3,8 @@
 Rules: a non-transactional producer gets a fresh producer id with epoch 0 (also when it asks to bump its
 epoch, v3+, which Kafka allows to answer with a new id); a transactional id goes to the transaction
 coordinator (handlers/transactions.py: a stable producer id per transactional id, epoch bumps, fencing).
+A cluster broker that has handed out its block of ids and not claimed the next one yet (ZooKeeper
+unreachable) answers COORDINATOR_LOAD_IN_PROGRESS, which clients retry (cluster/producer_ids.py).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from kaflite.protocol.errors import ErrorCode
+from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 
@@ -24,11 +26,16 @@ async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
         from kaflite.server.handlers.transactions import init_transactional_producer_id
 
         return await init_transactional_producer_id(ctx, request)
+    try:
+        producer_id = ctx.broker.producer_ids.next_id()
+    except KafkaError as e:  # a cluster broker whose block is used up, the next one not claimed yet
+        return build(R.InitProducerIdResponse, throttle_time=_ZERO, error_code=e.code, producer_id=-1,
+                     producer_epoch=-1)
     return build(
         R.InitProducerIdResponse,
         throttle_time=_ZERO,
         error_code=ErrorCode.none,
-        producer_id=ctx.broker.producer_ids.next_id(),
+        producer_id=producer_id,
         producer_epoch=0,
     )
 
