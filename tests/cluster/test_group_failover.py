@@ -49,10 +49,10 @@ def test_internal_topics_wait_for_their_replication_factor(brokers: BrokerProces
             assert (got.error_code, got.node_id) == (ErrorCode.coordinator_not_available, -1)
         assert zk.get_topic_assignment("__consumer_offsets") is None
         assert zk.get_topic_assignment("__transaction_state") is None
-        log = brokers.log(1)
+        # the creations run in the broker's admin thread, after the answers: their refusals are logged then
+        wait_until("the refusals logged", lambda: "transaction.state.log.replication.factor=3" in brokers.log(1))
         assert ("cannot create internal topic __consumer_offsets yet: 1 broker(s) alive, "
-                "offsets.topic.replication.factor=3") in log
-        assert "transaction.state.log.replication.factor=3" in log
+                "offsets.topic.replication.factor=3") in brokers.log(1)
         for b in (2, 3):
             brokers.start(b, *RF3, *small)
         wait_until("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])

@@ -17,15 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.static.primitive import i8
 
 from kaflite.cluster.zk_metadata import ZK_WRITE_THREADS, ZkMetadata
 from kaflite.cluster.zkdata import LeaderAndIsr, ProducerIdsBlock
-from kaflite.protocol.errors import ErrorCode
+from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.messages import RequestHeader
 from kaflite.server.broker import Broker
 from kaflite.server.config import BrokerConfig
 from kaflite.server.context import RequestContext
+from kaflite.server.handlers.find_coordinator import handle_find_coordinator
 from kaflite.server.handlers.init_producer_id import handle_init_producer_id
 from kaflite.server.replica import PartitionState
 
@@ -201,5 +204,56 @@ def test_isr_writes_wait_for_zookeeper_in_their_own_bounded_pool(broker: Broker)
             for task in broker._tasks:  # noqa: SLF001 - the ISR expiration timer
                 task.cancel()
             default.shutdown(wait=False)
+
+    asyncio.run(run())
+
+
+def test_find_coordinator_creates_the_internal_topics_off_the_loop(broker: Broker, caplog: pytest.LogCaptureFixture
+                                                                   ) -> None:
+    """The first FindCoordinator of a new cluster asks for `__consumer_offsets` (`__transaction_state`): the
+    creation writes ZooKeeper, so it runs in the admin thread and the answer is COORDINATOR_NOT_AVAILABLE
+    at once, as Kafka answers while the topic is created; one creation at a time per topic, started again
+    by a later FindCoordinator once refused (fewer brokers alive than its replication factor)."""
+    zk = zk_of(broker)
+    writer = broker.metadata_writer
+    created: list[tuple[str, int, int | None, str]] = []
+
+    def create_topic(name: str, num_partitions: int, replication_factor: int | None, configs: Any,
+                     assignment: Any = None, *, validate_only: bool = False) -> Any:
+        zk._block("create_topic")  # noqa: SLF001 - the topic znodes' writes, waiting for ZooKeeper
+        created.append((name, num_partitions, replication_factor, threading.current_thread().name))
+        raise KafkaError(ErrorCode.invalid_replication_factor,
+                         f"Replication factor: {replication_factor} larger than available brokers: 1.")
+
+    writer.create_topic = create_topic  # type: ignore[method-assign]
+
+    async def run() -> None:
+        ctx = RequestContext(broker, RequestHeader(10, 4, 1, "test"))
+
+        async def find(key_type: int) -> int:
+            r = await handle_find_coordinator(ctx, FindCoordinatorRequest(key_type=i8(key_type),
+                                                                          coordinator_keys=("k",)))
+            return int(r.coordinators[0].error_code)
+
+        try:
+            code, late = await timer_lateness(find(0))
+            assert code == ErrorCode.coordinator_not_available.value
+            assert late < 0.5, f"a timer fired {late:.2f} s late: the loop waited for ZooKeeper"
+            await wait_for("the creation in the admin thread", lambda: zk.entered("create_topic"))
+            assert zk.entered("create_topic") == ["zk-admin-1_0"]
+            # asked again while ZooKeeper does not answer: at once, and no second creation of the topic
+            codes, late = await timer_lateness(asyncio.gather(find(0), find(1), find(0), find(1)))
+            assert codes == [ErrorCode.coordinator_not_available.value] * 4 and late < 0.5
+            zk.release.set()
+            await wait_for("both creations", lambda: len(created) == 2 and not broker._internal_creating)  # noqa: SLF001
+            assert [(n, rf) for n, _, rf, _ in created] == [("__consumer_offsets", 3), ("__transaction_state", 3)]
+            assert "cannot create internal topic __consumer_offsets yet: 0 broker(s) alive, " \
+                   "offsets.topic.replication.factor=3" in caplog.text
+            assert await find(0) == ErrorCode.coordinator_not_available.value  # refused: asked again
+            await wait_for("the creation asked again", lambda: len(created) == 3)
+            assert created[2][0] == "__consumer_offsets"
+        finally:
+            for task in [*broker._tasks, *broker._internal_creating.values()]:  # noqa: SLF001
+                task.cancel()
 
     asyncio.run(run())

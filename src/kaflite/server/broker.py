@@ -10,7 +10,8 @@ Rules:
 - a topic's configs are validated here (they need the broker's config) before the writer sees them;
 - all state is touched only from the event loop thread, except the storage housekeeping (flush, retention,
   compaction), which runs in a worker thread under each Log's lock, and a cluster's topic admin
-  (`admin_call`), which only reads and writes ZooKeeper, in the writer's admin thread.
+  (`admin_call`, the coordinators' internal topics included), which only reads and writes ZooKeeper, in the
+  writer's admin thread.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, TypeVar
 
 from kaflite.cluster.local_metadata import LocalMetadata
@@ -103,6 +105,8 @@ class Broker:
         self.metrics: BrokerMetrics | None = None
         # internal topics whose creation was refused, with the live broker count then (warned once per count)
         self._internal_refused: dict[str, int] = {}
+        # internal topics being created (in a cluster, in the admin thread), each one's task
+        self._internal_creating: dict[str, asyncio.Task[None]] = {}
 
     # -- config ------------------------------------------------------------------------------------
     def setting(self, key: str) -> Any:
@@ -238,9 +242,10 @@ class Broker:
         fetchers = self.extensions.pop("replica_fetchers", None)
         if fetchers is not None:
             await fetchers.stop()
-        for t in self._tasks:
+        tasks = [*self._tasks, *self._internal_creating.values()]
+        for t in tasks:
             t.cancel()
-        for t in self._tasks:
+        for t in tasks:
             try:
                 await t
             except (asyncio.CancelledError, Exception):
@@ -381,32 +386,47 @@ class Broker:
 
         Single node: created at once with one replica, whatever `replication_key` says (the one broker holds
         the only replica; Kafka would refuse until that many brokers are alive, so a 1-broker Kafka needs the
-        key set to 1). In a cluster: created with `replication_key` replicas and None returned until the topic
-        is in the image (the controller has placed it); while fewer brokers are alive than the replication
-        factor the creation is refused (Kafka's INVALID_REPLICATION_FACTOR), logged once per live count, and
-        retried by the next caller - the coordinator is not available meanwhile."""
+        key set to 1). In a cluster: None until the topic is in the image (the controller has placed it), and
+        its creation with `replication_key` replicas is started in the admin thread (`admin_call`: it writes
+        ZooKeeper, and while ZooKeeper is unreachable it waits for it, which on the event loop stopped the
+        whole broker), one at a time per topic; the coordinator is not available meanwhile. While fewer
+        brokers are alive than the replication factor the creation is refused (Kafka's
+        INVALID_REPLICATION_FACTOR), logged once per live count, and started again by the next caller."""
         existing = self.metadata.topics.get(name)
         if existing is not None:
             return existing
         if not self.in_cluster:
             return self.create_topic(name, num_partitions, configs, replication_factor=1)
-        rf = int(self.setting(replication_key))
+        if name not in self._internal_creating:
+            rf = int(self.setting(replication_key))
+            call = partial(self.create_topic, name, num_partitions, dict(configs), replication_factor=rf)
+            task = asyncio.ensure_future(self._create_internal_topic(name, call, replication_key, rf))
+            self._internal_creating[name] = task
+            task.add_done_callback(lambda _t: self._internal_creating.pop(name, None))
+        return None
+
+    async def _create_internal_topic(self, name: str, call: Callable[[], TopicImage], replication_key: str,
+                                     rf: int) -> None:
         try:
-            self.create_topic(name, num_partitions, configs, replication_factor=rf)
+            await self.admin_call(call)
         except KafkaError as e:
             if e.code is ErrorCode.topic_already_exists:  # another broker created it: the watch brings it
-                return None
+                return
             if e.code is not ErrorCode.invalid_replication_factor:
-                raise
+                log.warning("cannot create internal topic %s: %s; tried again at the next FindCoordinator",
+                            name, e.message or e.code.name)
+                return
             alive = len(self.metadata.brokers)
             if self._internal_refused.get(name) != alive:
                 self._internal_refused[name] = alive
                 log.warning("cannot create internal topic %s yet: %d broker(s) alive, %s=%d (%s); the "
                             "coordinator is not available until enough brokers are up (expected while a "
                             "cluster starts)", name, alive, replication_key, rf, e.message or e.code.name)
-            return None
+            return
+        except Exception:  # noqa: BLE001 - a task's failure must be seen; the next caller tries again
+            log.exception("creating internal topic %s failed", name)
+            return
         self._internal_refused.pop(name, None)
-        return None
 
     def delete_topic(self, name: str) -> TopicImage:
         # In a cluster the controller decides (Kafka's order): the writer records the request and every

@@ -5,9 +5,10 @@ Rules:
 - the coordinator of a key is the leader of the key's partition of the coordinator's internal topic
   (`__consumer_offsets` for groups, `__transaction_state` for transactional ids), as Kafka answers;
 - the internal topic is created on the first FindCoordinator that needs it (Kafka's auto-creation); while
-  it is not in the metadata image (a cluster: being placed, or refused because fewer brokers are alive
-  than offsets.topic.replication.factor / transaction.state.log.replication.factor) the answer is
-  COORDINATOR_NOT_AVAILABLE and the creation is asked again on the next request, as Kafka does;
+  it is not in the metadata image (a cluster: being created - in the broker's admin thread, as it writes
+  ZooKeeper, so the answer does not wait for it -, placed, or refused because fewer brokers are alive than
+  offsets.topic.replication.factor / transaction.state.log.replication.factor) the answer is
+  COORDINATOR_NOT_AVAILABLE and a refused creation is asked again on the next request, as Kafka does;
 - its endpoint is the one on the listener the request came in on; no leader yet, or none reachable on that
   listener, is COORDINATOR_NOT_AVAILABLE (clients retry);
 - v4+ answers a batch of keys, older versions one key.

@@ -224,8 +224,8 @@ class GroupService:
     def ensure_topic(self) -> Any:
         """`__consumer_offsets`, created first when missing (offsets.topic.num.partitions, compacted; its
         replication factor is offsets.topic.replication.factor in a cluster, 1 on a single node). None in a
-        cluster while it is not in the metadata image yet (just created, or refused while fewer brokers are
-        alive than its replication factor): FindCoordinator answers COORDINATOR_NOT_AVAILABLE and retries."""
+        cluster while it is not in the metadata image yet (being created off the event loop, just created, or
+        refused while fewer brokers are alive than its replication factor): FindCoordinator answers COORDINATOR_NOT_AVAILABLE and retries."""
         configs = {
             "cleanup.policy": "compact",
             "segment.bytes": str(int(self.broker.setting("offsets.topic.segment.bytes"))),

@@ -182,7 +182,8 @@ class TransactionService:
     def ensure_topic(self) -> Any:
         """`__transaction_state`, created first when missing (replication factor
         transaction.state.log.replication.factor in a cluster, 1 on a single node). None in a cluster while it
-        is not in the metadata image yet (just created, or refused while fewer brokers are alive)."""
+        is not in the metadata image yet (being created off the event loop, just created, or refused while
+        fewer brokers are alive)."""
         topic = self.broker.ensure_internal_topic(TRANSACTION_STATE_TOPIC, self.config.num_partitions,
                                                   self._configs, "transaction.state.log.replication.factor")
         if topic is not None:
