@@ -6,7 +6,8 @@ tests), while ZooKeeper is
 
 1. frozen (SIGSTOP) for half the brokers' session, then resumed;
 2. killed -9 for twice the brokers' session, then restarted on the same data directory and port, with
-   CreateTopics, a producer's auto-creation and a new idempotent producer arriving meanwhile;
+   CreateTopics, a producer's auto-creation, a new idempotent producer and the cluster's first
+   FindCoordinator for a transactional id (which creates `__transaction_state`) arriving meanwhile;
 3. killed -9 and, while it is down, a broker killed -9 too;
 4. cut off from the brokers (a TCP proxy between them and a ZooKeeper that keeps running) for longer than
    their session, so that ZooKeeper expires the sessions, then reachable again.
@@ -37,12 +38,16 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+from kio.static.primitive import i8
 
 from cluster.conftest import BrokerProcesses
 from cluster.test_replication_faults import PARTITIONS, TOPIC, Run, Workload, _check, _read_back
 from helpers import wait_until
 from kaflite.cluster.zk import KafkaZkClient
 from kaflite.cluster.zkserver import ZooKeeperServer
+from kaflite.protocol.errors import ErrorCode
+from server.kwire import WireClient
 
 CHROOT = "/kaflite"
 BROKERS = (1, 2, 3)
@@ -299,7 +304,14 @@ def test_zookeeper_killed_past_the_session_and_restarted(
         w.pump(1.0)
         # What needs ZooKeeper waits for it, and nothing else: a CreateTopics (its client gives up after 3 s),
         # a producer's auto-creation of a topic; a new idempotent producer gets its producer id (from the
-        # block its broker claimed at start) and writes to an existing topic meanwhile.
+        # block its broker claimed at start) and writes to an existing topic meanwhile. The first
+        # FindCoordinator for a transactional id is answered COORDINATOR_NOT_AVAILABLE at once: the creation
+        # of __transaction_state waits in broker 1's admin thread.
+        t_find = time.monotonic()
+        with WireClient(cluster.bootstrap(1), timeout=2.0) as c:
+            found = c.request(FindCoordinatorRequest(key_type=i8(1), coordinator_keys=("txn",))).coordinators[0]
+        find_s = time.monotonic() - t_find
+        assert found.error_code == ErrorCode.coordinator_not_available
         during = admin.create_topics([NewTopic("during", 1, 3)], request_timeout=3)["during"]
         late_acked: list[float] = []
         late = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all", "enable.idempotence": True,
@@ -333,6 +345,8 @@ def test_zookeeper_killed_past_the_session_and_restarted(
         during_created = observer.get_topic_assignment("during") is not None
         if kept == BROKERS:
             assert during_created
+        if 1 in kept:  # its session kept: the creation it queued during the outage was carried out
+            assert w.pump(10, lambda: observer.get_topic_assignment("__transaction_state") is not None)
         auto.flush(30)
         assert len(auto_acked) == 1, "the auto-created topic's record was not acknowledged"
         created_s = _create_topic_with_leaders(cluster, observer, "after")
@@ -341,7 +355,8 @@ def test_zookeeper_killed_past_the_session_and_restarted(
         expired = [b for b in BROKERS if b not in kept]
         print(f"\nZooKeeper killed -9 for {t1 - t0:.1f} s (session 3 s): {acks} records acknowledged meanwhile, "
               f"longest wait for an acknowledgement {wait:.2f} s, {seen} read by the consumer; a producer started "
-              f"meanwhile: {late_in_outage} of 100 acknowledged during the outage; CreateTopics meanwhile: "
+              f"meanwhile: {late_in_outage} of 100 acknowledged during the outage; FindCoordinator for a "
+              f"transactional id answered in {find_s:.3f} s; CreateTopics meanwhile: "
               f"{timed_out.value}, the topic {'created' if during_created else 'not created'} after; ZooKeeper "
               f"answering again {t2 - t1:.1f} s after its restart began; sessions kept by brokers {list(kept)}, "
               f"expired (registered again) {expired}; controller {before['controller']} epoch "
