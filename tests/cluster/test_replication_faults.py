@@ -15,29 +15,15 @@ import os
 import random
 import signal
 import time
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster.conftest import BrokerProcesses
+from cluster.workload import PARTITIONS, TOPIC, Run, Workload, check_exactly_once, read_back
 from kaflite.cluster.zk import KafkaZkClient
 
-TOPIC = "faults"
-PARTITIONS = 3
 SETTINGS = ("replica.lag.time.max.ms=4000", "replica.fetch.backoff.ms=200")
-
-
-@dataclass
-class Run:
-    acked: dict[int, list[int]] = field(default_factory=lambda: {p: [] for p in range(PARTITIONS)})
-    failed: int = 0
-    seen: dict[tuple[int, int], bytes] = field(default_factory=dict)  # (partition, offset) -> value, live
-    sent: int = 0
-    cycles: list[str] = field(default_factory=list)
 
 
 def _isr_full(zk: KafkaZkClient) -> bool:
@@ -48,93 +34,6 @@ def _isr_full(zk: KafkaZkClient) -> bool:
 def _leaders(zk: KafkaZkClient) -> set[int]:
     states = zk.get_partition_states([(TOPIC, p) for p in range(PARTITIONS)])
     return {s.leader for s in states.values() if s is not None and s.leader > 0}
-
-
-class Workload:
-    """Producer (paced) and a live consumer, pumped from the test's thread."""
-
-    def __init__(self, brokers: BrokerProcesses, run: Run, rate: float = 300.0) -> None:
-        self.run = run
-        self.rate = rate
-        self.next_seq = {p: 0 for p in range(PARTITIONS)}
-        self.producer = Producer({"bootstrap.servers": brokers.bootstrap(), "acks": "all",
-                                  "enable.idempotence": True, "linger.ms": 5, "message.timeout.ms": 120000,
-                                  "retry.backoff.ms": 100})
-        self.consumer = Consumer({"bootstrap.servers": brokers.bootstrap(), "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                                  "topic.metadata.refresh.interval.ms": 1000})
-        self.consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-        self._t0 = time.monotonic()
-
-    def _delivered(self, err: KafkaError | None, msg: object) -> None:
-        if err is not None:
-            self.run.failed += 1
-            return
-        p, seq = msg.value().decode().split(":")  # type: ignore[attr-defined]
-        self.run.acked[int(p)].append(int(seq))
-
-    def pump(self, seconds: float, until: Callable[[], bool] | None = None) -> bool:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            due = int((time.monotonic() - self._t0) * self.rate)
-            while self.run.sent < due:
-                p = self.run.sent % PARTITIONS
-                seq = self.next_seq[p]
-                self.next_seq[p] += 1
-                try:
-                    self.producer.produce(TOPIC, value=f"{p}:{seq}".encode(), partition=p,
-                                          on_delivery=self._delivered)
-                except BufferError:
-                    self.next_seq[p] -= 1
-                    break
-                self.run.sent += 1
-            self.producer.poll(0)
-            m = self.consumer.poll(0.02)
-            if m is not None and m.error() is None:
-                self.run.seen[(m.partition(), m.offset())] = m.value()
-            if until is not None and until():
-                return True
-        return until is None
-
-    def close(self) -> None:
-        assert self.producer.flush(120) == 0, "records still unacknowledged after 120 s"
-        self.consumer.close()
-
-
-def _read_back(brokers: BrokerProcesses, expected: int) -> dict[int, list[tuple[int, bytes]]]:
-    consumer = Consumer({"bootstrap.servers": brokers.bootstrap(), "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    try:
-        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-        got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
-        deadline = time.monotonic() + 60
-        idle_since = time.monotonic()
-        while time.monotonic() < deadline:
-            m = consumer.poll(0.5)
-            if m is not None and m.error() is None:
-                got[m.partition()].append((m.offset(), m.value()))
-                idle_since = time.monotonic()
-            elif sum(map(len, got.values())) >= expected and time.monotonic() - idle_since > 2:
-                break
-        return got
-    finally:
-        consumer.close()
-
-
-def _check(run: Run, final: dict[int, list[tuple[int, bytes]]]) -> None:
-    for p in range(PARTITIONS):
-        seqs = [int(v.decode().split(":")[1]) for _o, v in final[p]]
-        assert all(v.decode().startswith(f"{p}:") for _o, v in final[p])
-        # exactly once and in order: strictly increasing sequence numbers (the producer's order)
-        dups = len(seqs) - len(set(seqs))
-        assert dups == 0, f"partition {p}: {dups} duplicate records"
-        assert seqs == sorted(seqs), f"partition {p}: records out of order"
-        missing = set(run.acked[p]) - set(seqs)
-        assert not missing, f"partition {p}: {len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
-        assert run.acked[p] == sorted(run.acked[p]), f"partition {p}: acknowledged out of order"
-    offsets = {(p, o): v for p in range(PARTITIONS) for o, v in final[p]}
-    vanished = {k: v for k, v in run.seen.items() if offsets.get(k) != v}
-    assert not vanished, f"a consumer saw records that are not finally there: {list(vanished.items())[:5]}"
 
 
 def _fault_run(brokers: BrokerProcesses, zk_connect: str, cycles: int, mode: str, seed: int,
@@ -177,8 +76,8 @@ def _fault_run(brokers: BrokerProcesses, zk_connect: str, cycles: int, mode: str
             w.pump(1.0)
         w.close()
         total = sum(map(len, run.acked.values()))
-        final = _read_back(brokers, total)
-        _check(run, final)
+        final = read_back(brokers, total)
+        check_exactly_once(run, final)
         print(f"\n{mode}: {cycles} cycles, {total} acknowledged, {run.failed} failed, {len(run.seen)} seen live, "
               f"{time.monotonic() - started:.1f} s; " + "; ".join(run.cycles))
         return run

@@ -42,7 +42,7 @@ from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.static.primitive import i8
 
 from cluster.conftest import BrokerProcesses
-from cluster.test_replication_faults import PARTITIONS, TOPIC, Run, Workload, _check, _read_back
+from cluster.workload import PARTITIONS, TOPIC, Run, Workload, check_exactly_once, read_back
 from helpers import wait_until
 from kaflite.cluster.zk import KafkaZkClient
 from kaflite.cluster.zkserver import ZooKeeperServer
@@ -187,7 +187,7 @@ def _finish(brokers: BrokerProcesses, w: TimedWorkload) -> int:
     """Every acknowledged record read back exactly once, in order; nothing seen live vanished."""
     w.close()
     total = sum(map(len, w.run.acked.values()))
-    _check(w.run, _read_back(brokers, total))
+    check_exactly_once(w.run, read_back(brokers, total))
     assert w.run.failed == 0, f"{w.run.failed} deliveries failed"
     return total
 
