@@ -15,7 +15,12 @@ from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import build_record_batch
 from kaflite.server.purgatory import Purgatory
 from kaflite.server.replica import Partition, PartitionState, ReplicaManager, TopicSettings
-from kaflite.server.replica.fetcher import FetcherConfig, ReplicaFetcher, ReplicaFetcherManager
+from kaflite.server.replica.fetcher import (
+    FetcherConfig,
+    ReplicaFetcher,
+    ReplicaFetcherManager,
+    truncation_target,
+)
 from kaflite.storage import LogManager
 from kaflite.storage.config import LogConfig
 from kaflite.storage.log import Log
@@ -152,9 +157,9 @@ def test_truncation_rule(tmp_path: Path, asked: int, leader_epoch: int, end: int
     log.update_high_watermark(3)
     part = Partition("t", 0, F1, log)
     part.apply_state(PartitionState(ME, 3, 0, (ME, F1), (ME, F1)))
-    manager = ReplicaFetcherManager(F1, None, FetcherConfig(), lambda: None)  # type: ignore[arg-type]
-    ReplicaFetcher(manager, ME, 0)._truncate_one(part, asked, leader_epoch, end)
-    assert log.log_end_offset == expected
+    target = truncation_target(log.leader_epoch_cache.entries, log.log_end_offset, log.high_watermark, asked,
+                               leader_epoch, end)
+    assert target.complete and target.offset == expected
 
 
 def test_a_reassignment_replica_set_is_adopted_at_the_same_epochs(tmp_path: Path) -> None:

@@ -3,8 +3,9 @@ flexible versions (request header v2, response header v1), one at a time, over t
 endpoint on the inter-broker listener.
 
 Rules:
-- a request waits at most `timeout_s` for its answer; a frame of a bad size or another correlation id is a
-  ConnectionError (the caller closes the connection and opens a new one);
+- a request waits at most `timeout_s` for its bytes to leave (drain) and as long for its answer; a frame
+  of a bad size or another correlation id is a ConnectionError (the caller closes the connection and
+  opens a new one);
 - the address of a broker is its endpoint on `inter.broker.listener.name` in the metadata image, else its
   first registered endpoint; a broker the image does not know is a ConnectionError.
 Used by the replica fetchers (Fetch, OffsetForLeaderEpoch) and the transaction coordinator's marker channel
@@ -65,7 +66,8 @@ class BrokerConnection:
         entity_writer(type(req))(buf, req)
         body = buf.getvalue()
         self.writer.write(struct.pack(">i", len(body)) + body)
-        await self.writer.drain()
+        # bounded too: a peer that stops reading (a paused broker) must not hold the sender forever
+        await asyncio.wait_for(self.writer.drain(), timeout_s)
         head = await asyncio.wait_for(self.reader.readexactly(4), timeout_s)
         (size,) = struct.unpack(">i", head)
         if not 4 <= size <= _MAX_FRAME:

@@ -8,27 +8,39 @@ Rules:
   a partition whose leader or leader epoch changed leaves its fetcher and joins the new leader's, marked
   for truncation; a partition this broker now leads, or no longer hosts, leaves its fetcher; a fetcher
   without partitions stops;
-- before it fetches a partition marked for truncation, the fetcher asks the leader with OffsetForLeaderEpoch
-  (replica_id = this broker) where this replica's latest epoch ended there, and truncates the local log to
-  that offset when it is below its log end offset (KIP-101 / KIP-279): for an older epoch the leader
-  answers, the end of that epoch here caps it too; an answer without epoch (-1) truncates to the high
-  watermark (Kafka's fallback);
+- before it fetches a partition marked for truncation, the fetcher truncates it until its epochs agree with
+  the leader's (KIP-101 / KIP-279, Kafka's AbstractFetcherThread.getOffsetTruncationState): it asks the
+  leader with OffsetForLeaderEpoch (replica_id = this broker) where its latest epoch ended there; an answer
+  (E, O) with E known here truncates to min(O, where E ends here, the log end offset) and ends the
+  truncation; an E this replica does not have (only older ones) truncates to where the largest local epoch
+  below E ends, and the next round asks for that epoch (each round asks a smaller epoch, so it ends); an
+  answer without end offset (-1) truncates to the local high watermark; a replica without any epoch
+  (empty leader-epoch cache) truncates to its high watermark without asking (`truncation_target`);
 - then one Fetch (v12, replica_id = this broker, no fetch session) per round carries every partition of the
-  fetcher: fetch offset = the local log end offset, current leader epoch = the image's, at most
-  `replica.fetch.max.bytes` per partition and `replica.fetch.response.max.bytes` in all, long-polled
-  `replica.fetch.wait.max.ms` for `replica.fetch.min.bytes`;
+  fetcher: fetch offset = the local log end offset, last fetched epoch = the local latest epoch (KIP-595),
+  log start offset = the local one, current leader epoch = the image's, at most `replica.fetch.max.bytes`
+  per partition and `replica.fetch.response.max.bytes` in all, long-polled `replica.fetch.wait.max.ms` for
+  `replica.fetch.min.bytes`;
+- an answer with a diverging epoch (E, O) appends nothing and moves no watermark: the log is truncated by
+  the same rule as an OffsetForLeaderEpoch answer (a further round, when needed, by OffsetForLeaderEpoch);
 - the answer's batches are appended verbatim (`Partition.append_records_to_follower`: same offsets, same
   bytes, the producer state rebuilt from them) and the follower's high watermark is the leader's, capped
-  by its log end offset; OFFSET_OUT_OF_RANGE below the leader's log start offset restarts the local log
-  there, above it marks the partition for truncation again; a leadership error (NOT_LEADER_OR_FOLLOWER,
-  FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION) waits `replica.fetch.backoff.ms` for the image to move
-  the partition; UNKNOWN_LEADER_EPOCH (a leader that has not applied the state this follower holds yet)
-  is retried after LEADER_BEHIND_RETRY_MS, in the answer to a Fetch or to the truncation's
-  OffsetForLeaderEpoch alike;
+  by its log end offset; then the leader's log start offset, capped by the local high watermark, becomes
+  the local one when higher (Kafka's maybeIncrementLogStartOffset: segments wholly below it are deleted,
+  in a worker thread); OFFSET_OUT_OF_RANGE below the leader's log start offset restarts the local log
+  there (in a worker thread), above it (the local log end is past the leader's) marks the partition for
+  truncation when it has epochs, else truncates to the leader's high watermark in the answer, so the next
+  fetch offset is within the leader's log;
+- a leadership error (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION) waits
+  `replica.fetch.backoff.ms` for the image to move the partition; UNKNOWN_LEADER_EPOCH (a leader that has
+  not applied the state this follower holds yet) is retried after LEADER_BEHIND_RETRY_MS, in the answer to
+  a Fetch or to the truncation's OffsetForLeaderEpoch alike;
 - a connection or decoding failure closes the connection and retries after `replica.fetch.backoff.ms`;
 - the connection goes to the leader's endpoint on the inter-broker listener (`inter.broker.listener.name`,
   else the first one it registered).
-Everything runs on the broker's event loop; the appends are the Log's own (synchronous, as a leader's).
+Everything runs on the broker's event loop; the appends and truncations are the Log's own (synchronous, as
+a leader's); what deletes whole segments (a moved log start offset, a restart at the leader's) runs in a
+worker thread (the Log is thread-safe: the housekeeping pass uses it from a thread too).
 """
 
 from __future__ import annotations
@@ -37,7 +49,7 @@ import asyncio
 import datetime
 import logging
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +100,55 @@ def idle_wait_s(delays: list[float], now: float, backoff_ms: int) -> float:
     return min([wait, *due]) if due else wait
 
 
+def epoch_end_offset(entries: Sequence[tuple[int, int]], log_end_offset: int, epoch: int) -> tuple[int, int] | None:
+    """Where `epoch` ends in this replica's leader-epoch cache (`entries`: (epoch, start offset), ascending),
+    as Kafka's LeaderEpochFileCache.endOffsetFor answers a follower: (the largest local epoch <= `epoch`, the
+    start of the first larger one, or the log end offset for the latest); when every local epoch is larger,
+    (`epoch`, the first one's start); None when nothing is known (no entries, or `epoch` above the latest)."""
+    if not entries or epoch < 0:
+        return None
+    if epoch == entries[-1][0]:
+        return epoch, log_end_offset
+    floor: int | None = None
+    for e, start in entries:
+        if e > epoch:
+            return (epoch if floor is None else floor), start
+        floor = e
+    return None  # above the latest local epoch
+
+
+@dataclass(frozen=True, slots=True)
+class Truncation:
+    """Where to truncate after a leader's answer (Kafka's OffsetTruncationState): `offset`; `complete` False
+    means the epochs may still disagree below it, and the next round asks the leader about `next_epoch`."""
+
+    offset: int
+    complete: bool = True
+    next_epoch: int = -1
+
+
+def truncation_target(entries: Sequence[tuple[int, int]], log_end_offset: int, high_watermark: int,
+                      asked_epoch: int, leader_epoch: int, leader_end_offset: int) -> Truncation:
+    """Kafka's AbstractFetcherThread.getOffsetTruncationState: the leader answered (`leader_epoch`,
+    `leader_end_offset`) about `asked_epoch` (OffsetForLeaderEpoch, or a Fetch's diverging epoch)."""
+    leo = log_end_offset
+    if leader_end_offset < 0:  # the leader knows nothing of the epoch: keep what was committed here
+        return Truncation(min(high_watermark, leo))
+    if leader_epoch < 0:
+        return Truncation(min(leader_end_offset, leo))
+    local = epoch_end_offset(entries, leo, leader_epoch)
+    if local is None:  # no local epoch at or below the leader's: the leader's offset alone
+        return Truncation(min(leader_end_offset, leo))
+    local_epoch, local_end = local
+    if local_epoch != leader_epoch:
+        if local_epoch < asked_epoch:
+            # this replica never had the leader's epoch: everything after the end of its own largest epoch
+            # below it may differ, and whether that epoch agrees with the leader's is the next question
+            return Truncation(min(local_end, leo), complete=False, next_epoch=local_epoch)
+        return Truncation(min(local_end, leo))  # an answer above what was asked: nothing more to ask
+    return Truncation(min(local_end, leader_end_offset, leo))
+
+
 @dataclass(frozen=True, slots=True)
 class FetcherConfig:
     """The replica.fetch.* keys (Kafka's names and defaults)."""
@@ -107,6 +168,7 @@ class _FetchState:
     leader_epoch: int
     truncating: bool = True  # ask the leader where our epoch ended before fetching (KIP-279)
     delayed_until: float = 0.0
+    ask_epoch: int = -1  # the epoch the next truncation round asks about (-1: the latest local one)
 
 
 class ReplicaFetcher:
@@ -201,6 +263,8 @@ class ReplicaFetcher:
         return await self._fetch(ready)
 
     async def _truncate(self, tps: list[TopicPartition]) -> None:
+        """One truncation round for `tps` (see the rules); a partition whose truncation is not complete
+        stays marked and is asked about again in the next round."""
         rm = self.manager.replica_manager
         asked: dict[TopicPartition, tuple[Partition, int]] = {}
         for tp in tps:
@@ -208,18 +272,22 @@ class ReplicaFetcher:
             if part is None or part.log is None:
                 self.partitions.pop(tp, None)
                 continue
-            latest = part.log.leader_epoch_cache.latest_epoch
-            if latest < 0:  # nothing with an epoch here: nothing to diverge
-                self.partitions[tp].truncating = False
+            fstate = self.partitions[tp]
+            epoch = fstate.ask_epoch if fstate.ask_epoch >= 0 else part.log.leader_epoch_cache.latest_epoch
+            if epoch < 0:
+                # no epoch history to compare (Kafka's truncateToHighWatermark): what is not committed here
+                # may differ from the leader's, what is committed does not
+                self._apply(part, Truncation(part.log.high_watermark), "no leader epoch here")
+                fstate.truncating, fstate.ask_epoch = False, -1
                 continue
-            asked[tp] = (part, latest)
+            asked[tp] = (part, epoch)
         if not asked:
             return
         by_topic: dict[str, list[OffsetForLeaderPartition]] = {}
-        for (topic, index), (_part, latest) in asked.items():
+        for (topic, index), (_part, epoch) in asked.items():
             by_topic.setdefault(topic, []).append(OffsetForLeaderPartition(
                 partition=i32(index), current_leader_epoch=i32(self.partitions[(topic, index)].leader_epoch),
-                leader_epoch=i32(latest)))
+                leader_epoch=i32(epoch)))
         req = OffsetForLeaderEpochRequest(replica_id=BrokerId(self.manager.broker_id), topics=tuple(
             OffsetForLeaderTopic(topic=TopicName(t), partitions=tuple(ps)) for t, ps in by_topic.items()))
         conn = await self._connection()
@@ -238,42 +306,70 @@ class ReplicaFetcher:
                     # stalled acks=all on the new leader for a second after a controlled shutdown)
                     state.delayed_until = now + error_delay_ms(code, self.manager.config.backoff_ms) / 1000
                     continue
-                part, latest = asked[tp]
-                self._truncate_one(part, latest, int(p.leader_epoch), int(p.end_offset))
-                state.truncating = False
+                part, epoch = asked[tp]
+                if part.log is None:
+                    continue
+                self._truncate_to_epoch_end(part, state, epoch, int(p.leader_epoch), int(p.end_offset))
 
-    def _truncate_one(self, part: Partition, asked_epoch: int, leader_epoch: int, end_offset: int) -> None:
+    def _truncate_to_epoch_end(self, part: Partition, state: _FetchState, asked_epoch: int, leader_epoch: int,
+                               end_offset: int) -> None:
+        """Apply a leader's (epoch, end offset) answer about `asked_epoch` (OffsetForLeaderEpoch or a
+        diverging epoch): truncate, and leave the partition marked when another round is needed."""
+        plog = part.log
+        assert plog is not None
+        target = truncation_target(plog.leader_epoch_cache.entries, plog.log_end_offset, plog.high_watermark,
+                                   asked_epoch, leader_epoch, end_offset)
+        self._apply(part, target, f"leader {self.leader_id}: epoch {leader_epoch} ended at {end_offset}; "
+                                  f"asked about {asked_epoch}")
+        state.truncating = not target.complete
+        state.ask_epoch = -1 if target.complete else target.next_epoch
+
+    def _apply(self, part: Partition, target: Truncation, why: str) -> None:
         plog = part.log
         assert plog is not None
         leo = plog.log_end_offset
-        if leader_epoch < 0 or end_offset < 0:
-            target = plog.high_watermark  # the leader knows nothing of our epochs: keep what was committed
-        elif leader_epoch == asked_epoch:
-            target = min(end_offset, leo)
-        else:  # the leader's latest epoch at or below ours is older: where it ended here caps it too
-            _e, local_end = plog.end_offset_for_epoch(leader_epoch)
-            target = min(end_offset, local_end if local_end >= 0 else leo, leo)
-        if target < leo:
-            log.warning("%s-%d: truncating from %d to %d (leader %d: epoch %d ended at %d; ours was %d)",
-                        part.topic, part.partition, leo, target, self.leader_id, leader_epoch, end_offset,
-                        asked_epoch)
-            plog.truncate_to(target)
+        if target.offset < leo:
+            log.warning("%s-%d: truncating from %d to %d (%s)%s", part.topic, part.partition, leo, target.offset,
+                        why, "" if target.complete else "; asking again")
+            plog.truncate_to(max(target.offset, 0))
+
+    async def _off_loop(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run a Log operation that deletes segment files in a worker thread (not on the event loop)."""
+        await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+    async def _adopt_log_start(self, part: Partition, leader_log_start: int) -> None:
+        """Kafka's maybeIncrementLogStartOffset on a follower: the leader's log start offset (moved by
+        DeleteRecords or retention there), capped by the local high watermark, when above the local one."""
+        plog = part.log
+        if plog is None or leader_log_start < 0:
+            return
+        target = min(leader_log_start, plog.high_watermark)
+        if target <= plog.log_start_offset:
+            return
+        try:
+            await self._off_loop(plog.delete_records, target)
+        except (KafkaError, OSError) as e:  # a log closed meanwhile (partition gone), a full disk
+            log.warning("%s-%d: moving the log start offset to the leader's %d failed: %s", part.topic,
+                        part.partition, target, e)
 
     async def _fetch(self, ready: dict[TopicPartition, _FetchState]) -> bool:
         rm = self.manager.replica_manager
         cfg = self.manager.config
         by_topic: dict[str, list[FetchPartition]] = {}
         offsets: dict[TopicPartition, int] = {}
+        fetched_epochs: dict[TopicPartition, int] = {}
         for (topic, index), state in ready.items():
             part = rm.partition_or_none(topic, index)
             if part is None or part.log is None:
                 self.partitions.pop((topic, index), None)
                 continue
             offsets[(topic, index)] = part.log.log_end_offset
+            # KIP-595: the epoch of the last record here, so that the leader can tell where we diverge
+            fetched_epochs[(topic, index)] = epoch = part.log.leader_epoch_cache.latest_epoch
             by_topic.setdefault(topic, []).append(FetchPartition(
                 partition=i32(index), current_leader_epoch=i32(state.leader_epoch),
-                fetch_offset=i64(part.log.log_end_offset), log_start_offset=i64(part.log.log_start_offset),
-                partition_max_bytes=i32(cfg.max_bytes)))
+                fetch_offset=i64(part.log.log_end_offset), last_fetched_epoch=i32(epoch),
+                log_start_offset=i64(part.log.log_start_offset), partition_max_bytes=i32(cfg.max_bytes)))
         if not by_topic:
             return False
         req = FetchRequest(
@@ -300,7 +396,15 @@ class ReplicaFetcher:
                 if part.log.log_end_offset != offsets[tp]:
                     continue  # truncated meanwhile (a new leader): the next round starts over
                 pcode = ErrorCode(int(getattr(p.error_code, "value", p.error_code)))
-                if pcode is ErrorCode.none:
+                diverging = p.diverging_epoch
+                if pcode is ErrorCode.none and int(diverging.epoch) >= 0 and int(diverging.end_offset) >= 0:
+                    # the leader says our log diverges after (epoch, end offset): its answer carries no
+                    # records, and no watermark moves until the truncation is done (Kafka's
+                    # truncateOnFetchResponse)
+                    self._truncate_to_epoch_end(part, fstate, fetched_epochs[tp], int(diverging.epoch),
+                                                int(diverging.end_offset))
+                    progressed = True
+                elif pcode is ErrorCode.none:
                     records = bytes(p.records) if p.records else b""
                     try:
                         part.append_records_to_follower(records, int(p.high_watermark))
@@ -310,14 +414,25 @@ class ReplicaFetcher:
                         fstate.truncating = True
                         continue
                     progressed = progressed or bool(records)
+                    await self._adopt_log_start(part, int(p.log_start_offset))
                 elif pcode is ErrorCode.offset_out_of_range:
                     leader_start = int(p.log_start_offset)
                     if 0 <= leader_start and offsets[tp] < leader_start:
                         log.warning("%s-%d: fetch offset %d is below the leader's log start %d: restarting the "
                                     "local log there", tp[0], tp[1], offsets[tp], leader_start)
-                        part.log.truncate_fully_and_start_at(leader_start)
+                        await self._off_loop(part.log.truncate_fully_and_start_at, leader_start)
+                    elif part.log.leader_epoch_cache.latest_epoch >= 0:
+                        fstate.truncating = True  # our log ends past the leader's: where do the epochs agree
                     else:
-                        fstate.truncating = True
+                        # no epochs to compare: the leader's high watermark is within its log, so the next
+                        # fetch offset is too (marking for truncation to our own high watermark, which may
+                        # be past the leader's end after an unclean election, looped forever)
+                        leader_hw = int(p.high_watermark)
+                        self._apply(part, Truncation(leader_hw if leader_hw >= 0 else part.log.high_watermark),
+                                    f"fetch offset {offsets[tp]} past the end of leader {self.leader_id}, "
+                                    f"whose high watermark is {leader_hw}")
+                        if part.log.log_end_offset >= offsets[tp]:  # nothing to truncate: wait, do not spin
+                            fstate.delayed_until = now + cfg.backoff_ms / 1000
                 elif pcode in _LEADERSHIP_ERRORS:
                     fstate.delayed_until = now + error_delay_ms(pcode, cfg.backoff_ms) / 1000
                 else:
@@ -338,6 +453,7 @@ class ReplicaFetcherManager:
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[TopicPartition, tuple[int, int, int]] = {}  # tp -> (leader, epoch, fetcher id)
         self._stopped = False
+        self._stopping: set[asyncio.Task[None]] = set()  # fetchers left without partitions, stopping
 
     def fetcher_id(self, tp: TopicPartition) -> int:
         # Kafka: Utils.abs(31 * topic.hashCode + partition) % numFetchers; any stable spread will do
@@ -374,7 +490,10 @@ class ReplicaFetcherManager:
         for key, fetcher in list(self.fetchers.items()):
             if not fetcher.partitions:
                 del self.fetchers[key]
-                asyncio.ensure_future(fetcher.stop())
+                # kept until done: the loop holds tasks weakly, and stop() awaits the ones still running
+                task = asyncio.ensure_future(fetcher.stop())
+                self._stopping.add(task)
+                task.add_done_callback(self._stopping.discard)
 
     async def stop(self) -> None:
         self._stopped = True
@@ -382,3 +501,5 @@ class ReplicaFetcherManager:
         self._assigned.clear()
         for f in fetchers:
             await f.stop()
+        if self._stopping:
+            await asyncio.gather(*self._stopping, return_exceptions=True)
