@@ -284,3 +284,83 @@ def test_describe_log_dirs_size_and_follower_lag(h: Harness) -> None:
     assert describe_log_dirs(h, "lag")[0] == (size0, 7)
     part.update_follower_high_watermark(3)
     assert describe_log_dirs(h, "lag")[0] == (size0, 0)  # caught up
+
+
+def lead_with_follower(h: Harness, topic: str, follower: int, epoch: int, *, alive: bool = True) -> None:
+    """Publish: this broker leads `topic` at `epoch` with `follower` as the other replica, both in the ISR
+    (`alive`: the follower's broker is registered, i.e. live)."""
+    writer = h.broker.metadata_writer
+    image = writer.image
+    old = image.topics[topic]
+    me = h.broker.node_id
+    parts = tuple(PartitionRegistration((me, follower), (me, follower), me, epoch, epoch) for _ in old.partitions)
+    brokers = dict(image.brokers)
+    if alive:
+        brokers[follower] = BrokerRegistration(follower, (Endpoint("PLAINTEXT", "other", 9093),))
+    topics = dict(image.topics)
+    topics[topic] = TopicImage(topic, old.topic_id, parts, old.configs)
+    writer._publish(image.evolve(topics=topics, brokers=brokers), persist=False)
+
+
+def follower_fetch(h: Harness, replica: int, topic: str, offset: int, log_start: int) -> Any:
+    q = h.req(1, 12)
+    req = q.FetchRequest(replica_id=replica, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20,
+                         isolation_level=0, session_id=0, session_epoch=-1, topics=(q.FetchTopic(
+                             topic=topic, partitions=(q.FetchPartition(
+                                 partition=0, current_leader_epoch=-1, fetch_offset=offset,
+                                 log_start_offset=log_start, partition_max_bytes=1 << 20),)),),
+                         forgotten_topics_data=(), rack_id="")
+    return h.call(1, 12, handle_fetch, req).responses[0].partitions[0]
+
+
+def start_delete_records(h: Harness, topic: str, offset: int, timeout_s: float) -> asyncio.Task[Any]:
+    q = h.req(21, 2)
+    req = q.DeleteRecordsRequest(topics=(q.DeleteRecordsTopic(name=topic, partitions=(
+        q.DeleteRecordsPartition(partition_index=0, offset=offset),)),), timeout=datetime.timedelta(seconds=timeout_s))
+    ctx = RequestContext(h.broker, RequestHeader(21, 2, 1, "inproc"))
+    task = h.loop.create_task(handle_delete_records(ctx, req))
+    h.loop.run_until_complete(asyncio.sleep(0.05))  # the handler runs up to its wait
+    return task
+
+
+def test_delete_records_waits_for_the_followers_log_start_offset(h: Harness) -> None:
+    """Kafka's DelayedDeleteRecords: the answer comes once every live replica's log start offset (as its
+    fetches tell the leader) reached the deleted offset; before, a failover could bring the deleted records
+    back (the follower kept them)."""
+    h.broker.create_topic("dr", 1, None)
+    lead_with_follower(h, "dr", OTHER, 1)
+    produce(h, "dr", 0, 5, acks=1)
+    assert follower_fetch(h, OTHER, "dr", 5, 0).high_watermark == 5  # the follower has everything
+    task = start_delete_records(h, "dr", 3, 5.0)
+    assert not task.done()  # the follower's log still starts at 0
+    assert h.broker.get_log("dr", 0).log_start_offset == 3  # the leader's moved at once
+    follower_fetch(h, OTHER, "dr", 5, 2)  # not yet far enough
+    h.loop.run_until_complete(asyncio.sleep(0.05))
+    assert not task.done()
+    follower_fetch(h, OTHER, "dr", 5, 3)  # the follower adopted the leader's log start offset
+    p = h.loop.run_until_complete(task).topics[0].partitions[0]
+    assert (p.error_code, p.low_watermark) == (ErrorCode.none, 3)
+
+
+def test_delete_records_times_out_while_a_follower_lags(h: Harness) -> None:
+    h.broker.create_topic("dt", 1, None)
+    lead_with_follower(h, "dt", OTHER, 1)
+    produce(h, "dt", 0, 4, acks=1)
+    follower_fetch(h, OTHER, "dt", 4, 0)
+    p = h.loop.run_until_complete(start_delete_records(h, "dt", 2, 0.2)).topics[0].partitions[0]
+    assert (p.error_code, p.low_watermark) == (ErrorCode.request_timed_out, 0)
+
+
+def test_delete_records_waits_for_no_dead_replica_and_a_new_leader_asks_again(h: Harness) -> None:
+    h.broker.create_topic("dd", 1, None)
+    lead_with_follower(h, "dd", 99, 1, alive=False)  # broker 99 is not registered: not waited for
+    produce(h, "dd", 0, 4, acks=1)
+    h.broker.replica_manager.partitions[("dd", 0)].log.update_high_watermark(4)  # type: ignore[union-attr]
+    d = delete_records(h, "dd", 0, 2)
+    assert (d.error_code, d.low_watermark) == (ErrorCode.none, 2)
+    # a new leader epoch forgets what the followers told (Kafka's makeLeader resets the replicas' state)
+    lead_with_follower(h, "dd", OTHER, 2)
+    follower_fetch(h, OTHER, "dd", 4, 2)
+    assert h.broker.replica_manager.low_watermark(h.broker.replica_manager.partitions[("dd", 0)]) == 2
+    lead_with_follower(h, "dd", OTHER, 3)
+    assert h.broker.replica_manager.low_watermark(h.broker.replica_manager.partitions[("dd", 0)]) == -1

@@ -15,7 +15,10 @@ Rules (Kafka's `ControllerApis` / `KafkaApis`):
 - DescribeConfigs lists every topic (or broker) key with its effective value, defaults included, with
   synonyms and documentation only when asked; broker configs are read-only (static) in kaflite;
 - DeleteRecords moves the log start offset (offset -1 = the high watermark); beyond it is
-  OFFSET_OUT_OF_RANGE (`Partition.delete_records_on_leader`, on the leader only).
+  OFFSET_OUT_OF_RANGE (`Partition.delete_records_on_leader`, on the leader only); each partition is
+  answered once its low watermark (the smallest log start offset over the leader and its live replicas,
+  which adopt the leader's on their next fetch) reached the offset deleted, with that low watermark, or at
+  the request's `timeout` with REQUEST_TIMED_OUT (Kafka's DelayedDeleteRecords).
 """
 
 from __future__ import annotations
@@ -449,18 +452,29 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
 async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
     replicas = ctx.broker.replica_manager
     R = ctx.response
+    deadline = replicas.now_ms() + request.timeout.total_seconds() * 1000.0
 
-    def answer(topic: str, p: Any) -> Any:
-        low = replicas.get_partition(topic, p.partition_index).delete_records_on_leader(int(p.offset))
-        return build(R.DeleteRecordsPartitionResult, partition_index=p.partition_index, low_watermark=low,
-                     error_code=ErrorCode.none)
+    def answer(topic: str, p: Any) -> list[Any]:
+        part = replicas.get_partition(topic, p.partition_index)
+        offset = int(p.offset)
+        required = part.high_watermark if offset == -1 else offset
+        part.delete_records_on_leader(offset)
+        # [partition, low watermark, error, the partition to wait on, the offset to wait for]
+        return [p.partition_index, replicas.low_watermark(part), ErrorCode.none, part, required]
 
-    def refused(_topic: str, p: Any, code: ErrorCode, _message: str | None) -> Any:
-        return build(R.DeleteRecordsPartitionResult, partition_index=p.partition_index, low_watermark=-1,
-                     error_code=code)
+    def refused(_topic: str, p: Any, code: ErrorCode, _message: str | None) -> list[Any]:
+        return [p.partition_index, -1, code, None, -1]
 
-    topics = tuple(build(R.DeleteRecordsTopicResult, name=name, partitions=tuple(parts))
-                   for name, parts in per_partition(request.topics, answer, refused))
+    results = per_partition(request.topics, answer, refused)
+    for _name, parts in results:
+        for r in parts:
+            part, required = r[3], r[4]
+            if part is not None and r[1] < required:  # a replica has not moved its log start offset yet
+                r[2], low = await replicas.wait_low_watermark(part, required, deadline)
+                r[1] = low if r[2] is not ErrorCode.not_leader_or_follower else -1
+    topics = tuple(build(R.DeleteRecordsTopicResult, name=name, partitions=tuple(
+        build(R.DeleteRecordsPartitionResult, partition_index=r[0], low_watermark=r[1], error_code=r[2])
+        for r in parts)) for name, parts in results)
     return build(R.DeleteRecordsResponse, throttle_time=_ZERO, topics=topics)
 
 

@@ -261,6 +261,9 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     denied = frozenset(t for t in {topic for (topic, _p), _t in session.targets}
                        if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t))
     not_replica = _follower_fetch(broker, replica_id, session.targets, epochs) if replica_id >= 0 else frozenset()
+    if replica_id >= 0:  # the follower's log start offsets: DeleteRecords' low watermark (Kafka's updateFetchState)
+        broker.replica_manager.record_follower_log_starts(replica_id, {
+            (name, int(p.partition)): int(p.log_start_offset) for name, t in known for p in t.partitions})
     # v18 (KIP-1166): the high watermark the follower knows of each partition this request names
     known_hw = {(name, int(p.partition)): int(p.high_watermark) for name, t in known for p in t.partitions} \
         if replica_id >= 0 and ctx.api_version >= REPLICA_HIGH_WATERMARK_VERSION else {}

@@ -31,6 +31,13 @@ Rules:
   ZooKeeper-mode leaders do) and applied here only once written: a stale version is not applied (the
   newer state comes with the next image). One change in flight per partition; none without a writer
   (single node: the ISR is the leader alone).
+- DeleteRecords (Kafka's DelayedDeleteRecords): a follower's fetch also tells its log start offset
+  (`record_follower_log_starts`, kept only while this broker leads, forgotten on a new leader epoch); the
+  low watermark (`low_watermark`, Kafka's lowWatermarkIfLeader) is the smallest log start offset among the
+  leader and every other replica whose broker is alive in the image, -1 for one not heard from since this
+  broker became leader; `wait_low_watermark` answers once it reached the deleted offset, on leadership loss
+  (NOT_LEADER_OR_FOLLOWER) or at the request's timeout (REQUEST_TIMED_OUT), woken on `delete_records_key`
+  whenever a follower's reported log start offset changes.
 All of it runs on the broker's event loop thread.
 """
 
@@ -48,7 +55,7 @@ from kaflite.server.purgatory import Purgatory
 from kaflite.server.replica.partition import Partition, PartitionState
 from kaflite.storage.log import AppendResult
 
-__all__ = ["ReplicaManager", "TopicSettings", "fetch_key", "produce_key"]
+__all__ = ["ReplicaManager", "TopicSettings", "delete_records_key", "fetch_key", "produce_key"]
 
 log = logging.getLogger("kaflite.server")
 
@@ -66,6 +73,11 @@ def fetch_key(topic: str, partition: int) -> tuple[str, str, int]:
 def produce_key(topic: str, partition: int) -> tuple[str, str, int]:
     """Purgatory key of acks=-1 produce requests waiting for a partition's high watermark."""
     return ("produce", topic, partition)
+
+
+def delete_records_key(topic: str, partition: int) -> tuple[str, str, int]:
+    """Purgatory key of DeleteRecords requests waiting for a partition's low watermark."""
+    return ("delete_records", topic, partition)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +113,10 @@ class ReplicaManager:
         self.leadership_confirmed: Callable[[], bool] | None = None
         self.replica_lag_time_max_ms = 30_000
         self._isr_in_flight: dict[TopicPartition, asyncio.Task[None]] = {}
+        # per led partition, each follower's log start offset as its last fetch said (DeleteRecords' low
+        # watermark); kept here rather than on the Partition, forgotten on a new leader epoch
+        self._follower_log_start: dict[TopicPartition, dict[int, int]] = {}
+        self._delayed_deletes = 0  # DeleteRecords requests waiting in wait_low_watermark
 
     # -- following the metadata image -----------------------------------------------------------------
     def on_image(self, _old: MetadataImage | None, new: MetadataImage) -> None:
@@ -139,6 +155,8 @@ class ReplicaManager:
                                             reg.removing))
             if part.is_leader:
                 part.note_leadership_start(self.now_ms())
+                if not led[0] or part.leader_epoch != led[1]:  # Kafka resets the replicas' state on makeLeader
+                    self._follower_log_start.pop(key, None)
             # a leadership lost (or a new leader epoch) answers the parked acks=-1 produces and long-polling
             # fetches now (NOT_LEADER_OR_FOLLOWER: the client follows the new leader), as Kafka's makeFollowers
             # completes its delayed operations; left parked, they would wait for the request timeout
@@ -166,13 +184,17 @@ class ReplicaManager:
             except OSError as e:
                 log.error("deleting log %s-%d failed: %s", key[0], key[1], e)
         part.log = None
+        self._follower_log_start.pop(key, None)
         # waiters re-check and find the partition gone
         self.purgatory.complete(fetch_key(*key))
         self.purgatory.complete(produce_key(*key))
+        self.purgatory.complete(delete_records_key(*key))
 
     def _high_watermark_moved(self, part: Partition) -> None:
         self.purgatory.complete(produce_key(part.topic, part.partition))
         self.purgatory.complete(fetch_key(part.topic, part.partition))
+        if self._delayed_deletes:  # a leadership change: waiting DeleteRecords re-check
+            self.purgatory.complete(delete_records_key(part.topic, part.partition))
 
     # -- followers, as the leader sees them ----------------------------------------------------------
     def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
@@ -184,6 +206,51 @@ class ReplicaManager:
             replicas = part.state.replicas
             isr = tuple(r for r in replicas if r in part.state.isr or r == replica_id)
             self._alter_isr(part, isr)
+
+    def record_follower_log_starts(self, replica_id: int, log_starts: dict[TopicPartition, int]) -> None:
+        """A follower's fetch told its log start offset for each partition it names (Kafka records it in
+        updateFollowerFetchState); kept for the partitions this broker leads and it is a replica of."""
+        for key, start in log_starts.items():
+            part = self.partitions.get(key)
+            if part is None or not part.is_leader or replica_id == self.broker_id \
+                    or replica_id not in part.state.replicas:
+                continue
+            known = self._follower_log_start.setdefault(key, {})
+            if known.get(replica_id) != start:
+                known[replica_id] = start
+                if self._delayed_deletes:
+                    self.purgatory.complete(delete_records_key(*key))
+
+    def low_watermark(self, part: Partition) -> int:
+        """Kafka's Partition.lowWatermarkIfLeader: the smallest log start offset among the leader and the
+        other replicas whose broker is alive (-1 for one whose log start is not known yet)."""
+        low = part.log_start_offset
+        known = self._follower_log_start.get((part.topic, part.partition), {})
+        alive = self.image.brokers
+        for replica in part.state.replicas:
+            if replica != self.broker_id and replica in alive:
+                low = min(low, known.get(replica, -1))
+        return low
+
+    async def wait_low_watermark(self, part: Partition, required_offset: int,
+                                 deadline_ms: float) -> tuple[ErrorCode, int]:
+        """DelayedDeleteRecords: wait until the low watermark of `part` reaches `required_offset`; returns
+        (NONE, low watermark), (NOT_LEADER_OR_FOLLOWER, -1) or (REQUEST_TIMED_OUT, low watermark)."""
+        key = delete_records_key(part.topic, part.partition)
+        self._delayed_deletes += 1
+        try:
+            while True:
+                if self.partitions.get((part.topic, part.partition)) is not part or not part.is_leader:
+                    return ErrorCode.not_leader_or_follower, -1
+                low = self.low_watermark(part)
+                if low >= required_offset:
+                    return ErrorCode.none, low
+                remaining = deadline_ms - self.now_ms()
+                if remaining <= 0:
+                    return ErrorCode.request_timed_out, low
+                await self.purgatory.wait([key], remaining)
+        finally:
+            self._delayed_deletes -= 1
 
     def maybe_shrink_isr(self) -> int:
         """Drop the ISR members that have not caught up for replica.lag.time.max.ms (leader partitions
