@@ -226,3 +226,36 @@ def test_unclean_election_on_loses_what_the_new_leader_lacks_and_the_old_leader_
         assert "w-0: truncating from 4 to 2" in brokers.log(1)
     finally:
         zk.close()
+
+
+def test_delete_records_reaches_the_followers_and_survives_a_failover(brokers: BrokerProcesses,
+                                                                      zk_connect: str) -> None:
+    """DeleteRecords is answered once the follower's log start offset moved too (Kafka's
+    DelayedDeleteRecords; the follower adopts the leader's from each fetch answer): after the leader dies,
+    the new leader does not serve the deleted records."""
+    from kaflite.cluster.admin import ZkAdmin
+
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        brokers.start_registered(zk, 1, 2, overrides=FAST)
+        ZkAdmin(zk).create_topic("dr", -1, -1, {}, assignment=[[1, 2]])
+        wait_until("a full ISR", lambda: _isr(zk, "dr", 0) == (1, 2))
+        p = Producer({"bootstrap.servers": brokers.bootstrap(1), "acks": "all"})
+        for i in range(10):
+            p.produce("dr", value=b"%d" % i)
+        assert p.flush(20) == 0
+        admin = AdminClient({"bootstrap.servers": brokers.bootstrap(1)})
+        (future,) = admin.delete_records([TopicPartition("dr", 0, 6)], request_timeout=20).values()
+        assert future.result(30).low_watermark == 6  # the low watermark: the follower's log start offset too
+        brokers.kill(1)
+        wait_until("2 leads", lambda: (s := zk.get_partition_states([("dr", 0)])[("dr", 0)]) is not None
+                   and s.leader == 2, 30)
+        c = Consumer({"bootstrap.servers": brokers.bootstrap(2), "group.id": "dr-check"})
+        try:
+            assert c.get_watermark_offsets(TopicPartition("dr", 0), timeout=20) == (6, 10)
+        finally:
+            c.close()
+        assert _consume_all(brokers.bootstrap(2), "dr", 1, 4) == {0: [b"6", b"7", b"8", b"9"]}
+    finally:
+        zk.close()

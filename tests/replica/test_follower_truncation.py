@@ -3,7 +3,8 @@ leader backed by a real Log (answering OffsetForLeaderEpoch and Fetch v12 as a l
 until the epochs agree (KIP-101 / KIP-279, several rounds when one is not enough), truncation to the high
 watermark without epoch history (and no OFFSET_OUT_OF_RANGE loop), a Fetch answered with a diverging
 epoch (KIP-595), and the leader's log start offset adopted from each answer (DeleteRecords, then a
-failover: the records below it are gone from the new leader too)."""
+failover: the records below it are gone from the new leader too); also a stopped fetcher's task kept and
+awaited, and the broker-to-broker drain bounded."""
 
 from __future__ import annotations
 
@@ -312,3 +313,48 @@ def test_the_leaders_log_start_is_capped_by_the_local_high_watermark(tmp_path: P
         assert mine.log_start_offset == 5
 
     asyncio.run(scenario())
+
+
+def test_a_stopped_fetcher_task_is_kept_until_done_and_awaited_by_stop() -> None:
+    """A fetcher left without partitions is stopped in a task the manager keeps (the event loop holds
+    tasks weakly, so an unreferenced one may vanish mid-stop) and that the manager's stop() awaits."""
+    class NoPartitions:
+        partitions: dict[Any, Any] = {}
+
+    async def scenario() -> None:
+        manager = ReplicaFetcherManager(ME, NoPartitions(), FetcherConfig(), lambda: None)  # type: ignore[arg-type]
+        fetcher = ReplicaFetcher(manager, LEADER, 0)
+        manager.fetchers[(LEADER, 0)] = fetcher
+        manager.on_image(None, None)  # type: ignore[arg-type]
+        assert not manager.fetchers and len(manager._stopping) == 1
+        await manager.stop()
+        assert not manager._stopping
+
+    asyncio.run(scenario())
+
+
+def test_a_request_to_a_broker_that_stops_reading_times_out() -> None:
+    """The broker-to-broker connection bounds the drain too: a peer that stops reading (a paused broker,
+    a full socket buffer) held the sender forever."""
+    import time
+
+    from kaflite.server.broker_connection import BrokerConnection
+
+    class Stuck:
+        def write(self, _data: bytes) -> None:
+            pass
+
+        async def drain(self) -> None:
+            await asyncio.Event().wait()  # never drained
+
+    async def scenario() -> float:
+        conn = BrokerConnection(asyncio.StreamReader(), Stuck(), "t")  # type: ignore[arg-type]
+        req = OffsetForLeaderEpochRequest(replica_id=i32(ME), topics=())  # type: ignore[arg-type]
+        start = time.monotonic()
+        try:
+            await asyncio.wait_for(conn.request(req, OffsetForLeaderEpochResponse, 0.1), 3)
+        except TimeoutError:
+            pass
+        return time.monotonic() - start
+
+    assert asyncio.run(scenario()) < 1.5
