@@ -14,18 +14,26 @@ Rules:
   reported back (not retried blindly), so the controller and a leader never overwrite each other silently;
 - watches become typed events handed to a callback (`ZkEvent`); the callback runs on kazoo's thread
   and must hand the event over (e.g. `loop.call_soon_threadsafe`), never block;
+- every read, and every write whose repetition is harmless (compare-and-set, guarded multi-ops, deletes,
+  idempotent creates), is retried on ConnectionLoss / OperationTimeout while the session lives (kazoo's
+  KazooRetry: at most RETRY_MAX_TRIES tries within one session timeout, backoff 0.1 s doubling to 1 s), as
+  Kafka's ZooKeeperClient retries every request until connected; a retried write that had landed shows as
+  a stale version or an existing znode, which callers already handle; a session that expires ends the
+  retries (SessionExpiredError); creates that answer "already exists" to the caller (topics, reassignment
+  and election requests) are not retried, since a retry of one that landed would refuse it;
 - ZooKeeper being unreachable at start-up is a one-line `ZkConnectionError` naming the address and the
   timeout key, never a traceback.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -37,6 +45,7 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.retry import KazooRetry
 
 from kaflite.cluster import zkdata as zd
 from kaflite.cluster.zkdata import (
@@ -75,6 +84,11 @@ log = logging.getLogger("kaflite.cluster.zk")
 TopicPartition = tuple[str, int]
 # partition state writes per ZooKeeper multi-op (a few hundred bytes each, far below jute.maxbuffer)
 BATCH_SIZE = 200
+# tries of one ZooKeeper operation on ConnectionLoss / OperationTimeout (within one session timeout)
+RETRY_MAX_TRIES = 20
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 class ZkConnectionError(RuntimeError):
@@ -203,6 +217,18 @@ ZkEvent = (
 EventCallback = Callable[[ZkEvent], None]
 
 
+def _retried(method: Callable[Concatenate[KafkaZkClient, _P], _T]) -> Callable[Concatenate[KafkaZkClient, _P], _T]:
+    """The method, run again on ConnectionLoss / OperationTimeout under the client's `retry_policy` (a copy
+    per call: KazooRetry counts its attempts in itself). Nested retried calls do not multiply: an inner one
+    that gives up raises RetryFailedError, which the outer one does not retry."""
+
+    @functools.wraps(method)
+    def run(self: KafkaZkClient, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        return self.retry_policy.copy()(method, self, *args, **kwargs)  # type: ignore[no-any-return]
+
+    return run
+
+
 class KafkaZkClient:
     """A broker's session with ZooKeeper and every read and write of Kafka's layout."""
 
@@ -224,6 +250,10 @@ class KafkaZkClient:
             timeout=session_timeout_ms / 1000,
             connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0},
         )
+        # Kafka retries a request until connected while the session lives; bounded here by the session
+        # timeout (a longer outage is reported to the caller: the controller resigns and re-reads)
+        self.retry_policy = KazooRetry(max_tries=RETRY_MAX_TRIES, delay=0.1, backoff=2, max_delay=1.0,
+                                       deadline=session_timeout_ms / 1000, ignore_expire=False)
         self._registration: BrokerInfo | None = None
         self._watches: list[Any] = []
         self._listeners: list[EventCallback] = []
@@ -335,11 +365,13 @@ class KafkaZkClient:
             log.exception("could not re-register broker %d after a new ZooKeeper session", reg.id)
 
     # --- layout ----------------------------------------------------------------------------------------
+    @_retried
     def create_top_level_paths(self) -> None:
         """Kafka's persistent paths (ZkData.PersistentZkPaths), created empty when missing."""
         for path in zd.PERSISTENT_PATHS:
             self._zk.ensure_path(path)
 
+    @_retried
     def get_or_create_cluster_id(self, proposed: str) -> str:
         """The cluster id in /cluster/id, written with `proposed` by the first broker."""
         try:
@@ -355,6 +387,7 @@ class KafkaZkClient:
             return zd.decode_cluster_id(data)
 
     # --- brokers -------------------------------------------------------------------------------------
+    @_retried
     def register_broker(self, info: BrokerInfo) -> int:
         """Create the ephemeral /brokers/ids/<id>; returns its czxid (Kafka's broker epoch)."""
         path = zd.broker_path(info.id)
@@ -373,12 +406,14 @@ class KafkaZkClient:
         _, stat = self._zk.get(path)
         return int(stat.czxid)
 
+    @_retried
     def get_broker_ids(self) -> list[int]:
         try:
             return sorted(int(c) for c in self._zk.get_children(zd.BROKER_IDS) if c.isdigit())
         except NoNodeError:
             return []
 
+    @_retried
     def get_broker(self, broker_id: int) -> BrokerInfo | None:
         try:
             data, _ = self._zk.get(zd.broker_path(broker_id))
@@ -389,6 +424,7 @@ class KafkaZkClient:
     def get_all_brokers(self) -> dict[int, BrokerInfo]:
         return self.get_all_brokers_with_epochs()[0]
 
+    @_retried
     def get_all_brokers_with_epochs(self) -> tuple[dict[int, BrokerInfo], dict[int, int]]:
         """Every live broker's registration and broker epoch (czxid)."""
         infos: dict[int, BrokerInfo] = {}
@@ -403,6 +439,7 @@ class KafkaZkClient:
         return infos, epochs
 
     # --- controller ----------------------------------------------------------------------------------
+    @_retried
     def get_controller_id(self) -> int | None:
         try:
             data, _ = self._zk.get(zd.CONTROLLER)
@@ -410,6 +447,7 @@ class KafkaZkClient:
             return None
         return ControllerInfo.decode(data).broker_id
 
+    @_retried
     def get_controller_epoch(self) -> ControllerEpochZkVersion | None:
         try:
             data, stat = self._zk.get(zd.CONTROLLER_EPOCH)
@@ -417,6 +455,7 @@ class KafkaZkClient:
             return None
         return ControllerEpochZkVersion(zd.decode_controller_epoch(data), int(stat.version))
 
+    @_retried
     def register_controller_and_increment_epoch(
         self, broker_id: int, now_ms: int | None = None
     ) -> ControllerEpochZkVersion:
@@ -438,6 +477,10 @@ class KafkaZkClient:
         tx.create(zd.CONTROLLER, ControllerInfo(broker_id, ts).encode(), ephemeral=True)
         tx.set_data(zd.CONTROLLER_EPOCH, zd.encode_controller_epoch(new_epoch), current.zk_version)
         results = tx.commit()
+        if isinstance(results[0], NodeExistsError) and self._holds_controller(broker_id):
+            # this session holds /controller already: an earlier try of this election landed before its
+            # connection was lost (the retry read the epoch it wrote), as Kafka's checkControllerAndEpoch
+            return current
         if isinstance(results[0], NodeExistsError) or isinstance(results[1], BadVersionError):
             holder = self.get_controller_id()
             raise ControllerMovedError(
@@ -448,6 +491,14 @@ class KafkaZkClient:
         stat = results[1]
         return ControllerEpochZkVersion(new_epoch, int(stat.version))
 
+    def _holds_controller(self, broker_id: int) -> bool:
+        try:
+            data, stat = self._zk.get(zd.CONTROLLER)
+        except NoNodeError:
+            return False
+        return ControllerInfo.decode(data).broker_id == broker_id and stat.ephemeralOwner == self.session_id
+
+    @_retried
     def resign_controller(self, broker_id: int) -> None:
         """Delete /controller if this broker holds it (controlled shutdown, tests)."""
         try:
@@ -485,12 +536,14 @@ class KafkaZkClient:
         return list(results)
 
     # --- topics ----------------------------------------------------------------------------------------
+    @_retried
     def get_all_topics(self) -> set[str]:
         try:
             return set(self._zk.get_children(zd.TOPICS))
         except NoNodeError:
             return set()
 
+    @_retried
     def get_topic_assignment(self, topic: str) -> tuple[TopicAssignment, int] | None:
         """The topic's assignment and its znode version (for a later conditional write), or None."""
         try:
@@ -510,6 +563,7 @@ class KafkaZkClient:
         except NodeExistsError:
             raise TopicExistsError(f"Topic '{assignment.topic}' already exists.") from None
 
+    @_retried
     def set_topic_assignment(
         self,
         assignment: TopicAssignment,
@@ -527,6 +581,7 @@ class KafkaZkClient:
         _raise_first(results)
         return int(results[0].version)
 
+    @_retried
     def mark_topic_for_deletion(self, topic: str) -> None:
         """/admin/delete_topics/<t> (what DeleteTopics writes; the controller does the deletion)."""
         try:
@@ -534,6 +589,7 @@ class KafkaZkClient:
         except NodeExistsError:
             pass
 
+    @_retried
     def cancel_topic_deletions(self, topics: Iterable[str], guard: ControllerEpochZkVersion | None) -> None:
         """Remove /admin/delete_topics/<t> markers only (the topic, if any, stays)."""
         paths = [
@@ -548,12 +604,14 @@ class KafkaZkClient:
 
         _raise_first(self._guarded(guard, build))
 
+    @_retried
     def get_topics_marked_for_deletion(self) -> set[str]:
         try:
             return set(self._zk.get_children(zd.DELETE_TOPICS))
         except NoNodeError:
             return set()
 
+    @_retried
     def delete_topic(self, topic: str, guard: ControllerEpochZkVersion | None) -> None:
         """Remove every znode of a deleted topic (assignment, partition states, configs, the marker)."""
         paths = self._descendants(zd.topic_path(topic))
@@ -582,6 +640,7 @@ class KafkaZkClient:
         return out
 
     # --- partition state ----------------------------------------------------------------------------------
+    @_retried
     def get_partition_states(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, LeaderAndIsr | None]:
@@ -596,6 +655,7 @@ class KafkaZkClient:
             out[tp] = LeaderAndIsr.decode(zd.partition_state_path(*tp), data, int(stat.version))
         return out
 
+    @_retried
     def create_partition_states(
         self, states: Mapping[TopicPartition, LeaderAndIsr], guard: ControllerEpochZkVersion | None
     ) -> tuple[dict[TopicPartition, LeaderAndIsr], set[TopicPartition]]:
@@ -642,6 +702,7 @@ class KafkaZkClient:
                 created[tp] = _with_version(state, 0)
         return created, existing
 
+    @_retried
     def update_partition_states(
         self, states: Mapping[TopicPartition, LeaderAndIsr], guard: ControllerEpochZkVersion | None
     ) -> tuple[dict[TopicPartition, LeaderAndIsr], set[TopicPartition]]:
@@ -687,17 +748,21 @@ class KafkaZkClient:
         out: set[TopicPartition] = set()
         for child in sorted(children):
             path = f"{zd.ISR_CHANGE_NOTIFICATION}/{child}"
-            try:
-                data, _stat = self._zk.get(path)
-                self._zk.delete(path)
+            try:  # each child retried on its own: one read and deleted before a lost connection stays read
+                data, _stat = self.retry_policy.copy()(self._zk.get, path)
             except NoNodeError:
                 continue
+            try:
+                self.retry_policy.copy()(self._zk.delete, path)
+            except NoNodeError:
+                pass  # a retried delete that had landed
             try:
                 out |= zd.decode_partition_list(path, data)
             except zd.ZkDataError as e:
                 log.warning("ignoring %s: %s", path, e)
         return out
 
+    @_retried
     def propagate_isr_changes(self, partitions: Iterable[TopicPartition]) -> None:
         """A leader changed these partitions' ISR: /isr_change_notification/isr_change_<seq> (Kafka's
         ZooKeeper-mode IsrChangeNotification, which tells the controller to re-read their states)."""
@@ -705,6 +770,7 @@ class KafkaZkClient:
                         sequence=True, makepath=True)
 
     # --- configs ------------------------------------------------------------------------------------------
+    @_retried
     def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
         path = zd.config_entity_path(entity_type, name)
         try:
@@ -731,6 +797,7 @@ class KafkaZkClient:
                 makepath=True,
             )
 
+    @_retried
     def get_config_changes(self) -> list[tuple[str, str, str]]:
         """Pending notifications, oldest first: (znode name, entity type, entity name)."""
         try:
@@ -755,6 +822,7 @@ class KafkaZkClient:
         except NodeExistsError:
             raise RuntimeError("a partition reassignment is already in progress") from None
 
+    @_retried
     def get_reassignment(self) -> dict[TopicPartition, tuple[int, ...]]:
         try:
             data, _ = self._zk.get(zd.REASSIGN_PARTITIONS)
@@ -762,6 +830,7 @@ class KafkaZkClient:
             return {}
         return zd.decode_reassignment(data)
 
+    @_retried
     def remove_reassignments(
         self, partitions: Iterable[TopicPartition], guard: ControllerEpochZkVersion | None
     ) -> None:
@@ -781,6 +850,7 @@ class KafkaZkClient:
             return  # rewritten meanwhile: the controller sees the new content as a new request
         _raise_first(results)
 
+    @_retried
     def delete_reassignment(self, guard: ControllerEpochZkVersion | None) -> None:
         if self._zk.exists(zd.REASSIGN_PARTITIONS) is None:
             return
@@ -794,6 +864,7 @@ class KafkaZkClient:
         except NodeExistsError:
             raise RuntimeError("a preferred replica election is already in progress") from None
 
+    @_retried
     def get_preferred_replica_election(self) -> set[TopicPartition]:
         try:
             data, _ = self._zk.get(zd.PREFERRED_REPLICA_ELECTION)
@@ -801,12 +872,14 @@ class KafkaZkClient:
             return set()
         return zd.decode_partition_list(zd.PREFERRED_REPLICA_ELECTION, data)
 
+    @_retried
     def delete_preferred_replica_election(self, guard: ControllerEpochZkVersion | None) -> None:
         if self._zk.exists(zd.PREFERRED_REPLICA_ELECTION) is None:
             return
         _raise_first(self._guarded(guard, lambda tx: tx.delete(zd.PREFERRED_REPLICA_ELECTION)))
 
     # --- producer ids ---------------------------------------------------------------------------------------
+    @_retried
     def allocate_producer_ids(self, broker_id: int, max_tries: int = 100) -> ProducerIdsBlock:
         """Claim the next block of 1000 producer ids (compare-and-set on /latest_producer_id_block)."""
         self._zk.ensure_path(zd.PRODUCER_ID_BLOCK)
@@ -1055,6 +1128,7 @@ class KafkaZkClient:
         return run
 
     # --- raw access (tools, tests) ----------------------------------------------------------------------------
+    @_retried
     def get_data(self, path: str) -> tuple[bytes, int] | None:
         """(data, version) of any znode, or None."""
         try:
@@ -1063,12 +1137,14 @@ class KafkaZkClient:
             return None
         return data, int(stat.version)
 
+    @_retried
     def get_children(self, path: str) -> list[str]:
         try:
             return sorted(self._zk.get_children(path))
         except NoNodeError:
             return []
 
+    @_retried
     def ephemeral_owner(self, path: str) -> int:
         stat = self._zk.exists(path)
         return int(stat.ephemeralOwner) if stat is not None else 0

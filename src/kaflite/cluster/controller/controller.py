@@ -43,6 +43,11 @@ Rules:
   between the two writes) has them taken out as removed replicas;
 - a topic is deleted once none of its replicas is on a dead broker and no reassignment touches it
   (otherwise it waits, ReplicaDeletionIneligible); partitions never shrink;
+- the context follows ZooKeeper, never leads it: what an event changes is provisional until the shell
+  `confirm()`s that every write it led to succeeded; `rollback()` (and an exception raised while handling,
+  e.g. an illegal state transition) restores the context as it was after the last confirm, so a decision
+  whose writes failed is never taken for done (Kafka updates its ControllerContext only after a write
+  succeeded); the shell then resigns and a new controller reads everything from ZooKeeper;
 - within one event each partition gets at most one state write (later changes merge into it, keeping
   the version expected in ZooKeeper); a write that finds another version comes back as WriteOutcome,
   and the partition is re-evaluated from what ZooKeeper holds.
@@ -53,6 +58,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kaflite.cluster.controller.election import (
     Election,
@@ -145,7 +151,43 @@ class Controller:
         self.config = config or ControllerConfig()
         self.active = False
         self.epoch = 0
+        self._confirmed: dict[str, Any] | None = None  # the context at the last confirm, while unconfirmed
         self._reset()
+
+    # the context: what a rollback restores (every other attribute is per-event scratch or configuration)
+    _CONTEXT = ("active", "epoch", "live_brokers", "shutting_down", "assignments", "topic_ids", "leadership",
+                "partition_states", "replica_states", "reassignments", "topics_to_delete", "topic_unclean")
+
+    def _snapshot(self) -> dict[str, Any]:
+        # shallow copies suffice: the values are immutable (tuples, frozen dataclasses, enums) except the
+        # per-topic assignment dicts, copied one level down
+        snap: dict[str, Any] = {}
+        for name in self._CONTEXT:
+            value = getattr(self, name)
+            if name == "assignments":
+                value = {t: dict(parts) for t, parts in value.items()}
+            elif isinstance(value, dict | set):
+                value = value.copy()
+            snap[name] = value
+        return snap
+
+    def confirm(self) -> None:
+        """Every write of the decisions handed out since the last confirm succeeded: the context is
+        ZooKeeper's now."""
+        self._confirmed = None
+
+    def rollback(self) -> None:
+        """Some write of the decisions handed out since the last confirm failed (or was never made): the
+        context goes back to what it was at the last confirm, never ahead of ZooKeeper."""
+        snap, self._confirmed = self._confirmed, None
+        if snap is not None:
+            for name, value in snap.items():
+                setattr(self, name, value)
+
+    @property
+    def unconfirmed(self) -> bool:
+        """Decisions were handed out whose writes the shell has not confirmed yet."""
+        return self._confirmed is not None
 
     def _reset(self) -> None:
         self.live_brokers: dict[int, int] = {}
@@ -165,7 +207,17 @@ class Controller:
 
     # --- entry point ------------------------------------------------------------------------------------
     def handle(self, event: ControllerEvent) -> list[Decision]:
-        """Apply one event; the decisions to carry out, in order."""
+        """Apply one event; the decisions to carry out, in order. The context changes provisionally until
+        `confirm()`; an exception leaves it as at the last confirm."""
+        if self._confirmed is None:
+            self._confirmed = self._snapshot()
+        try:
+            return self._handle(event)
+        except BaseException:
+            self.rollback()
+            raise
+
+    def _handle(self, event: ControllerEvent) -> list[Decision]:
         self._out, self._creates, self._updates = [], {}, {}
         if isinstance(event, ControllerStartup):
             self._startup(event)
@@ -199,8 +251,10 @@ class Controller:
         return self._out
 
     def resign(self) -> None:
-        """Another broker became controller (or our session ended): forget everything, decide nothing."""
+        """Another broker became controller (or our session ended, or a write failed): forget everything,
+        decide nothing."""
         self.active = False
+        self._confirmed = None
         self._reset()
 
     def _inactive(self, event: ControllerEvent) -> None:
