@@ -7,8 +7,10 @@ Rules:
 - nothing is decided before `ControllerStartup` (the election won, with its epoch and the cluster read
   from ZooKeeper); every decision carries that epoch, and every LeaderAndIsr written carries it as its
   controller_epoch, so brokers can ignore a deposed controller and ZooKeeper refuses its writes;
-- leader = the first assigned replica that is alive and in the ISR (see `election`); a new partition is
-  led by its first live replica with every live replica in its ISR, leader epoch 0;
+- leader = the first assigned replica that is alive, not in controlled shutdown, and in the ISR (see
+  `election`); a new partition is led by its first such replica with every such replica in its ISR,
+  leader epoch 0; no election of any kind (offline, unclean, new partition, reassignment, preferred,
+  ElectLeaders) picks a broker in controlled shutdown (Kafka's liveBrokerIds leaves them out);
 - when brokers die: every partition they led gets a new leader from the live ISR with leader_epoch + 1;
   they leave every ISR (leader epoch + 1), except that the last ISR member is kept, with leader -1, when
   no live replica is in sync (Kafka keeps it so the partition comes back cleanly when that broker
@@ -351,6 +353,11 @@ class Controller:
     def _is_live(self, broker: int) -> bool:
         return broker in self.live_brokers
 
+    def _electable(self) -> set[int]:
+        """The brokers a leader may be elected from: alive and not in controlled shutdown (Kafka's
+        ControllerContext.liveBrokerIds leaves the shutting-down brokers out)."""
+        return set(self.live_brokers) - self.shutting_down
+
     # --- startup ------------------------------------------------------------------------------------------
     def _startup(self, ev: ControllerStartup) -> None:
         self._reset()
@@ -449,11 +456,13 @@ class Controller:
                 self._offline_election(tp)
 
     def _initialize_leader(self, tp: TopicPartition) -> None:
-        live = [r for r in self._replicas(tp) if self._is_live(r)]
+        electable = self._electable()
+        live = [r for r in self._replicas(tp) if r in electable]
         if not live:
             self._log(
                 "error",
-                f"no leader for new partition {tp[0]}-{tp[1]}: none of {list(self._replicas(tp))} is alive",
+                f"no leader for new partition {tp[0]}-{tp[1]}: none of {list(self._replicas(tp))} is alive "
+                "(and not shutting down)",
             )
             return
         self._write(tp, live[0], 0, live)
@@ -464,8 +473,7 @@ class Controller:
         if current.leader != NO_LEADER and self._is_live(current.leader):
             self._set_partition(tp, P.ONLINE)  # its leader is alive after all (a stale read)
             return
-        live = set(self.live_brokers)
-        e = offline_election(self._replicas(tp), current.isr, live, self._unclean(tp[0]))
+        e = offline_election(self._replicas(tp), current.isr, self._electable(), self._unclean(tp[0]))
         if e is None:
             self._set_partition(tp, P.OFFLINE)
             return
@@ -630,7 +638,7 @@ class Controller:
                 if st is not None and st.leader != NO_LEADER and self._is_live(st.leader):
                     results[tp] = ErrorCode.election_not_needed
                     continue
-                e = offline_election(replicas, st.isr if st else (), live, unclean_allowed=True)
+                e = offline_election(replicas, st.isr if st else (), self._electable(), unclean_allowed=True)
                 if e is None or st is None:
                     results[tp] = ErrorCode.eligible_leaders_not_available
                     continue
@@ -834,7 +842,7 @@ class Controller:
         st = self.leadership.get(tp)
         if st is not None:  # B3: a leader outside the target (or dead) is replaced by a target replica
             if st.leader not in r.target or not self._is_live(st.leader):
-                e = reassignment_election(r.target, st.isr, set(self.live_brokers))
+                e = reassignment_election(r.target, st.isr, self._electable())
                 if e is not None:
                     self._write(tp, e.leader, self._next_epoch(tp), e.isr)
                     self._set_partition(tp, P.ONLINE)
@@ -859,7 +867,7 @@ class Controller:
             isr = tuple(x for x in st.isr if x not in removed) or st.isr
             leader = st.leader
             if leader in removed:
-                e = offline_election(self._replicas(tp), isr, set(self.live_brokers), unclean_allowed=False)
+                e = offline_election(self._replicas(tp), isr, self._electable(), unclean_allowed=False)
                 leader, isr = (e.leader, e.isr) if e is not None else (NO_LEADER, isr)
                 if leader == NO_LEADER:
                     self._set_partition(tp, P.OFFLINE)
