@@ -5,6 +5,7 @@ before or after landing; and `KafkaZkClient`'s own retries run against a fake ka
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -13,6 +14,7 @@ from kazoo.exceptions import ConnectionLoss, NodeExistsError
 from kazoo.retry import KazooRetry
 
 from cluster.controller_sim import SimZk
+from kaflite.cluster import zk as zk_module
 from kaflite.cluster.controller import Controller
 from kaflite.cluster.controller.events import BrokerChange
 from kaflite.cluster.controller.states import IllegalStateTransition
@@ -24,7 +26,7 @@ from kaflite.cluster.zk import (
     KafkaZkClient,
 )
 from kaflite.cluster.zkcontroller import ControllerService
-from kaflite.cluster.zkdata import ControllerInfo, LeaderAndIsr, TopicAssignment
+from kaflite.cluster.zkdata import BrokerInfo, ControllerInfo, LeaderAndIsr, TopicAssignment, ZkEndpoint
 
 TP = tuple[str, int]
 
@@ -311,3 +313,61 @@ def test_a_controller_election_whose_answer_was_lost_is_won_on_retry() -> None:
     guard = client.register_controller_and_increment_epoch(1, now_ms=0)
     assert guard == ControllerEpochZkVersion(5, 8)
     assert ControllerInfo.decode(fake.data[zd.CONTROLLER][0]).broker_id == 1
+
+
+# --- watch callbacks only enqueue ------------------------------------------------------------------
+
+
+class ReadsByThread:
+    """A fake kazoo client for the brokers' znodes: records the thread of every read."""
+
+    client_id = (0x51, b"")
+
+    def __init__(self) -> None:
+        self.reads: list[str] = []
+
+    def ensure_path(self, path: str) -> None: ...
+
+    def get_children(self, path: str) -> list[str]:
+        self.reads.append(threading.current_thread().name)
+        return ["1", "2"]
+
+    def get(self, path: str) -> tuple[bytes, _Stat]:
+        self.reads.append(threading.current_thread().name)
+        bid = int(path.rsplit("/", 1)[1])
+        return BrokerInfo(bid, (ZkEndpoint("PLAINTEXT", "h", 9000 + bid, "PLAINTEXT"),)).encode(), _Stat()
+
+
+def test_a_broker_watch_reads_nothing_on_kazoos_callback_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kazoo runs every watch callback on one thread: what it calls for /brokers/ids only enqueues; the
+    registrations are read, and the BrokersChanged delivered, on the client's zk-watch thread (before, each
+    registration was read on kazoo's thread, holding up every other watch for a round trip each)."""
+    watches: list[Any] = []
+
+    class FakeChildrenWatch:
+        def __init__(self, client: Any, path: str, func: Any) -> None:
+            watches.append(func)
+
+    monkeypatch.setattr(zk_module, "ChildrenWatch", FakeChildrenWatch)
+    fake = ReadsByThread()
+    client = _client(FakeKazoo(0))
+    client._zk = fake  # type: ignore[assignment]
+    got: list[tuple[str, Any]] = []
+    delivered = threading.Event()
+
+    def callback(event: Any) -> None:
+        got.append((threading.current_thread().name, event))
+        delivered.set()
+
+    client.watch_brokers(callback)
+    (fire,) = watches
+    kazoo_thread = threading.Thread(target=fire, args=(["1", "2"],), name="kazoo-callbacks")
+    kazoo_thread.start()
+    kazoo_thread.join(5)
+    assert "kazoo-callbacks" not in fake.reads
+    assert delivered.wait(5)
+    (thread, event), = got
+    assert thread == "zk-watch" and isinstance(event, BrokersChanged)
+    assert sorted(event.brokers) == [1, 2] and set(fake.reads) == {"zk-watch"}
+    client._closed = True
+    client._work.put(None)

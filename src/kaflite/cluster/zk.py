@@ -12,8 +12,12 @@ Rules:
   election changed it) cannot write anything: its write fails with `ControllerMovedError`;
 - partition state znodes change by compare-and-set on their version: a write at a stale version is
   reported back (not retried blindly), so the controller and a leader never overwrite each other silently;
-- watches become typed events handed to a callback (`ZkEvent`); the callback runs on kazoo's thread
-  and must hand the event over (e.g. `loop.call_soon_threadsafe`), never block;
+- watches become typed events handed to a callback (`ZkEvent`); what kazoo calls on its single callback
+  thread only enqueues: the reads an event needs (the brokers' registrations, a config change's entity,
+  a new topic's watch) and the callback itself run on this client's `zk-watch` thread, one at a time in
+  the order the watches fired; the callback must still hand the event over (e.g.
+  `loop.call_soon_threadsafe`), never block (kazoo's DataWatch / ChildrenWatch recipes still re-read their
+  own znode on kazoo's thread when a watch fires, as they are written);
 - every read, and every write whose repetition is harmless (compare-and-set, guarded multi-ops, deletes,
   idempotent creates), is retried on ConnectionLoss / OperationTimeout while the session lives (kazoo's
   KazooRetry: at most RETRY_MAX_TRIES tries within one session timeout, backoff 0.1 s doubling to 1 s), as
@@ -28,7 +32,9 @@ Rules:
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -264,6 +270,10 @@ class KafkaZkClient:
         self._state_lock = threading.Lock()
         self._state_watchers: dict[TopicPartition, Callable[[Any], None]] = {}
         self._state_callbacks: dict[TopicPartition, EventCallback] = {}
+        # the zk-watch thread: what a watch needs beyond its own znode (reads, the callback) runs there
+        self._work: queue.Queue[Callable[[], Any] | None] = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._worker_lock = threading.Lock()
         self._zk.add_listener(self._on_state)
 
     # --- session ------------------------------------------------------------------------------------
@@ -295,6 +305,7 @@ class KafkaZkClient:
     def close(self) -> None:
         """End the session: this broker's ephemeral znodes (registration, /controller) vanish at once."""
         self._closed = True
+        self._work.put(None)
         for w in self._watches:
             if hasattr(w, "_stopped"):
                 w._stopped = True
@@ -914,14 +925,19 @@ class KafkaZkClient:
         lock = threading.Lock()
 
         def on_topic(topic: str) -> Callable[[bytes | None, Any], bool | None]:
-            def handler(data: bytes | None, stat: Any) -> bool | None:
+            def deliver(data: bytes | None) -> None:
                 if data is None:
                     with lock:
                         watched_topics.discard(topic)
                     callback(TopicAssignmentChanged(topic, None))
-                    return False  # the topic is gone: stop watching it
-                callback(TopicAssignmentChanged(topic, TopicAssignment.decode(topic, data)))
-                return None
+                else:
+                    callback(TopicAssignmentChanged(topic, TopicAssignment.decode(topic, data)))
+
+            def handler(data: bytes | None, stat: Any) -> bool | None:
+                if self._closed:
+                    return False
+                self._enqueue(lambda: deliver(data))
+                return False if data is None else None  # a topic gone: stop watching it
 
             return handler
 
@@ -930,8 +946,8 @@ class KafkaZkClient:
             with lock:
                 new = [t for t in children if t not in watched_topics]
                 watched_topics.update(new)
-            for t in new:
-                self._watches.append(DataWatch(self._zk, zd.topic_path(t), self._safe(on_topic(t))))
+            for t in new:  # (on the zk-watch thread: a DataWatch reads its znode as it starts)
+                self._watches.append(DataWatch(self._zk, zd.topic_path(t), on_topic(t)))
 
         self._zk.ensure_path(zd.TOPICS)
         self._watches.append(ChildrenWatch(self._zk, zd.TOPICS, self._safe(on_topics)))
@@ -940,16 +956,8 @@ class KafkaZkClient:
         """BrokersChanged (registrations and broker epochs) on every change of /brokers/ids."""
 
         def on_brokers(children: list[str]) -> None:
-            brokers, epochs = {}, {}
-            for c in children:
-                if not c.isdigit():
-                    continue
-                try:
-                    data, stat = self._zk.get(zd.broker_path(int(c)))
-                except NoNodeError:
-                    continue
-                brokers[int(c)] = BrokerInfo.decode(int(c), data)
-                epochs[int(c)] = int(stat.czxid)
+            # (on the zk-watch thread) the registrations as they are now, read with retries
+            brokers, epochs = self.get_all_brokers_with_epochs()
             callback(BrokersChanged(brokers, epochs))
 
         self._zk.ensure_path(zd.BROKER_IDS)
@@ -1107,25 +1115,45 @@ class KafkaZkClient:
         self._watches.append(DataWatch(self._zk, path, self._safe(on_data)))
 
     def _safe(self, handler: Callable[..., Any]) -> Callable[..., Any]:
-        """A watch handler that survives ZooKeeper errors: a connection lost while it reads (kazoo calls
-        it again once reconnected) or the session closing under it is logged, never raised into kazoo's
-        thread; a bad znode is logged with its path."""
+        """What kazoo calls when a watch fires: it only enqueues `handler` (with the arguments it takes) for
+        the zk-watch thread; stopped once the client closes."""
+        nargs = len(inspect.signature(handler).parameters)
 
         def run(*args: Any) -> Any:
             if self._closed:
                 return False  # closing: stop watching
-            try:
-                return handler(*args)
-            except KazooException as e:
-                if not self._closed:
-                    log.warning(
-                        "ZooKeeper watch interrupted (%s); it resumes on reconnection", type(e).__name__
-                    )
-            except zd.ZkDataError as e:
-                log.error("unreadable znode: %s", e)
+            self._enqueue(lambda: handler(*args[:nargs]))
             return None
 
         return run
+
+    def _enqueue(self, task: Callable[[], Any]) -> None:
+        """Run `task` on the zk-watch thread (started on first use), after every task enqueued before it."""
+        with self._worker_lock:
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._work_loop, name="zk-watch", daemon=True)
+                self._worker.start()
+        self._work.put(task)
+
+    def _work_loop(self) -> None:
+        """The zk-watch thread: a task that fails (ZooKeeper unreachable past the retries, a bad znode, a
+        callback's bug) is logged, and the next one runs."""
+        while True:
+            task = self._work.get()
+            if task is None:
+                return
+            if self._closed:
+                continue
+            try:
+                task()
+            except KazooException as e:
+                if not self._closed:
+                    log.warning("a ZooKeeper read for a watch failed (%s: %s); the watch fires again on the next "
+                                "change or session", type(e).__name__, e)
+            except zd.ZkDataError as e:
+                log.error("unreadable znode: %s", e)
+            except Exception:  # a callback's bug must not end the thread every watch goes through
+                log.exception("ZooKeeper watch callback failed")
 
     # --- raw access (tools, tests) ----------------------------------------------------------------------------
     @_retried
