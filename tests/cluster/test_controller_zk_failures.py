@@ -25,7 +25,7 @@ from kaflite.cluster.zk import (
     ControllerMovedError,
     KafkaZkClient,
 )
-from kaflite.cluster.zkcontroller import ControllerService
+from kaflite.cluster.zkcontroller import ControllerService, _GiveUpAgain
 from kaflite.cluster.zkdata import BrokerInfo, ControllerInfo, LeaderAndIsr, TopicAssignment, ZkEndpoint
 
 TP = tuple[str, int]
@@ -169,6 +169,27 @@ def test_a_write_failing_past_its_retries_resigns_and_the_next_controller_leads_
     # /controller's deletion fires the watch on every broker: an election (here broker 1 wins again)
     svc.process(ControllerChanged(None))
     assert svc.is_active and svc.epoch == 2
+    _view_not_ahead(zk, svc)
+    _all_led_by_live(zk)
+
+
+def test_controller_given_up_again_while_zookeeper_does_not_answer() -> None:
+    """The deletion of /controller fails too (ZooKeeper still unreachable): tried again on the timer until
+    it is deleted; a controller elected meanwhile (its session ended, /controller with it) stops trying."""
+    zk, svc = _cluster()
+    real = zk.resign_controller
+    zk.resign_controller = lambda b: (_ for _ in ()).throw(ConnectionLoss())  # type: ignore[method-assign]
+    zk.fail_updates = ["lost"]
+    del zk.live[2]
+    svc.process(BrokersChanged({}, dict(zk.live)))
+    assert not svc.is_active and zk.controller == 1 and svc._retry_resign_at is not None
+    svc.process(_GiveUpAgain())  # still unreachable: the timer is set again
+    assert zk.controller == 1 and svc._retry_resign_at is not None
+    zk.resign_controller = real  # type: ignore[method-assign]
+    svc.process(_GiveUpAgain())
+    assert zk.controller is None and svc._retry_resign_at is None
+    svc.process(ControllerChanged(None))
+    assert svc.is_active
     _view_not_ahead(zk, svc)
     _all_led_by_live(zk)
 

@@ -111,7 +111,12 @@ class _Stop:
     pass
 
 
-_Item = ControllerEvent | ZkEvent | _Elect | _Resign | _Stop
+@dataclass(frozen=True)
+class _GiveUpAgain:
+    """Try again to delete /controller, still ours after a failure."""
+
+
+_Item = ControllerEvent | ZkEvent | _Elect | _Resign | _Stop | _GiveUpAgain
 
 
 class ControllerService:
@@ -191,7 +196,7 @@ class ControllerService:
             return self._queue.get(timeout=timeout)
         except queue.Empty:
             if self._retry_resign_at is not None and time.monotonic() >= self._retry_resign_at:
-                return _Resign("deleting /controller again"), None
+                return _GiveUpAgain(), None
             return AutoLeaderRebalance(), None
 
     def process(self, item: _Item) -> list[Decision] | Exception:
@@ -229,7 +234,11 @@ class ControllerService:
             return []
         if isinstance(item, _Resign):
             self._resign(item.reason)
-            if self._retry_resign_at is not None:
+            return []
+        if isinstance(item, _GiveUpAgain):
+            if self.controller.active:  # elected again meanwhile (the session ended, /controller with it)
+                self._retry_resign_at = None
+            else:
                 self._give_up_controller()
             return []
         if isinstance(item, ControllerChanged):
@@ -309,6 +318,7 @@ class ControllerService:
         except ControllerMovedError:
             return  # another broker won: it is the controller, we watch /controller
         self.guard = guard
+        self._retry_resign_at = None  # whatever /controller we failed to delete is gone: this one is new
         log.info("broker %d elected controller with epoch %d", self.broker_id, guard.epoch)
         startup = self._read_cluster(guard.epoch)  # a failure here: process() gives /controller up
         self._handle(startup)

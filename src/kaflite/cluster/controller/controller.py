@@ -211,8 +211,8 @@ class Controller:
     def handle(self, event: ControllerEvent) -> list[Decision]:
         """Apply one event; the decisions to carry out, in order. The context changes provisionally until
         `confirm()`; an exception leaves it as at the last confirm."""
-        if self._confirmed is None:
-            self._confirmed = self._snapshot()
+        if self._confirmed is None and (self.active or isinstance(event, ControllerStartup)):
+            self._confirmed = self._snapshot()  # (an inactive controller only answers NOT_CONTROLLER)
         try:
             return self._handle(event)
         except BaseException:
