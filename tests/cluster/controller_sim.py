@@ -84,4 +84,5 @@ class SimZk:
             decisions += out
             stale = self.apply(out)
         assert not stale, f"writes still stale after 5 rounds: {stale}"
+        controller.confirm()  # every write landed, as the shell confirms
         return decisions

@@ -383,3 +383,26 @@ def test_illegal_transitions_are_refused() -> None:
         check_partition("t-0", PartitionState.ONLINE, PartitionState.NON_EXISTENT)
     with pytest.raises(IllegalStateTransition, match="OnlineReplica -> ReplicaDeletionStarted"):
         check_replica("r", ReplicaState.ONLINE, ReplicaState.DELETION_STARTED)
+
+
+def test_no_election_picks_a_broker_in_controlled_shutdown() -> None:
+    """Kafka leaves shutting-down brokers out of the live brokers its elections choose from. Broker 1 is
+    in controlled shutdown (still registered): a new partition whose first replica is 1 is led by 2 with
+    1 outside its ISR; an unclean election skips 1 for 2 (before: 1 led both)."""
+    zk, c = _cluster(brokers=(0, 1, 2), topics={"u": {0: (0, 1, 2)}}, unclean_leader_election_enable=True)
+    zk.run(c, ControlledShutdown(1, 101))
+    assert 1 in c.shutting_down
+    # a new topic while broker 1 shuts down
+    a = TopicAssignment("n", {0: (1, 2, 0)}, uuid.uuid4())
+    zk.topics["n"] = a
+    zk.run(c, TopicChange(frozenset(zk.topics), {"n": a}))
+    st = zk.states[("n", 0)]
+    assert st.leader == 2 and 1 not in st.isr, st
+    # u-0: ISR (0,) after 2 is shrunk out by its leader 0; then 0 dies: unclean, first live replica not 1
+    zk.run(c, AlterPartition(0, 100, ("u", 0), zk.states[("u", 0)].leader_epoch, (0,),
+                             zk.states[("u", 0)].zk_version))
+    assert zk.states[("u", 0)].isr == (0,)
+    zk.live = {1: 101, 2: 102}
+    zk.run(c, BrokerChange(dict(zk.live)))
+    st = zk.states[("u", 0)]
+    assert st.leader == 2 and st.isr == (2,), st

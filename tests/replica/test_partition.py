@@ -117,6 +117,36 @@ def test_min_insync_replicas(tmp_path: Path) -> None:
     assert p.check_enough_replicas_reach_offset(1) == (True, ErrorCode.not_enough_replicas_after_append)
 
 
+
+def test_a_marker_is_refused_below_min_isr_and_never_appended_twice(tmp_path: Path) -> None:
+    """WriteTxnMarkers appends with acks=-1: below min.insync.replicas nothing is appended (Kafka's
+    appendRecordsToLeader refuses it with NOT_ENOUGH_REPLICAS); a marker appended and then answered
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR shrank) is, on the coordinator's retry, the same marker
+    (its offset answered), not a second one; a new transaction of the producer gets its own marker."""
+    p = leader(tmp_path, isr=(ME, F1), replicas=(ME, F1))
+    p.min_insync_replicas = 2
+    txn = build_record_batch([(None, b"v", [])], producer_id=7, producer_epoch=0, base_sequence=0,
+                             is_transactional=True)
+    p.append_records_to_leader(txn, -1, 0)
+    p.update_follower_fetch_state(F1, 1)
+    assert p.high_watermark == 1 and p.last_stable_offset == 0
+    first = p.append_txn_marker_to_leader(7, 0, True, 3, 0)
+    assert first.last_offset == 1 and p.log_end_offset == 2
+    p.apply_state(PartitionState(ME, 0, 1, (ME, F1), (ME,)))  # F1 falls out of the ISR before it fetched
+    assert p.check_enough_replicas_reach_offset(2) == (True, ErrorCode.not_enough_replicas_after_append)
+    again = p.append_txn_marker_to_leader(7, 0, True, 3, 0)  # the coordinator retries
+    assert again.last_offset == 1 and p.log_end_offset == 2  # the same marker, nothing appended
+    # another producer's marker below min ISR: refused before the append
+    with pytest.raises(KafkaError) as e:
+        p.append_txn_marker_to_leader(8, 0, False, 3, 0)
+    assert e.value.code == ErrorCode.not_enough_replicas and p.log_end_offset == 2
+    # the ISR is back; producer 7's next transaction gets a marker of its own
+    p.apply_state(PartitionState(ME, 0, 2, (ME, F1), (ME, F1)))
+    p.append_records_to_leader(build_record_batch([(None, b"w", [])], producer_id=7, producer_epoch=0,
+                                                  base_sequence=1, is_transactional=True), -1, 0)
+    assert p.append_txn_marker_to_leader(7, 0, True, 3, 0).last_offset == 3 and p.log_end_offset == 4
+
+
 # -- the high watermark only moves forward ---------------------------------------------------------------
 events = st.lists(
     st.one_of(

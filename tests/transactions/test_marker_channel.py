@@ -184,3 +184,39 @@ def test_not_leader_retried_at_the_new_leader_and_unreachable_broker_retried() -
             two.close()
             three.close()
     run(body)
+
+
+def test_an_unexpected_failure_answers_every_queued_marker_and_they_are_sent_again() -> None:
+    """Issue 24, finding 6, without sockets: the request to broker 2 fails with an exception outside the
+    expected network errors (as a kio decode error or a bug would). Every marker it carried is answered,
+    the sender goes on, the markers are sent again and every transaction completes (before, the sender
+    task died: its futures never resolved and `send` waited for ever, the transaction stuck in
+    PrepareCommit)."""
+
+    class Undecodable(Exception):
+        pass
+
+    async def body() -> None:
+        image = _Image({("a", 0): 2, ("a", 1): 2})
+        channel = _channel(image, [])
+        requests: list[list[int]] = []
+
+        async def request(dest: Any, batch: Any) -> list[dict[tuple[str, int], ErrorCode]]:
+            requests.append([q.job.producer_id for q in batch])
+            await asyncio.sleep(0)  # the other transactions queue meanwhile
+            if len(requests) == 1:
+                raise Undecodable("unexpected answer")
+            return [dict.fromkeys(q.partitions, ErrorCode.none) for q in batch]
+
+        channel._request = request  # type: ignore[method-assign]
+        try:
+            jobs = [_job(30, ("a", 0)), _job(31, ("a", 1)), _job(32, ("a", 0), ("a", 1), commit=False)]
+            done = await asyncio.wait_for(
+                asyncio.gather(*(channel.send(j, 0, lambda: True) for j in jobs)), 5)
+            assert done == [True, True, True]
+            assert requests[0] == [30, 31, 32]  # the failed request carried all three
+            assert sorted(p for r in requests[1:] for p in r) == [30, 31, 32]  # each sent again, once written
+            assert not channel.destinations[2].queue
+        finally:
+            await channel.close()
+    run(body)

@@ -1,10 +1,12 @@
-"""The ZooKeeper client of a kaflite broker (Kafka's `KafkaZkClient`): the only module that imports kazoo.
+"""The ZooKeeper client of a kaflite broker (Kafka's `KafkaZkClient`): every read and write of Kafka's znode
+layout, over the session layer (`cluster.zk_session.ZooKeeperSession`: connection, retries, expiry,
+session events, the zk-watch thread); these two modules are the only ones that import kazoo.
 
 Rules:
-- every znode and its JSON are Kafka's (`cluster.zkdata`); the chroot of `zookeeper.connect` is created
-  when missing, as Kafka does, and every path below is relative to it;
+- every znode and its JSON are Kafka's (`cluster.zkdata`); every path is relative to the chroot;
 - a broker registers itself as an EPHEMERAL /brokers/ids/<id>; an id held by another live session is
-  refused with `BrokerIdInUseError` (a retried create by our own session is not an error);
+  refused with `BrokerIdInUseError` (a retried create by our own session is not an error); after a session
+  expiry the broker is registered again, and the partition state watches are armed again;
 - controller election is one atomic multi-op: create the ephemeral /controller AND set
   /controller_epoch to epoch + 1 at the version just read; whoever loses gets `ControllerMovedError`;
 - every write a controller makes carries a guard (`ControllerEpochZkVersion`): the multi-op first checks
@@ -12,10 +14,18 @@ Rules:
   election changed it) cannot write anything: its write fails with `ControllerMovedError`;
 - partition state znodes change by compare-and-set on their version: a write at a stale version is
   reported back (not retried blindly), so the controller and a leader never overwrite each other silently;
-- watches become typed events handed to a callback (`ZkEvent`); the callback runs on kazoo's thread
-  and must hand the event over (e.g. `loop.call_soon_threadsafe`), never block;
-- ZooKeeper being unreachable at start-up is a one-line `ZkConnectionError` naming the address and the
-  timeout key, never a traceback.
+- every read, and every write whose repetition is harmless (compare-and-set, guarded multi-ops, deletes,
+  idempotent creates), is `retried` while the session lives (the session layer's rule); a retried write
+  that had landed shows as a stale version or an existing znode, which callers already handle, and an
+  election whose multi-op landed is won on retry; creates that answer "already exists" to the caller
+  (topics, reassignment and election requests) are not retried, since a retry of one that landed would
+  refuse it;
+- watches become typed events handed to a callback (`ZkEvent`); what kazoo calls on its single callback
+  thread only enqueues: the reads an event needs (the brokers' registrations, a config change's entity,
+  a new topic's watch) and the callback itself run on the session's `zk-watch` thread, one at a time in
+  the order the watches fired; the callback must still hand the event over (e.g.
+  `loop.call_soon_threadsafe`), never block (kazoo's DataWatch / ChildrenWatch recipes still re-read their
+  own znode on kazoo's thread when a watch fires, as they are written).
 """
 
 from __future__ import annotations
@@ -27,7 +37,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
     KazooException,
@@ -35,17 +44,16 @@ from kazoo.exceptions import (
     NoNodeError,
     RolledBackError,
 )
-from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from kaflite.cluster import zkdata as zd
+from kaflite.cluster.zk_session import SessionStateChanged, ZkConnectionError, ZooKeeperSession, retried
 from kaflite.cluster.zkdata import (
     BrokerInfo,
     ControllerInfo,
     LeaderAndIsr,
     ProducerIdsBlock,
     TopicAssignment,
-    parse_connect,
 )
 
 __all__ = [
@@ -75,10 +83,6 @@ log = logging.getLogger("kaflite.cluster.zk")
 TopicPartition = tuple[str, int]
 # partition state writes per ZooKeeper multi-op (a few hundred bytes each, far below jute.maxbuffer)
 BATCH_SIZE = 200
-
-
-class ZkConnectionError(RuntimeError):
-    """ZooKeeper could not be reached (or the session was lost) — the message says where and why."""
 
 
 class BrokerIdInUseError(RuntimeError):
@@ -178,14 +182,6 @@ class IsrChangesNotified:
     children: frozenset[str]
 
 
-@dataclass(frozen=True)
-class SessionStateChanged:
-    """ "connected", "suspended" (connection lost, session may survive) or "lost" (session expired:
-    every ephemeral znode of this broker is gone; the client re-registers the broker on reconnect)."""
-
-    state: str
-
-
 ZkEvent = (
     BrokersChanged
     | ControllerChanged
@@ -203,7 +199,7 @@ ZkEvent = (
 EventCallback = Callable[[ZkEvent], None]
 
 
-class KafkaZkClient:
+class KafkaZkClient(ZooKeeperSession):
     """A broker's session with ZooKeeper and every read and write of Kafka's layout."""
 
     def __init__(
@@ -212,117 +208,18 @@ class KafkaZkClient:
         session_timeout_ms: int = 18000,
         connection_timeout_ms: int | None = None,
     ) -> None:
-        self.hosts, self.chroot = parse_connect(connect)
-        self.connect_string = connect
-        self.session_timeout_ms = session_timeout_ms
-        # Kafka: zookeeper.connection.timeout.ms defaults to the session timeout
-        self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
-        self._hosts_text = ",".join(f"{h}:{p}" for h, p in self.hosts)
-        self._op_timeout_s = max(10.0, 2 * session_timeout_ms / 1000)
-        self._zk = KazooClient(
-            hosts=self._hosts_text + (self.chroot or ""),
-            timeout=session_timeout_ms / 1000,
-            connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0},
-        )
+        super().__init__(connect, session_timeout_ms, connection_timeout_ms)
         self._registration: BrokerInfo | None = None
-        self._watches: list[Any] = []
-        self._listeners: list[EventCallback] = []
-        self._session_lost = False
-        self._disconnected = False
-        self._last_session = 0
-        self._closed = False
         self._state_lock = threading.Lock()
         self._state_watchers: dict[TopicPartition, Callable[[Any], None]] = {}
         self._state_callbacks: dict[TopicPartition, EventCallback] = {}
-        self._zk.add_listener(self._on_state)
 
-    # --- session ------------------------------------------------------------------------------------
-    def start(self) -> None:
-        """Connect (creating the chroot when missing) or raise ZkConnectionError."""
-        timeout_s = self.connection_timeout_ms / 1000
-        if self.chroot:
-            root = KazooClient(hosts=self._hosts_text, timeout=self.session_timeout_ms / 1000)
-            try:
-                root.start(timeout=timeout_s)
-                root.ensure_path(self.chroot)
-            except KazooTimeoutError as e:
-                raise self._unreachable() from e
-            finally:
-                root.stop()
-                root.close()
-        try:
-            self._zk.start(timeout=timeout_s)
-        except KazooTimeoutError as e:
-            self._zk.stop()
-            raise self._unreachable() from e
-
-    def _unreachable(self) -> ZkConnectionError:
-        return ZkConnectionError(
-            f"could not connect to ZooKeeper at {self._hosts_text} within {self.connection_timeout_ms} ms "
-            "(zookeeper.connect / zookeeper.connection.timeout.ms)"
-        )
-
-    def close(self) -> None:
-        """End the session: this broker's ephemeral znodes (registration, /controller) vanish at once."""
-        self._closed = True
-        for w in self._watches:
-            if hasattr(w, "_stopped"):
-                w._stopped = True
-        try:
-            self._zk.stop()
-        finally:
-            self._zk.close()
-
-    @property
-    def session_id(self) -> int:
-        cid = self._zk.client_id
-        return int(cid[0]) if cid else 0
-
-    @property
-    def connected(self) -> bool:
-        return bool(self._zk.connected)
-
-    def add_listener(self, callback: EventCallback) -> None:
-        """Receive SessionStateChanged events (called on kazoo's thread)."""
-        self._listeners.append(callback)
-
-    def _on_state(self, state: str) -> None:
-        # kazoo: listeners must not block; re-registration runs on a thread of its own. The log lines say
-        # what a ZooKeeper outage does to this session (kazoo's own warnings carry no time and repeat)
-        if state == KazooState.LOST:
-            self._session_lost = True
-            if not self._closed:
-                log.warning("ZooKeeper session 0x%x expired: its ephemeral znodes (this broker's registration, "
-                            "/controller if held) are gone; a new session follows", self._last_session)
-            self._emit_state("lost")
-        elif state == KazooState.SUSPENDED:
-            self._disconnected = True
-            if not self._closed:
-                log.warning("lost the connection to ZooKeeper at %s (session 0x%x): the session lasts while "
-                            "ZooKeeper hears from it again within %d ms", self._hosts_text, self._last_session,
-                            self.session_timeout_ms)
-            self._emit_state("suspended")
-        elif state == KazooState.CONNECTED:
-            session = self.session_id
-            if self._disconnected or self._session_lost:
-                kept = "kept" if session == self._last_session else "new"
-                log.info("connected to ZooKeeper again (%s session 0x%x)", kept, session)
-            self._disconnected = False
-            self._last_session = session
-            if self._session_lost and self._registration is not None and not self._closed:
-                threading.Thread(target=self._reregister, name="zk-reregister", daemon=True).start()
-            self._session_lost = False
-            if self._state_watchers and not self._closed:
-                # watches of a lost session are gone, and one armed while disconnected never was
-                threading.Thread(target=self._rearm_state_watches, name="zk-rewatch", daemon=True).start()
-            self._emit_state("connected")
-
-    def _emit_state(self, state: str) -> None:
-        for cb in list(self._listeners):
-            try:
-                cb(SessionStateChanged(state))
-            except Exception:  # a listener's bug must not kill kazoo's event thread
-                log.exception("ZooKeeper session listener failed")
+    def _on_connected(self, new_session: bool) -> None:
+        if new_session and self._registration is not None:
+            threading.Thread(target=self._reregister, name="zk-reregister", daemon=True).start()
+        if self._state_watchers:
+            # watches of a lost session are gone, and one armed while disconnected never was
+            threading.Thread(target=self._rearm_state_watches, name="zk-rewatch", daemon=True).start()
 
     def _reregister(self) -> None:
         reg = self._registration
@@ -335,11 +232,13 @@ class KafkaZkClient:
             log.exception("could not re-register broker %d after a new ZooKeeper session", reg.id)
 
     # --- layout ----------------------------------------------------------------------------------------
+    @retried
     def create_top_level_paths(self) -> None:
         """Kafka's persistent paths (ZkData.PersistentZkPaths), created empty when missing."""
         for path in zd.PERSISTENT_PATHS:
             self._zk.ensure_path(path)
 
+    @retried
     def get_or_create_cluster_id(self, proposed: str) -> str:
         """The cluster id in /cluster/id, written with `proposed` by the first broker."""
         try:
@@ -355,6 +254,7 @@ class KafkaZkClient:
             return zd.decode_cluster_id(data)
 
     # --- brokers -------------------------------------------------------------------------------------
+    @retried
     def register_broker(self, info: BrokerInfo) -> int:
         """Create the ephemeral /brokers/ids/<id>; returns its czxid (Kafka's broker epoch)."""
         path = zd.broker_path(info.id)
@@ -373,12 +273,14 @@ class KafkaZkClient:
         _, stat = self._zk.get(path)
         return int(stat.czxid)
 
+    @retried
     def get_broker_ids(self) -> list[int]:
         try:
             return sorted(int(c) for c in self._zk.get_children(zd.BROKER_IDS) if c.isdigit())
         except NoNodeError:
             return []
 
+    @retried
     def get_broker(self, broker_id: int) -> BrokerInfo | None:
         try:
             data, _ = self._zk.get(zd.broker_path(broker_id))
@@ -389,6 +291,7 @@ class KafkaZkClient:
     def get_all_brokers(self) -> dict[int, BrokerInfo]:
         return self.get_all_brokers_with_epochs()[0]
 
+    @retried
     def get_all_brokers_with_epochs(self) -> tuple[dict[int, BrokerInfo], dict[int, int]]:
         """Every live broker's registration and broker epoch (czxid)."""
         infos: dict[int, BrokerInfo] = {}
@@ -403,6 +306,7 @@ class KafkaZkClient:
         return infos, epochs
 
     # --- controller ----------------------------------------------------------------------------------
+    @retried
     def get_controller_id(self) -> int | None:
         try:
             data, _ = self._zk.get(zd.CONTROLLER)
@@ -410,6 +314,7 @@ class KafkaZkClient:
             return None
         return ControllerInfo.decode(data).broker_id
 
+    @retried
     def get_controller_epoch(self) -> ControllerEpochZkVersion | None:
         try:
             data, stat = self._zk.get(zd.CONTROLLER_EPOCH)
@@ -417,6 +322,7 @@ class KafkaZkClient:
             return None
         return ControllerEpochZkVersion(zd.decode_controller_epoch(data), int(stat.version))
 
+    @retried
     def register_controller_and_increment_epoch(
         self, broker_id: int, now_ms: int | None = None
     ) -> ControllerEpochZkVersion:
@@ -438,6 +344,10 @@ class KafkaZkClient:
         tx.create(zd.CONTROLLER, ControllerInfo(broker_id, ts).encode(), ephemeral=True)
         tx.set_data(zd.CONTROLLER_EPOCH, zd.encode_controller_epoch(new_epoch), current.zk_version)
         results = tx.commit()
+        if isinstance(results[0], NodeExistsError) and self._holds_controller(broker_id):
+            # this session holds /controller already: an earlier try of this election landed before its
+            # connection was lost (the retry read the epoch it wrote), as Kafka's checkControllerAndEpoch
+            return current
         if isinstance(results[0], NodeExistsError) or isinstance(results[1], BadVersionError):
             holder = self.get_controller_id()
             raise ControllerMovedError(
@@ -448,6 +358,14 @@ class KafkaZkClient:
         stat = results[1]
         return ControllerEpochZkVersion(new_epoch, int(stat.version))
 
+    def _holds_controller(self, broker_id: int) -> bool:
+        try:
+            data, stat = self._zk.get(zd.CONTROLLER)
+        except NoNodeError:
+            return False
+        return ControllerInfo.decode(data).broker_id == broker_id and stat.ephemeralOwner == self.session_id
+
+    @retried
     def resign_controller(self, broker_id: int) -> None:
         """Delete /controller if this broker holds it (controlled shutdown, tests)."""
         try:
@@ -485,12 +403,14 @@ class KafkaZkClient:
         return list(results)
 
     # --- topics ----------------------------------------------------------------------------------------
+    @retried
     def get_all_topics(self) -> set[str]:
         try:
             return set(self._zk.get_children(zd.TOPICS))
         except NoNodeError:
             return set()
 
+    @retried
     def get_topic_assignment(self, topic: str) -> tuple[TopicAssignment, int] | None:
         """The topic's assignment and its znode version (for a later conditional write), or None."""
         try:
@@ -510,6 +430,7 @@ class KafkaZkClient:
         except NodeExistsError:
             raise TopicExistsError(f"Topic '{assignment.topic}' already exists.") from None
 
+    @retried
     def set_topic_assignment(
         self,
         assignment: TopicAssignment,
@@ -527,6 +448,7 @@ class KafkaZkClient:
         _raise_first(results)
         return int(results[0].version)
 
+    @retried
     def mark_topic_for_deletion(self, topic: str) -> None:
         """/admin/delete_topics/<t> (what DeleteTopics writes; the controller does the deletion)."""
         try:
@@ -534,6 +456,7 @@ class KafkaZkClient:
         except NodeExistsError:
             pass
 
+    @retried
     def cancel_topic_deletions(self, topics: Iterable[str], guard: ControllerEpochZkVersion | None) -> None:
         """Remove /admin/delete_topics/<t> markers only (the topic, if any, stays)."""
         paths = [
@@ -548,12 +471,14 @@ class KafkaZkClient:
 
         _raise_first(self._guarded(guard, build))
 
+    @retried
     def get_topics_marked_for_deletion(self) -> set[str]:
         try:
             return set(self._zk.get_children(zd.DELETE_TOPICS))
         except NoNodeError:
             return set()
 
+    @retried
     def delete_topic(self, topic: str, guard: ControllerEpochZkVersion | None) -> None:
         """Remove every znode of a deleted topic (assignment, partition states, configs, the marker)."""
         paths = self._descendants(zd.topic_path(topic))
@@ -582,6 +507,7 @@ class KafkaZkClient:
         return out
 
     # --- partition state ----------------------------------------------------------------------------------
+    @retried
     def get_partition_states(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, LeaderAndIsr | None]:
@@ -596,6 +522,7 @@ class KafkaZkClient:
             out[tp] = LeaderAndIsr.decode(zd.partition_state_path(*tp), data, int(stat.version))
         return out
 
+    @retried
     def create_partition_states(
         self, states: Mapping[TopicPartition, LeaderAndIsr], guard: ControllerEpochZkVersion | None
     ) -> tuple[dict[TopicPartition, LeaderAndIsr], set[TopicPartition]]:
@@ -642,6 +569,7 @@ class KafkaZkClient:
                 created[tp] = _with_version(state, 0)
         return created, existing
 
+    @retried
     def update_partition_states(
         self, states: Mapping[TopicPartition, LeaderAndIsr], guard: ControllerEpochZkVersion | None
     ) -> tuple[dict[TopicPartition, LeaderAndIsr], set[TopicPartition]]:
@@ -687,17 +615,21 @@ class KafkaZkClient:
         out: set[TopicPartition] = set()
         for child in sorted(children):
             path = f"{zd.ISR_CHANGE_NOTIFICATION}/{child}"
-            try:
-                data, _stat = self._zk.get(path)
-                self._zk.delete(path)
+            try:  # each child retried on its own: one read and deleted before a lost connection stays read
+                data, _stat = self.retry_policy.copy()(self._zk.get, path)
             except NoNodeError:
                 continue
+            try:
+                self.retry_policy.copy()(self._zk.delete, path)
+            except NoNodeError:
+                pass  # a retried delete that had landed
             try:
                 out |= zd.decode_partition_list(path, data)
             except zd.ZkDataError as e:
                 log.warning("ignoring %s: %s", path, e)
         return out
 
+    @retried
     def propagate_isr_changes(self, partitions: Iterable[TopicPartition]) -> None:
         """A leader changed these partitions' ISR: /isr_change_notification/isr_change_<seq> (Kafka's
         ZooKeeper-mode IsrChangeNotification, which tells the controller to re-read their states)."""
@@ -705,6 +637,7 @@ class KafkaZkClient:
                         sequence=True, makepath=True)
 
     # --- configs ------------------------------------------------------------------------------------------
+    @retried
     def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
         path = zd.config_entity_path(entity_type, name)
         try:
@@ -731,6 +664,7 @@ class KafkaZkClient:
                 makepath=True,
             )
 
+    @retried
     def get_config_changes(self) -> list[tuple[str, str, str]]:
         """Pending notifications, oldest first: (znode name, entity type, entity name)."""
         try:
@@ -755,6 +689,7 @@ class KafkaZkClient:
         except NodeExistsError:
             raise RuntimeError("a partition reassignment is already in progress") from None
 
+    @retried
     def get_reassignment(self) -> dict[TopicPartition, tuple[int, ...]]:
         try:
             data, _ = self._zk.get(zd.REASSIGN_PARTITIONS)
@@ -762,6 +697,7 @@ class KafkaZkClient:
             return {}
         return zd.decode_reassignment(data)
 
+    @retried
     def remove_reassignments(
         self, partitions: Iterable[TopicPartition], guard: ControllerEpochZkVersion | None
     ) -> None:
@@ -781,6 +717,7 @@ class KafkaZkClient:
             return  # rewritten meanwhile: the controller sees the new content as a new request
         _raise_first(results)
 
+    @retried
     def delete_reassignment(self, guard: ControllerEpochZkVersion | None) -> None:
         if self._zk.exists(zd.REASSIGN_PARTITIONS) is None:
             return
@@ -794,6 +731,7 @@ class KafkaZkClient:
         except NodeExistsError:
             raise RuntimeError("a preferred replica election is already in progress") from None
 
+    @retried
     def get_preferred_replica_election(self) -> set[TopicPartition]:
         try:
             data, _ = self._zk.get(zd.PREFERRED_REPLICA_ELECTION)
@@ -801,12 +739,14 @@ class KafkaZkClient:
             return set()
         return zd.decode_partition_list(zd.PREFERRED_REPLICA_ELECTION, data)
 
+    @retried
     def delete_preferred_replica_election(self, guard: ControllerEpochZkVersion | None) -> None:
         if self._zk.exists(zd.PREFERRED_REPLICA_ELECTION) is None:
             return
         _raise_first(self._guarded(guard, lambda tx: tx.delete(zd.PREFERRED_REPLICA_ELECTION)))
 
     # --- producer ids ---------------------------------------------------------------------------------------
+    @retried
     def allocate_producer_ids(self, broker_id: int, max_tries: int = 100) -> ProducerIdsBlock:
         """Claim the next block of 1000 producer ids (compare-and-set on /latest_producer_id_block)."""
         self._zk.ensure_path(zd.PRODUCER_ID_BLOCK)
@@ -841,14 +781,19 @@ class KafkaZkClient:
         lock = threading.Lock()
 
         def on_topic(topic: str) -> Callable[[bytes | None, Any], bool | None]:
-            def handler(data: bytes | None, stat: Any) -> bool | None:
+            def deliver(data: bytes | None) -> None:
                 if data is None:
                     with lock:
                         watched_topics.discard(topic)
                     callback(TopicAssignmentChanged(topic, None))
-                    return False  # the topic is gone: stop watching it
-                callback(TopicAssignmentChanged(topic, TopicAssignment.decode(topic, data)))
-                return None
+                else:
+                    callback(TopicAssignmentChanged(topic, TopicAssignment.decode(topic, data)))
+
+            def handler(data: bytes | None, stat: Any) -> bool | None:
+                if self._closed:
+                    return False
+                self._enqueue(lambda: deliver(data))
+                return False if data is None else None  # a topic gone: stop watching it
 
             return handler
 
@@ -857,8 +802,8 @@ class KafkaZkClient:
             with lock:
                 new = [t for t in children if t not in watched_topics]
                 watched_topics.update(new)
-            for t in new:
-                self._watches.append(DataWatch(self._zk, zd.topic_path(t), self._safe(on_topic(t))))
+            for t in new:  # (on the zk-watch thread: a DataWatch reads its znode as it starts)
+                self._watches.append(DataWatch(self._zk, zd.topic_path(t), on_topic(t)))
 
         self._zk.ensure_path(zd.TOPICS)
         self._watches.append(ChildrenWatch(self._zk, zd.TOPICS, self._safe(on_topics)))
@@ -867,16 +812,8 @@ class KafkaZkClient:
         """BrokersChanged (registrations and broker epochs) on every change of /brokers/ids."""
 
         def on_brokers(children: list[str]) -> None:
-            brokers, epochs = {}, {}
-            for c in children:
-                if not c.isdigit():
-                    continue
-                try:
-                    data, stat = self._zk.get(zd.broker_path(int(c)))
-                except NoNodeError:
-                    continue
-                brokers[int(c)] = BrokerInfo.decode(int(c), data)
-                epochs[int(c)] = int(stat.czxid)
+            # (on the zk-watch thread) the registrations as they are now, read with retries
+            brokers, epochs = self.get_all_brokers_with_epochs()
             callback(BrokersChanged(brokers, epochs))
 
         self._zk.ensure_path(zd.BROKER_IDS)
@@ -1033,28 +970,8 @@ class KafkaZkClient:
 
         self._watches.append(DataWatch(self._zk, path, self._safe(on_data)))
 
-    def _safe(self, handler: Callable[..., Any]) -> Callable[..., Any]:
-        """A watch handler that survives ZooKeeper errors: a connection lost while it reads (kazoo calls
-        it again once reconnected) or the session closing under it is logged, never raised into kazoo's
-        thread; a bad znode is logged with its path."""
-
-        def run(*args: Any) -> Any:
-            if self._closed:
-                return False  # closing: stop watching
-            try:
-                return handler(*args)
-            except KazooException as e:
-                if not self._closed:
-                    log.warning(
-                        "ZooKeeper watch interrupted (%s); it resumes on reconnection", type(e).__name__
-                    )
-            except zd.ZkDataError as e:
-                log.error("unreadable znode: %s", e)
-            return None
-
-        return run
-
     # --- raw access (tools, tests) ----------------------------------------------------------------------------
+    @retried
     def get_data(self, path: str) -> tuple[bytes, int] | None:
         """(data, version) of any znode, or None."""
         try:
@@ -1063,12 +980,14 @@ class KafkaZkClient:
             return None
         return data, int(stat.version)
 
+    @retried
     def get_children(self, path: str) -> list[str]:
         try:
             return sorted(self._zk.get_children(path))
         except NoNodeError:
             return []
 
+    @retried
     def ephemeral_owner(self, path: str) -> int:
         stat = self._zk.exists(path)
         return int(stat.ephemeralOwner) if stat is not None else 0

@@ -11,6 +11,14 @@ Rules:
 - every write carries the election's guard: when ZooKeeper refuses one (a newer controller exists, e.g.
   after this process was frozen past its session), this broker resigns at once and decides nothing more;
   a lost session resigns too;
+- ZooKeeper operations are retried while the session lives (`KafkaZkClient.retry_policy`), so a short
+  disconnection delays a decision and does not lose it; the controller's context is confirmed only once
+  every write of an event succeeded (`Controller.confirm`);
+- any other failure while this broker holds /controller (the retries ran out, an illegal state transition,
+  a bug, an unreadable znode) rolls the context back, resigns and deletes /controller (retried every
+  RESIGN_RETRY_S until done or the session ends), so that an election follows and the new controller,
+  maybe this broker again, reads the whole cluster from ZooKeeper (Kafka's triggerControllerMove on an
+  illegal state); the requests of the failed event are answered NOT_CONTROLLER;
 - compare-and-set failures go back to the controller as WriteOutcome with what ZooKeeper holds (a bounded
   number of rounds), and an AlterPartition answer whose write was stale becomes INVALID_UPDATE_VERSION;
 - a leader's ISR change (its compare-and-set of a state znode, then /isr_change_notification/isr_change_<n>)
@@ -45,6 +53,7 @@ from kaflite.cluster.controller.events import (
     CreatePartitionStates,
     Decision,
     DeleteTopic,
+    ElectionResults,
     ElectLeaders,
     ListReassignments,
     Log,
@@ -84,6 +93,7 @@ __all__ = ["ControllerService"]
 log = logging.getLogger("kaflite.cluster.controller")
 
 MAX_WRITE_ROUNDS = 5
+RESIGN_RETRY_S = 1.0  # how soon a failed deletion of /controller (ZooKeeper still unreachable) is tried again
 
 
 @dataclass(frozen=True)
@@ -101,7 +111,12 @@ class _Stop:
     pass
 
 
-_Item = ControllerEvent | ZkEvent | _Elect | _Resign | _Stop
+@dataclass(frozen=True)
+class _GiveUpAgain:
+    """Try again to delete /controller, still ours after a failure."""
+
+
+_Item = ControllerEvent | ZkEvent | _Elect | _Resign | _Stop | _GiveUpAgain
 
 
 class ControllerService:
@@ -125,6 +140,7 @@ class ControllerService:
         self._thread = threading.Thread(target=self._run, name=f"controller-{broker_id}", daemon=True)
         self._watching = False
         self._next_rebalance = 0.0
+        self._retry_resign_at: float | None = None  # /controller still ours after a failure: delete it then
 
     # --- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -158,23 +174,59 @@ class ControllerService:
     # --- the event thread ------------------------------------------------------------------------------------
     def _run(self) -> None:
         while True:
-            timeout = max(0.05, self._next_rebalance - time.monotonic()) if self.controller.active else None
-            try:
-                item, fut = self._queue.get(timeout=timeout)
-            except queue.Empty:
-                item, fut = AutoLeaderRebalance(), None
+            item, fut = self._next_item()
             if isinstance(item, _Stop):
                 self._resign("stopping")
                 return
-            try:
-                out = self._process(item)
-            except Exception as e:  # one bad event must not end the controller thread
-                log.exception("controller event %s failed", type(item).__name__)
-                if fut is not None:
-                    fut.set_exception(e)
-                continue
+            out = self.process(item)
             if fut is not None:
-                fut.set_result(out)
+                if isinstance(out, BaseException):
+                    fut.set_exception(out)
+                else:
+                    fut.set_result(out)
+
+    def _next_item(self) -> tuple[_Item, Future[list[Decision]] | None]:
+        deadlines = []
+        if self.controller.active:
+            deadlines.append(self._next_rebalance)
+        if self._retry_resign_at is not None:
+            deadlines.append(self._retry_resign_at)
+        timeout = max(0.05, min(deadlines) - time.monotonic()) if deadlines else None
+        try:
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            if self._retry_resign_at is not None and time.monotonic() >= self._retry_resign_at:
+                return _GiveUpAgain(), None
+            return AutoLeaderRebalance(), None
+
+    def process(self, item: _Item) -> list[Decision] | Exception:
+        """Handle one item on the event thread (tests call it directly): its decisions, or the exception
+        that failed it, after which this broker is no controller (`_fail`)."""
+        try:
+            return self._process(item)
+        except Exception as e:  # one bad event must not end the controller thread
+            log.exception("controller event %s failed", type(item).__name__)
+            if self.guard is not None:
+                self._fail(f"{type(item).__name__} failed: {type(e).__name__}: {e}")
+            return e
+
+    def _fail(self, reason: str) -> None:
+        """An unexpected failure while holding /controller: the context may be ahead of ZooKeeper (or
+        half-updated), so it is dropped and /controller given up for an election whose winner reads the
+        cluster again."""
+        self.controller.rollback()
+        self._resign(reason)
+        self._give_up_controller()
+
+    def _give_up_controller(self) -> None:
+        try:
+            self.zk.resign_controller(self.broker_id)
+        except Exception as e:  # ZooKeeper still unreachable: again soon (the session's end also frees it)
+            log.warning("could not delete /controller (%s: %s); trying again in %.0f s",
+                        type(e).__name__, e, RESIGN_RETRY_S)
+            self._retry_resign_at = time.monotonic() + RESIGN_RETRY_S
+            return
+        self._retry_resign_at = None
 
     def _process(self, item: _Item) -> list[Decision]:
         if isinstance(item, _Elect):
@@ -182,6 +234,12 @@ class ControllerService:
             return []
         if isinstance(item, _Resign):
             self._resign(item.reason)
+            return []
+        if isinstance(item, _GiveUpAgain):
+            if self.controller.active:  # elected again meanwhile (the session ended, /controller with it)
+                self._retry_resign_at = None
+            else:
+                self._give_up_controller()
             return []
         if isinstance(item, ControllerChanged):
             if item.controller_id is None:
@@ -191,6 +249,7 @@ class ControllerService:
             return []
         if isinstance(item, SessionStateChanged):
             if item.state == "lost":
+                self._retry_resign_at = None  # the ephemeral /controller went with the session
                 self._resign("ZooKeeper session expired")
             elif item.state == "connected" and not self.controller.active:
                 self._elect()
@@ -259,9 +318,12 @@ class ControllerService:
         except ControllerMovedError:
             return  # another broker won: it is the controller, we watch /controller
         self.guard = guard
+        self._retry_resign_at = None  # whatever /controller we failed to delete is gone: this one is new
         log.info("broker %d elected controller with epoch %d", self.broker_id, guard.epoch)
-        startup = self._read_cluster(guard.epoch)
+        startup = self._read_cluster(guard.epoch)  # a failure here: process() gives /controller up
         self._handle(startup)
+        if not self.controller.active:
+            return  # its writes failed: resigned, /controller given up
         if not self._watching:
             self._watching = True
             self.zk.watch_cluster(self._enqueue_event)
@@ -311,6 +373,8 @@ class ControllerService:
 
     # --- carrying out decisions ------------------------------------------------------------------------------------
     def _handle(self, event: ControllerEvent) -> list[Decision]:
+        """Hand the event to the controller, carry out its decisions (feeding stale compare-and-sets back),
+        and confirm its context only once every write succeeded."""
         decisions = self.controller.handle(event)
         out: list[Decision] = []
         stale_writes: set[TopicPartition] = set()
@@ -324,12 +388,18 @@ class ControllerService:
                 current = self.zk.get_partition_states(sorted(stale))
                 decisions = self.controller.handle(WriteOutcome(current))
             else:
-                log.warning(
-                    "partition states still changing under the controller after %d rounds", MAX_WRITE_ROUNDS
-                )
+                # the last round's writes are not known to have landed: the context may lead ZooKeeper
+                raise RuntimeError(f"partition states still changing under the controller after "
+                                   f"{MAX_WRITE_ROUNDS} rounds")
         except ControllerMovedError as e:
             self._resign(str(e))
             return [_not_controller(d) for d in out if _is_answer(d)]
+        except Exception as e:
+            # a write failed past its retries: some of the event's writes may have landed, so neither the
+            # old context nor the new one is ZooKeeper's; resign, /controller goes, the next one reads all
+            self._fail(f"{type(event).__name__}: {type(e).__name__}: {e}")
+            return [_not_controller(d) for d in out if _is_answer(d)]
+        self.controller.confirm()
         return [
             replace(d, error=ErrorCode.invalid_update_version, state=None)
             if isinstance(d, AlterPartitionResult) and d.error is None and d.partition in stale_writes
@@ -366,7 +436,7 @@ class ControllerService:
 
 
 def _is_answer(d: Decision) -> bool:
-    return isinstance(d, AlterPartitionResult | ReassignmentResults | OngoingReassignments)
+    return isinstance(d, AlterPartitionResult | ReassignmentResults | OngoingReassignments | ElectionResults)
 
 
 def _not_controller(d: Decision) -> Decision:
@@ -374,6 +444,8 @@ def _not_controller(d: Decision) -> Decision:
         return replace(d, error=ErrorCode.not_controller, state=None)
     if isinstance(d, ReassignmentResults):
         return replace(d, results={}, error=ErrorCode.not_controller)
+    if isinstance(d, ElectionResults):
+        return replace(d, results=dict.fromkeys(d.results, ErrorCode.not_controller))
     if isinstance(d, OngoingReassignments):
         return replace(d, reassignments={}, error=ErrorCode.not_controller)
     return d

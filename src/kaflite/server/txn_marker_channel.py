@@ -17,7 +17,12 @@ Rules:
   every transaction it finds in Prepare*, as Kafka drops the pending markers of an unloaded partition);
   the caller writes CompleteCommit / CompleteAbort only after True;
 - a connection that fails is closed and its pending requests answered NETWORK_EXCEPTION (retried); it
-  is opened again on the next round.
+  is opened again on the next round;
+- any other failure of a request (an answer kio cannot decode, a bug) is logged, its connection closed
+  and every marker it carried answered UNKNOWN_SERVER_ERROR (retried); the destination's sender carries
+  on with what was queued meanwhile, and a sender that ends for any other reason answers everything it
+  held or had queued (Kafka's channel answers every pending request of a failed send), so no `send`
+  waits on a marker nobody will answer: its transaction completes once the markers are written.
 Everything runs on the broker's event loop.
 """
 
@@ -130,24 +135,48 @@ class TransactionMarkerChannelManager:
 
     # --- the sender of one destination -----------------------------------------------------------
     async def _drain(self, dest: _Destination) -> None:
-        while dest.queue:
-            batch, dest.queue = dest.queue, []
-            try:
-                answers = await self._request(dest, batch)
-            except asyncio.CancelledError:
-                for q in batch:
+        batch: list[_Queued] = []
+        try:
+            while dest.queue:
+                batch, dest.queue = dest.queue, []
+                try:
+                    answers = await self._request(dest, batch)
+                except (TimeoutError, OSError, EOFError, ConnectionError, KafkaError, ValueError) as e:
+                    log.debug("WriteTxnMarkers to broker %d failed: %s", dest.broker, e or type(e).__name__)
+                    answers = self._failed(dest, batch, ErrorCode.network_exception)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # noqa: BLE001 - a decode error, a bug: answered below, the sender goes on
+                    log.exception("WriteTxnMarkers to broker %d failed unexpectedly; its markers are retried",
+                                  dest.broker)
+                    answers = self._failed(dest, batch, ErrorCode.unknown_server_error)
+                for q, answer in zip(batch, answers, strict=True):
                     if not q.answer.done():
-                        q.answer.cancel()
-                raise
-            except (TimeoutError, OSError, EOFError, ConnectionError, KafkaError, ValueError) as e:
-                log.debug("WriteTxnMarkers to broker %d failed: %s", dest.broker, e or type(e).__name__)
-                if dest.conn is not None:
-                    dest.conn.close()
-                    dest.conn = None
-                answers = [dict.fromkeys(q.partitions, ErrorCode.network_exception) for q in batch]
-            for q, answer in zip(batch, answers, strict=True):
+                        q.answer.set_result(answer)
+                batch = []
+        except asyncio.CancelledError:
+            for q in batch + dest.queue:
                 if not q.answer.done():
-                    q.answer.set_result(answer)
+                    q.answer.cancel()
+            dest.queue = []
+            raise
+        except BaseException:
+            # whatever ended this sender: every marker it held or that was queued behind is answered (an
+            # error `send` retries), so no transaction waits on a future nobody will resolve
+            log.exception("the WriteTxnMarkers sender of broker %d failed", dest.broker)
+            for q in batch + dest.queue:
+                if not q.answer.done():
+                    q.answer.set_result(dict.fromkeys(q.partitions, ErrorCode.unknown_server_error))
+            dest.queue = []
+            raise
+
+    @staticmethod
+    def _failed(dest: _Destination, batch: list[_Queued], code: ErrorCode) -> list[dict[TopicPartition, ErrorCode]]:
+        """The request failed: its connection is closed (opened again next round), every marker answered."""
+        if dest.conn is not None:
+            dest.conn.close()
+            dest.conn = None
+        return [dict.fromkeys(q.partitions, code) for q in batch]
 
     async def _request(self, dest: _Destination, batch: list[_Queued]) -> list[dict[TopicPartition, ErrorCode]]:
         timeout_s = self.request_timeout_ms / 1000

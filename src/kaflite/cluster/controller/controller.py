@@ -7,8 +7,10 @@ Rules:
 - nothing is decided before `ControllerStartup` (the election won, with its epoch and the cluster read
   from ZooKeeper); every decision carries that epoch, and every LeaderAndIsr written carries it as its
   controller_epoch, so brokers can ignore a deposed controller and ZooKeeper refuses its writes;
-- leader = the first assigned replica that is alive and in the ISR (see `election`); a new partition is
-  led by its first live replica with every live replica in its ISR, leader epoch 0;
+- leader = the first assigned replica that is alive, not in controlled shutdown, and in the ISR (see
+  `election`); a new partition is led by its first such replica with every such replica in its ISR,
+  leader epoch 0; no election of any kind (offline, unclean, new partition, reassignment, preferred,
+  ElectLeaders) picks a broker in controlled shutdown (Kafka's liveBrokerIds leaves them out);
 - when brokers die: every partition they led gets a new leader from the live ISR with leader_epoch + 1;
   they leave every ISR (leader epoch + 1), except that the last ISR member is kept, with leader -1, when
   no live replica is in sync (Kafka keeps it so the partition comes back cleanly when that broker
@@ -43,6 +45,11 @@ Rules:
   between the two writes) has them taken out as removed replicas;
 - a topic is deleted once none of its replicas is on a dead broker and no reassignment touches it
   (otherwise it waits, ReplicaDeletionIneligible); partitions never shrink;
+- the context follows ZooKeeper, never leads it: what an event changes is provisional until the shell
+  `confirm()`s that every write it led to succeeded; `rollback()` (and an exception raised while handling,
+  e.g. an illegal state transition) restores the context as it was after the last confirm, so a decision
+  whose writes failed is never taken for done (Kafka updates its ControllerContext only after a write
+  succeeded); the shell then resigns and a new controller reads everything from ZooKeeper;
 - within one event each partition gets at most one state write (later changes merge into it, keeping
   the version expected in ZooKeeper); a write that finds another version comes back as WriteOutcome,
   and the partition is re-evaluated from what ZooKeeper holds.
@@ -53,6 +60,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kaflite.cluster.controller.election import (
     Election,
@@ -145,7 +153,43 @@ class Controller:
         self.config = config or ControllerConfig()
         self.active = False
         self.epoch = 0
+        self._confirmed: dict[str, Any] | None = None  # the context at the last confirm, while unconfirmed
         self._reset()
+
+    # the context: what a rollback restores (every other attribute is per-event scratch or configuration)
+    _CONTEXT = ("active", "epoch", "live_brokers", "shutting_down", "assignments", "topic_ids", "leadership",
+                "partition_states", "replica_states", "reassignments", "topics_to_delete", "topic_unclean")
+
+    def _snapshot(self) -> dict[str, Any]:
+        # shallow copies suffice: the values are immutable (tuples, frozen dataclasses, enums) except the
+        # per-topic assignment dicts, copied one level down
+        snap: dict[str, Any] = {}
+        for name in self._CONTEXT:
+            value = getattr(self, name)
+            if name == "assignments":
+                value = {t: dict(parts) for t, parts in value.items()}
+            elif isinstance(value, dict | set):
+                value = value.copy()
+            snap[name] = value
+        return snap
+
+    def confirm(self) -> None:
+        """Every write of the decisions handed out since the last confirm succeeded: the context is
+        ZooKeeper's now."""
+        self._confirmed = None
+
+    def rollback(self) -> None:
+        """Some write of the decisions handed out since the last confirm failed (or was never made): the
+        context goes back to what it was at the last confirm, never ahead of ZooKeeper."""
+        snap, self._confirmed = self._confirmed, None
+        if snap is not None:
+            for name, value in snap.items():
+                setattr(self, name, value)
+
+    @property
+    def unconfirmed(self) -> bool:
+        """Decisions were handed out whose writes the shell has not confirmed yet."""
+        return self._confirmed is not None
 
     def _reset(self) -> None:
         self.live_brokers: dict[int, int] = {}
@@ -165,7 +209,17 @@ class Controller:
 
     # --- entry point ------------------------------------------------------------------------------------
     def handle(self, event: ControllerEvent) -> list[Decision]:
-        """Apply one event; the decisions to carry out, in order."""
+        """Apply one event; the decisions to carry out, in order. The context changes provisionally until
+        `confirm()`; an exception leaves it as at the last confirm."""
+        if self._confirmed is None and (self.active or isinstance(event, ControllerStartup)):
+            self._confirmed = self._snapshot()  # (an inactive controller only answers NOT_CONTROLLER)
+        try:
+            return self._handle(event)
+        except BaseException:
+            self.rollback()
+            raise
+
+    def _handle(self, event: ControllerEvent) -> list[Decision]:
         self._out, self._creates, self._updates = [], {}, {}
         if isinstance(event, ControllerStartup):
             self._startup(event)
@@ -199,8 +253,10 @@ class Controller:
         return self._out
 
     def resign(self) -> None:
-        """Another broker became controller (or our session ended): forget everything, decide nothing."""
+        """Another broker became controller (or our session ended, or a write failed): forget everything,
+        decide nothing."""
         self.active = False
+        self._confirmed = None
         self._reset()
 
     def _inactive(self, event: ControllerEvent) -> None:
@@ -296,6 +352,11 @@ class Controller:
 
     def _is_live(self, broker: int) -> bool:
         return broker in self.live_brokers
+
+    def _electable(self) -> set[int]:
+        """The brokers a leader may be elected from: alive and not in controlled shutdown (Kafka's
+        ControllerContext.liveBrokerIds leaves the shutting-down brokers out)."""
+        return set(self.live_brokers) - self.shutting_down
 
     # --- startup ------------------------------------------------------------------------------------------
     def _startup(self, ev: ControllerStartup) -> None:
@@ -395,11 +456,13 @@ class Controller:
                 self._offline_election(tp)
 
     def _initialize_leader(self, tp: TopicPartition) -> None:
-        live = [r for r in self._replicas(tp) if self._is_live(r)]
+        electable = self._electable()
+        live = [r for r in self._replicas(tp) if r in electable]
         if not live:
             self._log(
                 "error",
-                f"no leader for new partition {tp[0]}-{tp[1]}: none of {list(self._replicas(tp))} is alive",
+                f"no leader for new partition {tp[0]}-{tp[1]}: none of {list(self._replicas(tp))} is alive "
+                "(and not shutting down)",
             )
             return
         self._write(tp, live[0], 0, live)
@@ -410,8 +473,7 @@ class Controller:
         if current.leader != NO_LEADER and self._is_live(current.leader):
             self._set_partition(tp, P.ONLINE)  # its leader is alive after all (a stale read)
             return
-        live = set(self.live_brokers)
-        e = offline_election(self._replicas(tp), current.isr, live, self._unclean(tp[0]))
+        e = offline_election(self._replicas(tp), current.isr, self._electable(), self._unclean(tp[0]))
         if e is None:
             self._set_partition(tp, P.OFFLINE)
             return
@@ -576,7 +638,7 @@ class Controller:
                 if st is not None and st.leader != NO_LEADER and self._is_live(st.leader):
                     results[tp] = ErrorCode.election_not_needed
                     continue
-                e = offline_election(replicas, st.isr if st else (), live, unclean_allowed=True)
+                e = offline_election(replicas, st.isr if st else (), self._electable(), unclean_allowed=True)
                 if e is None or st is None:
                     results[tp] = ErrorCode.eligible_leaders_not_available
                     continue
@@ -780,7 +842,7 @@ class Controller:
         st = self.leadership.get(tp)
         if st is not None:  # B3: a leader outside the target (or dead) is replaced by a target replica
             if st.leader not in r.target or not self._is_live(st.leader):
-                e = reassignment_election(r.target, st.isr, set(self.live_brokers))
+                e = reassignment_election(r.target, st.isr, self._electable())
                 if e is not None:
                     self._write(tp, e.leader, self._next_epoch(tp), e.isr)
                     self._set_partition(tp, P.ONLINE)
@@ -805,7 +867,7 @@ class Controller:
             isr = tuple(x for x in st.isr if x not in removed) or st.isr
             leader = st.leader
             if leader in removed:
-                e = offline_election(self._replicas(tp), isr, set(self.live_brokers), unclean_allowed=False)
+                e = offline_election(self._replicas(tp), isr, self._electable(), unclean_allowed=False)
                 leader, isr = (e.leader, e.isr) if e is not None else (NO_LEADER, isr)
                 if leader == NO_LEADER:
                     self._set_partition(tp, P.OFFLINE)

@@ -2,6 +2,8 @@
 assignment, the ISR and the live brokers.
 
 Rules:
+- `live` is what the controller passes: the registered brokers minus those in controlled shutdown (Kafka's
+  liveBrokerIds), for every election here; `controlled_shutdown_election` also takes the shutting-down set;
 - candidates are always taken in ASSIGNMENT order, so the preferred replica (the first of the assignment)
   leads whenever it is alive and in sync;
 - offline election (the leader died, or a new partition): the first assigned replica that is alive and in

@@ -23,6 +23,10 @@ Rules:
 - acks=-1 is refused before the append with NOT_ENOUGH_REPLICAS when the ISR is smaller than
   `min.insync.replicas`; it is complete once the high watermark passes the batch, with
   NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below the minimum meanwhile;
+- transaction markers are appended with acks=-1 (refused below `min.insync.replicas`, as Kafka refuses
+  them); the coordinator's retry of a marker this leader appended in its current leader epoch (same
+  producer epoch, coordinator epoch and result, and the producer opened no transaction since) is answered
+  with the offset of that marker, never appended twice;
 - the last stable offset is the log's: the first offset of the earliest open transaction, capped by the
   high watermark (Kafka's `UnifiedLog.lastStableOffset`);
 - a follower's report is kept only while this broker leads; becoming leader forgets older reports;
@@ -70,7 +74,7 @@ class Partition:
     __slots__ = ("topic", "partition", "broker_id", "log", "state", "min_insync_replicas", "codec",
                  "_follower_leo", "_single",
                  "_caught_up_ms", "_last_fetch_leo", "_last_fetch_ms", "_leader_since_ms", "_epoch_start",
-                 "_leader_hw")
+                 "_leader_hw", "_markers")
 
     def __init__(self, topic: str, partition: int, broker_id: int, log: Log | None = None) -> None:
         self.topic = topic
@@ -90,6 +94,9 @@ class Partition:
         self._leader_since_ms = -1  # set by the ReplicaManager when it makes this broker leader (-1: now)
         self._epoch_start = 0  # this leader epoch's start offset (the log end offset on becoming leader)
         self._leader_hw = UNKNOWN  # while following: the leader's high watermark in its last fetch answer
+        # per producer, the last marker this broker appended as leader in this leader epoch: (producer epoch,
+        # commit, coordinator epoch, offset), so the coordinator's retry of it is not written twice
+        self._markers: dict[int, tuple[int, bool, int, int]] = {}
 
     def __repr__(self) -> str:
         s = self.state
@@ -135,6 +142,7 @@ class Partition:
         if state.leader != old.leader or state.leader_epoch != old.leader_epoch:
             self._leader_hw = UNKNOWN  # heard from the previous leader
         if became_leader:
+            self._markers = {}
             self._follower_leo = {}
             self._caught_up_ms = {}
             self._last_fetch_leo = {}
@@ -330,13 +338,29 @@ class Partition:
 
     def append_txn_marker_to_leader(self, producer_id: int, producer_epoch: int, commit: bool,
                                     coordinator_epoch: int, now_ms: int) -> AppendResult:
-        """Write a transaction marker as leader (WriteTxnMarkers), then advance the high watermark."""
+        """Write a transaction marker as leader (WriteTxnMarkers, acks=-1), then advance the high watermark.
+        A retry of the marker this leader appended last for the producer (same epochs and result, nothing
+        written by the producer since) returns that marker's offset instead of appending it again; below
+        min.insync.replicas nothing is appended (NOT_ENOUGH_REPLICAS), as Kafka's appendRecordsToLeader."""
         log = self.log
         if self.state.leader != self.broker_id or log is None:
             raise KafkaError(ErrorCode.not_leader_or_follower,
                              f"broker {self.broker_id} is not the leader of {self.topic}-{self.partition}")
+        last = self._markers.get(producer_id)
+        if last is not None and last[:3] == (producer_epoch, commit, coordinator_epoch) \
+                and last[3] < log.log_end_offset and producer_id not in log.producer_state.ongoing:
+            # appended, then answered NOT_ENOUGH_REPLICAS_AFTER_APPEND (or the answer was lost): the
+            # coordinator sends it again; the caller waits for that marker to be committed instead
+            return AppendResult(last[3], last[3], -1, log.log_start_offset, False)
+        if len(self.state.isr) < self.min_insync_replicas:
+            raise KafkaError(
+                ErrorCode.not_enough_replicas,
+                f"The size of the current ISR {list(self.state.isr)} is insufficient to satisfy the min.isr "
+                f"requirement of {self.min_insync_replicas} for partition {self.topic}-{self.partition}",
+            )
         result = log.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
                                    leader_epoch=self.state.leader_epoch, now_ms=now_ms)
+        self._markers[producer_id] = (producer_epoch, commit, coordinator_epoch, result.last_offset)
         if self._single:
             log.update_high_watermark(log.log_end_offset)
         else:
