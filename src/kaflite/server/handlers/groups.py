@@ -8,7 +8,9 @@ Rules of the shell (the decisions are in `kaflite.coordinator`, the commit rule 
   compacted internal topic `__consumer_offsets` (offsets.topic.num.partitions partitions; replication
   factor offsets.topic.replication.factor in a cluster, refused while fewer brokers are alive, 1 on a
   single node) and loads a shard per partition this broker leads (single node: all of them) by replaying
-  that partition;
+  that partition; as the image moves leadership it unloads the shard of a partition this broker no
+  longer leads (with the new leader's epoch) and loads one it now leads (the runtime keeps a shard of
+  an older epoch only if it provably holds the whole log);
 - a request goes to the shard of `partition_for(group)`; its step's records are appended to that
   partition as one batch and its answers (and those of requests it completes) leave only once the batch
   is committed; a failed write answers with Kafka's mapping (NOT_COORDINATOR for a storage error) and
