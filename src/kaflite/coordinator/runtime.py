@@ -2,7 +2,7 @@
 internal topic, whose answers leave only once their records are committed.
 
 A *shard* is the state of one partition of the topic (`__consumer_offsets` for groups; the transaction
-coordinator will use `__transaction_state` the same way). It is a pure state machine:
+coordinator uses `__transaction_state` the same way). It is a pure state machine:
     replay(key, value)       apply one record of its partition (loading and live writes alike)
     activate(now_ms)         loading is over (start timers); returns a step result
     poll_timers(now_ms)      fire due timers; returns a step result
