@@ -7,7 +7,9 @@ coordinators' internal topics replicated as Kafka replicates them (offsets.topic
 - a group's coordinator broker (the leader of its `__consumer_offsets` partition) killed with kill -9: the
   group re-forms on the new leader, which loaded it from its replica of the log; the offsets the group
   committed are kept, a consumer resumes from them, and no record is consumed twice beyond those read
-  after the last commit."""
+  after the last commit;
+- a group's `__consumer_offsets` partition moved A -> B -> A by preferred elections with a commit on B:
+  A answers NOT_COORDINATOR once B leads, and B's offset once A leads again (issue 24)."""
 
 from __future__ import annotations
 
@@ -230,5 +232,62 @@ def test_group_survives_the_kill_of_its_coordinator(brokers: BrokerProcesses, zk
     finally:
         if consumer is not None:
             consumer.close()
+        zk.close()
+        _kill_all(brokers)
+
+
+def test_offsets_committed_on_b_survive_leadership_returning_to_a(brokers: BrokerProcesses, zk_connect: str) -> None:
+    """Issue 24: the group's `__consumer_offsets` partition moves A -> B -> A by preferred elections (the
+    replica order changed by a reassignment of the same replicas, then ElectLeaders), with a commit on B in
+    between. Back on A the group's offsets are B's: A dropped its shard when it resigned and replayed the
+    log when elected again (before, A kept answering from its shard and read back what it last saw).
+    Commits and fetches go to a chosen broker over the wire (librdkafka's clients crash this process when
+    the coordinator of a group without members moves)."""
+    from confluent_kafka import ElectionType
+
+    from groups.coord_wire import commit, fetch
+
+    settings = (*RF3, *FAST, "offsets.topic.num.partitions=1", "auto.leader.rebalance.enable=false")
+    tp = ("__consumer_offsets", 0)
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        brokers.start_registered(zk, 1, 2, 3, overrides=settings)
+        admin = AdminClient({"bootstrap.servers": brokers.bootstrap()})
+        admin.create_topics([NewTopic("events", 1, 3)])["events"].result(30)
+        group = f"g-{uuid.uuid4().hex[:6]}"
+
+        def state() -> Any:
+            return zk.get_partition_states([tp])[tp]
+
+        def on(broker: int, offset: int | None = None) -> int | None:
+            """Commit `offset` (an empty group's commit) on `broker`, or read the group's offset there;
+            None while it does not answer as the coordinator."""
+            with WireClient(brokers.bootstrap(broker)) as c:
+                if offset is not None and commit(c, group, "events", "", -1, offset) is not ErrorCode.none:
+                    return None
+                code, got = fetch(c, group, "events")
+            return got if code is ErrorCode.none else None
+
+        def moved_to(leader: int) -> None:
+            """Make `leader` the preferred replica (same replicas, reordered), then a preferred election."""
+            others = [b for b in (1, 2, 3) if b != leader]
+            zk.create_reassignment({tp: [leader, *others]})
+            wait_until("the reassignment done", lambda: zk.get_data("/admin/reassign_partitions") is None)
+            wait_until("all in sync", lambda: sorted(state().isr) == [1, 2, 3])
+            admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(*tp)]).result(30)
+            wait_until(f"{tp} led by {leader}", lambda: state().leader == leader)
+
+        wait_until("the offsets topic", lambda: _find(brokers.bootstrap(1), 0, group).error_code == ErrorCode.none)
+        wait_until("all in sync", lambda: (s := state()) is not None and sorted(s.isr) == [1, 2, 3])
+        a = state().leader
+        b = next(x for x in (1, 2, 3) if x != a)
+        assert wait_until("the commit on A", lambda: on(a, 5), interval=0.2) == 5
+        moved_to(b)
+        wait_until("A resigned: NOT_COORDINATOR there", lambda: on(a) is None, timeout=10)
+        assert wait_until("the commit on B", lambda: on(b, 9), interval=0.2) == 9
+        moved_to(a)
+        assert wait_until("the offsets on A", lambda: on(a), interval=0.2) == 9
+    finally:
         zk.close()
         _kill_all(brokers)

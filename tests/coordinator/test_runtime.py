@@ -18,10 +18,12 @@ from kaflite.protocol.errors import ErrorCode, KafkaError
 
 
 class HandWriter:
-    """A log per partition; an append is written at once and committed when the test says so."""
+    """A log per partition; an append is written at once and committed when the test says so. Its position
+    is a count of the changes made to the partition's log (appends, another leader's records, truncations)."""
 
     def __init__(self) -> None:
         self.logs: dict[int, list[Record]] = {}
+        self.changes: dict[int, int] = {}
         self.uncommitted: list[tuple[int, asyncio.Future[None]]] = []
         self.fail_next: BaseException | None = None
         self.slow_reads: asyncio.Future[None] | None = None
@@ -33,11 +35,25 @@ class HandWriter:
             exc, self.fail_next = self.fail_next, None
             raise exc
         self.logs.setdefault(partition, []).extend(records)
+        self.changes[partition] = self.changes.get(partition, 0) + 1
         if self.instant:
             return None  # committed by the append (one replica)
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.uncommitted.append((partition, fut))
         return fut
+
+    def position(self, partition: int) -> int:
+        return self.changes.get(partition, 0)
+
+    def other_leader_wrote(self, partition: int, records: Sequence[Record]) -> None:
+        """What replication brings while another broker leads: its records, committed there."""
+        self.logs.setdefault(partition, []).extend(records)
+        self.changes[partition] = self.changes.get(partition, 0) + 1
+
+    def truncate(self, partition: int, length: int) -> None:
+        """A follower's truncation to its new leader's log (records the leader never had are gone)."""
+        del self.logs[partition][length:]
+        self.changes[partition] = self.changes.get(partition, 0) + 1
 
     def commit_all(self) -> None:
         for _, fut in self.uncommitted:
@@ -75,6 +91,13 @@ def make_runtime(writer: HandWriter) -> CoordinatorRuntime[GroupCoordinator]:
 
 def commit_req(offset: int, group: str = "g") -> m.OffsetCommitRequest:
     return m.OffsetCommitRequest(group, (("t", (m.OffsetCommitPartition(0, offset),)),))
+
+
+def commit_req_record(offset: int, group: str = "g") -> Record:
+    """The OffsetCommit record a coordinator writes for `commit_req(offset, group)`."""
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, offsets_topic_num_partitions=1)
+    (record,) = GroupCoordinator(config).handle_offset_commit(commit_req(offset, group), 0).records
+    return record.key, record.value
 
 
 def commit_step(offset: int, group: str = "g") -> Callable[[GroupCoordinator, int], Any]:
@@ -229,26 +252,134 @@ def test_error_mapping_is_kafkas(raised: BaseException, answered: ErrorCode) -> 
 
 
 def test_leader_epochs_make_stale_load_and_unload_events_no_ops() -> None:
-    """As Kafka's onElection / onResignation: an event older than the shard's epoch changes nothing."""
+    """As Kafka's onElection / onResignation: an event older than the shard's epoch changes nothing; a
+    resignation carries the epoch at which this broker stopped leading, so one at the shard's own epoch is
+    honoured (the epoch it led at was what failover passed before, and every resignation was ignored)."""
     async def body() -> None:
         writer = HandWriter()
         rt = make_runtime(writer)
         await rt.load(0, leader_epoch=3)
         shard = rt.shard(0)
         await rt.load(0, leader_epoch=2)  # stale election
-        rt.unload(0, leader_epoch=3)  # a resignation of the epoch we lead in is stale too
+        rt.unload(0, leader_epoch=2)  # stale resignation: an election since superseded it
         assert rt.shard(0) is shard and rt.leader_epoch(0) == 3
-        await rt.load(0, leader_epoch=5)  # re-elected: the loaded state stays, the epoch moves
+        await rt.load(0, leader_epoch=5)  # re-elected, nothing written meanwhile: the shard stays
         assert rt.shard(0) is shard and rt.leader_epoch(0) == 5
         writer.fail_next = OSError(5, "EIO")
         with pytest.raises(KafkaError):
             await rt.write(0, commit_step(1))
         assert rt.shard(0) is not shard and rt.leader_epoch(0) == 5  # reloaded in the same epoch
         token, parked = rt.park(0)
-        rt.unload(0, leader_epoch=6)  # resigned: what the shard held is answered
+        rt.unload(0, leader_epoch=5)  # no longer the leader as of the epoch it holds: resigned
         with pytest.raises(KafkaError) as e:
             await parked
         assert e.value.code is ErrorCode.not_coordinator and rt.state(0) is None
+    run(body)
+
+
+def test_an_election_replays_what_another_leader_wrote_since() -> None:
+    """Issue 24: leadership went A -> B -> A and A never unloaded (a resignation it missed, or one it
+    ignored): at the new epoch A's shard must be what the log says, B's commit included."""
+    async def body() -> None:
+        writer = HandWriter()
+        writer.instant = True
+        rt = make_runtime(writer)
+        await rt.load(0, leader_epoch=1)
+        await rt.write(0, commit_step(5))
+        before = rt.shard(0)
+        b_writer = HandWriter()  # B: a shard of its own over its replica, its records replicated into A's
+        b_writer.logs[0] = list(writer.logs[0])
+        b_writer.instant = True
+        b = make_runtime(b_writer)
+        await b.load(0, leader_epoch=2)
+        await b.write(0, commit_step(9))
+        writer.other_leader_wrote(0, b_writer.logs[0][len(writer.logs[0]):])
+        await rt.load(0, leader_epoch=3)
+        assert rt.shard(0) is not before and rt.leader_epoch(0) == 3
+        assert (await rt.write(0, fetch_step())).topics[0][1][0].offset == 9
+    run(body)
+
+
+def test_an_election_after_a_truncation_drops_what_the_new_leader_never_had() -> None:
+    """A wrote 7, not committed; B led without it (A truncated to B's log): re-elected, A must not answer 7."""
+    async def body() -> None:
+        writer = HandWriter()
+        rt = make_runtime(writer)
+        await rt.load(0, leader_epoch=1)
+        first = rt.write(0, commit_step(5))
+        writer.commit_all()
+        await first
+        lost = rt.write(0, commit_step(7))  # written, never committed: B was elected without it
+        await settle()
+        writer.truncate(0, 1)
+        writer.uncommitted.clear()
+        await rt.load(0, leader_epoch=3)
+        with pytest.raises(KafkaError):
+            await lost
+        assert (await rt.write(0, fetch_step())).topics[0][1][0].offset == 5
+    run(body)
+
+
+def test_an_election_keeps_a_shard_that_holds_the_whole_log_and_only_that() -> None:
+    """The epoch moved with this broker leading throughout (a follower left the ISR): the shard and the
+    requests it holds stay. A record appended by another path (a transaction marker) since the shard's
+    last read leaves its position unknown: the next election replays the log."""
+    async def body() -> None:
+        writer = HandWriter()
+        rt = make_runtime(writer)
+        await rt.load(0, leader_epoch=1)
+        token, parked = rt.park(0)
+        rt.write(0, join_step(token), token)  # v3: parked until the join phase ends
+        writer.commit_all()
+        await settle()
+        shard = rt.shard(0)
+        await rt.load(0, leader_epoch=2)
+        assert rt.shard(0) is shard and rt.leader_epoch(0) == 2 and not parked.done()
+        writer.other_leader_wrote(0, [])  # e.g. a marker appended by WriteTxnMarkers, not by this shard
+        committed = rt.write(0, commit_step(3, group="simple"))  # its own append after that one
+        writer.commit_all()
+        await committed
+        await rt.load(0, leader_epoch=3)
+        assert rt.shard(0) is not shard
+        with pytest.raises(KafkaError) as e:
+            await parked
+        assert e.value.code is ErrorCode.not_coordinator
+        assert (await rt.write(0, fetch_step("simple"))).topics[0][1][0].offset == 3
+    run(body)
+
+
+def test_a_load_in_flight_is_kept_or_restarted_by_an_election() -> None:
+    async def body() -> None:
+        writer = HandWriter()
+        rt = make_runtime(writer)
+        writer.slow_reads = asyncio.get_running_loop().create_future()
+        first = rt.load(0, leader_epoch=1)
+        again = rt.load(0, leader_epoch=2)  # nothing changed: the same load goes on
+        assert again is first and rt.leader_epoch(0) == 2
+        writer.other_leader_wrote(0, [commit_req_record(4)])
+        restarted = rt.load(0, leader_epoch=3)  # the log moved under the read: read it again
+        assert restarted is not first
+        writer.slow_reads.set_result(None)
+        await restarted
+        assert (await rt.write(0, fetch_step())).topics[0][1][0].offset == 4
+    run(body)
+
+
+def test_a_failed_write_after_a_resignation_does_not_bring_the_shard_back() -> None:
+    async def body() -> None:
+        writer = HandWriter()
+        rt = make_runtime(writer)
+        await rt.load(0, leader_epoch=1)
+        pending = rt.write(0, commit_step(5))
+        await settle()
+        rt.unload(0, leader_epoch=2)
+        _, fut = writer.uncommitted.pop()
+        fut.set_exception(KafkaError(ErrorCode.not_leader_or_follower))
+        with pytest.raises(KafkaError) as e:
+            await pending
+        assert e.value.code is ErrorCode.not_coordinator
+        await settle()
+        assert rt.state(0) is None
     run(body)
 
 

@@ -37,6 +37,9 @@ class TxnLogWriter:
     def committed_end(self, partition: int) -> Awaitable[None] | None:
         return None
 
+    def position(self, partition: int) -> int:
+        return len(self.log)  # only ever appended to
+
     def read(self, partition: int) -> Iterable[LoadedRecord]:
         return list(self.log)
 

@@ -2,7 +2,7 @@
 internal topic, whose answers leave only once their records are committed.
 
 A *shard* is the state of one partition of the topic (`__consumer_offsets` for groups; the transaction
-coordinator will use `__transaction_state` the same way). It is a pure state machine:
+coordinator uses `__transaction_state` the same way). It is a pure state machine:
     replay(key, value)       apply one record of its partition (loading and live writes alike)
     activate(now_ms)         loading is over (start timers); returns a step result
     poll_timers(now_ms)      fire due timers; returns a step result
@@ -17,11 +17,18 @@ Rules (as Kafka's runtime):
 - load replays every record of the partition (up to its log end) into a FRESH shard, then activates
   it; when the log holds records beyond the high watermark (written, not yet committed), every answer
   of the shard waits, as behind a pending write, until they are committed (Kafka reads its committed
-  snapshot instead); unload drops the
-  shard and answers every request it still holds (parked or waiting for a commit) NOT_COORDINATOR;
-  with the partition's leader epoch (what failover passes, as Kafka's onElection / onResignation) a
-  stale event is ignored: load(p, e) when the shard already has epoch >= e, unload(p, e) unless e is
-  newer than the shard's; a load with a newer epoch of a loaded shard only records the epoch;
+  snapshot instead); unload drops the shard and answers every request it still holds (parked or waiting
+  for a commit) NOT_COORDINATOR;
+- leader epochs (what failover passes, as Kafka's onElection / onResignation): load(p, e) is the election
+  at epoch e, unload(p, e) the loss of leadership to epoch e (the NEW leader's epoch, or the epoch of the
+  image that says this broker no longer leads). unload(p, e) drops the shard unless e is older than the
+  shard's epoch (a stale resignation); load(p, e) is ignored when the shard's epoch is >= e, and
+  otherwise replays the log into a fresh shard, unless the shard provably holds the whole log: its
+  `position` (the writer's token for the log's content: log end offset, latest leader epoch, the log
+  itself), taken before its load read the log and carried over each of its own appends, still equals the
+  writer's position now; then only its epoch moves. A shard never outlives a gap: anything another
+  leader wrote, or a truncation, changes the position, and a write the shard did not make (e.g. a
+  transaction marker appended by another path) leaves its position unknown (None), which never matches;
 - a step's records are appended to its partition as one batch through the injected PartitionWriter; its
   responses are released only when that write is COMMITTED (the writer's awaitable resolves when the
   partition's high watermark passes the batch), in append order; a step without records answers at
@@ -33,7 +40,10 @@ Rules (as Kafka's runtime):
   later pending step and every parked request of the shard NOT_COORDINATOR (their state was built on the
   lost write), and reloads the shard from the log: the shard then holds exactly what was written (Kafka
   reverts its timeline snapshot; we have none, so we replay). A step that raises is treated the same way
-  (UNKNOWN_SERVER_ERROR) since it may have left the shard half-changed;
+  (UNKNOWN_SERVER_ERROR) since it may have left the shard half-changed. That reload is a load like any
+  other: it becomes active only if the writer's `committed_end` says this broker still leads the
+  partition (it raises NOT_LEADER_OR_FOLLOWER otherwise, and the partition stays unloaded); a failure
+  of a shard already unloaded (resigned) or replaced reloads nothing;
 - transactional writes (Kafka's scheduleTransactionalWriteOperation): `write(..., producer=(id, epoch))`
   appends the step's records as one transactional batch of that producer; loading hands a record of a
   transactional batch to `replay_transactional(producer_id, key, value)` and a COMMIT / ABORT marker to
@@ -123,7 +133,15 @@ class PartitionWriter(Protocol):
 
     def committed_end(self, partition: int) -> Awaitable[Any] | None:
         """None when everything in the partition is committed; else an awaitable that resolves when the
-        high watermark reaches the log end offset of now (or raises why it did not)."""
+        high watermark reaches the log end offset of now (or raises why it did not). Raises (KafkaError
+        NOT_LEADER_OR_FOLLOWER) when this broker does not lead the partition: a load must not activate a
+        shard there."""
+        ...
+
+    def position(self, partition: int) -> Hashable | None:
+        """A token for the partition's log content now: two equal tokens mean nothing was appended to or
+        truncated from the log between them (e.g. the log, its end offset and its latest leader epoch).
+        None when unknown (never proves anything)."""
         ...
 
 
@@ -180,6 +198,10 @@ class _Context(Generic[S]):
     leader_epoch: int = -1
     parked: dict[Hashable, asyncio.Future[Any]] = field(default_factory=dict)
     pending: list[_Pending] = field(default_factory=list)
+    # the writer's position of the log this shard holds all of (None: not known, a load at a newer epoch
+    # replays the log); taken before the load read the log, carried over the shard's own appends
+    position: Hashable | None = None
+    loaded: asyncio.Future[None] | None = None  # the load that built this shard
 
 
 class CoordinatorRuntime(Generic[S]):
@@ -227,22 +249,34 @@ class CoordinatorRuntime(Generic[S]):
     def load(self, partition: int, leader_epoch: int | None = None) -> asyncio.Future[None]:
         """Become the coordinator of `partition`: replay its log into a fresh shard, then activate it. When
         the writer reads synchronously the shard is active when this returns; the future says when.
-        Without `leader_epoch` the shard is always rebuilt (start-up, recovery from a failed write)."""
+        Without `leader_epoch` the shard is always rebuilt (start-up, recovery from a failed write). With
+        it (an election), a loaded shard of an older epoch is kept only when it provably holds the whole
+        log (its position is the writer's now); else it is unloaded and the log replayed."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         current = self._contexts.get(partition)
         if leader_epoch is not None and current is not None:
             if current.leader_epoch >= leader_epoch:
                 log.info("%s partition %d: ignoring load for stale leader epoch %d (current %d)", self.name,
                          partition, leader_epoch, current.leader_epoch)
-            else:
-                current.leader_epoch = leader_epoch  # still the leader: the loaded state stays valid
-            done.set_result(None)
-            return done
+                done.set_result(None)
+                return done
+            if self._holds_whole_log(current):
+                # nothing was written or truncated since the shard read / wrote the log (e.g. the epoch
+                # moved because a follower left the ISR): the state is the log's, parked requests stay
+                current.leader_epoch = leader_epoch
+                if current.loaded is not None and not current.loaded.done():
+                    return current.loaded
+                done.set_result(None)
+                return done
+            log.info("%s partition %d: elected at leader epoch %d, the log changed since epoch %d: replaying it",
+                     self.name, partition, leader_epoch, current.leader_epoch)
         epoch = leader_epoch if leader_epoch is not None else (current.leader_epoch if current else -1)
         if current is not None:
             self.unload(partition)
-        ctx: _Context[S] = _Context(partition, self._new_shard(partition), leader_epoch=epoch)
+        ctx: _Context[S] = _Context(partition, self._new_shard(partition), leader_epoch=epoch, loaded=done)
         self._contexts[partition] = ctx
+        # taken before the read: whatever is appended meanwhile moves the log past it (a reload then)
+        ctx.position = self._position(partition)
         try:
             records = self._writer.read(partition)
         except Exception as e:  # noqa: BLE001 - a failed load leaves the partition unloaded, loudly
@@ -292,6 +326,18 @@ class CoordinatorRuntime(Generic[S]):
         log.debug("%s partition %d loaded: %d record(s)", self.name, ctx.partition, count)
         done.set_result(None)
 
+    def _position(self, partition: int) -> Hashable | None:
+        try:
+            return self._writer.position(partition)
+        except Exception:  # noqa: BLE001 - unknown: proves nothing
+            return None
+
+    def _holds_whole_log(self, ctx: _Context[S]) -> bool:
+        """The shard replayed (or wrote) every record the log holds now, and nothing it holds was truncated."""
+        if ctx.state is ShardState.CLOSED or ctx.position is None:
+            return False
+        return bool(ctx.position == self._position(ctx.partition))
+
     def _load_failed(self, ctx: _Context[S], exc: BaseException, done: asyncio.Future[None]) -> None:
         log.error("%s partition %d failed to load: %s", self.name, ctx.partition, exc, exc_info=exc)
         if self._contexts.get(ctx.partition) is ctx:
@@ -301,12 +347,13 @@ class CoordinatorRuntime(Generic[S]):
 
     def unload(self, partition: int, leader_epoch: int | None = None) -> None:
         """Stop coordinating `partition` (failover, or before a reload): drop the shard and answer all it
-        holds NOT_COORDINATOR, so clients look for the new coordinator. With `leader_epoch`, only when it
-        is newer than the shard's (an older resignation is stale)."""
+        holds NOT_COORDINATOR, so clients look for the new coordinator. `leader_epoch`: the epoch at which
+        this broker no longer leads (the new leader's); ignored only when older than the shard's own epoch
+        (a resignation that an election since has superseded)."""
         ctx = self._contexts.get(partition)
         if ctx is None:
             return
-        if leader_epoch is not None and leader_epoch <= ctx.leader_epoch:
+        if leader_epoch is not None and leader_epoch < ctx.leader_epoch:
             log.info("%s partition %d: ignoring unload for stale leader epoch %d (current %d)", self.name,
                      partition, leader_epoch, ctx.leader_epoch)
             return
@@ -375,12 +422,16 @@ class CoordinatorRuntime(Generic[S]):
         pending = _Pending(result.responses, direct)
         previous_done = ctx.pending[-1].done if ctx.pending else None
         ctx.pending.append(pending)
+        before = self._position(ctx.partition)
         try:
             committed = (self._writer.append(ctx.partition, records) if producer is None
                          else self._writer.append(ctx.partition, records, producer))
         except Exception as e:  # noqa: BLE001 - the write failed before it was written
             self._write_failed(ctx, pending, e)
             return direct
+        # the shard holds the whole log after its own append only if it held it before (something
+        # appended by another path in between, e.g. a transaction marker, makes it unknown)
+        ctx.position = self._position(ctx.partition) if before is not None and before == ctx.position else None
         if committed is None:  # committed by the append itself: answer now, or after the writes before it
             if previous_done is None:
                 self._settle(ctx, pending, None)

@@ -8,7 +8,9 @@ Rules of the shell (the decisions are in `kaflite.coordinator`, the commit rule 
   compacted internal topic `__consumer_offsets` (offsets.topic.num.partitions partitions; replication
   factor offsets.topic.replication.factor in a cluster, refused while fewer brokers are alive, 1 on a
   single node) and loads a shard per partition this broker leads (single node: all of them) by replaying
-  that partition;
+  that partition; as the image moves leadership it unloads the shard of a partition this broker no
+  longer leads (with the new leader's epoch) and loads one it now leads (the runtime keeps a shard of
+  an older epoch only if it provably holds the whole log);
 - a request goes to the shard of `partition_for(group)`; its step's records are appended to that
   partition as one batch and its answers (and those of requests it completes) leave only once the batch
   is committed; a failed write answers with Kafka's mapping (NOT_COORDINATOR for a storage error) and
@@ -66,6 +68,24 @@ def to_ms(value: Any) -> int:
     return int(value)
 
 
+def committed_end(broker: Any, topic: str, partition: int,
+                  committed: Callable[[Any, int], Awaitable[None]]) -> Awaitable[None] | None:
+    """The coordinator writers' `committed_end`: refused (NOT_LEADER_OR_FOLLOWER) unless this broker leads
+    the partition; None when its high watermark is at its log end; else `committed(part, last offset)`."""
+    part = broker.replica_manager.get_partition(topic, partition)  # raises unless this broker leads it
+    lg = part.log
+    end = lg.log_end_offset
+    if lg.high_watermark >= end:
+        return None
+    return committed(part, end - 1)
+
+
+def log_position(lg: Any) -> Hashable:
+    """A coordinator partition's position (see PartitionWriter.position): the Log object (a replica dropped
+    and fetched again is another one), its log end offset, and the leader epoch of its last epoch entry."""
+    return (lg, lg.log_end_offset, lg.leader_epoch_cache.latest_epoch)
+
+
 class OffsetsTopicWriter:
     """The runtime's PartitionWriter over this broker's `__consumer_offsets` logs.
 
@@ -113,13 +133,15 @@ class OffsetsTopicWriter:
 
     def committed_end(self, partition: int) -> Awaitable[None] | None:
         """After a load: None when the high watermark is at the log end (always, on one node), else the
-        wait for the records written but not yet committed."""
-        lg = self.log(partition)
-        end = lg.log_end_offset
-        if lg.high_watermark >= end:
-            return None
-        part = self.broker.replica_manager.get_partition(OFFSETS_TOPIC, partition)
-        return self._committed(part, end - 1)
+        wait for the records written but not yet committed. Raises NOT_LEADER_OR_FOLLOWER when this broker
+        does not lead the partition (a reload after a failed write must not make a follower's shard
+        active: its high watermark may well be at its log end)."""
+        return committed_end(self.broker, OFFSETS_TOPIC, partition, self._committed)
+
+    def position(self, partition: int) -> Hashable | None:
+        """The log, its end offset and its latest leader epoch: anything another leader wrote (a later
+        epoch) or a truncation changes it (the coordinator runtime's proof that a shard holds the log)."""
+        return log_position(self.log(partition))
 
     async def _committed(self, part: Any, last_offset: int) -> None:
         timeout_ms = self.service.commit_timeout_ms
@@ -253,7 +275,7 @@ class GroupService:
             for partition in range(self.config.offsets_topic_num_partitions):
                 reg = self.broker.metadata.partition(OFFSETS_TOPIC, partition)
                 if reg is not None and reg.leader == self.broker.node_id:
-                    loads.append(self.runtime.load(partition))
+                    loads.append(self.runtime.load(partition, reg.leader_epoch))
             self.broker.metadata_writer.subscribe(self._on_image)
         self.loaded: asyncio.Future[Any] = asyncio.gather(*loads)
         self.loaded.add_done_callback(
@@ -276,16 +298,20 @@ class GroupService:
             if reg.leader == me and (not was_mine or prev is None or prev.leader_epoch != reg.leader_epoch):
                 self.on_election(partition, reg.leader_epoch)
             elif was_mine and reg.leader != me:
-                self.on_resignation(partition, prev.leader_epoch if prev is not None else None)
+                # the epoch at which this broker stopped leading (the new leader's), as Kafka's
+                # onResignation: the epoch it led at would be ignored as stale and the shard kept
+                self.on_resignation(partition, reg.leader_epoch)
 
     def on_election(self, partition: int, leader_epoch: int | None = None) -> asyncio.Future[None]:
-        """This broker became the leader of `__consumer_offsets-<partition>` (Kafka's onElection): load
-        its groups by replaying the partition. What failover calls; the future says when it is active."""
+        """This broker became the leader of `__consumer_offsets-<partition>` at `leader_epoch` (Kafka's
+        onElection): load its groups by replaying the partition (a shard still loaded from an older epoch
+        is kept only if it provably holds the whole log). The future says when it is active."""
         return self.runtime.load(partition, leader_epoch)
 
     def on_resignation(self, partition: int, leader_epoch: int | None = None) -> None:
-        """This broker no longer leads the partition (Kafka's onResignation): drop its groups, answering
-        their parked requests NOT_COORDINATOR so the clients find the new coordinator."""
+        """This broker no longer leads the partition, as of `leader_epoch` (the new leader's; Kafka's
+        onResignation): drop its groups, answering their parked requests NOT_COORDINATOR so the clients
+        find the new coordinator."""
         self.runtime.unload(partition, leader_epoch)
 
     # --- routing --------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ import dataclasses
 import datetime
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from typing import Any
 
 from kaflite.coordinator import OFFSETS_TOPIC
@@ -60,7 +60,13 @@ from kaflite.protocol.record_batch import RecordBatchView, build_record_batch
 from kaflite.server.authorizer import AclOperation, ResourceType
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
-from kaflite.server.handlers.groups import GroupService, OffsetsTopicWriter, to_ms
+from kaflite.server.handlers.groups import (
+    GroupService,
+    OffsetsTopicWriter,
+    committed_end,
+    log_position,
+    to_ms,
+)
 from kaflite.server.handlers.offsets import screen_partitions
 from kaflite.server.txn_marker_channel import TransactionMarkerChannelManager
 
@@ -98,12 +104,11 @@ class TransactionStateWriter:
         return self._committed(part, int(result.last_offset))
 
     def committed_end(self, partition: int) -> Awaitable[None] | None:
-        lg = self.log(partition)
-        end = lg.log_end_offset
-        if lg.high_watermark >= end:
-            return None
-        part = self.broker.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
-        return self._committed(part, end - 1)
+        """As the offsets topic's: refused unless this broker leads the partition."""
+        return committed_end(self.broker, TRANSACTION_STATE_TOPIC, partition, self._committed)
+
+    def position(self, partition: int) -> Hashable | None:
+        return log_position(self.log(partition))
 
     async def _committed(self, part: Any, last_offset: int) -> None:
         code = await self.broker.replica_manager.wait_committed(
@@ -172,7 +177,7 @@ class TransactionService:
             for partition in range(self.config.num_partitions):
                 reg = self.broker.metadata.partition(TRANSACTION_STATE_TOPIC, partition)
                 if reg is not None and reg.leader == self.broker.node_id:
-                    loads.append(self.runtime.load(partition))
+                    loads.append(self.runtime.load(partition, reg.leader_epoch))
             self.broker.metadata_writer.subscribe(self._on_image)
         self.loaded: asyncio.Future[Any] = asyncio.gather(*loads)
         self.loaded.add_done_callback(lambda _f: self._resend_pending())
@@ -210,7 +215,8 @@ class TransactionService:
                 done = self.runtime.load(partition, reg.leader_epoch)
                 done.add_done_callback(lambda _f: self._resend_pending())
             elif was_mine and reg.leader != me:
-                self.runtime.unload(partition, prev.leader_epoch if prev is not None else None)
+                # the epoch at which this broker stopped leading (the new leader's), as Kafka's onResignation
+                self.runtime.unload(partition, reg.leader_epoch)
 
     # --- routing --------------------------------------------------------------------------------
 
