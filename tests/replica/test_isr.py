@@ -16,6 +16,7 @@ from kaflite.protocol.record_batch import build_record_batch
 from kaflite.server.purgatory import Purgatory
 from kaflite.server.replica import Partition, PartitionState, ReplicaManager, TopicSettings
 from kaflite.server.replica.fetcher import FetcherConfig, ReplicaFetcher, ReplicaFetcherManager
+from kaflite.server.replica.partition import ISR_RETRY_BACKOFF_MS
 from kaflite.storage import LogManager
 from kaflite.storage.config import LogConfig
 from kaflite.storage.log import Log
@@ -79,10 +80,11 @@ def test_follower_appends_verbatim_and_caps_the_leaders_high_watermark(tmp_path:
     assert e.value.code is ErrorCode.not_leader_or_follower
 
 
-def _rm(tmp: Path, writer: Any) -> tuple[ReplicaManager, LogManager]:
+def _rm(tmp: Path, writer: Any, min_isr: int = 2) -> tuple[ReplicaManager, LogManager]:
     mgr = LogManager([tmp])
     clock = {"now": 0}
-    rm = ReplicaManager(ME, mgr, Purgatory(), lambda: clock["now"], lambda _t: TopicSettings(LogConfig(), 2, None))
+    rm = ReplicaManager(ME, mgr, Purgatory(), lambda: clock["now"],
+                        lambda _t: TopicSettings(LogConfig(), min_isr, None))
     rm.isr_writer = writer
     rm.replica_lag_time_max_ms = 1_000
     rm.clock = clock  # type: ignore[attr-defined]
@@ -123,6 +125,8 @@ def test_isr_shrinks_and_expands_only_once_written(tmp_path: Path) -> None:
             await asyncio.sleep(0.01)
             assert calls == [((ME, F1), 0)] and part.isr == (ME, F1, F2)
             rm.record_follower_fetch(part, F1, 2)
+            assert rm.maybe_shrink_isr() == 0  # refused a moment ago: not proposed again before the backoff
+            clock["now"] = 1_500 + ISR_RETRY_BACKOFF_MS
             answers.append(True)
             assert rm.maybe_shrink_isr() == 1
             await asyncio.sleep(0.01)
@@ -290,3 +294,87 @@ def test_truncation_answered_a_leader_behind_is_retried_soon(tmp_path: Path, cod
         return state.delayed_until - now
 
     assert asyncio.run(scenario()) == pytest.approx(delay_s, abs=0.02)
+
+
+# -- issue 24 finding 1: an ISR expansion in flight ------------------------------------------------------
+def _gated_writer(gate: list[asyncio.Event], calls: list[tuple[int, ...]], ok: list[bool]) -> Any:
+    async def writer(topic: str, partition: int, state: PartitionState, isr: tuple[int, ...]) -> PartitionState | None:
+        calls.append(isr)
+        await gate[0].wait()
+        if not ok.pop(0):
+            raise ConnectionError("ZooKeeper unreachable")
+        return PartitionState(state.leader, state.leader_epoch, state.partition_epoch + 1, state.replicas, isr)
+    return writer
+
+
+def test_a_joining_replica_holds_the_high_watermark_while_its_isr_write_is_in_flight(tmp_path: Path) -> None:
+    """The reproduction of issue 24 finding 1: ISR (ME) and F1 caught up at 5 starts the expansion; before,
+    while the write was in flight, the ISR of the leader alone moved the high watermark to the log end (20)
+    and answered acks=all at once, and the write then left F1 in the ISR 15 offsets behind the high
+    watermark (electing it would lose committed records). Now F1 counts from the proposal on (Kafka's
+    maximal ISR): the high watermark stays at F1's log end offset and acks=all waits for F1."""
+    gate: list[asyncio.Event] = []
+    calls: list[tuple[int, ...]] = []
+
+    async def scenario() -> None:
+        gate.append(asyncio.Event())
+        rm, mgr = _rm(tmp_path, _gated_writer(gate, calls, [True]), min_isr=1)
+        try:
+            part = _publish(rm, (ME,))
+            rm.append_records("t", 0, batch(5), 1)
+            assert part.high_watermark == 5
+            rm.record_follower_fetch(part, F1, 5)  # caught up: the expansion to (ME, F1) is being written
+            await asyncio.sleep(0)
+            assert calls == [(ME, F1)] and part.isr == (ME,)
+            _p, result = rm.append_records("t", 0, batch(15), -1)  # acks=all while the write is in flight
+            waiter = asyncio.ensure_future(rm.wait_committed(part, result.last_offset + 1, 10_000))
+            await asyncio.sleep(0.01)
+            assert part.high_watermark == 5  # not 20: F1 has only 5
+            assert not waiter.done()  # acks=all waits for F1
+            gate[0].set()
+            await asyncio.sleep(0.01)
+            assert part.isr == (ME, F1)
+            assert part.high_watermark <= part.follower_log_end_offset(F1) == 5  # no member behind the HW
+            assert not waiter.done()
+            rm.record_follower_fetch(part, F1, 20)
+            assert part.high_watermark == 20
+            assert await asyncio.wait_for(waiter, 1) is ErrorCode.none
+        finally:
+            mgr.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_expansion_falls_back_to_the_written_isr_and_backs_off(tmp_path: Path) -> None:
+    """A write that fails (ZooKeeper unreachable) leaves the written ISR as it was: the joining replica no
+    longer holds the high watermark, and the leader proposes again only after ISR_RETRY_BACKOFF_MS (before,
+    every follower fetch re-proposed it at once)."""
+    gate: list[asyncio.Event] = []
+    calls: list[tuple[int, ...]] = []
+
+    async def scenario() -> None:
+        gate.append(asyncio.Event())
+        gate[0].set()
+        rm, mgr = _rm(tmp_path, _gated_writer(gate, calls, [False, True]), min_isr=1)
+        try:
+            clock = rm.clock  # type: ignore[attr-defined]
+            part = _publish(rm, (ME,))
+            rm.append_records("t", 0, batch(5), 1)
+            rm.record_follower_fetch(part, F1, 5)
+            rm.append_records("t", 0, batch(3), 1)
+            assert part.high_watermark == 5  # held by F1 while proposed
+            await asyncio.sleep(0.01)
+            assert calls == [(ME, F1)] and part.isr == (ME,)
+            assert part.high_watermark == 8  # the written ISR is the leader alone again
+            clock["now"] = ISR_RETRY_BACKOFF_MS - 1
+            rm.record_follower_fetch(part, F1, 8)
+            await asyncio.sleep(0.01)
+            assert calls == [(ME, F1)]  # backing off: no second write yet
+            clock["now"] = ISR_RETRY_BACKOFF_MS
+            rm.record_follower_fetch(part, F1, 8)
+            await asyncio.sleep(0.01)
+            assert calls == [(ME, F1), (ME, F1)] and part.isr == (ME, F1)
+        finally:
+            mgr.close()
+
+    asyncio.run(scenario())

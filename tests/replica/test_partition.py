@@ -114,7 +114,29 @@ def test_min_insync_replicas(tmp_path: Path) -> None:
     assert e.value.code == ErrorCode.not_enough_replicas
     assert p.log_end_offset == 0  # refused before the append
     p.append_records_to_leader(batch(), 1, 0)  # acks=1 does not ask for the ISR
-    assert p.check_enough_replicas_reach_offset(1) == (True, ErrorCode.not_enough_replicas_after_append)
+    # but the high watermark does not move under min ISR (Kafka 3.7+, KAFKA-15583): nothing is exposed to
+    # consumers, nor acknowledged, that fewer than min.insync.replicas replicas hold
+    assert p.high_watermark == 0 and p.check_enough_replicas_reach_offset(1) == (False, ErrorCode.none)
+    assert p.under_min_isr and not p.commits_on_append
+    p.update_follower_fetch_state(F1, 1)  # F1 has it, but is not in the ISR
+    assert p.high_watermark == 0
+    assert p.apply_state(PartitionState(ME, 0, 1, (ME, F1), (ME, F1)))  # F1 joined: two in sync
+    assert p.high_watermark == 1 and p.check_enough_replicas_reach_offset(1) == (True, ErrorCode.none)
+    p.append_records_to_leader(batch(), -1, 0)
+    p.update_follower_fetch_state(F1, 2)
+    assert p.high_watermark == 2
+    # the ISR shrank before the parked acks=-1 produce looked again: appended, but too few replicas now
+    assert p.apply_state(PartitionState(ME, 0, 2, (ME, F1), (ME,)))
+    assert p.check_enough_replicas_reach_offset(2) == (True, ErrorCode.not_enough_replicas_after_append)
+
+
+def test_min_insync_gate_is_capped_by_the_replication_factor(tmp_path: Path) -> None:
+    # min.insync.replicas=2 on a single replica: Kafka's effectiveMinIsr is min(2, RF) = 1, so the high
+    # watermark moves (the append itself still refuses acks=-1, kaflite's check uses the configured value)
+    p = leader(tmp_path, isr=(ME,), replicas=(ME,))
+    p.min_insync_replicas = 2
+    p.append_records_to_leader(batch(2), 1, 0)
+    assert p.high_watermark == 2 and not p.under_min_isr
 
 
 # -- the high watermark only moves forward ---------------------------------------------------------------
