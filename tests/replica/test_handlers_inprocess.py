@@ -284,3 +284,83 @@ def test_describe_log_dirs_size_and_follower_lag(h: Harness) -> None:
     assert describe_log_dirs(h, "lag")[0] == (size0, 7)
     part.update_follower_high_watermark(3)
     assert describe_log_dirs(h, "lag")[0] == (size0, 0)  # caught up
+
+
+# -- the leader's side of a follower's fetch (issue 24 finding 2, KIP-595's last_fetched_epoch) -------------
+def lead_with_follower(h: Harness, topic: str, epoch: int, isr: tuple[int, ...], pepoch: int = 0) -> None:
+    """Publish what a cluster writer would: `topic` led by this broker at `epoch`, OTHER its follower."""
+    writer = h.broker.metadata_writer
+    image = writer.image
+    old = image.topics[topic]
+    me = h.broker.node_id
+    parts = tuple(PartitionRegistration((me, OTHER), isr, me, epoch, pepoch) for _ in old.partitions)
+    brokers = dict(image.brokers)
+    brokers[OTHER] = BrokerRegistration(OTHER, (Endpoint("PLAINTEXT", "other", 9093),))
+    topics = dict(image.topics)
+    topics[topic] = TopicImage(topic, old.topic_id, parts, old.configs)
+    writer._publish(image.evolve(topics=topics, brokers=brokers), persist=False)
+
+
+def follower_fetch(h: Harness, topic: str, offset: int, current_epoch: int = -1, last_fetched_epoch: int = -1,
+                   replica: int = OTHER) -> Any:
+    q = h.req(1, 12)
+    req = q.FetchRequest(replica_id=replica, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20,
+                         isolation_level=0, session_id=0, session_epoch=-1, topics=(q.FetchTopic(topic=topic, partitions=(
+                             q.FetchPartition(partition=0, current_leader_epoch=current_epoch, fetch_offset=offset,
+                                              last_fetched_epoch=last_fetched_epoch, log_start_offset=-1,
+                                              partition_max_bytes=1 << 20),)),),
+                         forgotten_topics_data=(), rack_id="")
+    return h.call(1, 12, handle_fetch, req).responses[0].partitions[0]
+
+
+def test_a_follower_offset_beyond_the_log_end_is_refused_and_moves_nothing(h: Harness) -> None:
+    """The reproduction of issue 24 finding 2: a follower fetch at 10,000 was recorded as its log end offset
+    before the read, and moved the high watermark from 0 to 10 with min.insync.replicas=2. Kafka reads
+    first and reports only a successful read: the offset is OFFSET_OUT_OF_RANGE and nothing moves."""
+    h.broker.create_topic("f", 1, {"min.insync.replicas": "2"})
+    lead_with_follower(h, "f", 1, (h.broker.node_id, OTHER))
+    assert produce(h, "f", 0, 10, acks=1).error_code == ErrorCode.none
+    part = h.broker.replica_manager.get_partition("f", 0)
+    assert part.high_watermark == 0  # OTHER has not reported
+    got = follower_fetch(h, "f", 10_000, current_epoch=1)
+    assert got.error_code == ErrorCode.offset_out_of_range
+    assert part.high_watermark == 0 and got.high_watermark == 0
+    assert part.follower_log_end_offset(OTHER) == -1  # not recorded
+    got = follower_fetch(h, "f", 10, current_epoch=1)  # a real report at the log end
+    assert got.error_code == ErrorCode.none and part.high_watermark == 10
+    assert got.high_watermark == 10  # the answer carries the high watermark after the report
+    # a broker that is not a replica is refused before anything is read
+    assert follower_fetch(h, "f", 0, current_epoch=1, replica=99).error_code == ErrorCode.not_leader_or_follower
+
+
+def test_last_fetched_epoch_diverging_answer(h: Harness) -> None:
+    """Fetch v12+ last_fetched_epoch (KIP-595, Kafka's Partition.readRecords): a follower whose log holds an
+    epoch this leader never wrote is told where to truncate to (diverging_epoch), nothing is read nor
+    recorded; a follower in agreement reads and is recorded; an epoch the cache cannot place is
+    OFFSET_OUT_OF_RANGE."""
+    h.broker.create_topic("d", 1, None)
+    assert produce(h, "d", 0, 3, acks=1).error_code == ErrorCode.none  # epoch 0: offsets 0-2
+    me = h.broker.node_id
+    lead_with_follower(h, "d", 2, (me, OTHER), pepoch=1)  # leader again under epoch 2, from offset 3
+    part = h.broker.replica_manager.get_partition("d", 0)
+    # before any append in epoch 2, the cache knows it started at 3 (Kafka's makeLeader)
+    e = epoch_end(h, "d", 0, 2, 2)
+    assert (e.error_code, e.leader_epoch, e.end_offset) == (ErrorCode.none, 2, 3)
+    # the follower copied offsets 3-4 under epoch 1 from a deposed leader: epoch 1 does not exist here,
+    # epoch 0 ended at 3
+    got = follower_fetch(h, "d", 5, current_epoch=2, last_fetched_epoch=1)
+    assert got.error_code == ErrorCode.none
+    assert (got.diverging_epoch.epoch, got.diverging_epoch.end_offset) == (0, 3)
+    assert got.records is None or len(got.records) == 0
+    assert part.follower_log_end_offset(OTHER) == -1 and part.high_watermark == 3
+    assert produce(h, "d", 0, 2, acks=1).error_code == ErrorCode.none  # epoch 2: offsets 3-4
+    # same epoch, but the follower is beyond where epoch 0 ended here: diverging at (0, 3)
+    got = follower_fetch(h, "d", 4, current_epoch=2, last_fetched_epoch=0)
+    assert (got.diverging_epoch.epoch, got.diverging_epoch.end_offset) == (0, 3)
+    # in agreement: read and recorded
+    got = follower_fetch(h, "d", 3, current_epoch=2, last_fetched_epoch=0)
+    assert got.error_code == ErrorCode.none and got.diverging_epoch.epoch == -1 and len(got.records) > 0
+    assert part.follower_log_end_offset(OTHER) == 3
+    # an epoch newer than any here: the cache cannot place it
+    assert follower_fetch(h, "d", 5, current_epoch=2, last_fetched_epoch=7).error_code == ErrorCode.offset_out_of_range
+    assert part.follower_log_end_offset(OTHER) == 3
