@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import build_record_batch
@@ -374,6 +376,115 @@ def test_a_failed_expansion_falls_back_to_the_written_isr_and_backs_off(tmp_path
             rm.record_follower_fetch(part, F1, 8)
             await asyncio.sleep(0.01)
             assert calls == [(ME, F1), (ME, F1)] and part.isr == (ME, F1)
+        finally:
+            mgr.close()
+
+    asyncio.run(scenario())
+
+
+# -- the safety invariants over random interleavings -------------------------------------------------------
+_steps = st.lists(st.one_of(
+    st.tuples(st.just("append"), st.integers(1, 5)),
+    # at the leader's log end (-1: caught up, joins the ISR), or its own log end + k (may pass the leader's)
+    st.tuples(st.just("fetch"), st.sampled_from([F1, F2]), st.sampled_from([-1, -1, 0, 1, 2, 5, 9])),
+    st.tuples(st.just("tick"), st.integers(100, 900)),  # time passes, then the shrink check runs
+    st.tuples(st.just("answer"), st.sampled_from(["written", "refused", "failed"])),
+    st.tuples(st.just("controller_drops"), st.sampled_from([F1, F2])),  # e.g. its session expired
+    st.tuples(st.just("image"),),  # the leader's watch delivers ZooKeeper's state
+), max_size=20)
+
+
+# the reproduction of finding 1 (before: the high watermark passed the joining replica, 5 > 3)
+@example(steps=[("append", 3), ("fetch", F1, -1), ("append", 2), ("answer", "written")], min_isr=1, start_isr=(ME,))
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=_steps, min_isr=st.sampled_from([1, 1, 2, 3]), start_isr=st.sampled_from([(ME,), (ME, F1), (ME, F1, F2)]))
+def test_isr_and_high_watermark_invariants(tmp_path_factory: pytest.TempPathFactory, steps: list,
+                                           min_isr: int, start_isr: tuple[int, ...]) -> None:
+    """A leader driven through random interleavings of appends, follower fetches (some beyond its log
+    end), shrink checks, ISR writes answered written / refused (the znode moved) / failed, the controller
+    dropping a replica, and images: the high watermark never goes back, never passes what a member of the
+    maximal ISR or of ZooKeeper's ISR (whom the controller may elect) has, never passes the leader's log end,
+    and moves only with enough replicas in the written ISR; a fetch beyond the log end changes nothing."""
+    import uuid
+
+    from hypothesis import note
+
+    from kaflite.cluster.metadata import PartitionRegistration, TopicImage
+
+    tmp = tmp_path_factory.mktemp("inv")
+    zk = {"epoch": 0, "isr": start_isr}  # the state znode: version and ISR
+    writes: list[tuple[asyncio.Future[str], PartitionState, tuple[int, ...]]] = []
+
+    async def writer(topic: str, partition: int, state: PartitionState, isr: tuple[int, ...]) -> PartitionState | None:
+        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        writes.append((fut, state, isr))
+        how = await fut
+        if how == "failed":
+            raise ConnectionError("ZooKeeper unreachable")
+        if how == "refused" or zk["epoch"] != state.partition_epoch:  # compare-and-set at the version held
+            return None
+        zk["epoch"], zk["isr"] = zk["epoch"] + 1, isr
+        return PartitionState(state.leader, state.leader_epoch, zk["epoch"], state.replicas, isr)
+
+    def publish(rm: ReplicaManager) -> None:
+        t = TopicImage("t", uuid.uuid5(uuid.NAMESPACE_DNS, "t"),
+                       (PartitionRegistration((ME, F1, F2), zk["isr"], ME, 0, zk["epoch"]),), {})
+        rm.on_image(rm.image, rm.image.evolve(topics={"t": t}))
+
+    async def scenario() -> None:
+        rm, mgr = _rm(tmp, writer, min_isr=min_isr)
+        clock = rm.clock  # type: ignore[attr-defined]
+        try:
+            publish(rm)
+            part = rm.get_partition("t", 0)
+            leo = {F1: 0, F2: 0}  # each follower's log end offset (what it last reported)
+            seen = part.high_watermark
+            for step in steps:
+                note(f"{step} -> isr {part.isr} maximal {part.maximal_isr} zk {zk} hw {part.high_watermark} "
+                     f"leader leo {part.log_end_offset} followers {leo}")
+                if step[0] == "append":
+                    rm.append_records("t", 0, batch(step[1]), 1)
+                elif step[0] == "fetch":
+                    f = step[1]
+                    offset = part.log_end_offset if step[2] < 0 else leo[f] + step[2]
+                    if offset > part.log_end_offset:
+                        before = (part.high_watermark, part.follower_log_end_offset(f), part.isr)
+                        with pytest.raises(KafkaError) as e:
+                            rm.record_follower_fetch(part, f, offset)
+                        assert e.value.code is ErrorCode.offset_out_of_range
+                        assert (part.high_watermark, part.follower_log_end_offset(f), part.isr) == before
+                    else:
+                        leo[f] = offset
+                        rm.record_follower_fetch(part, f, offset)
+                elif step[0] == "tick":
+                    clock["now"] += step[1]
+                    rm.maybe_shrink_isr()
+                elif step[0] == "answer":
+                    waiting = [w for w in writes if not w[0].done()]
+                    if waiting:
+                        waiting[0][0].set_result(step[1])
+                elif step[0] == "controller_drops":
+                    if step[1] in zk["isr"]:
+                        zk["epoch"], zk["isr"] = zk["epoch"] + 1, tuple(r for r in zk["isr"] if r != step[1])
+                        publish(rm)
+                else:
+                    publish(rm)
+                for _ in range(3):  # let the write tasks run
+                    await asyncio.sleep(0)
+                hw = part.high_watermark
+                assert hw >= seen, f"the high watermark went back from {seen} to {hw}"
+                assert hw <= part.log_end_offset
+                for r in set(part.maximal_isr) | set(zk["isr"]):
+                    if r != ME:
+                        assert hw <= leo[r], \
+                            f"hw {hw} passes replica {r} (log end {leo[r]}) of ISR {part.maximal_isr} / {zk['isr']}"
+                if hw > seen:
+                    assert len(part.isr) >= min(min_isr, 3), f"the high watermark moved under min ISR {part.isr}"
+                seen = hw
+            for fut, _s, _i in writes:  # end the tasks still waiting
+                if not fut.done():
+                    fut.set_result("refused")
+            await asyncio.sleep(0)
         finally:
             mgr.close()
 
