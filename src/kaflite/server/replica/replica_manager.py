@@ -199,11 +199,10 @@ class ReplicaManager:
             if not part.is_leader or len(part.state.isr) <= 1:
                 continue
             out = part.out_of_sync_replicas(now, self.replica_lag_time_max_ms)
-            if out:
+            if out and self._alter_isr(part, tuple(r for r in part.state.isr if r not in out)):
                 log.info("%s-%d: shrinking the ISR from %s: %s not caught up for %d ms", part.topic,
                          part.partition, list(part.state.isr), list(out), self.replica_lag_time_max_ms)
-                if self._alter_isr(part, tuple(r for r in part.state.isr if r not in out)):
-                    started += 1
+                started += 1
         return started
 
     def _alter_isr(self, part: Partition, isr: tuple[int, ...]) -> bool:
@@ -216,8 +215,6 @@ class ReplicaManager:
         pending = part.propose_isr(isr, self.now_ms())
         if pending is None:
             return False
-        if pending.added:  # the joining replica holds the high watermark from now on: waiters re-check
-            self._high_watermark_moved(part)
 
         async def write() -> None:
             try:
