@@ -889,11 +889,15 @@ class Log:
 
     def truncate_to(self, offset: int) -> bool:
         """Remove every offset >= `offset` (a batch containing it goes whole). Returns False when
-        there was nothing to remove."""
+        there was nothing to remove. Even then, leader epochs starting at the log end go (Kafka's
+        `UnifiedLog.truncateTo`): a deposed leader's election entry, which no batch carries, would
+        otherwise make it claim an epoch its new leader never had, fetch after fetch."""
         with self._lock:
             if offset < 0:
                 raise ValueError(f"truncate_to: offset must be >= 0, got {offset}")
             if offset >= self._next_offset:
+                self.leader_epoch_cache.truncate_from_end(self._next_offset)
+                self._latest_epoch = self.leader_epoch_cache.latest_written_epoch
                 return False
             if offset < self._log_start_offset:
                 self._truncate_fully_and_start_at(offset)
