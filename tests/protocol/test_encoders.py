@@ -244,6 +244,25 @@ def test_fetch_leader_hints_kip951(version: int) -> None:
             (2, "127.0.0.1", 9093, "r1"), (3, "h3", 9094, None)]
 
 
+@pytest.mark.parametrize("version", [12, 13, 16, 18])
+def test_fetch_diverging_epoch_kip595(version: int) -> None:
+    """DivergingEpoch (v12+, tag 0) alone, and before CurrentLeader (tag 1) on the same partition."""
+    topic = _topic_key(version, "t")
+    parts = [(0, ErrorCode.none.value, 3, 3, 0, None, -1, [], 0),
+             (1, ErrorCode.none.value, 3, 3, 0, None, -1, [], 0),
+             (2, ErrorCode.none.value, 3, 3, 0, None, -1, [b"x"], 1)]
+    body = encode_fetch_response(version, 0, 0, 0, [(topic, parts)], {(topic, 1): (4, 9)}, (),
+                                 {(topic, 0): (2, 17), (topic, 1): (5, 1 << 40)})
+    resp = _read(1, version, "FetchResponse", b"".join(bytes(b) for b in body))
+    p0, p1, p2 = resp.responses[0].partitions
+    assert (p0.diverging_epoch.epoch, p0.diverging_epoch.end_offset) == (2, 17)
+    assert (p0.current_leader.leader_id, p0.current_leader.leader_epoch) == (-1, -1)
+    assert (p1.diverging_epoch.epoch, p1.diverging_epoch.end_offset) == (5, 1 << 40)
+    assert (p1.current_leader.leader_id, p1.current_leader.leader_epoch) == (4, 9)
+    assert (p2.diverging_epoch.epoch, p2.diverging_epoch.end_offset) == (-1, -1)  # the default: omitted
+    assert bytes(p2.records) == b"x"
+
+
 @pytest.mark.parametrize("version", [9, 10, 11, 12, 13])
 def test_produce_leader_hints_kip951(version: int) -> None:
     topic = _topic_key(version, "t")

@@ -286,7 +286,87 @@ def test_describe_log_dirs_size_and_follower_lag(h: Harness) -> None:
     assert describe_log_dirs(h, "lag")[0] == (size0, 0)  # caught up
 
 
-def lead_with_follower(h: Harness, topic: str, follower: int, epoch: int, *, alive: bool = True) -> None:
+# -- the leader's side of a follower's fetch (issue 24 finding 2, KIP-595's last_fetched_epoch) -------------
+def lead_with_follower(h: Harness, topic: str, epoch: int, isr: tuple[int, ...], pepoch: int = 0) -> None:
+    """Publish what a cluster writer would: `topic` led by this broker at `epoch`, OTHER its follower."""
+    writer = h.broker.metadata_writer
+    image = writer.image
+    old = image.topics[topic]
+    me = h.broker.node_id
+    parts = tuple(PartitionRegistration((me, OTHER), isr, me, epoch, pepoch) for _ in old.partitions)
+    brokers = dict(image.brokers)
+    brokers[OTHER] = BrokerRegistration(OTHER, (Endpoint("PLAINTEXT", "other", 9093),))
+    topics = dict(image.topics)
+    topics[topic] = TopicImage(topic, old.topic_id, parts, old.configs)
+    writer._publish(image.evolve(topics=topics, brokers=brokers), persist=False)
+
+
+def follower_fetch(h: Harness, topic: str, offset: int, current_epoch: int = -1, last_fetched_epoch: int = -1,
+                   replica: int = OTHER) -> Any:
+    q = h.req(1, 12)
+    req = q.FetchRequest(replica_id=replica, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20,
+                         isolation_level=0, session_id=0, session_epoch=-1, topics=(q.FetchTopic(topic=topic, partitions=(
+                             q.FetchPartition(partition=0, current_leader_epoch=current_epoch, fetch_offset=offset,
+                                              last_fetched_epoch=last_fetched_epoch, log_start_offset=-1,
+                                              partition_max_bytes=1 << 20),)),),
+                         forgotten_topics_data=(), rack_id="")
+    return h.call(1, 12, handle_fetch, req).responses[0].partitions[0]
+
+
+def test_a_follower_offset_beyond_the_log_end_is_refused_and_moves_nothing(h: Harness) -> None:
+    """The reproduction of issue 24 finding 2: a follower fetch at 10,000 was recorded as its log end offset
+    before the read, and moved the high watermark from 0 to 10 with min.insync.replicas=2. Kafka reads
+    first and reports only a successful read: the offset is OFFSET_OUT_OF_RANGE and nothing moves."""
+    h.broker.create_topic("f", 1, {"min.insync.replicas": "2"})
+    lead_with_follower(h, "f", 1, (h.broker.node_id, OTHER))
+    assert produce(h, "f", 0, 10, acks=1).error_code == ErrorCode.none
+    part = h.broker.replica_manager.get_partition("f", 0)
+    assert part.high_watermark == 0  # OTHER has not reported
+    got = follower_fetch(h, "f", 10_000, current_epoch=1)
+    assert got.error_code == ErrorCode.offset_out_of_range
+    assert part.high_watermark == 0 and got.high_watermark == 0
+    assert part.follower_log_end_offset(OTHER) == -1  # not recorded
+    got = follower_fetch(h, "f", 10, current_epoch=1)  # a real report at the log end
+    assert got.error_code == ErrorCode.none and part.high_watermark == 10
+    assert got.high_watermark == 10  # the answer carries the high watermark after the report
+    # a broker that is not a replica is refused before anything is read
+    assert follower_fetch(h, "f", 0, current_epoch=1, replica=99).error_code == ErrorCode.not_leader_or_follower
+
+
+def test_last_fetched_epoch_diverging_answer(h: Harness) -> None:
+    """Fetch v12+ last_fetched_epoch (KIP-595, Kafka's Partition.readRecords): a follower whose log holds an
+    epoch this leader never wrote is told where to truncate to (diverging_epoch), nothing is read nor
+    recorded; a follower in agreement reads and is recorded; an epoch the cache cannot place is
+    OFFSET_OUT_OF_RANGE."""
+    h.broker.create_topic("d", 1, None)
+    assert produce(h, "d", 0, 3, acks=1).error_code == ErrorCode.none  # epoch 0: offsets 0-2
+    me = h.broker.node_id
+    lead_with_follower(h, "d", 2, (me, OTHER), pepoch=1)  # leader again under epoch 2, from offset 3
+    part = h.broker.replica_manager.get_partition("d", 0)
+    # before any append in epoch 2, the cache knows it started at 3 (Kafka's makeLeader)
+    e = epoch_end(h, "d", 0, 2, 2)
+    assert (e.error_code, e.leader_epoch, e.end_offset) == (ErrorCode.none, 2, 3)
+    # the follower copied offsets 3-4 under epoch 1 from a deposed leader: epoch 1 does not exist here,
+    # epoch 0 ended at 3
+    got = follower_fetch(h, "d", 5, current_epoch=2, last_fetched_epoch=1)
+    assert got.error_code == ErrorCode.none
+    assert (got.diverging_epoch.epoch, got.diverging_epoch.end_offset) == (0, 3)
+    assert got.records is None or len(got.records) == 0
+    assert part.follower_log_end_offset(OTHER) == -1 and part.high_watermark == 3
+    assert produce(h, "d", 0, 2, acks=1).error_code == ErrorCode.none  # epoch 2: offsets 3-4
+    # same epoch, but the follower is beyond where epoch 0 ended here: diverging at (0, 3)
+    got = follower_fetch(h, "d", 4, current_epoch=2, last_fetched_epoch=0)
+    assert (got.diverging_epoch.epoch, got.diverging_epoch.end_offset) == (0, 3)
+    # in agreement: read and recorded
+    got = follower_fetch(h, "d", 3, current_epoch=2, last_fetched_epoch=0)
+    assert got.error_code == ErrorCode.none and got.diverging_epoch.epoch == -1 and len(got.records) > 0
+    assert part.follower_log_end_offset(OTHER) == 3
+    # an epoch newer than any here: the cache cannot place it
+    assert follower_fetch(h, "d", 5, current_epoch=2, last_fetched_epoch=7).error_code == ErrorCode.offset_out_of_range
+    assert part.follower_log_end_offset(OTHER) == 3
+
+
+def lead_with_one_follower(h: Harness, topic: str, follower: int, epoch: int, *, alive: bool = True) -> None:
     """Publish: this broker leads `topic` at `epoch` with `follower` as the other replica, both in the ISR
     (`alive`: the follower's broker is registered, i.e. live)."""
     writer = h.broker.metadata_writer
@@ -302,7 +382,7 @@ def lead_with_follower(h: Harness, topic: str, follower: int, epoch: int, *, ali
     writer._publish(image.evolve(topics=topics, brokers=brokers), persist=False)
 
 
-def follower_fetch(h: Harness, replica: int, topic: str, offset: int, log_start: int) -> Any:
+def follower_fetch_at(h: Harness, replica: int, topic: str, offset: int, log_start: int) -> Any:
     q = h.req(1, 12)
     req = q.FetchRequest(replica_id=replica, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20,
                          isolation_level=0, session_id=0, session_epoch=-1, topics=(q.FetchTopic(
@@ -328,39 +408,39 @@ def test_delete_records_waits_for_the_followers_log_start_offset(h: Harness) -> 
     fetches tell the leader) reached the deleted offset; before, a failover could bring the deleted records
     back (the follower kept them)."""
     h.broker.create_topic("dr", 1, None)
-    lead_with_follower(h, "dr", OTHER, 1)
+    lead_with_one_follower(h, "dr", OTHER, 1)
     produce(h, "dr", 0, 5, acks=1)
-    assert follower_fetch(h, OTHER, "dr", 5, 0).high_watermark == 5  # the follower has everything
+    assert follower_fetch_at(h, OTHER, "dr", 5, 0).high_watermark == 5  # the follower has everything
     task = start_delete_records(h, "dr", 3, 5.0)
     assert not task.done()  # the follower's log still starts at 0
     assert h.broker.get_log("dr", 0).log_start_offset == 3  # the leader's moved at once
-    follower_fetch(h, OTHER, "dr", 5, 2)  # not yet far enough
+    follower_fetch_at(h, OTHER, "dr", 5, 2)  # not yet far enough
     h.loop.run_until_complete(asyncio.sleep(0.05))
     assert not task.done()
-    follower_fetch(h, OTHER, "dr", 5, 3)  # the follower adopted the leader's log start offset
+    follower_fetch_at(h, OTHER, "dr", 5, 3)  # the follower adopted the leader's log start offset
     p = h.loop.run_until_complete(task).topics[0].partitions[0]
     assert (p.error_code, p.low_watermark) == (ErrorCode.none, 3)
 
 
 def test_delete_records_times_out_while_a_follower_lags(h: Harness) -> None:
     h.broker.create_topic("dt", 1, None)
-    lead_with_follower(h, "dt", OTHER, 1)
+    lead_with_one_follower(h, "dt", OTHER, 1)
     produce(h, "dt", 0, 4, acks=1)
-    follower_fetch(h, OTHER, "dt", 4, 0)
+    follower_fetch_at(h, OTHER, "dt", 4, 0)
     p = h.loop.run_until_complete(start_delete_records(h, "dt", 2, 0.2)).topics[0].partitions[0]
     assert (p.error_code, p.low_watermark) == (ErrorCode.request_timed_out, 0)
 
 
 def test_delete_records_waits_for_no_dead_replica_and_a_new_leader_asks_again(h: Harness) -> None:
     h.broker.create_topic("dd", 1, None)
-    lead_with_follower(h, "dd", 99, 1, alive=False)  # broker 99 is not registered: not waited for
+    lead_with_one_follower(h, "dd", 99, 1, alive=False)  # broker 99 is not registered: not waited for
     produce(h, "dd", 0, 4, acks=1)
     h.broker.replica_manager.partitions[("dd", 0)].log.update_high_watermark(4)  # type: ignore[union-attr]
     d = delete_records(h, "dd", 0, 2)
     assert (d.error_code, d.low_watermark) == (ErrorCode.none, 2)
     # a new leader epoch forgets what the followers told (Kafka's makeLeader resets the replicas' state)
-    lead_with_follower(h, "dd", OTHER, 2)
-    follower_fetch(h, OTHER, "dd", 4, 2)
+    lead_with_one_follower(h, "dd", OTHER, 2)
+    follower_fetch_at(h, OTHER, "dd", 4, 2)
     assert h.broker.replica_manager.low_watermark(h.broker.replica_manager.partitions[("dd", 0)]) == 2
-    lead_with_follower(h, "dd", OTHER, 3)
+    lead_with_one_follower(h, "dd", OTHER, 3)
     assert h.broker.replica_manager.low_watermark(h.broker.replica_manager.partitions[("dd", 0)]) == -1

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import build_record_batch
@@ -21,6 +23,7 @@ from kaflite.server.replica.fetcher import (
     ReplicaFetcherManager,
     truncation_target,
 )
+from kaflite.server.replica.partition import ISR_RETRY_BACKOFF_MS
 from kaflite.storage import LogManager
 from kaflite.storage.config import LogConfig
 from kaflite.storage.log import Log
@@ -84,10 +87,11 @@ def test_follower_appends_verbatim_and_caps_the_leaders_high_watermark(tmp_path:
     assert e.value.code is ErrorCode.not_leader_or_follower
 
 
-def _rm(tmp: Path, writer: Any) -> tuple[ReplicaManager, LogManager]:
+def _rm(tmp: Path, writer: Any, min_isr: int = 2) -> tuple[ReplicaManager, LogManager]:
     mgr = LogManager([tmp])
     clock = {"now": 0}
-    rm = ReplicaManager(ME, mgr, Purgatory(), lambda: clock["now"], lambda _t: TopicSettings(LogConfig(), 2, None))
+    rm = ReplicaManager(ME, mgr, Purgatory(), lambda: clock["now"],
+                        lambda _t: TopicSettings(LogConfig(), min_isr, None))
     rm.isr_writer = writer
     rm.replica_lag_time_max_ms = 1_000
     rm.clock = clock  # type: ignore[attr-defined]
@@ -128,6 +132,8 @@ def test_isr_shrinks_and_expands_only_once_written(tmp_path: Path) -> None:
             await asyncio.sleep(0.01)
             assert calls == [((ME, F1), 0)] and part.isr == (ME, F1, F2)
             rm.record_follower_fetch(part, F1, 2)
+            assert rm.maybe_shrink_isr() == 0  # refused a moment ago: not proposed again before the backoff
+            clock["now"] = 1_500 + ISR_RETRY_BACKOFF_MS
             answers.append(True)
             assert rm.maybe_shrink_isr() == 1
             await asyncio.sleep(0.01)
@@ -295,3 +301,196 @@ def test_truncation_answered_a_leader_behind_is_retried_soon(tmp_path: Path, cod
         return state.delayed_until - now
 
     assert asyncio.run(scenario()) == pytest.approx(delay_s, abs=0.02)
+
+
+# -- issue 24 finding 1: an ISR expansion in flight ------------------------------------------------------
+def _gated_writer(gate: list[asyncio.Event], calls: list[tuple[int, ...]], ok: list[bool]) -> Any:
+    async def writer(topic: str, partition: int, state: PartitionState, isr: tuple[int, ...]) -> PartitionState | None:
+        calls.append(isr)
+        await gate[0].wait()
+        if not ok.pop(0):
+            raise ConnectionError("ZooKeeper unreachable")
+        return PartitionState(state.leader, state.leader_epoch, state.partition_epoch + 1, state.replicas, isr)
+    return writer
+
+
+def test_a_joining_replica_holds_the_high_watermark_while_its_isr_write_is_in_flight(tmp_path: Path) -> None:
+    """The reproduction of issue 24 finding 1: ISR (ME) and F1 caught up at 5 starts the expansion; before,
+    while the write was in flight, the ISR of the leader alone moved the high watermark to the log end (20)
+    and answered acks=all at once, and the write then left F1 in the ISR 15 offsets behind the high
+    watermark (electing it would lose committed records). Now F1 counts from the proposal on (Kafka's
+    maximal ISR): the high watermark stays at F1's log end offset and acks=all waits for F1."""
+    gate: list[asyncio.Event] = []
+    calls: list[tuple[int, ...]] = []
+
+    async def scenario() -> None:
+        gate.append(asyncio.Event())
+        rm, mgr = _rm(tmp_path, _gated_writer(gate, calls, [True]), min_isr=1)
+        try:
+            part = _publish(rm, (ME,))
+            rm.append_records("t", 0, batch(5), 1)
+            assert part.high_watermark == 5
+            rm.record_follower_fetch(part, F1, 5)  # caught up: the expansion to (ME, F1) is being written
+            await asyncio.sleep(0)
+            assert calls == [(ME, F1)] and part.isr == (ME,)
+            _p, result = rm.append_records("t", 0, batch(15), -1)  # acks=all while the write is in flight
+            waiter = asyncio.ensure_future(rm.wait_committed(part, result.last_offset + 1, 10_000))
+            await asyncio.sleep(0.01)
+            assert part.high_watermark == 5  # not 20: F1 has only 5
+            assert not waiter.done()  # acks=all waits for F1
+            gate[0].set()
+            await asyncio.sleep(0.01)
+            assert part.isr == (ME, F1)
+            assert part.high_watermark <= part.follower_log_end_offset(F1) == 5  # no member behind the HW
+            assert not waiter.done()
+            rm.record_follower_fetch(part, F1, 20)
+            assert part.high_watermark == 20
+            assert await asyncio.wait_for(waiter, 1) is ErrorCode.none
+        finally:
+            mgr.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_expansion_falls_back_to_the_written_isr_and_backs_off(tmp_path: Path) -> None:
+    """A write that fails (ZooKeeper unreachable) leaves the written ISR as it was: the joining replica no
+    longer holds the high watermark, and the leader proposes again only after ISR_RETRY_BACKOFF_MS (before,
+    every follower fetch re-proposed it at once)."""
+    gate: list[asyncio.Event] = []
+    calls: list[tuple[int, ...]] = []
+
+    async def scenario() -> None:
+        gate.append(asyncio.Event())
+        gate[0].set()
+        rm, mgr = _rm(tmp_path, _gated_writer(gate, calls, [False, True]), min_isr=1)
+        try:
+            clock = rm.clock  # type: ignore[attr-defined]
+            part = _publish(rm, (ME,))
+            rm.append_records("t", 0, batch(5), 1)
+            rm.record_follower_fetch(part, F1, 5)
+            rm.append_records("t", 0, batch(3), 1)
+            assert part.high_watermark == 5  # held by F1 while proposed
+            await asyncio.sleep(0.01)
+            assert calls == [(ME, F1)] and part.isr == (ME,)
+            assert part.high_watermark == 8  # the written ISR is the leader alone again
+            clock["now"] = ISR_RETRY_BACKOFF_MS - 1
+            rm.record_follower_fetch(part, F1, 8)
+            await asyncio.sleep(0.01)
+            assert calls == [(ME, F1)]  # backing off: no second write yet
+            clock["now"] = ISR_RETRY_BACKOFF_MS
+            rm.record_follower_fetch(part, F1, 8)
+            await asyncio.sleep(0.01)
+            assert calls == [(ME, F1), (ME, F1)] and part.isr == (ME, F1)
+        finally:
+            mgr.close()
+
+    asyncio.run(scenario())
+
+
+# -- the safety invariants over random interleavings -------------------------------------------------------
+_steps = st.lists(st.one_of(
+    st.tuples(st.just("append"), st.integers(1, 5)),
+    # at the leader's log end (-1: caught up, joins the ISR), or its own log end + k (may pass the leader's)
+    st.tuples(st.just("fetch"), st.sampled_from([F1, F2]), st.sampled_from([-1, -1, 0, 1, 2, 5, 9])),
+    st.tuples(st.just("tick"), st.integers(100, 900)),  # time passes, then the shrink check runs
+    st.tuples(st.just("answer"), st.sampled_from(["written", "refused", "failed"])),
+    st.tuples(st.just("controller_drops"), st.sampled_from([F1, F2])),  # e.g. its session expired
+    st.tuples(st.just("image"),),  # the leader's watch delivers ZooKeeper's state
+), max_size=20)
+
+
+# the reproduction of finding 1 (before: the high watermark passed the joining replica, 5 > 3)
+@example(steps=[("append", 3), ("fetch", F1, -1), ("append", 2), ("answer", "written")], min_isr=1, start_isr=(ME,))
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=_steps, min_isr=st.sampled_from([1, 1, 2, 3]), start_isr=st.sampled_from([(ME,), (ME, F1), (ME, F1, F2)]))
+def test_isr_and_high_watermark_invariants(tmp_path_factory: pytest.TempPathFactory, steps: list,
+                                           min_isr: int, start_isr: tuple[int, ...]) -> None:
+    """A leader driven through random interleavings of appends, follower fetches (some beyond its log
+    end), shrink checks, ISR writes answered written / refused (the znode moved) / failed, the controller
+    dropping a replica, and images: the high watermark never goes back, never passes what a member of the
+    maximal ISR or of ZooKeeper's ISR (whom the controller may elect) has, never passes the leader's log end,
+    and moves only with enough replicas in the written ISR; a fetch beyond the log end changes nothing."""
+    import uuid
+
+    from hypothesis import note
+
+    from kaflite.cluster.metadata import PartitionRegistration, TopicImage
+
+    tmp = tmp_path_factory.mktemp("inv")
+    zk = {"epoch": 0, "isr": start_isr}  # the state znode: version and ISR
+    writes: list[tuple[asyncio.Future[str], PartitionState, tuple[int, ...]]] = []
+
+    async def writer(topic: str, partition: int, state: PartitionState, isr: tuple[int, ...]) -> PartitionState | None:
+        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        writes.append((fut, state, isr))
+        how = await fut
+        if how == "failed":
+            raise ConnectionError("ZooKeeper unreachable")
+        if how == "refused" or zk["epoch"] != state.partition_epoch:  # compare-and-set at the version held
+            return None
+        zk["epoch"], zk["isr"] = zk["epoch"] + 1, isr
+        return PartitionState(state.leader, state.leader_epoch, zk["epoch"], state.replicas, isr)
+
+    def publish(rm: ReplicaManager) -> None:
+        t = TopicImage("t", uuid.uuid5(uuid.NAMESPACE_DNS, "t"),
+                       (PartitionRegistration((ME, F1, F2), zk["isr"], ME, 0, zk["epoch"]),), {})
+        rm.on_image(rm.image, rm.image.evolve(topics={"t": t}))
+
+    async def scenario() -> None:
+        rm, mgr = _rm(tmp, writer, min_isr=min_isr)
+        clock = rm.clock  # type: ignore[attr-defined]
+        try:
+            publish(rm)
+            part = rm.get_partition("t", 0)
+            leo = {F1: 0, F2: 0}  # each follower's log end offset (what it last reported)
+            seen = part.high_watermark
+            for step in steps:
+                note(f"{step} -> isr {part.isr} maximal {part.maximal_isr} zk {zk} hw {part.high_watermark} "
+                     f"leader leo {part.log_end_offset} followers {leo}")
+                if step[0] == "append":
+                    rm.append_records("t", 0, batch(step[1]), 1)
+                elif step[0] == "fetch":
+                    f = step[1]
+                    offset = part.log_end_offset if step[2] < 0 else leo[f] + step[2]
+                    if offset > part.log_end_offset:
+                        before = (part.high_watermark, part.follower_log_end_offset(f), part.isr)
+                        with pytest.raises(KafkaError) as e:
+                            rm.record_follower_fetch(part, f, offset)
+                        assert e.value.code is ErrorCode.offset_out_of_range
+                        assert (part.high_watermark, part.follower_log_end_offset(f), part.isr) == before
+                    else:
+                        leo[f] = offset
+                        rm.record_follower_fetch(part, f, offset)
+                elif step[0] == "tick":
+                    clock["now"] += step[1]
+                    rm.maybe_shrink_isr()
+                elif step[0] == "answer":
+                    waiting = [w for w in writes if not w[0].done()]
+                    if waiting:
+                        waiting[0][0].set_result(step[1])
+                elif step[0] == "controller_drops":
+                    if step[1] in zk["isr"]:
+                        zk["epoch"], zk["isr"] = zk["epoch"] + 1, tuple(r for r in zk["isr"] if r != step[1])
+                        publish(rm)
+                else:
+                    publish(rm)
+                for _ in range(3):  # let the write tasks run
+                    await asyncio.sleep(0)
+                hw = part.high_watermark
+                assert hw >= seen, f"the high watermark went back from {seen} to {hw}"
+                assert hw <= part.log_end_offset
+                for r in set(part.maximal_isr) | set(zk["isr"]):
+                    if r != ME:
+                        assert hw <= leo[r], \
+                            f"hw {hw} passes replica {r} (log end {leo[r]}) of ISR {part.maximal_isr} / {zk['isr']}"
+                if hw > seen:
+                    assert len(part.isr) >= min(min_isr, 3), f"the high watermark moved under min ISR {part.isr}"
+                seen = hw
+            for fut, _s, _i in writes:  # end the tasks still waiting
+                if not fut.done():
+                    fut.set_result("refused")
+            await asyncio.sleep(0)
+        finally:
+            mgr.close()
+
+    asyncio.run(scenario())

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import build_record_batch
 from kaflite.server.replica import Partition, PartitionState
+from kaflite.server.replica.partition import ISR_RETRY_BACKOFF_MS
 from kaflite.storage import LogManager
 from kaflite.storage.log import Log
 
@@ -114,14 +115,89 @@ def test_min_insync_replicas(tmp_path: Path) -> None:
     assert e.value.code == ErrorCode.not_enough_replicas
     assert p.log_end_offset == 0  # refused before the append
     p.append_records_to_leader(batch(), 1, 0)  # acks=1 does not ask for the ISR
-    assert p.check_enough_replicas_reach_offset(1) == (True, ErrorCode.not_enough_replicas_after_append)
+    # but the high watermark does not move under min ISR (Kafka 3.7+, KAFKA-15583): nothing is exposed to
+    # consumers, nor acknowledged, that fewer than min.insync.replicas replicas hold
+    assert p.high_watermark == 0 and p.check_enough_replicas_reach_offset(1) == (False, ErrorCode.none)
+    assert p.under_min_isr and not p.commits_on_append
+    p.update_follower_fetch_state(F1, 1)  # F1 has it, but is not in the ISR
+    assert p.high_watermark == 0
+    assert p.apply_state(PartitionState(ME, 0, 1, (ME, F1), (ME, F1)))  # F1 joined: two in sync
+    assert p.high_watermark == 1 and p.check_enough_replicas_reach_offset(1) == (True, ErrorCode.none)
+    p.append_records_to_leader(batch(), -1, 0)
+    p.update_follower_fetch_state(F1, 2)
+    assert p.high_watermark == 2
+    # the ISR shrank before the parked acks=-1 produce looked again: appended, but too few replicas now
+    assert p.apply_state(PartitionState(ME, 0, 2, (ME, F1), (ME,)))
+    assert p.check_enough_replicas_reach_offset(2) == (True, ErrorCode.not_enough_replicas_after_append)
+
+
+def test_min_insync_gate_is_capped_by_the_replication_factor(tmp_path: Path) -> None:
+    # min.insync.replicas=2 on a single replica: Kafka's effectiveMinIsr is min(2, RF) = 1, so the high
+    # watermark moves (the append itself still refuses acks=-1, kaflite's check uses the configured value)
+    p = leader(tmp_path, isr=(ME,), replicas=(ME,))
+    p.min_insync_replicas = 2
+    p.append_records_to_leader(batch(2), 1, 0)
+    assert p.high_watermark == 2 and not p.under_min_isr
+
+
+# -- the pending ISR change (the rules' table) -------------------------------------------------------------
+def test_pending_isr_change_table(tmp_path: Path) -> None:
+    p = leader(tmp_path, isr=(ME, F1), replicas=(ME, F1, F2))
+    p.append_records_to_leader(batch(5), 1, 0)
+    p.update_follower_fetch_state(F1, 2, 0)
+    assert p.high_watermark == 2 and p.maximal_isr == (ME, F1)
+    # pending shrink: the leaver still holds the high watermark (the ISR as written)
+    shrink = p.propose_isr((ME,), 10)
+    assert shrink is not None and shrink.removed == (F1,) and p.maximal_isr == (ME, F1)
+    assert p.propose_isr((ME, F1, F2), 10) is None  # one change in flight
+    p.append_records_to_leader(batch(1), 1, 0)
+    assert p.high_watermark == 2
+    assert p.complete_isr_change(shrink, PartitionState(ME, 0, 1, (ME, F1, F2), (ME,)), 20)
+    assert p.isr == (ME,) and p.pending_isr_change is None and p.high_watermark == 6
+    # pending expansion: the joining replica counts from the proposal on
+    p.update_follower_fetch_state(F2, 6, 30)
+    assert p.can_join_isr(F2)
+    expand = p.propose_isr((ME, F2), 30)
+    assert expand is not None and expand.added == (F2,) and p.isr == (ME,) and p.maximal_isr == (ME, F2)
+    assert not p.can_join_isr(F2) and not p.commits_on_append
+    p.append_records_to_leader(batch(3), 1, 0)
+    assert p.high_watermark == 6  # F2 has 6
+    # refused (the znode moved): back to the written ISR, and no proposal during the backoff
+    assert p.complete_isr_change(expand, None, 40)
+    assert p.maximal_isr == (ME,) and p.high_watermark == 9
+    assert p.propose_isr((ME, F2), 40 + ISR_RETRY_BACKOFF_MS - 1) is None
+    # a newer state ends the backoff, and supersedes a change in flight: its answer is then ignored
+    assert p.apply_state(PartitionState(ME, 0, 2, (ME, F1, F2), (ME,)))
+    again = p.propose_isr((ME, F2), 41)
+    assert again is not None
+    assert p.apply_state(PartitionState(ME, 0, 3, (ME, F1, F2), (ME,)))  # e.g. the controller wrote first
+    assert p.pending_isr_change is None and p.maximal_isr == (ME,)
+    assert not p.complete_isr_change(again, PartitionState(ME, 0, 3, (ME, F1, F2), (ME, F2)), 50)
+    assert p.isr == (ME,) and p.state.partition_epoch == 3
+    # leadership lost: nothing may be proposed
+    assert p.apply_state(PartitionState(F1, 1, 4, (ME, F1, F2), (F1, ME)))
+    assert p.propose_isr((F1,), 60) is None
+
+
+def test_a_fetch_report_outside_the_log_is_refused(tmp_path: Path) -> None:
+    p = leader(tmp_path, isr=(ME, F1))
+    p.append_records_to_leader(batch(3), 1, 0)
+    for bad in (4, 10_000):
+        with pytest.raises(KafkaError) as e:
+            p.update_follower_fetch_state(F1, bad, 0)
+        assert e.value.code is ErrorCode.offset_out_of_range
+    assert p.follower_log_end_offset(F1) == -1 and p.high_watermark == 0
+    with pytest.raises(KafkaError) as e:
+        p.update_follower_fetch_state(F2, 1, 0)  # not a replica
+    assert e.value.code is ErrorCode.not_leader_or_follower
+    assert p.update_follower_fetch_state(F1, 3, 0) and p.high_watermark == 3
 
 
 
 def test_a_marker_is_refused_below_min_isr_and_never_appended_twice(tmp_path: Path) -> None:
     """WriteTxnMarkers appends with acks=-1: below min.insync.replicas nothing is appended (Kafka's
     appendRecordsToLeader refuses it with NOT_ENOUGH_REPLICAS); a marker appended and then answered
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR shrank) is, on the coordinator's retry, the same marker
+    not committed (the ISR shrank before the follower had it) is, on the coordinator's retry, the same marker
     (its offset answered), not a second one; a new transaction of the producer gets its own marker."""
     p = leader(tmp_path, isr=(ME, F1), replicas=(ME, F1))
     p.min_insync_replicas = 2
@@ -133,7 +209,9 @@ def test_a_marker_is_refused_below_min_isr_and_never_appended_twice(tmp_path: Pa
     first = p.append_txn_marker_to_leader(7, 0, True, 3, 0)
     assert first.last_offset == 1 and p.log_end_offset == 2
     p.apply_state(PartitionState(ME, 0, 1, (ME, F1), (ME,)))  # F1 falls out of the ISR before it fetched
-    assert p.check_enough_replicas_reach_offset(2) == (True, ErrorCode.not_enough_replicas_after_append)
+    # below min ISR the high watermark stays (KAFKA-15583): the marker's acks=-1 wait ends in a timeout,
+    # after which the coordinator retries
+    assert p.check_enough_replicas_reach_offset(2) == (False, ErrorCode.none) and p.high_watermark == 1
     again = p.append_txn_marker_to_leader(7, 0, True, 3, 0)  # the coordinator retries
     assert again.last_offset == 1 and p.log_end_offset == 2  # the same marker, nothing appended
     # another producer's marker below min ISR: refused before the append

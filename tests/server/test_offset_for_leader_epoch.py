@@ -1,5 +1,5 @@
 """OffsetForLeaderEpoch (API 23, v2-4) on the wire: where epoch 0 ends, fencing by current leader epoch,
-unknown partitions and epochs the log never had."""
+unknown partitions and epochs the log never had (UNDEFINED)."""
 
 from __future__ import annotations
 
@@ -45,11 +45,15 @@ def broker() -> Iterator[EmbeddedBroker]:
 def test_epoch_zero_ends_at_the_log_end(broker: EmbeddedBroker) -> None:
     assert _ask(broker, "ofle", 0, -1, 0) == (ErrorCode.none, 0, 7)
     assert _ask(broker, "ofle", 0, 0, 0) == (ErrorCode.none, 0, 7)
-    assert _ask(broker, "ofle", 0, -1, 5) == (ErrorCode.none, 0, 7)  # a later epoch: the latest one's end
+    # an epoch newer than any: UNDEFINED (Kafka's endOffsetFor; it was the latest one's end before)
+    assert _ask(broker, "ofle", 0, -1, 5) == (ErrorCode.none, -1, -1)
 
 
-def test_empty_partition_has_no_epoch(broker: EmbeddedBroker) -> None:
-    assert _ask(broker, "ofle", 1, -1, 0) == (ErrorCode.none, -1, -1)
+def test_empty_partition_has_its_leaders_epoch(broker: EmbeddedBroker) -> None:
+    # the leader's epoch starts at its election, before any record (Kafka's makeLeader): it ends at the
+    # log end (0); a later epoch is UNDEFINED
+    assert _ask(broker, "ofle", 1, -1, 0) == (ErrorCode.none, 0, 0)
+    assert _ask(broker, "ofle", 1, -1, 1) == (ErrorCode.none, -1, -1)
 
 
 def test_current_leader_epoch_is_checked(broker: EmbeddedBroker) -> None:

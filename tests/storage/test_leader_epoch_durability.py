@@ -80,3 +80,29 @@ def test_a_flushed_partition_keeps_its_epochs_through_a_crash(tmp_path: Path) ->
     assert reopened.leader_epoch_cache.entries == [(1, 0), (3, 2)]
     reopened.close()
     log.close()
+
+
+def test_an_election_entry_is_kept_in_memory_until_the_epochs_first_batch(tmp_path: Path, fsyncs: list[int]) -> None:
+    """A new leader's epoch is in the cache from the election (Kafka's makeLeader), without a file write
+    on the event loop: the file gets it with the epoch's first batch. A deposed leader whose epoch got no
+    batch drops it on its truncation, even one at its log end (Kafka's truncateTo)."""
+    log = Log(tmp_path / "t-0")
+    log.append(batch(2), leader_epoch=1)
+    log.flush()
+    path = tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT
+    fsyncs.clear()
+    assert log.assign_leader_epoch_start(3)
+    assert log.leader_epoch_cache.entries == [(1, 0), (3, 2)] and fsyncs == []
+    assert path.read_text() == "0\n1\n1 0\n"  # not written yet
+    assert log.end_offset_for_epoch(3) == (3, 2) and log.end_offset_for_epoch(2) == (1, 2)
+    assert not log.assign_leader_epoch_start(3)  # once
+    log.append(batch(1), leader_epoch=3)  # the epoch's first batch writes it
+    assert path.read_text() == "0\n2\n1 0\n3 2\n"
+    # leader again under 5, deposed before any batch: the truncation at the log end drops the entry
+    assert log.assign_leader_epoch_start(5)
+    assert log.end_offset_for_epoch(5) == (5, 3)
+    assert not log.truncate_to(3)
+    assert log.leader_epoch_cache.entries == [(1, 0), (3, 2)] and log.end_offset_for_epoch(5) == (-1, -1)
+    log.append(batch(1), leader_epoch=6)  # a batch of the new leader's epoch, as a follower copies it
+    assert path.read_text() == "0\n3\n1 0\n3 2\n6 3\n"
+    log.close()

@@ -54,12 +54,15 @@ def test_leader_epoch_cache(tmp_path: Path) -> None:
     assert c.end_offset_for(0, 50) == (0, 10)
     assert c.end_offset_for(1, 50) == (0, 10)
     assert c.end_offset_for(2, 50) == (2, 30)
-    assert c.end_offset_for(7, 50) == (5, 50)
+    assert c.end_offset_for(5, 50) == (5, 50)  # the latest: up to the log end
+    # Kafka's endOffsetFor: an epoch newer than every entry, or -1, is UNDEFINED
+    assert c.end_offset_for(7, 50) == (-1, -1) and c.end_offset_for(-1, 50) == (-1, -1)
     assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n3\n0 0\n2 10\n5 30\n"
     c.truncate_from_end(30)
     assert c.entries == [(0, 0), (2, 10)]
     c.truncate_from_start(15)
     assert c.entries == [(2, 15)]
+    assert c.end_offset_for(1, 50) == (1, 15)  # older than every entry: where the log's epochs begin
     assert LeaderEpochFileCache(tmp_path / "leader-epoch-checkpoint").entries == [(2, 15)]
     (tmp_path / "leader-epoch-checkpoint").write_text("garbage")
     assert LeaderEpochFileCache(tmp_path / "leader-epoch-checkpoint").entries == []

@@ -82,6 +82,19 @@ def _tagged_leader(tag: int, hint: LeaderHint | None) -> bytes:
     return _uvarint(1) + _uvarint(tag) + _uvarint(len(body)) + body
 
 
+def _fetch_partition_tags(diverging: tuple[int, int] | None, hint: LeaderHint | None) -> bytes:
+    """A FetchResponse partition's tagged fields (v12+), in tag order: `DivergingEpoch` {Epoch, EndOffset}
+    (tag 0, KIP-595) and `CurrentLeader` {LeaderId, LeaderEpoch} (tag 1, KIP-951), each when present."""
+    if diverging is None:
+        return _tagged_leader(1, hint)
+    body = _i32(diverging[0]) + _i64(diverging[1]) + b"\x00"
+    fields = _uvarint(0) + _uvarint(len(body)) + body
+    if hint is None:
+        return _uvarint(1) + fields
+    leader = _i32(hint[0]) + _i32(hint[1]) + b"\x00"
+    return _uvarint(2) + fields + _uvarint(1) + _uvarint(len(leader)) + leader
+
+
 def _tagged_endpoints(endpoints: Sequence[NodeEndpoint]) -> bytes:
     """A response's tagged fields: none, or `NodeEndpoints` (tag 0) [{NodeId, Host, Port, Rack?}]."""
     if not endpoints:
@@ -100,11 +113,13 @@ def encode_fetch_response(
     topics: Sequence[tuple[str | uuid.UUID, Sequence[FetchPartitionData]]],
     leaders: Mapping[tuple[str | uuid.UUID, int], LeaderHint] | None = None,
     node_endpoints: Sequence[NodeEndpoint] = (),
+    diverging: Mapping[tuple[str | uuid.UUID, int], tuple[int, int]] | None = None,
 ) -> list[bytes | memoryview]:
     """Body of a FetchResponse v4-18 as buffers (the record buffers are passed through uncopied). A topic
     is named by its name up to v12 and by its id (a UUID) from v13 on (KIP-516). `leaders` gives a
     partition's tagged `CurrentLeader` (v12+, tag 1) and `node_endpoints` the response's tagged
-    `NodeEndpoints` (v16+, tag 0), KIP-951's hints beside NOT_LEADER_OR_FOLLOWER; absent, they are omitted."""
+    `NodeEndpoints` (v16+, tag 0), KIP-951's hints beside NOT_LEADER_OR_FOLLOWER; absent, they are omitted.
+    `diverging` gives a partition's tagged `DivergingEpoch` (v12+, tag 0, KIP-595): (epoch, end offset)."""
     flexible = version >= 12
     parts: list[bytes | memoryview] = []
     head = bytearray(_i32(throttle_ms))
@@ -134,7 +149,8 @@ def encode_fetch_response(
             for buf in records:
                 parts.append(buf)
             if flexible:  # partition tagged fields
-                head += _tagged_leader(1, leaders.get((name, pidx)) if leaders else None)
+                head += _fetch_partition_tags(diverging.get((name, pidx)) if diverging else None,
+                                              leaders.get((name, pidx)) if leaders else None)
         if flexible:
             head += b"\x00"  # topic tagged fields
     if flexible:  # response tagged fields

@@ -3,7 +3,16 @@
 Rules (Kafka's LeaderEpochFileCache): epochs and start offsets strictly increase; an epoch is added
 when a batch with a larger partition leader epoch is appended; truncating the log's end drops epochs
 starting at or after the new end; advancing the log start offset drops epochs wholly below it and moves
-the first one up. `end_offset_for(epoch)` answers OffsetForLeaderEpoch (replication).
+the first one up. A new leader records its epoch at its log end offset at the election
+(`assign_unwritten`, Kafka's `makeLeader`): in memory only, written with the epoch's first batch (or any
+earlier write of the file); lost by a crash before that, which loses nothing, since no batch has that epoch
+and a restarted broker leads again only under a newer epoch.
+
+`end_offset_for(epoch)` answers OffsetForLeaderEpoch and a Fetch's `last_fetched_epoch` check
+(Kafka's `LeaderEpochFileCache.endOffsetFor`): the latest epoch asked: (it, the log end offset); an epoch
+between two entries: (the largest epoch below or equal, the start of the next); an epoch older than every
+entry: (that epoch, the start of the first entry), the data before it is gone and the asker replicates
+from there; an epoch newer than every entry, -1 or no entry at all: (-1, -1) (UNDEFINED_EPOCH_OFFSET).
 
 Durability: a change is written and fsync'd at once (Kafka's assign), except while the file on disk
 durably holds no entry (a new partition, whose first append assigns its first epoch): then the file is
@@ -31,6 +40,7 @@ class LeaderEpochFileCache:
         self.path = path
         self.entries: list[tuple[int, int]] = self._read() if read else []
         self._durable_empty = not self.entries  # the file on disk holds no entry, durably
+        self._unwritten = False  # the last entry is in memory only (a new leader's epoch, no batch yet)
         self.unsynced = False  # written without fsync since (only while _durable_empty)
 
     def _read(self) -> list[tuple[int, int]]:
@@ -48,6 +58,7 @@ class LeaderEpochFileCache:
             return []
 
     def _write(self) -> None:
+        self._unwritten = False
         lines = ["0", str(len(self.entries))] + [f"{e} {o}" for e, o in self.entries]
         data = ("\n".join(lines) + "\n").encode()
         if self._durable_empty:
@@ -70,7 +81,27 @@ class LeaderEpochFileCache:
     def latest_epoch(self) -> int:
         return self.entries[-1][0] if self.entries else -1
 
+    @property
+    def latest_written_epoch(self) -> int:
+        """The latest epoch a batch of the log carries or the file holds: the log's next batch of a larger
+        epoch assigns it (and so writes an unwritten election entry)."""
+        if self._unwritten:
+            return self.entries[-2][0] if len(self.entries) > 1 else -1
+        return self.latest_epoch
+
+    def assign_unwritten(self, epoch: int, start_offset: int) -> bool:
+        """A new leader's epoch at its log end offset, in memory (see the module doc)."""
+        if epoch < 0 or (self.entries and (epoch <= self.entries[-1][0] or start_offset < self.entries[-1][1])):
+            return False
+        self.entries.append((epoch, start_offset))
+        self._unwritten = True
+        return True
+
     def assign(self, epoch: int, start_offset: int, *, persist: bool = True) -> bool:
+        if self._unwritten and self.entries[-1][0] == epoch and start_offset >= self.entries[-1][1]:
+            if persist:  # the epoch's first batch: the election's entry is written now
+                self._write()
+            return True
         if epoch < 0 or (self.entries and (epoch <= self.entries[-1][0] or start_offset < self.entries[-1][1])):
             return False
         self.entries.append((epoch, start_offset))
@@ -99,17 +130,18 @@ class LeaderEpochFileCache:
             self._write()
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(epoch, end offset) for OffsetForLeaderEpoch: the start offset of the first larger epoch, or
-        the log end offset for the latest epoch; (-1, -1) when the epoch predates every entry."""
-        if not self.entries or epoch < self.entries[0][0]:
+        """(epoch, end offset) for OffsetForLeaderEpoch and a fetch's last fetched epoch (see the module doc)."""
+        entries = self.entries
+        if epoch < 0 or not entries or epoch > entries[-1][0]:
             return -1, -1
-        if epoch >= self.entries[-1][0]:
-            return self.entries[-1][0], log_end_offset
-        for i, (e, _start) in enumerate(self.entries):
+        if epoch == entries[-1][0]:
+            return epoch, log_end_offset
+        if epoch < entries[0][0]:
+            return epoch, entries[0][1]
+        for i, (e, start) in enumerate(entries):
             if e > epoch:
-                prev = self.entries[i - 1][0] if i > 0 else -1
-                return prev, self.entries[i][1]
-        return self.entries[-1][0], log_end_offset
+                return entries[i - 1][0], start
+        return -1, -1  # not reached: an entry above `epoch` exists
 
     def flush(self) -> None:
         """Write the entries durably now (the load, after recovery assigned epochs from the batches)."""

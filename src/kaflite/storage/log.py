@@ -702,6 +702,13 @@ class Log:
             storage_errors.report(self.dir.name, "append", e)
             raise KafkaError(ErrorCode.kafka_storage_error, f"append to {self.dir.name} failed: {e.strerror or e}") from e
 
+    def assign_leader_epoch_start(self, epoch: int) -> bool:
+        """This replica leads from now on under `epoch`, starting at the log end offset: recorded in the
+        leader-epoch cache at once, in memory (Kafka's `maybeAssignEpochStartOffset` at the election; the
+        file is written with the epoch's first batch, see LeaderEpochFileCache)."""
+        with self._lock:
+            return self.leader_epoch_cache.assign_unwritten(epoch, self._next_offset)
+
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
         if self.leader_epoch_cache.assign(epoch, start_offset):
             self._latest_epoch = epoch
@@ -843,7 +850,7 @@ class Log:
             self.leader_epoch_cache.truncate_from_start(new_start)  # memory first, then the file
         except OSError as e:  # full disk: entries below the log start are dropped again on the next load
             storage_errors.report(self.dir.name, "leader-epoch checkpoint", e)
-        self._latest_epoch = self.leader_epoch_cache.latest_epoch
+        self._latest_epoch = self.leader_epoch_cache.latest_written_epoch
         self.producer_state.evict_before(new_start)
         if self._on_lso_change is not None:
             self._on_lso_change(self)
@@ -882,11 +889,15 @@ class Log:
 
     def truncate_to(self, offset: int) -> bool:
         """Remove every offset >= `offset` (a batch containing it goes whole). Returns False when
-        there was nothing to remove."""
+        there was nothing to remove. Even then, leader epochs starting at the log end go (Kafka's
+        `UnifiedLog.truncateTo`): a deposed leader's election entry, which no batch carries, would
+        otherwise make it claim an epoch its new leader never had, fetch after fetch."""
         with self._lock:
             if offset < 0:
                 raise ValueError(f"truncate_to: offset must be >= 0, got {offset}")
             if offset >= self._next_offset:
+                self.leader_epoch_cache.truncate_from_end(self._next_offset)
+                self._latest_epoch = self.leader_epoch_cache.latest_written_epoch
                 return False
             if offset < self._log_start_offset:
                 self._truncate_fully_and_start_at(offset)
@@ -909,7 +920,7 @@ class Log:
         self._high_watermark = min(self._high_watermark, self._next_offset)
         self.recovery_point = min(self.recovery_point, self._next_offset)
         self.leader_epoch_cache.truncate_from_end(self._next_offset)
-        self._latest_epoch = self.leader_epoch_cache.latest_epoch
+        self._latest_epoch = self.leader_epoch_cache.latest_written_epoch
         for off in self._snapshot_offsets():
             if off > self._next_offset:
                 (self.dir / f"{off:020d}.snapshot").unlink(missing_ok=True)

@@ -25,10 +25,18 @@ Rules (Kafka's `ReplicaManager.fetchMessages` / `DelayedFetch`):
 - a partition of a topic whose `compression.type` is zstd is UNSUPPORTED_COMPRESSION_TYPE below v10 (a
   client that old cannot decode zstd; Kafka's `maybeConvertFetchedData` judges by the topic config);
 - a fetch from a follower (`replica_id` >= 0, Kafka's ReplicaFetcherThread) reads the leader's log up to its
-  log end offset (beyond the high watermark: only replicas may) and, before reading, reports the
-  follower's fetch offset as its log end offset to the `Partition`: that may advance the high watermark
-  (waking acks=all produces in the purgatory) or let the follower rejoin the ISR (`ReplicaManager.
-  record_follower_fetch`); a broker that is not one of the partition's replicas gets NOT_LEADER_OR_FOLLOWER;
+  log end offset (beyond the high watermark: only replicas may); a broker that is not one of the
+  partition's replicas gets NOT_LEADER_OR_FOLLOWER before anything is read. Only once a partition's read
+  succeeded (Kafka's `Partition.fetchRecords`: on the first pass, not when a long poll reads again) is the
+  follower's fetch offset reported as its log end offset to the `Partition`: that may advance the high
+  watermark (waking acks=all produces) or let the follower rejoin the ISR (`ReplicaManager.
+  record_follower_fetch`), and the answer then carries the high watermark as it is after the report, so the
+  follower learns it at once (Kafka answers with the one read before the report). A fetch offset beyond
+  the leader's log end (or below its log start) is OFFSET_OUT_OF_RANGE and reports nothing;
+- v12+ `last_fetched_epoch` (KIP-595, >= 0 when sent): checked against the leader-epoch cache before the
+  read (`Partition.diverging_epoch`); a diverging log gets `diverging_epoch` (epoch, end offset: where to
+  truncate to), no records, nothing reported, and the answer goes out at once; an epoch the cache cannot
+  place is OFFSET_OUT_OF_RANGE (Kafka's `Partition.readRecords`);
 - v18's per-partition `high_watermark` (KIP-1166) is the high watermark the fetching follower knows (-1:
   none; consumers send Long.MAX_VALUE, "not supported"): a follower's fetch is answered at once, without
   waiting for `min_bytes`, when a partition's high watermark here is above the one the follower knows, so
@@ -77,6 +85,7 @@ class PartitionRead:
     records: list[Any] = field(default_factory=list)
     size: int = 0
     aborted: list[tuple[int, int]] = field(default_factory=list)
+    diverging: tuple[int, int] | None = None  # v12+: (epoch, end offset) where the fetcher's log diverges
 
 
 def read_partitions(
@@ -85,9 +94,11 @@ def read_partitions(
     denied: frozenset[str] = frozenset(),
     zstd_ok: bool = True, replica_id: int = -1,
     not_replica: frozenset[tuple[str, int]] = frozenset(),
+    last_fetched: dict[tuple[str, int], int] | None = None,
 ) -> tuple[list[tuple[str, list[PartitionRead]]], int, bool]:
-    """One pass over every partition to read: (results by topic, bytes read, any partition error).
-    `leader_epochs`: the current leader epoch the request carried per partition (-1 or absent: unchecked).
+    """One pass over every partition to read: (results by topic, bytes read, any partition error or
+    diverging epoch). `leader_epochs`: the current leader epoch the request carried per partition (-1 or
+    absent: unchecked); `last_fetched`: the last fetched epoch per partition (v12+, absent: unchecked).
     A consumer reads up to the high watermark, or up to the last stable offset when `read_committed`."""
     replicas = broker.replica_manager
     # the response budget: the request's max_bytes, capped by the broker's fetch.max.bytes
@@ -113,6 +124,15 @@ def read_partitions(
                 raise KafkaError(ErrorCode.unsupported_compression_type)
             r.high_watermark, r.last_stable_offset = part.fetch_offsets()
             r.log_start_offset = plog.log_start_offset
+            if last_fetched and (epoch := last_fetched.get((topic, partition), -1)) >= 0:
+                r.diverging = part.diverging_epoch(epoch, int(target.fetch_offset))
+                if r.diverging is not None:  # nothing read: the fetcher truncates first
+                    any_error = True
+                    if out and out[-1][0] == topic:
+                        out[-1][1].append(r)
+                    else:
+                        out.append((topic, [r]))
+                    continue
             if replica_id >= 0:  # a follower copies everything the leader has
                 fetchable = plog.log_end_offset
             else:
@@ -149,18 +169,21 @@ def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[P
               unknown_ids: list[tuple[uuid.UUID, list[int]]] | None = None) -> EncodedBody:
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     topics: list[tuple[str | uuid.UUID, list[Any]]] = []
+    diverging: dict[tuple[str | uuid.UUID, int], tuple[int, int]] = {}
     metrics = ctx.broker.metrics
     for name, reads in results:
         parts = []
         for r in reads:
-            if not session.include((name, r.partition), r.size > 0, r.error, r.high_watermark,
-                                   r.last_stable_offset, r.log_start_offset):
+            if not session.include((name, r.partition), r.size > 0 or r.diverging is not None, r.error,
+                                   r.high_watermark, r.last_stable_offset, r.log_start_offset):
                 continue
             session.sent((name, r.partition), r.high_watermark, r.last_stable_offset, r.log_start_offset)
             if metrics is not None:
                 metrics.fetched(name, r.size, r.error is not ErrorCode.none)
             parts.append((r.partition, r.error.value, r.high_watermark, r.last_stable_offset, r.log_start_offset,
                           r.aborted if committed else None, -1, r.records, r.size))
+            if r.diverging is not None:
+                diverging[(name if ids is None else _topic_id(ctx.broker, name, ids), r.partition)] = r.diverging
         if parts:
             topics.append((name if ids is None else _topic_id(ctx.broker, name, ids), parts))
     for topic_id, partitions in unknown_ids or ():  # v13+: ids no topic has
@@ -174,7 +197,8 @@ def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[P
             by_name, endpoints = leader_hints(ctx, moved)
             key = (lambda n: n) if ids is None else (lambda n: _topic_id(ctx.broker, n, ids))
             leaders = {(key(n), p): hint for (n, p), hint in by_name.items()}
-    return EncodedBody(encode_fetch_response(ctx.api_version, 0, 0, session.session_id, topics, leaders, endpoints))
+    return EncodedBody(encode_fetch_response(ctx.api_version, 0, 0, session.session_id, topics, leaders, endpoints,
+                                             diverging))
 
 
 # KIP-951: the errors that tell a client the partition's leader is elsewhere (or newer)
@@ -260,17 +284,27 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     replica_id = int(rstate.replica_id if rstate is not None else getattr(request, "replica_id", -1))
     denied = frozenset(t for t in {topic for (topic, _p), _t in session.targets}
                        if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t))
-    not_replica = _follower_fetch(broker, replica_id, session.targets, epochs) if replica_id >= 0 else frozenset()
-    if replica_id >= 0:  # the follower's log start offsets: DeleteRecords' low watermark (Kafka's updateFetchState)
-        broker.replica_manager.record_follower_log_starts(replica_id, {
-            (name, int(p.partition)): int(p.log_start_offset) for name, t in known for p in t.partitions})
+    # last_fetched_epoch (v12+, KIP-595): checked for the partitions this request names that carry one
+    last_fetched = None
+    if ctx.api_version >= 12:
+        last_fetched = {(name, int(p.partition)): int(p.last_fetched_epoch) for name, t in known
+                        for p in t.partitions if p.last_fetched_epoch >= 0} or None
+    not_replica = _not_replica(broker, replica_id, session.targets, epochs) if replica_id >= 0 else frozenset()
     # v18 (KIP-1166): the high watermark the follower knows of each partition this request names
     known_hw = {(name, int(p.partition)): int(p.high_watermark) for name, t in known for p in t.partitions} \
         if replica_id >= 0 and ctx.api_version >= REPLICA_HIGH_WATERMARK_VERSION else {}
+    first = True
     while True:
         results, total, any_error = read_partitions(broker, int(request.max_bytes), session.targets, epochs,
                                                     read_committed, denied, zstd_ok=ctx.api_version >= ZSTD_VERSION,
-                                                    replica_id=replica_id, not_replica=not_replica)
+                                                    replica_id=replica_id, not_replica=not_replica,
+                                                    last_fetched=last_fetched)
+        if first and replica_id >= 0:
+            _record_follower_fetch(broker, replica_id, session.targets, results)
+            # the follower's log start offsets: DeleteRecords' low watermark (Kafka's updateFetchState)
+            broker.replica_manager.record_follower_log_starts(replica_id, {
+                (name, int(p.partition)): int(p.log_start_offset) for name, t in known for p in t.partitions})
+        first = False
         remaining = deadline - broker.now_ms()
         if total >= request.min_bytes or any_error or unknown_ids or remaining <= 0 or not keys or (
                 known_hw and _high_watermark_news(results, known_hw)):
@@ -285,23 +319,44 @@ def _high_watermark_news(results: list[tuple[str, list[PartitionRead]]],
                for name, reads in results for r in reads)
 
 
-def _follower_fetch(broker: Broker, replica_id: int, targets: list[tuple[tuple[str, int], FetchTarget]],
-                   epochs: dict[tuple[str, int], int] | None) -> frozenset[tuple[str, int]]:
-    """Record a follower's fetch offsets on the leader's partitions (Kafka's updateFollowerFetchState);
-    returns the partitions of which `replica_id` is no replica; the read answers the others' errors."""
+def _not_replica(broker: Broker, replica_id: int, targets: list[tuple[tuple[str, int], FetchTarget]],
+                 epochs: dict[tuple[str, int], int] | None) -> frozenset[tuple[str, int]]:
+    """The partitions this leader serves of which `replica_id` is no replica (NOT_LEADER_OR_FOLLOWER before
+    the read, Kafka's `followerReplicaOrThrow`); the read answers the other partitions' errors."""
     replicas = broker.replica_manager
     refused: set[tuple[str, int]] = set()
-    for (topic, partition), target in targets:
+    for (topic, partition), _target in targets:
         try:
             part = replicas.get_partition(topic, partition, current_leader_epoch=epochs.get(
                 (topic, partition), -1) if epochs else -1)
         except KafkaError:
             continue  # answered by the read
         try:
-            replicas.record_follower_fetch(part, replica_id, int(target.fetch_offset))
+            part.check_follower(replica_id)
         except KafkaError:
             refused.add((topic, partition))
     return frozenset(refused)
+
+
+def _record_follower_fetch(broker: Broker, replica_id: int, targets: list[tuple[tuple[str, int], FetchTarget]],
+                           results: list[tuple[str, list[PartitionRead]]]) -> None:
+    """Report a follower's fetch offsets to the leader's partitions read without error nor diverging epoch
+    (Kafka's updateFollowerFetchState after the read), then answer with the high watermark as it is now."""
+    replicas = broker.replica_manager
+    reads = [r for _name, rs in results for r in rs]  # one per target, in order (read_partitions)
+    for ((topic, partition), target), r in zip(targets, reads, strict=True):
+        if r.error is not ErrorCode.none or r.diverging is not None:
+            continue
+        part = replicas.partition_or_none(topic, partition)
+        if part is None:
+            continue
+        try:
+            replicas.record_follower_fetch(part, replica_id, int(target.fetch_offset))
+        except KafkaError as e:  # the leader moved meanwhile, or an offset outside the log: nothing recorded
+            r.error = e.code
+            r.records, r.size = [], 0
+            continue
+        r.high_watermark, r.last_stable_offset = part.fetch_offsets()
 
 
 APIS: ApiTable = {API_KEY: (4, 18, handle_fetch)}

@@ -82,8 +82,13 @@ def committed_end(broker: Any, topic: str, partition: int,
 
 def log_position(lg: Any) -> Hashable:
     """A coordinator partition's position (see PartitionWriter.position): the Log object (a replica dropped
-    and fetched again is another one), its log end offset, and the leader epoch of its last epoch entry."""
-    return (lg, lg.log_end_offset, lg.leader_epoch_cache.latest_epoch)
+    and fetched again is another one), its log end offset, and the leader epoch of its last record (the
+    last epoch entry starting below the log end). Only one leader writes in an epoch, so an equal position
+    means equal content. A new leader's epoch entry at the log end (recorded at the election, before any
+    batch) changes nothing the shard holds, so it does not move the position."""
+    end = lg.log_end_offset
+    last = next((e for e, start in reversed(lg.leader_epoch_cache.entries) if start < end), -1)
+    return (lg, end, last)
 
 
 class OffsetsTopicWriter:

@@ -5,9 +5,10 @@ Rules (Kafka's `Partition.lastOffsetForLeaderEpoch`):
 - which partition may be asked here is `ReplicaManager.get_partition`'s decision: UNKNOWN_TOPIC_OR_PARTITION,
   NOT_LEADER_OR_FOLLOWER (this broker does not lead it), and `current_leader_epoch` (-1 = not checked)
   older than the partition's leader epoch answers FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH;
-- otherwise (largest epoch <= the requested one, the start offset of the next epoch or the log end
-  offset for the latest), from the partition's leader-epoch cache; (-1, -1) when the epoch predates
-  every entry or the log never had one.
+- otherwise the partition's leader-epoch cache answers (Kafka's `endOffsetFor`): the latest epoch (a
+  leader's current one from its election on): (it, the log end offset); between entries: (the largest
+  epoch <= the requested one, the start offset of the next); older than every entry: (the requested
+  epoch, the first entry's start); newer than every entry, or no entry at all: (-1, -1).
 """
 
 from __future__ import annotations

@@ -28,9 +28,11 @@ Rules:
   rejoins the ISR; `maybe_shrink_isr` (every replica.lag.time.max.ms / 2) drops members not caught up for
   `replica.lag.time.max.ms`. An ISR change is written by `isr_writer` (in a cluster: a compare-and-set on
   the state znode at the partition epoch this broker holds, then /isr_change_notification, as Kafka's
-  ZooKeeper-mode leaders do) and applied here only once written: a stale version is not applied (the
-  newer state comes with the next image). One change in flight per partition; none without a writer
-  (single node: the ISR is the leader alone).
+  ZooKeeper-mode leaders do) and applied only once written: a stale version is not applied (the
+  newer state comes with the next image). The change in flight is the Partition's state (`propose_isr` /
+  `complete_isr_change`): one per partition, the replica it adds counted in the high watermark from the
+  proposal on, and after a refused or failed write none for ISR_RETRY_BACKOFF_MS unless a newer state
+  arrives; none without a writer (single node: the ISR is the leader alone).
 - DeleteRecords (Kafka's DelayedDeleteRecords): a follower's fetch also tells its log start offset
   (`record_follower_log_starts`, kept only while this broker leads, forgotten on a new leader epoch); the
   low watermark (`low_watermark`, Kafka's lowWatermarkIfLeader) is the smallest log start offset among the
@@ -46,13 +48,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from kaflite.cluster.metadata import INTERNAL_TOPICS, MetadataImage, TopicImage
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.purgatory import Purgatory
-from kaflite.server.replica.partition import Partition, PartitionState
+from kaflite.server.replica.partition import ISR_RETRY_BACKOFF_MS, Partition, PartitionState
 from kaflite.storage.log import AppendResult
 
 __all__ = ["ReplicaManager", "TopicSettings", "delete_records_key", "fetch_key", "produce_key"]
@@ -157,6 +159,7 @@ class ReplicaManager:
                 part.note_leadership_start(self.now_ms())
                 if not led[0] or part.leader_epoch != led[1]:  # Kafka resets the replicas' state on makeLeader
                     self._follower_log_start.pop(key, None)
+                part.maybe_increment_high_watermark()  # min.insync.replicas may have been lowered
             # a leadership lost (or a new leader epoch) answers the parked acks=-1 produces and long-polling
             # fetches now (NOT_LEADER_OR_FOLLOWER: the client follows the new leader), as Kafka's makeFollowers
             # completes its delayed operations; left parked, they would wait for the request timeout
@@ -263,40 +266,44 @@ class ReplicaManager:
             if not part.is_leader or len(part.state.isr) <= 1:
                 continue
             out = part.out_of_sync_replicas(now, self.replica_lag_time_max_ms)
-            if out:
+            if out and self._alter_isr(part, tuple(r for r in part.state.isr if r not in out)):
                 log.info("%s-%d: shrinking the ISR from %s: %s not caught up for %d ms", part.topic,
                          part.partition, list(part.state.isr), list(out), self.replica_lag_time_max_ms)
-                if self._alter_isr(part, tuple(r for r in part.state.isr if r not in out)):
-                    started += 1
+                started += 1
         return started
 
     def _alter_isr(self, part: Partition, isr: tuple[int, ...]) -> bool:
+        """Start writing `isr` for `part` (the Partition's pending ISR change, see its rules): False when no
+        writer, a change is in flight, the partition backs off after a refused write, or nothing changes."""
         key = (part.topic, part.partition)
         writer = self.isr_writer
-        if writer is None or key in self._isr_in_flight or isr == part.state.isr or not isr:
+        if writer is None:
             return False
-        state = part.state
+        pending = part.propose_isr(isr, self.now_ms())
+        if pending is None:
+            return False
 
         async def write() -> None:
             try:
-                written = await writer(part.topic, part.partition, state, isr)
-            except Exception:  # noqa: BLE001 - ZooKeeper unreachable: the next round tries again
+                written = await writer(part.topic, part.partition, pending.sent, isr)
+            except Exception:  # noqa: BLE001 - ZooKeeper unreachable: tried again after the backoff
                 log.exception("%s-%d: writing ISR %s failed", part.topic, part.partition, list(isr))
                 written = None
             finally:
-                self._isr_in_flight.pop(key, None)
+                if self._isr_in_flight.get(key) is task:
+                    del self._isr_in_flight[key]
             if written is None:
-                log.info("%s-%d: ISR change to %s not written (its state moved): left to the next image",
-                         part.topic, part.partition, list(isr))
-                return
-            # the replica set may have been adopted meanwhile (a reassignment, at the same epochs): keep it
-            written = replace(written, replicas=part.state.replicas, removing=part.state.removing)
-            if self.partitions.get(key) is part and part.apply_state(written):
-                log.info("%s-%d: ISR is now %s (partition epoch %d)", part.topic, part.partition,
-                         list(written.isr), written.partition_epoch)
+                log.info("%s-%d: ISR change to %s not written (its state moved, or ZooKeeper failed): "
+                         "left to the next image, or tried again after %d ms", part.topic, part.partition,
+                         list(isr), ISR_RETRY_BACKOFF_MS)
+            if part.complete_isr_change(pending, written, self.now_ms()):
+                if written is not None:
+                    log.info("%s-%d: ISR is now %s (partition epoch %d)", part.topic, part.partition,
+                             list(part.isr), part.state.partition_epoch)
                 self._high_watermark_moved(part)
 
-        self._isr_in_flight[key] = asyncio.ensure_future(write())
+        task = asyncio.ensure_future(write())
+        self._isr_in_flight[key] = task  # a reference, so the task is not collected while it runs
         return True
 
     # -- the door ------------------------------------------------------------------------------------
