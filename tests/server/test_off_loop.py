@@ -4,6 +4,7 @@ and the `__consumer_offsets` replay run in worker threads, and the loop keeps an
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from pathlib import Path
@@ -78,3 +79,39 @@ def test_offsets_replay_reads_in_a_worker_thread(tmp_path: Path, monkeypatch: py
         assert records_read == [(b"\xff\xff", b"x")]
         assert readers and all(ident != loop_thread for ident in readers)
         assert sizes == {4096}  # offsets.load.buffer.size is the read size of the replay
+
+
+def test_flush_before_acknowledge_fsyncs_off_the_loop_before_the_answer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """flush.messages=1: the produce is answered after its fdatasync, which runs in a worker thread (an
+    fsync on the loop made every connection wait for every fsync)."""
+    from confluent_kafka import Producer
+
+    syncs: list[int] = []
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        syncs.append(threading.get_ident())
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    with EmbeddedBroker(data_dir=tmp_path, overrides={"log.flush.interval.messages": "1"}) as b:
+        loop_thread = b.call(threading.get_ident)
+        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0, "acks": 1})
+        durable_at_ack: list[tuple[int, int]] = []
+        log_ = None
+        for i in range(5):
+            syncs.clear()
+
+            def delivered(err: Any, msg: Any) -> None:
+                assert err is None, err
+                lg = b.server.broker.log_manager.get("durable", 0)
+                durable_at_ack.append((msg.offset(), lg.recovery_point))
+
+            p.produce("durable", value=b"v%d" % i, partition=0, on_delivery=delivered)
+            assert p.flush(30) == 0
+            assert syncs and loop_thread not in syncs, "fdatasync ran on the event loop"
+        log_ = b.server.broker.log_manager.get("durable", 0)
+        assert log_ is not None
+        # each answer came after the fsync that covered its record
+        assert all(rp > offset for offset, rp in durable_at_ack), durable_at_ack
