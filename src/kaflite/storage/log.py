@@ -56,6 +56,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import struct
 import threading
 import time
@@ -100,7 +101,6 @@ from kaflite.storage.segment import (
     H_SEQ,
     HeaderFields,
     LogSegment,
-    write_swap_file,
 )
 from kaflite.storage.txn_index import AbortedTxn, TransactionIndex
 
@@ -113,6 +113,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
+CLEANING_PREFIX = ".cleaning-"  # a compaction pass's staging directory inside the log directory (cleaner.py)
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
 _TXN_INDEX_SUFFIX = ".txnindex"
@@ -322,7 +323,9 @@ class Log:
         `.deleted` files and orphan indexes go."""
         for p in sorted(self.dir.iterdir()):
             name = p.name
-            if name.endswith((".cleaned", ".tmp", ".deleted")):
+            if name.startswith(CLEANING_PREFIX):  # a compaction pass cut short: its copies were never swapped in
+                shutil.rmtree(p, ignore_errors=True)
+            elif name.endswith((".cleaned", ".tmp", ".deleted")):
                 p.unlink(missing_ok=True)
             elif name.endswith(".log.swap"):
                 target = p.with_name(name[: -len(".swap")])
@@ -988,27 +991,65 @@ class Log:
     @property
     def lock(self) -> threading.RLock:
         """The lock every method of this log takes (reentrant). Hold it to keep the log still across
-        several calls, as the cleaner does for a whole compaction pass."""
+        several calls (the cleaner does while it chooses what to clean, never while it reads or writes)."""
         return self._lock
 
-    def replace_segment(self, seg: LogSegment, pieces: list[bytes | memoryview]) -> None:
-        """Replace a sealed segment by `pieces` (its cleaned copy: the same offsets or fewer) with the
-        crash-safe swap protocol (`.cleaned` -> `.swap` -> rename over `.log`)."""
+    @property
+    def truncations(self) -> int:
+        """How many truncations this log has seen (a compaction pass planned before one is discarded)."""
+        return self._truncations
+
+    def swap_cleaned_segments(self, cleaned: list[tuple[LogSegment, Path]], truncations: int,
+                              cleaned_upto: int) -> bool:
+        """Compaction's swap (cleaner.py): each (sealed segment, its cleaned `.log` in a staging directory,
+        written with its `.index` / `.timeindex` beside it and fsync'd) replaces the segment, one segment per
+        hold of the lock (so an append waits for one rename and one index load at most). Stops (False) when
+        the log was closed or truncated since `truncations` was read: the copies not swapped yet were
+        computed from records that may be gone (those swapped before were checked, and each copy stands on
+        its own). A segment no longer in the log (retention deleted it) is skipped. Crash safety: the old
+        indexes are removed first, then each file is renamed over its live name (atomic), so a crash
+        leaves the old or the new `.log`, and missing indexes, which the load rebuilds. The directory is
+        fsync'd after the last swap, outside the lock."""
+        swapped = 0
+        complete = True
+        for seg, path in cleaned:
+            with self._lock:
+                if self._closed or self._truncations != truncations:
+                    complete = False
+                    break
+                try:
+                    i = self._segments.index(seg)
+                except ValueError:  # deleted meanwhile (retention): its copy goes with the staging directory
+                    continue
+                if i == len(self._segments) - 1:  # cannot happen: only segments below the active one are cleaned
+                    raise ValueError(f"swap_cleaned_segments: {seg.log_path.name} is the active segment")
+                seg.index.delete()
+                seg.time_index.delete()
+                seg.retire_fd()
+                os.replace(path, seg.log_path)
+                for idx in (seg.index.path, seg.time_index.path):
+                    staged = path.with_name(idx.name)
+                    if staged.exists():
+                        os.replace(staged, idx)
+                new = self._new_segment(seg.base_offset)
+                if not new.load():  # (the copy and its indexes were written together: not expected)
+                    log.warning("%s: rebuilding the indexes of cleaned segment %d: %s", self.dir.name,
+                                seg.base_offset, new.load_problem)
+                    new.recover()
+                    new.on_become_inactive()
+                self._segments[i] = new
+                swapped += 1
         with self._lock:
-            i = self._segments.index(seg)
-            if i == len(self._segments) - 1:
-                raise ValueError(f"replace_segment: {seg.log_path.name} is the active segment")
-            swap = write_swap_file(seg, pieces)
-            seg.index.delete()
-            seg.time_index.delete()
-            seg.retire_fd()
-            os.replace(swap, seg.log_path)
-            fsync_dir(self.dir)
-            new = self._new_segment(seg.base_offset)
-            new.recover()
-            new.on_become_inactive()
-            new.flush(indexes=True)
-            self._segments[i] = new
+            if complete and not self._closed and self._truncations == truncations:
+                self.cleaner_checkpoint = max(self.cleaner_checkpoint, cleaned_upto)
+            else:
+                complete = False
+        if swapped:
+            try:
+                fsync_dir(self.dir)
+            except FileNotFoundError:  # the partition was deleted meanwhile
+                pass
+        return complete
 
     # ==========================================================================================
     # flush / close
