@@ -16,6 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from helpers import poll_values
 from kaflite.protocol.record_batch import build_record_batch
 from kaflite.storage import Log, LogConfig
+from kaflite.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint
 from kaflite.storage.cleaner import compact_log
 
 CFG = LogConfig(segment_bytes=500, index_interval_bytes=50)
@@ -132,3 +133,42 @@ def test_kill_9_with_a_torn_tail_logs_truncation_and_index_rebuild(tmp_path: Pat
     finally:
         broker.kill()
     assert os.path.exists(d)
+
+
+def test_kill_9_under_kafkas_default_flush_settings_rescans_only_the_active_segment(tmp_path: Path) -> None:
+    """No flush.ms, flush.messages Long.MAX (Kafka's defaults): the rolls are flushed by the housekeeping
+    thread (Kafka's flush on roll), so the checkpointed recovery point is the active segment's base and a
+    kill -9 costs a rescan of that segment only. (Before, the recovery point stayed 0: every segment
+    written since the last clean start was rescanned, and rolled segments were never fsync'd.)"""
+    data = tmp_path / "data"
+    broker = BrokerProcess(data, {"log.segment.bytes": "2000", "log.flush.interval.messages": str(2**63 - 1)})
+    broker.start()
+    try:
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": "all"})
+        for i in range(100):
+            p.produce("rolled", value=b"v%03d" % i, partition=0)
+            p.flush(10)
+        d = data / "rolled-0"
+        active = max(int(f.stem) for f in d.glob("*.log"))
+        assert active > 0
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # the housekeeping pass (every second at most) and its checkpoint
+            if read_offset_checkpoint(data / RECOVERY_POINT_CHECKPOINT).get(("rolled", 0)) == active:
+                break
+            time.sleep(0.1)
+        assert read_offset_checkpoint(data / RECOVERY_POINT_CHECKPOINT).get(("rolled", 0)) == active
+    finally:
+        broker.kill()
+    broker.start()
+    try:
+        text = broker.log()
+        assert re.search(rf"INFO kaflite.storage: rolled-0: recovered 1 segment\(s\) \[{active}\] from recovery point "
+                         rf"{active}: .*log end offset 100", text), text
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g", "enable.auto.commit": False})
+        c.assign([TopicPartition("rolled", 0, OFFSET_BEGINNING)])
+        got = poll_values(c, 100)
+        c.close()
+        assert got == [b"v%03d" % i for i in range(100)]
+        assert broker.stop() == 0
+    finally:
+        broker.kill()

@@ -1,5 +1,6 @@
 """Writer process of the crash test: appends batches forever, printing `ACK <base> <last>` after each
-append returned (flush.messages=1, so the batch was fsync'd). The test SIGKILLs it at random moments.
+append returned and, with flush.messages=1, `flush_up_to` fsync'd it (what the produce handler does
+before acknowledging). The test SIGKILLs it at random moments.
 
 Every record's value is `rec-<offset>`, so a reader can check offsets are dense and nothing moved.
 With flush mode "none" (Kafka's default policy) nothing is fsync'd by the writer: an acknowledged batch
@@ -36,6 +37,8 @@ def main() -> None:
         start = log.log_end_offset
         raw = build_record_batch([(b"k", b"rec-%d|" % (start + j) + pad, []) for j in range(n)])
         r = log.append(raw)
+        if log.flush_needed(r.last_offset + 1):
+            log.flush_up_to(r.last_offset + 1)
         log.update_high_watermark(log.log_end_offset)
         out.write(f"ACK {r.base_offset} {r.last_offset}\n")
         out.flush()

@@ -6,8 +6,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
+
 from kaflite.protocol.record_batch import Record, build_record_batch, decode_records, iter_batches
-from kaflite.storage import Log, LogConfig, LogManager
+from kaflite.storage import Log, LogConfig, LogManager, cleaner
 from kaflite.storage.cleaner import (
     build_offset_map,
     cleanable_prefix,
@@ -127,3 +129,82 @@ def test_manager_runs_compaction_by_dirty_ratio(tmp_path: Path, clock: ManualClo
     assert m.run_compaction(clock.ms) == 0  # nothing dirty any more
     assert compacted.size < plain.size
     m.close()
+
+
+def _dup_log(path: Path, clock: ManualClock, n: int = 60) -> Log:
+    log = Log(path, LogConfig(cleanup_policy="compact", segment_bytes=300, min_compaction_lag_ms=0), now_ms=clock)
+    for i in range(n):
+        log.append(build_record_batch([(b"k%d" % (i % 3), b"v%d" % i, [])], timestamp_ms=clock.ms))
+    log.update_high_watermark(log.log_end_offset)
+    return log
+
+
+def test_truncation_during_the_pass_discards_it(tmp_path: Path, clock: ManualClock,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copies are computed without the log's lock; a truncation meanwhile may remove the records that
+    superseded what the copies dropped, so the swap is refused and the log keeps every record it has."""
+    log = _dup_log(tmp_path / "c-0", clock)
+    real = cleaner._build_offset_map
+    cut = log.segments[-2].base_offset + 1  # inside the last sealed segment: below it, the copies would drop keys
+
+    def truncating(snap):  # type: ignore[no-untyped-def]
+        out = real(snap)
+        log.truncate_to(cut)  # a follower's truncation, while the pass works without the lock
+        return out
+
+    monkeypatch.setattr(cleaner, "_build_offset_map", truncating)
+    before = [r for r in _all_records(log) if r[0] < cut]
+    res = compact_log(log, clock.ms, force=True)
+    assert not res.cleaned
+    assert _all_records(log) == before and log.log_end_offset <= cut
+    assert not list((tmp_path / "c-0").glob(".cleaning-*"))  # the staging directory is gone
+    log.close()
+
+
+def test_retention_during_the_pass_skips_the_deleted_segment(tmp_path: Path, clock: ManualClock,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    log = _dup_log(tmp_path / "c-0", clock)
+    first = log.segments[1].base_offset
+    real = cleaner._build_offset_map
+
+    def deleting(snap):  # type: ignore[no-untyped-def]
+        out = real(snap)
+        log.delete_records(first)  # DeleteRecords deletes the first segment meanwhile
+        return out
+
+    monkeypatch.setattr(cleaner, "_build_offset_map", deleting)
+    res = compact_log(log, clock.ms, force=True)
+    assert res.cleaned and log.log_start_offset == first and log.segments[0].base_offset == first
+    after = _all_records(log)
+    assert {k for _o, k, _v in after} == {b"k0", b"k1", b"k2"}
+    sealed_end = log.segments[-1].base_offset
+    assert len([r for r in after if r[0] < sealed_end]) <= 3  # only the latest per key left below the active
+    log.close()
+    reopened = Log(tmp_path / "c-0", log.config, now_ms=clock, recovery_point=0)
+    assert _all_records(reopened) == after
+    reopened.close()
+
+
+def test_appends_during_the_pass_are_kept_and_a_staging_dir_left_by_a_crash_is_removed(
+        tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = _dup_log(tmp_path / "c-0", clock)
+    real = cleaner._build_offset_map
+    appended: list[int] = []
+
+    def appending(snap):  # type: ignore[no-untyped-def]
+        out = real(snap)
+        for i in range(20):  # rolls too (300-byte segments)
+            appended.append(log.append(build_record_batch([(b"new%d" % i, b"x", [])], timestamp_ms=clock.ms))
+                            .base_offset)
+        return out
+
+    monkeypatch.setattr(cleaner, "_build_offset_map", appending)
+    assert compact_log(log, clock.ms, force=True).cleaned
+    after = _all_records(log)
+    assert [o for o, k, _v in after if k.startswith(b"new")] == appended
+    (log.dir / ".cleaning-crashed").mkdir()
+    (log.dir / ".cleaning-crashed" / f"{0:020d}.log").write_bytes(b"half a copy")
+    log.close()
+    reopened = Log(tmp_path / "c-0", log.config, now_ms=clock)
+    assert not (log.dir / ".cleaning-crashed").exists() and _all_records(reopened) == after
+    reopened.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -244,18 +246,59 @@ def test_replica_append_keeps_offsets(tmp_path: Path) -> None:
     assert e.value.code == ErrorCode.invalid_record
 
 
-def test_flush_messages_one_fsyncs_before_returning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_flush_messages_one_asks_for_a_flush_and_the_append_itself_never_fsyncs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
     real = os.fdatasync
     monkeypatch.setattr(os, "fdatasync", lambda fd: (calls.append(fd), real(fd))[1])
     log = Log(tmp_path / "t-0", LogConfig(flush_interval_messages=1))
     calls.clear()
-    log.append(batch(1))
+    r = log.append(batch(1))
+    assert calls == [] and log.flush_needed(r.last_offset + 1)  # the append (on the loop) does not fsync
+    assert log.flush_up_to(r.last_offset + 1)
     assert len(calls) == 1 and log.recovery_point == 1 and log.unflushed_messages == 0
+    assert not log.flush_needed(1) and not log.flush_up_to(1)  # covered: no second fsync
+    assert len(calls) == 1
     lazy = Log(tmp_path / "t-1")
     calls.clear()
-    lazy.append(batch(1))
-    assert calls == [] and lazy.unflushed_messages == 1
+    r = lazy.append(batch(1))
+    assert calls == [] and lazy.unflushed_messages == 1 and not lazy.flush_needed(r.last_offset + 1)
+
+
+def test_flush_messages_one_group_commit_one_fsync_covers_concurrent_appends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Producers that appended while an fsync was running share the next one; the log's lock is free
+    during the fsync, so appends go on meanwhile."""
+    log = Log(tmp_path / "t-0", LogConfig(flush_interval_messages=1))
+    in_fsync = threading.Event()
+    release = threading.Event()
+    calls: list[int] = []
+    real = os.fdatasync
+
+    def slow_fdatasync(fd: int) -> None:
+        calls.append(fd)
+        if len(calls) == 1:
+            in_fsync.set()
+            assert release.wait(10)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", slow_fdatasync)
+    first = log.append(batch(1))
+    t1 = threading.Thread(target=log.flush_up_to, args=(first.last_offset + 1,))
+    t1.start()
+    assert in_fsync.wait(10)
+    # appends while the first fsync runs: they do not wait for it (no lock held), and each asks for a flush
+    ends = [log.append(batch(1)).last_offset + 1 for _ in range(5)]
+    assert all(log.flush_needed(e) for e in ends)
+    waiters = [threading.Thread(target=log.flush_up_to, args=(e,)) for e in ends]
+    for t in waiters:
+        t.start()
+    time.sleep(0.05)
+    release.set()
+    for t in [t1, *waiters]:
+        t.join(10)
+    assert len(calls) == 2  # the first producer's fsync, then ONE for the five that came during it
+    assert log.recovery_point == log.log_end_offset == 6
 
 
 def test_flush_due_by_time(tmp_path: Path, clock: ManualClock) -> None:

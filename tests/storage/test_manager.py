@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -191,3 +194,53 @@ def test_a_new_partition_directory_is_not_scanned_but_an_existing_one_is(
     new.append(batch(3))
     assert new.log_end_offset == 3 and old.log_end_offset == 0
     m.close()
+
+
+def test_roll_is_flushed_by_the_housekeeping_thread_and_moves_the_recovery_point(
+        tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka's flush on roll, under the default flush settings (no flush.ms, flush.messages Long.MAX): the
+    rolled segments and their indexes are fsync'd by the housekeeping thread, never by the appending one,
+    and the recovery point reaches the active segment's base, so a crash rescans only that segment."""
+    synced: list[tuple[str, str]] = []
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+
+    def fsync(fd: int) -> None:
+        synced.append((threading.current_thread().name, os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def fdatasync(fd: int) -> None:
+        synced.append((threading.current_thread().name, os.readlink(f"/proc/self/fd/{fd}")))
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    cfg = LogConfig(segment_bytes=300, index_interval_bytes=50)
+    m = LogManager([tmp_path], cfg, now_ms=clock)
+    m.load()
+    lg = m.get_or_create("t", 0)
+    synced.clear()
+    for _ in range(60):
+        lg.append(batch(1, value=b"x" * 40, ts=clock.ms))
+    segments = lg.segments
+    assert len(segments) >= 10 and lg.recovery_point == 0
+    assert synced == []  # appending and rolling fsync nothing on the appending thread (the event loop)
+    worker = threading.Thread(target=m.flush_due, name="housekeeping")
+    worker.start()
+    worker.join(30)
+    active = lg.active_segment.base_offset
+    assert lg.recovery_point == active
+    assert synced and {name for name, _ in synced} == {"housekeeping"}
+    paths = {p for _, p in synced}
+    for seg in segments[:-1]:  # every rolled segment, with its indexes
+        assert {str(seg.log_path), str(seg.index.path), str(seg.time_index.path)} <= paths
+    assert str(segments[-1].log_path) not in paths  # the active one is not part of the roll's flush
+    assert read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {("t", 0): active}
+    lg.append(batch(1, ts=clock.ms))
+    m.close(clean=False)  # a crash: no clean-shutdown marker
+    caplog.set_level(logging.INFO, logger="kaflite.storage")
+    m2 = LogManager([tmp_path], cfg, now_ms=clock)
+    m2.load()
+    assert m2.get("t", 0).log_end_offset == 61  # type: ignore[union-attr]
+    recovered = [r.getMessage() for r in caplog.records if "recovered" in r.getMessage()]
+    assert any(f"recovered 1 segment(s) [{active}] from recovery point {active}" in msg for msg in recovered), recovered
+    m2.close()

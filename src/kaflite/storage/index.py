@@ -88,6 +88,18 @@ class _IndexFile:
                 os.close(fd)
             self._unsynced = False
 
+    def take_unsynced(self) -> Path | None:
+        """Write pending entries and hand the fsync to the caller: the path to fsync (it is marked synced
+        now, so call under the owner's lock and `mark_unsynced` again if the fsync fails), or None."""
+        self.write_pending()
+        if not self._unsynced:
+            return None
+        self._unsynced = False
+        return self.path
+
+    def mark_unsynced(self) -> None:
+        self._unsynced = True
+
     def close(self) -> None:
         try:
             self.write_pending()

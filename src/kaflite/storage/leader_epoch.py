@@ -77,6 +77,23 @@ class LeaderEpochFileCache:
         self._durable_empty = not self.entries
         return True
 
+    def take_unsynced(self) -> Path | None:
+        """For a flush that fsyncs outside the log's lock: the path to fsync (marked synced now; call
+        `synced` after the fsync, or `mark_unsynced` when it failed), or None."""
+        if not self.unsynced:
+            return None
+        self.unsynced = False
+        return self.path
+
+    def synced(self) -> None:
+        """The fsync of `take_unsynced` is done: unless the file was replaced since, it durably holds
+        the entries."""
+        if not self.unsynced:
+            self._durable_empty = not self.entries
+
+    def mark_unsynced(self) -> None:
+        self.unsynced = True
+
     @property
     def latest_epoch(self) -> int:
         return self.entries[-1][0] if self.entries else -1

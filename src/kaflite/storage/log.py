@@ -8,9 +8,20 @@ Rules:
   only a truncation below it (replication, a torn tail) lowers it to the new log end offset.
 - append: validate the record set (log_validator, headers only), check idempotent-producer state,
   assign offsets by patching baseOffset / partitionLeaderEpoch in a copy of the 61-byte header (the body
-  is written from the caller's buffer, never copied), roll the segment if needed, write, index, and
-  fsync when `flush.messages` unflushed offsets have accumulated (`flush.messages=1`: flush before
-  acknowledge).
+  is written from the caller's buffer, never copied), roll the segment if needed, write, index. An append
+  never fsyncs: when `flush.messages` unflushed offsets have accumulated (`flush_needed`) the produce
+  handler calls `flush_up_to` in a worker thread and answers after it (`flush.messages=1`: flush before
+  acknowledge); appends nobody flushes (followers, coordinators) are flushed by the next `flush_due`.
+- Flush (`flush_up_to`, `flush_due`, `flush_rolled`): what to fsync is captured under the lock
+  (`_plan_flush`: each dirty file is marked clean there, so an append made during the fsyncs marks it
+  again), the fsyncs run after releasing it, then the recovery point moves to the planned offset under the
+  lock (never past the log end, and not at all if a truncation happened meanwhile). Flush passes are
+  serialised by `_flush_lock` (taken before the log lock): one pass covers every append before it (group
+  commit). Only `close` fsyncs under the lock.
+- Flush on roll (Kafka's `flushUptoOffsetExclusive(newSegment.baseOffset)`): a roll records its new base;
+  the housekeeping thread (`flush_rolled`, from `LogManager.flush_due`) fsyncs the rolled segments and their
+  indexes and moves the recovery point to that base, so the recovery after a crash rescans only the
+  segments rolled since the last housekeeping pass and the active one.
 - read: whole batches starting at the batch that contains fetch_offset, below max_offset, at most
   max_bytes (but at least one batch when min_one_message); OFFSET_OUT_OF_RANGE outside
   [log_start_offset, log_end_offset].
@@ -45,6 +56,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import struct
 import threading
 import time
@@ -52,7 +64,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from kaflite.protocol.control_record import build_marker_batch, parse_marker
 from kaflite.protocol.errors import ErrorCode, KafkaError
@@ -89,7 +101,6 @@ from kaflite.storage.segment import (
     H_SEQ,
     HeaderFields,
     LogSegment,
-    write_swap_file,
 )
 from kaflite.storage.txn_index import AbortedTxn, TransactionIndex
 
@@ -102,6 +113,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
+CLEANING_PREFIX = ".cleaning-"  # a compaction pass's staging directory inside the log directory (cleaner.py)
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
 _TXN_INDEX_SUFFIX = ".txnindex"
@@ -144,6 +156,35 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _fdatasync_path(path: Path) -> None:
+    """fdatasync a segment file through a descriptor of its own (it flushes the inode's pages whoever
+    wrote them; the segment's cached descriptor may be closed or reused meanwhile); gone is fine."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:  # deleted (retention) or replaced meanwhile: nothing of it to keep
+        return
+    try:
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
+class _Syncable(Protocol):
+    def mark_unsynced(self) -> None: ...
+
+
+@dataclass(slots=True)
+class _FlushPlan:
+    """What one flush fsyncs, captured under the log's lock (Log._plan_flush)."""
+
+    upto: int  # the recovery point once done
+    truncations: int  # Log._truncations when planned
+    data: list[LogSegment] = field(default_factory=list)
+    files: list[tuple[Path, _Syncable]] = field(default_factory=list)  # indexes, txn indexes, epochs
+    snapshots: list[Path] = field(default_factory=list)
+    dir: bool = False
+
+
 class Log:
     def __init__(
         self,
@@ -182,6 +223,11 @@ class Log:
         self._unsynced_snapshots: list[Path] = []  # written on roll, not fsync'd yet (sync_snapshots)
         self._closed = False
         self._last_flush_ms = self._now()
+        # fsyncs run outside `_lock` (Log rules): `_flush_lock` serialises the flush passes (one pass at a
+        # time, so a waiting one finds its offsets covered: group commit); lock order _flush_lock, _lock
+        self._flush_lock = threading.Lock()
+        self._truncations = 0  # bumped by every truncation: a flush planned before one must not move the RP
+        self._roll_flush_to = 0  # rolled segments below this offset await their flush (flush_rolled)
         self.producer_state = ProducerStateManager()
         self._txn_indexes: dict[int, TransactionIndex] = {}  # segment base -> its aborted transactions
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT, read=not fresh)
@@ -277,7 +323,9 @@ class Log:
         `.deleted` files and orphan indexes go."""
         for p in sorted(self.dir.iterdir()):
             name = p.name
-            if name.endswith((".cleaned", ".tmp", ".deleted")):
+            if name.startswith(CLEANING_PREFIX):  # a compaction pass cut short: its copies were never swapped in
+                shutil.rmtree(p, ignore_errors=True)
+            elif name.endswith((".cleaned", ".tmp", ".deleted")):
                 p.unlink(missing_ok=True)
             elif name.endswith(".log.swap"):
                 target = p.with_name(name[: -len(".swap")])
@@ -569,8 +617,6 @@ class Log:
             self._next_offset = last + 1
             if leader_epoch > self._latest_epoch:
                 self._assign_epoch(leader_epoch, offset)
-            if self._next_offset - self.recovery_point >= self._flush_messages:
-                self._flush_locked(self._now() if now_ms is None else now_ms)
             return _new_tuple(AppendResult, (offset, last, append_time, self._log_start_offset, False))
 
     def _append_general(self, buf: memoryview, leader_epoch: int, now: int, assign_offsets: bool) -> AppendResult:
@@ -665,8 +711,6 @@ class Log:
                 if v.partition_leader_epoch > self._latest_epoch:
                     self._assign_epoch(v.partition_leader_epoch, v.base_offset)
 
-        if self._next_offset - self.recovery_point >= config.flush_interval_messages:
-            self._flush_locked(now)
         return AppendResult(
             first_offset, last_offset, now if log_append_time else -1, self._log_start_offset, False
         )
@@ -695,8 +739,6 @@ class Log:
                     producer_id, producer_epoch, offset, commit, coordinator_epoch, now))
                 if leader_epoch > self._latest_epoch:
                     self._assign_epoch(leader_epoch, offset)
-                if self._next_offset - self.recovery_point >= self.config.flush_interval_messages:
-                    self._flush_locked(now)
                 return AppendResult(offset, offset, -1, self._log_start_offset, False)
         except OSError as e:
             storage_errors.report(self.dir.name, "append", e)
@@ -728,6 +770,10 @@ class Log:
         self._bases.append(new_base)
         self._dir_dirty = True
         self._write_producer_snapshot(sync=False)
+        # Kafka's roll schedules flushUptoOffsetExclusive(new base): the housekeeping thread fsyncs the
+        # rolled segment and its indexes and moves the recovery point here (flush_rolled)
+        if new_base > self._roll_flush_to:
+            self._roll_flush_to = new_base
         return seg
 
     def roll(self) -> LogSegment:
@@ -917,6 +963,7 @@ class Log:
             return True
 
     def _after_truncation(self) -> None:
+        self._truncations += 1
         self._high_watermark = min(self._high_watermark, self._next_offset)
         self.recovery_point = min(self.recovery_point, self._next_offset)
         self.leader_epoch_cache.truncate_from_end(self._next_offset)
@@ -932,6 +979,7 @@ class Log:
             self._truncate_fully_and_start_at(offset)
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
+        self._truncations += 1
         for seg in self._segments:
             seg.delete()
             self._delete_txn_index(seg.base_offset)
@@ -954,33 +1002,102 @@ class Log:
     @property
     def lock(self) -> threading.RLock:
         """The lock every method of this log takes (reentrant). Hold it to keep the log still across
-        several calls, as the cleaner does for a whole compaction pass."""
+        several calls (the cleaner does while it chooses what to clean, never while it reads or writes)."""
         return self._lock
 
-    def replace_segment(self, seg: LogSegment, pieces: list[bytes | memoryview]) -> None:
-        """Replace a sealed segment by `pieces` (its cleaned copy: the same offsets or fewer) with the
-        crash-safe swap protocol (`.cleaned` -> `.swap` -> rename over `.log`)."""
+    @property
+    def truncations(self) -> int:
+        """How many truncations this log has seen (a compaction pass planned before one is discarded)."""
+        return self._truncations
+
+    def swap_cleaned_segments(self, cleaned: list[tuple[LogSegment, Path]], truncations: int,
+                              cleaned_upto: int) -> bool:
+        """Compaction's swap (cleaner.py): each (sealed segment, its cleaned `.log` in a staging directory,
+        written with its `.index` / `.timeindex` beside it and fsync'd) replaces the segment, one segment per
+        hold of the lock (so an append waits for one rename and one index load at most). Stops (False) when
+        the log was closed or truncated since `truncations` was read: the copies not swapped yet were
+        computed from records that may be gone (those swapped before were checked, and each copy stands on
+        its own). A segment no longer in the log (retention deleted it) is skipped. Crash safety: the old
+        indexes are removed first, then each file is renamed over its live name (atomic), so a crash
+        leaves the old or the new `.log`, and missing indexes, which the load rebuilds. The directory is
+        fsync'd after the last swap, outside the lock."""
+        swapped = 0
+        complete = True
+        for seg, path in cleaned:
+            with self._lock:
+                if self._closed or self._truncations != truncations:
+                    complete = False
+                    break
+                try:
+                    i = self._segments.index(seg)
+                except ValueError:  # deleted meanwhile (retention): its copy goes with the staging directory
+                    continue
+                if i == len(self._segments) - 1:  # cannot happen: only segments below the active one are cleaned
+                    raise ValueError(f"swap_cleaned_segments: {seg.log_path.name} is the active segment")
+                seg.index.delete()
+                seg.time_index.delete()
+                seg.retire_fd()
+                os.replace(path, seg.log_path)
+                for idx in (seg.index.path, seg.time_index.path):
+                    staged = path.with_name(idx.name)
+                    if staged.exists():
+                        os.replace(staged, idx)
+                new = self._new_segment(seg.base_offset)
+                if not new.load():  # (the copy and its indexes were written together: not expected)
+                    log.warning("%s: rebuilding the indexes of cleaned segment %d: %s", self.dir.name,
+                                seg.base_offset, new.load_problem)
+                    new.recover()
+                    new.on_become_inactive()
+                self._segments[i] = new
+                swapped += 1
         with self._lock:
-            i = self._segments.index(seg)
-            if i == len(self._segments) - 1:
-                raise ValueError(f"replace_segment: {seg.log_path.name} is the active segment")
-            swap = write_swap_file(seg, pieces)
-            seg.index.delete()
-            seg.time_index.delete()
-            seg.retire_fd()
-            os.replace(swap, seg.log_path)
-            fsync_dir(self.dir)
-            new = self._new_segment(seg.base_offset)
-            new.recover()
-            new.on_become_inactive()
-            new.flush(indexes=True)
-            self._segments[i] = new
+            if complete and not self._closed and self._truncations == truncations:
+                self.cleaner_checkpoint = max(self.cleaner_checkpoint, cleaned_upto)
+            else:
+                complete = False
+        if swapped:
+            try:
+                fsync_dir(self.dir)
+            except FileNotFoundError:  # the partition was deleted meanwhile
+                pass
+        return complete
 
     # ==========================================================================================
     # flush / close
     def flush(self) -> None:
-        with self._lock:
-            self._flush_locked(self._now())
+        """fsync everything appended so far and move the recovery point to the log end offset."""
+        self.flush_up_to(None)
+
+    def flush_up_to(self, offset: int | None) -> bool:
+        """Make every offset below `offset` durable (None: below the log end offset); returns whether
+        this call fsynced. Group commit: a caller that waited for another's pass finds its offsets
+        covered and returns at once; a pass covers every append made before it started. The fsyncs run
+        outside the log's lock, so appends and reads go on meanwhile. Blocking: never on the event loop."""
+        with self._flush_lock:
+            with self._lock:
+                if self._closed or (offset is not None and self.recovery_point >= offset):
+                    return False
+                plan = self._plan_flush(self._next_offset, self._now())
+            self._run_flush(plan)
+            return True
+
+    def flush_needed(self, end_offset: int) -> bool:
+        """After an append ending at `end_offset` (exclusive): does `flush.messages` ask for an fsync
+        before it is acknowledged (`flush_up_to(end_offset)`, from a worker thread)?"""
+        rp = self.recovery_point
+        return end_offset > rp and self._next_offset - rp >= self._flush_messages
+
+    def flush_rolled(self) -> bool:
+        """Kafka's flush on roll: fsync the segments rolled since the last flush (data and indexes) and
+        move the recovery point to the newest roll's base. Called by the housekeeping thread."""
+        with self._flush_lock:
+            with self._lock:
+                upto = self._roll_flush_to
+                if self._closed or upto <= self.recovery_point:
+                    return False
+                plan = self._plan_flush(upto, self._now())
+            self._run_flush(plan)
+            return True
 
     @property
     def unsynced_snapshots(self) -> int:
@@ -1000,24 +1117,66 @@ class Log:
                 return 0
         return synced
 
-    def _flush_locked(self, now: int) -> None:
+    def _plan_flush(self, upto: int, now: int) -> _FlushPlan:
+        """Under the lock: what a flush up to `upto` must fsync, each item marked synced now (so an append
+        made during the fsyncs marks it again instead of being forgotten); `_run_flush` does the fsyncs."""
+        plan = _FlushPlan(upto, self._truncations)
         segments = self._segments
         start = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
-        for seg in segments[start:-1]:
-            seg.flush(indexes=True)
-        segments[-1].flush(indexes=False)
-        for idx in self._txn_indexes.values():
-            idx.flush()
-        for path in self._unsynced_snapshots:
-            fsync_file(path)
-        self._unsynced_snapshots = []
-        if self.leader_epoch_cache.sync():  # a new partition's first epochs, before the recovery point moves
+        last = len(segments) - 1
+        for i in range(start, last + 1):
+            seg = segments[i]
+            if seg.base_offset >= upto and i:
+                break
+            if seg.dirty:
+                seg.dirty = False
+                plan.data.append(seg)
+            if i < last:  # a sealed segment's indexes are complete: the active one's are rebuilt on recovery
+                for idx in (seg.index, seg.time_index):
+                    path = idx.take_unsynced()
+                    if path is not None:
+                        plan.files.append((path, idx))
+        for txn in self._txn_indexes.values():
+            path = txn.take_unsynced()
+            if path is not None:
+                plan.files.append((path, txn))
+        plan.snapshots, self._unsynced_snapshots = self._unsynced_snapshots, []
+        path = self.leader_epoch_cache.take_unsynced()  # a new partition's first epochs, before the RP moves
+        if path is not None:
+            plan.files.append((path, self.leader_epoch_cache))
             self._dir_dirty = True
-        if self._dir_dirty:
-            fsync_dir(self.dir)
-            self._dir_dirty = False
-        self.recovery_point = self._next_offset
+        plan.dir, self._dir_dirty = self._dir_dirty, False
         self._last_flush_ms = now
+        return plan
+
+    def _run_flush(self, plan: _FlushPlan) -> None:
+        """The fsyncs of `plan` (lock not held, unless the caller holds it: close), then the recovery
+        point moves, unless a truncation happened meanwhile (what the plan covered may be gone)."""
+        try:
+            for seg in plan.data:
+                _fdatasync_path(seg.log_path)
+            for path, _owner in plan.files:
+                fsync_file(path)
+            for path in plan.snapshots:
+                fsync_file(path)
+            if plan.dir:
+                fsync_dir(self.dir)
+        except OSError:
+            with self._lock:  # fsync again next time
+                for seg in plan.data:
+                    seg.dirty = True
+                for _path, owner in plan.files:
+                    owner.mark_unsynced()
+                self._unsynced_snapshots[:0] = plan.snapshots
+                self._dir_dirty = self._dir_dirty or plan.dir
+            raise
+        with self._lock:
+            if any(owner is self.leader_epoch_cache for _p, owner in plan.files):
+                self.leader_epoch_cache.synced()
+            if self._truncations == plan.truncations:
+                rp = min(plan.upto, self._next_offset)
+                if rp > self.recovery_point:
+                    self.recovery_point = rp
 
     def _flush_all_segments(self) -> None:
         for seg in self._segments:
@@ -1027,14 +1186,18 @@ class Log:
         self._dir_dirty = False
 
     def flush_due(self, now_ms: int) -> bool:
-        """Flush if `flush.ms` has elapsed since the last flush and something is unflushed."""
-        with self._lock:
-            interval = self.config.flush_interval_ms
-            if self._closed or interval is None or self._next_offset == self.recovery_point:
-                return False
-            if now_ms - self._last_flush_ms < interval:
-                return False
-            self._flush_locked(now_ms)
+        """Flush if `flush.ms` has elapsed since the last flush, or `flush.messages` unflushed messages
+        accumulated (appends nobody flushed: a follower's, a coordinator's), and something is unflushed."""
+        with self._flush_lock:
+            with self._lock:
+                unflushed = self._next_offset - self.recovery_point
+                if self._closed or unflushed <= 0:
+                    return False
+                interval = self.config.flush_interval_ms
+                if unflushed < self._flush_messages and (interval is None or now_ms - self._last_flush_ms < interval):
+                    return False
+                plan = self._plan_flush(self._next_offset, now_ms)
+            self._run_flush(plan)
             return True
 
     @property
@@ -1049,8 +1212,8 @@ class Log:
         with self._lock:
             if self._closed:
                 return problems
-            try:
-                self._flush_locked(self._now())
+            try:  # (the one fsync under the lock: the log is closing, nobody may append any more)
+                self._run_flush(self._plan_flush(self._next_offset, self._now()))
             except OSError as e:
                 self.flushed_at_close = False
                 problems.append(f"{self.dir.name}: flush: {e.strerror or e}")

@@ -316,7 +316,8 @@ class LogManager:
         return cleaned
 
     def flush_due(self, now_ms: int | None = None) -> int:
-        """Flush the logs whose flush.ms elapsed; refresh the checkpoint files after a flush and at
+        """Flush the segments rolled since the last pass and the logs whose flush.ms elapsed (or with
+        flush.messages unflushed messages); refresh the checkpoint files after a flush and at
         least every 5 s (Kafka's replica.high.watermark.checkpoint.interval.ms).
         Returns the number of logs flushed."""
         now = self._now() if now_ms is None else now_ms
@@ -324,7 +325,8 @@ class LogManager:
         for log in self._snapshot():
             try:
                 log.sync_snapshots()  # the producer snapshots of the rolls since the last pass (Log's rules)
-                flushed += log.flush_due(now)
+                rolled = log.flush_rolled()  # Kafka's flush on roll: the recovery point moves to the new base
+                flushed += log.flush_due(now) or rolled
             except OSError as e:
                 storage_errors.report(log.dir.name, "flush", e)
         if flushed or now - self._last_checkpoint_ms >= HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS:

@@ -102,6 +102,16 @@ class TransactionIndex:
                 return out, True
         return out, False
 
+    def take_unsynced(self) -> Path | None:
+        """The path to fsync, marked synced now (see OffsetIndex.take_unsynced), or None."""
+        if not self._dirty:
+            return None
+        self._dirty = False
+        return self.path
+
+    def mark_unsynced(self) -> None:
+        self._dirty = True
+
     def flush(self) -> None:
         if self._dirty and self.path.exists():
             self._dirty = False

@@ -13,6 +13,10 @@ Rules (Kafka's `ReplicaManager.appendRecords`):
   pass the batch; with a single in-sync replica it already has when the append returns (after the fsync
   when flush-before-ack is configured), so nothing waits; a partition whose ISR is smaller than its
   `min.insync.replicas` refuses acks=-1 with NOT_ENOUGH_REPLICAS, unwritten (`Partition`);
+- `flush.messages` (flush before acknowledge): when an append leaves that many unflushed messages
+  (`Log.flush_needed`), the partition is answered only after `Log.flush_up_to` fsync'd it, in a worker thread,
+  never on the event loop; concurrent producers share fsyncs (one fsync covers every append made before it
+  started); a failed fsync answers KAFKA_STORAGE_ERROR;
 - a batch refused for some of its records (a keyless record in a compacted topic, a timestamp out of
   range) answers the partition's error, its message, and (v8+, KIP-467) `record_errors`: the index in the
   batch and the reason of each refused record, so the client fails those and the rest as collateral;
@@ -36,6 +40,7 @@ Rules (Kafka's `ReplicaManager.appendRecords`):
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import types
 import uuid
@@ -53,6 +58,8 @@ from kaflite.server.handlers.metadata import leader_hints
 from kaflite.server.handlers.partitions import per_partition
 from kaflite.server.handlers.transactions import verify_produce
 from kaflite.server.replica import Partition
+from kaflite.storage.errors import storage_errors
+from kaflite.storage.log import Log
 
 API_KEY = 0
 TOPIC_IDS_VERSION = 13  # KIP-516: topics named by id from this version on
@@ -88,6 +95,8 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     # acks=-1 answers whose batch the high watermark has not passed yet: (topic slot, answer, partition,
     # offset the high watermark must reach)
     pending: list[tuple[int, PartitionAnswer, Partition, int]] = []
+    # flush.messages: answers whose batch must be fsync'd first (topic slot, answer, log, end offset)
+    to_flush: list[tuple[int, PartitionAnswer, Log, int]] = []
 
     def append(topic: str, pdata: Any) -> PartitionAnswer:
         ctx.require(AclOperation.WRITE, ResourceType.TOPIC, topic)
@@ -113,6 +122,9 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
             metrics.produced(topic, 0 if result.duplicate else result.last_offset - result.base_offset + 1,
                              len(pdata.records))
         answer = (pdata.index, 0, result.base_offset, result.log_append_time, result.log_start_offset, None, ())
+        log_ = part.log
+        if log_ is not None and not result.duplicate and log_.flush_needed(result.last_offset + 1):
+            to_flush.append((len(topics), answer, log_, result.last_offset + 1))
         if acks == -1 and not part.commits_on_append:
             done, code = part.check_enough_replicas_reach_offset(result.last_offset + 1)
             if not done:
@@ -150,6 +162,14 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
         else:
             topics.extend(per_partition((topic_data,), append, refused, partitions="partition_data"))
             keys.append(topic_data.name)
+    if to_flush:  # flush.messages: fsync'd in a worker thread (group commit: Log.flush_up_to), then answered
+        flush_failed = await asyncio.to_thread(_flush_logs, [(log_, end) for _s, _a, log_, end in to_flush])
+        for slot, answer, log_, _end in to_flush:
+            if log_ in flush_failed:
+                parts = topics[slot][1]
+                i = next(i for i, a in enumerate(parts) if a is answer)
+                parts[i] = (answer[0], ErrorCode.kafka_storage_error.value, -1, -1, -1, flush_failed[log_], ())
+                failed.append(f"{topics[slot][0]}-{answer[0]}: {ErrorCode.kafka_storage_error.name}")
     if pending:  # DelayedProduce: wait for the high watermark (never with a single in-sync replica)
         deadline = broker.now_ms() + request.timeout.total_seconds() * 1000.0
         for slot, answer, part, required in pending:
@@ -179,6 +199,18 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
             leaders = {moved[tp]: hint for tp, hint in hints.items()}
     named = [(key, answers) for key, (_t, answers) in zip(keys, topics, strict=True)]
     return EncodedBody([encode_produce_response(ctx.api_version, 0, named, leaders, endpoints)])
+
+
+def _flush_logs(logs: list[tuple[Log, int]]) -> dict[Log, str]:
+    """Worker thread: fsync each log up to its end offset; the logs whose fsync failed, with why."""
+    failed: dict[Log, str] = {}
+    for log_, end in logs:
+        try:
+            log_.flush_up_to(end)
+        except OSError as e:
+            storage_errors.report(log_.dir.name, "flush", e)
+            failed[log_] = f"flush of {log_.dir.name} failed: {e.strerror or e}"
+    return failed
 
 
 APIS: ApiTable = {API_KEY: (3, 13, handle_produce)}
