@@ -167,3 +167,35 @@ def test_flush_before_acknowledge_fsyncs_off_the_loop_before_the_answer(
         assert log_ is not None
         # each answer came after the fsync that covered its record
         assert all(rp > offset for offset, rp in durable_at_ack), durable_at_ack
+
+
+def test_flush_before_acknowledge_covers_offset_commits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """flush.messages=1 holds for the group coordinator's writes too: a synchronous offset commit is
+    answered after the fdatasync that covered its record in __consumer_offsets, run in a worker thread
+    (the coordinator's appends go through the same Log, which never fsyncs inside an append)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    syncs: list[int] = []
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        syncs.append(threading.get_ident())
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    overrides = {"log.flush.interval.messages": "1", "log.flush.scheduler.interval.ms": "3600000"}
+    with EmbeddedBroker(data_dir=tmp_path, overrides=overrides) as b:
+        loop_thread = b.call(threading.get_ident)
+        b.call(lambda: b.server.broker.create_topic("t", 1, None))
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "g-durable", "enable.auto.commit": False})
+        try:
+            for i in range(1, 4):
+                syncs.clear()
+                c.commit(offsets=[TopicPartition("t", 0, i)], asynchronous=False)
+                logs = [lg for p in range(50) if (lg := b.server.broker.log_manager.get(OFFSETS_TOPIC, p))
+                        is not None and lg.log_end_offset > 0]
+                assert len(logs) == 1
+                assert logs[0].recovery_point == logs[0].log_end_offset, "commit answered before its fsync"
+                assert syncs and loop_thread not in syncs, "fdatasync ran on the event loop"
+        finally:
+            c.close()

@@ -68,6 +68,27 @@ def to_ms(value: Any) -> int:
     return int(value)
 
 
+def flushed_then(part: Any, last_offset: int, then: Awaitable[None] | None) -> Awaitable[None] | None:
+    """The coordinator writers' durability under `flush.messages` (as a produce's): when the log asks for
+    a flush before acknowledging (`Log.flush_up_to`, e.g. flush.messages=1), the write is fsync'd in a
+    worker thread (group commit with every other append) before `then` (the wait for the high watermark);
+    a failed fsync answers KAFKA_STORAGE_ERROR. Otherwise `then` unchanged."""
+    lg = part.log
+    end = last_offset + 1
+    if lg is None or not lg.flush_needed(end):
+        return then
+
+    async def flush_then_wait() -> None:
+        try:
+            await asyncio.to_thread(lg.flush_up_to, end)
+        except OSError as e:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"flush of {lg.dir.name} failed: {e}") from e
+        if then is not None:
+            await then
+
+    return flush_then_wait()
+
+
 def committed_end(broker: Any, topic: str, partition: int,
                   committed: Callable[[Any, int], Awaitable[None]]) -> Awaitable[None] | None:
     """The coordinator writers' `committed_end`: refused (NOT_LEADER_OR_FOLLOWER) unless this broker leads
@@ -119,9 +140,9 @@ class OffsetsTopicWriter:
         # follows reads it); committed when the partition's high watermark passes it
         replicas = self.broker.replica_manager
         part, result = replicas.append_records(OFFSETS_TOPIC, partition, batch, -1, internal_topics_allowed=True)
-        if part.high_watermark > result.last_offset:
-            return None  # committed already (a single replica): no wait, no task
-        return self._committed(part, int(result.last_offset))
+        if part.high_watermark > result.last_offset:  # committed already (a single replica): no wait
+            return flushed_then(part, int(result.last_offset), None)
+        return flushed_then(part, int(result.last_offset), self._committed(part, int(result.last_offset)))
 
     def _next_sequence(self, partition: int, producer_id: int, epoch: int) -> int:
         """The sequence the partition's producer state expects next from this producer: the coordinator

@@ -64,6 +64,7 @@ from kaflite.server.handlers.groups import (
     GroupService,
     OffsetsTopicWriter,
     committed_end,
+    flushed_then,
     log_position,
     to_ms,
 )
@@ -101,7 +102,9 @@ class TransactionStateWriter:
         batch = build_record_batch([(k, v, []) for k, v in records], timestamp_ms=self.broker.now_ms())
         part, result = self.broker.replica_manager.append_records(TRANSACTION_STATE_TOPIC, partition, batch, -1,
                                                                   internal_topics_allowed=True)
-        return self._committed(part, int(result.last_offset))
+        wait = flushed_then(part, int(result.last_offset), self._committed(part, int(result.last_offset)))
+        assert wait is not None
+        return wait
 
     def committed_end(self, partition: int) -> Awaitable[None] | None:
         """As the offsets topic's: refused unless this broker leads the partition."""
