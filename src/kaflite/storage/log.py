@@ -465,7 +465,7 @@ class Log:
                     continue
                 attrs = f[H_ATTR]
                 if attrs & CONTROL_MASK:
-                    raw = os.pread(seg.fd, f[H_LEN] + 12, p)
+                    raw = seg.pread(f[H_LEN] + 12, p)
                     marker = parse_marker(RecordBatchView.parse(raw, 0))
                     if marker is not None:
                         self._index_aborted(seg.base_offset, state.complete_txn(
