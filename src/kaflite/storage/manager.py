@@ -18,6 +18,9 @@ Rules:
   `close()` closes every file whatever fails and reports what it could not write.
 - Each log dir is locked (Kafka's `.lock`, an exclusive flock) from construction to `close()`: a second
   manager on the same directory, in this process or another, fails with LogDirLockedError.
+- Which compacted logs `run_compaction` cleans (Kafka's LogCleanerManager): those dirty enough
+  (min.cleanable.dirty.ratio, decided in compact_log) and, regardless of the ratio, those whose oldest
+  dirty sealed segment's first batch is older than max.compaction.lag.ms (`compaction_overdue`).
 - The broker's shell owns the schedule: it calls `run_retention(now)`, `run_compaction(now)`,
   `remove_expired_producers(now)` and `flush_due(now)`; the decisions are pure functions of the logs'
   state and `now`.
@@ -34,7 +37,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from kaflite.protocol.errors import ErrorCode, KafkaError
@@ -48,11 +51,11 @@ from kaflite.storage.checkpoint import (
     write_offset_checkpoint,
 )
 from kaflite.storage.cleaner import compact_log
-from kaflite.storage.config import LogConfig
+from kaflite.storage.config import LONG_MAX, LogConfig
 from kaflite.storage.errors import storage_errors
 from kaflite.storage.log import Log, parse_topic_partition
 
-__all__ = ["LogManager", "validate_topic_name"]
+__all__ = ["LogManager", "validate_topic_name", "compaction_overdue"]
 
 _logger = logging.getLogger("kaflite.storage")
 
@@ -75,6 +78,25 @@ def validate_topic_name(topic: str) -> None:
             ErrorCode.invalid_topic_exception,
             f"topic name {topic!r} is illegal: allowed characters are ASCII letters, digits, '.', '_' and '-'",
         )
+
+
+def compaction_overdue(first_batch_timestamps: Iterable[int], now_ms: int, max_compaction_lag_ms: int) -> bool:
+    """Kafka's LogCleanerManager.maxCompactionDelay > 0: the earliest first-batch timestamp of the dirty
+    sealed segments (non-positive timestamps ignored) is older than now - max.compaction.lag.ms, so the
+    log is cleaned whatever its dirty ratio."""
+    stamps = [t for t in first_batch_timestamps if t > 0]
+    return bool(stamps) and min(stamps) < now_ms - max(max_compaction_lag_ms, 0)
+
+
+def _log_compaction_overdue(log: Log, now_ms: int) -> bool:
+    lag = log.config.max_compaction_lag_ms
+    if lag >= LONG_MAX:  # the default: never overdue, and no segment walk
+        return False
+    with log.lock:
+        dirty_sealed = [s for s in log.segments[:-1] if s.next_offset > log.cleaner_checkpoint]
+        # Kafka's LogSegment.getFirstBatchTimestamp: the max timestamp of the segment's first batch
+        stamps = [s.rolling_based_timestamp for s in dirty_sealed if s.rolling_based_timestamp is not None]
+    return compaction_overdue(stamps, now_ms, lag)
 
 
 def _rmdir(path: Path) -> None:
@@ -303,13 +325,15 @@ class LogManager:
         return sum(log.remove_expired_producers(now) for log in self._snapshot() if not log.closed)
 
     def run_compaction(self, now_ms: int | None = None) -> int:
-        """Compact every log whose cleanup.policy includes compact and that is dirty enough; returns
-        the number of logs cleaned."""
+        """Compact every log whose cleanup.policy includes compact and that is dirty enough, or overdue
+        by max.compaction.lag.ms; returns the number of logs cleaned."""
         now = self._now() if now_ms is None else now_ms
         cleaned = 0
         for log in self._snapshot():
             try:
-                if not log.closed and log.config.compact and compact_log(log, now).cleaned:
+                if not log.closed and log.config.compact and compact_log(
+                    log, now, force=_log_compaction_overdue(log, now)
+                ).cleaned:
                     cleaned += 1
             except OSError as e:  # the swap protocol leaves the segment as it was
                 storage_errors.report(log.dir.name, "compaction", e)
