@@ -38,6 +38,7 @@ from kaflite.storage.index import IndexCorrupt, OffsetIndex, TimeIndex
 __all__ = ["LogSegment", "RecoveryNote", "segment_file_name", "HeaderFields", "SegmentRetired"]
 
 _T = TypeVar("_T")
+DELETED_SUFFIX = ".deleted"  # a deleted segment's files until file.delete.delay.ms passed (Kafka's suffix)
 
 
 class SegmentRetired(OSError):
@@ -709,6 +710,33 @@ class LogSegment:
             self.index._close_fd()  # noqa: SLF001
             self.time_index._close_fd()  # noqa: SLF001
             self.retire_fd()
+
+    def rename_deleted(self) -> None:
+        """Kafka's changeFileSuffixes("", ".deleted"): the segment is out of the log and its files wait for
+        file.delete.delay.ms. The descriptor stays open and readable (a rename does not touch it), and a
+        reopen after a shed finds the new name: the rename and the path change happen under the FileCache's
+        lock, which every reopen takes."""
+        with file_cache.lock:
+            for idx in (self.index, self.time_index):
+                idx._close_fd()  # noqa: SLF001
+                target = idx.path.with_name(idx.path.name + DELETED_SUFFIX)
+                try:
+                    os.replace(idx.path, target)
+                except FileNotFoundError:  # an index is written lazily: there may be none yet
+                    pass
+                idx.path = target
+            target = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+            os.replace(self.log_path, target)
+            self.log_path = target
+
+    def moved_to(self, directory: Path) -> None:
+        """The segment's directory was renamed (partition deletion): its paths follow. Called under the
+        FileCache's lock, with the rename, so a reopen never looks under the old name."""
+        self.dir = directory
+        self.log_path = directory / self.log_path.name
+        for idx in (self.index, self.time_index):
+            idx._close_fd()  # noqa: SLF001
+            idx.path = directory / idx.path.name
 
     def delete(self) -> None:
         self.index.delete()

@@ -321,5 +321,4 @@ NOT_READ: dict[str, str] = {
     "schedule (with every flush pass) and on retention, DeleteRecords and shutdown",
     "log.flush.start.offset.checkpoint.interval.ms": "see log.flush.offset.checkpoint.interval.ms",
     "log.preallocate": "segment files grow as they are written (Kafka's default too)",
-    "log.segment.delete.delay.ms": "a deleted segment's files are removed at once",
 }

@@ -228,7 +228,6 @@ TOPIC_NOT_READ: dict[str, str] = {
     "compression.lz4.level": "kaflite recompresses with each codec's default level",
     "compression.zstd.level": "kaflite recompresses with each codec's default level",
     "preallocate": "segment files grow as they are written (Kafka's default too)",
-    "file.delete.delay.ms": "a deleted segment's files are removed at once",
 }
 
 
