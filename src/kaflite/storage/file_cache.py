@@ -94,6 +94,11 @@ class FileCache:
     def release(self, f: CachedFile) -> None:
         with self.lock:
             f._pins -= 1  # noqa: SLF001
+            self.release_retired(f)
+
+    def release_retired(self, f: CachedFile) -> None:
+        """After a release: close the descriptor of a file retired while it was in use, once unpinned."""
+        with self.lock:
             if f._pins == 0 and f._retired and f._fd >= 0:  # noqa: SLF001 - retired while in use
                 fd, f._fd = f._fd, -1  # noqa: SLF001
                 os.close(fd)

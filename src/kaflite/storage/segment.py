@@ -38,6 +38,7 @@ from kaflite.storage.index import IndexCorrupt, OffsetIndex, TimeIndex
 __all__ = ["LogSegment", "RecoveryNote", "segment_file_name", "HeaderFields", "SegmentRetired"]
 
 _T = TypeVar("_T")
+_cache_lock = file_cache.lock
 DELETED_SUFFIX = ".deleted"  # a deleted segment's files until file.delete.delay.ms passed (Kafka's suffix)
 
 
@@ -164,26 +165,52 @@ class LogSegment:
         return open_file(self.log_path, os.O_RDWR)
 
     def _acquire(self) -> int:
+        # FileCache.acquire's fast path inlined (every read and append of the hot path comes here): an
+        # open descriptor is pinned with one lock round trip and no further call
+        with _cache_lock:
+            fd = self._fd
+            if fd >= 0:
+                self._pins += 1
+                self._used = True
+                return fd
         fd = file_cache.acquire(self)
         if fd < 0:
             raise SegmentRetired(errno.EBADF, f"segment {self.log_path.name} is closed or deleted")
         return fd
 
+    def _release(self) -> None:
+        with _cache_lock:
+            pins = self._pins = self._pins - 1
+            if pins or not self._retired:
+                return
+        file_cache.release_retired(self)
+
     def pread(self, n: int, pos: int) -> bytes:
         """os.pread on the segment's file, the descriptor pinned for the call; SegmentRetired (an OSError)
-        once the segment is closed or deleted."""
-        fd = self._acquire()
+        once the segment is closed or deleted. (`_acquire` / `_release` inlined: the hottest call.)"""
+        lock = _cache_lock
+        with lock:
+            fd = self._fd
+            if fd >= 0:
+                self._pins += 1
+                self._used = True
+        if fd < 0:
+            fd = self._acquire()
         try:
             return os.pread(fd, n, pos)
         finally:
-            file_cache.release(self)
+            with lock:
+                pins = self._pins = self._pins - 1
+                last_of_retired = not pins and self._retired
+            if last_of_retired:
+                file_cache.release_retired(self)
 
     def _fd_call(self, fn: Callable[[int], _T]) -> _T:
         fd = self._acquire()
         try:
             return fn(fd)
         finally:
-            file_cache.release(self)
+            self._release()
 
     @property
     def retired(self) -> bool:
@@ -281,7 +308,7 @@ class LogSegment:
                 if n != size:
                     _pwrite_all(fd, [memoryview(bytes(header) + bytes(body))[n:]], pos + n)  # short write
             finally:
-                file_cache.release(self)
+                self._release()
         except OSError:
             self._undo_write(pos)
             raise
