@@ -58,7 +58,7 @@ setup_system() {
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
     else
-      echo "note: ${missing[*]} not found and not root; the tests needing them will be skipped" >&2
+      echo "note: ${missing[*]} not found and not root; the tests needing them will be skipped (fail under KAFLITE_REQUIRE_ALL=1)" >&2
     fi
   fi
 }

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import missing_module, require
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -16,13 +18,13 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_clean() -> None:
-    pytest.importorskip("ruff")
+    require(missing_module("ruff"))
     out = _run("ruff", "check", "src", "tests", "bench", "examples")
     assert out.returncode == 0, out.stdout + out.stderr
 
 
 @pytest.mark.timeout(600)
 def test_mypy_clean() -> None:
-    pytest.importorskip("mypy")
+    require(missing_module("mypy"))
     out = _run("mypy", "--no-error-summary", "src/kaflite")
     assert out.returncode == 0, out.stdout + out.stderr

@@ -20,12 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
+from helpers import REPO, missing_zookeeper, require, stop_process
 
-from helpers import REPO, stop_process
-from kaflite.cluster.zkserver import missing_reason
-
-pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=f"ZooKeeper cannot run: {missing_reason()}")
+require(missing_zookeeper(), module_level=True)
 
 DOC = REPO / "docs" / "cli.md"
 

@@ -18,14 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers import missing_zookeeper, require
 from kaflite.cluster.zk import KafkaZkClient
-from kaflite.cluster.zkserver import ZooKeeperServer, missing_reason
+from kaflite.cluster.zkserver import ZooKeeperServer
 
 
 def _require_zookeeper() -> None:
-    reason = missing_reason()
-    if reason is not None:
-        pytest.skip(f"ZooKeeper cannot run here: {reason}")
+    require(missing_zookeeper())
 
 
 @pytest.fixture(scope="session")

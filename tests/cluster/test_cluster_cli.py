@@ -16,12 +16,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
+from helpers import missing_zookeeper, poll_values, require, stop_process, wait_until
 
-from helpers import poll_values, stop_process, wait_until
-from kaflite.cluster.zkserver import missing_reason
-
-pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=f"ZooKeeper cannot run: {missing_reason()}")
+require(missing_zookeeper(), module_level=True)
 
 
 def _kaflite(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import missing_zookeeper, require
 from kaflite.cluster.zkserver import ZooKeeperServer, ZooKeeperStartError, missing_reason, zookeeper_handshake
 
 
@@ -54,8 +55,7 @@ def test_start_and_stop_by_pid(zookeeper_private: ZooKeeperServer) -> None:
 
 
 def test_missing_jars_are_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if missing_reason() is not None:
-        pytest.skip(f"ZooKeeper cannot run here: {missing_reason()}")
+    require(missing_zookeeper())
     monkeypatch.setenv("KAFLITE_ZOOKEEPER_CLASSPATH", str(tmp_path / "nothing.jar"))
     server = ZooKeeperServer(tmp_path / "zk")
     with pytest.raises(ZooKeeperStartError) as e:

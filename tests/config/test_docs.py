@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from helpers import REPO
-from kaflite.server.config import BROKER_CONFIGS, DEV_PROFILE, TOPIC_CONFIGS, format_value
+from kaflite.server.config import BROKER_CONFIGS, DEV_PROFILE, TOPIC_CONFIGS, TOPIC_NOT_READ, format_value
 
 DOC = (REPO / "docs" / "configuration.md").read_text()
 
@@ -36,3 +36,16 @@ def test_every_topic_key_documented_with_its_fallback() -> None:
 def test_dev_profile_documented() -> None:
     for key, value in DEV_PROFILE.items():
         assert f"| `{key}` | `{value}` |" in DOC
+
+
+def test_keys_without_effect_are_marked_with_their_reason() -> None:
+    """A row says *Accepted for compatibility; no effect* exactly when the key tables say so (broker:
+    applies=False; topic: TOPIC_NOT_READ, whose reason the row repeats)."""
+    mark = "Accepted for compatibility; no effect"
+    for key, definition in BROKER_CONFIGS.items():
+        assert (mark in _row(key, BROKER_SECTION)) == (not definition.applies), key
+    for key in TOPIC_CONFIGS:
+        row = _row(key, TOPIC_SECTION)
+        assert (mark in row) == (key in TOPIC_NOT_READ), key
+        if key in TOPIC_NOT_READ:
+            assert TOPIC_NOT_READ[key] in row, key

@@ -17,17 +17,19 @@ from typing import Any
 import pytest
 from console_harness import BASE_TS, ORDERS_PARTITIONS, ConsoleCluster, ConsoleServer
 
+from helpers import missing_module, require
 from kaflite.assign.simulate import Group, Member, rebalance
 
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
+require(missing_module("selenium"), module_level=True)
+from selenium import webdriver  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
-if not CHROMIUM or not CHROMEDRIVER:
-    pytest.skip("Debian's chromium and chromium-driver are not installed (./run.sh setup installs them as root)",
-                allow_module_level=True)
+require(None if CHROMIUM and CHROMEDRIVER else
+        "Debian's chromium and chromium-driver are not installed (./run.sh setup installs them as root)",
+        module_level=True)
 
 
 @pytest.fixture(scope="module")

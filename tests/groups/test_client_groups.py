@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 
 from groups.group_members import Member, produce, wait_for, wait_stable
+from helpers import missing_program, require
 
 PARTITIONS = 6
 RECORDS = 240
@@ -55,13 +56,11 @@ def test_three_member_group(broker, topic_factory, client: str, strategy: str) -
 
 def test_kcat_balanced_consumer_commits_where_it_stopped(broker, topic_factory) -> None:  # noqa: ANN001
     """Debian's kcat (librdkafka 2.0, an older group client) consumes as a group member and commits."""
-    import shutil
     import subprocess
 
     import confluent_kafka as ck
 
-    if shutil.which("kcat") is None:
-        pytest.skip("kcat is not installed")
+    require(missing_program("kcat"))
     topic = topic_factory(2, 20)
     group = f"g-{uuid.uuid4().hex[:8]}"
     out = subprocess.run(["kcat", "-b", broker.bootstrap, "-G", group, "-e", "-f", "%p %o\\n",

@@ -209,8 +209,8 @@ def test_off_by_default_and_bad_values_name_the_key(tmp_path: Path) -> None:
 def test_docs_list_every_metric_and_the_dashboard_uses_them(broker: EmbeddedBroker) -> None:
     _, names = scrape(broker)
     doc = (REPO / "docs" / "metrics.md").read_text()
-    documented = set(re.findall(r"`(kafka_[a-z_]+)`", doc))
-    served = {n for n in names if n.startswith("kafka_")}
+    documented = set(re.findall(r"`((?:kafka|kaflite)_[a-z0-9_]+)`", doc))
+    served = {n for n in names if n.startswith(("kafka_", "kaflite_"))}
     # prometheus_client reports counters without _total; the doc writes the sample names
     served_doc = {n + "_total" if (n + "_total") in documented else n for n in served}
     assert served_doc <= documented, sorted(served_doc - documented)

@@ -1,12 +1,14 @@
+import shutil
 import struct
 import subprocess
 
-import pytest
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as V0
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as V3
 from kio.schema.api_versions.v4.request import ApiVersionsRequest as V4
 from kio.schema.errors import ErrorCode
 from kwire import WireClient, decode_response
+
+from helpers import missing_program, require
 
 
 def test_api_versions_v0_and_v3(broker) -> None:
@@ -33,9 +35,9 @@ def test_unsupported_api_versions_version_gets_v0_error_35(broker) -> None:
 
 
 def test_kcat_lists_metadata(broker) -> None:
-    kcat = subprocess.run(["which", "kcat"], capture_output=True, text=True).stdout.strip()
-    if not kcat:
-        pytest.skip("kcat not installed")
+    require(missing_program("kcat"))
+    kcat = shutil.which("kcat")
+    assert kcat is not None
     out = subprocess.run([kcat, "-b", broker.bootstrap, "-L"], capture_output=True, text=True, timeout=20)
     assert out.returncode == 0, out.stderr
     assert f"broker 0 at {broker.bootstrap} (controller)" in out.stdout

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 import subprocess
 import time
 
-import pytest
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from helpers import missing_program, require
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -287,8 +287,8 @@ def test_aiokafka_produce_consume(broker) -> None:
 
 
 # -- kcat ------------------------------------------------------------------------------------------
-@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed")
 def test_kcat_produce_consume(broker) -> None:
+    require(missing_program("kcat"))
     topic = "kcat-topic"
     _create(broker, topic, 1)
     lines = "".join(f"key{i}:value{i}\n" for i in range(20))

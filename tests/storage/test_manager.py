@@ -68,15 +68,19 @@ def test_unclean_stop_recovers_from_the_checkpointed_recovery_point(tmp_path: Pa
     m2.close()
 
 
-def test_delete_removes_the_directory(tmp_path: Path) -> None:
-    m = LogManager([tmp_path])
+def test_delete_removes_the_directory(tmp_path: Path, clock: ManualClock) -> None:
+    m = LogManager([tmp_path], now_ms=clock)
     m.load()
     lg = m.get_or_create("gone", 0)
     lg.append(batch(1))
     m.delete("gone", 0)
     assert m.get("gone", 0) is None
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith("gone")]
+    # renamed at once, removed after file.delete.delay.ms (tests/storage/test_delete_delay.py)
+    assert [p.name.endswith("-delete") for p in tmp_path.iterdir() if p.name.startswith("gone")] == [True]
     assert m.get_or_create("gone", 0).log_end_offset == 0  # recreated empty
+    clock.advance(LogConfig().file_delete_delay_ms)
+    assert m.delete_due_segments(clock.ms) == 1
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("gone")] == ["gone-0"]
     m.close()
 
 

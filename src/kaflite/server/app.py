@@ -24,6 +24,7 @@ from kaflite.server.connection import (
 )
 from kaflite.server.dispatcher import Dispatcher
 from kaflite.server.handlers import Registry, load_registry
+from kaflite.server.loop_watchdog import LoopWatchdog
 from kaflite.server.metrics import BrokerMetrics, KafliteCollector, MetricsEndpoint, parse_metrics_listener
 
 __all__ = ["KafkaServer", "new_event_loop", "run_broker"]
@@ -57,10 +58,20 @@ class KafkaServer:
         self._reaper: asyncio.Future[None] | None = None
         self.bound: list[Listener] = []  # the client listeners as bound (port 0 resolved)
         self.metrics_endpoint: MetricsEndpoint | None = None
+        self.watchdog: LoopWatchdog | None = None  # the loop's lag and stalls (server/loop_watchdog.py)
         self.host = ""
         self.port = 0
 
     async def start(self) -> None:
+        self.watchdog = LoopWatchdog()
+        self.watchdog.start()  # from the start: loading the logs and the replay must not block the loop either
+        try:
+            await self._start()
+        except BaseException:
+            self.watchdog.stop()
+            raise
+
+    async def _start(self) -> None:
         await self.broker.start()
         try:
             for hook in self.registry.startup:
@@ -135,7 +146,7 @@ class KafkaServer:
     async def _start_metrics(self, url: str) -> None:
         """metrics.listener: count in the hot path from now on, serve /metrics on this loop."""
         self.broker.metrics = BrokerMetrics()
-        collector = KafliteCollector(self.broker, self.broker.metrics, self._connections_by_listener)
+        collector = KafliteCollector(self.broker, self.broker.metrics, self._connections_by_listener, self.watchdog)
         self.metrics_endpoint = MetricsEndpoint(collector)
         host, port = parse_metrics_listener(url)
         try:
@@ -187,6 +198,8 @@ class KafkaServer:
                 pass
         self._servers.clear()
         await self.broker.stop()
+        if self.watchdog is not None:
+            self.watchdog.stop()
         log.info("kaflite stopped (%s)", cpu_usage())
 
 

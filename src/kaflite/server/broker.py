@@ -305,6 +305,7 @@ class Broker:
         if manager is None:
             return
         manager.flush_due(now)
+        manager.delete_due_segments(now)  # file.delete.delay.ms: cheap when nothing waits
         if retention:
             manager.run_retention(now)
         if producers:
@@ -435,11 +436,12 @@ class Broker:
             requested = self.topic_admin.delete_topic(name)
             log.info("asked the controller to delete topic %s", name)
             return requested
-        # Single node: logs first, metadata after: removing the files frees space, so a deletion succeeds on
-        # a full disk (the metadata file is written into the space just freed). Each partition directory
-        # stays as an empty `<dir>.<topic id>-delete` marker until the metadata is written: a crash or a
-        # failed write in between is completed at the next start (`_complete_pending_deletions`). The writer
-        # publishes the image without the topic even when its file cannot be written (removed in memory).
+        # Single node: logs first, metadata after. Each partition directory is renamed `<dir>.<topic id>-delete`
+        # at once and its files are removed after log.segment.delete.delay.ms by the housekeeping thread
+        # (LogManager.delete); the directory stays as a marker until the metadata is written: a crash or a
+        # failed write in between (a full disk: the space comes back only after the delay) is completed at
+        # the next start (`_complete_pending_deletions`). The writer publishes the image without the topic
+        # even when its file cannot be written (removed in memory).
         topic = self.metadata.topics.get(name)
         if topic is None:
             return self.topic_admin.delete_topic(name)  # raises UNKNOWN_TOPIC_OR_PARTITION

@@ -25,8 +25,11 @@ import bisect
 import logging
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from kaflite.server.loop_watchdog import LoopWatchdog
 
 __all__ = ["BrokerMetrics", "KafliteCollector", "MetricsEndpoint", "parse_metrics_listener", "LATENCY_BUCKETS_MS"]
 
@@ -150,10 +153,12 @@ def _purgatory_name(kind: str) -> str:
 class KafliteCollector:
     """Reads the counters and the broker's state when Prometheus scrapes (on the broker's loop)."""
 
-    def __init__(self, broker: Any, metrics: BrokerMetrics, connections: Callable[[], dict[str, int]]) -> None:
+    def __init__(self, broker: Any, metrics: BrokerMetrics, connections: Callable[[], dict[str, int]],
+                 watchdog: LoopWatchdog | None = None) -> None:
         self.broker = broker
         self.metrics = metrics
         self.connections = connections  # open connections by listener name
+        self.watchdog = watchdog  # the event loop's lag (server/loop_watchdog.py)
 
     def describe(self) -> list[Any]:
         return []  # no fixed list: the families depend on the topics and groups present
@@ -246,6 +251,24 @@ class KafliteCollector:
         yield _gauge1("kafka_controller_kafkacontroller_activecontrollercount",
                       "1 on the active controller (ActiveControllerCount).", [], [([], 1 if active else 0)])
         yield from self._groups(ends)
+        yield from self._event_loop()
+
+    def _event_loop(self) -> Iterator[Any]:
+        """kaflite-only (Kafka has no event loop): the loop's timer lateness over the last one or two
+        windows, and the stalls counted since start."""
+        from prometheus_client.core import CounterMetricFamily
+
+        if self.watchdog is None:
+            return
+        lag_max, lag_p99 = self.watchdog.stats()
+        yield _gauge1("kaflite_eventloop_lag_max_ms", "Largest lateness of the event loop's timer (ms) over the "
+                      "last 60 to 120 s: how long the loop was kept from running.", [], [([], lag_max)])
+        yield _gauge1("kaflite_eventloop_lag_p99_ms", "99th percentile of the event loop's timer lateness (ms) "
+                      "over the same window.", [], [([], lag_p99)])
+        stalls = CounterMetricFamily("kaflite_eventloop_stalls", "Times the event loop was blocked for more "
+                                     "than 100 ms (each logged with a stack sample of the loop thread).")
+        stalls.add_metric([], self.watchdog.stalls)
+        yield stalls
 
     def _groups(self, ends: dict[tuple[str, int], int]) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily

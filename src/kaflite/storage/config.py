@@ -35,6 +35,9 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"  # log.message.timestamp.type / message.timestamp.type
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = LONG_MAX
+    # deprecated in Kafka 3.6 (KIP-937) and still honoured there: the bound on both sides while
+    # before/after are at their default (`timestamp_before_max_ms` / `timestamp_after_max_ms`)
+    message_timestamp_difference_max_ms: int = LONG_MAX
     cleanup_policy: str = "delete"  # log.cleanup.policy / cleanup.policy
     delete_retention_ms: int = 24 * 3600 * 1000  # log.cleaner.delete.retention.ms / delete.retention.ms
     min_cleanable_dirty_ratio: float = 0.5  # log.cleaner.min.cleanable.ratio / min.cleanable.dirty.ratio
@@ -82,6 +85,19 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """How far in the past a CreateTime may be: message.timestamp.before.max.ms when set, else the
+        deprecated message.timestamp.difference.max.ms (Kafka 3.6-3.9's LogConfig)."""
+        before = self.message_timestamp_before_max_ms
+        return before if before != LONG_MAX else self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        """How far in the future a CreateTime may be (same fallback as timestamp_before_max_ms)."""
+        after = self.message_timestamp_after_max_ms
+        return after if after != LONG_MAX else self.message_timestamp_difference_max_ms
 
     def replace(self, **changes: object) -> LogConfig:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
@@ -173,6 +189,7 @@ _FIELD_TYPES: dict[str, type] = {
     "message_timestamp_type": str,
     "message_timestamp_before_max_ms": int,
     "message_timestamp_after_max_ms": int,
+    "message_timestamp_difference_max_ms": int,
     "cleanup_policy": str,
     "delete_retention_ms": int,
     "min_cleanable_dirty_ratio": float,
@@ -197,6 +214,7 @@ _TOPIC_KEYS: dict[str, str] = {
     "message.timestamp.type": "message_timestamp_type",
     "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
     "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
+    "message.timestamp.difference.max.ms": "message_timestamp_difference_max_ms",
     "cleanup.policy": "cleanup_policy",
     "delete.retention.ms": "delete_retention_ms",
     "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
@@ -219,13 +237,9 @@ _NON_STORAGE_TOPIC_KEYS = frozenset(
         "unclean.leader.election.enable",
         "message.downconversion.enable",
         "message.format.version",
-        "message.timestamp.difference.max.ms",
         "preallocate",
-        "follower.replication.throttled.replicas",
-        "leader.replication.throttled.replicas",
         "local.retention.ms",
         "local.retention.bytes",
-        "remote.storage.enable",
     }
 )
 

@@ -6,13 +6,23 @@ after which a CreateTopics dropped the client's connection and housekeeping fail
 has the same exposure and asks operators to raise the limit; kaflite instead closes the files of idle
 segments and reopens them on use, so 100,000 partitions fit a default limit.
 
+Why a lock and pins: the cache is shared by the event loop, the housekeeping thread and whoever sends a
+FileSlice, and a segment's Log lock does not cover it (opening a segment of log A sheds one of log B). A
+shed used to close a descriptor between another thread's `seg.fd` and its `os.pread`/`os.pwritev`; the
+number, reused by the next open, then read or appended another file's bytes (or failed with EBADF).
+
 Rules:
 - capacity: half of RLIMIT_NOFILE's soft limit (at least 16), leaving the other half to client
-  connections, transient opens (index writes, checkpoints, snapshots) and FileSlices of answers in flight;
+  connections, transient opens (index writes, checkpoints, snapshots) and the answers in flight;
+- every use of a cached descriptor is pinned: `acquire` (open if closed, pin) and `release` (unpin) under
+  the cache's lock, with the system call between them; `shed` never closes a pinned descriptor, and
+  `retire` of a pinned file defers the close to the last `release` (tests/storage/test_file_cache.py);
+- the cache's structures (`_open`, each file's `_fd`, `_pins`, `_used`, `_retired`) change only under
+  `lock` (reentrant: `open_file` sheds under it when the process is out of descriptors);
 - eviction is CLOCK (second chance): a segment used since the last sweep gets another round, so the hot
   segments (active, being fetched) stay open and the sweep costs O(1) amortised per open;
 - closing a segment's descriptor loses nothing: writes are positional, a later fdatasync on a new
-  descriptor flushes the same inode's pages, and a FileSlice holds its own duplicate;
+  descriptor flushes the same inode's pages;
 - `open_file` retries once after shedding half the cache when the process is out of descriptors (EMFILE),
   so other users of descriptors (new connections, a topic being created) get room.
 """
@@ -22,16 +32,22 @@ from __future__ import annotations
 import errno
 import os
 import resource
+import threading
 from collections import OrderedDict
 from typing import Protocol
 
-__all__ = ["FileCache", "file_cache", "open_file", "default_capacity"]
+__all__ = ["FileCache", "file_cache", "open_file", "default_capacity", "CachedFile"]
 
 
 class CachedFile(Protocol):
-    _used: bool
+    """What the cache keeps per file; the fields belong to the cache (changed under its lock)."""
 
-    def _evict_fd(self) -> None: ...
+    _fd: int
+    _pins: int
+    _used: bool
+    _retired: bool
+
+    def _open_fd(self) -> int: ...
 
 
 def default_capacity() -> int:
@@ -49,35 +65,77 @@ class FileCache:
         self.capacity = capacity if capacity is not None else default_capacity()
         self._open: OrderedDict[CachedFile, None] = OrderedDict()
         self.evictions = 0
+        self.lock = threading.RLock()
 
     def __len__(self) -> int:
         return len(self._open)
 
-    def opened(self, f: CachedFile) -> None:
-        """`f` just opened its descriptor (it is never the one closed to make room)."""
+    def add(self, f: CachedFile, fd: int) -> None:
+        """`f` was just opened on `fd` outside `acquire` (its constructor); it becomes evictable."""
+        with self.lock:
+            f._fd = fd  # noqa: SLF001
+            f._used = True  # noqa: SLF001
+            self._admit(f)
+
+    def acquire(self, f: CachedFile) -> int:
+        """`f`'s descriptor, opened if the cache closed it, pinned until `release`; -1 (nothing pinned)
+        when `f` is retired."""
+        with self.lock:
+            fd = f._fd  # noqa: SLF001
+            if fd < 0:
+                if f._retired:  # noqa: SLF001
+                    return -1
+                fd = f._fd = f._open_fd()  # noqa: SLF001
+                self._admit(f)
+            f._pins += 1  # noqa: SLF001
+            f._used = True  # noqa: SLF001
+            return fd
+
+    def release(self, f: CachedFile) -> None:
+        with self.lock:
+            f._pins -= 1  # noqa: SLF001
+            self.release_retired(f)
+
+    def release_retired(self, f: CachedFile) -> None:
+        """After a release: close the descriptor of a file retired while it was in use, once unpinned."""
+        with self.lock:
+            if f._pins == 0 and f._retired and f._fd >= 0:  # noqa: SLF001 - retired while in use
+                fd, f._fd = f._fd, -1  # noqa: SLF001
+                os.close(fd)
+
+    def retire(self, f: CachedFile) -> None:
+        """Close `f`'s descriptor for good (now, or at the last `release` if a call is using it)."""
+        with self.lock:
+            f._retired = True  # noqa: SLF001
+            self._open.pop(f, None)
+            if f._pins == 0 and f._fd >= 0:  # noqa: SLF001
+                fd, f._fd = f._fd, -1  # noqa: SLF001
+                os.close(fd)
+
+    def _admit(self, f: CachedFile) -> None:
         self._open[f] = None
         if len(self._open) > self.capacity:
             self.shed(len(self._open) - self.capacity + max(1, self.capacity // 16), keep=f)
 
-    def closed(self, f: CachedFile) -> None:
-        self._open.pop(f, None)
-
     def shed(self, n: int, keep: CachedFile | None = None) -> int:
-        """Close up to `n` descriptors of the least recently used files (second chance), never `keep`'s;
-        returns how many were closed."""
+        """Close up to `n` descriptors of the least recently used files (second chance), never `keep`'s
+        nor one in use (pinned); returns how many were closed."""
         closed = 0
-        budget = 2 * len(self._open) + 1  # every file is looked at at most twice
-        while closed < n and self._open and budget > 0:
-            budget -= 1
-            f = next(iter(self._open))
-            if f is keep or f._used:  # noqa: SLF001 - used since the last sweep: second chance
-                f._used = False  # noqa: SLF001
-                self._open.move_to_end(f)
-                continue
-            del self._open[f]
-            f._evict_fd()  # noqa: SLF001
-            closed += 1
-        self.evictions += closed
+        with self.lock:
+            budget = 2 * len(self._open) + 1  # every file is looked at at most twice
+            while closed < n and self._open and budget > 0:
+                budget -= 1
+                f = next(iter(self._open))
+                if f is keep or f._used or f._pins:  # noqa: SLF001 - recently used or in use: second chance
+                    f._used = False  # noqa: SLF001
+                    self._open.move_to_end(f)
+                    continue
+                del self._open[f]
+                fd, f._fd = f._fd, -1  # noqa: SLF001
+                if fd >= 0:
+                    os.close(fd)
+                closed += 1
+            self.evictions += closed
         return closed
 
 

@@ -8,7 +8,8 @@ it names (segment, position, length) and is read in bounded chunks by the connec
 Rules:
 - the length is fixed when the slice is made (whole batches, found by walking the headers);
 - it holds no descriptor of its own (a fetch over 30,000 partitions must not need 30,000 descriptors): it
-  reads through the segment's descriptor, which the FileCache reopens if it closed it meanwhile;
+  reads through the segment's `pread`, which pins the descriptor for the call (the FileCache reopens it if
+  it closed it meanwhile, and never closes it during the read: storage/file_cache.py);
 - a segment retired since (deleted by retention, replaced by compaction) or a read that comes back short
   (truncated) yields b"", and the caller closes the connection rather than send a frame whose size prefix
   would lie: the client reconnects and fetches again, as after any broken connection.
@@ -16,15 +17,13 @@ Rules:
 
 from __future__ import annotations
 
-import os
 from typing import Protocol
 
 __all__ = ["FileSlice"]
 
 
 class _Segment(Protocol):
-    @property
-    def fd(self) -> int: ...
+    def pread(self, n: int, pos: int) -> bytes: ...
 
     @property
     def retired(self) -> bool: ...
@@ -47,7 +46,12 @@ class FileSlice:
         seg = self._segment
         if seg is None or size == 0 or seg.retired:
             return b""
-        return os.pread(seg.fd, size, self.position + offset)
+        try:
+            return seg.pread(size, self.position + offset)
+        except OSError as e:
+            if seg.retired:  # retired between the check and the read: as above
+                return b""
+            raise e
 
     def tobytes(self) -> bytes:
         return self.read(0, self.length)

@@ -79,6 +79,7 @@ from kaflite.protocol.record_batch import (
 from kaflite.storage.checkpoint import fsync_dir, fsync_file
 from kaflite.storage.config import LogConfig
 from kaflite.storage.errors import storage_errors
+from kaflite.storage.file_cache import file_cache
 from kaflite.storage.file_slice import FileSlice
 from kaflite.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from kaflite.storage.log_validator import (
@@ -90,6 +91,7 @@ from kaflite.storage.log_validator import (
 from kaflite.storage.producer_state import ProducerStateManager
 from kaflite.storage.retention import SegmentInfo, select_segments_to_delete
 from kaflite.storage.segment import (
+    DELETED_SUFFIX,
     H_ATTR,
     H_BASE,
     H_EPOCH,
@@ -230,6 +232,9 @@ class Log:
         self._roll_flush_to = 0  # rolled segments below this offset await their flush (flush_rolled)
         self.producer_state = ProducerStateManager()
         self._txn_indexes: dict[int, TransactionIndex] = {}  # segment base -> its aborted transactions
+        # segments deleted (retention, DeleteRecords, truncation) whose files wait, renamed `.deleted`, for
+        # file.delete.delay.ms: (when due, the segment, its renamed .txnindex)
+        self._doomed: list[tuple[int, LogSegment, Path | None]] = []
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT, read=not fresh)
         self._latest_epoch = -1  # mirror of leader_epoch_cache.latest_epoch for the hot path
         self.recovered_bytes_truncated = 0
@@ -513,7 +518,7 @@ class Log:
                     continue
                 attrs = f[H_ATTR]
                 if attrs & CONTROL_MASK:
-                    raw = os.pread(seg.fd, f[H_LEN] + 12, p)
+                    raw = seg.pread(f[H_LEN] + 12, p)
                     marker = parse_marker(RecordBatchView.parse(raw, 0))
                     if marker is not None:
                         self._index_aborted(seg.base_offset, state.complete_txn(
@@ -880,8 +885,7 @@ class Log:
         self._segments = self._segments[n:]
         self._bases = self._bases[n:]
         for seg in doomed:
-            seg.delete()
-            self._delete_txn_index(seg.base_offset)
+            self._doom_segment(seg)
         self._dir_dirty = True
         new_start = max(self._log_start_offset, self._segments[0].base_offset)
         self._advance_log_start_offset(new_start)
@@ -950,9 +954,8 @@ class Log:
                 return True
             while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
                 gone = self._segments.pop()
-                gone.delete()
+                self._doom_segment(gone)
                 self._bases.pop()
-                self._delete_txn_index(gone.base_offset)
             self._segments[-1].truncate_to(offset)
             self._next_offset = self._segments[-1].next_offset
             self._after_truncation()
@@ -961,6 +964,44 @@ class Log:
                 # data appended after this truncation (Kafka checkpoints on truncation too)
                 self._on_lso_change(self)
             return True
+
+    def _doom_segment(self, seg: LogSegment) -> None:
+        """Kafka's asynchronous segment deletion (lock held): the segment's files are renamed `.deleted` now
+        and removed by `delete_due_segments` (the housekeeping thread) once file.delete.delay.ms has
+        passed, so a read in flight on it (a FileSlice being sent) completes from the renamed file, and no
+        unlink runs on the caller's thread (the event loop for DeleteRecords and truncation). A crash in
+        between leaves `.deleted` files, which the next load removes (_remove_temporary_files)."""
+        self._txn_indexes.pop(seg.base_offset, None)
+        txn = self.dir / f"{seg.base_offset:020d}{_TXN_INDEX_SUFFIX}"
+        target = txn.with_name(txn.name + DELETED_SUFFIX)
+        txn_doomed: Path | None = target
+        try:
+            os.replace(txn, target)
+        except FileNotFoundError:  # only segments holding an aborted transaction have one
+            txn_doomed = None
+        seg.rename_deleted()
+        self._doomed.append((self._now() + self.config.file_delete_delay_ms, seg, txn_doomed))
+
+    @property
+    def doomed_segments(self) -> int:
+        """Deleted segments whose files wait for file.delete.delay.ms."""
+        return len(self._doomed)
+
+    def delete_due_segments(self, now_ms: int | None = None, *, all_of_them: bool = False) -> int:
+        """Remove the files of the segments deleted at least file.delete.delay.ms ago (every one with
+        `all_of_them`); returns how many. Called by the housekeeping thread; the unlinks run outside the
+        log's lock (the segments are no longer part of the log)."""
+        if not self._doomed:
+            return 0
+        now = self._now() if now_ms is None else now_ms
+        with self._lock:
+            due = [d for d in self._doomed if all_of_them or d[0] <= now]
+            self._doomed = [d for d in self._doomed if not (all_of_them or d[0] <= now)]
+        for _when, seg, txn in due:
+            seg.delete()  # a read still in flight keeps the descriptor until it returns (FileCache pins)
+            if txn is not None:
+                txn.unlink(missing_ok=True)
+        return len(due)
 
     def _after_truncation(self) -> None:
         self._truncations += 1
@@ -981,8 +1022,7 @@ class Log:
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         self._truncations += 1
         for seg in self._segments:
-            seg.delete()
-            self._delete_txn_index(seg.base_offset)
+            self._doom_segment(seg)  # renamed first: the new segment may take the same base offset
         for off in self._snapshot_offsets():
             (self.dir / f"{off:020d}.snapshot").unlink(missing_ok=True)
         seg = self._new_segment(offset)
@@ -1227,7 +1267,27 @@ class Log:
                 except OSError as e:  # indexes are rebuilt from the log on the next start
                     problems.append(f"{self.dir.name}: index of segment {seg.base_offset}: {e.strerror or e}")
             self._closed = True
+            try:  # deleted segments waiting for file.delete.delay.ms go now (no descriptor left open)
+                self.delete_due_segments(all_of_them=True)
+            except OSError as e:  # a leftover `.deleted` file is removed by the next load
+                problems.append(f"{self.dir.name}: deleted segments: {e.strerror or e}")
         return problems
+
+    def rename_dir_for_deletion(self, target: Path) -> None:
+        """Partition deletion (Kafka's asyncDelete): rename the directory to `target` and close the log to
+        every write, keeping its segments readable (a fetch answer being sent completes) until
+        `delete_files`, which the manager calls once file.delete.delay.ms has passed. The rename and the
+        segments' new paths happen under the FileCache's lock, which every reopen of a shed descriptor
+        takes."""
+        with self._lock:
+            self._closed = True
+            with file_cache.lock:
+                os.rename(self.dir, target)
+                self.dir = target
+                for seg in [*self._segments, *(d[1] for d in self._doomed)]:
+                    seg.moved_to(target)
+                self._doomed = [(when, seg, None if txn is None else target / txn.name)
+                                for when, seg, txn in self._doomed]
 
     def delete_files(self) -> None:
         """Close and remove every file of this log (the directory itself is the manager's)."""
@@ -1238,6 +1298,7 @@ class Log:
             self._segments = []
             self._bases = []
             self._closed = True
+            self.delete_due_segments(all_of_them=True)
 
     @property
     def closed(self) -> bool:

@@ -11,7 +11,8 @@ Rules, in Kafka's order for each batch:
 6. lastOffsetDelta + 1 == record count > 0 (else INVALID_RECORD); no control batch from a client;
 7. a batch with a producer id has a sequence (else INVALID_RECORD);
 8. per record (KIP-467, Kafka's validateRecord): compacted topics need a key (INVALID_RECORD), CreateTime
-   timestamps must lie within message.timestamp.before/after.max.ms of now (INVALID_TIMESTAMP); every
+   timestamps must lie within message.timestamp.before/after.max.ms of now, each falling back to the
+   deprecated message.timestamp.difference.max.ms while at its default (INVALID_TIMESTAMP); every
    refused record of the batch is listed (its index in the batch, why) in a RecordValidationError whose
    code is INVALID_TIMESTAMP when any timestamp is refused, else INVALID_RECORD (Kafka's
    processRecordErrors); records are decoded (compressed batches decompressed) only for a compacted topic
@@ -42,7 +43,7 @@ def fast_path_limit(config: LogConfig) -> int:
     if config.compact:
         return 0
     if not config.log_append_time and (
-        config.message_timestamp_before_max_ms != LONG_MAX or config.message_timestamp_after_max_ms != LONG_MAX
+        config.timestamp_before_max_ms != LONG_MAX or config.timestamp_after_max_ms != LONG_MAX
     ):
         return 0
     return min(config.max_message_bytes, config.segment_bytes)
@@ -82,8 +83,8 @@ def validate_client_batches(buf: memoryview, config: LogConfig, now_ms: int) -> 
     pos = 0
     max_size = config.max_message_bytes
     create_time = not config.log_append_time
-    before = config.message_timestamp_before_max_ms
-    after = config.message_timestamp_after_max_ms
+    before = config.timestamp_before_max_ms
+    after = config.timestamp_after_max_ms
     # a record's timestamp may lie outside its batch's [first, max] (deltas can be negative), so bounds
     # are checked record by record as Kafka does, and only when a topic sets them (the default is none)
     bounded_time = create_time and (before != LONG_MAX or after != LONG_MAX)
@@ -115,8 +116,8 @@ def validate_client_batches(buf: memoryview, config: LogConfig, now_ms: int) -> 
 def _validate_records(view: RecordBatchView, config: LogConfig, now_ms: int, create_time: bool) -> None:
     """Kafka's validateRecord over every record of one batch; raises RecordValidationError listing each
     refused record (index in the batch, why) -- one error per record, the key checked first."""
-    before = config.message_timestamp_before_max_ms
-    after = config.message_timestamp_after_max_ms
+    before = config.timestamp_before_max_ms
+    after = config.timestamp_after_max_ms
     errors: list[tuple[int, str | None]] = []
     any_timestamp = False
     for index, rec in enumerate(decode_records(view)):

@@ -8,19 +8,27 @@ Rules:
   (atomically) by `checkpoint()`, called from `flush_due`, retention, DeleteRecords and close.
 - `close()` flushes everything and leaves `.kafka_cleanshutdown`; `load()` skips recovery for logs in a
   directory with that marker (and removes it), otherwise recovers from each log's recovery point.
-- A deleted partition's directory is renamed `<topic>-<partition>.<tag>-delete` (a rename needs no space),
-  its files are removed (which frees space even on a full disk), and the emptied directory stays as a
-  marker until the caller has recorded the deletion (`forget_deletions(tag)`, after the metadata file is
-  written). On load, the files of such directories are removed and their tags are in
-  `pending_deletions`, so a deletion interrupted by a crash or a full disk completes on restart.
+- A deleted partition's directory is renamed `<topic>-<partition>.<tag>-delete` (a rename needs no space)
+  and its log closed to writes; its files are removed by `delete_due_segments` (the housekeeping thread)
+  once the broker's file.delete.delay.ms has passed (Kafka's asyncDelete: a fetch answer being sent
+  from it completes meanwhile), and the emptied directory stays as a marker until the caller has
+  recorded the deletion (`forget_deletions(tag)`, after the metadata file is written). On load (and at
+  close) the files of such directories are removed and their tags are in `pending_deletions`, so a
+  deletion interrupted by a crash or a full disk completes on restart.
 - Storage errors of housekeeping (flush, retention, compaction, checkpoints) are reported once per
   partition (or file) per minute, one line each (storage.errors), and never stop the other logs' work;
   `close()` closes every file whatever fails and reports what it could not write.
 - Each log dir is locked (Kafka's `.lock`, an exclusive flock) from construction to `close()`: a second
   manager on the same directory, in this process or another, fails with LogDirLockedError.
+- Which compacted logs `run_compaction` cleans (Kafka's LogCleanerManager): those dirty enough
+  (min.cleanable.dirty.ratio, decided in compact_log) and, regardless of the ratio, those whose oldest
+  dirty sealed segment's first batch is older than max.compaction.lag.ms (`compaction_overdue`).
+- A segment deleted by retention, DeleteRecords or truncation is renamed `.deleted` by its Log and its
+  files are removed by `delete_due_segments(now)` once file.delete.delay.ms has passed (Kafka's
+  asynchronous deletion), from the housekeeping thread.
 - The broker's shell owns the schedule: it calls `run_retention(now)`, `run_compaction(now)`,
-  `remove_expired_producers(now)` and `flush_due(now)`; the decisions are pure functions of the logs'
-  state and `now`.
+  `remove_expired_producers(now)`, `delete_due_segments(now)` and `flush_due(now)`; the decisions are
+  pure functions of the logs' state and `now`.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from kaflite.protocol.errors import ErrorCode, KafkaError
@@ -48,11 +56,11 @@ from kaflite.storage.checkpoint import (
     write_offset_checkpoint,
 )
 from kaflite.storage.cleaner import compact_log
-from kaflite.storage.config import LogConfig
+from kaflite.storage.config import LONG_MAX, LogConfig
 from kaflite.storage.errors import storage_errors
 from kaflite.storage.log import Log, parse_topic_partition
 
-__all__ = ["LogManager", "validate_topic_name"]
+__all__ = ["LogManager", "validate_topic_name", "compaction_overdue"]
 
 _logger = logging.getLogger("kaflite.storage")
 
@@ -75,6 +83,25 @@ def validate_topic_name(topic: str) -> None:
             ErrorCode.invalid_topic_exception,
             f"topic name {topic!r} is illegal: allowed characters are ASCII letters, digits, '.', '_' and '-'",
         )
+
+
+def compaction_overdue(first_batch_timestamps: Iterable[int], now_ms: int, max_compaction_lag_ms: int) -> bool:
+    """Kafka's LogCleanerManager.maxCompactionDelay > 0: the earliest first-batch timestamp of the dirty
+    sealed segments (non-positive timestamps ignored) is older than now - max.compaction.lag.ms, so the
+    log is cleaned whatever its dirty ratio."""
+    stamps = [t for t in first_batch_timestamps if t > 0]
+    return bool(stamps) and min(stamps) < now_ms - max(max_compaction_lag_ms, 0)
+
+
+def _log_compaction_overdue(log: Log, now_ms: int) -> bool:
+    lag = log.config.max_compaction_lag_ms
+    if lag >= LONG_MAX:  # the default: never overdue, and no segment walk
+        return False
+    with log.lock:
+        dirty_sealed = [s for s in log.segments[:-1] if s.next_offset > log.cleaner_checkpoint]
+        # Kafka's LogSegment.getFirstBatchTimestamp: the max timestamp of the segment's first batch
+        stamps = [s.rolling_based_timestamp for s in dirty_sealed if s.rolling_based_timestamp is not None]
+    return compaction_overdue(stamps, now_ms, lag)
 
 
 def _rmdir(path: Path) -> None:
@@ -145,6 +172,10 @@ class LogManager:
         self._closed = False
         # tag -> emptied `-delete` directories, found on load or left by a deletion not yet recorded
         self.pending_deletions: dict[str, list[Path]] = {}
+        # deleted partitions whose files wait for file.delete.delay.ms: (when due, log, its `-delete` dir,
+        # tag); `_forgotten` holds the `-delete` dirs whose deletion was recorded meanwhile
+        self._doomed_logs: list[tuple[int, Log, Path, str | None]] = []
+        self._forgotten: set[Path] = set()
         self.close_problems: list[str] = []
 
     # ------------------------------------------------------------------------------------------
@@ -255,23 +286,43 @@ class LogManager:
         if log is None:
             return
         # file work outside the manager lock (lock order: a Log's lock may call back into checkpoint())
-        log.delete_files()
         doomed = log.dir.with_name(f"{topic}-{partition}.{tag or uuid.uuid4().hex}-delete")
-        log.dir.rename(doomed)
-        self._empty_deleted_dir(doomed)
-        if tag is None:
-            _rmdir(doomed)
-        else:
-            self.pending_deletions.setdefault(tag, []).append(doomed)
-        _logger.info("deleted log %s-%d", topic, partition)
+        log.rename_dir_for_deletion(doomed)
+        with self._lock:
+            self._doomed_logs.append((self._now() + self.default_config.file_delete_delay_ms, log, doomed, tag))
+            if tag is not None:
+                self.pending_deletions.setdefault(tag, []).append(doomed)
+        _logger.info("deleted log %s-%d (its files go in %d ms)", topic, partition,
+                     self.default_config.file_delete_delay_ms)
         # the checkpoints are rewritten by the next flush_due (an entry of a deleted partition is ignored
         # on load): one rewrite per partition would make deleting a topic of N partitions O(N^2)
         self._last_checkpoint_ms = 0
 
     def forget_deletions(self, tag: str) -> None:
-        """The caller recorded the deletion (metadata written): the marker directories go."""
-        for path in self.pending_deletions.pop(tag, []):
-            _rmdir(path)
+        """The caller recorded the deletion (metadata written): the marker directories go (those whose
+        files still wait for file.delete.delay.ms go with their files)."""
+        with self._lock:
+            paths = self.pending_deletions.pop(tag, [])
+            waiting = {d for _when, _log, d, _tag in self._doomed_logs}
+            self._forgotten.update(p for p in paths if p in waiting)
+        for path in paths:
+            if path not in waiting:
+                _rmdir(path)
+
+    def _delete_due_logs(self, now: int, *, all_of_them: bool = False) -> int:
+        """Remove the files of the partitions deleted at least file.delete.delay.ms ago."""
+        with self._lock:
+            due = [d for d in self._doomed_logs if all_of_them or d[0] <= now]
+            self._doomed_logs = [d for d in self._doomed_logs if not (all_of_them or d[0] <= now)]
+        for _when, log, doomed, tag in due:
+            log.delete_files()
+            self._empty_deleted_dir(doomed)
+            with self._lock:
+                forgotten = doomed in self._forgotten
+                self._forgotten.discard(doomed)
+            if tag is None or forgotten:
+                _rmdir(doomed)
+        return len(due)
 
     @staticmethod
     def _empty_deleted_dir(path: Path) -> None:
@@ -296,6 +347,29 @@ class LogManager:
             self._checkpoint_quietly(force=True)
         return deleted
 
+    def delete_due_segments(self, now_ms: int | None = None) -> int:
+        """Remove the files of the segments deleted (renamed `.deleted`) and of the partitions deleted at
+        least file.delete.delay.ms ago; returns how many segments and partitions. Run by the housekeeping
+        thread at every pass."""
+        now = self._now() if now_ms is None else now_ms
+        removed = 0
+        if self._doomed_logs:
+            try:
+                removed += self._delete_due_logs(now)
+            except OSError as e:  # the load after a restart empties `-delete` directories
+                storage_errors.report("deleted partitions", "deletion", e)
+        for log in self._snapshot():
+            if log.doomed_segments:
+                try:
+                    removed += log.delete_due_segments(now)
+                except OSError as e:  # retried at the next pass; a restart removes `.deleted` files too
+                    storage_errors.report(log.dir.name, "segment deletion", e)
+        if removed:
+            # space was freed: on a full disk the checkpoint written when the log start offset moved may
+            # have failed, and records deleted by DeleteRecords must not come back after a restart
+            self._checkpoint_quietly(force=True)
+        return removed
+
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         """Forget, in every log, the producers idle for longer than producer.id.expiration.ms (Kafka's
         check every producer.id.expiration.check.interval.ms); returns how many were forgotten."""
@@ -303,13 +377,15 @@ class LogManager:
         return sum(log.remove_expired_producers(now) for log in self._snapshot() if not log.closed)
 
     def run_compaction(self, now_ms: int | None = None) -> int:
-        """Compact every log whose cleanup.policy includes compact and that is dirty enough; returns
-        the number of logs cleaned."""
+        """Compact every log whose cleanup.policy includes compact and that is dirty enough, or overdue
+        by max.compaction.lag.ms; returns the number of logs cleaned."""
         now = self._now() if now_ms is None else now_ms
         cleaned = 0
         for log in self._snapshot():
             try:
-                if not log.closed and log.config.compact and compact_log(log, now).cleaned:
+                if not log.closed and log.config.compact and compact_log(
+                    log, now, force=_log_compaction_overdue(log, now)
+                ).cleaned:
                     cleaned += 1
             except OSError as e:  # the swap protocol leaves the segment as it was
                 storage_errors.report(log.dir.name, "compaction", e)
@@ -388,6 +464,10 @@ class LogManager:
             logs = list(self._logs.values())
         problems: list[str] = []
         try:
+            try:  # deleted partitions waiting for file.delete.delay.ms go now (no descriptor left open)
+                self._delete_due_logs(0, all_of_them=True)
+            except OSError as e:
+                problems.append(f"deleted partitions: {e.strerror or e}")
             for log in logs:
                 problems += log.close()
             if clean:

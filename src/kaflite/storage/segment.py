@@ -12,11 +12,13 @@ Rules:
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from kaflite.protocol.errors import KafkaError
 from kaflite.protocol.record_batch import (
@@ -33,7 +35,15 @@ from kaflite.storage.file_cache import file_cache, open_file
 from kaflite.storage.file_slice import FileSlice
 from kaflite.storage.index import IndexCorrupt, OffsetIndex, TimeIndex
 
-__all__ = ["LogSegment", "RecoveryNote", "segment_file_name", "HeaderFields"]
+__all__ = ["LogSegment", "RecoveryNote", "segment_file_name", "HeaderFields", "SegmentRetired"]
+
+_T = TypeVar("_T")
+_cache_lock = file_cache.lock
+DELETED_SUFFIX = ".deleted"  # a deleted segment's files until file.delete.delay.ms passed (Kafka's suffix)
+
+
+class SegmentRetired(OSError):
+    """A read or write on a segment closed or deleted for good (EBADF, as the closed descriptor was)."""
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD  # 49
@@ -87,6 +97,7 @@ class LogSegment:
         "base_offset",
         "log_path",
         "_fd",
+        "_pins",
         "_used",
         "_retired",
         "size",
@@ -120,11 +131,13 @@ class LogSegment:
         self.dir = directory
         self.base_offset = base_offset
         self.log_path = directory / segment_file_name(base_offset, suffix)
-        self._retired = False  # closed or deleted for good: `fd` is -1 from then on
+        self._retired = False  # closed or deleted for good: no descriptor from then on
+        self._pins = 0  # calls using the descriptor now (the FileCache does not close it meanwhile)
+        self._fd = -1
         self._used = True
-        self._fd = open_file(self.log_path, os.O_RDWR | os.O_CREAT)
-        file_cache.opened(self)
-        self.size = os.fstat(self._fd).st_size
+        fd = open_file(self.log_path, os.O_RDWR | os.O_CREAT)
+        self.size = os.fstat(fd).st_size
+        file_cache.add(self, fd)
         self.index_interval_bytes = index_interval_bytes
         self.index = OffsetIndex(directory / segment_file_name(base_offset, ".index"), base_offset, max_index_size)
         self.time_index = TimeIndex(
@@ -144,35 +157,69 @@ class LogSegment:
         self.load_problem = ""  # why the last load() refused the segment
 
     # ------------------------------------------------------------------------------------------
-    # the descriptor: opened on use, closed by the FileCache when idle (storage/file_cache.py)
-    @property
-    def fd(self) -> int:
-        fd = self._fd
+    # the descriptor: opened on use, closed by the FileCache when idle (storage/file_cache.py). Every
+    # system call on it goes through `_acquire`/`_release` (pinned), so a shed from another thread never
+    # closes it in the middle of a pread/pwritev; there is deliberately no unpinned accessor.
+    def _open_fd(self) -> int:
+        """Called by the FileCache, under its lock, to reopen a closed descriptor."""
+        return open_file(self.log_path, os.O_RDWR)
+
+    def _acquire(self) -> int:
+        # FileCache.acquire's fast path inlined (every read and append of the hot path comes here): an
+        # open descriptor is pinned with one lock round trip and no further call
+        with _cache_lock:
+            fd = self._fd
+            if fd >= 0:
+                self._pins += 1
+                self._used = True
+                return fd
+        fd = file_cache.acquire(self)
         if fd < 0:
-            if self._retired:
-                return -1
-            fd = self._fd = open_file(self.log_path, os.O_RDWR)
-            self._used = True
-            file_cache.opened(self)
-            return fd
-        self._used = True
+            raise SegmentRetired(errno.EBADF, f"segment {self.log_path.name} is closed or deleted")
         return fd
+
+    def _release(self) -> None:
+        with _cache_lock:
+            pins = self._pins = self._pins - 1
+            if pins or not self._retired:
+                return
+        file_cache.release_retired(self)
+
+    def pread(self, n: int, pos: int) -> bytes:
+        """os.pread on the segment's file, the descriptor pinned for the call; SegmentRetired (an OSError)
+        once the segment is closed or deleted. (`_acquire` / `_release` inlined: the hottest call.)"""
+        lock = _cache_lock
+        with lock:
+            fd = self._fd
+            if fd >= 0:
+                self._pins += 1
+                self._used = True
+        if fd < 0:
+            fd = self._acquire()
+        try:
+            return os.pread(fd, n, pos)
+        finally:
+            with lock:
+                pins = self._pins = self._pins - 1
+                last_of_retired = not pins and self._retired
+            if last_of_retired:
+                file_cache.release_retired(self)
+
+    def _fd_call(self, fn: Callable[[int], _T]) -> _T:
+        fd = self._acquire()
+        try:
+            return fn(fd)
+        finally:
+            self._release()
 
     @property
     def retired(self) -> bool:
         return self._retired
 
-    def _evict_fd(self) -> None:
-        """Called by the FileCache: close the descriptor of an idle segment (reopened by `fd`)."""
-        fd, self._fd = self._fd, -1
-        if fd >= 0:
-            os.close(fd)
-
     def retire_fd(self) -> None:
-        """Close the descriptor for good (close, delete, replaced by compaction)."""
-        self._retired = True
-        file_cache.closed(self)
-        self._evict_fd()
+        """Close the descriptor for good (close, delete, replaced by compaction); a call in flight on it
+        finishes first (the close happens at its release)."""
+        file_cache.retire(self)
 
     # ------------------------------------------------------------------------------------------
     # scanning
@@ -186,7 +233,7 @@ class LogSegment:
         while pos + BATCH_HEADER_SIZE <= end:
             rel = pos - buf_start
             if rel + BATCH_HEADER_SIZE > len(buf):
-                buf = os.pread(self.fd, max(chunk, BATCH_HEADER_SIZE), pos)
+                buf = self.pread(max(chunk, BATCH_HEADER_SIZE), pos)
                 buf_start = pos
                 rel = 0
                 if len(buf) < BATCH_HEADER_SIZE:
@@ -207,7 +254,7 @@ class LogSegment:
         while pos + BATCH_HEADER_SIZE <= end:
             rel = pos - buf_start
             if rel + BATCH_HEADER_SIZE > len(buf):
-                buf = memoryview(os.pread(self.fd, min(max(chunk, BATCH_HEADER_SIZE), end - pos), pos))
+                buf = memoryview(self.pread(min(max(chunk, BATCH_HEADER_SIZE), end - pos), pos))
                 buf_start = pos
                 rel = 0
                 if len(buf) < BATCH_HEADER_SIZE:
@@ -217,7 +264,7 @@ class LogSegment:
             if fields[H_LEN] < _MIN_BATCH_LENGTH or pos + size > end:
                 return
             if rel + size > len(buf):
-                buf = memoryview(os.pread(self.fd, max(chunk, size), pos))
+                buf = memoryview(self.pread(max(chunk, size), pos))
                 buf_start = pos
                 rel = 0
                 if len(buf) < size:
@@ -236,7 +283,7 @@ class LogSegment:
         first_offset) per batch, in order, describing `pieces`. Returns the start position."""
         start = self.size
         try:
-            _pwrite_all(self.fd, pieces, start)
+            self._fd_call(lambda fd: _pwrite_all(fd, pieces, start))
         except OSError:
             self._undo_write(start)
             raise
@@ -255,9 +302,13 @@ class LogSegment:
         one pwritev."""
         pos = self.size
         try:
-            n = os.pwritev(self.fd, (header, body), pos)
-            if n != size:
-                _pwrite_all(self.fd, [memoryview(bytes(header) + bytes(body))[n:]], pos + n)  # short write
+            fd = self._acquire()
+            try:
+                n = os.pwritev(fd, (header, body), pos)
+                if n != size:
+                    _pwrite_all(fd, [memoryview(bytes(header) + bytes(body))[n:]], pos + n)  # short write
+            finally:
+                self._release()
         except OSError:
             self._undo_write(pos)
             raise
@@ -278,7 +329,7 @@ class LogSegment:
         ends at the last whole batch and the next append (when space returns) starts there. Shrinking a
         file never needs space."""
         try:
-            os.ftruncate(self.fd, pos)
+            self._fd_call(lambda fd: os.ftruncate(fd, pos))
         except OSError:
             pass  # the next append overwrites from `pos` anyway; recovery would truncate the rest
 
@@ -362,7 +413,7 @@ class LogSegment:
             start = self._next_read_position
             if start >= size_now:
                 return None
-            buf = os.pread(self.fd, max(BATCH_HEADER_SIZE, min(BATCH_HEADER_SIZE + extra, size_now - start)), start)
+            buf = self.pread(max(BATCH_HEADER_SIZE, min(BATCH_HEADER_SIZE + extra, size_now - start)), start)
             if len(buf) < BATCH_HEADER_SIZE:
                 return None
             buf_start = start
@@ -395,7 +446,7 @@ class LogSegment:
         while pos + BATCH_HEADER_SIZE <= max_pos:
             rel = pos - buf_start
             if rel + BATCH_HEADER_SIZE > n:
-                buf = os.pread(self.fd, 4096, pos)
+                buf = self.pread(4096, pos)
                 buf_start, rel, n = pos, 0, len(buf)
                 if n < BATCH_HEADER_SIZE:
                     break
@@ -419,7 +470,7 @@ class LogSegment:
         goes on as translate_offset's."""
         pos = self.index.lookup(offset)
         want = min(self.index_interval_bytes, 1 << 16) + 2 * BATCH_HEADER_SIZE + extra
-        buf = os.pread(self.fd, max(0, min(want, size_now - pos)), pos)
+        buf = self.pread(max(0, min(want, size_now - pos)), pos)
         n = len(buf)
         r = 0
         unpack = _HEADER.unpack_from
@@ -434,7 +485,7 @@ class LogSegment:
         found = self.translate_offset(offset, pos + r)
         if found is None:
             return None
-        head = os.pread(self.fd, BATCH_HEADER_SIZE, found)
+        head = self.pread(BATCH_HEADER_SIZE, found)
         if len(head) < BATCH_HEADER_SIZE:
             return None
         return found, unpack(head, 0), head, found  # type: ignore[return-value]
@@ -472,7 +523,7 @@ class LogSegment:
                     return None
                 start = found
         max_bytes = max(max_bytes, 0)
-        data = os.pread(self.fd, min(max_bytes + BATCH_HEADER_SIZE, size_now - start), start)
+        data = self.pread(min(max_bytes + BATCH_HEADER_SIZE, size_now - start), start)
         n = len(data)
         unpack = _HEADER.unpack_from
         f = unpack(data, 0)
@@ -496,7 +547,7 @@ class LogSegment:
             if not min_one_message or first_end > max_pos:
                 return b""
             self._next_read_offset, self._next_read_position = f[H_BASE] + f[H_LOD] + 1, first_end
-            return os.pread(self.fd, first_end - start, start)
+            return self.pread(first_end - start, start)
         r = max(self.index.floor_position(limit), start) - start  # a batch boundary <= limit
         rel_limit = limit - start
         memo = (-1, 0)
@@ -521,7 +572,7 @@ class LogSegment:
         for p, fields in self.iter_headers(pos):
             if fields[H_MAX_TS] < timestamp or fields[H_BASE] + fields[H_LOD] < start_offset:
                 continue
-            raw = os.pread(self.fd, fields[H_LEN] + LOG_OVERHEAD, p)
+            raw = self.pread(fields[H_LEN] + LOG_OVERHEAD, p)
             view = RecordBatchView.parse(raw)
             try:
                 records = decode_records(view)
@@ -557,7 +608,7 @@ class LogSegment:
             self.load_problem = f"the batches after the last index entry end at byte {end}, the file at {self.size}"
             return False
         if self.size > 0:
-            first = os.pread(self.fd, BATCH_HEADER_SIZE, 0)
+            first = self.pread(BATCH_HEADER_SIZE, 0)
             self.rolling_based_timestamp = _HEADER.unpack_from(first)[H_MAX_TS]
             te = self.time_index.last_entry()
             if te is None and self.max_timestamp < 0:
@@ -585,7 +636,7 @@ class LogSegment:
         self._forget_read_position()
         self.index.reset()
         self.time_index.reset()
-        file_size = os.fstat(self.fd).st_size
+        file_size = self._fd_call(lambda fd: os.fstat(fd).st_size)
         self.size = file_size
         self.next_offset = self.base_offset
         self.max_timestamp = -1
@@ -622,7 +673,7 @@ class LogSegment:
         if truncated and not reason:
             reason = f"incomplete or unreadable batch at byte {valid} ({truncated} bytes to the end of the file: a torn write)"
         if truncated:
-            os.ftruncate(self.fd, valid)
+            self._fd_call(lambda fd: os.ftruncate(fd, valid))
         self.size = valid
         if self.size == 0:
             self.next_offset = self.base_offset
@@ -645,7 +696,7 @@ class LogSegment:
         if pos is None:
             return 0
         removed = self.size - pos
-        os.ftruncate(self.fd, pos)
+        self._fd_call(lambda fd: os.ftruncate(fd, pos))
         self.size = pos
         self.index.truncate_to_position(pos)
         self.time_index.truncate_to_offset(offset)
@@ -668,7 +719,7 @@ class LogSegment:
 
     def flush(self, *, indexes: bool = True) -> None:
         if self.dirty:
-            os.fdatasync(self.fd)
+            self._fd_call(os.fdatasync)
             self.dirty = False
         if indexes:
             self.index.flush()
@@ -686,6 +737,33 @@ class LogSegment:
             self.index._close_fd()  # noqa: SLF001
             self.time_index._close_fd()  # noqa: SLF001
             self.retire_fd()
+
+    def rename_deleted(self) -> None:
+        """Kafka's changeFileSuffixes("", ".deleted"): the segment is out of the log and its files wait for
+        file.delete.delay.ms. The descriptor stays open and readable (a rename does not touch it), and a
+        reopen after a shed finds the new name: the rename and the path change happen under the FileCache's
+        lock, which every reopen takes."""
+        with file_cache.lock:
+            for idx in (self.index, self.time_index):
+                idx._close_fd()  # noqa: SLF001
+                target = idx.path.with_name(idx.path.name + DELETED_SUFFIX)
+                try:
+                    os.replace(idx.path, target)
+                except FileNotFoundError:  # an index is written lazily: there may be none yet
+                    pass
+                idx.path = target
+            target = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+            os.replace(self.log_path, target)
+            self.log_path = target
+
+    def moved_to(self, directory: Path) -> None:
+        """The segment's directory was renamed (partition deletion): its paths follow. Called under the
+        FileCache's lock, with the rename, so a reopen never looks under the old name."""
+        self.dir = directory
+        self.log_path = directory / self.log_path.name
+        for idx in (self.index, self.time_index):
+            idx._close_fd()  # noqa: SLF001
+            idx.path = directory / idx.path.name
 
     def delete(self) -> None:
         self.index.delete()
@@ -706,7 +784,7 @@ class LogSegment:
             return 0
 
     def read_all(self) -> bytes:
-        return os.pread(self.fd, self.size, 0) if self.size else b""
+        return self.pread(self.size, 0) if self.size else b""
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"

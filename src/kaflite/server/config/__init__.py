@@ -40,6 +40,7 @@ from kaflite.server.config.definitions import (
 from kaflite.server.config.properties import parse_properties
 from kaflite.server.config.topic_keys import (
     TOPIC_CONFIGS,
+    TOPIC_NOT_READ,
     TopicConfigKey,
     validate_topic_config,
     validate_topic_configs,
@@ -55,6 +56,7 @@ __all__ = [
     "SOURCE_STATIC_BROKER_CONFIG",
     "SUBSYSTEMS",
     "TOPIC_CONFIGS",
+    "TOPIC_NOT_READ",
     "BrokerConfig",
     "ConfigEntry",
     "ConfigError",

@@ -28,8 +28,8 @@ KEYS: list[ConfigKey] = [
         "unclean.leader.election.enable",
         "boolean",
         False,
-        "Allow an out-of-sync replica to become leader.",
-        applies=False,
+        "Allow an out-of-sync replica to become leader: in a cluster the controller elects one when no "
+        "in-sync replica is alive (a topic's override wins); a single node has no other replica.",
     ),
     _k("num.replica.fetchers", "int", 1, "Replica fetcher tasks per source broker (in a cluster).", AtLeast(1)),
     _k("replica.lag.time.max.ms", "long", 30000, "A follower not caught up for this long leaves the ISR.",

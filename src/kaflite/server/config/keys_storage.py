@@ -210,7 +210,9 @@ KEYS: list[ConfigKey] = [
         "log.message.timestamp.difference.max.ms",
         "long",
         LONG_MAX,
-        "Maximum difference between a CreateTime timestamp and the broker's clock (deprecated in Kafka 3.6).",
+        "Maximum difference between a CreateTime timestamp and the broker's clock (deprecated in Kafka 3.6): "
+        "the bound on each side that log.message.timestamp.before.max.ms / after.max.ms leave at their "
+        "default (INVALID_TIMESTAMP beyond it).",
         AtLeast(0),
     ),
     _k(
@@ -319,6 +321,4 @@ NOT_READ: dict[str, str] = {
     "schedule (with every flush pass) and on retention, DeleteRecords and shutdown",
     "log.flush.start.offset.checkpoint.interval.ms": "see log.flush.offset.checkpoint.interval.ms",
     "log.preallocate": "segment files grow as they are written (Kafka's default too)",
-    "log.message.timestamp.difference.max.ms": "deprecated in Kafka 3.6; kaflite reads "
-    "log.message.timestamp.before.max.ms and log.message.timestamp.after.max.ms",
 }

@@ -27,8 +27,7 @@ from kaflite.server.config.definitions import (
 from kaflite.server.config.keys_storage import _FORMAT_VERSION, _GZIP_LEVEL
 from kaflite.storage.config import TOPIC_CONFIG_SYNONYMS
 
-__all__ = ["TOPIC_CONFIGS", "TopicConfigKey", "validate_topic_config", "validate_topic_configs"]
-
+__all__ = ["TOPIC_CONFIGS", "TOPIC_NOT_READ", "TopicConfigKey", "validate_topic_config", "validate_topic_configs"]
 
 
 @dataclass(frozen=True)
@@ -213,6 +212,22 @@ TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
             "Allow out-of-sync leaders.",
         ),
     ]
+}
+
+
+# Topic keys accepted (validated, stored, described) that change nothing, with the reason: the one list,
+# which docs/configuration.md repeats and tests/config/test_keys_read.py holds to the code (every other
+# topic key must reach a use, and these must not).
+TOPIC_NOT_READ: dict[str, str] = {
+    "message.downconversion.enable": "kaflite serves Fetch v4+ only, whose batches are magic 2 as stored: "
+    "there is nothing to down-convert",
+    "message.format.version": "deprecated in Kafka 3.0; every batch is magic 2",
+    "local.retention.ms": "no tiered storage: every segment is local",
+    "local.retention.bytes": "no tiered storage: every segment is local",
+    "compression.gzip.level": "kaflite recompresses with each codec's default level",
+    "compression.lz4.level": "kaflite recompresses with each codec's default level",
+    "compression.zstd.level": "kaflite recompresses with each codec's default level",
+    "preallocate": "segment files grow as they are written (Kafka's default too)",
 }
 
 

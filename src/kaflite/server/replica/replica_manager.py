@@ -172,8 +172,8 @@ class ReplicaManager:
 
     def stop_replicas(self, topic: TopicImage, deletion_tag: str | None = None) -> None:
         """Stop hosting every partition of `topic` and delete their logs now, before the image says so
-        (Kafka's stopReplicas with delete; the single-node deletion frees the disk before it writes the
-        metadata). `deletion_tag` leaves each directory as a marker until `LogManager.forget_deletions`."""
+        (Kafka's stopReplicas with delete: renamed at once, files removed after log.segment.delete.delay.ms).
+        `deletion_tag` leaves each directory as a marker until `LogManager.forget_deletions`."""
         for index in range(topic.num_partitions):
             self._stop_partition((topic.name, index), delete=True, tag=deletion_tag)
 
