@@ -259,7 +259,8 @@ class Cluster:
             self.hub.set_delay(relay, None, delay_s)
         if self.net is not None:
             self.hub.set_delay(None, self.net.addr(b), delay_s)
-        self.event(f"delay broker {b}: {delay_s * 1000:.0f} ms per direction" if delay_s else f"undelay broker {b}")
+        scope = "" if self.net else " (loopback: its inbound connections only)"
+        self.event(f"delay broker {b}: {delay_s * 1000:.0f} ms per direction{scope}" if delay_s else f"undelay broker {b}")
 
     def kill_zookeeper(self) -> None:
         self.zk_server.kill()

@@ -74,12 +74,17 @@ class Clients:
     # --- idempotent producers --------------------------------------------------------------------------
     def _producer(self, i: int) -> None:
         h = self.history
-        p = Producer({
-            "bootstrap.servers": self.bootstrap, "log_level": 4, "client.id": f"nm-p{i}", "acks": "all",
-            "enable.idempotence": True, "linger.ms": 5, "message.timeout.ms": 100000,
-            "retry.backoff.ms": 100, "partitioner": "murmur2_random", "topic.metadata.refresh.interval.ms": 2000,
-            "error_cb": lambda e: h.fatal.append(f"producer {i}: {e}") if e.fatal() else None,
-        })  # fmt: skip
+
+        def new_producer() -> Producer:
+            return Producer({
+                "bootstrap.servers": self.bootstrap, "log_level": 4, "client.id": f"nm-p{i}", "acks": "all",
+                "enable.idempotence": True, "linger.ms": 5, "message.timeout.ms": 100000,
+                "retry.backoff.ms": 100, "partitioner": "murmur2_random", "topic.metadata.refresh.interval.ms": 2000,
+                "error_cb": lambda e: h.fatal.append(f"producer {i}: {e}") if e.fatal() else None,
+            })  # fmt: skip
+
+        p = new_producer()
+        replaced = 0
         topics = sorted(DATA_TOPICS)
         seqs: dict[tuple[str, str], int] = defaultdict(int)
 
@@ -96,21 +101,28 @@ class Clients:
         t0 = time.monotonic()
         while not self.stop.is_set():
             due = int((time.monotonic() - t0) * self.rate)
-            while n < due and not self.stop.is_set():
-                key = f"p{i}-k{n % KEYS_PER_PRODUCER}"
-                topic = topics[(n // KEYS_PER_PRODUCER) % len(topics)]
-                seq = seqs[(topic, key)]
-                try:
-                    p.produce(topic, key=key.encode(), value=f"{key}:{seq}".encode(), on_delivery=delivered)
-                except BufferError:
-                    break
-                except KafkaException as e:  # fatal: nothing more can be sent by this instance
-                    h.fatal.append(f"producer {i} produce: {e}")
+            try:
+                while n < due and not self.stop.is_set():
+                    key = f"p{i}-k{n % KEYS_PER_PRODUCER}"
+                    topic = topics[(n // KEYS_PER_PRODUCER) % len(topics)]
+                    seq = seqs[(topic, key)]
+                    try:
+                        p.produce(topic, key=key.encode(), value=f"{key}:{seq}".encode(), on_delivery=delivered)
+                    except BufferError:
+                        break
+                    seqs[(topic, key)] = seq + 1
+                    n += 1
+                    h.sent += 1
+                p.poll(0.02)
+            except KafkaException as e:
+                # fatal (the idempotent producer's state broke): nothing more is sent by this instance; what it
+                # still holds fails; a new instance (a new producer id) carries on with the next sequence numbers
+                h.fatal.append(f"producer {i}: {e.args[0]}")
+                self.unflushed += p.flush(5)
+                replaced += 1
+                if replaced > 5:
                     return
-                seqs[(topic, key)] = seq + 1
-                n += 1
-                h.sent += 1
-            p.poll(0.02)
+                p = new_producer()
         self.unflushed += p.flush(90)
 
     # --- the transactional producer ----------------------------------------------------------------------
