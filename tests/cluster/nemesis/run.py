@@ -50,6 +50,7 @@ class Report:
     failed: int = 0
     txns: dict[str, int] = field(default_factory=dict)
     commits: int = 0
+    txn_errors: list[str] = field(default_factory=list)
     wall_s: float = 0.0
 
     def text(self) -> str:
@@ -61,6 +62,9 @@ class Report:
         lines.append("longest unavailability (longest gap between acknowledgements of one partition) per kind:")
         lines += [f"  {k}: {v:.1f} s" for k, v in sorted(self.unavailability.items())]
         lines += [f"note: {n}" for n in self.notes]
+        if self.txn_errors:
+            lines.append(f"transactional producer errors ({len(self.txn_errors)}, first 8):")
+            lines += [f"  {e}" for e in self.txn_errors[:8]]
         lines += [f"expected loss (unclean election): {x}" for x in self.expected_losses]
         if self.violations:
             lines.append(f"FIRST VIOLATION: {self.violations[0]}")
@@ -207,7 +211,7 @@ def run(directory: Path, seed: int, seconds: float, unclean: bool = False, use_n
         if not cluster.wait("topics whole", lambda: not cluster.unhealthy(), 60):
             report.violations.append(f"cluster never whole after creating topics: {cluster.unhealthy()[:5]}")
             return report
-        clients = Clients(cluster.bootstrap(), history, seed)
+        clients = Clients(cluster.bootstrap(), history, seed, clock=cluster.now)
         clients.start()
         time.sleep(3.0)
         nemesis = Nemesis(cluster, rng, report)
@@ -275,6 +279,7 @@ def run(directory: Path, seed: int, seconds: float, unclean: bool = False, use_n
         report.sent, report.failed = history.sent, history.failed
         report.acked = sum(map(len, history.acked.values()))
         report.commits = len(history.commits)
+        report.txn_errors = history.txn_errors
         for outcome, _size in history.txns.values():
             report.txns[outcome] = report.txns.get(outcome, 0) + 1
         ends = [start for _k, start, _e, _v in report.faults[1:]] + [f[2] for f in report.faults[-1:]]

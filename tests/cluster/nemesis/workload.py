@@ -14,10 +14,12 @@ time; the harness joins them with a bound too.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -45,7 +47,9 @@ class History:
 
 
 class Clients:
-    def __init__(self, bootstrap: str, history: History, seed: int, rate: float = 80.0) -> None:
+    def __init__(self, bootstrap: str, history: History, seed: int, rate: float = 80.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock  # the timeline's clock, for the errors' times
         self.bootstrap = bootstrap
         self.history = history
         self.seed = seed
@@ -58,6 +62,7 @@ class Clients:
             threading.Thread(target=self._group, name="nm-group", daemon=True),
         ]
         self.unflushed = 0
+        self.fatal_txn_producers = 0
 
     def start(self) -> None:
         for t in self.threads:
@@ -130,16 +135,25 @@ class Clients:
         p = Producer({"bootstrap.servers": self.bootstrap, "log_level": 4, "client.id": "nm-tx", "transactional.id": "nm-tx",
                       "linger.ms": 5, "transaction.timeout.ms": 20000, "message.timeout.ms": 20000,
                       "topic.metadata.refresh.interval.ms": 2000})
-        for _ in range(5):
+        for _ in range(60):  # bounded: a minute or more of failures ends the transactions of this run
             if self.stop.is_set():
                 return None
             try:
                 p.init_transactions(20)
                 return p
             except KafkaException as e:
-                self.history.txn_errors.append(f"init_transactions: {e}")
+                self._txn_error(f"init_transactions: {e.args[0]}")
+                if e.args[0].fatal():
+                    return self._new_txn_producer_after_fatal()
                 time.sleep(1)
         return None
+
+    def _new_txn_producer_after_fatal(self) -> Producer | None:
+        self.fatal_txn_producers += 1
+        return None if self.fatal_txn_producers > 10 else self._new_txn_producer()
+
+    def _txn_error(self, text: str) -> None:
+        self.history.txn_errors.append(f"{self.clock():.2f}s {text}")
 
     def _end(self, p: Producer, commit: bool) -> str:
         """Commit or abort the open transaction; its outcome (`unknown` when no call returned)."""
@@ -152,7 +166,7 @@ class Clients:
                 return "aborted"
             except KafkaException as e:
                 err = e.args[0]
-                self.history.txn_errors.append(f"{'commit' if commit else 'abort'}: {err}")
+                self._txn_error(f"{'commit' if commit else 'abort'}: {err}")
                 if err.txn_requires_abort():
                     commit = False
                     continue
@@ -176,15 +190,17 @@ class Clients:
                     p.produce(TXN_TOPIC, key=f"t{n}-{i}".encode(), value=f"t{n}:{i}/{size}".encode())
                 outcome = self._end(p, commit)
             except KafkaException as e:
-                h.txn_errors.append(f"transaction {n}: {e}")
-                outcome = self._end(p, False)
+                self._txn_error(f"transaction {n}: {e.args[0]}")
+                outcome = "unknown" if e.args[0].fatal() else self._end(p, False)
             h.txns[n] = (outcome, size)
             if outcome == "unknown":
-                p.flush(5)
+                with contextlib.suppress(KafkaException):
+                    p.flush(5)
                 p = self._new_txn_producer()  # fences whatever the old instance left open
             time.sleep(0.2)
         if p is not None:
-            p.flush(10)
+            with contextlib.suppress(KafkaException):
+                p.flush(10)
 
     # --- the consumer group ------------------------------------------------------------------------------
     def _group(self) -> None:
