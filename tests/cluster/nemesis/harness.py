@@ -217,6 +217,26 @@ class Cluster:
     def leaders(self) -> dict[tuple[str, int], int]:
         return {tp: s.leader for tp, s in self.states(tuple(sorted(DATA_TOPICS))).items() if s and s.leader > 0}
 
+    def preferred_replica(self, topic: str, partition: int) -> int | None:
+        assert self.zk is not None
+        try:
+            got = self.zk.get_topic_assignment(topic)
+        except Exception:
+            return None
+        replicas = got[0].partitions.get(partition) if got else None
+        return replicas[0] if replicas else None
+
+    def preferred_election(self, topic: str, partition: int) -> bool:
+        """Ask the controller for a preferred replica election of one partition (/admin/preferred_replica_election)."""
+        assert self.zk is not None
+        try:
+            self.zk.create_preferred_replica_election([(topic, partition)])
+        except Exception as e:
+            self.event(f"preferred replica election of {topic}-{partition} not requested: {e}")
+            return False
+        self.event(f"preferred replica election of {topic}-{partition} requested")
+        return True
+
     # --- faults (each records itself on the timeline) ---------------------------------------------------------
     def kill(self, b: int) -> None:
         proc = self.procs.pop(b)

@@ -26,11 +26,29 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from . import checker
 from .harness import BROKERS, Cluster
-from .workload import DATA_TOPICS, PARTITIONS, TXN_TOPIC, Clients, History, committed_offsets
+from .workload import (
+    DATA_TOPICS,
+    GROUP,
+    PARTITIONS,
+    TXN_TOPIC,
+    Clients,
+    History,
+    committed_offsets,
+    read_offsets_behind,
+)
 
-NET_KINDS = ("isolate-leader", "isolate-controller")
+
+def _java_partition(key: str, partitions: int = PARTITIONS) -> int:
+    h = 0
+    for ch in key:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return (h & 0x7FFFFFFF) % partitions
+
+NET_KINDS = ("isolate-leader", "isolate-controller", "coordinator-bounce")
 KINDS = ("kill-leader", "kill-any", "sigstop-leader", *NET_KINDS, "zk-cut-leader", "zk-kill", "delay",
          "kill-leader-on-rejoin")
+# where the workload's coordinators live: Kafka's abs(String.hashCode) % partitions of the internal topics
+COORDINATOR_PARTITIONS = (("__consumer_offsets", _java_partition(GROUP)), ("__transaction_state", _java_partition("nm-tx")))
 RECOVERY_S = 45.0
 
 
@@ -75,7 +93,9 @@ class Report:
 
 
 class Nemesis:
-    def __init__(self, cluster: Cluster, rng: random.Random, report: Report) -> None:
+    def __init__(self, cluster: Cluster, rng: random.Random, report: Report, clients: Clients) -> None:
+        self.clients = clients
+        self.bounces = 0
         self.c = cluster
         self.rng = rng
         self.report = report
@@ -119,6 +139,49 @@ class Nemesis:
             self._sleep(hold + 4.0)
             c.heal_isolation(b)
             return f"broker {b}"
+        if kind == "coordinator-bounce":
+            # the group's (or the transactional id's) coordinator moves away and comes back: its preferred
+            # replica, isolated, loses the partition; the clients go on with the next leader; healed, it is
+            # made leader again by a preferred election, and must serve what was written meanwhile
+            # the group's first (its offsets are checked as it returns), the transactional id's next, in turn
+            topic, part = COORDINATOR_PARTITIONS[self.bounces % len(COORDINATOR_PARTITIONS)]
+            self.bounces += 1
+            b = c.preferred_replica(topic, part) or BROKERS[0]
+            s = c.states((topic,)).get((topic, part))
+            if s is not None and s.leader != b:
+                c.preferred_election(topic, part)
+                c.wait("preferred leader", lambda: (x := c.states((topic,)).get((topic, part))) is not None
+                       and x.leader == b, 20)
+            c.event(f"broker {b} leads {topic}-{part}")
+            c.isolate(b)
+            self._sleep(hold + 4.0)
+            c.heal_isolation(b)
+            c.wait("back in the ISR", lambda: (x := c.states((topic,)).get((topic, part))) is not None
+                   and b in x.isr, 30)
+            self._sleep(2.0)  # a commit or two at the other coordinator
+            # no commit while the coordinator returns: what it answers first must already hold them all
+            self.clients.pause_commits.set()
+            try:
+                self._sleep(1.5)  # a commit in flight returns
+                best = dict(self.clients.best)
+                txn_errors = len(self.clients.history.txn_errors)
+                c.preferred_election(topic, part)
+                if c.wait("preferred leader", lambda: (x := c.states((topic,)).get((topic, part))) is not None
+                          and x.leader == b, 20):
+                    c.event(f"broker {b} leads {topic}-{part} again")
+                self._sleep(2.0)
+                if topic == "__consumer_offsets" and best:
+                    behind = read_offsets_behind(c.bootstrap(), best, c.now)
+                    self.report.violations += behind
+                    c.event(f"group offsets read back at the returning coordinator: "
+                            f"{'; '.join(behind) if behind else 'none behind a successful commit'}")
+            finally:
+                self.clients.pause_commits.clear()
+            if topic == "__transaction_state":
+                self._sleep(3.0)
+                c.event(f"transactional producer errors since the return: "
+                        f"{len(self.clients.history.txn_errors) - txn_errors}")
+            return f"broker {b}, coordinator of {topic}-{part}"
         if kind == "zk-cut-leader":
             b = self._leader(pick)
             c.cut_zk(b, True)
@@ -214,7 +277,7 @@ def run(directory: Path, seed: int, seconds: float, unclean: bool = False, use_n
         clients = Clients(cluster.bootstrap(), history, seed, clock=cluster.now)
         clients.start()
         time.sleep(3.0)
-        nemesis = Nemesis(cluster, rng, report)
+        nemesis = Nemesis(cluster, rng, report, clients)
         kinds = [k for k in KINDS if cluster.net or k not in NET_KINDS] + (["unclean-election"] if unclean else [])
         if cluster.net is None:
             report.notes.append(f"isolation faults not run (loopback: {cluster.loopback_reason})")
@@ -258,6 +321,7 @@ def run(directory: Path, seed: int, seconds: float, unclean: bool = False, use_n
         else:
             report.violations += fatal
         report.violations += checker.check_transactions(history, txn)
+        report.violations += history.offset_regressions
         report.violations += checker.check_offsets(history, committed_offsets(bootstrap))
         hws = checker.high_watermarks(bootstrap, [*sorted(DATA_TOPICS), TXN_TOPIC])
         empty = [f"{t}-{p}" for (t, p), hw in hws.items() if hw == 0]

@@ -43,6 +43,7 @@ class History:
     txn_errors: list[str] = field(default_factory=list)
     commits: list[tuple[float, str, int, int]] = field(default_factory=list)  # (t, topic, partition, offset)
     commit_failures: int = 0
+    offset_regressions: list[str] = field(default_factory=list)  # read back behind a successful commit
     consumed: int = 0
 
 
@@ -63,6 +64,8 @@ class Clients:
         ]
         self.unflushed = 0
         self.fatal_txn_producers = 0
+        self.pause_commits = threading.Event()  # set by a fault that must read the offsets before any new commit
+        self.best: dict[tuple[str, int], int] = {}  # the highest offset a successful commit stored, per partition
 
     def start(self) -> None:
         for t in self.threads:
@@ -211,12 +214,13 @@ class Clients:
                       "topic.metadata.refresh.interval.ms": 2000})
         c.subscribe(["nm-isr2", TXN_TOPIC])
         last_commit = time.monotonic()
+        best = self.best
         try:
             while not self.stop.is_set():
                 m = c.poll(0.2)
                 if m is not None and m.error() is None:
                     h.consumed += 1
-                if time.monotonic() - last_commit >= 1.0:
+                if time.monotonic() - last_commit >= 1.0 and not self.pause_commits.is_set():
                     last_commit = time.monotonic()
                     try:
                         done = c.commit(asynchronous=False)
@@ -228,8 +232,41 @@ class Clients:
                     for tp in done or []:
                         if tp.error is None and tp.offset >= 0:
                             h.commits.append((t, tp.topic, tp.partition, tp.offset))
+                            best[(tp.topic, tp.partition)] = max(best.get((tp.topic, tp.partition), -1), tp.offset)
+                    self._probe_offsets(c, best)
         finally:
             c.close()
+
+    def _probe_offsets(self, c: Consumer, best: dict[tuple[str, int], int]) -> None:
+        """Read the group's committed offsets back (OffsetFetch to its coordinator, right after a commit
+        returned): one behind a commit that succeeded is a violation seen as it happens, before a later
+        commit can paper over it."""
+        try:
+            tps = [TopicPartition(t, p) for (t, p) in sorted(best)]
+            got = c.committed(tps, 5)
+        except KafkaException:
+            return  # the coordinator is moving: no answer is no evidence
+        for tp in got:
+            want = best.get((tp.topic, tp.partition), -1)
+            if tp.error is None and tp.offset < want:
+                self.history.offset_regressions.append(
+                    f"{self.clock():.2f}s {tp.topic}-{tp.partition}: committed offset read back as {tp.offset} "
+                    f"after a commit of {want} succeeded")
+
+
+def read_offsets_behind(bootstrap: str, best: dict[tuple[str, int], int], clock: Callable[[], float]) -> list[str]:
+    """The group's committed offsets read now by a consumer outside the group, compared with the highest
+    offset each partition's successful commits stored (`best`, a copy taken while no commit is in flight)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "log_level": 4, "group.id": GROUP, "enable.auto.commit": False})
+    try:
+        got = c.committed([TopicPartition(t, p) for (t, p) in sorted(best)], 15)
+    except KafkaException as e:
+        return [f"{clock():.2f}s the group's committed offsets could not be read: {e.args[0]}"]
+    finally:
+        c.close()
+    return [f"{clock():.2f}s {tp.topic}-{tp.partition}: committed offset read back as {tp.offset} after a commit "
+            f"of {best[(tp.topic, tp.partition)]} succeeded" for tp in got
+            if tp.error is None and tp.offset < best[(tp.topic, tp.partition)]]
 
 
 def committed_offsets(bootstrap: str) -> dict[tuple[str, int], int]:
