@@ -159,3 +159,27 @@ def test_relay_delays_cuts_and_heals() -> None:
     finally:
         hub.close()
         srv.close()
+
+
+def test_coordinator_partitions_are_the_brokers() -> None:
+    """coordinator-bounce targets the partitions the brokers map the workload's group and transactional id
+    to (Kafka's abs(String.hashCode) % partitions), whatever the ids."""
+    from cluster.nemesis.run import COORDINATOR_PARTITIONS, _java_partition
+    from cluster.nemesis.workload import GROUP
+    from kaflite.coordinator.offsets_topic import partition_for as group_partition
+    from kaflite.coordinator.transaction.txn_log import partition_for as txn_partition
+
+    assert COORDINATOR_PARTITIONS == (("__consumer_offsets", group_partition(GROUP, 3)),
+                                      ("__transaction_state", txn_partition("nm-tx", 3)))
+    for key in ("", "a", "nm-group", "ß-ü", "x" * 40):
+        for n in (1, 3, 50):
+            assert _java_partition(key, n) == group_partition(key, n) == txn_partition(key, n)
+
+
+def test_longest_gap_counts_only_the_window() -> None:
+    from cluster.nemesis.run import _longest_gap
+
+    acks = [0.0, 1.0, 1.1, 5.0, 5.1, 20.0]
+    assert _longest_gap(acks, 1.0, 6.0) == 5.0 - 1.1  # the outage inside the window
+    assert _longest_gap(acks, 5.5, 10.0) == 10.0 - 5.5  # still on at the window's end: cut there
+    assert _longest_gap([], 2.0, 3.0) == 1.0
