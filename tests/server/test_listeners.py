@@ -111,3 +111,33 @@ def test_kaflite_serve_says_what_it_binds(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+
+
+def test_the_registration_before_binding_already_names_the_advertised_listeners(tmp_path: Path) -> None:
+    """A broker registers itself (in a cluster: in ZooKeeper) before its sockets are bound; that first
+    registration names `advertised.listeners`, not the listener's own address (clients given that address
+    bypassed whatever the advertised one routes through, e.g. a proxy or NAT, until the bind re-registered)."""
+    import asyncio
+
+    from kaflite.server.broker import Broker
+    from kaflite.server.config import Listener
+    from kaflite.server.embedded import load_broker_config
+
+    cfg = load_broker_config({"log.dirs": str(tmp_path), "listeners": "PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0",
+                              "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+                              "advertised.listeners": "PLAINTEXT://proxy.example:19092"}, True)
+    broker = Broker(cfg)
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(broker.start())
+        reg = broker.metadata.brokers[broker.node_id]
+        assert [(e.listener, e.host, e.port) for e in reg.endpoints] == [
+            ("PLAINTEXT", "proxy.example", 19092), ("OTHER", "127.0.0.1", 0)]
+        broker.set_bound_listeners([Listener("PLAINTEXT", "127.0.0.1", 5001, "PLAINTEXT"),
+                                    Listener("OTHER", "127.0.0.1", 5002, "PLAINTEXT")])
+        reg = broker.metadata.brokers[broker.node_id]
+        assert [(e.listener, e.host, e.port) for e in reg.endpoints] == [
+            ("PLAINTEXT", "proxy.example", 19092), ("OTHER", "127.0.0.1", 5002)]
+    finally:
+        loop.run_until_complete(broker.stop())
+        loop.close()

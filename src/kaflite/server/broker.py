@@ -81,9 +81,14 @@ class Broker:
         self.replica_manager = ReplicaManager(self.node_id, None, self.purgatory, self.now_ms, self._topic_settings)
         # The address of each client listener as clients see it (set once bound), and this broker's
         # address in the cluster (its inter-broker listener's).
-        self.advertised_listeners: dict[str, Listener] = {}
+        # Until bound, the configured listeners stand in for the bound ones, so a registration made before
+        # the sockets are bound already names `advertised.listeners` (a client given the listener's own
+        # address instead would bypass whatever the advertised address routes through).
+        self.advertised_listeners: dict[str, Listener] = self._advertise(config.client_listeners)
         first = config.client_listeners[0]
-        self.advertised: Listener = Listener(first.name, first.host or "127.0.0.1", first.port, first.security_protocol)
+        self.advertised: Listener = self.advertised_listeners.get(config.inter_broker_listener_name) or \
+            self.advertised_listeners.get(first.name) or \
+            Listener(first.name, first.host or "127.0.0.1", first.port, first.security_protocol)
         self.authorizer: Authorizer = AllowAllAuthorizer()
         self._tasks: list[asyncio.Task[None]] = []
         self._storage_job: asyncio.Future[None] | None = None  # the housekeeping pass in its thread
@@ -520,20 +525,24 @@ class Broker:
         """Record the client listeners actually bound (port 0 resolved). Each is advertised as its
         `advertised.listeners` entry when there is one (port 0 there: the bound port), else as bound
         (every interface: this host's name), as Kafka does."""
-        configured = {li.name: li for li in self.config.advertised_listeners or []}
-        self.advertised_listeners = {}
-        for li in bound:
-            adv = configured.get(li.name)
-            if adv is not None:
-                port = adv.port or li.port
-                adv = Listener(li.name, adv.host, port, li.security_protocol)
-            else:
-                host = socket.getfqdn() if li.host in ("", "0.0.0.0", "::") else li.host
-                adv = Listener(li.name, host, li.port, li.security_protocol)
-            self.advertised_listeners[li.name] = adv
+        self.advertised_listeners = self._advertise(bound)
         inter = self.config.inter_broker_listener_name
         self.advertised = self.advertised_listeners.get(inter) or next(iter(self.advertised_listeners.values()))
         self._register()
+
+    def _advertise(self, bound: list[Listener]) -> dict[str, Listener]:
+        """Each listener as advertised: its `advertised.listeners` entry when there is one (port 0 there:
+        the bound port), else as bound (every interface: this host's name)."""
+        configured = {li.name: li for li in self.config.advertised_listeners or []}
+        out: dict[str, Listener] = {}
+        for li in bound:
+            adv = configured.get(li.name)
+            if adv is not None:
+                out[li.name] = Listener(li.name, adv.host, adv.port or li.port, li.security_protocol)
+            else:
+                host = socket.getfqdn() if li.host in ("", "0.0.0.0", "::") else li.host
+                out[li.name] = Listener(li.name, host, li.port, li.security_protocol)
+        return out
 
     def advertised_for(self, listener_name: str) -> Listener:
         """This broker's address for clients of `listener_name` (Kafka answers Metadata with the
