@@ -302,8 +302,11 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
         if first and replica_id >= 0:
             _record_follower_fetch(broker, replica_id, session.targets, results)
             # the follower's log start offsets: DeleteRecords' low watermark (Kafka's updateFetchState)
-            broker.replica_manager.record_follower_log_starts(replica_id, {
-                (name, int(p.partition)): int(p.log_start_offset) for name, t in known for p in t.partitions})
+            # (v5+: older versions do not carry it, and tell nothing)
+            starts = {(name, int(p.partition)): int(p.log_start_offset) for name, t in known for p in t.partitions
+                      if getattr(p, "log_start_offset", -1) >= 0}
+            if starts:
+                broker.replica_manager.record_follower_log_starts(replica_id, starts)
         first = False
         remaining = deadline - broker.now_ms()
         if total >= request.min_bytes or any_error or unknown_ids or remaining <= 0 or not keys or (
