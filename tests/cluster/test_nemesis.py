@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from cluster.nemesis.run import run
+from helpers import require
 from kaflite.cluster.zkserver import missing_reason
 
 SEED = int(os.environ.get("KAFLITE_NEMESIS_SEED", "24"))
@@ -32,7 +33,7 @@ LOOPBACK = os.environ.get("KAFLITE_NEMESIS_LOOPBACK", "") not in ("", "0", "fals
 def test_nemesis_seeded_run(tmp_path: Path) -> None:
     reason = missing_reason()
     if reason is not None:
-        pytest.skip(f"ZooKeeper cannot run here: {reason}")
+        require(f"ZooKeeper cannot run here: {reason}")
     # KAFLITE_NEMESIS_DIR keeps the run's logs and data (pytest rotates its own temporary directories)
     keep = os.environ.get("KAFLITE_NEMESIS_DIR")
     directory = Path(keep) / f"seed{SEED}-{time.strftime('%Y%m%dT%H%M%S')}" if keep else tmp_path

@@ -197,9 +197,11 @@ class KafkaServer:
             except (TimeoutError, Exception):
                 pass
         self._servers.clear()
-        await self.broker.stop()
+        # no client is served any more: the broker's shutdown (closing and fsyncing every log) blocks the
+        # loop on purpose, which is no stall to report
         if self.watchdog is not None:
             self.watchdog.stop()
+        await self.broker.stop()
         log.info("kaflite stopped (%s)", cpu_usage())
 
 
