@@ -5,7 +5,8 @@ Rules:
 - the hosted partitions follow the metadata image (`on_image(old, new)`, subscribed to the broker's one
   metadata writer): a partition whose replicas include this broker gets a `Partition` with its local `Log`
   (opened or created) and the image's leader / ISR / epochs; a partition that left the image, or whose
-  replicas no longer include this broker, is stopped and its log deleted; a topic the image did not change
+  replicas no longer include this broker, is stopped and its log deleted (it leaves the log table at once;
+  its directory's rename runs in a worker thread, not on the event loop); a topic the image did not change
   (the same `TopicImage` object) is skipped, so an image change costs O(changed partitions);
 - `get_partition(topic, partition, require_leader, current_leader_epoch)` is the only place the access
   errors are decided, for Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords and the group
@@ -182,16 +183,32 @@ class ReplicaManager:
         if part is None:
             return
         if delete and self.log_manager is not None:
-            try:
-                self.log_manager.delete(key[0], key[1], tag)
-            except OSError as e:
-                log.error("deleting log %s-%d failed: %s", key[0], key[1], e)
+            # the partition leaves the log table now; its directory's rename (file work) runs in a worker
+            # thread, not on the event loop (a topic of 200 partitions was 200 renames in one loop turn)
+            work = self.log_manager.detach(key[0], key[1], tag)
+            if work is not None:
+                self._run_file_work(work, f"deleting log {key[0]}-{key[1]}")
         part.log = None
         self._follower_log_start.pop(key, None)
         # waiters re-check and find the partition gone
         self.purgatory.complete(fetch_key(*key))
         self.purgatory.complete(produce_key(*key))
         self.purgatory.complete(delete_records_key(*key))
+
+    @staticmethod
+    def _run_file_work(work: Callable[[], None], what: str) -> None:
+        """`work` in a worker thread when an event loop runs here, else now; a failure is logged."""
+        def run() -> None:
+            try:
+                work()
+            except OSError as e:
+                log.error("%s failed: %s", what, e)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            run()
+            return
+        loop.run_in_executor(None, run)
 
     def _high_watermark_moved(self, part: Partition) -> None:
         self.purgatory.complete(produce_key(part.topic, part.partition))
