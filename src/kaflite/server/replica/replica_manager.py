@@ -6,7 +6,8 @@ Rules:
   metadata writer): a partition whose replicas include this broker gets a `Partition` with its local `Log`
   (opened or created) and the image's leader / ISR / epochs; a partition that left the image, or whose
   replicas no longer include this broker, is stopped and its log deleted (it leaves the log table at once;
-  its directory's rename runs in a worker thread, not on the event loop); a topic the image did not change
+  its directory's rename runs in a worker thread, not on the event loop; `stop_replicas`, the single node's
+  topic deletion, renames before returning: its metadata file is written after the renames); a topic the image did not change
   (the same `TopicImage` object) is skipped, so an image change costs O(changed partitions);
 - `get_partition(topic, partition, require_leader, current_leader_epoch)` is the only place the access
   errors are decided, for Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords and the group
@@ -174,20 +175,25 @@ class ReplicaManager:
     def stop_replicas(self, topic: TopicImage, deletion_tag: str | None = None) -> None:
         """Stop hosting every partition of `topic` and delete their logs now, before the image says so
         (Kafka's stopReplicas with delete: renamed at once, files removed after log.segment.delete.delay.ms).
-        `deletion_tag` leaves each directory as a marker until `LogManager.forget_deletions`."""
+        `deletion_tag` leaves each directory as a marker until `LogManager.forget_deletions`. The renames
+        happen here, before returning: the single node's caller writes its metadata file after them (logs
+        first, so a crash in between leaves markers the next start completes, never a live directory of a
+        topic the metadata no longer has)."""
         for index in range(topic.num_partitions):
-            self._stop_partition((topic.name, index), delete=True, tag=deletion_tag)
+            self._stop_partition((topic.name, index), delete=True, tag=deletion_tag, inline=True)
 
-    def _stop_partition(self, key: TopicPartition, *, delete: bool, tag: str | None = None) -> None:
+    def _stop_partition(self, key: TopicPartition, *, delete: bool, tag: str | None = None,
+                        inline: bool = False) -> None:
         part = self.partitions.pop(key, None)
         if part is None:
             return
         if delete and self.log_manager is not None:
             # the partition leaves the log table now; its directory's rename (file work) runs in a worker
-            # thread, not on the event loop (a topic of 200 partitions was 200 renames in one loop turn)
+            # thread, not on the event loop (a topic of 200 partitions was 200 renames in one loop turn),
+            # unless the caller needs it done first (`inline`, stop_replicas)
             work = self.log_manager.detach(key[0], key[1], tag)
             if work is not None:
-                self._run_file_work(work, f"deleting log {key[0]}-{key[1]}")
+                self._run_file_work(work, f"deleting log {key[0]}-{key[1]}", inline=inline)
         part.log = None
         self._follower_log_start.pop(key, None)
         # waiters re-check and find the partition gone
@@ -196,8 +202,9 @@ class ReplicaManager:
         self.purgatory.complete(delete_records_key(*key))
 
     @staticmethod
-    def _run_file_work(work: Callable[[], None], what: str) -> None:
-        """`work` in a worker thread when an event loop runs here, else now; a failure is logged."""
+    def _run_file_work(work: Callable[[], None], what: str, *, inline: bool = False) -> None:
+        """`work` in a worker thread when an event loop runs here (and not `inline`), else now; a failure is
+        logged."""
         def run() -> None:
             try:
                 work()
@@ -206,6 +213,8 @@ class ReplicaManager:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
+            inline = True
+        if inline:
             run()
             return
         loop.run_in_executor(None, run)
