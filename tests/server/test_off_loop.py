@@ -237,3 +237,38 @@ def test_delete_records_renames_and_checkpoints_off_the_loop(tmp_path: Path, mon
         monkeypatch.setattr(os, "replace", real_replace)
     assert threads["fsync"] and threads["rename"]
     assert loop_thread not in threads["fsync"] and loop_thread not in threads["rename"]
+
+
+def test_single_node_topic_deletion_renames_off_the_loop_before_the_metadata(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DeleteTopics on a single node renames each partition directory in a worker thread (it ran on the
+    event loop: one rename per partition), and writes the metadata file only after the renames (logs first:
+    a crash in between leaves markers the next start completes)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    events: list[tuple[str, int]] = []
+    real_rename = os.rename
+
+    def rename(src: Any, dst: Any) -> None:
+        events.append(("rename", threading.get_ident()))
+        real_rename(src, dst)
+
+    with EmbeddedBroker(data_dir=tmp_path) as b:
+        loop_thread = b.call(threading.get_ident)
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic("del-off", 20, 1)])["del-off"].result(10)
+        writer = b.server.broker.topic_admin
+        real_delete = writer.delete_topic
+
+        def recording_delete(name: str) -> Any:
+            events.append(("metadata", threading.get_ident()))
+            return real_delete(name)
+
+        monkeypatch.setattr(writer, "delete_topic", recording_delete)
+        monkeypatch.setattr(os, "rename", rename)
+        admin.delete_topics(["del-off"])["del-off"].result(10)
+        monkeypatch.setattr(os, "rename", real_rename)
+        assert b.server.broker.log_manager.get("del-off", 0) is None
+    renames = [t for what, t in events if what == "rename"]
+    assert len(renames) == 20 and loop_thread not in renames
+    assert [what for what, _t in events][-1] == "metadata"  # after every rename

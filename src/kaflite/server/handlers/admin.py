@@ -210,7 +210,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
             if ctx.api_version >= 6 and topic_id == _NO_ID:
                 existing = broker.metadata.topics.get(name)
                 topic_id = existing.topic_id if existing is not None else _NO_ID
-            await broker.admin_call(partial(broker.delete_topic, name))
+            await broker.delete_topic_async(name)
         except KafkaError as e:
             code, message = e.code, e.message or None
         results.append(build(R.DeletableTopicResult, name=name, topic_id=topic_id, error_code=code,

@@ -79,6 +79,16 @@ def produce_key(topic: str, partition: int) -> tuple[str, str, int]:
     return ("produce", topic, partition)
 
 
+def _logged(work: Callable[[], None], what: str) -> Callable[[], None]:
+    """`work`, an OSError of which is logged instead of raised (it runs in a worker thread)."""
+    def run() -> None:
+        try:
+            work()
+        except OSError as e:
+            log.error("%s failed: %s", what, e)
+    return run
+
+
 def delete_records_key(topic: str, partition: int) -> tuple[str, str, int]:
     """Purgatory key of DeleteRecords requests waiting for a partition's low watermark."""
     return ("delete_records", topic, partition)
@@ -182,8 +192,17 @@ class ReplicaManager:
         for index in range(topic.num_partitions):
             self._stop_partition((topic.name, index), delete=True, tag=deletion_tag, inline=True)
 
+    def detach_replicas(self, topic: TopicImage, deletion_tag: str) -> list[Callable[[], None]]:
+        """`stop_replicas` without its file work: every partition of `topic` is stopped and leaves the log
+        table now; the returned callables rename their directories (the caller runs them in a worker thread,
+        then writes its metadata)."""
+        works: list[Callable[[], None]] = []
+        for index in range(topic.num_partitions):
+            self._stop_partition((topic.name, index), delete=True, tag=deletion_tag, works=works)
+        return works
+
     def _stop_partition(self, key: TopicPartition, *, delete: bool, tag: str | None = None,
-                        inline: bool = False) -> None:
+                        inline: bool = False, works: list[Callable[[], None]] | None = None) -> None:
         part = self.partitions.pop(key, None)
         if part is None:
             return
@@ -192,7 +211,9 @@ class ReplicaManager:
             # thread, not on the event loop (a topic of 200 partitions was 200 renames in one loop turn),
             # unless the caller needs it done first (`inline`, stop_replicas)
             work = self.log_manager.detach(key[0], key[1], tag)
-            if work is not None:
+            if work is not None and works is not None:
+                works.append(_logged(work, f"deleting log {key[0]}-{key[1]}"))
+            elif work is not None:
                 self._run_file_work(work, f"deleting log {key[0]}-{key[1]}", inline=inline)
         part.log = None
         self._follower_log_start.pop(key, None)
@@ -205,11 +226,7 @@ class ReplicaManager:
     def _run_file_work(work: Callable[[], None], what: str, *, inline: bool = False) -> None:
         """`work` in a worker thread when an event loop runs here (and not `inline`), else now; a failure is
         logged."""
-        def run() -> None:
-            try:
-                work()
-            except OSError as e:
-                log.error("%s failed: %s", what, e)
+        run = _logged(work, what)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
