@@ -172,3 +172,76 @@ def test_kill_9_under_kafkas_default_flush_settings_rescans_only_the_active_segm
         assert broker.stop() == 0
     finally:
         broker.kill()
+
+
+def test_kill_9_after_many_segments_recovers_from_the_recovery_point_and_accepts_clients_within_3_s(
+        tmp_path: Path) -> None:
+    """Issue 25's recovery acceptance, scaled down: a broker under Kafka's default flush settings writes
+    200 MB over 200 segments of 1 MiB (KAFLITE_SOAK=1: the issue's 2 GiB over 2,000) with acks=all, is
+    killed with SIGKILL once the housekeeping thread flushed the rolls, and after a restart accepts clients
+    within 3 s (the recovery rescans the active segment only, not the log written since the last clean
+    start), and every acknowledged record is there, unchanged."""
+    from confluent_kafka.admin import AdminClient
+
+    segments = 2000 if os.environ.get("KAFLITE_SOAK") == "1" else 200
+    record = 100_000  # 10 records of 100 KB per 1 MiB segment
+    count = segments * 10
+    data = tmp_path / "data"
+    broker = BrokerProcess(data, {"log.segment.bytes": str(1 << 20), "log.flush.interval.messages": str(2**63 - 1)})
+    broker.start()
+    acked: dict[int, int] = {}  # offset -> record number
+    try:
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "acks": "all",
+                      "batch.size": 1 << 20, "queue.buffering.max.kbytes": 256 * 1024})
+
+        def delivered(err: object, msg: object) -> None:
+            if err is None:
+                acked[msg.offset()] = int(msg.value()[:8])  # type: ignore[attr-defined]
+
+        filler = os.urandom(record - 8)
+        for i in range(count):
+            while True:
+                try:
+                    p.produce("big", value=b"%08d" % i + filler, partition=0, on_delivery=delivered)
+                    break
+                except BufferError:
+                    p.poll(0.05)
+            p.poll(0)
+        assert p.flush(120) == 0
+        assert len(acked) == count
+        d = data / "big-0"
+        active = max(int(f.stem) for f in d.glob("*.log"))
+        assert len(list(d.glob("*.log"))) >= segments * 9 // 10
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the housekeeping pass flushed the rolls and checkpointed
+            if read_offset_checkpoint(data / RECOVERY_POINT_CHECKPOINT).get(("big", 0)) == active:
+                break
+            time.sleep(0.1)
+        assert read_offset_checkpoint(data / RECOVERY_POINT_CHECKPOINT).get(("big", 0)) == active
+    finally:
+        broker.kill()
+    t0 = time.monotonic()
+    broker.start()
+    try:
+        md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics("big", timeout=10)
+        ready = time.monotonic() - t0
+        assert md.topics["big"].error is None
+        assert ready <= 3.0, f"the broker accepted clients {ready:.2f} s after its start"
+        assert re.search(rf"big-0: recovered 1 segment\(s\) \[{active}\] from recovery point {active}",
+                         broker.log())
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g", "enable.auto.commit": False,
+                      "fetch.max.bytes": 8 << 20, "max.partition.fetch.bytes": 8 << 20})
+        c.assign([TopicPartition("big", 0, OFFSET_BEGINNING)])
+        got: dict[int, int] = {}
+        deadline = time.monotonic() + 120
+        while len(got) < count and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                value = m.value()
+                assert value[8:] == filler
+                got[m.offset()] = int(value[:8])
+        c.close()
+        assert got == acked
+        assert broker.stop() == 0
+    finally:
+        broker.kill()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -358,3 +359,43 @@ def test_a_request_to_a_broker_that_stops_reading_times_out() -> None:
         return time.monotonic() - start
 
     assert asyncio.run(scenario()) < 1.5
+
+
+def test_truncation_runs_in_a_worker_thread_not_on_the_event_loop(tmp_path: Path) -> None:
+    """A follower's truncation (segment renames, producer state rebuilt, checkpoints rewritten) ran on the
+    event loop, once per partition; now each round's truncations run in a worker thread while the fetcher
+    waits (so the partition is not fetched meanwhile), through the LogManager when there is one
+    (`truncate_logs`: one checkpoint write for the round)."""
+    lead, mine = unclean_history(tmp_path)
+    callers: list[int] = []
+    real = mine.truncate_to
+
+    def recording(offset: int, **kw: Any) -> bool:
+        callers.append(threading.get_ident())
+        return real(offset, **kw)
+
+    mine.truncate_to = recording  # type: ignore[method-assign]
+    rounds: list[tuple[int, int]] = []
+
+    class Manager:
+        def truncate_logs(self, targets: list[tuple[Log, int]]) -> list[Log]:
+            rounds.append((threading.get_ident(), len(targets)))
+            return [lg for lg, offset in targets if lg.truncate_to(offset, checkpoint=False)]
+
+    part = follower(mine, 4)
+    replicas = Replicas(part)
+    replicas.log_manager = Manager()  # type: ignore[attr-defined]
+
+    async def scenario() -> int:
+        manager = ReplicaFetcherManager(ME, replicas, FetcherConfig(), lambda: None)  # type: ignore[arg-type]
+        fetcher = ReplicaFetcher(manager, LEADER, 0)
+        fetcher._conn = FakeLeader(lead)  # type: ignore[assignment]
+        fetcher.partitions[TP] = _FetchState(4, truncating=True)
+        for _ in range(8):
+            await fetcher.do_work()
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(scenario())
+    assert all_bytes(mine) == all_bytes(lead)  # the same outcome as on the loop
+    assert callers and loop_thread not in callers
+    assert rounds and all(thread != loop_thread for thread, _n in rounds)

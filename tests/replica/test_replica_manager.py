@@ -161,3 +161,38 @@ def test_min_insync_from_topic_configs(rm: ReplicaManager) -> None:
     publish(rm, topic("m", reg(ME, (ME,)), configs={"min.insync.replicas": "2"}))
     assert code_of(rm.append_records, "m", 0, batch(), -1) == ErrorCode.not_enough_replicas
     assert code_of(rm.append_records, "m", 0, batch(), 1) == ErrorCode.none
+
+
+def test_a_deleted_partitions_rename_runs_off_the_event_loop(rm: ReplicaManager,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Topic deletion and a reassignment moving partitions away rename each partition's directory in a worker
+    thread (it ran on the event loop, one rename per partition in one loop turn); the partition leaves the
+    log table at once, and one recreated meanwhile waits for the rename (a fresh, empty log)."""
+    import os
+    import threading
+
+    renames: list[int] = []
+    real_rename = os.rename
+
+    def recording_rename(src: Any, dst: Any) -> None:
+        renames.append(threading.get_ident())
+        real_rename(src, dst)
+
+    async def scenario() -> int:
+        loop_thread = threading.get_ident()
+        publish(rm, topic("gone", *(reg(ME, (ME,)) for _ in range(4))), topic("moved", reg(ME, (ME,))))
+        rm.partitions[("gone", 0)].log.append(batch(3))  # type: ignore[union-attr]
+        monkeypatch.setattr(os, "rename", recording_rename)
+        publish(rm, topic("moved", reg(F1, (F1,))))  # "gone" deleted, "moved" reassigned away
+        assert rm.log_manager.get("gone", 0) is None and rm.log_manager.get("moved", 0) is None
+        recreated = rm.log_manager.get_or_create("gone", 0)  # waits for the old directory's rename
+        assert recreated.log_end_offset == 0
+        for _ in range(200):
+            if len(renames) >= 5:
+                break
+            await asyncio.sleep(0.01)
+        return loop_thread
+
+    loop_thread = asyncio.run(scenario())
+    assert len(renames) == 5
+    assert loop_thread not in renames

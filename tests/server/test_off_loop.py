@@ -199,3 +199,76 @@ def test_flush_before_acknowledge_covers_offset_commits(tmp_path: Path, monkeypa
                 assert syncs and loop_thread not in syncs, "fdatasync ran on the event loop"
         finally:
             c.close()
+
+
+def test_delete_records_renames_and_checkpoints_off_the_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DeleteRecords on the leader moves the log start offset, renames the segments below it and rewrites
+    the log-start-offset checkpoint with fsyncs: in a worker thread (it ran on the event loop, under the
+    log's lock), and the answer still carries the new low watermark."""
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    threads: dict[str, list[int]] = {"fsync": [], "rename": []}
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        threads["fsync"].append(threading.get_ident())
+        real_fsync(fd)
+
+    def replace(src: Any, dst: Any) -> None:
+        threads["rename"].append(threading.get_ident())
+        real_replace(src, dst)
+
+    with EmbeddedBroker(data_dir=tmp_path) as b:
+        loop_thread = b.call(threading.get_ident)
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic("dr-off", 1, 1, config={"segment.bytes": "1024"})])["dr-off"].result(10)
+        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+        for _ in range(20):
+            p.produce("dr-off", b"x" * 200, partition=0)
+            p.flush(10)  # one batch each: several segments of 1 KiB
+        log_ = b.server.broker.log_manager.get("dr-off", 0)
+        assert log_ is not None and len(log_.segments) > 3
+        monkeypatch.setattr(os, "fsync", fsync)
+        monkeypatch.setattr(os, "replace", replace)
+        (f,) = admin.delete_records([TopicPartition("dr-off", 0, 15)]).values()
+        assert f.result(timeout=10).low_watermark == 15
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        monkeypatch.setattr(os, "replace", real_replace)
+    assert threads["fsync"] and threads["rename"]
+    assert loop_thread not in threads["fsync"] and loop_thread not in threads["rename"]
+
+
+def test_single_node_topic_deletion_renames_off_the_loop_before_the_metadata(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DeleteTopics on a single node renames each partition directory in a worker thread (it ran on the
+    event loop: one rename per partition), and writes the metadata file only after the renames (logs first:
+    a crash in between leaves markers the next start completes)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    events: list[tuple[str, int]] = []
+    real_rename = os.rename
+
+    def rename(src: Any, dst: Any) -> None:
+        events.append(("rename", threading.get_ident()))
+        real_rename(src, dst)
+
+    with EmbeddedBroker(data_dir=tmp_path) as b:
+        loop_thread = b.call(threading.get_ident)
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic("del-off", 20, 1)])["del-off"].result(10)
+        writer = b.server.broker.topic_admin
+        real_delete = writer.delete_topic
+
+        def recording_delete(name: str) -> Any:
+            events.append(("metadata", threading.get_ident()))
+            return real_delete(name)
+
+        monkeypatch.setattr(writer, "delete_topic", recording_delete)
+        monkeypatch.setattr(os, "rename", rename)
+        admin.delete_topics(["del-off"])["del-off"].result(10)
+        monkeypatch.setattr(os, "rename", real_rename)
+        assert b.server.broker.log_manager.get("del-off", 0) is None
+    renames = [t for what, t in events if what == "rename"]
+    assert len(renames) == 20 and loop_thread not in renames
+    assert [what for what, _t in events][-1] == "metadata"  # after every rename

@@ -106,3 +106,40 @@ def test_an_election_entry_is_kept_in_memory_until_the_epochs_first_batch(tmp_pa
     log.append(batch(1), leader_epoch=6)  # a batch of the new leader's epoch, as a follower copies it
     assert path.read_text() == "0\n3\n1 0\n3 2\n6 3\n"
     log.close()
+
+
+def test_a_truncations_epoch_file_is_written_outside_the_lock_and_never_over_a_newer_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A truncation changes the epochs in memory under the log's lock and writes the file after releasing it
+    (`write_pending`); a change made while that write's fsync runs (an append's new epoch, written at once)
+    is not replaced by the older entries."""
+    import os
+    import threading
+
+    from kaflite.storage.leader_epoch import LeaderEpochFileCache
+
+    path = tmp_path / "leader-epoch-checkpoint"
+    cache = LeaderEpochFileCache(path, read=False)
+    for epoch, start in ((1, 0), (2, 10), (3, 20)):
+        cache.assign(epoch, start)
+    cache.flush()
+    lock = threading.RLock()
+    with lock:
+        cache.truncate_from_end(15, persist=False)
+    assert cache.entries == [(1, 0), (2, 10)] and cache.pending_write
+    assert LeaderEpochFileCache(path).entries == [(1, 0), (2, 10), (3, 20)]  # not written under the lock
+    real_fsync = os.fsync
+    raced: list[bool] = []
+
+    def racing_fsync(fd: int) -> None:
+        if not raced:  # write_pending's fsync of the new file
+            assert not lock._is_owned()  # type: ignore[attr-defined]
+            raced.append(True)
+            with lock:
+                cache.assign(4, 15)  # an append of epoch 4 meanwhile (written at once, fsync'd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", racing_fsync)
+    cache.write_pending(lock)
+    assert LeaderEpochFileCache(path).entries == [(1, 0), (2, 10), (4, 15)]
+    assert not cache.pending_write and not path.with_name(path.name + ".tmp").exists()

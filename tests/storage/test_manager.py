@@ -248,3 +248,61 @@ def test_roll_is_flushed_by_the_housekeeping_thread_and_moves_the_recovery_point
     recovered = [r.getMessage() for r in caplog.records if "recovered" in r.getMessage()]
     assert any(f"recovered 1 segment(s) [{active}] from recovery point {active}" in msg for msg in recovered), recovered
     m2.close()
+
+
+def _logs_with_segments(mgr: LogManager, n: int) -> list:  # type: ignore[type-arg]
+    logs = []
+    for p in range(n):
+        log = mgr.get_or_create("t", p, LogConfig(segment_bytes=300))
+        for _ in range(6):
+            log.append(batch(3))
+        log.flush()
+        logs.append(log)
+    mgr.checkpoint(force=True)
+    return logs
+
+
+def test_truncation_writes_its_checkpoint_outside_the_log_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lowered recovery point of a truncation (and a moved log start offset) is checkpointed after the
+    Log's lock is released: the checkpoint fsyncs, and under the lock every append, read and high-watermark
+    update of the partition (on the event loop) waited for them."""
+    mgr = LogManager([tmp_path])
+    (log,) = _logs_with_segments(mgr, 1)
+    under_lock: list[bool] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        under_lock.append(log.lock._is_owned())  # type: ignore[attr-defined]
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    assert log.truncate_to(4)
+    assert read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint")[("t", 0)] == log.recovery_point
+    log.update_high_watermark(log.log_end_offset)
+    log.delete_records(3)
+    assert read_offset_checkpoint(tmp_path / "log-start-offset-checkpoint")[("t", 0)] == 3
+    assert under_lock and not any(under_lock)
+    mgr.close()
+
+
+def test_truncating_many_logs_writes_the_checkpoints_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka's LogManager.truncateTo: a failover truncating N partitions rewrites each checkpoint file once,
+    not N times (each rewrite holds every partition: O(N^2) bytes and 3N fsyncs)."""
+    import kaflite.storage.manager as manager_module
+
+    mgr = LogManager([tmp_path])
+    logs = _logs_with_segments(mgr, 20)
+    writes: list[str] = []
+    real_write = manager_module.write_offset_checkpoint
+
+    def counting(path: Path, offsets: dict) -> None:  # type: ignore[type-arg]
+        writes.append(path.name)
+        real_write(path, offsets)
+
+    monkeypatch.setattr(manager_module, "write_offset_checkpoint", counting)
+    truncated = mgr.truncate_logs([(log, 4) for log in logs])
+    assert truncated == logs
+    assert sorted(writes) == sorted(set(writes)) and len(writes) <= 3  # each file at most once
+    recovery = read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint")
+    assert all(recovery[("t", p)] <= 4 for p in range(20))
+    mgr.close()

@@ -110,6 +110,8 @@ class Broker:
         self.metrics: BrokerMetrics | None = None
         # internal topics whose creation was refused, with the live broker count then (warned once per count)
         self._internal_refused: dict[str, int] = {}
+        # single node: DeleteTopics under way (their renames run in a worker thread), by topic name
+        self._topic_deletions: dict[str, asyncio.Future[TopicImage]] = {}
         # internal topics being created (in a cluster, in the admin thread), each one's task
         self._internal_creating: dict[str, asyncio.Task[None]] = {}
 
@@ -452,6 +454,40 @@ class Broker:
             return self.topic_admin.delete_topic(name)  # raises UNKNOWN_TOPIC_OR_PARTITION
         tag = topic.topic_id.hex
         self.replica_manager.stop_replicas(topic, tag)
+        return self._delete_topic_metadata(name, topic, tag)
+
+    async def delete_topic_async(self, name: str) -> TopicImage:
+        """DeleteTopics' path: `delete_topic`, with the single node's partition renames in a worker thread
+        (not on the event loop: one rename per partition), awaited before the metadata is written (logs
+        first, as `delete_topic`). Meanwhile the partitions are no longer hosted (NOT_LEADER_OR_FOLLOWER)."""
+        if not isinstance(self.metadata_writer, LocalMetadata):
+            return await self.admin_call(partial(self.delete_topic, name))
+        running = self._topic_deletions.get(name)
+        if running is not None:  # a second request for a deletion under way shares its outcome
+            return await asyncio.shield(running)
+        task = asyncio.ensure_future(self._delete_local_topic(name))
+        self._topic_deletions[name] = task
+
+        def forget(done: asyncio.Future[TopicImage]) -> None:
+            if self._topic_deletions.get(name) is done:
+                del self._topic_deletions[name]
+
+        task.add_done_callback(forget)
+        return await asyncio.shield(task)
+
+    async def _delete_local_topic(self, name: str) -> TopicImage:
+        topic = self.metadata.topics.get(name)
+        if topic is None:
+            return self.topic_admin.delete_topic(name)  # raises UNKNOWN_TOPIC_OR_PARTITION
+        tag = topic.topic_id.hex
+        works = self.replica_manager.detach_replicas(topic, tag)
+        if works:
+            await asyncio.get_running_loop().run_in_executor(None, lambda: [work() for work in works])
+        if self.metadata.topics.get(name) is not topic:  # deleted (or replaced) meanwhile by another request
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {name} was deleted meanwhile")
+        return self._delete_topic_metadata(name, topic, tag)
+
+    def _delete_topic_metadata(self, name: str, topic: TopicImage, tag: str) -> TopicImage:
         try:
             self.topic_admin.delete_topic(name)
         except OSError as e:  # removed in memory; the markers finish the job at the next start

@@ -21,11 +21,22 @@ recovery point moves. A crash before that loses nothing: no entry could be lost 
 (the durable file was empty), and every batch they describe lies past the recovery point, where recovery
 reads each batch's partition leader epoch and assigns the epochs again. This keeps two fsyncs per new
 partition off the append path (10,000 partitions of a new topic: 20,000 fsyncs on the event loop).
+
+A truncation or a moved log start offset (`persist=False`, Kafka's truncateFromEndAsyncFlush /
+truncateFromStartAsyncFlush) changes the entries in memory under the log's lock and marks the file
+`pending_write`; `write_pending(lock)` writes it after the log released its lock: the new file is written
+and fsync'd outside the lock, and renamed into place under it only if no other change happened meanwhile
+(`version`; else written again), so an older state never replaces a newer one. A crash in between leaves
+the previous file, whose entries past the log end or below its start the next load drops.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 from kaflite.storage.checkpoint import atomic_write, fsync_dir, fsync_file, replace_unsynced
 
@@ -42,6 +53,9 @@ class LeaderEpochFileCache:
         self._durable_empty = not self.entries  # the file on disk holds no entry, durably
         self._unwritten = False  # the last entry is in memory only (a new leader's epoch, no batch yet)
         self.unsynced = False  # written without fsync since (only while _durable_empty)
+        self.version = 0  # every change of the entries bumps it (write_pending's check)
+        self.pending_write = False  # changed in memory by a truncation, the file not rewritten yet
+        self._file_lock = threading.Lock()  # one write_pending at a time
 
     def _read(self) -> list[tuple[int, int]]:
         try:
@@ -57,10 +71,49 @@ class LeaderEpochFileCache:
         except (FileNotFoundError, ValueError, IndexError, UnicodeDecodeError):
             return []
 
+    def _encode(self) -> bytes:
+        lines = ["0", str(len(self.entries))] + [f"{e} {o}" for e, o in self.entries]
+        return ("\n".join(lines) + "\n").encode()
+
+    def _changed(self, persist: bool) -> None:
+        self.version += 1
+        if persist:
+            self._write()
+        else:
+            self.pending_write = True
+
+    def write_pending(self, lock: AbstractContextManager[Any]) -> bool:
+        """Write the entries a `persist=False` change left in memory (see the module doc); `lock` is the log's
+        lock, NOT held by the caller. True when it wrote the file."""
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with self._file_lock:
+            while True:
+                with lock:
+                    if not self.pending_write:  # nothing to do, or written meanwhile by a newer change
+                        tmp.unlink(missing_ok=True)
+                        return False
+                    if self._durable_empty:  # no fsync in that mode: written under the lock as always
+                        self._write()
+                        return True
+                    data, version = self._encode(), self.version
+                with open(tmp, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                with lock:
+                    if self.version != version:
+                        continue  # changed meanwhile: write the newer entries
+                    os.replace(tmp, self.path)
+                    self._unwritten = False
+                    self.pending_write = False
+                fsync_dir(self.path.parent)
+                return True
+
     def _write(self) -> None:
         self._unwritten = False
-        lines = ["0", str(len(self.entries))] + [f"{e} {o}" for e, o in self.entries]
-        data = ("\n".join(lines) + "\n").encode()
+        self.pending_write = False
+        self.version += 1
+        data = self._encode()
         if self._durable_empty:
             replace_unsynced(self.path, data)  # nothing durable to lose: see the module's rules
             self.unsynced = True
@@ -112,6 +165,7 @@ class LeaderEpochFileCache:
             return False
         self.entries.append((epoch, start_offset))
         self._unwritten = True
+        self.version += 1
         return True
 
     def assign(self, epoch: int, start_offset: int, *, persist: bool = True) -> bool:
@@ -126,13 +180,13 @@ class LeaderEpochFileCache:
             self._write()
         return True
 
-    def truncate_from_end(self, end_offset: int) -> None:
+    def truncate_from_end(self, end_offset: int, *, persist: bool = True) -> None:
         kept = [e for e in self.entries if e[1] < end_offset]
         if len(kept) != len(self.entries):
             self.entries = kept
-            self._write()
+            self._changed(persist)
 
-    def truncate_from_start(self, start_offset: int) -> None:
+    def truncate_from_start(self, start_offset: int, *, persist: bool = True) -> None:
         if not self.entries:
             return
         # keep the last epoch starting at or below start_offset, moved up to start_offset
@@ -144,7 +198,7 @@ class LeaderEpochFileCache:
             kept[0] = (kept[0][0], start_offset)
         if kept != self.entries:
             self.entries = kept
-            self._write()
+            self._changed(persist)
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetForLeaderEpoch and a fetch's last fetched epoch (see the module doc)."""
@@ -166,6 +220,6 @@ class LeaderEpochFileCache:
         if self.sync():
             fsync_dir(self.path.parent)
 
-    def clear(self) -> None:
+    def clear(self, *, persist: bool = True) -> None:
         self.entries = []
-        self._write()
+        self._changed(persist)

@@ -30,6 +30,11 @@ Rules:
   and every later segment deleted. Nothing that was flushed (fsync'd) before the crash is lost.
 - Retention / DeleteRecords only move the log start offset forward and delete whole segments, never
   the active one; truncate_to (replication) removes a suffix.
+- The files such a change rewrites with fsyncs are written after the lock is released, never under it
+  (`_notify_lso_change`): the leader-epoch-checkpoint (changed in memory under the lock, written by
+  `LeaderEpochFileCache.write_pending`, which never puts older entries over newer ones) and the manager's
+  offset checkpoints (the `on_log_start_offset_change` callback; `truncate_to(checkpoint=False)` leaves it to
+  a caller that truncates many logs and checkpoints once, `LogManager.truncate_logs`).
 - Transactions: a transactional batch opens its producer's transaction (producer_state), a COMMIT / ABORT
   marker (`append_marker`, written by the transaction coordinator, or a control batch a follower copies)
   closes it; an ABORT adds an entry to the marker's segment's `.txnindex` (txn_index). The last stable
@@ -215,6 +220,9 @@ class Log:
         self._now = now_ms or _wall_ms
         self._lock = threading.RLock()
         self._on_lso_change = on_log_start_offset_change
+        # a moved log start offset / lowered recovery point waiting for its checkpoint write, which runs after
+        # the lock is released (`_notify_lso_change`): the checkpoint fsyncs (Log rules)
+        self._lso_changed = False
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._next_offset = 0
@@ -242,6 +250,7 @@ class Log:
         self.flushed_at_close = True  # False when close() could not flush (disk full)
         self.cleaner_checkpoint = 0  # compaction: offsets below this were cleaned (in memory only)
         self._load(recovery_point, log_start_offset, high_watermark, had_clean_shutdown, fresh=fresh)
+        self.leader_epoch_cache.write_pending(self._lock)  # a load that restarted the log empty
 
     # ==========================================================================================
     # properties
@@ -878,7 +887,8 @@ class Log:
                 self._delete_leading_segments(n)
                 log.info("%s: deleted %d segment(s) %s (%d bytes) past %s; log start offset now %d",
                          self.dir.name, n, bases, size, reason, self._log_start_offset)
-            return n
+        self._notify_lso_change()
+        return n
 
     def _delete_leading_segments(self, n: int) -> None:
         doomed = self._segments[:n]
@@ -897,13 +907,13 @@ class Log:
         self._high_watermark = max(self._high_watermark, new_start)
         self.recovery_point = max(self.recovery_point, new_start)
         try:
-            self.leader_epoch_cache.truncate_from_start(new_start)  # memory first, then the file
+            # memory now, the file after the lock is released (_write_pending_epochs)
+            self.leader_epoch_cache.truncate_from_start(new_start, persist=False)
         except OSError as e:  # full disk: entries below the log start are dropped again on the next load
             storage_errors.report(self.dir.name, "leader-epoch checkpoint", e)
         self._latest_epoch = self.leader_epoch_cache.latest_written_epoch
         self.producer_state.evict_before(new_start)
-        if self._on_lso_change is not None:
-            self._on_lso_change(self)
+        self._lso_changed = True
 
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         """Forget idempotent producers idle for longer than producer.id.expiration.ms."""
@@ -931,39 +941,58 @@ class Log:
                     self._delete_leading_segments(n)
                     log.info("%s: DeleteRecords moved the log start offset to %d, deleted segment(s) %s",
                              self.dir.name, self._log_start_offset, bases)
-                    if self._on_lso_change is not None:
-                        # again, now that the deletion freed space: on a full disk the first checkpoint
-                        # (before the deletion) failed, and the deleted records must not come back
-                        self._on_lso_change(self)
-            return self._log_start_offset
+            start = self._log_start_offset
+        self._notify_lso_change()  # the checkpoint's fsyncs, outside the lock
+        return start
 
-    def truncate_to(self, offset: int) -> bool:
+    def _notify_lso_change(self, *, checkpoint: bool = True) -> None:
+        """Write the files a truncation or a moved log start offset changed, which fsync: the
+        leader-epoch-checkpoint (`LeaderEpochFileCache.write_pending`) and the manager's offset checkpoints
+        (its callback). Called by the public methods after releasing the lock, never under it."""
+        try:
+            self.leader_epoch_cache.write_pending(self._lock)
+        except OSError as e:  # full disk: rewritten at the next change; the next load drops stale entries
+            storage_errors.report(self.dir.name, "leader-epoch checkpoint", e)
+        if self._lso_changed and checkpoint:
+            self._lso_changed = False
+            if self._on_lso_change is not None:
+                self._on_lso_change(self)
+
+    def truncate_to(self, offset: int, *, checkpoint: bool = True) -> bool:
         """Remove every offset >= `offset` (a batch containing it goes whole). Returns False when
         there was nothing to remove. Even then, leader epochs starting at the log end go (Kafka's
         `UnifiedLog.truncateTo`): a deposed leader's election entry, which no batch carries, would
-        otherwise make it claim an epoch its new leader never had, fetch after fetch."""
+        otherwise make it claim an epoch its new leader never had, fetch after fetch.
+        The lowered recovery point is checkpointed after the lock is released, unless `checkpoint` is
+        False: the caller writes one checkpoint for many truncations (`LogManager.truncate_logs`)."""
         with self._lock:
-            if offset < 0:
-                raise ValueError(f"truncate_to: offset must be >= 0, got {offset}")
-            if offset >= self._next_offset:
-                self.leader_epoch_cache.truncate_from_end(self._next_offset)
-                self._latest_epoch = self.leader_epoch_cache.latest_written_epoch
-                return False
-            if offset < self._log_start_offset:
-                self._truncate_fully_and_start_at(offset)
-                return True
-            while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
-                gone = self._segments.pop()
-                self._doom_segment(gone)
-                self._bases.pop()
-            self._segments[-1].truncate_to(offset)
-            self._next_offset = self._segments[-1].next_offset
-            self._after_truncation()
-            if self._on_lso_change is not None:
-                # the recovery point went down: a stale (higher) checkpoint would skip the rescan of
-                # data appended after this truncation (Kafka checkpoints on truncation too)
-                self._on_lso_change(self)
+            truncated = self._truncate_to_locked(offset)
+        # the recovery point went down: a stale (higher) checkpoint would skip the rescan of data appended
+        # after this truncation (Kafka checkpoints on truncation too)
+        self._notify_lso_change(checkpoint=checkpoint)
+        return truncated
+
+    def _truncate_to_locked(self, offset: int) -> bool:
+        if offset < 0:
+            raise ValueError(f"truncate_to: offset must be >= 0, got {offset}")
+        if self._closed:  # deleted (or closed) while a truncation was on its way here from the fetcher
+            return False
+        if offset >= self._next_offset:
+            self.leader_epoch_cache.truncate_from_end(self._next_offset, persist=False)
+            self._latest_epoch = self.leader_epoch_cache.latest_written_epoch
+            return False
+        if offset < self._log_start_offset:
+            self._truncate_fully_and_start_at(offset)
             return True
+        while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
+            gone = self._segments.pop()
+            self._doom_segment(gone)
+            self._bases.pop()
+        self._segments[-1].truncate_to(offset)
+        self._next_offset = self._segments[-1].next_offset
+        self._after_truncation()
+        self._lso_changed = True
+        return True
 
     def _doom_segment(self, seg: LogSegment) -> None:
         """Kafka's asynchronous segment deletion (lock held): the segment's files are renamed `.deleted` now
@@ -1007,7 +1036,7 @@ class Log:
         self._truncations += 1
         self._high_watermark = min(self._high_watermark, self._next_offset)
         self.recovery_point = min(self.recovery_point, self._next_offset)
-        self.leader_epoch_cache.truncate_from_end(self._next_offset)
+        self.leader_epoch_cache.truncate_from_end(self._next_offset, persist=False)
         self._latest_epoch = self.leader_epoch_cache.latest_written_epoch
         for off in self._snapshot_offsets():
             if off > self._next_offset:
@@ -1018,6 +1047,7 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         with self._lock:
             self._truncate_fully_and_start_at(offset)
+        self._notify_lso_change()
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         self._truncations += 1
@@ -1032,12 +1062,11 @@ class Log:
         self._log_start_offset = offset
         self._high_watermark = offset
         self.recovery_point = offset
-        self.leader_epoch_cache.clear()
+        self.leader_epoch_cache.clear(persist=False)
         self._latest_epoch = -1
         self.producer_state = ProducerStateManager()
         self._dir_dirty = True
-        if self._on_lso_change is not None:
-            self._on_lso_change(self)
+        self._lso_changed = True
 
     @property
     def lock(self) -> threading.RLock:

@@ -5,11 +5,15 @@ Rules:
   fewest partitions (Kafka's placement).
 - Per log dir, Kafka's checkpoint files: `recovery-point-offset-checkpoint`,
   `log-start-offset-checkpoint`, `replication-offset-checkpoint` (high watermarks). They are rewritten
-  (atomically) by `checkpoint()`, called from `flush_due`, retention, DeleteRecords and close.
+  (atomically) by `checkpoint()`, called from `flush_due`, retention, DeleteRecords, truncation and close,
+  never under a Log's lock; `truncate_logs` (a follower's truncation round) writes them once for all the
+  logs it truncated.
 - `close()` flushes everything and leaves `.kafka_cleanshutdown`; `load()` skips recovery for logs in a
   directory with that marker (and removes it), otherwise recovers from each log's recovery point.
-- A deleted partition's directory is renamed `<topic>-<partition>.<tag>-delete` (a rename needs no space)
-  and its log closed to writes; its files are removed by `delete_due_segments` (the housekeeping thread)
+- A deleted partition leaves the table at once (`detach`, on the caller's thread) and its directory is
+  renamed `<topic>-<partition>.<tag>-delete` (a rename needs no space) and its log closed to writes by the
+  callable `detach` returns (the broker runs it in a worker thread; `delete` runs both at once); a
+  `get_or_create` of that partition meanwhile waits for the rename; its files are removed by `delete_due_segments` (the housekeeping thread)
   once the broker's file.delete.delay.ms has passed (Kafka's asyncDelete: a fetch answer being sent
   from it completes meanwhile), and the emptied directory stays as a marker until the caller has
   recorded the deletion (`forget_deletions(tag)`, after the metadata file is written). On load (and at
@@ -176,6 +180,9 @@ class LogManager:
         # tag); `_forgotten` holds the `-delete` dirs whose deletion was recorded meanwhile
         self._doomed_logs: list[tuple[int, Log, Path, str | None]] = []
         self._forgotten: set[Path] = set()
+        # partitions detached whose directory rename (a worker thread's) has not finished: key -> its event
+        self._detaching: dict[tuple[str, int], threading.Event] = {}
+        self._renaming: set[Path] = set()
         self.close_problems: list[str] = []
 
     # ------------------------------------------------------------------------------------------
@@ -230,6 +237,9 @@ class LogManager:
 
     # ------------------------------------------------------------------------------------------
     def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        pending = self._detaching.get((topic, partition))
+        if pending is not None:  # recreated right after its deletion: the old directory must be renamed first
+            pending.wait(30)
         with self._lock:
             key = (topic, partition)
             log = self._logs.get(key)
@@ -277,33 +287,66 @@ class LogManager:
         """Remove a partition's log: rename its directory to `<dir>.<tag>-delete`, remove the files in it
         (space is freed here, even when the disk is full), keep the emptied directory as a marker until
         `forget_deletions(tag)`. Without a tag the marker goes at once."""
+        work = self.detach(topic, partition, tag)
+        if work is not None:
+            work()
+
+    def detach(self, topic: str, partition: int, tag: str | None = None) -> Callable[[], None] | None:
+        """The first half of `delete`, cheap and without file work: the partition leaves the table now (the
+        broker's event loop calls this); the returned callable renames its directory (the file work, which
+        the broker runs in a worker thread). Until it has run, `get_or_create` of the same partition waits
+        for it (the new log must not open the old directory). None: no such partition."""
         with self._lock:
             key = (topic, partition)
             log = self._logs.pop(key, None)
             where = self._log_dir_of.pop(key, None)
             if where is not None:
                 self._partitions_per_dir[where] -= 1
-        if log is None:
-            return
-        # file work outside the manager lock (lock order: a Log's lock may call back into checkpoint())
-        doomed = log.dir.with_name(f"{topic}-{partition}.{tag or uuid.uuid4().hex}-delete")
-        log.rename_dir_for_deletion(doomed)
-        with self._lock:
-            self._doomed_logs.append((self._now() + self.default_config.file_delete_delay_ms, log, doomed, tag))
+            if log is None:
+                return None
+            doomed = log.dir.with_name(f"{topic}-{partition}.{tag or uuid.uuid4().hex}-delete")
             if tag is not None:
                 self.pending_deletions.setdefault(tag, []).append(doomed)
-        _logger.info("deleted log %s-%d (its files go in %d ms)", topic, partition,
-                     self.default_config.file_delete_delay_ms)
-        # the checkpoints are rewritten by the next flush_due (an entry of a deleted partition is ignored
-        # on load): one rewrite per partition would make deleting a topic of N partitions O(N^2)
-        self._last_checkpoint_ms = 0
+            renamed = self._detaching[key] = threading.Event()
+            self._renaming.add(doomed)
+
+        def rename() -> None:
+            # file work outside the manager lock (lock order: a Log's lock may call back into checkpoint())
+            try:
+                log.rename_dir_for_deletion(doomed)
+                with self._lock:
+                    self._doomed_logs.append((self._now() + self.default_config.file_delete_delay_ms, log, doomed,
+                                              tag))
+            finally:
+                with self._lock:
+                    self._renaming.discard(doomed)
+                    if self._detaching.get(key) is renamed:
+                        del self._detaching[key]
+                renamed.set()
+            _logger.info("deleted log %s-%d (its files go in %d ms)", topic, partition,
+                         self.default_config.file_delete_delay_ms)
+            # the checkpoints are rewritten by the next flush_due (an entry of a deleted partition is ignored
+            # on load): one rewrite per partition would make deleting a topic of N partitions O(N^2)
+            self._last_checkpoint_ms = 0
+
+        return rename
+
+    def truncate_logs(self, targets: Iterable[tuple[Log, int]]) -> list[Log]:
+        """Kafka's LogManager.truncateTo: truncate each log to its offset, then write the checkpoints once
+        (the lowered recovery points), not once per log: a failover truncating N partitions rewrote every
+        checkpoint file N times (O(N^2)). File work: run it in a worker thread. Returns the truncated logs."""
+        truncated = [lg for lg, offset in targets if lg.truncate_to(offset, checkpoint=False)]
+        if truncated and not self._checkpoint_quietly():
+            self._last_checkpoint_ms = 0
+        return truncated
 
     def forget_deletions(self, tag: str) -> None:
         """The caller recorded the deletion (metadata written): the marker directories go (those whose
         files still wait for file.delete.delay.ms go with their files)."""
         with self._lock:
             paths = self.pending_deletions.pop(tag, [])
-            waiting = {d for _when, _log, d, _tag in self._doomed_logs}
+            # a directory still being renamed counts as waiting: its files go with the due ones
+            waiting = {d for _when, _log, d, _tag in self._doomed_logs} | self._renaming
             self._forgotten.update(p for p in paths if p in waiting)
         for path in paths:
             if path not in waiting:
@@ -462,6 +505,9 @@ class LogManager:
                 return
             self._closed = True
             logs = list(self._logs.values())
+            renaming = list(self._detaching.values())
+        for event in renaming:  # a deletion's rename still running in a worker thread: its log is closed by it
+            event.wait(30)
         problems: list[str] = []
         try:
             try:  # deleted partitions waiting for file.delete.delay.ms go now (no descriptor left open)

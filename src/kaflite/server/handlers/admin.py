@@ -15,7 +15,8 @@ Rules (Kafka's `ControllerApis` / `KafkaApis`):
 - DescribeConfigs lists every topic (or broker) key with its effective value, defaults included, with
   synonyms and documentation only when asked; broker configs are read-only (static) in kaflite;
 - DeleteRecords moves the log start offset (offset -1 = the high watermark); beyond it is
-  OFFSET_OUT_OF_RANGE (`Partition.delete_records_on_leader`, on the leader only); each partition is
+  OFFSET_OUT_OF_RANGE (`Partition.delete_records_on_leader`, on the leader only, in a worker thread: it
+  renames segments and rewrites the checkpoints with fsyncs); each partition is
   answered once its low watermark (the smallest log start offset over the leader and its live replicas,
   which adopt the leader's on their next fetch) reached the offset deleted, with that low watermark, or at
   the request's `timeout` with REQUEST_TIMED_OUT (Kafka's DelayedDeleteRecords).
@@ -23,7 +24,9 @@ Rules (Kafka's `ControllerApis` / `KafkaApis`):
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import logging
 import uuid
 from collections import Counter
 from collections.abc import Mapping
@@ -39,6 +42,8 @@ from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.metadata import broker_endpoints
 from kaflite.server.handlers.partitions import per_partition
+
+log = logging.getLogger(__name__)
 
 _ZERO = datetime.timedelta(0)
 _NO_ID = uuid.UUID(int=0)
@@ -205,7 +210,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
             if ctx.api_version >= 6 and topic_id == _NO_ID:
                 existing = broker.metadata.topics.get(name)
                 topic_id = existing.topic_id if existing is not None else _NO_ID
-            await broker.admin_call(partial(broker.delete_topic, name))
+            await broker.delete_topic_async(name)
         except KafkaError as e:
             code, message = e.code, e.message or None
         results.append(build(R.DeletableTopicResult, name=name, topic_id=topic_id, error_code=code,
@@ -458,14 +463,31 @@ async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
         part = replicas.get_partition(topic, p.partition_index)
         offset = int(p.offset)
         required = part.high_watermark if offset == -1 else offset
-        part.delete_records_on_leader(offset)
-        # [partition, low watermark, error, the partition to wait on, the offset to wait for]
-        return [p.partition_index, replicas.low_watermark(part), ErrorCode.none, part, required]
+        # [partition, low watermark, error, the partition to wait on, the offset to wait for, asked offset]
+        return [p.partition_index, -1, ErrorCode.none, part, required, offset]
 
     def refused(_topic: str, p: Any, code: ErrorCode, _message: str | None) -> list[Any]:
-        return [p.partition_index, -1, code, None, -1]
+        return [p.partition_index, -1, code, None, -1, -1]
 
     results = per_partition(request.topics, answer, refused)
+    loop = asyncio.get_running_loop()
+    for name, parts in results:
+        for r in parts:
+            part = r[3]
+            if part is None:
+                continue
+            # the segments are renamed and the checkpoints rewritten (with fsyncs) in a worker thread, not
+            # on the event loop
+            try:
+                await loop.run_in_executor(None, part.delete_records_on_leader, r[5])
+            except KafkaError as e:
+                r[2], r[3] = e.code, None
+                continue
+            except OSError as e:
+                log.error("DeleteRecords: I/O error on %s: %s", name, e)
+                r[2], r[3] = ErrorCode.kafka_storage_error, None
+                continue
+            r[1] = replicas.low_watermark(part)
     for _name, parts in results:
         for r in parts:
             part, required = r[3], r[4]

@@ -38,9 +38,12 @@ Rules:
 - a connection or decoding failure closes the connection and retries after `replica.fetch.backoff.ms`;
 - the connection goes to the leader's endpoint on the inter-broker listener (`inter.broker.listener.name`,
   else the first one it registered).
-Everything runs on the broker's event loop; the appends and truncations are the Log's own (synchronous, as
-a leader's); what deletes whole segments (a moved log start offset, a restart at the leader's) runs in a
-worker thread (the Log is thread-safe: the housekeeping pass uses it from a thread too).
+Everything runs on the broker's event loop; the appends are the Log's own (synchronous, as a leader's); the
+truncations (segment renames, the producer state rebuilt from snapshot and log, the checkpoint files rewritten
+with fsyncs) and what deletes whole segments (a moved log start offset, a restart at the leader's) run in a
+worker thread (the Log is thread-safe: the housekeeping pass uses it from a thread too) while the fetcher
+waits for them, so the partition is not fetched meanwhile; a round's truncations run in one worker call that
+checkpoints once (`LogManager.truncate_logs`), not once per partition.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ from kaflite.cluster.metadata import MetadataImage
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.broker_connection import BrokerConnection, address_of
 from kaflite.server.replica.partition import Partition
+from kaflite.storage.log import Log
 
 __all__ = ["FetcherConfig", "ReplicaFetcher", "ReplicaFetcherManager"]
 
@@ -267,6 +271,15 @@ class ReplicaFetcher:
         stays marked and is asked about again in the next round."""
         rm = self.manager.replica_manager
         asked: dict[TopicPartition, tuple[Partition, int]] = {}
+        pending: list[tuple[Partition, Truncation, str]] = []
+        try:
+            await self._truncate_round(rm, tps, asked, pending)
+        finally:
+            await self._apply_all(pending)
+
+    async def _truncate_round(self, rm: Any, tps: list[TopicPartition],
+                              asked: dict[TopicPartition, tuple[Partition, int]],
+                              pending: list[tuple[Partition, Truncation, str]]) -> None:
         for tp in tps:
             part = rm.partition_or_none(*tp)
             if part is None or part.log is None:
@@ -277,7 +290,7 @@ class ReplicaFetcher:
             if epoch < 0:
                 # no epoch history to compare (Kafka's truncateToHighWatermark): what is not committed here
                 # may differ from the leader's, what is committed does not
-                self._apply(part, Truncation(part.log.high_watermark), "no leader epoch here")
+                pending.append((part, Truncation(part.log.high_watermark), "no leader epoch here"))
                 fstate.truncating, fstate.ask_epoch = False, -1
                 continue
             asked[tp] = (part, epoch)
@@ -309,29 +322,45 @@ class ReplicaFetcher:
                 part, epoch = asked[tp]
                 if part.log is None:
                     continue
-                self._truncate_to_epoch_end(part, state, epoch, int(p.leader_epoch), int(p.end_offset))
+                pending.append(self._truncate_to_epoch_end(part, state, epoch, int(p.leader_epoch),
+                                                           int(p.end_offset)))
 
     def _truncate_to_epoch_end(self, part: Partition, state: _FetchState, asked_epoch: int, leader_epoch: int,
-                               end_offset: int) -> None:
+                               end_offset: int) -> tuple[Partition, Truncation, str]:
         """Apply a leader's (epoch, end offset) answer about `asked_epoch` (OffsetForLeaderEpoch or a
         diverging epoch): truncate, and leave the partition marked when another round is needed."""
         plog = part.log
         assert plog is not None
         target = truncation_target(plog.leader_epoch_cache.entries, plog.log_end_offset, plog.high_watermark,
                                    asked_epoch, leader_epoch, end_offset)
-        self._apply(part, target, f"leader {self.leader_id}: epoch {leader_epoch} ended at {end_offset}; "
-                                  f"asked about {asked_epoch}")
         state.truncating = not target.complete
         state.ask_epoch = -1 if target.complete else target.next_epoch
+        return part, target, f"leader {self.leader_id}: epoch {leader_epoch} ended at {end_offset}; " \
+                             f"asked about {asked_epoch}"
 
-    def _apply(self, part: Partition, target: Truncation, why: str) -> None:
-        plog = part.log
-        assert plog is not None
-        leo = plog.log_end_offset
-        if target.offset < leo:
-            log.warning("%s-%d: truncating from %d to %d (%s)%s", part.topic, part.partition, leo, target.offset,
-                        why, "" if target.complete else "; asking again")
-            plog.truncate_to(max(target.offset, 0))
+    async def _apply_all(self, pending: list[tuple[Partition, Truncation, str]]) -> None:
+        """Truncate each partition to its target in one worker-thread call (Log.truncate_to's file work and
+        one checkpoint write for all of them: `LogManager.truncate_logs`), not on the event loop."""
+        targets: list[tuple[Log, int]] = []
+        for part, target, why in pending:
+            plog = part.log
+            if plog is None:
+                continue
+            leo = plog.log_end_offset
+            if target.offset < leo:
+                log.warning("%s-%d: truncating from %d to %d (%s)%s", part.topic, part.partition, leo,
+                            target.offset, why, "" if target.complete else "; asking again")
+                targets.append((plog, max(target.offset, 0)))
+        if not targets:
+            return
+        manager = getattr(self.manager.replica_manager, "log_manager", None)
+        if manager is not None:
+            await self._off_loop(manager.truncate_logs, targets)
+        else:  # a replica manager without a LogManager (tests): each log checkpoints through its own callback
+            await self._off_loop(lambda: [plog.truncate_to(offset) for plog, offset in targets])
+
+    async def _apply(self, part: Partition, target: Truncation, why: str) -> None:
+        await self._apply_all([(part, target, why)])
 
     async def _off_loop(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run a Log operation that deletes segment files in a worker thread (not on the event loop)."""
@@ -401,8 +430,8 @@ class ReplicaFetcher:
                     # the leader says our log diverges after (epoch, end offset): its answer carries no
                     # records, and no watermark moves until the truncation is done (Kafka's
                     # truncateOnFetchResponse)
-                    self._truncate_to_epoch_end(part, fstate, fetched_epochs[tp], int(diverging.epoch),
-                                                int(diverging.end_offset))
+                    await self._apply(*self._truncate_to_epoch_end(part, fstate, fetched_epochs[tp],
+                                                                   int(diverging.epoch), int(diverging.end_offset)))
                     progressed = True
                 elif pcode is ErrorCode.none:
                     records = bytes(p.records) if p.records else b""
@@ -428,10 +457,11 @@ class ReplicaFetcher:
                         # fetch offset is too (marking for truncation to our own high watermark, which may
                         # be past the leader's end after an unclean election, looped forever)
                         leader_hw = int(p.high_watermark)
-                        self._apply(part, Truncation(leader_hw if leader_hw >= 0 else part.log.high_watermark),
-                                    f"fetch offset {offsets[tp]} past the end of leader {self.leader_id}, "
-                                    f"whose high watermark is {leader_hw}")
-                        if part.log.log_end_offset >= offsets[tp]:  # nothing to truncate: wait, do not spin
+                        plog = part.log
+                        await self._apply(part, Truncation(leader_hw if leader_hw >= 0 else plog.high_watermark),
+                                          f"fetch offset {offsets[tp]} past the end of leader {self.leader_id}, "
+                                          f"whose high watermark is {leader_hw}")
+                        if plog.log_end_offset >= offsets[tp]:  # nothing to truncate: wait, do not spin
                             fstate.delayed_until = now + cfg.backoff_ms / 1000
                 elif pcode in _LEADERSHIP_ERRORS:
                     fstate.delayed_until = now + error_delay_ms(pcode, cfg.backoff_ms) / 1000

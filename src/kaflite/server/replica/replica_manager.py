@@ -5,7 +5,9 @@ Rules:
 - the hosted partitions follow the metadata image (`on_image(old, new)`, subscribed to the broker's one
   metadata writer): a partition whose replicas include this broker gets a `Partition` with its local `Log`
   (opened or created) and the image's leader / ISR / epochs; a partition that left the image, or whose
-  replicas no longer include this broker, is stopped and its log deleted; a topic the image did not change
+  replicas no longer include this broker, is stopped and its log deleted (it leaves the log table at once;
+  its directory's rename runs in a worker thread, not on the event loop; `stop_replicas`, the single node's
+  topic deletion, renames before returning: its metadata file is written after the renames); a topic the image did not change
   (the same `TopicImage` object) is skipped, so an image change costs O(changed partitions);
 - `get_partition(topic, partition, require_leader, current_leader_epoch)` is the only place the access
   errors are decided, for Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords and the group
@@ -75,6 +77,16 @@ def fetch_key(topic: str, partition: int) -> tuple[str, str, int]:
 def produce_key(topic: str, partition: int) -> tuple[str, str, int]:
     """Purgatory key of acks=-1 produce requests waiting for a partition's high watermark."""
     return ("produce", topic, partition)
+
+
+def _logged(work: Callable[[], None], what: str) -> Callable[[], None]:
+    """`work`, an OSError of which is logged instead of raised (it runs in a worker thread)."""
+    def run() -> None:
+        try:
+            work()
+        except OSError as e:
+            log.error("%s failed: %s", what, e)
+    return run
 
 
 def delete_records_key(topic: str, partition: int) -> tuple[str, str, int]:
@@ -173,25 +185,56 @@ class ReplicaManager:
     def stop_replicas(self, topic: TopicImage, deletion_tag: str | None = None) -> None:
         """Stop hosting every partition of `topic` and delete their logs now, before the image says so
         (Kafka's stopReplicas with delete: renamed at once, files removed after log.segment.delete.delay.ms).
-        `deletion_tag` leaves each directory as a marker until `LogManager.forget_deletions`."""
+        `deletion_tag` leaves each directory as a marker until `LogManager.forget_deletions`. The renames
+        happen here, before returning: the single node's caller writes its metadata file after them (logs
+        first, so a crash in between leaves markers the next start completes, never a live directory of a
+        topic the metadata no longer has)."""
         for index in range(topic.num_partitions):
-            self._stop_partition((topic.name, index), delete=True, tag=deletion_tag)
+            self._stop_partition((topic.name, index), delete=True, tag=deletion_tag, inline=True)
 
-    def _stop_partition(self, key: TopicPartition, *, delete: bool, tag: str | None = None) -> None:
+    def detach_replicas(self, topic: TopicImage, deletion_tag: str) -> list[Callable[[], None]]:
+        """`stop_replicas` without its file work: every partition of `topic` is stopped and leaves the log
+        table now; the returned callables rename their directories (the caller runs them in a worker thread,
+        then writes its metadata)."""
+        works: list[Callable[[], None]] = []
+        for index in range(topic.num_partitions):
+            self._stop_partition((topic.name, index), delete=True, tag=deletion_tag, works=works)
+        return works
+
+    def _stop_partition(self, key: TopicPartition, *, delete: bool, tag: str | None = None,
+                        inline: bool = False, works: list[Callable[[], None]] | None = None) -> None:
         part = self.partitions.pop(key, None)
         if part is None:
             return
         if delete and self.log_manager is not None:
-            try:
-                self.log_manager.delete(key[0], key[1], tag)
-            except OSError as e:
-                log.error("deleting log %s-%d failed: %s", key[0], key[1], e)
+            # the partition leaves the log table now; its directory's rename (file work) runs in a worker
+            # thread, not on the event loop (a topic of 200 partitions was 200 renames in one loop turn),
+            # unless the caller needs it done first (`inline`, stop_replicas)
+            work = self.log_manager.detach(key[0], key[1], tag)
+            if work is not None and works is not None:
+                works.append(_logged(work, f"deleting log {key[0]}-{key[1]}"))
+            elif work is not None:
+                self._run_file_work(work, f"deleting log {key[0]}-{key[1]}", inline=inline)
         part.log = None
         self._follower_log_start.pop(key, None)
         # waiters re-check and find the partition gone
         self.purgatory.complete(fetch_key(*key))
         self.purgatory.complete(produce_key(*key))
         self.purgatory.complete(delete_records_key(*key))
+
+    @staticmethod
+    def _run_file_work(work: Callable[[], None], what: str, *, inline: bool = False) -> None:
+        """`work` in a worker thread when an event loop runs here (and not `inline`), else now; a failure is
+        logged."""
+        run = _logged(work, what)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            inline = True
+        if inline:
+            run()
+            return
+        loop.run_in_executor(None, run)
 
     def _high_watermark_moved(self, part: Partition) -> None:
         self.purgatory.complete(produce_key(part.topic, part.partition))
