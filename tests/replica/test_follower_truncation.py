@@ -399,3 +399,24 @@ def test_truncation_runs_in_a_worker_thread_not_on_the_event_loop(tmp_path: Path
     assert all_bytes(mine) == all_bytes(lead)  # the same outcome as on the loop
     assert callers and loop_thread not in callers
     assert rounds and all(thread != loop_thread for thread, _n in rounds)
+
+
+def test_a_deposed_leaders_election_entry_is_dropped_and_it_catches_up(tmp_path: Path) -> None:
+    """A leader deposed before it wrote anything in its epoch keeps that epoch's election entry (recorded
+    in memory at its log end, no batch carries it). As a follower its fetch claims that epoch as its last
+    fetched one; the new leader, which never had it, answers diverging at the follower's own log end. The
+    truncation then removes nothing but must drop that entry (Kafka's truncateTo at the log end); before,
+    the follower skipped a truncation to its own log end, and was answered diverging, fetch after fetch,
+    never catching up (a __consumer_offsets partition moved by a preferred election never got its old
+    leader back into the ISR)."""
+    lead, mine = Log(tmp_path / "leader" / "t-0"), Log(tmp_path / "follower" / "t-0")
+    append(lead, 0, 2, "a")  # 0-9, epoch 0, on both
+    copy(lead, mine, 10)
+    assert mine.leader_epoch_cache.assign_unwritten(1, 10)  # the follower led epoch 1 and wrote nothing
+    append(lead, 2, 1, "b")  # 10-14: the new leader's epoch 2
+    lead.update_high_watermark(15)
+    leader = FakeLeader(lead, diverging=True)
+    run(follower(mine, 2), leader, 2, rounds=4, truncating=False)
+    assert leader.fetched[0] == (10, 1)  # the claimed epoch 1, answered diverging (0, 10)
+    assert (10, 0) in leader.fetched  # then fetched with the epoch its records carry
+    assert all_bytes(mine) == all_bytes(lead) and mine.leader_epoch_cache.entries == [(0, 0), (2, 10)]

@@ -351,6 +351,11 @@ class ReplicaFetcher:
                 log.warning("%s-%d: truncating from %d to %d (%s)%s", part.topic, part.partition, leo,
                             target.offset, why, "" if target.complete else "; asking again")
                 targets.append((plog, max(target.offset, 0)))
+            elif any(start >= leo for _e, start in plog.leader_epoch_cache.entries):
+                # nothing to remove, but a leader epoch starting at the log end goes (Kafka's truncateTo at
+                # the log end): a deposed leader's election entry, which no batch carries, would make every
+                # fetch claim that epoch as its last fetched one, answered diverging, forever
+                targets.append((plog, leo))
         if not targets:
             return
         manager = getattr(self.manager.replica_manager, "log_manager", None)
