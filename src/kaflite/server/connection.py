@@ -317,11 +317,14 @@ class KafkaConnection(asyncio.Protocol):
         if step.dispatch:
             return True
         self.busy = False
-        if step.delay_ms:
-            await asyncio.sleep(step.delay_ms / 1000)
         if step.response is not None and not self._closed and self.transport is not None:
             await self._send(step.response)
         if step.close is not None:
+            if step.delay_ms:
+                # Kafka delays the close, not the answer: the client reads the error before the EOF
+                # (kafka-python drops a response that arrives together with the EOF)
+                self.frames.clear()
+                await asyncio.sleep(step.delay_ms / 1000)
             self.abort(step.close)  # close() flushes what was written first
         elif step.principal is not None:
             self.session = replace(self.session, principal=step.principal)

@@ -9,8 +9,9 @@ Rules (checkable against TABLE below and tests/server/test_sasl_state.py):
 - after SaslHandshake v1, only SaslAuthenticate requests carry the tokens; after SaslHandshake v0 the
   next frames are raw SASL tokens framed by a 4-byte length, answered the same way (Kafka and
   kafka-python's legacy flow);
-- a failed login is answered SASL_AUTHENTICATION_FAILED (v0 raw tokens: no answer) after
-  `connection.failed.authentication.delay.ms`, then the connection is closed;
+- a failed login is answered SASL_AUTHENTICATION_FAILED at once (v0 raw tokens: no answer) and the
+  connection is closed `connection.failed.authentication.delay.ms` later (Kafka's delayed close: the
+  client reads the error before the EOF; nothing it sends meanwhile is served);
 - a completed login gives the connection its principal (`User:<name>`); from then on the connection
   is an ordinary one (the authenticator is dropped: no per-request cost);
 - error messages name the mechanism and never a password or a proof.
@@ -179,7 +180,7 @@ class Step:
 
     response: list[bytes | memoryview] | None = None  # write this
     dispatch: bool = False  # hand the frame to the dispatcher (ApiVersions)
-    delay_ms: int = 0  # wait this long before writing (a failed login)
+    delay_ms: int = 0  # wait this long after writing, before closing (a failed login)
     close: str | None = None  # then close the connection, for this reason
     principal: str | None = None  # authentication complete: the connection's principal
 
