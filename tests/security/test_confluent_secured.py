@@ -16,11 +16,18 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def principals(secured: Secured, listener: str) -> set[str]:
+    """The principals of the live connections of `listener` (waiting up to 10 s for one: librdkafka may
+    be between its bootstrap connection and its broker connection)."""
+    import time
+
     def read() -> set[str]:
         return {c.session.principal for c in secured.broker.server._connections  # noqa: SLF001
                 if c.session.listener_name == listener}
 
-    return secured.broker.call(read)
+    deadline = time.monotonic() + 10
+    while not (found := secured.broker.call(read)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
 
 
 def ssl_conf(certs: Certs, with_cert: bool = False, rogue: bool = False) -> dict[str, Any]:

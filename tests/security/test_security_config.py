@@ -83,6 +83,8 @@ def test_passwords_are_hidden_in_the_configs_repr() -> None:
     cfg = BrokerConfig.load(overrides={"ssl.key.password": "hunter2", "sasl.jaas.config": jaas_plain({"a": "pw1"})})
     assert "hunter2" not in repr(cfg) and "pw1" not in repr(cfg)
     assert cfg.explicit()["ssl.key.password"] == "[hidden]"
+    (entry,) = cfg.describe(["ssl.key.password"])  # DescribeConfigs: null, in the synonyms too
+    assert entry.is_sensitive and entry.value is None and entry.synonyms[0][1] is None
 
 
 def _start_refused(cfg: BrokerConfig) -> ConfigError:

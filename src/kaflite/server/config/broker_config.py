@@ -479,7 +479,8 @@ class BrokerConfig(Mapping[str, Any]):
                 raise _unknown(name, list(BROKER_CONFIGS), "broker")
             source = self._sources[name]
             code = SOURCE_CODES[source]
-            value = format_value(self._values[name])
+            # a password's value never leaves the broker (Kafka answers null for sensitive keys)
+            value = None if definition.type == "password" else format_value(self._values[name])
             synonyms = ((name, value, code),)
             out.append(
                 ConfigEntry(
