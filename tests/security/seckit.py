@@ -64,6 +64,8 @@ def secured_overrides(certs: Certs) -> dict[str, str]:
         "ssl.truststore.location": str(certs.ca_file),
         "ssl.client.auth": "requested",
         "listener.name.mtls.ssl.client.auth": "required",
+        # the MTLS listener's principals are the certificates' common names
+        "listener.name.mtls.ssl.principal.mapping.rules": "RULE:^CN=([^,]*),.*$/$1/, DEFAULT",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas_plain(PLAIN_USERS),
         "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas_plain(PLAIN_USERS),

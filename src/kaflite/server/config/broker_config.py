@@ -255,6 +255,17 @@ class BrokerConfig(Mapping[str, Any]):
                 f"({', '.join(sorted(names))}), got {inter!r}",
                 "inter.broker.listener.name",
             )
+        if v["zookeeper.connect"]:
+            # in a cluster the brokers connect to each other's inter-broker listener, and kaflite's
+            # broker-to-broker clients speak PLAINTEXT only (docs/security.md, "Not yet done")
+            ibl = self.inter_broker_listener_name
+            proto = protocols.get(ibl)
+            if proto != "PLAINTEXT":
+                key = "inter.broker.listener.name"
+                raise ConfigError(
+                    f"{key}: kaflite's brokers connect to each other over PLAINTEXT only, so the inter-broker "
+                    f"listener must be a PLAINTEXT listener, got {ibl} ({proto}); add one, e.g. "
+                    f"INTERNAL://10.0.0.1:9091 with INTERNAL:PLAINTEXT and {key}=INTERNAL", key)
         if v["advertised.listeners"] is not None:
             for li in parse_listeners(v["advertised.listeners"], "advertised.listeners"):
                 if li.name in controller:
