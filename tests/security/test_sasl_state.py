@@ -175,3 +175,20 @@ def test_kafkas_derivation_has_no_saslprep() -> None:
 
     salted = hashlib.pbkdf2_hmac("sha256", "\u2168".encode(), b"s", 4096)
     assert raw.server_key == hmac.new(salted, b"Server Key", "sha256").digest()
+
+
+def test_api_versions_at_an_unsupported_version_may_be_retried() -> None:
+    from kaflite.server.handlers.api_versions import APIS
+    from kaflite.server.security.sasl import API_VERSIONS_MAX
+
+    assert APIS[18][1] == API_VERSIONS_MAX
+    auth = plain()
+    assert auth.receive(_api_versions_frame(API_VERSIONS_MAX + 1)).dispatch
+    assert auth.state is State.HANDSHAKE_OR_VERSIONS
+    assert auth.receive(frame(18, 0)).dispatch
+    assert auth.state is State.HANDSHAKE
+
+
+def _api_versions_frame(version: int) -> bytes:
+    """A request header for an ApiVersions version kio has no schema for (the body does not matter)."""
+    return struct.pack(">hhih", 18, version, 7, 4) + b"test" + b"\x00"

@@ -2,7 +2,8 @@
 pure: frames in, `Step`s out, no socket and no clock (the connection applies a Step's delay).
 
 Rules (checkable against TABLE below and tests/server/test_sasl_state.py):
-- before authentication only ApiVersions (once, first) and SaslHandshake are served; any other request
+- before authentication only ApiVersions (once, first; an unsupported version of it is answered and may
+  be retried) and SaslHandshake are served; any other request
   closes the connection (Kafka's IllegalSaslStateException), nothing of it reaches a handler;
 - SaslHandshake naming a mechanism that is not enabled is answered UNSUPPORTED_SASL_MECHANISM with the
   enabled list, then the connection is closed;
@@ -51,6 +52,7 @@ __all__ = [
 SASL_HANDSHAKE_KEY = 17
 SASL_AUTHENTICATE_KEY = 36
 _SIZE = struct.Struct(">i")
+API_VERSIONS_MAX = 4  # the highest ApiVersions version served (handlers/api_versions.py; a test checks it)
 
 
 class State(enum.Enum):
@@ -212,6 +214,10 @@ class SaslAuthenticator:
         key, version = header.api_key, header.api_version
         illegal = Step(close=f"unexpected request (api key {key}) in SASL state {self.state.value}")
         if key == API_VERSIONS_KEY:
+            if version > API_VERSIONS_MAX and self.state is State.HANDSHAKE_OR_VERSIONS:
+                # answered UNSUPPORTED_VERSION with the served range; the client asks again (Kafka keeps
+                # the state for that retry)
+                return Step(dispatch=True)
             return Step(dispatch=True) if self._go(Event.API_VERSIONS) else illegal
         if key == SASL_HANDSHAKE_KEY and version in (0, 1):
             request = self._decode(header, frame, offset)
