@@ -148,3 +148,21 @@ def test_secrets_are_never_logged(secured: Secured, caplog: pytest.LogCaptureFix
     assert "authenticated as User:alice" in text and "SASL authentication failed" in text  # it did log
     for secret in (*PLAIN_USERS.values(), *SCRAM_USERS.values(), "wrong-pw-1", "wrong-pw-2", "broker-key-pass"):
         assert secret not in text
+
+
+def test_a_broken_exchange_closes_only_that_connection_without_an_error_line(
+        secured: Secured, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kaflite.server.security import sasl
+
+    def broken(self: object, token: bytes) -> tuple[bytes, bool]:
+        raise TypeError("a mechanism bug or a token it did not expect")
+
+    monkeypatch.setattr(sasl.PlainServer, "evaluate", broken)
+    caplog.set_level(logging.INFO, logger="kaflite")
+    with WireClient(secured.addr("SASL_PLAINTEXT")) as w:
+        assert w.request(SaslHandshakeRequest(mechanism="PLAIN")).error_code == ErrorCode.none
+        w.send(SaslAuthenticateRequest(auth_bytes=b"\x00alice\x00x"))
+        assert w.is_closed()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    with WireClient(secured.addr("SASL_PLAINTEXT")) as w:  # the listener still serves
+        assert w.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-256")).error_code == ErrorCode.none

@@ -313,7 +313,11 @@ class KafkaConnection(asyncio.Protocol):
     async def _authenticate(self, frame: bytes) -> bool:
         """One frame of a SASL exchange; True when the frame is ApiVersions, for the dispatcher."""
         assert self.sasl is not None
-        step = self.sasl.receive(frame)
+        try:
+            step = self.sasl.receive(frame)
+        except Exception as e:  # a client's malformed exchange: its fault, closed like a protocol violation
+            self.abort(f"SASL exchange failed: {type(e).__name__}")
+            return False
         if step.dispatch:
             return True
         self.busy = False
