@@ -32,6 +32,9 @@ def test_kaflite_certs_makes_a_working_tls_setup(tmp_path: Path) -> None:
                       "ssl.ca.location": str(d / "ca.pem"), "ssl.certificate.location": str(d / "app1.pem"),
                       "ssl.key.location": str(d / "app1.key")})
         assert p.list_topics(timeout=10).brokers
+        # librdkafka may drop its bootstrap connection after Metadata: a produce holds a broker connection
+        p.produce("certs-cli", b"x")
+        assert p.flush(20) == 0
 
         def principals() -> set[str]:
             return {c.session.principal for c in b.server._connections  # noqa: SLF001
