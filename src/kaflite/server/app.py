@@ -26,6 +26,7 @@ from kaflite.server.dispatcher import Dispatcher
 from kaflite.server.handlers import Registry, load_registry
 from kaflite.server.loop_watchdog import LoopWatchdog
 from kaflite.server.metrics import BrokerMetrics, KafliteCollector, MetricsEndpoint, parse_metrics_listener
+from kaflite.server.security.settings import ListenerSecurity, listener_security
 
 __all__ = ["KafkaServer", "new_event_loop", "run_broker"]
 
@@ -96,9 +97,11 @@ class KafkaServer:
                 dispatcher = Dispatcher(self.broker, self.registry, listener)
                 if not self._servers:
                     self.dispatcher = dispatcher
+                # None on PLAINTEXT; files (key and trust stores) are read here, a bad one refuses start-up
+                security = listener_security(config, listener, self.broker.scram_credentials)
 
-                def protocol(d: Dispatcher = dispatcher) -> KafkaConnection:
-                    return KafkaConnection(d, limits, self._connections)
+                def protocol(d: Dispatcher = dispatcher, sec: ListenerSecurity | None = security) -> KafkaConnection:
+                    return KafkaConnection(d, limits, self._connections, sec)
 
                 server = await loop.create_server(
                     protocol,
@@ -106,6 +109,7 @@ class KafkaServer:
                     listener.port,
                     reuse_address=True,
                     backlog=int(config["socket.listen.backlog.size"]),
+                    ssl=security.ssl_context if security is not None else None,
                 )
                 self._servers.append(server)
                 host, port = server.sockets[0].getsockname()[:2]

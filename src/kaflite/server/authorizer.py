@@ -1,9 +1,11 @@
 """Who may do what: the session a request came in on, Kafka's ACL operation and resource codes, and the
 authorizer interface the handlers ask (through `RequestContext.authorize`).
 
-Rules: every PLAINTEXT session's principal is `User:ANONYMOUS` (Kafka's KafkaPrincipal.ANONYMOUS); the only
-authorizer is `AllowAllAuthorizer` (Kafka without `authorizer.class.name`); an ACL authorizer (and SASL
-principals) will plug in here without touching the handlers.
+Rules: a PLAINTEXT session's principal is `User:ANONYMOUS` (Kafka's KafkaPrincipal.ANONYMOUS), as is an
+SSL session without a client certificate; an SSL session with one is `User:<its subject DN>` (mapped by
+ssl.principal.mapping.rules), a SASL session `User:<the authenticated name>` (server/security/); the only
+authorizer is `AllowAllAuthorizer` (Kafka without `authorizer.class.name`); an ACL authorizer will plug in
+here without touching the handlers.
 """
 
 from __future__ import annotations

@@ -47,6 +47,8 @@ from kaflite.server.logconfig import log_config_for
 from kaflite.server.metrics import BrokerMetrics
 from kaflite.server.purgatory import Purgatory
 from kaflite.server.replica import ReplicaManager, TopicSettings, fetch_key
+from kaflite.server.security.scram import FILE_NAME as SCRAM_FILE_NAME
+from kaflite.server.security.scram import CredentialStore
 from kaflite.storage.config import LogConfig
 from kaflite.storage.log import AppendResult, Log
 from kaflite.storage.manager import LogManager
@@ -90,6 +92,8 @@ class Broker:
             self.advertised_listeners.get(first.name) or \
             Listener(first.name, first.host or "127.0.0.1", first.port, first.security_protocol)
         self.authorizer: Authorizer = AllowAllAuthorizer()
+        # SCRAM users (single node: a file in the data directory, read at start; server/security/scram.py)
+        self.scram_credentials = CredentialStore(None)
         self._tasks: list[asyncio.Task[None]] = []
         self._storage_job: asyncio.Future[None] | None = None  # the housekeeping pass in its thread
         self._controlled_shutdown_done = False
@@ -128,6 +132,8 @@ class Broker:
     async def start(self) -> None:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
+        if self.log_dirs:
+            self.scram_credentials = CredentialStore(self.log_dirs[0] / SCRAM_FILE_NAME)
         self.log_manager = LogManager(self.log_dirs, self._default_log_config(), self.now_ms)
         try:
             try:

@@ -19,7 +19,12 @@ Rules:
 - never silence: whatever fails while a request is handled or its answer sent (a handler's exception, a
   future it awaited cancelled by someone else, a stored slice that cannot be read) closes the connection,
   so a client is never left waiting for an answer behind a dead worker; only the connection's own
-  shutdown cancels the worker quietly.
+  shutdown cancels the worker quietly;
+- who is connecting is decided once per connection (`self.session`): PLAINTEXT is User:ANONYMOUS with no
+  further cost; SSL takes the client certificate's principal when the handshake is done; a SASL
+  listener's frames go to the connection's SaslAuthenticator (server/security/sasl.py) until it
+  completes, and nothing reaches the dispatcher before then except ApiVersions; while unauthenticated a
+  frame may be at most SASL_MAX_RECEIVE bytes (Kafka's sasl.server.max.receive.size default).
 """
 
 from __future__ import annotations
@@ -31,11 +36,17 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from kaflite.protocol.framing import FrameDecoder, FrameError
+from kaflite.server.authorizer import Session
 from kaflite.server.dispatcher import CloseConnection, Dispatcher
 from kaflite.storage.file_slice import FileSlice
+
+if TYPE_CHECKING:
+    from kaflite.server.security.sasl import SaslAuthenticator
+    from kaflite.server.security.settings import ListenerSecurity
 
 __all__ = ["ConnectionLimits", "Connections", "KafkaConnection", "RefusalCounter"]
 
@@ -45,6 +56,7 @@ MAX_QUEUED_BYTES = 32 * 1024 * 1024
 DEFAULT_QUEUED_MAX_REQUEST_BYTES = 100 * 1024 * 1024
 SEND_CHUNK = 256 * 1024  # bytes of a FileSlice read and written at a time
 SEND_HIGH_WATER = 256 * 1024  # the transport's write buffer high-water mark (per connection)
+SASL_MAX_RECEIVE = 524288  # the largest frame before SASL authentication completes
 _ids = itertools.count(1)
 
 
@@ -110,8 +122,12 @@ class ConnectionLimits:
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, dispatcher: Dispatcher, limits: ConnectionLimits, registry_of: set[KafkaConnection]) -> None:
+    def __init__(self, dispatcher: Dispatcher, limits: ConnectionLimits, registry_of: set[KafkaConnection],
+                 security: ListenerSecurity | None = None) -> None:
         self.dispatcher = dispatcher
+        self.security = security
+        self.session = Session()
+        self.sasl: SaslAuthenticator | None = None  # set until a SASL listener's client has authenticated
         self.limits = limits
         self.decoder = FrameDecoder(limits.max_frame_bytes)
         self.last_active = time.monotonic()
@@ -154,8 +170,32 @@ class KafkaConnection(asyncio.Protocol):
             transport.set_write_buffer_limits(high=SEND_HIGH_WATER)  # type: ignore[attr-defined]
         except (AttributeError, NotImplementedError, ValueError):  # pragma: no cover - exotic transports
             pass
+        self.session = Session.on(self.dispatcher.listener, self.peer.rpartition(":")[0])
+        if self.security is not None and not self._secure(transport):
+            return
         self._all.add(self)
         self._worker = asyncio.ensure_future(self._run())
+
+    def _secure(self, transport: asyncio.BaseTransport) -> bool:
+        """The principal of an SSL connection (its client certificate), the authenticator of a SASL one."""
+        sec = self.security
+        assert sec is not None
+        if sec.sasl:
+            self.sasl = sec.new_authenticator()
+            self.decoder.max_frame_bytes = min(self.decoder.max_frame_bytes, SASL_MAX_RECEIVE)
+        elif sec.tls:
+            from kaflite.server.config.principal_rules import NoMatchingRule
+            from kaflite.server.security.tls import certificate_principal
+
+            try:
+                principal = certificate_principal(transport.get_extra_info("ssl_object"), sec.mapper)
+            except (NoMatchingRule, ValueError) as e:
+                log.info("closing SSL connection from %s: %s", self.peer, e)
+                self._closed = True
+                transport.close()
+                return False
+            self.session = replace(self.session, principal=principal)
+        return True
 
     def data_received(self, data: bytes) -> None:
         if self._closed:
@@ -245,8 +285,10 @@ class KafkaConnection(asyncio.Protocol):
             self._shared.release(len(frame), self.limits.max_queued_request_bytes)
             self.busy = True
             self._maybe_resume_reading()
+            if self.sasl is not None and not await self._authenticate(frame):
+                continue
             try:
-                out = await self.dispatcher.dispatch(frame, host, self.id)
+                out = await self.dispatcher.dispatch(frame, host, self.id, self.session)
                 self.busy = False
                 self.last_active = time.monotonic()
             except CloseConnection as e:
@@ -267,6 +309,33 @@ class KafkaConnection(asyncio.Protocol):
                 _close_slices(out)
                 continue
             await self._send(out)
+
+    async def _authenticate(self, frame: bytes) -> bool:
+        """One frame of a SASL exchange; True when the frame is ApiVersions, for the dispatcher."""
+        assert self.sasl is not None
+        try:
+            step = self.sasl.receive(frame)
+        except Exception as e:  # a client's malformed exchange: its fault, closed like a protocol violation
+            self.abort(f"SASL exchange failed: {type(e).__name__}")
+            return False
+        if step.dispatch:
+            return True
+        self.busy = False
+        if step.response is not None and not self._closed and self.transport is not None:
+            await self._send(step.response)
+        if step.close is not None:
+            if step.delay_ms:
+                # Kafka delays the close, not the answer: the client reads the error before the EOF
+                # (kafka-python drops a response that arrives together with the EOF)
+                self.frames.clear()
+                await asyncio.sleep(step.delay_ms / 1000)
+            self.abort(step.close)  # close() flushes what was written first
+        elif step.principal is not None:
+            self.session = replace(self.session, principal=step.principal)
+            self.sasl = None
+            self.decoder.max_frame_bytes = self.limits.max_frame_bytes
+            log.debug("connection %s from %s authenticated as %s", self.id, self.peer, step.principal)
+        return False
 
     async def _send(self, out: list[bytes | memoryview]) -> None:
         """Write one response in order. FileSlices are read from the file in pieces of at most SEND_CHUNK,

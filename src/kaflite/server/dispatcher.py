@@ -6,7 +6,8 @@ Rules (what Kafka's SocketServer/KafkaApis do):
 - any other unknown api key or unsupported version, or a body that does not decode, is a protocol
   violation: the connection is closed (`CloseConnection`) with one log line;
 - a handler returning None means "no response" (Produce with acks=0);
-- every request carries the session of the listener it came in on (one dispatcher per bound listener);
+- every request carries the session of the connection it came in on (listener, security protocol and
+  principal, decided once per connection; one dispatcher per bound listener);
   the throttle time a quota set on the context (`ctx.throttle_time_ms`) goes into the response's
   `throttle_time` (hot-encoded responses write their own).
 """
@@ -52,7 +53,7 @@ class Dispatcher:
         self.listener = listener
 
     async def dispatch(
-        self, frame: bytes, client_host: str = "", connection_id: int = 0
+        self, frame: bytes, client_host: str = "", connection_id: int = 0, session: Session | None = None
     ) -> list[bytes | memoryview] | None:
         try:
             header, offset = parse_request_header(frame)
@@ -71,7 +72,9 @@ class Dispatcher:
             request = decode_request(header, frame, offset)
         except ProtocolError as e:
             raise CloseConnection(str(e)) from e
-        ctx = RequestContext(self.broker, header, client_host, connection_id, Session.on(self.listener, client_host))
+        if session is None:  # a caller without a connection (tests): the listener's anonymous session
+            session = Session.on(self.listener, client_host)
+        ctx = RequestContext(self.broker, header, client_host, connection_id, session)
         metrics = self.broker.metrics  # None unless metrics.listener is set
         started = time.perf_counter() if metrics is not None else 0.0
         response = await handler(ctx, request)

@@ -43,6 +43,7 @@ from kaflite.server.config.definitions import (
     parse_listeners,
 )
 from kaflite.server.config.properties import _escape_value, parse_properties
+from kaflite.server.config.security_checks import check_listener_security
 from kaflite.server.config.topic_keys import TOPIC_CONFIGS, _unknown, validate_topic_configs
 
 __all__ = ["BROKER_CONFIGS", "DEV_PROFILE", "DEV_PROFILE_WARNING", "SUBSYSTEMS", "BrokerConfig"]
@@ -82,6 +83,26 @@ def _assemble(subsystems: Sequence[ModuleType]) -> dict[str, ConfigKey]:
 
 
 BROKER_CONFIGS: dict[str, ConfigKey] = _assemble(SUBSYSTEMS)
+LISTENER_PREFIX = "listener.name."
+_JAAS = "sasl.jaas.config"
+
+
+def _definition(key: str) -> ConfigKey | None:
+    """The definition of a broker key, including Kafka's per-listener forms
+    `listener.name.<listener>.<key>` (a key of keys_security.LISTENER_KEYS) and
+    `listener.name.<listener>.<mechanism>.sasl.jaas.config`."""
+    definition = BROKER_CONFIGS.get(key)
+    if definition is not None or not key.startswith(LISTENER_PREFIX):
+        return definition
+    name, _, rest = key[len(LISTENER_PREFIX):].partition(".")
+    if not name:
+        return None
+    if rest in keys_security.LISTENER_KEYS:
+        return dataclasses.replace(BROKER_CONFIGS[rest], name=key)
+    mechanism, _, tail = rest.partition(".")
+    if tail == _JAAS and mechanism.upper() in keys_security.SASL_MECHANISMS + ("GSSAPI", "OAUTHBEARER"):
+        return dataclasses.replace(BROKER_CONFIGS[_JAAS], name=key)
+    return None
 _BROKER_KEYS: list[ConfigKey] = list(BROKER_CONFIGS.values())
 
 # The dev profile: fast feedback on a laptop, at the price of durability.
@@ -127,7 +148,7 @@ class BrokerConfig(Mapping[str, Any]):
         sources: dict[str, Source] = {k.name: "default" for k in _BROKER_KEYS}
 
         def apply(key: str, raw: Any, source: Source, where: str = "") -> None:
-            definition = BROKER_CONFIGS.get(key)
+            definition = _definition(key)
             if definition is None:
                 err = _unknown(key, list(BROKER_CONFIGS), "broker")
                 raise UnknownConfigKey(where + err.message, key)
@@ -165,7 +186,7 @@ class BrokerConfig(Mapping[str, Any]):
         values = dict(self._values)
         sources = dict(self._sources)
         for key, raw in overrides.items():
-            definition = BROKER_CONFIGS.get(key)
+            definition = _definition(key)
             if definition is None:
                 raise _unknown(key, list(BROKER_CONFIGS), "broker")
             values[key] = definition.parse(raw)
@@ -211,16 +232,21 @@ class BrokerConfig(Mapping[str, Any]):
                     f"({', '.join(f'{n}:{p}' for n, p in protocols.items())})",
                     "listeners",
                 )
-            if proto != "PLAINTEXT" and li.name not in controller:
-                raise ConfigError(
-                    f"listeners: kaflite serves PLAINTEXT only, got {li} ({proto})", "listeners"
-                )
         clients = self.client_listeners
         if not clients:
             raise ConfigError(
-                f"listeners: expected at least one PLAINTEXT listener for clients, got {v['listeners']!r}",
+                f"listeners: expected at least one listener for clients, got {v['listeners']!r}",
                 "listeners",
             )
+        for key in self._values:
+            if key.startswith(LISTENER_PREFIX):
+                name = key[len(LISTENER_PREFIX):].split(".", 1)[0].upper()
+                if name not in {li.name for li in self.listeners}:
+                    raise ConfigError(
+                        f"{key}: names listener {name}, which is not in listeners ({v['listeners']})", key
+                    )
+        for li in clients:
+            check_listener_security(self, li)
         names = {li.name for li in clients}
         inter = v["inter.broker.listener.name"]
         if inter is not None and inter.strip().upper() not in names:
@@ -229,6 +255,17 @@ class BrokerConfig(Mapping[str, Any]):
                 f"({', '.join(sorted(names))}), got {inter!r}",
                 "inter.broker.listener.name",
             )
+        if v["zookeeper.connect"]:
+            # in a cluster the brokers connect to each other's inter-broker listener, and kaflite's
+            # broker-to-broker clients speak PLAINTEXT only (docs/security.md, "Not yet done")
+            ibl = self.inter_broker_listener_name
+            proto = protocols.get(ibl)
+            if proto != "PLAINTEXT":
+                key = "inter.broker.listener.name"
+                raise ConfigError(
+                    f"{key}: kaflite's brokers connect to each other over PLAINTEXT only, so the inter-broker "
+                    f"listener must be a PLAINTEXT listener, got {ibl} ({proto}); add one, e.g. "
+                    f"INTERNAL://10.0.0.1:9091 with INTERNAL:PLAINTEXT and {key}=INTERNAL", key)
         if v["advertised.listeners"] is not None:
             for li in parse_listeners(v["advertised.listeners"], "advertised.listeners"):
                 if li.name in controller:
@@ -240,6 +277,17 @@ class BrokerConfig(Mapping[str, Any]):
                         f"advertised.listeners: listener {li.name} is not in listeners ({v['listeners']})",
                         "advertised.listeners",
                     )
+
+    def for_listener(self, listener_name: str, key: str) -> Any:
+        """`key`'s value for one listener: `listener.name.<listener>.<key>` when set (Kafka's
+        per-listener override), else the broker-wide `key`."""
+        own = self._values.get(f"{LISTENER_PREFIX}{listener_name.lower()}.{key}")
+        return own if own is not None else self._values[key]
+
+    def listener_source(self, listener_name: str, key: str) -> str:
+        """The key that supplies `for_listener(listener_name, key)` (for error messages)."""
+        own = f"{LISTENER_PREFIX}{listener_name.lower()}.{key}"
+        return own if self._values.get(own) is not None else key
 
     # --- Mapping ----------------------------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:
@@ -261,7 +309,7 @@ class BrokerConfig(Mapping[str, Any]):
         return len(self._values)
 
     def __repr__(self) -> str:
-        explicit = {k: format_value(v) for k, v in self._values.items() if self._sources[k] != "default"}
+        explicit = self.explicit()
         return f"BrokerConfig({explicit!r}, path={self.path!s}, dev={self.dev})"
 
     def source(self, key: str) -> Source:
@@ -271,8 +319,15 @@ class BrokerConfig(Mapping[str, Any]):
         return self._sources[key]
 
     def explicit(self) -> dict[str, str | None]:
-        """The keys not at their default, as strings (to write back out or log at startup)."""
-        return {k: format_value(v) for k, v in self._values.items() if self._sources[k] != "default"}
+        """The keys not at their default, as strings (to log at startup): passwords (keys of type
+        password: ssl.key.password, sasl.jaas.config, ...) as [hidden], as Kafka logs them."""
+        out: dict[str, str | None] = {}
+        for k, v in self._values.items():
+            if self._sources[k] != "default":
+                definition = _definition(k)
+                hidden = definition is not None and definition.type == "password" and v is not None
+                out[k] = "[hidden]" if hidden else format_value(v)
+        return out
 
     def to_properties(self) -> str:
         """The effective configuration as a .properties file that `load` reads back to the same values.
@@ -435,7 +490,8 @@ class BrokerConfig(Mapping[str, Any]):
                 raise _unknown(name, list(BROKER_CONFIGS), "broker")
             source = self._sources[name]
             code = SOURCE_CODES[source]
-            value = format_value(self._values[name])
+            # a password's value never leaves the broker (Kafka answers null for sensitive keys)
+            value = None if definition.type == "password" else format_value(self._values[name])
             synonyms = ((name, value, code),)
             out.append(
                 ConfigEntry(

@@ -1,27 +1,89 @@
-"""Security keys (Kafka's listener security protocol map; SASL, SSL and authorizer keys go here).
+"""Security keys (Kafka's listener security protocol map, SSL and SASL keys).
 
 This subsystem owns these keys; `kaflite.server.config.broker_config` assembles every subsystem's table
-into `BROKER_CONFIGS`, as Kafka assembles KafkaConfig from the ConfigDefs of its subsystems.
+into `BROKER_CONFIGS`, as Kafka assembles KafkaConfig from the ConfigDefs of its subsystems. Every key
+of `LISTENER_KEYS` may also be given per listener as `listener.name.<listener>.<key>` (Kafka's
+per-listener override, the listener name in lower case); `<mechanism>.sasl.jaas.config` likewise
+(`listener.name.sasl_plaintext.plain.sasl.jaas.config`). docs/security.md describes each key.
 """
 
 from __future__ import annotations
 
 from kaflite.server.config.definitions import (
+    AtLeast,
     ConfigKey,
+    ListOf,
+    OneOf,
     _k,
 )
 
-__all__ = ["KEYS", "NOT_READ"]
+__all__ = ["KEYS", "LISTENER_KEYS", "NOT_READ", "SASL_MECHANISMS", "TLS_PROTOCOLS"]
+
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # the mechanisms kaflite serves
+TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")  # what Python's ssl offers of Kafka's names (TLSv1/1.1 are unsafe)
 
 KEYS: list[ConfigKey] = [
     _k(
         "listener.security.protocol.map",
         "string",
         "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-        "Listener name to security protocol; kaflite serves PLAINTEXT only (controller listeners not "
-        "named here are PLAINTEXT while the map is at its default).",
+        "Listener name to security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); controller "
+        "listeners not named here are PLAINTEXT while the map is at its default.",
     ),
+    # --- TLS ---------------------------------------------------------------------------------------
+    _k("ssl.keystore.type", "string", "JKS",
+       "Format of the key store; kaflite reads PEM only (set ssl.keystore.type=PEM).",
+       OneOf(("JKS", "PKCS12", "PEM"))),
+    _k("ssl.keystore.location", "string", None,
+       "PEM file with the listener's private key and its certificate chain."),
+    _k("ssl.keystore.password", "password", None,
+       "Not used with PEM key stores (Kafka refuses it with PEM); ssl.key.password decrypts the key."),
+    _k("ssl.key.password", "password", None, "Password of an encrypted private key (PEM)."),
+    _k("ssl.keystore.key", "password", None, "The private key in PEM, inline (instead of a file)."),
+    _k("ssl.keystore.certificate.chain", "password", None,
+       "The certificate chain in PEM, inline (with ssl.keystore.key)."),
+    _k("ssl.truststore.type", "string", "JKS",
+       "Format of the trust store; kaflite reads PEM only (set ssl.truststore.type=PEM).",
+       OneOf(("JKS", "PKCS12", "PEM"))),
+    _k("ssl.truststore.location", "string", None,
+       "PEM file of the CA certificates that client certificates must chain to."),
+    _k("ssl.truststore.password", "password", None, "Not used with PEM trust stores."),
+    _k("ssl.truststore.certificates", "password", None, "Trusted CA certificates in PEM, inline."),
+    _k("ssl.client.auth", "string", "none",
+       "Client certificates: none (not asked), requested (asked, optional), required (refused without).",
+       OneOf(("none", "requested", "required"))),
+    _k("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], "TLS versions accepted.",
+       ListOf(TLS_PROTOCOLS)),
+    _k("ssl.protocol", "string", "TLSv1.3", "Kafka's SSLContext protocol; Python negotiates the highest "
+       "of ssl.enabled.protocols, so this is accepted and not read."),
+    _k("ssl.cipher.suites", "list", [],
+       "TLS 1.2 cipher suites allowed (OpenSSL or IANA names); empty means Python's defaults."),
+    _k("ssl.principal.mapping.rules", "string", "DEFAULT",
+       "Rules mapping a client certificate's distinguished name to a principal name "
+       "(RULE:pattern/replacement/[LU], DEFAULT)."),
+    _k("ssl.endpoint.identification.algorithm", "string", "https",
+       "Host name verification on the broker's own client side (inter-broker); not read yet."),
+    # --- SASL --------------------------------------------------------------------------------------
+    _k("sasl.enabled.mechanisms", "list", ["GSSAPI"],
+       "SASL mechanisms served on SASL listeners; kaflite serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
+    _k("sasl.jaas.config", "password", None,
+       "JAAS login module configuration for every mechanism of every listener without a "
+       "listener.name.<l>.<mechanism>.sasl.jaas.config; PLAIN reads its user_<name>=\"password\" entries."),
+    _k("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI",
+       "SASL mechanism of broker-to-broker connections; kaflite's brokers connect over PLAINTEXT only yet."),
+    _k("connection.failed.authentication.delay.ms", "int", 100,
+       "Delay of the answer to a failed authentication before the connection is closed.", AtLeast(0)),
 ]
 
+# Keys that may be given per listener as listener.name.<listener>.<key>.
+LISTENER_KEYS = frozenset(k.name for k in KEYS if k.name.startswith(("ssl.", "sasl.")) or
+                          k.name == "connection.failed.authentication.delay.ms")
+
 # Keys validated but not read (yet), and why (marked applies=False; tests/config/test_keys_read.py).
-NOT_READ: dict[str, str] = {}
+NOT_READ: dict[str, str] = {
+    "ssl.keystore.password": "PEM key stores have no store password (ssl.key.password decrypts the key)",
+    "ssl.truststore.password": "PEM trust stores have no password",
+    "ssl.protocol": "Python negotiates the highest version of ssl.enabled.protocols",
+    "ssl.endpoint.identification.algorithm": "brokers connect to each other over PLAINTEXT only yet",
+    "sasl.mechanism.inter.broker.protocol": "brokers connect to each other over PLAINTEXT only yet",
+}

@@ -57,6 +57,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "kaflite.server.handlers.offsets",
     "kaflite.server.handlers.transactions",
     "kaflite.server.handlers.find_coordinator",
+    "kaflite.server.handlers.security",
 )
 
 

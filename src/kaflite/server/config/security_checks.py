@@ -1,0 +1,93 @@
+"""The security checks of a configuration that need no file (Kafka refuses these at start-up): each
+message names the key and what is allowed.
+
+Rules:
+- SSL and SASL_SSL listeners need a PEM key store (`ssl.keystore.location`, or `ssl.keystore.key` with
+  `ssl.keystore.certificate.chain`; per listener `listener.name.<l>.ssl.*`);
+- SASL_* listeners need `sasl.enabled.mechanisms` (per listener `listener.name.<l>.sasl.enabled.mechanisms`)
+  within PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; PLAIN needs a JAAS configuration
+  (`listener.name.<l>.plain.sasl.jaas.config`, else `sasl.jaas.config`) of PlainLoginModule with at least
+  one `user_<name>` option;
+- `ssl.principal.mapping.rules` must parse.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from kaflite.server.config.definitions import ConfigError
+from kaflite.server.config.jaas import parse_jaas
+from kaflite.server.config.keys_security import SASL_MECHANISMS
+from kaflite.server.config.principal_rules import KEY as MAPPING_KEY
+from kaflite.server.config.principal_rules import PrincipalMapper
+
+
+class BrokerConfig(Protocol):
+    """What these checks read of broker_config.BrokerConfig (not imported: it imports this module)."""
+
+    def for_listener(self, listener_name: str, key: str) -> Any: ...
+
+    def listener_source(self, listener_name: str, key: str) -> str: ...
+
+    def __getitem__(self, key: str) -> Any: ...
+
+    def __contains__(self, key: object) -> bool: ...
+
+__all__ = ["PLAIN_MODULE", "check_listener_security", "enabled_mechanisms", "plain_users"]
+
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
+def enabled_mechanisms(cfg: BrokerConfig, listener: str) -> list[str]:
+    key = cfg.listener_source(listener, "sasl.enabled.mechanisms")
+    names = [str(m).strip().upper() for m in cfg.for_listener(listener, "sasl.enabled.mechanisms") or []]
+    bad = [m for m in names if m not in SASL_MECHANISMS]
+    if not names or bad:
+        raise ConfigError(
+            f"{key}: listener {listener} is SASL: expected one or more of {', '.join(SASL_MECHANISMS)}, got "
+            f"{','.join(names) or 'an empty list'}"
+            + (" (GSSAPI is Kafka's default; kaflite has no Kerberos)" if "GSSAPI" in bad else ""), key)
+    return names
+
+
+def jaas_key(cfg: BrokerConfig, listener: str, mechanism: str, fallback: str = "sasl.jaas.config") -> str:
+    own = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    return own if own in cfg and cfg[own] is not None else fallback
+
+
+def plain_users(cfg: BrokerConfig, listener: str, key: str | None = None) -> dict[str, str]:
+    key = key or jaas_key(cfg, listener, "PLAIN")
+    text = cfg[key]
+    if text is None:
+        raise ConfigError(
+            f"{key}: listener {listener} enables PLAIN and needs its users: set "
+            f"listener.name.{listener.lower()}.plain.sasl.jaas.config (or sasl.jaas.config) to "
+            f'\'{PLAIN_MODULE} required user_alice="alice-secret";\'', key)
+    entry = parse_jaas(str(text), key)
+    if entry.login_module != PLAIN_MODULE:
+        raise ConfigError(f"{key}: PLAIN needs the login module {PLAIN_MODULE}, got {entry.login_module}", key)
+    users = {k[len("user_"):]: v for k, v in entry.options.items() if k.startswith("user_") and len(k) > 5}
+    if not users:
+        raise ConfigError(f'{key}: PLAIN needs at least one user_<name>="<password>" option', key)
+    return users
+
+
+def check_listener_security(cfg: BrokerConfig, li: Any) -> None:
+    """The checks that need no file: refuse at load what cannot serve (files are read at start)."""
+    proto = li.security_protocol
+    PrincipalMapper(str(cfg.for_listener(li.name, MAPPING_KEY)), cfg.listener_source(li.name, MAPPING_KEY))
+    if proto in ("SSL", "SASL_SSL"):
+        named = cfg.listener_source(li.name, "ssl.keystore.location")
+        if cfg.for_listener(li.name, "ssl.keystore.location") is None and \
+                cfg.for_listener(li.name, "ssl.keystore.key") is None:
+            raise ConfigError(
+                f"{named}: listener {li.name} is {proto} and needs a key store: set ssl.keystore.type=PEM "
+                f"with ssl.keystore.location (PEM: key and certificate chain) or ssl.keystore.key and "
+                f"ssl.keystore.certificate.chain (per listener: listener.name.{li.name.lower()}.ssl.*)", named)
+        kind = str(cfg.for_listener(li.name, "ssl.keystore.type")).upper()
+        if kind != "PEM":
+            key = cfg.listener_source(li.name, "ssl.keystore.type")
+            raise ConfigError(f"{key}: kaflite reads PEM key stores only, expected PEM, got {kind}", key)
+    if proto in ("SASL_PLAINTEXT", "SASL_SSL"):
+        if "PLAIN" in enabled_mechanisms(cfg, li.name):
+            plain_users(cfg, li.name)
