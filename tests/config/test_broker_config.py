@@ -20,6 +20,7 @@ from kaflite.server.config import (
     UnknownConfigKey,
     parse_listeners,
 )
+from kaflite.server.config.definitions import kafka_release
 
 # Kafka's documented defaults (kafka.server.KafkaConfig / ServerLogConfigs), written out independently of
 # the table so that a typo in the table fails here.
@@ -299,3 +300,22 @@ def test_to_properties_round_trip_with_awkward_values(tmp_path: Path) -> None:
     )  # a backslash and a tab survive; surrounding blanks are trimmed
     assert again["broker.rack"] == "rack #1 = a:b"
     assert again["log.retention.ms"] is None and again.source("log.retention.ms") == "default"
+
+
+@pytest.mark.parametrize(
+    "value, release",
+    [("0.10.0.0", "0.10.0"), ("0.10.0", "0.10.0"), ("0.10.0-IV1", "0.10.0"), ("0.8.2.2", "0.8.2"),
+     ("2.8", "2.8"), ("2.8.1", "2.8"), ("2.8-IV1", "2.8"), ("2.8.1-IV0", "2.8"), ("3.0-IV1", "3.0"),
+     ("3.9", "3.9"), ("1.0.0", "1.0"),
+     ("0.10", None), ("4.0", None), ("banana", None), ("", None), ("2.8-beta", None), ("0.10.3", None)],
+)
+def test_version_strings_are_read_as_kafkas_metadata_version(value: str, release: str | None) -> None:
+    # Kafka's MetadataVersion.fromVersionString: three parts of a 0.x version, two of a later one
+    assert kafka_release(value) == release
+
+
+def test_inter_broker_protocol_version_takes_kafkas_spellings_and_names_the_key_otherwise() -> None:
+    assert BrokerConfig.load(overrides={"inter.broker.protocol.version": "3.7"})
+    assert BrokerConfig.load(overrides={"inter.broker.protocol.version": "0.10.2.1"})
+    with pytest.raises(ConfigError, match="inter.broker.protocol.version"):
+        BrokerConfig.load(overrides={"inter.broker.protocol.version": "9.1"})

@@ -53,3 +53,21 @@ def test_bad_values_are_refused_naming_the_key(broker, key: str, value: str) -> 
     with pytest.raises(Exception) as err:
         admin.alter_configs([res])[res].result(timeout=10)
     assert key in str(err.value)
+
+
+@pytest.mark.parametrize("value", ["0.10.0.0", "0.10.0-IV1", "2.8.1", "3.0"])
+def test_every_spelling_kafka_reads_as_a_release_is_accepted(broker, value: str) -> None:
+    # librdkafka's 0092 sets the four-part 0.10.0.0 that Kafka documents and truncates to 0.10.0
+    admin = _admin(broker)
+    topic = f"fmt-{value}"
+    admin.create_topics([NewTopic(topic, 1, 1, config={"message.format.version": value})])[topic].result(10)
+    assert _describe(admin, topic)["message.format.version"].value == value
+
+
+@pytest.mark.parametrize("value", ["9.1", "0.10", "2.8-beta"])
+def test_a_release_kafka_does_not_know_is_refused(broker, value: str) -> None:
+    admin = _admin(broker)
+    with pytest.raises(Exception) as err:
+        admin.create_topics([NewTopic(f"fmt-x{value}", 1, 1, config={"message.format.version": value})])[
+            f"fmt-x{value}"].result(10)
+    assert "message.format.version" in str(err.value)

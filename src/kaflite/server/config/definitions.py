@@ -351,3 +351,35 @@ def format_value(value: Any) -> str | None:
     if isinstance(value, float) and value.is_integer():
         return str(value)
     return str(value)
+
+
+# Kafka's MetadataVersion releases (the short versions of IBP_0_8_0 ... IBP_3_9_IV0): the values
+# message.format.version and log.message.format.version take, each optionally with an -IV<n> suffix.
+_KAFKA_RELEASES = frozenset(
+    ["0.8.0", "0.8.1", "0.8.2", "0.9.0", "0.10.0", "0.10.1", "0.10.2", "0.11.0", "1.0", "1.1"]
+    + [f"2.{minor}" for minor in range(9)]
+    + [f"3.{minor}" for minor in range(10)]
+)
+_RELEASE_KEY = re.compile(r"(?P<release>\d+(\.\d+)+)(-IV\d+)?")
+
+
+def kafka_release(value: object) -> str | None:
+    """The release a version string names, read as Kafka's MetadataVersion.fromVersionString reads it:
+    a 0.x version keeps its first three dot-separated parts and a later one its first two (the rest is
+    dropped, an -IV suffix with it), so `0.10.0.0`, `0.10.0-IV1`, `2.8.1` and `2.8-IV1` name 0.10.0,
+    0.10.0, 2.8 and 2.8; None for anything Kafka refuses. Any -IV<n> of a known release is accepted
+    (Kafka knows one to five per release; the suffix has no effect on magic-2 batches)."""
+    text = str(value).strip()
+    segments = text.split(".")
+    keep = 3 if text.startswith("0.") else 2
+    key = ".".join(segments[:keep]) if len(segments) > keep else text
+    shape = _RELEASE_KEY.fullmatch(key)
+    if shape is None or shape.group("release") not in _KAFKA_RELEASES:
+        return None
+    return shape.group("release")
+
+
+# message.format.version, log.message.format.version and inter.broker.protocol.version (Kafka's
+# MetadataVersionValidator): every spelling Kafka reads as one of its releases.
+KAFKA_RELEASE = Custom(lambda v: kafka_release(v) is not None,
+                       "a Kafka release from 0.8.0 to 3.9 such as 2.8, 0.10.2, 0.10.0.0, 2.8.1 or 3.0-IV1")

@@ -7,6 +7,7 @@ into `BROKER_CONFIGS`, as Kafka assembles KafkaConfig from the ConfigDefs of its
 from __future__ import annotations
 
 from kaflite.server.config.definitions import (
+    KAFKA_RELEASE,
     AtLeast,
     ConfigKey,
     Custom,
@@ -59,6 +60,16 @@ KEYS: list[ConfigKey] = [
         1000,
         "Incremental fetch sessions cached.",
         AtLeast(0),
+    ),
+    _k(
+        "inter.broker.protocol.version",
+        "string",
+        "3.8-IV0",
+        "The protocol version brokers speak to each other (Kafka's rolling-upgrade switch).",
+        KAFKA_RELEASE,
+        applies=False,
+        differs="kaflite brokers always speak their newest versions to each other; the key is accepted "
+        "(in every spelling Kafka accepts, such as 3.7, 2.8.1 or 0.10.0.0) for Kafka's server.properties.",
     ),
     _k("num.io.threads", "int", 8, "Request handler threads.", AtLeast(1), applies=False),
     _k("background.threads", "int", 10, "Background task threads.", AtLeast(1), applies=False),

@@ -6,12 +6,11 @@ into `BROKER_CONFIGS`, as Kafka assembles KafkaConfig from the ConfigDefs of its
 
 from __future__ import annotations
 
-import re
-
 from kaflite.server.config.definitions import (
     _CLEANUP,
     _COMPRESSION,
     _TS_TYPES,
+    KAFKA_RELEASE,
     LONG_MAX,
     AtLeast,
     Between,
@@ -24,10 +23,7 @@ from kaflite.server.config.definitions import (
 
 __all__ = ["KEYS", "NOT_READ"]
 
-# Kafka's MetadataVersionValidator accepts a release ("2.8", "0.10.2", "3.0-IV1"); kaflite checks the shape
-FORMAT_VERSION_SHAPE = re.compile(r"\d+\.\d+(\.\d+)?(-IV\d+)?")
-_FORMAT_VERSION = Custom(lambda v: bool(FORMAT_VERSION_SHAPE.fullmatch(str(v))),
-                         "a Kafka release such as 2.8, 0.10.2 or 3.0-IV1")
+_FORMAT_VERSION = KAFKA_RELEASE
 _GZIP_LEVEL = Custom(lambda v: v == -1 or 1 <= v <= 9, "-1, or an integer between 1 and 9")
 
 KEYS: list[ConfigKey] = [
