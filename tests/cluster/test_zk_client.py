@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+from kazoo.exceptions import NoNodeError
 
 from helpers import free_port
 from kaflite.cluster import zkdata as zd
@@ -181,6 +182,25 @@ def test_topics_configs_and_deletion(clients: Callable[[], KafkaZkClient]) -> No
     c.delete_topic("t", guard)
     assert c.get_all_topics() == set() and c.get_topics_marked_for_deletion() == set()
     assert c.get_entity_config("topics", "t") == {}
+
+
+def test_two_writers_creating_one_entity_config_both_succeed(clients: Callable[[], KafkaZkClient]) -> None:
+    # Two brokers creating __consumer_offsets at once both write /config/topics/<t>: the one whose set
+    # found no znode and whose create then found the other's must not fail (Kafka treats it as done).
+    a, b = clients(), clients()
+    real_set = a._zk.set
+    calls = []
+
+    def set_after_b_created(path: str, data: bytes) -> object:
+        calls.append(path)
+        if len(calls) == 1:  # a's set finds no znode; b creates it before a's create
+            b.set_entity_config("topics", "race", {"retention.ms": "1"}, notify=False)
+            raise NoNodeError()
+        return real_set(path, data)
+
+    a._zk.set = set_after_b_created  # type: ignore[method-assign]
+    a.set_entity_config("topics", "race", {"retention.ms": "2"}, notify=False)
+    assert len(calls) == 2 and b.get_entity_config("topics", "race") == {"retention.ms": "2"}
 
 
 def test_producer_id_blocks_never_overlap(clients: Callable[[], KafkaZkClient]) -> None:

@@ -655,7 +655,10 @@ class KafkaZkClient(ZooKeeperSession):
         try:
             self._zk.set(path, data)
         except NoNodeError:
-            self._zk.create(path, data, makepath=True)
+            try:
+                self._zk.create(path, data, makepath=True)
+            except NodeExistsError:  # created meanwhile (two brokers creating one internal topic): ours wins
+                self._zk.set(path, data)
         if notify:
             self._zk.create(
                 f"{zd.CONFIG_CHANGES}/{zd.CONFIG_CHANGE_PREFIX}",
