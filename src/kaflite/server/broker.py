@@ -17,6 +17,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import socket
 import time
@@ -44,6 +45,7 @@ from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.authorizer import AllowAllAuthorizer, Authorizer
 from kaflite.server.config import BrokerConfig, ConfigError, Listener
 from kaflite.server.logconfig import log_config_for
+from kaflite.server.metadata_waiters import MetadataWaiters
 from kaflite.server.metrics import BrokerMetrics
 from kaflite.server.purgatory import Purgatory
 from kaflite.server.replica import ReplicaManager, TopicSettings, fetch_key
@@ -118,6 +120,8 @@ class Broker:
         self._topic_deletions: dict[str, asyncio.Future[TopicImage]] = {}
         # internal topics being created (in a cluster, in the admin thread), each one's task
         self._internal_creating: dict[str, asyncio.Task[None]] = {}
+        # CreateTopics / CreatePartitions waiting for this broker's image to show their partitions' leaders
+        self.metadata_waiters = MetadataWaiters(lambda: self.metadata)
 
     # -- config ------------------------------------------------------------------------------------
     def setting(self, key: str) -> Any:
@@ -164,6 +168,8 @@ class Broker:
         # end offset) and whatever changes later
         self.metadata_writer.subscribe(self.replica_manager.on_image)
         self.replica_manager.on_image(None, self.metadata)
+        # after the ReplicaManager: a request waiting for a topic is answered once its partitions are open
+        self.metadata_writer.subscribe(self.metadata_waiters.on_image)
         self._register()
         if isinstance(self.metadata_writer, ZkMetadata):  # once registered (a refused id starts nothing)
             self._start_replication(self.metadata_writer)
@@ -377,6 +383,26 @@ class Broker:
         if isinstance(self.metadata_writer, ZkMetadata):
             return await self.metadata_writer.run_admin(call)
         return call()
+
+    async def topic_for_admin(self, name: str, wait_s: float = 5.0) -> TopicImage | None:
+        """The topic a configuration request names, with its config overrides as the writer holds them.
+
+        In a cluster both come from ZooKeeper, as Kafka's ZooKeeper mode reads topic configs there for
+        DescribeConfigs and AlterConfigs: this broker's image follows ZooKeeper by tens of milliseconds, so a
+        topic created or reconfigured through another broker a moment ago would otherwise be unknown here or
+        show its old configs. A topic ZooKeeper holds and the image does not show yet is waited for up to
+        `wait_s`. None: no such topic (or still not in the image after `wait_s`)."""
+        topic = self.metadata.topics.get(name)
+        if not isinstance(self.metadata_writer, ZkMetadata):
+            return topic
+        zk = self.metadata_writer.zk
+        held, configs = await self.admin_call(
+            lambda: (zk.get_topic_assignment(name), zk.get_entity_config("topics", name)))
+        if held is None:
+            return None
+        if topic is None and await self.metadata_waiters.wait(lambda image: name in image.topics, wait_s):
+            topic = self.metadata.topics.get(name)
+        return None if topic is None else dataclasses.replace(topic, configs=configs)
 
     def ensure_topic(
         self, name: str, num_partitions: int | None = None, configs: Mapping[str, str] | None = None

@@ -25,6 +25,7 @@ Rules (Kafka's `ControllerApis` / `KafkaApis`):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import logging
 import uuid
@@ -42,6 +43,7 @@ from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.metadata import broker_endpoints
 from kaflite.server.handlers.partitions import per_partition
+from kaflite.server.metadata_waiters import topic_has_leaders
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +97,8 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     R = ctx.response
     counts = Counter(t.name for t in request.topics)
-    results = []
+    results: list[Any] = []
+    created: list[tuple[int, str, int]] = []  # (index in results, topic, partitions) to wait for
     for t in request.topics:
         code, message = ErrorCode.none, None
         topic = None
@@ -138,6 +141,7 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
             if not request.validate_only:
                 topic = await broker.admin_call(partial(broker.create_topic, t.name, num_partitions, configs,
                                                         replication_factor=rf, assignment=assignment))
+                created.append((len(results), t.name, num_partitions))
         except KafkaError as e:
             code, message = e.code, e.message or None
             num_partitions, rf = -1, -1
@@ -166,7 +170,30 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
                 configs=topic_configs,
             )
         )
+    for index in await _not_ready_in_time(broker, request.timeout, created):
+        late = results[index]
+        message = f"Topic '{late.name}' was created, but its partitions had no leader on this broker in time."
+        results[index] = dataclasses.replace(late, error_code=ErrorCode.request_timed_out,
+                                             **({"error_message": message} if hasattr(late, "error_message")
+                                                else {}))
     return build(R.CreateTopicsResponse, throttle_time=_ZERO, topics=tuple(results))
+
+
+async def _not_ready_in_time(broker: Broker, timeout: datetime.timedelta,
+                             changed: list[tuple[int, str, int]]) -> list[int]:
+    """Kafka's DelayedCreatePartitions: in a cluster, CreateTopics and CreatePartitions answer once this
+    broker's metadata shows every new partition with a leader (so the client's next request to this broker,
+    a produce or a config change, finds it), or the request's timeout passed: the indexes still not ready
+    then, answered REQUEST_TIMED_OUT (the change stays made). A timeout <= 0 answers at once, as Kafka."""
+    if not changed or not broker.in_cluster or timeout.total_seconds() <= 0:
+        return []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout.total_seconds()
+    late = []
+    for index, name, partitions in changed:
+        if not await broker.metadata_waiters.wait(topic_has_leaders(name, partitions), deadline - loop.time()):
+            late.append(index)
+    return late
 
 
 # -- DeleteTopics ------------------------------------------------------------------------------------
@@ -223,13 +250,14 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     R = ctx.response
     counts = Counter(t.name for t in request.topics)
-    results = []
+    results: list[Any] = []
+    created: list[tuple[int, str, int]] = []  # (index in results, topic, partitions) to wait for
     for t in request.topics:
         code, message = ErrorCode.none, None
         try:
             if counts[t.name] > 1:
                 raise KafkaError(ErrorCode.invalid_request, f"Duplicate topic name {t.name} in the request.")
-            topic = broker.metadata.topics.get(t.name)
+            topic = await broker.topic_for_admin(t.name)
             if topic is None:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{t.name}' does not exist.")
             if t.count <= topic.num_partitions:
@@ -251,9 +279,15 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
                                             validate_only=True))
             if not request.validate_only:
                 await broker.admin_call(partial(broker.create_partitions, t.name, t.count, assignment))
+                created.append((len(results), t.name, t.count))
         except KafkaError as e:
             code, message = e.code, e.message or None
         results.append(build(R.CreatePartitionsTopicResult, name=t.name, error_code=code, error_message=message))
+    for index in await _not_ready_in_time(broker, request.timeout, created):
+        results[index] = build(R.CreatePartitionsTopicResult, name=results[index].name,
+                               error_code=ErrorCode.request_timed_out,
+                               error_message=f"Partitions of '{results[index].name}' were created, but had no "
+                                             f"leader on this broker in time.")
     return build(R.CreatePartitionsResponse, throttle_time=_ZERO, results=tuple(results))
 
 
@@ -287,7 +321,7 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
         try:
             if res.resource_type == RESOURCE_TOPIC:
                 ctx.require(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, res.resource_name)
-                topic = broker.metadata.topics.get(res.resource_name)
+                topic = await broker.topic_for_admin(res.resource_name)
                 if topic is None:
                     try:
                         validate_topic_name(res.resource_name)
@@ -353,7 +387,7 @@ async def _alter(
                     ErrorCode.invalid_request, "kaflite's broker configs are static: edit server.properties"
                 )
             ctx.require(AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, res.resource_name)
-            topic = broker.metadata.topics.get(res.resource_name)
+            topic = await broker.topic_for_admin(res.resource_name)
             if topic is None:
                 raise KafkaError(
                     ErrorCode.unknown_topic_or_partition, f"Topic '{res.resource_name}' does not exist."
