@@ -47,6 +47,7 @@ from kaflite.server.logconfig import log_config_for
 from kaflite.server.metrics import BrokerMetrics
 from kaflite.server.purgatory import Purgatory
 from kaflite.server.replica import ReplicaManager, TopicSettings, fetch_key
+from kaflite.server.security.client import BrokerConnector, broker_connector
 from kaflite.server.security.scram import FILE_NAME as SCRAM_FILE_NAME
 from kaflite.server.security.scram import CredentialStore
 from kaflite.storage.config import LogConfig
@@ -73,7 +74,11 @@ class Broker:
         # (zookeeper.connect), else the single-node writer persisted in the data directory
         zookeeper = zookeeper_settings(config)
         self.metadata_writer: LocalMetadata | ZkMetadata
+        # how this broker connects to the others (TLS, SASL login of the inter-broker listener): one
+        # connector shared by every broker-to-broker sender; its files are read here, at start-up
+        self.inter_broker_connector: BrokerConnector | None = None
         if zookeeper is not None:
+            self.inter_broker_connector = broker_connector(config)
             self.metadata_writer = ZkMetadata(zookeeper, self.node_id, config)
         else:
             self.metadata_writer = LocalMetadata(self.log_dirs[0] if self.log_dirs else None, self.node_id)
@@ -191,6 +196,7 @@ class Broker:
             backoff_ms=int(self.setting("replica.fetch.backoff.ms")),
             socket_timeout_ms=int(self.setting("replica.socket.timeout.ms")),
             listener=self.config.inter_broker_listener_name,
+            connector=self.inter_broker_connector,
         )
         fetchers = ReplicaFetcherManager(self.node_id, rm, config, lambda: self.metadata)
         self.extensions["replica_fetchers"] = fetchers
