@@ -97,7 +97,8 @@ class Broker:
             self.advertised_listeners.get(first.name) or \
             Listener(first.name, first.host or "127.0.0.1", first.port, first.security_protocol)
         self.authorizer: Authorizer = AllowAllAuthorizer()
-        # SCRAM users (single node: a file in the data directory, read at start; server/security/scram.py)
+        # SCRAM users (single node: a file in the data directory, read at start, server/security/scram.py;
+        # a cluster: ZooKeeper, cluster/zk_credentials.py)
         self.scram_credentials = CredentialStore(None)
         self._tasks: list[asyncio.Task[None]] = []
         self._storage_job: asyncio.Future[None] | None = None  # the housekeeping pass in its thread
@@ -162,6 +163,13 @@ class Broker:
         on_disk = list(manager.logs())
         self.replica_manager.log_manager = manager
         self.metadata_writer.load(on_disk)
+        if isinstance(self.metadata_writer, ZkMetadata):
+            # a cluster's SCRAM users live in ZooKeeper (/config/users), shared by every broker
+            from kaflite.cluster.zk_credentials import ZkCredentialStore
+
+            store = ZkCredentialStore(self.metadata_writer.zk)
+            store.load()
+            self.scram_credentials = store
         self._complete_pending_deletions()
         self._settle_cluster_id()
         # from here on the ReplicaManager follows the image: it opens every hosted partition now (each

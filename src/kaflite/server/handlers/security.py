@@ -11,7 +11,7 @@ Rules:
   UNSUPPORTED_SASL_MECHANISM; iterations outside 4096..16384, an empty name or an empty salt or salted
   password UNACCEPTABLE_CREDENTIAL; a user with the same mechanism twice DUPLICATE_RESOURCE; deleting a
   credential that does not exist RESOURCE_NOT_FOUND; a user with any error changes nothing, the others'
-  changes are stored durably (written to disk in a thread) before the answer;
+  changes are stored durably (written to disk, or to ZooKeeper in a cluster, in a thread) before the answer;
 - nothing here logs a salt, a salted password or a key.
 """
 
@@ -54,6 +54,7 @@ async def handle_describe_scram(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER):
         return build(R.DescribeUserScramCredentialsResponse, throttle_time=_ZERO,
                      error_code=ErrorCode.cluster_authorization_failed, error_message=None, results=())
+    await asyncio.to_thread(store.refresh)  # a cluster's ZooKeeper: read there, as Kafka's ZooKeeper mode
     names = sorted(store.users) if request.users is None else [u.name for u in request.users]
     results = []
     for name in dict.fromkeys(names):
