@@ -37,7 +37,8 @@ Rules:
   a Fetch or to the truncation's OffsetForLeaderEpoch alike;
 - a connection or decoding failure closes the connection and retries after `replica.fetch.backoff.ms`;
 - the connection goes to the leader's endpoint on the inter-broker listener (`inter.broker.listener.name`,
-  else the first one it registered).
+  else the first one it registered), through the broker's one BrokerConnector (TLS, SASL login: a refused
+  login is a connection failure, retried as above).
 Everything runs on the broker's event loop; the appends are the Log's own (synchronous, as a leader's); the
 truncations (segment renames, the producer state rebuilt from snapshot and log, the checkpoint files rewritten
 with fsyncs) and what deletes whole segments (a moved log start offset, a restart at the leader's) run in a
