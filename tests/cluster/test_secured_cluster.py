@@ -129,7 +129,7 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
         for b in (1, 2, 3):  # started together: each start costs seconds on a loaded machine
             brokers.start(b, *c.overrides(b), wait=False)
         for b in (1, 2, 3):
-            brokers.wait_listening(b)
+            brokers.wait_listening(b, timeout=90)  # three starts at once on two shared cores
         wait_until("brokers registered", lambda: zk.get_broker_ids() == [1, 2, 3])
         yield c
     finally:
@@ -191,11 +191,10 @@ def test_a_credential_written_by_kaflite_is_kafkas_znode_and_every_broker_applie
     assert server == hmac.new(salted, b"Server Key", "sha256").digest()
     changes = [cluster.zk._zk.get(f"/config/changes/{n}")[0] for n in sorted(cluster.zk._zk.get_children("/config/changes"))]
     assert changes[-1] == b'{"version":2,"entity_path":"users/app"}'
-    # every broker logs the user in within 1 s of the answer (the notification's watch, not a re-read)
-    for b in (2, 3):
-        wait_until(f"app logs in on broker {b}", lambda b=b: _login(cluster, b, "app", APP_PASSWORD, "SCRAM-SHA-256"),
-                   timeout=5, interval=0.05)
-    assert time.monotonic() - written < 1.0 + 0.5 * 2  # two logins of up to 0.5 s each on this machine
+    # 1 s after the answer every broker has applied it (its notification's watch): one login each, however
+    # long a login takes on a loaded machine
+    time.sleep(max(0.0, written + 1.0 - time.monotonic()))
+    assert [_login(cluster, b, "app", APP_PASSWORD, "SCRAM-SHA-256") for b in (2, 3)] == [True, True]
     # Describe on another broker reads ZooKeeper
     other = AdminClient(cluster.client(**{"bootstrap.servers": cluster.bootstrap(3)}))
     described = other.describe_user_scram_credentials(["app"])["app"].result(30)
@@ -203,8 +202,8 @@ def test_a_credential_written_by_kaflite_is_kafkas_znode_and_every_broker_applie
         [(ScramMechanism.SCRAM_SHA_256, 8192)]
     admin.alter_user_scram_credentials([UserScramCredentialDeletion("app", ScramMechanism.SCRAM_SHA_256)])[
         "app"].result(30)
-    wait_until("app refused on broker 3", lambda: not _login(cluster, 3, "app", APP_PASSWORD, "SCRAM-SHA-256"),
-               timeout=2, interval=0.05)
+    time.sleep(1.0)
+    assert not _login(cluster, 3, "app", APP_PASSWORD, "SCRAM-SHA-256")
     assert json.loads(cluster.zk._zk.get("/config/users/app")[0]) == {"version": 1, "config": {}}
 
 

@@ -77,3 +77,19 @@ def test_a_znode_written_as_kafkas_tools_do_is_applied_within_a_second(
     zk._zk.delete("/config/users/carol")
     zk._zk.create("/config/changes/config_change_", b'{"version":2,"entity_path":"users/carol"}', sequence=True)
     wait_until("carol removed", lambda: store.get("carol", "SCRAM-SHA-256") is None, timeout=1.0, interval=0.01)
+
+
+def test_an_alteration_applies_to_the_znode_as_read_not_to_an_outdated_table(
+        zk: KafkaZkClient, store: ZkCredentialStore) -> None:
+    # broker B's table predates broker A's change of the same user (its notification not yet applied)
+    b = ZkCredentialStore(zk)
+    b.refresh()
+    c256 = derive_credential("SCRAM-SHA-256", "one", SALT, 4096)
+    c512 = derive_credential("SCRAM-SHA-512", "two", SALT, 4096)
+    store.save(store.with_changes({("alice", "SCRAM-SHA-256"): c256}, set()))
+    b.save(b.with_changes({("alice", "SCRAM-SHA-512"): c512}, set()))
+    config = json.loads(zk._zk.get("/config/users/alice")[0])["config"]
+    assert config == {"SCRAM-SHA-256": c256.to_text(), "SCRAM-SHA-512": c512.to_text()}  # A's change kept
+    assert b.get("alice", "SCRAM-SHA-256") == c256  # B's table follows the znode it read
+    wait_until("A applied B's change", lambda: store.get("alice", "SCRAM-SHA-512") == c512, timeout=1.0,
+               interval=0.01)

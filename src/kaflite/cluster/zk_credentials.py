@@ -13,12 +13,17 @@ Rules:
 - each broker loads every user at start-up and re-reads a user's znode on each notification naming it
   (the zk-watch thread: never the event loop); the SASL exchange reads the in-memory table only;
 - `save` and `refresh` call ZooKeeper and block: the handlers run them in a thread;
+- the table is replaced whole (the event loop reads it without a lock); every read-then-replace of it
+  (start-up, a notification, Describe's refresh, an alteration) holds one lock and reads ZooKeeper inside
+  it, so an older read never overwrites a newer one; the watch is armed before the first read, so no
+  notification falls between them;
 - nothing here logs a salt or a key.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
@@ -64,43 +69,77 @@ class ZkCredentialStore(CredentialStore):
     def __init__(self, zk: KafkaZkClient) -> None:
         super().__init__(None)
         self.zk = zk
+        self._lock = threading.Lock()
 
     def load(self) -> None:
-        """Every user's credentials, then a watch of the notifications (blocking: at start-up)."""
-        self.refresh()
+        """A watch of the notifications, then every user's credentials (blocking: at start-up)."""
         self.zk.watch_config_changes(self._on_change)
+        self.refresh()
 
     def refresh(self) -> None:
         """Read every user's znode again (DescribeUserScramCredentials reads ZooKeeper, as Kafka's)."""
-        users = {}
-        for child in self.zk.get_children(f"/config/{USERS}"):
-            creds = _credentials(self.zk.get_entity_config(USERS, child), f"/config/{USERS}/{child}")
-            if creds:
-                users[desanitize(child)] = creds
-        self.users = users
+        with self._lock:
+            users = {}
+            for child in self.zk.get_children(f"/config/{USERS}"):
+                creds = _credentials(self.zk.get_entity_config(USERS, child), f"/config/{USERS}/{child}")
+                if creds:
+                    users[desanitize(child)] = creds
+            self.users = users
 
     def _on_change(self, event: Any) -> None:
         from kaflite.cluster.zk import ConfigChanged
 
         if not isinstance(event, ConfigChanged) or event.entity_type != USERS or "/" in event.name:
             return  # topics, clients, and <user>/clients/<id> quota entities are not credentials
-        creds = _credentials(self.zk.get_entity_config(USERS, event.name), f"/config/{USERS}/{event.name}")
+        with self._lock:
+            creds = _credentials(self.zk.get_entity_config(USERS, event.name), f"/config/{USERS}/{event.name}")
+            self._put(desanitize(event.name), creds)
+
+    def _put(self, user: str, creds: dict[str, ScramCredential]) -> None:
         users = dict(self.users)  # replaced whole: the event loop reads it without a lock
-        name = desanitize(event.name)
         if creds:
-            users[name] = creds
+            users[user] = creds
         else:
-            users.pop(name, None)
+            users.pop(user, None)
         self.users = users
 
+    def with_changes(self, upserts: dict[tuple[str, str], ScramCredential],
+                     deletions: set[tuple[str, str]]) -> dict[str, dict[str, ScramCredential]]:
+        """The table after these changes, carrying the changes themselves: `save` applies them to each
+        user's znode as read then (Kafka's read-modify-write), not the table, which another broker's
+        change of the same user may have outdated."""
+        table = _Changes(super().with_changes(upserts, deletions))
+        table.ops = {**dict.fromkeys(deletions), **upserts}
+        return table
+
     def save(self, users: dict[str, dict[str, ScramCredential]]) -> None:
-        """Write the users whose credentials differ from the table's (read-modify-write of each user's
-        znode, its other keys kept), each with its notification, then make `users` the table."""
-        for user in sorted(set(users) | set(self.users)):
-            if users.get(user) == self.users.get(user):
-                continue
-            name = sanitize(user)
-            config = {k: v for k, v in self.zk.get_entity_config(USERS, name).items() if k not in MECHANISMS}
-            config.update({m: c.to_text() for m, c in sorted(users.get(user, {}).items())})
-            self.zk.set_entity_config(USERS, name, config)
-        self.users = users
+        """Write each changed user's znode (its other keys and mechanisms kept), each with its
+        notification; only those users change in the table."""
+        if isinstance(users, _Changes):
+            ops = users.ops
+        else:  # a whole table: every mechanism of every user that differs
+            ops = {}
+            for user in set(users) | set(self.users):
+                for mech in MECHANISMS:
+                    new = users.get(user, {}).get(mech)
+                    if new != self.users.get(user, {}).get(mech):
+                        ops[(user, mech)] = new
+        with self._lock:
+            for user in sorted({u for u, _ in ops}):
+                name = sanitize(user)
+                config = self.zk.get_entity_config(USERS, name)
+                for (u, mech), cred in ops.items():
+                    if u != user:
+                        continue
+                    if cred is None:
+                        config.pop(mech, None)
+                    else:
+                        config[mech] = cred.to_text()
+                self.zk.set_entity_config(USERS, name, config)
+                self._put(user, _credentials(config, f"/config/{USERS}/{name}"))
+
+
+class _Changes(dict[str, dict[str, ScramCredential]]):
+    """A credential table and the (user, mechanism) changes that made it (None: deleted)."""
+
+    ops: dict[tuple[str, str], ScramCredential | None]
