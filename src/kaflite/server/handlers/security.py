@@ -12,6 +12,8 @@ Rules:
   password UNACCEPTABLE_CREDENTIAL; a user with the same mechanism twice DUPLICATE_RESOURCE; deleting a
   credential that does not exist RESOURCE_NOT_FOUND; a user with any error changes nothing, the others'
   changes are stored durably (written to disk, or to ZooKeeper in a cluster, in a thread) before the answer;
+  a store that fails (a full disk, ZooKeeper out of reach) answers each altered user UNKNOWN_SERVER_ERROR,
+  as Kafka's per-user ApiError, and the connection stays;
 - nothing here logs a salt, a salted password or a key.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 from typing import Any
 
 from kaflite.protocol.errors import ErrorCode
@@ -32,6 +35,7 @@ from kaflite.server.security.scram import (
     credential_from_salted_password,
 )
 
+log = logging.getLogger("kaflite.server")
 _ZERO = datetime.timedelta(0)
 MIN_SALT_BYTES = 12
 _BY_CODE = {code: name for name, (_, code) in MECHANISMS.items()}
@@ -136,7 +140,14 @@ async def handle_alter_scram(ctx: RequestContext, request: Any) -> Any:
         lock = ctx.broker.extensions.setdefault(_LOCK_KEY, asyncio.Lock())
         async with lock:  # one change at a time: each writes the whole table
             users = store.with_changes(upserts, deletions)
-            await asyncio.to_thread(store.save, users)  # fsync: never on the event loop
+            try:
+                await asyncio.to_thread(store.save, users)  # fsync, ZooKeeper: never on the event loop
+            except Exception as e:  # noqa: BLE001 - a full disk, ZooKeeper out of reach: answered, not a crash
+                log.warning("storing SCRAM credentials failed: %s", type(e).__name__)
+                for name in {u for u, _ in [*upserts, *deletions]}:
+                    _check(errors, name, ErrorCode.unknown_server_error,
+                           f"The credentials could not be stored ({type(e).__name__}); describe them to see "
+                           f"which changes were stored")
     results = []
     for name in names:
         errs = errors.get(name)
