@@ -207,15 +207,3 @@ def test_principal_mapping_rules() -> None:
 def test_principal_mapping_rules_malformed() -> None:
     err = refused({"ssl.principal.mapping.rules": "RULE:nope"})
     assert err.key == "ssl.principal.mapping.rules"
-
-
-def test_cluster_with_a_secured_inter_broker_listener_is_refused(certs: Certs) -> None:
-    err = refused({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PEM",
-                   "ssl.keystore.location": str(certs.broker_keystore), "zookeeper.connect": "127.0.0.1:2181"})
-    assert err.key == "inter.broker.listener.name" and "PLAINTEXT only" in str(err) and "SSL (SSL)" in str(err)
-    # with a PLAINTEXT listener for the brokers it loads
-    BrokerConfig.load(overrides={"listeners": "SSL://127.0.0.1:0,INTERNAL://127.0.0.1:0",
-                                 "listener.security.protocol.map": "SSL:SSL,INTERNAL:PLAINTEXT",
-                                 "inter.broker.listener.name": "INTERNAL", "ssl.keystore.type": "PEM",
-                                 "ssl.keystore.location": str(certs.broker_keystore),
-                                 "zookeeper.connect": "127.0.0.1:2181"})

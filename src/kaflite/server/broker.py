@@ -49,6 +49,7 @@ from kaflite.server.metadata_waiters import MetadataWaiters
 from kaflite.server.metrics import BrokerMetrics
 from kaflite.server.purgatory import Purgatory
 from kaflite.server.replica import ReplicaManager, TopicSettings, fetch_key
+from kaflite.server.security.client import BrokerConnector, broker_connector
 from kaflite.server.security.scram import FILE_NAME as SCRAM_FILE_NAME
 from kaflite.server.security.scram import CredentialStore
 from kaflite.storage.config import LogConfig
@@ -75,7 +76,11 @@ class Broker:
         # (zookeeper.connect), else the single-node writer persisted in the data directory
         zookeeper = zookeeper_settings(config)
         self.metadata_writer: LocalMetadata | ZkMetadata
+        # how this broker connects to the others (TLS, SASL login of the inter-broker listener): one
+        # connector shared by every broker-to-broker sender; its files are read here, at start-up
+        self.inter_broker_connector: BrokerConnector | None = None
         if zookeeper is not None:
+            self.inter_broker_connector = broker_connector(config)
             self.metadata_writer = ZkMetadata(zookeeper, self.node_id, config)
         else:
             self.metadata_writer = LocalMetadata(self.log_dirs[0] if self.log_dirs else None, self.node_id)
@@ -94,7 +99,8 @@ class Broker:
             self.advertised_listeners.get(first.name) or \
             Listener(first.name, first.host or "127.0.0.1", first.port, first.security_protocol)
         self.authorizer: Authorizer = AllowAllAuthorizer()
-        # SCRAM users (single node: a file in the data directory, read at start; server/security/scram.py)
+        # SCRAM users (single node: a file in the data directory, read at start, server/security/scram.py;
+        # a cluster: ZooKeeper, cluster/zk_credentials.py)
         self.scram_credentials = CredentialStore(None)
         self._tasks: list[asyncio.Task[None]] = []
         self._storage_job: asyncio.Future[None] | None = None  # the housekeeping pass in its thread
@@ -161,6 +167,13 @@ class Broker:
         on_disk = list(manager.logs())
         self.replica_manager.log_manager = manager
         self.metadata_writer.load(on_disk)
+        if isinstance(self.metadata_writer, ZkMetadata):
+            # a cluster's SCRAM users live in ZooKeeper (/config/users), shared by every broker
+            from kaflite.cluster.zk_credentials import ZkCredentialStore
+
+            store = ZkCredentialStore(self.metadata_writer.zk)
+            store.load()
+            self.scram_credentials = store
         self._complete_pending_deletions()
         self._settle_cluster_id()
         # from here on the ReplicaManager follows the image: it opens every hosted partition now (each
@@ -197,6 +210,7 @@ class Broker:
             backoff_ms=int(self.setting("replica.fetch.backoff.ms")),
             socket_timeout_ms=int(self.setting("replica.socket.timeout.ms")),
             listener=self.config.inter_broker_listener_name,
+            connector=self.inter_broker_connector,
         )
         fetchers = ReplicaFetcherManager(self.node_id, rm, config, lambda: self.metadata)
         self.extensions["replica_fetchers"] = fetchers

@@ -1,8 +1,11 @@
-"""One broker-to-broker connection (Kafka's NetworkClient as the inter-broker senders use it): requests of
-flexible versions (request header v2, response header v1), one at a time, over the other broker's
-endpoint on the inter-broker listener.
+"""One broker-to-broker connection (Kafka's NetworkClient as the inter-broker senders use it): requests
+one at a time (flexible versions with request header v2 and response header v1, others - SaslHandshake -
+with v1 and v0), over the other broker's endpoint on the inter-broker listener.
 
 Rules:
+- `open` connects through the broker's one `BrokerConnector` (server/security/client.py): TLS and the
+  SASL login of the inter-broker listener's security protocol happen there, before the first request
+  (no connector: PLAINTEXT);
 - a request waits at most `timeout_s` for its bytes to leave (drain) and as long for its answer; a frame
   of a bad size or another correlation id is a ConnectionError (the caller closes the connection and
   opens a new one);
@@ -19,12 +22,15 @@ import io
 import struct
 from typing import Any
 
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
 from kaflite.cluster.metadata import MetadataImage
+from kaflite.server.security.client import BrokerConnector
 
 __all__ = ["BrokerConnection", "address_of"]
 
@@ -53,14 +59,27 @@ class BrokerConnection:
         self.correlation = 0
 
     @classmethod
-    async def open(cls, host: str, port: int, client_id: str, timeout_s: float) -> BrokerConnection:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
-        return cls(reader, writer, client_id)
+    async def open(cls, host: str, port: int, client_id: str, timeout_s: float,
+                   connector: BrokerConnector | None = None) -> BrokerConnection:
+        """A connection ready for requests: connected, and authenticated as the connector says."""
+        if connector is None:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+            return cls(reader, writer, client_id)
+        reader, writer = await connector.open_stream(host, port, timeout_s)
+        conn = cls(reader, writer, client_id)
+        try:
+            await connector.authenticate(conn, timeout_s)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     async def request(self, req: Any, response_schema: Any, timeout_s: float) -> Any:
         self.correlation += 1
         buf = io.BytesIO()
-        entity_writer(RequestHeader)(buf, RequestHeader(
+        flexible = bool(req.__flexible__)
+        header = RequestHeader if flexible else RequestHeaderV1
+        entity_writer(header)(buf, header(
             request_api_key=i16(req.__api_key__), request_api_version=i16(req.__version__),
             correlation_id=i32(self.correlation), client_id=self.client_id))
         entity_writer(type(req))(buf, req)
@@ -76,7 +95,7 @@ class BrokerConnection:
         (corr,) = struct.unpack_from(">i", frame, 0)
         if corr != self.correlation:
             raise ConnectionError(f"correlation id {corr}, expected {self.correlation}")
-        _header, offset = entity_reader(ResponseHeader)(frame, 0)
+        _header, offset = entity_reader(ResponseHeader if flexible else ResponseHeaderV0)(frame, 0)
         response, _ = entity_reader(response_schema)(frame, offset)
         return response
 

@@ -46,6 +46,7 @@ from kaflite.cluster.metadata import MetadataImage
 from kaflite.coordinator.transaction import MarkerJob
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.broker_connection import BrokerConnection, address_of
+from kaflite.server.security.client import BrokerConnector
 
 __all__ = ["DONE", "TransactionMarkerChannelManager"]
 
@@ -76,12 +77,13 @@ class _Destination:
 
 class TransactionMarkerChannelManager:
     def __init__(self, broker_id: int, image: Callable[[], MetadataImage], write_local: LocalWriter, *,
-                 listener: str | None = None, request_timeout_ms: int = 30_000, backoff_ms: int = 50,
+                 listener: str | None = None, connector: BrokerConnector | None = None, request_timeout_ms: int = 30_000, backoff_ms: int = 50,
                  max_backoff_ms: int = 1000) -> None:
         self.broker_id = broker_id
         self.image = image
         self.write_local = write_local
         self.listener = listener
+        self.connector = connector  # the broker's inter-broker TLS / SASL (None: PLAINTEXT)
         self.request_timeout_ms = request_timeout_ms
         self.backoff_ms = backoff_ms
         self.max_backoff_ms = max_backoff_ms
@@ -182,7 +184,8 @@ class TransactionMarkerChannelManager:
         timeout_s = self.request_timeout_ms / 1000
         if dest.conn is None:
             host, port = address_of(self.image(), dest.broker, self.listener)
-            dest.conn = await BrokerConnection.open(host, port, f"broker-{self.broker_id}-txn-markers", timeout_s)
+            dest.conn = await BrokerConnection.open(host, port, f"broker-{self.broker_id}-txn-markers", timeout_s,
+                                                    self.connector)
         markers = []
         for q in batch:
             by_topic: dict[str, list[int]] = {}

@@ -43,7 +43,7 @@ from kaflite.server.config.definitions import (
     parse_listeners,
 )
 from kaflite.server.config.properties import _escape_value, parse_properties
-from kaflite.server.config.security_checks import check_listener_security
+from kaflite.server.config.security_checks import check_inter_broker, check_listener_security
 from kaflite.server.config.topic_keys import TOPIC_CONFIGS, _unknown, validate_topic_configs
 
 __all__ = ["BROKER_CONFIGS", "DEV_PROFILE", "DEV_PROFILE_WARNING", "SUBSYSTEMS", "BrokerConfig"]
@@ -255,17 +255,21 @@ class BrokerConfig(Mapping[str, Any]):
                 f"({', '.join(sorted(names))}), got {inter!r}",
                 "inter.broker.listener.name",
             )
-        if v["zookeeper.connect"]:
-            # in a cluster the brokers connect to each other's inter-broker listener, and kaflite's
-            # broker-to-broker clients speak PLAINTEXT only (docs/security.md, "Not yet done")
-            ibl = self.inter_broker_listener_name
-            proto = protocols.get(ibl)
-            if proto != "PLAINTEXT":
-                key = "inter.broker.listener.name"
+        sibp = v["security.inter.broker.protocol"]
+        if sibp is not None:
+            if inter is not None:
                 raise ConfigError(
-                    f"{key}: kaflite's brokers connect to each other over PLAINTEXT only, so the inter-broker "
-                    f"listener must be a PLAINTEXT listener, got {ibl} ({proto}); add one, e.g. "
-                    f"INTERNAL://10.0.0.1:9091 with INTERNAL:PLAINTEXT and {key}=INTERNAL", key)
+                    "security.inter.broker.protocol: only one of inter.broker.listener.name and "
+                    "security.inter.broker.protocol may be set", "security.inter.broker.protocol")
+            if sibp.strip().upper() not in names:
+                raise ConfigError(
+                    f"security.inter.broker.protocol: names the listener {sibp.strip().upper()}, which is not "
+                    f"in listeners ({', '.join(sorted(names))}); or set inter.broker.listener.name",
+                    "security.inter.broker.protocol")
+        if v["zookeeper.connect"]:
+            # in a cluster the brokers connect to each other's inter-broker listener as clients
+            ibl = self.inter_broker_listener_name
+            check_inter_broker(self, ibl, protocols.get(ibl) or "PLAINTEXT")
         if v["advertised.listeners"] is not None:
             for li in parse_listeners(v["advertised.listeners"], "advertised.listeners"):
                 if li.name in controller:
@@ -402,6 +406,9 @@ class BrokerConfig(Mapping[str, Any]):
         inter = self._values["inter.broker.listener.name"]
         if inter is not None:
             return str(inter).strip().upper()
+        protocol = self._values["security.inter.broker.protocol"]
+        if protocol is not None:  # Kafka: the listener named after the protocol
+            return str(protocol).strip().upper()
         clients = self.client_listeners
         return next((li.name for li in clients if li.security_protocol == "PLAINTEXT"), clients[0].name)
 

@@ -62,7 +62,9 @@ KEYS: list[ConfigKey] = [
        "Rules mapping a client certificate's distinguished name to a principal name "
        "(RULE:pattern/replacement/[LU], DEFAULT)."),
     _k("ssl.endpoint.identification.algorithm", "string", "https",
-       "Host name verification on the broker's own client side (inter-broker); not read yet."),
+       "Host name verification on the broker's own client side (connections to other brokers' "
+       "inter-broker listener): https checks the peer certificate's names against its address, empty "
+       "does not (the chain is verified either way).", OneOf(("https", "HTTPS", ""))),
     # --- SASL --------------------------------------------------------------------------------------
     _k("sasl.enabled.mechanisms", "list", ["GSSAPI"],
        "SASL mechanisms served on SASL listeners; kaflite serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
@@ -70,7 +72,16 @@ KEYS: list[ConfigKey] = [
        "JAAS login module configuration for every mechanism of every listener without a "
        "listener.name.<l>.<mechanism>.sasl.jaas.config; PLAIN reads its user_<name>=\"password\" entries."),
     _k("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI",
-       "SASL mechanism of broker-to-broker connections; kaflite's brokers connect over PLAINTEXT only yet."),
+       "SASL mechanism this broker logs in with on other brokers' inter-broker listener (PLAIN, "
+       "SCRAM-SHA-256, SCRAM-SHA-512; one of that listener's sasl.enabled.mechanisms); its username and "
+       "password are those of listener.name.<l>.<mechanism>.sasl.jaas.config."),
+    _k("security.inter.broker.protocol", "string", None,
+       "Security protocol between brokers: the inter-broker listener is the one named after it (Kafka's "
+       "rule); only one of it and inter.broker.listener.name may be set. Unset: inter.broker.listener.name, "
+       "else the first PLAINTEXT client listener.",
+       OneOf(("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")), kafka_default="PLAINTEXT",
+       differs="unset by default: a broker without a listener named PLAINTEXT uses its first PLAINTEXT "
+               "client listener (Kafka refuses the configuration)"),
     _k("connection.failed.authentication.delay.ms", "int", 100,
        "Delay of the answer to a failed authentication before the connection is closed.", AtLeast(0)),
 ]
@@ -84,6 +95,4 @@ NOT_READ: dict[str, str] = {
     "ssl.keystore.password": "PEM key stores have no store password (ssl.key.password decrypts the key)",
     "ssl.truststore.password": "PEM trust stores have no password",
     "ssl.protocol": "Python negotiates the highest version of ssl.enabled.protocols",
-    "ssl.endpoint.identification.algorithm": "brokers connect to each other over PLAINTEXT only yet",
-    "sasl.mechanism.inter.broker.protocol": "brokers connect to each other over PLAINTEXT only yet",
 }

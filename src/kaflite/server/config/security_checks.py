@@ -8,7 +8,10 @@ Rules:
   within PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; PLAIN needs a JAAS configuration
   (`listener.name.<l>.plain.sasl.jaas.config`, else `sasl.jaas.config`) of PlainLoginModule with at least
   one `user_<name>` option;
-- `ssl.principal.mapping.rules` must parse.
+- `ssl.principal.mapping.rules` must parse;
+- in a cluster (`check_inter_broker`), a SASL inter-broker listener needs
+  `sasl.mechanism.inter.broker.protocol` among that listener's enabled mechanisms and the broker's own
+  login (`username`, `password`) in the JAAS entry of that mechanism on that listener (Kafka's checks).
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ class BrokerConfig(Protocol):
 
     def __contains__(self, key: object) -> bool: ...
 
-__all__ = ["PLAIN_MODULE", "check_listener_security", "enabled_mechanisms", "plain_users"]
+__all__ = ["PLAIN_MODULE", "SCRAM_MODULE", "check_inter_broker", "check_listener_security", "enabled_mechanisms",
+           "plain_users"]
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
 def enabled_mechanisms(cfg: BrokerConfig, listener: str) -> list[str]:
@@ -91,3 +96,20 @@ def check_listener_security(cfg: BrokerConfig, li: Any) -> None:
     if proto in ("SASL_PLAINTEXT", "SASL_SSL"):
         if "PLAIN" in enabled_mechanisms(cfg, li.name):
             plain_users(cfg, li.name)
+
+
+def check_inter_broker(cfg: BrokerConfig, listener: str, protocol: str) -> None:
+    """A cluster's inter-broker listener: what the broker's own client side needs (files are read at
+    start, server/security/client.py)."""
+    if not protocol.startswith("SASL_"):
+        return
+    key = "sasl.mechanism.inter.broker.protocol"
+    mechanism = str(cfg[key]).strip().upper()
+    enabled = enabled_mechanisms(cfg, listener)
+    if mechanism not in enabled:
+        raise ConfigError(
+            f"{key}: the inter-broker listener {listener} is {protocol} and enables {', '.join(enabled)}, "
+            f"got {mechanism} (Kafka's default GSSAPI needs Kerberos, which kaflite does not have)", key)
+    from kaflite.server.security.client import inter_broker_credentials
+
+    inter_broker_credentials(cfg, listener, mechanism)

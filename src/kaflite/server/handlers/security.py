@@ -11,7 +11,9 @@ Rules:
   UNSUPPORTED_SASL_MECHANISM; iterations outside 4096..16384, an empty name or an empty salt or salted
   password UNACCEPTABLE_CREDENTIAL; a user with the same mechanism twice DUPLICATE_RESOURCE; deleting a
   credential that does not exist RESOURCE_NOT_FOUND; a user with any error changes nothing, the others'
-  changes are stored durably (written to disk in a thread) before the answer;
+  changes are stored durably (written to disk, or to ZooKeeper in a cluster, in a thread) before the answer;
+  a store that fails (a full disk, ZooKeeper out of reach) answers each altered user UNKNOWN_SERVER_ERROR,
+  as Kafka's per-user ApiError, and the connection stays;
 - nothing here logs a salt, a salted password or a key.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 from typing import Any
 
 from kaflite.protocol.errors import ErrorCode
@@ -32,6 +35,7 @@ from kaflite.server.security.scram import (
     credential_from_salted_password,
 )
 
+log = logging.getLogger("kaflite.server")
 _ZERO = datetime.timedelta(0)
 MIN_SALT_BYTES = 12
 _BY_CODE = {code: name for name, (_, code) in MECHANISMS.items()}
@@ -54,6 +58,7 @@ async def handle_describe_scram(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER):
         return build(R.DescribeUserScramCredentialsResponse, throttle_time=_ZERO,
                      error_code=ErrorCode.cluster_authorization_failed, error_message=None, results=())
+    await asyncio.to_thread(store.refresh)  # a cluster's ZooKeeper: read there, as Kafka's ZooKeeper mode
     names = sorted(store.users) if request.users is None else [u.name for u in request.users]
     results = []
     for name in dict.fromkeys(names):
@@ -135,7 +140,14 @@ async def handle_alter_scram(ctx: RequestContext, request: Any) -> Any:
         lock = ctx.broker.extensions.setdefault(_LOCK_KEY, asyncio.Lock())
         async with lock:  # one change at a time: each writes the whole table
             users = store.with_changes(upserts, deletions)
-            await asyncio.to_thread(store.save, users)  # fsync: never on the event loop
+            try:
+                await asyncio.to_thread(store.save, users)  # fsync, ZooKeeper: never on the event loop
+            except Exception as e:  # noqa: BLE001 - a full disk, ZooKeeper out of reach: answered, not a crash
+                log.warning("storing SCRAM credentials failed: %s", type(e).__name__)
+                for name in {u for u, _ in [*upserts, *deletions]}:
+                    _check(errors, name, ErrorCode.unknown_server_error,
+                           f"The credentials could not be stored ({type(e).__name__}); describe them to see "
+                           f"which changes were stored")
     results = []
     for name in names:
         errs = errors.get(name)

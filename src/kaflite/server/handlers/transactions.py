@@ -149,7 +149,7 @@ class TransactionService:
         self._tasks: set[asyncio.Future[Any]] = set()
         self.channel = TransactionMarkerChannelManager(
             broker.node_id, lambda: broker.metadata, self.write_markers,
-            listener=broker.config.inter_broker_listener_name,
+            listener=broker.config.inter_broker_listener_name, connector=broker.inter_broker_connector,
             request_timeout_ms=int(setting("replica.socket.timeout.ms")))  # the inter-broker network timeout
 
     def _new_shard(self, partition: int) -> TransactionCoordinatorShard:

@@ -37,7 +37,8 @@ Rules:
   a Fetch or to the truncation's OffsetForLeaderEpoch alike;
 - a connection or decoding failure closes the connection and retries after `replica.fetch.backoff.ms`;
 - the connection goes to the leader's endpoint on the inter-broker listener (`inter.broker.listener.name`,
-  else the first one it registered).
+  else the first one it registered), through the broker's one BrokerConnector (TLS, SASL login: a refused
+  login is a connection failure, retried as above).
 Everything runs on the broker's event loop; the appends are the Log's own (synchronous, as a leader's); the
 truncations (segment renames, the producer state rebuilt from snapshot and log, the checkpoint files rewritten
 with fsyncs) and what deletes whole segments (a moved log start offset, a restart at the leader's) run in a
@@ -71,6 +72,7 @@ from kaflite.cluster.metadata import MetadataImage
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.broker_connection import BrokerConnection, address_of
 from kaflite.server.replica.partition import Partition
+from kaflite.server.security.client import BrokerConnector
 from kaflite.storage.log import Log
 
 __all__ = ["FetcherConfig", "ReplicaFetcher", "ReplicaFetcherManager"]
@@ -165,6 +167,7 @@ class FetcherConfig:
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
     socket_timeout_ms: int = 30_000  # replica.socket.timeout.ms
     listener: str | None = None  # inter.broker.listener.name
+    connector: BrokerConnector | None = None  # TLS / SASL of that listener (None: PLAINTEXT)
 
 
 @dataclass(slots=True)
@@ -219,7 +222,8 @@ class ReplicaFetcher:
         if self._conn is None:
             host, port = self.manager.address_of(self.leader_id)
             self._conn = await BrokerConnection.open(host, port, f"broker-{self.manager.broker_id}-fetcher-{self.fetcher_id}",
-                                                     self.manager.config.socket_timeout_ms / 1000)
+                                                     self.manager.config.socket_timeout_ms / 1000,
+                                                     self.manager.config.connector)
         return self._conn
 
     async def _run(self) -> None:

@@ -5,7 +5,8 @@ Rules:
   salted = PBKDF2-HMAC(password as raw UTF-8 - no SASLprep -, salt, iterations), client_key =
   HMAC(salted, "Client Key"), stored_key = H(client_key), server_key = HMAC(salted, "Server Key");
 - iterations outside 4096..16384 are refused (Kafka's UNACCEPTABLE_CREDENTIAL);
-- the store is one JSON file in the data directory, written whole to a temporary file, fsynced and
+- on a single node the store is one JSON file in the data directory (in a cluster, ZooKeeper's
+  /config/users: cluster/zk_credentials.py, a subclass), written whole to a temporary file, fsynced and
   renamed over the old one (never half written); `save` blocks, so the broker calls it in a thread;
   the credential text per mechanism is Kafka's ZooKeeper form
   `salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>`;
@@ -88,6 +89,10 @@ class CredentialStore:
                 user: {mech: ScramCredential.from_text(text) for mech, text in mechs.items()}
                 for user, mechs in data.get("users", {}).items()
             }
+
+    def refresh(self) -> None:
+        """Read the table again from where it is kept (a cluster's ZooKeeper: cluster/zk_credentials.py);
+        the file here is this process's own, so nothing to do."""
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.users.get(user, {}).get(mechanism)
