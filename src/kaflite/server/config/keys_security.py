@@ -74,6 +74,10 @@ KEYS: list[ConfigKey] = [
        "SASL mechanism of broker-to-broker connections; kaflite's brokers connect over PLAINTEXT only yet."),
     _k("connection.failed.authentication.delay.ms", "int", 100,
        "Delay of the answer to a failed authentication before the connection is closed.", AtLeast(0)),
+    _k("connections.max.reauth.ms", "long", 0,
+       "Longest SASL session before the client must re-authenticate (KIP-368); 0 or less: no limit (a "
+       "credential's own expiry, an OAUTHBEARER token's exp, still ends the session). Per listener and "
+       "mechanism: listener.name.<l>.<mechanism>.connections.max.reauth.ms."),
     _k("sasl.server.callback.handler.class", "string", None,
        "OAUTHBEARER's token validator (per listener and mechanism: listener.name.<l>.oauthbearer.sasl.server."
        "callback.handler.class): Kafka's unsecured validator (the default) or "
@@ -97,12 +101,12 @@ KEYS: list[ConfigKey] = [
 
 # Keys that may also be given per listener and mechanism as listener.name.<listener>.<mechanism>.<key>
 # (Kafka's mechanism prefix, which wins over listener.name.<listener>.<key>, which wins over <key>).
-MECHANISM_KEYS = frozenset(["sasl.jaas.config", "sasl.server.callback.handler.class"]
+MECHANISM_KEYS = frozenset(["sasl.jaas.config", "sasl.server.callback.handler.class", "connections.max.reauth.ms"]
                            + [k.name for k in KEYS if k.name.startswith("sasl.oauthbearer.")])
 
 # Keys that may be given per listener as listener.name.<listener>.<key>.
 LISTENER_KEYS = frozenset(k.name for k in KEYS if k.name.startswith(("ssl.", "sasl.")) or
-                          k.name == "connection.failed.authentication.delay.ms")
+                          k.name in ("connection.failed.authentication.delay.ms", "connections.max.reauth.ms"))
 
 # Keys validated but not read (yet), and why (marked applies=False; tests/config/test_keys_read.py).
 NOT_READ: dict[str, str] = {

@@ -52,6 +52,7 @@ class ListenerSecurity:
     mechanisms: dict[str, Callable[[], MechanismServer]] = field(default_factory=dict)
     failed_delay_ms: int = 100
     closers: list[Callable[[], None]] = field(default_factory=list)  # stopped with the listener
+    max_reauth_ms: dict[str, int] = field(default_factory=dict)  # mechanism -> connections.max.reauth.ms
 
     @property
     def tls(self) -> bool:
@@ -62,7 +63,12 @@ class ListenerSecurity:
         return self.protocol.startswith("SASL_")
 
     def new_authenticator(self) -> SaslAuthenticator:
-        return SaslAuthenticator(self.mechanisms, self.failed_delay_ms)
+        return SaslAuthenticator(self.mechanisms, self.failed_delay_ms, self.max_reauth_ms)
+
+    def reauthenticator(self, mechanism: str, principal: str) -> SaslAuthenticator:
+        """The authenticator of a re-authentication (KIP-368) of a session of `mechanism` and `principal`."""
+        return SaslAuthenticator(self.mechanisms, self.failed_delay_ms, self.max_reauth_ms,
+                                 reauth_of=(mechanism, principal))
 
     def close(self) -> None:
         for close in self.closers:
@@ -87,6 +93,7 @@ def listener_security(cfg: BrokerConfig, li: Listener, store: CredentialStore) -
     if sec.sasl:
         # validated when the configuration loaded (config/security_checks.py)
         for mechanism in (str(m).strip().upper() for m in cfg.for_listener(li.name, "sasl.enabled.mechanisms")):
+            sec.max_reauth_ms[mechanism] = int(cfg.for_mechanism(li.name, mechanism, "connections.max.reauth.ms"))
             if mechanism == "PLAIN":
                 users = plain_users(cfg, li.name, jaas_key(cfg, li.name, "PLAIN", "sasl.jaas.config"))
                 sec.mechanisms[mechanism] = partial(PlainServer, users)
