@@ -225,3 +225,35 @@ def test_exchange_authzid_other_than_the_principal_fails() -> None:
     server = OAuthBearerServer(UnsecuredValidator({}, clock))
     with pytest.raises(AuthenticationFailed):
         server.evaluate(client_first(unsecured({"sub": "alice", "exp": NOW_S + 60}), "admin"))
+
+
+def test_jwks_fetched_over_http_by_the_refresh_thread(idp: Issuer) -> None:
+    """The URL path (no injected fetch): a JWKS served over HTTP on loopback, fetched by urllib in the
+    refresh thread."""
+    import http.server
+    import threading
+
+    body = json.dumps({"keys": [idp.jwk()]}).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    keys = JwksKeys(f"http://127.0.0.1:{server.server_address[1]}/jwks.json")
+    try:
+        keys.start()
+        assert keys.loaded.wait(10)
+        assert JwtValidator(keys, audience=["kafka"], now_ms=clock).validate(idp.sign(now=NOW_S)).principal == "alice"
+    finally:
+        keys.close()
+        server.shutdown()
+        server.server_close()

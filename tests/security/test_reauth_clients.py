@@ -1,4 +1,4 @@
-"""KIP-368 with real clients on a SASL_PLAINTEXT listener whose sessions last 1.5 s
+"""KIP-368 with real clients on a SASL_PLAINTEXT listener whose sessions last 2.5 s
 (`connections.max.reauth.ms`): librdkafka and kafka-python 3 re-authenticate on the same connection and
 keep producing; aiokafka, which has no KIP-368, is disconnected on its first request after its session's
 end, reconnects, logs in again and keeps producing; an OAUTHBEARER token's expiry ends a session the same
@@ -20,7 +20,7 @@ from kaflite.server.embedded import EmbeddedBroker
 
 pytestmark = pytest.mark.timeout(120)
 
-SESSION_MS = 1500
+SESSION_MS = 2500  # librdkafka and kafka-python re-authenticate at ~90%: 250 ms of margin on a busy machine
 OAUTH_JAAS = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
 
 
@@ -31,7 +31,7 @@ def reauth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         "sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas_plain({"alice": "alice-secret"}),
         "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
-        # per listener and mechanism, as Kafka: PLAIN sessions last 1.5 s, OAUTHBEARER ones the token's life
+        # per listener and mechanism, as Kafka: PLAIN sessions last 2.5 s, OAUTHBEARER ones the token's life
         "listener.name.sasl_plaintext.plain.connections.max.reauth.ms": str(SESSION_MS),
     }
     with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("reauth"), overrides=overrides) as b:
@@ -58,7 +58,7 @@ def test_confluent_reauthenticates_on_the_same_connection(reauth: Secured, caplo
     producer = Producer(conf)
     with caplog.at_level(logging.DEBUG, logger="kaflite"):
         sent = 0
-        deadline = time.monotonic() + 3.2 * SESSION_MS / 1000
+        deadline = time.monotonic() + 2.4 * SESSION_MS / 1000
         while time.monotonic() < deadline:
             producer.produce(topic, f"v{sent}".encode())
             sent += 1
@@ -79,7 +79,7 @@ def test_kafka_python_reauthenticates_on_the_same_connection(reauth: Secured, ca
                              linger_ms=0)
     sent = 0
     with caplog.at_level(logging.DEBUG, logger="kaflite"):
-        deadline = time.monotonic() + 3.2 * SESSION_MS / 1000
+        deadline = time.monotonic() + 2.4 * SESSION_MS / 1000
         while time.monotonic() < deadline:
             producer.send(topic, f"v{sent}".encode()).get(timeout=20)
             sent += 1
@@ -105,7 +105,7 @@ def test_aiokafka_without_reauthentication_is_disconnected_and_reconnects(
         await producer.start()
         sent = 0
         try:
-            deadline = time.monotonic() + 3 * SESSION_MS / 1000
+            deadline = time.monotonic() + 2 * SESSION_MS / 1000
             while time.monotonic() < deadline:
                 await producer.send_and_wait(topic, f"v{sent}".encode())
                 sent += 1
@@ -128,11 +128,11 @@ def test_an_oauth_tokens_expiry_ends_the_session(reauth: Secured, caplog: pytest
     topic = f"ro-{uuid.uuid4().hex[:8]}"
     conf = {"bootstrap.servers": reauth.addr("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": True,
-            "sasl.oauthbearer.config": "principal=olivia lifeSeconds=3", "linger.ms": 0}
+            "sasl.oauthbearer.config": "principal=olivia lifeSeconds=5", "linger.ms": 0}
     producer = Producer(conf)
     with caplog.at_level(logging.DEBUG, logger="kaflite"):
         sent = 0
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 6
         while time.monotonic() < deadline:
             producer.produce(topic, f"v{sent}".encode())
             sent += 1
