@@ -3,7 +3,7 @@
 A key is followed from the parsed configuration to a use, by an AST scan of src/ (names in a table do not
 count: a string in a dict literal, a tuple or a synonym list is not a read):
 - a string read: `cfg["key"]`, `x.get("key")`, `x.setting("key")`, `x.topic_default("key")` or
-  `x.for_listener(listener, "key")` (or the key handed to `ensure_internal_topic` or `jaas_key`) outside the key tables (server/config/) and storage/config.py;
+  `x.for_listener(listener, "key")`, `x.for_mechanism(listener, mechanism, "key")` (or the key handed to `ensure_internal_topic` or `jaas_key`) outside the key tables (server/config/) and storage/config.py;
 - a BrokerConfig property that reads `self._values["key"]`, itself read as an attribute outside
   server/config/ (`config.retention_ms`, `config.listeners`, ...) or by such a property;
 - a key a parser maps to a dataclass field (LogConfig's `_TOPIC_KEYS` / `_BROKER_KEYS`, CoordinatorConfig's
@@ -32,6 +32,7 @@ GETTERS = {"get", "setting", "topic_default"}  # read the key given as first arg
 KEY_ARGUMENT = {"ensure_internal_topic",  # takes the key of its replication factor as an argument
                 "jaas_key"}  # takes the broker-wide JAAS key it falls back to
 SECOND_ARGUMENT = {"for_listener"}  # (listener, key): the listener's override of the key, else the key
+THIRD_ARGUMENT = {"for_mechanism"}  # (listener, mechanism, key): that mechanism's override, else for_listener
 
 
 @cache
@@ -50,7 +51,7 @@ def string_reads(tree: ast.AST) -> set[str]:
             f = node.func
             name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
             args = node.args[:1] if name in GETTERS else node.args if name in KEY_ARGUMENT else \
-                node.args[1:2] if name in SECOND_ARGUMENT else []
+                node.args[1:2] if name in SECOND_ARGUMENT else node.args[2:3] if name in THIRD_ARGUMENT else []
             out.update(a.value for a in args if isinstance(a, ast.Constant) and isinstance(a.value, str))
     return out
 

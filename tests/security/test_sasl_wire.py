@@ -108,6 +108,15 @@ def test_alter_and_describe_scram_credentials(secured: Secured) -> None:
         assert r.results[0].error_code == ErrorCode.resource_not_found
 
 
+def test_describe_with_an_empty_user_list_describes_every_user(secured: Secured) -> None:
+    """Kafka describes every user for a null or an empty list; librdkafka's describe of all users (what
+    `kaflite users --describe` sends) is an empty list, which was answered with no user at all."""
+    with WireClient(secured.addr("PLAINTEXT")) as w:
+        r = w.request(DescribeUserScramCredentialsRequest(users=()))
+        assert {"carol", "dave"} <= {x.user for x in r.results}
+        assert all(x.error_code == ErrorCode.none for x in r.results)
+
+
 def test_scram_credentials_survive_a_restart(certs: object, tmp_path: object) -> None:
     from pathlib import Path
 

@@ -5,6 +5,13 @@
 
 `kaflite_broker` is an in-process `EmbeddedBroker` on an ephemeral loopback port with a temporary data
 directory, started once per test module and stopped afterwards.
+
+`kaflite_secured_broker` is the same with security: SASL_SSL (PLAIN and SCRAM users alice and bob, a
+generated CA) unless the module parametrizes it indirectly with "ssl", "sasl_plaintext" or "sasl_ssl":
+
+    @pytest.mark.parametrize("kaflite_secured_broker", ["sasl_plaintext"], indirect=True)
+    def test_login(kaflite_secured_broker):
+        producer = confluent_kafka.Producer(kaflite_secured_broker.confluent_config(user="bob"))
 """
 
 from __future__ import annotations
@@ -20,4 +27,13 @@ def kaflite_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from kaflite.server.embedded import EmbeddedBroker
 
     with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("kaflite-data")) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="module")
+def kaflite_secured_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from kaflite.server.embedded import EmbeddedBroker
+
+    security = getattr(request, "param", "sasl_ssl")
+    with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("kaflite-secured"), security=security) as broker:
         yield broker

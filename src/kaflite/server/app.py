@@ -55,6 +55,7 @@ class KafkaServer:
         self.broker.registry = self.registry
         self.dispatcher = Dispatcher(self.broker, self.registry, config.client_listeners[0])
         self._servers: list[asyncio.base_events.Server] = []
+        self._securities: list[ListenerSecurity] = []  # closed at stop (a JWKS refresh thread)
         self._connections = Connections()
         self._reaper: asyncio.Future[None] | None = None
         self.bound: list[Listener] = []  # the client listeners as bound (port 0 resolved)
@@ -99,6 +100,8 @@ class KafkaServer:
                     self.dispatcher = dispatcher
                 # None on PLAINTEXT; files (key and trust stores) are read here, a bad one refuses start-up
                 security = listener_security(config, listener, self.broker.scram_credentials)
+                if security is not None:
+                    self._securities.append(security)
 
                 def protocol(d: Dispatcher = dispatcher, sec: ListenerSecurity | None = security) -> KafkaConnection:
                     return KafkaConnection(d, limits, self._connections, sec)
@@ -120,6 +123,7 @@ class KafkaServer:
             for server in self._servers:
                 server.close()
             self._servers.clear()
+            self._close_securities()
             await self.broker.stop()
             raise
         self.host, self.port = self.bound[0].host, self.bound[0].port
@@ -181,6 +185,11 @@ class KafkaServer:
                     log.info("closing connection from %s: idle for %.0f ms", conn.peer, (now - conn.last_active) * 1000)
                     conn.abort("idle", quiet=True)
 
+    def _close_securities(self) -> None:
+        for sec in self._securities:
+            sec.close()
+        self._securities.clear()
+
     async def stop(self) -> None:
         # in a cluster, leadership moves off this broker first, while it still answers (NOT_LEADER_OR_FOLLOWER
         # sends clients to the new leaders; a closed listener would leave them waiting for fresh metadata)
@@ -201,6 +210,7 @@ class KafkaServer:
             except (TimeoutError, Exception):
                 pass
         self._servers.clear()
+        self._close_securities()
         # no client is served any more: the broker's shutdown (closing and fsyncing every log) blocks the
         # loop on purpose, which is no stall to report
         if self.watchdog is not None:

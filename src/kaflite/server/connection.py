@@ -24,7 +24,11 @@ Rules:
   further cost; SSL takes the client certificate's principal when the handshake is done; a SASL
   listener's frames go to the connection's SaslAuthenticator (server/security/sasl.py) until it
   completes, and nothing reaches the dispatcher before then except ApiVersions; while unauthenticated a
-  frame may be at most SASL_MAX_RECEIVE bytes (Kafka's sasl.server.max.receive.size default).
+  frame may be at most SASL_MAX_RECEIVE bytes (Kafka's sasl.server.max.receive.size default);
+- a SASL session with a lifetime (KIP-368: connections.max.reauth.ms, a token's expiry) has a SessionGate
+  (server/security/sasl.py): a SaslHandshake may begin a re-authentication on the same connection (its
+  frames go to a new SaslAuthenticator, the principal must stay the same), any other request after the
+  session's end closes the connection without being served; connections without a lifetime pay nothing.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from kaflite.server.dispatcher import CloseConnection, Dispatcher
 from kaflite.storage.file_slice import FileSlice
 
 if TYPE_CHECKING:
-    from kaflite.server.security.sasl import SaslAuthenticator
+    from kaflite.server.security.sasl import SaslAuthenticator, SessionGate
     from kaflite.server.security.settings import ListenerSecurity
 
 __all__ = ["ConnectionLimits", "Connections", "KafkaConnection", "RefusalCounter"]
@@ -128,6 +132,7 @@ class KafkaConnection(asyncio.Protocol):
         self.security = security
         self.session = Session()
         self.sasl: SaslAuthenticator | None = None  # set until a SASL listener's client has authenticated
+        self.gate: SessionGate | None = None  # an authenticated SASL session that ends (KIP-368)
         self.limits = limits
         self.decoder = FrameDecoder(limits.max_frame_bytes)
         self.last_active = time.monotonic()
@@ -285,7 +290,10 @@ class KafkaConnection(asyncio.Protocol):
             self._shared.release(len(frame), self.limits.max_queued_request_bytes)
             self.busy = True
             self._maybe_resume_reading()
-            if self.sasl is not None and not await self._authenticate(frame):
+            if self.sasl is not None:
+                if not await self._authenticate(frame):
+                    continue
+            elif self.gate is not None and not await self._session_allows(frame):
                 continue
             try:
                 out = await self.dispatcher.dispatch(frame, host, self.id, self.session)
@@ -331,10 +339,40 @@ class KafkaConnection(asyncio.Protocol):
                 await asyncio.sleep(step.delay_ms / 1000)
             self.abort(step.close)  # close() flushes what was written first
         elif step.principal is not None:
+            reauth = self.sasl.reauth_of is not None
             self.session = replace(self.session, principal=step.principal)
+            mechanism = self.sasl.mechanism
             self.sasl = None
             self.decoder.max_frame_bytes = self.limits.max_frame_bytes
-            log.debug("connection %s from %s authenticated as %s", self.id, self.peer, step.principal)
+            if step.session_end_ms is None:
+                self.gate = None
+            elif self.gate is None:
+                from kaflite.server.security.sasl import SessionGate
+
+                self.gate = SessionGate(step.session_end_ms, mechanism, step.principal)
+            else:
+                self.gate.end_ms = step.session_end_ms
+            log.debug("connection %s from %s %s as %s", self.id, self.peer,
+                      "re-authenticated" if reauth else "authenticated", step.principal)
+        return False
+
+    async def _session_allows(self, frame: bytes) -> bool:
+        """KIP-368 on an authenticated connection whose session ends: True to serve the frame; a
+        SaslHandshake that begins a re-authentication is handled here; after the session's end the
+        connection is closed (Kafka's SocketServer closes an expired channel on its next request)."""
+        gate = self.gate
+        assert gate is not None and self.security is not None
+        verdict = gate.check(int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1)
+        if verdict == gate.SERVE:
+            return True
+        if verdict == gate.REAUTHENTICATE:
+            self.sasl = self.security.reauthenticator(gate.mechanism, gate.principal)
+            self.decoder.max_frame_bytes = min(self.decoder.max_frame_bytes, SASL_MAX_RECEIVE)
+            await self._authenticate(frame)
+            return False
+        self.busy = False
+        self.abort("SASL session expired (connections.max.reauth.ms or the credential's expiry) and the "
+                   "client did not re-authenticate")
         return False
 
     async def _send(self, out: list[bytes | memoryview]) -> None:

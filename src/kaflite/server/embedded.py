@@ -7,6 +7,12 @@ The broker runs its asyncio server (uvloop when available) on a background threa
 listens on 127.0.0.1 (an ephemeral port unless `port` is given) and keeps its data in `data_dir` (a
 temporary directory, removed on stop, when None). `dev=True` applies the `--dev` profile (100 ms initial
 rebalance delay, small segments).
+
+    with EmbeddedBroker(security="sasl_ssl") as broker:     # "ssl", "sasl_plaintext", "sasl_ssl"
+        Producer(broker.confluent_config())                   # TLS to a generated CA, user alice
+
+A secured broker (server/security/testkit.py) serves one listener of that protocol with development
+certificates and users made for it, and hands out ready client configurations.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any, TypeVar
 
 from kaflite.server.app import KafkaServer, new_event_loop
 from kaflite.server.config import BrokerConfig
+from kaflite.server.security.testkit import DEFAULT_USERS, SecurityKit
 
 __all__ = ["EmbeddedBroker", "load_broker_config"]
 
@@ -53,6 +60,17 @@ class EmbeddedBroker:
             delay and 1 MiB segments, so consumer groups form fast in tests. Like `--dev` it is not the
             durable mode; pass dev=False for Kafka's defaults (3 s rebalance delay, 1 GiB segments),
             and {"log.flush.interval.messages": "1"} to fsync before acknowledging.
+        security: None (default): PLAINTEXT. "ssl", "sasl_plaintext" or "sasl_ssl": the one listener
+            speaks that protocol, with a certificate for 127.0.0.1 from a CA generated for this broker
+            (`ca_file`) and, for SASL, PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 logins for `users`.
+        users: user -> password of a SASL broker (default alice/alice-secret and bob/bob-secret).
+        sasl_mechanism: the mechanism the client configurations use (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).
+        client_auth: TLS only: require a client certificate from the broker's CA (the configurations
+            carry one, for the first user).
+
+    `confluent_config()`, `kafka_python_config()` and `aiokafka_config()` return the keyword arguments
+    or the configuration dict of a client of each library for this broker (any protocol); `user=` picks
+    the user of a SASL broker.
 
     The broker runs its asyncio server on a background (daemon) thread with its own event loop;
     `server` is the KafkaServer and `call(fn, *args)` runs `fn` on that loop and returns its result.
@@ -64,6 +82,10 @@ class EmbeddedBroker:
         port: int = 0,
         overrides: dict[str, str] | None = None,
         dev: bool = True,
+        security: str | None = None,
+        users: dict[str, str] | None = None,
+        sasl_mechanism: str = "PLAIN",
+        client_auth: bool = False,
     ) -> None:
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir is not None else None
@@ -75,10 +97,41 @@ class EmbeddedBroker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: KafkaServer | None = None
         self._stopped: asyncio.Event | None = None
+        self.kit: SecurityKit | None = None
+        if security is not None:
+            self.kit = SecurityKit(security, dict(users) if users is not None else dict(DEFAULT_USERS),
+                                   sasl_mechanism, client_auth)
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def security_protocol(self) -> str:
+        return self.kit.protocol if self.kit is not None else "PLAINTEXT"
+
+    @property
+    def ca_file(self) -> Path | None:
+        """The CA certificate clients must trust (TLS brokers), else None."""
+        return self.kit.ca_file if self.kit is not None and self.kit.tls else None
+
+    def confluent_config(self, user: str | None = None) -> dict[str, Any]:
+        """confluent-kafka's configuration for this broker: `Producer(broker.confluent_config())`."""
+        if self.kit is None:
+            return {"bootstrap.servers": self.bootstrap}
+        return self.kit.confluent(self.bootstrap, user)
+
+    def kafka_python_config(self, user: str | None = None) -> dict[str, Any]:
+        """kafka-python's keyword arguments: `KafkaProducer(**broker.kafka_python_config())`."""
+        if self.kit is None:
+            return {"bootstrap_servers": self.bootstrap}
+        return self.kit.kafka_python(self.bootstrap, user)
+
+    def aiokafka_config(self, user: str | None = None) -> dict[str, Any]:
+        """aiokafka's keyword arguments: `AIOKafkaProducer(**broker.aiokafka_config())`."""
+        if self.kit is None:
+            return {"bootstrap_servers": self.bootstrap}
+        return self.kit.aiokafka(self.bootstrap, user)
 
     @property
     def server(self) -> KafkaServer:
@@ -90,12 +143,18 @@ class EmbeddedBroker:
             return self
         if self.data_dir is None:
             self.data_dir = Path(tempfile.mkdtemp(prefix="kaflite-"))
+        protocol = self.security_protocol
         overrides = {
-            "listeners": f"PLAINTEXT://127.0.0.1:{self._requested_port}",
+            "listeners": f"{protocol}://127.0.0.1:{self._requested_port}",
             "log.dirs": str(self.data_dir),
+            **(self.kit.prepare(self.data_dir) if self.kit is not None else {}),
             **self.overrides,
         }
-        config = load_broker_config(overrides, self.dev)
+        try:
+            config = load_broker_config(overrides, self.dev)
+        except BaseException:
+            self._cleanup()
+            raise
         started: Future[None] = Future()
         self._thread = threading.Thread(
             target=self._serve, args=(config, started), name="kaflite-broker", daemon=True
@@ -106,6 +165,7 @@ class EmbeddedBroker:
         except BaseException:
             self._thread.join(5)
             self._thread = None
+            self._cleanup()
             raise
         return self
 
@@ -148,6 +208,11 @@ class EmbeddedBroker:
         self._thread = None
         self._loop = None
         self._server = None
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self.kit is not None:
+            self.kit.cleanup()
         if self._own_dir and self.data_dir is not None:
             shutil.rmtree(self.data_dir, ignore_errors=True)
             self.data_dir = None

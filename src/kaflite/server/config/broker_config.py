@@ -90,7 +90,7 @@ _JAAS = "sasl.jaas.config"
 def _definition(key: str) -> ConfigKey | None:
     """The definition of a broker key, including Kafka's per-listener forms
     `listener.name.<listener>.<key>` (a key of keys_security.LISTENER_KEYS) and
-    `listener.name.<listener>.<mechanism>.sasl.jaas.config`."""
+    `listener.name.<listener>.<mechanism>.<key>` (a key of keys_security.MECHANISM_KEYS)."""
     definition = BROKER_CONFIGS.get(key)
     if definition is not None or not key.startswith(LISTENER_PREFIX):
         return definition
@@ -100,8 +100,8 @@ def _definition(key: str) -> ConfigKey | None:
     if rest in keys_security.LISTENER_KEYS:
         return dataclasses.replace(BROKER_CONFIGS[rest], name=key)
     mechanism, _, tail = rest.partition(".")
-    if tail == _JAAS and mechanism.upper() in keys_security.SASL_MECHANISMS + ("GSSAPI", "OAUTHBEARER"):
-        return dataclasses.replace(BROKER_CONFIGS[_JAAS], name=key)
+    if tail in keys_security.MECHANISM_KEYS and mechanism.upper() in keys_security.SASL_MECHANISMS + ("GSSAPI",):
+        return dataclasses.replace(BROKER_CONFIGS[tail], name=key)
     return None
 _BROKER_KEYS: list[ConfigKey] = list(BROKER_CONFIGS.values())
 
@@ -287,6 +287,12 @@ class BrokerConfig(Mapping[str, Any]):
         per-listener override), else the broker-wide `key`."""
         own = self._values.get(f"{LISTENER_PREFIX}{listener_name.lower()}.{key}")
         return own if own is not None else self._values[key]
+
+    def for_mechanism(self, listener_name: str, mechanism: str, key: str) -> Any:
+        """`key`'s value for one mechanism of one listener: `listener.name.<listener>.<mechanism>.<key>`
+        when set (Kafka's mechanism prefix), else `for_listener(listener_name, key)`."""
+        own = self._values.get(f"{LISTENER_PREFIX}{listener_name.lower()}.{mechanism.lower()}.{key}")
+        return own if own is not None else self.for_listener(listener_name, key)
 
     def listener_source(self, listener_name: str, key: str) -> str:
         """The key that supplies `for_listener(listener_name, key)` (for error messages)."""

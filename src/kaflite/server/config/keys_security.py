@@ -17,9 +17,9 @@ from kaflite.server.config.definitions import (
     _k,
 )
 
-__all__ = ["KEYS", "LISTENER_KEYS", "NOT_READ", "SASL_MECHANISMS", "TLS_PROTOCOLS"]
+__all__ = ["KEYS", "LISTENER_KEYS", "MECHANISM_KEYS", "NOT_READ", "SASL_MECHANISMS", "TLS_PROTOCOLS"]
 
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # the mechanisms kaflite serves
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")  # the mechanisms kaflite serves
 TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")  # what Python's ssl offers of Kafka's names (TLSv1/1.1 are unsafe)
 
 KEYS: list[ConfigKey] = [
@@ -67,7 +67,8 @@ KEYS: list[ConfigKey] = [
        "does not (the chain is verified either way).", OneOf(("https", "HTTPS", ""))),
     # --- SASL --------------------------------------------------------------------------------------
     _k("sasl.enabled.mechanisms", "list", ["GSSAPI"],
-       "SASL mechanisms served on SASL listeners; kaflite serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
+       "SASL mechanisms served on SASL listeners; kaflite serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+       "OAUTHBEARER."),
     _k("sasl.jaas.config", "password", None,
        "JAAS login module configuration for every mechanism of every listener without a "
        "listener.name.<l>.<mechanism>.sasl.jaas.config; PLAIN reads its user_<name>=\"password\" entries."),
@@ -84,11 +85,39 @@ KEYS: list[ConfigKey] = [
                "client listener (Kafka refuses the configuration)"),
     _k("connection.failed.authentication.delay.ms", "int", 100,
        "Delay of the answer to a failed authentication before the connection is closed.", AtLeast(0)),
+    _k("connections.max.reauth.ms", "long", 0,
+       "Longest SASL session before the client must re-authenticate (KIP-368); 0 or less: no limit (a "
+       "credential's own expiry, an OAUTHBEARER token's exp, still ends the session). Per listener and "
+       "mechanism: listener.name.<l>.<mechanism>.connections.max.reauth.ms."),
+    _k("sasl.server.callback.handler.class", "string", None,
+       "OAUTHBEARER's token validator (per listener and mechanism: listener.name.<l>.oauthbearer.sasl.server."
+       "callback.handler.class): Kafka's unsecured validator (the default) or "
+       "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler (signed JWTs)."),
+    _k("sasl.oauthbearer.jwks.endpoint.url", "string", None,
+       "file: or https: URL of the JSON Web Key Set that signed OAUTHBEARER tokens are verified with."),
+    _k("sasl.oauthbearer.jwks.endpoint.refresh.ms", "long", 3_600_000,
+       "Interval between fetches of an https JWKS (a file is read once).", AtLeast(1)),
+    _k("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "long", 100,
+       "First wait before retrying a failed JWKS fetch; doubles up to the maximum.", AtLeast(0)),
+    _k("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "long", 10_000,
+       "Longest wait between retries of a failed JWKS fetch.", AtLeast(0)),
+    _k("sasl.oauthbearer.expected.audience", "list", [],
+       "Audiences a signed token must name one of (its aud claim); empty: a token with an aud is refused."),
+    _k("sasl.oauthbearer.expected.issuer", "string", None, "The issuer (iss claim) a signed token must name."),
+    _k("sasl.oauthbearer.sub.claim.name", "string", "sub", "The claim that holds a signed token's principal."),
+    _k("sasl.oauthbearer.scope.claim.name", "string", "scope", "The claim that holds a signed token's scope."),
+    _k("sasl.oauthbearer.clock.skew.seconds", "int", 30,
+       "Clock difference allowed when checking a signed token's exp and nbf.", AtLeast(0)),
 ]
+
+# Keys that may also be given per listener and mechanism as listener.name.<listener>.<mechanism>.<key>
+# (Kafka's mechanism prefix, which wins over listener.name.<listener>.<key>, which wins over <key>).
+MECHANISM_KEYS = frozenset(["sasl.jaas.config", "sasl.server.callback.handler.class", "connections.max.reauth.ms"]
+                           + [k.name for k in KEYS if k.name.startswith("sasl.oauthbearer.")])
 
 # Keys that may be given per listener as listener.name.<listener>.<key>.
 LISTENER_KEYS = frozenset(k.name for k in KEYS if k.name.startswith(("ssl.", "sasl.")) or
-                          k.name == "connection.failed.authentication.delay.ms")
+                          k.name in ("connection.failed.authentication.delay.ms", "connections.max.reauth.ms"))
 
 # Keys validated but not read (yet), and why (marked applies=False; tests/config/test_keys_read.py).
 NOT_READ: dict[str, str] = {

@@ -5,9 +5,12 @@ Rules:
 - SSL and SASL_SSL listeners need a PEM key store (`ssl.keystore.location`, or `ssl.keystore.key` with
   `ssl.keystore.certificate.chain`; per listener `listener.name.<l>.ssl.*`);
 - SASL_* listeners need `sasl.enabled.mechanisms` (per listener `listener.name.<l>.sasl.enabled.mechanisms`)
-  within PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; PLAIN needs a JAAS configuration
+  within PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER; PLAIN needs a JAAS configuration
   (`listener.name.<l>.plain.sasl.jaas.config`, else `sasl.jaas.config`) of PlainLoginModule with at least
   one `user_<name>` option;
+- OAUTHBEARER's `sasl.server.callback.handler.class` (per listener and mechanism) is Kafka's unsecured
+  validator (the default) or its signed-JWT one, which needs `sasl.oauthbearer.jwks.endpoint.url`, a
+  file: or https: (http:) URL; a JAAS entry, when given, names OAuthBearerLoginModule;
 - `ssl.principal.mapping.rules` must parse;
 - in a cluster (`check_inter_broker`), a SASL inter-broker listener needs
   `sasl.mechanism.inter.broker.protocol` among that listener's enabled mechanisms and the broker's own
@@ -32,15 +35,22 @@ class BrokerConfig(Protocol):
 
     def listener_source(self, listener_name: str, key: str) -> str: ...
 
+    def for_mechanism(self, listener_name: str, mechanism: str, key: str) -> Any: ...
+
     def __getitem__(self, key: str) -> Any: ...
 
     def __contains__(self, key: object) -> bool: ...
 
-__all__ = ["PLAIN_MODULE", "SCRAM_MODULE", "check_inter_broker", "check_listener_security", "enabled_mechanisms",
-           "plain_users"]
+__all__ = ["OAUTH_MODULE", "PLAIN_MODULE", "SCRAM_MODULE", "check_inter_broker", "check_listener_security",
+           "enabled_mechanisms", "oauth_settings", "plain_users"]
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+UNSECURED_HANDLER = ("org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+                     "OAuthBearerUnsecuredValidatorCallbackHandler")
+SIGNED_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+                   "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler")
 
 
 def enabled_mechanisms(cfg: BrokerConfig, listener: str) -> list[str]:
@@ -77,6 +87,32 @@ def plain_users(cfg: BrokerConfig, listener: str, key: str | None = None) -> dic
     return users
 
 
+def oauth_settings(cfg: Any, listener: str, handler: str | None) -> tuple[bool, dict[str, str]]:
+    """(signed, JAAS options) of OAUTHBEARER on one listener, given its `sasl.server.callback.handler.class`:
+    signed when that is Kafka's OAuthBearerValidatorCallbackHandler (then the JWKS URL is checked), else the
+    unsecured validator, whose options come from the JAAS entry."""
+    handler_key = f"listener.name.{listener.lower()}.oauthbearer.sasl.server.callback.handler.class"
+    if handler is not None and handler not in SIGNED_HANDLERS + (UNSECURED_HANDLER,):
+        raise ConfigError(f"{handler_key}: kaflite validates OAUTHBEARER tokens with {UNSECURED_HANDLER} (the "
+                          f"default) or {SIGNED_HANDLERS[0]}, got {handler}", handler_key)
+    key = jaas_key(cfg, listener, "OAUTHBEARER", "sasl.jaas.config")
+    options: dict[str, str] = {}
+    if cfg[key] is not None:
+        entry = parse_jaas(str(cfg[key]), key)
+        if entry.login_module != OAUTH_MODULE:
+            raise ConfigError(f"{key}: OAUTHBEARER needs the login module {OAUTH_MODULE}, got "
+                              f"{entry.login_module}", key)
+        options = dict(entry.options)
+    signed = handler in SIGNED_HANDLERS
+    if signed:
+        url = cfg.for_mechanism(listener, "OAUTHBEARER", "sasl.oauthbearer.jwks.endpoint.url")
+        if not url or str(url).split(":", 1)[0].lower() not in ("file", "https", "http"):
+            raise ConfigError(f"sasl.oauthbearer.jwks.endpoint.url: listener {listener} validates signed "
+                              f"OAUTHBEARER tokens and needs the JWKS as a file: or https: URL, got "
+                              f"{url or 'nothing'}", "sasl.oauthbearer.jwks.endpoint.url")
+    return signed, options
+
+
 def check_listener_security(cfg: BrokerConfig, li: Any) -> None:
     """The checks that need no file: refuse at load what cannot serve (files are read at start)."""
     proto = li.security_protocol
@@ -94,8 +130,12 @@ def check_listener_security(cfg: BrokerConfig, li: Any) -> None:
             key = cfg.listener_source(li.name, "ssl.keystore.type")
             raise ConfigError(f"{key}: kaflite reads PEM key stores only, expected PEM, got {kind}", key)
     if proto in ("SASL_PLAINTEXT", "SASL_SSL"):
-        if "PLAIN" in enabled_mechanisms(cfg, li.name):
+        mechanisms = enabled_mechanisms(cfg, li.name)
+        if "PLAIN" in mechanisms:
             plain_users(cfg, li.name)
+        if "OAUTHBEARER" in mechanisms:
+            oauth_settings(cfg, li.name, cfg.for_mechanism(li.name, "OAUTHBEARER",
+                                                           "sasl.server.callback.handler.class"))
 
 
 def check_inter_broker(cfg: BrokerConfig, listener: str, protocol: str) -> None:

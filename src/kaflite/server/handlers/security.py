@@ -5,7 +5,7 @@ Rules:
 - the SASL exchange itself happens before any request reaches a handler (server/security/sasl.py); a
   SaslHandshake or SaslAuthenticate that reaches this module came on a PLAINTEXT or SSL connection or
   after authentication, and is answered ILLEGAL_SASL_STATE (Kafka's KafkaApis);
-- DescribeUserScramCredentials: every user with credentials when `users` is null; a named user without
+- DescribeUserScramCredentials: every user with credentials when `users` is null or empty; a named user without
   any is RESOURCE_NOT_FOUND, a user named twice DUPLICATE_RESOURCE; it needs DESCRIBE on the cluster;
 - AlterUserScramCredentials (needs ALTER on the cluster), per user: an unknown mechanism is
   UNSUPPORTED_SASL_MECHANISM; iterations outside 4096..16384, an empty name or an empty salt or salted
@@ -59,7 +59,8 @@ async def handle_describe_scram(ctx: RequestContext, request: Any) -> Any:
         return build(R.DescribeUserScramCredentialsResponse, throttle_time=_ZERO,
                      error_code=ErrorCode.cluster_authorization_failed, error_message=None, results=())
     await asyncio.to_thread(store.refresh)  # a cluster's ZooKeeper: read there, as Kafka's ZooKeeper mode
-    names = sorted(store.users) if request.users is None else [u.name for u in request.users]
+    # null or empty: every user with a credential (Kafka's ZkAdminManager; librdkafka sends an empty list)
+    names = sorted(store.users) if not request.users else [u.name for u in request.users]
     results = []
     for name in dict.fromkeys(names):
         if names.count(name) > 1:

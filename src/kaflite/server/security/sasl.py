@@ -16,13 +16,28 @@ Rules (checkable against TABLE below and tests/server/test_sasl_state.py):
 - a completed login gives the connection its principal (`User:<name>`); from then on the connection
   is an ordinary one (the authenticator is dropped: no per-request cost);
 - error messages name the mechanism and never a password or a proof.
+
+Re-authentication (KIP-368, Kafka's SaslServerAuthenticator.ReauthInfo and KafkaChannel):
+- a completed login has a session lifetime: `connections.max.reauth.ms` of the mechanism (0: unset), the
+  credential's remaining life (an OAUTHBEARER token's `exp`), or the smaller of the two; none when
+  neither is set; SaslAuthenticate v1+ answers it as `session_lifetime_ms` (0: no expiry);
+- with a lifetime, a SaslHandshake on the authenticated connection begins a re-authentication
+  (SessionGate: at most one start per second, Kafka's MIN_REAUTH_INTERVAL; otherwise, or without a
+  lifetime, it goes to the handler, which answers ILLEGAL_SASL_STATE); the re-authentication must use
+  SaslHandshake v1 and SaslAuthenticate; another enabled mechanism is accepted by the handshake and
+  fails at the next token, an unknown one is UNSUPPORTED_SASL_MECHANISM and closes; it must give the
+  same principal ("Cannot change principals during re-authentication"), else SASL_AUTHENTICATION_FAILED
+  and the connection closes; a completed one starts a new session lifetime;
+- any other request arriving after the session's end closes the connection (nothing of it is served).
 """
 
 from __future__ import annotations
 
+import datetime
 import enum
 import hmac
 import struct
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -45,6 +60,7 @@ __all__ = [
     "PlainServer",
     "SaslAuthenticator",
     "ScramServer",
+    "SessionGate",
     "State",
     "Step",
 ]
@@ -53,11 +69,17 @@ SASL_HANDSHAKE_KEY = 17
 SASL_AUTHENTICATE_KEY = 36
 _SIZE = struct.Struct(">i")
 API_VERSIONS_MAX = 4  # the highest ApiVersions version served (handlers/api_versions.py; a test checks it)
+MIN_REAUTH_INTERVAL_MS = 1000  # Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class State(enum.Enum):
     HANDSHAKE_OR_VERSIONS = "handshake_or_versions"  # first request: ApiVersions or SaslHandshake
     HANDSHAKE = "handshake"  # ApiVersions answered: SaslHandshake next
+    REAUTH_HANDSHAKE = "reauth_handshake"  # a re-authentication: its SaslHandshake (v1) first
     AUTHENTICATE = "authenticate"  # handshake v1 done: SaslAuthenticate requests
     RAW_TOKENS = "raw_tokens"  # handshake v0 done: length-framed raw tokens
     COMPLETE = "complete"  # authenticated
@@ -84,6 +106,8 @@ TABLE: dict[tuple[State, Event], State] = {
     (State.HANDSHAKE, Event.HANDSHAKE_V0): State.RAW_TOKENS,
     (State.HANDSHAKE, Event.HANDSHAKE_V1): State.AUTHENTICATE,
     (State.HANDSHAKE, Event.BAD_MECHANISM): State.FAILED,
+    (State.REAUTH_HANDSHAKE, Event.HANDSHAKE_V1): State.AUTHENTICATE,
+    (State.REAUTH_HANDSHAKE, Event.BAD_MECHANISM): State.FAILED,
     (State.AUTHENTICATE, Event.TOKEN_CHALLENGE): State.AUTHENTICATE,
     (State.AUTHENTICATE, Event.TOKEN_DONE): State.COMPLETE,
     (State.AUTHENTICATE, Event.TOKEN_FAILED): State.FAILED,
@@ -185,15 +209,25 @@ class Step:
     delay_ms: int = 0  # wait this long after writing, before closing (a failed login)
     close: str | None = None  # then close the connection, for this reason
     principal: str | None = None  # authentication complete: the connection's principal
+    session_end_ms: int | None = None  # and its session ends then (epoch ms; None: never)
 
 
 class SaslAuthenticator:
-    def __init__(self, mechanisms: Mapping[str, Callable[[], MechanismServer]], failed_delay_ms: int = 100) -> None:
+    def __init__(self, mechanisms: Mapping[str, Callable[[], MechanismServer]], failed_delay_ms: int = 100,
+                 max_reauth_ms: Mapping[str, int] | None = None, now_ms: Callable[[], int] = wall_ms,
+                 reauth_of: tuple[str, str] | None = None) -> None:
         self.mechanisms = mechanisms  # enabled mechanism name -> a new server for one exchange
         self.failed_delay_ms = failed_delay_ms
-        self.state = State.HANDSHAKE_OR_VERSIONS
+        self.max_reauth_ms = max_reauth_ms or {}  # mechanism -> connections.max.reauth.ms (0: unset)
+        self.now_ms = now_ms
+        # a re-authentication: (the mechanism, the principal) of the session it renews
+        self.reauth_of = reauth_of
+        self.state = State.REAUTH_HANDSHAKE if reauth_of is not None else State.HANDSHAKE_OR_VERSIONS
         self._server: MechanismServer | None = None
+        self._bad_reauth_mechanism: str | None = None
         self.mechanism = ""
+        self.session_lifetime_ms = 0  # as answered in SaslAuthenticate v1+
+        self.session_end_ms: int | None = None  # when the session ends (epoch ms), None: never
 
     def _go(self, event: Event) -> bool:
         nxt = TABLE.get((self.state, event))
@@ -234,6 +268,10 @@ class SaslAuthenticator:
                             close=f"unsupported SASL mechanism {mechanism[:40]!r}")
             if not self._go(Event.HANDSHAKE_V0 if version == 0 else Event.HANDSHAKE_V1):
                 return illegal
+            if self.reauth_of is not None and mechanism != self.reauth_of[0]:
+                # Kafka's REAUTH_BAD_MECHANISM: the handshake succeeds, the next token fails
+                self._bad_reauth_mechanism = (f"SASL mechanism '{mechanism}' requested by client is not supported "
+                                              f"for re-authentication of mechanism '{self.reauth_of[0]}'")
             self.mechanism = mechanism
             self._server = self.mechanisms[mechanism]()
             body = build(R.SaslHandshakeResponse, error_code=ErrorCode.none, mechanisms=tuple(self.mechanisms))
@@ -245,6 +283,7 @@ class SaslAuthenticator:
             R = response_module(key, version)
             try:
                 challenge, done = self._evaluate(request.auth_bytes)
+                lifetime = self._session_lifetime() if done else 0
             except AuthenticationFailed as e:
                 self._go(Event.TOKEN_FAILED)
                 body = build(R.SaslAuthenticateResponse, error_code=ErrorCode.sasl_authentication_failed,
@@ -252,7 +291,8 @@ class SaslAuthenticator:
                 return Step(encode_response(key, version, header.correlation_id, body),
                             delay_ms=self.failed_delay_ms, close=f"SASL authentication failed ({self.mechanism})")
             body = build(R.SaslAuthenticateResponse, error_code=ErrorCode.none, error_message=None,
-                         auth_bytes=challenge)
+                         auth_bytes=challenge,
+                         session_lifetime=datetime.timedelta(milliseconds=lifetime))
             out = encode_response(key, version, header.correlation_id, body)
             return self._advance(out, done)
         self.state = State.FAILED
@@ -261,6 +301,8 @@ class SaslAuthenticator:
     def _raw_token(self, token: bytes) -> Step:
         try:
             challenge, done = self._evaluate(token)
+            if done:
+                self._session_lifetime()
         except AuthenticationFailed:
             self._go(Event.TOKEN_FAILED)
             return Step(delay_ms=self.failed_delay_ms, close=f"SASL authentication failed ({self.mechanism})")
@@ -271,11 +313,36 @@ class SaslAuthenticator:
         if not done:
             return Step(out)
         assert self._server is not None
-        return Step(out, principal=f"User:{self._server.user}")
+        return Step(out, principal=f"User:{self._server.user}", session_end_ms=self.session_end_ms)
 
     def _evaluate(self, token: bytes) -> tuple[bytes, bool]:
         assert self._server is not None
-        return self._server.evaluate(token)
+        if self._bad_reauth_mechanism is not None:
+            raise AuthenticationFailed(self._bad_reauth_mechanism)
+        challenge, done = self._server.evaluate(token)
+        if done and self.reauth_of is not None and f"User:{self._server.user}" != self.reauth_of[1]:
+            raise AuthenticationFailed(f"Cannot change principals during re-authentication from "
+                                       f"{self.reauth_of[1]}: User:{self._server.user}")
+        return challenge, done
+
+    def _session_lifetime(self) -> int:
+        """Kafka's calcCompletionTimesAndReturnSessionLifetimeMs: the smaller of connections.max.reauth.ms
+        (when > 0) and the credential's remaining life (when it has one); 0 when neither is set."""
+        credential_end = getattr(self._server, "expiry_ms", None)
+        max_reauth = self.max_reauth_ms.get(self.mechanism, 0)
+        now = self.now_ms()
+        if credential_end is None and max_reauth <= 0:
+            self.session_lifetime_ms, self.session_end_ms = 0, None
+            return 0
+        if credential_end is None:
+            lifetime = max_reauth
+        elif max_reauth <= 0:
+            lifetime = max(0, credential_end - now)
+        else:
+            lifetime = max(0, min(credential_end - now, max_reauth))
+        # a lifetime of 0 (a token within the clock skew of its exp) is a session that has ended (Kafka)
+        self.session_lifetime_ms, self.session_end_ms = lifetime, now + lifetime
+        return lifetime
 
     def _decode(self, header: Any, frame: bytes, offset: int) -> Any:
         try:
@@ -283,3 +350,28 @@ class SaslAuthenticator:
         except ProtocolError:
             self.state = State.FAILED
             return None
+
+
+class SessionGate:
+    """What an authenticated SASL connection with a session lifetime does with each request (Kafka's
+    SocketServer: a SaslHandshake may begin a re-authentication, anything else after the session's end
+    closes the connection). Pure: the clock is injected."""
+
+    SERVE = "serve"
+    REAUTHENTICATE = "reauthenticate"
+    EXPIRED = "expired"
+
+    def __init__(self, end_ms: int, mechanism: str, principal: str, now_ms: Callable[[], int] = wall_ms) -> None:
+        self.end_ms = end_ms
+        self.mechanism = mechanism
+        self.principal = principal
+        self.now_ms = now_ms
+        self._last_start: int | None = None
+
+    def check(self, api_key: int) -> str:
+        now = self.now_ms()
+        if api_key == SASL_HANDSHAKE_KEY and (self._last_start is None or
+                                              now - self._last_start >= MIN_REAUTH_INTERVAL_MS):
+            self._last_start = now
+            return self.REAUTHENTICATE
+        return self.EXPIRED if now > self.end_ms else self.SERVE
