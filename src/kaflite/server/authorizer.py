@@ -3,9 +3,10 @@ authorizer interface the handlers ask (through `RequestContext.authorize`).
 
 Rules: a PLAINTEXT session's principal is `User:ANONYMOUS` (Kafka's KafkaPrincipal.ANONYMOUS), as is an
 SSL session without a client certificate; an SSL session with one is `User:<its subject DN>` (mapped by
-ssl.principal.mapping.rules), a SASL session `User:<the authenticated name>` (server/security/); the only
-authorizer is `AllowAllAuthorizer` (Kafka without `authorizer.class.name`); an ACL authorizer will plug in
-here without touching the handlers.
+ssl.principal.mapping.rules), a SASL session `User:<the authenticated name>` (server/security/);
+- without `authorizer.class.name` the authorizer is `AllowAllAuthorizer` (Kafka without an authorizer:
+  every operation allowed, every supported operation in `*_authorized_operations`, the ACL APIs answered
+  SECURITY_DISABLED); with Kafka's AclAuthorizer it is `kaflite.server.acl.AclAuthorizer`.
 """
 
 from __future__ import annotations
@@ -81,9 +82,26 @@ class Authorizer(Protocol):
     def authorize(self, session: Session, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         ...
 
+    def authorize_by_resource_type(self, session: Session, operation: AclOperation,
+                                   resource_type: ResourceType) -> bool:
+        """May the principal do `operation` on some resource of the type? (KIP-679's idempotent check.)"""
+        ...
+
+    def authorized_operations(self, session: Session, resource_type: ResourceType, name: str) -> int:
+        """The `*_authorized_operations` bitfield of the resource (bit n: AclOperation code n allowed)."""
+        ...
+
 
 class AllowAllAuthorizer:
     """Allows every operation (Kafka without `authorizer.class.name`)."""
 
     def authorize(self, session: Session, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         return True
+
+    def authorize_by_resource_type(self, session: Session, operation: AclOperation,
+                                   resource_type: ResourceType) -> bool:
+        return True
+
+    def authorized_operations(self, session: Session, resource_type: ResourceType, name: str) -> int:
+        from kaflite.server.acl.model import supported_operations  # the model imports this module
+        return sum(1 << int(op) for op in supported_operations(resource_type))
