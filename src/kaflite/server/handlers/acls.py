@@ -17,8 +17,9 @@ import datetime
 from typing import Any
 
 from kaflite.protocol.errors import ErrorCode
+from kaflite.server.acl import rules
 from kaflite.server.acl.model import AccessControlEntry, AclBinding, AclBindingFilter, ResourcePattern
-from kaflite.server.context import AclOperation, RequestContext, ResourceType, build
+from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 
 _ZERO = datetime.timedelta(0)
@@ -37,7 +38,7 @@ async def handle_describe_acls(ctx: RequestContext, request: Any) -> Any:
         return build(R.DescribeAclsResponse, throttle_time=_ZERO, error_code=code, error_message=message,
                      resources=resources)
 
-    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER):
+    if not ctx.allowed(rules.DESCRIBE_ACLS):
         return answer(ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
     manager = ctx.broker.acls
     if manager is None:
@@ -67,7 +68,7 @@ async def handle_create_acls(ctx: RequestContext, request: Any) -> Any:
     def answer(results: list[Any]) -> Any:
         return build(R.CreateAclsResponse, throttle_time=_ZERO, results=tuple(results))
 
-    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER):
+    if not ctx.allowed(rules.CREATE_ACLS):
         return answer([result(ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
                        for _ in request.creations])
     manager = ctx.broker.acls
@@ -100,7 +101,7 @@ async def handle_delete_acls(ctx: RequestContext, request: Any) -> Any:
     def filter_result(code: ErrorCode, message: str | None, matching: tuple[Any, ...] = ()) -> Any:
         return build(R.DeleteAclsFilterResult, error_code=code, error_message=message, matching_acls=matching)
 
-    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER):
+    if not ctx.allowed(rules.DELETE_ACLS):
         return answer([filter_result(ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
                        for _ in request.filters])
     manager = ctx.broker.acls
