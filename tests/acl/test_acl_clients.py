@@ -250,3 +250,21 @@ def test_kafka_python_sees_the_same_errors(broker: EmbeddedBroker) -> None:
         assert topic not in a.list_topics()
     finally:
         a.close()
+
+
+def test_authorized_operations_are_the_principals(broker: EmbeddedBroker) -> None:
+    from confluent_kafka import TopicCollection
+
+    topic, group = name("ops-"), name("ops-g-")
+    make_topic(broker, topic)
+    allow(broker, acl(ResourceType.TOPIC, topic, "alice", AclOperation.WRITE),
+          acl(ResourceType.GROUP, group, "alice", AclOperation.READ))
+    desc = admin(broker, "alice").describe_topics(TopicCollection([topic]), include_authorized_operations=True)
+    ops = set(desc[topic].result(timeout=30).authorized_operations)
+    assert ops == {AclOperation.WRITE, AclOperation.DESCRIBE}
+    every = admin(broker).describe_topics(TopicCollection([topic]), include_authorized_operations=True)
+    assert AclOperation.ALTER_CONFIGS in set(every[topic].result(timeout=30).authorized_operations)  # super user
+    cluster = admin(broker).describe_cluster(include_authorized_operations=True).result(timeout=30)
+    assert AclOperation.CLUSTER_ACTION in set(cluster.authorized_operations)
+    groups = admin(broker, "alice").describe_consumer_groups([group], include_authorized_operations=True)
+    assert set(groups[group].result(timeout=30).authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
