@@ -25,6 +25,7 @@ __all__ = [
     "AllowAllAuthorizer",
     "Authorizer",
     "ResourceType",
+    "SUPPORTED_OPERATIONS",
     "Session",
 ]
 
@@ -60,6 +61,19 @@ class ResourceType(enum.IntEnum):
 
 
 CLUSTER_NAME = "kafka-cluster"  # Kafka's name of the one CLUSTER resource
+
+_O = AclOperation
+# Kafka's AclEntry.supportedOperations: what each resource type's `*_authorized_operations` can contain
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (_O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE, _O.ALTER, _O.DESCRIBE_CONFIGS,
+                         _O.ALTER_CONFIGS),
+    ResourceType.GROUP: (_O.READ, _O.DESCRIBE, _O.DELETE, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS),
+    ResourceType.CLUSTER: (_O.CREATE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS, _O.IDEMPOTENT_WRITE,
+                           _O.ALTER, _O.DESCRIBE),
+    ResourceType.TRANSACTIONAL_ID: (_O.DESCRIBE, _O.WRITE),
+    ResourceType.DELEGATION_TOKEN: (_O.DESCRIBE,),
+    ResourceType.USER: (_O.CREATE_TOKENS, _O.DESCRIBE_TOKENS),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,5 +117,4 @@ class AllowAllAuthorizer:
         return True
 
     def authorized_operations(self, session: Session, resource_type: ResourceType, name: str) -> int:
-        from kaflite.server.acl.model import supported_operations  # the model imports this module
-        return sum(1 << int(op) for op in supported_operations(resource_type))
+        return sum(1 << int(op) for op in SUPPORTED_OPERATIONS[resource_type])

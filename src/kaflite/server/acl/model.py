@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from kaflite.server.authorizer import AclOperation, ResourceType
+from kaflite.server.authorizer import SUPPORTED_OPERATIONS, AclOperation, ResourceType
 
 __all__ = [
     "ANY_OPERATION",
@@ -119,17 +119,9 @@ def valid_principal(principal: str) -> bool:
     return bool(sep and kind and name)
 
 
-# Kafka's AclEntry.supportedOperations: what each resource type's `*_authorized_operations` can contain
-_SUPPORTED: dict[int, tuple[Op, ...]] = {
-    ResourceType.TOPIC: (Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER, Op.DESCRIBE_CONFIGS,
-                         Op.ALTER_CONFIGS),
-    ResourceType.GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
-    ResourceType.CLUSTER: (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE,
-                           Op.ALTER, Op.DESCRIBE),
-    ResourceType.TRANSACTIONAL_ID: (Op.DESCRIBE, Op.WRITE),
-    ResourceType.DELEGATION_TOKEN: (Op.DESCRIBE,),
-    ResourceType.USER: (Op.CREATE_TOKENS, Op.DESCRIBE_TOKENS),
-}
+# Kafka's AclEntry.supportedOperations (server/authorizer.py holds the table)
+_SUPPORTED: dict[int, tuple[Op, ...]] = {int(rt): tuple(Op(int(o)) for o in ops)
+                                         for rt, ops in SUPPORTED_OPERATIONS.items()}
 
 
 def supported_operations(resource_type: ResourceType) -> tuple[Op, ...]:
