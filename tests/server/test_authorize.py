@@ -1,6 +1,7 @@
-"""`RequestContext.authorize` is asked where Kafka's KafkaApis asks its Authorizer (produce WRITE topic,
-fetch READ topic, metadata DESCRIBE topic, create/delete topics CREATE/DELETE, classic groups READ group,
-configs DESCRIBE_CONFIGS / ALTER_CONFIGS), and a refusal answers Kafka's *_AUTHORIZATION_FAILED code."""
+"""The authorizer is asked where Kafka's KafkaApis asks its Authorizer (produce WRITE topic, fetch READ
+topic, metadata DESCRIBE topic, create topics CREATE on the cluster, delete topics DELETE, classic groups
+READ group, configs DESCRIBE_CONFIGS / ALTER_CONFIGS), and a refusal answers Kafka's *_AUTHORIZATION_FAILED
+code."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ def test_the_handlers_ask_the_authorizer_and_a_refusal_is_kafkas_error(tmp_path:
             ConfigResource(ConfigResource.Type.TOPIC, other)].result(30)
         admin.delete_topics([other])[other].result(30)
     expected = {
-        ("CREATE", "TOPIC", topic), ("WRITE", "TOPIC", topic), ("WRITE", "TOPIC", denied),
+        ("CREATE", "CLUSTER", "kafka-cluster"), ("WRITE", "TOPIC", topic), ("WRITE", "TOPIC", denied),
         ("DESCRIBE", "TOPIC", topic), ("READ", "TOPIC", topic), ("READ", "GROUP", group),
         ("DESCRIBE_CONFIGS", "TOPIC", other), ("DELETE", "TOPIC", other),
     }

@@ -3,9 +3,10 @@ authorizer interface the handlers ask (through `RequestContext.authorize`).
 
 Rules: a PLAINTEXT session's principal is `User:ANONYMOUS` (Kafka's KafkaPrincipal.ANONYMOUS), as is an
 SSL session without a client certificate; an SSL session with one is `User:<its subject DN>` (mapped by
-ssl.principal.mapping.rules), a SASL session `User:<the authenticated name>` (server/security/); the only
-authorizer is `AllowAllAuthorizer` (Kafka without `authorizer.class.name`); an ACL authorizer will plug in
-here without touching the handlers.
+ssl.principal.mapping.rules), a SASL session `User:<the authenticated name>` (server/security/);
+- without `authorizer.class.name` the authorizer is `AllowAllAuthorizer` (Kafka without an authorizer:
+  every operation allowed, every supported operation in `*_authorized_operations`, the ACL APIs answered
+  SECURITY_DISABLED); with Kafka's AclAuthorizer it is `kaflite.server.acl.AclAuthorizer`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "AllowAllAuthorizer",
     "Authorizer",
     "ResourceType",
+    "SUPPORTED_OPERATIONS",
     "Session",
 ]
 
@@ -60,6 +62,19 @@ class ResourceType(enum.IntEnum):
 
 CLUSTER_NAME = "kafka-cluster"  # Kafka's name of the one CLUSTER resource
 
+_O = AclOperation
+# Kafka's AclEntry.supportedOperations: what each resource type's `*_authorized_operations` can contain
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (_O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE, _O.ALTER, _O.DESCRIBE_CONFIGS,
+                         _O.ALTER_CONFIGS),
+    ResourceType.GROUP: (_O.READ, _O.DESCRIBE, _O.DELETE, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS),
+    ResourceType.CLUSTER: (_O.CREATE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS, _O.IDEMPOTENT_WRITE,
+                           _O.ALTER, _O.DESCRIBE),
+    ResourceType.TRANSACTIONAL_ID: (_O.DESCRIBE, _O.WRITE),
+    ResourceType.DELEGATION_TOKEN: (_O.DESCRIBE,),
+    ResourceType.USER: (_O.CREATE_TOKENS, _O.DESCRIBE_TOKENS),
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Session:
@@ -81,9 +96,25 @@ class Authorizer(Protocol):
     def authorize(self, session: Session, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         ...
 
+    def authorize_by_resource_type(self, session: Session, operation: AclOperation,
+                                   resource_type: ResourceType) -> bool:
+        """May the principal do `operation` on some resource of the type? (KIP-679's idempotent check.)"""
+        ...
+
+    def authorized_operations(self, session: Session, resource_type: ResourceType, name: str) -> int:
+        """The `*_authorized_operations` bitfield of the resource (bit n: AclOperation code n allowed)."""
+        ...
+
 
 class AllowAllAuthorizer:
     """Allows every operation (Kafka without `authorizer.class.name`)."""
 
     def authorize(self, session: Session, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         return True
+
+    def authorize_by_resource_type(self, session: Session, operation: AclOperation,
+                                   resource_type: ResourceType) -> bool:
+        return True
+
+    def authorized_operations(self, session: Session, resource_type: ResourceType, name: str) -> int:
+        return sum(1 << int(op) for op in SUPPORTED_OPERATIONS[resource_type])

@@ -42,6 +42,10 @@ from kaflite.cluster.zk import BrokerIdInUseError, ZkConnectionError
 from kaflite.cluster.zk_metadata import ClusterIdMismatch, ZkMetadata
 from kaflite.cluster.zkconfig import zookeeper_settings
 from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.acl import AclManager, authorizer_for
+from kaflite.server.acl.authorizer import AclAuthorizer
+from kaflite.server.acl.store import FILE_NAME as ACL_FILE_NAME
+from kaflite.server.acl.store import LocalAclStore, ZkAclStore
 from kaflite.server.authorizer import AllowAllAuthorizer, Authorizer
 from kaflite.server.config import BrokerConfig, ConfigError, Listener
 from kaflite.server.logconfig import log_config_for
@@ -99,6 +103,11 @@ class Broker:
             self.advertised_listeners.get(first.name) or \
             Listener(first.name, first.host or "127.0.0.1", first.port, first.security_protocol)
         self.authorizer: Authorizer = AllowAllAuthorizer()
+        # Kafka's AclAuthorizer when authorizer.class.name names it (its ACLs are loaded at start), else None
+        self.acls: AclManager | None = None
+        acl_authorizer = authorizer_for(config)
+        if acl_authorizer is not None:
+            self.authorizer = acl_authorizer
         # SCRAM users (single node: a file in the data directory, read at start, server/security/scram.py;
         # a cluster: ZooKeeper, cluster/zk_credentials.py)
         self.scram_credentials = CredentialStore(None)
@@ -158,7 +167,21 @@ class Broker:
             self.log_manager.close()
             self.log_manager = None
             raise
+        await self._start_acls()
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
+
+    async def _start_acls(self) -> None:
+        """Load the ACLs (in a thread: a file on a single node, ZooKeeper in a cluster) and, in a cluster,
+        watch the other brokers' changes."""
+        if not isinstance(self.authorizer, AclAuthorizer):
+            return
+        store: LocalAclStore | ZkAclStore
+        if isinstance(self.metadata_writer, ZkMetadata):
+            store = ZkAclStore(self.metadata_writer.zk, self._clock)
+        else:
+            store = LocalAclStore(self.log_dirs[0] / ACL_FILE_NAME if self.log_dirs else None)
+        self.acls = AclManager(self.authorizer, store)
+        await self.acls.start()
 
     def _start_logs_and_metadata(self) -> None:
         manager = self.log_manager

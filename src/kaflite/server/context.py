@@ -6,9 +6,8 @@ Rules:
   the versions of that entity know: a field this version lacks is dropped (`log_start_offset` below
   Produce v5), a name that NO version has is a bug in the handler and raises TypeError (a misspelled
   `leader_epcoh=7` would otherwise go out as the default, silently);
-- `authorize(operation, resource_type, name)` is asked where Kafka's KafkaApis asks its Authorizer; the
-  only authorizer today allows everything (there is no SASL/SSL, every principal is `User:ANONYMOUS`),
-  so the calls mark the places an ACL authorizer will decide;
+- `allowed(check, name)` / `check(check, name)` ask the broker's authorizer one of the checks of
+  server/acl/rules.py, where Kafka's KafkaApis asks its Authorizer;
 - `throttle_time_ms` is the throttle a quota decided for this request (0: no quotas yet); the dispatcher
   writes it into the response's `throttle_time` field.
 """
@@ -31,6 +30,7 @@ from kaflite.protocol.messages import RequestHeader
 from kaflite.server.authorizer import CLUSTER_NAME, AclOperation, ResourceType, Session
 
 if TYPE_CHECKING:
+    from kaflite.server.acl.rules import Check
     from kaflite.server.broker import Broker
     from kaflite.server.config import Listener
 
@@ -77,6 +77,21 @@ class RequestContext:
     def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
         """May this request's principal do `operation` on the resource? (Kafka's KafkaApis.authorize.)"""
         return self.broker.authorizer.authorize(self.session, operation, resource_type, name)
+
+    def allowed(self, check: Check, name: str = CLUSTER_NAME) -> bool:
+        """May this request's principal pass `check` (one of acl.rules' table) on the named resource?"""
+        return self.broker.authorizer.authorize(self.session, check.operation, check.resource_type, name)
+
+    def check(self, check: Check, name: str = CLUSTER_NAME) -> None:
+        """`allowed`, or raise KafkaError with the check's *_AUTHORIZATION_FAILED code (inside a per-topic
+        or per-partition loop it becomes that item's error)."""
+        if not self.allowed(check, name):
+            raise KafkaError(check.error, f"{self.session.principal} may not {check.operation.name} "
+                                          f"{check.resource_type.name} {name}")
+
+    def authorized_operations(self, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
+        """Kafka's `*_authorized_operations` bitfield of the resource for this request's principal."""
+        return self.broker.authorizer.authorized_operations(self.session, resource_type, name)
 
     def require(self, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> None:
         """`authorize`, or raise KafkaError with Kafka's *_AUTHORIZATION_FAILED code for the resource type

@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from kaflite.server.config import (
+    keys_authorizer,
     keys_groups,
     keys_kraft,
     keys_network,
@@ -53,6 +54,7 @@ SUBSYSTEMS: tuple[ModuleType, ...] = (
     keys_server,
     keys_network,
     keys_security,
+    keys_authorizer,
     keys_storage,
     keys_groups,
     keys_replication,

@@ -58,6 +58,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "kaflite.server.handlers.transactions",
     "kaflite.server.handlers.find_coordinator",
     "kaflite.server.handlers.security",
+    "kaflite.server.handlers.acls",
 )
 
 

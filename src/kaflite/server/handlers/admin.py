@@ -36,7 +36,8 @@ from typing import Any
 
 from kaflite.cluster.metadata import INTERNAL_TOPICS, validate_topic_name
 from kaflite.protocol.errors import ErrorCode, KafkaError
-from kaflite.server.authorizer import AclOperation, ResourceType
+from kaflite.server.acl import rules
+from kaflite.server.authorizer import ResourceType
 from kaflite.server.broker import Broker
 from kaflite.server.config import UnknownConfigKey
 from kaflite.server.context import RequestContext, build
@@ -99,6 +100,8 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     counts = Counter(t.name for t in request.topics)
     results: list[Any] = []
     created: list[tuple[int, str, int]] = []  # (index in results, topic, partitions) to wait for
+    # Kafka: CREATE on the cluster creates any topic, else CREATE on each topic
+    may_create_any = ctx.allowed(rules.CREATE_TOPICS_CLUSTER)
     for t in request.topics:
         code, message = ErrorCode.none, None
         topic = None
@@ -106,7 +109,8 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
         try:
             if counts[t.name] > 1:
                 raise KafkaError(ErrorCode.invalid_request, f"Duplicate topic name {t.name} in the request.")
-            ctx.require(AclOperation.CREATE, ResourceType.TOPIC, t.name)
+            if not may_create_any and not ctx.allowed(rules.CREATE_TOPICS_TOPIC, t.name):
+                raise KafkaError(rules.CREATE_TOPICS_TOPIC.error, "Authorization failed.")
             validate_topic_name(t.name)
             if t.name in INTERNAL_TOPICS:
                 raise KafkaError(ErrorCode.invalid_request, f"Creation of internal topic {t.name} is prohibited.")
@@ -229,7 +233,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
                 raise KafkaError(ErrorCode.unknown_topic_id, f"Topic id {topic_id} does not exist.")
             if counts[name] > 1:
                 raise KafkaError(ErrorCode.invalid_request, f"Duplicate topic name {name} in the request.")
-            ctx.require(AclOperation.DELETE, ResourceType.TOPIC, name)
+            ctx.check(rules.DELETE_TOPICS, name)
             if name in INTERNAL_TOPICS:
                 raise KafkaError(ErrorCode.invalid_request, f"Deletion of internal topic {name} is prohibited.")
             if not broker.setting("delete.topic.enable"):
@@ -257,6 +261,7 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
         try:
             if counts[t.name] > 1:
                 raise KafkaError(ErrorCode.invalid_request, f"Duplicate topic name {t.name} in the request.")
+            ctx.check(rules.CREATE_PARTITIONS, t.name)
             topic = await broker.topic_for_admin(t.name)
             if topic is None:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{t.name}' does not exist.")
@@ -320,7 +325,7 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
         keys = res.configuration_keys
         try:
             if res.resource_type == RESOURCE_TOPIC:
-                ctx.require(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, res.resource_name)
+                ctx.check(rules.DESCRIBE_CONFIGS_TOPIC, res.resource_name)
                 topic = await broker.topic_for_admin(res.resource_name)
                 if topic is None:
                     try:
@@ -332,11 +337,12 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
                     )
                 entries = _describe_topic_entries(broker, topic.configs, keys)
             elif res.resource_type == RESOURCE_BROKER:
-                ctx.require(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER)
+                ctx.check(rules.DESCRIBE_CONFIGS_CLUSTER)
                 if res.resource_name not in ("", str(broker.node_id)):
                     raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id {res.resource_name}")
                 entries = _known_only(broker.config.describe, keys)
             elif res.resource_type == RESOURCE_BROKER_LOGGER:
+                ctx.check(rules.DESCRIBE_CONFIGS_CLUSTER)
                 entries = []
             else:
                 raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}")
@@ -375,7 +381,7 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
 
 # -- AlterConfigs / IncrementalAlterConfigs ----------------------------------------------------------
 async def _alter(
-    ctx: RequestContext, request: Any, new_configs: Any
+    ctx: RequestContext, request: Any, new_configs: Any, topic_check: rules.Check, cluster_check: rules.Check
 ) -> list[tuple[ErrorCode, str | None, int, str]]:
     broker = ctx.broker
     out = []
@@ -383,10 +389,12 @@ async def _alter(
         code, message = ErrorCode.none, None
         try:
             if res.resource_type != RESOURCE_TOPIC:
+                if res.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+                    ctx.check(cluster_check)
                 raise KafkaError(
                     ErrorCode.invalid_request, "kaflite's broker configs are static: edit server.properties"
                 )
-            ctx.require(AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, res.resource_name)
+            ctx.check(topic_check, res.resource_name)
             topic = await broker.topic_for_admin(res.resource_name)
             if topic is None:
                 raise KafkaError(
@@ -431,7 +439,8 @@ async def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
     results = tuple(
         build(R.AlterConfigsResourceResponse, error_code=c, error_message=m, resource_type=t, resource_name=n)
-        for c, m, t, n in await _alter(ctx, request, _full_replace)
+        for c, m, t, n in await _alter(ctx, request, _full_replace, rules.ALTER_CONFIGS_TOPIC,
+                                       rules.ALTER_CONFIGS_CLUSTER)
     )
     return build(R.AlterConfigsResponse, throttle_time=_ZERO, responses=results)
 
@@ -440,7 +449,8 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) ->
     R = ctx.response
     results = tuple(
         build(R.AlterConfigsResourceResponse, error_code=c, error_message=m, resource_type=t, resource_name=n)
-        for c, m, t, n in await _alter(ctx, request, _incremental)
+        for c, m, t, n in await _alter(ctx, request, _incremental, rules.INCREMENTAL_ALTER_CONFIGS_TOPIC,
+                                       rules.INCREMENTAL_ALTER_CONFIGS_CLUSTER)
     )
     return build(R.IncrementalAlterConfigsResponse, throttle_time=_ZERO, responses=results)
 
@@ -468,9 +478,10 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
             controller_id=-1,
             brokers=(),
         )
-    want_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
-    # With no ACLs every cluster operation is allowed (Kafka's AclOperation codes 4..12, 14 as bits).
-    ops = sum(1 << op for op in (4, 5, 6, 7, 8, 9, 10, 11, 12, 14)) if want_ops else -(2**31)
+    # Kafka (AuthHelper.computeDescribeClusterResponse): the bitfield when asked and DESCRIBE is allowed
+    want_ops = bool(getattr(request, "include_cluster_authorized_operations", False)) and \
+        ctx.allowed(rules.DESCRIBE_CLUSTER_OPS)
+    ops = ctx.authorized_operations(ResourceType.CLUSTER) if want_ops else -(2**31)
     return build(
         R.DescribeClusterResponse,
         throttle_time=_ZERO,
@@ -494,6 +505,7 @@ async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
     deadline = replicas.now_ms() + request.timeout.total_seconds() * 1000.0
 
     def answer(topic: str, p: Any) -> list[Any]:
+        ctx.check(rules.DELETE_RECORDS, topic)
         part = replicas.get_partition(topic, p.partition_index)
         offset = int(p.offset)
         required = part.high_watermark if offset == -1 else offset
@@ -541,6 +553,9 @@ async def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
 
     broker = ctx.broker
     R = ctx.response
+    if not ctx.allowed(rules.DESCRIBE_LOG_DIRS):  # Kafka: no directories, the request's error
+        return build(R.DescribeLogDirsResponse, throttle_time=_ZERO, error_code=rules.DESCRIBE_LOG_DIRS.error,
+                     results=())
     manager = broker.log_manager
     wanted: dict[str, set[int] | None] | None = None
     if request.topics is not None:

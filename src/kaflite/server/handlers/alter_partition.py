@@ -23,6 +23,7 @@ from typing import Any
 from kaflite.cluster.controller.events import AlterPartition, AlterPartitionResult
 from kaflite.cluster.zk_metadata import ZkMetadata
 from kaflite.protocol.errors import ErrorCode
+from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 
@@ -35,6 +36,8 @@ async def handle_alter_partition(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
     broker = ctx.broker
     writer = broker.metadata_writer
+    if not ctx.allowed(rules.ALTER_PARTITION):
+        return build(R.AlterPartitionResponse, throttle_time=_ZERO, error_code=rules.ALTER_PARTITION.error, topics=())
     if not isinstance(writer, ZkMetadata) or not writer.controller.is_active:
         # a single node has no controller to ask: it never sends this request to itself
         return build(

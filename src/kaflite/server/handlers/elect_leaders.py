@@ -22,6 +22,7 @@ from typing import Any
 from kaflite.cluster.controller.events import ElectionResults, ElectionType, ElectLeaders
 from kaflite.cluster.zk_metadata import ZkMetadata
 from kaflite.protocol.errors import ErrorCode
+from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 
@@ -54,7 +55,10 @@ async def handle_elect_leaders(ctx: RequestContext, request: Any) -> Any:
         election = ElectionType(int(getattr(request, "election_type", 0)))
     except ValueError:  # neither 0 (preferred) nor 1 (unclean): client input, answered, never a traceback
         election = None
-    if election is None:
+    if not ctx.allowed(rules.ELECT_LEADERS):  # Kafka: the request and every partition refused
+        top = rules.ELECT_LEADERS.error
+        results = {tp: top for tp in partitions or ()}
+    elif election is None:
         top = ErrorCode.invalid_request
         results = {tp: ErrorCode.invalid_request for tp in partitions or ()}
     elif isinstance(writer, ZkMetadata):

@@ -56,7 +56,7 @@ from typing import Any
 from kaflite.protocol.compression import CODECS
 from kaflite.protocol.encoders import encode_fetch_response
 from kaflite.protocol.errors import ErrorCode, KafkaError
-from kaflite.server.authorizer import AclOperation, ResourceType
+from kaflite.server.acl import rules
 from kaflite.server.broker import Broker
 from kaflite.server.context import RequestContext, build
 from kaflite.server.fetch_session import FetchSessionCache, FetchTarget, SessionContext
@@ -282,8 +282,13 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     # the follower's id: `replica_id` up to v14, `replica_state.replica_id` from v15 (KIP-903)
     rstate = getattr(request, "replica_state", None)
     replica_id = int(rstate.replica_id if rstate is not None else getattr(request, "replica_id", -1))
-    denied = frozenset(t for t in {topic for (topic, _p), _t in session.targets}
-                       if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t))
+    # a follower needs CLUSTER_ACTION (refused: every partition is TOPIC_AUTHORIZATION_FAILED), a consumer
+    # READ on each topic (Kafka's handleFetchRequest)
+    session_topics = {topic for (topic, _p), _t in session.targets}
+    if replica_id >= 0:
+        denied = frozenset() if ctx.allowed(rules.FETCH_FOLLOWER) else frozenset(session_topics)
+    else:
+        denied = frozenset(t for t in session_topics if not ctx.allowed(rules.FETCH_TOPIC, t))
     # last_fetched_epoch (v12+, KIP-595): checked for the partitions this request names that carry one
     last_fetched = None
     if ctx.api_version >= 12:

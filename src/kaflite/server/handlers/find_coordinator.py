@@ -25,6 +25,7 @@ from typing import Any
 from kaflite.coordinator import OFFSETS_TOPIC
 from kaflite.coordinator.transaction.txn_log import TRANSACTION_STATE_TOPIC
 from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.groups import GroupService
@@ -41,6 +42,11 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
 
     def answer(key: str, key_type: int) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
         coordinator: GroupService | TransactionService
+        # Kafka: DESCRIBE on the group / transactional id, checked before the key type is acted on
+        if key_type == 0 and not ctx.allowed(rules.FIND_COORDINATOR_GROUP, key):
+            return rules.FIND_COORDINATOR_GROUP.error, None, (-1, "", -1)
+        if key_type == 1 and not ctx.allowed(rules.FIND_COORDINATOR_TXN, key):
+            return rules.FIND_COORDINATOR_TXN.error, None, (-1, "", -1)
         if key_type == 1:  # TRANSACTION: the leader of the id's __transaction_state partition
             try:
                 coordinator = TransactionService.of(broker)

@@ -49,7 +49,8 @@ from kaflite.coordinator.runtime import (
 from kaflite.protocol.control_record import parse_marker
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import build_record_batch, decode_records, iter_batches
-from kaflite.server.authorizer import AclOperation, ResourceType
+from kaflite.server.acl import rules
+from kaflite.server.authorizer import ResourceType
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 
@@ -396,11 +397,16 @@ def service(ctx: RequestContext) -> GroupService:
     return GroupService.of(ctx.broker)
 
 
+def _group_ops(ctx: RequestContext, group_id: str, wanted: bool) -> int:
+    """`authorized_operations` of a described group: INT32_MIN unless asked for (Kafka)."""
+    return ctx.authorized_operations(ResourceType.GROUP, group_id) if wanted else -(2**31)
+
+
 # --- JoinGroup (11) / SyncGroup (14) / Heartbeat (12) / LeaveGroup (13) ------------------------------
 
-def _denied(ctx: RequestContext, group_id: str | None) -> bool:
-    """READ on the group refused (Kafka's KafkaApis authorizes every classic group request so)."""
-    return not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id or "")
+def _denied(ctx: RequestContext, check: rules.Check, group_id: str | None) -> bool:
+    """The group check refused (Kafka's KafkaApis: READ on the group for every classic group request)."""
+    return not ctx.allowed(check, group_id or "")
 
 
 async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
@@ -424,7 +430,7 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
 
     resp: m.JoinGroupResponse = (
         m.JoinGroupResponse(ErrorCode.group_authorization_failed, member_id=req.member_id)
-        if _denied(ctx, req.group_id)
+        if _denied(ctx, rules.JOIN_GROUP, req.group_id)
         else await svc.call_parked(req.group_id, step, lambda code: m.JoinGroupResponse(code, member_id=req.member_id))
     )
     R = ctx.response
@@ -453,7 +459,7 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
 
     resp: m.SyncGroupResponse = (
         m.SyncGroupResponse(ErrorCode.group_authorization_failed)
-        if _denied(ctx, req.group_id)
+        if _denied(ctx, rules.SYNC_GROUP, req.group_id)
         else await svc.call_parked(req.group_id, step, m.SyncGroupResponse)
     )
     return build(ctx.response.SyncGroupResponse, throttle_time=_ZERO, error_code=resp.error,
@@ -466,7 +472,7 @@ async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
                              getattr(request, "group_instance_id", None))
     resp: m.HeartbeatResponse = (
         m.HeartbeatResponse(ErrorCode.group_authorization_failed)
-        if _denied(ctx, req.group_id)
+        if _denied(ctx, rules.HEARTBEAT, req.group_id)
         else await svc.call(req.group_id, lambda shard, now: shard.handle_heartbeat(req, now), m.HeartbeatResponse)
     )
     return build(ctx.response.HeartbeatResponse, throttle_time=_ZERO, error_code=resp.error)
@@ -482,7 +488,7 @@ async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
     req = m.LeaveGroupRequest(request.group_id, idents)
     resp: m.LeaveGroupResponse = (
         m.LeaveGroupResponse(ErrorCode.group_authorization_failed)
-        if _denied(ctx, req.group_id)
+        if _denied(ctx, rules.LEAVE_GROUP, req.group_id)
         else await svc.call(req.group_id, lambda shard, now: shard.handle_leave(req, now), m.LeaveGroupResponse)
     )
     R = ctx.response
@@ -510,6 +516,10 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
                      error_code=ErrorCode.unsupported_version, error_message="The consumer group protocol is "
                      "not enabled (group.coordinator.rebalance.protocols).", member_id=None, member_epoch=-1,
                      heartbeat_interval=datetime.timedelta(0), assignment=None)
+    if _denied(ctx, rules.CONSUMER_GROUP_HEARTBEAT, request.group_id):
+        return build(ctx.response.ConsumerGroupHeartbeatResponse, throttle_time=_ZERO,
+                     error_code=rules.CONSUMER_GROUP_HEARTBEAT.error, error_message=None, member_id=None,
+                     member_epoch=-1, heartbeat_interval=datetime.timedelta(0), assignment=None)
     svc = service(ctx)
     metadata = ctx.broker.metadata
     topics = {name: t.num_partitions for name, t in metadata.topics.items() if not t.internal}
@@ -559,7 +569,12 @@ async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> A
         return build(R.Assignment, topic_partitions=parts)
 
     described: list[tuple[str, ErrorCode, str | None, Any]] = []
+    want_ops = bool(getattr(request, "include_authorized_operations", False))
     for group_id in request.group_ids:
+        if _denied(ctx, rules.CONSUMER_GROUP_DESCRIBE, group_id):
+            described.append((group_id, rules.CONSUMER_GROUP_DESCRIBE.error, None, None))
+            continue
+
         def step(shard: GroupCoordinator, now: int, group_id: str = group_id) -> Any:
             return shard.handle_describe_consumer_groups([group_id], now)
 
@@ -584,7 +599,7 @@ async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> A
         groups.append(build(R.DescribedGroup, error_code=ErrorCode.none, group_id=group_id, group_state=cg.state,
                             group_epoch=cg.group_epoch, assignment_epoch=cg.assignment_epoch,
                             assignor_name=cg.assignor, members=members,
-                            authorized_operations=-(2**31)))
+                            authorized_operations=_group_ops(ctx, group_id, want_ops)))
     return build(R.ConsumerGroupDescribeResponse, throttle_time=_ZERO, groups=tuple(groups))
 
 
@@ -599,7 +614,12 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     svc = service(ctx)
     R = ctx.response
     described: list[m.DescribedGroup] = []
+    want_ops = bool(getattr(request, "include_authorized_operations", False))
     for group_id in request.groups:
+        if _denied(ctx, rules.DESCRIBE_GROUPS, group_id):
+            described.append(m.DescribedGroup(group_id, rules.DESCRIBE_GROUPS.error, "", "", ""))
+            continue
+
         def step(shard: GroupCoordinator, now: int, group_id: str = group_id) -> Any:
             return shard.handle_describe_groups([group_id], now)
 
@@ -617,7 +637,8 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
             error, message = ErrorCode.group_id_not_found, f"Group {g.group_id} not found."
         groups.append(build(R.DescribedGroup, error_code=error, error_message=message, group_id=g.group_id,
                             group_state=g.state, protocol_type=g.protocol_type, protocol_data=g.protocol,
-                            members=members, authorized_operations=-(2**31)))
+                            members=members,
+                            authorized_operations=_group_ops(ctx, g.group_id, want_ops and error is ErrorCode.none)))
     return build(R.DescribeGroupsResponse, throttle_time=_ZERO, groups=tuple(groups))
 
 
@@ -636,6 +657,9 @@ async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
             error = e.code
             continue
         listed += [g for g in shard_groups if not types or g.group_type in types]
+    # Kafka: DESCRIBE on the cluster lists every group, else only those the principal may DESCRIBE
+    if not ctx.allowed(rules.LIST_GROUPS_CLUSTER):
+        listed = [g for g in listed if ctx.allowed(rules.LIST_GROUPS_GROUP, g.group_id)]
     groups = tuple(build(R.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
                          group_type=g.group_type) for g in listed)
     return build(R.ListGroupsResponse, throttle_time=_ZERO, error_code=error, groups=groups)
@@ -645,9 +669,12 @@ async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
     svc = service(ctx)
     R = ctx.response
     by_partition: dict[int, list[str]] = {}
-    for group_id in request.groups_names:
-        by_partition.setdefault(svc.partition_for(group_id), []).append(group_id)
     answered: dict[str, ErrorCode] = {}
+    for group_id in request.groups_names:
+        if _denied(ctx, rules.DELETE_GROUPS, group_id):
+            answered[group_id] = rules.DELETE_GROUPS.error
+            continue
+        by_partition.setdefault(svc.partition_for(group_id), []).append(group_id)
     for ids in by_partition.values():
         def step(shard: GroupCoordinator, now: int, ids: list[str] = ids) -> Any:
             return shard.handle_delete_groups(ids, now)

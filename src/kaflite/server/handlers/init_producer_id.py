@@ -13,7 +13,8 @@ import datetime
 from typing import Any
 
 from kaflite.protocol.errors import ErrorCode, KafkaError
-from kaflite.server.context import RequestContext, build
+from kaflite.server.acl import rules
+from kaflite.server.context import AclOperation, RequestContext, ResourceType, build
 from kaflite.server.handlers import ApiTable
 
 API_KEY = 22
@@ -25,7 +26,13 @@ async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
     if request.transactional_id is not None:
         from kaflite.server.handlers.transactions import init_transactional_producer_id
 
+        # (it checks WRITE on the transactional id first)
         return await init_transactional_producer_id(ctx, request)
+    # KIP-679: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic
+    if not ctx.allowed(rules.INIT_PRODUCER_ID_IDEMPOTENT) and not ctx.broker.authorizer.authorize_by_resource_type(
+            ctx.session, AclOperation.WRITE, ResourceType.TOPIC):
+        return build(R.InitProducerIdResponse, throttle_time=_ZERO,
+                     error_code=rules.INIT_PRODUCER_ID_IDEMPOTENT.error, producer_id=-1, producer_epoch=-1)
     try:
         producer_id = ctx.broker.producer_ids.next_id()
     except KafkaError as e:  # a cluster broker whose block is used up, the next one not claimed yet

@@ -24,6 +24,7 @@ import datetime
 from typing import Any
 
 from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.partitions import per_partition
@@ -57,6 +58,7 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
     read_committed = getattr(request, "isolation_level", 0) == 1
 
     def answer(topic: str, p: Any) -> Any:
+        ctx.check(rules.LIST_OFFSETS_TOPIC, topic)
         if p.timestamp < LATEST_TIERED:
             raise KafkaError(ErrorCode.invalid_request, f"bad timestamp {p.timestamp}")
         part = replicas.get_partition(topic, p.partition_index,

@@ -9,7 +9,12 @@ Rules (Kafka's `KafkaApis.handleTopicMetadataRequest`):
   (`allow_auto_topic_creation`, v4+; always allowed below) and `auto.create.topics.enable` is true;
   otherwise it is answered with UNKNOWN_TOPIC_OR_PARTITION; an illegal name gets INVALID_TOPIC_EXCEPTION;
 - internal topics (`__consumer_offsets`) are never auto-created here and are flagged `is_internal`;
-- `topic_authorized_operations` stays "not requested" (INT32_MIN) unless the client asks for it;
+- `topic_authorized_operations` stays "not requested" (INT32_MIN) unless the client asks for it; then it
+  is the authorizer's bitfield for the principal (every topic operation without an ACL authorizer);
+- (acl.rules) a topic the principal may not DESCRIBE is left out of an all-topics answer and answered
+  TOPIC_AUTHORIZATION_FAILED when named, before it is looked up (its existence is never disclosed); a
+  missing topic that would be auto-created needs CREATE on the cluster or on the topic, else
+  TOPIC_AUTHORIZATION_FAILED;
 - brokers, the controller id, and per partition the leader, leader epoch, replicas, ISR and offline
   replicas all come from one metadata image (immutable), so an answer is one consistent view; a leader
   that is not a live broker is LEADER_NOT_AVAILABLE with leader -1 (Kafka's MetadataCache);
@@ -39,7 +44,8 @@ from kaflite.cluster.metadata import (
 from kaflite.protocol.encoders import encode_metadata_response
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.messages import encode_body
-from kaflite.server.authorizer import AclOperation, ResourceType
+from kaflite.server.acl import rules
+from kaflite.server.authorizer import AllowAllAuthorizer, ResourceType
 from kaflite.server.broker import Broker
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable, EncodedBody
@@ -201,13 +207,22 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
     version = ctx.api_version
     want_ops = bool(getattr(request, "include_topic_authorized_operations", False))
+    allow_all = isinstance(broker.authorizer, AllowAllAuthorizer)
     ops = ALL_TOPIC_OPERATIONS if want_ops else NOT_REQUESTED
+
+    def topic_ops(name: str) -> int:
+        return ctx.authorized_operations(ResourceType.TOPIC, name) if want_ops and not allow_all else ops
+
     allow_auto = bool(getattr(request, "allow_auto_topic_creation", True)) if version >= 4 else True
     cache = _cache(broker)
     topics: list[bytes] = []
     if request.topics is None or (version == 0 and not request.topics):
         image = broker.metadata
-        topics = cache.every_topic(R, image, version, ops)
+        if allow_all:
+            topics = cache.every_topic(R, image, version, ops)
+        else:  # Kafka: an all-topics answer leaves out the topics the principal may not DESCRIBE
+            topics = [cache.topic(R, image, t, version, topic_ops(t.name)) for t in image.topics.values()
+                      if ctx.allowed(rules.METADATA_TOPIC, t.name)]
     else:
         for req in request.topics:
             name = req.name
@@ -220,25 +235,39 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
                     name_out = None if version >= 12 else ""
                     err = _error_topic(R, name_out, ErrorCode.unknown_topic_id, topic_id)
                     topics.append(encode_body(err))
+                elif not ctx.allowed(rules.METADATA_TOPIC, found.name):
+                    # Kafka: a topic id is not secret, the name is (answered null / empty)
+                    name_out = None if version >= 12 else ""
+                    topics.append(encode_body(_error_topic(R, name_out, rules.METADATA_TOPIC.error, topic_id)))
                 else:
-                    topics.append(cache.topic(R, image, found, version, ops))
+                    topics.append(cache.topic(R, image, found, version, topic_ops(found.name)))
                 continue
-            if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
-                topics.append(encode_body(_error_topic(R, name, ErrorCode.topic_authorization_failed)))
+            if not ctx.allowed(rules.METADATA_TOPIC, name):
+                # refused before looking the topic up: the answer never tells whether it exists
+                topics.append(encode_body(_error_topic(R, name, rules.METADATA_TOPIC.error)))
+                continue
+            if allow_auto and name not in broker.metadata.topics and broker.can_auto_create(name) \
+                    and not ctx.allowed(rules.METADATA_CREATE_CLUSTER) \
+                    and not ctx.allowed(rules.METADATA_CREATE_TOPIC, name):
+                topics.append(encode_body(_error_topic(R, name, rules.METADATA_CREATE_TOPIC.error)))
                 continue
             topic, code = await resolve_topic(broker, name, allow_auto)
             if topic is None:
                 topics.append(encode_body(_error_topic(R, name, code)))
             else:
-                topics.append(cache.topic(R, broker.metadata, topic, version, ops))
+                topics.append(cache.topic(R, broker.metadata, topic, version, topic_ops(topic.name)))
         image = broker.metadata  # after any auto-creation
     brokers = [
         encode_body(build(R.MetadataResponseBroker, node_id=b.id, host=e.host, port=e.port, rack=b.rack))
         for b, e in broker_endpoints(ctx, image)
     ]
+    cluster_ops = NOT_REQUESTED
+    if 8 <= version <= 10 and getattr(request, "include_cluster_authorized_operations", False):
+        cluster_ops = ctx.authorized_operations(ResourceType.CLUSTER) \
+            if ctx.allowed(rules.METADATA_CLUSTER_OPS) else 0
     return EncodedBody(
         list(encode_metadata_response(version, 0, brokers, image.cluster_id, image.controller_id, topics,
-                                      NOT_REQUESTED))
+                                      cluster_ops))
     )
 
 

@@ -17,6 +17,7 @@ import datetime
 from typing import Any
 
 from kaflite.protocol.errors import ErrorCode
+from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.partitions import per_partition
@@ -28,8 +29,12 @@ _ZERO = datetime.timedelta(0)
 async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
     replicas = ctx.broker.replica_manager
     R = ctx.response
+    # a follower with CLUSTER_ACTION sees every partition, anyone else needs DESCRIBE on each topic
+    follower = ctx.allowed(rules.FETCH_FOLLOWER)
 
     def answer(topic: str, p: Any) -> Any:
+        if not follower:
+            ctx.check(rules.LIST_OFFSETS_TOPIC, topic)
         part = replicas.get_partition(topic, p.partition, current_leader_epoch=int(p.current_leader_epoch))
         assert part.log is not None  # get_partition checked it
         epoch, offset = part.log.end_offset_for_epoch(int(p.leader_epoch))

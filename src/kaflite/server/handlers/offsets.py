@@ -15,13 +15,14 @@ Rules:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Iterable
 from typing import Any
 
 from kaflite.coordinator import messages as m
 from kaflite.protocol.errors import ErrorCode
-from kaflite.server.authorizer import AclOperation, ResourceType
+from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.groups import service, to_ms
@@ -29,7 +30,7 @@ from kaflite.server.handlers.groups import service, to_ms
 _ZERO = datetime.timedelta(0)
 
 
-def screen_partitions(ctx: RequestContext, topics: Iterable[Any]) -> tuple[list[tuple[str, list[Any]]],
+def screen_partitions(ctx: RequestContext, topics: Iterable[Any], check: rules.Check) -> tuple[list[tuple[str, list[Any]]],
                                                                           dict[tuple[str, int], ErrorCode]]:
     """The partitions of an OffsetCommit / TxnOffsetCommit request the coordinator may see, by topic in
     the request's order, and the error of each other one (Kafka's KafkaApis: READ on the topic, then the
@@ -38,7 +39,7 @@ def screen_partitions(ctx: RequestContext, topics: Iterable[Any]) -> tuple[list[
     refused: dict[tuple[str, int], ErrorCode] = {}
     metadata = ctx.broker.metadata
     for t in topics:
-        if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t.name):
+        if not ctx.allowed(check, t.name):
             code: ErrorCode | None = ErrorCode.topic_authorization_failed
         elif t.name not in metadata.topics:
             code = ErrorCode.unknown_topic_or_partition
@@ -70,10 +71,10 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
                 for p in t.partitions)))
         return build(R.OffsetCommitResponse, throttle_time=_ZERO, topics=tuple(out))
 
-    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+    if not ctx.allowed(rules.OFFSET_COMMIT_GROUP, request.group_id):
         return answer({(t.name, int(p.partition_index)): ErrorCode.group_authorization_failed
                        for t in request.topics for p in t.partitions})
-    valid, refused = screen_partitions(ctx, request.topics)
+    valid, refused = screen_partitions(ctx, request.topics, rules.OFFSET_COMMIT_TOPIC)
     if not valid:
         return answer(refused)
     svc = service(ctx)
@@ -95,13 +96,26 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
 
 
 async def _fetch_one(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool) -> m.OffsetFetchResponse:
+    # Kafka: DESCRIBE on the group, then DESCRIBE on each topic; a named topic refused answers
+    # TOPIC_AUTHORIZATION_FAILED per partition, one refused in an all-topics fetch is left out
+    if not ctx.allowed(rules.OFFSET_FETCH_GROUP, group_id):
+        return m.OffsetFetchResponse(group_id, rules.OFFSET_FETCH_GROUP.error)
     svc = service(ctx)
     wanted = None if topics is None else tuple((t.name, tuple(t.partition_indexes)) for t in topics)
-    req = m.OffsetFetchRequest(group_id, wanted, require_stable)
+    allowed = {t for t in {name for name, _ in wanted or ()} if ctx.allowed(rules.OFFSET_FETCH_TOPIC, t)}
+    asked = None if wanted is None else tuple((t, ps) for t, ps in wanted if t in allowed)
+    req = m.OffsetFetchRequest(group_id, asked, require_stable)
     # a step without records: answered after any pending write of the shard, so never uncommitted state
     resp: m.OffsetFetchResponse = await svc.call(group_id, lambda shard, now: shard.handle_offset_fetch(req, now),
                                                  lambda code: m.OffsetFetchResponse(group_id, code))
-    return resp
+    if wanted is None:
+        kept = tuple((t, fs) for t, fs in resp.topics if ctx.allowed(rules.OFFSET_FETCH_TOPIC, t))
+        return dataclasses.replace(resp, topics=kept)
+    if len(allowed) == len({name for name, _ in wanted}):
+        return resp
+    code = rules.OFFSET_FETCH_TOPIC.error
+    denied = tuple((t, tuple(m.FetchedOffset(p, -1, -1, "", code) for p in ps)) for t, ps in wanted if t not in allowed)
+    return dataclasses.replace(resp, topics=resp.topics + denied)
 
 
 async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
@@ -128,12 +142,21 @@ async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
 
 
 async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
-    svc = service(ctx)
     R = ctx.response
+    if not ctx.allowed(rules.OFFSET_DELETE_GROUP, request.group_id):
+        return build(R.OffsetDeleteResponse, error_code=rules.OFFSET_DELETE_GROUP.error, throttle_time=_ZERO, topics=())
+    svc = service(ctx)
+    allowed = {t.name for t in request.topics if ctx.allowed(rules.OFFSET_DELETE_TOPIC, t.name)}
     req = m.OffsetDeleteRequest(request.group_id, tuple((t.name, tuple(p.partition_index for p in t.partitions))
-                                                        for t in request.topics))
-    resp: m.OffsetDeleteResponse = await svc.call(
-        req.group_id, lambda shard, now: shard.handle_offset_delete(req, now), m.OffsetDeleteResponse)
+                                                        for t in request.topics if t.name in allowed))
+    if req.topics:
+        resp: m.OffsetDeleteResponse = await svc.call(
+            req.group_id, lambda shard, now: shard.handle_offset_delete(req, now), m.OffsetDeleteResponse)
+    else:
+        resp = m.OffsetDeleteResponse(ErrorCode.none)
+    code = rules.OFFSET_DELETE_TOPIC.error
+    resp = dataclasses.replace(resp, topics=resp.topics + tuple(
+        (t.name, tuple((p.partition_index, code) for p in t.partitions)) for t in request.topics if t.name not in allowed))
     topics = tuple(build(R.OffsetDeleteResponseTopic, name=t, partitions=tuple(
         build(R.OffsetDeleteResponsePartition, partition_index=p, error_code=e) for p, e in ps))
         for t, ps in resp.topics)

@@ -50,7 +50,7 @@ from kaflite.protocol.compression import CODECS
 from kaflite.protocol.encoders import ProducePartitionData, encode_produce_response
 from kaflite.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from kaflite.protocol.record_batch import iter_batches
-from kaflite.server.authorizer import AclOperation, ResourceType
+from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext
 from kaflite.server.dispatcher import CloseConnection
 from kaflite.server.handlers import ApiTable, EncodedBody
@@ -98,8 +98,18 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     # flush.messages: answers whose batch must be fsync'd first (topic slot, answer, log, end offset)
     to_flush: list[tuple[int, PartitionAnswer, Log, int]] = []
 
+    # Kafka refuses a transactional produce whole without WRITE on its transactional id
+    txn_refused = transactional and not ctx.allowed(rules.PRODUCE_TXN, request.transactional_id)
+    topic_allowed: dict[str, bool] = {}
+
     def append(topic: str, pdata: Any) -> PartitionAnswer:
-        ctx.require(AclOperation.WRITE, ResourceType.TOPIC, topic)
+        if txn_refused:
+            raise KafkaError(rules.PRODUCE_TXN.error)
+        allowed = topic_allowed.get(topic)
+        if allowed is None:
+            allowed = topic_allowed[topic] = ctx.allowed(rules.PRODUCE_TOPIC, topic)
+        if not allowed:
+            raise KafkaError(rules.PRODUCE_TOPIC.error)
         if bad_acks:
             raise KafkaError(ErrorCode.invalid_required_acks)
         if transactional or not pdata.records:

@@ -35,6 +35,7 @@ from kaflite.cluster.controller.events import (
 )
 from kaflite.cluster.zk_metadata import ZkMetadata
 from kaflite.protocol.errors import ErrorCode
+from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 
@@ -110,7 +111,9 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, request: Any
     writer = ctx.broker.metadata_writer
     top: ErrorCode | None = None
     results: dict[TopicPartition, tuple[ErrorCode | None, str | None]] = {}
-    if isinstance(writer, ZkMetadata):
+    if not ctx.allowed(rules.ALTER_REASSIGNMENTS):
+        top = rules.ALTER_REASSIGNMENTS.error
+    elif isinstance(writer, ZkMetadata):
         move = PartitionReassignment(moves, from_api=True, allow_replication_factor_change=allow_rf_change)
         top, found = await _ask_controller(writer, move, ReassignmentResults, _timeout_s(request))
         if found is not None:
@@ -143,7 +146,9 @@ async def handle_list_partition_reassignments(ctx: RequestContext, request: Any)
     writer = ctx.broker.metadata_writer
     top: ErrorCode | None = None
     ongoing: dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {}
-    if isinstance(writer, ZkMetadata):
+    if not ctx.allowed(rules.LIST_REASSIGNMENTS):
+        top = rules.LIST_REASSIGNMENTS.error
+    elif isinstance(writer, ZkMetadata):
         listed = ListReassignments(partitions)
         top, found = await _ask_controller(writer, listed, OngoingReassignments, _timeout_s(request))
         if found is not None:

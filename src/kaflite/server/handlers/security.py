@@ -25,7 +25,8 @@ import logging
 from typing import Any
 
 from kaflite.protocol.errors import ErrorCode
-from kaflite.server.context import AclOperation, RequestContext, ResourceType, build
+from kaflite.server.acl import rules
+from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 from kaflite.server.security.scram import (
     MAX_ITERATIONS,
@@ -55,7 +56,7 @@ async def handle_sasl_authenticate(ctx: RequestContext, request: Any) -> Any:
 async def handle_describe_scram(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
     store = ctx.broker.scram_credentials
-    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER):
+    if not ctx.allowed(rules.DESCRIBE_SCRAM):
         return build(R.DescribeUserScramCredentialsResponse, throttle_time=_ZERO,
                      error_code=ErrorCode.cluster_authorization_failed, error_message=None, results=())
     await asyncio.to_thread(store.refresh)  # a cluster's ZooKeeper: read there, as Kafka's ZooKeeper mode
@@ -87,7 +88,7 @@ async def handle_alter_scram(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
     store = ctx.broker.scram_credentials
     names = list(dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions]))
-    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER):
+    if not ctx.allowed(rules.ALTER_SCRAM):
         return build(R.AlterUserScramCredentialsResponse, throttle_time=_ZERO, results=tuple(
             build(R.AlterUserScramCredentialsResult, user=n, error_code=ErrorCode.cluster_authorization_failed,
                   error_message=None) for n in names))

@@ -57,7 +57,7 @@ from kaflite.coordinator.transaction import (
 )
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import RecordBatchView, build_record_batch
-from kaflite.server.authorizer import AclOperation, ResourceType
+from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.groups import (
@@ -366,8 +366,8 @@ def service_or_error(ctx: RequestContext) -> TransactionService:
         raise KafkaError(ErrorCode.coordinator_not_available, str(e)) from e
 
 
-def _denied(ctx: RequestContext, transactional_id: str, op: AclOperation = AclOperation.WRITE) -> bool:
-    return not ctx.authorize(op, ResourceType.TRANSACTIONAL_ID, transactional_id)
+def _denied(ctx: RequestContext, transactional_id: str, check: rules.Check) -> bool:
+    return not ctx.allowed(check, transactional_id)
 
 
 # --- InitProducerId with a transactional id (22) ------------------------------------------------------
@@ -380,7 +380,7 @@ async def init_transactional_producer_id(ctx: RequestContext, request: Any) -> A
         return build(R.InitProducerIdResponse, throttle_time=_ZERO, error_code=fenced(code, ctx.api_version, 4),
                      producer_id=pid, producer_epoch=epoch)
 
-    if _denied(ctx, tid):
+    if _denied(ctx, tid, rules.INIT_PRODUCER_ID_TXN):
         return answer(ErrorCode.transactional_id_authorization_failed)
     timeout = to_ms(request.transaction_timeout)
     expected_pid = int(getattr(request, "producer_id", -1))
@@ -399,13 +399,16 @@ async def init_transactional_producer_id(ctx: RequestContext, request: Any) -> A
 # --- AddPartitionsToTxn (24) ---------------------------------------------------------------------------
 
 async def _add_partitions(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: Any,
-                          verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
+                          verify_only: bool, broker_call: bool = False) -> dict[tuple[str, int], ErrorCode]:
     wanted = [(t.name, int(p)) for t in topics for p in t.partitions]
-    if _denied(ctx, tid):
-        return dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed)
+    if broker_call:  # v4+: a broker verifying; its CLUSTER_ACTION was checked for the whole request
+        denied: list[tuple[str, int]] = []
+    else:
+        if _denied(ctx, tid, rules.ADD_PARTITIONS_TXN):
+            return dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed)
+        denied = [tp for tp in wanted if not ctx.allowed(rules.ADD_PARTITIONS_TOPIC, tp[0])]
     image = ctx.broker.metadata
     unknown = [tp for tp in wanted if not image.has_partition(*tp)]
-    denied = [tp for tp in wanted if not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, tp[0])]
     if unknown or denied:  # Kafka: the bad ones say why, the others were not attempted
         out = dict.fromkeys(wanted, ErrorCode.operation_not_attempted)
         out.update(dict.fromkeys(unknown, ErrorCode.unknown_topic_or_partition))
@@ -441,10 +444,13 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any
         return build(R.AddPartitionsToTxnResponse, throttle_time=_ZERO,
                      results_by_topic_v3_and_below=_topic_results(R, results, v))
     # v4: several transactions at once (from brokers, KIP-890); CLUSTER_ACTION on the cluster is Kafka's ACL
+    if not ctx.allowed(rules.ADD_PARTITIONS_BROKER):
+        return build(R.AddPartitionsToTxnResponse, throttle_time=_ZERO, error_code=rules.ADD_PARTITIONS_BROKER.error,
+                     results_by_transaction=())
     out = []
     for txn in request.transactions:
         results = await _add_partitions(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
-                                        bool(txn.verify_only))
+                                        bool(txn.verify_only), broker_call=True)
         out.append(build(R.AddPartitionsToTxnResult, transactional_id=txn.transactional_id,
                          topic_results=_topic_results(R, results, v)))
     return build(R.AddPartitionsToTxnResponse, throttle_time=_ZERO, error_code=ErrorCode.none,
@@ -460,9 +466,9 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
     def answer(code: ErrorCode) -> Any:
         return build(R.AddOffsetsToTxnResponse, throttle_time=_ZERO, error_code=fenced(code, ctx.api_version, 2))
 
-    if _denied(ctx, tid):
+    if _denied(ctx, tid, rules.ADD_OFFSETS_TXN):
         return answer(ErrorCode.transactional_id_authorization_failed)
-    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+    if not ctx.allowed(rules.ADD_OFFSETS_GROUP, request.group_id):
         return answer(ErrorCode.group_authorization_failed)
     try:
         groups = GroupService.of(ctx.broker)  # __consumer_offsets exists before its partition joins a txn
@@ -488,7 +494,7 @@ async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
         return build(R.EndTxnResponse, throttle_time=_ZERO, error_code=fenced(code, ctx.api_version, 2),
                      producer_id=request.producer_id if ok else -1, producer_epoch=request.producer_epoch if ok else -1)
 
-    if _denied(ctx, tid):
+    if _denied(ctx, tid, rules.END_TXN):
         return answer(ErrorCode.transactional_id_authorization_failed)
     commit = bool(request.committed)
     try:
@@ -506,7 +512,7 @@ async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
 
 async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
-    if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, "kafka-cluster"):
+    if not ctx.allowed(rules.WRITE_TXN_MARKERS):
         code = ErrorCode.cluster_authorization_failed
         return build(R.WriteTxnMarkersResponse, markers=tuple(build(
             R.WritableTxnMarkerResult, producer_id=mk.producer_id, topics=tuple(build(
@@ -550,13 +556,13 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     def all_failed(code: ErrorCode) -> Any:
         return answer(lambda topic, p: refused.get((topic, int(p.partition_index)), code))
 
-    if _denied(ctx, tid):
+    if _denied(ctx, tid, rules.TXN_OFFSET_COMMIT_TXN):
         return all_failed(ErrorCode.transactional_id_authorization_failed)
-    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
+    if not ctx.allowed(rules.TXN_OFFSET_COMMIT_GROUP, group_id):
         return all_failed(ErrorCode.group_authorization_failed)
     # Kafka's KafkaApis screens the partitions before the group coordinator sees them: a topic not in the
     # metadata (or a partition beyond its count) is UNKNOWN_TOPIC_OR_PARTITION, the rest goes on
-    valid, screened = screen_partitions(ctx, request.topics)
+    valid, screened = screen_partitions(ctx, request.topics, rules.TXN_OFFSET_COMMIT_TOPIC)
     refused.update(screened)
     if not valid:
         return answer(lambda topic, p: refused[(topic, int(p.partition_index))])
@@ -626,7 +632,8 @@ async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any
         def state(code: ErrorCode, meta: Any = None, tid: str = tid) -> Any:
             by_topic: dict[str, list[int]] = {}
             for topic, partition in sorted(meta.partitions if meta is not None else ()):
-                by_topic.setdefault(topic, []).append(partition)
+                if ctx.allowed(rules.DESCRIBE_TRANSACTIONS_TOPIC, topic):  # Kafka leaves the others out
+                    by_topic.setdefault(topic, []).append(partition)
             return build(R.TransactionState, error_code=code, transactional_id=tid,
                          transaction_state=meta.state.kafka_name if meta is not None else "",
                          transaction_timeout=datetime.timedelta(milliseconds=meta.timeout_ms if meta else 0),
@@ -634,7 +641,7 @@ async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any
                          producer_id=meta.producer_id if meta is not None else -1,
                          producer_epoch=meta.producer_epoch if meta is not None else -1,
                          topics=tuple(build(R.TopicData, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()))
-        if _denied(ctx, tid, AclOperation.DESCRIBE):
+        if _denied(ctx, tid, rules.DESCRIBE_TRANSACTIONS):
             states.append(state(ErrorCode.transactional_id_authorization_failed))
             continue
         try:
@@ -681,7 +688,7 @@ async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
                 continue
             if pattern is not None and pattern.fullmatch(tid) is None:
                 continue
-            if _denied(ctx, tid, AclOperation.DESCRIBE):
+            if _denied(ctx, tid, rules.LIST_TRANSACTIONS):
                 continue
             out.append(build(R.TransactionState, transactional_id=tid, producer_id=meta.producer_id,
                              transaction_state=meta.state.kafka_name))
@@ -697,8 +704,7 @@ async def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
         parts = []
         for p in t.partition_indexes:
             try:
-                if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t.name):
-                    raise KafkaError(ErrorCode.topic_authorization_failed)
+                ctx.check(rules.DESCRIBE_PRODUCERS, t.name)
                 part = replicas.get_partition(t.name, int(p))
                 lg = part.log
                 assert lg is not None
