@@ -23,7 +23,8 @@ Rules (Kafka's LogCleaner, simplified where noted):
    and high-watermark updates go on; `Log.swap_cleaned_segments` then renames each copy over its segment,
    one segment per hold of the lock. A truncation or close meanwhile stops the swap (the copies may have
    dropped records superseded only by truncated ones); a segment deleted by retention meanwhile is
-   skipped. Crash safety: each rename is atomic (the old or the new `.log`); the old indexes are removed
+   skipped; a replaced segment waits file.delete.delay.ms under `.deleted` names (a read in flight
+   completes). Crash safety: each rename is atomic (the old or the new `.log`); the old indexes are moved
    before it, so a crash in between leaves indexes that the load's sanity check rebuilds; a staging
    directory left by a crash is removed on load, as are the `.cleaned` files of the older swap protocol,
    whose `.swap` files still complete their replacement (Log._remove_temporary_files).

@@ -1086,10 +1086,12 @@ class Log:
         hold of the lock (so an append waits for one rename and one index load at most). Stops (False) when
         the log was closed or truncated since `truncations` was read: the copies not swapped yet were
         computed from records that may be gone (those swapped before were checked, and each copy stands on
-        its own). A segment no longer in the log (retention deleted it) is skipped. Crash safety: the old
-        indexes are removed first, then each file is renamed over its live name (atomic), so a crash
-        leaves the old or the new `.log`, and missing indexes, which the load rebuilds. The directory is
-        fsync'd after the last swap, outside the lock."""
+        its own). A segment no longer in the log (retention deleted it) is skipped. The replaced segment is
+        doomed like a deleted one (file.delete.delay.ms, `.deleted` names: LogSegment.link_deleted), so a
+        read in flight on it completes. Crash safety: the old indexes are renamed away first and the old
+        `.log` given a second `.deleted` name, then each file is renamed over its live name (atomic), so a
+        crash leaves the old or the new `.log`, and missing indexes, which the load rebuilds. The directory
+        is fsync'd after the last swap, outside the lock."""
         swapped = 0
         complete = True
         for seg, path in cleaned:
@@ -1103,11 +1105,18 @@ class Log:
                     continue
                 if i == len(self._segments) - 1:  # cannot happen: only segments below the active one are cleaned
                     raise ValueError(f"swap_cleaned_segments: {seg.log_path.name} is the active segment")
-                seg.index.delete()
-                seg.time_index.delete()
-                seg.retire_fd()
-                os.replace(path, seg.log_path)
-                for idx in (seg.index.path, seg.time_index.path):
+                live, live_indexes = seg.log_path, (seg.index.path, seg.time_index.path)
+                try:
+                    # Kafka renames a replaced segment `.deleted` and removes it after file.delete.delay.ms:
+                    # a fetch answer being sent from it (a FileSlice) completes with the old bytes
+                    seg.link_deleted()
+                    self._doomed.append((self._now() + self.config.file_delete_delay_ms, seg, None))
+                except OSError:  # no hard links here: the old file goes now (the reader's answer is cut)
+                    seg.index.delete()
+                    seg.time_index.delete()
+                    seg.retire_fd()
+                os.replace(path, live)
+                for idx in live_indexes:
                     staged = path.with_name(idx.name)
                     if staged.exists():
                         os.replace(staged, idx)
