@@ -367,7 +367,7 @@ class Log:
         def note_epoch(fields: HeaderFields) -> None:
             ple = fields[H_PLE]
             if ple >= 0 and ple > epochs.latest_epoch:
-                epochs.assign(ple, fields[H_BASE], persist=False)
+                epochs.assign(ple, fields[H_BASE])
 
         segments: list[LogSegment] = []
         prev_next: int | None = None
@@ -761,7 +761,7 @@ class Log:
     def assign_leader_epoch_start(self, epoch: int) -> bool:
         """This replica leads from now on under `epoch`, starting at the log end offset: recorded in the
         leader-epoch cache at once, in memory (Kafka's `maybeAssignEpochStartOffset` at the election; the
-        file is written with the epoch's first batch, see LeaderEpochFileCache)."""
+        file is written after the epoch's first batch, off the appending thread: LeaderEpochFileCache)."""
         with self._lock:
             return self.leader_epoch_cache.assign_unwritten(epoch, self._next_offset)
 
@@ -1177,6 +1177,13 @@ class Log:
             self._run_flush(plan)
             return True
 
+    def write_pending_epochs(self) -> bool:
+        """Write the leader-epoch-checkpoint an append or a truncation changed in memory (with fsync,
+        outside the lock: LeaderEpochFileCache's rules). Called by the housekeeping thread."""
+        if not self.leader_epoch_cache.pending_write:
+            return False
+        return self.leader_epoch_cache.write_pending(self._lock)
+
     @property
     def unsynced_snapshots(self) -> int:
         return len(self._unsynced_snapshots)
@@ -1230,6 +1237,14 @@ class Log:
     def _run_flush(self, plan: _FlushPlan) -> None:
         """The fsyncs of `plan` (lock not held, unless the caller holds it: close), then the recovery
         point moves, unless a truncation happened meanwhile (what the plan covered may be gone)."""
+        epochs = self.leader_epoch_cache
+        if epochs.pending_write:  # an epoch's first batch since the last write: durable before the RP moves
+            epochs.write_pending(self._lock)
+            with self._lock:
+                path = epochs.take_unsynced()  # (a new partition's file is written without fsync)
+            if path is not None:
+                plan.files.append((path, epochs))
+                plan.dir = True
         try:
             for seg in plan.data:
                 _fdatasync_path(seg.log_path)

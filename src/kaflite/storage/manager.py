@@ -448,6 +448,7 @@ class LogManager:
         for log in self._snapshot():
             try:
                 log.sync_snapshots()  # the producer snapshots of the rolls since the last pass (Log's rules)
+                log.write_pending_epochs()  # a new epoch's first batch (never written on the appending thread)
                 rolled = log.flush_rolled()  # Kafka's flush on roll: the recovery point moves to the new base
                 flushed += log.flush_due(now) or rolled
             except OSError as e:
