@@ -331,25 +331,39 @@ class Log:
             created_ms=self._now(),
         )
 
-    def _remove_temporary_files(self) -> None:
+    def _remove_temporary_files(self) -> list[str]:
         """Finish or undo what a crash interrupted (Kafka's LogLoader rules): `.cleaned` and `.tmp`
         files are dropped, a `.swap` (a fully written compaction result) replaces its segment,
-        `.deleted` files and orphan indexes go."""
-        for p in sorted(self.dir.iterdir()):
-            name = p.name
+        `.deleted` files and orphan indexes go. Returns the names left in the directory. One listing, names
+        as strings (a recovery of 2,000 segments spent a fifth of its time listing and sorting Paths)."""
+        names = sorted(os.listdir(self.dir))
+        changed = False
+        for name in names:
             if name.startswith(CLEANING_PREFIX):  # a compaction pass cut short: its copies were never swapped in
-                shutil.rmtree(p, ignore_errors=True)
+                shutil.rmtree(self.dir / name, ignore_errors=True)
+                changed = True
             elif name.endswith((".cleaned", ".tmp", ".deleted")):
-                p.unlink(missing_ok=True)
+                (self.dir / name).unlink(missing_ok=True)
+                changed = True
             elif name.endswith(".log.swap"):
+                p = self.dir / name
                 target = p.with_name(name[: -len(".swap")])
                 os.replace(p, target)
                 for suffix in (".index", ".timeindex"):
                     target.with_suffix(suffix).unlink(missing_ok=True)
                 self._dir_dirty = True
-        for p in list(self.dir.iterdir()):
-            if p.suffix in (".index", ".timeindex", _TXN_INDEX_SUFFIX) and not p.with_suffix(".log").exists():
-                p.unlink(missing_ok=True)
+                changed = True
+        if changed:
+            names = os.listdir(self.dir)
+        present = set(names)
+        left = []
+        for name in names:
+            stem, _, suffix = name.rpartition(".")
+            if f".{suffix}" in (".index", ".timeindex", _TXN_INDEX_SUFFIX) and f"{stem}.log" not in present:
+                (self.dir / name).unlink(missing_ok=True)
+            else:
+                left.append(name)
+        return left
 
     def _load(self, recovery_point: int, log_start_offset: int, high_watermark: int, clean: bool, *,
               fresh: bool = False) -> None:
@@ -358,8 +372,8 @@ class Log:
         most of the cost of a new partition (10,000 partitions of a new topic are created at once)."""
         bases: list[int] = []
         if not fresh:
-            self._remove_temporary_files()
-            bases = sorted(int(m.group(1)) for p in self.dir.iterdir() if (m := _SEGMENT_FILE.match(p.name)))
+            names = self._remove_temporary_files()
+            bases = sorted(int(m.group(1)) for n in names if (m := _SEGMENT_FILE.match(n)))
         epochs = self.leader_epoch_cache
         epochs_on_disk = list(epochs.entries)
         recovered_any = False
