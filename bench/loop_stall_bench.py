@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import signal
 import struct
 import subprocess
@@ -229,6 +230,8 @@ def main() -> int:
                     help="which loads run in the loaded phase (to attribute a stall): compact, delete, flush")
     ap.add_argument("--cleaner-no-yield", action="store_true",
                     help="the cleaner does not yield the interpreter lock (the code before, to compare)")
+    ap.add_argument("--broker-log", type=Path, default=None,
+                    help="copy the broker's log there at the end (the watchdog's stall stacks)")
     ap.add_argument("--idle-seconds", type=float, default=10)
     ap.add_argument("--min-load-seconds", type=float, default=5)
     ap.add_argument("--max-load-seconds", type=float, default=300)
@@ -292,6 +295,8 @@ def main() -> int:
             lags.stop()
             stop_broker(proc)
         segments_left = len(list((tmp / "data" / f"{BIG}-0").glob("*.log")))
+        if args.broker_log is not None:
+            shutil.copyfile(tmp / "broker.log", args.broker_log)
     idle, loaded = probe.by_phase["idle"], probe.by_phase["loaded"]
     idle_lag, loaded_lag = lags.max("idle"), lags.max("loaded")
     print(f"\ncleaner yields {'OFF' if args.cleaner_no_yield else 'on'}; load average {os.getloadavg()[0]:.1f}")
