@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import signal
 import struct
 import subprocess
@@ -56,8 +57,13 @@ _SERVE = ("import sys; from kaflite.server import loop_watchdog as w; d = list(w
           "sys.exit(main(sys.argv[1:]))")
 
 
-def start_broker(data_dir: Path, port: int, metrics_port: int, extra: dict[str, str]) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-c", _SERVE,
+# --cleaner-no-yield: the cleaner's interpreter-lock yields (storage/cleaner.py rule 10) off, to compare
+_NO_YIELD = "from kaflite.storage import cleaner as c; c.CleanerThrottle.__init__.__kwdefaults__['yield_s'] = 0; "
+
+
+def start_broker(data_dir: Path, port: int, metrics_port: int, extra: dict[str, str],
+                 no_yield: bool = False) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-c", (_NO_YIELD if no_yield else "") + _SERVE,
            "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
            "--override", f"log.dirs={data_dir / 'data'}",
            "--override", f"metrics.listener=http://127.0.0.1:{metrics_port}"]
@@ -222,6 +228,10 @@ def main() -> int:
     ap.add_argument("--flush-rate", type=float, default=1000, help="records/s of each flush.messages=1 producer")
     ap.add_argument("--loads", default="compact,delete,flush",
                     help="which loads run in the loaded phase (to attribute a stall): compact, delete, flush")
+    ap.add_argument("--cleaner-no-yield", action="store_true",
+                    help="the cleaner does not yield the interpreter lock (the code before, to compare)")
+    ap.add_argument("--broker-log", type=Path, default=None,
+                    help="copy the broker's log there at the end (the watchdog's stall stacks)")
     ap.add_argument("--idle-seconds", type=float, default=10)
     ap.add_argument("--min-load-seconds", type=float, default=5)
     ap.add_argument("--max-load-seconds", type=float, default=300)
@@ -236,7 +246,8 @@ def main() -> int:
               flush=True)
         # the first cleaner pass starts once the idle phase is over (startup + warm-up + idle + margin)
         backoff_ms = int((args.idle_seconds + 8) * 1000) if "compact" in args.loads else 3_600_000
-        proc = start_broker(tmp, port, metrics_port, {"log.cleaner.backoff.ms": str(backoff_ms)})
+        proc = start_broker(tmp, port, metrics_port, {"log.cleaner.backoff.ms": str(backoff_ms)},
+                            no_yield=args.cleaner_no_yield)
         started = time.monotonic()
         bootstrap = f"127.0.0.1:{port}"
         probe = Probe(bootstrap)
@@ -284,9 +295,12 @@ def main() -> int:
             lags.stop()
             stop_broker(proc)
         segments_left = len(list((tmp / "data" / f"{BIG}-0").glob("*.log")))
+        if args.broker_log is not None:
+            shutil.copyfile(tmp / "broker.log", args.broker_log)
     idle, loaded = probe.by_phase["idle"], probe.by_phase["loaded"]
     idle_lag, loaded_lag = lags.max("idle"), lags.max("loaded")
-    print(f"\nloads: {args.loads}; compacted {mb} MB ({'pass ended' if cleaned_at else 'pass NOT seen ending'}, "
+    print(f"\ncleaner yields {'OFF' if args.cleaner_no_yield else 'on'}; load average {os.getloadavg()[0]:.1f}")
+    print(f"loads: {args.loads}; compacted {mb} MB ({'pass ended' if cleaned_at else 'pass NOT seen ending'}, "
           f"{segments_left} segments left), deleted {args.delete_partitions} partitions, {args.flush_producers} "
           f"flush.messages=1 producers ({sum(sent)} records); loaded phase {load_s:.1f} s, "
           f"run {time.monotonic() - started:.1f} s")

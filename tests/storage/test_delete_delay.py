@@ -144,3 +144,38 @@ def test_a_pending_partition_deletion_completes_at_close_and_load(tmp_path: Path
     m2.forget_deletions("tag2")
     assert not doomed.exists()
     m2.close()
+
+
+def test_a_segment_replaced_by_compaction_waits_for_the_delay(tmp_path: Path, clock: ManualClock) -> None:
+    """Kafka renames a cleaned-away segment `.deleted` like any deleted one: a fetch answer being sent from
+    it completes with the old bytes (before, the swap retired its descriptor: the answer read b"" and the
+    connection was closed); its files go once file.delete.delay.ms has passed."""
+    from kaflite.storage.cleaner import compact_log
+    from kaflite.storage.file_cache import file_cache
+
+    d = tmp_path / "t-0"
+    one = len(batch(1))
+    log = Log(d, LogConfig(segment_bytes=one * 2, file_delete_delay_ms=DELAY, cleanup_policy="compact",
+                           min_compaction_lag_ms=0), now_ms=clock)
+    for _ in range(8):  # one key: every record but the last is superseded
+        log.append(batch(1, ts=clock.ms))
+    log.update_high_watermark(log.log_end_offset)
+    first = log.segments[0]
+    whole = first.read_all()
+    in_flight = FileSlice(first, 0, len(whole))
+    assert compact_log(log, clock.ms, force=True).cleaned
+    assert log.segments[0] is not first and log.segments[0].read_all() != whole  # the copy is in place
+    assert "00000000000000000000.log.deleted" in _files(d, ".log.deleted")
+    assert in_flight.tobytes() == whole  # served from the replaced file
+    file_cache.shed(len(file_cache) * 2)  # a reopen after a shed finds the old bytes under `.deleted`
+    assert in_flight.tobytes() == whole
+    clock.advance(DELAY - 1)
+    assert log.delete_due_segments(clock.ms) == 0
+    clock.advance(1)
+    assert log.delete_due_segments(clock.ms) >= 1
+    assert _files(d, ".deleted") == [] and in_flight.tobytes() == b""
+    assert log.read(log.log_start_offset, 1 << 20).records  # the live log reads the cleaned copies
+    log.close()
+    reopened = Log(d, LogConfig(cleanup_policy="compact"), now_ms=clock)  # a clean reopen: indexes check out
+    assert reopened.log_end_offset == 8
+    reopened.close()

@@ -1,7 +1,7 @@
-"""The leader-epoch checkpoint of a new partition is written without fsync until the log's next flush
-(storage/leader_epoch.py's rules): the append path of a new partition does no fsync, a flush makes the
-file durable before the recovery point moves, later changes are fsync'd at once, and a crash before the
-flush loses no epoch (recovery assigns them again from the batches)."""
+"""The leader-epoch checkpoint (storage/leader_epoch.py's rules): an epoch's first batch changes it in memory
+only, no file write on the appending thread (the event loop for a leader); the log's next flush writes it
+(with fsync, without for a new partition's first file) before the recovery point moves, the housekeeping
+pass within a second; a crash before that loses no epoch (recovery assigns them again from the batches)."""
 
 from __future__ import annotations
 
@@ -28,26 +28,60 @@ def test_new_partition_first_epoch_waits_for_the_flush(tmp_path: Path, fsyncs: l
     fsyncs.clear()
     log.append(batch(3), leader_epoch=4)
     cache = log.leader_epoch_cache
-    assert fsyncs == [] and cache.unsynced
+    path = tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT
+    assert fsyncs == [] and cache.pending_write and not path.exists()
     assert cache.entries == [(4, 0)]
-    assert (tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n1\n4 0\n"
     log.flush()
-    assert not cache.unsynced and log.recovery_point == 3
+    assert not cache.unsynced and not cache.pending_write and log.recovery_point == 3
+    assert path.read_text() == "0\n1\n4 0\n"
     fsyncs.clear()
-    log.append(batch(1), leader_epoch=6)  # the file now holds an entry: a change is fsync'd at once
-    assert len(fsyncs) == 2  # the file, then its directory
-    assert cache.entries == [(4, 0), (6, 3)] and not cache.unsynced
+    log.append(batch(1), leader_epoch=6)
+    assert fsyncs == [] and path.read_text() == "0\n1\n4 0\n"  # nothing on the appending thread
+    assert cache.entries == [(4, 0), (6, 3)] and cache.pending_write
+    log.flush()
+    assert path.read_text() == "0\n2\n4 0\n6 3\n" and not cache.unsynced and not cache.pending_write
     log.close()
 
 
-def test_an_existing_checkpoint_is_changed_with_fsync(tmp_path: Path, fsyncs: list[int]) -> None:
+def test_a_new_epochs_first_append_writes_no_file_and_the_housekeeping_pass_fsyncs_it(
+        tmp_path: Path, fsyncs: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, the first append of a new leader epoch rewrote and fsync'd the checkpoint (file and
+    directory) under the log's lock on the appending thread: the event loop, for a leader."""
+    from kaflite.storage import LogManager, leader_epoch
+
+    m = LogManager([tmp_path])
+    m.load()
+    log = m.get_or_create("t", 0)
+    log.append(batch(1), leader_epoch=0)
+    m.flush_due()
+    log.flush()
+    path = log.dir / LEADER_EPOCH_CHECKPOINT
+    assert path.read_text() == "0\n1\n0 0\n"
+    writes: list[Path] = []
+    for name in ("atomic_write", "replace_unsynced"):
+        real = getattr(leader_epoch, name)
+        monkeypatch.setattr(leader_epoch, name, lambda p, data, real=real: (writes.append(p), real(p, data))[1])
+    fsyncs.clear()
+    log.append(batch(1), leader_epoch=1)  # a new leader's first batch
+    assert fsyncs == [] and writes == [] and path.read_text() == "0\n1\n0 0\n"
+    assert log.leader_epoch_cache.entries == [(0, 0), (1, 1)] and log.end_offset_for_epoch(0) == (0, 1)
+    m.flush_due()  # the housekeeping pass (a worker thread in the broker)
+    assert path.read_text() == "0\n2\n0 0\n1 1\n" and not log.leader_epoch_cache.pending_write
+    assert len(fsyncs) >= 2  # the file, then its directory
+    m.close()
+
+
+def test_a_flush_before_acknowledge_makes_the_new_epoch_durable_before_the_recovery_point_moves(
+        tmp_path: Path) -> None:
     log = Log(tmp_path / "t-0")
     log.append(batch(1), leader_epoch=0)
-    log.close()
-    log = Log(tmp_path / "t-0")
-    fsyncs.clear()
-    log.append(batch(1), leader_epoch=1)
-    assert len(fsyncs) == 2 and not log.leader_epoch_cache.unsynced
+    log.flush()
+    log.append(batch(2), leader_epoch=2)
+    path = tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT
+    assert path.read_text() == "0\n1\n0 0\n" and log.recovery_point == 1
+    assert log.flush_up_to(3)  # what the produce handler awaits in a worker thread (flush.messages=1)
+    assert log.recovery_point == 3 and path.read_text() == "0\n2\n0 0\n2 1\n"
+    assert not log.leader_epoch_cache.pending_write and not log.leader_epoch_cache.unsynced
     log.close()
 
 
@@ -55,6 +89,7 @@ def test_a_crash_before_the_flush_loses_no_epoch(tmp_path: Path) -> None:
     log = Log(tmp_path / "t-0")
     log.append(batch(2), leader_epoch=2)
     log.append(batch(3), leader_epoch=5)
+    assert log.write_pending_epochs()  # the housekeeping pass: a new partition's file, without fsync
     assert log.leader_epoch_cache.unsynced and log.recovery_point == 0
     # the crash: the unsynced rename reached the disk, its content did not (an empty file); no close
     (tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT).write_bytes(b"")
@@ -74,6 +109,7 @@ def test_a_flushed_partition_keeps_its_epochs_through_a_crash(tmp_path: Path) ->
     log.append(batch(2), leader_epoch=1)
     log.flush()  # the recovery point passes offset 2: the epoch must be durable now
     log.append(batch(1), leader_epoch=3)
+    log.write_pending_epochs()
     path = tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT
     assert path.read_text() == "0\n2\n1 0\n3 2\n"
     reopened = Log(tmp_path / "t-0", recovery_point=log.recovery_point)
@@ -96,7 +132,9 @@ def test_an_election_entry_is_kept_in_memory_until_the_epochs_first_batch(tmp_pa
     assert path.read_text() == "0\n1\n1 0\n"  # not written yet
     assert log.end_offset_for_epoch(3) == (3, 2) and log.end_offset_for_epoch(2) == (1, 2)
     assert not log.assign_leader_epoch_start(3)  # once
-    log.append(batch(1), leader_epoch=3)  # the epoch's first batch writes it
+    log.append(batch(1), leader_epoch=3)  # the epoch's first batch: the file gets it at the next pass
+    assert path.read_text() == "0\n1\n1 0\n"
+    log.write_pending_epochs()
     assert path.read_text() == "0\n2\n1 0\n3 2\n"
     # leader again under 5, deposed before any batch: the truncation at the log end drops the entry
     assert log.assign_leader_epoch_start(5)
@@ -104,6 +142,7 @@ def test_an_election_entry_is_kept_in_memory_until_the_epochs_first_batch(tmp_pa
     assert not log.truncate_to(3)
     assert log.leader_epoch_cache.entries == [(1, 0), (3, 2)] and log.end_offset_for_epoch(5) == (-1, -1)
     log.append(batch(1), leader_epoch=6)  # a batch of the new leader's epoch, as a follower copies it
+    log.write_pending_epochs()
     assert path.read_text() == "0\n3\n1 0\n3 2\n6 3\n"
     log.close()
 
@@ -111,7 +150,7 @@ def test_an_election_entry_is_kept_in_memory_until_the_epochs_first_batch(tmp_pa
 def test_a_truncations_epoch_file_is_written_outside_the_lock_and_never_over_a_newer_one(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A truncation changes the epochs in memory under the log's lock and writes the file after releasing it
-    (`write_pending`); a change made while that write's fsync runs (an append's new epoch, written at once)
+    (`write_pending`); a change made while that write's fsync runs (an append's new epoch)
     is not replaced by the older entries."""
     import os
     import threading
@@ -136,7 +175,7 @@ def test_a_truncations_epoch_file_is_written_outside_the_lock_and_never_over_a_n
             assert not lock._is_owned()  # type: ignore[attr-defined]
             raced.append(True)
             with lock:
-                cache.assign(4, 15)  # an append of epoch 4 meanwhile (written at once, fsync'd)
+                cache.assign(4, 15)  # an append of epoch 4 meanwhile
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", racing_fsync)

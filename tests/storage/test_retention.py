@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from kaflite.storage.checkpoint import read_offset_checkpoint, write_offset_checkpoint
@@ -57,6 +58,8 @@ def test_leader_epoch_cache(tmp_path: Path) -> None:
     assert c.end_offset_for(5, 50) == (5, 50)  # the latest: up to the log end
     # Kafka's endOffsetFor: an epoch newer than every entry, or -1, is UNDEFINED
     assert c.end_offset_for(7, 50) == (-1, -1) and c.end_offset_for(-1, 50) == (-1, -1)
+    assert c.pending_write and not (tmp_path / "leader-epoch-checkpoint").exists()  # assign writes no file
+    assert c.write_pending(contextlib.nullcontext())  # (the log's lock in a Log: the flush or housekeeping)
     assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n3\n0 0\n2 10\n5 30\n"
     c.truncate_from_end(30)
     assert c.entries == [(0, 0), (2, 10)]

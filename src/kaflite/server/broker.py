@@ -153,7 +153,9 @@ class Broker:
             d.mkdir(parents=True, exist_ok=True)
         if self.log_dirs:
             self.scram_credentials = CredentialStore(self.log_dirs[0] / SCRAM_FILE_NAME)
-        self.log_manager = LogManager(self.log_dirs, self._default_log_config(), self.now_ms)
+        self.log_manager = LogManager(
+            self.log_dirs, self._default_log_config(), self.now_ms,
+            cleaner_io_max_bytes_per_second=float(self.setting("log.cleaner.io.max.bytes.per.second")))
         try:
             try:
                 self._start_logs_and_metadata()

@@ -23,7 +23,8 @@ Rules (Kafka's LogCleaner, simplified where noted):
    and high-watermark updates go on; `Log.swap_cleaned_segments` then renames each copy over its segment,
    one segment per hold of the lock. A truncation or close meanwhile stops the swap (the copies may have
    dropped records superseded only by truncated ones); a segment deleted by retention meanwhile is
-   skipped. Crash safety: each rename is atomic (the old or the new `.log`); the old indexes are removed
+   skipped; a replaced segment waits file.delete.delay.ms under `.deleted` names (a read in flight
+   completes). Crash safety: each rename is atomic (the old or the new `.log`); the old indexes are moved
    before it, so a crash in between leaves indexes that the load's sanity check rebuilds; a staging
    directory left by a crash is removed on load, as are the `.cleaned` files of the older swap protocol,
    whose `.swap` files still complete their replacement (Log._remove_temporary_files).
@@ -38,6 +39,12 @@ Rules (Kafka's LogCleaner, simplified where noted):
    and `delete.retention.ms` has passed since the marker's timestamp (Kafka counts from the delete
    horizon its first clean stamps into the batch); a marker that is its producer's last batch stays
    (rule 5), so a log rebuilt from scratch never shows an open transaction nor loses a producer's epoch.
+10. Pacing (`CleanerThrottle`, fed the bytes the pass reads and writes, batch by batch): the pass sleeps
+   so that its read + write rate, measured over windows of `check_interval_ms` (300), stays at most
+   `log.cleaner.io.max.bytes.per.second` (Kafka's Throttler; unlimited by default, as Kafka); and
+   whatever the rate, it sleeps `yield_s` after every `work_s` of running without sleeping, so that the
+   event loop's thread, which waits for the interpreter lock while the pass computes in Python, gets it
+   within a few ms instead of after the 5 ms switch interval at every one of its own I/O calls.
 The decisions (`build_offset_map`, `record_survives`, `cleanable_prefix`, `should_clean`) are pure.
 """
 
@@ -48,7 +55,8 @@ import os
 import shutil
 import struct
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +78,7 @@ _log = logging.getLogger("kaflite.storage")
 
 __all__ = [
     "CleanResult",
+    "CleanerThrottle",
     "build_offset_map",
     "record_survives",
     "cleanable_prefix",
@@ -87,6 +96,54 @@ class CleanResult:
     bytes_before: int = 0
     bytes_after: int = 0
     records_removed: int = 0
+
+
+class CleanerThrottle:
+    """Rule 10: the cleaner's I/O rate cap (Kafka's `log.cleaner.io.max.bytes.per.second`, its Throttler
+    checked every 300 ms) and its yields of the interpreter lock. The clock and the sleep are injected.
+
+    Why the yields: a pass computing in Python holds the GIL; every time the event loop's thread releases
+    it (each socket call, each select) it must wait for the cleaner to drop it again, which CPython forces
+    only after `sys.getswitchinterval()` (5 ms). A probe request crossing a few such waits took ~50 ms
+    under compaction (docs/storage.md, "Storage work and the event loop"). A short real sleep every
+    `work_s` hands the lock over (a `sleep(0)` does not: the running thread takes it back first)."""
+
+    def __init__(self, max_bytes_per_second: float = float("inf"), *, check_interval_ms: float = 300,
+                 work_s: float = 0.002, yield_s: float = 0.0005,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if max_bytes_per_second <= 0:
+            raise ValueError("log.cleaner.io.max.bytes.per.second must be positive")
+        self.max_bytes_per_second = max_bytes_per_second
+        self.check_interval_s = check_interval_ms / 1000
+        self.work_s = work_s
+        self.yield_s = yield_s
+        self._clock = clock
+        self._sleep = sleep
+        self._window_start = self._last_yield = clock()
+        self._window_bytes = 0
+        self.slept_s = 0.0  # total time slept (throttling and yields), for tests and logs
+
+    def _nap(self, seconds: float) -> None:
+        self._sleep(seconds)
+        self.slept_s += seconds
+        self._last_yield = self._clock()
+
+    def maybe_throttle(self, nbytes: int) -> None:
+        """Count `nbytes` read or written; sleep if the window's rate is over the cap, or to yield."""
+        self._window_bytes += nbytes
+        now = self._clock()
+        elapsed = now - self._window_start
+        if elapsed >= self.check_interval_s:
+            if self.max_bytes_per_second != float("inf"):
+                # sleep until the window's bytes are at the cap's rate (Kafka's Throttler.maybeThrottle)
+                owed = self._window_bytes / self.max_bytes_per_second - elapsed
+                if owed > 0:
+                    self._nap(owed)
+            self._window_start = self._clock()
+            self._window_bytes = 0
+        if self.yield_s > 0 and self._clock() - self._last_yield >= self.work_s:
+            self._nap(self.yield_s)
 
 
 # --- pure decisions ------------------------------------------------------------------------------------
@@ -272,6 +329,7 @@ class _Snapshot:
     stable: int
     truncations: int
     aborted: AbortedRanges
+    throttle: CleanerThrottle  # (the pass's pacing, rule 10)
 
 
 def _build_offset_map(snap: _Snapshot) -> tuple[dict[bytes, int], dict[int, int]]:
@@ -281,7 +339,8 @@ def _build_offset_map(snap: _Snapshot) -> tuple[dict[bytes, int], dict[int, int]
     last_batch_of_producer: dict[int, int] = {}
     stable = snap.stable
     for seg, size in zip(snap.segments, snap.sizes, strict=True):
-        for chunk, rel, _size in _iter_file_batches(seg.log_path, size, missing_ok=True):
+        for chunk, rel, bsize in _iter_file_batches(seg.log_path, size, missing_ok=True):
+            snap.throttle.maybe_throttle(bsize)
             view = RecordBatchView.parse(chunk, rel)
             if view.producer_id >= 0:
                 last_batch_of_producer[view.producer_id] = view.base_offset
@@ -322,7 +381,7 @@ def _survivors(chunk: bytes, rel: int, view: RecordBatchView, offset_map: dict[b
 
 def _clean_segment(seg: LogSegment, size: int, staging: Path, log: Log, offset_map: dict[bytes, int],
                    last_batch_of_producer: dict[int, int], aborted: AbortedRanges, txn_has_data: dict[int, bool],
-                   now_ms: int) -> tuple[Path | None, int, int]:
+                   now_ms: int, throttle: CleanerThrottle) -> tuple[Path | None, int, int]:
     """Write the cleaned copy of `seg` (its first `size` bytes) with its indexes into `staging`, fsync'd;
     returns (its .log path, or None when nothing changes; new size; records removed)."""
     cfg = log.config
@@ -331,6 +390,7 @@ def _clean_segment(seg: LogSegment, size: int, staging: Path, log: Log, offset_m
     removed = 0
     changed = False
     for chunk, rel, bsize in _iter_file_batches(seg.log_path, size):
+        throttle.maybe_throttle(bsize)
         view = RecordBatchView.parse(chunk, rel)
         pid = view.producer_id
         last_of_producer = pid >= 0 and last_batch_of_producer.get(pid) == view.base_offset
@@ -371,6 +431,7 @@ def _clean_segment(seg: LogSegment, size: int, staging: Path, log: Log, offset_m
     try:
         for i in range(0, len(pieces), 256):  # bounded writes (one pwritev per group of batches)
             new.append(pieces[i : i + 256], infos[i : i + 256])
+            throttle.maybe_throttle(sum(len(p) for p in pieces[i : i + 256]))
         new.on_become_inactive()
         new.flush(indexes=True)
         new_size = new.size
@@ -379,14 +440,16 @@ def _clean_segment(seg: LogSegment, size: int, staging: Path, log: Log, offset_m
     return new.log_path, new_size, removed
 
 
-def compact_log(log: Log, now_ms: int, *, force: bool = False) -> CleanResult:
+def compact_log(log: Log, now_ms: int, *, force: bool = False,
+                throttle: CleanerThrottle | None = None) -> CleanResult:
     """Clean `log` if it is dirty enough (or `force`), copy-on-write: the choice and a snapshot of the
     segments are taken under the log's lock; the offset map and the cleaned copies (with their indexes,
     fsync'd, in a staging directory) are built WITHOUT it, so appends, reads and high-watermark updates go
     on; the lock is taken again only to swap the copies in (`Log.swap_cleaned_segments`), which
     re-checks what happened meanwhile: a truncation or a close aborts the pass (the offset map may name
     records that are gone), a segment deleted by retention is skipped. Only sealed segments below the
-    active one are cleaned, so appends never conflict. Safe to call from a worker thread; one pass per
+    active one are cleaned, so appends never conflict. `throttle` paces the reads and writes (rule 10;
+    the default yields the interpreter lock but has no rate cap). Safe to call from a worker thread; one pass per
     log at a time (the broker's single housekeeping thread)."""
     with log.lock:
         if log.closed:  # closed or deleted since the caller looked
@@ -405,7 +468,8 @@ def compact_log(log: Log, now_ms: int, *, force: bool = False) -> CleanResult:
         dirty_bytes = sum(s.size for s in cleanable if s.next_offset > log.cleaner_checkpoint)
         if not force and not should_clean(dirty_bytes, cleanable_bytes, cfg.min_cleanable_dirty_ratio):
             return CleanResult(False)
-        snap = _Snapshot(segments, [s.size for s in segments], n, stable, log.truncations, AbortedRanges(log))
+        snap = _Snapshot(segments, [s.size for s in segments], n, stable, log.truncations, AbortedRanges(log),
+                         throttle or CleanerThrottle())
     # A segment file that disappears while being read was deleted meanwhile: by retention / DeleteRecords
     # (leading segments: whatever they held is gone, and the records they superseded were older still, so
     # the other copies stay right; the swap skips it) or by a truncation (the swap refuses the pass).
@@ -418,7 +482,7 @@ def compact_log(log: Log, now_ms: int, *, force: bool = False) -> CleanResult:
         for seg, size in zip(cleanable, snap.sizes, strict=False):
             try:
                 path, new_size, r = _clean_segment(seg, size, staging, log, offset_map, last_batch_of_producer,
-                                                   snap.aborted, txn_has_data, now_ms)
+                                                   snap.aborted, txn_has_data, now_ms, snap.throttle)
             except FileNotFoundError:
                 continue
             removed += r

@@ -14,13 +14,18 @@ between two entries: (the largest epoch below or equal, the start of the next); 
 entry: (that epoch, the start of the first entry), the data before it is gone and the asker replicates
 from there; an epoch newer than every entry, -1 or no entry at all: (-1, -1) (UNDEFINED_EPOCH_OFFSET).
 
-Durability: a change is written and fsync'd at once (Kafka's assign), except while the file on disk
-durably holds no entry (a new partition, whose first append assigns its first epoch): then the file is
-replaced without fsync and `unsynced` is set, and the log's next flush fsyncs it (`sync`) before its
-recovery point moves. A crash before that loses nothing: no entry could be lost but those written since
-(the durable file was empty), and every batch they describe lies past the recovery point, where recovery
-reads each batch's partition leader epoch and assigns the epochs again. This keeps two fsyncs per new
-partition off the append path (10,000 partitions of a new topic: 20,000 fsyncs on the event loop).
+Durability: an epoch's first batch (`assign`, called by the append under the log's lock, on the event loop
+for a leader) changes the entries in memory only and marks the file `pending_write`, like a truncation
+(below); the file is written and fsync'd by `write_pending` outside the log's lock, in a worker thread:
+by the log's next flush before its recovery point moves (so a flush-before-acknowledge append of the epoch
+is answered after the file holding its epoch is durable), or by the housekeeping pass within a second.
+Kafka's assign writes and fsyncs the file at once, under its log lock, in the appending request thread;
+here that thread is the event loop, which serves every client. A crash before the write loses nothing:
+every batch of an entry not written lies past the recovery point, where recovery reads each batch's
+partition leader epoch and assigns the epochs again (Kafka's LogLoader does the same).
+While the file on disk durably holds no entry (a new partition), `write_pending` replaces it without fsync
+and sets `unsynced`, and the log's next flush fsyncs it (`sync`) before its recovery point moves, by the
+same argument (10,000 partitions of a new topic: 20,000 fsyncs fewer).
 
 A truncation or a moved log start offset (`persist=False`, Kafka's truncateFromEndAsyncFlush /
 truncateFromStartAsyncFlush) changes the entries in memory under the log's lock and marks the file
@@ -168,16 +173,17 @@ class LeaderEpochFileCache:
         self.version += 1
         return True
 
-    def assign(self, epoch: int, start_offset: int, *, persist: bool = True) -> bool:
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """An epoch's first batch (appended or recovered): in memory, the file written later by
+        `write_pending` (see the module doc: never on the appending thread)."""
         if self._unwritten and self.entries[-1][0] == epoch and start_offset >= self.entries[-1][1]:
-            if persist:  # the epoch's first batch: the election's entry is written now
-                self._write()
+            self._unwritten = False  # the election's entry now describes a batch: it must reach the file
+            self._changed(False)
             return True
         if epoch < 0 or (self.entries and (epoch <= self.entries[-1][0] or start_offset < self.entries[-1][1])):
             return False
         self.entries.append((epoch, start_offset))
-        if persist:
-            self._write()
+        self._changed(False)
         return True
 
     def truncate_from_end(self, end_offset: int, *, persist: bool = True) -> None:

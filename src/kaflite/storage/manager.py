@@ -59,7 +59,7 @@ from kaflite.storage.checkpoint import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
-from kaflite.storage.cleaner import compact_log
+from kaflite.storage.cleaner import CleanerThrottle, compact_log
 from kaflite.storage.config import LONG_MAX, LogConfig
 from kaflite.storage.errors import storage_errors
 from kaflite.storage.log import Log, parse_topic_partition
@@ -152,6 +152,8 @@ class LogManager:
         log_dirs: list[Path] | list[str],
         default_config: LogConfig | None = None,
         now_ms: Callable[[], int] | None = None,
+        *,
+        cleaner_io_max_bytes_per_second: float = float("inf"),
     ) -> None:
         if not log_dirs:
             raise ValueError("LogManager: log_dirs must name at least one directory")
@@ -184,6 +186,8 @@ class LogManager:
         self._detaching: dict[tuple[str, int], threading.Event] = {}
         self._renaming: set[Path] = set()
         self.close_problems: list[str] = []
+        # log.cleaner.io.max.bytes.per.second: one throttle for every pass, as Kafka's cleaner threads share one
+        self.cleaner_throttle = CleanerThrottle(cleaner_io_max_bytes_per_second)
 
     # ------------------------------------------------------------------------------------------
     def load(self) -> None:
@@ -427,7 +431,7 @@ class LogManager:
         for log in self._snapshot():
             try:
                 if not log.closed and log.config.compact and compact_log(
-                    log, now, force=_log_compaction_overdue(log, now)
+                    log, now, force=_log_compaction_overdue(log, now), throttle=self.cleaner_throttle
                 ).cleaned:
                     cleaned += 1
             except OSError as e:  # the swap protocol leaves the segment as it was
@@ -444,6 +448,7 @@ class LogManager:
         for log in self._snapshot():
             try:
                 log.sync_snapshots()  # the producer snapshots of the rolls since the last pass (Log's rules)
+                log.write_pending_epochs()  # a new epoch's first batch (never written on the appending thread)
                 rolled = log.flush_rolled()  # Kafka's flush on roll: the recovery point moves to the new base
                 flushed += log.flush_due(now) or rolled
             except OSError as e:

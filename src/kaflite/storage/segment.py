@@ -756,6 +756,28 @@ class LogSegment:
             os.replace(self.log_path, target)
             self.log_path = target
 
+    def link_deleted(self) -> None:
+        """A segment replaced by compaction (Log.swap_cleaned_segments): its indexes are renamed `.deleted`
+        and its `.log` gets a second name `.log.deleted` (a hard link to the same inode), so that the
+        cleaned copy can then be renamed over the live name atomically while this segment, doomed for
+        file.delete.delay.ms, goes on reading the old bytes: through its open descriptor, or a reopen by
+        the `.deleted` name after a shed (the path changes under the FileCache's lock, as rename_deleted).
+        A crash after the link leaves both names of one file; the load removes the `.deleted` one.
+        Raises OSError where hard links are not supported (the caller then retires the segment at once)."""
+        with file_cache.lock:
+            target = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+            target.unlink(missing_ok=True)  # (a leftover of a crash at this very point)
+            os.link(self.log_path, target)
+            self.log_path = target
+            for idx in (self.index, self.time_index):
+                idx._close_fd()  # noqa: SLF001
+                idx_target = idx.path.with_name(idx.path.name + DELETED_SUFFIX)
+                try:
+                    os.replace(idx.path, idx_target)
+                except FileNotFoundError:
+                    pass
+                idx.path = idx_target
+
     def moved_to(self, directory: Path) -> None:
         """The segment's directory was renamed (partition deletion): its paths follow. Called under the
         FileCache's lock, with the rename, so a reopen never looks under the old name."""

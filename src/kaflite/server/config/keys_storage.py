@@ -188,6 +188,13 @@ KEYS: list[ConfigKey] = [
         Between(0, 1),
     ),
     _k(
+        "log.cleaner.io.max.bytes.per.second",
+        "double",
+        1.7976931348623157e308,
+        "The cleaner's read + write rate cap in bytes/s (Kafka's Throttler, checked every 300 ms).",
+        Custom(lambda v: v > 0, "a positive number"),
+    ),
+    _k(
         "log.cleaner.backoff.ms",
         "long",
         15000,
