@@ -17,7 +17,9 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -30,6 +32,7 @@ __all__ = [
     "CliFailure",
     "check_reachable",
     "client_config",
+    "command_client_properties",
     "describe_exception",
     "fail",
     "handle_errors",
@@ -58,6 +61,22 @@ EXIT_USAGE = 2
 _LIBRDKAFKA_LOG = logging.getLogger("kaflite.cli.librdkafka")
 _LIBRDKAFKA_LOG.addHandler(logging.NullHandler())
 _LIBRDKAFKA_LOG.propagate = False
+
+
+# librdkafka settings from `--command-config` / `--producer.config` / `--consumer.config` FILE (read by
+# kaflite.cli.kafka_flags), given to every client of the command being run.
+_COMMAND_CLIENT_PROPERTIES: ContextVar[dict[str, str] | None] = ContextVar("kaflite_command_client_properties",
+                                                                            default=None)
+
+
+@contextmanager
+def command_client_properties(props: dict[str, str]) -> Iterator[None]:
+    """Within the block, `client_config` adds `props` to every client's settings."""
+    token = _COMMAND_CLIENT_PROPERTIES.set(dict(props))
+    try:
+        yield
+    finally:
+        _COMMAND_CLIENT_PROPERTIES.reset(token)
 
 
 class CliFailure(Exception):
@@ -164,6 +183,7 @@ def client_config(
     }
     if errors is not None:
         cfg["error_cb"] = errors
+    cfg.update(_COMMAND_CLIENT_PROPERTIES.get() or {})
     cfg.update(extra)
     return cfg
 
