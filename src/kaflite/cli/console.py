@@ -459,6 +459,17 @@ FORMATTER_KEYS = frozenset(
 )
 
 
+def _warn_without_coordinator(bootstrap: str) -> None:
+    """A group with no possible coordinator gets nothing, silently (librdkafka retries forever): say why."""
+    from confluent_kafka.admin import AdminClient
+
+    from kaflite.cli.coordinator_check import coordinator_problem
+
+    why = coordinator_problem(AdminClient(client_config(bootstrap)), 5.0)
+    if why is not None:
+        typer.echo(f"warning: {why}; the consumer waits until it is available", err=True)
+
+
 @handle_errors
 def consume(
     topic_arg: Annotated[str | None, typer.Argument(metavar="TOPIC", help="Topic to read.")] = None,
@@ -566,6 +577,8 @@ def consume(
         **parse_key_values(consumer_property, "--consumer-property"),
     }
     check_reachable(bootstrap_server)
+    if group is not None:
+        _warn_without_coordinator(bootstrap_server)
     errors = ClientErrors()
     settings: dict[str, Any] = {
         "enable.partition.eof": True,

@@ -26,6 +26,7 @@ import typer
 from kaflite.cli.common import (
     DEFAULT_BOOTSTRAP,
     EXIT_USAGE,
+    Bootstrap,
     admin_client,
     admin_result,
     client_config,
@@ -41,11 +42,6 @@ groups_app = typer.Typer(
     no_args_is_help=True,
 )
 
-Bootstrap = Annotated[
-    str,
-    typer.Option("--bootstrap-server", "-b", envvar="KAFLITE_BOOTSTRAP",
-                 help="host:port of a broker (comma-separated list allowed)."),
-]
 Timeout = Annotated[float, typer.Option("--timeout", help="Seconds to wait for the broker's answer.", min=0.1)]
 
 GroupOption = Annotated[
@@ -170,8 +166,21 @@ def _watermarks(bootstrap: str, partitions: list[tuple[str, int]], timeout: floa
 
 
 def _describe(admin: Any, group: str, timeout: float) -> Any:
-    return admin_result(admin.describe_consumer_groups([group], request_timeout=timeout)[group], timeout,
-                   f"describing group {group!r}")
+    import concurrent.futures
+
+    from kaflite.cli.coordinator_check import coordinator_problem
+
+    what = f"describing group {group!r}"
+    future = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
+    try:
+        return future.result(timeout=timeout)
+    except Exception as err:  # no answer, or an error: say why the coordinator is missing when it is
+        why = coordinator_problem(admin, min(timeout, 5.0))
+        if why is not None:
+            fail(f"{what}: {why}")
+        if isinstance(err, concurrent.futures.TimeoutError):
+            fail(f"{what}: no answer from the broker within {timeout:g} s")
+        fail(f"{what}: {describe_exception(err)}")
 
 
 def _committed(admin: Any, group: str, timeout: float) -> dict[tuple[str, int], int]:
