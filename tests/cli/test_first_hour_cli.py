@@ -1,0 +1,42 @@
+"""A newcomer's first commands: what kaflite's CLI start-up costs and leaves behind, and what its error and
+note lines say (issue 32's smaller frictions)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import missing_module, require
+
+_PROBE = """
+import sys
+from kaflite.cli import main
+sys.argv = ["kaflite", "--version"]
+try:
+    main()
+except SystemExit:
+    pass
+import kio.static.primitive  # what every wire command imports
+print(sorted(m for m, v in sys.modules.items() if m.split(".")[0] == "hypothesis" and v is not None))
+"""
+
+
+def test_cli_start_up_neither_imports_hypothesis_nor_creates_its_directory(tmp_path: Path) -> None:
+    require(missing_module("hypothesis"))  # with the test extras installed, as in the issue
+    env = {k: v for k, v in os.environ.items() if k != "KAFLITE_CLI_HYPOTHESIS"}
+    out = subprocess.run([sys.executable, "-c", _PROBE], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "[]"
+    assert not (tmp_path / ".hypothesis").exists()
+
+
+def test_hypothesis_can_be_let_in(tmp_path: Path) -> None:
+    """KAFLITE_CLI_HYPOTHESIS=1 restores kio's behaviour (what the first test would see without the fix)."""
+    require(missing_module("hypothesis"))
+    out = subprocess.run([sys.executable, "-c", _PROBE], cwd=tmp_path, capture_output=True, text=True,
+                         env=dict(os.environ, KAFLITE_CLI_HYPOTHESIS="1"), timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "'hypothesis'" in out.stdout.splitlines()[-1]
