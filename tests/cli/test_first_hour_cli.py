@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers import missing_module, require
 
 _PROBE = """
@@ -40,3 +42,25 @@ def test_hypothesis_can_be_let_in(tmp_path: Path) -> None:
                          env=dict(os.environ, KAFLITE_CLI_HYPOTHESIS="1"), timeout=120)
     assert out.returncode == 0, out.stderr
     assert "'hypothesis'" in out.stdout.splitlines()[-1]
+
+
+def test_produce_to_a_missing_topic_says_it_was_auto_created(cli, cli_bootstrap: str, topic_name: str) -> None:
+    typo = f"{topic_name}-typo"
+    first = cli("produce", typo, "-b", cli_bootstrap, input="v\n")
+    assert first.exit_code == 0, first.output
+    assert first.stderr.splitlines()[0] == (f"note: topic {typo!r} did not exist; the broker created it with 1 partition(s) "
+                                    "(auto.create.topics.enable)")
+    again = cli("produce", typo, "-b", cli_bootstrap, input="v\n")
+    assert again.exit_code == 0 and "note:" not in again.stderr
+
+
+def test_assign_html_without_the_console_extra_says_so_first(cli, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("kaflite.console.report", "kaflite.console.render"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setitem(sys.modules, "jinja2", None)  # not installed
+    result = cli("assign", "--topic", "t:3", "--member", "a:t", "--html", str(tmp_path / "lab.html"))
+    assert result.exit_code == 2
+    assert result.stdout == ""  # said before any table
+    assert result.stderr.strip() == ("error: --html needs the console extra (jinja2 is missing): "
+                                     "pip install 'kaflite[console]'")

@@ -150,6 +150,15 @@ def _client(factory: Any, settings: dict[str, Any]) -> Any:
         fail(f"-X/--property: {describe_exception(err)}", EXIT_USAGE)
 
 
+def _topic_exists(client: Any, topic: str, timeout: float) -> bool | None:
+    """Whether `topic` exists, from a Metadata request for every topic (which creates none); None when
+    that request fails (the produce path reports the failure itself)."""
+    try:
+        return topic in client.list_topics(timeout=timeout).topics
+    except Exception:  # noqa: BLE001 - only for the note
+        return None
+
+
 def _topic_partitions(client: Any, topic: str, timeout: float) -> int:
     """Partition count of `topic`, failing with one line when it does not exist."""
     try:
@@ -253,7 +262,11 @@ def produce(
         **extra,
     }
     producer = _client(Producer, client_config(bootstrap_server, errors, **settings))
-    count = _topic_partitions(producer, topic, timeout)
+    existed = _topic_exists(producer, topic, timeout)
+    count = _topic_partitions(producer, topic, timeout)  # (a Metadata for the topic: auto-creates it)
+    if existed is False:
+        typer.echo(f"note: topic {topic!r} did not exist; the broker created it with {count} partition(s) "
+                   "(auto.create.topics.enable)", err=True)
     if partition is not None and partition >= count:
         fail(f"--partition: topic {topic} has partitions 0..{count - 1}, got {partition}", EXIT_USAGE)
 
