@@ -64,3 +64,10 @@ def test_assign_html_without_the_console_extra_says_so_first(cli, tmp_path: Path
     assert result.stdout == ""  # said before any table
     assert result.stderr.strip() == ("error: --html needs the console extra (jinja2 is missing): "
                                      "pip install 'kaflite[console]'")
+
+
+@pytest.mark.parametrize("command", [[], ["serve"], ["consume"], ["groups", "describe"]])
+def test_help_shows_no_type_beside_a_flag(cli, command: list[str]) -> None:
+    shown = cli(*command, "--help")
+    assert shown.exit_code == 0
+    assert "--help" in shown.stdout and "<bool>" not in shown.stdout

@@ -92,6 +92,26 @@ class KafliteGroup(TyperGroup):
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
+def _hide_flag_types() -> None:
+    """Typer 0.29's help shows `<bool>` beside every flag (--dev, --from-beginning, --help), as if it took a
+    value: a flag's type column stays empty, as in Click's and Kafka's own help."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "_kaflite", False):
+        return
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        if getattr(self, "is_flag", False) and not getattr(self, "count", False) and self.metavar is None:
+            return None
+        return shown(self, ctx)
+
+    display_type_rich._kaflite = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_hide_flag_types()
+
 app = typer.Typer(
     name="kaflite",
     cls=KafliteGroup,
