@@ -71,3 +71,30 @@ def test_help_shows_no_type_beside_a_flag(cli, command: list[str]) -> None:
     shown = cli(*command, "--help")
     assert shown.exit_code == 0
     assert "--help" in shown.stdout and "<bool>" not in shown.stdout
+
+
+def test_start_up_errors_blame_the_key_that_caused_them(tmp_path: Path) -> None:
+    import errno
+
+    from kaflite.cli.serve import build_config, startup_error
+
+    cfg = build_config(None, ["metrics.listener=http://127.0.0.1:9404"], True, 9092, None, tmp_path / "data")
+    in_use = "error while attempting to bind on address ('127.0.0.1', {}): address already in use"
+    assert startup_error(OSError(errno.EADDRINUSE, in_use.format(9404)), cfg) == (
+        "metrics.listener=http://127.0.0.1:9404: 127.0.0.1:9404 is already in use")
+    assert startup_error(OSError(errno.EADDRINUSE, in_use.format(9092)), cfg) == (
+        "listeners=PLAINTEXT://127.0.0.1:9092: 127.0.0.1:9092 is already in use")
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    cfg = build_config(None, [], True, 0, None, afile)
+    assert startup_error(FileExistsError(errno.EEXIST, "File exists", str(afile)), cfg) == (
+        f"log.dirs={afile}: {afile} exists and is not a directory")
+
+
+def test_serve_with_log_dirs_a_file_names_log_dirs(tmp_path: Path, kaflite_exe: Path) -> None:
+    (tmp_path / "afile").write_text("")
+    out = subprocess.run([str(kaflite_exe), "serve", "--dev", "--port", "0", "--log-dir", "afile"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert out.stderr.splitlines()[-1] == ("error: cannot start the broker: log.dirs=afile: afile exists and is "
+                                           "not a directory")
