@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from helpers import missing_zookeeper, poll_values, require, stop_process, wait_until
+from helpers import REPO, missing_zookeeper, poll_values, require, stop_process, wait_until
 
 require(missing_zookeeper(), module_level=True)
 
@@ -76,6 +76,18 @@ def test_cluster_up_serves_clients_and_stops_everything_on_sigint(tmp_path: Path
         assert found.returncode == 0 and re.search(r"^Brokers: 3 ", found.stdout, re.M), found.stdout + found.stderr
         assert found.stderr.strip() == f"note: using the cluster started by `kaflite cluster up` " \
                                        f"(kaflite-cluster/cluster.env): {bootstrap}", found.stderr
+        # the README's cluster section, as a newcomer types it in a second terminal (no bootstrap given)
+        readme = (REPO / "README.md").read_text().split("\n## A cluster", 1)[1]
+        block = re.search(r"```bash\n(.*?)```", readme, re.S).group(1)  # type: ignore[union-attr]
+        commands = [ln for ln in block.splitlines() if ln.strip() and not ln.startswith("#")]
+        assert "cluster up" in commands[0] and len(commands) >= 3
+        env = {k: v for k, v in os.environ.items() if k != "KAFLITE_BOOTSTRAP"}
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+        for command in commands[1:]:
+            ran = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                 timeout=60)
+            assert ran.returncode == 0, (command, ran.stdout, ran.stderr)
+            assert "note: using the cluster started by `kaflite cluster up`" in ran.stderr, (command, ran.stderr)
         # the plain status line (stdout is a pipe): three brokers up and a controller
         deadline = time.monotonic() + 60
         line = ""
