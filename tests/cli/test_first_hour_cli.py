@@ -98,3 +98,15 @@ def test_serve_with_log_dirs_a_file_names_log_dirs(tmp_path: Path, kaflite_exe: 
     assert out.returncode == 1
     assert out.stderr.splitlines()[-1] == ("error: cannot start the broker: log.dirs=afile: afile exists and is "
                                            "not a directory")
+
+
+@pytest.mark.parametrize("command", [
+    ["reassign-partitions", "--execute", "--reassignment-json-file"],
+    ["leader-election", "--election-type", "preferred", "--path-to-json-file"],
+])
+def test_a_one_line_json_error_names_its_column(cli, tmp_path: Path, command: list[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"version":1,"partitions":[{"topic":"t","partition":0} {"topic":"u"}]}')
+    result = cli(*command, str(bad), "-b", "127.0.0.1:1")
+    assert result.exit_code == 2
+    assert "(Expecting ',' delimiter at line 1 column 56)" in result.stderr, result.stderr
