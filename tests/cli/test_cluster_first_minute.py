@@ -109,3 +109,28 @@ def test_single_node_is_not_blamed(cli_bootstrap: str) -> None:
     from confluent_kafka.admin import AdminClient
 
     assert coordinator_problem(AdminClient({"bootstrap.servers": cli_bootstrap})) is None
+
+
+class _Exited:
+    def poll(self) -> int:
+        return -9
+
+
+def test_cluster_up_table_shows_a_broker_restarted_by_hand_as_up(tmp_path: Path) -> None:
+    """Its process (started by cluster up) exited, but broker 1 is registered again and listening: up."""
+    import socket
+
+    from kaflite.cli.cluster_status import ClusterStatus
+    from kaflite.cli.cluster_up import BrokerProcess, LocalCluster
+
+    with socket.socket() as listening, socket.socket() as closed:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(1)
+        closed.bind(("127.0.0.1", 0))
+        cluster = LocalCluster(tmp_path, 2)
+        cluster.brokers = [BrokerProcess(0, closed.getsockname()[1], _Exited(), tmp_path / "b0.log"),  # type: ignore[arg-type]
+                           BrokerProcess(1, listening.getsockname()[1], _Exited(), tmp_path / "b1.log")]  # type: ignore[arg-type]
+        status = ClusterStatus(cluster_id="c", controller=1, brokers={0: "127.0.0.1:1", 1: "127.0.0.1:2"},
+                               topics=0, partitions=0, offline=[], under_replicated=[])
+        states = [state for _bid, _addr, state in cluster.broker_states(status)]
+    assert states == ["down (exit -9)", "up (restarted by hand)"]

@@ -176,18 +176,31 @@ class LocalCluster:
 
     def broker_states(self, status: ClusterStatus | None) -> list[tuple[int, str, str]]:
         """(id, address, state) per started broker: up (registered), starting (alive, not in Metadata),
-        down (exited)."""
+        down (exited); a broker whose process exited but that is registered again and listening on its port
+        was restarted by hand: "up (restarted by hand)" (Ctrl-C does not stop that one)."""
         out = []
         for b in self.brokers:
             code = b.proc.poll()
-            if code is not None:
-                state = f"down (exit {code})"
-            elif status is not None and b.broker_id in status.brokers:
-                state = "up"
+            registered = status is not None and b.broker_id in status.brokers
+            if code is None:
+                state = "up" if registered else "not registered"
+            elif registered and _listening(b.port):
+                state = "up (restarted by hand)"
             else:
-                state = "not registered"
+                state = f"down (exit {code})"
             out.append((b.broker_id, f"127.0.0.1:{b.port}", state))
         return out
+
+
+def _listening(port: int) -> bool:
+    """Something accepts TCP on 127.0.0.1:port (a connect, not a bind: a bind fails in TIME_WAIT too)."""
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", port), 0.2).close()
+    except OSError:
+        return False
+    return True
 
 
 def _port_free(port: int) -> bool:
@@ -227,7 +240,7 @@ def _table(cluster: LocalCluster, status: ClusterStatus | None, error: str | Non
     table.add_column("State")
     table.add_column("Controller")
     for bid, addr, state in cluster.broker_states(status):
-        style = "green" if state == "up" else "red" if state.startswith("down") else "yellow"
+        style = "green" if state.startswith("up") else "red" if state.startswith("down") else "yellow"
         is_controller = status is not None and status.controller == bid
         table.add_row(str(bid), addr, Text(state, style=style), "*" if is_controller else "")
     zk_alive = cluster.zookeeper is not None and cluster.zookeeper.proc is not None and \
