@@ -261,3 +261,18 @@ def test_kafka_invocations_unchanged_against_a_broker(cli, cli_bootstrap: str, t
     deleted = cli("groups", *b, "--delete", "--group", group)
     assert deleted.exit_code == 0, deleted.output
     assert cli("topics", *b, "--delete", "--topic", topic_name).exit_code == 0
+
+
+def test_another_command_module_plugs_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """How `kaflite acls` (kafka-acls.sh) or `kaflite users` register their Kafka spellings."""
+    from kaflite.cli.kafka_flags import KafkaTool, Rename, extend_tool, register_tool
+
+    monkeypatch.setattr(kafka_flags, "TOOLS", dict(kafka_flags.TOOLS))
+    register_tool(KafkaTool("kafka-acls.sh", "acls", actions={"--add": "add", "--list": "list"}))
+    assert translate(["acls", "--bootstrap-server", "h:1", "--list", "--topic", "t"]).argv == [
+        "acls", "list", "--bootstrap-server", "h:1", "--topic", "t"]
+    with pytest.raises(Refused):
+        translate(["configs", "--describe", "--user", "alice"])
+    extend_tool("configs", flags={"--user": Rename("--entity-name")})
+    assert translate(["configs", "--describe", "--user", "alice"]).argv == [
+        "configs", "describe", "--entity-name", "alice"]

@@ -18,7 +18,9 @@ Rules (checkable facts, tested in tests/cli/test_kafka_flags.py):
   read here, its keys translated to librdkafka's (`client_properties`) and passed by
   `kaflite.cli.common.client_config` to every admin client, producer and consumer of the command.
 
-Other command modules plug in with `register_tool(KafkaTool(...))` from their `register(app)`.
+Other command modules plug in from their `register(app)`: `register_tool(KafkaTool("kafka-acls.sh", "acls",
+actions={"--add": "add", "--remove": "remove", "--list": "list"}, flags={...}))` for a new tool, or
+`extend_tool("configs", flags={"--user": Rename("--user")})` to take over a flag refused here.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ __all__ = [
     "Rename",
     "TOOLS",
     "Translation",
+    "extend_tool",
     "java_client_properties",
     "register_tool",
     "translate",
@@ -136,6 +139,15 @@ TOOLS: dict[str, KafkaTool] = {}
 def register_tool(tool: KafkaTool) -> None:
     """Make `kaflite <tool.command>` take Kafka's spellings of `tool.script` (a later call replaces it)."""
     TOOLS[tool.command] = tool
+
+
+def extend_tool(command: str, actions: Mapping[str, str] | None = None, flags: Mapping[str, FlagMap] | None = None,
+                ) -> None:
+    """Add action flags or flag mappings to a registered tool (a command module taking over a flag another
+    refuses, e.g. kafka-configs.sh --user for SCRAM credentials)."""
+    tool = TOOLS[command]
+    TOOLS[command] = KafkaTool(tool.script, tool.command, {**tool.actions, **(actions or {})},
+                               {**tool.flags, **(flags or {})}, tool.kafka_form_only)
 
 
 # --- Java client properties -> librdkafka ------------------------------------------------------------
