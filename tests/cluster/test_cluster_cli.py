@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from helpers import missing_zookeeper, poll_values, require, stop_process, wait_until
+from helpers import REPO, missing_zookeeper, poll_values, require, stop_process, wait_until
 
 require(missing_zookeeper(), module_level=True)
 
@@ -48,19 +48,46 @@ def test_cluster_up_serves_clients_and_stops_everything_on_sigint(tmp_path: Path
     from confluent_kafka import Consumer, Producer
 
     errlog = open(tmp_path / "up.err", "w+")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kaflite", "cluster", "up", "--brokers", "3", "--data-dir", str(tmp_path / "c")],
+    proc = subprocess.Popen(  # the default --data-dir, relative to the working directory
+        [sys.executable, "-m", "kaflite", "cluster", "up", "--brokers", "3"], cwd=tmp_path,
         stdout=subprocess.PIPE, stderr=errlog, stdin=subprocess.DEVNULL, text=True,
     )
     pids: list[int] = []
+    env_file = tmp_path / "kaflite-cluster" / "cluster.env"
     try:
         first = _read_line(proc, 120)
         assert first.startswith("bootstrap servers: "), first
         bootstrap = first.split(": ", 1)[1].strip()
         assert len(bootstrap.split(",")) == 3
+        assert _read_line(proc, 10).strip() == f"export KAFLITE_BOOTSTRAP={bootstrap}"
+        assert f"export KAFLITE_BOOTSTRAP={bootstrap}\nKAFLITE_CLUSTER_PID={proc.pid}\n" in env_file.read_text()
         errlog.seek(0)
-        pids = [int(p) for p in re.findall(r"\(pid (\d+),", errlog.read())]
+        up_err = errlog.read()
+        pids = [int(p) for p in re.findall(r"\(pid (\d+),", up_err)]
         assert len(pids) == 4, pids  # ZooKeeper and three brokers
+        # the internal topics exist before any client asked for a coordinator (all brokers had registered)
+        assert "internal topics __consumer_offsets and __transaction_state created" in up_err, up_err
+        listed = _kaflite("topics", "list", "-b", bootstrap)
+        assert {"__consumer_offsets", "__transaction_state"} <= set(listed.stdout.split()), listed.stdout
+        # a client command given no bootstrap, in the directory of `cluster up`, finds it and says so
+        found = subprocess.run([sys.executable, "-m", "kaflite", "cluster", "status"], cwd=tmp_path,
+                               capture_output=True, text=True, timeout=60,
+                               env={k: v for k, v in os.environ.items() if k != "KAFLITE_BOOTSTRAP"})
+        assert found.returncode == 0 and re.search(r"^Brokers: 3 ", found.stdout, re.M), found.stdout + found.stderr
+        assert found.stderr.strip() == f"note: using the cluster started by `kaflite cluster up` " \
+                                       f"(kaflite-cluster/cluster.env): {bootstrap}", found.stderr
+        # the README's cluster section, as a newcomer types it in a second terminal (no bootstrap given)
+        readme = (REPO / "README.md").read_text().split("\n## A cluster", 1)[1]
+        block = re.search(r"```bash\n(.*?)```", readme, re.S).group(1)  # type: ignore[union-attr]
+        commands = [ln for ln in block.splitlines() if ln.strip() and not ln.startswith("#")]
+        assert "cluster up" in commands[0] and len(commands) >= 3
+        env = {k: v for k, v in os.environ.items() if k != "KAFLITE_BOOTSTRAP"}
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+        for command in commands[1:]:
+            ran = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                 timeout=60)
+            assert ran.returncode == 0, (command, ran.stdout, ran.stderr)
+            assert "note: using the cluster started by `kaflite cluster up`" in ran.stderr, (command, ran.stderr)
         # the plain status line (stdout is a pipe): three brokers up and a controller
         deadline = time.monotonic() + 60
         line = ""
@@ -125,6 +152,7 @@ def test_cluster_up_serves_clients_and_stops_everything_on_sigint(tmp_path: Path
         assert proc.wait(60) == 0
         assert time.monotonic() - start < 45
         assert [p for p in pids if _alive(p)] == []
+        assert not env_file.exists()
         errlog.seek(0)
         assert errlog.read().rstrip().endswith("cluster stopped")
     finally:

@@ -154,9 +154,16 @@ def test_message_browser_by_offset_and_timestamp(web: Any, console_cluster: Cons
 
 def test_key_search_and_skew(web: Any, console_cluster: ConsoleCluster) -> None:
     b = web(f"/topics/{console_cluster.orders}/messages?q=customer-2&where=key&limit=100")
+    assert "found in partition" in b.find_element(By.ID, "note").text
     assert "murmur2" in b.find_element(By.ID, "note").text
     keys = {r[3] for r in _cells(b, "messages")}
     assert keys == {"customer-2"}
+    # partition "all" (the default): every partition's records, merged by timestamp
+    b = web(f"/topics/{console_cluster.orders}/messages?limit=30")
+    rows = _cells(b, "messages")
+    by_time = sorted(console_cluster.produced, key=lambda r: r[4])[:30]
+    assert [(int(r[0]), int(r[1])) for r in rows] == [(p, o) for p, o, *_ in by_time]
+    assert {r[0] for r in rows} == {str(p) for p in range(ORDERS_PARTITIONS)}
     b = web(f"/topics/{console_cluster.events}/skew?key=hot", "skew")
     assert _cells(b, "heavy")[0][:2] == ["hot", "30"]
     assert b.find_elements(By.CSS_SELECTOR, "#per-partition svg rect")

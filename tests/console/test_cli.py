@@ -59,3 +59,17 @@ def test_assign_html_report(tmp_path: Path) -> None:
     assert "<svg" in page and "C0 leaves, t1 grows to 4 partitions" in page and "<style>" in page
     assert "t1 grows to 4 partitions" in res.stdout and "t1-3" in res.stdout  # the text report grows too
     assert "src=\"http" not in page and "href=\"http" not in page  # offline: nothing loaded from a network
+
+
+def test_console_on_a_busy_port_says_so_before_any_success_line(kaflite_broker: Any) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "kaflite", "console", "-b", kaflite_broker.bootstrap,
+                              "--port", str(port)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stdout == ""  # no "kaflite console on ..." for a console that never served
+    assert out.stderr.strip() == f"error: --port: cannot listen on 127.0.0.1:{port}: Address already in use"

@@ -57,6 +57,8 @@ def test_topic_page_partitions_offsets_configs(console: ConsoleServer, console_c
     assert sum(int(p[5]) for p in parts) == 40  # latest offsets
     configs = {c[0]: c for c in _cells(html, "configs")}
     assert configs["retention.ms"][1] == "3600000"
+    # the source by its name (confluent-kafka 2.16 hands over DescribeConfigs' int code)
+    assert configs["retention.ms"][2] == "dynamic_topic" and configs["cleanup.policy"][2] == "default"
     assert "Produce a record" not in html  # read-only
 
 
@@ -89,18 +91,72 @@ def test_message_browser_by_timestamp(console: ConsoleServer, console_cluster: C
     assert got == want
 
 
-def test_key_search_reads_only_the_keys_partition(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:
+def test_key_search_reads_the_partitions_of_the_common_partitioners(console: ConsoleServer,
+                                                                     console_cluster: ConsoleCluster) -> None:
+    from kaflite.console.lab import key_placements
+
     key = b"customer-3"
     expect_p = partition_for_key(key, ORDERS_PARTITIONS)
     status, html, _ = console.get(f"/topics/{console_cluster.orders}/messages?q=customer-3&where=key&limit=100")
     assert status == 200
-    assert f"lives in partition {expect_p} of {ORDERS_PARTITIONS}" in html
+    assert f"found in partition {expect_p} (Java client, kafka-python (murmur2)" in html
     rows = _cells(html, "messages")
     want = [(p, o) for p, o, k, _v, _t in console_cluster.produced if k == key]
-    assert [(int(r[0]), int(r[1])) for r in rows] == sorted(want)
-    # what was read: only that partition's records
+    assert sorted((int(r[0]), int(r[1])) for r in rows) == sorted(want)
+    # what was read: the partitions where some client's default partitioner puts the key, no other
+    candidates = {p for _c, _h, p in key_placements(key, ORDERS_PARTITIONS) if p is not None}
     n_read = int(re.search(r"record\(s\) shown, (\d+) read", html).group(1))
-    assert n_read == sum(1 for p, *_ in console_cluster.produced if p == expect_p)
+    assert n_read == sum(1 for p, *_ in console_cluster.produced if p in candidates)
+
+
+def test_key_search_finds_keys_of_confluent_kafka_kafka_python_and_java(console: ConsoleServer,
+                                                                        console_cluster: ConsoleCluster) -> None:
+    """Each client's default partitioner puts a key elsewhere: the search reads each one's partition and
+    says which held the key (keys chosen so that CRC32 and murmur2 disagree)."""
+    import uuid
+
+    import kafka
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from kaflite.assign.partitioners import librdkafka_consistent as crc32_partition
+
+    n = 6
+    topic = f"keys-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": console_cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, n, 1)])[topic].result(10)
+    keys = [f"k{i}".encode() for i in range(50)]
+    differ = [k for k in keys if crc32_partition(k, n) != partition_for_key(k, n)]
+    ck, kp, jv = differ[:3]
+    confluent = Producer({"bootstrap.servers": console_cluster.bootstrap})  # default: consistent_random
+    confluent.produce(topic, key=ck, value=b"from confluent-kafka")
+    assert confluent.flush(10) == 0
+    java = Producer({"bootstrap.servers": console_cluster.bootstrap, "partitioner": "murmur2_random"})
+    java.produce(topic, key=jv, value=b"as the Java client")
+    assert java.flush(10) == 0
+    kp_producer = kafka.KafkaProducer(bootstrap_servers=console_cluster.bootstrap)
+    kp_producer.send(topic, key=kp, value=b"from kafka-python").get(timeout=20)
+    kp_producer.close()
+    for key, expect_p, who in ((ck, crc32_partition(ck, n), "confluent-kafka"),
+                               (kp, partition_for_key(kp, n), "kafka-python"),
+                               (jv, partition_for_key(jv, n), "Java client")):
+        _, html, _ = console.get(f"/topics/{topic}/messages?q={key.decode()}&where=key")
+        rows = _cells(html, "messages")
+        assert [(int(r[0]), r[3]) for r in rows] == [(expect_p, key.decode())], (key, rows)
+        note = re.search(r'id="note">(.*?)</p>', html, re.S).group(1)
+        assert f"found in partition {expect_p} (" in note and who in note.split("found in", 1)[1].split(";")[0]
+
+
+def test_all_partitions_are_merged_by_timestamp(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:
+    """partition=all: the first (earliest mode) or last (latest mode) records of the whole topic by
+    timestamp, from every partition, not the first partition fetched."""
+    by_time = sorted(console_cluster.produced, key=lambda r: r[4])
+    _, html, _ = console.get(f"/topics/{console_cluster.orders}/messages?partition=all&limit=30")
+    rows = [(int(r[0]), int(r[1])) for r in _cells(html, "messages")]
+    assert rows == [(p, o) for p, o, *_ in by_time[:30]]
+    assert {p for p, _ in rows} == set(range(ORDERS_PARTITIONS))
+    _, html, _ = console.get(f"/topics/{console_cluster.orders}/messages?mode=latest&limit=10")
+    assert [(int(r[0]), int(r[1])) for r in _cells(html, "messages")] == [(p, o) for p, o, *_ in by_time[-10:]]
 
 
 def test_value_and_header_search(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:

@@ -58,6 +58,7 @@ def main() -> None:
     more (produce, consume, serve) install their own on top of it."""
     import signal
 
+    _keep_hypothesis_out()
     try:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     except ValueError:  # pragma: no cover - not the main thread (embedded use)
@@ -65,3 +66,15 @@ def main() -> None:
     from kaflite.cli.main import app
 
     app()
+
+
+def _keep_hypothesis_out() -> None:
+    """kio imports hypothesis whenever it is installed (to register test strategies for its types): with the
+    test extras that cost every `kaflite` command ~0.2 s of start-up and left a `.hypothesis/` directory
+    in the current directory. No command needs it, so the CLI process makes `import hypothesis` fail
+    (kio catches the ImportError); KAFLITE_CLI_HYPOTHESIS=1 lets it load."""
+    import os
+    import sys
+
+    if "hypothesis" not in sys.modules and not os.environ.get("KAFLITE_CLI_HYPOTHESIS"):
+        sys.modules["hypothesis"] = None  # type: ignore[assignment]  # None: ImportError on import

@@ -188,6 +188,8 @@ def assign_command(
 ) -> None:
     """Show how Kafka's assignors split partitions among a group's members, and what moves when
     members join or leave."""
+    if html is not None:
+        _html_renderer()  # before any output: a missing extra is said first, not after the tables
     if file is not None:
         group = parse_group(_load_file(file))
     else:
@@ -251,15 +253,24 @@ def assign_command(
                     grow, strategy, as_json)
 
 
+def _html_renderer() -> Any:
+    """kaflite.console.report.lab_report_html, or a one-line usage failure naming the missing extra."""
+    try:
+        import jinja2  # noqa: F401 - imported by kaflite.console.render only when a page is rendered
+
+        from kaflite.console.report import lab_report_html
+    except ImportError as err:
+        fail(f"--html needs the console extra ({err.name or 'jinja2'} is missing): pip install 'kaflite[console]'",
+             EXIT_USAGE)
+    return lab_report_html
+
+
 def _write_html(path: Path, group: Group, leave: list[str], join: list[tuple[str, Member]], grow: dict[str, int],
                 strategy: list[str] | None, quiet: bool) -> None:
     """The console's lab report (kaflite.console.report); all six strategies unless --strategy is given."""
-    try:
-        from kaflite.console.lab import LAB_STRATEGIES, Change
-        from kaflite.console.report import lab_report_html
-    except ImportError as err:
-        fail(f"--html needs Jinja2 ({err.name} is missing): pip install 'kaflite[console]'", EXIT_USAGE)
-    page = lab_report_html(group, Change(list(leave), dict(join), dict(grow)), strategy or LAB_STRATEGIES)
+    from kaflite.console.lab import LAB_STRATEGIES, Change
+
+    page = _html_renderer()(group, Change(list(leave), dict(join), dict(grow)), strategy or LAB_STRATEGIES)
     try:
         path.write_text(page, encoding="utf-8")
     except OSError as err:

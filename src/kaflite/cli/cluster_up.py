@@ -13,11 +13,18 @@ Rules of `cluster up`:
   stopping order is ours: brokers first by SIGTERM (controlled shutdown: leadership moves off each before
   it exits), then ZooKeeper (brokers need it to shut down cleanly);
 - every process is stopped by its pid, with a bounded wait, then SIGKILL; SIGINT and SIGTERM both stop;
-- a failure while starting stops what was started, and says which process failed and where its log is.
+- a failure while starting stops what was started, and says which process failed and where its log is;
+- once every broker is registered (Metadata lists all N), the coordinators' internal topics
+  (`__consumer_offsets`, `__transaction_state`) are created by a FindCoordinator for each, bounded by
+  INTERNAL_TOPICS_TIMEOUT_S: a broker lost a minute later cannot leave them uncreatable;
+- then stdout gets `bootstrap servers: ...` and `export KAFLITE_BOOTSTRAP=...`, and `<data-dir>/cluster.env`
+  holds that export line and this command's pid (client commands given no bootstrap use it while that pid
+  lives); the file is removed when the cluster stops.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -46,6 +53,7 @@ __all__ = ["LocalCluster", "register_commands"]
 
 BROKER_STOP_TIMEOUT_S = 30.0  # controlled shutdown of every broker, together
 BROKER_START_TIMEOUT_S = 60.0
+INTERNAL_TOPICS_TIMEOUT_S = 60.0
 
 
 class _Stop(Exception):
@@ -168,18 +176,31 @@ class LocalCluster:
 
     def broker_states(self, status: ClusterStatus | None) -> list[tuple[int, str, str]]:
         """(id, address, state) per started broker: up (registered), starting (alive, not in Metadata),
-        down (exited)."""
+        down (exited); a broker whose process exited but that is registered again and listening on its port
+        was restarted by hand: "up (restarted by hand)" (Ctrl-C does not stop that one)."""
         out = []
         for b in self.brokers:
             code = b.proc.poll()
-            if code is not None:
-                state = f"down (exit {code})"
-            elif status is not None and b.broker_id in status.brokers:
-                state = "up"
+            registered = status is not None and b.broker_id in status.brokers
+            if code is None:
+                state = "up" if registered else "not registered"
+            elif registered and _listening(b.port):
+                state = "up (restarted by hand)"
             else:
-                state = "not registered"
+                state = f"down (exit {code})"
             out.append((b.broker_id, f"127.0.0.1:{b.port}", state))
         return out
+
+
+def _listening(port: int) -> bool:
+    """Something accepts TCP on 127.0.0.1:port (a connect, not a bind: a bind fails in TIME_WAIT too)."""
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", port), 0.2).close()
+    except OSError:
+        return False
+    return True
 
 
 def _port_free(port: int) -> bool:
@@ -219,7 +240,7 @@ def _table(cluster: LocalCluster, status: ClusterStatus | None, error: str | Non
     table.add_column("State")
     table.add_column("Controller")
     for bid, addr, state in cluster.broker_states(status):
-        style = "green" if state == "up" else "red" if state.startswith("down") else "yellow"
+        style = "green" if state.startswith("up") else "red" if state.startswith("down") else "yellow"
         is_controller = status is not None and status.controller == bid
         table.add_row(str(bid), addr, Text(state, style=style), "*" if is_controller else "")
     zk_alive = cluster.zookeeper is not None and cluster.zookeeper.proc is not None and \
@@ -289,22 +310,84 @@ def up(
     def say(line: str) -> None:
         typer.echo(line, err=True)
 
+    env_file = cluster.data_dir / "cluster.env"
     try:
         try:
             cluster.start(say)
+            _create_internal_topics(cluster, say)
             typer.echo(f"bootstrap servers: {cluster.bootstrap}", nl=True)
+            typer.echo(f"export KAFLITE_BOOTSTRAP={cluster.bootstrap}", nl=True)
             sys.stdout.flush()
+            env_file.write_text(cluster_env_text(cluster.bootstrap, os.getpid()), encoding="utf-8")
             _watch(cluster, refresh, tty)
         except (KeyboardInterrupt, _Stop):
             pass
         finally:
             signal.signal(signal.SIGTERM, _raise_stop)  # a second SIGTERM while stopping: ignored below
+            env_file.unlink(missing_ok=True)
             if cluster.pids():
                 say("stopping the brokers (controlled shutdown), then ZooKeeper ...")
             _stop_shielded(cluster, say)
     finally:
         signal.signal(signal.SIGTERM, previous)
     say("cluster stopped")
+
+
+def cluster_env_text(bootstrap: str, pid: int) -> str:
+    """cluster.env: a line to source (`. kaflite-cluster/cluster.env`) and the pid that proves it current."""
+    return (f"# written by `kaflite cluster up` (pid {pid}); removed when it stops\n"
+            f"export KAFLITE_BOOTSTRAP={bootstrap}\nKAFLITE_CLUSTER_PID={pid}\n")
+
+
+def _create_internal_topics(cluster: LocalCluster, say: Any) -> None:
+    """Wait until every broker is registered, then have `__consumer_offsets` and `__transaction_state`
+    created (a FindCoordinator of each key type, until answered): with all brokers alive their replication
+    factor (3, or N below 3 brokers) can always be met. A failure is said, never fatal: the first client
+    asks again, as in Kafka."""
+    from confluent_kafka.admin import AdminClient
+    from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+    from kio.schema.find_coordinator.v4.response import FindCoordinatorResponse
+    from kio.static.primitive import i8
+
+    from kaflite.console.wire import request
+
+    admin = AdminClient(client_config(cluster.bootstrap))
+    deadline = time.monotonic() + INTERNAL_TOPICS_TIMEOUT_S
+    registered: set[int] = set()
+    while time.monotonic() < deadline and len(registered) < cluster.count:
+        try:
+            registered = set(admin.list_topics(timeout=2).brokers)
+        except Exception:  # noqa: BLE001 - not answering yet: asked again until the deadline
+            pass
+        if len(registered) < cluster.count:
+            time.sleep(0.2)
+    if len(registered) < cluster.count:
+        say(f"internal topics not created: {len(registered)} of {cluster.count} brokers registered within "
+            f"{INTERNAL_TOPICS_TIMEOUT_S:g} s; the first group or transaction will create them")
+        return
+    first = cluster.brokers[0]
+    pending = {0: "__consumer_offsets", 1: "__transaction_state"}
+    last = ""
+    while pending and time.monotonic() < deadline:
+        for key_type in list(pending):
+            try:
+                resp = request("127.0.0.1", first.port, FindCoordinatorRequest(
+                    key_type=i8(key_type), coordinator_keys=("kaflite-cluster-up",)), FindCoordinatorResponse, 5.0)
+                code = int(resp.coordinators[0].error_code)
+                if code == 0:
+                    del pending[key_type]
+                else:
+                    last = f"error code {code}"
+            except (OSError, ConnectionError) as err:
+                last = str(err)
+        if pending:
+            time.sleep(0.2)
+    if pending:
+        say(f"internal topics not created ({', '.join(pending.values())}: {last}); the first group or "
+            "transaction will create them")
+    else:
+        say(f"internal topics __consumer_offsets and __transaction_state created "
+            f"(replication factor {min(3, cluster.count)})")
 
 
 def _stop_shielded(cluster: LocalCluster, say: Any) -> None:

@@ -17,12 +17,16 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 
 __all__ = [
+    "CLUSTER_ENV",
     "DEFAULT_BOOTSTRAP",
     "Bootstrap",
     "EXIT_FAILURE",
@@ -30,16 +34,77 @@ __all__ = [
     "CliFailure",
     "check_reachable",
     "client_config",
+    "command_client_properties",
     "describe_exception",
     "fail",
     "handle_errors",
     "one_topic",
     "print_error",
+    "read_cluster_env",
+    "running_cluster_bootstrap",
     "topics_given",
     "parse_key_values",
 ]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+# `kaflite cluster up` (default --data-dir) writes its bootstrap here while it runs; client commands given
+# no bootstrap use it (see running_cluster_bootstrap).
+CLUSTER_ENV = Path("kaflite-cluster") / "cluster.env"
+
+
+def read_cluster_env(path: Path) -> tuple[str, int] | None:
+    """(bootstrap, pid of `cluster up`) from a cluster.env file, None when absent or malformed."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    values = {}
+    for line in text.splitlines():
+        key, sep, value = line.removeprefix("export ").partition("=")
+        if sep and not key.startswith("#"):
+            values[key.strip()] = value.strip()
+    bootstrap, pid = values.get("KAFLITE_BOOTSTRAP"), values.get("KAFLITE_CLUSTER_PID", "")
+    return (bootstrap, int(pid)) if bootstrap and pid.isdigit() else None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def running_cluster_bootstrap(path: Path = CLUSTER_ENV) -> str | None:
+    """The bootstrap of the `kaflite cluster up` that wrote `path`, if it is still running (its pid alive and
+    one of its brokers accepting TCP); None otherwise (a file left by a killed `cluster up` is ignored)."""
+    found = read_cluster_env(path)
+    if found is None or not _pid_alive(found[1]):
+        return None
+    for server in found[0].split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=0.5).close()
+            return found[0]
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _bootstrap_default(ctx: typer.Context, param: typer.CallbackParam, value: str) -> str:
+    """No --bootstrap-server and no KAFLITE_BOOTSTRAP: a running `cluster up` of this directory, said on
+    stderr, before Kafka's default 127.0.0.1:9092."""
+    source = ctx.get_parameter_source(param.name or "")
+    if source is not None and source.name == "DEFAULT" and not ctx.resilient_parsing:
+        found = running_cluster_bootstrap()
+        if found is not None:
+            typer.echo(f"note: using the cluster started by `kaflite cluster up` ({CLUSTER_ENV}): {found}",
+                       err=True)
+            return found
+    return value
+
 
 # The `--bootstrap-server` option every client command takes: `bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP`.
 Bootstrap = Annotated[
@@ -48,7 +113,9 @@ Bootstrap = Annotated[
         "--bootstrap-server",
         "-b",
         envvar="KAFLITE_BOOTSTRAP",
-        help="host:port of a broker (comma-separated list allowed).",
+        callback=_bootstrap_default,
+        help="host:port of a broker (comma-separated list allowed); default: KAFLITE_BOOTSTRAP, else the "
+        "brokers of a `kaflite cluster up` running from this directory, else 127.0.0.1:9092.",
     ),
 ]
 EXIT_FAILURE = 1
@@ -58,6 +125,22 @@ EXIT_USAGE = 2
 _LIBRDKAFKA_LOG = logging.getLogger("kaflite.cli.librdkafka")
 _LIBRDKAFKA_LOG.addHandler(logging.NullHandler())
 _LIBRDKAFKA_LOG.propagate = False
+
+
+# librdkafka settings from `--command-config` / `--producer.config` / `--consumer.config` FILE (read by
+# kaflite.cli.kafka_flags), given to every client of the command being run.
+_COMMAND_CLIENT_PROPERTIES: ContextVar[dict[str, str] | None] = ContextVar("kaflite_command_client_properties",
+                                                                            default=None)
+
+
+@contextmanager
+def command_client_properties(props: dict[str, str]) -> Iterator[None]:
+    """Within the block, `client_config` adds `props` to every client's settings."""
+    token = _COMMAND_CLIENT_PROPERTIES.set(dict(props))
+    try:
+        yield
+    finally:
+        _COMMAND_CLIENT_PROPERTIES.reset(token)
 
 
 class CliFailure(Exception):
@@ -164,6 +247,7 @@ def client_config(
     }
     if errors is not None:
         cfg["error_cb"] = errors
+    cfg.update(_COMMAND_CLIENT_PROPERTIES.get() or {})
     cfg.update(extra)
     return cfg
 

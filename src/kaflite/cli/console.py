@@ -150,6 +150,15 @@ def _client(factory: Any, settings: dict[str, Any]) -> Any:
         fail(f"-X/--property: {describe_exception(err)}", EXIT_USAGE)
 
 
+def _topic_exists(client: Any, topic: str, timeout: float) -> bool | None:
+    """Whether `topic` exists, from a Metadata request for every topic (which creates none); None when
+    that request fails (the produce path reports the failure itself)."""
+    try:
+        return topic in client.list_topics(timeout=timeout).topics
+    except Exception:  # noqa: BLE001 - only for the note
+        return None
+
+
 def _topic_partitions(client: Any, topic: str, timeout: float) -> int:
     """Partition count of `topic`, failing with one line when it does not exist."""
     try:
@@ -253,7 +262,11 @@ def produce(
         **extra,
     }
     producer = _client(Producer, client_config(bootstrap_server, errors, **settings))
-    count = _topic_partitions(producer, topic, timeout)
+    existed = _topic_exists(producer, topic, timeout)
+    count = _topic_partitions(producer, topic, timeout)  # (a Metadata for the topic: auto-creates it)
+    if existed is False:
+        typer.echo(f"note: topic {topic!r} did not exist; the broker created it with {count} partition(s) "
+                   "(auto.create.topics.enable)", err=True)
     if partition is not None and partition >= count:
         fail(f"--partition: topic {topic} has partitions 0..{count - 1}, got {partition}", EXIT_USAGE)
 
@@ -459,6 +472,17 @@ FORMATTER_KEYS = frozenset(
 )
 
 
+def _warn_without_coordinator(bootstrap: str) -> None:
+    """A group with no possible coordinator gets nothing, silently (librdkafka retries forever): say why."""
+    from confluent_kafka.admin import AdminClient
+
+    from kaflite.cli.coordinator_check import coordinator_problem
+
+    why = coordinator_problem(AdminClient(client_config(bootstrap)), 5.0)
+    if why is not None:
+        typer.echo(f"warning: {why}; the consumer waits until it is available", err=True)
+
+
 @handle_errors
 def consume(
     topic_arg: Annotated[str | None, typer.Argument(metavar="TOPIC", help="Topic to read.")] = None,
@@ -566,6 +590,8 @@ def consume(
         **parse_key_values(consumer_property, "--consumer-property"),
     }
     check_reachable(bootstrap_server)
+    if group is not None:
+        _warn_without_coordinator(bootstrap_server)
     errors = ClientErrors()
     settings: dict[str, Any] = {
         "enable.partition.eof": True,

@@ -10,6 +10,7 @@ Apache Kafka too. It binds 127.0.0.1 unless told otherwise (it has no login: exp
 from __future__ import annotations
 
 import ipaddress
+import socket
 from typing import Annotated
 
 import typer
@@ -52,15 +53,35 @@ def console_command(
     if not _is_loopback(host):
         typer.echo(f"warning: binding {host}: the console has no login; anyone who reaches this address sees "
                    f"the cluster{' and can produce to it' if allow_writes else ''}", err=True)
+    # bound here, before the line that says where the console is: a busy port is one error line, never
+    # the success line followed by uvicorn's own error (and --port 0 prints the port it got)
+    sock = _listen(host, port)
+    port = sock.getsockname()[1]
     app = create_app(ConsoleSettings(bootstrap_server, allow_writes=allow_writes, hide_values=hide_values,
                                      sample_interval=sample_interval, timeout=timeout))
     mode = "writes enabled" if allow_writes else "read-only"
     shown = "http://" + (f"[{host}]" if ":" in host else host) + f":{port}"
     typer.echo(f"kaflite console on {shown} for {bootstrap_server} ({mode}{', values hidden' if hide_values else ''})")
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+        uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    try:
+        family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as err:
+        fail(f"--host: cannot resolve {host!r}: {err.strerror or err}", EXIT_USAGE)
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        sock.bind(address)
+        sock.listen(128)
     except OSError as err:
-        fail(f"cannot bind {host}:{port}: {err.strerror or err}")
+        sock.close()
+        fail(f"--port: cannot listen on {host}:{port}: {err.strerror or err}")
+    return sock
 
 
 def register(app: typer.Typer) -> None:

@@ -26,6 +26,7 @@ import typer
 from kaflite.cli.common import (
     DEFAULT_BOOTSTRAP,
     EXIT_USAGE,
+    Bootstrap,
     admin_client,
     admin_result,
     client_config,
@@ -41,15 +42,13 @@ groups_app = typer.Typer(
     no_args_is_help=True,
 )
 
-Bootstrap = Annotated[
-    str,
-    typer.Option("--bootstrap-server", "-b", envvar="KAFLITE_BOOTSTRAP",
-                 help="host:port of a broker (comma-separated list allowed)."),
-]
 Timeout = Annotated[float, typer.Option("--timeout", help="Seconds to wait for the broker's answer.", min=0.1)]
 
 GroupOption = Annotated[
     str | None, typer.Option("--group", "-g", help="The group (kafka-consumer-groups.sh spelling).")
+]
+AllGroups = Annotated[
+    bool, typer.Option("--all-groups", help="Every consumer group (kafka-consumer-groups.sh --all-groups).")
 ]
 # kafka-consumer-groups.sh --reset-offsets without --execute or --dry-run warns in these words.
 DRY_RUN_WARNING = (
@@ -71,6 +70,20 @@ def _one_group(positional: str | None, option: str | None) -> str:
     if not group:
         fail("missing the group: give it as GROUP or --group GROUP", EXIT_USAGE)
     return group
+
+
+def _named_groups(positional: str | None, option: str | None, all_groups: bool) -> list[str]:
+    """GROUP / --group checked before connecting; [] with --all-groups (listed by `_every_group`)."""
+    if all_groups:
+        if positional is not None or option is not None:
+            fail("give --all-groups or groups by name, not both", EXIT_USAGE)
+        return []
+    return [_one_group(positional, option)]
+
+
+def _every_group(admin: Any, timeout: float) -> list[str]:
+    res = admin_result(admin.list_consumer_groups(request_timeout=timeout), timeout, "listing groups")
+    return sorted(g.group_id for g in res.valid)
 
 
 @dataclass(frozen=True)
@@ -153,8 +166,21 @@ def _watermarks(bootstrap: str, partitions: list[tuple[str, int]], timeout: floa
 
 
 def _describe(admin: Any, group: str, timeout: float) -> Any:
-    return admin_result(admin.describe_consumer_groups([group], request_timeout=timeout)[group], timeout,
-                   f"describing group {group!r}")
+    import concurrent.futures
+
+    from kaflite.cli.coordinator_check import coordinator_problem
+
+    what = f"describing group {group!r}"
+    future = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
+    try:
+        return future.result(timeout=timeout)
+    except Exception as err:  # no answer, or an error: say why the coordinator is missing when it is
+        why = coordinator_problem(admin, min(timeout, 5.0))
+        if why is not None:
+            fail(f"{what}: {why}")
+        if isinstance(err, concurrent.futures.TimeoutError):
+            fail(f"{what}: no answer from the broker within {timeout:g} s")
+        fail(f"{what}: {describe_exception(err)}")
 
 
 def _committed(admin: Any, group: str, timeout: float) -> dict[tuple[str, int], int]:
@@ -247,14 +273,26 @@ def describe(
     members: Annotated[bool, typer.Option("--members", help="One line per member instead of per partition.")] = False,
     state_only: Annotated[bool, typer.Option("--state", help="The group's coordinator, assignor, state, size and "
                                                             "type (Classic, or Consumer for a KIP-848 group).")] = False,
+    all_groups: AllGroups = False,
     timeout: Timeout = 15.0,
 ) -> None:
     """Offsets, lag and owners of a group's partitions (like kafka-consumer-groups.sh --describe)."""
-    group = _one_group(group_arg, group_opt)
+    groups = _named_groups(group_arg, group_opt, all_groups)
     admin = admin_client(bootstrap_server)
+    groups = groups or _every_group(admin, timeout)
+    for i, group in enumerate(groups):
+        _describe_one(admin, bootstrap_server, group, members, state_only, timeout, skip_dead=all_groups)
+        if i < len(groups) - 1:
+            typer.echo("")
+
+
+def _describe_one(admin: Any, bootstrap_server: str, group: str, members: bool, state_only: bool, timeout: float,
+                  skip_dead: bool) -> None:
     desc = _describe(admin, group, timeout)
     state = _state_name(desc.state)
     if state == "Dead":
+        if skip_dead:  # listed a moment ago, deleted since
+            return
         fail(f"Consumer group '{group}' does not exist.")
     if state_only:
         coord = desc.coordinator
@@ -297,14 +335,22 @@ def delete(
         list[str] | None, typer.Argument(metavar="GROUP...", help="The groups to delete (they must be empty).")
     ] = None,
     groups_opt: Annotated[list[str] | None, typer.Option("--group", "-g", help="A group (repeatable).")] = None,
+    all_groups: AllGroups = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = 15.0,
 ) -> None:
     """Delete empty consumer groups and their committed offsets."""
     groups = list(dict.fromkeys([*(groups_arg or []), *(groups_opt or [])]))
-    if not groups:
-        fail("missing the group: give GROUP... or --group GROUP", EXIT_USAGE)
+    if all_groups and groups:
+        fail("give --all-groups or groups by name, not both", EXIT_USAGE)
+    if not groups and not all_groups:
+        fail("missing the group: give GROUP..., --group GROUP or --all-groups", EXIT_USAGE)
     admin = admin_client(bootstrap_server)
+    if all_groups:
+        groups = _every_group(admin, timeout)
+        if not groups:
+            typer.echo("There are no consumer groups to delete.")
+            return
     futures = admin.delete_consumer_groups(list(groups), request_timeout=timeout)
     failed = []
     for g in groups:
@@ -339,15 +385,13 @@ def reset_offsets(
     shift_by: Annotated[int | None, typer.Option("--shift-by", help="Move the committed offset by N.")] = None,
     execute: Annotated[bool, typer.Option("--execute", help="Apply the plan (default: only show it).")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only show the plan (the default), quietly.")] = False,
+    all_groups: AllGroups = False,
     timeout: Timeout = 15.0,
 ) -> None:
     """Reset committed offsets of an inactive group; prints GROUP TOPIC PARTITION NEW-OFFSET.
 
     Without --execute nothing changes: the plan is printed after Kafka's warning that no action was
     performed (--dry-run says so explicitly and drops the warning)."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-
-    group = _one_group(group_arg, group_opt)
     if execute and dry_run:
         fail("--execute and --dry-run contradict each other; give one", EXIT_USAGE)
 
@@ -358,7 +402,20 @@ def reset_offsets(
              + (f" (got {', '.join(chosen)})" if chosen else ""), EXIT_USAGE)
     if bool(topic) == all_topics:
         fail("reset-offsets: give the scope, --topic TOPIC[:P,P...] (repeatable) or --all-topics", EXIT_USAGE)
+    groups = _named_groups(group_arg, group_opt, all_groups)
     admin = admin_client(bootstrap_server)
+    groups = groups or _every_group(admin, timeout)
+    if not execute and not dry_run:
+        typer.echo(DRY_RUN_WARNING, err=True)
+    for group in groups:
+        _reset_one(admin, bootstrap_server, group, topic or [], all_topics, to_earliest, to_latest, to_offset,
+                   shift_by, execute, timeout)
+
+
+def _reset_one(admin: Any, bootstrap_server: str, group: str, topic: list[str], all_topics: bool, to_earliest: bool,
+               to_latest: bool, to_offset: int | None, shift_by: int | None, execute: bool, timeout: float) -> None:
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
     desc = _describe(admin, group, timeout)
     state = _state_name(desc.state)
     if state not in ("Empty", "Dead"):
@@ -395,8 +452,6 @@ def reset_offsets(
         else:
             new = committed.get(key, low) + (shift_by or 0)
         plan.append((key, min(max(new, low), high)))  # Kafka clamps into [log start, log end]
-    if not execute and not dry_run:
-        typer.echo(DRY_RUN_WARNING, err=True)
     width_g = max(len("GROUP"), len(group))
     width_t = max([len("TOPIC"), *(len(t) for (t, _), _ in plan)])
     typer.echo(f"{'GROUP'.ljust(width_g)} {'TOPIC'.ljust(width_t)} {'PARTITION'.ljust(10)} NEW-OFFSET")

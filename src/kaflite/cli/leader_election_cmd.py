@@ -39,7 +39,7 @@ def parse_partitions_json(text: str, source: str) -> list[tuple[str, int]]:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
-        fail(f"--path-to-json-file {source}: not JSON ({err.msg} at line {err.lineno})", EXIT_USAGE)
+        fail(f"--path-to-json-file {source}: not JSON ({err.msg} at line {err.lineno} column {err.colno})", EXIT_USAGE)
     entries = doc.get("partitions") if isinstance(doc, dict) else None
     if not isinstance(entries, list):
         fail(f'--path-to-json-file {source}: expected {{"partitions": [{{"topic": ..., "partition": ...}}]}}',

@@ -16,8 +16,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from kaflite.cli import cluster_cmd, console, dump_log, records_cmd, serve, topics
-from kaflite.cli.common import EXIT_FAILURE, print_error
+from kaflite.cli import cluster_cmd, console, dump_log, kafka_flags, offsets_cmd, records_cmd, serve, topics
+from kaflite.cli.common import EXIT_FAILURE, EXIT_USAGE, command_client_properties, print_error
 from kaflite.version import __version__
 
 log = logging.getLogger("kaflite.cli")
@@ -53,6 +53,22 @@ class KafliteGroup(TyperGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
+        # Kafka's spellings (`topics --create ...`) become kaflite's before Click parses (kafka_flags)
+        words = list(sys.argv[1:] if args is None else args)
+        try:
+            translation = kafka_flags.translate(words)
+        except kafka_flags.Refused as err:
+            print_error(err.message)
+            if not standalone_mode:
+                raise
+            sys.exit(EXIT_USAGE)
+        for note in translation.notes:
+            print(f"note: {note}", file=sys.stderr)
+        with command_client_properties(translation.client_properties):
+            return self._main(translation.argv, prog_name, complete_var, standalone_mode, **extra)
+
+    def _main(self, args: list[str], prog_name: str | None, complete_var: str | None, standalone_mode: bool,
+              **extra: Any) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:  # typer >= 0.26 vendors Click
@@ -75,6 +91,26 @@ class KafliteGroup(TyperGroup):
         # typer returns the command's return value or, for typer.Exit / Ctrl-C, the exit code
         sys.exit(rv if isinstance(rv, int) else 0)
 
+
+def _hide_flag_types() -> None:
+    """Typer 0.29's help shows `<bool>` beside every flag (--dev, --from-beginning, --help), as if it took a
+    value: a flag's type column stays empty, as in Click's and Kafka's own help."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "_kaflite", False):
+        return
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        if getattr(self, "is_flag", False) and not getattr(self, "count", False) and self.metavar is None:
+            return None
+        return shown(self, ctx)
+
+    display_type_rich._kaflite = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_hide_flag_types()
 
 app = typer.Typer(
     name="kaflite",
@@ -106,6 +142,7 @@ def _root(
 
 serve.register(app)
 topics.register(app)
+offsets_cmd.register(app)
 console.register(app)
 cluster_cmd.register(app)
 records_cmd.register(app)

@@ -85,7 +85,7 @@ def _load(text: str, option: str, source: str) -> dict[str, Any]:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
-        fail(f"{option} {source}: not JSON ({err.msg} at line {err.lineno})", EXIT_USAGE)
+        fail(f"{option} {source}: not JSON ({err.msg} at line {err.lineno} column {err.colno})", EXIT_USAGE)
     if not isinstance(doc, dict):
         fail(f"{option} {source}: expected a JSON object", EXIT_USAGE)
     version = doc.get("version", 1)

@@ -123,7 +123,32 @@ def serve(
     except ConfigError as err:  # a rule only the broker can check (e.g. the data directory's contents)
         fail(err.message, EXIT_USAGE)
     except OSError as err:  # the port is taken, the data directory is not writable, ...
-        fail(
-            f"cannot start the broker: {err.strerror or err}"
-            + (f" ({err.filename})" if getattr(err, "filename", None) else f" (listeners={listeners})")
-        )
+        fail(f"cannot start the broker: {startup_error(err, cfg)}")
+
+
+def startup_error(err: OSError, cfg: BrokerConfig) -> str:
+    """An OSError of the broker's start-up, blaming the key that caused it: the metrics listener or the
+    client listeners for an address in use (the address is in asyncio's message), log.dirs for a data
+    directory that is a file, else the OS's reason with the file."""
+    import errno
+    import re
+
+    text = " ".join(str(err.strerror or err).split())
+    if err.errno == errno.EADDRINUSE or "address already in use" in text.lower():
+        m = re.search(r"\('([^']*)', (\d+)", text)
+        metrics = cfg.get("metrics.listener")
+        if m and metrics and re.search(rf":{m.group(2)}/?$", str(metrics)):
+            return f"metrics.listener={metrics}: {m.group(1)}:{m.group(2)} is already in use"
+        where = f"{m.group(1)}:{m.group(2)} " if m else ""
+        listeners = ",".join(str(li) for li in cfg.client_listeners)
+        return f"listeners={listeners}: {where}is already in use".replace(": is", ": the address is")
+    filename = getattr(err, "filename", None)
+    if filename is not None and err.errno in (errno.EEXIST, errno.ENOTDIR):
+        path = Path(filename)
+        try:
+            inside = path.resolve() == Path(cfg.log_dir).resolve() or Path(cfg.log_dir).resolve() in path.resolve().parents
+        except OSError:
+            inside = False
+        if inside or not path.is_dir():
+            return f"log.dirs={cfg.log_dir}: {filename} exists and is not a directory"
+    return text + (f" ({filename})" if filename else "")

@@ -362,6 +362,10 @@ def describe(
         bool, typer.Option("--at-min-isr-partitions",
                            help="Only partitions whose ISR is exactly the topic's min.insync.replicas.")
     ] = False,
+    with_overrides: Annotated[
+        bool, typer.Option("--topics-with-overrides",
+                           help="Only topics with a config not at its default, their topic line only.")
+    ] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = 15.0,
 ) -> None:
@@ -405,6 +409,11 @@ def describe(
     for info in infos:
         shown = [p for p in info.partitions if only.matches(p, info.min_isr)]
         if only.active and not shown:
+            continue
+        if with_overrides and not info.configs:  # kafka-topics.sh: a topic without overrides is left out
+            continue
+        if with_overrides and not output_json:  # ... and the others are shown without their partitions
+            typer.echo(describe_lines(info)[0])
             continue
         if output_json:
             typer.echo(

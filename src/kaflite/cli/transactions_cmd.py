@@ -30,7 +30,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from kaflite.cli.common import DEFAULT_BOOTSTRAP, EXIT_USAGE, _split_host_port, fail, handle_errors
+from kaflite.cli.common import DEFAULT_BOOTSTRAP, EXIT_USAGE, Bootstrap, _split_host_port, fail, handle_errors
 
 __all__ = ["register"]
 
@@ -39,11 +39,6 @@ T = TypeVar("T")
 transactions_app = typer.Typer(help="List, describe and abort transactions (like kafka-transactions.sh).",
                                no_args_is_help=True)
 
-Bootstrap = Annotated[
-    str,
-    typer.Option("--bootstrap-server", "-b", envvar="KAFLITE_BOOTSTRAP",
-                 help="host:port of a broker (comma-separated list allowed)."),
-]
 Timeout = Annotated[float, typer.Option("--timeout", help="Seconds to wait for the brokers' answers.", min=0.1)]
 
 # answers after which Kafka's Admin client looks the broker up again and retries

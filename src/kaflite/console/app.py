@@ -56,6 +56,27 @@ TOPICS_PER_PAGE = 100
 MAX_SHOWN_CHARS = 16_384
 
 
+# Who uses each default partitioner of kaflite.console.lab.CLIENT_PARTITIONERS, as the key search says it.
+PARTITIONER_USERS = {
+    "java": "Java client, kafka-python (murmur2)",
+    "librdkafka": "confluent-kafka, librdkafka, kaflite produce (consistent_random CRC32)",
+    "librdkafka-murmur2": "librdkafka murmur2_random",
+    "librdkafka-fnv1a": "librdkafka fnv1a_random",
+    "sarama": "Sarama (FNV-1a)",
+}
+
+
+def key_search_note(key: str, n: int, placed: dict[int, list[str]], held: set[int]) -> str:
+    """What a key search read and where the key was: the partitions of the common partitioners, and for
+    each partition that held the key, the clients whose default partitioner puts it there."""
+    read = "; ".join(f"{p} ({', '.join(clients)})" for p, clients in sorted(placed.items()))
+    if not held:
+        return (f"key {key!r} not found in partitions {read} of {n} (where each client's default partitioner "
+                "puts it); a custom partitioner may have put it elsewhere: search 'any' to read every partition.")
+    found = "; ".join(f"partition {p} ({', '.join(placed.get(p, ['?']))})" for p in sorted(held))
+    return f"key {key!r} found in {found}; read partitions {read} of {n}."
+
+
 @dataclass(slots=True)
 class ConsoleSettings:
     bootstrap: str
@@ -305,12 +326,14 @@ class Console:
             if q and s.hide_values and where == "value":
                 raise _Page(400, "search by value is disabled: this console hides message values (--hide-values)")
             note = ""
+            placed: dict[int, list[str]] = {}
             if q and where == "key":
-                key_p = self.view.key_partition(q.encode(), n)
-                parts = [key_p]
-                note = (f"key {q!r} lives in partition {key_p} of {n} (Java client's murmur2 partitioner); "
-                        "only that partition is read. Records written by a client with another default "
-                        "(librdkafka's consistent_random: CRC32) may sit elsewhere: search 'any' to read all.")
+                # where each client's default partitioner puts the key (Java and kafka-python: murmur2,
+                # confluent-kafka / librdkafka: CRC32, Sarama: FNV-1a, ...): those partitions are read
+                for client, _how, kp in key_placements(q.encode(), n):
+                    if kp is not None:
+                        placed.setdefault(kp, []).append(PARTITIONER_USERS.get(client, client))
+                parts = sorted(placed)
             elif part_raw == "all":
                 parts = [p.id for p in t.partitions]
             else:
@@ -335,7 +358,9 @@ class Console:
                 found = self.view.offsets_for_time(name, parts, parse_time(ts_raw))
                 starts = {p: (ends[p] if o < 0 else o) for p, o in found.items()}
             records, scanned = self.view.read(name, starts, ends, limit, q.encode() if q else None, where,
-                                              s.hide_values, max_scan=s.max_scan)
+                                              s.hide_values, max_scan=s.max_scan, newest=mode == "latest")
+            if placed:
+                note = key_search_note(q, n, placed, {r.partition for r in records})
             if kind:
                 body, media = export(records, kind, "text" if fmt == "auto" else fmt, s.hide_values)
                 fname = f"{name}-messages.{kind}"

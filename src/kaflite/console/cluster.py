@@ -123,6 +123,19 @@ def _enum_name(v: Any) -> str:
     return str(name if name is not None else v).lower()
 
 
+def config_source_name(source: Any) -> str:
+    """A DescribeConfigs source as the page shows it (`default`, `dynamic_topic`, `static_broker`, ...):
+    confluent-kafka gives a ConfigSource on some versions and its int code on others (2.16)."""
+    from confluent_kafka.admin import ConfigSource
+
+    if getattr(source, "name", None) is None:
+        try:
+            source = ConfigSource(int(source))
+        except (TypeError, ValueError):
+            return str(source).lower()
+    return _enum_name(source).replace("_config", "")
+
+
 def _ctp_key(tp: Any) -> Tp:
     return (str(tp.topic), int(tp.partition))
 
@@ -277,7 +290,7 @@ class ClusterView:
         res = ConfigResource(ResourceType.TOPIC, name)
         futures = self.admin.describe_configs([res], request_timeout=self.timeout)
         entries = self._result(futures[res], f"DescribeConfigs {name}")
-        return sorted((e.name, None if e.is_sensitive else e.value, _enum_name(e.source).replace("_config", ""),
+        return sorted((e.name, None if e.is_sensitive else e.value, config_source_name(e.source),
                        bool(e.is_default)) for e in entries.values())
 
     # -- records -----------------------------------------------------------------------------------
@@ -299,20 +312,26 @@ class ClusterView:
 
     def read(self, topic: str, starts: Mapping[int, int], ends: Mapping[int, int], limit: int,
              needle: bytes | None = None, where: str = "any", hidden: bool = False, max_scan: int = 100_000,
-             max_seconds: float = 8.0) -> tuple[list[Record], int]:
+             max_seconds: float = 8.0, newest: bool = False) -> tuple[list[Record], int]:
         """Records of `topic` from starts[p] (inclusive) to ends[p] (exclusive) in each partition, at most
-        `limit` of them (that match `needle`, when given). Returns (records, records scanned)."""
+        `limit` of them (that match `needle`, when given). Returns (records, records scanned).
+
+        Several partitions are merged by timestamp: up to `limit` records are taken from each partition
+        (librdkafka hands over one partition's batch at a time, so a global limit would fill up with the
+        first partition it fetched), then the first `limit` of the merge are kept, or the last ones when
+        `newest` (the starts are the partitions' tails)."""
         todo = {p: (s, ends[p]) for p, s in starts.items() if s < ends.get(p, 0)}
         if not todo or limit <= 0:
             return [], 0
         consumer: Any = self._consumer()
         found: list[Record] = []
+        per_partition: dict[int, int] = dict.fromkeys(todo, 0)
         scanned = 0
         try:
             consumer.assign([CTP(topic, p, s) for p, (s, _) in todo.items()])
             open_parts = set(todo)
             deadline = time.monotonic() + max_seconds
-            while open_parts and len(found) < limit and scanned < max_scan and time.monotonic() < deadline:
+            while open_parts and scanned < max_scan and time.monotonic() < deadline:
                 # a short timeout: consume() waits all of it unless num_messages arrive first
                 for msg in consumer.consume(num_messages=500, timeout=0.02):
                     err = msg.error()
@@ -333,12 +352,17 @@ class ClusterView:
                         open_parts.discard(p)
                     if needle is None or matches(rec, needle, where, hidden):
                         found.append(rec)
-                        if len(found) >= limit:
-                            break
+                        per_partition[p] += 1
+                        if per_partition[p] >= limit:  # this partition has given all it can show
+                            open_parts.discard(p)
+                            consumer.pause([CTP(topic, p)])
         finally:
             consumer.close()
-        found.sort(key=lambda r: (r.partition, r.offset) if len(todo) == 1 else (r.timestamp, r.partition, r.offset))
-        return found, scanned
+        if len(todo) == 1:
+            found.sort(key=lambda r: (r.partition, r.offset))
+        else:
+            found.sort(key=lambda r: (r.timestamp, r.partition, r.offset))
+        return (found[-limit:] if newest else found[:limit]), scanned
 
     @staticmethod
     def key_partition(key: bytes, num_partitions: int) -> int:
