@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from kaflite.cli.acls_cmd import Binding, bindings_for, client_properties
+from kaflite.cli.acls_cmd import Binding, bindings_for
 from kaflite.cli.common import CliFailure
+from kaflite.cli.kafka_flags import command_config
 from kaflite.server.acl.model import Op, PatternType, Permission
 from kaflite.server.authorizer import ResourceType
 from kaflite.server.embedded import EmbeddedBroker
@@ -57,9 +58,10 @@ def test_command_config_reads_sasl_and_tls(tmp_path: Path) -> None:
     f = tmp_path / "admin.properties"
     f.write_text('security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n'
                  'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
-                 'username="admin" password="s3cr\\\\"et";\nssl.truststore.location=/etc/ca.pem\n')
-    assert client_properties(f) == {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
-                                    "sasl.username": "admin", "sasl.password": 's3cr\\"et',
+                 'username="admin" password="s3cr\\\\"et";\nssl.truststore.type=PEM\nssl.truststore.location=/etc/ca.pem\n')
+    # kafka-acls.sh's --command-config: the one reader every kaflite command uses (kaflite.cli.kafka_flags)
+    assert command_config(f) == {"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512",
+                                    "sasl.username": "admin", "sasl.password": 's3cr"et',
                                     "ssl.ca.location": "/etc/ca.pem"}
 
 

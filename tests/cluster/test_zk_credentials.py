@@ -1,4 +1,4 @@
-"""SCRAM credentials in ZooKeeper as Kafka's ZooKeeper mode keeps them (cluster/zk_credentials.py), against
+"""SCRAM credentials in ZooKeeper as Kafka's ZooKeeper mode keeps them (server/security/zk_credentials.py), against
 a real ZooKeeper without brokers: the znode bytes kaflite writes, and a znode written as Kafka's tools
 write it (raw bytes through kazoo) applied by a watching store within 1 s. The same formats end to end,
 through brokers and clients: tests/cluster/test_secured_cluster.py."""
@@ -14,8 +14,8 @@ import pytest
 
 from helpers import wait_until
 from kaflite.cluster.zk import KafkaZkClient
-from kaflite.cluster.zk_credentials import ZkCredentialStore, desanitize, sanitize
 from kaflite.server.security.scram import derive_credential
+from kaflite.server.security.zk_credentials import ZkCredentialStore, desanitize, sanitize
 
 SALT = b"0123456789abcdef"
 

@@ -12,8 +12,9 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from typer.testing import CliRunner
 
+from kaflite.cli.kafka_flags import command_config
 from kaflite.cli.main import app
-from kaflite.cli.users_cmd import command_config, parse_add_config
+from kaflite.cli.users_cmd import parse_add_config
 from kaflite.server.embedded import EmbeddedBroker
 
 pytestmark = pytest.mark.timeout(120)
@@ -35,7 +36,7 @@ def test_command_config_translates_kafkas_java_keys(tmp_path: Path) -> None:
                  "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n"
                  '    username="admin" password="s3cret";\n'
                  "ssl.truststore.type=PEM\nssl.truststore.location=/etc/ca.pem\n")
-    assert command_config(f) == {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+    assert command_config(f) == {"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512",
                                  "sasl.username": "admin", "sasl.password": "s3cret", "ssl.ca.location": "/etc/ca.pem"}
 
 

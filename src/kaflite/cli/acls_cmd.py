@@ -18,7 +18,6 @@ Rules (Kafka's AclCommand; tests/cli/test_acls_cmd.py):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -35,10 +34,11 @@ from kaflite.cli.common import (
     fail,
     handle_errors,
 )
+from kaflite.cli.kafka_flags import command_config as command_config_settings
 from kaflite.server.acl.model import Op, PatternType, Permission, parse_operation
 from kaflite.server.authorizer import CLUSTER_NAME, ResourceType
 
-__all__ = ["Binding", "bindings_for", "client_properties", "register"]
+__all__ = ["Binding", "bindings_for", "register"]
 
 _PRODUCER_TOPIC = (Op.WRITE, Op.DESCRIBE, Op.CREATE)
 _PRODUCER_TXN = (Op.WRITE, Op.DESCRIBE)
@@ -114,33 +114,6 @@ def bindings_for(*, allow: list[str], deny: list[str], allow_hosts: list[str], d
     return sorted(out)
 
 
-_JAAS_VALUE = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
-
-
-def client_properties(path: Path) -> dict[str, str]:
-    """librdkafka settings from a Java client properties file (the keys kafka-acls.sh users set)."""
-    from kaflite.server.config.properties import parse_properties
-
-    try:
-        props = {k: v for k, v, _line in parse_properties(path.read_text())}
-    except OSError as err:
-        fail(f"--command-config: cannot read {path}: {err.strerror or err}", EXIT_USAGE)
-    out: dict[str, str] = {}
-    for key in ("security.protocol", "sasl.mechanism", "sasl.username", "sasl.password", "ssl.ca.location"):
-        if key in props:
-            out[key] = props[key]
-    if "ssl.truststore.location" in props and "ssl.ca.location" not in out:
-        out["ssl.ca.location"] = props["ssl.truststore.location"]  # a PEM trust store
-    jaas = props.get("sasl.jaas.config")
-    if jaas:
-        values = dict(_JAAS_VALUE.findall(jaas))
-        if "username" in values:
-            out["sasl.username"] = values["username"]
-        if "password" in values:
-            out["sasl.password"] = values["password"]
-    return out
-
-
 def _pattern(value: str, adding: bool) -> int:
     allowed = ("literal", "prefixed") if adding else ("literal", "prefixed", "any", "match")
     if value.lower() not in allowed:
@@ -209,7 +182,7 @@ def acls(
         fail("give exactly one of --add, --remove, --list", EXIT_USAGE)
     topics, groups, txn_ids = list(topic or ()), list(group or ()), list(transactional_id or ())
     pattern = _pattern(resource_pattern_type, add)
-    extra = client_properties(command_config) if command_config is not None else {}
+    extra = command_config_settings(command_config)
     check_reachable(bootstrap_server)
     admin = AdminClient({**client_config(bootstrap_server), **extra})
 

@@ -158,27 +158,29 @@ _JAVA_ONLY = frozenset({"key.serializer", "value.serializer", "key.deserializer"
 _SECURITY_PREFIXES = ("security.", "sasl.", "ssl.")
 
 
-def read_properties(path: str) -> dict[str, str]:
-    """A Java .properties file: `key=value` or `key: value` lines, `#`/`!` comments, trailing-backslash
-    continuations (enough for client configuration files)."""
+def read_properties(path: str | Path) -> dict[str, str]:
+    """A Java .properties file, read as java.util.Properties reads it (the broker's own parser)."""
+    from kaflite.server.config.properties import parse_properties
+
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
         raise Refused(f"{path}: {err.strerror or err}") from None
-    out: dict[str, str] = {}
-    pending = ""
-    for raw in text.splitlines():
-        line = pending + raw.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        cut = min([i for i in (line.find("="), line.find(":")) if i >= 0], default=-1)
-        key, value = (line[:cut], line[cut + 1:]) if cut >= 0 else (line, "")
-        out[key.strip()] = value.strip()
-    return out
+    return {key: value for key, value, _line in parse_properties(text)}
+
+
+def command_config(path: str | Path | None) -> dict[str, str]:
+    """librdkafka settings from a `--command-config` client properties file: its security keys, translated
+    by `java_client_properties`; a file that cannot be used is a usage error naming the option. For the
+    commands that take the option themselves (users, acls)."""
+    if path is None:
+        return {}
+    from kaflite.cli.common import EXIT_USAGE, fail
+
+    try:
+        return java_client_properties(read_properties(path), str(path), security_only=True)
+    except Refused as err:
+        fail(f"--command-config: {err.message}", EXIT_USAGE)
 
 
 def java_client_properties(props: Mapping[str, str], path: str, security_only: bool) -> dict[str, str]:

@@ -32,8 +32,9 @@ from kaflite.cli.common import (
     fail,
     handle_errors,
 )
+from kaflite.cli.kafka_flags import command_config
 
-__all__ = ["command_config", "parse_add_config", "register"]
+__all__ = ["parse_add_config", "register"]
 
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 DEFAULT_ITERATIONS = 4096  # kafka-configs.sh's DefaultScramIterations
@@ -63,51 +64,6 @@ def parse_add_config(text: str) -> dict[str, tuple[int, str]]:
         iterations = int(m.group(1)) if m.group(1) not in (None, "", "-1") else DEFAULT_ITERATIONS
         out[key] = (iterations, m.group(2))
     return out
-
-
-def command_config(path: Path | None) -> dict[str, Any]:
-    """librdkafka settings from a client properties file (`--command-config`)."""
-    if path is None:
-        return {}
-    from kaflite.server.config.jaas import parse_jaas
-
-    try:
-        text = path.read_text()
-    except OSError as e:
-        fail(f"--command-config: cannot read {path}: {e.strerror or e}", EXIT_USAGE)
-    props: dict[str, str] = {}
-    pending = ""
-    for raw in text.splitlines():
-        line = pending + raw.strip()
-        pending = ""
-        if line.endswith("\\"):  # a Java properties continuation line
-            pending = line[:-1]
-            continue
-        if not line or line.startswith(("#", "!")):
-            continue
-        m = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)", line)
-        if m is None:
-            continue
-        key, value = m.group(1), m.group(2)
-        props[key] = value
-    conf: dict[str, Any] = {}
-    for key, value in props.items():
-        if key == "sasl.jaas.config":  # Kafka's Java clients: the login module's username and password
-            try:
-                entry = parse_jaas(value, f"{path}: sasl.jaas.config")
-            except Exception as e:  # the message names the position, never the text
-                fail(f"--command-config: {e}", EXIT_USAGE)
-            if "username" in entry.options:
-                conf["sasl.username"] = entry.options["username"]
-            if "password" in entry.options:
-                conf["sasl.password"] = entry.options["password"]
-        elif key == "ssl.truststore.location" and props.get("ssl.truststore.type", "").upper() == "PEM":
-            conf["ssl.ca.location"] = value
-        elif key in ("ssl.truststore.type", "ssl.keystore.type"):
-            continue
-        else:
-            conf[key] = value
-    return conf
 
 
 @handle_errors
@@ -151,7 +107,7 @@ def users(
     from confluent_kafka.admin import AdminClient
 
     check_reachable(bootstrap)
-    admin = AdminClient(client_config(bootstrap, **command_config(command_config_file)))
+    admin = AdminClient({**client_config(bootstrap), **command_config(command_config_file)})
     if alter:
         assert entity_name is not None
         _alter(admin, entity_name, upserts, deletions, timeout)

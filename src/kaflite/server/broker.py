@@ -109,7 +109,7 @@ class Broker:
         if acl_authorizer is not None:
             self.authorizer = acl_authorizer
         # SCRAM users (single node: a file in the data directory, read at start, server/security/scram.py;
-        # a cluster: ZooKeeper, cluster/zk_credentials.py)
+        # a cluster: ZooKeeper, server/security/zk_credentials.py)
         self.scram_credentials = CredentialStore(None)
         self._tasks: list[asyncio.Task[None]] = []
         self._storage_job: asyncio.Future[None] | None = None  # the housekeeping pass in its thread
@@ -194,7 +194,7 @@ class Broker:
         self.metadata_writer.load(on_disk)
         if isinstance(self.metadata_writer, ZkMetadata):
             # a cluster's SCRAM users live in ZooKeeper (/config/users), shared by every broker
-            from kaflite.cluster.zk_credentials import ZkCredentialStore
+            from kaflite.server.security.zk_credentials import ZkCredentialStore
 
             store = ZkCredentialStore(self.metadata_writer.zk)
             store.load()

@@ -42,7 +42,7 @@ class BrokerConfig(Protocol):
     def __contains__(self, key: object) -> bool: ...
 
 __all__ = ["OAUTH_MODULE", "PLAIN_MODULE", "SCRAM_MODULE", "check_inter_broker", "check_listener_security",
-           "enabled_mechanisms", "oauth_settings", "plain_users"]
+           "enabled_mechanisms", "inter_broker_credentials", "oauth_settings", "plain_users"]
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -150,6 +150,27 @@ def check_inter_broker(cfg: BrokerConfig, listener: str, protocol: str) -> None:
         raise ConfigError(
             f"{key}: the inter-broker listener {listener} is {protocol} and enables {', '.join(enabled)}, "
             f"got {mechanism} (Kafka's default GSSAPI needs Kerberos, which kaflite does not have)", key)
-    from kaflite.server.security.client import inter_broker_credentials
-
     inter_broker_credentials(cfg, listener, mechanism)
+
+
+def inter_broker_credentials(cfg: BrokerConfig, listener: str, mechanism: str) -> tuple[str, str, str]:
+    """(username, password, the JAAS key they came from) of the broker's own login; ConfigError naming the
+    key when the entry is missing, of the wrong login module, or without username/password."""
+    key = jaas_key(cfg, listener, mechanism)
+    text = cfg[key]
+    module = PLAIN_MODULE if mechanism == "PLAIN" else SCRAM_MODULE
+    example = f'\'{module} required username="broker" password="broker-secret";\''
+    if text is None:
+        key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"  # the one to set
+        raise ConfigError(
+            f"{key}: the inter-broker listener {listener} uses SASL {mechanism} and the broker needs its own "
+            f"credentials: set listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config to "
+            f"{example}", key)
+    entry = parse_jaas(str(text), key)
+    if entry.login_module != module:
+        raise ConfigError(f"{key}: {mechanism} needs the login module {module}, got {entry.login_module}", key)
+    user, password = entry.options.get("username"), entry.options.get("password")
+    if not user or password is None:
+        raise ConfigError(f"{key}: the broker's inter-broker login needs the username and password options "
+                          f"({example})", key)
+    return user, password, key

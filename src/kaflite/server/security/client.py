@@ -27,15 +27,12 @@ from __future__ import annotations
 import asyncio
 import ssl
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kaflite.server.config.definitions import ConfigError
-from kaflite.server.config.jaas import parse_jaas
-from kaflite.server.config.security_checks import PLAIN_MODULE, SCRAM_MODULE, jaas_key
-from kaflite.server.config.security_checks import BrokerConfig as KeyReader
+from kaflite.server.config.security_checks import inter_broker_credentials
 
 if TYPE_CHECKING:
-    from kaflite.server.broker_connection import BrokerConnection
     from kaflite.server.config import BrokerConfig
 
 __all__ = ["BrokerConnector", "InterBrokerAuthenticationError", "broker_connector", "client_context",
@@ -45,6 +42,13 @@ __all__ = ["BrokerConnector", "InterBrokerAuthenticationError", "broker_connecto
 class InterBrokerAuthenticationError(ConnectionError):
     """The peer refused this broker's login (or the exchange broke): retried like a lost connection."""
 
+
+
+class Requester(Protocol):
+    """What the SASL exchange needs of a connection (server/broker_connection.py's BrokerConnection; a
+    Protocol so that this module does not import the one that imports it)."""
+
+    async def request(self, req: Any, response_schema: Any, timeout_s: float) -> Any: ...
 
 @dataclass(frozen=True)
 class BrokerConnector:
@@ -68,7 +72,7 @@ class BrokerConnector:
             asyncio.open_connection(host, port, ssl=self.ssl_context, server_hostname=host,
                                     ssl_handshake_timeout=timeout_s), timeout_s)
 
-    async def authenticate(self, conn: BrokerConnection, timeout_s: float) -> None:
+    async def authenticate(self, conn: Requester, timeout_s: float) -> None:
         """SaslHandshake + SaslAuthenticate on a fresh connection (nothing for PLAINTEXT and SSL)."""
         if self.mechanism is None:
             return
@@ -112,29 +116,6 @@ def _exchange(mechanism: str, username: str, password: str) -> Any:
         client.set_server_final(server_final.decode())  # the peer proves it knows the credential too
     except (ScramException, UnicodeDecodeError) as e:
         raise InterBrokerAuthenticationError(f"SASL {mechanism} exchange failed: {type(e).__name__}") from None
-
-
-def inter_broker_credentials(cfg: KeyReader, listener: str, mechanism: str) -> tuple[str, str, str]:
-    """(username, password, the JAAS key they came from) of the broker's own login; ConfigError naming the
-    key when the entry is missing, of the wrong login module, or without username/password."""
-    key = jaas_key(cfg, listener, mechanism)
-    text = cfg[key]
-    module = PLAIN_MODULE if mechanism == "PLAIN" else SCRAM_MODULE
-    example = f'\'{module} required username="broker" password="broker-secret";\''
-    if text is None:
-        key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"  # the one to set
-        raise ConfigError(
-            f"{key}: the inter-broker listener {listener} uses SASL {mechanism} and the broker needs its own "
-            f"credentials: set listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config to "
-            f"{example}", key)
-    entry = parse_jaas(str(text), key)
-    if entry.login_module != module:
-        raise ConfigError(f"{key}: {mechanism} needs the login module {module}, got {entry.login_module}", key)
-    user, password = entry.options.get("username"), entry.options.get("password")
-    if not user or password is None:
-        raise ConfigError(f"{key}: the broker's inter-broker login needs the username and password options "
-                          f"({example})", key)
-    return user, password, key
 
 
 def client_context(cfg: BrokerConfig, listener: str) -> ssl.SSLContext:

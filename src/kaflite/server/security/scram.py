@@ -6,7 +6,7 @@ Rules:
   HMAC(salted, "Client Key"), stored_key = H(client_key), server_key = HMAC(salted, "Server Key");
 - iterations outside 4096..16384 are refused (Kafka's UNACCEPTABLE_CREDENTIAL);
 - on a single node the store is one JSON file in the data directory (in a cluster, ZooKeeper's
-  /config/users: cluster/zk_credentials.py, a subclass), written whole to a temporary file, fsynced and
+  /config/users: server/security/zk_credentials.py, a subclass), written whole to a temporary file, fsynced and
   renamed over the old one (never half written); `save` blocks, so the broker calls it in a thread;
   the credential text per mechanism is Kafka's ZooKeeper form
   `salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>`;
@@ -91,7 +91,7 @@ class CredentialStore:
             }
 
     def refresh(self) -> None:
-        """Read the table again from where it is kept (a cluster's ZooKeeper: cluster/zk_credentials.py);
+        """Read the table again from where it is kept (a cluster's ZooKeeper: server/security/zk_credentials.py);
         the file here is this process's own, so nothing to do."""
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
