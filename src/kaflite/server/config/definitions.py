@@ -22,6 +22,13 @@ SHORT_MIN = -(2**15)
 Source = Literal["default", "dev-profile", "file", "override"]
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 ConfigType = Literal["boolean", "string", "int", "short", "long", "double", "list", "class", "password"]
+# Kafka's dynamic update mode of a broker key (DynamicBrokerConfig, KIP-226): "read-only" keys change only
+# with a restart; "per-broker" keys may be set dynamically for one broker id only; "cluster-wide" keys for
+# one broker id or for the cluster's default entity. Kafka's docs print the same three words.
+UpdateMode = Literal["read-only", "per-broker", "cluster-wide"]
+READ_ONLY: UpdateMode = "read-only"
+PER_BROKER: UpdateMode = "per-broker"
+CLUSTER_WIDE: UpdateMode = "cluster-wide"
 
 # Kafka's DescribeConfigs `config_source` codes (org.apache.kafka.common.requests.DescribeConfigsResponse).
 SOURCE_DYNAMIC_TOPIC_CONFIG = 1
@@ -238,6 +245,7 @@ class ConfigKey:
     applies: bool = True  # False: accepted for compatibility with Kafka's files, changes nothing here
     kafka_default: Any = field(default=None)  # set when kaflite's default differs from Kafka's
     differs: str = ""  # why kaflite's default or behaviour differs from Kafka's
+    mode: UpdateMode = READ_ONLY  # Kafka's dynamic update mode of this broker key
 
     def parse(self, raw: Any) -> Any:
         """Parse a string (or already-typed value) to this key's type and validate it."""
@@ -311,8 +319,9 @@ def _k(
     applies: bool = True,
     kafka_default: Any = None,
     differs: str = "",
+    mode: UpdateMode = READ_ONLY,
 ) -> ConfigKey:
-    return ConfigKey(name, type_, default, doc, validator, applies, kafka_default, differs)
+    return ConfigKey(name, type_, default, doc, validator, applies, kafka_default, differs, mode)
 
 
 _COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
