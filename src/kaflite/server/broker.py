@@ -44,6 +44,7 @@ from kaflite.cluster.zkconfig import zookeeper_settings
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.authorizer import AllowAllAuthorizer, Authorizer
 from kaflite.server.config import BrokerConfig, ConfigError, Listener
+from kaflite.server.dynamic_config import DEFAULT_ENTITY, DynamicConfigStore, validate_dynamic
 from kaflite.server.logconfig import log_config_for
 from kaflite.server.metadata_waiters import MetadataWaiters
 from kaflite.server.metrics import BrokerMetrics
@@ -69,6 +70,10 @@ class Broker:
         if not isinstance(config, BrokerConfig):
             raise TypeError(f"Broker needs a BrokerConfig (BrokerConfig.load), got {type(config).__name__}")
         self.config = config
+        # dynamic broker configs (single node): {entity: {key: value}}, entity a broker id or "<default>"
+        self.dynamic_store: DynamicConfigStore | None = None
+        self._dynamic_entities: dict[str, dict[str, str]] = {}
+        self._dynamic_lock = asyncio.Lock()
         self._clock = clock
         self.node_id = max(0, config.broker_id)
         self.log_dirs = [d.expanduser() for d in config.log_dirs]
@@ -142,6 +147,7 @@ class Broker:
     async def start(self) -> None:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
+        self._load_dynamic_config()  # before the logs open: they start with the dynamic topic defaults
         if self.log_dirs:
             self.scram_credentials = CredentialStore(self.log_dirs[0] / SCRAM_FILE_NAME)
         self.log_manager = LogManager(self.log_dirs, self._default_log_config(), self.now_ms)
@@ -304,9 +310,8 @@ class Broker:
         retention_every = max(100, int(self.setting("log.retention.check.interval.ms")))
         flush_every = max(10, min(1000, int(self.setting("log.flush.scheduler.interval.ms"))))
         next_retention = self.now_ms() + retention_every
-        compaction_every = max(100, int(self.setting("log.cleaner.backoff.ms")))
         cleaner = bool(self.setting("log.cleaner.enable"))
-        next_compaction = self.now_ms() + compaction_every
+        last_compaction = self.now_ms()
         producers_every = max(100, int(self.setting("producer.id.expiration.check.interval.ms")))
         next_producers = self.now_ms() + producers_every
         while True:
@@ -315,9 +320,10 @@ class Broker:
             retention = now >= next_retention
             if retention:
                 next_retention = now + retention_every
-            compaction = cleaner and now >= next_compaction
+            # read on every pass: log.cleaner.backoff.ms is a dynamic broker config
+            compaction = cleaner and now >= last_compaction + max(100, int(self.setting("log.cleaner.backoff.ms")))
             if compaction:
-                next_compaction = now + compaction_every
+                last_compaction = now
             producers = now >= next_producers
             if producers:
                 next_producers = now + producers_every
@@ -345,6 +351,47 @@ class Broker:
             manager.remove_expired_producers(now)
         if compaction:
             manager.run_compaction(now)
+
+    # -- dynamic broker configuration (single node; server/dynamic_config.py) ------------------------
+    def _load_dynamic_config(self) -> None:
+        """Read the single node's stored dynamic configs and lay them over the static configuration."""
+        if self.in_cluster or not self.log_dirs:
+            return
+        self.dynamic_store = DynamicConfigStore(self.log_dirs[0])
+        self._dynamic_entities = self.dynamic_store.load()
+        self._install_dynamic_config()
+
+    def _install_dynamic_config(self) -> None:
+        entities = self._dynamic_entities
+        config, skipped = self.config.static.with_dynamic(
+            entities.get(DEFAULT_ENTITY, {}), entities.get(str(self.node_id), {})
+        )
+        for key, why in skipped.items():
+            log.warning("dynamic broker config %s ignored: %s", key, why)
+        self.config = config
+
+    async def alter_dynamic_config(
+        self,
+        entity: str,
+        compute: Callable[[dict[str, str]], Mapping[str, str | None]],
+        validate_only: bool,
+    ) -> None:
+        """Replace the dynamic configs of `entity` (this broker's id or DEFAULT_ENTITY) with
+        `compute(current)` (None: removed), validated as Kafka's DynamicBrokerConfig.validateConfigs; stored
+        in a worker thread, then applied to every hosted log at once. A refusal raises ConfigError."""
+        async with self._dynamic_lock:  # one read-modify-write at a time: none loses another's change
+            current = dict(self._dynamic_entities.get(entity, {}))
+            new = compute(current)
+            validate_dynamic(new, per_broker=entity != DEFAULT_ENTITY)
+            if validate_only:
+                return
+            entities = {e: dict(c) for e, c in self._dynamic_entities.items()}
+            entities[entity] = {k: v for k, v in new.items() if v is not None}
+            assert self.dynamic_store is not None
+            await asyncio.to_thread(self.dynamic_store.save, entities)
+            self._dynamic_entities = entities
+            self._install_dynamic_config()
+            self.replica_manager.reapply_settings()
 
     # -- storage glue ------------------------------------------------------------------------------
     def _default_log_config(self) -> LogConfig:

@@ -19,7 +19,9 @@ LONG_MIN = -(2**63)
 SHORT_MAX = 2**15 - 1
 SHORT_MIN = -(2**15)
 
-Source = Literal["default", "dev-profile", "file", "override"]
+# "dynamic-broker" / "dynamic-default": set with AlterConfigs on this broker's id / on the cluster's default
+# entity (Kafka's DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG)
+Source = Literal["default", "dev-profile", "file", "override", "dynamic-broker", "dynamic-default"]
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 ConfigType = Literal["boolean", "string", "int", "short", "long", "double", "list", "class", "password"]
 # Kafka's dynamic update mode of a broker key (DynamicBrokerConfig, KIP-226): "read-only" keys change only
@@ -32,6 +34,8 @@ CLUSTER_WIDE: UpdateMode = "cluster-wide"
 
 # Kafka's DescribeConfigs `config_source` codes (org.apache.kafka.common.requests.DescribeConfigsResponse).
 SOURCE_DYNAMIC_TOPIC_CONFIG = 1
+SOURCE_DYNAMIC_BROKER_CONFIG = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
 SOURCE_CODES: dict[str, int] = {
@@ -40,6 +44,8 @@ SOURCE_CODES: dict[str, int] = {
     "file": SOURCE_STATIC_BROKER_CONFIG,
     "override": SOURCE_STATIC_BROKER_CONFIG,
     "topic": SOURCE_DYNAMIC_TOPIC_CONFIG,
+    "dynamic-broker": SOURCE_DYNAMIC_BROKER_CONFIG,
+    "dynamic-default": SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG,
 }
 # Kafka's DescribeConfigs v3+ `config_type` codes (ConfigEntry.ConfigType).
 TYPE_CODES: dict[str, int] = {
@@ -336,7 +342,7 @@ class ConfigEntry:
 
     name: str
     value: str | None
-    source: str  # "default" | "dev-profile" | "file" | "override" | "topic"
+    source: str  # a Source or "topic"
     source_code: int  # Kafka's config_source
     config_type: int  # Kafka's config_type (DescribeConfigs v3+)
     documentation: str
