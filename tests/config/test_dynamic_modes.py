@@ -48,3 +48,16 @@ def test_every_log_topic_default_key_is_cluster_wide_but_the_format_version_and_
                 else "cluster-wide"
             )
             assert BROKER_CONFIGS[broker_key].mode == expected, broker_key
+
+
+def test_docs_table_shows_each_keys_mode() -> None:
+    from kaflite.server.dynamic_config import LIVE_KEYS
+
+    doc = (REPO / "docs" / "configuration.md").read_text()
+    section = doc.split("\n## Broker keys", 1)[1].split("## Topic keys", 1)[0]
+    for key, definition in BROKER_CONFIGS.items():
+        row = next(line for line in section.splitlines() if line.startswith(f"| `{key}` |"))
+        mode = definition.mode if definition.mode == "read-only" or key in LIVE_KEYS else (
+            f"{definition.mode} (kaflite: restart)"
+        )
+        assert row.split(" | ")[2] == mode, row
