@@ -232,3 +232,43 @@ def test_kafka_python_alter_configs_and_the_store_survives_a_restart(tmp_path: P
         assert described["log.retention.bytes"].value == "123456789"
         assert described["log.retention.bytes"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
         assert described["log.segment.bytes"].value == "2000000"
+
+
+def _count(bootstrap: str, topic: str) -> int:
+    """The records a consumer reads from the start of partition 0 to the high watermark."""
+    from confluent_kafka import Consumer
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "dyn-count", "enable.auto.commit": False})
+    try:
+        _low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        c.assign([TopicPartition(topic, 0, 0)])
+        seen, last = 0, -1
+        deadline = time.monotonic() + 10
+        while last < high - 1 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                seen, last = seen + 1, m.offset()
+        return seen
+    finally:
+        c.close()
+
+
+def test_cleaner_settings_apply_live(dyn_broker: EmbeddedBroker) -> None:
+    """log.cleanup.policy=compact and the cleaner's settings set on the default entity: the cleaner compacts
+    a topic without override at its next pass, keeping the last record of the key."""
+    admin = _admin(dyn_broker)
+    admin.create_topics([NewTopic("dyn-compact")], operation_timeout=10)["dyn-compact"].result(timeout=10)
+    settings = [("log.segment.bytes", "1024"), ("log.cleaner.backoff.ms", "100"),
+                ("log.cleaner.min.cleanable.ratio", "0.01")]
+    assert _wire_alter(dyn_broker, "", [(k, SET, v) for k, v in settings]) == (0, None)
+    p = Producer({"bootstrap.servers": dyn_broker.bootstrap, "linger.ms": 0})
+    for _ in range(40):
+        p.produce("dyn-compact", b"v" * 200, key=b"k", partition=0)
+        p.flush(10)
+    try:
+        assert _count(dyn_broker.bootstrap, "dyn-compact") == 40  # delete policy: nothing compacted
+        assert _wire_alter(dyn_broker, "", [("log.cleanup.policy", SET, "compact")]) == (0, None)
+        wait_until("the topic compacted", lambda: _count(dyn_broker.bootstrap, "dyn-compact") < 40, timeout=15)
+    finally:
+        _wire_alter(dyn_broker, "", [(k, DELETE, None) for k, _ in settings]
+                    + [("log.cleanup.policy", DELETE, None)])

@@ -79,8 +79,8 @@ def validate_dynamic(changes: Mapping[str, str | None], per_broker: bool) -> Non
     not_live = [k for k, raw in changes.items() if raw is not None and k not in LIVE_KEYS]
     if not_live:
         raise ConfigError(
-            f"kaflite reads these configs only at start-up: set them in server.properties and restart the "
-            f"broker: {_kafka_set(not_live)}",
+            f"kaflite does not apply these configs while running: set them in server.properties and "
+            f"restart the broker: {_kafka_set(not_live)}",
             not_live[0],
         )
 
