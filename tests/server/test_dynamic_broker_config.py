@@ -116,7 +116,8 @@ def test_sources_synonyms_and_precedence(dyn_broker: EmbeddedBroker) -> None:
     assert [(s.value, s.source) for s in wire["log.retention.ms"].synonyms] == [
         ("43200000", DYNAMIC_BROKER), ("86400000", DYNAMIC_DEFAULT)
     ]
-    assert [(s.value, s.source) for s in wire["log.retention.hours"].synonyms] == [("168", STATIC), ("168", DEFAULT)]
+    hours = wire["log.retention.hours"].synonyms
+    assert [(s.value, s.source) for s in hours] == [("168", STATIC), ("168", DEFAULT)]
 
     # a topic without override reads the dynamic value as its retention.ms, with its source
     admin.create_topics([NewTopic("dyn-src")], operation_timeout=10)["dyn-src"].result(timeout=10)
@@ -145,7 +146,8 @@ def test_kafkas_refusals(dyn_broker: EmbeddedBroker) -> None:
     assert "restart" in _refusal(admin, "0", [_set("num.io.threads", "4")])
     assert "Unexpected broker id" in str(_wire_alter(dyn_broker, "7", [("log.retention.ms", SET, "1000")])[1])
     # validate_only changes nothing
-    assert _wire_alter(dyn_broker, "", [("log.segment.bytes", SET, "100000")], validate_only=True) == (0, None)
+    checked = _wire_alter(dyn_broker, "", [("log.segment.bytes", SET, "100000")], validate_only=True)
+    assert checked == (0, None)
     assert _wire_describe(dyn_broker, "") == {}
 
 
@@ -191,7 +193,8 @@ def test_message_max_bytes_lowered_refuses_a_larger_batch(dyn_broker: EmbeddedBr
 
     def send() -> None:
         errors.clear()
-        p.produce("dyn-size", b"y" * 5000, on_delivery=lambda err, _m: errors.append(err.name() if err else ""))
+        p.produce("dyn-size", b"y" * 5000,
+                  on_delivery=lambda err, _m: errors.append(err.name() if err else ""))
         p.flush(10)
 
     send()
@@ -213,7 +216,8 @@ def test_kafka_python_alter_configs_and_the_store_survives_a_restart(tmp_path: P
     with EmbeddedBroker(data_dir=tmp_path) as b:
         admin = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=10000)
         try:
-            res = KConfigResource(ConfigResourceType.BROKER, "0", configs={"log.retention.bytes": "123456789"})
+            res = KConfigResource(ConfigResourceType.BROKER, "0",
+                                  configs={"log.retention.bytes": "123456789"})
             # AlterConfigs (the whole entity replaced), then IncrementalAlterConfigs
             assert admin.alter_configs([res], incremental=False) == {"broker": {"0": "OK"}}
             more = KConfigResource(ConfigResourceType.BROKER, "0", configs={"log.segment.bytes": "2000000"})
@@ -223,7 +227,8 @@ def test_kafka_python_alter_configs_and_the_store_survives_a_restart(tmp_path: P
                 raise_on_unknown=False,
             )
             message = refused["broker"]["0"]
-            assert "Error 42" in message and "Cannot update these configs dynamically: Set(log.dirs)" in message
+            assert "Error 42" in message
+            assert "Cannot update these configs dynamically: Set(log.dirs)" in message
         finally:
             admin.close()
     assert (tmp_path / "dynamic-broker-configs.json").exists()
@@ -268,7 +273,8 @@ def test_cleaner_settings_apply_live(dyn_broker: EmbeddedBroker) -> None:
     try:
         assert _count(dyn_broker.bootstrap, "dyn-compact") == 40  # delete policy: nothing compacted
         assert _wire_alter(dyn_broker, "", [("log.cleanup.policy", SET, "compact")]) == (0, None)
-        wait_until("the topic compacted", lambda: _count(dyn_broker.bootstrap, "dyn-compact") < 40, timeout=15)
+        wait_until("the topic compacted", lambda: _count(dyn_broker.bootstrap, "dyn-compact") < 40,
+                   timeout=15)
     finally:
         _wire_alter(dyn_broker, "", [(k, DELETE, None) for k, _ in settings]
                     + [("log.cleanup.policy", DELETE, None)])

@@ -44,7 +44,12 @@ from kaflite.cluster.zkconfig import zookeeper_settings
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.authorizer import AllowAllAuthorizer, Authorizer
 from kaflite.server.config import BrokerConfig, ConfigError, Listener
-from kaflite.server.dynamic_config import DEFAULT_ENTITY, DynamicConfigStore, validate_dynamic
+from kaflite.server.dynamic_config import (
+    DEFAULT_ENTITY,
+    DynamicConfigStore,
+    ZkDynamicConfigStore,
+    validate_dynamic,
+)
 from kaflite.server.logconfig import log_config_for
 from kaflite.server.metadata_waiters import MetadataWaiters
 from kaflite.server.metrics import BrokerMetrics
@@ -71,7 +76,7 @@ class Broker:
             raise TypeError(f"Broker needs a BrokerConfig (BrokerConfig.load), got {type(config).__name__}")
         self.config = config
         # dynamic broker configs (single node): {entity: {key: value}}, entity a broker id or "<default>"
-        self.dynamic_store: DynamicConfigStore | None = None
+        self.dynamic_store: DynamicConfigStore | ZkDynamicConfigStore | None = None
         self._dynamic_entities: dict[str, dict[str, str]] = {}
         self._dynamic_lock = asyncio.Lock()
         self._clock = clock
@@ -180,6 +185,8 @@ class Broker:
             store = ZkCredentialStore(self.metadata_writer.zk)
             store.load()
             self.scram_credentials = store
+            # dynamic broker configs before the partitions open: their logs start with the dynamic defaults
+            self._load_zk_dynamic_config(self.metadata_writer.zk)
         self._complete_pending_deletions()
         self._settle_cluster_id()
         # from here on the ReplicaManager follows the image: it opens every hosted partition now (each
@@ -356,10 +363,33 @@ class Broker:
     def _load_dynamic_config(self) -> None:
         """Read the single node's stored dynamic configs and lay them over the static configuration."""
         if self.in_cluster or not self.log_dirs:
-            return
-        self.dynamic_store = DynamicConfigStore(self.log_dirs[0])
-        self._dynamic_entities = self.dynamic_store.load()
+            return  # a cluster member reads ZooKeeper once connected (_load_zk_dynamic_config)
+        store = DynamicConfigStore(self.log_dirs[0])
+        self._dynamic_entities = store.load()
+        self.dynamic_store = store
         self._install_dynamic_config()
+
+    def _load_zk_dynamic_config(self, zk: Any) -> None:
+        """A cluster member: the watch first, then the znodes (a change between the two is read twice,
+        never missed); blocking, at start-up."""
+        store = ZkDynamicConfigStore(zk, self.node_id)
+        loop = asyncio.get_running_loop()
+
+        def on_entity(entity: str, config: dict[str, str]) -> None:  # ZooKeeper's watch thread
+            loop.call_soon_threadsafe(self._apply_dynamic_entity, entity, config)
+
+        store.watch(on_entity)
+        self._dynamic_entities = store.load()
+        self.dynamic_store = store
+        self._install_dynamic_config()
+
+    def _apply_dynamic_entity(self, entity: str, config: dict[str, str]) -> None:
+        """Another broker (or this one) changed a dynamic entity of this broker: apply it now."""
+        entities = dict(self._dynamic_entities)
+        entities[entity] = dict(config)
+        self._dynamic_entities = entities
+        self._install_dynamic_config()
+        self.replica_manager.reapply_settings()
 
     def _install_dynamic_config(self) -> None:
         entities = self._dynamic_entities
@@ -380,7 +410,10 @@ class Broker:
         `compute(current)` (None: removed), validated as Kafka's DynamicBrokerConfig.validateConfigs; stored
         in a worker thread, then applied to every hosted log at once. A refusal raises ConfigError."""
         async with self._dynamic_lock:  # one read-modify-write at a time: none loses another's change
-            current = dict(self._dynamic_entities.get(entity, {}))
+            if isinstance(self.dynamic_store, ZkDynamicConfigStore):
+                current = await asyncio.to_thread(self.dynamic_store.read, entity)
+            else:
+                current = dict(self._dynamic_entities.get(entity, {}))
             new = compute(current)
             validate_dynamic(new, per_broker=entity != DEFAULT_ENTITY)
             if validate_only:
@@ -388,7 +421,7 @@ class Broker:
             entities = {e: dict(c) for e, c in self._dynamic_entities.items()}
             entities[entity] = {k: v for k, v in new.items() if v is not None}
             assert self.dynamic_store is not None
-            await asyncio.to_thread(self.dynamic_store.save, entities)
+            await asyncio.to_thread(self.dynamic_store.save, entities, entity)
             self._dynamic_entities = entities
             self._install_dynamic_config()
             self.replica_manager.reapply_settings()

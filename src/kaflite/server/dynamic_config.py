@@ -11,21 +11,26 @@ Rules (checkable facts):
   Kafka's ZkAdminManager answers a ConfigException, and nothing is stored.
 - A dynamic key kaflite reads only at start-up (LIVE_KEYS does not hold it) is refused naming the restart it
   needs, never accepted without effect.
-- The store is one JSON file in the data directory, replaced atomically (temporary file, fsync, rename,
-  fsync of the directory), written in a worker thread, never on the event loop.
+- The single node's store is one JSON file in the data directory, replaced atomically (temporary file,
+  fsync, rename, fsync of the directory), written in a worker thread, never on the event loop.
+- A cluster's store is ZooKeeper in Kafka's layout: /config/brokers/<id> and /config/brokers/<default>
+  ({"version":1,"config":{..}}), each write followed by a /config/changes/config_change_<seq> notification
+  ({"version":2,"entity_path":"brokers/<id>"}); every broker applies the changes of its own id and of
+  <default>, read in the watch thread and handed to the event loop (no ZooKeeper call on the loop).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from kaflite.server.config import BROKER_CONFIGS, TOPIC_CONFIGS
 from kaflite.server.config.definitions import ConfigError
 
-__all__ = ["DEFAULT_ENTITY", "LIVE_KEYS", "DynamicConfigStore", "validate_dynamic"]
+__all__ = ["DEFAULT_ENTITY", "LIVE_KEYS", "DynamicConfigStore", "ZkDynamicConfigStore", "validate_dynamic"]
 
 DEFAULT_ENTITY = "<default>"  # Kafka's ZooKeeper name of the cluster default entity
 FILE_NAME = "dynamic-broker-configs.json"
@@ -42,7 +47,11 @@ def _live_keys() -> frozenset[str]:
         for broker_key in topic_key.broker_keys
         if BROKER_CONFIGS[broker_key].mode != "read-only"
     }
-    extra = {"producer.id.expiration.ms", "log.cleaner.backoff.ms", "transaction.partition.verification.enable"}
+    extra = {
+        "producer.id.expiration.ms",
+        "log.cleaner.backoff.ms",
+        "transaction.partition.verification.enable",
+    }
     # unclean.leader.election.enable is a topic default, but the single node has no elections and a
     # cluster's controller reads its own start-up value: not live
     return frozenset((topic_defaults | extra) - {"unclean.leader.election.enable"})
@@ -86,7 +95,8 @@ def validate_dynamic(changes: Mapping[str, str | None], per_broker: bool) -> Non
 
 
 class DynamicConfigStore:
-    """The single node's dynamic configs: {entity: {key: value}} in `<data dir>/dynamic-broker-configs.json`."""
+    """The single node's dynamic configs: {entity: {key: value}} in
+    `<data dir>/dynamic-broker-configs.json`."""
 
     def __init__(self, directory: Path) -> None:
         self.path = directory / FILE_NAME
@@ -100,7 +110,7 @@ class DynamicConfigStore:
         entities = data.get("entities", {})
         return {str(e): {str(k): str(v) for k, v in c.items()} for e, c in entities.items()}
 
-    def save(self, entities: Mapping[str, Mapping[str, str]]) -> None:
+    def save(self, entities: Mapping[str, Mapping[str, str]], _entity: str) -> None:
         """Replace the file atomically (call in a worker thread: it fsyncs)."""
         tmp = self.path.with_name(self.path.name + ".tmp")
         body = json.dumps({"version": 1, "entities": {e: dict(c) for e, c in entities.items() if c}},
@@ -115,3 +125,39 @@ class DynamicConfigStore:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+class ZkDynamicConfigStore:
+    """A cluster member's dynamic configs in ZooKeeper (Kafka's ZooKeeper mode). Every method blocks: call
+    it at start-up or in a worker thread."""
+
+    ENTITY_TYPE = "brokers"
+
+    def __init__(self, zk: Any, node_id: int) -> None:  # zk: cluster.zk.KafkaZkClient
+        self.zk = zk
+        self.mine = (DEFAULT_ENTITY, str(node_id))
+
+    def load(self) -> dict[str, dict[str, str]]:
+        return {entity: self.zk.get_entity_config(self.ENTITY_TYPE, entity) for entity in self.mine}
+
+    def read(self, entity: str) -> dict[str, str]:
+        """The znode as stored now (an alteration starts from it, as Kafka's AdminManager: another broker
+        may have changed the default entity since this broker's last notification)."""
+        return dict(self.zk.get_entity_config(self.ENTITY_TYPE, entity))
+
+    def save(self, entities: Mapping[str, Mapping[str, str]], entity: str) -> None:
+        """Write `entity`'s znode and notify every broker (only that entity: another broker's change of
+        another entity is not overwritten)."""
+        self.zk.set_entity_config(self.ENTITY_TYPE, entity, dict(entities.get(entity, {})))
+
+    def watch(self, on_entity: Callable[[str, dict[str, str]], None]) -> None:
+        """Call `on_entity(entity, config)` (in ZooKeeper's watch thread) for each notification of this
+        broker's id or of <default>, with the znode as read then."""
+        from kaflite.cluster.zk import ConfigChanged
+
+        def on_change(event: Any) -> None:
+            ours = isinstance(event, ConfigChanged) and event.entity_type == self.ENTITY_TYPE
+            if ours and event.name in self.mine:
+                on_entity(event.name, self.zk.get_entity_config(self.ENTITY_TYPE, event.name))
+
+        self.zk.watch_config_changes(on_change)

@@ -420,12 +420,8 @@ async def _alter_broker(ctx: RequestContext, res: Any, new_configs: Any, validat
             ErrorCode.invalid_request,
             f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}",
         )
-    if broker.dynamic_store is None:  # a cluster member: not yet stored in ZooKeeper (docs/configuration.md)
-        raise KafkaError(
-            ErrorCode.invalid_request,
-            "kaflite stores dynamic broker configs on the single-node broker only; in a cluster edit "
-            "server.properties and restart the broker",
-        )
+    if broker.dynamic_store is None:  # before start-up completed: nowhere to store it yet
+        raise KafkaError(ErrorCode.invalid_request, "the broker is starting: dynamic configs cannot be stored yet")
     entity = name or DEFAULT_ENTITY
     try:
         await broker.alter_dynamic_config(entity, lambda current: new_configs(current, res.configs), validate_only)
@@ -434,6 +430,11 @@ async def _alter_broker(ctx: RequestContext, res: Any, new_configs: Any, validat
             ErrorCode.invalid_request,
             f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {e.message}",
         ) from None
+    except (KafkaError, asyncio.CancelledError):
+        raise
+    except Exception as e:  # the store failed (a full disk, ZooKeeper out of reach): this resource's error
+        log.warning("storing dynamic broker configs of %r failed: %s", entity, e)
+        raise KafkaError(ErrorCode.unknown_server_error, f"storing the dynamic configs failed: {e}") from None
 
 
 def _full_replace(_current: dict[str, str], configs: Any) -> dict[str, str | None]:
