@@ -278,3 +278,23 @@ def test_cleaner_settings_apply_live(dyn_broker: EmbeddedBroker) -> None:
     finally:
         _wire_alter(dyn_broker, "", [(k, DELETE, None) for k, _ in settings]
                     + [("log.cleanup.policy", DELETE, None)])
+
+
+def test_producer_state_keys_apply_live(dyn_broker: EmbeddedBroker) -> None:
+    """producer.id.expiration.ms reaches every hosted log's config (what expiration reads);
+    transaction.partition.verification.enable is what the produce path reads (Broker.setting)."""
+    admin = _admin(dyn_broker)
+    admin.create_topics([NewTopic("dyn-pid")], operation_timeout=10)["dyn-pid"].result(timeout=10)
+    broker = dyn_broker.server.broker
+    _incremental(admin, "0", [_set("producer.id.expiration.ms", "60000"),
+                              _set("transaction.partition.verification.enable", "false")])
+    try:
+        logs = [p.log for p in broker.replica_manager.partitions.values() if p.log is not None]
+        assert logs and all(log.config.producer_id_expiration_ms == 60000 for log in logs)
+        assert broker.setting("transaction.partition.verification.enable") is False
+    finally:
+        _incremental(admin, "0", [_delete("producer.id.expiration.ms"),
+                                  _delete("transaction.partition.verification.enable")])
+    logs = [p.log for p in broker.replica_manager.partitions.values() if p.log is not None]
+    assert all(log.config.producer_id_expiration_ms == 86400000 for log in logs)
+    assert broker.setting("transaction.partition.verification.enable") is True
