@@ -298,3 +298,18 @@ def test_producer_state_keys_apply_live(dyn_broker: EmbeddedBroker) -> None:
     logs = [p.log for p in broker.replica_manager.partitions.values() if p.log is not None]
     assert all(log.config.producer_id_expiration_ms == 86400000 for log in logs)
     assert broker.setting("transaction.partition.verification.enable") is True
+
+
+def test_a_stored_key_kaflite_cannot_apply_live_is_not_reported_in_effect(tmp_path: Path) -> None:
+    """A dynamic key another tool stored (num.io.threads) is ignored with a warning: DescribeConfigs keeps
+    the static value and source; a stored live key (log.retention.bytes) applies."""
+    import json
+
+    default = {"num.io.threads": "16", "log.retention.bytes": "5000000"}
+    stored = {"version": 1, "entities": {"<default>": default}}
+    (tmp_path / "dynamic-broker-configs.json").write_text(json.dumps(stored))
+    with EmbeddedBroker(data_dir=tmp_path) as b:
+        described = _describe(_admin(b), "0")
+        assert described["num.io.threads"].source != ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+        assert described["log.retention.bytes"].value == "5000000"
+        assert described["log.retention.bytes"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value

@@ -43,9 +43,10 @@ from kaflite.cluster.zk_metadata import ClusterIdMismatch, ZkMetadata
 from kaflite.cluster.zkconfig import zookeeper_settings
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.authorizer import AllowAllAuthorizer, Authorizer
-from kaflite.server.config import BrokerConfig, ConfigError, Listener
+from kaflite.server.config import BROKER_CONFIGS, BrokerConfig, ConfigError, Listener
 from kaflite.server.dynamic_config import (
     DEFAULT_ENTITY,
+    LIVE_KEYS,
     DynamicConfigStore,
     ZkDynamicConfigStore,
     validate_dynamic,
@@ -392,10 +393,18 @@ class Broker:
         self.replica_manager.reapply_settings()
 
     def _install_dynamic_config(self) -> None:
-        entities = self._dynamic_entities
-        config, skipped = self.config.static.with_dynamic(
-            entities.get(DEFAULT_ENTITY, {}), entities.get(str(self.node_id), {})
-        )
+        layers = []
+        skipped: dict[str, str] = {}
+        for entity in (DEFAULT_ENTITY, str(self.node_id)):
+            stored = self._dynamic_entities.get(entity, {})
+            # a key written by another tool (kafka-configs.sh --zookeeper) that kaflite cannot apply while
+            # running is left out, so DescribeConfigs never reports a value that is not in effect
+            for key in stored:
+                if key in BROKER_CONFIGS and BROKER_CONFIGS[key].mode != "read-only" and key not in LIVE_KEYS:
+                    skipped[key] = "kaflite applies it only from server.properties, at start-up"
+            layers.append({k: v for k, v in stored.items() if k not in skipped})
+        config, invalid = self.config.static.with_dynamic(layers[0], layers[1])
+        skipped.update(invalid)
         for key, why in skipped.items():
             log.warning("dynamic broker config %s ignored: %s", key, why)
         self.config = config
