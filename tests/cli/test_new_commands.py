@@ -137,8 +137,17 @@ def test_configs_alter(cli, cli_bootstrap: str, topic_name: str) -> None:
     assert bad_value.exit_code == 1 and "retention.ms" in bad_value.output
     assert len(bad_value.output.strip().splitlines()) == 1
     broker = cli("configs", "alter", "--entity-type", "brokers", "--entity-name", "0",
-                 "--add-config", "log.retention.ms=1000", *b)
+                 "--add-config", "log.dirs=/elsewhere", *b)
     assert broker.exit_code == 1 and broker.output.startswith("error: altering the configuration of broker 0: ")
+    assert "Cannot update these configs dynamically: Set(log.dirs)" in broker.output
+    # a dynamic key (KIP-226) is accepted, and removed again (its value here is the default's: no effect)
+    dynamic = cli("configs", "alter", "--entity-type", "brokers", "--entity-name", "0",
+                  "--add-config", "log.cleaner.backoff.ms=15000", *b)
+    assert dynamic.exit_code == 0, dynamic.output
+    assert dynamic.output.strip() == "Completed updating config for broker 0."
+    removed = cli("configs", "alter", "--entity-type", "brokers", "--entity-name", "0",
+                  "--delete-config", "log.cleaner.backoff.ms", *b)
+    assert removed.exit_code == 0, removed.output
     for args, message in [
         ([], "nothing to change"),
         (["--add-config", "novalue"], "expected KEY=VALUE"),

@@ -47,7 +47,14 @@ from kaflite.server.acl.authorizer import AclAuthorizer
 from kaflite.server.acl.store import FILE_NAME as ACL_FILE_NAME
 from kaflite.server.acl.store import LocalAclStore, ZkAclStore
 from kaflite.server.authorizer import AllowAllAuthorizer, Authorizer
-from kaflite.server.config import BrokerConfig, ConfigError, Listener
+from kaflite.server.config import BROKER_CONFIGS, BrokerConfig, ConfigError, Listener
+from kaflite.server.dynamic_config import (
+    DEFAULT_ENTITY,
+    LIVE_KEYS,
+    DynamicConfigStore,
+    ZkDynamicConfigStore,
+    validate_dynamic,
+)
 from kaflite.server.logconfig import log_config_for
 from kaflite.server.metadata_waiters import MetadataWaiters
 from kaflite.server.metrics import BrokerMetrics
@@ -73,6 +80,10 @@ class Broker:
         if not isinstance(config, BrokerConfig):
             raise TypeError(f"Broker needs a BrokerConfig (BrokerConfig.load), got {type(config).__name__}")
         self.config = config
+        # dynamic broker configs (single node): {entity: {key: value}}, entity a broker id or "<default>"
+        self.dynamic_store: DynamicConfigStore | ZkDynamicConfigStore | None = None
+        self._dynamic_entities: dict[str, dict[str, str]] = {}
+        self._dynamic_lock = asyncio.Lock()
         self._clock = clock
         self.node_id = max(0, config.broker_id)
         self.log_dirs = [d.expanduser() for d in config.log_dirs]
@@ -151,6 +162,7 @@ class Broker:
     async def start(self) -> None:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
+        self._load_dynamic_config()  # before the logs open: they start with the dynamic topic defaults
         if self.log_dirs:
             self.scram_credentials = CredentialStore(self.log_dirs[0] / SCRAM_FILE_NAME)
         self.log_manager = LogManager(
@@ -199,6 +211,8 @@ class Broker:
             store = ZkCredentialStore(self.metadata_writer.zk)
             store.load()
             self.scram_credentials = store
+            # dynamic broker configs before the partitions open: their logs start with the dynamic defaults
+            self._load_zk_dynamic_config(self.metadata_writer.zk)
         self._complete_pending_deletions()
         self._settle_cluster_id()
         # from here on the ReplicaManager follows the image: it opens every hosted partition now (each
@@ -329,9 +343,8 @@ class Broker:
         retention_every = max(100, int(self.setting("log.retention.check.interval.ms")))
         flush_every = max(10, min(1000, int(self.setting("log.flush.scheduler.interval.ms"))))
         next_retention = self.now_ms() + retention_every
-        compaction_every = max(100, int(self.setting("log.cleaner.backoff.ms")))
         cleaner = bool(self.setting("log.cleaner.enable"))
-        next_compaction = self.now_ms() + compaction_every
+        last_compaction = self.now_ms()
         producers_every = max(100, int(self.setting("producer.id.expiration.check.interval.ms")))
         next_producers = self.now_ms() + producers_every
         while True:
@@ -340,9 +353,10 @@ class Broker:
             retention = now >= next_retention
             if retention:
                 next_retention = now + retention_every
-            compaction = cleaner and now >= next_compaction
+            # read on every pass: log.cleaner.backoff.ms is a dynamic broker config
+            compaction = cleaner and now >= last_compaction + max(100, int(self.setting("log.cleaner.backoff.ms")))
             if compaction:
-                next_compaction = now + compaction_every
+                last_compaction = now
             producers = now >= next_producers
             if producers:
                 next_producers = now + producers_every
@@ -370,6 +384,81 @@ class Broker:
             manager.remove_expired_producers(now)
         if compaction:
             manager.run_compaction(now)
+
+    # -- dynamic broker configuration (single node; server/dynamic_config.py) ------------------------
+    def _load_dynamic_config(self) -> None:
+        """Read the single node's stored dynamic configs and lay them over the static configuration."""
+        if self.in_cluster or not self.log_dirs:
+            return  # a cluster member reads ZooKeeper once connected (_load_zk_dynamic_config)
+        store = DynamicConfigStore(self.log_dirs[0])
+        self._dynamic_entities = store.load()
+        self.dynamic_store = store
+        self._install_dynamic_config()
+
+    def _load_zk_dynamic_config(self, zk: Any) -> None:
+        """A cluster member: the watch first, then the znodes (a change between the two is read twice,
+        never missed); blocking, at start-up."""
+        store = ZkDynamicConfigStore(zk, self.node_id)
+        loop = asyncio.get_running_loop()
+
+        def on_entity(entity: str, config: dict[str, str]) -> None:  # ZooKeeper's watch thread
+            loop.call_soon_threadsafe(self._apply_dynamic_entity, entity, config)
+
+        store.watch(on_entity)
+        self._dynamic_entities = store.load()
+        self.dynamic_store = store
+        self._install_dynamic_config()
+
+    def _apply_dynamic_entity(self, entity: str, config: dict[str, str]) -> None:
+        """Another broker (or this one) changed a dynamic entity of this broker: apply it now."""
+        entities = dict(self._dynamic_entities)
+        entities[entity] = dict(config)
+        self._dynamic_entities = entities
+        self._install_dynamic_config()
+        self.replica_manager.reapply_settings()
+
+    def _install_dynamic_config(self) -> None:
+        layers = []
+        skipped: dict[str, str] = {}
+        for entity in (DEFAULT_ENTITY, str(self.node_id)):
+            stored = self._dynamic_entities.get(entity, {})
+            # a key written by another tool (kafka-configs.sh --zookeeper) that kaflite cannot apply while
+            # running is left out, so DescribeConfigs never reports a value that is not in effect
+            for key in stored:
+                if key in BROKER_CONFIGS and BROKER_CONFIGS[key].mode != "read-only" and key not in LIVE_KEYS:
+                    skipped[key] = "kaflite applies it only from server.properties, at start-up"
+            layers.append({k: v for k, v in stored.items() if k not in skipped})
+        config, invalid = self.config.static.with_dynamic(layers[0], layers[1])
+        skipped.update(invalid)
+        for key, why in skipped.items():
+            log.warning("dynamic broker config %s ignored: %s", key, why)
+        self.config = config
+
+    async def alter_dynamic_config(
+        self,
+        entity: str,
+        compute: Callable[[dict[str, str]], Mapping[str, str | None]],
+        validate_only: bool,
+    ) -> None:
+        """Replace the dynamic configs of `entity` (this broker's id or DEFAULT_ENTITY) with
+        `compute(current)` (None: removed), validated as Kafka's DynamicBrokerConfig.validateConfigs; stored
+        in a worker thread, then applied to every hosted log at once. A refusal raises ConfigError."""
+        async with self._dynamic_lock:  # one read-modify-write at a time: none loses another's change
+            if isinstance(self.dynamic_store, ZkDynamicConfigStore):
+                current = await asyncio.to_thread(self.dynamic_store.read, entity)
+            else:
+                current = dict(self._dynamic_entities.get(entity, {}))
+            new = compute(current)
+            validate_dynamic(new, per_broker=entity != DEFAULT_ENTITY)
+            if validate_only:
+                return
+            entities = {e: dict(c) for e, c in self._dynamic_entities.items()}
+            entities[entity] = {k: v for k, v in new.items() if v is not None}
+            assert self.dynamic_store is not None
+            await asyncio.to_thread(self.dynamic_store.save, entities, entity)
+            self._dynamic_entities = entities
+            self._install_dynamic_config()
+            self.replica_manager.reapply_settings()
 
     # -- storage glue ------------------------------------------------------------------------------
     def _default_log_config(self) -> LogConfig:

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from kaflite.server.config import (
     keys_authorizer,
@@ -139,6 +139,10 @@ class BrokerConfig(Mapping[str, Any]):
         self._sources = dict(sources)
         self.path = path
         self.dev = dev
+        # the static configuration under the dynamic layers (with_dynamic), and those layers, for synonyms
+        self._static: BrokerConfig = self
+        self._dynamic_default: dict[str, str] = {}
+        self._dynamic_broker: dict[str, str] = {}
 
     # --- construction -----------------------------------------------------------------------------
     @classmethod
@@ -196,6 +200,51 @@ class BrokerConfig(Mapping[str, Any]):
         cfg = BrokerConfig(values, sources, self.path, self.dev)
         cfg._check_consistency()
         return cfg
+
+    def with_dynamic(
+        self, default: Mapping[str, str], per_broker: Mapping[str, str]
+    ) -> tuple[BrokerConfig, dict[str, str]]:
+        """This (static) configuration under the dynamic layers, Kafka's precedence: this broker's dynamic
+        value, else the cluster default's, else the static one. Returns the configuration and the keys
+        skipped ({key: why}): unknown or bad values stored by another version are ignored, as Kafka's
+        DynamicBrokerConfig ignores invalid stored configs rather than failing the broker."""
+        static = self._static
+        values = dict(static._values)
+        sources = dict(static._sources)
+        skipped: dict[str, str] = {}
+        kept: list[dict[str, str]] = [{}, {}]
+        for index, (layer, source) in enumerate(
+            ((default, "dynamic-default"), (per_broker, "dynamic-broker"))
+        ):
+            for key, raw in layer.items():
+                definition = BROKER_CONFIGS.get(key)
+                if definition is None or definition.mode == "read-only":
+                    skipped[key] = "not a dynamic broker config"
+                    continue
+                try:
+                    values[key] = definition.parse(raw)
+                except ConfigError as err:
+                    skipped[key] = err.message
+                    continue
+                sources[key] = cast(Source, source)
+                kept[index][key] = raw
+        cfg = BrokerConfig(values, sources, static.path, static.dev)
+        cfg._static = static
+        cfg._dynamic_default, cfg._dynamic_broker = kept
+        return cfg, skipped
+
+    @property
+    def static(self) -> BrokerConfig:
+        """The configuration the broker started with (no dynamic layer)."""
+        return self._static
+
+    @property
+    def dynamic_default(self) -> dict[str, str]:
+        return dict(self._dynamic_default)
+
+    @property
+    def dynamic_broker(self) -> dict[str, str]:
+        return dict(self._dynamic_broker)
 
     def _check_consistency(self) -> None:
         v = self._values
@@ -507,7 +556,7 @@ class BrokerConfig(Mapping[str, Any]):
             code = SOURCE_CODES[source]
             # a password's value never leaves the broker (Kafka answers null for sensitive keys)
             value = None if definition.type == "password" else format_value(self._values[name])
-            synonyms = ((name, value, code),)
+            synonyms = self._layers(name)
             out.append(
                 ConfigEntry(
                     name,
@@ -516,12 +565,56 @@ class BrokerConfig(Mapping[str, Any]):
                     code,
                     TYPE_CODES[definition.type],
                     definition.doc,
-                    read_only=True,
+                    read_only=definition.mode == "read-only",
                     is_sensitive=definition.type == "password",
                     synonyms=synonyms,
                 )
             )
         return out
+
+    def describe_default_entity(self, keys: Sequence[str] | None = None) -> list[ConfigEntry]:
+        """DescribeConfigs of the cluster's default entity (Kafka's empty broker name): only the keys set
+        there, each DYNAMIC_DEFAULT_BROKER_CONFIG, as Kafka answers."""
+        for name in keys or ():
+            if name not in BROKER_CONFIGS:
+                raise _unknown(name, list(BROKER_CONFIGS), "broker")
+        out = []
+        for name, raw in self._dynamic_default.items():
+            if keys and name not in keys:
+                continue
+            definition = BROKER_CONFIGS[name]
+            sensitive = definition.type == "password"
+            value = None if sensitive else format_value(definition.parse(raw))
+            out.append(
+                ConfigEntry(name, value, "dynamic-default", SOURCE_CODES["dynamic-default"],
+                            TYPE_CODES[definition.type], definition.doc, read_only=False,
+                            is_sensitive=sensitive,
+                            synonyms=((name, value, SOURCE_CODES["dynamic-default"]),))
+            )
+        return out
+
+    def _layers(self, name: str) -> tuple[tuple[str, str | None, int], ...]:
+        """Kafka's synonyms of a broker key: each layer that sets it, highest precedence first (this
+        broker's dynamic value, the cluster default's, the static one, the key's default)."""
+        definition = BROKER_CONFIGS[name]
+        sensitive = definition.type == "password"
+
+        def shown(value: Any) -> str | None:
+            return None if sensitive else format_value(value)
+
+        out: list[tuple[str, str | None, int]] = []
+        if name in self._dynamic_broker:
+            out.append((name, shown(definition.parse(self._dynamic_broker[name])),
+                        SOURCE_CODES["dynamic-broker"]))
+        if name in self._dynamic_default:
+            out.append((name, shown(definition.parse(self._dynamic_default[name])),
+                        SOURCE_CODES["dynamic-default"]))
+        static_source = self._static._sources[name]
+        if static_source != "default":
+            out.append((name, shown(self._static._values[name]), SOURCE_CODES[static_source]))
+        if definition.default is not None:
+            out.append((name, shown(definition.default), SOURCE_CODES["default"]))
+        return tuple(out)
 
     def describe_topic(
         self, overrides: Mapping[str, Any] | None = None, keys: Sequence[str] | None = None

@@ -19,12 +19,23 @@ LONG_MIN = -(2**63)
 SHORT_MAX = 2**15 - 1
 SHORT_MIN = -(2**15)
 
-Source = Literal["default", "dev-profile", "file", "override"]
+# "dynamic-broker" / "dynamic-default": set with AlterConfigs on this broker's id / on the cluster's default
+# entity (Kafka's DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG)
+Source = Literal["default", "dev-profile", "file", "override", "dynamic-broker", "dynamic-default"]
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 ConfigType = Literal["boolean", "string", "int", "short", "long", "double", "list", "class", "password"]
+# Kafka's dynamic update mode of a broker key (DynamicBrokerConfig, KIP-226): "read-only" keys change only
+# with a restart; "per-broker" keys may be set dynamically for one broker id only; "cluster-wide" keys for
+# one broker id or for the cluster's default entity. Kafka's docs print the same three words.
+UpdateMode = Literal["read-only", "per-broker", "cluster-wide"]
+READ_ONLY: UpdateMode = "read-only"
+PER_BROKER: UpdateMode = "per-broker"
+CLUSTER_WIDE: UpdateMode = "cluster-wide"
 
 # Kafka's DescribeConfigs `config_source` codes (org.apache.kafka.common.requests.DescribeConfigsResponse).
 SOURCE_DYNAMIC_TOPIC_CONFIG = 1
+SOURCE_DYNAMIC_BROKER_CONFIG = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
 SOURCE_CODES: dict[str, int] = {
@@ -33,6 +44,8 @@ SOURCE_CODES: dict[str, int] = {
     "file": SOURCE_STATIC_BROKER_CONFIG,
     "override": SOURCE_STATIC_BROKER_CONFIG,
     "topic": SOURCE_DYNAMIC_TOPIC_CONFIG,
+    "dynamic-broker": SOURCE_DYNAMIC_BROKER_CONFIG,
+    "dynamic-default": SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG,
 }
 # Kafka's DescribeConfigs v3+ `config_type` codes (ConfigEntry.ConfigType).
 TYPE_CODES: dict[str, int] = {
@@ -238,6 +251,7 @@ class ConfigKey:
     applies: bool = True  # False: accepted for compatibility with Kafka's files, changes nothing here
     kafka_default: Any = field(default=None)  # set when kaflite's default differs from Kafka's
     differs: str = ""  # why kaflite's default or behaviour differs from Kafka's
+    mode: UpdateMode = READ_ONLY  # Kafka's dynamic update mode of this broker key
 
     def parse(self, raw: Any) -> Any:
         """Parse a string (or already-typed value) to this key's type and validate it."""
@@ -311,8 +325,9 @@ def _k(
     applies: bool = True,
     kafka_default: Any = None,
     differs: str = "",
+    mode: UpdateMode = READ_ONLY,
 ) -> ConfigKey:
-    return ConfigKey(name, type_, default, doc, validator, applies, kafka_default, differs)
+    return ConfigKey(name, type_, default, doc, validator, applies, kafka_default, differs, mode)
 
 
 _COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
@@ -327,7 +342,7 @@ class ConfigEntry:
 
     name: str
     value: str | None
-    source: str  # "default" | "dev-profile" | "file" | "override" | "topic"
+    source: str  # a Source or "topic"
     source_code: int  # Kafka's config_source
     config_type: int  # Kafka's config_type (DescribeConfigs v3+)
     documentation: str

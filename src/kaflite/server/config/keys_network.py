@@ -7,7 +7,9 @@ into `BROKER_CONFIGS`, as Kafka assembles KafkaConfig from the ConfigDefs of its
 from __future__ import annotations
 
 from kaflite.server.config.definitions import (
+    CLUSTER_WIDE,
     INT_MAX,
+    PER_BROKER,
     AtLeast,
     ConfigKey,
     _k,
@@ -26,6 +28,7 @@ KEYS: list[ConfigKey] = [
         _listeners_validator("listeners"),
         kafka_default="PLAINTEXT://:9092",
         differs="Kafka listens on every interface by default; kaflite on loopback only.",
+        mode=PER_BROKER,
     ),
     _k(
         "advertised.listeners",
@@ -33,6 +36,7 @@ KEYS: list[ConfigKey] = [
         None,
         "Addresses given to clients in Metadata; unset means the addresses actually bound by listeners.",
         _listeners_validator("advertised.listeners"),
+        mode=PER_BROKER,
     ),
     _k(
         "socket.request.max.bytes",
@@ -73,8 +77,9 @@ KEYS: list[ConfigKey] = [
         differs="Kafka's -1 is unbounded; kaflite bounds it at 100 MiB (a Python broker cannot afford no bound).",
     ),
     _k("connections.max.idle.ms", "long", 600000, "Close connections idle for this long.", AtLeast(0)),
-    _k("max.connections", "int", INT_MAX, "Maximum concurrent client connections.", AtLeast(0)),
-    _k("num.network.threads", "int", 3, "Network threads.", AtLeast(1), applies=False),
+    _k("max.connections", "int", INT_MAX, "Maximum concurrent client connections.", AtLeast(0),
+       mode=CLUSTER_WIDE),
+    _k("num.network.threads", "int", 3, "Network threads.", AtLeast(1), applies=False, mode=CLUSTER_WIDE),
 ]
 
 # Keys validated but not read (yet), and why (marked applies=False; tests/config/test_keys_read.py).

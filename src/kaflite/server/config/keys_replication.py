@@ -7,6 +7,7 @@ into `BROKER_CONFIGS`, as Kafka assembles KafkaConfig from the ConfigDefs of its
 from __future__ import annotations
 
 from kaflite.server.config.definitions import (
+    CLUSTER_WIDE,
     AtLeast,
     ConfigKey,
     _k,
@@ -23,15 +24,18 @@ KEYS: list[ConfigKey] = [
         "PLAINTEXT client listener.",
     ),
     _k("default.replication.factor", "int", 1, "Replication factor of auto-created topics.", AtLeast(1)),
-    _k("min.insync.replicas", "int", 1, "Replicas that must acknowledge an acks=all produce.", AtLeast(1)),
+    _k("min.insync.replicas", "int", 1, "Replicas that must acknowledge an acks=all produce.", AtLeast(1),
+       mode=CLUSTER_WIDE),
     _k(
         "unclean.leader.election.enable",
         "boolean",
         False,
         "Allow an out-of-sync replica to become leader: in a cluster the controller elects one when no "
         "in-sync replica is alive (a topic's override wins); a single node has no other replica.",
+        mode=CLUSTER_WIDE,
     ),
-    _k("num.replica.fetchers", "int", 1, "Replica fetcher tasks per source broker (in a cluster).", AtLeast(1)),
+    _k("num.replica.fetchers", "int", 1, "Replica fetcher tasks per source broker (in a cluster).",
+       AtLeast(1), mode=CLUSTER_WIDE),
     _k("replica.lag.time.max.ms", "long", 30000, "A follower not caught up for this long leaves the ISR.",
        AtLeast(0)),
     _k("replica.fetch.max.bytes", "int", 1048576, "Bytes a follower fetches per partition and request.",

@@ -10,6 +10,7 @@ per-listener override, the listener name in lower case); `<mechanism>.sasl.jaas.
 from __future__ import annotations
 
 from kaflite.server.config.definitions import (
+    PER_BROKER,
     AtLeast,
     ConfigKey,
     ListOf,
@@ -29,53 +30,60 @@ KEYS: list[ConfigKey] = [
         "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
         "Listener name to security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); controller "
         "listeners not named here are PLAINTEXT while the map is at its default.",
+        mode=PER_BROKER,
     ),
     # --- TLS ---------------------------------------------------------------------------------------
     _k("ssl.keystore.type", "string", "JKS",
        "Format of the key store; kaflite reads PEM only (set ssl.keystore.type=PEM).",
-       OneOf(("JKS", "PKCS12", "PEM"))),
+       OneOf(("JKS", "PKCS12", "PEM")), mode=PER_BROKER),
     _k("ssl.keystore.location", "string", None,
-       "PEM file with the listener's private key and its certificate chain."),
+       "PEM file with the listener's private key and its certificate chain.", mode=PER_BROKER),
     _k("ssl.keystore.password", "password", None,
-       "Not used with PEM key stores (Kafka refuses it with PEM); ssl.key.password decrypts the key."),
-    _k("ssl.key.password", "password", None, "Password of an encrypted private key (PEM)."),
-    _k("ssl.keystore.key", "password", None, "The private key in PEM, inline (instead of a file)."),
+       "Not used with PEM key stores (Kafka refuses it with PEM); ssl.key.password decrypts the key.",
+       mode=PER_BROKER),
+    _k("ssl.key.password", "password", None, "Password of an encrypted private key (PEM).", mode=PER_BROKER),
+    _k("ssl.keystore.key", "password", None, "The private key in PEM, inline (instead of a file).",
+       mode=PER_BROKER),
     _k("ssl.keystore.certificate.chain", "password", None,
-       "The certificate chain in PEM, inline (with ssl.keystore.key)."),
+       "The certificate chain in PEM, inline (with ssl.keystore.key).", mode=PER_BROKER),
     _k("ssl.truststore.type", "string", "JKS",
        "Format of the trust store; kaflite reads PEM only (set ssl.truststore.type=PEM).",
-       OneOf(("JKS", "PKCS12", "PEM"))),
+       OneOf(("JKS", "PKCS12", "PEM")), mode=PER_BROKER),
     _k("ssl.truststore.location", "string", None,
-       "PEM file of the CA certificates that client certificates must chain to."),
-    _k("ssl.truststore.password", "password", None, "Not used with PEM trust stores."),
-    _k("ssl.truststore.certificates", "password", None, "Trusted CA certificates in PEM, inline."),
+       "PEM file of the CA certificates that client certificates must chain to.", mode=PER_BROKER),
+    _k("ssl.truststore.password", "password", None, "Not used with PEM trust stores.", mode=PER_BROKER),
+    _k("ssl.truststore.certificates", "password", None, "Trusted CA certificates in PEM, inline.",
+       mode=PER_BROKER),
     _k("ssl.client.auth", "string", "none",
        "Client certificates: none (not asked), requested (asked, optional), required (refused without).",
-       OneOf(("none", "requested", "required"))),
+       OneOf(("none", "requested", "required")), mode=PER_BROKER),
     _k("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], "TLS versions accepted.",
-       ListOf(TLS_PROTOCOLS)),
+       ListOf(TLS_PROTOCOLS), mode=PER_BROKER),
     _k("ssl.protocol", "string", "TLSv1.3", "Kafka's SSLContext protocol; Python negotiates the highest "
-       "of ssl.enabled.protocols, so this is accepted and not read."),
+       "of ssl.enabled.protocols, so this is accepted and not read.", mode=PER_BROKER),
     _k("ssl.cipher.suites", "list", [],
-       "TLS 1.2 cipher suites allowed (OpenSSL or IANA names); empty means Python's defaults."),
+       "TLS 1.2 cipher suites allowed (OpenSSL or IANA names); empty means Python's defaults.",
+       mode=PER_BROKER),
     _k("ssl.principal.mapping.rules", "string", "DEFAULT",
        "Rules mapping a client certificate's distinguished name to a principal name "
        "(RULE:pattern/replacement/[LU], DEFAULT)."),
     _k("ssl.endpoint.identification.algorithm", "string", "https",
        "Host name verification on the broker's own client side (connections to other brokers' "
        "inter-broker listener): https checks the peer certificate's names against its address, empty "
-       "does not (the chain is verified either way).", OneOf(("https", "HTTPS", ""))),
+       "does not (the chain is verified either way).", OneOf(("https", "HTTPS", "")), mode=PER_BROKER),
     # --- SASL --------------------------------------------------------------------------------------
     _k("sasl.enabled.mechanisms", "list", ["GSSAPI"],
        "SASL mechanisms served on SASL listeners; kaflite serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
-       "OAUTHBEARER."),
+       "OAUTHBEARER.",
+       mode=PER_BROKER),
     _k("sasl.jaas.config", "password", None,
        "JAAS login module configuration for every mechanism of every listener without a "
-       "listener.name.<l>.<mechanism>.sasl.jaas.config; PLAIN reads its user_<name>=\"password\" entries."),
+       "listener.name.<l>.<mechanism>.sasl.jaas.config; PLAIN reads its user_<name>=\"password\" entries.",
+       mode=PER_BROKER),
     _k("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI",
        "SASL mechanism this broker logs in with on other brokers' inter-broker listener (PLAIN, "
        "SCRAM-SHA-256, SCRAM-SHA-512; one of that listener's sasl.enabled.mechanisms); its username and "
-       "password are those of listener.name.<l>.<mechanism>.sasl.jaas.config."),
+       "password are those of listener.name.<l>.<mechanism>.sasl.jaas.config.", mode=PER_BROKER),
     _k("security.inter.broker.protocol", "string", None,
        "Security protocol between brokers: the inter-broker listener is the one named after it (Kafka's "
        "rule); only one of it and inter.broker.listener.name may be set. Unset: inter.broker.listener.name, "

@@ -7,6 +7,7 @@ into `BROKER_CONFIGS`, as Kafka assembles KafkaConfig from the ConfigDefs of its
 from __future__ import annotations
 
 from kaflite.server.config.definitions import (
+    CLUSTER_WIDE,
     KAFKA_RELEASE,
     AtLeast,
     ConfigKey,
@@ -71,8 +72,9 @@ KEYS: list[ConfigKey] = [
         differs="kaflite brokers always speak their newest versions to each other; the key is accepted "
         "(in every spelling Kafka accepts, such as 3.7, 2.8.1 or 0.10.0.0) for Kafka's server.properties.",
     ),
-    _k("num.io.threads", "int", 8, "Request handler threads.", AtLeast(1), applies=False),
-    _k("background.threads", "int", 10, "Background task threads.", AtLeast(1), applies=False),
+    _k("num.io.threads", "int", 8, "Request handler threads.", AtLeast(1), applies=False, mode=CLUSTER_WIDE),
+    _k("background.threads", "int", 10, "Background task threads.", AtLeast(1), applies=False,
+       mode=CLUSTER_WIDE),
 ]
 
 # Keys validated but not read (yet), and why (marked applies=False; tests/config/test_keys_read.py).

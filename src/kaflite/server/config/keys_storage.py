@@ -10,6 +10,7 @@ from kaflite.server.config.definitions import (
     _CLEANUP,
     _COMPRESSION,
     _TS_TYPES,
+    CLUSTER_WIDE,
     KAFKA_RELEASE,
     LONG_MAX,
     AtLeast,
@@ -65,6 +66,7 @@ KEYS: list[ConfigKey] = [
         None,
         "Milliseconds to keep a log segment (first choice); -1 keeps forever.",
         AtLeast(-1),
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "log.retention.bytes",
@@ -72,9 +74,11 @@ KEYS: list[ConfigKey] = [
         -1,
         "Maximum size of a partition's log before old segments are deleted; -1 means no limit.",
         AtLeast(-1),
+        mode=CLUSTER_WIDE,
     ),
     _k("log.retention.check.interval.ms", "long", 300000, "How often the retention check runs.", AtLeast(1)),
-    _k("log.segment.bytes", "int", 1073741824, "Maximum size of one log segment file.", AtLeast(14)),
+    _k("log.segment.bytes", "int", 1073741824, "Maximum size of one log segment file.", AtLeast(14),
+       mode=CLUSTER_WIDE),
     _k("log.roll.hours", "int", 168, "Roll a new segment after this many hours (second choice).", AtLeast(1)),
     _k(
         "log.roll.ms",
@@ -82,6 +86,7 @@ KEYS: list[ConfigKey] = [
         None,
         "Roll a new segment after this many milliseconds (first choice).",
         AtLeast(1),
+        mode=CLUSTER_WIDE,
     ),
     _k("log.roll.jitter.hours", "int", 0, "Random jitter subtracted from the roll time.", AtLeast(0)),
     _k(
@@ -90,6 +95,7 @@ KEYS: list[ConfigKey] = [
         None,
         "Random jitter subtracted from the roll time (first choice).",
         AtLeast(0),
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "log.index.interval.bytes",
@@ -97,6 +103,7 @@ KEYS: list[ConfigKey] = [
         4096,
         "Bytes of records between two offset-index entries.",
         AtLeast(0),
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "log.index.size.max.bytes",
@@ -104,6 +111,7 @@ KEYS: list[ConfigKey] = [
         10485760,
         "Maximum size of an offset or time index file.",
         AtLeast(4),
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "log.flush.interval.messages",
@@ -112,6 +120,7 @@ KEYS: list[ConfigKey] = [
         "Fsync a partition after this many appended "
         "messages; 1 means fsync before acknowledging each produce (flush-before-ack).",
         AtLeast(1),
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "log.flush.interval.ms",
@@ -120,6 +129,7 @@ KEYS: list[ConfigKey] = [
         "Fsync a partition when its oldest unflushed message is this "
         "old; unset means log.flush.scheduler.interval.ms.",
         AtLeast(0),
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "log.flush.scheduler.interval.ms",
@@ -148,23 +158,26 @@ KEYS: list[ConfigKey] = [
         60000,
         "Delay before a deleted segment's files are removed.",
         AtLeast(0),
+        mode=CLUSTER_WIDE,
     ),
-    _k("log.preallocate", "boolean", False, "Preallocate segment files."),
+    _k("log.preallocate", "boolean", False, "Preallocate segment files.", mode=CLUSTER_WIDE),
     _k(
         "log.cleanup.policy",
         "list",
         ["delete"],
         "delete (retention), compact (keep the latest record per key), or both.",
         ListOf(_CLEANUP),
+        mode=CLUSTER_WIDE,
     ),
     _k("log.cleaner.enable", "boolean", True, "Run the log cleaner for compacted topics."),
-    _k("log.cleaner.threads", "int", 1, "Log cleaner threads.", AtLeast(0), applies=False),
+    _k("log.cleaner.threads", "int", 1, "Log cleaner threads.", AtLeast(0), applies=False, mode=CLUSTER_WIDE),
     _k(
         "log.cleaner.delete.retention.ms",
         "long",
         86400000,
         "How long tombstones are kept in compacted topics.",
         AtLeast(0),
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "log.cleaner.min.compaction.lag.ms",
@@ -172,6 +185,7 @@ KEYS: list[ConfigKey] = [
         0,
         "Minimum age of a record before it can be compacted.",
         AtLeast(0),
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "log.cleaner.max.compaction.lag.ms",
@@ -179,6 +193,7 @@ KEYS: list[ConfigKey] = [
         LONG_MAX,
         "Maximum time a record stays uncompacted.",
         AtLeast(1),
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "log.cleaner.min.cleanable.ratio",
@@ -186,6 +201,7 @@ KEYS: list[ConfigKey] = [
         0.5,
         "Dirty ratio above which a log is compacted.",
         Between(0, 1),
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "log.cleaner.io.max.bytes.per.second",
@@ -193,6 +209,7 @@ KEYS: list[ConfigKey] = [
         1.7976931348623157e308,
         "The cleaner's read + write rate cap in bytes/s (Kafka's Throttler, checked every 300 ms).",
         Custom(lambda v: v > 0, "a positive number"),
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "log.cleaner.backoff.ms",
@@ -200,6 +217,7 @@ KEYS: list[ConfigKey] = [
         15000,
         "Sleep of the cleaner when there is nothing to clean.",
         AtLeast(0),
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "log.message.timestamp.type",
@@ -208,6 +226,7 @@ KEYS: list[ConfigKey] = [
         "Whether record timestamps are the "
         "producer's (CreateTime) or the broker's append time (LogAppendTime).",
         OneOf(_TS_TYPES),
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "log.message.timestamp.difference.max.ms",
@@ -217,6 +236,7 @@ KEYS: list[ConfigKey] = [
         "the bound on each side that log.message.timestamp.before.max.ms / after.max.ms leave at their "
         "default (INVALID_TIMESTAMP beyond it).",
         AtLeast(0),
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "log.message.timestamp.before.max.ms",
@@ -224,6 +244,7 @@ KEYS: list[ConfigKey] = [
         LONG_MAX,
         "How far in the past a CreateTime timestamp may be.",
         AtLeast(0),
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "log.message.timestamp.after.max.ms",
@@ -231,6 +252,7 @@ KEYS: list[ConfigKey] = [
         LONG_MAX,
         "How far in the future a CreateTime timestamp may be.",
         AtLeast(0),
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "log.message.format.version",
@@ -250,6 +272,7 @@ KEYS: list[ConfigKey] = [
         AtLeast(-2),
         applies=False,
         differs="kaflite has no tiered storage: every segment is local and log.retention.ms decides.",
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "log.local.retention.bytes",
@@ -259,6 +282,7 @@ KEYS: list[ConfigKey] = [
         AtLeast(-2),
         applies=False,
         differs="kaflite has no tiered storage: every segment is local and log.retention.bytes decides.",
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "compression.gzip.level",
@@ -268,6 +292,7 @@ KEYS: list[ConfigKey] = [
         _GZIP_LEVEL,
         applies=False,
         differs="kaflite recompresses with each codec's default level.",
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "compression.lz4.level",
@@ -277,6 +302,7 @@ KEYS: list[ConfigKey] = [
         Between(1, 17),
         applies=False,
         differs="kaflite recompresses with each codec's default level.",
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "compression.zstd.level",
@@ -286,6 +312,7 @@ KEYS: list[ConfigKey] = [
         Between(-131072, 22),
         applies=False,
         differs="kaflite recompresses with each codec's default level.",
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "log.message.downconversion.enable",
@@ -293,6 +320,7 @@ KEYS: list[ConfigKey] = [
         True,
         "Down-convert records for old fetch versions.",
         applies=False,
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "num.recovery.threads.per.data.dir",
@@ -301,6 +329,7 @@ KEYS: list[ConfigKey] = [
         "Threads recovering logs at startup.",
         AtLeast(1),
         applies=False,
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "compression.type",
@@ -308,6 +337,7 @@ KEYS: list[ConfigKey] = [
         "producer",
         "Compression of stored batches; producer keeps what the producer sent.",
         OneOf(_COMPRESSION),
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "message.max.bytes",
@@ -315,6 +345,7 @@ KEYS: list[ConfigKey] = [
         1048588,
         "Largest record batch the broker accepts (after compression).",
         AtLeast(0),
+        mode=CLUSTER_WIDE,
     ),
 ]
 

@@ -7,6 +7,7 @@ into `BROKER_CONFIGS`, as Kafka assembles KafkaConfig from the ConfigDefs of its
 from __future__ import annotations
 
 from kaflite.server.config.definitions import (
+    CLUSTER_WIDE,
     AtLeast,
     ConfigKey,
     _k,
@@ -21,6 +22,7 @@ KEYS: list[ConfigKey] = [
         86400000,
         "Idle time after which a producer id's deduplication state is dropped.",
         AtLeast(1),
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "producer.id.expiration.check.interval.ms",
@@ -36,6 +38,7 @@ KEYS: list[ConfigKey] = [
         True,
         "Refuse (INVALID_TXN_STATE) a transactional produce to a partition not added to the producer's ongoing "
         "transaction, when this broker coordinates its transactional id (KIP-890); false appends unverified.",
+        mode=CLUSTER_WIDE,
     ),
     _k(
         "transaction.state.log.load.buffer.size",

@@ -13,7 +13,10 @@ Rules (Kafka's `ControllerApis` / `KafkaApis`):
   `validate_only` checks everything and changes nothing;
 - internal topics (`__consumer_offsets`) cannot be created or deleted through the API;
 - DescribeConfigs lists every topic (or broker) key with its effective value, defaults included, with
-  synonyms and documentation only when asked; broker configs are read-only (static) in kaflite;
+  synonyms and documentation only when asked; a BROKER resource's empty name (the cluster default entity)
+  lists only the keys set there; read_only is true for the keys Kafka cannot change dynamically;
+- a BROKER alteration (this broker's id or the default entity) is validated and applied by
+  `Broker.alter_dynamic_config` (server/dynamic_config.py rules); every refusal is INVALID_REQUEST;
 - DeleteRecords moves the log start offset (offset -1 = the high watermark); beyond it is
   OFFSET_OUT_OF_RANGE (`Partition.delete_records_on_leader`, on the leader only, in a worker thread: it
   renames segments and rewrites the checkpoints with fsyncs); each partition is
@@ -39,8 +42,9 @@ from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.authorizer import ResourceType
 from kaflite.server.broker import Broker
-from kaflite.server.config import UnknownConfigKey
+from kaflite.server.config import ConfigError, UnknownConfigKey
 from kaflite.server.context import RequestContext, build
+from kaflite.server.dynamic_config import DEFAULT_ENTITY
 from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.metadata import broker_endpoints
 from kaflite.server.handlers.partitions import per_partition
@@ -340,7 +344,9 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
                 ctx.check(rules.DESCRIBE_CONFIGS_CLUSTER)
                 if res.resource_name not in ("", str(broker.node_id)):
                     raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id {res.resource_name}")
-                entries = _known_only(broker.config.describe, keys)
+                # Kafka's empty name is the cluster default entity: only what is set there
+                describe = broker.config.describe if res.resource_name else broker.config.describe_default_entity
+                entries = _known_only(describe, keys)
             elif res.resource_type == RESOURCE_BROKER_LOGGER:
                 ctx.check(rules.DESCRIBE_CONFIGS_CLUSTER)
                 entries = []
@@ -384,16 +390,18 @@ async def _alter(
     ctx: RequestContext, request: Any, new_configs: Any, topic_check: rules.Check, cluster_check: rules.Check
 ) -> list[tuple[ErrorCode, str | None, int, str]]:
     broker = ctx.broker
-    out = []
+    out: list[tuple[ErrorCode, str | None, int, str]] = []
     for res in request.resources:
         code, message = ErrorCode.none, None
         try:
+            if res.resource_type == RESOURCE_BROKER:
+                await _alter_broker(ctx, res, new_configs, request.validate_only, cluster_check)
+                out.append((code, message, res.resource_type, res.resource_name))
+                continue
             if res.resource_type != RESOURCE_TOPIC:
-                if res.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+                if res.resource_type == RESOURCE_BROKER_LOGGER:
                     ctx.check(cluster_check)
-                raise KafkaError(
-                    ErrorCode.invalid_request, "kaflite's broker configs are static: edit server.properties"
-                )
+                raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}")
             ctx.check(topic_check, res.resource_name)
             topic = await broker.topic_for_admin(res.resource_name)
             if topic is None:
@@ -407,6 +415,35 @@ async def _alter(
             code, message = e.code, e.message or None
         out.append((code, message, res.resource_type, res.resource_name))
     return out
+
+
+async def _alter_broker(ctx: RequestContext, res: Any, new_configs: Any, validate_only: bool,
+                        cluster_check: rules.Check) -> None:
+    """A BROKER resource: this broker's id or Kafka's empty name (the cluster default entity), as Kafka's
+    ZooKeeper-mode AdminManager: a refused config answers INVALID_REQUEST naming it."""
+    broker = ctx.broker
+    ctx.check(cluster_check)
+    name = res.resource_name
+    if name not in ("", str(broker.node_id)):
+        raise KafkaError(
+            ErrorCode.invalid_request,
+            f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}",
+        )
+    if broker.dynamic_store is None:  # before start-up completed: nowhere to store it yet
+        raise KafkaError(ErrorCode.invalid_request, "the broker is starting: dynamic configs cannot be stored yet")
+    entity = name or DEFAULT_ENTITY
+    try:
+        await broker.alter_dynamic_config(entity, lambda current: new_configs(current, res.configs), validate_only)
+    except ConfigError as e:
+        raise KafkaError(
+            ErrorCode.invalid_request,
+            f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {e.message}",
+        ) from None
+    except (KafkaError, asyncio.CancelledError):
+        raise
+    except Exception as e:  # the store failed (a full disk, ZooKeeper out of reach): this resource's error
+        log.warning("storing dynamic broker configs of %r failed: %s", entity, e)
+        raise KafkaError(ErrorCode.unknown_server_error, f"storing the dynamic configs failed: {e}") from None
 
 
 def _full_replace(_current: dict[str, str], configs: Any) -> dict[str, str | None]:

@@ -147,6 +147,22 @@ class ReplicaManager:
                 self._stop_topic(topic)
         self.image = new
 
+    def reapply_settings(self) -> None:
+        """Recompute every hosted partition's settings from the current broker configuration (a dynamic
+        broker config changed a topic default): each log whose config differs gets the new one now."""
+        for topic in self.image.topics.values():
+            settings = self._topic_settings(topic)
+            for index in range(topic.num_partitions):
+                part = self.partitions.get((topic.name, index))
+                if part is None:
+                    continue
+                if part.log is not None and part.log.config != settings.log_config:
+                    part.log.update_config(settings.log_config)
+                part.min_insync_replicas = settings.min_insync_replicas
+                part.codec = settings.codec
+                if part.is_leader:
+                    part.maybe_increment_high_watermark()  # min.insync.replicas may have been lowered
+
     def _apply_topic(self, topic: TopicImage) -> None:
         settings = self._topic_settings(topic)
         name = topic.name
