@@ -183,3 +183,45 @@ def test_longest_gap_counts_only_the_window() -> None:
     assert _longest_gap(acks, 1.0, 6.0) == 5.0 - 1.1  # the outage inside the window
     assert _longest_gap(acks, 5.5, 10.0) == 10.0 - 5.5  # still on at the window's end: cut there
     assert _longest_gap([], 2.0, 3.0) == 1.0
+
+
+def test_each_violation_is_counted_under_its_check_in_the_run_summary() -> None:
+    """summary.json (the table of runs is produced from it): every violation text the checker and the
+    nemesis write is filed under its check, and an expected loss under unclean election is not one."""
+    from cluster.nemesis.run import CHECKS, Report, classify
+    from cluster.nemesis.table import row
+
+    texts = {
+        "lost": "('nm-isr2', 'p0-k1'): 3 acknowledged records missing, e.g. sequence numbers [4, 5, 6]",
+        "duplicates": "('nm-isr2', 'p0-k1'): sequence numbers present more than once: [4]",
+        "order": "('nm-isr2', 'p0-k1'): out of order: 5 before 4",
+        "aborted_visible": "transaction 7 (aborted) visible to read_committed: records [0]",
+        "partial_transactions": "transaction 7 (committed, 3 records) shows [0, 1] to read_committed",
+        "offsets_back": "50.69s nm-isr2-0: committed offset read back as 992 after a commit of 1049 succeeded",
+        "unhealed": "after healing: nm-isr1-2: ISR (1, 2) of (1, 2, 3)",
+        "divergence": "nm-isr1-0: batch at offset 40 differs between brokers 1 and 2",
+        "other": "producer fatal error: OUT_OF_ORDER_SEQUENCE_NUMBER",
+    }
+    assert set(texts) == set(CHECKS)
+    for check, text in texts.items():
+        assert classify(text) == check, text
+    assert classify("group offset of nm-txn-0 is 203, behind a commit of 229 that succeeded") == "offsets_back"
+    assert classify("transaction 9 (outcome unknown, 4 records) partly visible: [1]") == "partial_transactions"
+    assert classify("transaction 9: a record visible twice ([0, 0])") == "duplicates"
+    assert classify("partition nm-txn-1 could not be read to its end") == "unhealed"
+    assert classify("nm-isr2-1: broker 3's log ends at 10, below the high watermark 12") == "divergence"
+
+    r = Report(seed=5, seconds=30, mode="namespaces ab12")
+    r.faults = [("kill-leader", 1.0, 5.0, "broker 1"), ("kill-leader", 6.0, 9.0, "broker 2"),
+                ("unclean-election", 10.0, 30.0, "leader 3")]
+    r.violations = [texts["order"], texts["divergence"]]
+    r.expected_losses = ["('nm-isr1', 'p1-k0'): 20 acknowledged records missing, e.g. sequence numbers [1]",
+                         "('nm-isr1', 'p1-k2'): 4 acknowledged records missing, e.g. sequence numbers [9]"]
+    s = r.summary()
+    assert s["faults"] == {"kill-leader": 2, "unclean-election": 1}
+    assert s["violations"] == {**{c: 0 for c in CHECKS}, "order": 1, "divergence": 1}
+    assert s["expected_loss_records"] == 24 and s["first_violation"] == texts["order"]
+    line = row(s)
+    assert "**order 1, divergence 1**" in line and "24 acknowledged nm-isr1 records lost" in line
+    r.violations = []
+    assert "| 0 violations;" in row(r.summary())

@@ -15,7 +15,9 @@ Rules:
 
 from __future__ import annotations
 
+import json
 import random
+import re
 import time
 import traceback
 from collections.abc import Callable
@@ -90,6 +92,49 @@ class Report:
         else:
             lines.append("no violation")
         return "\n".join(lines)
+
+    def summary(self) -> dict[str, object]:
+        """The run's figures as data (written as summary.json in the run's directory and printed as one
+        `NEMESIS-SUMMARY {...}` line), so a table of runs is produced from the runs, not retyped."""
+        faults: dict[str, int] = {}
+        for kind, *_ in self.faults:
+            faults[kind] = faults.get(kind, 0) + 1
+        checks = {name: 0 for name in CHECKS}
+        for v in self.violations:
+            checks[classify(v)] += 1
+        lost_expected = sum(int(m.group(1)) for x in self.expected_losses
+                            if (m := re.search(r"(\d+) acknowledged records missing", x)))
+        return {"seed": self.seed, "seconds": self.seconds, "mode": self.mode, "wall_s": round(self.wall_s, 1),
+                "faults": faults, "faults_total": len(self.faults), "sent": self.sent, "acked": self.acked,
+                "failed": self.failed, "txns": self.txns, "group_commits": self.commits,
+                "unavailability_s": {k: round(v, 1) for k, v in sorted(self.unavailability.items())},
+                "violations": checks, "violations_total": len(self.violations),
+                "expected_loss_records": lost_expected, "expected_losses": self.expected_losses,
+                "first_violation": self.violations[0] if self.violations else None, "notes": self.notes}
+
+
+# the checker's verdicts, one count each in the summary; `classify` files a violation's text under one
+CHECKS = ("lost", "duplicates", "order", "aborted_visible", "partial_transactions", "offsets_back", "unhealed",
+          "divergence", "other")
+_CLASSES = (
+    ("lost", r"acknowledged records missing"),
+    ("duplicates", r"present more than once|a record visible twice"),
+    ("order", r"out of order|: records in partitions|: value .* under key"),
+    ("aborted_visible", r"\(aborted\) visible to read_committed"),
+    ("partial_transactions", r"\(committed, \d+ records\) shows|partly visible|transactions never begun"),
+    ("offsets_back", r"committed offsets? (read back|could not be read)|behind a commit of"),
+    ("unhealed", r"^after healing:|could not be read to its end|never whole"),
+    ("divergence", r"replicas only on brokers|below the high watermark|differ(s)? between brokers"),
+)
+
+
+def classify(violation: str) -> str:
+    """The check (one of CHECKS) a violation's text comes from; "other" for a producer's fatal error or a
+    harness error."""
+    for name, pattern in _CLASSES:
+        if re.search(pattern, violation):
+            return name
+    return "other"
 
 
 class Nemesis:
@@ -352,4 +397,7 @@ def run(directory: Path, seed: int, seconds: float, unclean: bool = False, use_n
                        for ts in history.ack_times.values()), default=0.0)
             report.unavailability[kind] = max(report.unavailability.get(kind, 0.0), gap)
         log(report.text())
+        summary = json.dumps(report.summary(), sort_keys=True)
+        (directory / "summary.json").write_text(summary + "\n")
+        log(f"NEMESIS-SUMMARY {summary}")
     return report
