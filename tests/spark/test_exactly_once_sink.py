@@ -1,6 +1,6 @@
 """Issue 14: the exactly-once option of the kaflite sink. A streaming query topic -> topic is SIGKILLed at
-random points (5 times) and restarted on its checkpoint; the output topic, read read_committed, holds
-every input record exactly once."""
+random points (3 times; KAFLITE_SOAK=1: 5) and restarted on its checkpoint; the output topic, read
+read_committed, holds every input record exactly once."""
 
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ import pytest
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 DRIVER = Path(__file__).with_name("eos_sink_driver.py")
+# each kill costs a driver start (a JVM and a first micro-batch); every run kills at a random point of a
+# micro-batch the same way, so the default suite runs 3 and the soak the 5 of issue 14
+KILLS = 5 if os.environ.get("KAFLITE_SOAK", "") not in ("", "0") else 3
 
 
 def _start(kafka: Any, src: str, dst: str, cp: Path, log: Path, prefix: str) -> subprocess.Popen[bytes]:
@@ -69,18 +72,18 @@ def _read_committed(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
     return out
 
 
-# six driver starts (a JVM and a first micro-batch each, 25-50 s on a loaded 2-core machine) need more
+# up to six driver starts (a JVM and a first micro-batch each, 25-50 s on a loaded 2-core machine) need more
 # than the suite's default 300 s limit; 900 s still bounds a hung driver
 @pytest.mark.timeout(900)
 def test_exactly_once_sink_survives_kill_9(spark: Any, kafka: Any, tmp_path: Path) -> None:
     src, dst = kafka.topic("eos-in", 2), kafka.topic("eos-out", 2)
-    total = 600  # 20 records per micro-batch: the query is still running when the fifth kill comes
+    total = 600  # 20 records per micro-batch: the query is still running when the last kill comes
     kafka.produce(src, [{"value": b"r%04d" % i, "partition": i % 2} for i in range(total)])
     cp, log = tmp_path / "checkpoint", tmp_path / "driver.log"
     prefix = f"eos-{uuid.uuid4().hex[:6]}"
     rng = random.Random(14)
     kills = 0
-    for _run in range(5):
+    for _run in range(KILLS):
         committed = _commits(cp)
         proc = _start(kafka, src, dst, cp, log, prefix)
         try:
@@ -93,7 +96,7 @@ def test_exactly_once_sink_survives_kill_9(spark: Any, kafka: Any, tmp_path: Pat
         finally:
             _kill(proc)
         kills += 1
-    assert kills == 5
+    assert kills == KILLS
     before = Counter(_read_committed(kafka.bootstrap, dst, 2))
     assert before, "nothing was written before the last restart: the kills tested nothing"
     assert not {v for v, n in before.items() if n > 1}, "duplicates after the kills"
