@@ -106,7 +106,12 @@ def test_kill_9_with_a_torn_tail_logs_truncation_and_index_rebuild(tmp_path: Pat
                       on_delivery=lambda err, msg: acked.append(msg.offset()) if err is None else None)
             p.flush(10)
         assert len(acked) == 100
-        time.sleep(6)  # the recovery-point checkpoint (every 5 s) covers the sealed segments
+        # the recovery-point checkpoint (rewritten every 5 s) covers the sealed segments
+        active = max(int(f.stem) for f in (data / "torn-0").glob("*.log"))
+        deadline = time.monotonic() + 30
+        while read_offset_checkpoint(data / RECOVERY_POINT_CHECKPOINT).get(("torn", 0), -1) < active:
+            assert time.monotonic() < deadline, "the recovery point was not checkpointed within 30 s"
+            time.sleep(0.1)
     finally:
         broker.kill()
     d = data / "torn-0"

@@ -4,7 +4,6 @@ fetch.max.bytes (each set through EmbeddedBroker overrides, as a user would in s
 from __future__ import annotations
 
 import datetime
-import time
 from pathlib import Path
 
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
@@ -25,8 +24,8 @@ def test_idle_connections_are_closed_and_connection_limit(tmp_path: Path) -> Non
             second.request(_ALL)
             with WireClient(b.bootstrap) as third:
                 assert third.is_closed(wait=5), "a third connection exceeds max.connections=2"
-            time.sleep(2.5)
-            assert first.is_closed(wait=5), "an idle connection is closed after connections.max.idle.ms"
+            # recv returns the close as soon as it comes (1.5 s idle), not after a fixed sleep
+            assert first.is_closed(wait=8), "an idle connection is closed after connections.max.idle.ms"
         with WireClient(b.bootstrap) as again:  # slots are free again
             assert again.request(_ALL).controller_id == 0
 

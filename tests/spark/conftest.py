@@ -10,6 +10,12 @@ from typing import Any
 
 import pytest
 
+# The test JVMs (this session and the drivers the exactly-once tests start and SIGKILL) run only C1, the
+# quick JIT compiler, and the serial GC: they handle little data and live minutes, so C2's compile threads
+# and the parallel GC's threads only take CPU from everything else on a 2-core machine (a session start
+# plus two small jobs: about 35 -> 19 s of CPU). eo_driver.py and eos_sink_driver.py repeat the string.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
@@ -30,6 +36,7 @@ def spark() -> Iterator[Any]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "1g")
         .config("spark.sql.streaming.stopTimeout", "10s")
+        .config("spark.driver.extraJavaOptions", TEST_JVM_OPTIONS)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

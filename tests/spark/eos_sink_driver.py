@@ -24,6 +24,8 @@ def main() -> None:
         .appName("kaflite-eos-sink-driver")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        # conftest.py's TEST_JVM_OPTIONS (not importable here: this script runs outside pytest)
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
