@@ -68,6 +68,7 @@ def _wait(cond: Any, what: str, proc: subprocess.Popen[bytes], log: Path, timeou
     raise AssertionError(f"timed out waiting for {what}:\n{log.read_text()[-3000:]}")
 
 
+@pytest.mark.timeout(600)  # a driver start per kill: 200-340 s on a loaded 2-core machine
 def test_kill_and_restart_keeps_every_offset_exactly_once(spark: Any, kafka: Any, tmp_path: Path) -> None:
     topic = kafka.topic("eo", 3)
     kafka.produce(topic, [{"value": b"a%d" % i, "partition": i % 3} for i in range(150)])
