@@ -708,6 +708,11 @@ def configs_describe(
         if not show_all and _source_code(entry.source) not in _DYNAMIC:
             continue
         synonyms = [(_source_code(s.source), s.name, s.value) for s in entry.synonyms.values()]
+        # confluent-kafka keys synonyms by name, so of a broker key's layers under one name (STATIC_BROKER_CONFIG
+        # and DEFAULT_CONFIG log.segment.bytes) only the last survives; the entry itself is the first layer
+        own = _source_code(entry.source)
+        if entry.synonyms and all(code != own for code, _n, _v in synonyms):
+            synonyms.insert(0, (own, name, entry.value))
         typer.echo(config_line(name, entry.value, bool(entry.is_sensitive), synonyms))
 
 
