@@ -52,6 +52,7 @@ from kaflite.server.logconfig import log_config_for
 from kaflite.server.metadata_waiters import MetadataWaiters
 from kaflite.server.metrics import BrokerMetrics
 from kaflite.server.purgatory import Purgatory
+from kaflite.server.quota import QuotaManager
 from kaflite.server.replica import ReplicaManager, TopicSettings, fetch_key
 from kaflite.server.security.client import BrokerConnector, broker_connector
 from kaflite.server.security.scram import FILE_NAME as SCRAM_FILE_NAME
@@ -108,6 +109,8 @@ class Broker:
         acl_authorizer = authorizer_for(config)
         if acl_authorizer is not None:
             self.authorizer = acl_authorizer
+        # client quotas (server/quota): what AlterClientQuotas set, and each client's measured rates
+        self.quotas = QuotaManager(int(config["quota.window.num"]), int(config["quota.window.size.seconds"]))
         # SCRAM users (single node: a file in the data directory, read at start, server/security/scram.py;
         # a cluster: ZooKeeper, cluster/zk_credentials.py)
         self.scram_credentials = CredentialStore(None)
