@@ -131,3 +131,13 @@ def test_quota_file_round_trip(tmp_path: Path) -> None:
     assert parse_path("/config/users/%3Cdefault%3E") == QuotaEntity("<default>", None)
     with pytest.raises(ValueError):
         parse_path("/config/topics/t")
+
+
+def test_quotas_survive_a_restart(tmp_path: Path) -> None:
+    with EmbeddedBroker(data_dir=tmp_path) as b, WireClient(b.bootstrap) as c:
+        r = c.request(_alter(({"user": "alice", "client-id": None}, {"producer_byte_rate": 512.0})))
+        assert r.entries[0].error_code == ErrorCode.none
+    with EmbeddedBroker(data_dir=tmp_path) as b, WireClient(b.bootstrap) as c:
+        assert _entities(c.request(_describe())) == {
+            (("user", "alice"), ("client-id", None)): {"producer_byte_rate": 512.0}}
+        assert b.server.broker.quotas.quota("producer_byte_rate", "User:alice", "any") == 512.0
