@@ -124,3 +124,5 @@ def test_zk_paths_as_kafka() -> None:
     assert E(DEFAULT, DEFAULT).zk_path() == "/config/users/<default>/clients/<default>"
     assert E(None, "my client").zk_path() == "/config/clients/my%20client"
     assert E("CN=a,O=b", "c").zk_path() == "/config/users/CN%3Da%2CO%3Db/clients/c"
+    # Kafka's Sanitizer: URLEncoder keeps . - _ and encodes ~; * is %2A
+    assert E("a.b-c_d~e*f", None).zk_path() == "/config/users/a.b-c_d%7Ee%2Af"

@@ -129,6 +129,7 @@ def test_quota_file_round_trip(tmp_path: Path) -> None:
     f.save(configs)
     assert f.load() == configs
     assert parse_path("/config/users/%3Cdefault%3E") == QuotaEntity("<default>", None)
+    assert parse_path("/config/clients/a%20b%2A%7E") == QuotaEntity(None, "a b*~")
     with pytest.raises(ValueError):
         parse_path("/config/topics/t")
 

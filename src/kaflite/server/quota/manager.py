@@ -67,10 +67,8 @@ class QuotaEntity:
 
     def zk_path(self) -> str:
         """Kafka's ZooKeeper path of the entity's config (names as Kafka's Sanitizer writes them)."""
-        from urllib.parse import quote
-
         def part(name: str | _Default) -> str:
-            return "<default>" if name is DEFAULT else quote(str(name), safe="")
+            return "<default>" if name is DEFAULT else sanitize(str(name))
 
         if self.user is not None and self.client_id is not None:
             return f"/config/users/{part(self.user)}/clients/{part(self.client_id)}"
@@ -78,6 +76,15 @@ class QuotaEntity:
             return f"/config/users/{part(self.user)}"
         assert self.client_id is not None
         return f"/config/clients/{part(self.client_id)}"
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize (Java's URLEncoder, then `*` -> %2A and a space -> %20): the znode name of
+    an entity, so `<default>` as a name is `%3Cdefault%3E`, never the default."""
+    from urllib.parse import quote_plus
+
+    encoded = quote_plus(name, safe="*")
+    return encoded.replace("~", "%7E").replace("*", "%2A").replace("+", "%20")
 
 
 def user_name(principal: str) -> str:

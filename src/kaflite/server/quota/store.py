@@ -2,7 +2,7 @@
 
 Rules (tests/quota/test_store.py):
 - an entity is written as Kafka's ZooKeeper path (`/config/users/<user>/clients/<client-id>`, names
-  sanitized as Kafka's Sanitizer: URL-encoded, so a user literally named `<default>` is `%3Cdefault%3E` and
+  sanitized as Kafka's Sanitizer (Java's URLEncoder, `*` and space as %2A / %20), so a user literally named `<default>` is `%3Cdefault%3E` and
   never the default), and its values as Kafka's config strings; `parse_path` is `QuotaEntity.zk_path`'s
   inverse;
 - `save` blocks (it replaces the file atomically and fsyncs it): callers run it in a worker thread;
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from urllib.parse import unquote
+from urllib.parse import unquote_plus
 
 from kaflite.server.quota.manager import DEFAULT, Name, QuotaEntity
 from kaflite.storage.checkpoint import atomic_write
@@ -25,7 +25,7 @@ FILE_NAME = "quotas.json"
 
 
 def _name(part: str) -> Name:
-    return DEFAULT if part == "<default>" else unquote(part)
+    return DEFAULT if part == "<default>" else unquote_plus(part)
 
 
 def parse_path(path: str) -> QuotaEntity:
