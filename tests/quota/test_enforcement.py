@@ -93,3 +93,17 @@ def test_throttled_fetch_answers_empty_and_follower_is_exempt(broker: EmbeddedBr
 
 
 
+
+
+def test_consumer_fetch_is_capped_at_its_quota_window(broker: EmbeddedBroker, quotas: object) -> None:
+    broker.call(broker.server.broker.create_topic, "q-cap", 1, None)
+    with WireClient(broker.bootstrap) as c:
+        for _ in range(5):
+            _call(c, _produce("q-cap", b"w" * 500), "writer")
+    # the module's window: 2 samples of 1 s, so one fetch may take 1 * 1 s * 1200 B/s
+    broker.call(quotas.set, QuotaEntity(None, "capped"), CONSUMER_BYTE_RATE, 1200.0)  # type: ignore[attr-defined]
+    with WireClient(broker.bootstrap) as c:
+        r = _call(c, _fetch("q-cap"), "capped")
+    assert r.throttle_time.total_seconds() == 0  # type: ignore[attr-defined]
+    got = len(r.responses[0].partitions[0].records or b"")  # type: ignore[attr-defined]
+    assert 500 < got <= 1200  # some batches, not all five (about 2900 bytes): the quota's window caps it

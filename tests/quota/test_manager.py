@@ -126,3 +126,11 @@ def test_zk_paths_as_kafka() -> None:
     assert E("CN=a,O=b", "c").zk_path() == "/config/users/CN%3Da%2CO%3Db/clients/c"
     # Kafka's Sanitizer: URLEncoder keeps . - _ and encodes ~; * is %2A
     assert E("a.b-c_d~e*f", None).zk_path() == "/config/users/a.b-c_d%7Ee%2Af"
+
+
+def test_max_value_in_window_caps_a_fetch() -> None:
+    q = QuotaManager(11, 1)
+    assert q.max_value_in_window(CONSUMER_BYTE_RATE, "User:u", "c") is None
+    q.set(E(None, DEFAULT), CONSUMER_BYTE_RATE, 1000)
+    assert q.max_value_in_window(CONSUMER_BYTE_RATE, "User:u", "c") == 10_000
+    assert QuotaManager(2, 3).max_value_in_window(CONSUMER_BYTE_RATE, "User:u", "c") is None

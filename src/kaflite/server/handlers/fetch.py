@@ -312,9 +312,14 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     # v18 (KIP-1166): the high watermark the follower knows of each partition this request names
     known_hw = {(name, int(p.partition)): int(p.high_watermark) for name, t in known for p in t.partitions} \
         if replica_id >= 0 and ctx.api_version >= REPLICA_HIGH_WATERMARK_VERSION else {}
+    max_bytes = int(request.max_bytes)
+    if replica_id < 0:  # Kafka caps a consumer's fetch at what its quota window allows, so it can pass
+        allowed = broker.quotas.max_value_in_window(CONSUMER_BYTE_RATE, ctx.session.principal, ctx.client_id)
+        if allowed is not None:
+            max_bytes = max(1, min(max_bytes, int(allowed)))
     first = True
     while True:
-        results, total, any_error = read_partitions(broker, int(request.max_bytes), session.targets, epochs,
+        results, total, any_error = read_partitions(broker, max_bytes, session.targets, epochs,
                                                     read_committed, denied, zstd_ok=ctx.api_version >= ZSTD_VERSION,
                                                     replica_id=replica_id, not_replica=not_replica,
                                                     last_fetched=last_fetched)

@@ -16,7 +16,9 @@ Rules:
 - a value is recorded before the quota is checked (Sensor.record); when the measured rate is above the
   quota the throttle is round((rate - quota) / quota * window size) ms (QuotaUtils.throttleTime); the
   request quota bounds it by one window (ClientRequestQuotaManager.maxThrottleTimeMs);
-- with no quota configured nothing is recorded and every throttle is 0 (Kafka's quotasEnabled).
+- with no quota configured nothing is recorded and every throttle is 0 (Kafka's quotasEnabled);
+- a consumer's fetch is capped at quota * (window_num - 1) * window size bytes (getMaxValueInQuotaWindow):
+  a throttled fetch answers nothing, so a larger one could never pass.
 """
 
 from __future__ import annotations
@@ -231,6 +233,15 @@ class QuotaManager:
     def quota(self, key: str, principal: str, client_id: str) -> float | None:
         user = user_name(principal)
         return self.quota_limit(key, *self.metric_tags(key, user, client_id))
+
+    def max_value_in_window(self, key: str, principal: str, client_id: str) -> float | None:
+        """What the quota lets a client take in one go: quota * (window_num - 1) * window size (Kafka's
+        getMaxValueInQuotaWindow, the cap on a consumer's fetch size, so a fetch can pass at all); None
+        without a quota."""
+        limit = self.quota(key, principal, client_id) if self._by_key[key] else None
+        if limit is None:
+            return None
+        return limit * (self.window_num - 1) * self.window_size_ms / 1000.0
 
     # -- recording -------------------------------------------------------------------------------------
     def record(self, key: str, principal: str, client_id: str, value: float, now_ms: int) -> int:
