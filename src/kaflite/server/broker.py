@@ -59,6 +59,9 @@ from kaflite.server.logconfig import log_config_for
 from kaflite.server.metadata_waiters import MetadataWaiters
 from kaflite.server.metrics import BrokerMetrics
 from kaflite.server.purgatory import Purgatory
+from kaflite.server.quota import QuotaManager
+from kaflite.server.quota.store import FILE_NAME as QUOTA_FILE_NAME
+from kaflite.server.quota.store import QuotaFile
 from kaflite.server.replica import ReplicaManager, TopicSettings, fetch_key
 from kaflite.server.security.client import BrokerConnector, broker_connector
 from kaflite.server.security.scram import FILE_NAME as SCRAM_FILE_NAME
@@ -119,6 +122,9 @@ class Broker:
         acl_authorizer = authorizer_for(config)
         if acl_authorizer is not None:
             self.authorizer = acl_authorizer
+        # client quotas (server/quota): what AlterClientQuotas set, and each client's measured rates
+        self.quotas = QuotaManager(int(config["quota.window.num"]), int(config["quota.window.size.seconds"]))
+        self.quota_file: QuotaFile | None = None  # where AlterClientQuotas writes (set at start, single node)
         # SCRAM users (single node: a file in the data directory, read at start, server/security/scram.py;
         # a cluster: ZooKeeper, server/security/zk_credentials.py)
         self.scram_credentials = CredentialStore(None)
@@ -182,6 +188,7 @@ class Broker:
             self.log_manager = None
             raise
         await self._start_acls()
+        await self._start_quotas()
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
 
     async def _start_acls(self) -> None:
@@ -196,6 +203,15 @@ class Broker:
             store = LocalAclStore(self.log_dirs[0] / ACL_FILE_NAME if self.log_dirs else None)
         self.acls = AclManager(self.authorizer, store)
         await self.acls.start()
+
+    async def _start_quotas(self) -> None:
+        """Single node: the client quotas AlterClientQuotas stored (read in a thread). A cluster keeps no
+        quotas yet (Kafka's /config/users|clients znodes are not written): `quota_file` stays None and
+        AlterClientQuotas is refused there rather than applied on one broker only."""
+        if isinstance(self.metadata_writer, ZkMetadata):
+            return
+        self.quota_file = QuotaFile(self.log_dirs[0] / QUOTA_FILE_NAME if self.log_dirs else None)
+        self.quotas.replace_all(await asyncio.to_thread(self.quota_file.load))
 
     def _start_logs_and_metadata(self) -> None:
         manager = self.log_manager

@@ -28,7 +28,10 @@ Rules:
 - a SASL session with a lifetime (KIP-368: connections.max.reauth.ms, a token's expiry) has a SessionGate
   (server/security/sasl.py): a SaslHandshake may begin a re-authentication on the same connection (its
   frames go to a new SaslAuthenticator, the principal must stay the same), any other request after the
-  session's end closes the connection without being served; connections without a lifetime pay nothing.
+  session's end closes the connection without being served; connections without a lifetime pay nothing;
+- a throttled request (a client quota, server/quota) is answered at once with its throttle time, and then
+  the connection is muted for that long (KIP-219): reading pauses and no queued request is handled until
+  a `loop.call_later` unmutes it; nothing sleeps on the loop, and a close ends the mute at once.
 """
 
 from __future__ import annotations
@@ -145,6 +148,8 @@ class KafkaConnection(asyncio.Protocol):
         self._wakeup: asyncio.Future[None] | None = None
         self._writable: asyncio.Future[None] | None = None
         self._reading_paused = False
+        self._throttle_ms = 0  # set by the dispatcher when the request being handled earned a throttle
+        self._muted: asyncio.Future[None] | None = None  # until a throttle ends (KIP-219)
         self._closed = False
         self._worker: asyncio.Task[None] | None = None
         self._all = registry_of
@@ -237,6 +242,8 @@ class KafkaConnection(asyncio.Protocol):
         self._wake()
         if self._writable is not None and not self._writable.done():
             self._writable.set_result(None)
+        if self._muted is not None and not self._muted.done():
+            self._muted.set_result(None)
 
     def pause_writing(self) -> None:
         # Kafka mutes the channel: no new request is read while the answer waits for the client
@@ -253,6 +260,7 @@ class KafkaConnection(asyncio.Protocol):
         if (
             self._reading_paused
             and (self._writable is None or self._writable.done())
+            and (self._muted is None or self._muted.done())
             and len(self.frames) <= self.limits.max_queued_requests // 2
             and self.queued_bytes < MAX_QUEUED_BYTES // 2
             and self._shared.queued_request_bytes < self.limits.max_queued_request_bytes
@@ -281,6 +289,9 @@ class KafkaConnection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         host = self.peer.rpartition(":")[0]
         while not self._closed:
+            if self._muted is not None and not self._muted.done():
+                await self._muted
+                continue
             if not self.frames:
                 self._wakeup = loop.create_future()
                 await self._wakeup
@@ -296,7 +307,7 @@ class KafkaConnection(asyncio.Protocol):
             elif self.gate is not None and not await self._session_allows(frame):
                 continue
             try:
-                out = await self.dispatcher.dispatch(frame, host, self.id, self.session)
+                out = await self.dispatcher.dispatch(frame, host, self.id, self.session, self._throttled)
                 self.busy = False
                 self.last_active = time.monotonic()
             except CloseConnection as e:
@@ -315,8 +326,26 @@ class KafkaConnection(asyncio.Protocol):
                 return
             if out is None or self._closed or self.transport is None:
                 _close_slices(out)
-                continue
-            await self._send(out)
+            else:
+                await self._send(out)
+            if self._throttle_ms and not self._closed:
+                self._mute(self._throttle_ms)
+            self._throttle_ms = 0
+
+    def _throttled(self, ms: int) -> None:
+        self._throttle_ms = max(self._throttle_ms, ms)
+
+    def _mute(self, ms: int) -> None:
+        """KIP-219: the answer carrying the throttle time is sent; read nothing more for `ms`."""
+        loop = asyncio.get_running_loop()
+        self._muted = loop.create_future()
+        self._pause_reading()
+        loop.call_later(ms / 1000, self._unmute)
+
+    def _unmute(self) -> None:
+        if self._muted is not None and not self._muted.done():
+            self._muted.set_result(None)
+        self._maybe_resume_reading()
 
     async def _authenticate(self, frame: bytes) -> bool:
         """One frame of a SASL exchange; True when the frame is ApiVersions, for the dispatcher."""
@@ -443,6 +472,8 @@ class KafkaConnection(asyncio.Protocol):
         self._shared.paused_for_budget.discard(self)
         self.queued_bytes = 0
         self._wake()
+        if self._muted is not None and not self._muted.done():
+            self._muted.set_result(None)
         if self.transport is not None:
             self.transport.close()
 

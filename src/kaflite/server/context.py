@@ -8,8 +8,9 @@ Rules:
   `leader_epcoh=7` would otherwise go out as the default, silently);
 - `allowed(check, name)` / `check(check, name)` ask the broker's authorizer one of the checks of
   server/acl/rules.py, where Kafka's KafkaApis asks its Authorizer;
-- `throttle_time_ms` is the throttle a quota decided for this request (0: no quotas yet); the dispatcher
-  writes it into the response's `throttle_time` field.
+- `throttle_time_ms` is the throttle a quota decided for this request (server/quota); the dispatcher
+  writes it into the response's `throttle_time` field (hot-encoded answers write it themselves) and tells
+  the connection, which mutes itself for that long (KIP-219).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class RequestContext:
     connection_id: int = 0
     session: Session = field(default_factory=Session)
     throttle_time_ms: int = 0
+    request_bytes: int = 0  # the request's size (Kafka's request.sizeInBytes, what a produce quota counts)
 
     @property
     def api_version(self) -> int:
@@ -60,6 +62,16 @@ class RequestContext:
     @property
     def client_id(self) -> str:
         return self.header.client_id or ""
+
+    def record_quota(self, key: str, value: float) -> int:
+        """Record `value` against this principal's and client id's quota `key`; the throttle it earns
+        becomes this request's (the largest of its quotas', as KafkaApis takes the max)."""
+        quotas = self.broker.quotas
+        if not quotas.enabled(key):
+            return 0
+        ms = quotas.record(key, self.session.principal, self.client_id, value, self.broker.now_ms())
+        self.throttle_time_ms = max(self.throttle_time_ms, ms)
+        return ms
 
     @property
     def response(self) -> ModuleType:

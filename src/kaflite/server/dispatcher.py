@@ -9,7 +9,8 @@ Rules (what Kafka's SocketServer/KafkaApis do):
 - every request carries the session of the connection it came in on (listener, security protocol and
   principal, decided once per connection; one dispatcher per bound listener);
   the throttle time a quota set on the context (`ctx.throttle_time_ms`) goes into the response's
-  `throttle_time` (hot-encoded responses write their own).
+  `throttle_time` (hot-encoded responses write their own), and a throttle is told to the connection
+  (`on_throttle`) before the answer is returned, so it mutes itself once the answer is sent (KIP-219).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -53,7 +55,8 @@ class Dispatcher:
         self.listener = listener
 
     async def dispatch(
-        self, frame: bytes, client_host: str = "", connection_id: int = 0, session: Session | None = None
+        self, frame: bytes, client_host: str = "", connection_id: int = 0, session: Session | None = None,
+        on_throttle: Callable[[int], None] | None = None,
     ) -> list[bytes | memoryview] | None:
         try:
             header, offset = parse_request_header(frame)
@@ -74,12 +77,14 @@ class Dispatcher:
             raise CloseConnection(str(e)) from e
         if session is None:  # a caller without a connection (tests): the listener's anonymous session
             session = Session.on(self.listener, client_host)
-        ctx = RequestContext(self.broker, header, client_host, connection_id, session)
+        ctx = RequestContext(self.broker, header, client_host, connection_id, session, request_bytes=len(frame))
         metrics = self.broker.metrics  # None unless metrics.listener is set
         started = time.perf_counter() if metrics is not None else 0.0
         response = await handler(ctx, request)
         if metrics is not None:
             metrics.request(header.api_key, time.perf_counter() - started)
+        if ctx.throttle_time_ms > 0 and on_throttle is not None:  # KIP-219: the connection mutes itself
+            on_throttle(ctx.throttle_time_ms)
         if response is None:
             return None
         if isinstance(response, EncodedBody):

@@ -116,6 +116,8 @@ CREATE_ACLS = _c(Op.ALTER, R.CLUSTER, "every request")
 DELETE_ACLS = _c(Op.ALTER, R.CLUSTER, "every request")
 DESCRIBE_SCRAM = _c(Op.DESCRIBE, R.CLUSTER, "every request")
 ALTER_SCRAM = _c(Op.ALTER, R.CLUSTER, "every request")
+DESCRIBE_CLIENT_QUOTAS = _c(Op.DESCRIBE_CONFIGS, R.CLUSTER, "every request")
+ALTER_CLIENT_QUOTAS = _c(Op.ALTER_CONFIGS, R.CLUSTER, "every request")
 
 # api key -> the checks Kafka's KafkaApis makes for it (ApiVersions, SaslHandshake and SaslAuthenticate
 # make none)
@@ -156,6 +158,8 @@ API_CHECKS: dict[int, tuple[Check, ...]] = {
     45: (ALTER_REASSIGNMENTS,),
     46: (LIST_REASSIGNMENTS,),
     47: (OFFSET_DELETE_GROUP, OFFSET_DELETE_TOPIC),
+    48: (DESCRIBE_CLIENT_QUOTAS,),
+    49: (ALTER_CLIENT_QUOTAS,),
     50: (DESCRIBE_SCRAM,),
     51: (ALTER_SCRAM,),
     56: (ALTER_PARTITION,),
@@ -175,7 +179,8 @@ API_NAMES: dict[int, str] = {
     26: "EndTxn", 27: "WriteTxnMarkers", 28: "TxnOffsetCommit", 29: "DescribeAcls", 30: "CreateAcls",
     31: "DeleteAcls", 32: "DescribeConfigs", 33: "AlterConfigs", 35: "DescribeLogDirs", 37: "CreatePartitions",
     42: "DeleteGroups", 43: "ElectLeaders", 44: "IncrementalAlterConfigs", 45: "AlterPartitionReassignments",
-    46: "ListPartitionReassignments", 47: "OffsetDelete", 50: "DescribeUserScramCredentials",
+    46: "ListPartitionReassignments", 47: "OffsetDelete", 48: "DescribeClientQuotas",
+    49: "AlterClientQuotas", 50: "DescribeUserScramCredentials",
     51: "AlterUserScramCredentials", 56: "AlterPartition", 60: "DescribeCluster", 61: "DescribeProducers",
     65: "DescribeTransactions", 66: "ListTransactions", 68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe",
 }

@@ -1,4 +1,4 @@
-"""Authorizer keys (Kafka's AclAuthorizer configs).
+"""Authorizer keys (Kafka's AclAuthorizer configs) and the client quotas' window (Kafka's quota.window.*).
 
 This subsystem owns these keys; `kaflite.server.config.broker_config` assembles every subsystem's table
 into `BROKER_CONFIGS`. docs/security.md describes each key.
@@ -6,7 +6,7 @@ into `BROKER_CONFIGS`. docs/security.md describes each key.
 
 from __future__ import annotations
 
-from kaflite.server.config.definitions import ConfigKey, OneOf, _k
+from kaflite.server.config.definitions import AtLeast, ConfigKey, OneOf, _k
 
 __all__ = ["ACL_AUTHORIZERS", "KEYS", "NOT_READ"]
 
@@ -23,6 +23,10 @@ KEYS: list[ConfigKey] = [
        "Principals allowed everything, separated by semicolons (User:admin;User:broker)."),
     _k("allow.everyone.if.no.acl.found", "boolean", False,
        "Whether a resource no ACL applies to is open to every principal (false: only super users)."),
+    _k("quota.window.num", "int", 11,
+       "The number of samples a client quota's rate is measured over.", AtLeast(1)),
+    _k("quota.window.size.seconds", "int", 1,
+       "The time span of each sample of a client quota's rate.", AtLeast(1)),
 ]
 
 NOT_READ: dict[str, str] = {}

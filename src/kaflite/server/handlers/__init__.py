@@ -59,6 +59,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "kaflite.server.handlers.find_coordinator",
     "kaflite.server.handlers.security",
     "kaflite.server.handlers.acls",
+    "kaflite.server.handlers.quotas",
 )
 
 

@@ -62,7 +62,9 @@ from kaflite.server.context import RequestContext, build
 from kaflite.server.fetch_session import FetchSessionCache, FetchTarget, SessionContext
 from kaflite.server.handlers import ApiTable, EncodedBody
 from kaflite.server.handlers.metadata import leader_hints
+from kaflite.server.quota import CONSUMER_BYTE_RATE
 from kaflite.server.replica import fetch_key
+from kaflite.storage.file_slice import FileSlice
 
 API_KEY = 1
 log = logging.getLogger("kaflite.server")
@@ -166,7 +168,13 @@ def read_partitions(
 
 def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[PartitionRead]]],
               session: SessionContext, ids: dict[str, uuid.UUID] | None = None,
-              unknown_ids: list[tuple[uuid.UUID, list[int]]] | None = None) -> EncodedBody:
+              unknown_ids: list[tuple[uuid.UUID, list[int]]] | None = None, throttled: bool = False) -> EncodedBody:
+    if throttled:  # Kafka's FetchContext.getThrottledResponse: no partitions; a full fetch's session is void
+        for _name, reads in results:
+            for r in reads:
+                _close_reads(r.records)
+        return EncodedBody(encode_fetch_response(ctx.api_version, ctx.throttle_time_ms, 0,
+                                                 session.session_id if session.incremental else 0, [], None, []))
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     topics: list[tuple[str | uuid.UUID, list[Any]]] = []
     diverging: dict[tuple[str | uuid.UUID, int], tuple[int, int]] = {}
@@ -197,8 +205,14 @@ def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[P
             by_name, endpoints = leader_hints(ctx, moved)
             key = (lambda n: n) if ids is None else (lambda n: _topic_id(ctx.broker, n, ids))
             leaders = {(key(n), p): hint for (n, p), hint in by_name.items()}
-    return EncodedBody(encode_fetch_response(ctx.api_version, 0, 0, session.session_id, topics, leaders, endpoints,
+    return EncodedBody(encode_fetch_response(ctx.api_version, ctx.throttle_time_ms, 0, session.session_id, topics, leaders, endpoints,
                                              diverging))
+
+
+def _close_reads(records: list[Any]) -> None:
+    for part in records:
+        if isinstance(part, FileSlice):
+            part.close()
 
 
 # KIP-951: the errors that tell a client the partition's leader is elsewhere (or newer)
@@ -298,9 +312,14 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     # v18 (KIP-1166): the high watermark the follower knows of each partition this request names
     known_hw = {(name, int(p.partition)): int(p.high_watermark) for name, t in known for p in t.partitions} \
         if replica_id >= 0 and ctx.api_version >= REPLICA_HIGH_WATERMARK_VERSION else {}
+    max_bytes = int(request.max_bytes)
+    if replica_id < 0:  # Kafka caps a consumer's fetch at what its quota window allows, so it can pass
+        allowed = broker.quotas.max_value_in_window(CONSUMER_BYTE_RATE, ctx.session.principal, ctx.client_id)
+        if allowed is not None:
+            max_bytes = max(1, min(max_bytes, int(allowed)))
     first = True
     while True:
-        results, total, any_error = read_partitions(broker, int(request.max_bytes), session.targets, epochs,
+        results, total, any_error = read_partitions(broker, max_bytes, session.targets, epochs,
                                                     read_committed, denied, zstd_ok=ctx.api_version >= ZSTD_VERSION,
                                                     replica_id=replica_id, not_replica=not_replica,
                                                     last_fetched=last_fetched)
@@ -316,8 +335,21 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
         remaining = deadline - broker.now_ms()
         if total >= request.min_bytes or any_error or unknown_ids or remaining <= 0 or not keys or (
                 known_hw and _high_watermark_news(results, known_hw)):
-            return _response(ctx, request, results, session, ids, unknown_ids)
+            throttled = replica_id < 0 and _consumer_quota(ctx, total)
+            return _response(ctx, request, results, session, ids, unknown_ids, throttled)
         await broker.purgatory.wait(keys, remaining)
+
+
+def _consumer_quota(ctx: RequestContext, total: int) -> bool:
+    """Record a consumer's fetched bytes against its quota; True when throttled (Kafka then answers no
+    data and takes the bytes back: the client fetches them again after its throttle)."""
+    if not ctx.broker.quotas.enabled(CONSUMER_BYTE_RATE):
+        return False
+    if ctx.record_quota(CONSUMER_BYTE_RATE, total) <= 0:
+        return False
+    ctx.broker.quotas.unrecord(CONSUMER_BYTE_RATE, ctx.session.principal, ctx.client_id, total,
+                               ctx.broker.now_ms())
+    return True
 
 
 def _high_watermark_news(results: list[tuple[str, list[PartitionRead]]],

@@ -57,6 +57,7 @@ from kaflite.server.handlers import ApiTable, EncodedBody
 from kaflite.server.handlers.metadata import leader_hints
 from kaflite.server.handlers.partitions import per_partition
 from kaflite.server.handlers.transactions import verify_produce
+from kaflite.server.quota import PRODUCER_BYTE_RATE
 from kaflite.server.replica import Partition
 from kaflite.storage.errors import storage_errors
 from kaflite.storage.log import Log
@@ -195,6 +196,9 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
         log.warning(
             "produce from %s (client %r) refused: %s", ctx.client_host or "?", ctx.client_id, "; ".join(bad_data[:4])
         )
+    # the request's bytes count against the producer's quota (Kafka's quotas.produce, also with acks=0:
+    # the dispatcher then mutes the connection without an answer)
+    ctx.record_quota(PRODUCER_BYTE_RATE, ctx.request_bytes)
     if acks == 0:
         if failed:
             raise CloseConnection("acks=0 produce failed: " + ", ".join(failed))
@@ -208,7 +212,7 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
             hints, endpoints = leader_hints(ctx, moved)
             leaders = {moved[tp]: hint for tp, hint in hints.items()}
     named = [(key, answers) for key, (_t, answers) in zip(keys, topics, strict=True)]
-    return EncodedBody([encode_produce_response(ctx.api_version, 0, named, leaders, endpoints)])
+    return EncodedBody([encode_produce_response(ctx.api_version, ctx.throttle_time_ms, named, leaders, endpoints)])
 
 
 def _flush_logs(logs: list[tuple[Log, int]]) -> dict[Log, str]:

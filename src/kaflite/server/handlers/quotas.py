@@ -1,0 +1,194 @@
+"""DescribeClientQuotas (48) and AlterClientQuotas (49): Kafka's ZkAdminManager.describeClientQuotas /
+alterClientQuotas.
+
+Rules (tests/quota/test_quota_apis.py):
+- DescribeClientQuotas needs DESCRIBE_CONFIGS on the cluster, AlterClientQuotas ALTER_CONFIGS (refused:
+  CLUSTER_AUTHORIZATION_FAILED for the whole answer, or for every entry);
+- a filter component matches: EXACT a name (a null name: the default), DEFAULT only the default,
+  SPECIFIED any name given (the default too); an entity part the filter does not name matches only when
+  the filter is not `strict` or the entity lacks that part; a duplicate entity type or an empty one is
+  INVALID_REQUEST, another type than user / client-id / ip UNSUPPORTED_VERSION (Kafka's "custom entity
+  type"), ip together with user or client-id INVALID_REQUEST; an ip filter alone matches nothing (kaflite
+  keeps no IP quotas);
+- an alteration names a user, a client id or both, each once (else INVALID_REQUEST; an ip entity is
+  INVALID_REQUEST: kaflite has no IP quotas); its keys are Kafka's four client quota keys (another:
+  INVALID_REQUEST), producer_byte_rate and consumer_byte_rate whole numbers; `validate_only` checks without
+  storing; the valid entries are written durably (single node: quotas.json, off the loop) before they
+  apply and before the answer; in a ZooKeeper cluster every entry is UNSUPPORTED_VERSION (not stored
+  there yet: a quota kept by one broker only would be enforced by that broker only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from typing import Any
+
+from kaflite.protocol.errors import ErrorCode
+from kaflite.server.acl import rules
+from kaflite.server.context import RequestContext, build
+from kaflite.server.handlers import ApiTable
+from kaflite.server.quota import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QUOTA_KEYS, QuotaEntity
+from kaflite.server.quota.manager import Name
+
+_ZERO = datetime.timedelta(0)
+USER, CLIENT_ID, IP = "user", "client-id", "ip"
+EXACT, MATCH_DEFAULT, SPECIFIED = 0, 1, 2
+_LONG_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE)
+_ANY = object()  # SPECIFIED: any name given
+
+
+class _Refused(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _components(request: Any) -> dict[str, Any]:
+    wanted: dict[str, Any] = {}
+    for c in request.components:
+        kind = c.entity_type
+        if kind == "":
+            raise _Refused(ErrorCode.invalid_request, "Unexpected empty filter component entity type")
+        if kind not in (USER, CLIENT_ID, IP):
+            raise _Refused(ErrorCode.unsupported_version, f"Custom entity type '{kind}' not supported")
+        if kind in wanted:
+            raise _Refused(ErrorCode.invalid_request, f"Duplicate {kind} filter component entity type")
+        if c.match_type == EXACT:
+            wanted[kind] = DEFAULT if c.match is None else c.match
+        elif c.match_type == MATCH_DEFAULT:
+            wanted[kind] = DEFAULT
+        elif c.match_type == SPECIFIED:
+            wanted[kind] = _ANY
+        else:
+            raise _Refused(ErrorCode.invalid_request, f"Unexpected match type {c.match_type}")
+    if IP in wanted and (USER in wanted or CLIENT_ID in wanted):
+        raise _Refused(ErrorCode.invalid_request, "Invalid entity filter component combination, IP filter "
+                       "component should not be used with user or clientId filter component.")
+    return wanted
+
+
+def matches(wanted: dict[str, Any], strict: bool, entity: QuotaEntity) -> bool:
+    if IP in wanted:
+        return False
+    for kind, name in ((USER, entity.user), (CLIENT_ID, entity.client_id)):
+        if kind not in wanted:
+            if name is not None and strict:
+                return False
+        elif name is None or (wanted[kind] is not _ANY and wanted[kind] != name):
+            return False
+    return True
+
+
+def _entity_data(make: Any, entity: QuotaEntity) -> tuple[Any, ...]:
+    out = []
+    for kind, name in ((USER, entity.user), (CLIENT_ID, entity.client_id)):
+        if name is not None:
+            out.append(make(entity_type=kind, entity_name=None if name is DEFAULT else name))
+    return tuple(out)
+
+
+async def handle_describe_client_quotas(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+
+    def answer(code: ErrorCode, message: str | None, entries: tuple[Any, ...] | None) -> Any:
+        return build(R.DescribeClientQuotasResponse, throttle_time=_ZERO, error_code=code, error_message=message,
+                     entries=entries)
+
+    if not ctx.allowed(rules.DESCRIBE_CLIENT_QUOTAS):
+        return answer(ErrorCode.cluster_authorization_failed, "Cluster authorization failed.", None)
+    try:
+        wanted = _components(request)
+    except _Refused as e:
+        return answer(e.code, str(e), None)
+    entries = tuple(
+        build(R.EntryData, entity=_entity_data(lambda **kw: build(R.EntityData, **kw), entity),
+              values=tuple(build(R.ValueData, key=k, value=v) for k, v in sorted(values.items())))
+        for entity, values in ctx.broker.quotas.entities().items() if matches(wanted, request.strict, entity))
+    return answer(ErrorCode.none, None, entries)
+
+
+def _entity(entry: Any) -> QuotaEntity:
+    parts: dict[str, Name] = {}
+    for e in entry.entity:
+        if e.entity_type == IP:
+            raise _Refused(ErrorCode.invalid_request, "IP quotas are not supported by kaflite")
+        if e.entity_type not in (USER, CLIENT_ID) or e.entity_type in parts:
+            raise _Refused(ErrorCode.invalid_request, "Invalid client quota entity")
+        parts[e.entity_type] = DEFAULT if e.entity_name is None else e.entity_name
+    if not parts:
+        raise _Refused(ErrorCode.invalid_request, "Invalid client quota entity")
+    return QuotaEntity(parts.get(USER), parts.get(CLIENT_ID))
+
+
+def _ops(entry: Any) -> dict[str, float | None]:
+    ops: dict[str, float | None] = {}
+    for op in entry.ops:
+        if op.key not in QUOTA_KEYS:
+            raise _Refused(ErrorCode.invalid_request, f"Invalid configuration key {op.key}")
+        if op.remove:
+            ops[op.key] = None
+            continue
+        value = float(op.value)
+        if op.key in _LONG_KEYS and not value.is_integer():
+            raise _Refused(ErrorCode.invalid_request, f"Configuration {op.key} must be a LONG value")
+        ops[op.key] = value
+    return ops
+
+
+def _lock(ctx: RequestContext) -> asyncio.Lock:
+    lock = ctx.broker.extensions.get("quota_alter_lock")
+    if lock is None:
+        lock = ctx.broker.extensions["quota_alter_lock"] = asyncio.Lock()
+    return lock  # type: ignore[no-any-return]
+
+
+async def handle_alter_client_quotas(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+
+    def entry(code: ErrorCode, message: str | None, source: Any) -> Any:
+        return build(R.EntryData, error_code=code, error_message=message, entity=tuple(
+            build(R.EntityData, entity_type=e.entity_type, entity_name=e.entity_name) for e in source.entity))
+
+    if not ctx.allowed(rules.ALTER_CLIENT_QUOTAS):
+        return build(R.AlterClientQuotasResponse, throttle_time=_ZERO, entries=tuple(
+            entry(ErrorCode.cluster_authorization_failed, "Cluster authorization failed.", e)
+            for e in request.entries))
+    results: list[Any] = []
+    changes: list[tuple[QuotaEntity, dict[str, float | None]]] = []
+    for e in request.entries:
+        try:
+            changes.append((_entity(e), _ops(e)))
+            results.append(entry(ErrorCode.none, None, e))
+        except _Refused as refused:
+            results.append(entry(refused.code, str(refused), e))
+    store = ctx.broker.quota_file
+    if store is None:  # a ZooKeeper cluster: not stored yet, and one broker alone must not enforce it
+        return build(R.AlterClientQuotasResponse, throttle_time=_ZERO, entries=tuple(
+            entry(ErrorCode.unsupported_version, "client quotas are not stored in a ZooKeeper cluster yet", e)
+            for e in request.entries))
+    if changes and not request.validate_only:
+        quotas = ctx.broker.quotas
+        async with _lock(ctx):
+            configs = quotas.entities()
+            for entity, ops in changes:
+                values = configs.setdefault(entity, {})
+                for key, value in ops.items():
+                    if value is None:
+                        values.pop(key, None)
+                    else:
+                        values[key] = value
+                if not values:
+                    del configs[entity]
+            # durable first (fsync, in a thread: never on the loop), then in force
+            await asyncio.to_thread(store.save, configs)
+            for entity, ops in changes:
+                for key, value in ops.items():
+                    quotas.set(entity, key, value)
+    return build(R.AlterClientQuotasResponse, throttle_time=_ZERO, entries=tuple(results))
+
+
+APIS: ApiTable = {
+    48: (0, 1, handle_describe_client_quotas),
+    49: (0, 1, handle_alter_client_quotas),
+}

@@ -1,0 +1,275 @@
+"""Client quotas as Kafka's ClientQuotaManager: which quota applies to a (user, client id), the rate each
+sensor measured, and the throttle time a request earns. Pure: the caller passes the time in ms.
+
+Rules:
+- an entity is a user, a client id, or both; either part may be the default (`DEFAULT`, Kafka's
+  `<default>`); the quota of (user U, client C) is the first configured among, in this order,
+  U/C, U/<default>, U, <default>/C, <default>/<default>, <default>, C, <default> client (Kafka's
+  DefaultQuotaCallback.quotaLimit);
+- clients share a sensor exactly as Kafka's metric tags say: a quota set on a user alone (or the default
+  user) is shared by all the client ids of that user, one on client ids alone by all the users of that
+  client id, one on both is per (user, client id);
+- a sensor is a Kafka Rate over `window_num` samples of `window_size_ms` (quota.window.num=11,
+  quota.window.size.seconds=1): the sum of the samples whose last event is younger than
+  window_num * window_size_ms, divided by the elapsed time since the oldest sample, never less than
+  window_num - 1 full windows (Rate.windowSize);
+- a value is recorded before the quota is checked (Sensor.record); when the measured rate is above the
+  quota the throttle is round((rate - quota) / quota * window size) ms (QuotaUtils.throttleTime); the
+  request quota bounds it by one window (ClientRequestQuotaManager.maxThrottleTimeMs);
+- with no quota configured nothing is recorded and every throttle is 0 (Kafka's quotasEnabled);
+- a consumer's fetch is capped at quota * (window_num - 1) * window size bytes (getMaxValueInQuotaWindow):
+  a throttled fetch answers nothing, so a larger one could never pass.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+__all__ = [
+    "CONSUMER_BYTE_RATE",
+    "CONTROLLER_MUTATION_RATE",
+    "DEFAULT",
+    "PRODUCER_BYTE_RATE",
+    "QUOTA_KEYS",
+    "REQUEST_PERCENTAGE",
+    "QuotaEntity",
+    "QuotaManager",
+    "Rate",
+]
+
+PRODUCER_BYTE_RATE = "producer_byte_rate"
+CONSUMER_BYTE_RATE = "consumer_byte_rate"
+REQUEST_PERCENTAGE = "request_percentage"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+QUOTA_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE)
+
+
+class _Default(enum.Enum):
+    DEFAULT = "<default>"
+
+    def __repr__(self) -> str:
+        return "<default>"
+
+
+DEFAULT = _Default.DEFAULT
+Name = str | _Default | None  # None: the entity has no such part
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaEntity:
+    """A quota's entity; `user` is the principal's name without its type (Kafka's principal.getName)."""
+
+    user: Name = None
+    client_id: Name = None
+
+    def __post_init__(self) -> None:
+        if self.user is None and self.client_id is None:
+            raise ValueError("a quota entity names a user, a client id or both")
+
+    def zk_path(self) -> str:
+        """Kafka's ZooKeeper path of the entity's config (names as Kafka's Sanitizer writes them)."""
+        def part(name: str | _Default) -> str:
+            return "<default>" if name is DEFAULT else sanitize(str(name))
+
+        if self.user is not None and self.client_id is not None:
+            return f"/config/users/{part(self.user)}/clients/{part(self.client_id)}"
+        if self.user is not None:
+            return f"/config/users/{part(self.user)}"
+        assert self.client_id is not None
+        return f"/config/clients/{part(self.client_id)}"
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize (Java's URLEncoder, then `*` -> %2A and a space -> %20): the znode name of
+    an entity, so `<default>` as a name is `%3Cdefault%3E`, never the default."""
+    from urllib.parse import quote_plus
+
+    encoded = quote_plus(name, safe="*")
+    return encoded.replace("~", "%7E").replace("*", "%2A").replace("+", "%20")
+
+
+def user_name(principal: str) -> str:
+    """`User:alice` -> `alice` (Kafka keys user quotas by the principal's name)."""
+    return principal.split(":", 1)[1] if ":" in principal else principal
+
+
+class _Sample:
+    __slots__ = ("value", "events", "start_ms", "last_ms")
+
+    def __init__(self, now_ms: int) -> None:
+        self.reset(now_ms)
+
+    def reset(self, now_ms: int) -> None:
+        self.value = 0.0
+        self.events = 0
+        self.start_ms = now_ms
+        self.last_ms = now_ms
+
+
+class Rate:
+    """Kafka's Rate over a SampledStat of sums (seconds as the unit): `window_num` samples plus one
+    that may overlap the start of the window."""
+
+    def __init__(self, window_num: int = 11, window_size_ms: int = 1000) -> None:
+        self.window_num = window_num
+        self.window_size_ms = window_size_ms
+        self._samples: list[_Sample] = []
+        self._current = 0
+
+    def record(self, value: float, now_ms: int) -> None:
+        if not self._samples:
+            self._samples.append(_Sample(now_ms))
+        sample = self._samples[self._current]
+        if now_ms - sample.start_ms >= self.window_size_ms:
+            self._current = (self._current + 1) % (self.window_num + 1)
+            if self._current >= len(self._samples):
+                sample = _Sample(now_ms)
+                self._samples.append(sample)
+            else:
+                sample = self._samples[self._current]
+                sample.reset(now_ms)
+        sample.value += value
+        sample.events += 1
+        sample.last_ms = now_ms
+
+    def _purge(self, now_ms: int) -> None:
+        expire = self.window_num * self.window_size_ms
+        for s in self._samples:
+            if now_ms - s.last_ms >= expire:
+                s.reset(now_ms)
+
+    def window_ms(self, now_ms: int) -> int:
+        self._purge(now_ms)
+        if not self._samples:
+            self._samples.append(_Sample(now_ms))
+        elapsed = now_ms - min(s.start_ms for s in self._samples)
+        full = elapsed // self.window_size_ms
+        if full < self.window_num - 1:
+            elapsed += (self.window_num - 1 - full) * self.window_size_ms
+        return max(elapsed, 1)
+
+    def measure(self, now_ms: int) -> float:
+        """Per second."""
+        self._purge(now_ms)
+        total = sum(s.value for s in self._samples)
+        return total / (self.window_ms(now_ms) / 1000.0)
+
+
+class QuotaManager:
+    """The quotas of one broker: the configured entities and one Rate per (quota key, metric tags)."""
+
+    def __init__(self, window_num: int = 11, window_size_s: int = 1) -> None:
+        self.window_num = window_num
+        self.window_size_ms = window_size_s * 1000
+        self._configs: dict[QuotaEntity, dict[str, float]] = {}
+        # key -> the entities with that key set (Kafka keeps one overriddenQuotas map per quota type)
+        self._by_key: dict[str, dict[QuotaEntity, float]] = {k: {} for k in QUOTA_KEYS}
+        self._sensors: dict[tuple[str, str, str], Rate] = {}
+
+    # -- configuration ---------------------------------------------------------------------------------
+    def entities(self) -> dict[QuotaEntity, dict[str, float]]:
+        return {e: dict(v) for e, v in self._configs.items()}
+
+    def set(self, entity: QuotaEntity, key: str, value: float | None) -> None:
+        """Set (or with None remove) one quota of an entity."""
+        if key not in self._by_key:
+            raise ValueError(f"unknown quota key {key}")
+        values = self._configs.setdefault(entity, {})
+        if value is None:
+            values.pop(key, None)
+            self._by_key[key].pop(entity, None)
+            if not values:
+                del self._configs[entity]
+        else:
+            values[key] = float(value)
+            self._by_key[key][entity] = float(value)
+        # Kafka re-tags its sensors when the set of entities changes; a fresh start is the same for ours
+        self._sensors = {k: v for k, v in self._sensors.items() if k[0] != key}
+
+    def replace_all(self, configs: dict[QuotaEntity, dict[str, float]]) -> None:
+        self._configs = {}
+        self._by_key = {k: {} for k in QUOTA_KEYS}
+        self._sensors = {}
+        for entity, values in configs.items():
+            for key, value in values.items():
+                self.set(entity, key, value)
+
+    def enabled(self, key: str) -> bool:
+        return bool(self._by_key[key])
+
+    # -- which quota ------------------------------------------------------------------------------------
+    def metric_tags(self, key: str, user: str, client_id: str) -> tuple[str, str]:
+        """The (user, client id) tags of the sensor a request is recorded in (DefaultQuotaCallback)."""
+        q = self._by_key[key]
+        E = QuotaEntity
+        if E(user, client_id) in q or E(user, DEFAULT) in q:
+            return user, client_id
+        if E(user, None) in q:
+            return user, ""
+        if E(DEFAULT, client_id) in q or E(DEFAULT, DEFAULT) in q:
+            return user, client_id
+        if E(DEFAULT, None) in q:
+            return user, ""
+        return "", client_id
+
+    def quota_limit(self, key: str, user: str, client_id: str) -> float | None:
+        """The quota of the sensor tagged (user, client id), as DefaultQuotaCallback.quotaLimit."""
+        q = self._by_key[key]
+        E = QuotaEntity
+        if user and client_id:
+            candidates = [E(user, client_id), E(user, DEFAULT), E(DEFAULT, client_id), E(DEFAULT, DEFAULT)]
+        elif user:
+            candidates = [E(user, None), E(DEFAULT, None)]
+        elif client_id:
+            candidates = [E(None, client_id), E(None, DEFAULT)]
+        else:
+            return None
+        for c in candidates:
+            if c in q:
+                return q[c]
+        return None
+
+    def quota(self, key: str, principal: str, client_id: str) -> float | None:
+        user = user_name(principal)
+        return self.quota_limit(key, *self.metric_tags(key, user, client_id))
+
+    def max_value_in_window(self, key: str, principal: str, client_id: str) -> float | None:
+        """What the quota lets a client take in one go: quota * (window_num - 1) * window size (Kafka's
+        getMaxValueInQuotaWindow, the cap on a consumer's fetch size, so a fetch can pass at all); None
+        without a quota."""
+        limit = self.quota(key, principal, client_id) if self._by_key[key] else None
+        if limit is None:
+            return None
+        return limit * (self.window_num - 1) * self.window_size_ms / 1000.0
+
+    # -- recording -------------------------------------------------------------------------------------
+    def record(self, key: str, principal: str, client_id: str, value: float, now_ms: int) -> int:
+        """Record `value` (bytes, or percent-seconds of loop time) and answer the throttle time in ms."""
+        if not self._by_key[key]:
+            return 0
+        user, client = self.metric_tags(key, user_name(principal), client_id)
+        limit = self.quota_limit(key, user, client)
+        if limit is None:
+            return 0
+        sensor = self._sensors.get((key, user, client))
+        if sensor is None:
+            sensor = self._sensors[(key, user, client)] = Rate(self.window_num, self.window_size_ms)
+        sensor.record(value, now_ms)
+        observed = sensor.measure(now_ms)
+        if observed <= limit:
+            return 0
+        throttle = round((observed - limit) / limit * sensor.window_ms(now_ms)) if limit > 0 else \
+            self.window_num * self.window_size_ms
+        if key == REQUEST_PERCENTAGE:
+            throttle = min(throttle, self.window_size_ms)
+        return int(throttle)
+
+    def unrecord(self, key: str, principal: str, client_id: str, value: float, now_ms: int) -> None:
+        """Take back a recorded value (Kafka's unrecordQuotaSensor: a throttled fetch answers no data)."""
+        if not self._by_key[key]:
+            return
+        user, client = self.metric_tags(key, user_name(principal), client_id)
+        sensor = self._sensors.get((key, user, client))
+        if sensor is not None:
+            sensor.record(-value, now_ms)
