@@ -205,6 +205,8 @@ def main() -> int:
     ap.add_argument("--connects", type=int, default=20)
     ap.add_argument("--acls", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3, help="rounds over every case, in turn; medians reported")
+    ap.add_argument("--only", action="append", default=[],
+                    help="run only the cases whose name contains this (repeatable); PLAINTEXT always runs")
     args = ap.parse_args()
     cases = [
         Case("PLAINTEXT", None),
@@ -214,6 +216,8 @@ def main() -> int:
         Case("SASL_SSL SCRAM-SHA-512", "sasl_ssl", "SCRAM-SHA-512"),
         Case(f"PLAINTEXT + AclAuthorizer, {args.acls} ACLs", None, acls=args.acls),
     ]
+    if args.only:
+        cases = [cases[0]] + [c for c in cases[1:] if any(o in c.name for o in args.only)]
     load = os.getloadavg()[0]
     for round_ in range(args.repeat):  # rounds in turn: a load change on the machine touches every case alike
         for case in cases:
@@ -228,6 +232,9 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|")
     for case in cases:
         r = case.results
+        if args.repeat > 1:
+            rounds = ", ".join(f"{x['produce']:,.0f}" for x in case.runs)
+            print(f"<!-- {case.name} produce per round: {rounds} -->")
         print(f"| {case.name} | {r['produce']:,.0f} | {r['produce'] / base['produce']:.2f} | "
               f"{r['consume']:,.0f} | {r['consume'] / base['consume']:.2f} | {r['cpu_per_m']:.2f} | "
               f"{r['connect_ms']:.1f} |")
