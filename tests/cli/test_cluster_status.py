@@ -81,3 +81,25 @@ def test_leader_election_usage_errors(args: list[str], message: str, tmp_path: P
                           capture_output=True, text=True, timeout=60, env=dict(os.environ, NO_COLOR="1"))
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"error: {message}") and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_sigterm_during_a_status_poll_is_not_taken_for_a_failed_poll() -> None:
+    # `cluster up` turns SIGTERM into _Stop from its signal handler, raised wherever the main thread is;
+    # raised inside the status poll's librdkafka call it was caught as a failed poll and the cluster kept
+    # running (tests/cluster/test_cluster_cli.py::test_cluster_up_stops_everything_on_sigterm, under load)
+    import pytest
+
+    from kaflite.cli.cluster_up import _fetch_status, _Stop
+
+    class Admin:
+        def list_topics(self, timeout: float) -> None:
+            raise _Stop()
+
+    with pytest.raises(_Stop):
+        _fetch_status(Admin(), 1.0)
+
+    class Down:
+        def list_topics(self, timeout: float) -> None:
+            raise RuntimeError("no broker answered")
+
+    assert _fetch_status(Down(), 1.0) == (None, "no broker answered")

@@ -56,8 +56,9 @@ BROKER_START_TIMEOUT_S = 60.0
 INTERNAL_TOPICS_TIMEOUT_S = 60.0
 
 
-class _Stop(Exception):
-    """SIGTERM received: stop like Ctrl-C."""
+class _Stop(BaseException):
+    """SIGTERM received: stop like Ctrl-C. A BaseException, as KeyboardInterrupt: raised by the signal handler
+    wherever the main thread is, it must not be taken for a failed status poll (`except Exception` there)."""
 
 
 @dataclass
