@@ -49,7 +49,8 @@ class GateDispatcher:
         self.gate = asyncio.Event()
         self.handled = 0
 
-    async def dispatch(self, frame: bytes, host: str = "", connection_id: int = 0, session: Any = None) -> list[bytes] | None:
+    async def dispatch(self, frame: bytes, host: str = "", connection_id: int = 0, session: Any = None,
+                       on_throttle: Any = None) -> list[bytes] | None:
         await self.gate.wait()
         self.handled += 1
         return None
@@ -129,7 +130,8 @@ def _answer_from_a_failing_slice(monkeypatch: Any, failing: type[BrokenSlice]) -
         part = failing()
 
         class OneAnswer(GateDispatcher):
-            async def dispatch(self, frame: bytes, host: str = "", connection_id: int = 0, session: Any = None) -> list[Any] | None:
+            async def dispatch(self, frame: bytes, host: str = "", connection_id: int = 0, session: Any = None,
+                               on_throttle: Any = None) -> list[Any] | None:
                 return [b"head", part]
 
         c, t = await _one_request(OneAnswer(), 20)
@@ -167,7 +169,8 @@ def test_a_cancelled_wait_inside_a_handler_closes_the_connection(caplog: Any) ->
         awaited: asyncio.Future[None] = loop.create_future()
 
         class Waits(GateDispatcher):
-            async def dispatch(self, frame: bytes, host: str = "", connection_id: int = 0, session: Any = None) -> list[Any] | None:
+            async def dispatch(self, frame: bytes, host: str = "", connection_id: int = 0, session: Any = None,
+                               on_throttle: Any = None) -> list[Any] | None:
                 await awaited
                 return [b"never"]
 

@@ -85,9 +85,11 @@ def test_a_real_pass_is_held_to_the_cap(tmp_path: Path) -> None:
         result = compact_log(log, int(time.time() * 1000), force=True, throttle=th)
         took = time.monotonic() - started
         assert result.cleaned and result.records_removed > 0
-        # at least 2 x the cleaned bytes went through: >= 1.47 s at 2 MiB/s, less the last window's 20 ms;
-        # the pass alone takes 0.1-0.5 s here, so most of that is the cap's sleeping
-        assert took >= 2 * result.bytes_before / (2 << 20) - 0.02 - 0.01, took
+        # at least the cleaned bytes went through once (the offset map reads every dirty segment; the copy
+        # reads them again, less what it skips): >= 0.74 s at 2 MiB/s, less the last window's 20 ms. (2 x
+        # was assumed first: on a quiet machine a pass took 1.32 s, ~1.8 x.) That the cap, not a slow pass,
+        # made the time is the sleeping's part
+        assert took >= result.bytes_before / (2 << 20) - 0.02 - 0.01, took
         assert th.slept_s > 0.3
     finally:
         log.close()
