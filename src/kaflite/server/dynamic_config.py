@@ -22,13 +22,13 @@ Rules (checkable facts):
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from kaflite.server.config import BROKER_CONFIGS, TOPIC_CONFIGS
 from kaflite.server.config.definitions import ConfigError
+from kaflite.storage.checkpoint import atomic_write
 
 __all__ = ["DEFAULT_ENTITY", "LIVE_KEYS", "DynamicConfigStore", "ZkDynamicConfigStore", "validate_dynamic"]
 
@@ -112,19 +112,9 @@ class DynamicConfigStore:
 
     def save(self, entities: Mapping[str, Mapping[str, str]], _entity: str) -> None:
         """Replace the file atomically (call in a worker thread: it fsyncs)."""
-        tmp = self.path.with_name(self.path.name + ".tmp")
         body = json.dumps({"version": 1, "entities": {e: dict(c) for e, c in entities.items() if c}},
                           sort_keys=True, indent=1)
-        with open(tmp, "w") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        atomic_write(self.path, body.encode())
 
 
 class ZkDynamicConfigStore:
