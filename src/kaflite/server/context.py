@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.protocol.errors import KafkaError
 from kaflite.protocol.messages import RequestHeader
 from kaflite.server.authorizer import CLUSTER_NAME, AclOperation, ResourceType, Session
 
@@ -36,14 +36,6 @@ if TYPE_CHECKING:
     from kaflite.server.config import Listener
 
 __all__ = ["AclOperation", "RequestContext", "ResourceType", "Session", "build", "response_module"]
-
-_DENIED = {
-    ResourceType.TOPIC: ErrorCode.topic_authorization_failed,
-    ResourceType.GROUP: ErrorCode.group_authorization_failed,
-    ResourceType.CLUSTER: ErrorCode.cluster_authorization_failed,
-    ResourceType.TRANSACTIONAL_ID: ErrorCode.transactional_id_authorization_failed,
-}
-
 
 @dataclass(slots=True)
 class RequestContext:
@@ -104,13 +96,6 @@ class RequestContext:
     def authorized_operations(self, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
         """Kafka's `*_authorized_operations` bitfield of the resource for this request's principal."""
         return self.broker.authorizer.authorized_operations(self.session, resource_type, name)
-
-    def require(self, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> None:
-        """`authorize`, or raise KafkaError with Kafka's *_AUTHORIZATION_FAILED code for the resource type
-        (raised inside a per-topic / per-partition loop, it becomes that item's error)."""
-        if not self.authorize(operation, resource_type, name):
-            code = _DENIED.get(resource_type, ErrorCode.cluster_authorization_failed)
-            raise KafkaError(code, f"{self.session.principal} may not {operation.name} {resource_type.name} {name}")
 
 
 @cache
