@@ -48,6 +48,7 @@ from kaflite.cli.common import (
     handle_errors,
     parse_key_values,
 )
+from kaflite.storage.checkpoint import atomic_write
 
 __all__ = ["LocalCluster", "register_commands"]
 
@@ -316,10 +317,11 @@ def up(
         try:
             cluster.start(say)
             _create_internal_topics(cluster, say)
+            # the file before the lines: whoever reads the lines (a script, a test) may look for it at once
+            atomic_write(env_file, cluster_env_text(cluster.bootstrap, os.getpid()).encode("utf-8"))
             typer.echo(f"bootstrap servers: {cluster.bootstrap}", nl=True)
             typer.echo(f"export KAFLITE_BOOTSTRAP={cluster.bootstrap}", nl=True)
             sys.stdout.flush()
-            env_file.write_text(cluster_env_text(cluster.bootstrap, os.getpid()), encoding="utf-8")
             _watch(cluster, refresh, tty)
         except (KeyboardInterrupt, _Stop):
             pass
