@@ -100,6 +100,24 @@ def test_serve_with_log_dirs_a_file_names_log_dirs(tmp_path: Path, kaflite_exe: 
                                            "not a directory")
 
 
+def test_serve_on_a_port_in_use_names_listeners_and_creates_no_data_directory(tmp_path: Path,
+                                                                             kaflite_exe: Path) -> None:
+    """The broker binds before it opens log.dirs (tests/server/test_listeners.py has the metrics port and an
+    existing directory): a failed start leaves no initialised `newdata/` behind."""
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        out = subprocess.run([str(kaflite_exe), "serve", "--dev", "--port", str(port), "--log-dir", "newdata"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert out.stderr.splitlines()[-1] == (f"error: cannot start the broker: listeners=PLAINTEXT://127.0.0.1:{port}: "
+                                           f"127.0.0.1:{port} is already in use")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("command", [
     ["reassign-partitions", "--execute", "--reassignment-json-file"],
     ["leader-election", "--election-type", "preferred", "--path-to-json-file"],

@@ -141,3 +141,48 @@ def test_the_registration_before_binding_already_names_the_advertised_listeners(
     finally:
         loop.run_until_complete(broker.stop())
         loop.close()
+
+
+def _start_fails(cfg: BrokerConfig) -> OSError:
+    import asyncio
+    import errno
+
+    from kaflite.server.app import KafkaServer, new_event_loop
+
+    loop = new_event_loop()
+    try:
+        server = KafkaServer(cfg)
+        try:
+            loop.run_until_complete(server.start())
+        except OSError as e:
+            assert e.errno == errno.EADDRINUSE, e
+            return e
+        loop.run_until_complete(server.stop())
+        raise AssertionError("the broker started on an address in use")
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+def test_an_address_in_use_stops_start_up_before_the_data_directory_is_touched(tmp_path: Path) -> None:
+    """Every socket is bound before the broker opens its data directories (issue 32): a port in use, of a
+    client listener or of metrics.listener, leaves no initialised directory behind (meta.properties,
+    .lock, checkpoints) where there was none, and an existing directory as it was."""
+    from kaflite.server.embedded import load_broker_config
+
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    (existing / "notes.txt").write_text("mine")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        for where in (tmp_path / "new", existing):
+            err = _start_fails(load_broker_config({"log.dirs": str(where), "listeners": f"PLAINTEXT://127.0.0.1:{port}"},
+                                                  True))
+            assert f"('127.0.0.1', {port})" in str(err)
+        err = _start_fails(load_broker_config({"log.dirs": str(tmp_path / "new"), "listeners": "PLAINTEXT://127.0.0.1:0",
+                                               "metrics.listener": f"http://127.0.0.1:{port}"}, True))
+        assert f"('127.0.0.1', {port})" in str(err)
+    assert not (tmp_path / "new").exists()
+    assert sorted(p.name for p in existing.iterdir()) == ["notes.txt"]

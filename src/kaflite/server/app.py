@@ -10,6 +10,7 @@ import asyncio
 import inspect
 import logging
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from kaflite.server.loop_watchdog import LoopWatchdog
 from kaflite.server.metrics import BrokerMetrics, KafliteCollector, MetricsEndpoint, parse_metrics_listener
 from kaflite.server.security.settings import ListenerSecurity, listener_security
 
-__all__ = ["KafkaServer", "new_event_loop", "run_broker"]
+__all__ = ["KafkaServer", "bind_sockets", "new_event_loop", "run_broker"]
 
 log = logging.getLogger("kaflite.server")
 
@@ -74,16 +75,36 @@ class KafkaServer:
             raise
 
     async def _start(self) -> None:
-        await self.broker.start()
+        config = self.config
+        # Every socket is bound before the broker opens its data directories, so that an address in use
+        # (or not of this host) stops start-up with nothing created on disk: no initialised directory left
+        # where there was none, an existing one as it was. The sockets listen only once the broker is ready;
+        # until then a client is refused, as before they were bound.
+        unused: list[socket.socket] = []
+        try:
+            per_listener = []
+            for listener in config.client_listeners:
+                socks = await bind_sockets(listener.host or None, listener.port)
+                unused.extend(socks)
+                per_listener.append(socks)
+            metrics_url = config["metrics.listener"]
+            metrics_socks = await bind_sockets(*parse_metrics_listener(metrics_url)) if metrics_url else []
+            unused.extend(metrics_socks)
+            await self.broker.start()
+        except BaseException:
+            for sock in unused:
+                sock.close()
+            raise
         try:
             for hook in self.registry.startup:
                 pending = hook(self.broker)
                 if inspect.isawaitable(pending):  # e.g. a replay running in a worker thread
                     await pending
         except BaseException:
+            for sock in unused:
+                sock.close()
             await self.broker.stop()
             raise
-        config = self.config
         limits = ConnectionLimits(
             max_frame_bytes=int(config["socket.request.max.bytes"]),
             max_queued_requests=max(1, min(int(config["queued.max.requests"]), 500)),
@@ -93,8 +114,9 @@ class KafkaServer:
             max_queued_request_bytes=_queued_max_request_bytes(config),
         )
         loop = asyncio.get_running_loop()
+        backlog = int(config["socket.listen.backlog.size"])
         try:
-            for listener in config.client_listeners:
+            for listener, socks in zip(config.client_listeners, per_listener, strict=True):
                 dispatcher = Dispatcher(self.broker, self.registry, listener)
                 if not self._servers:
                     self.dispatcher = dispatcher
@@ -106,16 +128,14 @@ class KafkaServer:
                 def protocol(d: Dispatcher = dispatcher, sec: ListenerSecurity | None = security) -> KafkaConnection:
                     return KafkaConnection(d, limits, self._connections, sec)
 
-                server = await loop.create_server(
-                    protocol,
-                    listener.host or None,
-                    listener.port,
-                    reuse_address=True,
-                    backlog=int(config["socket.listen.backlog.size"]),
-                    ssl=security.ssl_context if security is not None else None,
-                )
-                self._servers.append(server)
-                host, port = server.sockets[0].getsockname()[:2]
+                for sock in socks:  # one per address of the listener's host (all interfaces: IPv4 and IPv6)
+                    server = await loop.create_server(
+                        protocol, sock=sock, backlog=backlog,
+                        ssl=security.ssl_context if security is not None else None,
+                    )
+                    unused.remove(sock)  # the server owns it now
+                    self._servers.append(server)
+                port = socks[0].getsockname()[1]
                 self.bound.append(
                     Listener(listener.name, listener.host, int(port), listener.security_protocol)
                 )
@@ -123,14 +143,15 @@ class KafkaServer:
             for server in self._servers:
                 server.close()
             self._servers.clear()
+            for sock in unused:
+                sock.close()
             self._close_securities()
             await self.broker.stop()
             raise
         self.host, self.port = self.bound[0].host, self.bound[0].port
         self.broker.set_bound_listeners(self.bound)
-        metrics_url = config["metrics.listener"]
-        if metrics_url:
-            await self._start_metrics(metrics_url)
+        if metrics_socks:
+            await self._start_metrics(metrics_socks)
         idle_ms = int(config["connections.max.idle.ms"])
         if idle_ms > 0:
             self._reaper = asyncio.ensure_future(self._close_idle(idle_ms / 1000.0))
@@ -151,15 +172,17 @@ class KafkaServer:
                 ", ".join(str(li) for li in skipped),
             )
 
-    async def _start_metrics(self, url: str) -> None:
-        """metrics.listener: count in the hot path from now on, serve /metrics on this loop."""
+    async def _start_metrics(self, socks: list[socket.socket]) -> None:
+        """metrics.listener (its sockets bound by `_start`): count in the hot path from now on, serve
+        /metrics on this loop."""
         self.broker.metrics = BrokerMetrics()
         collector = KafliteCollector(self.broker, self.broker.metrics, self._connections_by_listener, self.watchdog)
         self.metrics_endpoint = MetricsEndpoint(collector)
-        host, port = parse_metrics_listener(url)
         try:
-            await self.metrics_endpoint.start(host, port)
+            await self.metrics_endpoint.start_on(socks)
         except BaseException:
+            for sock in socks:
+                sock.close()
             for server in self._servers:
                 server.close()
             self._servers.clear()
@@ -217,6 +240,40 @@ class KafkaServer:
             self.watchdog.stop()
         await self.broker.stop()
         log.info("kaflite stopped (%s)", cpu_usage())
+
+
+async def bind_sockets(host: str | None, port: int) -> list[socket.socket]:
+    """Sockets bound to (host, port), not yet listening, as `loop.create_server(host=..., port=...)` binds
+    them: one per address the host resolves to (None: every interface, IPv4 and IPv6), SO_REUSEADDR, IPv6
+    sockets IPv6-only. A failure raises asyncio's OSError, "error while attempting to bind on address
+    ('HOST', PORT): <reason>", which `kaflite serve` turns into a line naming the key."""
+    loop = asyncio.get_running_loop()
+    # resolved in a worker thread (getaddrinfo blocks); duplicates dropped, the resolver's order kept
+    infos = dict.fromkeys(await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE))
+    socks: list[socket.socket] = []
+    try:
+        for family, kind, proto, _name, address in infos:
+            try:
+                sock = socket.socket(family, kind, proto)
+            except OSError:  # a family this host cannot open (IPv6 disabled): skipped, as asyncio does
+                continue
+            socks.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as e:
+                reason = (e.strerror or str(e)).lower()
+                raise OSError(e.errno, f"error while attempting to bind on address {address!r}: {reason}") from None
+            sock.setblocking(False)
+        if not socks:
+            raise OSError(f"no address to bind for {host or '*'}:{port}")
+    except BaseException:
+        for sock in socks:
+            sock.close()
+        raise
+    return socks
 
 
 def cpu_usage() -> str:

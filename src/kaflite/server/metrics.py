@@ -24,6 +24,7 @@ import asyncio
 import bisect
 import logging
 import re
+import socket
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -331,19 +332,25 @@ class MetricsEndpoint:
 
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(collector)  # type: ignore[arg-type]
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
         self.host = ""
         self.port = 0
 
-    async def start(self, host: str, port: int) -> None:
-        self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
-        self.host, self.port = self._server.sockets[0].getsockname()[:2]
+    async def start_on(self, socks: list[socket.socket]) -> None:
+        """Serve on sockets already bound (the broker binds them before it opens its data directories)."""
+        try:
+            for sock in socks:
+                self._servers.append(await asyncio.start_server(self._serve, sock=sock))
+        except BaseException:
+            await self.stop()
+            raise
+        self.host, self.port = socks[0].getsockname()[:2]
         log.info("metrics on http://%s:%d/metrics", self.host, self.port)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
+        for server in self._servers:
+            server.close()
+        self._servers.clear()
 
     def render(self) -> bytes:
         from prometheus_client import generate_latest
