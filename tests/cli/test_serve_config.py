@@ -83,6 +83,19 @@ def test_bad_file_line_is_named(cli, tmp_path: Path) -> None:
     assert f"{props}:2: num.partitions: expected an int >= 1, got 'two'" in result.output
 
 
+def test_every_bad_file_line_is_named_at_once(cli, tmp_path: Path) -> None:
+    props = tmp_path / "server.properties"
+    props.write_text("# kafka\nnum.partitions=two\nlog.retention.hour=1\n")
+    result = cli("serve", "-c", str(props))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        "error: 2 configuration errors:",
+        f"  {props}:2: num.partitions: expected an int >= 1, got 'two'",
+        f"  {props}:3: log.retention.hour: unknown broker configuration key; did you mean log.retention.hours, "
+        "log.retention.ms, log.retention.minutes?",
+    ]
+
+
 def test_missing_file_and_malformed_override(cli, tmp_path: Path) -> None:
     result = cli("serve", "-c", str(tmp_path / "nope.properties"))
     assert result.exit_code == 2 and "cannot read configuration file" in result.output

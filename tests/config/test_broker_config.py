@@ -16,6 +16,7 @@ from kaflite.server.config import (
     TOPIC_CONFIGS,
     BrokerConfig,
     ConfigError,
+    ConfigErrors,
     Listener,
     UnknownConfigKey,
     parse_listeners,
@@ -217,6 +218,28 @@ def test_file_errors_carry_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err2:
         BrokerConfig.load(tmp_path / "missing.properties")
     assert "cannot read configuration file" in str(err2.value)
+
+
+def test_every_bad_key_of_a_file_is_reported_at_once(tmp_path: Path) -> None:
+    """Issue 32: a file with several typos names them all, each with its line, the key and what is allowed
+    (only the first was reported, so a user fixed them one start at a time). One error alone keeps its
+    one-line form and type (test_file_errors_carry_file_and_line, test_unknown_key_lists_close_matches)."""
+    props = tmp_path / "server.properties"
+    props.write_text("num.partition=3\nlog.segment.bytes=big\nlog.retention.hours=24\nauto.create.topics=false\n")
+    with pytest.raises(ConfigErrors) as err:
+        BrokerConfig.load(props, overrides={"log.cleaner.min.cleanable.ratio": "1.5"})
+    assert str(err.value).splitlines() == [
+        "4 configuration errors:",
+        f"  {props}:1: num.partition: unknown broker configuration key; did you mean num.partitions, "
+        "offsets.topic.num.partitions?",
+        f"  {props}:2: log.segment.bytes: expected an int >= 14, got 'big'",
+        f"  {props}:4: auto.create.topics: unknown broker configuration key; did you mean "
+        "auto.create.topics.enable?",
+        "  log.cleaner.min.cleanable.ratio: expected a double between 0 and 1, got '1.5'",
+    ]
+    assert [e.key for e in err.value.errors] == ["num.partition", "log.segment.bytes", "auto.create.topics",
+                                                 "log.cleaner.min.cleanable.ratio"]
+    assert isinstance(err.value.errors[0], UnknownConfigKey) and err.value.key == "num.partition"
 
 
 def test_cross_key_rules() -> None:

@@ -36,6 +36,7 @@ from kaflite.server.config.definitions import (
     TYPE_CODES,
     ConfigEntry,
     ConfigError,
+    ConfigErrors,
     ConfigKey,
     Listener,
     Source,
@@ -149,19 +150,26 @@ class BrokerConfig(Mapping[str, Any]):
     def load(
         cls, path: Path | str | None = None, overrides: Mapping[str, Any] | None = None, dev: bool = False
     ) -> BrokerConfig:
-        """Defaults, then the dev profile, then the properties file at `path`, then `overrides`."""
+        """Defaults, then the dev profile, then the properties file at `path`, then `overrides`.
+
+        Every unknown key and bad value is collected before anything is raised, so a file with several
+        typos names them all at once (ConfigErrors); one alone is raised as itself (UnknownConfigKey or
+        ConfigError). The cross-key rules are checked only once every value parsed."""
         values: dict[str, Any] = {k.name: k.default for k in _BROKER_KEYS}
         sources: dict[str, Source] = {k.name: "default" for k in _BROKER_KEYS}
+        errors: list[ConfigError] = []
 
         def apply(key: str, raw: Any, source: Source, where: str = "") -> None:
             definition = _definition(key)
             if definition is None:
                 err = _unknown(key, list(BROKER_CONFIGS), "broker")
-                raise UnknownConfigKey(where + err.message, key)
+                errors.append(UnknownConfigKey(where + err.message, key))
+                return
             try:
                 values[key] = definition.parse(raw)
             except ConfigError as err:
-                raise ConfigError(where + err.message, key) from None
+                errors.append(ConfigError(where + err.message, key))
+                return
             sources[key] = source
 
         if dev:
@@ -183,6 +191,10 @@ class BrokerConfig(Mapping[str, Any]):
                 apply(key, raw, "file", f"{file_path}:{line}: ")
         for key, raw in (overrides or {}).items():
             apply(key, raw, "override")
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            raise ConfigErrors(errors)
         cfg = cls(values, sources, file_path, dev)
         cfg._check_consistency()
         return cfg

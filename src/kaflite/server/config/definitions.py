@@ -7,7 +7,7 @@ Pure: nothing here reads a file.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -87,6 +87,17 @@ class ConfigError(ValueError):
 
 class UnknownConfigKey(ConfigError, KeyError):
     """An unknown key (also a KeyError, so `in` behaves as for any mapping; BrokerConfig.get raises it)."""
+
+
+class ConfigErrors(ConfigError):
+    """Several refused keys or values of one configuration (a file with more than one typo), all reported
+    at once: one line each, after a count. `errors` holds them in file order, then the overrides; `key` is
+    the first one's."""
+
+    def __init__(self, errors: Sequence[ConfigError]) -> None:
+        self.errors = list(errors)
+        lines = "\n".join(f"  {e.message}" for e in self.errors)
+        super().__init__(f"{len(self.errors)} configuration errors:\n{lines}", self.errors[0].key)
 
 
 # --------------------------------------------------------------------------------------------------
