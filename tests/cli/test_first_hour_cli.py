@@ -73,6 +73,20 @@ def test_help_shows_no_type_beside_a_flag(cli, command: list[str]) -> None:
     assert "--help" in shown.stdout and "<bool>" not in shown.stdout
 
 
+def test_help_paragraphs_are_not_broken_mid_sentence(cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A docstring wrapped at the source's line length is one paragraph on screen: in the command list and
+    in a command's later paragraphs, Typer's rich help kept its line breaks ("until Ctrl-C," then
+    "--max-messages, ..." on a line of its own)."""
+    monkeypatch.setenv("COLUMNS", "400")  # wide enough that a line break can only come from the text
+    listed = cli("--help").stdout
+    rows = [ln for ln in listed.split("─ Commands ─")[1].splitlines() if ln.startswith("│")]
+    assert rows and not [ln for ln in rows if ln[2] == " "], "\n".join(rows)  # no continuation row
+    assert "until Ctrl-C, --max-messages, --timeout-ms, or the end of the topic with -e." in listed
+    consume = cli("consume", "--help").stdout
+    assert ("print.timestamp, print.partition, print.offset, print.headers (true/false), key.separator"
+            in consume), consume
+
+
 def test_start_up_errors_blame_the_key_that_caused_them(tmp_path: Path) -> None:
     import errno
 

@@ -110,7 +110,38 @@ def _hide_flag_types() -> None:
     TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
 
 
+def _join_wrapped_lines() -> None:
+    """Typer 0.29's rich help keeps a docstring's line breaks inside a paragraph in two places (a command's
+    row in its group's command list; the paragraphs after the first of a command's own help), so a sentence
+    wrapped at the source's line length broke mid-sentence on screen. Each paragraph becomes one line for
+    Rich to wrap at the terminal's width, as Typer already does for a command's first paragraph and for
+    option help; a paragraph starting with \\b (Click's "keep as written" marker) stays as written."""
+    import inspect
+
+    from typer import rich_utils
+
+    if getattr(rich_utils._fix_linebreaks, "_kaflite", False):
+        return
+
+    def join(paragraph: str) -> str:
+        return paragraph if paragraph.startswith("\b") else " ".join(paragraph.split())
+
+    command_help = rich_utils._make_command_help
+
+    def make_command_help(*, help_text: str, markup_mode: Any) -> Any:
+        first, *rest = inspect.cleandoc(help_text).split("\n\n")
+        return command_help(help_text="\n\n".join([join(first), *rest]), markup_mode=markup_mode)
+
+    def fix_linebreaks(paragraphs: list[str], markup_mode: Any) -> str:
+        return "\n\n".join(join(p) for p in paragraphs)
+
+    fix_linebreaks._kaflite = True  # type: ignore[attr-defined]
+    rich_utils._make_command_help = make_command_help
+    rich_utils._fix_linebreaks = fix_linebreaks
+
+
 _hide_flag_types()
+_join_wrapped_lines()
 
 app = typer.Typer(
     name="kaflite",
