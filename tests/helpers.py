@@ -155,3 +155,98 @@ def missing_zookeeper() -> str | None:
 
     reason = missing_reason()
     return None if reason is None else f"ZooKeeper cannot run here: {reason}"
+
+
+# -- the README as a newcomer runs it: a fresh clone, its venv, a terminal ---------------------------
+
+def fresh_clone(tmp_path: Path) -> Path:
+    """A `git clone` of this repository (its committed HEAD) at tmp_path/empty/kaflite, with nothing beside
+    it (tests/test_fresh_clone.py, the README walkthroughs)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    clone = empty / "kaflite"
+    proc = subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert [p.name for p in empty.iterdir()] == ["kaflite"]  # nothing beside the clone
+    return clone
+
+
+def set_up_clone_venv(clone: Path) -> None:
+    """clone/.venv as `./run.sh setup` leaves it, without pip and without a network: `python` is the tests'
+    own interpreter importing the clone's src (PYTHONPATH comes before the editable install of another
+    checkout), `kaflite` runs it, `activate` puts them first on PATH, and the editable-install path and the
+    pyproject stamps are those run.sh checks, so `./run.sh serve` goes straight to `.venv/bin/kaflite serve`
+    (run.sh's own set-up decisions: tests/cli/test_run_sh.py)."""
+    import hashlib
+    import sys
+
+    root = clone.resolve()
+    venv = root / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    scripts = {
+        "python": f'#!/bin/sh\nPYTHONPATH="{root}/src" exec "{sys.executable}" "$@"\n',
+        "kaflite": f'#!/bin/sh\nexec "{venv}/bin/python" -m kaflite "$@"\n',
+    }
+    for name, text in scripts.items():
+        (venv / "bin" / name).write_text(text)
+        (venv / "bin" / name).chmod(0o755)
+    (venv / "bin" / "activate").write_text(f'VIRTUAL_ENV="{venv}"\nexport VIRTUAL_ENV\n'
+                                           'PATH="$VIRTUAL_ENV/bin:$PATH"\nexport PATH\n')
+    site = venv / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "__editable__.kaflite-0.1.0.pth").write_text(f"{root}/src\n")
+    digest = hashlib.sha1((root / "pyproject.toml").read_bytes()).hexdigest()[:12]
+    for kind in ("base", "test"):
+        (venv / f".kaflite-{kind}-{digest}").touch()
+
+
+def newcomer_env() -> dict[str, str]:
+    """The environment of a newcomer's terminal: no kaflite variable, no virtualenv active, no PYTHONPATH,
+    the tests' own venv off PATH (so `kaflite` is found only once the README's venv is activated), and
+    Python's bytecode cache on (PYTHONDONTWRITEBYTECODE, if the tests run with it, made every command of a
+    fresh clone compile kaflite again: seconds each on a loaded machine)."""
+    import sys
+
+    ours = str(Path(sys.executable).parent)
+    dropped = ("PYTHONPATH", "VIRTUAL_ENV", "FORCE_COLOR", "PYTHONDONTWRITEBYTECODE")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KAFLITE_", "PYTEST_")) and k not in dropped}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p and p != ours)
+    env.update(NO_COLOR="1", COLUMNS="120")
+    return env
+
+
+def readme_blocks(section: str, lang: str = "bash", readme: Path | None = None) -> list[str]:
+    """The ```lang blocks of the README's `## section`, in order."""
+    import re
+
+    text = (readme or REPO / "README.md").read_text()
+    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(rf"```{lang}\n(.*?)```", body, re.S)
+
+
+class Terminal:
+    """One terminal of a newcomer in `cwd`: each README line runs in bash after the `. …/activate` lines
+    this terminal ran before (a terminal keeps its activation), and one that exits non-zero fails with the
+    line and its output."""
+
+    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
+        self.cwd, self.env = cwd, env
+        self.sourced: list[str] = []
+
+    def script(self, line: str) -> str:
+        return "".join(f"{s} && " for s in self.sourced) + line
+
+    def run(self, line: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        if line.startswith(". "):
+            self.sourced.append(line)
+        ran = subprocess.run(["bash", "-o", "pipefail", "-c", self.script(line)], cwd=self.cwd, env=self.env,
+                             capture_output=True, text=True, timeout=timeout)
+        assert ran.returncode == 0, f"$ {line}\nexit {ran.returncode}\n{ran.stdout}\n{ran.stderr}"
+        return ran
+
+    def start(self, line: str, **popen: Any) -> subprocess.Popen[str]:
+        """A long-running line (a broker, `cluster up`, the console), its stdout a pipe. bash execs it, so
+        the process returned is the command's own (a signal reaches it, as Ctrl-C would)."""
+        return subprocess.Popen(["bash", "-c", self.script(f"exec {line}")], cwd=self.cwd, env=self.env,
+                                stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, **popen)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO
+from helpers import fresh_clone
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -54,7 +54,7 @@ COLLECT = textwrap.dedent(
 
     sys.addaudithook(hook)
     import pytest
-    code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"])
+    code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *sys.argv[2:]])
     for path in dict.fromkeys(outside):
         print("READ OUTSIDE THE REPOSITORY:", path)
     sys.exit(code or (3 if outside else 0))
@@ -62,29 +62,19 @@ COLLECT = textwrap.dedent(
 )
 
 
-def _clone(tmp_path: Path) -> Path:
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    clone = empty / "kaflite"
-    proc = subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert [p.name for p in empty.iterdir()] == ["kaflite"]  # nothing beside the clone
-    return clone
-
-
-def _collect(tmp_path: Path, clone: Path) -> subprocess.CompletedProcess[str]:
+def _collect(tmp_path: Path, clone: Path, *paths: str) -> subprocess.CompletedProcess[str]:
+    """pytest's collection in the clone under the audit hook: the whole suite, or only `paths`."""
     script = tmp_path / "collect.py"
     script.write_text(COLLECT)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KAFLITE_"))}
     env["PYTHONPATH"] = str(clone / "src")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return subprocess.run([sys.executable, str(script), str(clone)], cwd=clone, env=env, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run([sys.executable, str(script), str(clone), *paths], cwd=clone, env=env,
+                          capture_output=True, text=True, timeout=600)
 
 
 def test_fresh_clone_collects_the_whole_suite(tmp_path: Path) -> None:
-    clone = _clone(tmp_path)
+    clone = fresh_clone(tmp_path)
     proc = _collect(tmp_path, clone)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "READ OUTSIDE" not in proc.stdout
@@ -94,14 +84,15 @@ def test_fresh_clone_collects_the_whole_suite(tmp_path: Path) -> None:
 
 def test_a_test_reading_outside_the_repository_fails_the_check(tmp_path: Path) -> None:
     """The check can fail: a module that reads a file next to the clone at import is reported, even when
-    that file exists."""
-    clone = _clone(tmp_path)
+    that file exists. Only that module is collected (the hook and the conftest files are the same as for the
+    whole suite, whose collection the test above already pays for)."""
+    clone = fresh_clone(tmp_path)
     (clone.parent.parent / "vectors.json").write_text("[]")
     (clone / "tests" / "test_reads_outside.py").write_text(
         "from pathlib import Path\n"
         "DATA = (Path(__file__).resolve().parents[3] / 'vectors.json').read_text()\n"
         "def test_x():\n    assert DATA == '[]'\n"
     )
-    proc = _collect(tmp_path, clone)
+    proc = _collect(tmp_path, clone, "tests/test_reads_outside.py")
     assert proc.returncode != 0
     assert f"READ OUTSIDE THE REPOSITORY: {(tmp_path / 'vectors.json').resolve()}" in proc.stdout

@@ -16,7 +16,19 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from helpers import REPO, missing_zookeeper, poll_values, require, stop_process, wait_until
+from helpers import (
+    Terminal,
+    fresh_clone,
+    missing_program,
+    missing_zookeeper,
+    newcomer_env,
+    poll_values,
+    readme_blocks,
+    require,
+    set_up_clone_venv,
+    stop_process,
+    wait_until,
+)
 
 require(missing_zookeeper(), module_level=True)
 
@@ -45,15 +57,21 @@ def _alive(pid: int) -> bool:
 
 
 def test_cluster_up_serves_clients_and_stops_everything_on_sigint(tmp_path: Path) -> None:
+    """Also the README's cluster section as a newcomer runs it, in a fresh clone (as tests/cli/
+    test_readme_tour.py runs the quick tour): its `cluster up` line as written, then its commands in a
+    second terminal, without a bootstrap; each must exit 0, and `git status` stays clean."""
     from confluent_kafka import Consumer, Producer
 
+    require(missing_program("git"))
+    clone = fresh_clone(tmp_path)
+    set_up_clone_venv(clone)
+    readme = [ln for ln in readme_blocks("A cluster")[0].splitlines() if ln.strip() and not ln.startswith("#")]
+    assert "cluster up --brokers 3" in readme[0] and len(readme) >= 4, readme
     errlog = open(tmp_path / "up.err", "w+")
-    proc = subprocess.Popen(  # the default --data-dir, relative to the working directory
-        [sys.executable, "-m", "kaflite", "cluster", "up", "--brokers", "3"], cwd=tmp_path,
-        stdout=subprocess.PIPE, stderr=errlog, stdin=subprocess.DEVNULL, text=True,
-    )
+    # the default --data-dir, relative to the working directory
+    proc = Terminal(clone, newcomer_env()).start(readme[0], stderr=errlog)
     pids: list[int] = []
-    env_file = tmp_path / "kaflite-cluster" / "cluster.env"
+    env_file = clone / "kaflite-cluster" / "cluster.env"
     try:
         first = _read_line(proc, 120)
         assert first.startswith("bootstrap servers: "), first
@@ -70,24 +88,21 @@ def test_cluster_up_serves_clients_and_stops_everything_on_sigint(tmp_path: Path
         listed = _kaflite("topics", "list", "-b", bootstrap)
         assert {"__consumer_offsets", "__transaction_state"} <= set(listed.stdout.split()), listed.stdout
         # a client command given no bootstrap, in the directory of `cluster up`, finds it and says so
-        found = subprocess.run([sys.executable, "-m", "kaflite", "cluster", "status"], cwd=tmp_path,
+        found = subprocess.run([sys.executable, "-m", "kaflite", "cluster", "status"], cwd=clone,
                                capture_output=True, text=True, timeout=60,
                                env={k: v for k, v in os.environ.items() if k != "KAFLITE_BOOTSTRAP"})
         assert found.returncode == 0 and re.search(r"^Brokers: 3 ", found.stdout, re.M), found.stdout + found.stderr
         assert found.stderr.strip() == f"note: using the cluster started by `kaflite cluster up` " \
                                        f"(kaflite-cluster/cluster.env): {bootstrap}", found.stderr
-        # the README's cluster section, as a newcomer types it in a second terminal (no bootstrap given)
-        readme = (REPO / "README.md").read_text().split("\n## A cluster", 1)[1]
-        block = re.search(r"```bash\n(.*?)```", readme, re.S).group(1)  # type: ignore[union-attr]
-        commands = [ln for ln in block.splitlines() if ln.strip() and not ln.startswith("#")]
-        assert "cluster up" in commands[0] and len(commands) >= 3
-        env = {k: v for k, v in os.environ.items() if k != "KAFLITE_BOOTSTRAP"}
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-        for command in commands[1:]:
-            ran = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
-                                 timeout=60)
-            assert ran.returncode == 0, (command, ran.stdout, ran.stderr)
-            assert "note: using the cluster started by `kaflite cluster up`" in ran.stderr, (command, ran.stderr)
+        # the rest of the README's cluster section, typed in a second terminal (no bootstrap given)
+        second = Terminal(clone, newcomer_env())
+        for command in readme[1:]:
+            ran = second.run(command)
+            if command.startswith("kaflite "):
+                assert "note: using the cluster started by `kaflite cluster up`" in ran.stderr, (command, ran.stderr)
+        assert re.search(r"^Brokers: 3 ", ran.stdout, re.M), ran.stdout  # `kaflite cluster status`, last
+        status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True)
+        assert status.stdout == "", f"the README left files git does not ignore:\n{status.stdout}"
         # the plain status line (stdout is a pipe): three brokers up and a controller
         deadline = time.monotonic() + 60
         line = ""
