@@ -65,6 +65,9 @@ def _run(command: str, cwd: Path, bootstrap: str, timeout: float = 120) -> str:
         NO_COLOR="1",
     )
     env.pop("FORCE_COLOR", None)
+    # Python's bytecode cache on: with PYTHONDONTWRITEBYTECODE (set in some environments) every example
+    # compiled kaflite again, ~3 s a command on a loaded 2-core machine (helpers.newcomer_env does the same)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     proc = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=timeout)
     return proc.stdout
