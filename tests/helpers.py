@@ -238,11 +238,11 @@ class Terminal:
         return "".join(f"{s} && " for s in self.sourced) + line
 
     def run(self, line: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        if line.startswith(". "):
-            self.sourced.append(line)
         ran = subprocess.run(["bash", "-o", "pipefail", "-c", self.script(line)], cwd=self.cwd, env=self.env,
                              capture_output=True, text=True, timeout=timeout)
         assert ran.returncode == 0, f"$ {line}\nexit {ran.returncode}\n{ran.stdout}\n{ran.stderr}"
+        if line.startswith(". "):
+            self.sourced.append(line)
         return ran
 
     def start(self, line: str, **popen: Any) -> subprocess.Popen[str]:
