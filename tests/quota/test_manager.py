@@ -134,3 +134,19 @@ def test_max_value_in_window_caps_a_fetch() -> None:
     q.set(E(None, DEFAULT), CONSUMER_BYTE_RATE, 1000)
     assert q.max_value_in_window(CONSUMER_BYTE_RATE, "User:u", "c") == 10_000
     assert QuotaManager(2, 3).max_value_in_window(CONSUMER_BYTE_RATE, "User:u", "c") is None
+
+
+def test_a_published_table_replaces_entities_and_keeps_the_measure_of_unchanged_quotas() -> None:
+    q = QuotaManager(window_num=2, window_size_s=1)
+    q.apply({E(None, "A"): {P: 1000.0}, E("bob", None): {CONSUMER_BYTE_RATE: 50.0}}, whole=True)
+    assert q.record(P, "User:x", "A", 3000.0, 0) > 0
+    # a notification re-reading A unchanged (another key of its znode changed) keeps A's measure
+    q.apply({E(None, "A"): {P: 1000.0}}, whole=False)
+    assert q.record(P, "User:x", "A", 1.0, 10) > 0
+    assert q.entities() == {E(None, "A"): {P: 1000.0}, E("bob", None): {CONSUMER_BYTE_RATE: 50.0}}
+    # an entity published without values has no quota left; a whole table drops what it lacks
+    q.apply({E("bob", None): {}}, whole=False)
+    assert q.entities() == {E(None, "A"): {P: 1000.0}}
+    q.apply({E(None, "B"): {P: 5.0}}, whole=True)
+    assert q.entities() == {E(None, "B"): {P: 5.0}}
+    assert q.record(P, "User:x", "A", 3000.0, 20) == 0

@@ -195,6 +195,27 @@ class QuotaManager:
             for key, value in values.items():
                 self.set(entity, key, value)
 
+    def replace_entity(self, entity: QuotaEntity, values: dict[str, float]) -> None:
+        """Make `values` the entity's quotas (a key it lacks is removed); a key whose value is unchanged is
+        left alone, so its sensors keep their measure (a notification of a user's SCRAM change, or a
+        broker's own change coming back, re-reads the user's quotas unchanged)."""
+        current = self._configs.get(entity, {})
+        for key in QUOTA_KEYS:
+            new = values.get(key)
+            if new is None:
+                if key in current:
+                    self.set(entity, key, None)
+            elif current.get(key) != float(new):
+                self.set(entity, key, new)
+
+    def apply(self, configs: dict[QuotaEntity, dict[str, float]], whole: bool) -> None:
+        """A quota store's publication (server/quota/store.py): the whole table, or some entities'."""
+        if whole:
+            for entity in set(self._configs) - set(configs):
+                self.replace_entity(entity, {})
+        for entity, values in configs.items():
+            self.replace_entity(entity, values)
+
     def enabled(self, key: str) -> bool:
         return bool(self._by_key[key])
 
