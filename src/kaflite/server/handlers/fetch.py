@@ -313,8 +313,9 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     known_hw = {(name, int(p.partition)): int(p.high_watermark) for name, t in known for p in t.partitions} \
         if replica_id >= 0 and ctx.api_version >= REPLICA_HIGH_WATERMARK_VERSION else {}
     max_bytes = int(request.max_bytes)
-    if replica_id < 0:  # Kafka caps a consumer's fetch at what its quota window allows, so it can pass
-        allowed = broker.quotas.max_value_in_window(CONSUMER_BYTE_RATE, ctx.session.principal, ctx.client_id)
+    if replica_id < 0:  # a consumer's fetch is capped at what its quota allows now (server/quota/manager.py)
+        allowed = broker.quotas.fetch_allowance(CONSUMER_BYTE_RATE, ctx.session.principal, ctx.client_id,
+                                                broker.now_ms())
         if allowed is not None:
             max_bytes = max(1, min(max_bytes, int(allowed)))
     first = True
