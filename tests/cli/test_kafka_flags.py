@@ -29,9 +29,8 @@ TOOLS = {"kafka-topics": "topics", "kafka-consumer-groups": "groups", "kafka-con
 REFUSED = {
     "topics": {"--topic-id", "--replica-assignment"},
     "groups": {"--delete-offsets", "--export", "--from-file", "--to-current", "--to-datetime", "--by-duration"},
-    "configs": {"--zookeeper", "--zk-tls-config-file", "--bootstrap-controller", "--entity-default",
-                "--broker-defaults", "--broker-logger", "--user", "--client", "--ip", "--user-defaults",
-                "--client-defaults", "--ip-defaults"},
+    "configs": {"--zookeeper", "--zk-tls-config-file", "--bootstrap-controller", "--broker-defaults",
+                "--broker-logger", "--ip", "--ip-defaults"},
     "get-offsets": set(),
     "produce": {"--line-reader", "--max-block-ms"},
     "consume": {"--include", "--whitelist", "--enable-systest-events"},
@@ -272,7 +271,7 @@ def test_another_command_module_plugs_in(monkeypatch: pytest.MonkeyPatch) -> Non
     assert translate(["acls", "--bootstrap-server", "h:1", "--list", "--topic", "t"]).argv == [
         "acls", "list", "--bootstrap-server", "h:1", "--topic", "t"]
     with pytest.raises(Refused):
-        translate(["configs", "--describe", "--user", "alice"])
-    extend_tool("configs", flags={"--user": Rename("--entity-name")})
-    assert translate(["configs", "--describe", "--user", "alice"]).argv == [
-        "configs", "describe", "--entity-name", "alice"]
+        translate(["configs", "--describe", "--ip", "1.2.3.4"])
+    extend_tool("configs", flags={"--ip": Rename("--entity-name")})
+    assert translate(["configs", "--describe", "--ip", "1.2.3.4"]).argv == [
+        "configs", "describe", "--entity-name", "1.2.3.4"]

@@ -122,8 +122,8 @@ def test_throttled_consumer_keeps_to_its_quota(broker: EmbeddedBroker) -> None:
     finally:
         broker.call(broker.server.broker.quotas.replace_all, {})
     rate = sum(n for at, n in got if started + 1.0 <= at < started + 6.0) / 5.0
-    # held to its quota, and not starved. Not within 20 % below: with this 2-sample window each fetch
-    # may take 1 s worth of quota (the cap) and the next is answered empty and throttled for about the
-    # window, as Kafka's arithmetic does (about 58 % of the quota measured); unthrottled, the 3 MB are
-    # read in the first second and the rate here is 0
-    assert 0.4 * QUOTA <= rate <= 1.2 * QUOTA, rate
+    # held to within 20 % of its quota (unthrottled, the 3 MB are read in the first second and the rate
+    # here is 0). With Kafka's cap alone (a whole window's worth per fetch) it was about 58 %: each passing
+    # fetch filled the window, the next was answered empty and throttled (tests/quota/test_manager.py)
+    buckets = [sum(n for at, n in got if started + i / 2 <= at < started + (i + 1) / 2) for i in range(12)]
+    assert 0.8 * QUOTA <= rate <= 1.2 * QUOTA, (rate, buckets)

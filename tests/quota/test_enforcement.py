@@ -15,7 +15,13 @@ from kwire import WireClient, decode_response
 
 from kaflite.protocol.record_batch import build_record_batch
 from kaflite.server.embedded import EmbeddedBroker
-from kaflite.server.quota import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity
+from kaflite.server.quota import (
+    CONSUMER_BYTE_RATE,
+    DEFAULT,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    QuotaEntity,
+)
 
 SECOND = datetime.timedelta(seconds=1)
 APIV = ApiVersionsRequest(client_software_name="kwire", client_software_version="0")
@@ -107,3 +113,33 @@ def test_consumer_fetch_is_capped_at_its_quota_window(broker: EmbeddedBroker, qu
     assert r.throttle_time.total_seconds() == 0  # type: ignore[attr-defined]
     got = len(r.responses[0].partitions[0].records or b"")  # type: ignore[attr-defined]
     assert 500 < got <= 1200  # some batches, not all five (about 2900 bytes): the quota's window caps it
+
+
+def test_request_percentage_throttles_by_the_handlers_loop_time(broker: EmbeddedBroker, quotas: object) -> None:
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    broker.call(broker.server.broker.create_topic, "q-request", 1, None)
+    with WireClient(broker.bootstrap) as c:
+        _call(c, _produce("q-request", b"r" * 100), "writer")
+    # a ten-thousandth of a percent: any request's loop time (tens of microseconds at least) is far over it
+    broker.call(quotas.set, QuotaEntity(None, "busy"), REQUEST_PERCENTAGE, 0.0001)  # type: ignore[attr-defined]
+    metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                               include_topic_authorized_operations=False)
+    with WireClient(broker.bootstrap) as busy, WireClient(broker.bootstrap) as calm:
+        r = _call(busy, metadata, "busy")
+        # the request quota's throttle is bounded by one window (the module's: 1 s), as Kafka's
+        assert 0 < r.throttle_time.total_seconds() <= 1.0  # type: ignore[attr-defined]
+        assert r.brokers  # type: ignore[attr-defined]  # answered in full
+        assert _call(calm, metadata, "calm").throttle_time.total_seconds() == 0  # type: ignore[attr-defined]
+    with WireClient(broker.bootstrap) as busy:
+        # Produce carries it in its hot-encoded answer; a Fetch throttled by it answers no data, as Kafka's
+        produced = _call(busy, _produce("q-request", b"s" * 100), "busy")
+        assert produced.throttle_time.total_seconds() > 0  # type: ignore[attr-defined]
+    with WireClient(broker.bootstrap) as busy:
+        fetched = _call(busy, _fetch("q-request"), "busy")
+        assert fetched.throttle_time.total_seconds() > 0  # type: ignore[attr-defined]
+        assert fetched.responses == ()  # type: ignore[attr-defined]
+    with WireClient(broker.bootstrap) as busy:
+        # a follower's fetch is exempt
+        follower = _call(busy, _fetch("q-request", replica_id=1), "busy")
+        assert follower.throttle_time.total_seconds() == 0  # type: ignore[attr-defined]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from kaflite.server.quota import (
@@ -134,3 +136,73 @@ def test_max_value_in_window_caps_a_fetch() -> None:
     q.set(E(None, DEFAULT), CONSUMER_BYTE_RATE, 1000)
     assert q.max_value_in_window(CONSUMER_BYTE_RATE, "User:u", "c") == 10_000
     assert QuotaManager(2, 3).max_value_in_window(CONSUMER_BYTE_RATE, "User:u", "c") is None
+
+
+def test_a_published_table_replaces_entities_and_keeps_the_measure_of_unchanged_quotas() -> None:
+    q = QuotaManager(window_num=2, window_size_s=1)
+    q.apply({E(None, "A"): {P: 1000.0}, E("bob", None): {CONSUMER_BYTE_RATE: 50.0}}, whole=True)
+    assert q.record(P, "User:x", "A", 3000.0, 0) > 0
+    # a notification re-reading A unchanged (another key of its znode changed) keeps A's measure
+    q.apply({E(None, "A"): {P: 1000.0}}, whole=False)
+    assert q.record(P, "User:x", "A", 1.0, 10) > 0
+    assert q.entities() == {E(None, "A"): {P: 1000.0}, E("bob", None): {CONSUMER_BYTE_RATE: 50.0}}
+    # an entity published without values has no quota left; a whole table drops what it lacks
+    q.apply({E("bob", None): {}}, whole=False)
+    assert q.entities() == {E(None, "A"): {P: 1000.0}}
+    q.apply({E(None, "B"): {P: 5.0}}, whole=True)
+    assert q.entities() == {E(None, "B"): {P: 5.0}}
+    assert q.record(P, "User:x", "A", 3000.0, 20) == 0
+
+
+def _backlogged_consumer(q: QuotaManager, cap: Callable[[int], float], seconds: int) -> float:
+    """A consumer with more records waiting than it may read, on an injected clock: each fetch takes whole
+    16 KB batches up to `cap(now)` (at least one batch, as a broker answers), is recorded, and when
+    throttled is answered empty (its bytes taken back) and the next one waits out the throttle; 2 ms
+    between fetches otherwise. The bytes received from 5 s on, per second."""
+    batch, now, got = 16384, 0, 0.0
+    while now < seconds * 1000:
+        n = max(batch, int(cap(now)) // batch * batch)
+        throttle = q.record(CONSUMER_BYTE_RATE, "User:u", "c", n, now)
+        if throttle > 0:
+            q.unrecord(CONSUMER_BYTE_RATE, "User:u", "c", n, now)
+            now += throttle + 2
+        else:
+            got += n if now >= 5000 else 0
+            now += 2
+    return got / (seconds - 5)
+
+
+@pytest.mark.parametrize("window_num", [2, 11])
+def test_a_backlogged_consumer_is_held_to_its_quota_not_to_half_of_it(window_num: int) -> None:
+    quota = 200_000.0
+
+    def manager() -> QuotaManager:
+        q = QuotaManager(window_num=window_num, window_size_s=1)
+        q.set(E(None, "c"), CONSUMER_BYTE_RATE, quota)
+        return q
+
+    # Kafka's cap alone (getMaxValueInQuotaWindow): each passing fetch takes (window_num - 1) windows' worth,
+    # the next overshoots and is answered empty, and only a fetch into an emptied window passes
+    kafka = manager()
+    kafka_rate = _backlogged_consumer(
+        kafka, lambda _now: kafka.max_value_in_window(CONSUMER_BYTE_RATE, "User:u", "c") or 0.0, 30)
+    assert kafka_rate < 0.7 * quota, kafka_rate
+    # capped at what the quota still allows now: within 20 % of the quota
+    q = manager()
+    rate = _backlogged_consumer(
+        q, lambda now: q.fetch_allowance(CONSUMER_BYTE_RATE, "User:u", "c", now) or 0.0, 30)
+    assert 0.8 * quota <= rate <= 1.05 * quota, rate
+
+
+def test_fetch_allowance_is_the_room_left_between_a_floor_and_kafkas_cap() -> None:
+    q = QuotaManager(window_num=2, window_size_s=1)
+    assert q.fetch_allowance(CONSUMER_BYTE_RATE, "User:u", "c", 0) is None  # no quota
+    q.set(E(None, "c"), CONSUMER_BYTE_RATE, 1000.0)
+    assert q.fetch_allowance(CONSUMER_BYTE_RATE, "User:u", "c", 0) == 1000.0  # no sensor yet: Kafka's cap
+    q.record(CONSUMER_BYTE_RATE, "User:u", "c", 600.0, 0)
+    # the window is 1 s (window_num - 1 whole windows assumed): 1000 - 600 left
+    assert q.fetch_allowance(CONSUMER_BYTE_RATE, "User:u", "c", 0) == 400.0
+    q.record(CONSUMER_BYTE_RATE, "User:u", "c", 400.0, 0)
+    assert q.fetch_allowance(CONSUMER_BYTE_RATE, "User:u", "c", 0) == 100.0  # a tenth of a window's quota
+    # 500 ms on the window is 1.5 s: 1500 - 1000
+    assert q.fetch_allowance(CONSUMER_BYTE_RATE, "User:u", "c", 500) == 500.0

@@ -354,16 +354,23 @@ def _builtin_tools() -> list[KafkaTool]:
                 "--bootstrap-controller": Refuse(
                     "kaflite runs in ZooKeeper mode: configs go through the brokers",
                     "kaflite configs describe --bootstrap-server HOST:PORT --broker ID", takes_value=True),
-                **{f: Refuse("broker-wide defaults are static in kaflite (server.properties); kaflite configs "
-                             "changes one topic or one broker", "kaflite configs describe --broker ID --all")
-                   for f in ("--entity-default", "--broker-defaults")},
+                "--broker-defaults": Refuse("broker-wide defaults are static in kaflite (server.properties); "
+                                            "kaflite configs changes one topic or one broker",
+                                            "kaflite configs describe --broker ID --all"),
+                # the default user / client id of client quotas: kafka-configs.sh keeps it as the name ""
+                "--entity-default": Custom(lambda _v: ["--entity-name", ""], takes_value=False),
+                "--user": Custom(lambda v: ["--entity-type", "users", "--entity-name", v or ""]),
+                "--client": Custom(lambda v: ["--entity-type", "clients", "--entity-name", v or ""]),
+                "--user-defaults": Custom(lambda _v: ["--entity-type", "users", "--entity-name", ""],
+                                          takes_value=False),
+                "--client-defaults": Custom(lambda _v: ["--entity-type", "clients", "--entity-name", ""],
+                                            takes_value=False),
                 "--broker-logger": Refuse("log levels are not configs in kaflite (serve --log-level)",
                                           "kaflite configs describe --broker ID --all", takes_value=True),
-                **{f: Refuse("client quotas and user / client / IP configs are not in kaflite configs; "
-                             "SCRAM credentials are managed over the wire (see docs/security.md)",
-                             "kaflite configs describe --topic TOPIC", takes_value=f in ("--user", "--client", "--ip"))
-                   for f in ("--user", "--client", "--ip", "--user-defaults", "--client-defaults",
-                             "--ip-defaults", "--client-metrics")},
+                **{f: Refuse("kaflite keeps no IP quotas or client metrics subscriptions",
+                             "kaflite configs describe --entity-type users --entity-name USER",
+                             takes_value=f in ("--ip", "--client-metrics"))
+                   for f in ("--ip", "--ip-defaults", "--client-metrics")},
             },
         ),
         KafkaTool(

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
+from kaflite.cli import quotas_cmd
 from kaflite.cli.common import (
     DEFAULT_BOOTSTRAP,
     EXIT_USAGE,
@@ -637,7 +638,11 @@ def _config_resource_of(
     if broker is not None:
         return "broker", str(broker)
     if entity_type not in ENTITY_TYPES:
-        fail(f"--entity-type: expected {' or '.join(ENTITY_TYPES)}, got {entity_type!r}", EXIT_USAGE)
+        fail(f"--entity-type: expected {' or '.join(ENTITY_TYPES)} (or users / clients for client quotas), "
+             f"got {entity_type!r}", EXIT_USAGE)
+    if entity_type == "brokers" and entity_name == "":
+        fail("--entity-default: broker-wide defaults are static in kaflite (server.properties); kaflite configs "
+             "changes one topic or one broker", EXIT_USAGE)
     if not entity_name:
         fail(f"--entity-name: the {entity_type[:-1]} to change is missing", EXIT_USAGE)
     if entity_type == "brokers" and not entity_name.isdigit():
@@ -678,20 +683,27 @@ def config_line(
 def configs_describe(
     topic: Annotated[str | None, typer.Option("--topic", "-t", help="Describe this topic's configs.")] = None,
     broker: Annotated[int | None, typer.Option("--broker", help="Describe this broker's configs.")] = None,
-    entity_type: Annotated[
-        str | None, typer.Option("--entity-type", help="topics or brokers (kafka-configs.sh spelling).")
-    ] = None,
-    entity_name: Annotated[str | None, typer.Option("--entity-name", help="The topic name or broker id.")] = None,
+    entity_type: Annotated[list[str] | None, typer.Option(
+        "--entity-type", help="topics, brokers, or client quotas' users / clients (both: one user's client); "
+                              "kafka-configs.sh spelling.")] = None,
+    entity_name: Annotated[list[str] | None, typer.Option(
+        "--entity-name", help="The topic name, broker id, user or client id ('' or --entity-default: the "
+                              "default user / client), one per --entity-type.")] = None,
     show_all: Annotated[
         bool, typer.Option("--all", help="Every config, not only the dynamic (per-topic) ones.")
     ] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = 15.0,
 ) -> None:
-    """Print a topic's or broker's configuration entries with their sources and synonyms."""
+    """Print a topic's or broker's configuration entries with their sources and synonyms, or the client
+    quotas of users / client ids (and users' SCRAM credentials)."""
     from confluent_kafka.admin import ConfigResource, ResourceType
 
-    kind, name = _config_resource_of(entity_type, entity_name, topic, broker)
+    if entity_type and set(entity_type) & set(quotas_cmd.QUOTA_TYPES):
+        _describe_quotas(bootstrap_server, entity_type, entity_name or [], timeout)
+        return
+    kind, name = _config_resource_of(_one(entity_type, "--entity-type"), _one(entity_name, "--entity-name"),
+                                     topic, broker)
     admin = admin_client(bootstrap_server)
     if kind == "topic":
         if name not in _all_topics(admin, timeout):
@@ -719,10 +731,12 @@ def configs_describe(
 @configs_app.command("alter")
 @handle_errors
 def configs_alter(
-    entity_type: Annotated[
-        str | None, typer.Option("--entity-type", help="topics or brokers (kafka-configs.sh).")
-    ] = None,
-    entity_name: Annotated[str | None, typer.Option("--entity-name", help="The topic name or broker id.")] = None,
+    entity_type: Annotated[list[str] | None, typer.Option(
+        "--entity-type", help="topics, brokers, or client quotas' users / clients (both: one user's client); "
+                              "kafka-configs.sh spelling.")] = None,
+    entity_name: Annotated[list[str] | None, typer.Option(
+        "--entity-name", help="The topic name, broker id, user or client id ('' or --entity-default: the "
+                              "default user / client), one per --entity-type.")] = None,
     topic: Annotated[str | None, typer.Option("--topic", "-t", help="Shortcut: --entity-type topics --entity-name.")] = None,
     broker: Annotated[int | None, typer.Option("--broker", help="Shortcut: --entity-type brokers --entity-name.")] = None,
     add_config: Annotated[
@@ -736,10 +750,14 @@ def configs_alter(
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
     timeout: Timeout = 15.0,
 ) -> None:
-    """Set or remove topic / broker configs with IncrementalAlterConfigs, as kafka-configs.sh --alter."""
+    """Set or remove topic / broker configs with IncrementalAlterConfigs, as kafka-configs.sh --alter; or
+    client quotas of users / client ids (AlterClientQuotas) and users' SCRAM credentials."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-    kind, name = _config_resource_of(entity_type, entity_name, topic, broker)
+    quota = bool(entity_type and set(entity_type) & set(quotas_cmd.QUOTA_TYPES))
+    if not quota:
+        kind, name = _config_resource_of(_one(entity_type, "--entity-type"), _one(entity_name, "--entity-name"),
+                                         topic, broker)
     sets: dict[str, str] = {}
     for text in add_config or []:
         sets.update(split_config_list(text, "--add-config"))
@@ -749,6 +767,10 @@ def configs_alter(
     both = sorted(set(sets) & set(deletes))
     if both:
         fail(f"{', '.join(both)}: both added and deleted; give each config once", EXIT_USAGE)
+    if quota:
+        assert entity_type is not None
+        _alter_quotas(bootstrap_server, entity_type, entity_name or [], sets, deletes, timeout)
+        return
     admin = admin_client(bootstrap_server)
     if kind == "topic" and name not in _all_topics(admin, timeout):
         fail(f"Topic '{name}' does not exist as expected")
@@ -759,3 +781,51 @@ def configs_alter(
     future = admin.incremental_alter_configs([resource], request_timeout=timeout)[resource]
     admin_result(future, timeout + 1, f"altering the configuration of {kind} {name}")
     typer.echo(f"Completed updating config for {kind} {name}.")
+
+
+def _one(values: list[str] | None, option: str) -> str | None:
+    """The single value of a repeatable option of a topic / broker config command."""
+    if not values:
+        return None
+    if len(values) > 1:
+        fail(f"{option}: give it once for topics and brokers (twice only for a user's client quotas)", EXIT_USAGE)
+    return values[0]
+
+
+def _describe_quotas(bootstrap: str, types: list[str], names: list[str], timeout: float) -> None:
+    entity = quotas_cmd.quota_entity(types, names, describing=True)
+    for line in quotas_cmd.describe(bootstrap, entity, timeout):
+        typer.echo(line)
+    # kafka-configs.sh adds the users' SCRAM credentials when describing users alone, not the default user
+    if types == ["users"] and "" not in names:
+        from kaflite.cli import users_cmd
+
+        admin = admin_client(bootstrap)
+        asked: list[str | None] = list(names) or [None]  # None: every user with a credential
+        for user in asked:
+            users_cmd.describe_credentials(admin, user, timeout)
+
+
+def _alter_quotas(bootstrap: str, types: list[str], names: list[str], sets: dict[str, str], deletes: list[str],
+                  timeout: float) -> None:
+    """Quota keys through AlterClientQuotas; a user's SCRAM keys through `kaflite users`' code."""
+    from kaflite.cli import users_cmd
+
+    entity = quotas_cmd.quota_entity(types, names, describing=False)
+    scram_sets = {k: v for k, v in sets.items() if k in users_cmd.MECHANISMS}
+    scram_deletes = [k for k in deletes if k in users_cmd.MECHANISMS]
+    if scram_sets or scram_deletes:
+        if types != ["users"] or not names[0]:
+            fail("SCRAM credentials belong to one named user (--entity-type users --entity-name USER)", EXIT_USAGE)
+        try:
+            upserts = users_cmd.parse_add_config(",".join(f"{k}=[{v}]" for k, v in scram_sets.items()))  \
+                if scram_sets else {}
+        except ValueError as e:
+            fail(f"--add-config: {e}", EXIT_USAGE)
+    quota_sets = {k: v for k, v in sets.items() if k not in scram_sets}
+    quota_deletes = [k for k in deletes if k not in scram_deletes]
+    if quota_sets or quota_deletes:
+        quotas_cmd.alter(bootstrap, entity, quota_sets, quota_deletes, timeout)
+    if scram_sets or scram_deletes:
+        users_cmd.alter_credentials(admin_client(bootstrap), names[0], upserts, scram_deletes, timeout)
+    typer.echo(quotas_cmd.alter_line(types, names))

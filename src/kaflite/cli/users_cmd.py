@@ -34,7 +34,7 @@ from kaflite.cli.common import (
 )
 from kaflite.cli.kafka_flags import command_config
 
-__all__ = ["parse_add_config", "register"]
+__all__ = ["alter_credentials", "describe_credentials", "parse_add_config", "register"]
 
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 DEFAULT_ITERATIONS = 4096  # kafka-configs.sh's DefaultScramIterations
@@ -110,10 +110,10 @@ def users(
     admin = AdminClient({**client_config(bootstrap), **command_config(command_config_file)})
     if alter:
         assert entity_name is not None
-        _alter(admin, entity_name, upserts, deletions, timeout)
+        alter_credentials(admin, entity_name, upserts, deletions, timeout)
         typer.echo(f"Completed updating config for user {entity_name}.")
     else:
-        _describe(admin, entity_name, timeout)
+        describe_credentials(admin, entity_name, timeout)
 
 
 def _mechanism(name: str) -> Any:
@@ -122,7 +122,7 @@ def _mechanism(name: str) -> Any:
     return {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256, "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}[name]
 
 
-def _alter(admin: Any, user: str, upserts: dict[str, tuple[int, str]], deletions: list[str], timeout: float) -> None:
+def alter_credentials(admin: Any, user: str, upserts: dict[str, tuple[int, str]], deletions: list[str], timeout: float) -> None:
     from confluent_kafka.admin import (
         ScramCredentialInfo,
         UserScramCredentialDeletion,
@@ -137,7 +137,7 @@ def _alter(admin: Any, user: str, upserts: dict[str, tuple[int, str]], deletions
         admin_result(future, timeout, f"altering the SCRAM credentials of user {user}")
 
 
-def _describe(admin: Any, user: str | None, timeout: float) -> None:
+def describe_credentials(admin: Any, user: str | None, timeout: float) -> None:
     def line(name: str, description: Any) -> str:
         infos = ", ".join(f"{_name(i.mechanism)}=iterations={i.iterations}" for i in description.scram_credential_infos)
         return f"SCRAM credential configs for user-principal '{name}' are {infos}"

@@ -668,6 +668,40 @@ class KafkaZkClient(ZooKeeperSession):
             )
 
     @retried
+    def update_entity_config(
+        self, entity_type: str, name: str, change: Callable[[dict[str, str]], dict[str, str]]
+    ) -> dict[str, str]:
+        """Read-modify-write of /config/<type>/<name> by compare-and-set on the znode's version, then the
+        notification; answers the config written. `change` gets the config as stored and may run more than
+        once (another writer in between: it is applied again to what that one wrote), so two tools changing
+        different keys of one entity (a user's SCRAM credential and its quota) both keep theirs. The znode
+        stays with an empty config when `change` leaves none (as Kafka's AdminZkClient). The notification
+        is written even when nothing changed: a retry after a lost connection may find its own write."""
+        path = zd.config_entity_path(entity_type, name)
+        for _ in range(100):
+            try:
+                data, stat = self._zk.get(path)
+                current, version = zd.decode_config(path, data), int(stat.version)
+            except NoNodeError:
+                current, version = {}, -1
+            new = change(dict(current))
+            try:
+                if version < 0:
+                    self._zk.create(path, zd.encode_config(new), makepath=True)
+                elif new != current:
+                    self._zk.set(path, zd.encode_config(new), version)
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue  # written (or deleted) meanwhile: apply the change to what is there now
+            self._zk.create(
+                f"{zd.CONFIG_CHANGES}/{zd.CONFIG_CHANGE_PREFIX}",
+                zd.encode_config_change(entity_type, name),
+                sequence=True,
+                makepath=True,
+            )
+            return new
+        raise RuntimeError(f"could not update {path} after 100 tries (concurrent writers)")
+
+    @retried
     def get_config_changes(self) -> list[tuple[str, str, str]]:
         """Pending notifications, oldest first: (znode name, entity type, entity name)."""
         try:

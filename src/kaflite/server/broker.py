@@ -59,9 +59,9 @@ from kaflite.server.logconfig import log_config_for
 from kaflite.server.metadata_waiters import MetadataWaiters
 from kaflite.server.metrics import BrokerMetrics
 from kaflite.server.purgatory import Purgatory
-from kaflite.server.quota import QuotaManager
+from kaflite.server.quota import QuotaEntity, QuotaManager
 from kaflite.server.quota.store import FILE_NAME as QUOTA_FILE_NAME
-from kaflite.server.quota.store import QuotaFile
+from kaflite.server.quota.store import QuotaFile, QuotaStore, ZkQuotaStore
 from kaflite.server.replica import ReplicaManager, TopicSettings, fetch_key
 from kaflite.server.security.client import BrokerConnector, broker_connector
 from kaflite.server.security.scram import FILE_NAME as SCRAM_FILE_NAME
@@ -124,7 +124,7 @@ class Broker:
             self.authorizer = acl_authorizer
         # client quotas (server/quota): what AlterClientQuotas set, and each client's measured rates
         self.quotas = QuotaManager(int(config["quota.window.num"]), int(config["quota.window.size.seconds"]))
-        self.quota_file: QuotaFile | None = None  # where AlterClientQuotas writes (set at start, single node)
+        self.quota_store: QuotaStore | None = None  # where AlterClientQuotas writes (set at start)
         # SCRAM users (single node: a file in the data directory, read at start, server/security/scram.py;
         # a cluster: ZooKeeper, server/security/zk_credentials.py)
         self.scram_credentials = CredentialStore(None)
@@ -205,13 +205,20 @@ class Broker:
         await self.acls.start()
 
     async def _start_quotas(self) -> None:
-        """Single node: the client quotas AlterClientQuotas stored (read in a thread). A cluster keeps no
-        quotas yet (Kafka's /config/users|clients znodes are not written): `quota_file` stays None and
-        AlterClientQuotas is refused there rather than applied on one broker only."""
+        """The client quotas AlterClientQuotas stored (single node: quotas.json; a cluster: Kafka's
+        /config/users|clients znodes, watched for every broker's changes), read in a thread. The store
+        publishes each table it reads or writes from its thread; they are applied on the event loop in
+        the order published."""
+        loop = asyncio.get_running_loop()
+
+        def publish(configs: dict[QuotaEntity, dict[str, float]], whole: bool) -> None:
+            loop.call_soon_threadsafe(self.quotas.apply, configs, whole)
+
         if isinstance(self.metadata_writer, ZkMetadata):
-            return
-        self.quota_file = QuotaFile(self.log_dirs[0] / QUOTA_FILE_NAME if self.log_dirs else None)
-        self.quotas.replace_all(await asyncio.to_thread(self.quota_file.load))
+            self.quota_store = ZkQuotaStore(self.metadata_writer.zk, publish)
+        else:
+            self.quota_store = QuotaFile(self.log_dirs[0] / QUOTA_FILE_NAME if self.log_dirs else None, publish)
+        await asyncio.to_thread(self.quota_store.start)
 
     def _start_logs_and_metadata(self) -> None:
         manager = self.log_manager

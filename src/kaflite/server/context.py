@@ -8,6 +8,7 @@ Rules:
   `leader_epcoh=7` would otherwise go out as the default, silently);
 - `allowed(check, name)` / `check(check, name)` ask the broker's authorizer one of the checks of
   server/acl/rules.py, where Kafka's KafkaApis asks its Authorizer;
+- `record_request_time()` records the handler's event-loop time against `request_percentage` once;
 - `throttle_time_ms` is the throttle a quota decided for this request (server/quota); the dispatcher
   writes it into the response's `throttle_time` field (hot-encoded answers write it themselves) and tells
   the connection, which mutes itself for that long (KIP-219).
@@ -18,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from types import ModuleType
@@ -29,6 +31,7 @@ from kio.static.constants import EntityType
 from kaflite.protocol.errors import KafkaError
 from kaflite.protocol.messages import RequestHeader
 from kaflite.server.authorizer import CLUSTER_NAME, AclOperation, ResourceType, Session
+from kaflite.server.quota.manager import REQUEST_PERCENTAGE
 
 if TYPE_CHECKING:
     from kaflite.server.acl.rules import Check
@@ -46,6 +49,9 @@ class RequestContext:
     session: Session = field(default_factory=Session)
     throttle_time_ms: int = 0
     request_bytes: int = 0  # the request's size (Kafka's request.sizeInBytes, what a produce quota counts)
+    # the handler's time on the event loop so far (the dispatcher's LoopTimer; None: not measured)
+    loop_time_ns: Callable[[], int] | None = None
+    request_time_recorded: bool = False
 
     @property
     def api_version(self) -> int:
@@ -64,6 +70,16 @@ class RequestContext:
         ms = quotas.record(key, self.session.principal, self.client_id, value, self.broker.now_ms())
         self.throttle_time_ms = max(self.throttle_time_ms, ms)
         return ms
+
+    def record_request_time(self) -> int:
+        """Record the handler's event-loop time so far against `request_percentage` (Kafka's request quota:
+        percent of one thread's second, thread time in seconds * 100), once per request; the throttle it
+        earns (at most one window) becomes this request's. Produce and Fetch call it before they encode
+        their answer (a Fetch throttled by it answers no data, as Kafka's); the dispatcher for the rest."""
+        if self.request_time_recorded or self.loop_time_ns is None:
+            return 0
+        self.request_time_recorded = True
+        return self.record_quota(REQUEST_PERCENTAGE, self.loop_time_ns() * 1e-7)
 
     @property
     def response(self) -> ModuleType:

@@ -10,7 +10,10 @@ Rules (what Kafka's SocketServer/KafkaApis do):
   principal, decided once per connection; one dispatcher per bound listener);
   the throttle time a quota set on the context (`ctx.throttle_time_ms`) goes into the response's
   `throttle_time` (hot-encoded responses write their own), and a throttle is told to the connection
-  (`on_throttle`) before the answer is returned, so it mutes itself once the answer is sent (KIP-219).
+  (`on_throttle`) before the answer is returned, so it mutes itself once the answer is sent (KIP-219);
+- with a `request_percentage` quota set, the handler's time on the event loop (server/quota/timing.py)
+  is recorded against it (Kafka's request quota on request-handler thread time), except for the
+  broker-to-broker APIs of REQUEST_QUOTA_EXEMPT and a follower's Fetch.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from kaflite.protocol.messages import (
 from kaflite.server.authorizer import Session
 from kaflite.server.context import RequestContext
 from kaflite.server.handlers import EncodedBody, Registry
+from kaflite.server.quota.manager import REQUEST_PERCENTAGE
+from kaflite.server.quota.timing import LoopTimer, timed
 
 if TYPE_CHECKING:
     from kaflite.server.broker import Broker
@@ -46,6 +51,12 @@ log = logging.getLogger("kaflite.server")
 
 class CloseConnection(Exception):
     """The request cannot be answered; the connection must be closed."""
+
+
+# Kafka's broker-to-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown,
+# WriteTxnMarkers, AlterPartition), answered without the request quota (sendResponseExemptThrottle); a
+# follower's Fetch is exempted in its handler
+REQUEST_QUOTA_EXEMPT = frozenset({4, 5, 6, 7, 27, 56})
 
 
 class Dispatcher:
@@ -80,7 +91,13 @@ class Dispatcher:
         ctx = RequestContext(self.broker, header, client_host, connection_id, session, request_bytes=len(frame))
         metrics = self.broker.metrics  # None unless metrics.listener is set
         started = time.perf_counter() if metrics is not None else 0.0
-        response = await handler(ctx, request)
+        if self.broker.quotas.enabled(REQUEST_PERCENTAGE) and header.api_key not in REQUEST_QUOTA_EXEMPT:
+            timer = LoopTimer()
+            ctx.loop_time_ns = timer.elapsed_ns
+            response = await timed(timer, handler(ctx, request))
+            ctx.record_request_time()  # unless the handler did (Produce, Fetch: before encoding)
+        else:
+            response = await handler(ctx, request)
         if metrics is not None:
             metrics.request(header.api_key, time.perf_counter() - started)
         if ctx.throttle_time_ms > 0 and on_throttle is not None:  # KIP-219: the connection mutes itself

@@ -313,8 +313,9 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     known_hw = {(name, int(p.partition)): int(p.high_watermark) for name, t in known for p in t.partitions} \
         if replica_id >= 0 and ctx.api_version >= REPLICA_HIGH_WATERMARK_VERSION else {}
     max_bytes = int(request.max_bytes)
-    if replica_id < 0:  # Kafka caps a consumer's fetch at what its quota window allows, so it can pass
-        allowed = broker.quotas.max_value_in_window(CONSUMER_BYTE_RATE, ctx.session.principal, ctx.client_id)
+    if replica_id < 0:  # a consumer's fetch is capped at what its quota allows now (server/quota/manager.py)
+        allowed = broker.quotas.fetch_allowance(CONSUMER_BYTE_RATE, ctx.session.principal, ctx.client_id,
+                                                broker.now_ms())
         if allowed is not None:
             max_bytes = max(1, min(max_bytes, int(allowed)))
     first = True
@@ -335,17 +336,22 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
         remaining = deadline - broker.now_ms()
         if total >= request.min_bytes or any_error or unknown_ids or remaining <= 0 or not keys or (
                 known_hw and _high_watermark_news(results, known_hw)):
-            throttled = replica_id < 0 and _consumer_quota(ctx, total)
+            if replica_id >= 0:
+                ctx.request_time_recorded = True  # a follower is exempt from the request quota, as in Kafka
+                throttled = False
+            else:  # Kafka: a fetch throttled by either quota answers no data
+                throttled = _consumer_quota(ctx, total, request_throttled=ctx.record_request_time() > 0)
             return _response(ctx, request, results, session, ids, unknown_ids, throttled)
         await broker.purgatory.wait(keys, remaining)
 
 
-def _consumer_quota(ctx: RequestContext, total: int) -> bool:
-    """Record a consumer's fetched bytes against its quota; True when throttled (Kafka then answers no
-    data and takes the bytes back: the client fetches them again after its throttle)."""
+def _consumer_quota(ctx: RequestContext, total: int, request_throttled: bool = False) -> bool:
+    """Record a consumer's fetched bytes against its quota; True when throttled by it or by the request
+    quota (Kafka then answers no data and takes the bytes back: the client fetches them again after its
+    throttle)."""
     if not ctx.broker.quotas.enabled(CONSUMER_BYTE_RATE):
-        return False
-    if ctx.record_quota(CONSUMER_BYTE_RATE, total) <= 0:
+        return request_throttled
+    if ctx.record_quota(CONSUMER_BYTE_RATE, total) <= 0 and not request_throttled:
         return False
     ctx.broker.quotas.unrecord(CONSUMER_BYTE_RATE, ctx.session.principal, ctx.client_id, total,
                                ctx.broker.now_ms())

@@ -265,9 +265,10 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     if 8 <= version <= 10 and getattr(request, "include_cluster_authorized_operations", False):
         cluster_ops = ctx.authorized_operations(ResourceType.CLUSTER) \
             if ctx.allowed(rules.METADATA_CLUSTER_OPS) else 0
+    ctx.record_request_time()  # now, so the answer encoded here carries a request quota's throttle
     return EncodedBody(
-        list(encode_metadata_response(version, 0, brokers, image.cluster_id, image.controller_id, topics,
-                                      cluster_ops))
+        list(encode_metadata_response(version, ctx.throttle_time_ms, brokers, image.cluster_id,
+                                      image.controller_id, topics, cluster_ops))
     )
 
 

@@ -199,6 +199,7 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     # the request's bytes count against the producer's quota (Kafka's quotas.produce, also with acks=0:
     # the dispatcher then mutes the connection without an answer)
     ctx.record_quota(PRODUCER_BYTE_RATE, ctx.request_bytes)
+    ctx.record_request_time()  # now, so the answer encoded below carries its throttle too
     if acks == 0:
         if failed:
             raise CloseConnection("acks=0 produce failed: " + ", ".join(failed))

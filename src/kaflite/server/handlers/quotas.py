@@ -13,9 +13,12 @@ Rules (tests/quota/test_quota_apis.py):
 - an alteration names a user, a client id or both, each once (else INVALID_REQUEST; an ip entity is
   INVALID_REQUEST: kaflite has no IP quotas); its keys are Kafka's four client quota keys (another:
   INVALID_REQUEST), producer_byte_rate and consumer_byte_rate whole numbers; `validate_only` checks without
-  storing; the valid entries are written durably (single node: quotas.json, off the loop) before they
-  apply and before the answer; in a ZooKeeper cluster every entry is UNSUPPORTED_VERSION (not stored
-  there yet: a quota kept by one broker only would be enforced by that broker only).
+  storing; the valid entries are written durably (server/quota/store.py, in a worker thread: single node
+  quotas.json, a cluster Kafka's /config/users|clients znodes with a change notification every broker
+  applies) and are in force on this broker before the answer; an entity that could not be stored is
+  UNKNOWN_SERVER_ERROR with the reason;
+- in a cluster DescribeClientQuotas reads ZooKeeper (in a worker thread), as Kafka's ZkAdminManager does, so
+  it shows an alteration made through any broker at once; on a single node it reads the broker's table.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 from kaflite.server.quota import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QUOTA_KEYS, QuotaEntity
 from kaflite.server.quota.manager import Name
+from kaflite.server.quota.store import ZkQuotaStore
 
 _ZERO = datetime.timedelta(0)
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
@@ -101,10 +105,19 @@ async def handle_describe_client_quotas(ctx: RequestContext, request: Any) -> An
         wanted = _components(request)
     except _Refused as e:
         return answer(e.code, str(e), None)
+    configs = ctx.broker.quotas.entities()
+    store = ctx.broker.quota_store
+    if isinstance(store, ZkQuotaStore):
+        # as stored now, as Kafka's ZkAdminManager answers: an alteration through another broker is seen at
+        # once, before its notification reached this one
+        try:
+            configs = await asyncio.to_thread(store.load)
+        except Exception as e:  # ZooKeeper unreachable
+            return answer(ErrorCode.unknown_server_error, f"{type(e).__name__}: {e}", None)
     entries = tuple(
         build(R.EntryData, entity=_entity_data(lambda **kw: build(R.EntityData, **kw), entity),
               values=tuple(build(R.ValueData, key=k, value=v) for k, v in sorted(values.items())))
-        for entity, values in ctx.broker.quotas.entities().items() if matches(wanted, request.strict, entity))
+        for entity, values in configs.items() if matches(wanted, request.strict, entity))
     return answer(ErrorCode.none, None, entries)
 
 
@@ -162,29 +175,28 @@ async def handle_alter_client_quotas(ctx: RequestContext, request: Any) -> Any:
             results.append(entry(ErrorCode.none, None, e))
         except _Refused as refused:
             results.append(entry(refused.code, str(refused), e))
-    store = ctx.broker.quota_file
-    if store is None:  # a ZooKeeper cluster: not stored yet, and one broker alone must not enforce it
-        return build(R.AlterClientQuotasResponse, throttle_time=_ZERO, entries=tuple(
-            entry(ErrorCode.unsupported_version, "client quotas are not stored in a ZooKeeper cluster yet", e)
-            for e in request.entries))
+    store = ctx.broker.quota_store
+    failed: dict[QuotaEntity, str] = {}
     if changes and not request.validate_only:
-        quotas = ctx.broker.quotas
-        async with _lock(ctx):
-            configs = quotas.entities()
-            for entity, ops in changes:
-                values = configs.setdefault(entity, {})
-                for key, value in ops.items():
-                    if value is None:
-                        values.pop(key, None)
-                    else:
-                        values[key] = value
-                if not values:
-                    del configs[entity]
-            # durable first (fsync, in a thread: never on the loop), then in force
-            await asyncio.to_thread(store.save, configs)
-            for entity, ops in changes:
-                for key, value in ops.items():
-                    quotas.set(entity, key, value)
+        if store is None:  # not started: nowhere to keep them
+            failed = {entity: "the broker is starting" for entity, _ in changes}
+        else:
+            async with _lock(ctx):
+                try:
+                    # durable first (fsync / ZooKeeper, in a thread: never on the loop); the store publishes
+                    # the new quotas to this broker's manager before it returns (and in a cluster to every
+                    # broker's, through the change notification)
+                    _, failed = await asyncio.to_thread(store.alter, changes)
+                except Exception as err:  # a full disk: nothing was stored
+                    failed = {entity: f"{type(err).__name__}: {err}" for entity, _ in changes}
+    if failed:
+        valid = iter(changes)
+        for i, source in enumerate(request.entries):
+            if results[i].error_code != ErrorCode.none:
+                continue
+            entity, _ = next(valid)
+            if entity in failed:
+                results[i] = entry(ErrorCode.unknown_server_error, failed[entity], source)
     return build(R.AlterClientQuotasResponse, throttle_time=_ZERO, entries=tuple(results))
 
 

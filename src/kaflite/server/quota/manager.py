@@ -18,7 +18,9 @@ Rules:
   request quota bounds it by one window (ClientRequestQuotaManager.maxThrottleTimeMs);
 - with no quota configured nothing is recorded and every throttle is 0 (Kafka's quotasEnabled);
 - a consumer's fetch is capped at quota * (window_num - 1) * window size bytes (getMaxValueInQuotaWindow):
-  a throttled fetch answers nothing, so a larger one could never pass.
+  a throttled fetch answers nothing, so a larger one could never pass; and, unlike Kafka, at what the quota
+  still allows in the current window, never below a tenth of one window's quota (`fetch_allowance`), so a
+  consumer with a backlog is held to its quota rather than to about half of it.
 """
 
 from __future__ import annotations
@@ -149,11 +151,14 @@ class Rate:
             elapsed += (self.window_num - 1 - full) * self.window_size_ms
         return max(elapsed, 1)
 
+    def total(self, now_ms: int) -> float:
+        """The sum of the samples still in the window."""
+        self._purge(now_ms)
+        return sum(s.value for s in self._samples)
+
     def measure(self, now_ms: int) -> float:
         """Per second."""
-        self._purge(now_ms)
-        total = sum(s.value for s in self._samples)
-        return total / (self.window_ms(now_ms) / 1000.0)
+        return self.total(now_ms) / (self.window_ms(now_ms) / 1000.0)
 
 
 class QuotaManager:
@@ -194,6 +199,27 @@ class QuotaManager:
         for entity, values in configs.items():
             for key, value in values.items():
                 self.set(entity, key, value)
+
+    def replace_entity(self, entity: QuotaEntity, values: dict[str, float]) -> None:
+        """Make `values` the entity's quotas (a key it lacks is removed); a key whose value is unchanged is
+        left alone, so its sensors keep their measure (a notification of a user's SCRAM change, or a
+        broker's own change coming back, re-reads the user's quotas unchanged)."""
+        current = self._configs.get(entity, {})
+        for key in QUOTA_KEYS:
+            new = values.get(key)
+            if new is None:
+                if key in current:
+                    self.set(entity, key, None)
+            elif current.get(key) != float(new):
+                self.set(entity, key, new)
+
+    def apply(self, configs: dict[QuotaEntity, dict[str, float]], whole: bool) -> None:
+        """A quota store's publication (server/quota/store.py): the whole table, or some entities'."""
+        if whole:
+            for entity in set(self._configs) - set(configs):
+                self.replace_entity(entity, {})
+        for entity, values in configs.items():
+            self.replace_entity(entity, values)
 
     def enabled(self, key: str) -> bool:
         return bool(self._by_key[key])
@@ -242,6 +268,26 @@ class QuotaManager:
         if limit is None:
             return None
         return limit * (self.window_num - 1) * self.window_size_ms / 1000.0
+
+    def fetch_allowance(self, key: str, principal: str, client_id: str, now_ms: int) -> float | None:
+        """The most a consumer's fetch may take now (None without a quota): what its quota still allows in
+        the current window (quota * window - what the window holds), at least a tenth of a window's quota
+        (so a fetch is never empty for want of room: it is throttled for about the shortfall instead), at
+        most Kafka's getMaxValueInQuotaWindow. Kafka caps at that maximum only: a consumer with a backlog
+        then takes a whole (window_num - 1) windows' worth in one fetch, every next fetch overshoots, is
+        throttled and answered empty (its bytes taken back), and only a fetch into an emptied window
+        passes: about half the quota (tests/quota/test_manager.py simulates both)."""
+        cap = self.max_value_in_window(key, principal, client_id)
+        if cap is None:
+            return None
+        user, client = self.metric_tags(key, user_name(principal), client_id)
+        limit = self.quota_limit(key, user, client)
+        sensor = self._sensors.get((key, user, client))
+        if sensor is None or limit is None:
+            return cap
+        room = limit * sensor.window_ms(now_ms) / 1000.0 - sensor.total(now_ms)
+        floor = limit * self.window_size_ms / 1000.0 / 10
+        return min(cap, max(room, floor))
 
     # -- recording -------------------------------------------------------------------------------------
     def record(self, key: str, principal: str, client_id: str, value: float, now_ms: int) -> int:

@@ -5,7 +5,8 @@ own tools (`kafka-configs.sh --zookeeper ... --entity-type users`) and kaflite a
 Rules:
 - a user's credentials are `/config/users/<sanitized user>` holding `{"version":1,"config":{...}}` (compact
   JSON), one entry per mechanism, `"SCRAM-SHA-256":"salt=<b64>,stored_key=<b64>,server_key=<b64>,
-  iterations=<n>"`; other keys of the same znode (quotas) are kept untouched by a change;
+  iterations=<n>"`; other keys of the same znode (quotas) are kept untouched by a change, also one written
+  by another broker at the same time (compare-and-set on the znode's version, KafkaZkClient.update_entity_config);
 - the user name in the path is Kafka's Sanitizer form: URL-encoded UTF-8 (Java's URLEncoder: letters,
   digits and `.-_*` kept, the rest %XX), then `*` -> %2A and a space -> %20;
 - every change writes the user's znode, then a notification `/config/changes/config_change_<seq>` holding
@@ -127,15 +128,19 @@ class ZkCredentialStore(CredentialStore):
         with self._lock:
             for user in sorted({u for u, _ in ops}):
                 name = sanitize(user)
-                config = self.zk.get_entity_config(USERS, name)
-                for (u, mech), cred in ops.items():
-                    if u != user:
-                        continue
-                    if cred is None:
-                        config.pop(mech, None)
-                    else:
-                        config[mech] = cred.to_text()
-                self.zk.set_entity_config(USERS, name, config)
+
+                def change(config: dict[str, str], user: str = user) -> dict[str, str]:
+                    for (u, mech), cred in ops.items():
+                        if u != user:
+                            continue
+                        if cred is None:
+                            config.pop(mech, None)
+                        else:
+                            config[mech] = cred.to_text()
+                    return config
+
+                # compare-and-set: a quota of the same user written meanwhile by another broker is kept
+                config = self.zk.update_entity_config(USERS, name, change)
                 self._put(user, _credentials(config, f"/config/{USERS}/{name}"))
 
 
