@@ -1,0 +1,174 @@
+"""The registry as Confluent's clients use it, on a real kaflite broker: confluent-kafka's
+SchemaRegistryClient and AvroSerializer / AvroDeserializer round-trip records produced and consumed
+through the broker, with auto.register.schemas on and off; an incompatible change is refused with 409;
+a restarted registry replays _schemas and keeps every schema and id; `kaflite schema-registry` serves."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from helpers import stop_process
+from kaflite.schema_registry.service import RegistryService
+
+ORDER_V1 = {"type": "record", "name": "Order", "namespace": "shop",
+            "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"}]}
+ORDER_V2 = {**ORDER_V1, "fields": ORDER_V1["fields"] + [{"name": "qty", "type": "int", "default": 1}]}
+ORDER_BAD = {**ORDER_V1, "fields": ORDER_V1["fields"] + [{"name": "price", "type": "double"}]}
+
+
+class RunningRegistry:
+    """A RegistryService on its own event loop thread, as `kaflite schema-registry` runs it."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.service = RegistryService(bootstrap, topic=topic, timeout=10.0)
+        port = asyncio.run_coroutine_threadsafe(self.service.start("127.0.0.1", 0), self.loop).result(30)
+        self.url = f"http://127.0.0.1:{port}"
+
+    def client(self) -> SchemaRegistryClient:
+        return SchemaRegistryClient({"url": self.url})
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.service.stop(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def topic_name() -> str:
+    return f"_schemas_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def registry(kaflite_broker: Any, topic_name: str) -> Iterator[RunningRegistry]:
+    running = RunningRegistry(kaflite_broker.bootstrap, topic_name)
+    yield running
+    running.stop()
+
+
+def round_trip(bootstrap: str, topic: str, serializer: AvroSerializer, deserializer: AvroDeserializer,
+               records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for record in records:
+        value = serializer(record, SerializationContext(topic, MessageField.VALUE))
+        producer.produce(topic, value=value)
+    assert producer.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    out: list[dict[str, Any]] = []
+    try:
+        for _ in range(100):
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error() is not None:
+                continue
+            raw = msg.value()
+            assert raw is not None and raw[0] == 0  # Confluent's wire format: magic byte, then the schema id
+            out.append(deserializer(raw, SerializationContext(topic, MessageField.VALUE)))
+            if len(out) == len(records):
+                break
+    finally:
+        consumer.close()
+    return out
+
+
+def test_avro_round_trip_with_auto_register(kaflite_broker: Any, registry: RunningRegistry) -> None:
+    client = registry.client()
+    serializer = AvroSerializer(client, json.dumps(ORDER_V1))
+    deserializer = AvroDeserializer(client)
+    records = [{"id": 1, "item": "book"}, {"id": 2, "item": "pen"}]
+    assert round_trip(kaflite_broker.bootstrap, "orders", serializer, deserializer, records) == records
+    latest = client.get_latest_version("orders-value")
+    assert latest.version == 1 and json.loads(latest.schema.schema_str) == ORDER_V1
+
+
+def test_avro_without_auto_register_uses_the_registered_schema(kaflite_broker: Any,
+                                                               registry: RunningRegistry) -> None:
+    client = registry.client()
+    unregistered = AvroSerializer(client, json.dumps(ORDER_V1), conf={"auto.register.schemas": False})
+    with pytest.raises(Exception, match="40401|not found"):
+        unregistered({"id": 1, "item": "x"}, SerializationContext("payments", MessageField.VALUE))
+    schema_id = client.register_schema("payments-value", Schema(json.dumps(ORDER_V2), "AVRO"))
+    serializer = AvroSerializer(registry.client(), json.dumps(ORDER_V2), conf={"auto.register.schemas": False})
+    records = [{"id": 3, "item": "ink", "qty": 2}]
+    got = round_trip(kaflite_broker.bootstrap, "payments", serializer, AvroDeserializer(registry.client()), records)
+    assert got == records
+    assert client.lookup_schema("payments-value", Schema(json.dumps(ORDER_V2), "AVRO")).schema_id == schema_id
+
+
+def test_evolution_allowed_and_refused_with_409(registry: RunningRegistry) -> None:
+    client = registry.client()
+    client.register_schema("evolve-value", Schema(json.dumps(ORDER_V1), "AVRO"))
+    client.register_schema("evolve-value", Schema(json.dumps(ORDER_V2), "AVRO"))  # a field with a default
+    assert client.test_compatibility("evolve-value", Schema(json.dumps(ORDER_BAD), "AVRO")) is False
+    with pytest.raises(SchemaRegistryError) as refused:
+        client.register_schema("evolve-value", Schema(json.dumps(ORDER_BAD), "AVRO"))
+    assert refused.value.http_status_code == 409 and refused.value.error_code == 409
+    assert client.get_versions("evolve-value") == [1, 2]
+    client.set_compatibility("evolve-value", "NONE")
+    assert client.get_compatibility("evolve-value") == "NONE"
+    assert client.register_schema_full_response("evolve-value", Schema(json.dumps(ORDER_BAD), "AVRO")).version == 3
+    assert client.delete_version("evolve-value", 3) == 3
+    assert client.get_versions("evolve-value") == [1, 2]
+
+
+def test_restart_replays_every_schema_and_id(kaflite_broker: Any, registry: RunningRegistry,
+                                             topic_name: str) -> None:
+    before = registry.client()
+    ids = {s: [before.get_version(s, v).schema_id for v in before.get_versions(s)] for s in before.get_subjects()}
+    assert ids  # the earlier tests registered schemas
+    second = RunningRegistry(kaflite_broker.bootstrap, topic_name)
+    try:
+        after = second.client()
+        assert {s: [after.get_version(s, v).schema_id for v in after.get_versions(s)]
+                for s in after.get_subjects()} == ids
+        assert after.get_compatibility("evolve-value") == "NONE"
+        assert after.get_versions("evolve-value") == [1, 2]  # the soft delete replayed
+        fresh = {"type": "record", "name": "Fresh", "fields": [{"name": "f", "type": "int"}]}
+        new_id = after.register_schema("fresh-value", Schema(json.dumps(fresh), "AVRO"))
+        assert new_id == max(i for versions in ids.values() for i in versions) + 2  # +2: version 3 held an id
+    finally:
+        second.stop()
+
+
+def test_cli_serves_the_registry(kaflite_broker: Any, tmp_path: Any) -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "kaflite", "schema-registry", "-b", kaflite_broker.bootstrap,
+                             "--listen", "http://127.0.0.1:0", "--topic", f"_schemas_cli_{uuid.uuid4().hex[:6]}"],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline().decode()
+        assert line.startswith("schema registry on http://127.0.0.1:"), line
+        url = line.split()[3]
+        request = urllib.request.Request(f"{url}/subjects/cli-value/versions", method="POST",
+                                         data=json.dumps({"schema": '"string"'}).encode(),
+                                         headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert answer.headers["Content-Type"] == "application/vnd.schemaregistry.v1+json"
+            assert json.loads(answer.read())["id"] == 1
+        with urllib.request.urlopen(f"{url}/subjects", timeout=10) as answer:
+            assert json.loads(answer.read()) == ["cli-value"]
+    finally:
+        stop_process(proc, signal.SIGTERM)
+    assert proc.returncode == 0
