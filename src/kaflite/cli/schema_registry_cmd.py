@@ -10,12 +10,15 @@ every change there. Run one instance per cluster for now (docs/schema-registry.m
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kaflite.cli.common import DEFAULT_BOOTSTRAP, EXIT_USAGE, Bootstrap, check_reachable, fail, handle_errors
+from kaflite.schema_registry.service import parse_listener
 
 if TYPE_CHECKING:
     from kaflite.schema_registry.service import RegistryService
@@ -33,7 +36,7 @@ def schema_registry_command(
         help="Seconds to wait for the cluster (replay at start, each write).")] = 10.0,
 ) -> None:
     """Serve a schema registry (Confluent's REST API) on the cluster's _schemas topic."""
-    from kaflite.schema_registry.service import RegistryService, parse_listener
+    from kaflite.schema_registry.service import RegistryService
 
     try:
         host, port = parse_listener(listen)
@@ -55,6 +58,42 @@ async def _run(service: RegistryService, host: str, port: int) -> None:
         await stop.wait()
     finally:
         await service.stop()
+
+
+class CoHosted:
+    """The registry `kaflite serve` runs beside its broker when schema.registry.listener is set: started
+    once the broker listens (a client of its first PLAINTEXT listener), stopped before the broker stops.
+    If it cannot start, the broker stops too (exit 1): a configured registry that is not there is an error."""
+
+    def __init__(self, listener: str) -> None:
+        self.host, self.port = parse_listener(listener)
+        self.task: asyncio.Task[None] | None = None
+        self.service: RegistryService | None = None
+        self.failed = False
+
+    def start(self, bootstrap: str, say: Callable[[str], None]) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._start(bootstrap, say))
+
+    async def _start(self, bootstrap: str, say: Callable[[str], None]) -> None:
+        from kaflite.schema_registry.service import RegistryService
+
+        service = RegistryService(bootstrap)
+        try:
+            bound = await service.start(self.host, self.port)
+        except Exception as err:
+            say(f"kaflite: schema registry on http://{self.host}:{self.port} failed to start: {err}")
+            self.failed = True
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        self.service = service
+        say(f"kaflite: schema registry on http://{self.host}:{bound} (topic {service.store.topic})")
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+        if self.service is not None:
+            await self.service.stop()
 
 
 def register(app: typer.Typer) -> None:
