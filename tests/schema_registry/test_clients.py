@@ -1,6 +1,6 @@
 """The registry as Confluent's clients use it, on a real kaflite broker: confluent-kafka's
-SchemaRegistryClient and AvroSerializer / AvroDeserializer round-trip records produced and consumed
-through the broker, with auto.register.schemas on and off; an incompatible change is refused with 409;
+SchemaRegistryClient and AvroSerializer / AvroDeserializer (and JSONSerializer / JSONDeserializer) round-trip
+records produced and consumed through the broker, with auto.register.schemas on and off; an incompatible change is refused with 409;
 a restarted registry replays _schemas and keeps every schema and id; `kaflite schema-registry` serves."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from helpers import stop_process
@@ -66,7 +67,7 @@ def registry(kaflite_broker: Any, topic_name: str) -> Iterator[RunningRegistry]:
     running.stop()
 
 
-def round_trip(bootstrap: str, topic: str, serializer: AvroSerializer, deserializer: AvroDeserializer,
+def round_trip(bootstrap: str, topic: str, serializer: Any, deserializer: Any,
                records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     producer = Producer({"bootstrap.servers": bootstrap})
     for record in records:
@@ -114,6 +115,19 @@ def test_avro_without_auto_register_uses_the_registered_schema(kaflite_broker: A
     got = round_trip(kaflite_broker.bootstrap, "payments", serializer, AvroDeserializer(registry.client()), records)
     assert got == records
     assert client.lookup_schema("payments-value", Schema(json.dumps(ORDER_V2), "AVRO")).schema_id == schema_id
+
+
+def test_json_schema_round_trip_stores_the_schema_type(kaflite_broker: Any, registry: RunningRegistry) -> None:
+    schema = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "title": "Click", "type": "object",
+                         "properties": {"page": {"type": "string"}, "n": {"type": "integer"}},
+                         "required": ["page"]})
+    client = registry.client()
+    records = [{"page": "/home", "n": 1}, {"page": "/cart", "n": 2}]
+    got = round_trip(kaflite_broker.bootstrap, "clicks", JSONSerializer(schema, client),
+                     JSONDeserializer(schema, schema_registry_client=client), records)
+    assert got == records
+    latest = client.get_latest_version("clicks-value")
+    assert latest.schema.schema_type == "JSON" and json.loads(latest.schema.schema_str) == json.loads(schema)
 
 
 def test_evolution_allowed_and_refused_with_409(registry: RunningRegistry) -> None:
