@@ -229,3 +229,51 @@ def test_replay_skips_foreign_and_malformed_records_and_honours_tombstones() -> 
     assert state.skipped == 3 and state.max_id == 4 and state.list_versions("s") == [1]
     state.apply(b'{"keytype":"SCHEMA","subject":"s","version":1,"magic":1}', None)
     assert state.list_subjects(deleted=True) == [] and state.max_id == 4
+
+
+class SlowLog:
+    """A log like KafkaStore: records are applied by another thread, and append waits on a condition over
+    the registry's lock (releasing it) until they are."""
+
+    def __init__(self, state: State, lock: Any) -> None:
+        import threading
+
+        self.state = state
+        self.applied = threading.Condition(lock)
+        self.threading = threading
+
+    def append(self, records: list[tuple[bytes, bytes | None]]) -> None:
+        import time
+
+        done = self.threading.Event()
+
+        def apply_later() -> None:
+            time.sleep(0.05)  # the broker's round trip
+            with self.applied:
+                for key, value in records:
+                    self.state.apply(key, value)
+                done.set()
+                self.applied.notify_all()
+
+        self.threading.Thread(target=apply_later).start()
+        with self.applied:
+            assert self.applied.wait_for(done.is_set, 5)
+
+
+def test_concurrent_writers_never_share_an_id_or_a_version() -> None:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    state = State()
+    lock = threading.RLock()
+    registry = Registry(state, SlowLog(state, lock), lock)
+
+    def register(i: int) -> tuple[int, Any]:
+        return registry.handle("POST", "/subjects/s/versions", {}, {"schema": avro((f"f{i}", "int", 0))})
+
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(register, range(4)))
+    assert all(status == 200 for status, _ in answers), answers
+    assert sorted(a["id"] for _, a in answers) == [1, 2, 3, 4]
+    assert sorted(a["version"] for _, a in answers) == [1, 2, 3, 4]
+    assert state.list_versions("s") == [1, 2, 3, 4]

@@ -6,8 +6,9 @@ Rules (tests/schema_registry/test_api.py):
   with error_code 404, bodies that are not JSON objects 422 with 42201 (schema routes) or 422.
 - A write plans its records from the state under the registry's lock, appends them to the log (which
   returns once they are applied to the state), then answers from the state: the answer is what any
-  instance replaying the topic would answer. The lock makes this instance the single writer (ids
-  and versions are planned from a state that includes every earlier write).
+  instance replaying the topic would answer. Writes are serialized by `write_lock`, held until the
+  records are applied: the log's wait releases `lock` (so its reader can apply), and without
+  write_lock a second writer could plan from a state missing the first write and reuse its id.
 - Reads take the lock only for the time of a copy-free lookup; nothing here does I/O except `log.append`.
 """
 
@@ -55,6 +56,7 @@ class Registry:
         self.state = state
         self.log = log
         self.lock = lock if lock is not None else threading.RLock()  # the store's reader applies under it
+        self.write_lock = threading.Lock()
         self.routes: list[tuple[str, re.Pattern[str], Handler]] = []
         for method, pattern, handler in (
             ("GET", r"/", self._root),
@@ -141,7 +143,7 @@ class Registry:
 
     def _register(self, query: dict[str, str], body: Any, s: str) -> tuple[int, Any]:
         body = _schema_body(body)
-        with self.lock:
+        with self.write_lock, self.lock:
             records, answer = self.state.plan_register(s, body, _flag(query, "normalize"))
             self._write(records)
             return 200, {"id": answer["id"], "version": answer["version"], "subject": s,
@@ -153,13 +155,13 @@ class Registry:
             return 200, self.state.lookup(s, body, _flag(query, "normalize"), _flag(query, "deleted"))
 
     def _delete_version(self, query: dict[str, str], body: Any, s: str, v: str) -> tuple[int, Any]:
-        with self.lock:
+        with self.write_lock, self.lock:
             records, number = self.state.plan_delete_version(s, v, _flag(query, "permanent"))
             self._write(records)
             return 200, number
 
     def _delete_subject(self, query: dict[str, str], body: Any, s: str) -> tuple[int, Any]:
-        with self.lock:
+        with self.write_lock, self.lock:
             records, versions = self.state.plan_delete_subject(s, _flag(query, "permanent"))
             self._write(records)
             return 200, versions
@@ -197,12 +199,12 @@ class Registry:
 
     def _put_config(self, query: dict[str, str], body: Any, s: str | None = None) -> tuple[int, Any]:
         level = body.get("compatibility") if isinstance(body, dict) else None
-        with self.lock:
+        with self.write_lock, self.lock:
             self._write(self.state.plan_config(s, level))
             return 200, {"compatibility": self.state.compatibility(s)}
 
     def _delete_config(self, query: dict[str, str], body: Any, s: str | None = None) -> tuple[int, Any]:
-        with self.lock:
+        with self.write_lock, self.lock:
             records, previous = self.state.plan_delete_config(s)
             self._write(records)
             return 200, {"compatibilityLevel": previous}
@@ -215,12 +217,12 @@ class Registry:
 
     def _put_mode(self, query: dict[str, str], body: Any, s: str | None = None) -> tuple[int, Any]:
         mode = body.get("mode") if isinstance(body, dict) else None
-        with self.lock:
+        with self.write_lock, self.lock:
             self._write(self.state.plan_mode(s, mode, _flag(query, "force")))
             return 200, {"mode": self.state.mode(s)}
 
     def _delete_mode(self, query: dict[str, str], body: Any, s: str) -> tuple[int, Any]:
-        with self.lock:
+        with self.write_lock, self.lock:
             records, previous = self.state.plan_delete_mode(s)
             self._write(records)
             return 200, {"mode": previous}

@@ -294,10 +294,10 @@ class State:
         text = self.canonical(body, normalize)
         versions = self.subjects.get(subject, {})
         importing = self.mode(subject) == "IMPORT"
-        wanted_id, wanted_version = body.get("id"), body.get("version")
-        if (wanted_id is not None or wanted_version is not None) and not importing:
-            if wanted_id is not None and self.ids.get(text) != wanted_id:
-                raise not_permitted(f"Subject {subject} is not in import mode")
+        wanted_id = body.get("id")
+        wanted_version = body.get("version") if importing else None  # chosen by the registry otherwise
+        if wanted_id is not None and not importing and self.ids.get(text) != wanted_id:
+            raise not_permitted(f"Subject {subject} is not in import mode")
         for number in sorted(versions, reverse=True):
             ver = versions[number]
             if not ver.deleted and self.schemas.get(ver.id) == text and wanted_version in (None, number):

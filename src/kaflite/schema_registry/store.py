@@ -56,7 +56,8 @@ class KafkaStore:
         self.consumer = Consumer({**self.config, "group.id": "kaflite-schema-registry",
                                   "enable.auto.commit": False, "enable.partition.eof": False})
         self.consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
-        _low, high = self.consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=self.timeout)
+        low, high = self.consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=self.timeout)
+        self.position = low  # records below the log start offset are gone: nothing to wait for there
         self.producer = Producer({**self.config, "acks": "all", "enable.idempotence": True, "linger.ms": 0})
         self.thread = threading.Thread(target=self._read, name="schemas-reader", daemon=True)
         self.thread.start()
