@@ -61,3 +61,18 @@ def test_broker_serves_the_registry_and_a_restart_keeps_schemas_and_ids(tmp_path
     finally:
         stop_process(proc, signal.SIGTERM)
     assert proc.returncode == 0
+
+
+def test_a_registry_that_cannot_start_stops_the_broker_with_exit_1(tmp_path: Path) -> None:
+    import socket
+
+    port = free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        cmd = [sys.executable, "-m", "kaflite", "serve", "-o", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+               "-o", f"log.dirs={tmp_path / 'data'}", "-o", f"schema.registry.listener=http://127.0.0.1:{busy}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert f"schema registry on http://127.0.0.1:{busy} failed to start" in proc.stderr
