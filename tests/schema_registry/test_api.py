@@ -277,3 +277,49 @@ def test_concurrent_writers_never_share_an_id_or_a_version() -> None:
     assert sorted(a["id"] for _, a in answers) == [1, 2, 3, 4]
     assert sorted(a["version"] for _, a in answers) == [1, 2, 3, 4]
     assert state.list_versions("s") == [1, 2, 3, 4]
+
+
+def test_json_and_protobuf_compatibility_is_checked(sr: Client) -> None:
+    # adding a property to an open content model is not BACKWARD-compatible (test_json_compat.py)
+    j1 = '{"type": "object", "properties": {"a": {"type": "string"}}}'
+    j2 = '{"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}'
+    sr.ok("POST", "/subjects/j/versions", {"schemaType": "JSON", "schema": j1})
+    assert sr.ok("POST", "/compatibility/subjects/j/versions/latest",
+                 {"schemaType": "JSON", "schema": j2}) == {"is_compatible": False}
+    assert sr.error("POST", "/subjects/j/versions", {"schemaType": "JSON", "schema": j2}) == (409, 409)
+    sr.ok("PUT", "/config/j", {"compatibility": "FORWARD"})
+    assert sr.ok("POST", "/subjects/j/versions", {"schemaType": "JSON", "schema": j2})["version"] == 2
+    # an int64 field turned string is not compatible at any level but NONE (test_protobuf_compat.py)
+    p1 = 'syntax = "proto3";\nmessage M { int64 a = 1; }'
+    p2 = 'syntax = "proto3";\nmessage M { string a = 1; }'
+    sr.ok("POST", "/subjects/p/versions", {"schemaType": "PROTOBUF", "schema": p1})
+    answer = sr.ok("POST", "/compatibility/subjects/p/versions/latest",
+                   {"schemaType": "PROTOBUF", "schema": p2}, verbose="true")
+    assert answer["is_compatible"] is False and "FIELD_SCALAR_KIND_CHANGED at M.a" in answer["messages"][0]
+    assert sr.error("POST", "/subjects/p/versions", {"schemaType": "PROTOBUF", "schema": p2}) == (409, 409)
+    p3 = 'syntax = "proto3";\nmessage M { int64 a = 1; string b = 2; }'
+    assert sr.ok("POST", "/subjects/p/versions", {"schemaType": "PROTOBUF", "schema": p3})["version"] == 2
+
+
+def test_invalid_json_and_protobuf_schemas_are_refused_with_42201(sr: Client) -> None:
+    assert sr.error("POST", "/subjects/j/versions", {"schemaType": "JSON", "schema": '{"type": "strung"}'}) \
+        == (422, 42201)
+    assert sr.error("POST", "/subjects/p/versions", {"schemaType": "PROTOBUF", "schema": "message {"}) \
+        == (422, 42201)
+
+
+def test_protobuf_text_is_served_as_a_serialized_descriptor_on_request(sr: Client) -> None:
+    import base64
+
+    from google.protobuf import descriptor_pb2
+    proto = 'syntax = "proto3";\npackage shop;\nmessage Order { int64 id = 1; map<string, string> tags = 2; }'
+    pb = sr.ok("POST", "/subjects/p/versions", {"schemaType": "PROTOBUF", "schema": proto})
+    assert sr.ok("GET", f"/schemas/ids/{pb['id']}")["schema"] == proto
+    for path in (f"/schemas/ids/{pb['id']}", "/subjects/p/versions/1"):
+        raw = sr.ok("GET", path, format="serialized")["schema"]
+        descriptor = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(raw))
+        assert descriptor.package == "shop" and [m.name for m in descriptor.message_type] == ["Order"]
+    # the serialized form registers as the same-compatible schema: FULL between the two forms holds
+    sr.ok("PUT", "/config/p", {"compatibility": "FULL"})
+    assert sr.ok("POST", "/compatibility/subjects/p/versions/latest",
+                 {"schemaType": "PROTOBUF", "schema": raw}) == {"is_compatible": True}

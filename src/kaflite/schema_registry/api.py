@@ -131,7 +131,7 @@ class Registry:
 
     def _version(self, query: dict[str, str], body: Any, s: str, v: str) -> tuple[int, Any]:
         with self.lock:
-            return 200, self.state.get_version(s, v, _flag(query, "deleted"))
+            return 200, self.state.get_version(s, v, _flag(query, "deleted"), query.get("format"))
 
     def _version_schema(self, query: dict[str, str], body: Any, s: str, v: str) -> tuple[int, Any]:
         with self.lock:
@@ -173,7 +173,7 @@ class Registry:
 
     def _by_id(self, query: dict[str, str], body: Any, i: str) -> tuple[int, Any]:
         with self.lock:
-            return 200, self.state.schema_json(_schema_id(i))
+            return 200, self.state.schema_json(_schema_id(i), query.get("format"))
 
     def _by_id_schema(self, query: dict[str, str], body: Any, i: str) -> tuple[int, Any]:
         with self.lock:

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaflite.schema_registry import avro_compat, schema_types
+from kaflite.schema_registry import avro_compat, json_compat, protobuf_compat, schema_types
 from kaflite.schema_registry.schema_types import InvalidSchema, Reference, SchemaText
 
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
@@ -202,16 +202,22 @@ class State:
             raise version_not_found(subject, number)
         return number
 
-    def get_version(self, subject: str, version: str | int, deleted: bool = False) -> dict[str, Any]:
+    def get_version(self, subject: str, version: str | int, deleted: bool = False, fmt: str | None = None
+                    ) -> dict[str, Any]:
         number = self.resolve_version(subject, version, deleted)
         schema_id = self.subjects[subject][number].id
-        return {"subject": subject, "version": number, "id": schema_id, **self.schema_json(schema_id)}
+        return {"subject": subject, "version": number, "id": schema_id, **self.schema_json(schema_id, fmt)}
 
-    def schema_json(self, schema_id: int) -> dict[str, Any]:
+    def schema_json(self, schema_id: int, fmt: str | None = None) -> dict[str, Any]:
+        """A schema's JSON answer; `fmt` "serialized" gives a Protobuf schema as a base64
+        FileDescriptorProto (what confluent-kafka's Protobuf serdes ask for), other types as stored."""
         text = self.schemas.get(schema_id)
         if text is None:
             raise schema_not_found()
-        out: dict[str, Any] = {"schema": text.schema}
+        schema = text.schema
+        if fmt == "serialized" and text.schema_type == "PROTOBUF":
+            schema = protobuf_compat.parse(schema).serialized()
+        out: dict[str, Any] = {"schema": schema}
         if text.schema_type != "AVRO":
             out["schemaType"] = text.schema_type
         if text.references:
@@ -263,13 +269,19 @@ class State:
             raise invalid_schema(str(err)) from err
 
     def incompatibilities(self, level: str, new: SchemaText, previous: Sequence[SchemaText]) -> list[str]:
-        """Why `new` may not follow `previous` (oldest first) at `level`; [] when it may. AVRO only: other
-        types are accepted unchecked (see docs/schema-registry.md)."""
-        if new.schema_type != "AVRO" or level == "NONE":
+        """Why `new` may not follow `previous` (oldest first) at `level`; [] when it may. Versions of
+        another schema type are not compared with (Confluent: a type change is checked by no rule set)."""
+        if level == "NONE":
             return []
-        previous = [p for p in previous if p.schema_type == "AVRO"]
-        resolve = self.resolver()
+        previous = [p for p in previous if p.schema_type == new.schema_type]
         try:
+            if new.schema_type == "JSON":
+                return json_compat.check(level, schema_types.parse_json(new),
+                                         [schema_types.parse_json(p) for p in previous])
+            if new.schema_type == "PROTOBUF":
+                return protobuf_compat.check(level, schema_types.parse_protobuf(new),
+                                             [schema_types.parse_protobuf(p) for p in previous])
+            resolve = self.resolver()
             return avro_compat.check(level, schema_types.parse_avro(new, resolve),
                                      [schema_types.parse_avro(p, resolve) for p in previous])
         except InvalidSchema as err:

@@ -6,9 +6,11 @@ Rules:
   canonical text is the compact JSON of the schema as written (key order kept, so two schemas that differ
   only in whitespace are one schema, while defaults and docs still tell schemas apart, as Confluent's
   `AvroSchema.canonicalString` does); with normalize, keys are also sorted.
-- JSON: the text is a JSON object or boolean; canonical text as for AVRO.
-- PROTOBUF: the text is kept as sent, less surrounding whitespace (no .proto parser is shipped).
-- Compatibility is checked for AVRO only (avro_compat); JSON and PROTOBUF versions are accepted unchecked.
+- JSON: the text is a JSON object or boolean that jsonschema's metaschema for its draft accepts (local
+  $refs resolving); canonical text as for AVRO.
+- PROTOBUF: .proto text that proto-schema-parser parses, or a base64 FileDescriptorProto (what
+  confluent-kafka's Python serializer registers); kept as sent, less surrounding whitespace.
+- Compatibility: avro_compat, json_compat and protobuf_compat, one per type.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kaflite.schema_registry import avro_compat
+from kaflite.schema_registry import avro_compat, json_compat, protobuf_compat
 
 TYPES = ("AVRO", "JSON", "PROTOBUF")
 
@@ -95,17 +97,18 @@ def canonical(schema_type: str, schema: str, references: Sequence[Reference], re
     if schema_type == "PROTOBUF":
         for ref in refs:
             resolve(ref)
-        return SchemaText(schema_type, schema.strip(), refs)
+        text = SchemaText(schema_type, schema.strip(), refs)
+        parse_protobuf(text)
+        return text
     try:
         loaded = json.loads(schema)
     except ValueError as err:
         raise InvalidSchema(f"Invalid schema: not JSON: {err}") from err
     text = SchemaText(schema_type, _compact(loaded, normalize), refs)
     if schema_type == "JSON":
-        if not isinstance(loaded, (dict, bool)):
-            raise InvalidSchema("Invalid schema: a JSON schema is an object or a boolean")
         for ref in refs:
             resolve(ref)
+        parse_json(text)
         return text
     named = avro_named_types(text, resolve)
     _require_avro_attributes(loaded)
@@ -142,3 +145,17 @@ def _require_avro_attributes(node: Any) -> None:
 
 def parse_avro(text: SchemaText, resolve: Resolver) -> avro_compat.AvroSchema:
     return avro_compat.parse(json.loads(text.schema), avro_named_types(text, resolve))
+
+
+def parse_json(text: SchemaText) -> json_compat.JsonSchema:
+    try:
+        return json_compat.parse(json.loads(text.schema))
+    except ValueError as err:
+        raise InvalidSchema(f"Invalid schema: {err}") from err
+
+
+def parse_protobuf(text: SchemaText) -> protobuf_compat.ProtoSchema:
+    try:
+        return protobuf_compat.parse(text.schema)
+    except ValueError as err:
+        raise InvalidSchema(f"Invalid schema: {err}") from err
