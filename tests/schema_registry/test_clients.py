@@ -1,6 +1,6 @@
 """The registry as Confluent's clients use it, on a real kaflite broker: confluent-kafka's
-SchemaRegistryClient and AvroSerializer / AvroDeserializer (and JSONSerializer / JSONDeserializer) round-trip
-records produced and consumed through the broker, with auto.register.schemas on and off; an incompatible change is refused with 409;
+SchemaRegistryClient and AvroSerializer / AvroDeserializer (and JSONSerializer / JSONDeserializer,
+ProtobufSerializer / ProtobufDeserializer) round-trip records produced and consumed through the broker, with auto.register.schemas on and off; an incompatible change is refused with 409;
 a restarted registry replays _schemas and keeps every schema and id; `kaflite schema-registry` serves."""
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from helpers import stop_process
 from kaflite.schema_registry.service import RegistryService
@@ -128,6 +130,51 @@ def test_json_schema_round_trip_stores_the_schema_type(kaflite_broker: Any, regi
     assert got == records
     latest = client.get_latest_version("clicks-value")
     assert latest.schema.schema_type == "JSON" and json.loads(latest.schema.schema_str) == json.loads(schema)
+
+
+def shipment_class() -> Any:
+    """A Protobuf message class built at run time from a FileDescriptorProto (what protoc would generate
+    for `package shop; message Shipment { int64 id = 1; string carrier = 2; repeated string items = 3; }`)."""
+    fdp = descriptor_pb2.FileDescriptorProto(name="shop/shipment.proto", package="shop", syntax="proto3")
+    message = fdp.message_type.add(name="Shipment")
+    field_type = descriptor_pb2.FieldDescriptorProto
+    message.field.add(name="id", number=1, type=field_type.TYPE_INT64, label=field_type.LABEL_OPTIONAL)
+    message.field.add(name="carrier", number=2, type=field_type.TYPE_STRING, label=field_type.LABEL_OPTIONAL)
+    message.field.add(name="items", number=3, type=field_type.TYPE_STRING, label=field_type.LABEL_REPEATED)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Shipment"))
+
+
+def test_protobuf_round_trip_with_auto_register(kaflite_broker: Any, registry: RunningRegistry) -> None:
+    shipment = shipment_class()
+    client = registry.client()
+    serializer = ProtobufSerializer(shipment, client, {"use.deprecated.format": False})
+    deserializer = ProtobufDeserializer(shipment, {"use.deprecated.format": False}, client)
+    records = [shipment(id=1, carrier="post", items=["a", "b"]), shipment(id=2, carrier="ship")]
+    assert round_trip(kaflite_broker.bootstrap, "shipments", serializer, deserializer, records) == records
+    latest = client.get_latest_version("shipments-value")
+    assert latest.version == 1 and latest.schema.schema_type == "PROTOBUF"
+    # a .proto text that changes the carrier field's type is refused; one adding a field is not
+    changed = 'syntax = "proto3";\npackage shop;\nmessage Shipment { int64 id = 1; int64 carrier = 2; }'
+    assert client.test_compatibility("shipments-value", Schema(changed, "PROTOBUF")) is False
+    with pytest.raises(SchemaRegistryError) as refused:
+        client.register_schema("shipments-value", Schema(changed, "PROTOBUF"))
+    assert refused.value.http_status_code == 409
+    added = ('syntax = "proto3";\npackage shop;\n'
+             'message Shipment { int64 id = 1; string carrier = 2; repeated string items = 3; bool done = 4; }')
+    assert client.register_schema_full_response("shipments-value", Schema(added, "PROTOBUF")).version == 2
+    # without auto-registration the serializer needs its schema registered under the subject: refused
+    # before, used once version 1's schema (the serializer's base64 descriptor) is registered there
+    fixed = ProtobufSerializer(shipment, registry.client(),
+                               {"use.deprecated.format": False, "auto.register.schemas": False})
+    more = [shipment(id=3, carrier="air")]
+    with pytest.raises(SchemaRegistryError, match="40401"):
+        fixed(more[0], SerializationContext("shipments2", MessageField.VALUE))
+    first = client.get_version("shipments-value", 1)
+    assert client.register_schema("shipments2-value", first.schema) == first.schema_id
+    got = round_trip(kaflite_broker.bootstrap, "shipments2", fixed, deserializer, more)
+    assert got == more
 
 
 def test_evolution_allowed_and_refused_with_409(registry: RunningRegistry) -> None:
