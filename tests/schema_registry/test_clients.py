@@ -5,21 +5,18 @@ a restarted registry replays _schemas and keeps every schema and id; `kaflite sc
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
@@ -28,45 +25,12 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from helpers import stop_process
-from kaflite.schema_registry.service import RegistryService
+from schema_registry.conftest import RunningRegistry
 
 ORDER_V1 = {"type": "record", "name": "Order", "namespace": "shop",
             "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"}]}
 ORDER_V2 = {**ORDER_V1, "fields": ORDER_V1["fields"] + [{"name": "qty", "type": "int", "default": 1}]}
 ORDER_BAD = {**ORDER_V1, "fields": ORDER_V1["fields"] + [{"name": "price", "type": "double"}]}
-
-
-class RunningRegistry:
-    """A RegistryService on its own event loop thread, as `kaflite schema-registry` runs it."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.service = RegistryService(bootstrap, topic=topic, timeout=10.0)
-        port = asyncio.run_coroutine_threadsafe(self.service.start("127.0.0.1", 0), self.loop).result(30)
-        self.url = f"http://127.0.0.1:{port}"
-
-    def client(self) -> SchemaRegistryClient:
-        return SchemaRegistryClient({"url": self.url})
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.service.stop(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
-
-
-@pytest.fixture(scope="module")
-def topic_name() -> str:
-    return f"_schemas_{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture(scope="module")
-def registry(kaflite_broker: Any, topic_name: str) -> Iterator[RunningRegistry]:
-    running = RunningRegistry(kaflite_broker.bootstrap, topic_name)
-    yield running
-    running.stop()
 
 
 def round_trip(bootstrap: str, topic: str, serializer: Any, deserializer: Any,
