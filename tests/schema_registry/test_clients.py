@@ -25,12 +25,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from helpers import stop_process
-from schema_registry.conftest import RunningRegistry
-
-ORDER_V1 = {"type": "record", "name": "Order", "namespace": "shop",
-            "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"}]}
-ORDER_V2 = {**ORDER_V1, "fields": ORDER_V1["fields"] + [{"name": "qty", "type": "int", "default": 1}]}
-ORDER_BAD = {**ORDER_V1, "fields": ORDER_V1["fields"] + [{"name": "price", "type": "double"}]}
+from registry_helpers import ORDER_BAD, ORDER_V1, ORDER_V2, RunningRegistry
 
 
 def round_trip(bootstrap: str, topic: str, serializer: Any, deserializer: Any,
