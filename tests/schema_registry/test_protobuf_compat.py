@@ -77,6 +77,8 @@ CASES: list[tuple[str, str, str, bool, bool]] = [
      p3("message M { oneof v { int32 a = 1; } }"), True, True),
     ("two existing fields moved into a new oneof", p3("message M { int32 a = 1; string b = 2; }"),
      p3("message M { oneof v { int32 a = 1; string b = 2; } }"), False, True),
+    ("existing field moved into an existing oneof", p3("message M { int32 a = 1; oneof v { string b = 2; } }"),
+     p3("message M { oneof v { string b = 2; int32 a = 1; } }"), False, False),
     ("map field added", BASE, p3("message Order { int64 id = 1; string name = 2; map<string, string> tags = 3; }"),
      True, True),
 ]
