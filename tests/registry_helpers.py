@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
@@ -20,11 +21,11 @@ ORDER_BAD = {**ORDER_V1, "fields": ORDER_V1["fields"] + [{"name": "price", "type
 class RunningRegistry:
     """A RegistryService on its own event loop thread, as `kaflite schema-registry` runs it."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, **options: Any) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.service = RegistryService(bootstrap, topic=topic, timeout=10.0)
+        self.service = RegistryService(bootstrap, topic=topic, timeout=10.0, **options)
         port = asyncio.run_coroutine_threadsafe(self.service.start("127.0.0.1", 0), self.loop).result(30)
         self.url = f"http://127.0.0.1:{port}"
 

@@ -323,3 +323,25 @@ def test_protobuf_text_is_served_as_a_serialized_descriptor_on_request(sr: Clien
     sr.ok("PUT", "/config/p", {"compatibility": "FULL"})
     assert sr.ok("POST", "/compatibility/subjects/p/versions/latest",
                  {"schemaType": "PROTOBUF", "schema": raw}) == {"is_compatible": True}
+
+
+def test_forward_hook_takes_writes_only(sr: Client) -> None:
+    seen: list[tuple[str, str]] = []
+
+    def forward(method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any] | None:
+        seen.append((method, path))
+        return 200, {"forwarded": True}
+
+    sr.registry.forward = forward
+    for method, path, body in (("POST", "/subjects/s/versions", {"schema": V1}), ("PUT", "/config", {}),
+                               ("PUT", "/mode/s", {}), ("DELETE", "/subjects/s", None),
+                               ("DELETE", "/subjects/s/versions/1", None), ("DELETE", "/config/s", None)):
+        assert sr.ok(method, path, body) == {"forwarded": True}
+    assert len(seen) == 6
+    # reads, lookups and compatibility tests are answered here
+    assert sr.ok("GET", "/subjects") == []
+    assert sr.error("POST", "/subjects/s", {"schema": V1}) == (404, 40401)
+    assert sr.ok("POST", "/compatibility/subjects/s/versions", {"schema": V1}) == {"is_compatible": True}
+    assert len(seen) == 6
+    sr.registry.forward = lambda *args: None  # the writer itself: handled here
+    assert sr.ok("POST", "/subjects/s/versions", {"schema": V1})["id"] == 1

@@ -4,7 +4,7 @@
     kaflite schema-registry -b broker:9092 --listen http://0.0.0.0:8081
 
 A plain Kafka client of the cluster (kaflite's or Apache Kafka's): it replays `_schemas` at start and writes
-every change there. Run one instance per cluster for now (docs/schema-registry.md: the multi-instance plan).
+every change there. Several instances on one topic need --elect-writer on each (docs/schema-registry.md).
 """
 
 from __future__ import annotations
@@ -34,6 +34,12 @@ def schema_registry_command(
     topic: Annotated[str, typer.Option("--topic", help="The topic holding the schemas.")] = "_schemas",
     timeout: Annotated[float, typer.Option("--timeout", min=0.5,
         help="Seconds to wait for the cluster (replay at start, each write).")] = 10.0,
+    elect_writer: Annotated[bool, typer.Option("--elect-writer",
+        help="One of several instances on the topic: a consumer group elects the writer, the others "
+             "forward writes to it.")] = False,
+    advertised_url: Annotated[str | None, typer.Option("--advertised-url",
+        help="With --elect-writer: the URL the other instances forward writes to (default: --listen's, "
+             "127.0.0.1 for a wildcard host).")] = None,
 ) -> None:
     """Serve a schema registry (Confluent's REST API) on the cluster's _schemas topic."""
     from kaflite.schema_registry.service import RegistryService
@@ -43,7 +49,8 @@ def schema_registry_command(
     except ValueError as err:
         fail(str(err), EXIT_USAGE)
     check_reachable(bootstrap_server)
-    asyncio.run(_run(RegistryService(bootstrap_server, topic=topic, timeout=timeout), host, port))
+    asyncio.run(_run(RegistryService(bootstrap_server, topic=topic, timeout=timeout, elect_writer=elect_writer,
+                                     advertised=advertised_url), host, port))
 
 
 async def _run(service: RegistryService, host: str, port: int) -> None:

@@ -57,6 +57,8 @@ class Registry:
         self.log = log
         self.lock = lock if lock is not None else threading.RLock()  # the store's reader applies under it
         self.write_lock = threading.Lock()
+        # several instances (election.py): a write goes to the elected writer; None answers it here
+        self.forward: Callable[[str, str, dict[str, str], Any], tuple[int, Any] | None] | None = None
         self.routes: list[tuple[str, re.Pattern[str], Handler]] = []
         for method, pattern, handler in (
             ("GET", r"/", self._root),
@@ -103,6 +105,10 @@ class Registry:
             if route_method != method:
                 continue
             args = {k: unquote(v) for k, v in match.groupdict().items()}
+            if self.forward is not None and _is_write(method, path):
+                forwarded = self.forward(method, path, query, body)
+                if forwarded is not None:
+                    return forwarded
             try:
                 return handler(query=query, body=body, **args)
             except RegistryError as err:
@@ -252,6 +258,13 @@ class Registry:
 
 class _RawSchema(str):
     """A /schema route's answer: the schema itself as the body, not a JSON string of it."""
+
+
+def _is_write(method: str, path: str) -> bool:
+    """Routes that change the topic: PUT, DELETE, and POST but lookups and compatibility tests."""
+    if method in ("PUT", "DELETE"):
+        return True
+    return method == "POST" and path.startswith("/subjects/") and path.rstrip("/").endswith("/versions")
 
 
 def _raw(schema: str) -> _RawSchema:

@@ -48,6 +48,8 @@ class KafkaStore:
         self.error: BaseException | None = None
         self.consumer: Consumer | None = None
         self.producer: Producer | None = None
+        self.watermarks: Consumer | None = None
+        self.watermarks_lock = threading.Lock()
 
     # ---- lifecycle ------------------------------------------------------------------------------------
 
@@ -74,6 +76,8 @@ class KafkaStore:
             self.thread.join(5)
         if self.consumer is not None:
             self.consumer.close()
+        if self.watermarks is not None:
+            self.watermarks.close()
         if self.producer is not None:
             self.producer.flush(self.timeout)
 
@@ -116,6 +120,20 @@ class KafkaStore:
             with self.applied:
                 self.error = err
                 self.applied.notify_all()
+
+    def catch_up(self) -> None:
+        """Wait until every record below the current high watermark is applied (StoreError after the
+        timeout): what another instance wrote is then part of the state."""
+        with self.watermarks_lock:
+            if self.watermarks is None:
+                # its own client: the reader's consumer blocks other calls while it waits in consume()
+                self.watermarks = Consumer({**self.config, "group.id": "kaflite-schema-registry"})
+            _, high = self.watermarks.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=self.timeout)
+        with self.applied:
+            if not self.applied.wait_for(lambda: self.position >= high or self.error is not None, self.timeout):
+                raise StoreError(f"reading {self.topic} did not reach offset {high} in {self.timeout} s")
+        if self.error is not None:
+            raise StoreError(f"the {self.topic} reader stopped: {self.error}")
 
     # ---- writer ---------------------------------------------------------------------------------------
 
