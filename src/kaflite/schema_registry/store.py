@@ -10,6 +10,8 @@ Rules (tests/schema_registry/test_clients.py runs them against a real broker):
 - `append` produces with acks=all and idempotence, and returns once the reader has applied the last
   record it wrote (so the answer to a write reads the write); it raises StoreError when the broker does
   not take or return the records within the timeout.
+- `catch_up` returns once every record below the high watermark it reads now is applied (several
+  instances: what another one wrote is in the state before this one plans or answers; test_multi_instance).
 - State changes happen only in the reader thread, under the registry's lock (the condition's lock).
 """
 
