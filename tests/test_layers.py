@@ -9,8 +9,8 @@ Layers, lowest first (a package may import itself and the layers below it, never
     protocol                          sans-IO wire formats
     storage / coordinator / cluster   the pure cores and the log engine
     server                            the broker process
-    spark / clients / console         clients of a broker (spark and the web console talk to any Kafka:
-                                      never import server)
+    spark / clients / console /       clients of a broker (spark, the web console and the schema
+    schema_registry                   registry talk to any Kafka: never import server)
     cli                               the command line (runs the broker, the spark demo, the clients)
     kaflite, kaflite.__main__         the package facade and `python -m kaflite`
 """
@@ -31,12 +31,13 @@ LAYERS: list[frozenset[str]] = [
     frozenset({"protocol"}),
     frozenset({"storage", "coordinator", "cluster"}),
     frozenset({"server"}),
-    frozenset({"spark", "clients", "console"}),
+    frozenset({"spark", "clients", "console", "schema_registry"}),
     frozenset({"cli"}),
     frozenset({"", "__main__"}),  # "" is the root package `kaflite`
 ]
 # Pairs (importer, imported) refused even though the layers would allow them.
-FORBIDDEN: frozenset[tuple[str, str]] = frozenset({("spark", "server"), ("console", "server")})
+FORBIDDEN: frozenset[tuple[str, str]] = frozenset({("spark", "server"), ("console", "server"),
+                                                  ("schema_registry", "server")})
 
 Graph = Mapping[str, frozenset[str]]
 

@@ -7,8 +7,10 @@ with code 2 before anything is bound; `--print-config` shows the effective confi
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -17,6 +19,9 @@ from rich.panel import Panel
 
 from kaflite.cli.common import EXIT_FAILURE, EXIT_USAGE, fail, handle_errors, parse_key_values
 from kaflite.server.config import DEV_PROFILE_WARNING, BrokerConfig, ConfigError, Listener
+
+if TYPE_CHECKING:
+    from kaflite.cli.schema_registry_cmd import CoHosted
 
 __all__ = ["build_config", "register"]
 
@@ -112,18 +117,41 @@ def serve(
     err_console.print(
         f"kaflite: starting broker {cfg.broker_id} on {escape(listeners)}, data in {escape(str(cfg.log_dir))}"
     )
+    registry = _co_hosted_registry(cfg)
+
     def started(server: KafkaServer) -> None:
         bound = ", ".join(f"{li} (advertised {server.broker.advertised_for(li.name)})" for li in server.bound)
         err_console.print(f"kaflite: broker {cfg.broker_id} listening on {escape(bound)}", soft_wrap=True)
+        if registry is not None:
+            plain = [li for li in server.bound if (li.security_protocol or "PLAINTEXT") == "PLAINTEXT"]
+            if not plain:
+                err_console.print("kaflite: schema.registry.listener needs a PLAINTEXT listener to reach the broker")
+                registry.failed = True
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            host = plain[0].host if plain[0].host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+            registry.start(f"{host}:{plain[0].port}", lambda line: err_console.print(escape(line), soft_wrap=True))
 
     try:
-        run_broker(cfg, started)
+        run_broker(cfg, started, registry.stop if registry is not None else None)
+        if registry is not None and registry.failed:
+            raise typer.Exit(EXIT_FAILURE)
     except KeyboardInterrupt:
         pass
     except ConfigError as err:  # a rule only the broker can check (e.g. the data directory's contents)
         fail(err.message, EXIT_USAGE)
     except OSError as err:  # the port is taken, the data directory is not writable, ...
         fail(f"cannot start the broker: {startup_error(err, cfg)}")
+
+
+def _co_hosted_registry(cfg: BrokerConfig) -> CoHosted | None:
+    """The schema registry to serve beside the broker (schema.registry.listener), if any."""
+    listener = cfg.get("schema.registry.listener")
+    if not listener:
+        return None
+    from kaflite.cli.schema_registry_cmd import CoHosted
+
+    return CoHosted(str(listener))
 
 
 def startup_error(err: OSError, cfg: BrokerConfig) -> str:

@@ -13,7 +13,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from kaflite.server.broker import Broker
 from kaflite.server.config import BrokerConfig, Listener
@@ -296,9 +296,12 @@ def configure_logging(level: int = logging.INFO) -> None:
     root.setLevel(level)
 
 
-def run_broker(config: BrokerConfig, on_started: Callable[[KafkaServer], None] | None = None) -> None:
+def run_broker(config: BrokerConfig, on_started: Callable[[KafkaServer], None] | None = None,
+               on_stopping: Callable[[], Awaitable[None]] | None = None) -> None:
     """Serve until SIGTERM or SIGINT, then shut down cleanly (blocking). `on_started(server)` runs once
-    every listener is bound (e.g. to print the addresses actually bound)."""
+    every listener is bound (e.g. to print the addresses actually bound); `on_stopping()` is awaited before
+    the broker stops (a co-hosted service, such as the schema registry, stops while its broker still
+    answers)."""
     configure_logging()
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
@@ -318,6 +321,8 @@ def run_broker(config: BrokerConfig, on_started: Callable[[KafkaServer], None] |
             await stop.wait()
         finally:
             log.info("shutting down")
+            if on_stopping is not None:
+                await on_stopping()
             await server.stop()
 
     try:

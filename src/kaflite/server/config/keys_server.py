@@ -6,6 +6,8 @@ into `BROKER_CONFIGS`, as Kafka assembles KafkaConfig from the ConfigDefs of its
 
 from __future__ import annotations
 
+import re
+
 from kaflite.server.config.definitions import (
     CLUSTER_WIDE,
     KAFKA_RELEASE,
@@ -17,6 +19,8 @@ from kaflite.server.config.definitions import (
 )
 
 __all__ = ["KEYS", "NOT_READ"]
+
+_SCHEMA_REGISTRY_LISTENER = re.compile(r"http://[^\s:/]+:\d{1,5}/?")
 
 KEYS: list[ConfigKey] = [
     _k(
@@ -53,6 +57,17 @@ KEYS: list[ConfigKey] = [
         "JMX exporter writes them, docs/metrics.md); unset: no metrics endpoint and no counting.",
         Custom(lambda v: bool(_metrics_listener(v)), "http://HOST:PORT such as http://127.0.0.1:9404"),
         differs="kaflite-only key: Kafka exposes JMX MBeans and needs the Prometheus JMX exporter agent.",
+    ),
+    _k(
+        "schema.registry.listener",
+        "string",
+        None,
+        "http://HOST:PORT where `kaflite serve` also serves a schema registry (Confluent's REST API, stored in "
+        "the _schemas topic through the broker's first PLAINTEXT listener, docs/schema-registry.md); unset: "
+        "none.",
+        Custom(lambda v: bool(_SCHEMA_REGISTRY_LISTENER.fullmatch(str(v))), "http://HOST:PORT such as "
+               "http://127.0.0.1:8081"),
+        differs="kaflite-only key: Kafka has no schema registry; Confluent's runs as its own JVM service.",
     ),
     _k("fetch.max.bytes", "int", 57671680, "Largest Fetch response the broker builds.", AtLeast(1024)),
     _k(

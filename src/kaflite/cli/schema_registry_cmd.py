@@ -1,0 +1,107 @@
+"""`kaflite schema-registry`: Confluent Schema Registry's REST API, stored in the cluster's `_schemas` topic.
+
+    kaflite schema-registry -b 127.0.0.1:9092                         # http://127.0.0.1:8081
+    kaflite schema-registry -b broker:9092 --listen http://0.0.0.0:8081
+
+A plain Kafka client of the cluster (kaflite's or Apache Kafka's): it replays `_schemas` at start and writes
+every change there. Several instances on one topic need --elect-writer on each (docs/schema-registry.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from kaflite.cli.common import DEFAULT_BOOTSTRAP, EXIT_USAGE, Bootstrap, check_reachable, fail, handle_errors
+from kaflite.schema_registry.service import parse_listener
+
+if TYPE_CHECKING:
+    from kaflite.schema_registry.service import RegistryService
+
+__all__ = ["register"]
+
+
+@handle_errors
+def schema_registry_command(
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    listen: Annotated[str, typer.Option("--listen", "-l",
+        help="Where to serve the REST API (http://host:port; port 0 picks a free one).")] = "http://127.0.0.1:8081",
+    topic: Annotated[str, typer.Option("--topic", help="The topic holding the schemas.")] = "_schemas",
+    timeout: Annotated[float, typer.Option("--timeout", min=0.5,
+        help="Seconds to wait for the cluster (replay at start, each write).")] = 10.0,
+    elect_writer: Annotated[bool, typer.Option("--elect-writer",
+        help="One of several instances on the topic: a consumer group elects the writer, the others "
+             "forward writes to it.")] = False,
+    advertised_url: Annotated[str | None, typer.Option("--advertised-url",
+        help="With --elect-writer: the URL the other instances forward writes to (default: --listen's, "
+             "127.0.0.1 for a wildcard host).")] = None,
+) -> None:
+    """Serve a schema registry (Confluent's REST API) on the cluster's _schemas topic."""
+    from kaflite.schema_registry.service import RegistryService
+
+    try:
+        host, port = parse_listener(listen)
+    except ValueError as err:
+        fail(str(err), EXIT_USAGE)
+    check_reachable(bootstrap_server)
+    asyncio.run(_run(RegistryService(bootstrap_server, topic=topic, timeout=timeout, elect_writer=elect_writer,
+                                     advertised=advertised_url), host, port))
+
+
+async def _run(service: RegistryService, host: str, port: int) -> None:
+    bound = await service.start(host, port)
+    typer.echo(f"schema registry on http://{host}:{bound} (topic {service.store.topic}, "
+               f"{service.state.applied} records replayed, next id {service.state.max_id + 1})", err=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await service.stop()
+
+
+class CoHosted:
+    """The registry `kaflite serve` runs beside its broker when schema.registry.listener is set: started
+    once the broker listens (a client of its first PLAINTEXT listener), stopped before the broker stops.
+    If it cannot start, the broker stops too (exit 1): a configured registry that is not there is an error."""
+
+    def __init__(self, listener: str) -> None:
+        self.host, self.port = parse_listener(listener)
+        self.task: asyncio.Task[None] | None = None
+        self.service: RegistryService | None = None
+        self.failed = False
+
+    def start(self, bootstrap: str, say: Callable[[str], None]) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._start(bootstrap, say))
+
+    async def _start(self, bootstrap: str, say: Callable[[str], None]) -> None:
+        from kaflite.schema_registry.service import RegistryService
+
+        service = RegistryService(bootstrap)
+        try:
+            bound = await service.start(self.host, self.port)
+        except Exception as err:
+            say(f"kaflite: schema registry on http://{self.host}:{self.port} failed to start: {err}")
+            self.failed = True
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        self.service = service
+        say(f"kaflite: schema registry on http://{self.host}:{bound} (topic {service.store.topic})")
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+        if self.service is not None:
+            await self.service.stop()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("schema-registry")(schema_registry_command)
