@@ -93,6 +93,9 @@ def test_kill_9_ten_cycles(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("KAFLITE_SOAK", "") in ("", "0"),
+                    reason="50 more kill cycles (about 80 s; another seed than the ten above): run with KAFLITE_SOAK=1")
 def test_kill_9_soak_cycles(tmp_path: Path) -> None:
-    """25 more cycles in the default suite (another seed than the ten above); KAFLITE_SOAK=1: 50."""
-    _run_cycles(tmp_path, 50 if os.environ.get("KAFLITE_SOAK", "") not in ("", "0") else 25, seed=2)
+    """50 more cycles under KAFLITE_SOAK=1 (another seed than the ten above); the default suite runs the ten
+    (25 more cost about 40 s of a suite that must stay under 30 minutes)."""
+    _run_cycles(tmp_path, 50, seed=2)
