@@ -125,13 +125,11 @@ def list_tests(test_c: str) -> list[SuiteTest]:
 
 def choose(tests: list[SuiteTest], selection: list[str] | None, include_local: bool,
            scenario: str) -> list[SuiteTest]:
-    """What test-runner would run with `make` (no manual tests; scenario match), minus local tests unless
-    asked; or the numbers given."""
+    """What test-runner would run with `make` (no manual tests; the scenario's), minus the broker-less
+    tests unless asked; with a selection (numbers or names), only those of it."""
     picked = []
     for t in tests:
-        if selection is not None:
-            if t.number in selection or t.name in selection:
-                picked.append(t)
+        if selection is not None and t.number not in selection and t.name not in selection:
             continue
         if "TEST_F_MANUAL" in t.flags or not t.number.startswith("0"):
             continue
@@ -187,9 +185,13 @@ def outcome(test: SuiteTest, text: str, rc: int | None, seconds: float) -> list[
         # Killed: the runner printed no summary; every test of this number is a TIMEOUT.
         return [Result(test.name, "TIMEOUT", seconds, first_failure_line(text) or f"killed after {seconds:.0f} s")]
     if not parsed:
+        # No summary: the runner aborted, after a TEST_FAIL (its own per-test timeout ends this way: FAILED)
+        # or without one (a crash).
+        fail = first_failure_line(text)
+        if fail:
+            return [Result(test.name, "FAILED", seconds, f"{fail} (runner aborted, exit code {rc})")]
         last = [ANSI.sub("", x).strip() for x in text.splitlines() if x.strip()]
-        return [Result(test.name, "CRASHED", seconds,
-                       first_failure_line(text) or f"exit code {rc}: {last[-1] if last else ''}")]
+        return [Result(test.name, "CRASHED", seconds, f"exit code {rc}: {last[-1] if last else ''}")]
     return parsed
 
 
@@ -366,6 +368,9 @@ def main(argv: list[str] | None = None) -> int:
         conf = out / "test.conf"
         conf.write_text("\n".join([f"bootstrap.servers={bootstrap}", *a.conf]) + "\n")
         env = dict(os.environ, TEST_KAFKA_VERSION=a.kafka_version, TEST_SCENARIO=a.scenario)
+        # As run-test.sh: the runner links the tree's librdkafka.so / librdkafka++.so.
+        libs = f"{tests_dir.parent / 'src'}:{tests_dir.parent / 'src-cpp'}"
+        env["LD_LIBRARY_PATH"] = f"{libs}:{env['LD_LIBRARY_PATH']}" if env.get("LD_LIBRARY_PATH") else libs
         env.pop("TESTS", None)
         # -L: TESTS=0045 would also run 0045's broker-less (mock) tests.
         runner_args = (["-Q"] if a.quick else []) + ([] if a.include_local else ["-L"]) + ["-s", a.scenario]
