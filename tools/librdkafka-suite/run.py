@@ -277,6 +277,21 @@ class Kaflite:
             self.proc.wait(10)
 
 
+# Kafka's scripts the suite calls through $KAFKA_PATH/bin (test_kafka_topics, test_kafka_cmd), as trivup sets
+# KAFKA_PATH; kaflite's CLI takes Kafka's flags after the subcommand (kaflite.cli.kafka_flags).
+KAFKA_SCRIPTS = {"kafka-topics.sh": "topics", "kafka-acls.sh": "acls", "kafka-configs.sh": "configs",
+                 "kafka-consumer-groups.sh": "groups"}
+
+
+def write_kafka_scripts(kafka_path: Path, python: str) -> None:
+    bin_dir = kafka_path / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for script, command in KAFKA_SCRIPTS.items():
+        path = bin_dir / script
+        path.write_text(f'#!/bin/sh\nexec "{python}" -m kaflite {command} "$@"\n')
+        path.chmod(0o755)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # running
 
@@ -367,7 +382,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kaflite ({a.brokers} broker(s)) at {bootstrap}; data {data}; results {out}", flush=True)
         conf = out / "test.conf"
         conf.write_text("\n".join([f"bootstrap.servers={bootstrap}", *a.conf]) + "\n")
-        env = dict(os.environ, TEST_KAFKA_VERSION=a.kafka_version, TEST_SCENARIO=a.scenario)
+        kafka_path = data / "kafka"
+        write_kafka_scripts(kafka_path, a.python)
+        env = dict(os.environ, TEST_KAFKA_VERSION=a.kafka_version, TEST_SCENARIO=a.scenario,
+                   KAFKA_PATH=str(kafka_path), BROKERS=bootstrap)
         # As run-test.sh: the runner links the tree's librdkafka.so / librdkafka++.so.
         libs = f"{tests_dir.parent / 'src'}:{tests_dir.parent / 'src-cpp'}"
         env["LD_LIBRARY_PATH"] = f"{libs}:{env['LD_LIBRARY_PATH']}" if env.get("LD_LIBRARY_PATH") else libs
