@@ -346,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="test-runner -Q (the suite's quick mode)")
     ap.add_argument("--conf", action="append", default=[], help="extra test.conf line KEY=VALUE")
     ap.add_argument("-o", "--override", action="append", default=[], help="extra broker config KEY=VALUE")
+    ap.add_argument("--no-authorizer", action="store_true",
+                    help="no ACL authorizer (CreateAcls answers SECURITY_DISABLED; 0081, 0115, 0119 fail)")
     ap.add_argument("--bootstrap", default="", help="use this running cluster instead of starting one")
     ap.add_argument("--out", type=Path, default=None, help="results directory (default: a temp dir)")
     ap.add_argument("--python", default=sys.executable, help="Python with kaflite importable")
@@ -370,8 +372,14 @@ def main(argv: list[str] | None = None) -> int:
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     data = Path(tempfile.mkdtemp(prefix="rdk-suite-data-"))
+    # trivup's broker settings for the suite (KafkaBrokerApp: server.properties.template and
+    # _add_simple_authorizer): the ACL authorizer on, open to everyone where no ACL applies.
     overrides = [f"auto.create.topics.enable={'false' if a.scenario == 'noautocreate' else 'true'}",
-                 "num.partitions=4", f"default.replication.factor={min(3, a.brokers)}", *a.override]
+                 "num.partitions=4", f"default.replication.factor={min(3, a.brokers)}"]
+    if not a.no_authorizer:
+        overrides += ["authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+                      "allow.everyone.if.no.acl.found=true"]
+    overrides += a.override
     cluster = Kaflite(a.brokers, data, overrides, a.python)
     running: dict[int, subprocess.Popen[bytes]] = {}
     lock = threading.Lock()
