@@ -341,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--include-local", action="store_true", help="also run TEST_F_LOCAL (broker-less) tests")
     ap.add_argument("--scenario", default="default", choices=["default", "noautocreate"])
     ap.add_argument("--parallel", type=int, default=2)
-    ap.add_argument("--timeout", type=float, default=600, help="seconds per test-runner process")
+    ap.add_argument("--timeout", type=float, default=900,
+                    help="seconds per test-runner process (0113 took 551 s on the loaded 2-core machine)")
     ap.add_argument("--kafka-version", default="3.8.0", help="TEST_KAFKA_VERSION (kaflite speaks Kafka 3.8)")
     ap.add_argument("--quick", action="store_true", help="test-runner -Q (the suite's quick mode)")
     ap.add_argument("--conf", action="append", default=[], help="extra test.conf line KEY=VALUE")
