@@ -343,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parallel", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=900,
                     help="seconds per test-runner process (0113 took 551 s on the loaded 2-core machine)")
+    ap.add_argument("--timeout-multiplier", type=float, default=round(1 + 5 / 3, 2),
+                    help="test.timeout.multiplier (default: what `make`'s 5 concurrent tests give, 2.67)")
     ap.add_argument("--kafka-version", default="3.8.0", help="TEST_KAFKA_VERSION (kaflite speaks Kafka 3.8)")
     ap.add_argument("--quick", action="store_true", help="test-runner -Q (the suite's quick mode)")
     ap.add_argument("--conf", action="append", default=[], help="extra test.conf line KEY=VALUE")
@@ -390,7 +392,10 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap = a.bootstrap or cluster.start()
         print(f"kaflite ({a.brokers} broker(s)) at {bootstrap}; data {data}; results {out}", flush=True)
         conf = out / "test.conf"
-        conf.write_text("\n".join([f"bootstrap.servers={bootstrap}", *a.conf]) + "\n")
+        # The suite's `make` runs test-runner with its default concurrency (5), which raises every test's
+        # timeout by 5/3 (test.c: multiplier += concurrency / 3); one test per process (-p1) would not.
+        conf.write_text("\n".join([f"bootstrap.servers={bootstrap}",
+                                   f"test.timeout.multiplier={a.timeout_multiplier}", *a.conf]) + "\n")
         kafka_path = data / "kafka"
         write_kafka_scripts(kafka_path, a.python)
         env = dict(os.environ, TEST_KAFKA_VERSION=a.kafka_version, TEST_SCENARIO=a.scenario,
