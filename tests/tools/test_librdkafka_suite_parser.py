@@ -100,3 +100,13 @@ def test_the_markdown_table_escapes_pipes_and_omits_the_reason_of_a_pass():
     rs = [run.Result("0001_multiobj", "PASSED", 1.25, ""), run.Result("0081_admin", "FAILED", 3.0, "a|b")]
     assert run.markdown(rs).splitlines()[2:] == ["| 0001_multiobj | PASSED | 1.2 |  |",
                                                  "| 0081_admin | FAILED | 3.0 | a\\|b |"]
+
+
+def test_an_aborted_process_keeps_the_tests_that_passed_and_blames_the_one_that_failed():
+    # excerpt of 0045's log on three brokers: two tests passed, the third aborted the runner
+    t = run.SuiteTest("0045_subscribe_update", [], "default")
+    results = run.outcome(t, _read("0045-aborted-excerpt.log"), rc=-6, seconds=83.0)
+    assert [(r.test, r.result) for r in results] == [
+        ("0045_subscribe_update", "PASSED"), ("0045_resubscribe_with_regex", "PASSED"),
+        ("0045_subscribe_many_updates", "FAILED")]
+    assert "Failed to create 100 topic(s)" in results[2].first_failure

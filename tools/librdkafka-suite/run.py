@@ -43,6 +43,8 @@ SUMMARY = re.compile(r"^\|\s*(?P<name>[0-9<][\w<>]*)\s*\|\s*(?P<state>[A-Z_ ]+?)
                      r"\s?(?P<rest>.*)$")
 # test.c's TEST_FAIL prints this header, then the failure message on the next line.
 FAIL_HEADER = re.compile(r'### Test "(?P<test>[^"]*)" failed at (?P<where>\S+)')
+# What test.c prints when one test of a process passed (before a later one may abort the process).
+PASSED_LINE = re.compile(r"=+ Test (\S+) PASSED =+")
 # A C assert() or the runner's own timeout, when no TEST_FAIL message was printed.
 FAIL_OTHER = re.compile(r"(Assertion .* failed|timed out|TEST FAILURE)")
 
@@ -186,10 +188,15 @@ def outcome(test: SuiteTest, text: str, rc: int | None, seconds: float) -> list[
         return [Result(test.name, "TIMEOUT", seconds, first_failure_line(text) or f"killed after {seconds:.0f} s")]
     if not parsed:
         # No summary: the runner aborted, after a TEST_FAIL (its own per-test timeout ends this way: FAILED)
-        # or without one (a crash).
+        # or without one (a crash). Tests of this number that finished before are read from their
+        # "Test <name> PASSED" lines; the failure goes to the test its message names.
+        passed = [Result(m.group(1), "PASSED", 0.0, "") for m in PASSED_LINE.finditer(ANSI.sub("", text))
+                  if m.group(1).startswith(test.number)]
         fail = first_failure_line(text)
         if fail:
-            return [Result(test.name, "FAILED", seconds, f"{fail} (runner aborted, exit code {rc})")]
+            named = fail.split(" ", 1)[0].rstrip(":")
+            failed = named if named.startswith(test.number) else test.name
+            return passed + [Result(failed, "FAILED", seconds, f"{fail} (runner aborted, exit code {rc})")]
         last = [ANSI.sub("", x).strip() for x in text.splitlines() if x.strip()]
         return [Result(test.name, "CRASHED", seconds, f"exit code {rc}: {last[-1] if last else ''}")]
     return parsed
