@@ -16,7 +16,7 @@ from kio.serial import entity_reader
 from kio.static.constants import EntityType
 
 from kaflite.cluster.metadata import BrokerRegistration, Endpoint, PartitionRegistration, TopicImage
-from kaflite.protocol.errors import ErrorCode
+from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.messages import RequestHeader
 from kaflite.protocol.record_batch import build_record_batch
 from kaflite.server.broker import Broker
@@ -181,6 +181,23 @@ def test_metadata_of_a_partition_whose_leader_is_not_live(h: Harness) -> None:
     move_leadership(h, "off", 99, 1)  # broker 99 is not registered
     p0 = metadata(h, "off").topics[0].partitions[0]
     assert (p0.error_code, p0.leader_id, p0.offline_replicas) == (ErrorCode.leader_not_available, -1, (99,))
+
+
+def test_auto_creation_that_another_broker_won_answers_leader_not_available(h: Harness) -> None:
+    """In a cluster two brokers may auto-create one topic at once (librdkafka asks any broker): the loser's
+    write finds the topic in ZooKeeper before its own image shows it. Kafka answers LEADER_NOT_AVAILABLE
+    (retriable, no partitions); an error-free topic without partitions made librdkafka drop the partitions it
+    knew and fail its queued records with 'Unknown partition' (librdkafka's suite, 0103, three brokers)."""
+
+    def already_there(name: str, *args: Any, **kwargs: Any) -> TopicImage:
+        raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+
+    h.broker.create_topic = already_there  # type: ignore[method-assign]
+    q = h.req(3, 12)
+    req = q.MetadataRequest(topics=(q.MetadataRequestTopic(topic_id=None, name="raced"),),
+                            allow_auto_topic_creation=True, include_topic_authorized_operations=False)
+    (t,) = h.call(3, 12, handle_metadata, req).topics
+    assert (t.name, t.error_code, t.partitions) == ("raced", ErrorCode.leader_not_available, ())
 
 
 def test_metadata_cache_follows_the_image(h: Harness) -> None:

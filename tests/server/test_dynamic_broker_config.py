@@ -151,6 +151,25 @@ def test_kafkas_refusals(dyn_broker: EmbeddedBroker) -> None:
     assert _wire_describe(dyn_broker, "") == {}
 
 
+def test_kerberos_keys_are_stored_and_described_as_on_a_broker_without_gssapi(dyn_broker: EmbeddedBroker) -> None:
+    """librdkafka's suite (0081's AlterConfigs) sets sasl.kerberos.min.time.before.relogin on a broker as
+    its valid broker config, with the legacy AlterConfigs: Kafka stores it (per-broker, dynamic), and without
+    a GSSAPI listener nothing reads it, as nothing does here (GSSAPI is not served)."""
+    import warnings
+
+    admin = _admin(dyn_broker)
+    res = ConfigResource(BROKER, "0", set_config={"sasl.kerberos.min.time.before.relogin": "58000"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the legacy API is the one the suite calls
+        admin.alter_configs([res])[res].result(timeout=10)
+    entry = _describe(admin, "0")["sasl.kerberos.min.time.before.relogin"]
+    assert (entry.value, entry.source) == ("58000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert "Cannot update these configs at default cluster level" in str(
+        _wire_alter(dyn_broker, "", [("sasl.kerberos.min.time.before.relogin", SET, "1000")])[1])
+    _incremental(admin, "0", [_delete("sasl.kerberos.min.time.before.relogin")])
+    assert _describe(admin, "0")["sasl.kerberos.min.time.before.relogin"].source == ConfigSource.DEFAULT_CONFIG.value
+
+
 def _earliest(bootstrap: str, topic: str) -> int:
     from confluent_kafka import Consumer
 

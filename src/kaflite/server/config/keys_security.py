@@ -84,6 +84,19 @@ KEYS: list[ConfigKey] = [
        "SASL mechanism this broker logs in with on other brokers' inter-broker listener (PLAIN, "
        "SCRAM-SHA-256, SCRAM-SHA-512; one of that listener's sasl.enabled.mechanisms); its username and "
        "password are those of listener.name.<l>.<mechanism>.sasl.jaas.config.", mode=PER_BROKER),
+    # Kafka's GSSAPI (Kerberos) login keys: GSSAPI is not served (sasl.enabled.mechanisms refuses it), so
+    # nothing reads them; accepted, stored and described as a Kafka broker without a GSSAPI listener does.
+    _k("sasl.kerberos.service.name", "string", None,
+       "The Kerberos principal name Kafka's GSSAPI runs as.", mode=PER_BROKER),
+    _k("sasl.kerberos.kinit.cmd", "string", "/usr/bin/kinit", "Kerberos kinit command path.", mode=PER_BROKER),
+    _k("sasl.kerberos.ticket.renew.window.factor", "double", 0.8,
+       "Share of a Kerberos ticket's lifetime after which Kafka's login thread renews it.", mode=PER_BROKER),
+    _k("sasl.kerberos.ticket.renew.jitter", "double", 0.05,
+       "Random jitter added to the Kerberos renewal time.", mode=PER_BROKER),
+    _k("sasl.kerberos.min.time.before.relogin", "long", 60000,
+       "Kerberos login thread sleep time between refresh attempts (ms).", mode=PER_BROKER),
+    _k("sasl.kerberos.principal.to.local.rules", "list", ["DEFAULT"],
+       "Rules mapping Kerberos principal names to short names.", mode=PER_BROKER),
     _k("security.inter.broker.protocol", "string", None,
        "Security protocol between brokers: the inter-broker listener is the one named after it (Kafka's "
        "rule); only one of it and inter.broker.listener.name may be set. Unset: inter.broker.listener.name, "
@@ -132,4 +145,5 @@ NOT_READ: dict[str, str] = {
     "ssl.keystore.password": "PEM key stores have no store password (ssl.key.password decrypts the key)",
     "ssl.truststore.password": "PEM trust stores have no password",
     "ssl.protocol": "Python negotiates the highest version of ssl.enabled.protocols",
+    **{k.name: "GSSAPI (Kerberos) is not served" for k in KEYS if k.name.startswith("sasl.kerberos.")},
 }

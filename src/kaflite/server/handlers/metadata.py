@@ -150,7 +150,12 @@ async def resolve_topic(
             return await broker.admin_call(partial(broker.create_topic, name)), ErrorCode.none
         except KafkaError as e:
             if e.code == ErrorCode.topic_already_exists:
-                return broker.metadata.topics.get(name), ErrorCode.none
+                # Another broker created it a moment ago and this broker's image does not show it yet:
+                # Kafka answers LEADER_NOT_AVAILABLE (retriable) here. A topic without error and without
+                # partitions made librdkafka drop the partitions it knew and fail its queued records with
+                # "Unknown partition" (suite test 0103 on three brokers).
+                existing = broker.metadata.topics.get(name)
+                return (existing, ErrorCode.none) if existing is not None else (None, ErrorCode.leader_not_available)
             return None, e.code
     return None, ErrorCode.unknown_topic_or_partition
 
