@@ -61,6 +61,7 @@ class KafkaServer:
         self.bound: list[Listener] = []  # the client listeners as bound (port 0 resolved)
         self.metrics_endpoint: MetricsEndpoint | None = None
         self.watchdog: LoopWatchdog | None = None  # the loop's lag and stalls (server/loop_watchdog.py)
+        self.schemas_warmed: asyncio.Future[int] | None = None  # Registry.warm_schemas, after listening
         self.host = ""
         self.port = 0
 
@@ -128,6 +129,9 @@ class KafkaServer:
             raise
         self.host, self.port = self.bound[0].host, self.bound[0].port
         self.broker.set_bound_listeners(self.bound)
+        # clients are accepted from here; the protocol schemas load meanwhile, off the loop (non-essential:
+        # a request whose schema is not loaded yet loads it itself)
+        self.schemas_warmed = loop.run_in_executor(None, self.registry.warm_schemas)
         metrics_url = config["metrics.listener"]
         if metrics_url:
             await self._start_metrics(metrics_url)

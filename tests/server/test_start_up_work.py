@@ -1,0 +1,57 @@
+"""What a broker process does before it accepts clients (issue 25: a restart after kill -9 answering within
+3 s, measured by bench/recovery_bench.py). Each probe runs in a fresh interpreter: what counts is what a new
+broker process imports, which this test process has long since imported."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import missing_module, require
+
+_NO_HYPOTHESIS = """
+import sys
+from kaflite.server.__main__ import main
+try:
+    main(["--help"])  # the entry point's start-up, then argparse exits
+except SystemExit:
+    pass
+import kaflite.server.app, kaflite.server.broker  # what run_broker imports
+print(sorted(m for m, v in sys.modules.items() if m.split(".")[0] == "hypothesis" and v is not None))
+"""
+
+_SCHEMAS = """
+import sys
+from kaflite.server.handlers import load_registry
+def requests():
+    return sum(1 for m in sys.modules if m.startswith("kio.schema.") and m.endswith(".request"))
+registry = load_registry()
+before = requests()
+warmed = registry.warm_schemas()
+print(before, requests(), warmed, len(registry.ranges()))
+"""
+
+
+def _run(code: str, cwd: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "KAFLITE_CLI_HYPOTHESIS"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()[-1]
+
+
+def test_the_broker_process_does_not_import_hypothesis(tmp_path: Path) -> None:
+    """kio registers a hypothesis strategy per type when hypothesis is importable: 0.6-0.7 s of CPU at every
+    broker start in a virtualenv with the test extras (before: the broker's entry point let it in)."""
+    require(missing_module("hypothesis"))  # with the test extras installed, where the cost was
+    assert _run(_NO_HYPOTHESIS, tmp_path) == "[]"
+
+
+def test_the_registry_loads_no_protocol_schema_until_warmed(tmp_path: Path) -> None:
+    """The handler registry clips each API's versions from kio's index; the ~100 schema modules (request and
+    response of each API's newest version) load in `warm_schemas`, which the server runs in a worker thread
+    once it listens (before: `register` loaded them all before the broker listened)."""
+    before, after, warmed, apis = (int(x) for x in _run(_SCHEMAS, tmp_path).split())
+    assert warmed == apis > 40
+    assert after - before >= apis - 2  # (a handler module may import a request schema of its own)
