@@ -25,9 +25,10 @@ Rules:
 - read: whole batches starting at the batch that contains fetch_offset, below max_offset, at most
   max_bytes (but at least one batch when min_one_message); OFFSET_OUT_OF_RANGE outside
   [log_start_offset, log_end_offset].
-- Recovery on open: segments before the recovery point are loaded and sanity-checked; the segment
-  holding the recovery point and all later ones are rescanned (CRC), a torn/corrupt tail is truncated
-  and every later segment deleted. Nothing that was flushed (fsync'd) before the crash is lost.
+- Recovery on open: segments wholly before the recovery point are opened lazily (segment.py: their
+  indexes read and sanity-checked on first use); the segment holding the recovery point and all later
+  ones are rescanned (CRC), a torn/corrupt tail is truncated and every later segment deleted, before the
+  log serves anything. Nothing that was flushed (fsync'd) before the crash is lost.
 - Retention / DeleteRecords only move the log start offset forward and delete whole segments, never
   the active one; truncate_to (replication) removes a suffix.
 - The files such a change rewrites with fsyncs are written after the lock is released, never under it
