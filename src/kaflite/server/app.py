@@ -199,6 +199,9 @@ class KafkaServer:
         # in a cluster, leadership moves off this broker first, while it still answers (NOT_LEADER_OR_FOLLOWER
         # sends clients to the new leaders; a closed listener would leave them waiting for fresh metadata)
         await self.broker.controlled_shutdown()
+        if self.schemas_warmed is not None and not self.schemas_warmed.done():
+            # (the worker finishes on its own; its result must not be delivered to a closed loop)
+            self.schemas_warmed.cancel()
         if self.metrics_endpoint is not None:
             await self.metrics_endpoint.stop()
             self.metrics_endpoint = None
