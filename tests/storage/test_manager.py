@@ -177,12 +177,18 @@ def test_a_new_partition_directory_is_not_scanned_but_an_existing_one_is(
     (a leftover of a crash, of a deletion) is still scanned and cleaned as before."""
     listed: list[str] = []
     real_iterdir = Path.iterdir
+    real_listdir = os.listdir
 
     def counting_iterdir(self: Path):  # type: ignore[no-untyped-def]
         listed.append(self.name)
         return real_iterdir(self)
 
+    def counting_listdir(path):  # type: ignore[no-untyped-def]
+        listed.append(Path(path).name)
+        return real_listdir(path)
+
     monkeypatch.setattr(Path, "iterdir", counting_iterdir)
+    monkeypatch.setattr(os, "listdir", counting_listdir)  # (the load lists a directory once, with os.listdir)
     m = LogManager([tmp_path], LogConfig())
     m.load()
     leftover = tmp_path / "old-0"  # appears after load(): get_or_create opens it

@@ -39,6 +39,7 @@ __all__ = [
     "parse_request_header",
     "request_schema",
     "response_schema",
+    "schema_known",
 ]
 
 API_VERSIONS_KEY = 18
@@ -53,6 +54,11 @@ class RequestHeader:
     api_version: int
     correlation_id: int
     client_id: str | None
+
+
+def schema_known(api_key: int, version: int) -> bool:
+    """Whether kio has the request and response schemas of (api key, version), without loading them."""
+    return _known(api_key, version)
 
 
 def _known(api_key: int, version: int) -> bool:

@@ -25,9 +25,10 @@ Rules:
 - read: whole batches starting at the batch that contains fetch_offset, below max_offset, at most
   max_bytes (but at least one batch when min_one_message); OFFSET_OUT_OF_RANGE outside
   [log_start_offset, log_end_offset].
-- Recovery on open: segments before the recovery point are loaded and sanity-checked; the segment
-  holding the recovery point and all later ones are rescanned (CRC), a torn/corrupt tail is truncated
-  and every later segment deleted. Nothing that was flushed (fsync'd) before the crash is lost.
+- Recovery on open: segments wholly before the recovery point are opened lazily (segment.py: their
+  indexes read and sanity-checked on first use); the segment holding the recovery point and all later
+  ones are rescanned (CRC), a torn/corrupt tail is truncated and every later segment deleted, before the
+  log serves anything. Nothing that was flushed (fsync'd) before the crash is lost.
 - Retention / DeleteRecords only move the log start offset forward and delete whole segments, never
   the active one; truncate_to (replication) removes a suffix.
 - The files such a change rewrites with fsyncs are written after the lock is released, never under it
@@ -94,7 +95,7 @@ from kaflite.storage.log_validator import (
     validate_replica_batches,
 )
 from kaflite.storage.producer_state import ProducerStateManager
-from kaflite.storage.retention import SegmentInfo, select_segments_to_delete
+from kaflite.storage.retention import SegmentLike, select_segments_to_delete
 from kaflite.storage.segment import (
     DELETED_SUFFIX,
     H_ATTR,
@@ -192,6 +193,23 @@ class _FlushPlan:
     dir: bool = False
 
 
+class _RetentionView:
+    """A segment as retention sees it (retention.SegmentLike): the largest timestamp is read when retention
+    asks for it, so a lazily opened segment is loaded only if the time rule reaches it (retention rule 4)."""
+
+    __slots__ = ("_seg", "base_offset", "size")
+
+    def __init__(self, seg: LogSegment) -> None:
+        self._seg = seg
+        self.base_offset = seg.base_offset
+        self.size = seg.size
+
+    @property
+    def largest_timestamp(self) -> int:
+        seg = self._seg
+        return seg.max_timestamp if seg.max_timestamp >= 0 else seg.last_modified_ms
+
+
 class Log:
     def __init__(
         self,
@@ -247,6 +265,7 @@ class Log:
         self._latest_epoch = -1  # mirror of leader_epoch_cache.latest_epoch for the hot path
         self.recovered_bytes_truncated = 0
         self.recovered = False  # recovery rescanned at least one segment on open
+        self.lazy_at_open = 0  # segments opened lazily by the load (LogSegment.lazy: nothing read yet)
         self.flushed_at_close = True  # False when close() could not flush (disk full)
         self.cleaner_checkpoint = 0  # compaction: offsets below this were cleaned (in memory only)
         self._load(recovery_point, log_start_offset, high_watermark, had_clean_shutdown, fresh=fresh)
@@ -322,13 +341,14 @@ class Log:
 
     # ==========================================================================================
     # load / recovery
-    def _new_segment(self, base_offset: int) -> LogSegment:
+    def _new_segment(self, base_offset: int, *, lazy: bool = False) -> LogSegment:
         return LogSegment(
             self.dir,
             base_offset,
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_size=self.config.segment_index_bytes,
             created_ms=self._now(),
+            lazy=lazy,
         )
 
     def _remove_temporary_files(self) -> list[str]:
@@ -371,6 +391,7 @@ class Log:
         (temporary files, segments, snapshots, transaction indexes) would find nothing. Skipping them is
         most of the cost of a new partition (10,000 partitions of a new topic are created at once)."""
         bases: list[int] = []
+        names: list[str] = []
         if not fresh:
             names = self._remove_temporary_files()
             bases = sorted(int(m.group(1)) for n in names if (m := _SEGMENT_FILE.match(n)))
@@ -390,6 +411,15 @@ class Log:
         deleted: list[int] = []
         name = self.dir.name
         for i, base in enumerate(bases):
+            is_last = i == len(bases) - 1
+            holds_unflushed = is_last or bases[i + 1] > recovery_point
+            if not is_last and (clean or not holds_unflushed):
+                # sealed and flushed before the stop: opened lazily (Kafka's LazyIndex), its indexes read and
+                # checked on first use (segment.py rules); the next segment's base bounds its offsets
+                segments.append(self._new_segment(base, lazy=True))
+                self.lazy_at_open += 1
+                prev_next = None
+                continue
             seg = self._new_segment(base)
             if prev_next is not None and base < prev_next:
                 # overlapping segments cannot both be right: keep the earlier data, drop from here on
@@ -400,8 +430,6 @@ class Log:
                 log.warning("%s: segment %d overlaps the previous one (which ends at offset %d): deleted "
                             "segments %s", name, base, prev_next, deleted)
                 break
-            is_last = i == len(bases) - 1
-            holds_unflushed = is_last or bases[i + 1] > recovery_point
             need_recovery = not clean and holds_unflushed
             if not need_recovery and not seg.load():
                 need_recovery = True
@@ -464,7 +492,7 @@ class Log:
                 self.recovery_point = self._next_offset
         self._high_watermark = min(max(high_watermark, self._log_start_offset), self._next_offset)
         if not fresh:  # an empty log has no producer: the ProducerStateManager made in __init__ is its state
-            self._rebuild_producer_state()
+            self._rebuild_producer_state(set(names))
 
     def _delete_segment_files(self, base: int) -> None:
         for suffix in (".log", ".index", ".timeindex", _TXN_INDEX_SUFFIX):
@@ -474,16 +502,18 @@ class Log:
 
     # ==========================================================================================
     # producer state
-    def _snapshot_offsets(self) -> list[int]:
-        return sorted(int(m.group(1)) for p in self.dir.iterdir() if (m := _SNAPSHOT_FILE.match(p.name)))
+    def _snapshot_offsets(self, names: set[str] | None = None) -> list[int]:
+        found = os.listdir(self.dir) if names is None else names
+        return sorted(int(m.group(1)) for n in found if (m := _SNAPSHOT_FILE.match(n)))
 
-    def _rebuild_producer_state(self) -> None:
+    def _rebuild_producer_state(self, names: set[str] | None = None) -> None:
         """Latest snapshot at or below the log end offset, then replay the batch headers after it;
-        without a usable snapshot, replay the whole log."""
+        without a usable snapshot, replay the whole log. `names`: the directory's files as the load listed
+        them (no second listing, no stat per segment)."""
         state = ProducerStateManager()
         start = self._log_start_offset
-        self._load_txn_indexes()
-        for off in reversed(self._snapshot_offsets()):
+        self._load_txn_indexes(names)
+        for off in reversed(self._snapshot_offsets(names)):
             path = self.dir / f"{off:020d}.snapshot"
             if off > self._next_offset or off < self._log_start_offset:
                 path.unlink(missing_ok=True)
@@ -498,12 +528,15 @@ class Log:
         state.evict_before(self._log_start_offset)
         self.producer_state = state
 
-    def _load_txn_indexes(self) -> None:
+    def _load_txn_indexes(self, names: set[str] | None = None) -> None:
         """Each segment's `.txnindex`, without the entries whose marker lies past the log end."""
         self._txn_indexes = {}
         for seg in self._segments:
-            path = self.dir / f"{seg.base_offset:020d}{_TXN_INDEX_SUFFIX}"
-            if path.exists():
+            name = f"{seg.base_offset:020d}{_TXN_INDEX_SUFFIX}"
+            if names is not None and name not in names:
+                continue
+            path = self.dir / name
+            if names is not None or path.exists():
                 idx = TransactionIndex(path)
                 idx.truncate_to(self._next_offset)
                 if idx.entries:
@@ -526,8 +559,13 @@ class Log:
                 idx.append(txn)
 
     def _replay_producer_state(self, state: ProducerStateManager, from_offset: int) -> None:
-        for seg in self._segments:
-            if seg.next_offset <= from_offset or seg.size == 0:
+        segments = self._segments
+        for i, seg in enumerate(segments):
+            # a segment whose successor starts at or below `from_offset` holds nothing to replay: skipped
+            # without touching it (a lazy segment would load: 2,000 index reads at every start)
+            if (i + 1 < len(segments) and segments[i + 1].base_offset <= from_offset) or seg.size == 0:
+                continue
+            if seg.next_offset <= from_offset:
                 continue
             pos = seg.translate_offset(from_offset) if seg.base_offset < from_offset else 0
             if pos is None:
@@ -873,11 +911,8 @@ class Log:
 
     # ==========================================================================================
     # retention, delete records, truncation
-    def segment_infos(self) -> list[SegmentInfo]:
-        return [
-            SegmentInfo(s.base_offset, s.size, s.max_timestamp if s.max_timestamp >= 0 else s.last_modified_ms)
-            for s in self._segments
-        ]
+    def segment_infos(self) -> list[SegmentLike]:
+        return [_RetentionView(s) for s in self._segments]
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Apply retention (time, size, log start offset); returns the number of segments deleted."""

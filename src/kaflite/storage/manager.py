@@ -232,10 +232,12 @@ class LogManager:
                 clean_marker.unlink(missing_ok=True)
                 loaded = [lg for tp, lg in self._logs.items() if self._log_dir_of[tp] == d]
                 _logger.info(
-                    "loaded %d logs from %s in %.0f ms (%s)", len(loaded), d, (time.monotonic() - started) * 1000,
+                    "loaded %d logs from %s in %.0f ms (%s; %d of %d segments opened lazily, read on first use)",
+                    len(loaded), d, (time.monotonic() - started) * 1000,
                     "clean shutdown" if clean else
                     f"no clean-shutdown marker: {sum(1 for lg in loaded if lg.recovered)} recovered" if loaded else
                     "empty",
+                    sum(lg.lazy_at_open for lg in loaded), sum(len(lg.segments) for lg in loaded),
                 )
             self._checkpoint_quietly(force=True)  # a full disk must not stop the broker from starting
 

@@ -8,14 +8,28 @@ Rules (Kafka's UnifiedLog.deleteOldSegments), applied in this order, each removi
 2 and 3 only for `cleanup.policy` containing `delete`. A segment is deletable only if it is not the
 last (active) one and all its offsets are below the high watermark (successor base <= high watermark).
 A non-deletable segment stops the scan: retention never leaves holes.
+4. A segment's largest timestamp is read only for segments rule 3 looks at (oldest first, up to the first
+   that stays): the log's lazily opened segments (segment.py) are not loaded for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-__all__ = ["SegmentInfo", "select_segments_to_delete"]
+__all__ = ["SegmentInfo", "SegmentLike", "select_segments_to_delete"]
+
+
+class SegmentLike(Protocol):
+    """What retention reads of a segment (SegmentInfo, or the Log's view that reads the timestamp on use)."""
+
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def largest_timestamp(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +39,7 @@ class SegmentInfo:
     largest_timestamp: int  # max record timestamp, or the file's mtime when it has none
 
 
-def _prefix(segments: Sequence[SegmentInfo], start: int, high_watermark: int, pred) -> int:  # type: ignore[no-untyped-def]
+def _prefix(segments: Sequence[SegmentLike], start: int, high_watermark: int, pred) -> int:  # type: ignore[no-untyped-def]
     i = start
     while i < len(segments) - 1:  # never the last (active) segment
         nxt = segments[i + 1]
@@ -36,7 +50,7 @@ def _prefix(segments: Sequence[SegmentInfo], start: int, high_watermark: int, pr
 
 
 def select_segments_to_delete(
-    segments: Sequence[SegmentInfo],
+    segments: Sequence[SegmentLike],
     *,
     now_ms: int,
     retention_ms: int,

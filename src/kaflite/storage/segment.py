@@ -8,13 +8,22 @@ Rules:
   `index.interval.bytes` were appended since the previous entry (Kafka's rule).
 - The segment is never trusted blindly after an unclean stop: `recover()` rescans the file, checks each
   batch's structure and CRC-32C, truncates at the first bad byte and rebuilds both indexes.
+- A sealed segment below the recovery point opens lazily (`LogSegment.lazy`, Kafka's LazyIndex): its size is
+  the file's length (one stat), nothing is opened or read; its descriptor is opened by the FileCache on
+  first use, and its indexes are read and sanity-checked (`load`) on the first access to any of the
+  `_DEFERRED` attributes, under `_lazy_lock`, the results assigned only once complete (a thread never sees
+  half a load). A failed check then rebuilds that segment's indexes from its `.log` (`recover`), and only
+  that segment's: the later ones were flushed before the crash and stay. A lazy segment closed, flushed or
+  deleted is never loaded for it (nothing of it is pending).
 """
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import struct
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +49,16 @@ __all__ = ["LogSegment", "RecoveryNote", "segment_file_name", "HeaderFields", "S
 _T = TypeVar("_T")
 _cache_lock = file_cache.lock
 DELETED_SUFFIX = ".deleted"  # a deleted segment's files until file.delete.delay.ms passed (Kafka's suffix)
+
+
+_log = logging.getLogger("kaflite.storage")
+# the attributes a lazy segment leaves unset until its load (an unset slot raises AttributeError, so the
+# first access goes to __getattr__: a loaded segment pays nothing for laziness on the hot path)
+_DEFERRED = frozenset({"index", "time_index", "next_offset", "max_timestamp", "offset_of_max_timestamp",
+                       "rolling_based_timestamp", "bytes_since_last_index_entry"})
+# serialises deferred loads: a segment may be first used by the event loop (a fetch, under its Log's lock)
+# and the housekeeping thread (compaction scheduling reads segments under the same lock; the cleaner does not)
+_lazy_lock = threading.RLock()
 
 
 class SegmentRetired(OSError):
@@ -116,7 +135,15 @@ class LogSegment:
         "_next_read_position",
         "recovery",
         "load_problem",
+        "_lazy",
+        "_max_index_size",
+        "_idx_suffix",
     )
+
+    # how many segments were opened lazily / loaded on first use since the process started (observable by
+    # tests and the load's log line: a start that rescans or reads every segment shows here)
+    lazy_opened = 0
+    lazy_loaded = 0
 
     def __init__(
         self,
@@ -127,7 +154,10 @@ class LogSegment:
         max_index_size: int,
         created_ms: int,
         suffix: str = ".log",
+        lazy: bool = False,
     ) -> None:
+        """`lazy`: an existing sealed segment below the recovery point (module rules): its size from the
+        file's length, its descriptor, indexes and state on first use."""
         self.dir = directory
         self.base_offset = base_offset
         self.log_path = directory / segment_file_name(base_offset, suffix)
@@ -135,26 +165,78 @@ class LogSegment:
         self._pins = 0  # calls using the descriptor now (the FileCache does not close it meanwhile)
         self._fd = -1
         self._used = True
-        fd = open_file(self.log_path, os.O_RDWR | os.O_CREAT)
-        self.size = os.fstat(fd).st_size
-        file_cache.add(self, fd)
         self.index_interval_bytes = index_interval_bytes
-        self.index = OffsetIndex(directory / segment_file_name(base_offset, ".index"), base_offset, max_index_size)
-        self.time_index = TimeIndex(
-            directory / segment_file_name(base_offset, ".timeindex"), base_offset, max_index_size
-        )
-        self.next_offset = base_offset
-        self.max_timestamp = -1
-        self.offset_of_max_timestamp = base_offset
-        self.rolling_based_timestamp: int | None = None  # max timestamp of the first batch (Kafka's rule)
         self.created_ms = created_ms
-        self.bytes_since_last_index_entry = 0
         self.dirty = False  # bytes written since the last fsync
         self.indexes_full = False  # an index reached segment.index.bytes: roll
         self._next_read_offset = -1  # where the last read ended (offset, position): sequential reads
         self._next_read_position = 0
         self.recovery: RecoveryNote | None = None  # what the last recover() found (for the log)
         self.load_problem = ""  # why the last load() refused the segment
+        self._lazy = lazy
+        self._max_index_size = max_index_size
+        self._idx_suffix = ""  # ".deleted" once a lazy segment's index files were renamed (rename_deleted)
+        if lazy:
+            self.size = os.stat(self.log_path).st_size  # the FileCache opens the descriptor on first use
+            LogSegment.lazy_opened += 1
+            return
+        fd = open_file(self.log_path, os.O_RDWR | os.O_CREAT)
+        self.size = os.fstat(fd).st_size
+        file_cache.add(self, fd)
+        self._init_state()
+
+    def _index_path(self, suffix: str) -> Path:
+        return self.dir / (segment_file_name(self.base_offset, suffix) + self._idx_suffix)
+
+    def _init_state(self) -> None:
+        """The state of an empty segment: what recover() starts from."""
+        self.index = OffsetIndex(self._index_path(".index"), self.base_offset, self._max_index_size)
+        self.time_index = TimeIndex(self._index_path(".timeindex"), self.base_offset, self._max_index_size)
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.rolling_based_timestamp: int | None = None  # max timestamp of the first batch (Kafka's rule)
+        self.bytes_since_last_index_entry = 0
+
+    # ------------------------------------------------------------------------------------------
+    # lazy open (module rules)
+    def __getattr__(self, name: str) -> object:
+        # only reached for an unset slot: a lazy segment's deferred state, loaded now
+        if name in _DEFERRED and self._lazy:
+            self.ensure_loaded()
+            return object.__getattribute__(self, name)
+        raise AttributeError(name)
+
+    @property
+    def lazy(self) -> bool:
+        """Opened lazily and not loaded yet: no index read, no descriptor opened for it."""
+        return self._lazy
+
+    def ensure_loaded(self) -> None:
+        """Load a lazy segment now (read and sanity-check its indexes, read its tail); a failed check
+        rebuilds its indexes from the `.log` (recover)."""
+        if not self._lazy:
+            return
+        with _lazy_lock:
+            if not self._lazy:
+                return
+            ok = self.load()
+            if not ok:
+                # (the rebuild's state is visible as it is made: a rare path, and a reader under the Log's
+                # lock, as every fetch is, cannot be here at the same time)
+                problem = self.load_problem
+                self._init_state()
+                _log.warning("%s: rebuilding the indexes of segment %d on first use: %s", self.dir.name,
+                             self.base_offset, problem)
+                truncated = self.recover()
+                self.on_become_inactive()
+                note = self.recovery
+                if truncated and note is not None:
+                    _log.warning("%s: segment %d (below the recovery point) cut at offset %d, byte %d (%d bytes "
+                                 "discarded): %s; the later segments are kept", self.dir.name, self.base_offset,
+                                 note.truncated_at_offset, note.valid_bytes, truncated, note.reason)
+            self._lazy = False
+            LogSegment.lazy_loaded += 1
 
     # ------------------------------------------------------------------------------------------
     # the descriptor: opened on use, closed by the FileCache when idle (storage/file_cache.py). Every
@@ -588,34 +670,46 @@ class LogSegment:
     # load / recover
     def load(self) -> bool:
         """Load a segment that was cleanly written (before the recovery point). Returns False when its
-        indexes fail the sanity check or the tail does not parse, so the caller recovers it instead."""
+        indexes fail the sanity check or the tail does not parse, so the caller recovers it instead. The
+        state is built aside and assigned only when the check passed (a lazy segment's load: module rules)."""
+        base = self.base_offset
+        index = OffsetIndex(self._index_path(".index"), base, self._max_index_size)
+        time_index = TimeIndex(self._index_path(".timeindex"), base, self._max_index_size)
         try:
-            self.index.load(max(self.size, 1))
-            self.time_index.load()
+            index.load(max(self.size, 1))
+            time_index.load()
         except IndexCorrupt as e:
             self.load_problem = f"corrupt index: {e}"
             return False
-        if self.size > 0 and not self.time_index.path.exists():
-            self.load_problem = f"missing time index {self.time_index.path.name}"
+        if self.size > 0 and not time_index.entries and not time_index.path.exists():
+            self.load_problem = f"missing time index {time_index.path.name}"
             return False
-        last = self.index.last_entry()
+        last = index.last_entry()
         start = last[1] if last is not None else 0
         end = start
+        next_offset, max_ts, max_ts_offset = base, -1, base
         for pos, fields in self.iter_headers(start, chunk=1 << 16):
-            self._note_header(fields)
+            last_offset = fields[H_BASE] + fields[H_LOD]
+            next_offset = last_offset + 1
+            if fields[H_MAX_TS] > max_ts:
+                max_ts, max_ts_offset = fields[H_MAX_TS], last_offset
             end = pos + fields[H_LEN] + LOG_OVERHEAD
         if end != self.size:
             self.load_problem = f"the batches after the last index entry end at byte {end}, the file at {self.size}"
             return False
+        rolling_based: int | None = None
         if self.size > 0:
             first = self.pread(BATCH_HEADER_SIZE, 0)
-            self.rolling_based_timestamp = _HEADER.unpack_from(first)[H_MAX_TS]
-            te = self.time_index.last_entry()
-            if te is None and self.max_timestamp < 0:
+            rolling_based = _HEADER.unpack_from(first)[H_MAX_TS]
+            te = time_index.last_entry()
+            if te is None and max_ts < 0:
                 self.load_problem = "empty time index"
                 return False
-            if te is not None and te[0] > self.max_timestamp:
-                self.max_timestamp, self.offset_of_max_timestamp = te
+            if te is not None and te[0] > max_ts:
+                max_ts, max_ts_offset = te
+        self.index, self.time_index = index, time_index
+        self.next_offset, self.max_timestamp, self.offset_of_max_timestamp = next_offset, max_ts, max_ts_offset
+        self.rolling_based_timestamp = rolling_based
         self.bytes_since_last_index_entry = self.size - start
         return True
 
@@ -721,13 +815,16 @@ class LogSegment:
         if self.dirty:
             self._fd_call(os.fdatasync)
             self.dirty = False
-        if indexes:
+        if indexes and not self._lazy:  # (a lazy segment has nothing unwritten)
             self.index.flush()
             self.time_index.flush()
 
     def close(self) -> None:
         """Write the pending index entries and close the files; the descriptors are closed even when
         the index writes fail (disk full), and then the error is raised."""
+        if self._lazy:  # nothing of it was written or read since the load: nothing to write
+            self.retire_fd()
+            return
         try:
             if self.size:  # the final entry makes the max timestamp readable on reload
                 self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
@@ -744,7 +841,15 @@ class LogSegment:
         reopen after a shed finds the new name: the rename and the path change happen under the FileCache's
         lock, which every reopen takes."""
         with file_cache.lock:
-            for idx in (self.index, self.time_index):
+            if self._lazy:  # its index files are renamed by name; a later load finds them by the suffix
+                for suffix in (".index", ".timeindex"):
+                    try:
+                        os.replace(self._index_path(suffix), self._index_path(suffix).with_name(
+                            segment_file_name(self.base_offset, suffix) + DELETED_SUFFIX))
+                    except FileNotFoundError:
+                        pass
+                self._idx_suffix = DELETED_SUFFIX
+            for idx in (() if self._lazy else (self.index, self.time_index)):
                 idx._close_fd()  # noqa: SLF001
                 target = idx.path.with_name(idx.path.name + DELETED_SUFFIX)
                 try:
@@ -764,6 +869,7 @@ class LogSegment:
         the `.deleted` name after a shed (the path changes under the FileCache's lock, as rename_deleted).
         A crash after the link leaves both names of one file; the load removes the `.deleted` one.
         Raises OSError where hard links are not supported (the caller then retires the segment at once)."""
+        self.ensure_loaded()
         with file_cache.lock:
             target = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
             target.unlink(missing_ok=True)  # (a leftover of a crash at this very point)
@@ -783,13 +889,19 @@ class LogSegment:
         FileCache's lock, with the rename, so a reopen never looks under the old name."""
         self.dir = directory
         self.log_path = directory / self.log_path.name
+        if self._lazy:  # (its index paths are made from `dir` when it loads)
+            return
         for idx in (self.index, self.time_index):
             idx._close_fd()  # noqa: SLF001
             idx.path = directory / idx.path.name
 
     def delete(self) -> None:
-        self.index.delete()
-        self.time_index.delete()
+        if self._lazy:
+            for suffix in (".index", ".timeindex"):
+                self._index_path(suffix).unlink(missing_ok=True)
+        else:
+            self.index.delete()
+            self.time_index.delete()
         self.retire_fd()
         try:
             self.log_path.unlink()
@@ -809,6 +921,8 @@ class LogSegment:
         return self.pread(self.size, 0) if self.size else b""
 
     def __repr__(self) -> str:
+        if self._lazy:
+            return f"LogSegment(base={self.base_offset}, size={self.size}, lazy)"
         return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"
 
 

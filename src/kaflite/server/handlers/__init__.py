@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kaflite.protocol.messages import request_schema, response_schema
+from kaflite.protocol.messages import request_schema, response_schema, schema_known
 from kaflite.server.context import RequestContext
 
 __all__ = ["HANDLER_MODULES", "ApiTable", "EncodedBody", "Handler", "Registry", "load_registry"]
@@ -83,8 +83,10 @@ class Registry:
             if api_key in self._apis:
                 raise ValueError(f"api key {api_key} registered twice ({origin})")
             # Clip to what kio can decode and encode, so ApiVersions never advertises a version we
-            # would then fail to parse.
-            while hi >= lo and (request_schema(api_key, hi) is None or response_schema(api_key, hi) is None):
+            # would then fail to parse. From kio's index, without loading the schemas: loading them (about
+            # 100 modules of dataclasses) was a third of a broker's start-up CPU; `warm_schemas` loads them
+            # once the broker listens, in a worker thread.
+            while hi >= lo and not schema_known(api_key, hi):
                 hi -= 1
             if hi < lo:
                 raise ValueError(f"api key {api_key}: kio knows none of versions {lo}..{table[api_key][1]}")
@@ -98,6 +100,16 @@ class Registry:
 
     def has_api(self, api_key: int) -> bool:
         return api_key in self._apis
+
+    def warm_schemas(self) -> int:
+        """Load the request and response schemas of every API's newest version (what clients negotiate),
+        so that no client's first request of an API pays the import on the event loop. Run in a worker
+        thread once the broker listens (KafkaServer). Returns how many (api key, version) pairs loaded."""
+        loaded = 0
+        for api_key, (_lo, hi, _handler) in sorted(self._apis.items()):
+            if request_schema(api_key, hi) is not None and response_schema(api_key, hi) is not None:
+                loaded += 1
+        return loaded
 
     def ranges(self) -> list[tuple[int, int, int]]:
         """(api_key, min, max) for every registered API, by api key (feeds ApiVersions)."""
