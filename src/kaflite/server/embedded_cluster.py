@@ -7,14 +7,14 @@
         cluster.move_leader("orders", 0, to=2)
 
 Rules (tests/embedded/test_embedded_cluster.py):
-- it is `kaflite cluster up`'s `LocalCluster` (cli/cluster_up.py), not a second launcher: the same
+- it is `kaflite cluster up`'s `LocalCluster` (server/local_cluster.py), not a second launcher: the same
   ZooKeeper (`cluster/zkserver.py`), the same broker command line (`python -m kaflite.server --dev`), the
   same replication factor of the internal topics (3, or N below 3 brokers), the same stopping order;
 - brokers are processes, not threads: `kill` is a SIGKILL (no controlled shutdown, the ZooKeeper session
   expires as for a crashed JVM), `freeze` a SIGSTOP (the broker stops answering and heartbeating, sockets
   stay open, as in a long GC pause); neither can be done to a thread of the test's own process;
 - `start()` returns once every broker is registered in the metadata and `__consumer_offsets` and
-  `__transaction_state` exist (cluster up's `_create_internal_topics`), so a group or a transaction can run
+  `__transaction_state` exist (cluster up's `create_internal_topics`), so a group or a transaction can run
   at once; `start_seconds` says how long that took;
 - `restart(i)` starts broker i again on the same port and data directory and returns once it is registered;
 - `stop()` thaws frozen brokers, stops brokers (SIGTERM, controlled shutdown) then ZooKeeper, each by its
@@ -48,7 +48,7 @@ class EmbeddedCluster:
 
     def __init__(self, brokers: int = 3, data_dir: Path | None = None,
                  overrides: dict[str, str] | None = None) -> None:
-        from kaflite.cli.cluster_up import LocalCluster
+        from kaflite.server.local_cluster import LocalCluster
 
         if brokers < 1:
             raise ValueError(f"brokers must be at least 1, got {brokers}")
@@ -62,8 +62,8 @@ class EmbeddedCluster:
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def start(self) -> EmbeddedCluster:
-        from kaflite.cli.cluster_up import _create_internal_topics
         from kaflite.cluster.zkserver import missing_reason
+        from kaflite.server.local_cluster import create_internal_topics
 
         if self._started:
             return self
@@ -75,7 +75,7 @@ class EmbeddedCluster:
         try:
             self._cluster.start(say=_quiet)
             problems: list[str] = []
-            _create_internal_topics(self._cluster, problems.append)
+            create_internal_topics(self._cluster, problems.append)
             if not any(p.startswith("internal topics __consumer_offsets") for p in problems):
                 raise RuntimeError(f"cluster started but not ready: {'; '.join(problems)}")
         except BaseException:
@@ -198,35 +198,27 @@ class EmbeddedCluster:
         return int(tm.partitions[partition].leader)
 
     def move_leader(self, topic: str, partition: int, to: int, timeout: float = 30.0) -> None:
-        """Make broker `to` lead `topic`-`partition`: a reassignment that puts `to` first in the replica
-        list (adding it when it is not a replica yet), then a preferred leader election; returns once the
-        metadata names `to` as the leader."""
+        """Make broker `to` lead `topic`-`partition`: a reassignment (AlterPartitionReassignments to the
+        controller) that puts `to` first in the replica list (in place of the last replica when it is not
+        one yet, keeping the replication factor), then a preferred leader election (ElectLeaders); returns
+        once the metadata names `to` as the leader."""
         from confluent_kafka import ElectionType, TopicPartition
 
-        from kaflite.cli.reassign_cmd import _Cluster
-
-        admin_cluster = _Cluster(self.bootstrap, timeout)
-        replicas = admin_cluster.replicas([topic]).get((topic, partition))
-        if replicas is None:
-            raise KeyError(f"no partition {topic}-{partition} in the metadata")
         if to not in self.broker_ids:
             raise KeyError(f"no broker {to} in this cluster (brokers: {self.broker_ids})")
+        replicas = self._replicas(topic, partition)
         deadline = time.monotonic() + timeout
         if replicas[0] != to:
-            wanted = [to, *[r for r in replicas if r != to]]
-            if to not in replicas:  # keep the replication factor: the new replica replaces the last one
-                wanted = wanted[: len(replicas)]
-            errors = admin_cluster.alter({(topic, partition): wanted})
-            if errors:
-                raise RuntimeError(f"reassigning {topic}-{partition} to {wanted}: {errors}")
-            while admin_cluster.list_reassignments([(topic, partition)]):  # the new replica caught up
+            wanted = [to, *[r for r in replicas if r != to]][: len(replicas)]
+            self._reassign(topic, partition, wanted, timeout)
+            while self._replicas(topic, partition) != wanted:  # the new replica caught up, the move done
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"reassignment of {topic}-{partition} to {wanted} did not complete")
                 time.sleep(0.1)
         while True:
             if self.leader(topic, partition) == to:
                 return
-            futures = admin_cluster.admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, partition)])
+            futures = self._admin().elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, partition)])
             try:
                 futures.result(timeout=max(0.1, deadline - time.monotonic()))
             except Exception:  # noqa: BLE001 - ELECTION_NOT_NEEDED, or `to` not in the ISR yet: asked again
@@ -237,6 +229,47 @@ class EmbeddedCluster:
                 raise TimeoutError(f"broker {to} did not become the leader of {topic}-{partition} "
                                    f"(leader: {self.leader(topic, partition)})")
             time.sleep(0.1)
+
+    def _replicas(self, topic: str, partition: int) -> list[int]:
+        tm = self._admin().list_topics(topic, timeout=10).topics.get(topic)
+        if tm is None or tm.error is not None or partition not in tm.partitions:
+            raise KeyError(f"no partition {topic}-{partition} in the metadata")
+        return [int(r) for r in tm.partitions[partition].replicas]
+
+    def _reassign(self, topic: str, partition: int, replicas: list[int], timeout: float) -> None:
+        """AlterPartitionReassignments to the controller (retried while the one asked is not it)."""
+        from kio.schema.alter_partition_reassignments.v0.request import (
+            AlterPartitionReassignmentsRequest,
+            ReassignablePartition,
+            ReassignableTopic,
+        )
+        from kio.schema.alter_partition_reassignments.v0.response import AlterPartitionReassignmentsResponse
+        from kio.schema.types import BrokerId, TopicName
+        from kio.static.primitive import i32
+
+        from kaflite.cluster.wire import request
+        from kaflite.protocol.errors import ErrorCode
+
+        req = AlterPartitionReassignmentsRequest(topics=(ReassignableTopic(name=TopicName(topic), partitions=(
+            ReassignablePartition(partition_index=i32(partition), replicas=tuple(BrokerId(r) for r in replicas)),)),))
+        deadline = time.monotonic() + timeout
+        while True:
+            md = self._admin().list_topics(timeout=10)
+            controller = md.brokers.get(md.controller_id)
+            if controller is not None:
+                resp = request(controller.host, controller.port, req, AlterPartitionReassignmentsResponse, timeout)
+                code = int(resp.error_code)
+                if code == 0:
+                    code = int(resp.responses[0].partitions[0].error_code)
+                    if code != 0:
+                        raise RuntimeError(f"reassigning {topic}-{partition} to {replicas}: "
+                                           f"{ErrorCode(code).name.upper()} {resp.responses[0].partitions[0].error_message}")
+                    return
+                if code != ErrorCode.not_controller.value:
+                    raise RuntimeError(f"reassigning {topic}-{partition}: {ErrorCode(code).name.upper()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError("no controller answered the reassignment")
+            time.sleep(0.2)
 
     # --- helpers -----------------------------------------------------------------------------------------
     def _broker(self, broker_id: int) -> Any:
