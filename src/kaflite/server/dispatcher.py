@@ -10,11 +10,15 @@ Rules (what Kafka's SocketServer/KafkaApis do):
   principal, decided once per connection; one dispatcher per bound listener);
   the throttle time a quota set on the context (`ctx.throttle_time_ms`) goes into the response's
   `throttle_time` (hot-encoded responses write their own), and a throttle is told to the connection
-  (`on_throttle`) before the answer is returned, so it mutes itself once the answer is sent (KIP-219).
+  (`on_throttle`) before the answer is returned, so it mutes itself once the answer is sent (KIP-219);
+- with `kaflite.faults.enable=true` (server/faults.py) every decoded request is first shown to the broker's
+  FaultInjector: an injected error is answered with `faults_response.error_response` (the handler does not
+  run), a delay sleeps before the handler, a dropped connection closes it unanswered.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
@@ -77,6 +81,19 @@ class Dispatcher:
             raise CloseConnection(str(e)) from e
         if session is None:  # a caller without a connection (tests): the listener's anonymous session
             session = Session.on(self.listener, client_host)
+        faults = self.broker.faults  # None unless kaflite.faults.enable
+        if faults is not None:
+            rule = faults.match(header.api_key, header.client_id, request)
+            if rule is not None:
+                if rule.kind == "drop":
+                    raise CloseConnection(f"fault injected (rule {rule.id}): connection dropped")
+                if rule.kind == "delay":
+                    await asyncio.sleep(rule.ms / 1000.0)
+                elif rule.error is not None:
+                    from kaflite.server.faults_response import error_response
+
+                    answer = error_response(header.api_key, header.api_version, request, rule.error)
+                    return encode_response(header.api_key, header.api_version, header.correlation_id, answer)
         ctx = RequestContext(self.broker, header, client_host, connection_id, session, request_bytes=len(frame))
         metrics = self.broker.metrics  # None unless metrics.listener is set
         started = time.perf_counter() if metrics is not None else 0.0

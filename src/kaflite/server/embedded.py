@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 from kaflite.server.app import KafkaServer, new_event_loop
 from kaflite.server.config import BrokerConfig
+from kaflite.server.faults import FaultInjector
 from kaflite.server.security.testkit import DEFAULT_USERS, SecurityKit
 
 __all__ = ["EmbeddedBroker", "load_broker_config"]
@@ -132,6 +133,16 @@ class EmbeddedBroker:
         if self.kit is None:
             return {"bootstrap_servers": self.bootstrap}
         return self.kit.aiokafka(self.bootstrap, user)
+
+    @property
+    def faults(self) -> FaultInjector:
+        """The broker's fault injector (server/faults.py): `broker.faults.fail(api="Produce", error=...,
+        times=3)`; needs `overrides={"kaflite.faults.enable": "true"}`."""
+        faults = self.server.broker.faults
+        if faults is None:
+            raise RuntimeError('fault injection is off: start the broker with overrides={"kaflite.faults.enable": '
+                               '"true"}')
+        return faults
 
     @property
     def server(self) -> KafkaServer:

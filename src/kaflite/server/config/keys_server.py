@@ -54,6 +54,14 @@ KEYS: list[ConfigKey] = [
         Custom(lambda v: bool(_metrics_listener(v)), "http://HOST:PORT such as http://127.0.0.1:9404"),
         differs="kaflite-only key: Kafka exposes JMX MBeans and needs the Prometheus JMX exporter agent.",
     ),
+    _k(
+        "kaflite.faults.enable",
+        "boolean",
+        False,
+        "Fault injection for tests (docs/testing.md): when true, errors, delays and dropped connections can "
+        "be injected into this broker's answers (EmbeddedBroker.faults). Never in production.",
+        differs="kaflite-only key: Kafka has no fault injection.",
+    ),
     _k("fetch.max.bytes", "int", 57671680, "Largest Fetch response the broker builds.", AtLeast(1024)),
     _k(
         "max.incremental.fetch.session.cache.slots",
