@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
-from helpers import missing_zookeeper, require, wait_until
+from helpers import missing_zookeeper, require
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -36,11 +36,7 @@ def cluster(kaflite_cluster: Any) -> Iterator[Any]:
 
 def _topic(cluster: Any, partitions: int = 1, rf: int = 3, **config: str) -> str:
     name = f"t-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient(cluster.confluent_config())
-    admin.create_topics([NewTopic(name, partitions, rf, config=config)])[name].result(30)
-    wait_until(f"{name} has leaders", lambda: all(
-        cluster.leader(name, p) >= 0 for p in range(partitions)) if name in admin.list_topics(
-            timeout=5).topics else False)
+    cluster.create_topic(name, partitions, rf, config)
     return name
 
 

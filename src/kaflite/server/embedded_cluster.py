@@ -188,7 +188,25 @@ class EmbeddedCluster:
             pass
         self._frozen.discard(broker_id)
 
-    # --- leadership --------------------------------------------------------------------------------------
+    # --- topics and leadership ------------------------------------------------------------------------
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
+                     config: dict[str, str] | None = None, timeout: float = 30.0) -> None:
+        """Create a topic and return once every broker's metadata names a leader for each partition."""
+        from confluent_kafka.admin import NewTopic
+
+        futures = self._admin().create_topics([NewTopic(name, partitions, replication_factor, config=config or {})])
+        futures[name].result(timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if all(self.leader(name, p) >= 0 for p in range(partitions)):
+                    return
+            except KeyError:  # not in the metadata yet
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{name}: no leader for every partition within {timeout:g} s")
+            time.sleep(0.1)
+
     def leader(self, topic: str, partition: int, timeout: float = 5.0) -> int:
         """The current leader of `topic`-`partition` in the metadata (-1 when it has none)."""
         md = self._admin().list_topics(topic, timeout=timeout)
