@@ -232,3 +232,46 @@ def test_dropped_connection_is_reopened_by_the_client(faulty: EmbeddedBroker, fa
     p.produce(topic, b"x")
     assert p.flush(30) == 0
     assert faults.total("drop") == 1
+
+
+def test_cli_adds_lists_and_clears_rules_on_a_running_broker(faulty: EmbeddedBroker, faults: FaultInjector) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from kaflite.cli.main import app
+
+    runner = CliRunner()
+    b = ["--bootstrap-server", faulty.bootstrap]
+    topic = _topic(faulty)
+    added = runner.invoke(app, ["faults", "add", "--api", "Produce", "--error", "NOT_LEADER_OR_FOLLOWER",
+                                "--times", "2", "--topic", topic, *b])
+    assert added.exit_code == 0, added.output
+    rule = json.loads(added.output.strip())
+    assert rule["api"] == "Produce" and rule["error"] == "NOT_LEADER_OR_FOLLOWER" and rule["times"] == 2
+    assert faults.rules() == [rule]  # the broker holds it
+    p = Producer({**faulty.confluent_config(), "enable.idempotence": True})
+    p.produce(topic, b"x")
+    assert p.flush(30) == 0
+    assert faults.counts[("error", "Produce", "NOT_LEADER_OR_FOLLOWER")] >= 2
+
+    runner.invoke(app, ["faults", "add", "--api", "Fetch", "--delay-ms", "5", "--rate", "0.5", "--seed", "3", *b])
+    listed = runner.invoke(app, ["faults", "list", *b])
+    assert listed.exit_code == 0, listed.output
+    assert [json.loads(line)["api"] for line in listed.output.splitlines()] == ["Fetch"]  # Produce's used up
+    refused = runner.invoke(app, ["faults", "add", "--api", "CreateTopics", "--error", "NOT_CONTROLLER", *b])
+    assert refused.exit_code == 1 and "not supported for CreateTopics" in refused.output
+    cleared = runner.invoke(app, ["faults", "clear", *b])
+    assert cleared.exit_code == 0 and "removed 1 fault rule(s)" in cleared.output
+    assert faults.rules() == []
+
+
+def test_cli_against_a_broker_without_fault_injection() -> None:
+    from typer.testing import CliRunner
+
+    from kaflite.cli.main import app
+
+    with EmbeddedBroker() as b:
+        out = CliRunner().invoke(app, ["faults", "list", "--bootstrap-server", b.bootstrap])
+    assert out.exit_code == 1
+    assert "kaflite.faults.enable=true" in out.output

@@ -13,7 +13,9 @@ Rules (what Kafka's SocketServer/KafkaApis do):
   (`on_throttle`) before the answer is returned, so it mutes itself once the answer is sent (KIP-219);
 - with `kaflite.faults.enable=true` (server/faults.py) every decoded request is first shown to the broker's
   FaultInjector: an injected error is answered with `faults_response.error_response` (the handler does not
-  run), a delay sleeps before the handler, a dropped connection closes it unanswered.
+  run), a delay sleeps before the handler, a dropped connection closes it unanswered; a DescribeConfigs or
+  IncrementalAlterConfigs of the pseudo resource `kaflite.faults` lists or changes the rules
+  (`faults_admin.py`, what `kaflite faults` sends).
 """
 
 from __future__ import annotations
@@ -83,6 +85,13 @@ class Dispatcher:
             session = Session.on(self.listener, client_host)
         faults = self.broker.faults  # None unless kaflite.faults.enable
         if faults is not None:
+            if header.api_key in (32, 44):  # the rules themselves, managed over the wire (faults_admin.py)
+                from kaflite.server.faults_admin import answer
+
+                ctx = RequestContext(self.broker, header, client_host, connection_id, session)
+                managed = answer(ctx, request, faults)
+                if managed is not None:
+                    return encode_response(header.api_key, header.api_version, header.correlation_id, managed)
             rule = faults.match(header.api_key, header.client_id, request)
             if rule is not None:
                 if rule.kind == "drop":

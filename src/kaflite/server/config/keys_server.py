@@ -59,7 +59,7 @@ KEYS: list[ConfigKey] = [
         "boolean",
         False,
         "Fault injection for tests (docs/testing.md): when true, errors, delays and dropped connections can "
-        "be injected into this broker's answers (EmbeddedBroker.faults). Never in production.",
+        "be injected into this broker's answers (EmbeddedBroker.faults, `kaflite faults`). Never in production.",
         differs="kaflite-only key: Kafka has no fault injection.",
     ),
     _k("fetch.max.bytes", "int", 57671680, "Largest Fetch response the broker builds.", AtLeast(1024)),
