@@ -12,8 +12,9 @@ from kaflite.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     from kaflite.server.embedded import EmbeddedBroker
+    from kaflite.server.embedded_cluster import EmbeddedCluster
 
-__all__ = ["EmbeddedBroker", "__version__"]
+__all__ = ["EmbeddedBroker", "EmbeddedCluster", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -22,4 +23,8 @@ def __getattr__(name: str) -> Any:
         from kaflite.server.embedded import EmbeddedBroker
 
         return EmbeddedBroker
+    if name == "EmbeddedCluster":
+        from kaflite.server.embedded_cluster import EmbeddedCluster
+
+        return EmbeddedCluster
     raise AttributeError(name)

@@ -183,7 +183,7 @@ def _raw_request(address: tuple[str, int], req: Any, timeout: float) -> bytes:
     from kio.serial import entity_writer
     from kio.static.primitive import i16, i32
 
-    from kaflite.console.wire import _exactly
+    from kaflite.cluster.wire import _exactly
 
     host, port = address
     buf = io.BytesIO()

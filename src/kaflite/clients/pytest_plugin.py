@@ -12,6 +12,13 @@ generated CA) unless the module parametrizes it indirectly with "ssl", "sasl_pla
     @pytest.mark.parametrize("kaflite_secured_broker", ["sasl_plaintext"], indirect=True)
     def test_login(kaflite_secured_broker):
         producer = confluent_kafka.Producer(kaflite_secured_broker.confluent_config(user="bob"))
+
+`kaflite_cluster` is an `EmbeddedCluster` (server/embedded_cluster.py): a ZooKeeper and three broker
+processes, started once per test module (it needs Java and ZooKeeper's jars, as `kaflite cluster up`);
+a module that wants another size parametrizes it indirectly with the number of brokers:
+
+    def test_failover(kaflite_cluster):
+        kaflite_cluster.kill(kaflite_cluster.leader("orders", 0))
 """
 
 from __future__ import annotations
@@ -37,3 +44,12 @@ def kaflite_secured_broker(request: pytest.FixtureRequest, tmp_path_factory: pyt
     security = getattr(request, "param", "sasl_ssl")
     with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("kaflite-secured"), security=security) as broker:
         yield broker
+
+
+@pytest.fixture(scope="module")
+def kaflite_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from kaflite.server.embedded_cluster import EmbeddedCluster
+
+    brokers = getattr(request, "param", 3)
+    with EmbeddedCluster(brokers, data_dir=tmp_path_factory.mktemp("kaflite-cluster")) as cluster:
+        yield cluster

@@ -171,6 +171,14 @@ class GroupCoordinator:
     def handle_leave(self, req: m.LeaveGroupRequest, now_ms: int) -> CoordinatorResult:
         return self._step(now_ms, lambda: self.group_manager.leave(req))
 
+    def handle_expire_member(self, group_id: str, member_id: str, now_ms: int) -> CoordinatorResult:
+        """Test kit: the member's session timeout, now; the answer is an ErrorCode."""
+        return self._step(now_ms, lambda: self.group_manager.expire_member(group_id, member_id))
+
+    def handle_force_rebalance(self, group_id: str, now_ms: int) -> CoordinatorResult:
+        """Test kit: a rebalance of a stable classic group, now; the answer is an ErrorCode."""
+        return self._step(now_ms, lambda: self.group_manager.force_rebalance(group_id))
+
     def handle_consumer_heartbeat(self, req: ConsumerHeartbeatRequest, topics: Mapping[str, int],
                                   now_ms: int, topic_ids: Mapping[str, Any] | None = None) -> CoordinatorResult:
         """`topics`: partition count of every topic in the broker's metadata (`topic_ids`: their ids,

@@ -28,6 +28,11 @@ Rules (the rebalance protocol, Kafka's classic GroupMetadataManager):
   classic group upgrades it, and classic JoinGroup / SyncGroup / Heartbeat / LeaveGroup into a non-empty
   consumer group are served by the consumer group (its classic-protocol members); the last
   consumer-protocol member leaving a group of classic members downgrades it.
+- Test kit (EmbeddedBroker.expire_member / force_rebalance), classic groups: `expire_member` does now what
+  the member's session timeout would do (removed, the group rebalances; UNKNOWN_MEMBER_ID for a member
+  the group does not have, GROUP_ID_NOT_FOUND for no such group); `force_rebalance` moves a Stable or
+  CompletingRebalance group to PreparingRebalance as a membership change would (its members rejoin at
+  their next heartbeat), and changes nothing for a group already rebalancing or Empty.
 """
 
 from __future__ import annotations
@@ -420,6 +425,28 @@ class GroupMetadataManager:
             self._prepare_rebalance(group)
         elif group.is_in(GroupState.PREPARING_REBALANCE) and group.has_all_members_joined():
             self._complete_join_phase(group)
+
+    def expire_member(self, group_id: str, member_id: str) -> ErrorCode:
+        """The test kit's session timeout, now (rules at the top)."""
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(GroupState.DEAD):
+            return ErrorCode.group_id_not_found
+        if group.is_pending_member(member_id):
+            self._expire_heartbeat(group_id, member_id)
+            return ErrorCode.none
+        if member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        self._remove_member_and_update_group(group, member_id)
+        return ErrorCode.none
+
+    def force_rebalance(self, group_id: str) -> ErrorCode:
+        """The test kit's rebalance on demand (rules at the top)."""
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(GroupState.DEAD):
+            return ErrorCode.group_id_not_found
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group)
+        return ErrorCode.none
 
     def _schedule_heartbeat(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None:
         group_id = group.group_id

@@ -55,6 +55,10 @@ class KafkaServer:
         self.broker = Broker(config)
         self.registry = registry if registry is not None else load_registry()
         self.broker.registry = self.registry
+        if config["kaflite.faults.enable"]:
+            from kaflite.server.faults import FaultInjector
+
+            self.broker.faults = FaultInjector()
         self.dispatcher = Dispatcher(self.broker, self.registry, config.client_listeners[0])
         self._servers: list[asyncio.base_events.Server] = []
         self._securities: list[ListenerSecurity] = []  # closed at stop (a JWKS refresh thread)

@@ -146,6 +146,9 @@ class Broker:
         self.registry: Any = None  # the handler Registry, set by the server (ApiVersions reads it)
         # Prometheus counters (server.metrics), set by the server when metrics.listener is configured
         self.metrics: BrokerMetrics | None = None
+        # fault injection for tests (server/faults.py's FaultInjector), set by the server when
+        # kaflite.faults.enable=true; None otherwise (the dispatcher then asks nothing)
+        self.faults: Any = None
         # internal topics whose creation was refused, with the live broker count then (warned once per count)
         self._internal_refused: dict[str, int] = {}
         # single node: DeleteTopics under way (their renames run in a worker thread), by topic name

@@ -14,10 +14,16 @@ Rules (what Kafka's SocketServer/KafkaApis do):
 - with a `request_percentage` quota set, the handler's time on the event loop (server/quota/timing.py)
   is recorded against it (Kafka's request quota on request-handler thread time), except for the
   broker-to-broker APIs of REQUEST_QUOTA_EXEMPT and a follower's Fetch.
+- with `kaflite.faults.enable=true` (server/faults.py) every decoded request is first shown to the broker's
+  FaultInjector: an injected error is answered with `faults_response.error_response` (the handler does not
+  run), a delay sleeps before the handler, a dropped connection closes it unanswered; a DescribeConfigs or
+  IncrementalAlterConfigs of the pseudo resource `kaflite.faults` lists or changes the rules
+  (`faults_admin.py`, what `kaflite faults` sends).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
@@ -88,6 +94,26 @@ class Dispatcher:
             raise CloseConnection(str(e)) from e
         if session is None:  # a caller without a connection (tests): the listener's anonymous session
             session = Session.on(self.listener, client_host)
+        faults = self.broker.faults  # None unless kaflite.faults.enable
+        if faults is not None:
+            if header.api_key in (32, 44):  # the rules themselves, managed over the wire (faults_admin.py)
+                from kaflite.server.faults_admin import answer
+
+                ctx = RequestContext(self.broker, header, client_host, connection_id, session)
+                managed = answer(ctx, request, faults)
+                if managed is not None:
+                    return encode_response(header.api_key, header.api_version, header.correlation_id, managed)
+            rule = faults.match(header.api_key, header.client_id, request)
+            if rule is not None:
+                if rule.kind == "drop":
+                    raise CloseConnection(f"fault injected (rule {rule.id}): connection dropped")
+                if rule.kind == "delay":
+                    await asyncio.sleep(rule.ms / 1000.0)
+                elif rule.error is not None:
+                    from kaflite.server.faults_response import error_response
+
+                    answer = error_response(header.api_key, header.api_version, request, rule.error)
+                    return encode_response(header.api_key, header.api_version, header.correlation_id, answer)
         ctx = RequestContext(self.broker, header, client_host, connection_id, session, request_bytes=len(frame))
         metrics = self.broker.metrics  # None unless metrics.listener is set
         started = time.perf_counter() if metrics is not None else 0.0

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 from kaflite.server.app import KafkaServer, new_event_loop
 from kaflite.server.config import BrokerConfig
+from kaflite.server.faults import FaultInjector
 from kaflite.server.security.testkit import DEFAULT_USERS, SecurityKit
 
 __all__ = ["EmbeddedBroker", "load_broker_config"]
@@ -134,6 +135,16 @@ class EmbeddedBroker:
         return self.kit.aiokafka(self.bootstrap, user)
 
     @property
+    def faults(self) -> FaultInjector:
+        """The broker's fault injector (server/faults.py): `broker.faults.fail(api="Produce", error=...,
+        times=3)`; needs `overrides={"kaflite.faults.enable": "true"}`."""
+        faults = self.server.broker.faults
+        if faults is None:
+            raise RuntimeError('fault injection is off: start the broker with overrides={"kaflite.faults.enable": '
+                               '"true"}')
+        return faults
+
+    @property
     def server(self) -> KafkaServer:
         assert self._server is not None, "broker not started"
         return self._server
@@ -230,6 +241,29 @@ class EmbeddedBroker:
 
         self._loop.call_soon_threadsafe(run)
         return fut.result(timeout=30)
+
+    def expire_member(self, group: str, member_id: str) -> None:
+        """Expire `member_id` of classic group `group` now, as its session timeout would: the coordinator
+        removes it and rebalances; the member's next heartbeat gets UNKNOWN_MEMBER_ID and it rejoins."""
+        self._group_step(group, lambda shard, now: shard.handle_expire_member(group, member_id, now))
+
+    def force_rebalance(self, group: str) -> None:
+        """Make a stable classic group rebalance now (its members rejoin at their next heartbeat)."""
+        self._group_step(group, lambda shard, now: shard.handle_force_rebalance(group, now))
+
+    def _group_step(self, group: str, op: Callable[[Any, int], Any]) -> None:
+        from kaflite.protocol.errors import ErrorCode, KafkaError
+        from kaflite.server.handlers.groups import GroupService
+
+        assert self._loop is not None, "broker not started"
+
+        async def run() -> ErrorCode:
+            service = GroupService.of(self.server.broker)
+            return await service.call(group, op, lambda code: code)  # type: ignore[no-any-return]
+
+        code = asyncio.run_coroutine_threadsafe(run(), self._loop).result(30)
+        if code != ErrorCode.none:
+            raise KafkaError(code, f"group {group!r}")
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()

@@ -253,6 +253,13 @@ class KafliteCollector:
                       "1 on the active controller (ActiveControllerCount).", [], [([], 1 if active else 0)])
         yield from self._groups(ends)
         yield from self._event_loop()
+        faults = self.broker.faults
+        if faults is not None:  # kaflite.faults.enable (server/faults.py)
+            fam = CounterMetricFamily("kaflite_faults_injected", "Faults injected (kaflite-only, server/faults.py).",
+                                      labels=["kind", "request", "error"])
+            for (kind, request, error), n in sorted(faults.counts.items()):
+                fam.add_metric([kind, request, error], n)
+            yield fam
 
     def _event_loop(self) -> Iterator[Any]:
         """kaflite-only (Kafka has no event loop): the loop's timer lateness over the last one or two

@@ -69,6 +69,14 @@ KEYS: list[ConfigKey] = [
                "http://127.0.0.1:8081"),
         differs="kaflite-only key: Kafka has no schema registry; Confluent's runs as its own JVM service.",
     ),
+    _k(
+        "kaflite.faults.enable",
+        "boolean",
+        False,
+        "Fault injection for tests (docs/testing.md): when true, errors, delays and dropped connections can "
+        "be injected into this broker's answers (EmbeddedBroker.faults, `kaflite faults`). Never in production.",
+        differs="kaflite-only key: Kafka has no fault injection.",
+    ),
     _k("fetch.max.bytes", "int", 57671680, "Largest Fetch response the broker builds.", AtLeast(1024)),
     _k(
         "max.incremental.fetch.session.cache.slots",
