@@ -682,8 +682,9 @@ class Log:
             return _new_tuple(AppendResult, (offset, last, append_time, self._log_start_offset, False))
 
     def _append_general(self, buf: memoryview, leader_epoch: int, now: int, assign_offsets: bool) -> AppendResult:
-        """Every append the hot path does not take (several batches, producer ids, compacted topics,
-        timestamp bounds, replica appends, and every invalid input, which is refused here). Lock held."""
+        """Every append the hot path does not take (several batches, producer-id batches the producer state
+        refuses, compacted topics, timestamp bounds, replica appends, and every invalid input, which is
+        refused here). Lock held."""
         if self._closed:
             raise KafkaError(ErrorCode.kafka_storage_error, f"log {self.dir.name} is closed")
         config = self.config
