@@ -1,10 +1,11 @@
 """CPU cost of the Produce and Fetch handler paths, in-process (no socket, no client): what the broker
 spends per request between the decoded request and the encoded answer (ReplicaManager, Partition, Log).
 
-    PYTHONPATH=src .venv/bin/python bench/handler_path_bench.py --requests 20000
+    PYTHONPATH=src .venv/bin/python bench/handler_path_bench.py --requests 20000 [--idempotent]
 
 Produce: acks=-1, one partition per request (10 records x 100 B), over 6 partitions; Fetch: 6 partitions
-of 16 KiB each, read_uncommitted. Prints microseconds of process CPU time per request. Run two source
+of 16 KiB each, read_uncommitted. --idempotent: each produced batch carries producer id 1, epoch 0 and
+its partition's next sequence (the requests are built before the clock starts). Prints microseconds of process CPU time per request. Run two source
 trees alternately (PYTHONPATH) on the same machine to compare them: the whole-broker bench
 (bench/broker_bench.py) cannot resolve a few percent on a loaded machine.
 """
@@ -33,18 +34,27 @@ from kaflite.server.handlers.produce import handle_produce
 PARTITIONS = 6
 
 
-async def measure(requests: int) -> tuple[float, float]:
+async def measure(requests: int, idempotent: bool) -> tuple[float, float]:
     data = tempfile.mkdtemp(prefix="kaflite-hpb-")
     broker = Broker(load_broker_config({"log.dirs": data, "listeners": "PLAINTEXT://127.0.0.1:0"}, True))
     await broker.start()
     try:
         broker.create_topic("bench", PARTITIONS, None)
         pq = load_payload_module(0, 9, EntityType.request)
-        batch = build_record_batch([(None, b"x" * 100, []) for _ in range(10)])
-        produces = [pq.ProduceRequest(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5),
-                                      topic_data=(pq.TopicProduceData(name="bench", partition_data=(
-                                          pq.PartitionProduceData(index=p, records=batch),)),))
-                    for p in range(PARTITIONS)]
+        records = [(None, b"x" * 100, []) for _ in range(10)]
+        batch = build_record_batch(records)
+
+        def produce(p: int, records_: bytes) -> Any:
+            return pq.ProduceRequest(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5),
+                                     topic_data=(pq.TopicProduceData(name="bench", partition_data=(
+                                         pq.PartitionProduceData(index=p, records=records_),)),))
+
+        if idempotent:  # request i goes to partition i % PARTITIONS: its sequence is 10 * (i // PARTITIONS)
+            produces = [produce(i % PARTITIONS, build_record_batch(
+                records, producer_id=1, producer_epoch=0, base_sequence=10 * (i // PARTITIONS)))
+                for i in range(500 + requests)]
+        else:
+            produces = [produce(p, batch) for p in range(PARTITIONS)]
         fq = load_payload_module(1, 12, EntityType.request)
 
         def fetch(offset: int) -> Any:
@@ -58,12 +68,17 @@ async def measure(requests: int) -> tuple[float, float]:
 
         produce_ctx = RequestContext(broker, RequestHeader(0, 9, 1, "bench"))
         fetch_ctx = RequestContext(broker, RequestHeader(1, 12, 1, "bench"))
+        n = len(produces)
         for i in range(500):  # warm-up
-            await handle_produce(produce_ctx, produces[i % PARTITIONS])
+            await handle_produce(produce_ctx, produces[i % n])
         t0 = time.process_time()
-        for i in range(requests):
-            await handle_produce(produce_ctx, produces[i % PARTITIONS])
+        for i in range(500, 500 + requests):
+            await handle_produce(produce_ctx, produces[i % n])
         t1 = time.process_time()
+        # every request was appended (an error would be measured as a cheap success)
+        assert broker.log_manager is not None
+        appended = sum(broker.log_manager.get("bench", p).log_end_offset for p in range(PARTITIONS))  # type: ignore[union-attr]
+        assert appended == 10 * (500 + requests), appended
         fetches = max(1, requests // 10)
         written = 10 * (500 + requests) // PARTITIONS
         for i in range(fetches):
@@ -78,8 +93,9 @@ async def measure(requests: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=20000)
+    parser.add_argument("--idempotent", action="store_true")
     args = parser.parse_args()
-    produce_us, fetch_us = asyncio.run(measure(args.requests))
+    produce_us, fetch_us = asyncio.run(measure(args.requests, args.idempotent))
     print(f"produce {produce_us:.1f} us/request  fetch ({PARTITIONS} partitions) {fetch_us:.1f} us/request")
 
 

@@ -94,7 +94,7 @@ from kaflite.storage.log_validator import (
     validate_client_batches,
     validate_replica_batches,
 )
-from kaflite.storage.producer_state import ProducerStateManager
+from kaflite.storage.producer_state import BatchMetadata, ProducerEntry, ProducerStateManager
 from kaflite.storage.retention import SegmentLike, select_segments_to_delete
 from kaflite.storage.segment import (
     DELETED_SUFFIX,
@@ -650,10 +650,33 @@ class Log:
             if f is None:
                 return self._append_general(buf, leader_epoch, self._now() if now_ms is None else now_ms,
                                             assign_offsets)
-            # The hot path: ONE valid client batch without producer id (log_validator.fast_single_batch).
+            # The hot path: ONE valid client batch (log_validator.fast_single_batch).
             # Same effects as _append_general, in straight-line code with config values precomputed
             # (_derive_config) and the clock read only when a rule needs it.
             offset = self._next_offset
+            pid = f[9]
+            if pid >= 0:
+                # Idempotent / transactional producer: producer_state's rules 2-6 inline on its entry for
+                # the accepted and duplicate cases; any batch they refuse goes to the general path, whose
+                # ProducerStateManager.check raises the precise error (rule 7 of producer_state).
+                epoch = f[10]
+                seq = f[11]
+                last_seq = (seq + f[6]) & _INT32_MAX
+                txn = f[5] & 0x10
+                entry = self.producer_state.producers.get(pid)
+                if entry is not None:
+                    batches = entry.batches
+                    if epoch == entry.producer_epoch:
+                        for b in batches:
+                            if b[0] == seq and b[1] == last_seq:  # duplicate: the original offsets
+                                return _new_tuple(AppendResult, (b[2], b[3], b[4] if self._log_append_time else -1,
+                                                                 self._log_start_offset, True))
+                        refused = batches and seq != (batches[-1][1] + 1) & _INT32_MAX
+                    else:  # a new epoch starts at sequence 0 (unless the entry had no epoch yet)
+                        refused = epoch < entry.producer_epoch or (seq != 0 and entry.producer_epoch >= 0)
+                    if refused or (not txn and entry.current_txn_first_offset >= 0):
+                        return self._append_general(buf, leader_epoch, self._now() if now_ms is None else now_ms,
+                                                    assign_offsets)
             max_ts = f[8]
             append_time = -1
             if self._log_append_time:  # the whole header changes (timestamp type, max timestamp, CRC)
@@ -681,13 +704,25 @@ class Log:
                     seg = self._roll(offset)
             seg.append_one(hdr, body, size, last, max_ts)
             self._next_offset = last + 1
+            if pid >= 0:  # ProducerStateManager.update, inline (after the write, as the general path)
+                if entry is None:
+                    entry = self.producer_state.producers[pid] = ProducerEntry(pid, epoch)
+                elif epoch != entry.producer_epoch:
+                    entry.producer_epoch = epoch
+                    entry.batches.clear()
+                entry.batches.append(_new_tuple(BatchMetadata, (seq, last_seq, offset, last, max_ts)))
+                entry.last_timestamp = max_ts
+                if txn and entry.current_txn_first_offset < 0:
+                    entry.current_txn_first_offset = offset
+                    self.producer_state.ongoing[pid] = offset
             if leader_epoch > self._latest_epoch:
                 self._assign_epoch(leader_epoch, offset)
             return _new_tuple(AppendResult, (offset, last, append_time, self._log_start_offset, False))
 
     def _append_general(self, buf: memoryview, leader_epoch: int, now: int, assign_offsets: bool) -> AppendResult:
-        """Every append the hot path does not take (several batches, producer ids, compacted topics,
-        timestamp bounds, replica appends, and every invalid input, which is refused here). Lock held."""
+        """Every append the hot path does not take (several batches, producer-id batches the producer state
+        refuses, compacted topics, timestamp bounds, replica appends, and every invalid input, which is
+        refused here). Lock held."""
         if self._closed:
             raise KafkaError(ErrorCode.kafka_storage_error, f"log {self.dir.name} is closed")
         config = self.config

@@ -50,10 +50,11 @@ def fast_path_limit(config: LogConfig) -> int:
 
 
 def fast_single_batch(buf: memoryview, limit: int) -> tuple[int, ...] | None:
-    """The hot path: the header fields of `buf` when it is exactly ONE valid client batch without a
-    producer id and at most `limit` bytes (see fast_path_limit); None otherwise (the caller then runs
-    validate_client_batches, which also produces the precise error). Same rules as
-    validate_client_batches, in straight-line code: no view object, no lists."""
+    """The hot path: the header fields of `buf` when it is exactly ONE valid client batch of at most
+    `limit` bytes (see fast_path_limit); None otherwise (the caller then runs validate_client_batches,
+    which also produces the precise error). Same rules as validate_client_batches, in straight-line code:
+    no view object, no lists. A batch with a producer id is returned too when it has a sequence (rule 7);
+    its sequence and epoch are the caller's to check against the producer state (Log._append)."""
     n = len(buf)
     if n < 61 or n > limit:
         return None
@@ -63,7 +64,7 @@ def fast_single_batch(buf: memoryview, limit: int) -> tuple[int, ...] | None:
         f[1] + 12 != n
         or f[3] != 2
         or f[0] != 0
-        or f[9] >= 0
+        or (f[9] >= 0 and f[11] < 0)
         or f[6] < 0
         or f[6] + 1 != f[12]
         or f[5] & 0x27 > 4  # compression <= zstd, not a control batch

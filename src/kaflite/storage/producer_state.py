@@ -18,8 +18,13 @@ Rules (Kafka's ProducerStateManager / ProducerAppendInfo, client-origin appends)
    TRANSACTION_COORDINATOR_FENCED; an ABORT marker yields the `AbortedTxn` for the transaction index
    (its last stable offset is the first offset of the earliest OTHER open transaction, or the marker's
    offset + 1). A producer with an open transaction is never expired.
-`check()` is pure (no mutation); `update()` / `complete_txn()` apply an accepted batch / marker. The state
-is rebuilt from the log's batch headers on load (replaying both), or from a snapshot file plus the tail.
+`check()` is pure (no mutation); `update()` / `complete_txn()` apply an accepted batch / marker.
+7. Log's hot path (Log._append, one client batch with a producer id) applies rules 2-5 and 6's batch part
+   inline on `producers` for the accepted and duplicate cases only, and hands every refused batch to the
+   general path (check() then raises the precise error); tests/storage/test_idempotent_fast_path.py checks
+   that both paths give the same offsets, errors and state. `BatchMetadata` is a NamedTuple so that path
+   builds it with tuple.__new__ (no Python frame); everything else reads it by field name.
+The state is rebuilt from the log's batch headers on load (replaying both), or from a snapshot file plus the tail.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import json
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.storage.txn_index import AbortedTxn
@@ -38,8 +44,7 @@ NUM_BATCHES_TO_RETAIN = 5
 _INT32_MAX = 0x7FFFFFFF
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
     first_seq: int
     last_seq: int
     first_offset: int
