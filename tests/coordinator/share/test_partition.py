@@ -13,6 +13,7 @@ from kaflite.coordinator.share.partition import (
     RecordState,
     ShareConfig,
     SharePartition,
+    ShareSnapshot,
     StateBatch,
 )
 
@@ -26,7 +27,9 @@ def sp(start: int = 0, **kw: object) -> SharePartition:
     return SharePartition(ShareConfig(record_lock_duration_ms=LOCK, **kw), start)  # type: ignore[arg-type]
 
 
-def take(p: SharePartition, member: str, first: int, last: int, now: int = 0, **kw: object) -> list[AcquiredRange]:
+def take(
+    p: SharePartition, member: str, first: int, last: int, now: int = 0, **kw: object
+) -> list[AcquiredRange]:
     kw.setdefault("high_watermark", 1_000_000)
     kw.setdefault("max_records", 1_000_000)
     return p.acquire(member, [(first, last)], now=now, **kw)  # type: ignore[arg-type]
@@ -218,24 +221,35 @@ def test_export_merges_batches_and_acquired_exports_as_available() -> None:
     assert p.start_offset == 10
     p.acknowledge("m1", [(10, 10, RELEASE), (12, 12, ACCEPT), (13, 13, REJECT)], now=0)
     take(p, "m2", 10, 10)  # count 2 == limit: exports as ARCHIVED
-    assert p.export() == [
-        StateBatch(10, 10, 4, 2),
-        StateBatch(11, 11, 0, 1),
-        StateBatch(12, 12, 2, 1),
-        StateBatch(13, 13, 4, 1),
-        StateBatch(14, 15, 0, 1),
-    ]
-    q = SharePartition.from_state(p.config, p.start_offset, p.export())
+    # Offset 10, held at the limit, exports as ARCHIVED: the snapshot starts past it.
+    assert p.export() == ShareSnapshot(
+        11,
+        (
+            StateBatch(11, 11, 0, 1),
+            StateBatch(12, 12, 2, 1),
+            StateBatch(13, 13, 4, 1),
+            StateBatch(14, 15, 0, 1),
+        ),
+    )
+    q = SharePartition.from_state(p.config, p.export())
     assert (q.start_offset, q.end_offset) == (11, 16)
-    assert q.export() == p.export()[1:]
+    assert q.export() == p.export()
     assert states(q, 11, 11) == [(A, 1, None)]
     assert take(q, "m3", 11, 15) == [AcquiredRange(11, 11, 2), AcquiredRange(14, 15, 2)]
 
 
 def test_from_state_refuses_holes() -> None:
     with pytest.raises(ValueError):
-        SharePartition.from_state(ShareConfig(), 0, [StateBatch(0, 1, 0, 1), StateBatch(3, 4, 0, 1)])
+        SharePartition.from_state(
+            ShareConfig(), ShareSnapshot(0, (StateBatch(0, 1, 0, 1), StateBatch(3, 4, 0, 1)))
+        )
     with pytest.raises(ValueError):
-        SharePartition.from_state(ShareConfig(), 0, [StateBatch(1, 1, 0, 1)])
-    q = SharePartition.from_state(ShareConfig(), 5, [StateBatch(0, 6, 2, 1), StateBatch(7, 7, 0, 3)])
-    assert (q.start_offset, q.end_offset, q.export()) == (7, 8, [StateBatch(7, 7, 0, 3)])
+        SharePartition.from_state(ShareConfig(), ShareSnapshot(0, (StateBatch(1, 1, 0, 1),)))
+
+
+def test_from_state_clips_below_the_start_and_archives_available_at_the_limit() -> None:
+    snap = ShareSnapshot(5, (StateBatch(0, 6, 2, 1), StateBatch(7, 7, 0, 3), StateBatch(8, 8, 0, 5)))
+    q = SharePartition.from_state(ShareConfig(), snap)
+    assert (q.start_offset, q.end_offset) == (7, 9)
+    assert q.state_of(7) == (RecordState.AVAILABLE, 3, None)
+    assert q.state_of(8) == (RecordState.ARCHIVED, 5, None)  # count 5 == the limit: never delivered again

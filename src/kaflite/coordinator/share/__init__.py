@@ -9,6 +9,7 @@ from .partition import (
     RecordState,
     ShareConfig,
     SharePartition,
+    ShareSnapshot,
     StateBatch,
 )
 
@@ -19,5 +20,6 @@ __all__ = [
     "RecordState",
     "ShareConfig",
     "SharePartition",
+    "ShareSnapshot",
     "StateBatch",
 ]

@@ -29,14 +29,15 @@ Rules (each is checked by tests/coordinator/share/):
   the high watermark. Offsets the caller names as aborted (aborted transactions' records, control
   records) are archived on first sight under read_committed, never delivered. Offsets inside the fetched
   range that no batch covers (compacted away) are archived with delivery count 0.
-- export() gives Kafka's share-group state batches (first, last, delivery state, delivery count) for
-  [SPSO, end): a lock does not survive a restart, so ACQUIRED exports as AVAILABLE with its count (ARCHIVED
-  if that count is at the limit). from_state(export()) exports the same batches again.
+- export() gives Kafka's share-group snapshot: the start offset and the state batches (first, last,
+  delivery state, delivery count) of [start, end). A lock does not survive a restart, so ACQUIRED exports
+  as AVAILABLE with its count (ARCHIVED if that count is at the limit, and the exported start offset is
+  past a final prefix). from_state(export()) exports the same snapshot again, and has the same end offset.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -53,6 +54,7 @@ __all__ = [
     "RecordState",
     "ShareConfig",
     "SharePartition",
+    "ShareSnapshot",
     "StateBatch",
 ]
 
@@ -129,6 +131,14 @@ class StateBatch:
 
 
 @dataclass(frozen=True, slots=True)
+class ShareSnapshot:
+    """What a share partition persists (ShareSnapshotValue's StartOffset and StateBatches)."""
+
+    start_offset: int
+    batches: tuple[StateBatch, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class AcknowledgeResult:
     """The partition's error code (Kafka answers per partition) and, on an error, the index of the
     acknowledgement range that caused it."""
@@ -164,13 +174,12 @@ class SharePartition:
         return cls(config, start)
 
     @classmethod
-    def from_state(
-        cls, config: ShareConfig, start_offset: int, batches: Iterable[StateBatch]
-    ) -> SharePartition:
-        """Rebuild from persisted state batches (what export() gave): ascending and contiguous from
-        `start_offset` (a hole would leave offsets with no state; ValueError)."""
+    def from_state(cls, config: ShareConfig, snapshot: ShareSnapshot) -> SharePartition:
+        """Rebuild from a persisted snapshot (what export() gave): its batches ascending and contiguous
+        from its start offset (a hole would leave offsets with no state; ValueError)."""
+        start_offset = snapshot.start_offset
         sp = cls(config, start_offset)
-        for b in batches:
+        for b in snapshot.batches:
             if b.last_offset < start_offset:
                 continue
             if max(b.first_offset, start_offset) != sp._end or b.last_offset < b.first_offset:
@@ -342,21 +351,27 @@ class SharePartition:
         return True
 
     # --- persistence ------------------------------------------------------------------------------
-    def export(self) -> list[StateBatch]:
-        """The window [SPSO, end) as state batches, adjacent offsets of equal (state, count) merged."""
+    def export(self) -> ShareSnapshot:
+        """The window [SPSO, end) as state batches, adjacent offsets of equal (state, count) merged. A
+        lock ending archives the records at the limit, so a final prefix can appear: the snapshot's start
+        offset is past it, as from_state would move it."""
         out: list[StateBatch] = []
+        start = self._start
         for off in range(self._start, self._end):
             rec = self._records[off]
             state = rec.state
             if state is RecordState.ACQUIRED:
                 limit = self.config.delivery_count_limit
                 state = RecordState.ARCHIVED if rec.delivery_count >= limit else RecordState.AVAILABLE
+            if off == start and state in FINAL:
+                start += 1
+                continue
             prev = out[-1] if out else None
             if prev and prev.delivery_state == state and prev.delivery_count == rec.delivery_count:
                 out[-1] = StateBatch(prev.first_offset, off, state.value, rec.delivery_count)
             else:
                 out.append(StateBatch(off, off, state.value, rec.delivery_count))
-        return out
+        return ShareSnapshot(start, tuple(out))
 
     # --- internals --------------------------------------------------------------------------------
     def _release(self, offset: int, rec: _Record) -> None:
