@@ -61,7 +61,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
     def produce(self, n: int) -> None:
         self.hw += n
 
-    @rule(ms=st.integers(0, 2 * LOCK_MS))
+    @rule(ms=st.integers(0, LOCK_MS // 2))
     def tick(self, ms: int) -> None:
         self.now += ms
         released = self.sp.expire(self.now)
@@ -193,5 +193,5 @@ class SharePartitionMachine(RuleBasedStateMachine):
             assert off not in m.count, f"offset {off} past the end was delivered"
 
 
-SharePartitionMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+SharePartitionMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=30, deadline=None)
 test_share_partition_stateful = SharePartitionMachine.TestCase
