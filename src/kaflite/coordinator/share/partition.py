@@ -6,7 +6,7 @@ Rules (each is checked by tests/coordinator/share/):
 - A record is AVAILABLE, ACQUIRED, ACKNOWLEDGED or ARCHIVED (Kafka's RecordState codes 0, 1, 2, 4).
   Allowed moves: AVAILABLE -> ACQUIRED (acquire); ACQUIRED -> ACKNOWLEDGED (ACCEPT);
   ACQUIRED -> AVAILABLE (RELEASE, lock expiry, member leaving); ACQUIRED -> ARCHIVED (REJECT, GAP);
-  AVAILABLE -> ARCHIVED (log start moved past it, or it is at the delivery-count limit).
+  AVAILABLE -> ARCHIVED (the log start moved past it; from_state, when its count is at the limit).
   ACKNOWLEDGED and ARCHIVED are final.
 - Acquisition increments the record's delivery count. A record going back to AVAILABLE whose delivery
   count has reached `delivery_count_limit` becomes ARCHIVED instead, so no record is ever acquired more
@@ -15,7 +15,8 @@ Rules (each is checked by tests/coordinator/share/):
   never handed to another until its lock ends. The lock's deadline is acquire time +
   `record_lock_duration_ms`; at now >= deadline it has expired. Every operation that takes `now` first
   expires the locks due at `now`, so an expired lock can never be acknowledged.
-- Only the member holding a record's lock may acknowledge it; otherwise the whole acknowledgement is
+- Only the member holding a record's lock may acknowledge it (GAP on an offset archived as having no
+  record is the one exception: a no-op); otherwise the whole acknowledgement is
   refused with INVALID_RECORD_STATE (121) and nothing changes (Kafka rolls the partition's batches back
   together). A malformed request (first > last, ranges overlapping or not ascending, an unknown type, an
   offset past the share-partition end) is INVALID_REQUEST (42), nothing changes.
@@ -25,8 +26,8 @@ Rules (each is checked by tests/coordinator/share/):
   (group.share.partition.max.record.locks): no new offset is acquired past that.
 - Every offset below the SPSO is final (ACKNOWLEDGED or ARCHIVED) except records still ACQUIRED when the
   log start offset moved past them; those are never AVAILABLE again (a lock ending archives them).
-- read_committed acquires nothing at or past the last stable offset; read_uncommitted nothing at or past
-  the high watermark. Offsets the caller names as aborted (aborted transactions' records, control
+- Nothing at or past the high watermark is acquired; under read_committed nothing at or past the last
+  stable offset either. Offsets the caller names as aborted (aborted transactions' records, control
   records) are archived on first sight under read_committed, never delivered. Offsets inside the fetched
   range that no batch covers (compacted away) are archived with delivery count 0.
 - export() gives Kafka's share-group snapshot: the start offset and the state batches (first, last,
