@@ -19,6 +19,7 @@ Range, round robin and the server-side assignors settle at once in every case.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,9 +31,11 @@ from kaflite.assign.types import TopicPartition
 
 RACKS = ("a", "b", "c")
 STICKY = ("sticky", "cooperative-sticky")
-# 2,100 examples in all here (about 25 s of CPU); the slow-marked test below runs 6,000 more
+# 2,100 examples in all here (about 25 s of CPU); the slow-marked test below runs 400 more groups in the
+# default suite and 2,000 under KAFLITE_SOAK=1 (2,000 cost ~35 s of a suite that must stay under 30 minutes)
+SOAK = os.environ.get("KAFLITE_SOAK", "") not in ("", "0")
 EXAMPLES = settings(max_examples=700, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-MANY = settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+MANY = settings(max_examples=2000 if SOAK else 400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
@@ -135,8 +138,8 @@ def test_with_racks_and_unequal_subscriptions(group: Group) -> None:
 @MANY
 @given(st.booleans().flatmap(lambda racks: groups(racks=racks, equal=True if racks else None)))
 def test_fixed_point_many_more_groups(group: Group) -> None:
-    """The same properties on 2,000 more groups (without racks: at once; with racks and equal
-    subscriptions: after at most one moving rebalance)."""
+    """The same properties on 400 more groups, 2,000 under KAFLITE_SOAK=1 (without racks: at once; with
+    racks and equal subscriptions: after at most one moving rebalance)."""
     for strategy in ALL_STRATEGIES:
         first = rebalance(strategy, group)
         if strategy == "cooperative-sticky":
