@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from kaflite.schema_registry import avro_compat
+from kaflite.schema_registry import compat_levels
 from kaflite.schema_registry.avro_compat import check, parse
 
 
@@ -204,8 +204,8 @@ def test_first_version_is_always_compatible_and_unknown_level_refused() -> None:
     assert check("FULL_TRANSITIVE", parse(V1), []) == []
     with pytest.raises(ValueError):
         check("SIDEWAYS", parse(V1), [parse(V1)])
-    assert set(avro_compat.LEVELS) == {"BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
-                                       "FULL_TRANSITIVE", "NONE"}
+    assert set(compat_levels.LEVELS) == {"BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
+                                         "FULL_TRANSITIVE", "NONE"}
 
 
 def test_messages_name_the_field() -> None:

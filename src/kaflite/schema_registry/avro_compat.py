@@ -21,13 +21,12 @@ Pure: no I/O; schemas come in as fastavro-parsed objects (see `parse`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import fastavro
 
-LEVELS = ("BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE", "NONE")
-DEFAULT_LEVEL = "BACKWARD"
+from kaflite.schema_registry.compat_levels import check_at_level
 
 PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 NAMED = frozenset({"record", "error", "enum", "fixed"})
@@ -179,18 +178,4 @@ def can_read(reader: AvroSchema, writer: AvroSchema) -> list[str]:
 def check(level: str, new: AvroSchema, previous: Sequence[AvroSchema]) -> list[str]:
     """Confluent's verdict for registering `new` after `previous` (oldest first) at `level`: the list of
     incompatibilities, empty when compatible. Non-transitive levels look at the latest only."""
-    level = level.upper()
-    if level not in LEVELS:
-        raise ValueError(f"unknown compatibility level {level}")
-    if level == "NONE" or not previous:
-        return []
-    against: Iterable[AvroSchema] = previous if level.endswith("_TRANSITIVE") else previous[-1:]
-    backward = level.startswith(("BACKWARD", "FULL"))
-    forward = level.startswith(("FORWARD", "FULL"))
-    problems: list[str] = []
-    for old in reversed(list(against)):
-        if backward:
-            problems += [f"BACKWARD: {p}" for p in can_read(new, old)]
-        if forward:
-            problems += [f"FORWARD: {p}" for p in can_read(old, new)]
-    return problems
+    return check_at_level(level, new, previous, can_read)

@@ -2,7 +2,7 @@
 document a writer schema accepts, with Confluent's open / closed content model rules for objects.
 
 Rules (each is checked by tests/schema_registry/test_json_compat.py):
-- Levels as for Avro (avro_compat.LEVELS): BACKWARD(_TRANSITIVE) checks new-as-reader against the latest
+- Levels as for Avro (compat_levels.LEVELS): BACKWARD(_TRANSITIVE) checks new-as-reader against the latest
   (every) registered schema as writer, FORWARD(_TRANSITIVE) the other way, FULL(_TRANSITIVE) both, NONE
   nothing.
 - `true` and `{}` accept everything, `false` nothing: a reader `true` accepts any writer; a reader that is
@@ -30,13 +30,13 @@ Pure: no I/O; schemas come in as loaded JSON (see `parse`, which validates with 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jsonschema.exceptions
 import jsonschema.validators
 
-from kaflite.schema_registry.avro_compat import LEVELS
+from kaflite.schema_registry.compat_levels import check_at_level
 
 UPPER_BOUNDS = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
 LOWER_BOUNDS = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties")
@@ -235,18 +235,4 @@ def can_read(reader: JsonSchema, writer: JsonSchema) -> list[str]:
 def check(level: str, new: JsonSchema, previous: Sequence[JsonSchema]) -> list[str]:
     """Confluent's verdict for registering `new` after `previous` (oldest first) at `level`: the
     incompatibilities, empty when compatible."""
-    level = level.upper()
-    if level not in LEVELS:
-        raise ValueError(f"unknown compatibility level {level}")
-    if level == "NONE" or not previous:
-        return []
-    against: Iterable[JsonSchema] = previous if level.endswith("_TRANSITIVE") else previous[-1:]
-    backward = level.startswith(("BACKWARD", "FULL"))
-    forward = level.startswith(("FORWARD", "FULL"))
-    problems: list[str] = []
-    for old in reversed(list(against)):
-        if backward:
-            problems += [f"BACKWARD: {p}" for p in can_read(new, old)]
-        if forward:
-            problems += [f"FORWARD: {p}" for p in can_read(old, new)]
-    return problems
+    return check_at_level(level, new, previous, can_read)

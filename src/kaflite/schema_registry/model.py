@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaflite.schema_registry import avro_compat, json_compat, protobuf_compat, schema_types
+from kaflite.schema_registry import avro_compat, compat_levels, json_compat, protobuf_compat, schema_types
 from kaflite.schema_registry.schema_types import InvalidSchema, Reference, SchemaText
 
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
@@ -239,7 +239,7 @@ class State:
                    for v in versions.values())
 
     def compatibility(self, subject: str | None) -> str:
-        return self.config.get(subject) or self.config.get(None) or avro_compat.DEFAULT_LEVEL
+        return self.config.get(subject) or self.config.get(None) or compat_levels.DEFAULT_LEVEL
 
     def mode(self, subject: str | None) -> str:
         return self.modes.get(subject) or self.modes.get(None) or "READWRITE"
@@ -408,7 +408,7 @@ class State:
 
     def plan_config(self, subject: str | None, level: Any) -> list[Record]:
         self._writable(subject)
-        if not isinstance(level, str) or level.upper() not in avro_compat.LEVELS:
+        if not isinstance(level, str) or level.upper() not in compat_levels.LEVELS:
             raise RegistryError(422, 42203, f"Invalid compatibility level. Valid values are none, backward, "
                                             f"forward, full, backward_transitive, forward_transitive, and "
                                             f"full_transitive (got {level!r})")

@@ -3,7 +3,7 @@ text (parsed with proto-schema-parser) or as a base64 FileDescriptorProto (what 
 ProtobufSerializer registers).
 
 Rules (each is checked by tests/schema_registry/test_protobuf_compat.py):
-- Levels as for Avro (avro_compat.LEVELS). A check compares an original (the writer: the registered
+- Levels as for Avro (compat_levels.LEVELS). A check compares an original (the writer: the registered
   schema for BACKWARD, the new one for FORWARD) with an update (the reader) and lists differences, as
   Confluent's protobuf diff does; the pair is compatible when every difference is a compatible one.
 - Compatible differences: a message, enum, enum constant, field or oneof added; an enum, enum constant,
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +38,7 @@ from google.protobuf import descriptor_pb2
 from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
-from kaflite.schema_registry.avro_compat import LEVELS
+from kaflite.schema_registry.compat_levels import check_at_level
 
 FDP = descriptor_pb2.FieldDescriptorProto
 SCALARS: dict[str, int] = {
@@ -391,18 +391,4 @@ def can_read(reader: ProtoSchema, writer: ProtoSchema) -> list[str]:
 
 def check(level: str, new: ProtoSchema, previous: Sequence[ProtoSchema]) -> list[str]:
     """Confluent's verdict for registering `new` after `previous` (oldest first) at `level`."""
-    level = level.upper()
-    if level not in LEVELS:
-        raise ValueError(f"unknown compatibility level {level}")
-    if level == "NONE" or not previous:
-        return []
-    against: Iterable[ProtoSchema] = previous if level.endswith("_TRANSITIVE") else previous[-1:]
-    backward = level.startswith(("BACKWARD", "FULL"))
-    forward = level.startswith(("FORWARD", "FULL"))
-    problems: list[str] = []
-    for old in reversed(list(against)):
-        if backward:
-            problems += [f"BACKWARD: {p}" for p in can_read(new, old)]
-        if forward:
-            problems += [f"FORWARD: {p}" for p in can_read(old, new)]
-    return problems
+    return check_at_level(level, new, previous, can_read)
