@@ -20,6 +20,7 @@ import pytest
 
 from kaflite.schema_registry import compat_levels
 from kaflite.schema_registry.avro_compat import check, parse
+from registry_helpers import expected_verdict
 
 
 def rec(*fields: dict[str, Any], name: str = "R", namespace: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -155,10 +156,6 @@ CASES: list[tuple[str, Any, Any, bool, bool]] = [
 LEVELS = ("BACKWARD", "FORWARD", "FULL", "NONE")
 
 
-def verdict(level: str, backward: bool, forward: bool) -> bool:
-    return {"BACKWARD": backward, "FORWARD": forward, "FULL": backward and forward, "NONE": True}[level]
-
-
 def test_the_table_has_at_least_60_distinct_cases() -> None:
     assert len(CASES) >= 60
     assert len({case[0] for case in CASES}) == len(CASES)
@@ -170,10 +167,10 @@ def test_verdict_per_level(level: str, old: Any, new: Any, backward: bool, forwa
     old_s = parse(json.loads(json.dumps(old)))
     new_s = parse(json.loads(json.dumps(new)))
     problems = check(level, new_s, [old_s])
-    assert (problems == []) is verdict(level, backward, forward), problems
+    assert (problems == []) is expected_verdict(level, backward, forward), problems
     # the transitive level agrees with the plain one when there is only one earlier version
     if level != "NONE":
-        assert (check(level + "_TRANSITIVE", new_s, [old_s]) == []) is verdict(level, backward, forward)
+        assert (check(level + "_TRANSITIVE", new_s, [old_s]) == []) is expected_verdict(level, backward, forward)
 
 
 V1 = rec(f("a", "int"))

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from kaflite.schema_registry.json_compat import check, parse
+from registry_helpers import ALL_LEVELS, assert_verdict, case_params
 
 
 def obj(props: dict[str, Any], required: list[str] | None = None, closed: bool = False, **extra: Any
@@ -80,14 +81,10 @@ CASES: list[tuple[str, Any, Any, bool, bool]] = [
 ]
 
 
-@pytest.mark.parametrize(("old", "new", "backward", "forward"),
-                         [pytest.param(o, n, b, f, id=name) for name, o, n, b, f in CASES])
-@pytest.mark.parametrize("level", ["BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
-                                   "FULL_TRANSITIVE", "NONE"])
+@pytest.mark.parametrize(("old", "new", "backward", "forward"), case_params(CASES))
+@pytest.mark.parametrize("level", ALL_LEVELS)
 def test_verdict_per_level(level: str, old: Any, new: Any, backward: bool, forward: bool) -> None:
-    expected = {"BACKWARD": backward, "FORWARD": forward, "FULL": backward and forward, "NONE": True}
-    problems = check(level, parse(new), [parse(old)])
-    assert (problems == []) is expected[level.removesuffix("_TRANSITIVE")], problems
+    assert_verdict(check, parse, level, old, new, backward, forward)
 
 
 def test_at_least_twenty_cases() -> None:

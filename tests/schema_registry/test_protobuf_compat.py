@@ -18,6 +18,7 @@ from __future__ import annotations
 import pytest
 
 from kaflite.schema_registry.protobuf_compat import check, parse
+from registry_helpers import ALL_LEVELS, assert_verdict, case_params
 
 
 def p3(body: str, package: str = "shop") -> str:
@@ -84,14 +85,10 @@ CASES: list[tuple[str, str, str, bool, bool]] = [
 ]
 
 
-@pytest.mark.parametrize(("old", "new", "backward", "forward"),
-                         [pytest.param(o, n, b, f, id=name) for name, o, n, b, f in CASES])
-@pytest.mark.parametrize("level", ["BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
-                                   "FULL_TRANSITIVE", "NONE"])
+@pytest.mark.parametrize(("old", "new", "backward", "forward"), case_params(CASES))
+@pytest.mark.parametrize("level", ALL_LEVELS)
 def test_verdict_per_level(level: str, old: str, new: str, backward: bool, forward: bool) -> None:
-    expected = {"BACKWARD": backward, "FORWARD": forward, "FULL": backward and forward, "NONE": True}
-    problems = check(level, parse(new), [parse(old)])
-    assert (problems == []) is expected[level.removesuffix("_TRANSITIVE")], problems
+    assert_verdict(check, parse, level, old, new, backward, forward)
 
 
 def test_at_least_twenty_cases() -> None:
