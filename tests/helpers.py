@@ -113,6 +113,24 @@ def poll_values(consumer: Any, count: int, timeout: float = 30.0, poll_s: float 
     return got
 
 
+def iterate_values(consumer: Any, got: list[bytes], count: int) -> None:
+    """Appends the values a kafka-python `consumer` (an iterator, ended by its consumer_timeout_ms) yields
+    to `got` until it holds `count`: the caller asserts on `got`, so a short one fails there."""
+    for m in consumer:
+        got.append(m.value)
+        if len(got) == count:
+            break
+
+
+def produce_numbered(producer: Any, topic: str, prefix: str, count: int = 10, timeout: float = 30.0) -> list[bytes]:
+    """Produces `prefix`0 .. `prefix`{count-1} with a confluent-kafka `producer` and waits for every
+    acknowledgement; returns the values in order."""
+    values = [f"{prefix}{i}".encode() for i in range(count)]
+    for value in values:
+        producer.produce(topic, value)
+    assert producer.flush(timeout) == 0
+    return values
+
 # -- missing test dependencies --------------------------------------------------------------------
 # Outside CI a test whose external tool is missing (ZooKeeper/Java, kcat, chromium, ruff, mypy) is skipped
 # with the reason; CI sets KAFLITE_REQUIRE_ALL=1 (.ci/run), under which the same absence is a failure, so

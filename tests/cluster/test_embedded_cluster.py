@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-from helpers import missing_zookeeper, require
+from helpers import iterate_values, missing_zookeeper, produce_numbered, require
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -93,11 +93,8 @@ def test_three_brokers_registered_and_every_client_library_works(cluster: Any) -
     asyncio.run(aio())
     kc = KafkaConsumer(topic, **cluster.kafka_python_config(), auto_offset_reset="earliest",
                        consumer_timeout_ms=15000)
-    got = []
-    for m in kc:
-        got.append(m.value)
-        if len(got) == 3:
-            break
+    got: list[bytes] = []
+    iterate_values(kc, got, 3)
     kc.close()
     assert got == [b"from-confluent", b"from-kafka-python", b"from-aiokafka"]
 
@@ -160,29 +157,19 @@ def test_kafka_python_consumer_keeps_consuming_across_a_moved_leader(cluster: An
 
     topic = _topic(cluster, rf=2)
     p = Producer(cluster.confluent_config())
-    for i in range(10):
-        p.produce(topic, f"a{i}".encode())
-    assert p.flush(30) == 0
+    first = produce_numbered(p, topic, "a")
     consumer = KafkaConsumer(topic, **cluster.kafka_python_config(), auto_offset_reset="earliest",
                              consumer_timeout_ms=20000, metadata_max_age_ms=1000)
-    got = []
-    for m in consumer:
-        got.append(m.value)
-        if len(got) == 10:
-            break
+    got: list[bytes] = []
+    iterate_values(consumer, got, 10)
     old = cluster.leader(topic, 0)
     target = next(b for b in cluster.broker_ids if b != old)
     cluster.move_leader(topic, 0, to=target)
     assert cluster.leader(topic, 0) == target
-    for i in range(10):
-        p.produce(topic, f"b{i}".encode())
-    assert p.flush(30) == 0
-    for m in consumer:
-        got.append(m.value)
-        if len(got) == 20:
-            break
+    second = produce_numbered(p, topic, "b")
+    iterate_values(consumer, got, 20)
     consumer.close()
-    assert got == [f"a{i}".encode() for i in range(10)] + [f"b{i}".encode() for i in range(10)]
+    assert got == first + second
 
 
 def test_move_leader_to_a_broker_that_is_not_a_replica(cluster: Any) -> None:

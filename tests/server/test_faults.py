@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from helpers import free_port
+from helpers import free_port, iterate_values, produce_numbered
 from kaflite.protocol.errors import ErrorCode
 from kaflite.protocol.messages import _reader, encode_body, request_schema, response_schema
 from kaflite.server.embedded import EmbeddedBroker
@@ -199,27 +199,17 @@ def test_kafka_python_consumer_keeps_consuming_across_injected_fetch_error_and_d
 
     topic = _topic(faulty)
     p = Producer(faulty.confluent_config())
-    for i in range(10):
-        p.produce(topic, f"a{i}".encode())
-    assert p.flush(10) == 0
+    first = produce_numbered(p, topic, "a", timeout=10)
     consumer = KafkaConsumer(topic, **faulty.kafka_python_config(), auto_offset_reset="earliest",
                              consumer_timeout_ms=20000, client_id="kp-under-test")
-    got = []
-    for m in consumer:
-        got.append(m.value)
-        if len(got) == 5:
-            break
+    got: list[bytes] = []
+    iterate_values(consumer, got, 5)
     faults.fail(api="Fetch", error="NOT_LEADER_OR_FOLLOWER", times=2, client_id="kp-under-test")
     faults.delay(api="Fetch", ms=300, times=3, client_id="kp-under-test")
-    for i in range(10):
-        p.produce(topic, f"b{i}".encode())
-    assert p.flush(10) == 0
-    for m in consumer:
-        got.append(m.value)
-        if len(got) == 20:
-            break
+    second = produce_numbered(p, topic, "b", timeout=10)
+    iterate_values(consumer, got, 20)
     consumer.close()
-    assert got == [f"a{i}".encode() for i in range(10)] + [f"b{i}".encode() for i in range(10)]
+    assert got == first + second
     # the consumer went through both errors and at least one delay (more once it polls again)
     assert faults.counts[("error", "Fetch", "NOT_LEADER_OR_FOLLOWER")] == 2
     assert faults.counts[("delay", "Fetch", "")] >= 1
