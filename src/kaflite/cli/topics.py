@@ -50,6 +50,13 @@ TopicOption = Annotated[str | None, typer.Option("--topic", "-t", help="The topi
 TopicsOption = Annotated[
     list[str] | None, typer.Option("--topic", "-t", help="A topic (repeatable; kafka-topics.sh spelling).")
 ]
+# the entity flags of `configs describe` and `configs alter` (kafka-configs.sh)
+EntityTypes = Annotated[list[str] | None, typer.Option(
+    "--entity-type", help="topics, brokers, or client quotas' users / clients (both: one user's client); "
+                          "kafka-configs.sh spelling.")]
+EntityNames = Annotated[list[str] | None, typer.Option(
+    "--entity-name", help="The topic name, broker id, user or client id ('' or --entity-default: the "
+                          "default user / client), one per --entity-type.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -683,12 +690,8 @@ def config_line(
 def configs_describe(
     topic: Annotated[str | None, typer.Option("--topic", "-t", help="Describe this topic's configs.")] = None,
     broker: Annotated[int | None, typer.Option("--broker", help="Describe this broker's configs.")] = None,
-    entity_type: Annotated[list[str] | None, typer.Option(
-        "--entity-type", help="topics, brokers, or client quotas' users / clients (both: one user's client); "
-                              "kafka-configs.sh spelling.")] = None,
-    entity_name: Annotated[list[str] | None, typer.Option(
-        "--entity-name", help="The topic name, broker id, user or client id ('' or --entity-default: the "
-                              "default user / client), one per --entity-type.")] = None,
+    entity_type: EntityTypes = None,
+    entity_name: EntityNames = None,
     show_all: Annotated[
         bool, typer.Option("--all", help="Every config, not only the dynamic (per-topic) ones.")
     ] = False,
@@ -731,12 +734,8 @@ def configs_describe(
 @configs_app.command("alter")
 @handle_errors
 def configs_alter(
-    entity_type: Annotated[list[str] | None, typer.Option(
-        "--entity-type", help="topics, brokers, or client quotas' users / clients (both: one user's client); "
-                              "kafka-configs.sh spelling.")] = None,
-    entity_name: Annotated[list[str] | None, typer.Option(
-        "--entity-name", help="The topic name, broker id, user or client id ('' or --entity-default: the "
-                              "default user / client), one per --entity-type.")] = None,
+    entity_type: EntityTypes = None,
+    entity_name: EntityNames = None,
     topic: Annotated[str | None, typer.Option("--topic", "-t", help="Shortcut: --entity-type topics --entity-name.")] = None,
     broker: Annotated[int | None, typer.Option("--broker", help="Shortcut: --entity-type brokers --entity-name.")] = None,
     add_config: Annotated[
