@@ -105,31 +105,29 @@ def _fetch(req: Any, R: Any, code: ErrorCode) -> Any:
         for t in req.topics))
 
 
-def _list_offsets(req: Any, R: Any, code: ErrorCode) -> Any:
-    return _entity(R.ListOffsetsResponse, code, topics=tuple(
-        _entity(R.ListOffsetsTopicResponse, code, name=t.name, partitions=tuple(
-            _entity(R.ListOffsetsPartitionResponse, code, partition_index=p.partition_index)
-            for p in t.partitions)) for t in req.topics))
+def _per_partition(response: str, topic: str, partition: str) -> Builder:
+    """An api whose request names topics[].name with partitions[].partition_index and whose response
+    answers each in kind (ListOffsets, OffsetCommit, TxnOffsetCommit): the three entity class names."""
+    def make(req: Any, R: Any, code: ErrorCode) -> Any:
+        return _entity(getattr(R, response), code, topics=tuple(
+            _entity(getattr(R, topic), code, name=t.name, partitions=tuple(
+                _entity(getattr(R, partition), code, partition_index=p.partition_index)
+                for p in t.partitions)) for t in req.topics))
+    return make
+
+
+_list_offsets = _per_partition("ListOffsetsResponse", "ListOffsetsTopicResponse",
+                               "ListOffsetsPartitionResponse")
+_offset_commit = _per_partition("OffsetCommitResponse", "OffsetCommitResponseTopic",
+                                "OffsetCommitResponsePartition")
+_txn_offset_commit = _per_partition("TxnOffsetCommitResponse", "TxnOffsetCommitResponseTopic",
+                                    "TxnOffsetCommitResponsePartition")
 
 
 def _metadata(req: Any, R: Any, code: ErrorCode) -> Any:
     return _entity(R.MetadataResponse, code, brokers=(), topics=tuple(
         _entity(R.MetadataResponseTopic, code, name=t.name, **_topic_id(t), partitions=())
         for t in (req.topics or ())))
-
-
-def _offset_commit(req: Any, R: Any, code: ErrorCode) -> Any:
-    return _entity(R.OffsetCommitResponse, code, topics=tuple(
-        _entity(R.OffsetCommitResponseTopic, code, name=t.name, partitions=tuple(
-            _entity(R.OffsetCommitResponsePartition, code, partition_index=p.partition_index)
-            for p in t.partitions)) for t in req.topics))
-
-
-def _txn_offset_commit(req: Any, R: Any, code: ErrorCode) -> Any:
-    return _entity(R.TxnOffsetCommitResponse, code, topics=tuple(
-        _entity(R.TxnOffsetCommitResponseTopic, code, name=t.name, partitions=tuple(
-            _entity(R.TxnOffsetCommitResponsePartition, code, partition_index=p.partition_index)
-            for p in t.partitions)) for t in req.topics))
 
 
 def _offset_fetch(req: Any, R: Any, code: ErrorCode) -> Any:
