@@ -42,8 +42,10 @@ from kazoo.exceptions import (
     KazooException,
     NodeExistsError,
     NoNodeError,
+    OperationTimeoutError,
     RolledBackError,
 )
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from kaflite.cluster import zkdata as zd
@@ -440,6 +442,14 @@ class KafkaZkClient(ZooKeeperSession):
         topic as `create_topic` (configs before the assignment, which the controller watches). Answers each
         topic's TopicExistsError or None (created). Not retried, as `create_topic`: a retry after a lost
         connection would find its own writes."""
+        try:
+            return self._create_topics(topics)
+        except KazooTimeoutError as e:  # an answer that never came: a ZooKeeper error like the others
+            raise OperationTimeoutError(str(e)) from e
+
+    def _create_topics(
+        self, topics: Sequence[tuple[TopicAssignment, Mapping[str, str]]]
+    ) -> dict[str, TopicExistsError | None]:
         timeout = self._op_timeout_s
         exists = [(a, c, self._zk.exists_async(zd.topic_path(a.topic))) for a, c in topics]
         out: dict[str, TopicExistsError | None] = {}
