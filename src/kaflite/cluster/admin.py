@@ -23,6 +23,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from kaflite.cluster.metadata import validate_topic_name
 from kaflite.cluster.placement import assign_replicas_to_brokers
@@ -158,6 +159,18 @@ def plan_new_partitions(
     return {p: tuple(r) for p, r in placed.items()}
 
 
+@dataclass(frozen=True)
+class TopicSpec:
+    """One topic of a CreateTopics request, as `ZkAdmin.create_topics` takes it."""
+
+    name: str
+    num_partitions: int
+    replication_factor: int | None
+    configs: Mapping[str, str]
+    assignment: Sequence[Sequence[int]] | None = None
+    refusal: KafkaError | None = None  # answered instead of creating, once the placement is valid
+
+
 class ZkAdmin:
     """CreateTopics / CreatePartitions / DeleteTopics / AlterConfigs for a ZooKeeper cluster."""
 
@@ -206,6 +219,43 @@ class ZkAdmin:
         except TopicExistsError:
             raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.") from None
         return result
+
+    def create_topics(
+        self, specs: Sequence[TopicSpec], *, validate_only: bool = False
+    ) -> list[TopicAssignment | KafkaError]:
+        """CreateTopics of many topics with one read of the brokers, the topics and the topics marked for
+        deletion, and one pipelined write for all (`KafkaZkClient.create_topics`): per spec, its assignment
+        or its KafkaError, in order. A topic marked for deletion is TOPIC_ALREADY_EXISTS (Kafka's
+        AdminZkClient.validateTopicCreate: the name is free only once the controller has deleted it). A
+        spec's `refusal` (a config error found by the caller) is answered once its placement is valid, the
+        order Kafka checks them in."""
+        brokers = self._brokers()
+        existing = self.zk.get_all_topics()
+        marked = self.zk.get_topics_marked_for_deletion()
+        out: list[TopicAssignment | KafkaError] = []
+        for spec in specs:
+            try:
+                if spec.name in marked:
+                    raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{spec.name}' is marked for deletion.")
+                n = -1 if spec.assignment else spec.num_partitions
+                rf = -1 if spec.assignment else spec.replication_factor
+                placed = plan_new_topic(spec.name, n, rf, spec.assignment, brokers, existing,
+                                        self.default_partitions, self.default_replication_factor, self.rng)
+                if spec.refusal is not None:
+                    raise spec.refusal
+                out.append(TopicAssignment(spec.name, placed, uuid.uuid4()))
+                existing = existing | {spec.name}  # a later topic of the same request collides with this one
+            except KafkaError as e:
+                out.append(e)
+        if validate_only:
+            return out
+        writes = [(a, specs[i].configs) for i, a in enumerate(out) if isinstance(a, TopicAssignment)]
+        failed = self.zk.create_topics(writes)
+        return [
+            KafkaError(ErrorCode.topic_already_exists, f"Topic '{a.topic}' already exists.")
+            if isinstance(a, TopicAssignment) and failed.get(a.topic) is not None else a
+            for a in out
+        ]
 
     def create_partitions(
         self,

@@ -42,8 +42,10 @@ from kazoo.exceptions import (
     KazooException,
     NodeExistsError,
     NoNodeError,
+    OperationTimeoutError,
     RolledBackError,
 )
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from kaflite.cluster import zkdata as zd
@@ -429,6 +431,60 @@ class KafkaZkClient(ZooKeeperSession):
             self._zk.create(zd.topic_path(assignment.topic), assignment.encode(), makepath=True)
         except NodeExistsError:
             raise TopicExistsError(f"Topic '{assignment.topic}' already exists.") from None
+
+    def create_topics(
+        self, topics: Sequence[tuple[TopicAssignment, Mapping[str, str]]]
+    ) -> dict[str, TopicExistsError | None]:
+        """`create_topic` for many topics in about one ZooKeeper round trip per step instead of one per
+        topic and step (a CreateTopics of 100 topics took 8.5 s one topic after another): the existence
+        checks, then the config znodes, then the assignment znodes, each step's requests sent together
+        (kazoo's async calls are pipelined on the one session) and their answers collected. Same order per
+        topic as `create_topic` (configs before the assignment, which the controller watches). Answers each
+        topic's TopicExistsError or None (created). Not retried, as `create_topic`: a retry after a lost
+        connection would find its own writes."""
+        try:
+            return self._create_topics(topics)
+        except KazooTimeoutError as e:  # an answer that never came: a ZooKeeper error like the others
+            raise OperationTimeoutError(str(e)) from e
+
+    def _create_topics(
+        self, topics: Sequence[tuple[TopicAssignment, Mapping[str, str]]]
+    ) -> dict[str, TopicExistsError | None]:
+        timeout = self._op_timeout_s
+        exists = [(a, c, self._zk.exists_async(zd.topic_path(a.topic))) for a, c in topics]
+        out: dict[str, TopicExistsError | None] = {}
+        fresh: list[tuple[TopicAssignment, Mapping[str, str]]] = []
+        for a, c, res in exists:
+            if res.get(timeout=timeout) is not None:
+                out[a.topic] = TopicExistsError(f"Topic '{a.topic}' already exists.")
+            else:
+                fresh.append((a, c))
+        # a config znode is usually absent for a new topic (the controller deletes it with the topic)
+        creating = []
+        for a, c in fresh:
+            path, data = zd.config_entity_path("topics", a.topic), zd.encode_config(dict(c))
+            creating.append((a.topic, c, path, data, self._zk.create_async(path, data)))
+        for name, c, path, data, res in creating:
+            try:
+                res.get(timeout=timeout)
+            except NodeExistsError:  # left behind or written meanwhile: ours wins, as set_entity_config
+                self._zk.set(path, data)
+            except NoNodeError:  # no /config/topics yet
+                self.set_entity_config("topics", name, dict(c), notify=False)
+        assigning = [(a, self._zk.create_async(zd.topic_path(a.topic), a.encode())) for a, _c in fresh]
+        for a, res in assigning:
+            try:
+                res.get(timeout=timeout)
+                out[a.topic] = None
+            except NodeExistsError:
+                out[a.topic] = TopicExistsError(f"Topic '{a.topic}' already exists.")
+            except NoNodeError:  # no /brokers/topics yet (a fresh cluster)
+                try:
+                    self._zk.create(zd.topic_path(a.topic), a.encode(), makepath=True)
+                    out[a.topic] = None
+                except NodeExistsError:
+                    out[a.topic] = TopicExistsError(f"Topic '{a.topic}' already exists.")
+        return out
 
     @retried
     def set_topic_assignment(
@@ -820,8 +876,6 @@ class KafkaZkClient(ZooKeeperSession):
         def on_topic(topic: str) -> Callable[[bytes | None, Any], bool | None]:
             def deliver(data: bytes | None) -> None:
                 if data is None:
-                    with lock:
-                        watched_topics.discard(topic)
                     callback(TopicAssignmentChanged(topic, None))
                 else:
                     callback(TopicAssignmentChanged(topic, TopicAssignment.decode(topic, data)))
@@ -829,6 +883,13 @@ class KafkaZkClient(ZooKeeperSession):
             def handler(data: bytes | None, stat: Any) -> bool | None:
                 if self._closed:
                     return False
+                if data is None:
+                    # forgotten here, on kazoo's watch thread, before the next children listing runs (not
+                    # later from the delivery queue): a topic deleted and at once created again was
+                    # otherwise still "watched" when the listing showed it again, got no new watch, and
+                    # its new partitions never reached this broker (CreateTopics then timed out waiting)
+                    with lock:
+                        watched_topics.discard(topic)
                 self._enqueue(lambda: deliver(data))
                 return False if data is None else None  # a topic gone: stop watching it
 
@@ -936,9 +997,11 @@ class KafkaZkClient(ZooKeeperSession):
         session (ZooKeeper drops the watches of an expired one)."""
         for tp in partitions:
             with self._state_lock:
-                if tp in self._state_watchers:
-                    continue
-                self._state_watchers[tp] = self._state_watcher(tp, callback)
+                if tp not in self._state_watchers:
+                    self._state_watchers[tp] = self._state_watcher(tp, callback)
+            # read (and arm) even a partition already watched: a topic deleted and created again keeps its
+            # partitions' watchers, and the new state may have come while the broker did not know the new
+            # topic yet (and was dropped): the caller asks now because it knows the partition now
             self._arm_state_watch(tp)
 
     def _state_watcher(self, tp: TopicPartition, callback: EventCallback) -> Callable[[Any], None]:
@@ -1055,3 +1118,4 @@ def _raise_first(results: Sequence[Any]) -> None:
 
 # re-exported so callers handle any other ZooKeeper error without importing kazoo
 ZkError = KazooException
+

@@ -281,7 +281,10 @@ class ControllerService:
         if isinstance(item, TopicAssignmentChanged):
             return PartitionModifications(item.assignment) if item.assignment is not None else None
         if isinstance(item, TopicDeletionRequested):
-            return TopicDeletion(item.topics)
+            # the markers as they are now, not as the watch saw them (Kafka's TopicDeletion event reads them
+            # when it runs): a marker the watch listed may be gone with its topic, deleted meanwhile, and a
+            # topic created again under that name must not be deleted by the stale listing
+            return TopicDeletion(frozenset(self.zk.get_topics_marked_for_deletion()))
         if isinstance(item, ReassignmentRequested):
             return PartitionReassignment(dict(item.moves))
         if isinstance(item, PreferredElectionRequested):

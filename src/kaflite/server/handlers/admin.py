@@ -37,7 +37,9 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from kaflite.cluster.metadata import INTERNAL_TOPICS, validate_topic_name
+from kaflite.cluster.admin import TopicSpec
+from kaflite.cluster.metadata import INTERNAL_TOPICS, TopicImage, validate_topic_name
+from kaflite.cluster.zk_metadata import ZkMetadata
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.authorizer import ResourceType
@@ -106,10 +108,9 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     created: list[tuple[int, str, int]] = []  # (index in results, topic, partitions) to wait for
     # Kafka: CREATE on the cluster creates any topic, else CREATE on each topic
     may_create_any = ctx.allowed(rules.CREATE_TOPICS_CLUSTER)
+    # first every topic's checks that need no ZooKeeper, then (in a cluster) one admin call for all of them
+    checked: list[TopicSpec | KafkaError] = []
     for t in request.topics:
-        code, message = ErrorCode.none, None
-        topic = None
-        num_partitions, rf = -1, -1
         try:
             if counts[t.name] > 1:
                 raise KafkaError(ErrorCode.invalid_request, f"Duplicate topic name {t.name} in the request.")
@@ -139,20 +140,29 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
                     raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
             _check_partition_limit(num_partitions)
             rf = t.replication_factor if t.replication_factor != -1 else int(broker.setting("default.replication.factor"))
-            assignment = _assignment(t.assignments)
-            # placement first (the writer knows the brokers), then the configs, then the change
-            # in a cluster both read and write ZooKeeper: off the event loop (`Broker.admin_call`)
-            planned = await broker.admin_call(partial(broker.topic_admin.create_topic, t.name, num_partitions,
-                                                      rf, {}, assignment, validate_only=True))
-            rf = len(planned.partitions[0].replicas)
-            configs = validate_topic_configs(broker, {c.name: c.value for c in t.configs})
-            if not request.validate_only:
-                topic = await broker.admin_call(partial(broker.create_topic, t.name, num_partitions, configs,
-                                                        replication_factor=rf, assignment=assignment))
-                created.append((len(results), t.name, num_partitions))
+            configs: dict[str, str] = {}
+            refusal = None
+            try:
+                configs = validate_topic_configs(broker, {c.name: c.value for c in t.configs})
+            except KafkaError as e:  # answered after the placement's own errors, as before
+                refusal = e
+            checked.append(TopicSpec(t.name, num_partitions, rf, configs, _assignment(t.assignments), refusal))
         except KafkaError as e:
-            code, message = e.code, e.message or None
-            num_partitions, rf = -1, -1
+            checked.append(e)
+    specs = [c for c in checked if isinstance(c, TopicSpec)]
+    outcomes = iter(await _create_topics(broker, specs, request.validate_only))
+    for t, c in zip(request.topics, checked, strict=True):
+        code, message = ErrorCode.none, None
+        topic = None
+        num_partitions, rf = -1, -1
+        got = c if isinstance(c, KafkaError) else next(outcomes)
+        if isinstance(got, KafkaError):
+            code, message = got.code, got.message or None
+        else:
+            num_partitions, rf = got.num_partitions, len(got.partitions[0].replicas)
+            if not request.validate_only:
+                topic = got
+                created.append((len(results), t.name, num_partitions))
         topic_configs = None
         if code == ErrorCode.none and ctx.api_version >= 5:
             topic_configs = tuple(
@@ -185,6 +195,40 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
                                              **({"error_message": message} if hasattr(late, "error_message")
                                                 else {}))
     return build(R.CreateTopicsResponse, throttle_time=_ZERO, topics=tuple(results))
+
+
+async def _create_topics(broker: Broker, specs: list[TopicSpec],
+                         validate_only: bool) -> list[TopicImage | KafkaError]:
+    """Plan (and unless `validate_only`, create) the checked topics of one request, an outcome per spec.
+    In a cluster that is one admin call for the whole request (about one round of ZooKeeper work,
+    `ZkAdmin.create_topics`), so a big request neither takes seconds nor keeps the requests queued behind
+    it in the admin thread waiting; on a single node each topic changes the image at once."""
+    if not specs:
+        return []
+    writer = broker.metadata_writer
+    if isinstance(writer, ZkMetadata):
+        outcomes = await broker.admin_call(partial(writer.create_topics, specs, validate_only=validate_only))
+        for got in outcomes:
+            if not validate_only and not isinstance(got, KafkaError):
+                log.info("created topic %s with %d partition(s)", got.name, got.num_partitions)
+        return outcomes
+    out: list[TopicImage | KafkaError] = []
+    for spec in specs:
+        try:
+            # placement first (the writer knows the brokers), then the configs, then the change
+            planned = broker.topic_admin.create_topic(spec.name, spec.num_partitions, spec.replication_factor, {},
+                                                      spec.assignment, validate_only=True)
+            if spec.refusal is not None:
+                raise spec.refusal
+            if validate_only:
+                out.append(planned)
+                continue
+            out.append(broker.create_topic(spec.name, spec.num_partitions, dict(spec.configs),
+                                           replication_factor=len(planned.partitions[0].replicas),
+                                           assignment=[list(r) for r in spec.assignment] if spec.assignment else None))
+        except KafkaError as e:
+            out.append(e)
+    return out
 
 
 async def _not_ready_in_time(broker: Broker, timeout: datetime.timedelta,

@@ -38,7 +38,6 @@ from kaflite.server.security.scram import (
 
 log = logging.getLogger("kaflite.server")
 _ZERO = datetime.timedelta(0)
-MIN_SALT_BYTES = 12
 _BY_CODE = {code: name for name, (_, code) in MECHANISMS.items()}
 _LOCK_KEY = "scram-alter-lock"
 
@@ -126,12 +125,12 @@ async def handle_alter_scram(ctx: RequestContext, request: Any) -> Any:
             _check(errors, u.name, ErrorCode.unacceptable_credential,
                    f"Iterations {u.iterations} not in the allowed range {MIN_ITERATIONS}..{MAX_ITERATIONS} "
                    f"for {mech}")
-        elif len(u.salt) < MIN_SALT_BYTES or not u.salted_password:
-            # Kafka takes any non-empty salt; scramp, which runs the exchange, needs 12 bytes or more
-            # (every client's generated salt is longer: Kafka's ~26, librdkafka's 64)
+        elif not u.salt or not u.salted_password:
+            # Kafka takes any non-empty salt (librdkafka's 0081 sends the 4 bytes "salt"); the login with a
+            # short one works: server/security/sasl.py lifts scramp's 12-byte minimum
             seen.add((u.name, mech))
             _check(errors, u.name, ErrorCode.unacceptable_credential,
-                   f"The salt must be at least {MIN_SALT_BYTES} bytes and the salted password not empty")
+                   "The salt and the salted password must not be empty")
         else:
             seen.add((u.name, mech))
             upserts[(u.name, mech)] = credential_from_salted_password(mech, bytes(u.salt), bytes(u.salted_password),
