@@ -104,14 +104,34 @@ class FuzzStats:
     seconds: float = 0.0
 
 
+def every_known_version() -> list[bytes]:
+    """A minimal frame (header, then zeros) for every (api key, version) kio has a schema for, served or
+    not: sent before a memory baseline, they make the broker load every schema a mutated frame could make
+    it load (a bounded cache, protocol/messages.py), so what grows afterwards is not schema loading."""
+    from kio.schema.index import api_key_map, schema_name_map
+
+    from kaflite.protocol.messages import request_schema
+
+    frames = []
+    for key, name in sorted(api_key_map.items()):
+        for v in sorted(schema_name_map[name]):
+            schema = request_schema(key, v)
+            flexible = bool(schema is not None and schema.__flexible__)
+            frames.append(struct.pack(">hhih", key, v, 1, 4) + b"warm" + (b"\x00" if flexible else b"") + b"\x00" * 24)
+    return frames
+
+
 def run(port: int, inputs: int, seed: int, served: list[tuple[int, int, int]],
         probe: Callable[[], float] | None = None, probe_every_s: float = 1.0,
-        connections: int = 16, answer_timeout_s: float = 0.2) -> FuzzStats:
-    """Send `inputs` mutated frames, each on a connection with no other request in flight, and wait for its
-    answer or the connection's close (or `answer_timeout_s`, after which the connection is replaced), so
-    every input is actually processed by the broker."""
+        connections: int = 16, answer_timeout_s: float = 0.2, frames: list[bytes] | None = None) -> FuzzStats:
+    """Send `inputs` mutated frames (or, given `frames`, those frames once each), each on a connection with
+    no other request in flight, and wait for its answer or the connection's close (or `answer_timeout_s`,
+    after which the connection is replaced), so every input is actually processed by the broker."""
     seeds = load_seeds(served)
     mut = Mutator(seeds, {k: (lo, hi) for k, lo, hi in served}, seed)
+    fixed = iter(frames) if frames is not None else None
+    if frames is not None:
+        inputs = len(frames)
     stats = FuzzStats()
     sel = selectors.DefaultSelector()
     pending: dict[socket.socket, float] = {}
@@ -136,7 +156,7 @@ def run(port: int, inputs: int, seed: int, served: list[tuple[int, int, int]],
     while stats.inputs < inputs:
         while sent < inputs and len(pending) < connections:
             s = idle.pop() if idle else connect()
-            frame = mut.next()
+            frame = next(fixed) if fixed is not None else mut.next()
             try:
                 s.sendall(struct.pack(">i", len(frame)) + frame)
             except (BlockingIOError, OSError):
