@@ -332,3 +332,17 @@ def test_a_stored_key_kaflite_cannot_apply_live_is_not_reported_in_effect(tmp_pa
         assert described["num.io.threads"].source != ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
         assert described["log.retention.bytes"].value == "5000000"
         assert described["log.retention.bytes"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+
+
+def test_an_unknown_resource_type_is_refused_naming_the_allowed_ones(dyn_broker: EmbeddedBroker) -> None:
+    with WireClient(dyn_broker.bootstrap) as c:
+        d = c.request(dreq.DescribeConfigsRequest(
+            resources=(dreq.DescribeConfigsResource(resource_type=i8(9), resource_name="x",
+                                                    configuration_keys=None),), include_synonyms=False))
+        a = c.request(ireq.IncrementalAlterConfigsRequest(
+            resources=(ireq.AlterConfigsResource(resource_type=i8(8), resource_name="kaflite", configs=()),),
+            validate_only=False))
+    assert int(d.results[0].error_code.value) == 42  # INVALID_REQUEST
+    assert d.results[0].error_message == "Unsupported resource type 9 (allowed: 2 TOPIC, 4 BROKER, 8 BROKER_LOGGER)"
+    assert int(a.responses[0].error_code.value) == 42
+    assert "8 BROKER_LOGGER is described, not altered" in (a.responses[0].error_message or "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from kaflite.protocol.record_batch import build_record_batch, iter_batches
 
@@ -27,6 +28,17 @@ def fetched_offsets(records: list) -> list[tuple[int, int]]:  # type: ignore[typ
     out = []
     for buf in records:
         out += [(b.base_offset, b.last_offset) for b in iter_batches(buf)]
+    return out
+
+
+def every_batch_range(log: Any) -> list[tuple[int, int]]:
+    """(base, last) offsets of every batch from the log start to its end, read a fetch at a time."""
+    out: list[tuple[int, int]] = []
+    off = log.log_start_offset
+    while off < log.log_end_offset:
+        got = fetched_offsets(log.read(off, 1 << 20).records)
+        out += got
+        off = got[-1][1] + 1
     return out
 
 

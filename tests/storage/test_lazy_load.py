@@ -15,7 +15,7 @@ from kaflite.storage import Log, LogConfig
 from kaflite.storage.cleaner import compact_log
 from kaflite.storage.index import _IndexFile
 from kaflite.storage.segment import LogSegment
-from storage.storage_util import batch, fetched_offsets
+from storage.storage_util import batch, every_batch_range, fetched_offsets
 
 CFG = LogConfig(segment_bytes=500, index_interval_bytes=50, retention_ms=-1)
 
@@ -26,16 +26,6 @@ def _fill(path: Path, n: int = 60, cfg: LogConfig = CFG, keys: int = 0) -> Log:
         log.append(batch(1, key=b"k%d" % (i % keys) if keys else b"k", value=b"x" * 40))
     log.update_high_watermark(log.log_end_offset)
     return log
-
-
-def _offsets(log: Log) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    off = log.log_start_offset
-    while off < log.log_end_offset:
-        got = fetched_offsets(log.read(off, 1 << 20).records)
-        out += got
-        off = got[-1][1] + 1
-    return out
 
 
 @pytest.fixture
@@ -58,7 +48,7 @@ def _crashed(tmp_path: Path) -> tuple[Path, list[tuple[int, int]], int, int]:
     d = tmp_path / "t-0"
     log = _fill(d)
     log.flush_rolled()
-    expected = _offsets(log)
+    expected = every_batch_range(log)
     rp = log.segments[-1].base_offset
     assert log.recovery_point == rp
     return d, expected, rp, len(log.segments)
@@ -84,7 +74,7 @@ def test_a_crash_recovery_reads_nothing_of_the_segments_below_the_recovery_point
     assert sorted(p.name for p in index_reads) == [f"{third.base_offset:020d}.index",
                                                    f"{third.base_offset:020d}.timeindex"]
     assert LogSegment.lazy_loaded == loaded_before + 1
-    assert _offsets(log) == expected  # the data, through lazily loaded segments
+    assert every_batch_range(log) == expected  # the data, through lazily loaded segments
     assert log.append(batch(1)).base_offset == expected[-1][1] + 1
     log.close()
 
@@ -92,7 +82,7 @@ def test_a_crash_recovery_reads_nothing_of_the_segments_below_the_recovery_point
 def test_a_clean_start_opens_the_sealed_segments_lazily_and_close_loads_none(
         tmp_path: Path, index_reads: list[Path]) -> None:
     log = _fill(tmp_path / "t-0")
-    expected = _offsets(log)
+    expected = every_batch_range(log)
     n = len(log.segments)
     log.close()
     index_reads.clear()
@@ -123,7 +113,7 @@ def test_retention_reads_only_the_segments_its_rules_look_at(tmp_path: Path, ind
     log.delete_due_segments(all_of_them=True)
     assert not [p.name for p in d.iterdir() if p.name.endswith(".deleted")]
     start = log.log_start_offset
-    assert _offsets(log) == [o for o in expected if o[0] >= start]
+    assert every_batch_range(log) == [o for o in expected if o[0] >= start]
     log.close()
 
 
@@ -135,13 +125,13 @@ def test_a_corrupt_index_below_the_recovery_point_is_rebuilt_on_first_use(
         f.write(b"\x01\x02\x03")  # not a multiple of 8
     log = Log(d, CFG, recovery_point=rp)
     assert log.segments[2].lazy
-    assert _offsets(log) == expected
+    assert every_batch_range(log) == expected
     assert any("rebuilding the indexes of segment" in r.getMessage() and "on first use: corrupt index" in r.getMessage()
                for r in caplog.records)
     assert victim.stat().st_size % 8 == 0  # rewritten
     log.close()
     log = Log(d, CFG, had_clean_shutdown=True)
-    assert _offsets(log) == expected
+    assert every_batch_range(log) == expected
     log.close()
 
 
@@ -154,6 +144,6 @@ def test_compaction_of_a_log_opened_lazily(tmp_path: Path) -> None:
     log = Log(tmp_path / "c-0", cfg, had_clean_shutdown=True, high_watermark=end)
     assert log.segments[0].lazy
     assert compact_log(log, int(time.time() * 1000), force=True).records_removed > 0
-    kept = _offsets(log)
+    kept = every_batch_range(log)
     assert kept[-1][1] == end - 1 and len(kept) < end
     log.close()

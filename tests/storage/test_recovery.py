@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from kaflite.storage import Log, LogConfig
-from storage.storage_util import batch, fetched_offsets
+from storage.storage_util import batch, every_batch_range
 
 CFG = LogConfig(segment_bytes=500, index_interval_bytes=50)
 
@@ -19,19 +19,9 @@ def _fill(path: Path, n: int = 30) -> Log:
     return log
 
 
-def _offsets(log: Log) -> list[tuple[int, int]]:
-    out = []
-    off = log.log_start_offset
-    while off < log.log_end_offset:
-        got = fetched_offsets(log.read(off, 1 << 20).records)
-        out += got
-        off = got[-1][1] + 1
-    return out
-
-
 def test_corrupt_or_missing_index_files_are_rebuilt(tmp_path: Path) -> None:
     log = _fill(tmp_path / "t-0")
-    expected = _offsets(log)
+    expected = every_batch_range(log)
     log.close()
     d = tmp_path / "t-0"
     first = d / "00000000000000000000.index"
@@ -42,7 +32,7 @@ def test_corrupt_or_missing_index_files_are_rebuilt(tmp_path: Path) -> None:
     with open(d / f"{log.segments[2].base_offset:020d}.index", "r+b") as f:
         f.write(b"\x7f\xff\xff\xff\x7f\xff\xff\xff")  # an entry pointing past the end of the log
     log2 = Log(d, CFG, had_clean_shutdown=True, recovery_point=10**9)
-    assert _offsets(log2) == expected
+    assert every_batch_range(log2) == expected
     for seg in log2.segments:
         for o in range(seg.base_offset, seg.next_offset):
             assert seg.translate_offset(o) == seg.translate_offset(o, start_position=0)
@@ -62,7 +52,7 @@ def test_corrupt_batch_in_an_old_segment_truncates_there(tmp_path: Path) -> None
     assert log2.recovered_bytes_truncated > 0
     assert len(log2.segments) == 2 and log2.segments[1].base_offset == victim.base_offset
     assert victim.base_offset < log2.log_end_offset < victim.next_offset
-    assert _offsets(log2)[-1][1] == log2.log_end_offset - 1
+    assert every_batch_range(log2)[-1][1] == log2.log_end_offset - 1
     assert log2.append(batch(1)).base_offset == log2.log_end_offset - 1
 
 

@@ -97,10 +97,10 @@ class Dispatcher:
         faults = self.broker.faults  # None unless kaflite.faults.enable
         if faults is not None:
             if header.api_key in (32, 44):  # the rules themselves, managed over the wire (faults_admin.py)
-                from kaflite.server.faults_admin import answer
+                from kaflite.server.faults_admin import answer as answer_rules
 
                 ctx = RequestContext(self.broker, header, client_host, connection_id, session)
-                managed = answer(ctx, request, faults)
+                managed = answer_rules(ctx, request, faults)
                 if managed is not None:
                     return encode_response(header.api_key, header.api_version, header.correlation_id, managed)
             rule = faults.match(header.api_key, header.client_id, request)
@@ -112,8 +112,8 @@ class Dispatcher:
                 elif rule.error is not None:
                     from kaflite.server.faults_response import error_response
 
-                    answer = error_response(header.api_key, header.api_version, request, rule.error)
-                    return encode_response(header.api_key, header.api_version, header.correlation_id, answer)
+                    injected = error_response(header.api_key, header.api_version, request, rule.error)
+                    return encode_response(header.api_key, header.api_version, header.correlation_id, injected)
         ctx = RequestContext(self.broker, header, client_host, connection_id, session, request_bytes=len(frame))
         metrics = self.broker.metrics  # None unless metrics.listener is set
         started = time.perf_counter() if metrics is not None else 0.0

@@ -395,7 +395,8 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
                 ctx.check(rules.DESCRIBE_CONFIGS_CLUSTER)
                 entries = []
             else:
-                raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}")
+                raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type} "
+                                 "(allowed: 2 TOPIC, 4 BROKER, 8 BROKER_LOGGER)")
         except KafkaError as e:
             code, message, entries = e.code, e.message or None, []
         configs = tuple(
@@ -445,7 +446,8 @@ async def _alter(
             if res.resource_type != RESOURCE_TOPIC:
                 if res.resource_type == RESOURCE_BROKER_LOGGER:
                     ctx.check(cluster_check)
-                raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}")
+                raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type} "
+                                 "(allowed: 2 TOPIC, 4 BROKER; 8 BROKER_LOGGER is described, not altered)")
             ctx.check(topic_check, res.resource_name)
             topic = await broker.topic_for_admin(res.resource_name)
             if topic is None:
