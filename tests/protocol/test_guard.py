@@ -17,7 +17,9 @@ from kaflite.protocol.messages import ProtocolError, request_schema
 from kaflite.server.handlers import load_registry
 
 st.register_type_strategy(Records, st.binary(max_size=40).map(Records))
-SERVED = [(k, v) for k, lo, hi in load_registry().ranges() for v in range(lo, hi + 1)]
+# Produce v0-v2 are decoded by hand (tests/protocol/test_legacy_produce.py): no kio schema to check here
+SERVED = [(k, v) for k, lo, hi in load_registry().ranges() for v in range(lo, hi + 1)
+          if request_schema(k, v) is not None]
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])

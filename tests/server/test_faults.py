@@ -5,6 +5,7 @@ id), and clients of the real libraries go through injected faults the way they g
 from __future__ import annotations
 
 import dataclasses
+import struct
 import time
 import typing
 import urllib.request
@@ -16,6 +17,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from helpers import free_port, iterate_values, produce_numbered
+from kaflite.protocol.encoders import encode_produce_response
 from kaflite.protocol.errors import ErrorCode
 from kaflite.protocol.messages import _reader, encode_body, request_schema, response_schema
 from kaflite.server.embedded import EmbeddedBroker
@@ -79,7 +81,8 @@ def _error_codes(entity: Any) -> list[Any]:
 
 def _versions() -> list[tuple[int, int]]:
     ranges = {k: (lo, hi) for k, lo, hi in load_registry().ranges()}
-    return [(k, v) for k in sorted(BUILDERS) for v in range(ranges[k][0], ranges[k][1] + 1)]
+    return [(k, v) for k in sorted(BUILDERS) for v in range(ranges[k][0], ranges[k][1] + 1)
+            if request_schema(k, v) is not None]  # Produce v0-v2: test_injected_error_answers_legacy_produce
 
 
 @pytest.mark.parametrize(("api_key", "version"), _versions())
@@ -95,6 +98,18 @@ def test_injected_error_answer_is_a_well_formed_response_of_that_version(api_key
               for item in getattr(decoded, f.name) if dataclasses.is_dataclass(item) for c in _error_codes(item)]
     if request_topics(request) or (api_key, version >= 4) == (10, True) or (api_key, version >= 3) == (13, True) or api_key == 15:
         assert nested, f"no per-item error in {type(answer).__name__} v{version}: {decoded}"
+
+
+def test_injected_error_answers_legacy_produce() -> None:
+    from kaflite.protocol.legacy_produce import decode_request
+
+    ms = b"\x00" * 12 + b"junk"  # the answer does not look at the records
+    body = struct.pack(">hii", 1, 1000, 1) + struct.pack(">h", 1) + b"t" + struct.pack(">iii", 1, 5, len(ms)) + ms
+    for version in (0, 1, 2):
+        answer = error_response(0, version, decode_request(body, 0), NLOF)
+        expected = encode_produce_response(version, 0, [("t", [(5, NLOF.value, -1, -1, -1, None, ())])])
+        assert answer.parts == [expected]
+    assert struct.unpack_from(">h", expected, 4 + 3 + 4 + 4)[0] == NLOF.value  # topic count, name, count, index
 
 
 def test_unsupported_api_is_refused_when_the_rule_is_added() -> None:

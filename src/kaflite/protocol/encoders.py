@@ -32,6 +32,7 @@ _i32 = struct.Struct(">i").pack
 _i64 = struct.Struct(">q").pack
 _fetch_part = struct.Struct(">ihqq")  # partition_index, error_code, high_watermark, last_stable_offset
 _produce_part = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time
+_produce_part_v0 = struct.Struct(">ihq")  # index, error_code, base_offset (Produce v0-v1)
 
 
 # one-byte varints (array lengths, small strings, tagged-field counts: nearly every varint of an answer)
@@ -170,7 +171,7 @@ def encode_produce_response(
     leaders: Mapping[tuple[str | uuid.UUID, int], LeaderHint] | None = None,
     node_endpoints: Sequence[NodeEndpoint] = (),
 ) -> bytes:
-    """Body of a ProduceResponse v3-13 (record errors from v8; from v10 a partition's tagged `CurrentLeader`
+    """Body of a ProduceResponse v0-13 (v0 without throttle time, v0-v1 without log append time; record errors from v8; from v10 a partition's tagged `CurrentLeader`
     (tag 0) from `leaders` and the response's tagged `NodeEndpoints` (tag 0), KIP-951's hints). A topic is
     named by its name up to v12 and by its id (a UUID) from v13 on (KIP-516)."""
     flexible = version >= 9
@@ -179,7 +180,10 @@ def encode_produce_response(
         out += name.bytes if isinstance(name, uuid.UUID) else _string(name, flexible)
         out += _array_len(len(partitions), flexible)
         for index, err, base, append_time, log_start, message, record_errors in partitions:
-            out += _produce_part.pack(index, err, base, append_time)
+            if version >= 2:
+                out += _produce_part.pack(index, err, base, append_time)
+            else:  # v0-v1: no log append time
+                out += _produce_part_v0.pack(index, err, base)
             if version >= 5:
                 out += _i64(log_start)
             if version >= 8:
@@ -193,7 +197,8 @@ def encode_produce_response(
                 out += _tagged_leader(0, leaders.get((name, index)) if leaders and version >= 10 else None)
         if flexible:
             out += b"\x00"
-    out += _i32(throttle_ms)
+    if version >= 1:  # v0 has no throttle time
+        out += _i32(throttle_ms)
     if flexible:
         out += _tagged_endpoints(node_endpoints if version >= 10 else ())
     return bytes(out)

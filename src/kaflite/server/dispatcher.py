@@ -113,6 +113,9 @@ class Dispatcher:
                     from kaflite.server.faults_response import error_response
 
                     injected = error_response(header.api_key, header.api_version, request, rule.error)
+                    if isinstance(injected, EncodedBody):
+                        return encode_raw_response(header.api_key, header.api_version, header.correlation_id,
+                                                   injected.parts)
                     return encode_response(header.api_key, header.api_version, header.correlation_id, injected)
         ctx = RequestContext(self.broker, header, client_host, connection_id, session, request_bytes=len(frame))
         metrics = self.broker.metrics  # None unless metrics.listener is set

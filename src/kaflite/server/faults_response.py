@@ -4,7 +4,7 @@ error code in every partition, group or resource the request names, and at the t
 
 Rules (tests/server/test_faults.py):
 - the response is kio's response entity of exactly the request's version, built with `build` (a field
-  a version lacks is dropped);
+  a version lacks is dropped); Produce v0-v2, which kio lacks, get their hand-encoded body;
 - every `error_code` field gets the error, the request's names and indexes (topic, topic id, partition,
   group id, resource) are copied into the collections that answer them, in the request's order;
 - every other field is Kafka's "unknown" value: -1 for offsets, epochs, ids and generations, "" or None
@@ -197,6 +197,14 @@ def _topic_id(t: Any) -> dict[str, Any]:
 
 
 def error_response(api_key: int, version: int, request: Any, code: ErrorCode) -> Any:
-    """The kio response of (api_key, version) answering `request` with `code` everywhere."""
+    """The kio response of (api_key, version) answering `request` with `code` everywhere (Produce v0-v2,
+    which kio has no schema for: its hand-encoded body, an `EncodedBody`)."""
     check_supported(api_key)
+    if api_key == 0 and version < 3:
+        from kaflite.protocol.encoders import encode_produce_response
+        from kaflite.server.handlers import EncodedBody
+
+        topics = [(t.name, [(p.index, code.value, -1, -1, -1, None, ()) for p in t.partition_data])
+                  for t in request.topic_data]
+        return EncodedBody([encode_produce_response(version, 0, topics)])
     return BUILDERS[api_key](request, response_module(api_key, version), code)

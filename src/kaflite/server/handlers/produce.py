@@ -1,4 +1,4 @@
-"""Produce (key 0), v3-13: append each partition's record batches to its log.
+"""Produce (key 0), v0-13: append each partition's record batches to its log.
 
 Rules (Kafka's `ReplicaManager.appendRecords`):
 - `acks` must be 0, 1 or -1 (all), else every partition gets INVALID_REQUIRED_ACKS;
@@ -30,6 +30,9 @@ Rules (Kafka's `ReplicaManager.appendRecords`):
 - from v10 a partition answered NOT_LEADER_OR_FOLLOWER carries `current_leader` (the leader and its epoch in
   the metadata image) and the answer `node_endpoints` (those leaders' endpoints on the request's
   listener), KIP-951, so the producer redirects without a Metadata round trip;
+- v0-v2 carry message sets of formats v0/v1, not record batches: each partition's set is converted into
+  one magic-2 batch first (protocol/legacy_produce.py, Kafka's up-conversion), then handled as any
+  batch; their answers lack what later versions added (v0: no throttle time, v0-v1: no log append time);
 - v12 is v11 (KIP-890): a transactional client sends it only when the `transaction.version` feature 2 is
   finalized, which kaflite does not advertise (Kafka's producer then caps at v11, librdkafka at v10), so
   a transactional v12 is checked as v11 (the partition must already be in the transaction);
@@ -49,6 +52,7 @@ from typing import Any
 from kaflite.protocol.compression import CODECS
 from kaflite.protocol.encoders import ProducePartitionData, encode_produce_response
 from kaflite.protocol.errors import ErrorCode, KafkaError, RecordValidationError
+from kaflite.protocol.legacy_produce import to_record_batch
 from kaflite.protocol.record_batch import iter_batches
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext
@@ -64,6 +68,7 @@ from kaflite.storage.log import Log
 
 API_KEY = 0
 TOPIC_IDS_VERSION = 13  # KIP-516: topics named by id from this version on
+RECORD_BATCH_VERSION = 3  # the first Produce version carrying record batches (magic 2) rather than message sets
 ZSTD_VERSION = 7  # the first Produce version allowed to carry zstd batches (KIP-110)
 _ZSTD = CODECS["zstd"]
 _NO_ID = uuid.UUID(int=0)
@@ -88,7 +93,9 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     metrics = broker.metrics
     acks = request.acks
     bad_acks = acks not in (0, 1, -1)
-    transactional = request.transactional_id is not None
+    transactional_id: Any = getattr(request, "transactional_id", None)  # from v3
+    transactional = transactional_id is not None
+    legacy = ctx.api_version < RECORD_BATCH_VERSION
     zstd_refused = ctx.api_version < ZSTD_VERSION
     failed: list[str] = []
     bad_data: list[str] = []
@@ -100,7 +107,7 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     to_flush: list[tuple[int, PartitionAnswer, Log, int]] = []
 
     # Kafka refuses a transactional produce whole without WRITE on its transactional id
-    txn_refused = transactional and not ctx.allowed(rules.PRODUCE_TXN, request.transactional_id)
+    txn_refused = transactional and not ctx.allowed(rules.PRODUCE_TXN, transactional_id)
     topic_allowed: dict[str, bool] = {}
 
     def append(topic: str, pdata: Any) -> PartitionAnswer:
@@ -121,12 +128,16 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
                 raise KafkaError(ErrorCode.invalid_record, f"Produce requests with version {ctx.api_version} "
                                                            "must have at least one record batch per partition")
             # the partition must be part of the producer's ongoing transaction
-            verify_produce(broker, request.transactional_id, topic, pdata.index, pdata.records)
-        if zstd_refused and pdata.records and any(b.compression == _ZSTD for b in iter_batches(pdata.records)):
+            verify_produce(broker, transactional_id, topic, pdata.index, pdata.records)
+        records = pdata.records
+        if legacy:
+            replicas.get_partition(topic, pdata.index)  # an unknown or not led partition answered as such first
+            records = to_record_batch(records)
+        elif zstd_refused and records and any(b.compression == _ZSTD for b in iter_batches(records)):
             raise KafkaError(ErrorCode.unsupported_compression_type,
                              f"Produce v{ctx.api_version} cannot carry zstd batches (v{ZSTD_VERSION}+ can)")
         try:
-            part, result = replicas.append_records(topic, pdata.index, pdata.records, acks)
+            part, result = replicas.append_records(topic, pdata.index, records, acks)
         except RecordValidationError as e:  # KIP-467: which records, and why (v8+ answers carry them)
             return refused(topic, pdata, e.code, e.message, e.record_errors)
         if metrics is not None:
@@ -228,4 +239,4 @@ def _flush_logs(logs: list[tuple[Log, int]]) -> dict[Log, str]:
     return failed
 
 
-APIS: ApiTable = {API_KEY: (3, 13, handle_produce)}
+APIS: ApiTable = {API_KEY: (0, 13, handle_produce)}
