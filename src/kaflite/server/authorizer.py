@@ -33,8 +33,12 @@ ANONYMOUS = "User:ANONYMOUS"  # Kafka's KafkaPrincipal.ANONYMOUS, the principal 
 
 
 class AclOperation(enum.IntEnum):
-    """Kafka's AclOperation codes (also the bits of `*_authorized_operations`)."""
+    """Kafka's AclOperation codes (3..14 are also the bits of `*_authorized_operations`; UNKNOWN, ANY and
+    ALL appear only in ACL bindings and filters)."""
 
+    UNKNOWN = 0
+    ANY = 1
+    ALL = 2
     READ = 3
     WRITE = 4
     CREATE = 5

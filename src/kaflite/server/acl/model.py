@@ -48,24 +48,8 @@ WILDCARD_HOST = "*"
 WILDCARD_RESOURCE = "*"
 
 
-class Op(enum.IntEnum):
-    """Kafka's AclOperation codes, including the filter-only and wildcard ones (AclOperation has 3..14)."""
-
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
+# Kafka's AclOperation, including the filter-only and wildcard codes (one enum: server/authorizer.py)
+Op = AclOperation
 
 
 ANY_OPERATION = Op.ANY
@@ -120,8 +104,7 @@ def valid_principal(principal: str) -> bool:
 
 
 # Kafka's AclEntry.supportedOperations (server/authorizer.py holds the table)
-_SUPPORTED: dict[int, tuple[Op, ...]] = {int(rt): tuple(Op(int(o)) for o in ops)
-                                         for rt, ops in SUPPORTED_OPERATIONS.items()}
+_SUPPORTED: dict[int, tuple[Op, ...]] = {int(rt): ops for rt, ops in SUPPORTED_OPERATIONS.items()}
 
 
 def supported_operations(resource_type: ResourceType) -> tuple[Op, ...]:
