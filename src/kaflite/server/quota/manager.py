@@ -17,6 +17,11 @@ Rules:
   quota the throttle is round((rate - quota) / quota * window size) ms (QuotaUtils.throttleTime); the
   request quota bounds it by one window (ClientRequestQuotaManager.maxThrottleTimeMs);
 - with no quota configured nothing is recorded and every throttle is 0 (Kafka's quotasEnabled);
+- a sensor nothing was recorded in for more than `SENSOR_EXPIRY_MS` (an hour, Kafka's
+  ClientQuotaManager.InactiveSensorExpirationTimeSeconds) is forgotten: the sensors are kept in the order
+  of their last record, and a record sweeps the idle ones off the front at most once per window, so a
+  client inventing client ids under a default quota does not grow the broker's memory forever, and a
+  sweep costs only the sensors it removes;
 - a consumer's fetch is capped at quota * (window_num - 1) * window size bytes (getMaxValueInQuotaWindow):
   a throttled fetch answers nothing, so a larger one could never pass; and, unlike Kafka, at what the quota
   still allows in the current window, never below a tenth of one window's quota (`fetch_allowance`), so a
@@ -26,6 +31,7 @@ Rules:
 from __future__ import annotations
 
 import enum
+from collections import OrderedDict
 from dataclasses import dataclass
 
 __all__ = [
@@ -35,6 +41,7 @@ __all__ = [
     "PRODUCER_BYTE_RATE",
     "QUOTA_KEYS",
     "REQUEST_PERCENTAGE",
+    "SENSOR_EXPIRY_MS",
     "QuotaEntity",
     "QuotaManager",
     "Rate",
@@ -45,6 +52,7 @@ CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
 QUOTA_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE)
+SENSOR_EXPIRY_MS = 3600 * 1000  # Kafka's ClientQuotaManager.InactiveSensorExpirationTimeSeconds
 
 
 class _Default(enum.Enum):
@@ -118,8 +126,10 @@ class Rate:
         self.window_size_ms = window_size_ms
         self._samples: list[_Sample] = []
         self._current = 0
+        self.last_record_ms = 0  # what the manager's expiry looks at (Kafka's Sensor.lastRecordTime)
 
     def record(self, value: float, now_ms: int) -> None:
+        self.last_record_ms = now_ms
         if not self._samples:
             self._samples.append(_Sample(now_ms))
         sample = self._samples[self._current]
@@ -170,7 +180,9 @@ class QuotaManager:
         self._configs: dict[QuotaEntity, dict[str, float]] = {}
         # key -> the entities with that key set (Kafka keeps one overriddenQuotas map per quota type)
         self._by_key: dict[str, dict[QuotaEntity, float]] = {k: {} for k in QUOTA_KEYS}
-        self._sensors: dict[tuple[str, str, str], Rate] = {}
+        # (key, user tag, client id tag) -> its sensor, least recently recorded first (`_expire`)
+        self._sensors: OrderedDict[tuple[str, str, str], Rate] = OrderedDict()
+        self._swept_ms: int | None = None  # when `_expire` last looked
 
     # -- configuration ---------------------------------------------------------------------------------
     def entities(self) -> dict[QuotaEntity, dict[str, float]]:
@@ -190,12 +202,12 @@ class QuotaManager:
             values[key] = float(value)
             self._by_key[key][entity] = float(value)
         # Kafka re-tags its sensors when the set of entities changes; a fresh start is the same for ours
-        self._sensors = {k: v for k, v in self._sensors.items() if k[0] != key}
+        self._sensors = OrderedDict((k, v) for k, v in self._sensors.items() if k[0] != key)
 
     def replace_all(self, configs: dict[QuotaEntity, dict[str, float]]) -> None:
         self._configs = {}
         self._by_key = {k: {} for k in QUOTA_KEYS}
-        self._sensors = {}
+        self._sensors = OrderedDict()
         for entity, values in configs.items():
             for key, value in values.items():
                 self.set(entity, key, value)
@@ -298,9 +310,7 @@ class QuotaManager:
         limit = self.quota_limit(key, user, client)
         if limit is None:
             return 0
-        sensor = self._sensors.get((key, user, client))
-        if sensor is None:
-            sensor = self._sensors[(key, user, client)] = Rate(self.window_num, self.window_size_ms)
+        sensor = self._sensor((key, user, client), now_ms)
         sensor.record(value, now_ms)
         observed = sensor.measure(now_ms)
         if observed <= limit:
@@ -318,4 +328,32 @@ class QuotaManager:
         user, client = self.metric_tags(key, user_name(principal), client_id)
         sensor = self._sensors.get((key, user, client))
         if sensor is not None:
+            self._sensors.move_to_end((key, user, client))
             sensor.record(-value, now_ms)
+
+    # -- sensors -----------------------------------------------------------------------------------------
+    def _sensor(self, tags: tuple[str, str, str], now_ms: int) -> Rate:
+        """The sensor of `tags`, created if need be, moved to the end of the order (about to be recorded)."""
+        self._expire(now_ms)
+        sensor = self._sensors.get(tags)
+        if sensor is None:
+            sensor = self._sensors[tags] = Rate(self.window_num, self.window_size_ms)
+        else:
+            self._sensors.move_to_end(tags)
+        return sensor
+
+    def _expire(self, now_ms: int) -> None:
+        """Forget the sensors idle for more than SENSOR_EXPIRY_MS, at most once per window. The front of
+        `_sensors` is the least recently recorded, so the sweep stops at the first one still in use."""
+        if self._swept_ms is not None and 0 <= now_ms - self._swept_ms < self.window_size_ms:
+            return
+        self._swept_ms = now_ms
+        while self._sensors:
+            tags, sensor = next(iter(self._sensors.items()))
+            if now_ms - sensor.last_record_ms <= SENSOR_EXPIRY_MS:
+                break
+            del self._sensors[tags]
+
+    def sensor_count(self) -> int:
+        """How many sensors the manager holds (each a few hundred bytes): what expiry bounds."""
+        return len(self._sensors)
