@@ -1,7 +1,8 @@
 """Client quotas on a cluster of three `python -m kaflite.server` processes on a real ZooKeeper: a quota
 altered through one broker (AlterClientQuotas on the wire: neither confluent-kafka nor kafka-python has
 the client quota admin API) is stored in Kafka's znode, described by another broker at once, and enforced
-by a third within a second; its removal likewise."""
+by a third within a second; its removal likewise. A controller_mutation_rate quota refuses the topics of a
+CreateTopics over it, after the topics' own checks."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import time
 from typing import Any
 
 from kio.schema.alter_client_quotas.v1 import request as areq
+from kio.schema.create_topics.v7 import request as ctreq
 from kio.schema.describe_client_quotas.v1 import request as dreq
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
@@ -24,11 +26,12 @@ from server.kwire import WireClient, decode_response
 IDS = (1, 2, 3)
 
 
-def _alter(bootstrap: str, remove: bool) -> None:
+def _alter(bootstrap: str, remove: bool, client_id: str = "slow", key: str = "producer_byte_rate",
+           value: float = 10.0) -> None:
     with WireClient(bootstrap) as c:
         r = c.request(areq.AlterClientQuotasRequest(validate_only=False, entries=(areq.EntryData(
-            entity=(areq.EntityData(entity_type="client-id", entity_name="slow"),),
-            ops=(areq.OpData(key="producer_byte_rate", value=10.0, remove=remove),)),)))
+            entity=(areq.EntityData(entity_type="client-id", entity_name=client_id),),
+            ops=(areq.OpData(key=key, value=value, remove=remove),)),)))
     assert [(e.error_code, e.error_message) for e in r.entries] == [(ErrorCode.none, None)]
 
 
@@ -78,3 +81,27 @@ def test_a_quota_altered_through_one_broker_is_described_and_enforced_by_the_oth
     assert time.monotonic() - removed < 1.0
     assert _described(brokers.bootstrap(1)) == []
     assert json.loads(zk._zk.get("/config/clients/slow")[0]) == {"version": 1, "config": {}}
+
+
+def _create_topics(bootstrap: str, client_id: str, topics: list[tuple[str, int, int]]) -> list[tuple[str, int]]:
+    request = ctreq.CreateTopicsRequest(topics=tuple(
+        ctreq.CreatableTopic(name=n, num_partitions=p, replication_factor=rf, assignments=(), configs=())
+        for n, p, rf in topics), timeout=datetime.timedelta(seconds=10), validate_only=False)
+    with WireClient(bootstrap) as c:
+        corr = c.send(request, client_id=client_id)
+        r = decode_response(19, 7, c.read_frame(), corr)
+    return [(t.name, t.error_code) for t in r.topics]
+
+
+def test_controller_mutation_quota_in_a_cluster(brokers: BrokerProcesses, zk: KafkaZkClient) -> None:
+    """The cluster's CreateTopics plans every topic before the quota (one ZooKeeper round), so a topic
+    refused by its own checks takes nothing, then creates the admitted ones."""
+    brokers.start_registered(zk, 1, 2)
+    # 1 partition per second: a burst of 11 (Kafka's 11 one-second windows); in force on broker 1 at once
+    _alter(brokers.bootstrap(1), remove=False, client_id="admin", key="controller_mutation_rate", value=1.0)
+    got = _create_topics(brokers.bootstrap(1), "admin", [("m-rf3", 11, 3), ("m-12", 12, 2), ("m-1", 1, 1)])
+    assert got == [("m-rf3", ErrorCode.invalid_replication_factor), ("m-12", ErrorCode.none),
+                   ("m-1", ErrorCode.throttling_quota_exceeded)]
+    assert zk._zk.exists("/brokers/topics/m-12") and not zk._zk.exists("/brokers/topics/m-1")
+    # another client id is not held to it
+    assert _create_topics(brokers.bootstrap(1), "other", [("m-1", 1, 1)]) == [("m-1", ErrorCode.none)]

@@ -206,3 +206,33 @@ def test_fetch_allowance_is_the_room_left_between_a_floor_and_kafkas_cap() -> No
     assert q.fetch_allowance(CONSUMER_BYTE_RATE, "User:u", "c", 0) == 100.0  # a tenth of a window's quota
     # 500 ms on the window is 1.5 s: 1500 - 1000
     assert q.fetch_allowance(CONSUMER_BYTE_RATE, "User:u", "c", 500) == 500.0
+
+
+def test_idle_sensors_expire_after_an_hour() -> None:
+    """A default client quota gives every client id its own sensor: a client inventing client ids must not
+    grow the broker's memory forever. Kafka expires a sensor nothing was recorded in for an hour
+    (ClientQuotaManager.InactiveSensorExpirationTimeSeconds); so does the manager, swept on a record."""
+    hour_ms = 3_600_000
+    q = QuotaManager()
+    q.set(E(None, DEFAULT), P, 1000)
+    for i in range(1000):
+        q.record(P, "User:ANONYMOUS", f"client-{i}", 10, i)
+    assert q.sensor_count() == 1000
+    # one client id keeps recording through the hour: its sensor stays, with what it measured
+    for t in range(0, hour_ms + 2000, 60_000):
+        q.record(P, "User:ANONYMOUS", "steady", 1, 1000 + t)
+    now = 1000 + hour_ms + 2000
+    q.record(P, "User:ANONYMOUS", "steady", 1, now)
+    assert q.sensor_count() == 1
+    # a sensor idle for exactly the hour is kept (Kafka's hasExpired is strictly more than)
+    q.record(P, "User:ANONYMOUS", "late", 1, now)
+    q.record(P, "User:ANONYMOUS", "steady", 1, now + hour_ms)
+    assert q.sensor_count() == 2
+    # the sweep runs at most once per window: a second record in the same window removes nothing
+    q.record(P, "User:ANONYMOUS", "steady", 1, now + hour_ms + 1)
+    assert q.sensor_count() == 2
+    q.record(P, "User:ANONYMOUS", "steady", 1, now + hour_ms + 1000)
+    assert q.sensor_count() == 1
+    # an expired client id that comes back starts a new sensor, as Kafka's does
+    assert q.record(P, "User:ANONYMOUS", "client-7", 10, now + hour_ms + 1000) == 0
+    assert q.sensor_count() == 2

@@ -123,7 +123,9 @@ class Broker:
         if acl_authorizer is not None:
             self.authorizer = acl_authorizer
         # client quotas (server/quota): what AlterClientQuotas set, and each client's measured rates
-        self.quotas = QuotaManager(int(config["quota.window.num"]), int(config["quota.window.size.seconds"]))
+        self.quotas = QuotaManager(int(config["quota.window.num"]), int(config["quota.window.size.seconds"]),
+                                   int(config["controller.quota.window.num"]),
+                                   int(config["controller.quota.window.size.seconds"]))
         self.quota_store: QuotaStore | None = None  # where AlterClientQuotas writes (set at start)
         # SCRAM users (single node: a file in the data directory, read at start, server/security/scram.py;
         # a cluster: ZooKeeper, server/security/zk_credentials.py)

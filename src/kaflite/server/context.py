@@ -9,6 +9,8 @@ Rules:
 - `allowed(check, name)` / `check(check, name)` ask the broker's authorizer one of the checks of
   server/acl/rules.py, where Kafka's KafkaApis asks its Authorizer;
 - `record_request_time()` records the handler's event-loop time against `request_percentage` once;
+- `mutation_quota(strict_since)` is the request's `controller_mutation_rate` quota (strict from that API
+  version on, as Kafka's newQuotaFor); `throttle_mutations(quota)` makes its throttle this request's;
 - `throttle_time_ms` is the throttle a quota decided for this request (server/quota); the dispatcher
   writes it into the response's `throttle_time` field (hot-encoded answers write it themselves) and tells
   the connection, which mutes itself for that long (KIP-219).
@@ -28,10 +30,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from kaflite.protocol.errors import KafkaError
+from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.messages import RequestHeader
 from kaflite.server.authorizer import CLUSTER_NAME, AclOperation, ResourceType, Session
-from kaflite.server.quota.manager import REQUEST_PERCENTAGE
+from kaflite.server.quota.manager import REQUEST_PERCENTAGE, THROTTLING_QUOTA_EXCEEDED_MESSAGE, MutationQuota
 
 if TYPE_CHECKING:
     from kaflite.server.acl.rules import Check
@@ -70,6 +72,23 @@ class RequestContext:
         ms = quotas.record(key, self.session.principal, self.client_id, value, self.broker.now_ms())
         self.throttle_time_ms = max(self.throttle_time_ms, ms)
         return ms
+
+    def mutation_quota(self, strict_since_version: int) -> MutationQuota:
+        """This request's controller mutation quota (KIP-599): strict (a topic over it is refused
+        THROTTLING_QUOTA_EXCEEDED) from `strict_since_version` on, permissive (throttled only) below, as
+        Kafka's ControllerMutationQuotaManager.newQuotaFor."""
+        return self.broker.quotas.mutation_quota(self.session.principal, self.client_id,
+                                                 strict=self.api_version >= strict_since_version)
+
+    def take_mutations(self, quota: MutationQuota, partitions: int) -> None:
+        """Take `partitions` from the quota before creating or deleting them; raises
+        THROTTLING_QUOTA_EXCEEDED when a strict quota is exhausted."""
+        if not quota.record(partitions, self.broker.now_ms()):
+            raise KafkaError(ErrorCode.throttling_quota_exceeded, THROTTLING_QUOTA_EXCEEDED_MESSAGE)
+
+    def throttle_mutations(self, quota: MutationQuota) -> None:
+        """The quota's throttle, as of now, becomes this request's (the largest of its quotas')."""
+        self.throttle_time_ms = max(self.throttle_time_ms, quota.throttle_time_ms(self.broker.now_ms()))
 
     def record_request_time(self) -> int:
         """Record the handler's event-loop time so far against `request_percentage` (Kafka's request quota:

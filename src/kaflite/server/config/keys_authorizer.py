@@ -1,4 +1,5 @@
-"""Authorizer keys (Kafka's AclAuthorizer configs) and the client quotas' window (Kafka's quota.window.*).
+"""Authorizer keys (Kafka's AclAuthorizer configs) and the client quotas' windows (Kafka's quota.window.*,
+controller.quota.window.*).
 
 This subsystem owns these keys; `kaflite.server.config.broker_config` assembles every subsystem's table
 into `BROKER_CONFIGS`. docs/security.md describes each key.
@@ -27,6 +28,11 @@ KEYS: list[ConfigKey] = [
        "The number of samples a client quota's rate is measured over.", AtLeast(1)),
     _k("quota.window.size.seconds", "int", 1,
        "The time span of each sample of a client quota's rate.", AtLeast(1)),
+    _k("controller.quota.window.num", "int", 11,
+       "The number of samples of the controller mutation quota: its token bucket holds this many windows "
+       "of its rate.", AtLeast(1)),
+    _k("controller.quota.window.size.seconds", "int", 1,
+       "The time span of each sample of the controller mutation quota.", AtLeast(1)),
 ]
 
 NOT_READ: dict[str, str] = {}

@@ -22,7 +22,13 @@ Rules (Kafka's `ControllerApis` / `KafkaApis`):
   renames segments and rewrites the checkpoints with fsyncs); each partition is
   answered once its low watermark (the smallest log start offset over the leader and its live replicas,
   which adopt the leader's on their next fetch) reached the offset deleted, with that low watermark, or at
-  the request's `timeout` with REQUEST_TIMED_OUT (Kafka's DelayedDeleteRecords).
+  the request's `timeout` with REQUEST_TIMED_OUT (Kafka's DelayedDeleteRecords);
+- CreateTopics, CreatePartitions and DeleteTopics take each topic's partitions created or deleted from the
+  client's `controller_mutation_rate` quota (server/quota/manager.py), in request order, after every other
+  check of that topic and before changing it (not with validate_only; a topic this broker does not know
+  is not counted): a strict quota (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+) that is
+  exhausted answers that topic THROTTLING_QUOTA_EXCEEDED; the answer carries the quota's throttle
+  (Kafka's ZkAdminManager and sendResponseMaybeThrottleWithControllerQuota).
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.metadata import broker_endpoints
 from kaflite.server.handlers.partitions import per_partition
 from kaflite.server.metadata_waiters import topic_has_leaders
+from kaflite.server.quota import MutationQuota
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +157,8 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
         except KafkaError as e:
             checked.append(e)
     specs = [c for c in checked if isinstance(c, TopicSpec)]
-    outcomes = iter(await _create_topics(broker, specs, request.validate_only))
+    quota = ctx.mutation_quota(strict_since_version=6)
+    outcomes = iter(await _create_topics(ctx, specs, request.validate_only, quota))
     for t, c in zip(request.topics, checked, strict=True):
         code, message = ErrorCode.none, None
         topic = None
@@ -194,19 +202,24 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
         results[index] = dataclasses.replace(late, error_code=ErrorCode.request_timed_out,
                                              **({"error_message": message} if hasattr(late, "error_message")
                                                 else {}))
+    ctx.throttle_mutations(quota)
     return build(R.CreateTopicsResponse, throttle_time=_ZERO, topics=tuple(results))
 
 
-async def _create_topics(broker: Broker, specs: list[TopicSpec],
-                         validate_only: bool) -> list[TopicImage | KafkaError]:
+async def _create_topics(ctx: RequestContext, specs: list[TopicSpec], validate_only: bool,
+                         quota: MutationQuota) -> list[TopicImage | KafkaError]:
     """Plan (and unless `validate_only`, create) the checked topics of one request, an outcome per spec.
     In a cluster that is one admin call for the whole request (about one round of ZooKeeper work,
     `ZkAdmin.create_topics`), so a big request neither takes seconds nor keeps the requests queued behind
-    it in the admin thread waiting; on a single node each topic changes the image at once."""
+    it in the admin thread waiting; on a single node each topic changes the image at once. Each topic
+    planned without error takes its partitions from `quota` before it is created."""
     if not specs:
         return []
+    broker = ctx.broker
     writer = broker.metadata_writer
     if isinstance(writer, ZkMetadata):
+        if quota.bounded and not validate_only:
+            return await _create_topics_quota(ctx, writer, specs, quota)
         outcomes = await broker.admin_call(partial(writer.create_topics, specs, validate_only=validate_only))
         for got in outcomes:
             if not validate_only and not isinstance(got, KafkaError):
@@ -223,11 +236,40 @@ async def _create_topics(broker: Broker, specs: list[TopicSpec],
             if validate_only:
                 out.append(planned)
                 continue
+            ctx.take_mutations(quota, planned.num_partitions)
             out.append(broker.create_topic(spec.name, spec.num_partitions, dict(spec.configs),
                                            replication_factor=len(planned.partitions[0].replicas),
                                            assignment=[list(r) for r in spec.assignment] if spec.assignment else None))
         except KafkaError as e:
             out.append(e)
+    return out
+
+
+async def _create_topics_quota(ctx: RequestContext, writer: ZkMetadata, specs: list[TopicSpec],
+                               quota: MutationQuota) -> list[TopicImage | KafkaError]:
+    """A cluster's CreateTopics under a controller mutation quota: the topics are planned first (one admin
+    call, validate_only), so only topics that would be created take from the quota, in request order, as
+    Kafka's ZkAdminManager records each topic after its checks; then the admitted ones are created in one
+    more call. A topic created meanwhile by another request fails the second call (TOPIC_ALREADY_EXISTS)
+    with its partitions taken, as Kafka's write after the record does."""
+    broker = ctx.broker
+    planned = await broker.admin_call(partial(writer.create_topics, specs, validate_only=True))
+    out: list[TopicImage | KafkaError] = []
+    admitted: list[int] = []
+    for i, got in enumerate(planned):
+        if not isinstance(got, KafkaError):
+            try:
+                ctx.take_mutations(quota, got.num_partitions)
+                admitted.append(i)
+            except KafkaError as e:
+                got = e
+        out.append(got)
+    if admitted:
+        created = await broker.admin_call(partial(writer.create_topics, [specs[i] for i in admitted]))
+        for i, got in zip(admitted, created, strict=True):
+            out[i] = got
+            if not isinstance(got, KafkaError):
+                log.info("created topic %s with %d partition(s)", got.name, got.num_partitions)
     return out
 
 
@@ -273,6 +315,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
     else:
         wanted = [(name, _NO_ID) for name in request.topic_names]
     counts = Counter(name for name, _id in wanted if name is not None)
+    quota = ctx.mutation_quota(strict_since_version=5)
     results = []
     for name, topic_id in wanted:
         code, message = ErrorCode.none, None
@@ -286,14 +329,17 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
                 raise KafkaError(ErrorCode.invalid_request, f"Deletion of internal topic {name} is prohibited.")
             if not broker.setting("delete.topic.enable"):
                 raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
+            existing = broker.metadata.topics.get(name)
             if ctx.api_version >= 6 and topic_id == _NO_ID:
-                existing = broker.metadata.topics.get(name)
                 topic_id = existing.topic_id if existing is not None else _NO_ID
+            if existing is not None:  # Kafka answers a topic it does not know before its quota
+                ctx.take_mutations(quota, existing.num_partitions)
             await broker.delete_topic_async(name)
         except KafkaError as e:
             code, message = e.code, e.message or None
         results.append(build(R.DeletableTopicResult, name=name, topic_id=topic_id, error_code=code,
                              error_message=message))
+    ctx.throttle_mutations(quota)
     return build(R.DeleteTopicsResponse, throttle_time=_ZERO, responses=tuple(results))
 
 
@@ -304,6 +350,7 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
     counts = Counter(t.name for t in request.topics)
     results: list[Any] = []
     created: list[tuple[int, str, int]] = []  # (index in results, topic, partitions) to wait for
+    quota = ctx.mutation_quota(strict_since_version=3)
     for t in request.topics:
         code, message = ErrorCode.none, None
         try:
@@ -331,6 +378,7 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
             await broker.admin_call(partial(broker.topic_admin.create_partitions, t.name, t.count, assignment,
                                             validate_only=True))
             if not request.validate_only:
+                ctx.take_mutations(quota, t.count - topic.num_partitions)
                 await broker.admin_call(partial(broker.create_partitions, t.name, t.count, assignment))
                 created.append((len(results), t.name, t.count))
         except KafkaError as e:
@@ -341,6 +389,7 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
                                error_code=ErrorCode.request_timed_out,
                                error_message=f"Partitions of '{results[index].name}' were created, but had no "
                                              f"leader on this broker in time.")
+    ctx.throttle_mutations(quota)
     return build(R.CreatePartitionsResponse, throttle_time=_ZERO, results=tuple(results))
 
 

@@ -8,6 +8,9 @@ Rules (Kafka's `KafkaApis.handleTopicMetadataRequest`):
 - a requested topic that does not exist is auto-created with `num.partitions` when the request allows it
   (`allow_auto_topic_creation`, v4+; always allowed below) and `auto.create.topics.enable` is true;
   otherwise it is answered with UNKNOWN_TOPIC_OR_PARTITION; an illegal name gets INVALID_TOPIC_EXCEPTION;
+- an auto-created topic's partitions are taken from the client's `controller_mutation_rate` quota
+  permissively (never refused, no throttle in the Metadata answer: Kafka's newPermissiveQuotaFor), so they
+  count against the client's next CreateTopics;
 - internal topics (`__consumer_offsets`) are never auto-created here and are flagged `is_internal`;
 - `topic_authorized_operations` stays "not requested" (INT32_MIN) unless the client asks for it; then it
   is the authorizer's bitfield for the principal (every topic operation without an ACL authorizer);
@@ -49,6 +52,7 @@ from kaflite.server.authorizer import AllowAllAuthorizer, ResourceType
 from kaflite.server.broker import Broker
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable, EncodedBody
+from kaflite.server.quota import MutationQuota
 
 API_KEY = 3
 _NO_ID = uuid.UUID(int=0)
@@ -134,9 +138,11 @@ def _error_topic(R: Any, name: str | None, code: ErrorCode, topic_id: uuid.UUID 
 
 
 async def resolve_topic(
-    broker: Broker, name: str, allow_auto_create: bool
+    broker: Broker, name: str, allow_auto_create: bool, quota: MutationQuota | None = None
 ) -> tuple[TopicImage | None, ErrorCode]:
-    """Find (or auto-create) a topic by name: the topic, or None and the error code to answer with."""
+    """Find (or auto-create) a topic by name: the topic, or None and the error code to answer with. An
+    auto-created topic's partitions are taken from `quota` (permissive: never refused, as Kafka's
+    auto-creation records them, and the Metadata answer carries no throttle of it)."""
     topic = broker.metadata.topics.get(name)
     if topic is not None:
         return topic, ErrorCode.none
@@ -146,6 +152,8 @@ async def resolve_topic(
         return None, e.code
     if allow_auto_create and name not in INTERNAL_TOPICS and broker.can_auto_create(name):
         try:
+            if quota is not None:
+                quota.record(int(broker.setting("num.partitions")), broker.now_ms())
             # in a cluster the creation is written to ZooKeeper: off the event loop (`Broker.admin_call`)
             return await broker.admin_call(partial(broker.create_topic, name)), ErrorCode.none
         except KafkaError as e:
@@ -221,6 +229,7 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     allow_auto = bool(getattr(request, "allow_auto_topic_creation", True)) if version >= 4 else True
     cache = _cache(broker)
     topics: list[bytes] = []
+    mutations: MutationQuota | None = None  # the controller mutation quota, once a topic is resolved
     if request.topics is None or (version == 0 and not request.topics):
         image = broker.metadata
         if allow_all:
@@ -256,7 +265,9 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
                     and not ctx.allowed(rules.METADATA_CREATE_TOPIC, name):
                 topics.append(encode_body(_error_topic(R, name, rules.METADATA_CREATE_TOPIC.error)))
                 continue
-            topic, code = await resolve_topic(broker, name, allow_auto)
+            if mutations is None:
+                mutations = broker.quotas.mutation_quota(ctx.session.principal, ctx.client_id, strict=False)
+            topic, code = await resolve_topic(broker, name, allow_auto, mutations)
             if topic is None:
                 topics.append(encode_body(_error_topic(R, name, code)))
             else:

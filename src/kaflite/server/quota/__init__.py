@@ -7,19 +7,23 @@ from kaflite.server.quota.manager import (
     PRODUCER_BYTE_RATE,
     QUOTA_KEYS,
     REQUEST_PERCENTAGE,
+    MutationQuota,
     QuotaEntity,
     QuotaManager,
     Rate,
+    TokenBucket,
 )
 
 __all__ = [
     "CONSUMER_BYTE_RATE",
     "CONTROLLER_MUTATION_RATE",
     "DEFAULT",
+    "MutationQuota",
     "PRODUCER_BYTE_RATE",
     "QUOTA_KEYS",
     "REQUEST_PERCENTAGE",
     "QuotaEntity",
     "QuotaManager",
     "Rate",
+    "TokenBucket",
 ]
