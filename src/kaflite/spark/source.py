@@ -12,6 +12,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from kaflite.spark.arrow import spark_schema_ddl
+from kaflite.spark.group_commit import GroupCommittingStreamReader
 from kaflite.spark.options import OptionError, lower, parse_reader_options, parse_writer_options
 from kaflite.spark.reader import KafkaBatchReader, KafkaStreamReader
 from kaflite.spark.writer import KafkaBatchWriter, KafkaStreamWriter, validate_write_schema
@@ -33,7 +34,10 @@ class KafliteDataSource(DataSource):
         return KafkaBatchReader(parse_reader_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return KafkaStreamReader(parse_reader_options(self.options, streaming=True))
+        options = parse_reader_options(self.options, streaming=True)
+        if options.commit_group is not None:
+            return GroupCommittingStreamReader(options)
+        return KafkaStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
