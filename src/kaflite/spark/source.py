@@ -1,4 +1,5 @@
-"""The data source Spark sees: format `kaflite` (and, opt in, `kafka`), batch + streaming, read + write."""
+"""The data source Spark sees: format `kaflite` (and, opt in, `kafka`: kaflite.spark.register), batch +
+streaming, read + write."""
 
 from __future__ import annotations
 
@@ -55,10 +56,3 @@ class KafliteDataSource(DataSource):
         validate_write_schema(schema, options.topic)
         return KafkaStreamWriter(options)
 
-
-class KafkaAliasDataSource(KafliteDataSource):
-    """The same source under Spark's own name, for pipelines written for `format("kafka")`."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "kafka"
