@@ -225,6 +225,33 @@ def test_group_page_lag_per_partition(console: ConsoleServer, console_cluster: C
         f"{console_cluster.events}-{p}": str(max(0, console_cluster.events_ends.get(p, 0) - 5)) for p in range(2)}
 
 
+def test_groups_committed_by_a_spark_query_are_marked(console: ConsoleServer,
+                                                       console_cluster: ConsoleCluster) -> None:
+    """A group whose offsets carry kaflite.spark's query metadata (commitOffsetsToGroup) is marked as a
+    Spark query on its page and, once sampled, in the groups list; other groups are not."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    group = f"spark-query-{time.monotonic_ns()}"
+    c = Consumer({"bootstrap.servers": console_cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        meta = 'kaflite.spark query {"run":"0123abcd","commit":1}'  # what kaflite.spark.group_commit writes
+        c.commit(offsets=[TopicPartition(console_cluster.orders, 0, 1, metadata=meta)], asynchronous=False)
+    finally:
+        c.close()
+    status, html, _ = console.get(f"/groups/{group}")
+    assert status == 200 and 'id="spark-query"' in html
+    _, html, _ = console.get(f"/groups/{console_cluster.billing}")
+    assert 'id="spark-query"' not in html
+    sampler = console.app.state.console.sampler
+    end = time.monotonic() + 15
+    while group not in sampler.spark_queries and time.monotonic() < end:
+        time.sleep(0.1)
+    _, html, _ = console.get("/groups")
+    rows = {r[0]: r for r in _cells(html, "groups")}
+    # a group that only takes commits is listed as simple too; billing (a live consumer group) is not marked
+    assert f"{group} simple spark query" in rows and console_cluster.billing in rows
+
+
 def test_lag_chart_is_sampled_over_time(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:
     sampler = console.app.state.console.sampler
     end = time.monotonic() + 15

@@ -32,7 +32,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from kaflite.console.cluster import ClusterView, ConsoleError, GroupInfo, TopicInfo
+from kaflite.console.cluster import ClusterView, ConsoleError, GroupInfo, TopicInfo, is_spark_query
 from kaflite.console.lab import (
     LAB_STRATEGIES,
     key_placements,
@@ -406,12 +406,13 @@ class Console:
                 rows.append({"id": gid, "type": d.type if d and d.type != "unknown" else typ,
                              "state": d.state if d else state, "simple": simple,
                              "members": len(d.members) if d else 0, "assignor": d.assignor if d else "",
-                             "lag": self.sampler.group_lag.get(gid)})
+                             "lag": self.sampler.group_lag.get(gid), "spark": gid in self.sampler.spark_queries})
             return self.render(request, "groups.html", groups=rows)
         return self.guard(request, page)
 
     def group_lag(self, gid: str, g: GroupInfo) -> tuple[list[PartitionLag], dict[str, Any]]:
-        committed = self.view.committed(gid)
+        entries = self.view.committed_with_metadata(gid)
+        committed = {tp: offset for tp, (offset, _meta) in entries.items()}
         owners = {tp: m for m in g.members for tp in m.assignment}
         tps = sorted(set(committed) | set(owners))
         ends = self.view.latest_offsets(tps)
@@ -437,6 +438,7 @@ class Console:
         totals = {"lag": total, "max_seconds": max((r.lag_seconds or 0.0 for r in rows), default=0.0),
                   "consume": sum(consume) if consume else None, "produce": sum(produce) if produce else None}
         totals["drain"] = drain_seconds(total, totals["consume"], totals["produce"])
+        totals["spark"] = is_spark_query(entries)
         return rows, totals
 
     def group(self, request: Request) -> Response:

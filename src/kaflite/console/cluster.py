@@ -461,12 +461,28 @@ class ClusterView:
             return {}
 
     def committed(self, group_id: str) -> dict[Tp, int]:
+        return {tp: offset for tp, (offset, _meta) in self.committed_with_metadata(group_id).items()}
+
+    def committed_with_metadata(self, group_id: str) -> dict[Tp, tuple[int, str]]:
+        """Each committed offset of the group with its metadata string ('' when none)."""
         from confluent_kafka import ConsumerGroupTopicPartitions
 
         futures = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id)],
                                                          request_timeout=self.timeout)
         res = self._result(futures[group_id], f"OffsetFetch {group_id}")
-        return {_ctp_key(tp): int(tp.offset) for tp in res.topic_partitions if tp.error is None and tp.offset >= 0}
+        return {_ctp_key(tp): (int(tp.offset), tp.metadata or "")
+                for tp in res.topic_partitions if tp.error is None and tp.offset >= 0}
+
+
+# kaflite.spark's streaming source with commitOffsetsToGroup=true commits its offsets with metadata starting
+# so (kaflite.spark.group_commit.QUERY_METADATA_PREFIX; the console does not import kaflite.spark, and
+# tests/spark/test_group_commit.py checks that the two agree)
+SPARK_QUERY_METADATA_PREFIX = "kaflite.spark query "
+
+
+def is_spark_query(committed: Mapping[Tp, tuple[int, str]]) -> bool:
+    """Whether a group's committed offsets were committed by a kaflite.spark streaming query."""
+    return any(meta.startswith(SPARK_QUERY_METADATA_PREFIX) for _offset, meta in committed.values())
 
 
 class _SilentLogger:

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from kaflite.console.cluster import ClusterView, ConsoleError
+from kaflite.console.cluster import ClusterView, ConsoleError, is_spark_query
 from kaflite.console.lag import LagHistory
 
 __all__ = ["Sampler"]
@@ -32,6 +32,8 @@ class Sampler:
         self.last_error = ""
         self.samples = 0
         self.group_lag: dict[str, int | None] = {}
+        # groups whose committed offsets a kaflite.spark streaming query wrote (commitOffsetsToGroup)
+        self.spark_queries: set[str] = set()
         # the last round's offsets and sizes, for pages that list every partition (the topics list)
         self.earliest: dict[tuple[str, int], int] = {}
         self.latest: dict[tuple[str, int], int] = {}
@@ -58,14 +60,20 @@ class Sampler:
             for gid, _type, _state, _simple in groups:
                 seen.add(gid)
                 try:
-                    committed = self.view.committed(gid)
+                    entries = self.view.committed_with_metadata(gid)
                 except ConsoleError:
                     continue
+                committed = {tp: offset for tp, (offset, _meta) in entries.items()}
+                if is_spark_query(entries):
+                    self.spark_queries.add(gid)
+                else:
+                    self.spark_queries.discard(gid)
                 self.history.record_group(now, gid, committed, ends)
                 self.group_lag[gid] = self.history.group_total_lag(gid)
             for gid in list(self.group_lag):
                 if gid not in seen:
                     self.group_lag.pop(gid, None)
+                    self.spark_queries.discard(gid)
                     self.history.forget_group(gid)
             self.samples += 1
 

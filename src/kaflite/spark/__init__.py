@@ -1,7 +1,7 @@
 """kaflite.spark: a PySpark (Python Data Source API) source and sink for Kafka topics.
 
     from kaflite.spark import register
-    register(spark)                      # format("kaflite")
+    register(spark)                      # format("kaflite"); register(spark, as_kafka=True): format("kafka") too
     df = (spark.readStream.format("kaflite")
           .option("kafka.bootstrap.servers", "127.0.0.1:9092").option("subscribe", "events").load())
 
@@ -12,25 +12,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from kaflite.spark.source import KafkaAliasDataSource, KafliteDataSource
+from kaflite.spark.source import KafliteDataSource
 
-__all__ = ["KafliteDataSource", "KafkaAliasDataSource", "register"]
+__all__ = ["KafliteDataSource", "register"]
 
 
-def register(spark: Any, kafka_alias: bool = False) -> bool:
-    """Register format `kaflite` with a SparkSession; with `kafka_alias`, also try Spark's own name.
+def register(spark: Any, as_kafka: bool = False, *, kafka_alias: bool | None = None) -> bool:
+    """Register format `kaflite` with a SparkSession; with `as_kafka`, `format("kafka")` means it too.
 
-    Returns whether the `kafka` alias is active. Spark 4.3 reserves the name `kafka` for its JVM
-    connector (DATA_SOURCE_ALREADY_EXISTS even when the jar is absent), so there the alias is refused
-    and `format("kaflite")` is the way in; the options and schema are the same.
+    The `kafka` name is mapped to `kaflite` in PySpark's readers and writers (kaflite.spark.alias: Spark
+    4.3 lets no Python data source answer to `kafka` itself), for every session of `spark`'s
+    SparkContext. `kafka_alias` is the earlier name of `as_kafka`. Returns whether the alias is active.
     """
     spark.dataSource.register(KafliteDataSource)
-    if not kafka_alias:
+    if not (as_kafka or kafka_alias):
         return False
-    try:
-        spark.dataSource.register(KafkaAliasDataSource)
-    except Exception as e:  # noqa: BLE001 - pyspark's AnalysisException; the alias is best effort
-        if "DATA_SOURCE_ALREADY_EXISTS" not in str(e):
-            raise
-        return False
+    from kaflite.spark.alias import install
+
+    install(spark)
     return True

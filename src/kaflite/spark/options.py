@@ -108,6 +108,9 @@ class ReaderOptions:
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
     client_config: dict[str, str] = field(default_factory=dict)
+    # commitOffsetsToGroup=true: the consumer group (`kafka.group.id`) a streaming query commits its
+    # processed offsets to, for lag monitoring only (kaflite.spark.group_commit); None: no commits
+    commit_group: str | None = None
 
     def matches(self, topic: str) -> bool:
         """Whether `topic` belongs to this source's subscription (assign is checked per partition)."""
@@ -330,6 +333,7 @@ def parse_reader_options(options: Mapping[str, Any], streaming: bool) -> ReaderO
         if "endingoffsetsbytimestamp" in opts or "endingtimestamp" in opts:
             raise OptionError("ending timestamp not valid in streaming queries")
     ending = offset_spec(opts, "endingtimestamp", "endingoffsetsbytimestamp", "endingoffsets", "latest")
+    commit_group = _commit_group(opts, conf, streaming)
     if not streaming:
         if starting.kind == "latest":
             raise OptionError("starting offset can't be latest for batch queries on Kafka")
@@ -376,7 +380,24 @@ def parse_reader_options(options: Mapping[str, Any], streaming: bool) -> ReaderO
         include_headers=_bool(opts, "includeheaders", False, "includeHeaders"),
         poll_timeout_ms=_int(opts, "kafkaconsumer.polltimeoutms", "kafkaConsumer.pollTimeoutMs") or 120_000,
         client_config=conf,
+        commit_group=commit_group,
     )
+
+
+def _commit_group(opts: dict[str, str], conf: dict[str, str], streaming: bool) -> str | None:
+    """commitOffsetsToGroup (kaflite only): 'true' or 'false' (default); with 'true' the query commits the
+    offsets it has processed to the group `kafka.group.id`, which is then required."""
+    if not _bool(opts, "commitoffsetstogroup", False, "commitOffsetsToGroup"):
+        return None
+    if not streaming:
+        raise OptionError("option 'commitOffsetsToGroup' applies to streaming queries (readStream) only")
+    group = conf.get("group.id", "").strip()
+    if not group:
+        raise OptionError(
+            "option 'commitOffsetsToGroup' needs 'kafka.group.id': the consumer group the query commits its "
+            "offsets to"
+        )
+    return group
 
 
 def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:

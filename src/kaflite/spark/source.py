@@ -1,4 +1,5 @@
-"""The data source Spark sees: format `kaflite` (and, opt in, `kafka`), batch + streaming, read + write."""
+"""The data source Spark sees: format `kaflite` (and, opt in, `kafka`: kaflite.spark.register), batch +
+streaming, read + write."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from kaflite.spark.arrow import spark_schema_ddl
+from kaflite.spark.group_commit import GroupCommittingStreamReader
 from kaflite.spark.options import OptionError, lower, parse_reader_options, parse_writer_options
 from kaflite.spark.reader import KafkaBatchReader, KafkaStreamReader
 from kaflite.spark.writer import KafkaBatchWriter, KafkaStreamWriter, validate_write_schema
@@ -33,7 +35,10 @@ class KafliteDataSource(DataSource):
         return KafkaBatchReader(parse_reader_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return KafkaStreamReader(parse_reader_options(self.options, streaming=True))
+        options = parse_reader_options(self.options, streaming=True)
+        if options.commit_group is not None:
+            return GroupCommittingStreamReader(options)
+        return KafkaStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
@@ -51,10 +56,3 @@ class KafliteDataSource(DataSource):
         validate_write_schema(schema, options.topic)
         return KafkaStreamWriter(options)
 
-
-class KafkaAliasDataSource(KafliteDataSource):
-    """The same source under Spark's own name, for pipelines written for `format("kafka")`."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "kafka"
