@@ -4,7 +4,9 @@ so it works against any Kafka cluster, kaflite's or not.
 
 Rules (tests/schema_registry/test_clients.py runs them against a real broker):
 - The topic is created if missing: one partition (a total order of changes), cleanup.policy=compact,
-  replication factor min(3, brokers in the cluster). Confluent's registry makes the same topic.
+  replication factor min(3, brokers in the cluster), as Confluent's registry makes it; with three replicas
+  also min.insync.replicas=2 (Confluent leaves the broker's default, 1), so an acknowledged schema is on
+  two brokers and survives losing one (tests/cluster/test_schema_registry_cluster.py).
 - `start` returns once every record below the high watermark it saw at start is applied: a registry
   never answers from a partial replay.
 - `append` produces with acks=all and idempotence, and returns once the reader has applied the last
@@ -89,7 +91,12 @@ class KafkaStore:
         if self.topic in metadata.topics and metadata.topics[self.topic].error is None:
             return
         replicas = max(1, min(3, len(metadata.brokers)))
-        future = admin.create_topics([NewTopic(self.topic, 1, replicas, config={"cleanup.policy": "compact"})],
+        config = {"cleanup.policy": "compact"}
+        if replicas >= 3:
+            # acks=all then means two copies: an id given out is never lost with one broker, so never given
+            # again; and one broker down still leaves two to write to (with 2 replicas, 2 would stop writes)
+            config["min.insync.replicas"] = "2"
+        future = admin.create_topics([NewTopic(self.topic, 1, replicas, config=config)],
                                      operation_timeout=self.timeout)[self.topic]
         try:
             future.result(self.timeout)
