@@ -44,7 +44,8 @@ def everything(url: str) -> dict[tuple[str, int], tuple[int, str]]:
 
 def test_registry_survives_kill_9_of_the_schemas_leader(brokers: BrokerProcesses, zk: KafkaZkClient) -> None:
     brokers.start_registered(zk, 1, 2, 3, overrides=FAST)
-    first = RunningRegistry(brokers.bootstrap(), TOPIC)
+    # a write waits up to 20 s: the failover below takes 4-5 s here, more on a loaded machine
+    first = RunningRegistry(brokers.bootstrap(), TOPIC, timeout=20.0)
     restarted: RunningRegistry | None = None
     try:
         # the topic the registry created: one partition on all three brokers, compacted, two in sync to write
@@ -86,7 +87,7 @@ def test_registry_survives_kill_9_of_the_schemas_leader(brokers: BrokerProcesses
         assert more_id > new_id
         registered[("payments-value", 1)] = more_id
         print(f"first registration after kill -9 of broker {dead} (the _schemas leader): {failover_s:.2f} s")
-        assert failover_s < 10
+        assert failover_s < 15
 
         # every earlier schema still readable, by subject and version and by id
         after = everything(first.url)
