@@ -24,11 +24,11 @@ ORDER_BAD = {**ORDER_V1, "fields": ORDER_V1["fields"] + [{"name": "price", "type
 class RunningRegistry:
     """A RegistryService on its own event loop thread, as `kaflite schema-registry` runs it."""
 
-    def __init__(self, bootstrap: str, topic: str, **options: Any) -> None:
+    def __init__(self, bootstrap: str, topic: str, timeout: float = 10.0, **options: Any) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.service = RegistryService(bootstrap, topic=topic, timeout=10.0, **options)
+        self.service = RegistryService(bootstrap, topic=topic, timeout=timeout, **options)
         port = asyncio.run_coroutine_threadsafe(self.service.start("127.0.0.1", 0), self.loop).result(30)
         self.url = f"http://127.0.0.1:{port}"
 

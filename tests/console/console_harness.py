@@ -159,3 +159,28 @@ class ConsoleServer:
                 return r.status, r.read().decode(), dict(r.headers)
         except urllib.error.HTTPError as err:
             return err.code, err.read().decode("utf-8", "replace"), dict(err.headers)
+
+
+# The schema registry's known content (register_known_schemas): `orders-value` three Avro versions, the
+# third soft-deleted, at the global level; `events-value` one JSON Schema at its own level NONE;
+# `shop-users` a Protobuf schema as text. Ids 1, 2, 3 (orders), 4 (events), 5 (users).
+ORDER_V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [{"name": "id", "type": "long"}]}
+ORDER_V2 = {**ORDER_V1, "fields": ORDER_V1["fields"] + [{"name": "qty", "type": "int", "default": 1}]}
+ORDER_V3 = {**ORDER_V2, "fields": ORDER_V2["fields"] + [{"name": "note", "type": "string", "default": ""}]}
+EVENT_SCHEMA = {"type": "object", "properties": {"kind": {"type": "string"}}}
+KNOWN_IDS = {"orders-value": [1, 2, 3], "events-value": [4], "shop-users": [5]}
+USER_PROTO = 'syntax = "proto3";\npackage shop;\n\nmessage User {\n  string name = 1;\n  int64 id = 2;\n}\n'
+
+
+def register_known_schemas(url: str) -> dict[str, list[int]]:
+    """Register the known content through confluent-kafka's client; subject -> ids of its versions."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    client = SchemaRegistryClient({"url": url})
+    ids = {"orders-value": [client.register_schema("orders-value", Schema(json.dumps(s), "AVRO"))
+                            for s in (ORDER_V1, ORDER_V2, ORDER_V3)]}
+    client.delete_version("orders-value", 3)
+    client.set_compatibility("events-value", "NONE")
+    ids["events-value"] = [client.register_schema("events-value", Schema(json.dumps(EVENT_SCHEMA), "JSON"))]
+    ids["shop-users"] = [client.register_schema("shop-users", Schema(USER_PROTO, "PROTOBUF"))]
+    return ids

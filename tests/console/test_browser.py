@@ -1,12 +1,13 @@
 """The console in a real headless Chromium (Debian's chromium + chromium-driver, driven by selenium):
 every page renders with real data from a running kaflite broker, with no browser console errors; the
 message browser finds a record by offset and by timestamp through its form; the lab shows the
-assignment kaflite.assign computes. Screenshots of every page are saved under the test's tmp dir (and
+assignment kaflite.assign computes; the schemas pages show a registry's subjects, versions and diffs. Screenshots of every page are saved under the test's tmp dir (and
 into $KAFLITE_SCREENSHOTS when set: that is how docs/img/console-*.png are refreshed)."""
 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import time
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from console_harness import BASE_TS, ORDERS_PARTITIONS, ConsoleCluster, ConsoleServer
+from console_harness import BASE_TS, ORDER_V2, ORDERS_PARTITIONS, ConsoleCluster, ConsoleServer
 
 from helpers import missing_module, require
 from kaflite.assign.simulate import Group, Member, rebalance
@@ -208,3 +209,29 @@ def test_lab_shows_the_assignors_answer(web: Any) -> None:
         assert section.find_elements(By.CSS_SELECTOR, "svg rect.owned")
     b = web("/lab?group=no-such-group", http_error=404)  # an unknown group: a one-line error, no traceback
     assert "unknown group" in b.find_element(By.ID, "error").text
+
+
+def test_schemas_pages(web: Any) -> None:
+    b = web("/schemas", "schemas")
+    assert b.find_element(By.ID, "global-compatibility").text == "BACKWARD"
+    rows = {r[0].split()[0]: r for r in _cells(b, "subjects")}
+    assert sorted(rows) == ["events-value", "orders-value", "shop-users"]
+    assert rows["orders-value"][1:4] == ["3", "2", "2"] and rows["events-value"][5] == "NONE"
+    # the nav link and the subject link lead to the subject: versions, level, schema text, diff
+    assert "on" in (b.find_element(By.ID, "nav-schemas").get_attribute("class") or "")
+    old = b.find_element(By.TAG_NAME, "html")
+    b.find_element(By.LINK_TEXT, "orders-value").click()
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(b, 30).until(ec.staleness_of(old))
+    web.after_load("subject")
+    assert b.find_element(By.ID, "subject-name").text == "orders-value"
+    assert [r[:2] for r in _cells(b, "versions")] == [["1", "1"], ["2", "2"], ["3", "3"]]
+    assert _cells(b, "versions")[2][3] == "soft-deleted"
+    assert b.find_element(By.ID, "shown-version").text == "2"
+    assert json.loads(b.find_element(By.ID, "schema-text").text) == ORDER_V2
+    added = b.find_elements(By.CSS_SELECTOR, "#schema-diff span.add")
+    assert added and any("qty" in s.text for s in added)
+    b = web("/schemas/no-such-subject", http_error=404)
+    assert "40401" in b.find_element(By.TAG_NAME, "main").text

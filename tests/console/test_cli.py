@@ -17,8 +17,9 @@ KAFLITE = Path(sys.executable).with_name("kaflite")
 
 def test_console_command_serves_and_stops(kaflite_broker: Any) -> None:
     port = free_port()
+    registry = f"http://127.0.0.1:{free_port()}"  # nothing there: the Schemas link shows, its page says so
     proc = subprocess.Popen([sys.executable, "-m", "kaflite", "console", "-b", kaflite_broker.bootstrap,
-                             "--port", str(port), "--sample-interval", "1"],
+                             "--port", str(port), "--sample-interval", "1", "--schema-registry", registry],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         body = ""
@@ -31,12 +32,18 @@ def test_console_command_serves_and_stops(kaflite_broker: Any) -> None:
             except OSError:
                 assert proc.poll() is None, proc.communicate()
                 time.sleep(0.2)
-        assert "kaflite console" in body and "read-only" in body
+        assert "kaflite console" in body and "read-only" in body and 'href="/schemas"' in body
     finally:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
-    assert f"kaflite console on http://127.0.0.1:{port}" in out
+    assert f"kaflite console on http://127.0.0.1:{port}" in out and f"schemas from {registry}" in out
     assert "Traceback" not in err
+
+
+def test_console_command_refuses_a_registry_that_is_not_a_url() -> None:
+    out = subprocess.run([sys.executable, "-m", "kaflite", "console", "--schema-registry", "127.0.0.1:8081"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2 and "--schema-registry must be http://host:port" in out.stderr
 
 
 def test_console_command_unreachable_cluster() -> None:

@@ -7,10 +7,21 @@ import io
 import json
 import re
 import time
+from typing import Any
 from urllib.parse import quote
 
 import pytest
-from console_harness import BASE_TS, ORDERS_PARTITIONS, ORDERS_RECORDS, ConsoleCluster, ConsoleServer
+from console_harness import (
+    BASE_TS,
+    KNOWN_IDS,
+    ORDER_V2,
+    ORDER_V3,
+    ORDERS_PARTITIONS,
+    ORDERS_RECORDS,
+    USER_PROTO,
+    ConsoleCluster,
+    ConsoleServer,
+)
 
 from kaflite.assign.murmur2 import partition_for_key
 
@@ -363,3 +374,73 @@ def test_hide_values(console_cluster: ConsoleCluster) -> None:
         srv.stop()
 
 
+
+
+def _text(html: str, element_id: str) -> str:
+    """The text of the element with this id (tags stripped, entities of quotes undone)."""
+    m = re.search(rf'<(\w+)[^>]*\bid="{element_id}"[^>]*>(.*?)</\1>', html, re.S)
+    assert m, f"no element {element_id}"
+    return re.sub(r"<[^>]+>", "", m.group(2)).replace("&#34;", '"').replace("&#39;", "'")
+
+
+def test_schemas_page_lists_subjects_versions_and_levels(console: ConsoleServer, console_registry: Any) -> None:
+    status, html, _ = console.get("/schemas")
+    assert status == 200 and 'id="nav-schemas"' in html
+    assert _text(html, "registry-url") == console_registry.url
+    assert _text(html, "global-compatibility") == "BACKWARD" and _text(html, "global-mode") == "READWRITE"
+    rows = {r[0].split()[0]: r for r in _cells(html, "subjects")}
+    assert sorted(rows) == sorted(KNOWN_IDS)
+    # orders-value: 3 versions (the third soft-deleted), so the latest live one is 2 with id 2
+    assert rows["orders-value"][1:] == ["3", "2", "2", "AVRO", "BACKWARD (global)"]
+    assert rows["events-value"][1:] == ["1", "1", "4", "JSON", "NONE"]  # its own level
+    assert rows["shop-users"][1:] == ["1", "1", "5", "PROTOBUF", "BACKWARD (global)"]
+    _, html, _ = console.get("/schemas?q=ORDERS")
+    assert [r[0] for r in _cells(html, "subjects")] == ["orders-value"]
+
+
+def test_subject_page_versions_schema_text_and_diff(console: ConsoleServer) -> None:
+    status, html, _ = console.get("/schemas/orders-value")
+    assert status == 200
+    assert _cells(html, "versions") == [["1", "1", "AVRO", ""], ["2", "2", "AVRO", ""], ["3", "3", "AVRO", "soft-deleted"]]
+    assert _text(html, "compatibility") == "BACKWARD" and "(global)" in html
+    # the latest live version is shown, pretty-printed, with its changes from version 1
+    assert _text(html, "shown-version") == "2"
+    assert json.loads(_text(html, "schema-text")) == ORDER_V2 and '\n  "fields": [' in _text(html, "schema-text")
+    diff = _text(html, "schema-diff").splitlines()
+    assert diff[:2] == ["--- version 1", "+++ version 2"]
+    assert [line for line in diff if line.startswith("+") and "qty" in line]
+    # a soft-deleted version is still readable
+    _, html, _ = console.get("/schemas/orders-value?version=3")
+    assert json.loads(_text(html, "schema-text")) == ORDER_V3 and _text(html, "shown-version") == "3"
+    _, html, _ = console.get("/schemas/events-value")
+    assert _text(html, "compatibility") == "NONE" and "(global)" not in html.split('id="compatibility"')[1][:80]
+    assert 'id="schema-diff"' not in html  # one version: nothing to compare with
+    _, html, _ = console.get("/schemas/shop-users")
+    assert _text(html, "schema-text").rstrip("\n") == USER_PROTO.rstrip("\n")  # Protobuf text as registered
+
+
+def test_schemas_pages_errors(console: ConsoleServer, console_rw: ConsoleServer) -> None:
+    status, html, _ = console.get("/schemas/no-such-subject")
+    assert status == 404 and "40401" in html
+    status, html, _ = console.get("/schemas/orders-value?version=9")
+    assert status == 404 and "40402" in html
+    status, html, _ = console.get("/schemas/orders-value?version=x")
+    assert status == 400 and "version: expected an integer" in html
+    # a console given no registry has no Schemas link, and says how to give one
+    status, html, _ = console_rw.get("/")
+    assert status == 200 and 'id="nav-schemas"' not in html
+    status, html, _ = console_rw.get("/schemas")
+    assert status == 404 and "--schema-registry" in html
+
+
+def test_schemas_page_with_the_registry_down(console_cluster: ConsoleCluster) -> None:
+    from helpers import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    srv = ConsoleServer(console_cluster.bootstrap, sample_interval=0, schema_registry=url).start()
+    try:
+        status, html, _ = srv.get("/schemas")
+        assert status == 502 and f"cannot reach the schema registry at {url}" in html
+        assert srv.get("/topics")[0] == 200  # the rest of the console does not depend on it
+    finally:
+        srv.stop()

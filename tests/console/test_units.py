@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from typing import Any
 
 import pytest
 
@@ -162,3 +163,97 @@ def test_long_bodies_are_clipped_on_the_page_only() -> None:
     assert _clip("abc") == "abc"
     long = "x" * (MAX_SHOWN_CHARS + 10)
     assert _clip(long).startswith("x" * MAX_SHOWN_CHARS) and _clip(long).endswith("(10 more characters; export to see all)")
+
+
+# ---- the schema registry pages' reads (kaflite.console.schemas), against kaflite's registry API in memory ----
+
+def _registry_view() -> tuple[Any, Any]:
+    """A RegistryView whose fetch calls kaflite's registry API directly (no sockets), and that API."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    from kaflite.console.schemas import RegistryView
+    from kaflite.schema_registry.api import MemoryLog, Registry
+    from kaflite.schema_registry.model import State
+
+    state = State()
+    api = Registry(state, MemoryLog(state))
+
+    def fetch(path: str) -> tuple[int, bytes]:
+        url = urlsplit(path)
+        status, body = api.handle("GET", url.path, dict(parse_qsl(url.query)), None)
+        return status, json.dumps(body).encode()
+
+    return RegistryView("http://registry.invalid", fetch=fetch), api
+
+
+def _register(api: Any, subject: str, schema: Any, kind: str = "AVRO", refs: list[Any] | None = None) -> int:
+    body = {"schema": schema if isinstance(schema, str) else json.dumps(schema), "schemaType": kind,
+            "references": refs or []}
+    status, answer = api.handle("POST", f"/subjects/{subject}/versions", {}, body)
+    assert status == 200, answer
+    return int(answer["id"])
+
+
+def test_registry_view_subject_rows_levels_and_deleted_subjects() -> None:
+    view, api = _registry_view()
+    v1 = {"type": "record", "name": "A", "fields": [{"name": "x", "type": "int"}]}
+    _register(api, "a", v1)
+    _register(api, "a", {**v1, "fields": v1["fields"] + [{"name": "y", "type": "int", "default": 0}]})
+    _register(api, "gone", '"string"')  # an Avro primitive
+    assert api.handle("DELETE", "/subjects/gone", {}, None)[0] == 200  # soft: still listed, marked
+    assert api.handle("PUT", "/config/a", {}, {"compatibility": "FULL"})[0] == 200
+    assert api.handle("PUT", "/config", {}, {"compatibility": "NONE"})[0] == 200
+    assert view.global_settings() == ("NONE", "READWRITE")
+    assert view.subject_names() == ["a", "gone"]
+    a, gone = view.subjects(["a", "gone"])
+    assert (a.versions, a.latest, a.schema_id, a.schema_type, a.compatibility, a.own_compatibility, a.deleted) == \
+        (2, 2, 2, "AVRO", "FULL", True, False)
+    assert (gone.versions, gone.latest, gone.schema_id, gone.compatibility, gone.own_compatibility, gone.deleted) == \
+        (1, None, None, "NONE", False, True)
+
+
+def test_registry_view_subject_versions_text_diff_and_references() -> None:
+    from kaflite.console.schemas import RegistryAnswerError
+
+    view, api = _registry_view()
+    base = {"type": "record", "name": "B", "fields": [{"name": "x", "type": "int"}]}
+    _register(api, "b", base)
+    _register(api, "b", {**base, "fields": base["fields"] + [{"name": "z", "type": "long", "default": 0}]})
+    _register(api, "b", {**base, "doc": "same fields"})
+    assert api.handle("DELETE", "/subjects/b/versions/1", {}, None)[0] == 200
+    assert api.handle("DELETE", "/subjects/b/versions/1", {"permanent": "true"}, None)[0] == 200  # gone
+    s = view.subject("b")
+    assert [(r.version, r.schema_id, r.deleted) for r in s.versions] == [(2, 2, False), (3, 3, False)]
+    assert s.shown.version == 3 and s.previous == 2 and (s.compatibility, s.own_compatibility) == ("BACKWARD", False)
+    assert s.mode == "READWRITE"
+    assert json.loads(s.text) == {**base, "doc": "same fields"} and s.text.startswith('{\n  "type": "record"')
+    assert s.diff[:2] == ["--- version 2", "+++ version 3"]
+    assert any(line.startswith("-") and '"z"' in line for line in s.diff)
+    assert any(line.startswith("+") and '"doc"' in line for line in s.diff)
+    first = view.subject("b", 2)
+    assert first.previous is None and first.diff == []  # the first version left: nothing before it
+    # a reference is listed with the schema that holds it
+    _register(api, "c", {"type": "record", "name": "C", "fields": [{"name": "b", "type": "B"}]}, refs=[
+        {"name": "B", "subject": "b", "version": 3}])
+    assert view.subject("c").references == [{"name": "B", "subject": "b", "version": 3}]
+    for call, code in ((lambda: view.subject("nope"), 40401), (lambda: view.subject("b", 1), 40402)):
+        with pytest.raises(RegistryAnswerError) as err:
+            call()
+        assert err.value.status == 404 and err.value.code == code
+
+
+def test_registry_view_failures_are_console_errors() -> None:
+    from kaflite.console.cluster import ConsoleError
+    from kaflite.console.schemas import RegistryView, shown_schema
+
+    def refused(path: str) -> tuple[int, bytes]:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    with pytest.raises(ConsoleError, match="cannot reach the schema registry at http://r:1"):
+        RegistryView("http://r:1", fetch=refused).global_settings()
+    with pytest.raises(ConsoleError, match="answered HTTP 503 without JSON"):
+        RegistryView("http://r:1", fetch=lambda path: (503, b"<html>busy</html>")).global_settings()
+    with pytest.raises(ValueError, match="expected http://host:port"):
+        RegistryView("r:1")
+    assert shown_schema('syntax = "proto3";\nmessage M {}') == 'syntax = "proto3";\nmessage M {}'
+    assert shown_schema('{"b": 1, "a": [2]}') == '{\n  "b": 1,\n  "a": [\n    2\n  ]\n}'  # key order kept

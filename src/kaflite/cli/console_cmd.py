@@ -2,6 +2,7 @@
 
     kaflite console -b 127.0.0.1:9092                  # http://127.0.0.1:8080, read-only
     kaflite console -b broker:9092 --allow-writes --hide-values --port 9000
+    kaflite console -b 127.0.0.1:9092 --schema-registry http://127.0.0.1:8081   # and the Schemas pages
 
 It is its own process and a plain Kafka client: it never touches a broker's files, so it works against
 Apache Kafka too. It binds 127.0.0.1 unless told otherwise (it has no login: exposing it is a choice).
@@ -41,6 +42,8 @@ def console_command(
     sample_interval: Annotated[float, typer.Option("--sample-interval", min=0.2,
         help="Seconds between samples of offsets and lag (rates, lag charts).")] = 5.0,
     timeout: Annotated[float, typer.Option("--timeout", min=0.5, help="Seconds to wait for the cluster per request.")] = 10.0,
+    schema_registry: Annotated[str | None, typer.Option("--schema-registry", envvar="KAFLITE_SCHEMA_REGISTRY",
+        help="A schema registry (http://host:port, Confluent's REST API) to show on the Schemas pages.")] = None,
 ) -> None:
     """Serve the web console: cluster, topics, messages, consumer groups and lag, the assignment lab."""
     try:
@@ -49,6 +52,8 @@ def console_command(
         from kaflite.console.app import ConsoleSettings, create_app
     except ImportError as err:
         fail(f"the console needs its web stack ({err.name} is missing): pip install 'kaflite[console]'", EXIT_USAGE)
+    if schema_registry and not schema_registry.startswith(("http://", "https://")):
+        fail(f"--schema-registry must be http://host:port, got {schema_registry!r}", EXIT_USAGE)
     check_reachable(bootstrap_server)
     if not _is_loopback(host):
         typer.echo(f"warning: binding {host}: the console has no login; anyone who reaches this address sees "
@@ -58,10 +63,12 @@ def console_command(
     sock = _listen(host, port)
     port = sock.getsockname()[1]
     app = create_app(ConsoleSettings(bootstrap_server, allow_writes=allow_writes, hide_values=hide_values,
-                                     sample_interval=sample_interval, timeout=timeout))
+                                     sample_interval=sample_interval, timeout=timeout,
+                                     schema_registry=schema_registry or None))
     mode = "writes enabled" if allow_writes else "read-only"
     shown = "http://" + (f"[{host}]" if ":" in host else host) + f":{port}"
-    typer.echo(f"kaflite console on {shown} for {bootstrap_server} ({mode}{', values hidden' if hide_values else ''})")
+    extra = (", values hidden" if hide_values else "") + (f", schemas from {schema_registry}" if schema_registry else "")
+    typer.echo(f"kaflite console on {shown} for {bootstrap_server} ({mode}{extra})")
     try:
         uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)).run(sockets=[sock])
     finally:

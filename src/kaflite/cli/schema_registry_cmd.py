@@ -2,6 +2,8 @@
 
     kaflite schema-registry -b 127.0.0.1:9092                         # http://127.0.0.1:8081
     kaflite schema-registry -b broker:9092 --listen http://0.0.0.0:8081
+    kaflite schema-registry -b broker:9094 --command-config client.properties     # SASL / TLS to the cluster
+    kaflite schema-registry -b broker:9094 -X security.protocol=SASL_SSL -X sasl.mechanisms=SCRAM-SHA-256 ...
 
 A plain Kafka client of the cluster (kaflite's or Apache Kafka's): it replays `_schemas` at start and writes
 every change there. Several instances on one topic need --elect-writer on each (docs/schema-registry.md).
@@ -13,11 +15,21 @@ import asyncio
 import os
 import signal
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kaflite.cli.common import DEFAULT_BOOTSTRAP, EXIT_USAGE, Bootstrap, check_reachable, fail, handle_errors
+from kaflite.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    EXIT_USAGE,
+    Bootstrap,
+    check_reachable,
+    fail,
+    handle_errors,
+    parse_key_values,
+)
+from kaflite.cli.kafka_flags import command_config as command_config_settings
 from kaflite.schema_registry.service import parse_listener
 
 if TYPE_CHECKING:
@@ -40,6 +52,12 @@ def schema_registry_command(
     advertised_url: Annotated[str | None, typer.Option("--advertised-url",
         help="With --elect-writer: the URL the other instances forward writes to (default: --listen's, "
              "127.0.0.1 for a wildcard host).")] = None,
+    command_config: Annotated[Path | None, typer.Option("--command-config", dir_okay=False,
+        help="Client properties for reaching the cluster, as Kafka's tools read them (security.protocol, "
+             "sasl.mechanism, sasl.jaas.config, PEM ssl.truststore / ssl.keystore).")] = None,
+    client_property: Annotated[list[str] | None, typer.Option("--client-property", "-X", metavar="KEY=VALUE",
+        help="A librdkafka property of the registry's Kafka clients (repeatable), e.g. "
+             "-X security.protocol=SASL_SSL; applied after --command-config.")] = None,
 ) -> None:
     """Serve a schema registry (Confluent's REST API) on the cluster's _schemas topic."""
     from kaflite.schema_registry.service import RegistryService
@@ -48,9 +66,12 @@ def schema_registry_command(
         host, port = parse_listener(listen)
     except ValueError as err:
         fail(str(err), EXIT_USAGE)
+    # the same settings for every client of the registry: the store's admin client, producer and
+    # consumers, and the writer election's group member
+    client_config = {**command_config_settings(command_config), **parse_key_values(client_property, "-X")}
     check_reachable(bootstrap_server)
-    asyncio.run(_run(RegistryService(bootstrap_server, topic=topic, timeout=timeout, elect_writer=elect_writer,
-                                     advertised=advertised_url), host, port))
+    asyncio.run(_run(RegistryService(bootstrap_server, topic=topic, client_config=client_config, timeout=timeout,
+                                     elect_writer=elect_writer, advertised=advertised_url), host, port))
 
 
 async def _run(service: RegistryService, host: str, port: int) -> None:

@@ -4,7 +4,7 @@
 
 Pages: / (cluster overview), /topics, /topics/{t} (partitions, offsets, configs, produce),
 /topics/{t}/messages (browser and export), /topics/{t}/skew (key skew), /groups, /groups/{g} (lag),
-/lab (assignment lab). Endpoints are plain functions: Starlette runs them on worker threads, where the
+/lab (assignment lab), and with a schema registry given /schemas and /schemas/{subject} (console.schemas). Endpoints are plain functions: Starlette runs them on worker threads, where the
 blocking librdkafka calls belong.
 
 Rules:
@@ -13,7 +13,9 @@ Rules:
 - with `hide_values`, record values and header values are never rendered nor exported, and searching
   by value is refused;
 - every cluster error becomes a one-line message on the page (HTTP 502 when the cluster cannot answer,
-  400 for bad input, 404 for an unknown topic or group), never a traceback.
+  400 for bad input, 404 for an unknown topic or group), never a traceback; so does every registry error
+  (404 for an unknown subject or version, 502 for a registry that cannot answer, 404 on /schemas when no
+  registry was given).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from kaflite.console.lag import LagHistory, PartitionLag, drain_seconds, partiti
 from kaflite.console.records import EXPORTS, FORMATS, export, parse_time, show
 from kaflite.console.render import HERE, template_env
 from kaflite.console.sampler import Sampler
+from kaflite.console.schemas import RegistryAnswerError, RegistryView
 from kaflite.console.svg import line_chart
 
 __all__ = ["ConsoleSettings", "create_app", "template_env"]
@@ -53,6 +56,7 @@ __all__ = ["ConsoleSettings", "create_app", "template_env"]
 MAX_LIMIT = 1000
 MAX_LAG_SECONDS_PARTITIONS = 64
 TOPICS_PER_PAGE = 100
+SUBJECTS_PER_PAGE = 100
 MAX_SHOWN_CHARS = 16_384
 
 
@@ -85,6 +89,7 @@ class ConsoleSettings:
     sample_interval: float = 5.0
     timeout: float = 10.0
     max_scan: int = 100_000
+    schema_registry: str | None = None  # http://host:port of a schema registry: the /schemas pages
 
 
 class _Page(Exception):
@@ -132,6 +137,8 @@ class Console:
         self.env = template_env()
         self.token = secrets.token_urlsafe(16)
         self.started = time.time()
+        self.registry = (RegistryView(settings.schema_registry, settings.timeout)
+                         if settings.schema_registry else None)
 
     # -- rendering ----------------------------------------------------------------------------------
 
@@ -157,6 +164,8 @@ class Console:
         except ConsoleError as err:
             status = 404 if "does not exist" in str(err) or "unknown group" in str(err) else 502
             return self.error(request, status, str(err))
+        except RegistryAnswerError as err:
+            return self.error(request, 404 if err.status == 404 else 502, str(err))
 
     # -- pages --------------------------------------------------------------------------------------
 
@@ -522,6 +531,37 @@ class Console:
         topics_text = ", ".join(f"{t}:{n}" for t, n in counts.items())
         return topics_text, "\n".join(lines), live, names, bool(subs)
 
+    def _registry(self) -> RegistryView:
+        if self.registry is None:
+            raise _Page(404, "no schema registry: start the console with --schema-registry http://host:port")
+        return self.registry
+
+    def schemas(self, request: Request) -> Response:
+        def page() -> Response:
+            registry = self._registry()
+            q = request.query_params.get("q", "").strip()
+            page_no = _int(request, "page", 1, 1)
+            level, mode = registry.global_settings()
+            names = registry.subject_names()
+            matching = [n for n in names if q.lower() in n.lower()] if q else names
+            pages = max(1, -(-len(matching) // SUBJECTS_PER_PAGE))
+            page_no = min(page_no, pages)
+            # three registry calls a subject: only the page shown is read
+            shown = registry.subjects(matching[(page_no - 1) * SUBJECTS_PER_PAGE:page_no * SUBJECTS_PER_PAGE])
+            return self.render(request, "schemas.html", subjects=shown, level=level, mode=mode, q=q,
+                               page=page_no, pages=pages, matching=len(matching), total=len(names))
+        return self.guard(request, page)
+
+    def subject(self, request: Request) -> Response:
+        name = request.path_params["subject"]
+
+        def page() -> Response:
+            registry = self._registry()
+            raw = request.query_params.get("version", "")
+            version = _int(request, "version", 0, 1) if raw.strip() else None
+            return self.render(request, "subject.html", s=registry.subject(name, version))
+        return self.guard(request, page)
+
     async def healthz(self, request: Request) -> Response:
         return Response("ok\n", media_type="text/plain")
 
@@ -549,6 +589,8 @@ def create_app(settings: ConsoleSettings, start_sampler: bool = True) -> Starlet
         Route("/groups", console.groups),
         Route("/groups/{gid}", console.group),
         Route("/lab", console.lab),
+        Route("/schemas", console.schemas),
+        Route("/schemas/{subject:path}", console.subject),  # a subject may hold a '/'
         Route("/healthz", console.healthz),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

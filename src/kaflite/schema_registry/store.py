@@ -4,7 +4,9 @@ so it works against any Kafka cluster, kaflite's or not.
 
 Rules (tests/schema_registry/test_clients.py runs them against a real broker):
 - The topic is created if missing: one partition (a total order of changes), cleanup.policy=compact,
-  replication factor min(3, brokers in the cluster). Confluent's registry makes the same topic.
+  replication factor min(3, brokers in the cluster), as Confluent's registry makes it; with three replicas
+  also min.insync.replicas=2 (Confluent leaves the broker's default, 1), so an acknowledged schema is on
+  two brokers and survives losing one (tests/cluster/test_schema_registry_cluster.py).
 - `start` returns once every record below the high watermark it saw at start is applied: a registry
   never answers from a partial replay.
 - `append` produces with acks=all and idempotence, and returns once the reader has applied the last
@@ -13,12 +15,16 @@ Rules (tests/schema_registry/test_clients.py runs them against a real broker):
 - `catch_up` returns once every record below the high watermark it reads now is applied (several
   instances: what another one wrote is in the state before this one plans or answers; test_multi_instance).
 - State changes happen only in the reader thread, under the registry's lock (the condition's lock).
+- Every client takes `client_config` (security.protocol, sasl.*, ssl.*: tests/security/
+  test_schema_registry_secured.py). Credentials the cluster refuses stop `start` with StoreError naming
+  the client's authentication error as soon as the client reports it, not after the timeout.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -83,13 +89,48 @@ class KafkaStore:
         if self.producer is not None:
             self.producer.flush(self.timeout)
 
+    def _metadata(self) -> tuple[AdminClient, Any]:
+        """An admin client and the cluster's metadata, asked in short rounds so that an authentication
+        error the client reports ends the wait at once (librdkafka would retry until the timeout, then
+        say only "broker transport failure")."""
+        refused: list[str] = []
+
+        def on_error(err: KafkaError) -> None:
+            if err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED) or err.fatal():
+                refused.append(err.str())
+
+        conf: dict[str, Any] = {**self.config, "error_cb": on_error}
+        admin = AdminClient(conf)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return admin, admin.list_topics(timeout=max(0.1, min(0.5, deadline - time.monotonic())))
+            except KafkaException as err:
+                admin.poll(0)  # serves on_error
+                if refused or time.monotonic() >= deadline:
+                    del admin  # not kept alive (retrying in the background) by whoever holds the traceback
+                    if refused:
+                        raise StoreError(f"the cluster at {self.bootstrap} refused the registry's client: "
+                                         f"{refused[0]}") from err
+                    raise StoreError(f"no metadata from {self.bootstrap} in {self.timeout} s: {err}") from err
+
     def _ensure_topic(self) -> None:
-        admin = AdminClient(self.config)
-        metadata = admin.list_topics(timeout=self.timeout)
+        admin, metadata = self._metadata()
+        try:
+            self._create_topic(admin, metadata)
+        finally:
+            admin.poll(0)  # serve the error callbacks queued meanwhile, not leave librdkafka to log them
+
+    def _create_topic(self, admin: AdminClient, metadata: Any) -> None:
         if self.topic in metadata.topics and metadata.topics[self.topic].error is None:
             return
         replicas = max(1, min(3, len(metadata.brokers)))
-        future = admin.create_topics([NewTopic(self.topic, 1, replicas, config={"cleanup.policy": "compact"})],
+        config = {"cleanup.policy": "compact"}
+        if replicas >= 3:
+            # acks=all then means two copies: an id given out is never lost with one broker, so never given
+            # again; and one broker down still leaves two to write to (with 2 replicas, 2 would stop writes)
+            config["min.insync.replicas"] = "2"
+        future = admin.create_topics([NewTopic(self.topic, 1, replicas, config=config)],
                                      operation_timeout=self.timeout)[self.topic]
         try:
             future.result(self.timeout)
