@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import datetime
 import io
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from kio.schema.heartbeat.v4.response import HeartbeatResponse
+from kio.schema.index import schema_name_map
 from kio.schema.list_offsets.v1.response import ListOffsetsPartitionResponse as LO1
 from kio.schema.list_offsets.v8.response import ListOffsetsPartitionResponse as LO8
 from kio.schema.request_header.v2.header import RequestHeader as HeaderV2
@@ -38,6 +41,25 @@ def test_build_drops_what_this_version_lacks_and_keeps_the_rest() -> None:
     assert build(LO8, partition_index=0, error_code=0, timestamp=-1, offset=5, leader_epoch=7).leader_epoch == 7
     v1 = build(LO1, partition_index=0, error_code=0, timestamp=-1, offset=5, leader_epoch=7)
     assert v1.offset == 5 and not hasattr(v1, "leader_epoch")
+
+
+def test_build_with_a_later_versions_field_imports_only_the_newest_version() -> None:
+    """A handler fills the newest shape (CreateTopics' topic_id came with v7): answering v2 must not import
+    every version's module on the event loop (~100 ms the first time, seen by the loop watchdog), only the
+    newest, which Registry.warm_schemas loaded already. In a fresh interpreter, so nothing is imported yet."""
+    code = """
+import sys
+from kio.schema.create_topics.v2.response import CreatableTopicResult
+from kaflite.server.context import build
+r = build(CreatableTopicResult, name="t", error_code=0, error_message=None, topic_id=None)
+assert r.name == "t" and not hasattr(r, "topic_id")
+print(*sorted(m.split(".")[3] for m in sys.modules if m.startswith("kio.schema.create_topics.v")
+              and m.endswith(".response")))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    newest = max(schema_name_map["create_topics"])
+    assert sorted(out.stdout.split()) == sorted(["v2", f"v{newest}"]), out.stdout
 
 
 def _frame(request: Any, corr: int) -> bytes:

@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kio.index import load_payload_module
+from kio.schema.index import schema_name_map
 from kio.static.constants import EntityType
 
 from kaflite.protocol.errors import ErrorCode, KafkaError
@@ -140,6 +141,7 @@ def response_module(api_key: int, version: int) -> ModuleType:
 
 _FIELDS: dict[type, tuple[frozenset[str], frozenset[str]]] = {}
 _OWN: dict[type, frozenset[str]] = {}  # each entity's own field names
+_NEWEST: dict[type, frozenset[str] | None] = {}  # field names of the same entity in its newest version
 
 
 def _version_modules(module_name: str) -> list[ModuleType]:
@@ -172,6 +174,27 @@ def _field_names(cls: type) -> tuple[frozenset[str], frozenset[str]]:
     return names
 
 
+def _newest_field_names(cls: type) -> frozenset[str] | None:
+    """The field names of the same entity in kio's newest version of its API (None when not a versioned
+    kio schema); imports that one module only."""
+    if cls in _NEWEST:
+        return _NEWEST[cls]
+    names: frozenset[str] | None = None
+    parts = cls.__module__.split(".")
+    if len(parts) >= 4 and parts[-2].startswith("v") and parts[-2][1:].isdigit():
+        versions = schema_name_map.get(parts[-3])
+        if versions:
+            try:
+                module = importlib.import_module(".".join([*parts[:-2], f"v{max(versions)}", parts[-1]]))
+            except ImportError:
+                module = None
+            other = getattr(module, cls.__qualname__, None) if module is not None else None
+            if other is not None and dataclasses.is_dataclass(other):
+                names = frozenset(f.name for f in dataclasses.fields(other))
+    _NEWEST[cls] = names
+    return names
+
+
 T = TypeVar("T")
 
 
@@ -184,6 +207,11 @@ def build(cls: type[T], **values: Any) -> T:
         own = _OWN[cls] = frozenset(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
     if own.issuperset(values):  # the common case: every value is this version's (no other version imported)
         return cls(**values)
+    newest = _newest_field_names(cls)
+    if newest is not None and (own | newest).issuperset(values):
+        # a field of a later version (the handler fills the newest shape): known without importing every
+        # version's module; the newest is loaded already (Registry.warm_schemas)
+        return cls(**{k: v for k, v in values.items() if k in own})
     # Only now the union over every version: it imports each version's module of the API, which took
     # ~100 ms on the event loop the first time an API was answered (seen by the loop watchdog)
     own, union = _field_names(cls)
