@@ -4,6 +4,7 @@ and the `__consumer_offsets` replay run in worker threads, and the loop keeps an
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import threading
@@ -272,3 +273,103 @@ def test_single_node_topic_deletion_renames_off_the_loop_before_the_metadata(
     renames = [t for what, t in events if what == "rename"]
     assert len(renames) == 20 and loop_thread not in renames
     assert [what for what, _t in events][-1] == "metadata"  # after every rename
+
+
+def _recording_log_class(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Make every Log the LogManager creates record (its directory's name, the creating thread)."""
+    import kaflite.storage.manager as manager_module
+
+    created: list[tuple[str, int]] = []
+
+    class RecordingLog(Log):
+        def __init__(self, directory: Path, *args: Any, **kwargs: Any) -> None:
+            created.append((Path(directory).name, threading.get_ident()))
+            super().__init__(directory, *args, **kwargs)
+
+    monkeypatch.setattr(manager_module, "Log", RecordingLog)
+    return created
+
+
+def test_single_node_topic_creation_creates_the_logs_off_the_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CreateTopics and Metadata's auto-creation on a single node create the partitions' logs in a worker
+    thread (they were created on the event loop: a topic of 30 partitions stalled it for about 0.5 s), and
+    still answer only once the topic is in the metadata and writable."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from kaflite.server.handlers.metadata import resolve_topic
+
+    created = _recording_log_class(monkeypatch)
+    with EmbeddedBroker(data_dir=tmp_path, overrides={"num.partitions": "12"}) as b:
+        loop_thread = b.call(threading.get_ident)
+        broker = b.server.broker
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic("big-off", 30, 1)])["big-off"].result(10)
+        # answered: every partition hosted with its log, and a produce to the last one is acknowledged
+        assert b.call(lambda: broker.metadata.topics["big-off"].num_partitions) == 30
+        assert all(b.call(broker.get_log, "big-off", p) is not None for p in range(30))
+        producer = Producer({"bootstrap.servers": b.bootstrap, "acks": "all"})
+        delivered: list[Any] = []
+        producer.produce("big-off", b"v", partition=29, on_delivery=lambda err, _m: delivered.append(err))
+        producer.flush(10)
+        assert delivered == [None]
+
+        async def auto_create() -> Any:
+            return await resolve_topic(broker, "auto-off", True)
+
+        topic, code = asyncio.run_coroutine_threadsafe(auto_create(), b._loop).result(30)  # noqa: SLF001
+        assert code == 0 and topic.num_partitions == 12
+        assert b.call(lambda: broker.log_manager.get("auto-off", 11)) is not None
+        del producer, admin  # their threads stop before the broker does (no reconnect noise)
+    for name in ("big-off", "auto-off"):
+        threads = [t for d, t in created if d.rpartition("-")[0] == name]
+        assert len(threads) == (30 if name == "big-off" else 12)
+        assert loop_thread not in threads, f"{name}: a log was created on the event loop thread"
+
+
+def test_single_node_concurrent_creations_keep_their_guarantees(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the file work in a worker thread: of two concurrent creations of one name exactly one
+    succeeds (the other TOPIC_ALREADY_EXISTS), and a topic created (or deleted) on the loop after another
+    creation wrote the metadata file but before it published its image is not lost from the file, nor a
+    deleted one brought back."""
+    from kaflite.protocol.errors import ErrorCode, KafkaError
+
+    with EmbeddedBroker(data_dir=tmp_path) as b:
+        broker = b.server.broker
+        loop = b._loop  # noqa: SLF001
+        assert loop is not None
+        writer = broker.topic_admin
+        b.call(broker.create_topic, "doomed-off", 3)
+        real_persist = writer.persist_topic
+        changed_meanwhile = threading.Event()
+
+        def changes_on_the_loop() -> None:
+            broker.create_topic("sync-off", 2)
+            broker.delete_topic("doomed-off")
+            changed_meanwhile.set()
+
+        def persist_then_change(topic: Any) -> Any:
+            base = real_persist(topic)
+            if not changed_meanwhile.is_set():  # the first creation: the loop changes the image now
+                loop.call_soon_threadsafe(changes_on_the_loop)
+                assert changed_meanwhile.wait(10)
+            return base
+
+        monkeypatch.setattr(writer, "persist_topic", persist_then_change)
+
+        async def race() -> list[Any]:
+            return await asyncio.gather(broker.create_topic_async("same-off", 40),
+                                        broker.create_topic_async("same-off", 40), return_exceptions=True)
+
+        first, second = asyncio.run_coroutine_threadsafe(race(), loop).result(30)
+        assert changed_meanwhile.is_set()
+        outcomes = [first, second]
+        refused = [o for o in outcomes if isinstance(o, KafkaError)]
+        assert len(refused) == 1 and refused[0].code == ErrorCode.topic_already_exists
+        assert sum(1 for o in outcomes if not isinstance(o, BaseException)) == 1
+        # the file itself (a restart would adopt the logs of a topic missing from it, hiding the loss)
+        saved = json.loads(writer.path.read_text())["topics"]
+    assert {n: t["num_partitions"] for n, t in saved.items() if n.endswith("-off")} == {
+        "same-off": 40, "sync-off": 2}

@@ -11,6 +11,10 @@ Rules:
   are already gone, see `Broker.delete_topic`), so the partition logs of a new topic are created after it is
   durable and a crash leaves either the old topics or the new ones; logs found on disk without an entry
   (older data dirs) are adopted on load;
+- a new topic can be created in two steps so that its file work runs off the event loop
+  (`Broker.create_topic_async`): `persist_topic` (any thread) writes the file with the topic added to the
+  image of that moment, then `add_topic` (the loop) publishes it, writing the file again only when the
+  image changed in between (the write then missed that change); writes of the file are serialised;
 - subscribers are called with (old, new) after every change, in subscription order.
 """
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -48,6 +53,9 @@ class LocalMetadata:
         self.node_id = node_id
         self._image = MetadataImage(version=0, controller_id=node_id)
         self._listeners: list[Listener] = []
+        # `persist_topic` writes the file from a worker thread while the loop may write it too: one at a
+        # time (they share the temp file)
+        self._save_lock = threading.Lock()
 
     # -- MetadataPublisher -------------------------------------------------------------------------
     @property
@@ -127,12 +135,13 @@ class LocalMetadata:
             },
         }
         tmp = path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
+        with self._save_lock:
+            with open(tmp, "w") as f:
+                json.dump(data, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            fsync_dir(path.parent)
 
     # -- cluster -----------------------------------------------------------------------------------
     def set_cluster_id(self, cluster_id: str) -> None:
@@ -184,6 +193,27 @@ class LocalMetadata:
         topics = dict(self._image.topics)
         topics[name] = topic
         self._publish(self._image.evolve(topics=topics))
+        return topic
+
+    def persist_topic(self, topic: TopicImage) -> MetadataImage:
+        """The first half of creating `topic` (planned by `create_topic(..., validate_only=True)`), safe in a
+        worker thread: write the file with `topic` added to the current image. Returns that image, for
+        `add_topic`. Nothing is published."""
+        base = self._image
+        if topic.name in base.topics:  # created meanwhile by a path that does not wait its turn: keep its id
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{topic.name}' already exists.")
+        self._save(base.evolve(topics={**base.topics, topic.name: topic}))
+        return base
+
+    def add_topic(self, topic: TopicImage, base: MetadataImage) -> TopicImage:
+        """The second half, on the loop: publish the image with `topic`; the file is written again only
+        when the image is no longer `base` (another change was published meanwhile, and one of the two
+        writes missed the other's change)."""
+        if topic.name in self._image.topics:  # created meanwhile by a path that does not wait its turn
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{topic.name}' already exists.")
+        topics = dict(self._image.topics)
+        topics[topic.name] = topic
+        self._publish(self._image.evolve(topics=topics), persist=self._image is not base)
         return topic
 
     def delete_topic(self, name: str) -> TopicImage:

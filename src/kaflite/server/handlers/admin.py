@@ -211,8 +211,9 @@ async def _create_topics(ctx: RequestContext, specs: list[TopicSpec], validate_o
     """Plan (and unless `validate_only`, create) the checked topics of one request, an outcome per spec.
     In a cluster that is one admin call for the whole request (about one round of ZooKeeper work,
     `ZkAdmin.create_topics`), so a big request neither takes seconds nor keeps the requests queued behind
-    it in the admin thread waiting; on a single node each topic changes the image at once. Each topic
-    planned without error takes its partitions from `quota` before it is created."""
+    it in the admin thread waiting; on a single node each topic is created in turn, its file work in a
+    worker thread (`Broker.create_topic_async`). Each topic planned without error takes its partitions
+    from `quota` before it is created."""
     if not specs:
         return []
     broker = ctx.broker
@@ -237,9 +238,11 @@ async def _create_topics(ctx: RequestContext, specs: list[TopicSpec], validate_o
                 out.append(planned)
                 continue
             ctx.take_mutations(quota, planned.num_partitions)
-            out.append(broker.create_topic(spec.name, spec.num_partitions, dict(spec.configs),
-                                           replication_factor=len(planned.partitions[0].replicas),
-                                           assignment=[list(r) for r in spec.assignment] if spec.assignment else None))
+            # the file work (metadata file, each partition's log) in a worker thread, not on the loop
+            out.append(await broker.create_topic_async(
+                spec.name, spec.num_partitions, dict(spec.configs),
+                replication_factor=len(planned.partitions[0].replicas),
+                assignment=[list(r) for r in spec.assignment] if spec.assignment else None))
         except KafkaError as e:
             out.append(e)
     return out

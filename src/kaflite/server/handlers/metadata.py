@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from functools import partial
 from typing import Any
 
 from kaflite.cluster.metadata import (
@@ -154,8 +153,9 @@ async def resolve_topic(
         try:
             if quota is not None:
                 quota.record(int(broker.setting("num.partitions")), broker.now_ms())
-            # in a cluster the creation is written to ZooKeeper: off the event loop (`Broker.admin_call`)
-            return await broker.admin_call(partial(broker.create_topic, name)), ErrorCode.none
+            # off the event loop: in a cluster the creation is written to ZooKeeper (`Broker.admin_call`), on
+            # a single node the metadata file and the partitions' logs are written in a worker thread
+            return await broker.create_topic_async(name), ErrorCode.none
         except KafkaError as e:
             if e.code == ErrorCode.topic_already_exists:
                 # Another broker created it a moment ago and this broker's image does not show it yet:

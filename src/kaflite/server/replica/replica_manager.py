@@ -8,7 +8,9 @@ Rules:
   replicas no longer include this broker, is stopped and its log deleted (it leaves the log table at once;
   its directory's rename runs in a worker thread, not on the event loop; `stop_replicas`, the single node's
   topic deletion, renames before returning: its metadata file is written after the renames); a topic the image did not change
-  (the same `TopicImage` object) is skipped, so an image change costs O(changed partitions);
+  (the same `TopicImage` object) is skipped, so an image change costs O(changed partitions); the logs of
+  a topic about to be published can be created beforehand by `prepare_logs`' callable, in a worker thread
+  (the single node's CreateTopics), and the image then finds them open: no file work on the loop;
 - `get_partition(topic, partition, require_leader, current_leader_epoch)` is the only place the access
   errors are decided, for Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords and the group
   coordinator: a partition the image does not know is UNKNOWN_TOPIC_OR_PARTITION; one it knows but this
@@ -193,6 +195,23 @@ class ReplicaManager:
             # completes its delayed operations; left parked, they would wait for the request timeout
             if part.high_watermark != hw or (led[0] and (part.is_leader, part.leader_epoch) != led):
                 self._high_watermark_moved(part)
+
+    def prepare_logs(self, topic: TopicImage) -> Callable[[], None] | None:
+        """The file work of hosting `topic`, not yet in the image: a callable that creates the logs of its
+        partitions this broker holds, with the configs `on_image` will give them (the caller runs it in a
+        worker thread, then publishes the image: `_apply_topic` finds every log open). None: no logs here."""
+        if self.log_manager is None:
+            return None
+        manager, name = self.log_manager, topic.name
+        config = self._topic_settings(topic).log_config  # computed here: the settings are the loop's
+        mine = [index for index, reg in enumerate(topic.partitions) if self.broker_id in reg.replicas]
+
+        def create() -> None:
+            for index in mine:
+                if manager.get(name, index) is None:  # one already open is the image's: its config stays
+                    manager.get_or_create(name, index, config)
+
+        return create
 
     def _stop_topic(self, topic: TopicImage) -> None:
         for index in range(topic.num_partitions):
