@@ -8,13 +8,15 @@
 #              Kafka release's libs/ so OUT can be KAFKA_PATH for librdkafka's tests/java
 #
 # Jar locations (override through the environment):
-#   M2              local Maven repository with jackson, jose4j, zstd-jni, slf4j (default /root/.m2/repository)
+#   M2              local Maven repository with jackson, jose4j, zstd-jni, slf4j
+#                   (default /root/.m2/repository)
 #   PYSPARK_JARS    pyspark's jars/ (lz4-java, snappy-java)
 #   ARGPARSE4J_JAR  argparse4j for the message generator (Debian libargparse4j-java)
 #   PROTOBUF_JAR    protobuf-java 3.x (Debian libprotobuf-java); protoc from Debian protobuf-compiler
 #   OTEL_PROTO_SRC  opentelemetry-proto's .proto tree at v1.0.0 (the Java artifact Kafka 3.8 uses,
 #                   1.0.0-alpha, is generated from it): a directory holding opentelemetry/proto/...
 #   KAFKA_VERSION   written to kafka/kafka-version.properties (default: gradle.properties' version)
+#   KAFKA_COMMIT    commitId written there too (default: KAFKA_SRC's git HEAD, else "unknown")
 set -euo pipefail
 
 SRC=$(cd "${1:?usage: build.sh KAFKA_SRC [OUT]}" && pwd)
@@ -31,10 +33,11 @@ JAVAC=(javac -J-Xmx2g -nowarn -encoding UTF-8)
 version=${KAFKA_VERSION:-$(sed -n 's/^version=//p' "$SRC/gradle.properties" 2>/dev/null || true)}
 version=${version:-unknown}
 
-jackson_cp=$M2/com/fasterxml/jackson/core/jackson-databind/$JACKSON/jackson-databind-$JACKSON.jar
-jackson_cp+=:$M2/com/fasterxml/jackson/core/jackson-core/$JACKSON/jackson-core-$JACKSON.jar
-jackson_cp+=:$M2/com/fasterxml/jackson/core/jackson-annotations/$JACKSON/jackson-annotations-$JACKSON.jar
-jackson_cp+=:$M2/com/fasterxml/jackson/datatype/jackson-datatype-jdk8/$JACKSON/jackson-datatype-jdk8-$JACKSON.jar
+jk=$M2/com/fasterxml/jackson
+jackson_cp=$jk/core/jackson-databind/$JACKSON/jackson-databind-$JACKSON.jar
+jackson_cp+=:$jk/core/jackson-core/$JACKSON/jackson-core-$JACKSON.jar
+jackson_cp+=:$jk/core/jackson-annotations/$JACKSON/jackson-annotations-$JACKSON.jar
+jackson_cp+=:$jk/datatype/jackson-datatype-jdk8/$JACKSON/jackson-datatype-jdk8-$JACKSON.jar
 
 # What clients needs at run time (build.gradle's `implementation` deps), copied into OUT/libs.
 runtime_jars=(
@@ -56,7 +59,8 @@ echo "1/5 message generator"
   $(find "$SRC/generator/src/main/java" -name '*.java')
 
 echo "2/5 generated message classes (as clients' processMessages task)"
-java -Xmx1g -cp "$OUT/generator-classes:$jackson_cp:$ARGPARSE4J_JAR" org.apache.kafka.message.MessageGenerator \
+java -Xmx1g -cp "$OUT/generator-classes:$jackson_cp:$ARGPARSE4J_JAR" \
+  org.apache.kafka.message.MessageGenerator \
   -p org.apache.kafka.common.message -o "$OUT/generated/org/apache/kafka/common/message" \
   -i "$SRC/clients/src/main/resources/common/message" \
   -t ApiMessageTypeGenerator -m MessageDataGenerator JsonConverterGenerator
@@ -75,7 +79,9 @@ cp_all=$(printf '%s:' "$OUT"/libs/*.jar)$compile_only
 "${JAVAC[@]}" --release 11 -d "$OUT/clients-classes" -cp "$cp_all" @"$OUT/clients-sources.txt"
 
 echo "5/5 jar"
-commit=$(git -C "$SRC" rev-parse --short=16 HEAD 2>/dev/null || echo "${KAFKA_COMMIT:-unknown}")
-printf 'commitId=%s\nversion=%s\n' "$commit" "$version" > "$OUT/clients-classes/kafka/kafka-version.properties"
-jar cf "$OUT/libs/kafka-clients-$version.jar" -C "$OUT/clients-classes" . -C "$SRC/clients/src/main/resources" .
+commit=${KAFKA_COMMIT:-$(git -C "$SRC" rev-parse --short=16 HEAD 2>/dev/null || echo unknown)}
+printf 'commitId=%s\nversion=%s\n' "$commit" "$version" \
+  > "$OUT/clients-classes/kafka/kafka-version.properties"
+jar cf "$OUT/libs/kafka-clients-$version.jar" -C "$OUT/clients-classes" . \
+  -C "$SRC/clients/src/main/resources" .
 ls -l "$OUT/libs"
