@@ -110,3 +110,20 @@ def test_an_aborted_process_keeps_the_tests_that_passed_and_blames_the_one_that_
         ("0045_subscribe_update", "PASSED"), ("0045_resubscribe_with_regex", "PASSED"),
         ("0045_subscribe_many_updates", "FAILED")]
     assert "Failed to create 100 topic(s)" in results[2].first_failure
+
+
+def test_a_java_client_build_is_laid_out_as_kafka_path_for_the_suites_java_half(tmp_path):
+    # tests/java/Makefile compiles against $KAFKA_PATH/libs/kafka-clients-*.jar; run-class.sh execs
+    # $KAFKA_PATH/bin/kafka-run-class.sh with CLASSPATH=tests/java.
+    build = tmp_path / "kafka-build"
+    (build / "libs").mkdir(parents=True)
+    (build / "libs" / "kafka-clients-3.8.0.jar").write_bytes(b"")
+    kafka_path = tmp_path / "kafka"
+    run.write_kafka_scripts(kafka_path, "/usr/bin/python3", build)
+    assert [p.name for p in (kafka_path / "libs").glob("kafka-clients-*.jar")] == ["kafka-clients-3.8.0.jar"]
+    script = (kafka_path / "bin" / "kafka-run-class.sh").read_text()
+    assert f'-cp "$CLASSPATH:{kafka_path / "libs"}/*"' in script and '"$@"' in script
+    # Without a build there is no kafka-run-class.sh: 0098's Java half reports it cannot run.
+    bare = tmp_path / "bare"
+    run.write_kafka_scripts(bare, "/usr/bin/python3")
+    assert not (bare / "bin" / "kafka-run-class.sh").exists() and not (bare / "libs").exists()

@@ -290,12 +290,22 @@ KAFKA_SCRIPTS = {"kafka-topics.sh": "topics", "kafka-acls.sh": "acls", "kafka-co
                  "kafka-consumer-groups.sh": "groups"}
 
 
-def write_kafka_scripts(kafka_path: Path, python: str) -> None:
+def write_kafka_scripts(kafka_path: Path, python: str, java_client: Path | None = None) -> None:
     bin_dir = kafka_path / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     for script, command in KAFKA_SCRIPTS.items():
         path = bin_dir / script
         path.write_text(f'#!/bin/sh\nexec "{python}" -m kaflite {command} "$@"\n')
+        path.chmod(0o755)
+    if java_client is not None:
+        # The suite's Java halves (0098's TransactionProducerCli): tests/java/Makefile compiles against
+        # $KAFKA_PATH/libs/kafka-clients-*.jar and run-class.sh runs $KAFKA_PATH/bin/kafka-run-class.sh with
+        # CLASSPATH set to tests/java; this stands in for Kafka's script with the jars of a Java client build
+        # (tools/kafka-java-client/build.sh), logging at WARN through slf4j-simple.
+        (kafka_path / "libs").symlink_to(java_client.resolve() / "libs", target_is_directory=True)
+        path = bin_dir / "kafka-run-class.sh"
+        path.write_text('#!/bin/sh\nexec java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn '
+                        f'-cp "$CLASSPATH:{kafka_path / "libs"}/*" "$@"\n')
         path.chmod(0o755)
 
 
@@ -362,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="results directory (default: a temp dir)")
     ap.add_argument("--python", default=sys.executable, help="Python with kaflite importable")
     ap.add_argument("--keep-data", action="store_true")
+    ap.add_argument("--java-client", type=Path, default=None,
+                    help="a Kafka Java client build (its libs/ has kafka-clients-*.jar and the jars it needs, "
+                         "as tools/kafka-java-client/build.sh makes): 0098 runs its Java producer with it")
     ap.add_argument("--list", action="store_true", help="print the tests that would run and exit")
     a = ap.parse_args(argv)
 
@@ -404,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         conf.write_text("\n".join([f"bootstrap.servers={bootstrap}",
                                    f"test.timeout.multiplier={a.timeout_multiplier}", *a.conf]) + "\n")
         kafka_path = data / "kafka"
-        write_kafka_scripts(kafka_path, a.python)
+        write_kafka_scripts(kafka_path, a.python, a.java_client)
         env = dict(os.environ, TEST_KAFKA_VERSION=a.kafka_version, TEST_SCENARIO=a.scenario,
                    KAFKA_PATH=str(kafka_path), BROKERS=bootstrap)
         # As run-test.sh: the runner links the tree's librdkafka.so / librdkafka++.so.
