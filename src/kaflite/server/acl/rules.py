@@ -75,6 +75,12 @@ LIST_GROUPS_GROUP = _c(Op.DESCRIBE, R.GROUP, "each group, without DESCRIBE on th
 DELETE_GROUPS = _c(Op.DELETE, R.GROUP, "each group")
 CONSUMER_GROUP_HEARTBEAT = _c(Op.READ, R.GROUP, "every request")
 CONSUMER_GROUP_DESCRIBE = _c(Op.DESCRIBE, R.GROUP, "each group")
+SHARE_GROUP_HEARTBEAT = _c(Op.READ, R.GROUP, "every request")
+SHARE_GROUP_DESCRIBE = _c(Op.DESCRIBE, R.GROUP, "each group")
+SHARE_FETCH_GROUP = _c(Op.READ, R.GROUP, "every request")
+SHARE_FETCH_TOPIC = _c(Op.READ, R.TOPIC, "each topic")
+SHARE_ACKNOWLEDGE_GROUP = _c(Op.READ, R.GROUP, "every request")
+SHARE_ACKNOWLEDGE_TOPIC = _c(Op.READ, R.TOPIC, "each topic")
 OFFSET_DELETE_GROUP = _c(Op.DELETE, R.GROUP, "every request")
 OFFSET_DELETE_TOPIC = _c(Op.READ, R.TOPIC, "each topic")
 CREATE_TOPICS_CLUSTER = _c(Op.CREATE, R.CLUSTER, "every request (else CREATE on each topic)")
@@ -169,6 +175,10 @@ API_CHECKS: dict[int, tuple[Check, ...]] = {
     66: (LIST_TRANSACTIONS,),
     68: (CONSUMER_GROUP_HEARTBEAT,),
     69: (CONSUMER_GROUP_DESCRIBE,),
+    76: (SHARE_GROUP_HEARTBEAT,),
+    77: (SHARE_GROUP_DESCRIBE,),
+    78: (SHARE_FETCH_GROUP, SHARE_FETCH_TOPIC),
+    79: (SHARE_ACKNOWLEDGE_GROUP, SHARE_ACKNOWLEDGE_TOPIC),
 }
 
 API_NAMES: dict[int, str] = {
@@ -183,6 +193,7 @@ API_NAMES: dict[int, str] = {
     49: "AlterClientQuotas", 50: "DescribeUserScramCredentials",
     51: "AlterUserScramCredentials", 56: "AlterPartition", 60: "DescribeCluster", 61: "DescribeProducers",
     65: "DescribeTransactions", 66: "ListTransactions", 68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe",
+    76: "ShareGroupHeartbeat", 77: "ShareGroupDescribe", 78: "ShareFetch", 79: "ShareAcknowledge",
 }
 
 
