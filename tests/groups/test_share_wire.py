@@ -280,3 +280,62 @@ def test_session_epochs(broker: EmbeddedBroker) -> None:
     assert other.fetch(epoch=3).error_code == 122  # SHARE_SESSION_NOT_FOUND
     m.close()
     other.close()
+
+
+def _alter_group(b: EmbeddedBroker, group: str, **configs: str) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
+    admin.incremental_alter_configs([res])[res].result(10)
+
+
+def test_group_config_auto_offset_reset_earliest(broker: EmbeddedBroker) -> None:
+    """share.auto.offset.reset=earliest set on the group (IncrementalAlterConfigs, GROUP resource): records
+    produced before the group's first fetch are delivered; without it (latest) they are not."""
+    topic, tid = new_topic(broker)
+    produce(broker, topic, 3)
+    _alter_group(broker, "g-earliest", share_auto_offset_reset="earliest")
+    m = Member(broker, "g-earliest", [topic])
+    assert acquired(m.fetch(max_wait_ms=2000)) == {0: [(0, 2, 1)]}
+    late = Member(broker, "g-latest", [topic])
+    assert offsets(late.fetch(max_wait_ms=200)) == []
+    m.close()
+    late.close()
+
+
+def test_group_config_refuses_unknown_keys_and_bad_values(broker: EmbeddedBroker) -> None:
+    from confluent_kafka import KafkaException
+    with pytest.raises(KafkaException, match="Unknown group config name"):
+        _alter_group(broker, "g-bad", share_no_such_key="1")
+    with pytest.raises(KafkaException, match="share.delivery.count.limit"):
+        _alter_group(broker, "g-bad", share_delivery_count_limit="11")
+    assert broker.call(lambda: broker.server.broker.extensions["share_coordinator"].group_configs.get("g-bad")) \
+        is None
+
+
+def test_group_config_read_committed_skips_aborted_and_open_transactions(broker: EmbeddedBroker) -> None:
+    topic, tid = new_topic(broker)
+    _alter_group(broker, "g-rc", share_isolation_level="read_committed", share_auto_offset_reset="earliest")
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "share-rc"})
+    p.init_transactions(10)
+    p.begin_transaction()
+    p.produce(topic, b"aborted", partition=0)
+    p.flush(10)
+    p.abort_transaction(10)
+    p.begin_transaction()
+    p.produce(topic, b"committed", partition=0)
+    p.flush(10)
+    p.commit_transaction(10)
+    p.begin_transaction()
+    p.produce(topic, b"open", partition=0)
+    p.flush(10)  # left open: past the last stable offset
+    m = Member(broker, "g-rc", [topic])
+    # offsets: 0 aborted, 1 abort marker, 2 committed, 3 commit marker, 4 open
+    assert offsets(m.fetch(max_wait_ms=2000)) == [2]
+    plain = Member(broker, "g-ru", [topic])
+    _alter_group(broker, "g-ru", share_auto_offset_reset="earliest")
+    assert 4 in offsets(plain.fetch(max_wait_ms=2000))  # read_uncommitted: the open transaction's record too
+    p.abort_transaction(10)
+    m.close()
+    plain.close()

@@ -29,12 +29,17 @@ Rules (each is checked by tests/coordinator/share/test_group.py):
   `share.auto.offset.reset` (latest by default): the state machine kaflite.coordinator.share.partition
   decides everything about records; this module only routes members to it. A member may acknowledge
   only in partitions of its own group.
+- Group configs (`set_group_configs`, Kafka's GroupConfig keys of share groups): share.auto.offset.reset,
+  share.isolation.level, share.record.lock.duration.ms, share.delivery.count.limit (the share partitions
+  of the group created after the change use them; existing ones keep theirs), share.session.timeout.ms and
+  share.heartbeat.interval.ms (from the member's next heartbeat). A value out of bounds or an unknown key
+  refuses the whole change (ValueError), nothing changes; None deletes a key (back to the broker's).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from kaflite.coordinator.share.partition import (
     AcknowledgeResult,
@@ -46,6 +51,7 @@ from kaflite.protocol.errors import ErrorCode
 
 __all__ = [
     "ASSIGNOR_NAME",
+    "GROUP_CONFIG_KEYS",
     "DEFAULT_HEARTBEAT_INTERVAL_MS",
     "DEFAULT_SESSION_TIMEOUT_MS",
     "HeartbeatAnswer",
@@ -64,6 +70,22 @@ _MAX_EPOCH = 2**31 - 1
 
 TP = tuple[str, int]
 Assignment = dict[str, frozenset[int]]
+
+
+def _int_between(lo: int, hi: int) -> Callable[[str], bool]:
+    return lambda v: v.lstrip("-").isdigit() and lo <= int(v) <= hi
+
+
+# Kafka's share-group GroupConfig keys with kaflite's bounds (those of the broker keys they override)
+GROUP_CONFIG_KEYS: dict[str, tuple[Callable[[str], bool], str]] = {
+    "share.auto.offset.reset": (lambda v: v in ("latest", "earliest"), "latest or earliest"),
+    "share.isolation.level": (lambda v: v in ("read_uncommitted", "read_committed"),
+                              "read_uncommitted or read_committed"),
+    "share.record.lock.duration.ms": (_int_between(1000, 2**31 - 1), "an int >= 1000"),
+    "share.delivery.count.limit": (_int_between(2, 10), "an int in 2..10"),
+    "share.session.timeout.ms": (_int_between(1, 2**31 - 1), "an int >= 1"),
+    "share.heartbeat.interval.ms": (_int_between(1, 2**31 - 1), "an int >= 1"),
+}
 
 
 def simple_assign(subscriptions: Mapping[str, frozenset[str]], topics: Mapping[str, int]) -> dict[str, Assignment]:
@@ -167,6 +189,42 @@ class ShareGroupCoordinator:
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self._sessions: dict[tuple[str, str], _Session] = {}
+        self.group_configs: dict[str, dict[str, str]] = {}
+
+    # --- group configs ----------------------------------------------------------------------------
+    def set_group_configs(self, group_id: str, configs: Mapping[str, str | None]) -> None:
+        """Replace the group's configs by `configs` (None values dropped); ValueError names a bad key."""
+        for key, value in configs.items():
+            rule = GROUP_CONFIG_KEYS.get(key)
+            if rule is None:
+                raise ValueError(f"Unknown group config name: {key}")
+            if value is not None and not rule[0](value):
+                raise ValueError(f"Invalid value {value} for configuration {key}: expected {rule[1]}")
+        kept = {k: v for k, v in configs.items() if v is not None}
+        if kept:
+            self.group_configs[group_id] = kept
+        else:
+            self.group_configs.pop(group_id, None)
+
+    def config_for(self, group_id: str) -> ShareConfig:
+        """The broker's share config with the group's overrides."""
+        own = self.group_configs.get(group_id)
+        if not own:
+            return self.share_config
+        changes: dict[str, object] = {}
+        if "share.auto.offset.reset" in own:
+            changes["auto_offset_reset"] = own["share.auto.offset.reset"]
+        if "share.isolation.level" in own:
+            changes["isolation_level"] = own["share.isolation.level"]
+        if "share.record.lock.duration.ms" in own:
+            changes["record_lock_duration_ms"] = int(own["share.record.lock.duration.ms"])
+        if "share.delivery.count.limit" in own:
+            changes["delivery_count_limit"] = int(own["share.delivery.count.limit"])
+        return replace(self.share_config, **changes)  # type: ignore[arg-type]
+
+    def _group_int(self, group_id: str, key: str, default: int) -> int:
+        value = self.group_configs.get(group_id, {}).get(key)
+        return default if value is None else int(value)
 
     # --- membership -------------------------------------------------------------------------------
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, subscribed: Sequence[str] | None,
@@ -201,7 +259,7 @@ class ShareGroupCoordinator:
             return HeartbeatAnswer(ErrorCode.fenced_member_epoch, error_message=f"The share group member has "
                                    f"a different epoch ({member.member_epoch}) than the one sent "
                                    f"({member_epoch}).")
-        member.deadline_ms = now + self.session_timeout_ms
+        member.deadline_ms = now + self._group_int(group_id, "share.session.timeout.ms", self.session_timeout_ms)
         member.rack_id = rack_id if rack_id is not None else member.rack_id
         member.client_id, member.client_host = client_id, client_host
         if subscribed is not None and frozenset(subscribed) != member.subscribed:
@@ -213,8 +271,8 @@ class ShareGroupCoordinator:
             member.member_epoch = group.assignment_epoch
             member.assigned = group.target.get(member_id, {})
             assignment = member.assigned
-        return HeartbeatAnswer(ErrorCode.none, member_id, member.member_epoch, self.heartbeat_interval_ms,
-                               assignment)
+        interval = self._group_int(group_id, "share.heartbeat.interval.ms", self.heartbeat_interval_ms)
+        return HeartbeatAnswer(ErrorCode.none, member_id, member.member_epoch, interval, assignment)
 
     def expire(self, now: int) -> list[tuple[str, str]]:
         """Remove the members whose session timed out; the (group, member) pairs removed."""
@@ -291,7 +349,8 @@ class ShareGroupCoordinator:
         key = (group_id, topic, partition)
         sp = self.partitions.get(key)
         if sp is None:
-            sp = self.partitions[key] = SharePartition.initial(self.share_config, log_start_offset, high_watermark)
+            sp = self.partitions[key] = SharePartition.initial(self.config_for(group_id), log_start_offset,
+                                                               high_watermark)
         return sp
 
     def acquire(self, group_id: str, member_id: str, topic: str, partition: int,

@@ -11,14 +11,16 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
   Kafka; otherwise the session step (open / continue / close) comes first, then the acknowledgements
   (per partition, all of a partition's batches or none), then, unless the session was closed (-1), the
   acquisition over every partition of the session: the log is read from the share partition's
-  fetch_offset() up to the high watermark (the last stable offset when share.isolation.level is
-  read_committed, which kaflite has no group-level key for yet: always read_uncommitted), the batches
-  read are offered to the state machine, and the answer carries the batches read with the acquired
+  fetch_offset() up to the high watermark (the last stable offset when the group's share.isolation.level
+  is read_committed: then transaction markers and aborted transactions' batches are named to the state
+  machine, which archives them undelivered), the batches read are offered to the state machine, and the answer carries the batches read with the acquired
   ranges (the client delivers only those). At most `max_records` records are acquired per request.
 - When nothing was acquired and nothing failed, the request waits (purgatory keys of its partitions'
   appends) until `max_wait`, or until the earliest lock deadline of its partitions, then tries again.
 - Acknowledgement types per batch: one type for the whole range, or one per offset. RENEW (4, KIP-1222)
   is not served: INVALID_REQUEST for that partition.
+- IncrementalAlterConfigs on a GROUP resource (admin.py calls `alter_group_configs`): the share-group
+  keys only (INVALID_CONFIG otherwise), in memory.
 - ShareAcknowledge: epoch 0 is INVALID_SHARE_SESSION_EPOCH (a session is opened by ShareFetch only);
   otherwise the session step, then the acknowledgements.
 """
@@ -28,7 +30,7 @@ from __future__ import annotations
 import datetime
 import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kaflite.coordinator.share.group import ShareGroupCoordinator
@@ -40,7 +42,7 @@ from kaflite.server.handlers import ApiTable
 from kaflite.server.replica import fetch_key
 from kaflite.storage.file_slice import FileSlice
 
-__all__ = ["APIS", "coordinator", "share_enabled"]
+__all__ = ["APIS", "alter_group_configs", "coordinator", "share_enabled"]
 
 _ZERO = datetime.timedelta(0)
 _NO_ID = uuid.UUID(int=0)
@@ -64,6 +66,24 @@ def coordinator(broker: Any) -> ShareGroupCoordinator:
             config, session_timeout_ms=int(broker.setting("group.share.session.timeout.ms")),
             heartbeat_interval_ms=int(broker.setting("group.share.heartbeat.interval.ms")))
     return coord  # type: ignore[no-any-return]
+
+
+def alter_group_configs(broker: Any, group_id: str, change: Callable[[dict[str, str]], dict[str, str | None]],
+                        validate_only: bool) -> None:
+    """IncrementalAlterConfigs on a GROUP resource: the share-group keys of GROUP_CONFIG_KEYS, kept in the
+    coordinator's memory (lost on restart, as the share-partition state). A key that is not one of them
+    (consumer-group keys included) or a bad value is INVALID_CONFIG for the resource, nothing changes."""
+    if not group_id:
+        raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty.")
+    coord = coordinator(broker)
+    new = change(dict(coord.group_configs.get(group_id, {})))
+    probe = ShareGroupCoordinator(coord.share_config)  # validate without touching the real one
+    try:
+        probe.set_group_configs(group_id, new)
+    except ValueError as e:
+        raise KafkaError(ErrorCode.invalid_config, str(e)) from None
+    if not validate_only:
+        coord.set_group_configs(group_id, new)
 
 
 def _ms(ms: int) -> datetime.timedelta:
@@ -215,19 +235,45 @@ def _leader(ctx: RequestContext, topic: str, partition: int) -> tuple[int, int]:
     return int(part.state.leader), int(part.state.leader_epoch)
 
 
-def _batches(data: bytes) -> list[tuple[int, int]]:
-    """(first offset, last offset) of each record batch in `data` (Kafka's batch header: base offset at 0,
-    batch length at 8, last offset delta at 23)."""
-    out: list[tuple[int, int]] = []
+def _batches(data: bytes) -> list[tuple[int, int, int, int]]:
+    """(first offset, last offset, attributes, producer id) of each record batch in `data` (Kafka's batch
+    header v2: base offset at 0, batch length at 8, attributes at 21, last offset delta at 23, producer id
+    at 43)."""
+    out: list[tuple[int, int, int, int]] = []
     pos = 0
-    while pos + 27 <= len(data):
+    while pos + 61 <= len(data):
         base, length = struct.unpack_from(">qi", data, pos)
+        (attributes,) = struct.unpack_from(">h", data, pos + 21)
         (delta,) = struct.unpack_from(">i", data, pos + 23)
+        (producer_id,) = struct.unpack_from(">q", data, pos + 43)
         if pos + 12 + length > len(data):
             break  # a partial batch at the end of the read: not offered
-        out.append((base, base + delta))
+        out.append((base, base + delta, attributes, producer_id))
         pos += 12 + length
-    return out[:]
+    return out
+
+
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20
+
+
+def _aborted_ranges(batches: Sequence[tuple[int, int, int, int]],
+                    aborted: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Under read_committed, the offsets never to deliver: control batches (transaction markers) and the
+    batches of aborted transactions ((producer id, first offset) from the log's transaction index): a
+    transactional batch of a producer whose aborted transaction began at or before it, until that
+    producer's marker (Kafka's fetch-side filtering of aborted transactions)."""
+    pending = sorted(aborted, key=lambda a: a[1])
+    active: set[int] = set()
+    out: list[tuple[int, int]] = []
+    for first, last, attributes, producer_id in batches:
+        while pending and pending[0][1] <= first:
+            active.add(pending.pop(0)[0])
+        if attributes & _CONTROL:
+            active.discard(producer_id)
+            out.append((first, last))
+        elif attributes & _TRANSACTIONAL and producer_id in active:
+            out.append((first, last))
+    return out
 
 
 # --- ShareFetch (78) ------------------------------------------------------------------------------
@@ -333,22 +379,28 @@ def _acquire_pass(ctx: RequestContext, coord: ShareGroupCoordinator, group_id: s
             part = broker.replica_manager.get_partition(topic, partition)
             plog = part.log
             assert plog is not None  # get_partition checked it
-            high_watermark, _lso = part.fetch_offsets()
+            high_watermark, last_stable = part.fetch_offsets()
             now = broker.now_ms()
             sp = coord.share_partition(group_id, topic, partition, plog.log_start_offset, high_watermark)
             sp.move_log_start(plog.log_start_offset)
             sp.expire(now)
+            committed = sp.config.isolation_level == "read_committed"
+            upper = min(high_watermark, last_stable) if committed else high_watermark
             offset = sp.fetch_offset()
-            if offset >= high_watermark:
+            if offset >= upper:
                 continue
-            info = plog.read(offset, max_bytes, max_offset=high_watermark, min_one_message=True)
+            info = plog.read(offset, max_bytes, max_offset=upper, min_one_message=True)
             data = b"".join(bytes(r) for r in info.records if not isinstance(r, FileSlice))  # lazy=False
             batches = _batches(data)
             if not batches:
                 continue
-            acquired = coord.acquire(group_id, member_id, topic, partition, batches,
+            aborted: list[tuple[int, int]] = []
+            if committed:
+                aborted = _aborted_ranges(batches, plog.collect_aborted_transactions(offset, upper))
+            acquired = coord.acquire(group_id, member_id, topic, partition, [(b[0], b[1]) for b in batches],
                                      log_start_offset=plog.log_start_offset, high_watermark=high_watermark,
-                                     max_records=budget, now=now)
+                                     max_records=budget, now=now, last_stable_offset=last_stable,
+                                     aborted=aborted)
         except KafkaError as e:
             entry[0] = e.code
             any_error = True
