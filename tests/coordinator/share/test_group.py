@@ -155,3 +155,34 @@ def test_simple_assign_covers_every_partition_and_member(subs: dict[str, frozens
     if total >= len(subs) and all(topics.get(t, 0) for s in subs.values() for t in s) \
             and len(set(subs.values())) == 1:
         assert all(got[m] for m in subs)  # enough partitions: nobody idle (homogeneous subscriptions)
+
+
+def test_group_configs_override_the_broker_keys() -> None:
+    c = coord(session=10_000)
+    c.set_group_configs("g", {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "7",
+                              "share.session.timeout.ms": "50", "share.heartbeat.interval.ms": "20"})
+    cfg = c.config_for("g")
+    assert (cfg.auto_offset_reset, cfg.delivery_count_limit, cfg.record_lock_duration_ms) == ("earliest", 7, 1000)
+    assert c.config_for("other") is c.share_config
+    # earliest: a share partition first seen with records in the log starts at the log start
+    assert c.share_partition("g", "t", 0, log_start_offset=3, high_watermark=9).start_offset == 3
+    assert c.share_partition("other", "t", 0, log_start_offset=3, high_watermark=9).start_offset == 9
+    assert c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0).heartbeat_interval_ms == 20
+    assert c.expire(50) == [("g", "a")]  # the group's session timeout, not the broker's 10 s
+    c.set_group_configs("g", {"share.auto.offset.reset": None})
+    assert c.group_configs == {}
+
+
+def test_group_configs_refuse_unknown_keys_and_bad_values_whole() -> None:
+    c = coord()
+    c.set_group_configs("g", {"share.delivery.count.limit": "4"})
+    for bad in ({"share.delivery.count.limit": "1"}, {"share.record.lock.duration.ms": "999"},
+                {"share.auto.offset.reset": "by_duration:PT1H"}, {"share.isolation.level": "x"},
+                {"consumer.session.timeout.ms": "45000"}, {"share.delivery.count.limit": "two"}):
+        try:
+            c.set_group_configs("g", {"share.heartbeat.interval.ms": "9", **bad})
+        except ValueError:
+            pass
+        else:
+            raise AssertionError(bad)
+        assert c.group_configs == {"g": {"share.delivery.count.limit": "4"}}

@@ -325,8 +325,11 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         budget = max(1, int(request.max_records))
         max_bytes = max(1, min(int(request.max_bytes), int(broker.setting("fetch.max.bytes"))))
         keys = [fetch_key(t, p) for t, p in session.partitions]
+        # each request starts at the next partition, so MaxRecords does not always go to the first ones
+        turn = max(epoch, 0) % max(1, len(session.partitions))
+        order = session.partitions[turn:] + session.partitions[:turn]
         while True:
-            acquired_any, any_error = _acquire_pass(ctx, coord, group_id, member_id, session.partitions, budget,
+            acquired_any, any_error = _acquire_pass(ctx, coord, group_id, member_id, order, budget,
                                                     max_bytes, results)
             remaining = deadline - broker.now_ms()
             if acquired_any or any_error or remaining <= 0 or not keys:
