@@ -186,3 +186,17 @@ def test_group_configs_refuse_unknown_keys_and_bad_values_whole() -> None:
         else:
             raise AssertionError(bad)
         assert c.group_configs == {"g": {"share.delivery.count.limit": "4"}}
+
+
+def test_isolation_and_lock_duration_changes_reach_share_partitions_in_use() -> None:
+    c = coord()
+    sp = c.share_partition("g", "t", 0, log_start_offset=0, high_watermark=0)
+    c.set_group_configs("g", {"share.isolation.level": "read_committed", "share.record.lock.duration.ms": "5000",
+                              "share.delivery.count.limit": "9"})
+    assert sp.config.isolation_level == "read_committed" and sp.config.record_lock_duration_ms == 5000
+    assert sp.config.delivery_count_limit == 3  # unchanged in use: a lower limit could break its rules
+    # read_committed now: nothing past the last stable offset is acquired
+    got = c.acquire("g", "a", "t", 0, [(0, 4)], log_start_offset=0, high_watermark=5, max_records=10, now=0,
+                    last_stable_offset=2)
+    assert [(r.first_offset, r.last_offset) for r in got] == [(0, 1)]
+    assert c.partitions[("g", "t", 0)].next_deadline() == 5000

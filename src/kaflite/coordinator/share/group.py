@@ -30,8 +30,8 @@ Rules (each is checked by tests/coordinator/share/test_group.py):
   decides everything about records; this module only routes members to it. A member may acknowledge
   only in partitions of its own group.
 - Group configs (`set_group_configs`, Kafka's GroupConfig keys of share groups): share.auto.offset.reset,
-  share.isolation.level, share.record.lock.duration.ms, share.delivery.count.limit (the share partitions
-  of the group created after the change use them; existing ones keep theirs), share.session.timeout.ms and
+  share.isolation.level, share.record.lock.duration.ms (these two also change the group's share partitions
+  in use), share.delivery.count.limit (share partitions created after the change), share.session.timeout.ms and
   share.heartbeat.interval.ms (from the member's next heartbeat). A value out of bounds or an unknown key
   refuses the whole change (ValueError), nothing changes; None deletes a key (back to the broker's).
 """
@@ -205,6 +205,14 @@ class ShareGroupCoordinator:
             self.group_configs[group_id] = kept
         else:
             self.group_configs.pop(group_id, None)
+        # the isolation level and the lock duration also apply to the share partitions in use (neither can
+        # break the state machine's rules: they only decide future acquisitions); the delivery limit and
+        # the start offset do not (a lower limit would leave AVAILABLE records at or past it)
+        new = self.config_for(group_id)
+        for (gid, _t, _p), sp in self.partitions.items():
+            if gid == group_id:
+                sp.config = replace(sp.config, isolation_level=new.isolation_level,
+                                    record_lock_duration_ms=new.record_lock_duration_ms)
 
     def config_for(self, group_id: str) -> ShareConfig:
         """The broker's share config with the group's overrides."""
