@@ -12,8 +12,8 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
-from kio.schema.share_acknowledge.v2 import request as ack_req
-from kio.schema.share_fetch.v2 import request as fetch_req
+from kio.schema.share_acknowledge.v1 import request as ack_req
+from kio.schema.share_fetch.v1 import request as fetch_req
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 from kio.static.primitive import i8, i32, i64
@@ -155,7 +155,7 @@ def test_apis_advertised(broker: EmbeddedBroker) -> None:
     with WireClient(broker.bootstrap) as c:
         r = c.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     got = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in r.api_keys}
-    assert got[76] == (1, 1) and got[77] == (1, 1) and got[78] == (1, 2) and got[79] == (1, 2)
+    assert got[76] == (1, 1) and got[77] == (1, 1) and got[78] == (1, 1) and got[79] == (1, 1)
 
 
 def test_group_share_enable_false_hides_the_apis() -> None:

@@ -1,5 +1,7 @@
 """Share groups (KIP-932): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78) and
-ShareAcknowledge (79), the versions kio has schemas for (76/77 v1, 78/79 v1-2).
+ShareAcknowledge (79), v1 each: kio 0.6.5 also has ShareFetch / ShareAcknowledge v2 (Kafka 4.2: KIP-1206's
+acquire mode, KIP-1222's RENEW), which are not served, as nothing beyond Kafka 4.1.0's advertised versions is
+(tests/server/test_kafka_versions.py); librdkafka 2.15 sends v1.
 
 Rules (the decisions are kaflite.coordinator.share.group's and .partition's; this shell reads the log):
 - group.share.enable=false answers every one of these APIs UNSUPPORTED_VERSION (ApiVersions then does not
@@ -460,6 +462,6 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
 APIS: ApiTable = {
     76: (1, 1, handle_share_group_heartbeat),
     77: (1, 1, handle_share_group_describe),
-    78: (1, 2, handle_share_fetch),
-    79: (1, 2, handle_share_acknowledge),
+    78: (1, 1, handle_share_fetch),
+    79: (1, 1, handle_share_acknowledge),
 }
