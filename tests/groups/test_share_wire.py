@@ -24,7 +24,8 @@ from server.kwire import WireClient
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 LOCK_MS = 1000  # the smallest group.share.record.lock.duration.ms Kafka accepts
 SHORT = {"group.share.record.lock.duration.ms": str(LOCK_MS), "group.share.delivery.count.limit": "2",
-         "group.share.session.timeout.ms": "2500", "group.share.heartbeat.interval.ms": "321"}
+         "group.share.session.timeout.ms": "2500", "group.share.heartbeat.interval.ms": "321",
+         "group.share.max.size": "2"}
 
 
 @pytest.fixture(scope="module")
@@ -184,6 +185,9 @@ def test_join_and_describe(broker: EmbeddedBroker) -> None:
     assert g.error_code == 0 and g.group_state == "Stable" and g.group_epoch == 2 and g.assignor_name == "simple"
     assert {m.member_id for m in g.members} == {a.member_id, b.member_id}
     assert missing.error_code == 69  # GROUP_ID_NOT_FOUND
+    third = Member(broker, "g-join", [topic])  # group.share.max.size=2
+    assert third.last.error_code == 81 and third.epoch == 0  # GROUP_MAX_SIZE_REACHED
+    third.close()
     fenced = Member.__new__(Member)
     fenced.client, fenced.group, fenced.member_id, fenced.epoch = a.client, "g-join", a.member_id, 1
     assert fenced.heartbeat().error_code == 110  # FENCED_MEMBER_EPOCH

@@ -200,3 +200,13 @@ def test_isolation_and_lock_duration_changes_reach_share_partitions_in_use() -> 
                     last_stable_offset=2)
     assert [(r.first_offset, r.last_offset) for r in got] == [(0, 1)]
     assert c.partitions[("g", "t", 0)].next_deadline() == 5000
+
+
+def test_group_max_size() -> None:
+    c = ShareGroupCoordinator(ShareConfig(), max_size=2)
+    assert c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0).error is ErrorCode.none
+    assert c.heartbeat("g", "b", 0, ["t"], TOPICS, now=0).error is ErrorCode.none
+    full = c.heartbeat("g", "c", 0, ["t"], TOPICS, now=0)
+    assert full.error is ErrorCode.group_max_size_reached and set(c.groups["g"].members) == {"a", "b"}
+    assert c.heartbeat("g", "a", 0, None, TOPICS, now=1).error is ErrorCode.none  # a member rejoining is fine
+    assert c.heartbeat("other", "c", 0, ["t"], TOPICS, now=0).error is ErrorCode.none

@@ -4,7 +4,8 @@ clock of its own (every time is an argument in ms), deterministic for the same c
 
 Rules (each is checked by tests/coordinator/share/test_group.py):
 - A member joins with member epoch 0 and a non-empty member id of its own (KIP-932: the client makes it;
-  empty is INVALID_REQUEST) and a non-empty subscription (else INVALID_REQUEST); it leaves with -1. Any
+  empty is INVALID_REQUEST) and a non-empty subscription (else INVALID_REQUEST); a new member of a group
+  that has `max_size` members is GROUP_MAX_SIZE_REACHED; it leaves with -1. Any
   other epoch must be the member's current one (FENCED_MEMBER_EPOCH); an id the group does not know with
   an epoch other than 0 is UNKNOWN_MEMBER_ID.
 - The group epoch goes up when a member joins or leaves, a subscription changes, or a subscribed topic's
@@ -65,6 +66,7 @@ __all__ = [
 # Kafka 4.2's defaults: group.share.session.timeout.ms, group.share.heartbeat.interval.ms
 DEFAULT_SESSION_TIMEOUT_MS = 45_000
 DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000
+DEFAULT_MAX_SIZE = 200  # group.share.max.size
 ASSIGNOR_NAME = "simple"
 _MAX_EPOCH = 2**31 - 1
 
@@ -182,10 +184,12 @@ class ShareGroupCoordinator:
 
     def __init__(self, share_config: ShareConfig | None = None,
                  session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
-                 heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS) -> None:
+                 heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
+                 max_size: int = DEFAULT_MAX_SIZE) -> None:
         self.share_config = share_config or ShareConfig()
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.max_size = max_size
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self._sessions: dict[tuple[str, str], _Session] = {}
@@ -253,6 +257,9 @@ class ShareGroupCoordinator:
             if not subscribed and member is None:
                 return HeartbeatAnswer(ErrorCode.invalid_request, error_message="SubscribedTopicNames must be "
                                        "set in first request.")
+            if member is None and group is not None and len(group.members) >= self.max_size:
+                return HeartbeatAnswer(ErrorCode.group_max_size_reached, error_message=f"The share group has "
+                                       f"reached its maximum capacity of {self.max_size} members.")
             if group is None:
                 group = self.groups[group_id] = ShareGroup(group_id)
             if member is None:

@@ -212,6 +212,13 @@ KEYS: list[ConfigKey] = [
         differs="Kafka also bounds it by group.share.min/max.heartbeat.interval.ms (5000..15000 by "
         "default); kaflite has no such keys.",
     ),
+    _k(
+        "group.share.max.size",
+        "int",
+        200,
+        "Maximum members of one share group; one more joining gets GROUP_MAX_SIZE_REACHED.",
+        AtLeast(1),
+    ),
 ]
 
 # Keys validated but not read (yet), and why (marked applies=False; tests/config/test_keys_read.py).

@@ -66,7 +66,8 @@ def coordinator(broker: Any) -> ShareGroupCoordinator:
         )
         coord = broker.extensions["share_coordinator"] = ShareGroupCoordinator(
             config, session_timeout_ms=int(broker.setting("group.share.session.timeout.ms")),
-            heartbeat_interval_ms=int(broker.setting("group.share.heartbeat.interval.ms")))
+            heartbeat_interval_ms=int(broker.setting("group.share.heartbeat.interval.ms")),
+            max_size=int(broker.setting("group.share.max.size")))
     return coord  # type: ignore[no-any-return]
 
 
