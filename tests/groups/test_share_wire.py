@@ -12,6 +12,8 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.share_acknowledge.v1 import request as ack_req
 from kio.schema.share_fetch.v1 import request as fetch_req
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
@@ -343,3 +345,27 @@ def test_group_config_read_committed_skips_aborted_and_open_transactions(broker:
     p.abort_transaction(10)
     m.close()
     plain.close()
+
+
+def test_list_and_delete_share_groups(broker: EmbeddedBroker) -> None:
+    """ListGroups names share groups with type "share" (filters by type and state apply); DeleteGroups
+    refuses one with members (NON_EMPTY_GROUP) and deletes it once empty, its share state with it."""
+    topic, tid = new_topic(broker)
+    (m,) = joined_and_started(broker, "g-list", topic, 2)
+    assert offsets(m.fetch(max_wait_ms=2000)) == [0, 1]
+    with WireClient(broker.bootstrap) as c:
+        listed = c.request(ListGroupsRequest(states_filter=(), types_filter=("share",)))
+        assert ("g-list", "share", "Stable", "share") in {
+            (g.group_id, g.protocol_type, g.group_state, g.group_type) for g in listed.groups}
+        assert all(g.group_type == "share" for g in listed.groups)
+        empty = c.request(ListGroupsRequest(states_filter=("empty",), types_filter=("share",)))
+        assert "g-list" not in {g.group_id for g in empty.groups}
+        assert c.request(DeleteGroupsRequest(groups_names=("g-list",))).results[0].error_code == 68  # NON_EMPTY
+        assert m.client.request(ShareGroupHeartbeatRequest(  # the member leaves
+            group_id="g-list", member_id=m.member_id, member_epoch=i32(-1))).error_code == 0
+        assert c.request(DeleteGroupsRequest(groups_names=("g-list",))).results[0].error_code == 0
+        listed = c.request(ListGroupsRequest(states_filter=(), types_filter=()))
+        assert "g-list" not in {g.group_id for g in listed.groups}
+    assert broker.call(lambda: [k for k in broker.server.broker.extensions["share_coordinator"].partitions
+                                if k[0] == "g-list"]) == []
+    m.close()

@@ -23,6 +23,9 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
   is not served: INVALID_REQUEST for that partition.
 - IncrementalAlterConfigs on a GROUP resource (admin.py calls `alter_group_configs`): the share-group
   keys only (INVALID_CONFIG otherwise), in memory.
+- ListGroups lists share groups (type "share", handlers/groups.py calls `listed_share_groups`); DeleteGroups
+  deletes an empty share group with its share-partition state (`delete_share_group`), NON_EMPTY_GROUP
+  while it has members.
 - ShareAcknowledge: epoch 0 is INVALID_SHARE_SESSION_EPOCH (a session is opened by ShareFetch only);
   otherwise the session step, then the acknowledgements.
 """
@@ -35,6 +38,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kaflite.coordinator.messages import ListedGroup
 from kaflite.coordinator.share.group import ShareGroupCoordinator
 from kaflite.coordinator.share.partition import ShareConfig
 from kaflite.protocol.errors import ErrorCode, KafkaError
@@ -44,7 +48,8 @@ from kaflite.server.handlers import ApiTable
 from kaflite.server.replica import fetch_key
 from kaflite.storage.file_slice import FileSlice
 
-__all__ = ["APIS", "alter_group_configs", "coordinator", "share_enabled"]
+__all__ = ["APIS", "alter_group_configs", "coordinator", "delete_share_group", "listed_share_groups",
+           "share_enabled"]
 
 _ZERO = datetime.timedelta(0)
 _NO_ID = uuid.UUID(int=0)
@@ -87,6 +92,27 @@ def alter_group_configs(broker: Any, group_id: str, change: Callable[[dict[str, 
         raise KafkaError(ErrorCode.invalid_config, str(e)) from None
     if not validate_only:
         coord.set_group_configs(group_id, new)
+
+
+def listed_share_groups(broker: Any, states: Sequence[str]) -> list[ListedGroup]:
+    """ListGroups' share groups (group type and protocol type "share"), filtered by state (any case)."""
+    coord = broker.extensions.get("share_coordinator")
+    if coord is None:
+        return []
+    coord.expire(broker.now_ms())
+    wanted = {s.lower() for s in states}
+    return [ListedGroup(g.group_id, "share", g.state, "share") for g in coord.groups.values()
+            if not wanted or g.state.lower() in wanted]
+
+
+def delete_share_group(broker: Any, group_id: str) -> ErrorCode | None:
+    """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members, else it and its share
+    partitions' state go; None when no share group has this id (the group coordinator answers)."""
+    coord = broker.extensions.get("share_coordinator")
+    if coord is None or group_id not in coord.groups:
+        return None
+    coord.expire(broker.now_ms())
+    return coord.delete_group(group_id)  # type: ignore[no-any-return]
 
 
 def _ms(ms: int) -> datetime.timedelta:
