@@ -16,7 +16,9 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
   fetch_offset() up to the high watermark (the last stable offset when the group's share.isolation.level
   is read_committed: then transaction markers and aborted transactions' batches are named to the state
   machine, which archives them undelivered), the batches read are offered to the state machine, and the answer carries the batches read with the acquired
-  ranges (the client delivers only those). At most `max_records` records are acquired per request.
+  ranges (the client delivers only those). At most `max_records` records are acquired per request. The
+  read is in memory on the event loop (the batch headers decide what is acquired, so it cannot be a lazy
+  file slice as Fetch's), capped at 1 MiB a partition plus one whole batch beyond it.
 - When nothing was acquired and nothing failed, the request waits (purgatory keys of its partitions'
   appends) until `max_wait`, or until the earliest lock deadline of its partitions, then tries again.
 - Acknowledgement types per batch: one type for the whole range, or one per offset. RENEW (4, KIP-1222)
@@ -54,6 +56,7 @@ __all__ = ["APIS", "alter_group_configs", "coordinator", "delete_share_group", "
 _ZERO = datetime.timedelta(0)
 _NO_ID = uuid.UUID(int=0)
 _RENEW = 4
+_PARTITION_READ_BYTES = 1 << 20  # a consumer's max.partition.fetch.bytes default
 
 
 def share_enabled(broker: Any) -> bool:
@@ -421,7 +424,9 @@ def _acquire_pass(ctx: RequestContext, coord: ShareGroupCoordinator, group_id: s
             offset = sp.fetch_offset()
             if offset >= upper:
                 continue
-            info = plog.read(offset, max_bytes, max_offset=upper, min_one_message=True)
+            # read in memory on the loop (the batch headers decide what is acquired), so at most
+            # _PARTITION_READ_BYTES a partition (beyond it only one whole batch, min_one_message)
+            info = plog.read(offset, min(max_bytes, _PARTITION_READ_BYTES), max_offset=upper, min_one_message=True)
             data = b"".join(bytes(r) for r in info.records if not isinstance(r, FileSlice))  # lazy=False
             batches = _batches(data)
             if not batches:
