@@ -75,6 +75,12 @@ LIST_GROUPS_GROUP = _c(Op.DESCRIBE, R.GROUP, "each group, without DESCRIBE on th
 DELETE_GROUPS = _c(Op.DELETE, R.GROUP, "each group")
 CONSUMER_GROUP_HEARTBEAT = _c(Op.READ, R.GROUP, "every request")
 CONSUMER_GROUP_DESCRIBE = _c(Op.DESCRIBE, R.GROUP, "each group")
+SHARE_GROUP_HEARTBEAT = _c(Op.READ, R.GROUP, "every request")
+SHARE_GROUP_DESCRIBE = _c(Op.DESCRIBE, R.GROUP, "each group")
+SHARE_FETCH_GROUP = _c(Op.READ, R.GROUP, "every request")
+SHARE_FETCH_TOPIC = _c(Op.READ, R.TOPIC, "each topic")
+SHARE_ACKNOWLEDGE_GROUP = _c(Op.READ, R.GROUP, "every request")
+SHARE_ACKNOWLEDGE_TOPIC = _c(Op.READ, R.TOPIC, "each topic")
 OFFSET_DELETE_GROUP = _c(Op.DELETE, R.GROUP, "every request")
 OFFSET_DELETE_TOPIC = _c(Op.READ, R.TOPIC, "each topic")
 CREATE_TOPICS_CLUSTER = _c(Op.CREATE, R.CLUSTER, "every request (else CREATE on each topic)")
@@ -88,6 +94,7 @@ ALTER_CONFIGS_TOPIC = _c(Op.ALTER_CONFIGS, R.TOPIC, "each topic resource")
 ALTER_CONFIGS_CLUSTER = _c(Op.ALTER_CONFIGS, R.CLUSTER, "each broker resource")
 INCREMENTAL_ALTER_CONFIGS_TOPIC = _c(Op.ALTER_CONFIGS, R.TOPIC, "each topic resource")
 INCREMENTAL_ALTER_CONFIGS_CLUSTER = _c(Op.ALTER_CONFIGS, R.CLUSTER, "each broker resource")
+INCREMENTAL_ALTER_CONFIGS_GROUP = _c(Op.ALTER_CONFIGS, R.GROUP, "each group resource (share groups' keys)")
 DESCRIBE_LOG_DIRS = _c(Op.DESCRIBE, R.CLUSTER, "every request (refused: no directories, CLUSTER_AUTHORIZATION_FAILED)")
 DESCRIBE_CLUSTER_OPS = _c(Op.DESCRIBE, R.CLUSTER, "cluster_authorized_operations requested")
 ELECT_LEADERS = _c(Op.ALTER, R.CLUSTER, "every request")
@@ -154,7 +161,7 @@ API_CHECKS: dict[int, tuple[Check, ...]] = {
     37: (CREATE_PARTITIONS,),
     42: (DELETE_GROUPS,),
     43: (ELECT_LEADERS,),
-    44: (INCREMENTAL_ALTER_CONFIGS_TOPIC, INCREMENTAL_ALTER_CONFIGS_CLUSTER),
+    44: (INCREMENTAL_ALTER_CONFIGS_TOPIC, INCREMENTAL_ALTER_CONFIGS_CLUSTER, INCREMENTAL_ALTER_CONFIGS_GROUP),
     45: (ALTER_REASSIGNMENTS,),
     46: (LIST_REASSIGNMENTS,),
     47: (OFFSET_DELETE_GROUP, OFFSET_DELETE_TOPIC),
@@ -169,6 +176,10 @@ API_CHECKS: dict[int, tuple[Check, ...]] = {
     66: (LIST_TRANSACTIONS,),
     68: (CONSUMER_GROUP_HEARTBEAT,),
     69: (CONSUMER_GROUP_DESCRIBE,),
+    76: (SHARE_GROUP_HEARTBEAT,),
+    77: (SHARE_GROUP_DESCRIBE,),
+    78: (SHARE_FETCH_GROUP, SHARE_FETCH_TOPIC),
+    79: (SHARE_ACKNOWLEDGE_GROUP, SHARE_ACKNOWLEDGE_TOPIC),
 }
 
 API_NAMES: dict[int, str] = {
@@ -183,6 +194,7 @@ API_NAMES: dict[int, str] = {
     49: "AlterClientQuotas", 50: "DescribeUserScramCredentials",
     51: "AlterUserScramCredentials", 56: "AlterPartition", 60: "DescribeCluster", 61: "DescribeProducers",
     65: "DescribeTransactions", 66: "ListTransactions", 68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe",
+    76: "ShareGroupHeartbeat", 77: "ShareGroupDescribe", 78: "ShareFetch", 79: "ShareAcknowledge",
 }
 
 

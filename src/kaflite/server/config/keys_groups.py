@@ -155,6 +155,70 @@ KEYS: list[ConfigKey] = [
         "it back), bidirectional, or disabled (case-insensitive).",
         _MIGRATION_POLICY,
     ),
+    # --- share groups (KIP-932; Kafka's ShareGroupConfig) -------------------------------------------
+    _k(
+        "group.share.enable",
+        "boolean",
+        True,
+        "Serve share groups (ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge): false "
+        "answers them UNSUPPORTED_VERSION and ApiVersions does not advertise them.",
+        kafka_default=False,
+        differs="Kafka 4.1+ switches share groups on with the share.version feature level (this key is an "
+        "internal Kafka switch); kaflite has no feature levels for it, so this key is the switch, on by "
+        "default.",
+    ),
+    _k(
+        "group.share.record.lock.duration.ms",
+        "int",
+        30000,
+        "How long a record acquired by a share-group member stays locked to it before it is released for "
+        "redelivery.",
+        AtLeast(1000),
+        differs="Kafka also bounds it by group.share.min/max.record.lock.duration.ms (15000..60000 by "
+        "default); kaflite has no such keys, so only Kafka's ConfigDef floor of 1000 applies.",
+    ),
+    _k(
+        "group.share.delivery.count.limit",
+        "int",
+        5,
+        "How many times a record may be delivered to share-group members; a record released at this "
+        "count is archived, never delivered again.",
+        Between(2, 10),
+    ),
+    _k(
+        "group.share.partition.max.record.locks",
+        "int",
+        2000,
+        "How many records of one share partition may be in flight (between the share-partition start and "
+        "end offsets) at a time.",
+        AtLeast(1),
+    ),
+    _k(
+        "group.share.session.timeout.ms",
+        "int",
+        45000,
+        "A share-group member without a heartbeat for this long is removed and its acquired records "
+        "released.",
+        AtLeast(1),
+        differs="Kafka also bounds it by group.share.min/max.session.timeout.ms (45000..60000 by default); "
+        "kaflite has no such keys.",
+    ),
+    _k(
+        "group.share.heartbeat.interval.ms",
+        "int",
+        5000,
+        "Heartbeat interval given to share-group members.",
+        AtLeast(1),
+        differs="Kafka also bounds it by group.share.min/max.heartbeat.interval.ms (5000..15000 by "
+        "default); kaflite has no such keys.",
+    ),
+    _k(
+        "group.share.max.size",
+        "int",
+        200,
+        "Maximum members of one share group; one more joining gets GROUP_MAX_SIZE_REACHED.",
+        AtLeast(1),
+    ),
 ]
 
 # Keys validated but not read (yet), and why (marked applies=False; tests/config/test_keys_read.py).

@@ -60,6 +60,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "kaflite.server.handlers.security",
     "kaflite.server.handlers.acls",
     "kaflite.server.handlers.quotas",
+    "kaflite.server.handlers.share",
 )
 
 

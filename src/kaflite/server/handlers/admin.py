@@ -56,6 +56,7 @@ from kaflite.server.dynamic_config import DEFAULT_ENTITY
 from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.metadata import broker_endpoints
 from kaflite.server.handlers.partitions import per_partition
+from kaflite.server.handlers.share import alter_group_configs
 from kaflite.server.metadata_waiters import topic_has_leaders
 from kaflite.server.quota import MutationQuota
 
@@ -66,7 +67,7 @@ _NO_ID = uuid.UUID(int=0)
 # A guard against typos such as 100000000 partitions (each is a directory with open files); Kafka has no
 # fixed limit but would exhaust the controller's resources the same way.
 MAX_PARTITIONS_PER_TOPIC = 10_000
-RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER = 2, 4, 8
+RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_GROUP = 2, 4, 8, 32
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
@@ -484,7 +485,8 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
 
 # -- AlterConfigs / IncrementalAlterConfigs ----------------------------------------------------------
 async def _alter(
-    ctx: RequestContext, request: Any, new_configs: Any, topic_check: rules.Check, cluster_check: rules.Check
+    ctx: RequestContext, request: Any, new_configs: Any, topic_check: rules.Check, cluster_check: rules.Check,
+    group_check: rules.Check | None = None,
 ) -> list[tuple[ErrorCode, str | None, int, str]]:
     broker = ctx.broker
     out: list[tuple[ErrorCode, str | None, int, str]] = []
@@ -493,6 +495,12 @@ async def _alter(
         try:
             if res.resource_type == RESOURCE_BROKER:
                 await _alter_broker(ctx, res, new_configs, request.validate_only, cluster_check)
+                out.append((code, message, res.resource_type, res.resource_name))
+                continue
+            if res.resource_type == RESOURCE_GROUP and group_check is not None:  # share groups' keys
+                ctx.check(group_check, res.resource_name)
+                alter_group_configs(ctx.broker, res.resource_name, partial(new_configs, configs=res.configs),
+                                    request.validate_only)
                 out.append((code, message, res.resource_type, res.resource_name))
                 continue
             if res.resource_type != RESOURCE_TOPIC:
@@ -585,7 +593,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) ->
     results = tuple(
         build(R.AlterConfigsResourceResponse, error_code=c, error_message=m, resource_type=t, resource_name=n)
         for c, m, t, n in await _alter(ctx, request, _incremental, rules.INCREMENTAL_ALTER_CONFIGS_TOPIC,
-                                       rules.INCREMENTAL_ALTER_CONFIGS_CLUSTER)
+                                       rules.INCREMENTAL_ALTER_CONFIGS_CLUSTER, rules.INCREMENTAL_ALTER_CONFIGS_GROUP)
     )
     return build(R.IncrementalAlterConfigsResponse, throttle_time=_ZERO, responses=results)
 

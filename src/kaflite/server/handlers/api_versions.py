@@ -16,6 +16,7 @@ from kaflite.server.handlers import ApiTable, Registry
 
 API_KEY = 18
 CONSUMER_PROTOCOL_APIS = frozenset({68, 69})  # ConsumerGroupHeartbeat, ConsumerGroupDescribe
+SHARE_GROUP_APIS = frozenset({76, 77, 78, 79})  # ShareGroupHeartbeat/Describe, ShareFetch, ShareAcknowledge
 _ZERO = datetime.timedelta(0)
 
 
@@ -33,6 +34,9 @@ async def handle_api_versions(ctx: RequestContext, request: Any) -> Any:
     # KIP-848's APIs are advertised only when group.coordinator.rebalance.protocols lists consumer (Kafka)
     hidden = frozenset() if "consumer" in ctx.broker.setting("group.coordinator.rebalance.protocols") \
         else CONSUMER_PROTOCOL_APIS
+    # KIP-932's APIs only when share groups are on (Kafka: the share.version feature; here group.share.enable)
+    if not ctx.broker.setting("group.share.enable"):
+        hidden |= SHARE_GROUP_APIS
     return api_versions_response(ctx.broker.registry, ctx.api_version, hidden=hidden)
 
 

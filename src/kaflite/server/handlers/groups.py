@@ -53,6 +53,7 @@ from kaflite.server.acl import rules
 from kaflite.server.authorizer import ResourceType
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
+from kaflite.server.handlers.share import delete_share_group, listed_share_groups
 
 log = logging.getLogger("kaflite.coordinator")
 
@@ -657,6 +658,7 @@ async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
             error = e.code
             continue
         listed += [g for g in shard_groups if not types or g.group_type in types]
+    listed += [g for g in listed_share_groups(ctx.broker, states) if not types or g.group_type in types]
     # Kafka: DESCRIBE on the cluster lists every group, else only those the principal may DESCRIBE
     if not ctx.allowed(rules.LIST_GROUPS_CLUSTER):
         listed = [g for g in listed if ctx.allowed(rules.LIST_GROUPS_GROUP, g.group_id)]
@@ -673,6 +675,10 @@ async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
     for group_id in request.groups_names:
         if _denied(ctx, rules.DELETE_GROUPS, group_id):
             answered[group_id] = rules.DELETE_GROUPS.error
+            continue
+        share_answer = delete_share_group(ctx.broker, group_id)
+        if share_answer is not None:  # a share group (in the share coordinator's memory)
+            answered[group_id] = share_answer
             continue
         by_partition.setdefault(svc.partition_for(group_id), []).append(group_id)
     for ids in by_partition.values():

@@ -1,0 +1,396 @@
+"""The share-group coordinator of KIP-932: membership by ShareGroupHeartbeat, the simple assignor, share
+sessions (ShareFetch / ShareAcknowledge epochs) and the share partitions of every group. Pure: no I/O, no
+clock of its own (every time is an argument in ms), deterministic for the same calls.
+
+Rules (each is checked by tests/coordinator/share/test_group.py):
+- A member joins with member epoch 0 and a non-empty member id of its own (KIP-932: the client makes it;
+  empty is INVALID_REQUEST) and a non-empty subscription (else INVALID_REQUEST); a new member of a group
+  that has `max_size` members is GROUP_MAX_SIZE_REACHED; it leaves with -1. Any
+  other epoch must be the member's current one (FENCED_MEMBER_EPOCH); an id the group does not know with
+  an epoch other than 0 is UNKNOWN_MEMBER_ID.
+- The group epoch goes up when a member joins or leaves, a subscription changes, or a subscribed topic's
+  partition count changes; the assignment is then recomputed and stamped with the group epoch. Share
+  groups revoke nothing (a partition may have many members), so every member moves to the new epoch at
+  its next heartbeat, and a heartbeat answer carries the assignment exactly when the member's epoch moved
+  (join included); otherwise the assignment is null (unchanged).
+- The assignor (`simple_assign`): every subscribed partition gets at least one member and every member
+  with a subscription at least one partition when there are enough partitions. Members and partitions
+  are sorted; with at least as many members as partitions member i gets partition i mod P, else
+  partition j goes to member j mod M (of the members subscribed to its topic).
+- A member without a heartbeat for `session_timeout_ms` is removed by `expire(now)` (deadline =
+  last heartbeat + session timeout; removed at now >= deadline), as if it had left: everything it holds
+  in any share partition of its group is released (RELEASE semantics: redelivered, or archived at the
+  delivery limit), its share sessions end, and the group epoch goes up.
+- Share sessions, one per (group, member): epoch 0 opens (or replaces) the session with the request's
+  partitions; -1 closes it (and is answered with the acknowledgements only); any other epoch must be the
+  session's next epoch (INVALID_SHARE_SESSION_EPOCH), which then increments (after 2^31-1 comes 1); no
+  session is SHARE_SESSION_NOT_FOUND. Only a member of the group may open a session or fetch
+  (UNKNOWN_MEMBER_ID).
+- Share partitions are created on first fetch per (group, topic, partition), their start offset from
+  `share.auto.offset.reset` (latest by default): the state machine kaflite.coordinator.share.partition
+  decides everything about records; this module only routes members to it. A member may acknowledge
+  only in partitions of its own group.
+- Group configs (`set_group_configs`, Kafka's GroupConfig keys of share groups): share.auto.offset.reset,
+  share.isolation.level, share.record.lock.duration.ms (these two also change the group's share partitions
+  in use), share.delivery.count.limit (share partitions created after the change), share.session.timeout.ms and
+  share.heartbeat.interval.ms (from the member's next heartbeat). A value out of bounds or an unknown key
+  refuses the whole change (ValueError), nothing changes; None deletes a key (back to the broker's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from kaflite.coordinator.share.partition import (
+    AcknowledgeResult,
+    AcquiredRange,
+    ShareConfig,
+    SharePartition,
+)
+from kaflite.protocol.errors import ErrorCode
+
+__all__ = [
+    "ASSIGNOR_NAME",
+    "GROUP_CONFIG_KEYS",
+    "DEFAULT_HEARTBEAT_INTERVAL_MS",
+    "DEFAULT_SESSION_TIMEOUT_MS",
+    "HeartbeatAnswer",
+    "SessionAnswer",
+    "ShareGroup",
+    "ShareGroupCoordinator",
+    "ShareMember",
+    "simple_assign",
+]
+
+# Kafka 4.2's defaults: group.share.session.timeout.ms, group.share.heartbeat.interval.ms
+DEFAULT_SESSION_TIMEOUT_MS = 45_000
+DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000
+DEFAULT_MAX_SIZE = 200  # group.share.max.size
+ASSIGNOR_NAME = "simple"
+_MAX_EPOCH = 2**31 - 1
+
+TP = tuple[str, int]
+Assignment = dict[str, frozenset[int]]
+
+
+def _int_between(lo: int, hi: int) -> Callable[[str], bool]:
+    return lambda v: v.lstrip("-").isdigit() and lo <= int(v) <= hi
+
+
+# Kafka's share-group GroupConfig keys with kaflite's bounds (those of the broker keys they override)
+GROUP_CONFIG_KEYS: dict[str, tuple[Callable[[str], bool], str]] = {
+    "share.auto.offset.reset": (lambda v: v in ("latest", "earliest"), "latest or earliest"),
+    "share.isolation.level": (lambda v: v in ("read_uncommitted", "read_committed"),
+                              "read_uncommitted or read_committed"),
+    "share.record.lock.duration.ms": (_int_between(1000, 2**31 - 1), "an int >= 1000"),
+    "share.delivery.count.limit": (_int_between(2, 10), "an int in 2..10"),
+    "share.session.timeout.ms": (_int_between(1, 2**31 - 1), "an int >= 1"),
+    "share.heartbeat.interval.ms": (_int_between(1, 2**31 - 1), "an int >= 1"),
+}
+
+
+def simple_assign(subscriptions: Mapping[str, frozenset[str]], topics: Mapping[str, int]) -> dict[str, Assignment]:
+    """Every member's partitions (see the rules). `topics`: partition counts of existing topics; a
+    subscribed topic that does not exist assigns nothing."""
+    out: dict[str, dict[str, set[int]]] = {m: {} for m in subscriptions}
+    by_topic: dict[str, list[str]] = {}
+    for member in sorted(subscriptions):
+        for topic in subscriptions[member]:
+            if topics.get(topic, 0) > 0:
+                by_topic.setdefault(topic, []).append(member)
+    homogeneous = len({subscriptions[m] for m in subscriptions}) <= 1
+    if homogeneous and by_topic:
+        # one pool of partitions for the whole group, balanced across topics
+        members = sorted(subscriptions)
+        parts = [(t, p) for t in sorted(by_topic) for p in range(topics[t])]
+        _spread(members, parts, out)
+    else:
+        for topic in sorted(by_topic):
+            _spread(by_topic[topic], [(topic, p) for p in range(topics[topic])], out)
+    return {m: {t: frozenset(ps) for t, ps in a.items()} for m, a in out.items()}
+
+
+def _spread(members: list[str], parts: list[TP], out: dict[str, dict[str, set[int]]]) -> None:
+    if not members or not parts:
+        return
+    if len(members) >= len(parts):
+        for i, member in enumerate(members):
+            t, p = parts[i % len(parts)]
+            out[member].setdefault(t, set()).add(p)
+    else:
+        for j, (t, p) in enumerate(parts):
+            out[members[j % len(members)]].setdefault(t, set()).add(p)
+
+
+@dataclass(slots=True)
+class ShareMember:
+    member_id: str
+    member_epoch: int
+    subscribed: frozenset[str]
+    deadline_ms: int
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    assigned: Assignment = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ShareGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ShareMember] = field(default_factory=dict)
+    target: dict[str, Assignment] = field(default_factory=dict)
+    topics_seen: dict[str, int] = field(default_factory=dict)  # partition counts the target was built on
+
+    @property
+    def state(self) -> str:
+        """Kafka's ShareGroup states: Empty, Stable (no revocation, so never Reconciling for long)."""
+        if not self.members:
+            return "Empty"
+        if any(m.member_epoch != self.group_epoch for m in self.members.values()):
+            return "Reconciling"
+        return "Stable"
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatAnswer:
+    error: ErrorCode
+    member_id: str | None = None
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionAnswer:
+    """A share session after a request: its error, and the partitions it now holds (what to fetch)."""
+
+    error: ErrorCode
+    partitions: tuple[TP, ...] = ()
+    closed: bool = False
+
+
+@dataclass(slots=True)
+class _Session:
+    next_epoch: int
+    partitions: dict[TP, None]  # ordered set
+
+
+class ShareGroupCoordinator:
+    """See the rules above."""
+
+    def __init__(self, share_config: ShareConfig | None = None,
+                 session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+                 heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
+                 max_size: int = DEFAULT_MAX_SIZE) -> None:
+        self.share_config = share_config or ShareConfig()
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.max_size = max_size
+        self.groups: dict[str, ShareGroup] = {}
+        self.partitions: dict[tuple[str, str, int], SharePartition] = {}
+        self._sessions: dict[tuple[str, str], _Session] = {}
+        self.group_configs: dict[str, dict[str, str]] = {}
+
+    # --- group configs ----------------------------------------------------------------------------
+    def set_group_configs(self, group_id: str, configs: Mapping[str, str | None]) -> None:
+        """Replace the group's configs by `configs` (None values dropped); ValueError names a bad key."""
+        for key, value in configs.items():
+            rule = GROUP_CONFIG_KEYS.get(key)
+            if rule is None:
+                raise ValueError(f"Unknown group config name: {key}")
+            if value is not None and not rule[0](value):
+                raise ValueError(f"Invalid value {value} for configuration {key}: expected {rule[1]}")
+        kept = {k: v for k, v in configs.items() if v is not None}
+        if kept:
+            self.group_configs[group_id] = kept
+        else:
+            self.group_configs.pop(group_id, None)
+        # the isolation level and the lock duration also apply to the share partitions in use (neither can
+        # break the state machine's rules: they only decide future acquisitions); the delivery limit and
+        # the start offset do not (a lower limit would leave AVAILABLE records at or past it)
+        new = self.config_for(group_id)
+        for (gid, _t, _p), sp in self.partitions.items():
+            if gid == group_id:
+                sp.config = replace(sp.config, isolation_level=new.isolation_level,
+                                    record_lock_duration_ms=new.record_lock_duration_ms)
+
+    def config_for(self, group_id: str) -> ShareConfig:
+        """The broker's share config with the group's overrides."""
+        own = self.group_configs.get(group_id)
+        if not own:
+            return self.share_config
+        changes: dict[str, object] = {}
+        if "share.auto.offset.reset" in own:
+            changes["auto_offset_reset"] = own["share.auto.offset.reset"]
+        if "share.isolation.level" in own:
+            changes["isolation_level"] = own["share.isolation.level"]
+        if "share.record.lock.duration.ms" in own:
+            changes["record_lock_duration_ms"] = int(own["share.record.lock.duration.ms"])
+        if "share.delivery.count.limit" in own:
+            changes["delivery_count_limit"] = int(own["share.delivery.count.limit"])
+        return replace(self.share_config, **changes)  # type: ignore[arg-type]
+
+    def _group_int(self, group_id: str, key: str, default: int) -> int:
+        value = self.group_configs.get(group_id, {}).get(key)
+        return default if value is None else int(value)
+
+    # --- membership -------------------------------------------------------------------------------
+    def heartbeat(self, group_id: str, member_id: str, member_epoch: int, subscribed: Sequence[str] | None,
+                  topics: Mapping[str, int], now: int, *, rack_id: str | None = None,
+                  client_id: str = "", client_host: str = "") -> HeartbeatAnswer:
+        self.expire(now)
+        if not group_id:
+            return HeartbeatAnswer(ErrorCode.invalid_request, error_message="GroupId can't be empty.")
+        if not member_id:
+            return HeartbeatAnswer(ErrorCode.invalid_request, error_message="MemberId can't be empty.")
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if member_epoch == -1:
+            if member is not None and group is not None:
+                self._remove(group, member_id)
+            return HeartbeatAnswer(ErrorCode.none, member_id, -1, 0)
+        if member_epoch == 0:
+            if not subscribed and member is None:
+                return HeartbeatAnswer(ErrorCode.invalid_request, error_message="SubscribedTopicNames must be "
+                                       "set in first request.")
+            if member is None and group is not None and len(group.members) >= self.max_size:
+                return HeartbeatAnswer(ErrorCode.group_max_size_reached, error_message=f"The share group has "
+                                       f"reached its maximum capacity of {self.max_size} members.")
+            if group is None:
+                group = self.groups[group_id] = ShareGroup(group_id)
+            if member is None:
+                member = group.members[member_id] = ShareMember(member_id, 0, frozenset(subscribed or ()), 0)
+                group.group_epoch += 1
+            else:
+                member.member_epoch = 0  # a rejoin: it gets the whole assignment again
+        elif member is None or group is None:
+            return HeartbeatAnswer(ErrorCode.unknown_member_id, error_message=f"Member {member_id} is not in "
+                                   f"group {group_id}.")
+        elif member_epoch != member.member_epoch:
+            return HeartbeatAnswer(ErrorCode.fenced_member_epoch, error_message=f"The share group member has "
+                                   f"a different epoch ({member.member_epoch}) than the one sent "
+                                   f"({member_epoch}).")
+        member.deadline_ms = now + self._group_int(group_id, "share.session.timeout.ms", self.session_timeout_ms)
+        member.rack_id = rack_id if rack_id is not None else member.rack_id
+        member.client_id, member.client_host = client_id, client_host
+        if subscribed is not None and frozenset(subscribed) != member.subscribed:
+            member.subscribed = frozenset(subscribed)
+            group.group_epoch += 1
+        self._refresh(group, topics)
+        assignment = None
+        if member.member_epoch != group.assignment_epoch:
+            member.member_epoch = group.assignment_epoch
+            member.assigned = group.target.get(member_id, {})
+            assignment = member.assigned
+        interval = self._group_int(group_id, "share.heartbeat.interval.ms", self.heartbeat_interval_ms)
+        return HeartbeatAnswer(ErrorCode.none, member_id, member.member_epoch, interval, assignment)
+
+    def expire(self, now: int) -> list[tuple[str, str]]:
+        """Remove the members whose session timed out; the (group, member) pairs removed."""
+        gone = [(g.group_id, m.member_id) for g in self.groups.values() for m in g.members.values()
+                if now >= m.deadline_ms]
+        for group_id, member_id in gone:
+            self._remove(self.groups[group_id], member_id)
+        return gone
+
+    def next_deadline(self) -> int | None:
+        deadlines = [m.deadline_ms for g in self.groups.values() for m in g.members.values()]
+        return min(deadlines) if deadlines else None
+
+    def is_member(self, group_id: str, member_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and member_id in group.members
+
+    def _remove(self, group: ShareGroup, member_id: str) -> None:
+        del group.members[member_id]
+        group.group_epoch += 1
+        group.target.pop(member_id, None)
+        for (gid, _t, _p), sp in self.partitions.items():
+            if gid == group.group_id:
+                sp.release_member(member_id)
+        self._sessions.pop((group.group_id, member_id), None)
+
+    def _refresh(self, group: ShareGroup, topics: Mapping[str, int]) -> None:
+        """Recompute the target when the group epoch moved or a subscribed topic's partition count did."""
+        subscribed = {t for m in group.members.values() for t in m.subscribed}
+        seen = {t: topics.get(t, 0) for t in subscribed}
+        if seen != group.topics_seen and group.assignment_epoch == group.group_epoch:
+            group.group_epoch += 1
+        if group.assignment_epoch == group.group_epoch:
+            return
+        group.topics_seen = seen
+        group.target = simple_assign({m.member_id: m.subscribed for m in group.members.values()}, topics)
+        group.assignment_epoch = group.group_epoch
+
+    # --- share sessions ---------------------------------------------------------------------------
+    def session(self, group_id: str, member_id: str, epoch: int, add: Iterable[TP], forget: Iterable[TP],
+                now: int) -> SessionAnswer:
+        """Open, continue or close the (group, member) share session (see the rules)."""
+        self.expire(now)
+        key = (group_id, member_id)
+        if epoch == -1:
+            sess = self._sessions.pop(key, None)
+            if sess is None:
+                return SessionAnswer(ErrorCode.share_session_not_found)
+            return SessionAnswer(ErrorCode.none, tuple(sess.partitions), closed=True)
+        if not self.is_member(group_id, member_id):
+            return SessionAnswer(ErrorCode.unknown_member_id)
+        if epoch == 0:
+            sess = self._sessions[key] = _Session(1, {})
+        else:
+            found = self._sessions.get(key)
+            if found is None:
+                return SessionAnswer(ErrorCode.share_session_not_found)
+            if epoch != found.next_epoch:
+                return SessionAnswer(ErrorCode.invalid_share_session_epoch)
+            sess = found
+            sess.next_epoch = 1 if sess.next_epoch == _MAX_EPOCH else sess.next_epoch + 1
+        for tp in forget:
+            sess.partitions.pop(tp, None)
+        for tp in add:
+            sess.partitions[tp] = None
+        return SessionAnswer(ErrorCode.none, tuple(sess.partitions))
+
+    def close_sessions_of(self, group_id: str, member_id: str) -> None:
+        self._sessions.pop((group_id, member_id), None)
+
+    # --- records ----------------------------------------------------------------------------------
+    def share_partition(self, group_id: str, topic: str, partition: int, log_start_offset: int,
+                        high_watermark: int) -> SharePartition:
+        key = (group_id, topic, partition)
+        sp = self.partitions.get(key)
+        if sp is None:
+            sp = self.partitions[key] = SharePartition.initial(self.config_for(group_id), log_start_offset,
+                                                               high_watermark)
+        return sp
+
+    def acquire(self, group_id: str, member_id: str, topic: str, partition: int,
+                batches: Sequence[tuple[int, int]], *, log_start_offset: int, high_watermark: int,
+                max_records: int, now: int, last_stable_offset: int | None = None,
+                aborted: Sequence[tuple[int, int]] = ()) -> list[AcquiredRange]:
+        sp = self.share_partition(group_id, topic, partition, log_start_offset, high_watermark)
+        sp.move_log_start(log_start_offset)
+        return sp.acquire(member_id, batches, high_watermark=high_watermark, max_records=max_records, now=now,
+                          last_stable_offset=last_stable_offset, aborted=aborted)
+
+    def acknowledge(self, group_id: str, member_id: str, topic: str, partition: int,
+                    acks: Sequence[tuple[int, int, int]], now: int) -> AcknowledgeResult:
+        sp = self.partitions.get((group_id, topic, partition))
+        if sp is None:  # never fetched in this group: nothing of it can be held
+            return AcknowledgeResult(ErrorCode.invalid_record_state.value, 0)
+        return sp.acknowledge(member_id, acks, now)
+
+    def delete_group(self, group_id: str) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.group_id_not_found
+        if group.members:
+            return ErrorCode.non_empty_group
+        del self.groups[group_id]
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            del self.partitions[key]
+        return ErrorCode.none

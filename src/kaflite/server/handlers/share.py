@@ -1,0 +1,499 @@
+"""Share groups (KIP-932): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78) and
+ShareAcknowledge (79), v1 each: kio 0.6.5 also has ShareFetch / ShareAcknowledge v2 (Kafka 4.2: KIP-1206's
+acquire mode, KIP-1222's RENEW), which are not served, as nothing beyond Kafka 4.1.0's advertised versions is
+(tests/server/test_kafka_versions.py); librdkafka 2.15 sends v1.
+
+Rules (the decisions are kaflite.coordinator.share.group's and .partition's; this shell reads the log):
+- group.share.enable=false answers every one of these APIs UNSUPPORTED_VERSION (ApiVersions then does not
+  advertise them); the ACL checks are acl.rules' SHARE_* (READ on the group, READ on each topic fetched or
+  acknowledged: a refused topic's partitions are TOPIC_AUTHORIZATION_FAILED, DESCRIBE on a described group).
+- The coordinator is one `ShareGroupCoordinator` per broker, in memory, built from the group.share.* keys
+  the first time a share API is used; its clock is the broker's `now_ms`.
+- ShareFetch: a request with share session epoch 0 carrying acknowledgements is INVALID_REQUEST, as in
+  Kafka; otherwise the session step (open / continue / close) comes first, then the acknowledgements
+  (per partition, all of a partition's batches or none), then, unless the session was closed (-1), the
+  acquisition over every partition of the session: the log is read from the share partition's
+  fetch_offset() up to the high watermark (the last stable offset when the group's share.isolation.level
+  is read_committed: then transaction markers and aborted transactions' batches are named to the state
+  machine, which archives them undelivered), the batches read are offered to the state machine, and the answer carries the batches read with the acquired
+  ranges (the client delivers only those). At most `max_records` records are acquired per request. The
+  read is in memory on the event loop (the batch headers decide what is acquired, so it cannot be a lazy
+  file slice as Fetch's), capped at 1 MiB a partition plus one whole batch beyond it.
+- When nothing was acquired and nothing failed, the request waits (purgatory keys of its partitions'
+  appends) until `max_wait`, or until the earliest lock deadline of its partitions, then tries again.
+- Acknowledgement types per batch: one type for the whole range, or one per offset. RENEW (4, KIP-1222)
+  is not served: INVALID_REQUEST for that partition.
+- IncrementalAlterConfigs on a GROUP resource (admin.py calls `alter_group_configs`): the share-group
+  keys only (INVALID_CONFIG otherwise), in memory.
+- ListGroups lists share groups (type "share", handlers/groups.py calls `listed_share_groups`); DeleteGroups
+  deletes an empty share group with its share-partition state (`delete_share_group`), NON_EMPTY_GROUP
+  while it has members.
+- ShareAcknowledge: epoch 0 is INVALID_SHARE_SESSION_EPOCH (a session is opened by ShareFetch only);
+  otherwise the session step, then the acknowledgements.
+"""
+
+from __future__ import annotations
+
+import datetime
+import struct
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kaflite.coordinator.messages import ListedGroup
+from kaflite.coordinator.share.group import ShareGroupCoordinator
+from kaflite.coordinator.share.partition import ShareConfig
+from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.acl import rules
+from kaflite.server.context import RequestContext, build
+from kaflite.server.handlers import ApiTable
+from kaflite.server.replica import fetch_key
+from kaflite.storage.file_slice import FileSlice
+
+__all__ = ["APIS", "alter_group_configs", "coordinator", "delete_share_group", "listed_share_groups",
+           "share_enabled"]
+
+_ZERO = datetime.timedelta(0)
+_NO_ID = uuid.UUID(int=0)
+_RENEW = 4
+_PARTITION_READ_BYTES = 1 << 20  # a consumer's max.partition.fetch.bytes default
+
+
+def share_enabled(broker: Any) -> bool:
+    return bool(broker.setting("group.share.enable"))
+
+
+def coordinator(broker: Any) -> ShareGroupCoordinator:
+    """The broker's share-group coordinator, made from the group.share.* keys on first use."""
+    coord = broker.extensions.get("share_coordinator")
+    if coord is None:
+        config = ShareConfig(
+            record_lock_duration_ms=int(broker.setting("group.share.record.lock.duration.ms")),
+            delivery_count_limit=int(broker.setting("group.share.delivery.count.limit")),
+            max_record_locks=int(broker.setting("group.share.partition.max.record.locks")),
+        )
+        coord = broker.extensions["share_coordinator"] = ShareGroupCoordinator(
+            config, session_timeout_ms=int(broker.setting("group.share.session.timeout.ms")),
+            heartbeat_interval_ms=int(broker.setting("group.share.heartbeat.interval.ms")),
+            max_size=int(broker.setting("group.share.max.size")))
+    return coord  # type: ignore[no-any-return]
+
+
+def alter_group_configs(broker: Any, group_id: str, change: Callable[[dict[str, str]], dict[str, str | None]],
+                        validate_only: bool) -> None:
+    """IncrementalAlterConfigs on a GROUP resource: the share-group keys of GROUP_CONFIG_KEYS, kept in the
+    coordinator's memory (lost on restart, as the share-partition state). A key that is not one of them
+    (consumer-group keys included) or a bad value is INVALID_CONFIG for the resource, nothing changes."""
+    if not group_id:
+        raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty.")
+    coord = coordinator(broker)
+    new = change(dict(coord.group_configs.get(group_id, {})))
+    probe = ShareGroupCoordinator(coord.share_config)  # validate without touching the real one
+    try:
+        probe.set_group_configs(group_id, new)
+    except ValueError as e:
+        raise KafkaError(ErrorCode.invalid_config, str(e)) from None
+    if not validate_only:
+        coord.set_group_configs(group_id, new)
+
+
+def listed_share_groups(broker: Any, states: Sequence[str]) -> list[ListedGroup]:
+    """ListGroups' share groups (group type and protocol type "share"), filtered by state (any case)."""
+    coord = broker.extensions.get("share_coordinator")
+    if coord is None:
+        return []
+    coord.expire(broker.now_ms())
+    wanted = {s.lower() for s in states}
+    return [ListedGroup(g.group_id, "share", g.state, "share") for g in coord.groups.values()
+            if not wanted or g.state.lower() in wanted]
+
+
+def delete_share_group(broker: Any, group_id: str) -> ErrorCode | None:
+    """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members, else it and its share
+    partitions' state go; None when no share group has this id (the group coordinator answers)."""
+    coord = broker.extensions.get("share_coordinator")
+    if coord is None or group_id not in coord.groups:
+        return None
+    coord.expire(broker.now_ms())
+    return coord.delete_group(group_id)  # type: ignore[no-any-return]
+
+
+def _ms(ms: int) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=ms)
+
+
+# --- ShareGroupHeartbeat (76) ---------------------------------------------------------------------
+
+async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+
+    def failed(code: ErrorCode, message: str | None = None) -> Any:
+        return build(R.ShareGroupHeartbeatResponse, throttle_time=_ZERO, error_code=code, error_message=message,
+                     member_id=None, member_epoch=-1, heartbeat_interval=_ZERO, assignment=None)
+    if not share_enabled(ctx.broker):
+        return failed(ErrorCode.unsupported_version, "Share groups are not enabled (group.share.enable).")
+    if not ctx.allowed(rules.SHARE_GROUP_HEARTBEAT, request.group_id):
+        return failed(rules.SHARE_GROUP_HEARTBEAT.error)
+    broker = ctx.broker
+    metadata = broker.metadata
+    topics = {name: t.num_partitions for name, t in metadata.topics.items() if not t.internal}
+    subscribed = None if request.subscribed_topic_names is None else list(request.subscribed_topic_names)
+    answer = coordinator(broker).heartbeat(
+        request.group_id, request.member_id, int(request.member_epoch), subscribed, topics, broker.now_ms(),
+        rack_id=request.rack_id, client_id=ctx.client_id or "",
+        client_host="/" + (ctx.client_host or "127.0.0.1"))
+    if answer.error is not ErrorCode.none:
+        return failed(answer.error, answer.error_message)
+    assignment = None
+    if answer.assignment is not None:
+        parts = tuple(build(R.TopicPartitions, topic_id=metadata.topics[t].topic_id, partitions=tuple(sorted(ps)))
+                      for t, ps in sorted(answer.assignment.items()) if t in metadata.topics)
+        assignment = build(R.Assignment, topic_partitions=parts)
+    return build(R.ShareGroupHeartbeatResponse, throttle_time=_ZERO, error_code=ErrorCode.none,
+                 error_message=None, member_id=answer.member_id, member_epoch=answer.member_epoch,
+                 heartbeat_interval=_ms(answer.heartbeat_interval_ms), assignment=assignment)
+
+
+# --- ShareGroupDescribe (77) ----------------------------------------------------------------------
+
+async def handle_share_group_describe(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+    broker = ctx.broker
+    metadata = broker.metadata
+    enabled = share_enabled(broker)
+    coord = coordinator(broker) if enabled else None
+    if coord is not None:
+        coord.expire(broker.now_ms())
+
+    def assignment(a: dict[str, frozenset[int]]) -> Any:
+        parts = tuple(build(R.TopicPartitions, topic_id=metadata.topics[t].topic_id, topic_name=t,
+                            partitions=tuple(sorted(ps)))
+                      for t, ps in sorted(a.items()) if t in metadata.topics and ps)
+        return build(R.Assignment, topic_partitions=parts)
+
+    groups = []
+    for group_id in request.group_ids:
+        def empty(code: ErrorCode, message: str | None = None, group_id: str = group_id) -> Any:
+            return build(R.DescribedGroup, error_code=code, error_message=message, group_id=group_id,
+                         group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="", members=())
+        if coord is None:
+            groups.append(empty(ErrorCode.unsupported_version, "Share groups are not enabled."))
+            continue
+        if not ctx.allowed(rules.SHARE_GROUP_DESCRIBE, group_id):
+            groups.append(empty(rules.SHARE_GROUP_DESCRIBE.error))
+            continue
+        group = coord.groups.get(group_id)
+        if group is None:
+            groups.append(empty(ErrorCode.group_id_not_found, f"Group {group_id} not found."))
+            continue
+        members = tuple(
+            build(R.Member, member_id=mb.member_id, rack_id=mb.rack_id, member_epoch=mb.member_epoch,
+                  client_id=mb.client_id, client_host=mb.client_host,
+                  subscribed_topic_names=tuple(sorted(mb.subscribed)), assignment=assignment(mb.assigned))
+            for mb in group.members.values())
+        groups.append(build(R.DescribedGroup, error_code=ErrorCode.none, error_message=None, group_id=group_id,
+                            group_state=group.state, group_epoch=group.group_epoch,
+                            assignment_epoch=group.assignment_epoch, assignor_name="simple", members=members))
+    return build(R.ShareGroupDescribeResponse, throttle_time=_ZERO, groups=tuple(groups))
+
+
+# --- acknowledgements shared by ShareFetch and ShareAcknowledge ------------------------------------
+
+def _ack_ranges(batches: Sequence[Any]) -> list[tuple[int, int, int]] | None:
+    """The wire's AcknowledgementBatches as (first, last, type) ranges; None when malformed (a types array
+    neither of length 1 nor of the range's length, or RENEW, which kaflite does not serve)."""
+    out: list[tuple[int, int, int]] = []
+    for b in batches:
+        first, last, types = int(b.first_offset), int(b.last_offset), [int(t) for t in b.acknowledge_types]
+        if _RENEW in types or not types:
+            return None
+        if len(types) == 1:
+            out.append((first, last, types[0]))
+        elif len(types) == last - first + 1:
+            for i, kind in enumerate(types):
+                off = first + i
+                if out and out[-1][1] == off - 1 and out[-1][2] == kind and out[-1][0] >= first:
+                    out[-1] = (out[-1][0], off, kind)
+                else:
+                    out.append((off, off, kind))
+        else:
+            return None
+    return out
+
+
+def _acknowledge(ctx: RequestContext, coord: ShareGroupCoordinator, group_id: str, member_id: str,
+                 topics: Sequence[Any], names: dict[uuid.UUID, str], topic_check: rules.Check,
+                 now: int) -> dict[tuple[uuid.UUID, int], ErrorCode]:
+    """Apply the request's acknowledgements; the error per (topic id, partition) acknowledged."""
+    answers: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+    for t in topics:
+        topic_id = t.topic_id or _NO_ID
+        name = names.get(topic_id)
+        for p in t.partitions:
+            batches = p.acknowledgement_batches
+            if not batches:
+                continue
+            key = (topic_id, int(p.partition_index))
+            if name is None:
+                answers[key] = ErrorCode.unknown_topic_id
+                continue
+            if not ctx.allowed(topic_check, name):
+                answers[key] = topic_check.error
+                continue
+            acks = _ack_ranges(batches)
+            if acks is None:
+                answers[key] = ErrorCode.invalid_request
+                continue
+            result = coord.acknowledge(group_id, member_id, name, int(p.partition_index), acks, now)
+            answers[key] = ErrorCode(result.error_code)
+    return answers
+
+
+def _names(broker: Any, topic_ids: Sequence[uuid.UUID | None]) -> dict[uuid.UUID, str]:
+    out: dict[uuid.UUID, str] = {}
+    for topic_id in topic_ids:
+        if topic_id is None or topic_id == _NO_ID:
+            continue
+        topic = broker.metadata.topic_by_id(topic_id)
+        if topic is not None:
+            out[topic_id] = topic.name
+    return out
+
+
+def _leader(ctx: RequestContext, topic: str, partition: int) -> tuple[int, int]:
+    part = ctx.broker.replica_manager.partition_or_none(topic, partition)
+    if part is None:
+        return -1, -1
+    return int(part.state.leader), int(part.state.leader_epoch)
+
+
+def _batches(data: bytes) -> list[tuple[int, int, int, int]]:
+    """(first offset, last offset, attributes, producer id) of each record batch in `data` (Kafka's batch
+    header v2: base offset at 0, batch length at 8, attributes at 21, last offset delta at 23, producer id
+    at 43)."""
+    out: list[tuple[int, int, int, int]] = []
+    pos = 0
+    while pos + 61 <= len(data):
+        base, length = struct.unpack_from(">qi", data, pos)
+        (attributes,) = struct.unpack_from(">h", data, pos + 21)
+        (delta,) = struct.unpack_from(">i", data, pos + 23)
+        (producer_id,) = struct.unpack_from(">q", data, pos + 43)
+        if pos + 12 + length > len(data):
+            break  # a partial batch at the end of the read: not offered
+        out.append((base, base + delta, attributes, producer_id))
+        pos += 12 + length
+    return out
+
+
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20
+
+
+def _aborted_ranges(batches: Sequence[tuple[int, int, int, int]],
+                    aborted: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Under read_committed, the offsets never to deliver: control batches (transaction markers) and the
+    batches of aborted transactions ((producer id, first offset) from the log's transaction index): a
+    transactional batch of a producer whose aborted transaction began at or before it, until that
+    producer's marker (Kafka's fetch-side filtering of aborted transactions)."""
+    pending = sorted(aborted, key=lambda a: a[1])
+    active: set[int] = set()
+    out: list[tuple[int, int]] = []
+    for first, last, attributes, producer_id in batches:
+        while pending and pending[0][1] <= first:
+            active.add(pending.pop(0)[0])
+        if attributes & _CONTROL:
+            active.discard(producer_id)
+            out.append((first, last))
+        elif attributes & _TRANSACTIONAL and producer_id in active:
+            out.append((first, last))
+    return out
+
+
+# --- ShareFetch (78) ------------------------------------------------------------------------------
+
+async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+    broker = ctx.broker
+
+    def failed(code: ErrorCode, message: str | None = None) -> Any:
+        return build(R.ShareFetchResponse, throttle_time=_ZERO, error_code=code, error_message=message,
+                     acquisition_lock_timeout=_ZERO, responses=(), node_endpoints=())
+    if not share_enabled(broker):
+        return failed(ErrorCode.unsupported_version, "Share groups are not enabled (group.share.enable).")
+    group_id, member_id = request.group_id or "", request.member_id or ""
+    if not group_id or not member_id:
+        return failed(ErrorCode.invalid_request, "GroupId and MemberId must be set.")
+    if not ctx.allowed(rules.SHARE_FETCH_GROUP, group_id):
+        return failed(rules.SHARE_FETCH_GROUP.error)
+    epoch = int(request.share_session_epoch)
+    has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
+    if epoch == 0 and has_acks:
+        return failed(ErrorCode.invalid_request, "Acknowledgements cannot be sent when opening a share session.")
+    coord = coordinator(broker)
+    lock_ms = coord.share_config.record_lock_duration_ms
+    names = _names(broker, [t.topic_id for t in request.topics]
+                   + [f.topic_id for f in request.forgotten_topics_data])
+    unknown = [(t.topic_id or _NO_ID, int(p.partition_index)) for t in request.topics
+               if (t.topic_id or _NO_ID) not in names for p in t.partitions]
+    add = [(names[t.topic_id], int(p.partition_index)) for t in request.topics if t.topic_id in names
+           for p in t.partitions]
+    forget = [(names[f.topic_id], int(p)) for f in request.forgotten_topics_data if f.topic_id in names
+              for p in f.partitions]
+    now = broker.now_ms()
+    session = coord.session(group_id, member_id, epoch, add, forget, now)
+    if session.error is not ErrorCode.none:
+        return failed(session.error)
+    ack_errors = _acknowledge(ctx, coord, group_id, member_id, request.topics, names, rules.SHARE_FETCH_TOPIC,
+                              now)
+    ids = {name: topic_id for topic_id, name in names.items()}
+    # partition answers: (topic, partition) -> [error, ack error, records, acquired]
+    results: dict[tuple[str | uuid.UUID, int], list[Any]] = {}
+    for (topic_id, partition), code in ack_errors.items():
+        results[(names.get(topic_id, topic_id), partition)] = [ErrorCode.none, code, b"", []]
+    for topic_id, partition in unknown:
+        results[(topic_id, partition)] = [ErrorCode.unknown_topic_id, ErrorCode.none, b"", []]
+    if not session.closed:
+        max_wait = request.max_wait.total_seconds() * 1000.0
+        deadline = broker.now_ms() + max_wait
+        budget = max(1, int(request.max_records))
+        max_bytes = max(1, min(int(request.max_bytes), int(broker.setting("fetch.max.bytes"))))
+        keys = [fetch_key(t, p) for t, p in session.partitions]
+        # each request starts at the next partition, so MaxRecords does not always go to the first ones
+        turn = max(epoch, 0) % max(1, len(session.partitions))
+        order = session.partitions[turn:] + session.partitions[:turn]
+        while True:
+            acquired_any, any_error = _acquire_pass(ctx, coord, group_id, member_id, order, budget,
+                                                    max_bytes, results)
+            remaining = deadline - broker.now_ms()
+            if acquired_any or any_error or remaining <= 0 or not keys:
+                break
+            # wake on an append to one of the partitions, or when the earliest lock here ends
+            lock_ends = [sp.next_deadline() for (g, t, p), sp in coord.partitions.items()
+                         if g == group_id and (t, p) in session.partitions]
+            due = [d - broker.now_ms() for d in lock_ends if d is not None]
+            await broker.purgatory.wait(keys, max(1.0, min([remaining, *due])))
+    topics: dict[str | uuid.UUID, list[Any]] = {}
+    acknowledged = {(names.get(tid, tid), p) for tid, p in ack_errors}
+    for (topic, partition), (error, ack_error, records, acquired) in results.items():
+        if error is ErrorCode.none and not acquired and (topic, partition) not in acknowledged:
+            continue  # nothing to say about it (Kafka's incremental answer leaves it out too)
+        leader_id, leader_epoch = _leader(ctx, topic, partition) if isinstance(topic, str) else (-1, -1)
+        topics.setdefault(topic, []).append(build(
+            R.PartitionData, partition_index=partition, error_code=error, error_message=None,
+            acknowledge_error_code=ack_error.value, acknowledge_error_message=None,
+            current_leader=build(R.LeaderIdAndEpoch, leader_id=leader_id, leader_epoch=leader_epoch),
+            records=records,
+            acquired_records=tuple(build(R.AcquiredRecords, first_offset=a.first_offset, last_offset=a.last_offset,
+                                         delivery_count=a.delivery_count) for a in acquired)))
+    responses = tuple(
+        build(R.ShareFetchableTopicResponse,
+              topic_id=topic if isinstance(topic, uuid.UUID) else ids.get(topic) or _topic_id(broker, topic),
+              partitions=tuple(parts))
+        for topic, parts in topics.items())
+    return build(R.ShareFetchResponse, throttle_time=_ZERO, error_code=ErrorCode.none, error_message=None,
+                 acquisition_lock_timeout=_ms(lock_ms), responses=responses, node_endpoints=())
+
+
+def _topic_id(broker: Any, name: str) -> uuid.UUID:
+    topic = broker.metadata.topics.get(name)
+    return topic.topic_id if topic is not None else _NO_ID
+
+
+def _acquire_pass(ctx: RequestContext, coord: ShareGroupCoordinator, group_id: str, member_id: str,
+                  partitions: Sequence[tuple[str, int]], budget: int, max_bytes: int,
+                  results: dict[tuple[str | uuid.UUID, int], list[Any]]) -> tuple[bool, bool]:
+    """One pass over the session's partitions: read, acquire, note the answers. (acquired any, any error)."""
+    broker = ctx.broker
+    acquired_any = any_error = False
+    for topic, partition in partitions:
+        entry = results.setdefault((topic, partition), [ErrorCode.none, ErrorCode.none, b"", []])
+        if budget <= 0 or max_bytes <= 0:
+            continue
+        try:
+            if not ctx.allowed(rules.SHARE_FETCH_TOPIC, topic):
+                raise KafkaError(rules.SHARE_FETCH_TOPIC.error)
+            part = broker.replica_manager.get_partition(topic, partition)
+            plog = part.log
+            assert plog is not None  # get_partition checked it
+            high_watermark, last_stable = part.fetch_offsets()
+            now = broker.now_ms()
+            sp = coord.share_partition(group_id, topic, partition, plog.log_start_offset, high_watermark)
+            sp.move_log_start(plog.log_start_offset)
+            sp.expire(now)
+            committed = sp.config.isolation_level == "read_committed"
+            upper = min(high_watermark, last_stable) if committed else high_watermark
+            offset = sp.fetch_offset()
+            if offset >= upper:
+                continue
+            # read in memory on the loop (the batch headers decide what is acquired), so at most
+            # _PARTITION_READ_BYTES a partition (beyond it only one whole batch, min_one_message)
+            info = plog.read(offset, min(max_bytes, _PARTITION_READ_BYTES), max_offset=upper, min_one_message=True)
+            data = b"".join(bytes(r) for r in info.records if not isinstance(r, FileSlice))  # lazy=False
+            batches = _batches(data)
+            if not batches:
+                continue
+            aborted: list[tuple[int, int]] = []
+            if committed:
+                aborted = _aborted_ranges(batches, plog.collect_aborted_transactions(offset, upper))
+            acquired = coord.acquire(group_id, member_id, topic, partition, [(b[0], b[1]) for b in batches],
+                                     log_start_offset=plog.log_start_offset, high_watermark=high_watermark,
+                                     max_records=budget, now=now, last_stable_offset=last_stable,
+                                     aborted=aborted)
+        except KafkaError as e:
+            entry[0] = e.code
+            any_error = True
+            continue
+        if acquired:
+            entry[2], entry[3] = data, acquired
+            acquired_any = True
+            budget -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
+            max_bytes -= len(data)
+    return acquired_any, any_error
+
+
+# --- ShareAcknowledge (79) ------------------------------------------------------------------------
+
+async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+    broker = ctx.broker
+
+    def failed(code: ErrorCode, message: str | None = None) -> Any:
+        return build(R.ShareAcknowledgeResponse, throttle_time=_ZERO, error_code=code, error_message=message,
+                     acquisition_lock_timeout=_ZERO, responses=(), node_endpoints=())
+    if not share_enabled(broker):
+        return failed(ErrorCode.unsupported_version, "Share groups are not enabled (group.share.enable).")
+    group_id, member_id = request.group_id or "", request.member_id or ""
+    if not group_id or not member_id:
+        return failed(ErrorCode.invalid_request, "GroupId and MemberId must be set.")
+    if not ctx.allowed(rules.SHARE_ACKNOWLEDGE_GROUP, group_id):
+        return failed(rules.SHARE_ACKNOWLEDGE_GROUP.error)
+    epoch = int(request.share_session_epoch)
+    if epoch == 0:
+        return failed(ErrorCode.invalid_share_session_epoch, "A share session is opened by ShareFetch.")
+    coord = coordinator(broker)
+    now = broker.now_ms()
+    session = coord.session(group_id, member_id, epoch, (), (), now)
+    if session.error is not ErrorCode.none:
+        return failed(session.error)
+    names = _names(broker, [t.topic_id for t in request.topics])
+    answers = _acknowledge(ctx, coord, group_id, member_id, request.topics, names, rules.SHARE_ACKNOWLEDGE_TOPIC,
+                           now)
+    topics: dict[uuid.UUID, list[Any]] = {}
+    for (topic_id, partition), code in answers.items():
+        name = names.get(topic_id)
+        leader_id, leader_epoch = _leader(ctx, name, partition) if name is not None else (-1, -1)
+        topics.setdefault(topic_id, []).append(build(
+            R.PartitionData, partition_index=partition, error_code=code, error_message=None,
+            current_leader=build(R.LeaderIdAndEpoch, leader_id=leader_id, leader_epoch=leader_epoch)))
+    responses = tuple(build(R.ShareAcknowledgeTopicResponse, topic_id=tid, partitions=tuple(parts))
+                      for tid, parts in topics.items())
+    return build(R.ShareAcknowledgeResponse, throttle_time=_ZERO, error_code=ErrorCode.none, error_message=None,
+                 acquisition_lock_timeout=_ms(coord.share_config.record_lock_duration_ms), responses=responses,
+                 node_endpoints=())
+
+
+APIS: ApiTable = {
+    76: (1, 1, handle_share_group_heartbeat),
+    77: (1, 1, handle_share_group_describe),
+    78: (1, 1, handle_share_fetch),
+    79: (1, 1, handle_share_acknowledge),
+}

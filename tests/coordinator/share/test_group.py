@@ -1,0 +1,212 @@
+"""The share-group coordinator (kaflite.coordinator.share.group): membership, epochs, session timeout,
+the simple assignor, share sessions, routing to the share partitions. No sockets, an explicit clock."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kaflite.coordinator.share.group import ShareGroupCoordinator, simple_assign
+from kaflite.coordinator.share.partition import RecordState, ShareConfig
+from kaflite.protocol.errors import ErrorCode
+
+TOPICS = {"t": 3, "u": 1}
+
+
+def coord(**kw: int) -> ShareGroupCoordinator:
+    return ShareGroupCoordinator(ShareConfig(record_lock_duration_ms=1000, delivery_count_limit=3),
+                                 session_timeout_ms=kw.get("session", 10_000), heartbeat_interval_ms=500)
+
+
+def test_join_assigns_and_bumps_epochs() -> None:
+    c = coord()
+    a = c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0)
+    assert a.error is ErrorCode.none and a.member_epoch == 1 and a.heartbeat_interval_ms == 500
+    assert a.assignment == {"t": frozenset({0, 1, 2})}
+    # an unchanged heartbeat answers no assignment (null: unchanged)
+    again = c.heartbeat("g", "a", 1, None, TOPICS, now=10)
+    assert again.member_epoch == 1 and again.assignment is None
+    b = c.heartbeat("g", "b", 0, ["t"], TOPICS, now=20)
+    assert b.member_epoch == 2
+    a2 = c.heartbeat("g", "a", 1, None, TOPICS, now=30)
+    assert a2.member_epoch == 2 and a2.assignment is not None
+    assert sorted(a2.assignment["t"] | b.assignment["t"]) == [0, 1, 2]  # type: ignore[index]
+    assert c.groups["g"].state == "Stable"
+
+
+def test_join_needs_member_id_and_subscription() -> None:
+    c = coord()
+    assert c.heartbeat("g", "", 0, ["t"], TOPICS, now=0).error is ErrorCode.invalid_request
+    assert c.heartbeat("g", "a", 0, None, TOPICS, now=0).error is ErrorCode.invalid_request
+    assert c.heartbeat("g", "a", 0, [], TOPICS, now=0).error is ErrorCode.invalid_request
+    assert "g" not in c.groups
+
+
+def test_unknown_member_and_fenced_epoch() -> None:
+    c = coord()
+    assert c.heartbeat("g", "x", 3, None, TOPICS, now=0).error is ErrorCode.unknown_member_id
+    c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0)
+    assert c.heartbeat("g", "a", 7, None, TOPICS, now=1).error is ErrorCode.fenced_member_epoch
+    assert c.heartbeat("g", "a", 1, None, TOPICS, now=2).error is ErrorCode.none
+
+
+def test_subscription_and_partition_count_changes_bump_the_group_epoch() -> None:
+    c = coord()
+    c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0)
+    r = c.heartbeat("g", "a", 1, ["t", "u"], TOPICS, now=1)
+    assert r.member_epoch == 2 and r.assignment == {"t": frozenset({0, 1, 2}), "u": frozenset({0})}
+    r = c.heartbeat("g", "a", 2, None, {"t": 4, "u": 1}, now=2)
+    assert r.member_epoch == 3 and r.assignment is not None and r.assignment["t"] == frozenset({0, 1, 2, 3})
+    r = c.heartbeat("g", "a", 3, ["t", "u"], {"t": 4, "u": 1}, now=3)  # same subscription: no change
+    assert r.member_epoch == 3 and r.assignment is None
+
+
+def test_leave_releases_what_the_member_holds() -> None:
+    c = coord()
+    c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0)
+    c.heartbeat("g", "b", 0, ["t"], TOPICS, now=0)
+    c.share_partition("g", "t", 0, log_start_offset=0, high_watermark=0)  # first seen empty (latest: SPSO 0)
+    got = c.acquire("g", "a", "t", 0, [(0, 4)], log_start_offset=0, high_watermark=5, max_records=10, now=0)
+    assert got[0].first_offset == 0 and got[0].last_offset == 4
+    assert c.acquire("g", "b", "t", 0, [(0, 4)], log_start_offset=0, high_watermark=5, max_records=10,
+                     now=1) == []
+    left = c.heartbeat("g", "a", -1, None, TOPICS, now=2)
+    assert left.error is ErrorCode.none and left.member_epoch == -1
+    assert c.groups["g"].group_epoch == 3
+    again = c.acquire("g", "b", "t", 0, [(0, 4)], log_start_offset=0, high_watermark=5, max_records=10, now=3)
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in again] == [(0, 4, 2)]
+
+
+def test_session_timeout_removes_member_releases_records_and_ends_its_share_session() -> None:
+    c = coord(session=100)
+    c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0)
+    c.heartbeat("g", "b", 0, ["t"], TOPICS, now=0)
+    assert c.session("g", "a", 0, [("t", 0)], [], now=0).error is ErrorCode.none
+    c.share_partition("g", "t", 0, log_start_offset=0, high_watermark=0)
+    c.acquire("g", "a", "t", 0, [(0, 1)], log_start_offset=0, high_watermark=2, max_records=10, now=0)
+    c.heartbeat("g", "b", 2, None, TOPICS, now=60)
+    assert c.expire(99) == []  # a's deadline is 100
+    c.heartbeat("g", "b", 2, None, TOPICS, now=99)
+    assert c.expire(100) == [("g", "a")]
+    assert set(c.groups["g"].members) == {"b"}
+    assert c.partitions[("g", "t", 0)].state_of(0) == (RecordState.AVAILABLE, 1, None)
+    assert c.session("g", "a", 1, [], [], now=101).error is ErrorCode.unknown_member_id
+    assert c.next_deadline() == 199
+
+
+def test_share_session_epochs() -> None:
+    c = coord()
+    c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0)
+    assert c.session("g", "a", 1, [], [], now=0).error is ErrorCode.share_session_not_found
+    opened = c.session("g", "a", 0, [("t", 0), ("t", 1)], [], now=0)
+    assert opened.error is ErrorCode.none and opened.partitions == (("t", 0), ("t", 1))
+    assert c.session("g", "a", 2, [], [], now=0).error is ErrorCode.invalid_share_session_epoch
+    nxt = c.session("g", "a", 1, [("u", 0)], [("t", 0)], now=0)
+    assert nxt.partitions == (("t", 1), ("u", 0))
+    assert c.session("g", "a", 2, [], [], now=0).error is ErrorCode.none
+    closed = c.session("g", "a", -1, [], [], now=0)
+    assert closed.closed and closed.error is ErrorCode.none
+    assert c.session("g", "a", 3, [], [], now=0).error is ErrorCode.share_session_not_found
+    assert c.session("g", "stranger", 0, [], [], now=0).error is ErrorCode.unknown_member_id
+
+
+def test_acknowledge_in_a_partition_never_fetched_is_invalid_record_state() -> None:
+    c = coord()
+    assert c.acknowledge("g", "a", "t", 0, [(0, 0, 1)], now=0).error_code == ErrorCode.invalid_record_state.value
+
+
+def test_delete_group() -> None:
+    c = coord()
+    assert c.delete_group("g") is ErrorCode.group_id_not_found
+    c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0)
+    assert c.delete_group("g") is ErrorCode.non_empty_group
+    c.heartbeat("g", "a", -1, None, TOPICS, now=1)
+    assert c.delete_group("g") is ErrorCode.none and "g" not in c.groups
+
+
+def test_simple_assign_examples() -> None:
+    subs = {m: frozenset({"t"}) for m in ("a", "b", "c", "d", "e")}
+    got = simple_assign(subs, {"t": 2})
+    assert [sorted(got[m]["t"]) for m in sorted(got)] == [[0], [1], [0], [1], [0]]
+    got = simple_assign({"a": frozenset({"t"}), "b": frozenset({"t"})}, {"t": 5})
+    assert got == {"a": {"t": frozenset({0, 2, 4})}, "b": {"t": frozenset({1, 3})}}
+    # heterogeneous: each topic among its own subscribers
+    got = simple_assign({"a": frozenset({"t"}), "b": frozenset({"t", "u"})}, {"t": 2, "u": 1})
+    assert got == {"a": {"t": frozenset({0})}, "b": {"t": frozenset({1}), "u": frozenset({0})}}
+    assert simple_assign({"a": frozenset({"missing"})}, {"t": 1}) == {"a": {}}
+
+
+@given(st.dictionaries(st.text("abcdef", min_size=1, max_size=3), st.frozensets(st.sampled_from("tuv"), min_size=1),
+                       min_size=1, max_size=8),
+       st.dictionaries(st.sampled_from("tuv"), st.integers(0, 6)))
+def test_simple_assign_covers_every_partition_and_member(subs: dict[str, frozenset[str]],
+                                                         topics: dict[str, int]) -> None:
+    got = simple_assign(subs, topics)
+    assert set(got) == set(subs)
+    for member, assigned in got.items():
+        assert set(assigned) <= subs[member]  # only subscribed topics
+        for t, ps in assigned.items():
+            assert ps and ps <= set(range(topics[t]))
+    for t, n in topics.items():
+        subscribers = [m for m in subs if t in subs[m]]
+        if subscribers:  # every partition of a subscribed topic has at least one member
+            assert {p for m in subscribers for p in got[m].get(t, ())} == set(range(n))
+    total = sum(n for t, n in topics.items() if any(t in s for s in subs.values()))
+    if total >= len(subs) and all(topics.get(t, 0) for s in subs.values() for t in s) \
+            and len(set(subs.values())) == 1:
+        assert all(got[m] for m in subs)  # enough partitions: nobody idle (homogeneous subscriptions)
+
+
+def test_group_configs_override_the_broker_keys() -> None:
+    c = coord(session=10_000)
+    c.set_group_configs("g", {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "7",
+                              "share.session.timeout.ms": "50", "share.heartbeat.interval.ms": "20"})
+    cfg = c.config_for("g")
+    assert (cfg.auto_offset_reset, cfg.delivery_count_limit, cfg.record_lock_duration_ms) == ("earliest", 7, 1000)
+    assert c.config_for("other") is c.share_config
+    # earliest: a share partition first seen with records in the log starts at the log start
+    assert c.share_partition("g", "t", 0, log_start_offset=3, high_watermark=9).start_offset == 3
+    assert c.share_partition("other", "t", 0, log_start_offset=3, high_watermark=9).start_offset == 9
+    assert c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0).heartbeat_interval_ms == 20
+    assert c.expire(50) == [("g", "a")]  # the group's session timeout, not the broker's 10 s
+    c.set_group_configs("g", {"share.auto.offset.reset": None})
+    assert c.group_configs == {}
+
+
+def test_group_configs_refuse_unknown_keys_and_bad_values_whole() -> None:
+    c = coord()
+    c.set_group_configs("g", {"share.delivery.count.limit": "4"})
+    for bad in ({"share.delivery.count.limit": "1"}, {"share.record.lock.duration.ms": "999"},
+                {"share.auto.offset.reset": "by_duration:PT1H"}, {"share.isolation.level": "x"},
+                {"consumer.session.timeout.ms": "45000"}, {"share.delivery.count.limit": "two"}):
+        try:
+            c.set_group_configs("g", {"share.heartbeat.interval.ms": "9", **bad})
+        except ValueError:
+            pass
+        else:
+            raise AssertionError(bad)
+        assert c.group_configs == {"g": {"share.delivery.count.limit": "4"}}
+
+
+def test_isolation_and_lock_duration_changes_reach_share_partitions_in_use() -> None:
+    c = coord()
+    sp = c.share_partition("g", "t", 0, log_start_offset=0, high_watermark=0)
+    c.set_group_configs("g", {"share.isolation.level": "read_committed", "share.record.lock.duration.ms": "5000",
+                              "share.delivery.count.limit": "9"})
+    assert sp.config.isolation_level == "read_committed" and sp.config.record_lock_duration_ms == 5000
+    assert sp.config.delivery_count_limit == 3  # unchanged in use: a lower limit could break its rules
+    # read_committed now: nothing past the last stable offset is acquired
+    got = c.acquire("g", "a", "t", 0, [(0, 4)], log_start_offset=0, high_watermark=5, max_records=10, now=0,
+                    last_stable_offset=2)
+    assert [(r.first_offset, r.last_offset) for r in got] == [(0, 1)]
+    assert c.partitions[("g", "t", 0)].next_deadline() == 5000
+
+
+def test_group_max_size() -> None:
+    c = ShareGroupCoordinator(ShareConfig(), max_size=2)
+    assert c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0).error is ErrorCode.none
+    assert c.heartbeat("g", "b", 0, ["t"], TOPICS, now=0).error is ErrorCode.none
+    full = c.heartbeat("g", "c", 0, ["t"], TOPICS, now=0)
+    assert full.error is ErrorCode.group_max_size_reached and set(c.groups["g"].members) == {"a", "b"}
+    assert c.heartbeat("g", "a", 0, None, TOPICS, now=1).error is ErrorCode.none  # a member rejoining is fine
+    assert c.heartbeat("other", "c", 0, ["t"], TOPICS, now=0).error is ErrorCode.none

@@ -1,0 +1,89 @@
+"""confluent-kafka's ShareConsumer (librdkafka 2.15+, KIP-932 preview) against kaflite: two members
+sharing one partition receive every record exactly once; in explicit mode a RELEASE comes back and a
+REJECT never does."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import confluent_kafka as ck
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kaflite.server.embedded import EmbeddedBroker
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker() as b:
+        yield b
+
+
+def _topic(b: EmbeddedBroker, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(10)
+
+
+def _produce(b: EmbeddedBroker, topic: str, values: list[bytes]) -> None:
+    p = ck.Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+    for v in values:
+        p.produce(topic, v)
+    assert p.flush(10) == 0
+
+
+def _started(b: EmbeddedBroker, topic: str, group: str, n: int, **extra: str) -> list[ck.ShareConsumer]:
+    """n share consumers subscribed and polled once (the share partition starts at the log end, as
+    share.auto.offset.reset=latest does), so records produced afterwards are theirs."""
+    consumers = [ck.ShareConsumer({"bootstrap.servers": b.bootstrap, "group.id": group, **extra})
+                 for _ in range(n)]
+    for c in consumers:
+        c.subscribe([topic])
+    deadline = time.monotonic() + 15
+
+    def opened() -> bool:
+        coord = b.server.broker.extensions.get("share_coordinator")
+        return coord is not None and (group, topic, 0) in coord.partitions
+    while time.monotonic() < deadline and not b.call(opened):
+        for c in consumers:
+            assert list(c.poll(0.2)) == []
+    assert b.call(opened)
+    return consumers
+
+
+def test_two_share_consumers_get_every_record_once(broker: EmbeddedBroker) -> None:
+    _topic(broker, "sc-two")
+    consumers = _started(broker, "sc-two", "scg-two", 2)
+    values = [b"v%d" % i for i in range(40)]
+    _produce(broker, "sc-two", values)
+    got: list[bytes] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(got) < len(values):
+        for c in consumers:
+            got += [m.value() for m in c.poll(0.3) if m.error() is None]
+    assert sorted(got) == sorted(values)  # each once: none twice, none lost
+    for c in consumers:
+        assert list(c.poll(0.5)) == []  # implicitly accepted at the poll: nothing comes back
+        c.close()
+
+
+def test_explicit_release_is_redelivered_and_reject_is_not(broker: EmbeddedBroker) -> None:
+    _topic(broker, "sc-explicit")
+    (c,) = _started(broker, "sc-explicit", "scg-explicit", 1, **{"share.acknowledgement.mode": "explicit"})
+    _produce(broker, "sc-explicit", [b"reject", b"release", b"accept"])
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(seen) < 4:
+        for m in c.poll(0.3):
+            if m.error() is not None:
+                continue
+            seen.append(m.value())
+            kind = {b"reject": ck.AcknowledgeType.REJECT, b"release": ck.AcknowledgeType.RELEASE}.get(
+                m.value(), ck.AcknowledgeType.ACCEPT)
+            if m.value() == b"release" and seen.count(b"release") > 1:
+                kind = ck.AcknowledgeType.ACCEPT
+            c.acknowledge(m, kind)
+    assert sorted(seen) == [b"accept", b"reject", b"release", b"release"]
+    c.commit_sync()
+    assert list(c.poll(1.0)) == []
+    c.close()
