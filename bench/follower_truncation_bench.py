@@ -225,8 +225,9 @@ def main() -> int:
             # broker 1 follows broker 4 everywhere, and broker 2 is gone, before broker 4 thaws: else broker 4's
             # fetcher, resuming first, could still copy the divergent records from broker 2
             wait("broker 1 following broker 4 everywhere", lambda: log_count(1, "following broker 4 (") >= n)
-            procs[2].wait(60)
             followed_at = time.monotonic()
+            procs[2].wait(60)
+            gone_at = time.monotonic()
             # the watchdog's count of stalls over 100 ms, read before the pause (a scrape stalls the loop itself);
             # the pause keeps what becoming a follower cost out of the next phase (broker 1's
             # OffsetForLeaderEpoch waits meanwhile)
@@ -269,9 +270,9 @@ def main() -> int:
           f"run {time.monotonic() - t_start:.1f} s")
     print(f"follow: divergent appends {diverged_at - t_follow:.1f} s (1 s of it waiting), the election seen in "
           f"ZooKeeper {elected_at - diverged_at:.1f} s later, broker 1 following broker 4 in every partition "
-          f"{followed_at - elected_at:.1f} s after that; truncate: {truncated} of {n} partitions truncated by broker 1 "
-          f"('truncating from' lines), the last {(truncated_at - thawed_at) if truncated_at else float('nan'):.1f} s "
-          f"after the thaw; phase {truncate_s:.1f} s")
+          f"{followed_at - elected_at:.1f} s after that, broker 2 exited {gone_at - followed_at:.1f} s later; "
+          f"truncate: {truncated} of {n} partitions truncated by broker 1 ('truncating from' lines), the last "
+          f"{(truncated_at - thawed_at) if truncated_at else float('nan'):.1f} s after the thaw; phase {truncate_s:.1f} s")
     print(f"{'phase':9} {'probe n':>8} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7}   {'ping n':>7} {'p50 ms':>7} "
           f"{'p99 ms':>7} {'max ms':>7}")
     print("-" * 81)
