@@ -45,8 +45,8 @@ Everything runs on the broker's event loop; the appends are the Log's own (synch
 truncations (segment renames, the producer state rebuilt from snapshot and log, the checkpoint files rewritten
 with fsyncs) and what deletes whole segments (a moved log start offset, a restart at the leader's) run in a
 worker thread (the Log is thread-safe: the housekeeping pass uses it from a thread too) while the fetcher
-waits for them, so the partition is not fetched meanwhile; a round's truncations run in one worker call that
-checkpoints once (`LogManager.truncate_logs`), not once per partition.
+waits for them, so the partition is not fetched meanwhile; a round's truncations run in one worker call per
+slice of TRUNCATION_SLICE partitions that checkpoints once (`LogManager.truncate_logs`), not once per partition.
 """
 
 from __future__ import annotations
