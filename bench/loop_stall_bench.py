@@ -18,7 +18,7 @@ Targets (issue 25): longest stall <= 50 ms, probe p99 loaded <= 3x idle.
     .venv/bin/python bench/loop_stall_bench.py                    # 200 MB, 200 partitions deleted
     .venv/bin/python bench/loop_stall_bench.py --gib 1            # the issue's 1 GiB
     .venv/bin/python bench/loop_stall_bench.py --mb 32 --idle-seconds 6   # a quick run
-(The follower truncating 1,000 partitions of the issue needs a cluster and is not part of this bench.)
+(The follower truncating 1,000 partitions of the issue needs a cluster: bench/follower_truncation_bench.py.)
 """
 
 from __future__ import annotations

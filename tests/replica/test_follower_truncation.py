@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import threading
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import build_record_batch
 from kaflite.server.replica import Partition, PartitionState
 from kaflite.server.replica.fetcher import (
+    TRUNCATION_SLICE,
     FetcherConfig,
     ReplicaFetcher,
     ReplicaFetcherManager,
@@ -399,6 +401,63 @@ def test_truncation_runs_in_a_worker_thread_not_on_the_event_loop(tmp_path: Path
     assert all_bytes(mine) == all_bytes(lead)  # the same outcome as on the loop
     assert callers and loop_thread not in callers
     assert rounds and all(thread != loop_thread for thread, _n in rounds)
+
+
+def test_a_truncation_of_many_partitions_goes_in_slices_with_the_loop_free_between_them(tmp_path: Path) -> None:
+    """A failover truncating 1,000 partitions built one OffsetForLeaderEpoch of all of them, then decided,
+    logged and handed off every truncation, in one turn of the event loop (128 ms on a loaded machine,
+    bench/follower_truncation_bench.py). Now a round goes in slices of TRUNCATION_SLICE partitions, each its
+    own request and worker-thread truncation, and the loop runs other work between two slices."""
+    n = 2 * TRUNCATION_SLICE + 10
+    parts: dict[tuple[str, int], Partition] = {}
+    for i in range(n):
+        lg = Log(tmp_path / f"t-{i}")
+        lg.append(batch(5, "a"), leader_epoch=0)  # 0-4, epoch 0: the new leader's epoch 0 ended at 3
+        part = Partition("t", i, ME, lg)
+        part.apply_state(PartitionState(LEADER, 1, 0, (LEADER, ME), (LEADER, ME)))
+        parts[("t", i)] = part
+    events: list[tuple[str, int]] = []
+
+    class Leader:
+        async def request(self, req: Any, _schema: Any, _timeout: float) -> Any:
+            assert isinstance(req, OffsetForLeaderEpochRequest)
+            ps = req.topics[0].partitions
+            events.append(("request", len(ps)))
+            return OffsetForLeaderEpochResponse(throttle_time=_ZERO, topics=(OffsetForLeaderTopicResult(
+                topic=TopicName("t"), partitions=tuple(EpochEndOffset(
+                    error_code=ErrorCode.none, partition=p.partition, leader_epoch=i32(0), end_offset=i64(3))
+                    for p in ps)),))
+
+        def close(self) -> None:
+            pass
+
+    class Many:
+        def partition_or_none(self, topic: str, partition: int) -> Partition | None:
+            return parts.get((topic, partition))
+
+    async def scenario() -> None:
+        manager = ReplicaFetcherManager(ME, Many(), FetcherConfig(), lambda: None)  # type: ignore[arg-type]
+        fetcher = ReplicaFetcher(manager, LEADER, 0)
+        fetcher._conn = Leader()  # type: ignore[assignment]
+        for tp in parts:
+            fetcher.partitions[tp] = _FetchState(1, truncating=True)
+
+        async def other_work() -> None:  # another client's request, due on the loop meanwhile
+            while True:
+                events.append(("other", 0))
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(other_work())
+        await asyncio.sleep(0)
+        await fetcher._truncate(list(parts))
+        task.cancel()
+
+    asyncio.run(scenario())
+    requests = [i for i, (kind, _n) in enumerate(events) if kind == "request"]
+    assert sorted(events[i][1] for i in requests) == [10, TRUNCATION_SLICE, TRUNCATION_SLICE]
+    # between two requests, the loop ran the other work
+    assert all(any(kind == "other" for kind, _n in events[a:b]) for a, b in pairwise(requests))
+    assert all(p.log is not None and p.log.log_end_offset == 0 for p in parts.values())  # each truncated
 
 
 def test_a_deposed_leaders_election_entry_is_dropped_and_it_catches_up(tmp_path: Path) -> None:

@@ -15,7 +15,9 @@ Rules:
   truncation; an E this replica does not have (only older ones) truncates to where the largest local epoch
   below E ends, and the next round asks for that epoch (each round asks a smaller epoch, so it ends); an
   answer without end offset (-1) truncates to the local high watermark; a replica without any epoch
-  (empty leader-epoch cache) truncates to its high watermark without asking (`truncation_target`);
+  (empty leader-epoch cache) truncates to its high watermark without asking (`truncation_target`); a round
+  over more than TRUNCATION_SLICE partitions goes in slices, each its own request and worker-thread
+  truncation, the event loop free between two slices;
 - then one Fetch (v12, replica_id = this broker, no fetch session) per round carries every partition of the
   fetcher: fetch offset = the local log end offset, last fetched epoch = the local latest epoch (KIP-595),
   log start offset = the local one, current leader epoch = the image's, at most `replica.fetch.max.bytes`
@@ -43,8 +45,8 @@ Everything runs on the broker's event loop; the appends are the Log's own (synch
 truncations (segment renames, the producer state rebuilt from snapshot and log, the checkpoint files rewritten
 with fsyncs) and what deletes whole segments (a moved log start offset, a restart at the leader's) run in a
 worker thread (the Log is thread-safe: the housekeeping pass uses it from a thread too) while the fetcher
-waits for them, so the partition is not fetched meanwhile; a round's truncations run in one worker call that
-checkpoints once (`LogManager.truncate_logs`), not once per partition.
+waits for them, so the partition is not fetched meanwhile; a round's truncations run in one worker call per
+slice of TRUNCATION_SLICE partitions that checkpoints once (`LogManager.truncate_logs`), not once per partition.
 """
 
 from __future__ import annotations
@@ -89,6 +91,14 @@ _LEADERSHIP_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenc
 # partition is retried after this instead of replica.fetch.backoff.ms (Kafka's delay), which stalled every
 # acks=all produce on the new leader for a second after a leader change (bench/cluster_bench.py).
 LEADER_BEHIND_RETRY_MS = 50
+
+# A truncation round asks the leader about at most this many partitions per OffsetForLeaderEpoch and truncates
+# them in one worker-thread call before the next slice. Building and reading that request, deciding each
+# partition's target and logging its truncation happen on the event loop: for a failover that truncates 1,000
+# partitions in one request, that was one loop turn of 128 ms on a loaded machine
+# (bench/follower_truncation_bench.py); a slice of 100 bounds it to a tenth. Kafka sends one request per
+# fetcher thread, off any request-serving thread.
+TRUNCATION_SLICE = 100
 
 
 def error_delay_ms(code: ErrorCode, backoff_ms: int) -> int:
@@ -271,15 +281,19 @@ class ReplicaFetcher:
         return await self._fetch(ready)
 
     async def _truncate(self, tps: list[TopicPartition]) -> None:
-        """One truncation round for `tps` (see the rules); a partition whose truncation is not complete
-        stays marked and is asked about again in the next round."""
+        """One truncation round for `tps` (see the rules), in slices of TRUNCATION_SLICE partitions, the loop
+        free between them; a partition whose truncation is not complete stays marked and is asked about
+        again in the next round."""
         rm = self.manager.replica_manager
-        asked: dict[TopicPartition, tuple[Partition, int]] = {}
-        pending: list[tuple[Partition, Truncation, str]] = []
-        try:
-            await self._truncate_round(rm, tps, asked, pending)
-        finally:
-            await self._apply_all(pending)
+        for start in range(0, len(tps), TRUNCATION_SLICE):
+            if start:
+                await asyncio.sleep(0)  # whatever else the loop has to do runs between two slices
+            asked: dict[TopicPartition, tuple[Partition, int]] = {}
+            pending: list[tuple[Partition, Truncation, str]] = []
+            try:
+                await self._truncate_round(rm, tps[start:start + TRUNCATION_SLICE], asked, pending)
+            finally:
+                await self._apply_all(pending)
 
     async def _truncate_round(self, rm: Any, tps: list[TopicPartition],
                               asked: dict[TopicPartition, tuple[Partition, int]],
@@ -289,7 +303,9 @@ class ReplicaFetcher:
             if part is None or part.log is None:
                 self.partitions.pop(tp, None)
                 continue
-            fstate = self.partitions[tp]
+            fstate = self.partitions.get(tp)
+            if fstate is None or not fstate.truncating:  # left this fetcher (or was re-added) during a slice
+                continue
             epoch = fstate.ask_epoch if fstate.ask_epoch >= 0 else part.log.leader_epoch_cache.latest_epoch
             if epoch < 0:
                 # no epoch history to compare (Kafka's truncateToHighWatermark): what is not committed here
