@@ -189,10 +189,12 @@ def test_auto_creation_that_another_broker_won_answers_leader_not_available(h: H
     (retriable, no partitions); an error-free topic without partitions made librdkafka drop the partitions it
     knew and fail its queued records with 'Unknown partition' (librdkafka's suite, 0103, three brokers)."""
 
-    def already_there(name: str, *args: Any, **kwargs: Any) -> TopicImage:
+    async def already_there(name: str, *args: Any, **kwargs: Any) -> TopicImage:
+        # what the cluster path (`create_topic_async` -> admin_call(create_topic)) raises when ZooKeeper
+        # has the topic already
         raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
 
-    h.broker.create_topic = already_there  # type: ignore[method-assign]
+    h.broker.create_topic_async = already_there  # type: ignore[method-assign]
     q = h.req(3, 12)
     req = q.MetadataRequest(topics=(q.MetadataRequestTopic(topic_id=None, name="raced"),),
                             allow_auto_topic_creation=True, include_topic_authorized_operations=False)
