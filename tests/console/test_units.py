@@ -257,3 +257,80 @@ def test_registry_view_failures_are_console_errors() -> None:
         RegistryView("r:1")
     assert shown_schema('syntax = "proto3";\nmessage M {}') == 'syntax = "proto3";\nmessage M {}'
     assert shown_schema('{"b": 1, "a": [2]}') == '{\n  "b": 1,\n  "a": [\n    2\n  ]\n}'  # key order kept
+
+
+# --- the Access page's pure part (kaflite.console.access) ----------------------------------------------
+
+def _acl(principal: str, op: str = "READ", name: str = "orders", perm: str = "ALLOW") -> Any:
+    from kaflite.console.access import AclRow
+
+    return AclRow(principal, "*", op, perm, "TOPIC", "LITERAL", name)
+
+
+def test_acl_rows_name_kafkas_codes() -> None:
+    from kaflite.console.access import (
+        OPERATIONS,
+        PATTERN_TYPES,
+        PERMISSIONS,
+        RESOURCE_TYPES,
+        AclRow,
+        acl_row,
+    )
+    from kaflite.server.acl.model import PatternType, Permission
+    from kaflite.server.authorizer import AclOperation, ResourceType
+
+    # the console's tables (it may not import the broker) say what the broker's enums say (the broker's
+    # ResourceType has no UNKNOWN / ANY codes: those are the filter's)
+    for table, enum in ((OPERATIONS, AclOperation), (PERMISSIONS, Permission), (RESOURCE_TYPES, ResourceType),
+                        (PATTERN_TYPES, PatternType)):
+        assert {int(e): table[int(e)] for e in enum} == {int(e): e.name for e in enum}
+    assert RESOURCE_TYPES[:2] == ("UNKNOWN", "ANY")
+    assert acl_row("User:alice", "10.0.0.1", 3, 2, 3, 4, "billing-") == AclRow(
+        "User:alice", "10.0.0.1", "READ", "DENY", "GROUP", "PREFIXED", "billing-")
+    assert acl_row("User:bob", "*", 8, 3, 4, 3, "kafka-cluster").resource_type == "CLUSTER"
+    assert acl_row("User:bob", "*", 99, 3, 2, 3, "t").operation == "UNKNOWN(99)"
+
+
+def test_acls_grouped_by_principal_and_those_applying_to_one() -> None:
+    from kaflite.console.access import acls_by_principal, acls_for
+
+    rows = [_acl("User:bob"), _acl("User:alice", "WRITE"), _acl("User:*", "DESCRIBE"), _acl("User:alice"),
+            _acl("Group:ops")]
+    grouped = acls_by_principal(rows)
+    assert [p for p, _ in grouped] == ["Group:ops", "User:*", "User:alice", "User:bob"]
+    assert [r.operation for r in dict(grouped)["User:alice"]] == ["READ", "WRITE"]
+    # alice's own bindings, then the wildcard's (they apply to every User); bob's and Group:ops' do not
+    assert [(r.principal, r.operation) for r in acls_for(rows, "User:alice")] == [
+        ("User:alice", "READ"), ("User:alice", "WRITE"), ("User:*", "DESCRIBE")]
+    assert acls_for(rows, "User:carol") == [_acl("User:*", "DESCRIBE")]
+    assert acls_for(rows, "User:*") == [_acl("User:*", "DESCRIBE")]  # not listed twice
+    # Kafka's wildcard principal User:* matches principals of every type
+    assert acls_for(rows, "Group:ops") == [_acl("Group:ops"), _acl("User:*", "DESCRIBE")]
+
+
+def test_quotas_applying_to_a_principal_in_kafkas_precedence_order() -> None:
+    from kaflite.console.access import QuotaEntry, principal_user, quotas_for
+
+    def q(*entity: tuple[str, str | None]) -> QuotaEntry:
+        return QuotaEntry(tuple(entity), (("producer_byte_rate", 1024.0),))
+
+    U, C = "user", "client-id"
+    entries = [q((C, None)), q((C, "app")), q((U, None)), q((U, None), (C, None)), q((U, None), (C, "app")),
+               q((U, "alice")), q((U, "alice"), (C, None)), q((U, "alice"), (C, "app")), q((U, "bob")),
+               q((U, "bob"), (C, "app"))]
+    got = [e.entity for e in quotas_for(reversed(entries), "User:alice")]
+    # Kafka's order: user+client, user+default client, user, default user+client, default user+default
+    # client, default user, client, default client; bob's never apply to alice
+    assert got == [((U, "alice"), (C, "app")), ((U, "alice"), (C, None)), ((U, "alice"),),
+                   ((U, None), (C, "app")), ((U, None), (C, None)), ((U, None),), ((C, "app"),), ((C, None),)]
+    assert principal_user("User:alice") == "alice" and principal_user("Group:ops") is None
+    assert quotas_for(entries, "Group:ops") == []  # quotas are per user principal
+
+
+def test_quota_entity_labels_and_values() -> None:
+    from kaflite.console.access import entity_label, quota_value
+
+    assert entity_label([("user", "alice"), ("client-id", "app")]) == "user 'alice', client-id 'app'"
+    assert entity_label([("user", None)]) == "the default user"
+    assert entity_label([("user", "alice"), ("client-id", None)]) == "user 'alice', the default client-id"
+    assert quota_value(1048576.0) == "1048576" and quota_value(12.5) == "12.5" and quota_value(0.0) == "0"

@@ -4,7 +4,7 @@
 
 Pages: / (cluster overview), /topics, /topics/{t} (partitions, offsets, configs, produce),
 /topics/{t}/messages (browser and export), /topics/{t}/skew (key skew), /groups, /groups/{g} (lag),
-/lab (assignment lab), and with a schema registry given /schemas and /schemas/{subject} (console.schemas). Endpoints are plain functions: Starlette runs them on worker threads, where the
+/lab (assignment lab), /access (ACLs and client quotas, per principal with ?principal=), and with a schema registry given /schemas and /schemas/{subject} (console.schemas). Endpoints are plain functions: Starlette runs them on worker threads, where the
 blocking librdkafka calls belong.
 
 Rules:
@@ -34,6 +34,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from kaflite.console.access import acls_by_principal, acls_for, entity_label, quota_value, quotas_for
 from kaflite.console.cluster import ClusterView, ConsoleError, GroupInfo, TopicInfo, is_spark_query
 from kaflite.console.lab import (
     LAB_STRATEGIES,
@@ -531,6 +532,31 @@ class Console:
         topics_text = ", ".join(f"{t}:{n}" for t, n in counts.items())
         return topics_text, "\n".join(lines), live, names, bool(subs)
 
+    def access(self, request: Request) -> Response:
+        """Every ACL binding by principal and every client quota; with ?principal=P only those that apply
+        to P (its own ACLs and its type's wildcard's; the quotas of its user, the default user and
+        client ids, in Kafka's precedence order)."""
+        def page() -> Response:
+            principal = request.query_params.get("principal", "").strip()
+            if principal and ":" not in principal:
+                raise _Page(400, f"principal: expected TYPE:NAME (e.g. User:alice), got {principal!r}")
+            acls, acl_note = self.view.acls()
+            quotas, quota_note = self.view.client_quotas()
+            principals = sorted({r.principal for r in acls or ()} |
+                                {f"User:{name}" for q in quotas or () for kind, name in q.entity
+                                 if kind == "user" and name is not None})
+            if principal:
+                groups = [(principal, acls_for(acls, principal))] if acls is not None else []
+                quotas = quotas_for(quotas, principal) if quotas is not None else None
+            else:
+                groups = acls_by_principal(acls) if acls is not None else []
+            quota_rows = [{"label": entity_label(q.entity), "entity": q.entity,
+                           "pairs": [(k, quota_value(v)) for k, v in q.values]} for q in quotas or ()]
+            return self.render(request, "access.html", principal=principal, principals=principals, groups=groups,
+                               rows=[r for _p, rs in groups for r in rs], acl_count=len(acls or ()), acl_note=acl_note, quotas=quota_rows,
+                               quotas_known=quotas is not None, quota_note=quota_note)
+        return self.guard(request, page)
+
     def _registry(self) -> RegistryView:
         if self.registry is None:
             raise _Page(404, "no schema registry: start the console with --schema-registry http://host:port")
@@ -589,6 +615,7 @@ def create_app(settings: ConsoleSettings, start_sampler: bool = True) -> Starlet
         Route("/groups", console.groups),
         Route("/groups/{gid}", console.group),
         Route("/lab", console.lab),
+        Route("/access", console.access),
         Route("/schemas", console.schemas),
         Route("/schemas/{subject:path}", console.subject),  # a subject may hold a '/'
         Route("/healthz", console.healthz),

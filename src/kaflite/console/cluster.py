@@ -19,12 +19,20 @@ from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
 from kaflite.assign.murmur2 import partition_for_key
+from kaflite.console.access import AclRow, QuotaEntry, acl_row
 from kaflite.console.records import Record, matches
-from kaflite.console.wire import MemberSubscription, describe_log_dirs, group_subscriptions
+from kaflite.console.wire import (
+    MemberSubscription,
+    describe_acls,
+    describe_client_quotas,
+    describe_log_dirs,
+    group_subscriptions,
+)
 
 __all__ = ["ClusterView", "Broker", "TopicInfo", "PartitionInfo", "GroupInfo", "MemberInfo", "ConsoleError"]
 
 Tp = tuple[str, int]
+_SECURITY_DISABLED, _CLUSTER_AUTHORIZATION_FAILED = 54, 31  # Kafka's error codes
 
 
 class ConsoleError(Exception):
@@ -253,6 +261,56 @@ class ClusterView:
             except (OSError, ValueError, ConnectionError, EOFError):
                 continue
         return sizes if answered else None
+
+    # -- access: ACLs and client quotas --------------------------------------------------------------
+
+    def _bootstrap_servers(self) -> list[tuple[str, int]]:
+        out = []
+        for server in (s.strip() for s in self.bootstrap.split(",") if s.strip()):
+            host, _, port = server.rpartition(":")
+            if port.isdigit():
+                out.append((host.strip("[]"), int(port)))
+        return out
+
+    def acls(self) -> tuple[list[AclRow] | None, str]:
+        """(every ACL binding, "") from DescribeAcls with a filter matching any, sent to the first bootstrap
+        server that answers; (None, why) when the cluster does not list them: no authorizer
+        (SECURITY_DISABLED), the console's principal may not (CLUSTER_AUTHORIZATION_FAILED), no answer."""
+        reasons = []
+        for host, port in self._bootstrap_servers():
+            try:
+                code, message, found = describe_acls(host, port, timeout=min(3.0, self.timeout))
+            except (OSError, ConnectionError, EOFError, ValueError) as err:
+                reasons.append(f"{host}:{port} ({err})")
+                continue
+            if code == _SECURITY_DISABLED:
+                return None, ("ACLs are not enabled on this cluster: the broker has no authorizer (DescribeAcls "
+                              f"answered SECURITY_DISABLED: {message}), so every client may do everything")
+            if code == _CLUSTER_AUTHORIZATION_FAILED:
+                return None, ("the console's principal may not list ACLs (DescribeAcls answered "
+                              "CLUSTER_AUTHORIZATION_FAILED: it needs DESCRIBE on the cluster)")
+            if code:
+                return None, f"DescribeAcls answered error {code}: {message}"
+            return sorted(acl_row(*b) for b in found), ""
+        return None, f"DescribeAcls: no answer from {', '.join(reasons) or self.bootstrap}"
+
+    def client_quotas(self) -> tuple[list[QuotaEntry] | None, str]:
+        """(every client quota entity with its values, "") from DescribeClientQuotas sent to the first
+        bootstrap server that answers (confluent-kafka has no client quota API); (None, why) otherwise."""
+        reasons = []
+        for host, port in self._bootstrap_servers():
+            try:
+                found = describe_client_quotas(host, port, timeout=min(3.0, self.timeout))
+            except ValueError as err:
+                if "DescribeClientQuotas" in str(err):
+                    return None, str(err)
+                reasons.append(f"{host}:{port} ({err})")
+                continue
+            except (OSError, ConnectionError, EOFError) as err:
+                reasons.append(f"{host}:{port} ({err})")
+                continue
+            return [QuotaEntry(entity, values) for entity, values in found], ""
+        return None, f"DescribeClientQuotas: no answer from {', '.join(reasons) or self.bootstrap}"
 
     @staticmethod
     def apply_sizes(topics: Iterable[TopicInfo], sizes: Mapping[tuple[int, str, int], int]) -> None:

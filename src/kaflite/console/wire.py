@@ -1,5 +1,5 @@
 """The few requests the console sends itself, with the kio schemas over a plain socket: DescribeLogDirs
-(partition sizes) and the group descriptions that carry each member's subscription and rack
+(partition sizes), DescribeAcls and DescribeClientQuotas (the Access page) and the group descriptions that carry each member's subscription and rack
 (DescribeGroups' member metadata, ConsumerGroupDescribe). confluent-kafka's AdminClient exposes none of
 these; they are the same wire protocol, so they work against Apache Kafka too. A broker that does not
 answer, or answers with an error, leaves the figure unknown on the page.
@@ -18,7 +18,8 @@ from kio.static.primitive import i32
 from kaflite.cluster.wire import request
 from kaflite.protocol.consumer_protocol import decode_subscription
 
-__all__ = ["describe_log_dirs", "MemberSubscription", "group_subscriptions"]
+__all__ = ["describe_log_dirs", "MemberSubscription", "group_subscriptions", "describe_client_quotas",
+           "describe_acls"]
 
 _MAX_FRAME = 64 * 1024 * 1024
 
@@ -89,3 +90,50 @@ def group_subscriptions(host: str, port: int, group_id: str, group_type: str, ti
                 sub = decode_subscription(bytes(m.member_metadata))
                 out[str(m.member_id)] = MemberSubscription(tuple(sub.topics), sub.rack_id or None)
     return out
+
+
+def describe_client_quotas(host: str, port: int, timeout: float = 3.0
+                           ) -> list[tuple[tuple[tuple[str, str | None], ...], tuple[tuple[str, float], ...]]]:
+    """Every client quota entity the broker at host:port knows, with its quotas: [(entity, values)], the
+    entity as ((type, name or None for the default), ...) user part first, values ((key, value), ...) by
+    key. An empty, non-strict filter matches every entity (Kafka's DescribeClientQuotas). Raises
+    ValueError with the broker's message when it answers an error."""
+    from kio.schema.describe_client_quotas.v1 import request as dreq
+    from kio.schema.describe_client_quotas.v1 import response as dresp
+
+    resp = request(host, port, dreq.DescribeClientQuotasRequest(components=(), strict=False),
+                   dresp.DescribeClientQuotasResponse, timeout)
+    if _code(resp.error_code):
+        raise ValueError(f"DescribeClientQuotas: error {_code(resp.error_code)}: {resp.error_message or ''}")
+    out = []
+    for e in resp.entries or ():
+        entity = tuple(sorted(((str(p.entity_type), None if p.entity_name is None else str(p.entity_name))
+                               for p in e.entity), key=lambda p: (p[0] != "user", p[0])))
+        out.append((entity, tuple(sorted((str(v.key), float(v.value)) for v in e.values))))
+    return out
+
+
+# A DescribeAcls binding as the wire carries it: (principal, host, operation, permission, resource type,
+# pattern type, resource name), the four enums as Kafka's int8 codes.
+WireAcl = tuple[str, str, int, int, int, int, str]
+
+
+def describe_acls(host: str, port: int, timeout: float = 3.0) -> tuple[int, str, list[WireAcl]]:
+    """(error code, error message, bindings) of DescribeAcls v3 with a filter matching every binding
+    (resource type, pattern type, operation and permission ANY; name, principal and host null).
+    confluent-kafka's describe_acls is not used: with librdkafka 2.16 it returns an empty list where the
+    broker answered SECURITY_DISABLED, and the page must tell "no authorizer" from "no ACLs"."""
+    from kio.schema.describe_acls.v3.request import DescribeAclsRequest
+    from kio.schema.describe_acls.v3.response import DescribeAclsResponse
+    from kio.static.primitive import i8
+
+    any_code = i8(1)
+    resp = request(host, port, DescribeAclsRequest(resource_type_filter=any_code, resource_name_filter=None,
+                                                   pattern_type_filter=any_code, principal_filter=None,
+                                                   host_filter=None, operation=any_code, permission_type=any_code),
+                   DescribeAclsResponse, timeout)
+    found: list[WireAcl] = [
+        (str(a.principal), str(a.host), int(a.operation), int(a.permission_type), int(r.resource_type),
+         int(r.pattern_type), str(r.resource_name))
+        for r in resp.resources for a in r.acls]
+    return _code(resp.error_code), str(resp.error_message or ""), found
