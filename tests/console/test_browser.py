@@ -235,3 +235,20 @@ def test_schemas_pages(web: Any) -> None:
     assert added and any("qty" in s.text for s in added)
     b = web("/schemas/no-such-subject", http_error=404)
     assert "40401" in b.find_element(By.TAG_NAME, "main").text
+
+
+def test_access_page(web: Any, console_cluster: ConsoleCluster) -> None:
+    """This module's broker has no authorizer: the page says so and lists the quotas; the principal form
+    leads to one principal's view."""
+    from kaflite.cli.quotas_cmd import alter
+
+    alter(console_cluster.bootstrap, [("user", "erin")], {"consumer_byte_rate": "8192"}, [], 10.0)
+    b = web("/access", "access")
+    assert "SECURITY_DISABLED" in b.find_element(By.ID, "acl-note").text
+    assert ["user 'erin'", "consumer_byte_rate=8192"] in _cells(b, "quotas")
+    assert "on" in (b.find_element(By.ID, "nav-access").get_attribute("class") or "")
+    b.find_element(By.ID, "principal-q").send_keys("User:erin")
+    _submit(b, "principal-show")
+    web.after_load()
+    assert b.find_element(By.ID, "principal").text == "User:erin"
+    assert _cells(b, "quotas") == [["user 'erin'", "consumer_byte_rate=8192"]]
