@@ -329,7 +329,7 @@ def test_throttle_fault_answers_with_the_throttle_time_and_mutes_the_connection(
     import socket
 
     before = faults.total("throttle")
-    faults.throttle(api="ApiVersions", ms=400, times=1)
+    faults.throttle(api="ApiVersions", ms=600, times=1)
     host, port = faulty.bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(_api_versions_frame(1) + _api_versions_frame(2))  # pipelined
@@ -341,10 +341,12 @@ def test_throttle_fault_answers_with_the_throttle_time_and_mutes_the_connection(
     # ApiVersions v1 response: correlation id, error code, api keys array, then throttle_time_ms
     (correlation, error, n) = struct.unpack(">ihi", first[:10])
     (throttle_ms,) = struct.unpack(">i", first[10 + 6 * n:14 + 6 * n])
-    assert (correlation, error, throttle_ms) == (1, 0, 400)  # answered normally, with the throttle time
+    assert (correlation, error, throttle_ms) == (1, 0, 600)  # answered normally, with the throttle time
     (second_throttle,) = struct.unpack(">i", second[10 + 6 * n:14 + 6 * n])
     assert struct.unpack(">i", second[:4]) == (2,) and second_throttle == 0
-    assert first_at < 0.3 and second_at >= 0.38  # KIP-219: the second request waited out the mute
+    # KIP-219: the pipelined second request is read only once the mute that began after the first answer
+    # ends (without it both answers come together); a gap, not absolute times, so a loaded machine passes
+    assert second_at - first_at >= 0.5
     assert faults.total("throttle") == before + 1
 
 
