@@ -261,13 +261,21 @@ def test_cli_adds_lists_and_clears_rules_on_a_running_broker(faulty: EmbeddedBro
     assert faults.counts[("error", "Produce", "NOT_LEADER_OR_FOLLOWER")] >= 2
 
     runner.invoke(app, ["faults", "add", "--api", "Fetch", "--delay-ms", "5", "--rate", "0.5", "--seed", "3", *b])
+    throttled = runner.invoke(app, ["faults", "add", "--api", "JoinGroup", "--throttle-ms", "250", *b])
+    half = runner.invoke(app, ["faults", "add", "--api", "SyncGroup", "--half-close", "--times", "1", *b])
+    assert throttled.exit_code == 0 and half.exit_code == 0, throttled.output + half.output
+    two = runner.invoke(app, ["faults", "add", "--api", "Fetch", "--drop", "--half-close", *b])
+    assert two.exit_code == 2 and "exactly one of" in two.output
     listed = runner.invoke(app, ["faults", "list", *b])
     assert listed.exit_code == 0, listed.output
-    assert [json.loads(line)["api"] for line in listed.output.splitlines()] == ["Fetch"]  # Produce's used up
+    rules = [json.loads(line) for line in listed.output.splitlines()]
+    assert [(r["api"], r["kind"]) for r in rules] == [  # Produce's used up
+        ("Fetch", "delay"), ("JoinGroup", "throttle"), ("SyncGroup", "half_close")]
+    assert rules[1]["ms"] == 250 and rules[2]["times"] == 1
     refused = runner.invoke(app, ["faults", "add", "--api", "CreateTopics", "--error", "NOT_CONTROLLER", *b])
     assert refused.exit_code == 1 and "not supported for CreateTopics" in refused.output
     cleared = runner.invoke(app, ["faults", "clear", *b])
-    assert cleared.exit_code == 0 and "removed 1 fault rule(s)" in cleared.output
+    assert cleared.exit_code == 0 and "removed 3 fault rule(s)" in cleared.output
     assert faults.rules() == []
 
 
@@ -280,3 +288,120 @@ def test_cli_against_a_broker_without_fault_injection() -> None:
         out = CliRunner().invoke(app, ["faults", "list", "--bootstrap-server", b.bootstrap])
     assert out.exit_code == 1
     assert "kaflite.faults.enable=true" in out.output
+
+
+# --- throttle and half-close faults (issue 31) ---------------------------------------------------------
+def _api_versions_frame(correlation_id: int, version: int = 1) -> bytes:
+    client = b"raw"
+    body = struct.pack(">hhih", 18, version, correlation_id, len(client)) + client  # header v1, empty body
+    return struct.pack(">i", len(body)) + body
+
+
+def _read_frame(sock: Any) -> bytes:
+    def exactly(n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = sock.recv(n - len(out))
+            if not chunk:
+                raise EOFError(f"EOF after {len(out)} of {n} bytes")
+            out += chunk
+        return out
+
+    (size,) = struct.unpack(">i", exactly(4))
+    return exactly(size)
+
+
+def test_throttle_and_half_close_rules_from_their_descriptions() -> None:
+    faults = FaultInjector()
+    throttled = faults.add({"kind": "throttle", "api": "Produce", "ms": 250, "times": 1})
+    assert throttled.describe() == {"id": 1, "kind": "throttle", "api": "Produce", "ms": 250, "times": 1, "fired": 0}
+    half = faults.add({"kind": "half_close", "api": "Fetch", "client_id": "c"})
+    assert half.describe() == {"id": 2, "kind": "half_close", "api": "Fetch", "client_id": "c", "fired": 0}
+    with pytest.raises(ValueError, match="ms must be >= 1"):
+        faults.throttle(api="Produce", ms=0)
+    assert faults.match(0, None, None) is throttled
+    assert faults.match(1, "c", None) is half
+    assert faults.counts == {("throttle", "Produce", ""): 1, ("half_close", "Fetch", ""): 1}
+
+
+def test_throttle_fault_answers_with_the_throttle_time_and_mutes_the_connection(
+        faulty: EmbeddedBroker, faults: FaultInjector) -> None:
+    import socket
+
+    before = faults.total("throttle")
+    faults.throttle(api="ApiVersions", ms=600, times=1)
+    host, port = faulty.bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(_api_versions_frame(1) + _api_versions_frame(2))  # pipelined
+        started = time.monotonic()
+        first = _read_frame(sock)
+        first_at = time.monotonic() - started
+        second = _read_frame(sock)
+        second_at = time.monotonic() - started
+    # ApiVersions v1 response: correlation id, error code, api keys array, then throttle_time_ms
+    (correlation, error, n) = struct.unpack(">ihi", first[:10])
+    (throttle_ms,) = struct.unpack(">i", first[10 + 6 * n:14 + 6 * n])
+    assert (correlation, error, throttle_ms) == (1, 0, 600)  # answered normally, with the throttle time
+    (second_throttle,) = struct.unpack(">i", second[10 + 6 * n:14 + 6 * n])
+    assert struct.unpack(">i", second[:4]) == (2,) and second_throttle == 0
+    # KIP-219: the pipelined second request is read only once the mute that began after the first answer
+    # ends (without it both answers come together); a gap, not absolute times, so a loaded machine passes
+    assert second_at - first_at >= 0.5
+    assert faults.total("throttle") == before + 1
+
+
+def test_confluent_producer_reports_an_injected_throttle(faulty: EmbeddedBroker, faults: FaultInjector) -> None:
+    topic = _topic(faulty)
+    before = faults.total("throttle")  # counts are the module broker's, across tests
+    faults.throttle(api="Produce", ms=300, times=1, topic=topic)
+    events: list[Any] = []
+    p = Producer({**faulty.confluent_config(), "linger.ms": 0, "throttle_cb": events.append})
+    p.produce(topic, b"x")
+    assert p.flush(30) == 0
+    deadline = time.monotonic() + 5
+    while not events and time.monotonic() < deadline:  # the callback is served by poll
+        p.poll(0.1)
+    assert [round(e.throttle_time, 3) for e in events] == [0.3]  # seconds, from the produce response
+    assert faults.total("throttle") == before + 1
+
+
+def test_half_closed_connection_gives_eof_and_stays_open_on_the_broker(
+        faulty: EmbeddedBroker, faults: FaultInjector) -> None:
+    import socket
+
+    before = faults.total("half_close")
+    faults.half_close(api="ApiVersions", times=1)
+    host, port = faulty.bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(_api_versions_frame(1))
+        assert sock.recv(100) == b""  # EOF, no answer
+        # the broker's end still reads: a fully closed socket would answer these writes with a reset
+        for i in range(3):
+            sock.sendall(_api_versions_frame(2 + i))
+            time.sleep(0.1)
+        sock.sendall(_api_versions_frame(9))
+    assert faults.total("half_close") == before + 1
+
+
+def test_confluent_producer_reconnects_after_a_half_closed_connection(
+        faulty: EmbeddedBroker, faults: FaultInjector) -> None:
+    topic = _topic(faulty)
+    before = faults.total("half_close")
+    faults.half_close(api="Produce", times=2, topic=topic)
+    p = Producer({**faulty.confluent_config(), "enable.idempotence": True, "linger.ms": 0,
+                  "reconnect.backoff.ms": 10})
+    for i in range(5):
+        p.produce(topic, str(i).encode())
+    assert p.flush(30) == 0
+    assert faults.total("half_close") == before + 2
+    c = Consumer({**faulty.confluent_config(), "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                  "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(got) < 5:
+        m = c.poll(0.3)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    c.close()
+    assert got == [str(i).encode() for i in range(5)]  # each once: the unanswered produce was not appended

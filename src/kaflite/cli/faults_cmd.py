@@ -21,7 +21,8 @@ from kaflite.cli.common import DEFAULT_BOOTSTRAP, Bootstrap, fail, handle_errors
 __all__ = ["register"]
 
 faults_app = typer.Typer(help="Fault injection on a broker started with kaflite.faults.enable=true "
-                              "(injected errors, delays, dropped connections).", no_args_is_help=True)
+                              "(injected errors, delays, throttle times, dropped and half-closed "
+                              "connections).", no_args_is_help=True)
 
 _RESOURCE = "kaflite.faults"
 _TIMEOUT = 10.0
@@ -100,6 +101,10 @@ def add(
     error: Annotated[str | None, typer.Option("--error", help="Answer with this error (e.g. NOT_LEADER_OR_FOLLOWER).")] = None,
     delay_ms: Annotated[int | None, typer.Option("--delay-ms", min=0, help="Hold the request this long instead.")] = None,
     drop: Annotated[bool, typer.Option("--drop", help="Close the connection instead.")] = False,
+    throttle_ms: Annotated[int | None, typer.Option(
+        "--throttle-ms", min=1, help="Answer normally with this throttle time, and mute the connection.")] = None,
+    half_close: Annotated[bool, typer.Option(
+        "--half-close", help="Shut down the connection's write side, unanswered.")] = False,
     times: Annotated[int | None, typer.Option("--times", min=1, help="Fire on the next N matching requests only.")] = None,
     rate: Annotated[float | None, typer.Option("--rate", min=0.0, max=1.0, help="Fire with this probability.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of --rate's random draws.")] = None,
@@ -107,14 +112,18 @@ def add(
     client_id: Annotated[str | None, typer.Option("--client-id", help="Only requests of this client id.")] = None,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
-    """Add a fault rule: exactly one of --error, --delay-ms, --drop."""
-    if sum([error is not None, delay_ms is not None, drop]) != 1:
-        fail("give exactly one of --error, --delay-ms, --drop", 2)
+    """Add a fault rule: exactly one of --error, --delay-ms, --drop, --throttle-ms, --half-close."""
+    if sum([error is not None, delay_ms is not None, drop, throttle_ms is not None, half_close]) != 1:
+        fail("give exactly one of --error, --delay-ms, --drop, --throttle-ms, --half-close", 2)
     spec: dict[str, Any] = {"api": api}
     if error is not None:
         spec.update(kind="error", error=error)
     elif delay_ms is not None:
         spec.update(kind="delay", ms=delay_ms)
+    elif throttle_ms is not None:
+        spec.update(kind="throttle", ms=throttle_ms)
+    elif half_close:
+        spec["kind"] = "half_close"
     else:
         spec["kind"] = "drop"
     for key, value in (("times", times), ("rate", rate), ("seed", seed), ("topic", topic), ("client_id", client_id)):

@@ -31,7 +31,10 @@ Rules:
   session's end closes the connection without being served; connections without a lifetime pay nothing;
 - a throttled request (a client quota, server/quota) is answered at once with its throttle time, and then
   the connection is muted for that long (KIP-219): reading pauses and no queued request is handled until
-  a `loop.call_later` unmutes it; nothing sleeps on the loop, and a close ends the mute at once.
+  a `loop.call_later` unmutes it; nothing sleeps on the loop, and a close ends the mute at once;
+- a half-close fault (server/faults.py) shuts down the write side only (`write_eof`): later requests are
+  read and discarded, unanswered, until the client closes (EOF closes the transport) or the connection is
+  aborted; a TLS transport cannot write EOF alone, so it is closed instead.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from typing import TYPE_CHECKING
 
 from kaflite.protocol.framing import FrameDecoder, FrameError
 from kaflite.server.authorizer import Session
-from kaflite.server.dispatcher import CloseConnection, Dispatcher
+from kaflite.server.dispatcher import CloseConnection, Dispatcher, HalfCloseConnection
 from kaflite.storage.file_slice import FileSlice
 
 if TYPE_CHECKING:
@@ -150,6 +153,7 @@ class KafkaConnection(asyncio.Protocol):
         self._reading_paused = False
         self._throttle_ms = 0  # set by the dispatcher when the request being handled earned a throttle
         self._muted: asyncio.Future[None] | None = None  # until a throttle ends (KIP-219)
+        self._half_closed = False  # a half-close fault shut our write side; nothing is answered any more
         self._closed = False
         self._worker: asyncio.Task[None] | None = None
         self._all = registry_of
@@ -208,7 +212,7 @@ class KafkaConnection(asyncio.Protocol):
         return True
 
     def data_received(self, data: bytes) -> None:
-        if self._closed:
+        if self._closed or self._half_closed:  # half-closed: read (to see the client's EOF), answer nothing
             return
         self.last_active = time.monotonic()
         try:
@@ -289,6 +293,10 @@ class KafkaConnection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         host = self.peer.rpartition(":")[0]
         while not self._closed:
+            if self._half_closed:
+                self._wakeup = loop.create_future()
+                await self._wakeup
+                continue
             if self._muted is not None and not self._muted.done():
                 await self._muted
                 continue
@@ -310,6 +318,9 @@ class KafkaConnection(asyncio.Protocol):
                 out = await self.dispatcher.dispatch(frame, host, self.id, self.session, self._throttled)
                 self.busy = False
                 self.last_active = time.monotonic()
+            except HalfCloseConnection as e:
+                self._half_close(str(e))
+                continue  # the loop waits, doing nothing, for the client's close (connection_lost)
             except CloseConnection as e:
                 self.abort(str(e))
                 return
@@ -331,6 +342,23 @@ class KafkaConnection(asyncio.Protocol):
             if self._throttle_ms and not self._closed:
                 self._mute(self._throttle_ms)
             self._throttle_ms = 0
+
+    def _half_close(self, reason: str) -> None:
+        """A fault (server/faults.py): the write side is shut down (the client reads EOF), nothing more is
+        answered, and the socket stays open until the client closes it (or the idle reaper, a shutdown)."""
+        log.debug("half-closing connection from %s: %s", self.peer, reason)
+        self._half_closed = True
+        self.busy = False  # so connections.max.idle.ms reaps it if the client never closes
+        self.frames.clear()
+        self._shared.release(self.queued_bytes, self.limits.max_queued_request_bytes)
+        self.queued_bytes = 0
+        transport = self.transport
+        if transport is None:
+            return
+        if transport.can_write_eof():
+            transport.write_eof()
+        else:  # TLS: no write-side shutdown without closing
+            self.abort(reason, quiet=True)
 
     def _throttled(self, ms: int) -> None:
         self._throttle_ms = max(self._throttle_ms, ms)

@@ -18,7 +18,8 @@ Rules (what Kafka's SocketServer/KafkaApis do):
   FaultInjector: an injected error is answered with `faults_response.error_response` (the handler does not
   run), a delay sleeps before the handler, a dropped connection closes it unanswered; a DescribeConfigs or
   IncrementalAlterConfigs of the pseudo resource `kaflite.faults` lists or changes the rules
-  (`faults_admin.py`, what `kaflite faults` sends).
+  (`faults_admin.py`, what `kaflite faults` sends); a throttle fault becomes the context's throttle time
+  (answered and muted like a quota's), a half-close fault raises `HalfCloseConnection`.
 """
 
 from __future__ import annotations
@@ -50,13 +51,17 @@ if TYPE_CHECKING:
     from kaflite.server.broker import Broker
     from kaflite.server.config import Listener
 
-__all__ = ["CloseConnection", "Dispatcher"]
+__all__ = ["CloseConnection", "Dispatcher", "HalfCloseConnection"]
 
 log = logging.getLogger("kaflite.server")
 
 
 class CloseConnection(Exception):
     """The request cannot be answered; the connection must be closed."""
+
+
+class HalfCloseConnection(CloseConnection):
+    """Shut down the connection's write side, unanswered, and keep reading until the client closes."""
 
 
 # Kafka's broker-to-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown,
@@ -95,6 +100,7 @@ class Dispatcher:
         if session is None:  # a caller without a connection (tests): the listener's anonymous session
             session = Session.on(self.listener, client_host)
         faults = self.broker.faults  # None unless kaflite.faults.enable
+        injected_throttle_ms = 0  # a throttle fault's, set before the handler so hot encoders write it too
         if faults is not None:
             if header.api_key in (32, 44):  # the rules themselves, managed over the wire (faults_admin.py)
                 from kaflite.server.faults_admin import answer as answer_rules
@@ -107,6 +113,10 @@ class Dispatcher:
             if rule is not None:
                 if rule.kind == "drop":
                     raise CloseConnection(f"fault injected (rule {rule.id}): connection dropped")
+                if rule.kind == "half_close":
+                    raise HalfCloseConnection(f"fault injected (rule {rule.id}): connection half-closed")
+                if rule.kind == "throttle":
+                    injected_throttle_ms = rule.ms
                 if rule.kind == "delay":
                     await asyncio.sleep(rule.ms / 1000.0)
                 elif rule.error is not None:
@@ -118,6 +128,7 @@ class Dispatcher:
                                                    injected.parts)
                     return encode_response(header.api_key, header.api_version, header.correlation_id, injected)
         ctx = RequestContext(self.broker, header, client_host, connection_id, session, request_bytes=len(frame))
+        ctx.throttle_time_ms = injected_throttle_ms  # quotas raise it with max(), never lower it
         metrics = self.broker.metrics  # None unless metrics.listener is set
         started = time.perf_counter() if metrics is not None else 0.0
         if self.broker.quotas.enabled(REQUEST_PERCENTAGE) and header.api_key not in REQUEST_QUOTA_EXEMPT:

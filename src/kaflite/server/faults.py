@@ -1,9 +1,12 @@
-"""Fault injection on a running broker, for tests: injected error answers, added latency, dropped
-connections, per API key, optionally per topic or client id, n times or at a seeded rate.
+"""Fault injection on a running broker, for tests: injected error answers, added latency, dropped and
+half-closed connections, injected throttle times, per API key, optionally per topic or client id, n times
+or at a seeded rate.
 
     broker.faults.fail(api="Produce", error="NOT_LEADER_OR_FOLLOWER", times=3)
     broker.faults.delay(api="Fetch", ms=500, times=2)
     broker.faults.drop_connections(api="Metadata", rate=0.5, seed=7)
+    broker.faults.throttle(api="Produce", ms=200, times=1)
+    broker.faults.half_close(api="Fetch", times=1)
 
 Rules (tests/server/test_faults.py):
 - off unless the broker key `kaflite.faults.enable=true`: then `broker.faults` is a FaultInjector and the
@@ -20,6 +23,13 @@ Rules (tests/server/test_faults.py):
 - a `delay` rule sleeps `ms` on the event loop's timer (the connection's later requests wait behind it, as
   behind any slow request), then the request is handled normally; a `drop` rule closes the connection
   without an answer;
+- a `throttle` rule handles the request normally and answers it with `throttle_time_ms` at least `ms`
+  (a quota's larger throttle wins), and the connection is then muted for that long (KIP-219), exactly
+  as after a real quota throttle: the dispatcher sets the request context's throttle time;
+- a `half_close` rule answers nothing and shuts down the write side of the connection (TCP FIN) once the
+  request is read: the client reads EOF while the broker keeps its socket open (reading, discarding
+  requests) until the client closes it; on a TLS listener, where a write-side shutdown alone does not
+  exist, the connection is closed instead;
 - every fault that fires is logged (one WARNING line naming the rule, the api and the client) and counted
   (`counts`, by kind, api and error; served as `kaflite_faults_injected_total` on /metrics);
 - the rules may be changed from any thread (a test's thread beside the broker's loop): one lock guards
@@ -41,7 +51,7 @@ __all__ = ["FaultInjector", "FaultRule", "api_key_of", "request_topics"]
 
 log = logging.getLogger("kaflite.faults")
 
-KINDS = ("error", "delay", "drop")
+KINDS = ("error", "delay", "drop", "throttle", "half_close")
 
 
 def api_key_of(api: int | str) -> int:
@@ -82,7 +92,7 @@ def error_of(error: int | str | ErrorCode) -> ErrorCode:
 @dataclass
 class FaultRule:
     id: int
-    kind: str  # "error", "delay" or "drop"
+    kind: str  # one of KINDS
     api_key: int
     error: ErrorCode | None = None
     ms: int = 0
@@ -98,7 +108,7 @@ class FaultRule:
         out: dict[str, Any] = {"id": self.id, "kind": self.kind, "api": api_name(self.api_key)}
         if self.error is not None:
             out["error"] = self.error.name.upper()
-        if self.kind == "delay":
+        if self.kind in ("delay", "throttle"):
             out["ms"] = self.ms
         for key in ("times", "rate", "seed", "topic", "client_id"):
             value = getattr(self, key)
@@ -158,6 +168,22 @@ class FaultInjector:
         return self._add("drop", api_key_of(api), times=times, rate=rate, seed=seed, topic=topic,
                          client_id=client_id)
 
+    def throttle(self, api: int | str, ms: int, times: int | None = None, rate: float | None = None,
+                 seed: int | None = None, topic: str | None = None, client_id: str | None = None) -> FaultRule:
+        """Handle matching requests normally, but answer them with `throttle_time_ms` = `ms` and mute the
+        connection that long afterwards (KIP-219), as a quota throttle does."""
+        if ms < 1:
+            raise ValueError(f"ms must be >= 1, got {ms}")
+        return self._add("throttle", api_key_of(api), ms=ms, times=times, rate=rate, seed=seed, topic=topic,
+                         client_id=client_id)
+
+    def half_close(self, api: int | str, times: int | None = None, rate: float | None = None,
+                   seed: int | None = None, topic: str | None = None, client_id: str | None = None) -> FaultRule:
+        """Leave matching requests unanswered and shut down the connection's write side: the client sees
+        EOF while the broker's end of the socket stays open."""
+        return self._add("half_close", api_key_of(api), times=times, rate=rate, seed=seed, topic=topic,
+                         client_id=client_id)
+
     def add(self, spec: dict[str, Any]) -> FaultRule:
         """A rule from its description (what `kaflite faults add` sends): {"kind": "error", "api": ...}."""
         spec = dict(spec)
@@ -172,6 +198,10 @@ class FaultInjector:
             rule = self.delay(api, int(spec.pop("ms", 0)), **common)
         elif kind == "drop":
             rule = self.drop_connections(api, **common)
+        elif kind == "throttle":
+            rule = self.throttle(api, int(spec.pop("ms", 0)), **common)
+        elif kind == "half_close":
+            rule = self.half_close(api, **common)
         else:
             raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
         if spec:
@@ -247,5 +277,5 @@ class FaultInjector:
                 return None
         log.warning("fault injected (rule %d): %s %s%s to client %r", fired.id, fired.kind, api_name(api_key),
                     f" {fired.error.name.upper()}" if fired.error is not None else
-                    f" {fired.ms} ms" if fired.kind == "delay" else "", client_id)
+                    f" {fired.ms} ms" if fired.kind in ("delay", "throttle") else "", client_id)
         return fired

@@ -73,8 +73,8 @@ KEYS: list[ConfigKey] = [
         "kaflite.faults.enable",
         "boolean",
         False,
-        "Fault injection for tests (docs/testing.md): when true, errors, delays and dropped connections can "
-        "be injected into this broker's answers (EmbeddedBroker.faults, `kaflite faults`). Never in production.",
+        "Fault injection for tests (docs/testing.md): when true, errors, delays, throttle times, dropped and "
+        "half-closed connections can be injected into this broker's answers (EmbeddedBroker.faults, `kaflite faults`). Never in production.",
         differs="kaflite-only key: Kafka has no fault injection.",
     ),
     _k("fetch.max.bytes", "int", 57671680, "Largest Fetch response the broker builds.", AtLeast(1024)),
