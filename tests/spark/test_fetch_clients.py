@@ -251,3 +251,22 @@ def test_read_range_goes_on_through_librdkafka_where_the_fast_path_stops(
                                 False, True, 30_000)))
     assert [r["offset"] for r in got] == list(range(6))
     assert [r["value"] for r in got] == [b"%d" % i for i in range(6)]
+
+
+def test_kaflite_spark_fast_path_0_reads_through_librdkafka(kafka: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import kaflite.spark.fetch as fetch
+
+    topic = kafka.topic("fast-off", 1)
+    kafka.produce(topic, [{"value": b"x", "partition": 0}] * 2)
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the fast path was used")
+
+    monkeypatch.setattr(fetch, "fetch_range", refuse)
+    monkeypatch.setenv("KAFLITE_SPARK_FAST_PATH", "0")
+    got = table(list(read_range({"bootstrap.servers": kafka.bootstrap}, OffsetRange(topic, 0, 0, 2),
+                                False, True, 30_000)))
+    assert [r["offset"] for r in got] == [0, 1]
+    monkeypatch.delenv("KAFLITE_SPARK_FAST_PATH")
+    with pytest.raises(AssertionError, match="the fast path was used"):
+        list(read_range({"bootstrap.servers": kafka.bootstrap}, OffsetRange(topic, 0, 0, 2), False, True, 30_000))

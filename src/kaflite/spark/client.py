@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -228,7 +229,8 @@ def read_range(
         # which Spark's planning workers, importing this module, must not pay
         from kaflite.spark import fetch
 
-        if fast and fetch.fast_path_supported(config):
+        # KAFLITE_SPARK_FAST_PATH=0 in the executors' environment: librdkafka reads everything (comparisons)
+        if fast and os.environ.get("KAFLITE_SPARK_FAST_PATH", "1") != "0" and fetch.fast_path_supported(config):
 
             def leader() -> tuple[str, int]:
                 md = consumer.list_topics(r.topic, timeout=timeout_s)
