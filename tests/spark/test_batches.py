@@ -57,8 +57,10 @@ def rows_of(batch: pa.RecordBatch | None, include_headers: bool) -> list[dict[st
     assert batch.schema == arrow_schema(include_headers)
     batch.validate(full=True)
     out = batch.to_pylist()
-    for row in out:
-        row["timestamp"] = int(row["timestamp"].timestamp() * 1000)  # back to Kafka's milliseconds
+    micros = batch.column("timestamp").cast(pa.int64()).to_pylist()
+    for row, us in zip(out, micros, strict=True):
+        assert us % 1000 == 0
+        row["timestamp"] = us // 1000  # back to Kafka's milliseconds, exactly (no float on the way)
     return out
 
 
@@ -201,3 +203,13 @@ def test_transactional_flag_alone_does_not_drop_rows() -> None:
     assert not list(iter_batches(data))[0].attributes & TRANSACTIONAL_MASK
     batch, _ = decode_batches(data, "t", 0, 0, 1, False, aborted=[(5, 0)])
     assert batch is not None and batch.num_rows == 1  # aborted lists name transactional batches only
+
+
+def test_records_past_arrow_binary_offsets_are_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kaflite.spark.batches as batches
+
+    data = build_record_batch([(b"k", b"v" * 100, [])], timestamp_ms=1, base_offset=3)
+    monkeypatch.setattr(batches, "_MAX_BINARY", 64)  # stands for 2 GiB: int32 offsets cannot address more
+    with pytest.raises(UnsupportedBatch) as err:
+        decode_batches(data, "t", 0, 3, 10, False)
+    assert err.value.offset == 3

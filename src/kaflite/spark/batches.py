@@ -4,8 +4,9 @@ per record (pure: no I/O).
 Rules:
 - the input is the `records` bytes of one partition of a Fetch response: concatenated batches, the last one
   possibly cut short by the fetch size (a truncated tail is ignored, as every consumer does);
-- a batch whose magic byte is not 2 (message format v0/v1) raises `UnsupportedBatch(start)`: no row of
-  the call is returned, and the caller reads on from `start` another way;
+- a batch whose magic byte is not 2 (message format v0/v1), or records inflating past 2 GiB (Arrow's
+  int32 binary offsets), raise `UnsupportedBatch(start)`: no row of the call is returned, and the caller
+  reads on from `start` another way;
 - a batch whose CRC-32C does not match, or whose records do not fill its records section exactly, raises
   CORRUPT_MESSAGE (Kafka's consumers check CRCs too, with `check.crcs=true`);
 - rows are the records with `start <= offset < until`, in log order; batches wholly below `start` are
@@ -54,6 +55,7 @@ __all__ = ["UnsupportedBatch", "decode_batches"]
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _MAGIC_AT = 16
+_MAX_BINARY = 2**31 - 1
 _PAD = 16  # zero bytes after the records so vectorised varint reads never index past the buffer
 
 
@@ -275,6 +277,9 @@ def _columns(
     include_headers: bool,
 ) -> pa.RecordBatch | None:
     sizes = np.fromiter((len(s) for s in sections), dtype=np.int64, count=len(sections))
+    if int(sizes.sum()) + _PAD > _MAX_BINARY:
+        # Arrow's binary offsets are int32: a fetch that inflates past 2 GiB is read another way
+        raise UnsupportedBatch(start, "records inflate past 2 GiB")
     sections.append(bytes(_PAD))
     buf = b"".join(sections)
     bases, counts, base_ts, max_ts, log_append = (np.array(col, dtype=np.int64) for col in zip(*meta, strict=True))
