@@ -166,6 +166,7 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=2, help="runs per measurement; the best is reported")
     ap.add_argument("--bootstrap", default=None)
+    ap.add_argument("--source-only", action="store_true", help="measure the source and its baseline only")
     args = ap.parse_args()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -243,6 +244,10 @@ def run(args: Any, bootstrap: str) -> None:
     )
     measure("source: kaflite -> noop", lambda: kaflite_read().write.format("noop").mode("overwrite").save())
 
+    if args.source_only:
+        spark.stop()
+        report(args, results, None)
+        return
     rows_df = kaflite_read().select("key", "value").cache()
     rows_df.count()
     measure(
@@ -269,17 +274,22 @@ def run(args: Any, bootstrap: str) -> None:
     assert sink_rows == args.rows * (args.repeat + 1), f"sink topic holds {sink_rows} rows"
     raw_s = produce_raw(bootstrap, raw, args.rows, args.value_bytes)
     spark.stop()
+    report(args, results, (raw_s, load_s))
 
+
+def report(args: Any, results: list[tuple[str, float, float]], producer: tuple[float, float] | None) -> None:
     n = args.rows
     print(
         f"\nSpark connector throughput: {n} rows, {args.value_bytes} B values, {args.partitions} partitions, local[2], "
         f"best of {args.repeat}"
     )
     print(f"{'measurement':58} {'rows/s':>10} {'CPU-s/M rows':>13} {'vs baseline':>12}")
-    base_src, base_sink = results[0][1], results[2][1]
     for i, (name, wall, cpu) in enumerate(results):
-        base = base_src if i < 2 else base_sink
+        base = results[0 if i < 2 else 2][1]
         print(f"{name:58} {n / wall:>10,.0f} {cpu / n * 1e6:>13.2f} {base / wall:>11.2f}x")
+    if producer is None:
+        return
+    raw_s, load_s = producer
     print(
         f"{'confluent-kafka producer alone (same rows, no Spark)':58} {n / raw_s:>10,.0f} {'-':>13} {'-':>12}"
     )

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -181,17 +182,22 @@ def read_range(
     include_headers: bool,
     fail_on_data_loss: bool,
     poll_timeout_ms: int,
+    fast: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """The records of [r.from_offset, r.until_offset) as Arrow batches (executor side).
 
     Records missing inside the range because of compaction or transaction markers are simply absent;
     records missing because retention deleted them are data loss (raised, or skipped with a warning).
+    With `fast` (and settings it supports, kaflite.spark.fetch) the records come over kaflite's own Fetch
+    client, decoded a whole fetch at a time; else, and from where the fast path stops, through librdkafka.
     """
     report = data_loss_reporter(fail_on_data_loss)
-    consumer = Consumer(consumer_config(conf, "executor") | {"enable.partition.eof": True})
+    config = consumer_config(conf, "executor")
+    consumer = Consumer(config | {"enable.partition.eof": True})
+    timeout_s = poll_timeout_ms / 1000
     try:
         tp = TopicPartition(r.topic, r.partition)
-        low, high = consumer.get_watermark_offsets(tp, timeout=poll_timeout_ms / 1000, cached=False)
+        low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
         begin, until = r.from_offset, r.until_offset
         if low > begin:
             report(
@@ -203,60 +209,101 @@ def read_range(
             until = high
         if begin >= until:
             return
-        consumer.assign([TopicPartition(r.topic, r.partition, begin)])
-        next_offset = begin
-        deadline = time.monotonic() + poll_timeout_ms / 1000
-        while next_offset < until:
-            msgs = consumer.consume(num_messages=min(_BATCH_RECORDS, until - next_offset), timeout=0.5)
-            records: list[Message] = []
-            at_end = False
-            if msgs and not any(map(_message_error, msgs)):
-                # the common case, without a Python step per record: only records, in offset order
-                last = int(msgs[-1].offset() or 0)
-                if last < until:
-                    records, next_offset = msgs, last + 1
-                else:
-                    records, next_offset = [m for m in msgs if int(m.offset() or 0) < until], until
-                msgs = []
-            for m in msgs:
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        at_end = True
-                        continue
-                    if err.code() == KafkaError._AUTO_OFFSET_RESET:
-                        # retention deleted the offset between the watermark check and the fetch
-                        low = consumer.get_watermark_offsets(
-                            tp, timeout=poll_timeout_ms / 1000, cached=False
-                        )[0]
-                        report(
-                            f"Cannot fetch offset {next_offset} of {r.topic}-{r.partition} "
-                            f"(earliest available offset is {low})"
-                        )
-                        next_offset = max(next_offset, low)
-                        consumer.assign([TopicPartition(r.topic, r.partition, next_offset)])
-                        break
-                    raise KafkaException(err)
-                offset = int(m.offset() or 0)
-                if offset >= until:
-                    next_offset = until
-                    break
-                records.append(m)
-                next_offset = offset + 1
-            if records:
-                deadline = time.monotonic() + poll_timeout_ms / 1000
-                yield records_to_batch(r.topic, r.partition, records, include_headers)
-            if at_end and next_offset < until:
-                # the end of the log before `until`: the offsets left were compaction or transaction
-                # marker gaps, unless the log was truncated below `until` since the range was planned
-                high = consumer.get_watermark_offsets(tp, timeout=poll_timeout_ms / 1000, cached=False)[1]
-                if high < until:
-                    report(f"Offsets [{high}, {until}) of {r.topic}-{r.partition} are no longer in the log")
+
+        def at_end(offset: int) -> None:
+            # the end of the log before `until`: the offsets left were compaction or transaction
+            # marker gaps, unless the log was truncated below `until` since the range was planned
+            high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)[1]
+            if high < until:
+                report(f"Offsets [{high}, {until}) of {r.topic}-{r.partition} are no longer in the log")
+
+        def out_of_range(offset: int) -> int:
+            # retention deleted the offset between the watermark check and the fetch
+            low = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)[0]
+            report(
+                f"Cannot fetch offset {offset} of {r.topic}-{r.partition} (earliest available offset is {low})"
+            )
+            return max(offset, low)
+
+        # imported here, in the task: kio's schemas (and the hypothesis kio imports) take seconds to load,
+        # which Spark's planning workers, importing this module, must not pay
+        from kaflite.spark import fetch
+
+        # KAFLITE_SPARK_FAST_PATH=0 in the executors' environment: librdkafka reads everything (comparisons)
+        if fast and os.environ.get("KAFLITE_SPARK_FAST_PATH", "1") != "0" and fetch.fast_path_supported(config):
+
+            def leader() -> tuple[str, int]:
+                md = consumer.list_topics(r.topic, timeout=timeout_s)
+                topic = md.topics.get(r.topic)
+                part = topic.partitions.get(r.partition) if topic is not None and topic.error is None else None
+                broker = md.brokers.get(part.leader) if part is not None else None
+                if broker is None:
+                    raise ConnectionError(f"{r.topic}-{r.partition} has no leader in the metadata")
+                return str(broker.host), int(broker.port)
+
+            rest = yield from fetch.fetch_range(
+                leader, config, r.topic, r.partition, begin, until, include_headers, poll_timeout_ms,
+                at_end, out_of_range,
+            )
+            if rest is None:
                 return
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"Cannot fetch records in [{next_offset}, {until}) of {r.topic}-{r.partition} within "
-                    f"kafkaConsumer.pollTimeoutMs={poll_timeout_ms}"
-                )
+            begin = rest
+        yield from _consume(consumer, r, begin, until, include_headers, poll_timeout_ms, at_end, out_of_range)
     finally:
         consumer.close()
+
+
+def _consume(
+    consumer: Consumer,
+    r: OffsetRange,
+    begin: int,
+    until: int,
+    include_headers: bool,
+    poll_timeout_ms: int,
+    at_end: Callable[[int], None],
+    out_of_range: Callable[[int], int],
+) -> Iterator[pa.RecordBatch]:
+    """[begin, until) through librdkafka: a `Message` per record."""
+    consumer.assign([TopicPartition(r.topic, r.partition, begin)])
+    next_offset = begin
+    deadline = time.monotonic() + poll_timeout_ms / 1000
+    while next_offset < until:
+        msgs = consumer.consume(num_messages=min(_BATCH_RECORDS, until - next_offset), timeout=0.5)
+        records: list[Message] = []
+        reached_end = False
+        if msgs and not any(map(_message_error, msgs)):
+            # the common case, without a Python step per record: only records, in offset order
+            last = int(msgs[-1].offset() or 0)
+            if last < until:
+                records, next_offset = msgs, last + 1
+            else:
+                records, next_offset = [m for m in msgs if int(m.offset() or 0) < until], until
+            msgs = []
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    reached_end = True
+                    continue
+                if err.code() == KafkaError._AUTO_OFFSET_RESET:
+                    next_offset = out_of_range(next_offset)
+                    consumer.assign([TopicPartition(r.topic, r.partition, next_offset)])
+                    break
+                raise KafkaException(err)
+            offset = int(m.offset() or 0)
+            if offset >= until:
+                next_offset = until
+                break
+            records.append(m)
+            next_offset = offset + 1
+        if records:
+            deadline = time.monotonic() + poll_timeout_ms / 1000
+            yield records_to_batch(r.topic, r.partition, records, include_headers)
+        if reached_end and next_offset < until:
+            at_end(next_offset)
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"Cannot fetch records in [{next_offset}, {until}) of {r.topic}-{r.partition} within "
+                f"kafkaConsumer.pollTimeoutMs={poll_timeout_ms}"
+            )

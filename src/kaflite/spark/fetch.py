@@ -1,0 +1,273 @@
+"""The source's fast path: one partition's records fetched over kaflite's own client half of the Fetch
+protocol and decoded a whole response at a time into Arrow (kaflite.spark.batches), instead of a
+librdkafka `Message` per record.
+
+Rules:
+- used only when the client settings need nothing this client does not do: `security.protocol` absent
+  or PLAINTEXT (TLS and SASL stay with librdkafka), and the leader's ApiVersions answer covers Fetch v12
+  (Kafka 2.7 and later; kaflite); otherwise `fetch_range` returns at once and the caller reads the whole
+  range through librdkafka;
+- the partition's leader comes from the metadata the caller's librdkafka consumer fetched; one blocking
+  connection to it (this runs in an executor task, never on an event loop), one Fetch v12 at a time plus
+  the next one sent before the current answer is decoded and yielded (the broker reads while Spark works);
+- `isolation.level` read_committed fetches with isolation level 1 (the broker stops at the last stable
+  offset) and drops the rows of aborted transactions by the answer's aborted list;
+- the answer's end (high watermark, or last stable offset under read_committed) at or below the fetch
+  offset is the end of the log: the caller's `at_end` decides, as at librdkafka's partition EOF;
+  OFFSET_OUT_OF_RANGE goes to the caller's `out_of_range` (data loss); NOT_LEADER_OR_FOLLOWER and the
+  other leadership errors, and a lost connection, look the leader up again and retry after 100 ms,
+  until `poll_timeout_ms` passes without progress (TimeoutError); any other error code is raised;
+- a batch in message format v0/v1 ends the fast path: `fetch_range` returns its offset and the caller
+  reads on from there through librdkafka.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import socket
+import struct
+import time
+from collections.abc import Callable, Generator
+from typing import Any
+
+import pyarrow as pa
+from kio.schema.api_versions.v0.request import ApiVersionsRequest
+from kio.schema.api_versions.v0.response import ApiVersionsResponse
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.fetch.v12.response import FetchResponse, PartitionData
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader
+from kio.schema.types import BrokerId, TopicName
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
+
+from kaflite.protocol.errors import ErrorCode
+from kaflite.spark.batches import UnsupportedBatch, decode_batches
+
+__all__ = ["FetchConnection", "fast_path_supported", "fetch_range"]
+
+FETCH_API_KEY = 1
+FETCH_VERSION = 12
+MAX_WAIT_MS = 500
+RETRY_BACKOFF_S = 0.1
+DEFAULT_PARTITION_MAX_BYTES = 4 * 1024 * 1024
+_MAX_FRAME = 512 * 1024 * 1024
+_LEADERSHIP_ERRORS = frozenset({
+    ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
+    ErrorCode.unknown_topic_or_partition, ErrorCode.leader_not_available, ErrorCode.kafka_storage_error,
+    ErrorCode.replica_not_available, ErrorCode.offset_not_available, ErrorCode.request_timed_out,
+})
+_read_header_v0 = entity_reader(ResponseHeaderV0)
+_read_header_v1 = entity_reader(ResponseHeader)
+_read_fetch = entity_reader(FetchResponse)
+_read_versions = entity_reader(ApiVersionsResponse)
+
+
+class FetchError(RuntimeError):
+    """The leader answered a Fetch with an error this path does not retry."""
+
+
+def fast_path_supported(conf: dict[str, Any]) -> bool:
+    """True when the client settings ask for nothing but a plaintext connection."""
+    protocol = str(conf.get("security.protocol", "plaintext")).strip().lower()
+    return protocol == "plaintext"
+
+
+def partition_max_bytes(conf: dict[str, Any]) -> int:
+    try:
+        return max(int(conf.get("max.partition.fetch.bytes", DEFAULT_PARTITION_MAX_BYTES)), 1)
+    except (TypeError, ValueError):
+        return DEFAULT_PARTITION_MAX_BYTES
+
+
+class FetchConnection:
+    """One blocking connection to a partition's leader: ApiVersions, then Fetch v12 requests."""
+
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.client_id = client_id
+        self.correlation = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _send(self, req: Any) -> int:
+        self.correlation += 1
+        flexible = bool(req.__flexible__)
+        header_type = RequestHeader if flexible else RequestHeaderV1
+        buf = io.BytesIO()
+        entity_writer(header_type)(buf, header_type(
+            request_api_key=i16(req.__api_key__), request_api_version=i16(req.__version__),
+            correlation_id=i32(self.correlation), client_id=self.client_id))
+        entity_writer(type(req))(buf, req)
+        body = buf.getvalue()
+        self.sock.sendall(struct.pack(">i", len(body)) + body)
+        return self.correlation
+
+    def _receive_exactly(self, n: int) -> bytearray:
+        out = bytearray(n)
+        view = memoryview(out)
+        got = 0
+        while got < n:
+            k = self.sock.recv_into(view[got:], n - got)
+            if k == 0:
+                raise ConnectionError("the broker closed the connection")
+            got += k
+        return out
+
+    def _receive(self, correlation: int, flexible: bool) -> tuple[memoryview, int]:
+        (size,) = struct.unpack(">i", self._receive_exactly(4))
+        if not 4 <= size <= _MAX_FRAME:
+            raise ConnectionError(f"bad frame size {size}")
+        frame = memoryview(self._receive_exactly(size)).toreadonly()  # kio reads read-only buffers only
+        (corr,) = struct.unpack_from(">i", frame, 0)
+        if corr != correlation:
+            raise ConnectionError(f"correlation id {corr}, expected {correlation}")
+        _header, offset = (_read_header_v1 if flexible else _read_header_v0)(frame, 0)
+        return frame, offset
+
+    def supports_fetch_v12(self) -> bool:
+        corr = self._send(ApiVersionsRequest())
+        frame, offset = self._receive(corr, flexible=False)  # ApiVersions answers with header v0, always
+        resp, _ = _read_versions(frame, offset)
+        if int(getattr(resp.error_code, "value", resp.error_code)) != 0:
+            return False
+        return any(
+            int(k.api_key) == FETCH_API_KEY and int(k.min_version) <= FETCH_VERSION <= int(k.max_version)
+            for k in resp.api_keys
+        )
+
+    def send_fetch(self, topic: str, partition: int, offset: int, max_bytes: int, read_committed: bool) -> int:
+        req = FetchRequest(
+            replica_id=BrokerId(-1),
+            max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=MAX_WAIT_MS)),
+            min_bytes=i32(1), max_bytes=i32(max(max_bytes, 1024 * 1024)),
+            isolation_level=i8(1 if read_committed else 0),
+            session_id=i32(0), session_epoch=i32(-1),
+            topics=(FetchTopic(topic=TopicName(topic), partitions=(FetchPartition(
+                partition=i32(partition), current_leader_epoch=i32(-1), fetch_offset=i64(offset),
+                last_fetched_epoch=i32(-1), log_start_offset=i64(-1), partition_max_bytes=i32(max_bytes)),)),),
+            forgotten_topics_data=(), rack_id="")
+        return self._send(req)
+
+    def receive_fetch(self, correlation: int, topic: str, partition: int) -> PartitionData:
+        frame, offset = self._receive(correlation, flexible=True)
+        resp, _ = _read_fetch(frame, offset)
+        code = ErrorCode(int(getattr(resp.error_code, "value", resp.error_code)))
+        if code is not ErrorCode.none:
+            raise FetchError(f"Fetch of {topic}-{partition} refused: {code.name}")
+        for t in resp.responses:
+            if str(t.topic) == topic:
+                for p in t.partitions:
+                    if int(p.partition_index) == partition:
+                        return p
+        raise ConnectionError(f"the Fetch answer has no {topic}-{partition}")
+
+
+def _peek_next(data: bytes, offset: int) -> int:
+    """The fetch offset after the whole batches of `data` (headers only), for the pipelined request."""
+    pos, end = 0, len(data)
+    while end - pos >= 61:
+        base, length = struct.unpack_from(">qi", data, pos)
+        lod = struct.unpack_from(">i", data, pos + 23)[0]
+        if pos + length + 12 > end or data[pos + 16] != 2:
+            break
+        offset = max(offset, base + lod + 1)
+        pos += length + 12
+    return offset
+
+
+def fetch_range(
+    leader: Callable[[], tuple[str, int]],
+    conf: dict[str, Any],
+    topic: str,
+    partition: int,
+    begin: int,
+    until: int,
+    include_headers: bool,
+    poll_timeout_ms: int,
+    at_end: Callable[[int], None],
+    out_of_range: Callable[[int], int],
+) -> Generator[pa.RecordBatch, None, int | None]:
+    """Yield the rows of [begin, until) of one partition as Arrow batches; return None when the range is
+    done, or the offset from which the caller must read on another way (fast path not possible).
+
+    `leader()` gives the (host, port) of the partition's leader, looked up again after errors;
+    `at_end(offset)` is called when the log ends at `offset` < until (then the range is over);
+    `out_of_range(offset)` answers OFFSET_OUT_OF_RANGE with the offset to go on from."""
+    read_committed = str(conf.get("isolation.level", "read_uncommitted")).lower() == "read_committed"
+    max_bytes = partition_max_bytes(conf)
+    client_id = str(conf.get("client.id", "kaflite-spark"))
+    next_offset = begin
+    deadline = time.monotonic() + poll_timeout_ms / 1000
+    conn: FetchConnection | None = None
+    in_flight: tuple[int, int] | None = None  # (correlation, fetch offset)
+    try:
+        while next_offset < until:
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"Cannot fetch records in [{next_offset}, {until}) of {topic}-{partition} within "
+                    f"kafkaConsumer.pollTimeoutMs={poll_timeout_ms}"
+                )
+            try:
+                if conn is None:
+                    host, port = leader()
+                    conn = FetchConnection(host, port, client_id, poll_timeout_ms / 1000 + MAX_WAIT_MS / 1000)
+                    if not conn.supports_fetch_v12():
+                        return next_offset
+                    in_flight = None
+                if in_flight is None or in_flight[1] != next_offset:
+                    if in_flight is not None:  # sent for an offset we did not reach: read and drop it
+                        conn.receive_fetch(in_flight[0], topic, partition)
+                    in_flight = (conn.send_fetch(topic, partition, next_offset, max_bytes, read_committed),
+                                 next_offset)
+                part = conn.receive_fetch(in_flight[0], topic, partition)
+                in_flight = None
+            except (OSError, ConnectionError):
+                if conn is not None:
+                    conn.close()
+                conn, in_flight = None, None
+                time.sleep(RETRY_BACKOFF_S)
+                continue
+            code = ErrorCode(int(getattr(part.error_code, "value", part.error_code)))
+            if code is ErrorCode.offset_out_of_range:
+                next_offset = out_of_range(next_offset)
+                deadline = time.monotonic() + poll_timeout_ms / 1000
+                continue
+            if code in _LEADERSHIP_ERRORS:
+                conn.close()
+                conn = None
+                time.sleep(RETRY_BACKOFF_S)
+                continue
+            if code is not ErrorCode.none:
+                raise FetchError(f"Fetch of {topic}-{partition} at offset {next_offset} answered {code.name}")
+            data = bytes(part.records) if part.records else b""
+            ahead = _peek_next(data, next_offset)
+            if next_offset < ahead < until:
+                # the next request goes out before this answer is decoded: the broker reads meanwhile
+                in_flight = (conn.send_fetch(topic, partition, ahead, max_bytes, read_committed), ahead)
+            aborted = None
+            if read_committed:
+                aborted = [(int(a.producer_id), int(a.first_offset)) for a in (part.aborted_transactions or ())]
+            try:
+                rows, after = decode_batches(data, topic, partition, next_offset, until, include_headers, aborted)
+            except UnsupportedBatch as e:
+                return e.offset
+            if rows is not None and rows.num_rows:
+                yield rows
+            if after > next_offset:
+                next_offset = after
+                deadline = time.monotonic() + poll_timeout_ms / 1000
+                continue
+            end = int(part.last_stable_offset) if read_committed else int(part.high_watermark)
+            if 0 <= end <= next_offset:
+                at_end(next_offset)
+                return None
+        return None
+    finally:
+        if conn is not None:
+            conn.close()
