@@ -310,20 +310,35 @@ def _aborted_ranges(batches: Sequence[tuple[int, int, int, int]],
 
 # --- ShareFetch (78) ------------------------------------------------------------------------------
 
+def _failed(response: type[Any]) -> Callable[..., Any]:
+    """The whole-request error answer of ShareFetch or ShareAcknowledge (`response` their kio class)."""
+
+    def failed(code: ErrorCode, message: str | None = None) -> Any:
+        return build(response, throttle_time=_ZERO, error_code=code, error_message=message,
+                     acquisition_lock_timeout=_ZERO, responses=(), node_endpoints=())
+    return failed
+
+
+def _refused(ctx: RequestContext, request: Any, rule: Any, failed: Callable[..., Any]) -> Any | None:
+    """The checks ShareFetch and ShareAcknowledge make first, in Kafka's order (share groups enabled, group
+    and member ids set, READ on the group): the answer of the first that fails, or None."""
+    if not share_enabled(ctx.broker):
+        return failed(ErrorCode.unsupported_version, "Share groups are not enabled (group.share.enable).")
+    if not request.group_id or not request.member_id:
+        return failed(ErrorCode.invalid_request, "GroupId and MemberId must be set.")
+    if not ctx.allowed(rule, request.group_id):
+        return failed(rule.error)
+    return None
+
+
 async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
     broker = ctx.broker
-
-    def failed(code: ErrorCode, message: str | None = None) -> Any:
-        return build(R.ShareFetchResponse, throttle_time=_ZERO, error_code=code, error_message=message,
-                     acquisition_lock_timeout=_ZERO, responses=(), node_endpoints=())
-    if not share_enabled(broker):
-        return failed(ErrorCode.unsupported_version, "Share groups are not enabled (group.share.enable).")
-    group_id, member_id = request.group_id or "", request.member_id or ""
-    if not group_id or not member_id:
-        return failed(ErrorCode.invalid_request, "GroupId and MemberId must be set.")
-    if not ctx.allowed(rules.SHARE_FETCH_GROUP, group_id):
-        return failed(rules.SHARE_FETCH_GROUP.error)
+    failed = _failed(R.ShareFetchResponse)
+    refused = _refused(ctx, request, rules.SHARE_FETCH_GROUP, failed)
+    if refused is not None:
+        return refused
+    group_id, member_id = request.group_id, request.member_id
     epoch = int(request.share_session_epoch)
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     if epoch == 0 and has_acks:
@@ -455,17 +470,11 @@ def _acquire_pass(ctx: RequestContext, coord: ShareGroupCoordinator, group_id: s
 async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
     broker = ctx.broker
-
-    def failed(code: ErrorCode, message: str | None = None) -> Any:
-        return build(R.ShareAcknowledgeResponse, throttle_time=_ZERO, error_code=code, error_message=message,
-                     acquisition_lock_timeout=_ZERO, responses=(), node_endpoints=())
-    if not share_enabled(broker):
-        return failed(ErrorCode.unsupported_version, "Share groups are not enabled (group.share.enable).")
-    group_id, member_id = request.group_id or "", request.member_id or ""
-    if not group_id or not member_id:
-        return failed(ErrorCode.invalid_request, "GroupId and MemberId must be set.")
-    if not ctx.allowed(rules.SHARE_ACKNOWLEDGE_GROUP, group_id):
-        return failed(rules.SHARE_ACKNOWLEDGE_GROUP.error)
+    failed = _failed(R.ShareAcknowledgeResponse)
+    refused = _refused(ctx, request, rules.SHARE_ACKNOWLEDGE_GROUP, failed)
+    if refused is not None:
+        return refused
+    group_id, member_id = request.group_id, request.member_id
     epoch = int(request.share_session_epoch)
     if epoch == 0:
         return failed(ErrorCode.invalid_share_session_epoch, "A share session is opened by ShareFetch.")
