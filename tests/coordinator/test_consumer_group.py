@@ -121,6 +121,38 @@ def test_session_expiry_and_slow_revocation_remove_members() -> None:
     assert not d.group().members and d.group().state == "Empty"
 
 
+def test_kit_expire_member_fences_it_and_force_rebalance_bumps_the_group_epoch() -> None:
+    """The test kit's group faults on a KIP-848 group (EmbeddedBroker.expire_member / force_rebalance)."""
+    from kaflite.coordinator.consumer_records import ConsumerGroupMetadataKey
+
+    d = Driver()
+    d.hb("a", 0)
+    d.hb("a")
+    d.hb("b", 0)
+    d.settle(["a", "b"])
+    epoch = d.group().group_epoch
+    assert d.gc.handle_expire_member("g", "a", d.now).response() is ErrorCode.none
+    assert "a" not in d.group().members and d.group().group_epoch == epoch + 1
+    assert "a" not in d.group().owners.values()  # its partitions are free for b
+    assert d.hb("a").error is ErrorCode.unknown_member_id  # its next heartbeat: it must rejoin at 0
+    d.settle(["b"])
+    assert d.owned["b"]["t"] == frozenset(range(6)) and d.epoch["b"] == epoch + 1
+    assert d.hb("a", 0).error is ErrorCode.none  # rejoined
+    d.settle(["a", "b"])
+    assert [len(d.owned[x]["t"]) for x in "ab"] == [3, 3] and set(d.epoch.values()) == {epoch + 2}
+    assert d.gc.handle_expire_member("g", "nobody", d.now).response() is ErrorCode.unknown_member_id
+    assert d.gc.handle_expire_member("other", "a", d.now).response() is ErrorCode.group_id_not_found
+
+    result = d.gc.handle_force_rebalance("g", d.now)
+    assert result.response() is ErrorCode.none and d.group().group_epoch == epoch + 3
+    assert any(isinstance(r.record_key, ConsumerGroupMetadataKey) for r in result.records)  # the new epoch persisted
+    assert d.group().state != "Stable"
+    d.settle(["a", "b"])
+    assert set(d.epoch.values()) == {epoch + 3} and d.group().assignment_epoch == epoch + 3
+    assert d.group().state == "Stable"
+    assert d.gc.handle_force_rebalance("other", d.now).response() is ErrorCode.group_id_not_found
+
+
 def test_offset_commits_check_the_member_epoch() -> None:
     d = Driver()
     d.hb("a", 0)

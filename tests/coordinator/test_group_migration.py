@@ -244,6 +244,28 @@ def test_session_expiry_of_the_last_consumer_member_downgrades() -> None:
     assert "g" in h.gc.groups and "g" not in h.gc.consumer.groups
 
 
+def test_kit_faults_on_a_mixed_group_take_the_session_timeout_path() -> None:
+    """force_rebalance makes the classic members of a consumer group rejoin; expire_member of the last
+    consumer-protocol member downgrades the group, as its session timeout would."""
+    h = Mixed()
+    a, b = classic_group(h)
+    gen = h.group().generation_id
+    h.hb("new", 0)
+    for _ in range(10):  # the group settles: the classic members rejoin, the newcomer gets its share
+        for mid in (a, b):
+            if h.heartbeat(mid, h.epoch.get(mid, gen)) is ErrorCode.rebalance_in_progress:
+                h.owned[mid] = {}
+                h.classic_round(mid)
+        h.hb("new")
+    epoch = h.consumer_group().group_epoch
+    assert {h.heartbeat(mid, h.epoch[mid]) for mid in (a, b)} == {ErrorCode.none}
+    assert h._collect(h.gc.handle_force_rebalance("g", h.now)).response() is ErrorCode.none
+    assert h.consumer_group().group_epoch == epoch + 1
+    assert {h.heartbeat(mid, h.epoch[mid]) for mid in (a, b)} == {ErrorCode.rebalance_in_progress}
+    assert h._collect(h.gc.handle_expire_member("g", "new", h.now)).response() is ErrorCode.none
+    assert "g" not in h.gc.consumer.groups and set(h.group().members) == {a, b}
+
+
 def test_downgrade_refused_by_policy_keeps_a_consumer_group_of_classic_members() -> None:
     h = Mixed(consumer_migration_policy="upgrade")
     a, b = classic_group(h)

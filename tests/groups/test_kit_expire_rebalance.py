@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 
 import pytest
 
@@ -71,3 +72,74 @@ def test_aiokafka_member_expired_on_purpose_rejoins_and_a_forced_rebalance_start
                 await producer.stop()
 
     asyncio.run(main())
+
+
+def test_kip848_member_expired_on_purpose_rejoins_and_a_forced_rebalance_bumps_the_group_epoch() -> None:
+    """The same faults on a `group.protocol=consumer` group (confluent-kafka): the expired member is fenced,
+    rejoins with epoch 0 and keeps consuming; force_rebalance gives the group, then its member, a new epoch
+    (seen with ConsumerGroupDescribe)."""
+    import confluent_kafka as ck
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kio.schema.consumer_group_describe.v0.request import ConsumerGroupDescribeRequest
+
+    from server.kwire import WireClient
+
+    topic, group = f"kit848-{uuid.uuid4().hex[:6]}", f"g848-{uuid.uuid4().hex[:6]}"
+    with EmbeddedBroker(overrides={"group.consumer.heartbeat.interval.ms": "300"}) as broker:
+        def describe() -> tuple[int, dict[str, int]]:
+            with WireClient(broker.bootstrap) as w:
+                [g] = w.request(ConsumerGroupDescribeRequest(group_ids=(group,),
+                                                             include_authorized_operations=False)).groups
+            return int(g.group_epoch), {str(mb.member_id): int(mb.member_epoch) for mb in g.members}
+
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(10)
+        producer = ck.Producer({"bootstrap.servers": broker.bootstrap})
+        consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                                "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                                "enable.auto.commit": False})
+        got: list[bytes] = []
+
+        def poll_until(done: Callable[[], bool], timeout: float = 30.0) -> bool:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is not None and not msg.error():
+                    got.append(msg.value())
+                    consumer.commit(msg, asynchronous=False)
+                if done():
+                    return True
+            return False
+
+        try:
+            for i in range(5):
+                producer.produce(topic, f"a{i}".encode(), partition=i % 2)
+            assert producer.flush(10) == 0
+            consumer.subscribe([topic])
+            assert poll_until(lambda: len(got) == 5), got
+            member = consumer.memberid()
+            epoch, members = describe()
+            assert members == {member: epoch}
+
+            broker.expire_member(group, member)
+            after_expiry, members = describe()
+            assert after_expiry == epoch + 1 and members == {}  # fenced: removed, the group epoch moved on
+            # its next heartbeat gets UNKNOWN_MEMBER_ID: it rejoins with epoch 0 and is given both partitions
+            assert poll_until(lambda: describe()[1].get(member, 0) > after_expiry and len(consumer.assignment()) == 2)
+            for i in range(5):
+                producer.produce(topic, f"b{i}".encode(), partition=i % 2)
+            assert producer.flush(10) == 0
+            assert poll_until(lambda: len(got) >= 10), got
+            assert sorted(got) == sorted([f"a{i}".encode() for i in range(5)] + [f"b{i}".encode() for i in range(5)])
+
+            before, members = describe()
+            broker.force_rebalance(group)
+            assert describe()[0] == before + 1
+            assert poll_until(lambda: describe()[1] == {member: before + 1})  # the member moved to the new epoch
+            assert len(consumer.assignment()) == 2
+
+            with pytest.raises(KafkaError) as unknown:
+                broker.expire_member(group, "no-such-member")
+            assert unknown.value.code == ErrorCode.unknown_member_id
+        finally:
+            consumer.close()

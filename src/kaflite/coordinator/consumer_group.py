@@ -46,6 +46,12 @@ Rules (Kafka's GroupMetadataManager.consumerGroupHeartbeat + CurrentAssignmentBu
   nothing) moves to the new epoch in the same step (Kafka's CurrentAssignmentBuilder.ownsRevokedPartitions);
 - removing a consumer-protocol member (leave, session or rebalance timeout) first asks `on_fence`, which
   may downgrade the group to a classic group instead (kaflite.coordinator.group_migration).
+- test kit (EmbeddedBroker.expire_member / force_rebalance): `expire_member` fences a member now, by the
+  session timeout's path (removed, partitions released, group epoch + 1; its next heartbeat is
+  UNKNOWN_MEMBER_ID and it rejoins with epoch 0); UNKNOWN_MEMBER_ID for a member the group does not have.
+  `force_rebalance` raises the group epoch of a group with members by one, as a membership change would:
+  the target is recomputed at the next heartbeat and every member moves to the new epoch; an empty group
+  is left unchanged. Kafka has no such operation; it is the effect of a subscription change without one.
 """
 
 from __future__ import annotations
@@ -599,6 +605,19 @@ class ConsumerGroupManager:
         group_id, mid = group.group_id, member.member_id
         timeout = member.classic.session_timeout_ms if member.classic is not None else self.session_timeout_ms
         self._schedule(("cg-session", group_id, mid), self._now() + timeout, lambda: self._expire(group_id, mid))
+
+    def expire_member(self, group: ConsumerGroup, member_id: str) -> ErrorCode:
+        """The test kit's session timeout, now (rules at the top)."""
+        if member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        self._fence(group, member_id)
+        return ErrorCode.none
+
+    def force_rebalance(self, group: ConsumerGroup) -> None:
+        """The test kit's rebalance on demand: a new group epoch, hence a new target (rules at the top)."""
+        if group.members:
+            group.group_epoch += 1
+            self._dirty.setdefault(group.group_id, set())  # the group's epoch record; no member changed yet
 
     def _expire(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)

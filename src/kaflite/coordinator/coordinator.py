@@ -176,7 +176,7 @@ class GroupCoordinator:
         return self._step(now_ms, lambda: self.group_manager.expire_member(group_id, member_id))
 
     def handle_force_rebalance(self, group_id: str, now_ms: int) -> CoordinatorResult:
-        """Test kit: a rebalance of a stable classic group, now; the answer is an ErrorCode."""
+        """Test kit: a rebalance now (classic or KIP-848 group); the answer is an ErrorCode."""
         return self._step(now_ms, lambda: self.group_manager.force_rebalance(group_id))
 
     def handle_consumer_heartbeat(self, req: ConsumerHeartbeatRequest, topics: Mapping[str, int],

@@ -32,7 +32,8 @@ Rules (the rebalance protocol, Kafka's classic GroupMetadataManager):
   the member's session timeout would do (removed, the group rebalances; UNKNOWN_MEMBER_ID for a member
   the group does not have, GROUP_ID_NOT_FOUND for no such group); `force_rebalance` moves a Stable or
   CompletingRebalance group to PreparingRebalance as a membership change would (its members rejoin at
-  their next heartbeat), and changes nothing for a group already rebalancing or Empty.
+  their next heartbeat), and changes nothing for a group already rebalancing or Empty. For a KIP-848
+  group both go to the consumer group manager (its rules: kaflite.coordinator.consumer_group).
 """
 
 from __future__ import annotations
@@ -428,6 +429,9 @@ class GroupMetadataManager:
 
     def expire_member(self, group_id: str, member_id: str) -> ErrorCode:
         """The test kit's session timeout, now (rules at the top)."""
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            return self.consumer.expire_member(consumer_group, member_id)
         group = self.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             return ErrorCode.group_id_not_found
@@ -441,6 +445,10 @@ class GroupMetadataManager:
 
     def force_rebalance(self, group_id: str) -> ErrorCode:
         """The test kit's rebalance on demand (rules at the top)."""
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            self.consumer.force_rebalance(consumer_group)
+            return ErrorCode.none
         group = self.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             return ErrorCode.group_id_not_found

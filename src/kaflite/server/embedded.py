@@ -243,12 +243,15 @@ class EmbeddedBroker:
         return fut.result(timeout=30)
 
     def expire_member(self, group: str, member_id: str) -> None:
-        """Expire `member_id` of classic group `group` now, as its session timeout would: the coordinator
-        removes it and rebalances; the member's next heartbeat gets UNKNOWN_MEMBER_ID and it rejoins."""
+        """Expire `member_id` of group `group` now, as its session timeout would: the coordinator removes
+        it and rebalances (a KIP-848 group: fenced, its partitions released, the group epoch + 1); the
+        member's next heartbeat gets UNKNOWN_MEMBER_ID and it rejoins (KIP-848: with member epoch 0)."""
         self._group_step(group, lambda shard, now: shard.handle_expire_member(group, member_id, now))
 
     def force_rebalance(self, group: str) -> None:
-        """Make a stable classic group rebalance now (its members rejoin at their next heartbeat)."""
+        """Make group `group` rebalance now: a stable classic group's members rejoin at their next
+        heartbeat; a KIP-848 group's epoch goes up by one, so its members get a new target assignment and
+        member epoch at their next heartbeat."""
         self._group_step(group, lambda shard, now: shard.handle_force_rebalance(group, now))
 
     def _group_step(self, group: str, op: Callable[[Any, int], Any]) -> None:
