@@ -87,7 +87,9 @@ def test_delete_topics_and_create_partitions_take_their_partitions(broker: Embed
     assert [(t.name, t.error_code) for t in r.responses] == [
         ("d-20", ErrorCode.none), ("d-5", ErrorCode.none), ("d-1", ErrorCode.throttling_quota_exceeded),
         ("d-unknown", ErrorCode.unknown_topic_or_partition)]  # a topic it does not know is answered as such
-    assert r.throttle_time.total_seconds() > 1.0 and "d-1" in b.metadata.topics
+    # throttled: 3 tokens overdrawn at 2 a second, less the time the deletions took since (0.46 s left once
+    # on a loaded CI machine); the arithmetic itself is tests/quota/test_mutation_quota.py's, on a clock
+    assert r.throttle_time.total_seconds() > 0 and "d-1" in b.metadata.topics
     old = _call(broker, dt4.DeleteTopicsRequest(topic_names=("d-old",), timeout=TIMEOUT), "dt-permissive")
     assert old.responses[0].error_code == ErrorCode.none and old.throttle_time.total_seconds() > 2.5
 
