@@ -74,3 +74,13 @@ def test_empty_directory_starts_at_the_log_start_offset(tmp_path: Path) -> None:
     assert (log.log_start_offset, log.log_end_offset) == (42, 42)
     assert log.append(batch(1)).base_offset == 42
     assert (tmp_path / "t-0" / "00000000000000000042.log").exists()
+
+
+def test_pending_epochs_of_a_log_deleted_meanwhile_are_dropped_not_an_error(tmp_path: Path) -> None:
+    """The housekeeping thread writes a leader-epoch-checkpoint an append left pending; a DeleteTopics
+    renaming the partition's directory between its snapshot and that write made it log ERROR `flush failed:
+    No such file` (the fuzz test in a full run). A deleted log's pending epochs are dropped."""
+    log = _fill(tmp_path / "t-0")
+    log.rename_dir_for_deletion(tmp_path / "t-0.abc-delete")
+    log.leader_epoch_cache.pending_write = True  # as an append made just before the deletion leaves it
+    assert log.write_pending_epochs() is False

@@ -1266,7 +1266,12 @@ class Log:
         outside the lock: LeaderEpochFileCache's rules). Called by the housekeeping thread."""
         if not self.leader_epoch_cache.pending_write:
             return False
-        return self.leader_epoch_cache.write_pending(self._lock)
+        try:
+            return self.leader_epoch_cache.write_pending(self._lock)
+        except FileNotFoundError:
+            if self._closed:  # the partition was deleted (its directory renamed) meanwhile: nothing to keep
+                return False
+            raise
 
     @property
     def unsynced_snapshots(self) -> int:
