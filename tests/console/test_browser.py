@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,15 +91,27 @@ def web(console: ConsoleServer, browser: Any, shots: Path) -> Iterator[Any]:
             shutil.copy(png, Path(target) / png.name)
 
 
-def _submit(browser: Any, button_id: str) -> None:
-    """Click a form's submit button and wait until the next page has replaced this one."""
-    from selenium.webdriver.support import expected_conditions as ec
+def _navigate(browser: Any, action: Callable[[], None]) -> None:
+    """Run an action that leaves the page (a click on a link or a submit) and wait for the next page."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    old = browser.find_element(By.TAG_NAME, "html")
-    browser.find_element(By.ID, button_id).click()
-    WebDriverWait(browser, 30).until(ec.staleness_of(old))
-    WebDriverWait(browser, 30).until(lambda b: b.execute_script("return document.readyState") == "complete")
+    # The old document is marked with a window property; the next page is there when the mark is gone.
+    # Waiting on an element's staleness instead raced chromium mid-navigation ("Node with given id does
+    # not belong to the document", a WebDriverException that staleness_of does not catch).
+    browser.execute_script("window.__kafliteOldPage = true;")
+    action()
+
+    def replaced(b: Any) -> bool:
+        return bool(b.execute_script(
+            "return window.__kafliteOldPage === undefined && document.readyState === 'complete';"))
+
+    WebDriverWait(browser, 30, ignored_exceptions=(WebDriverException,)).until(replaced)
+
+
+def _submit(browser: Any, button_id: str) -> None:
+    """Click a form's submit button and wait until the next page has replaced this one."""
+    _navigate(browser, browser.find_element(By.ID, button_id).click)
 
 
 def _cells(browser: Any, table_id: str) -> list[list[str]]:
@@ -115,12 +127,7 @@ def test_overview_and_topics(web: Any, console_cluster: ConsoleCluster) -> None:
     b = web("/topics", "topics")
     rows = {r[0]: r for r in _cells(b, "topics")}
     assert rows[console_cluster.orders][1] == str(ORDERS_PARTITIONS) and rows[console_cluster.orders][3] == "60"
-    old = b.find_element(By.TAG_NAME, "html")
-    b.find_element(By.LINK_TEXT, console_cluster.orders).click()
-    from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(b, 30).until(ec.staleness_of(old))
+    _navigate(b, b.find_element(By.LINK_TEXT, console_cluster.orders).click)
     web.after_load("topic")
     assert b.find_element(By.ID, "topic-name").text == console_cluster.orders
     assert len(_cells(b, "partitions")) == ORDERS_PARTITIONS and _cells(b, "configs")
@@ -219,12 +226,7 @@ def test_schemas_pages(web: Any) -> None:
     assert rows["orders-value"][1:4] == ["3", "2", "2"] and rows["events-value"][5] == "NONE"
     # the nav link and the subject link lead to the subject: versions, level, schema text, diff
     assert "on" in (b.find_element(By.ID, "nav-schemas").get_attribute("class") or "")
-    old = b.find_element(By.TAG_NAME, "html")
-    b.find_element(By.LINK_TEXT, "orders-value").click()
-    from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(b, 30).until(ec.staleness_of(old))
+    _navigate(b, b.find_element(By.LINK_TEXT, "orders-value").click)
     web.after_load("subject")
     assert b.find_element(By.ID, "subject-name").text == "orders-value"
     assert [r[:2] for r in _cells(b, "versions")] == [["1", "1"], ["2", "2"], ["3", "3"]]
