@@ -107,6 +107,12 @@ def test_request_decoder_reads_the_v0_layout_and_refuses_short_frames() -> None:
             decode_request(body[:cut], 0)
     with pytest.raises(ProtocolError):
         decode_request(struct.pack(">hii", 1, 0, 2**31 - 1), 0)  # a topic count beyond the frame
+    head = struct.pack(">hii", 1, 0, 1)
+    for bad in (struct.pack(">h", -1),  # a null topic name
+                struct.pack(">h", 2) + b"\xff\xfe",  # a name that is not UTF-8
+                struct.pack(">h", 1) + b"t" + struct.pack(">iii", 1, 0, -2)):  # a message-set length of -2
+        with pytest.raises(ProtocolError):
+            decode_request(head + bad, 0)
 
 
 @pytest.fixture(scope="module")

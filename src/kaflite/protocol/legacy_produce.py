@@ -9,8 +9,9 @@ on receipt, as Kafka's `LogValidator` does, then appended like any other batch.
 Rules:
 - the request is acks int16, timeout int32 (ms), then topics [name string, partitions [index int32,
   records bytes]] (arrays: int32 count; strings: int16 length; bytes: int32 length, -1 null), the same in
-  v0, v1 and v2; anything short, negative or past the frame is a protocol error (the connection closed,
-  as for any undecodable request); the decoded request has kio's attribute names (`acks`, `timeout` as a
+  v0, v1 and v2, read with kio's readers; anything short, past the frame, a null topic name, a name that
+  is not UTF-8 or a length below -1 is a protocol error (the connection closed, as for any undecodable
+  request of a later version); the decoded request has kio's attribute names (`acks`, `timeout` as a
   timedelta, `topic_data[].name`, `.partition_data[].index`, `.records`) so the Produce handler serves it;
 - a message set is [offset int64][size int32][message]...; a message is [crc int32 (CRC-32, IEEE)]
   [magic int8 (0 or 1)][attributes int8][timestamp int64, magic 1 only][key bytes][value bytes], where
@@ -38,7 +39,18 @@ from __future__ import annotations
 import datetime
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
+
+from kio.serial.errors import SerialError
+from kio.serial.readers import (
+    read_int16,
+    read_int32,
+    read_legacy_array_length,
+    read_legacy_string,
+    read_nullable_legacy_bytes,
+)
 
 from kaflite.protocol import compression
 from kaflite.protocol.errors import ErrorCode, KafkaError, ProtocolError
@@ -49,10 +61,10 @@ VERSIONS = range(0, 3)
 
 _HEAD = struct.Struct(">qi")  # offset, message size
 _MSG = struct.Struct(">IbB")  # crc, magic, attributes
-_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 NO_TIMESTAMP = -1
+T = TypeVar("T")
 
 LegacyRecord = tuple[int, bytes | None, bytes | None]  # (timestamp, key, value)
 
@@ -79,45 +91,33 @@ class LegacyProduceRequest:
 
 def decode_request(frame: bytes | memoryview, offset: int) -> LegacyProduceRequest:
     """The body of a Produce v0-v2 request starting at `offset` (module rules); trailing bytes ignored."""
-    buf = memoryview(frame)
-    end = len(buf)
-    pos = offset
+    try:
+        return _decode_request(memoryview(frame), offset)
+    except SerialError as e:  # short, a negative length, a null topic name, invalid UTF-8
+        raise ProtocolError(f"Produce v0-v2: {e}") from None
 
-    def take(n: int, what: str) -> int:
+
+def _decode_request(buf: memoryview, pos: int) -> LegacyProduceRequest:
+    def field(read: Callable[[memoryview, int], tuple[T, int]]) -> T:
         nonlocal pos
-        if n < 0 or pos + n > end:
-            raise ProtocolError(f"Produce v0-v2: {what} runs past the end of the frame")
-        start = pos
-        pos += n
-        return start
-
-    def i16() -> int:
-        return int(_I16.unpack_from(buf, take(2, "an int16"))[0])
-
-    def i32() -> int:
-        return int(_I32.unpack_from(buf, take(4, "an int32"))[0])
+        value, size = read(buf, pos)
+        pos += size
+        return value
 
     def count(what: str) -> int:
-        n = i32()
-        if n < 0 or n > end - pos:  # every element takes at least a byte
+        n = field(read_legacy_array_length)
+        if n < 0 or n > len(buf) - pos:  # every element takes at least a byte: no huge loop on a bad count
             raise ProtocolError(f"Produce v0-v2: {what} count {n} is negative or beyond the frame")
         return n
 
-    acks = i16()
-    timeout_ms = i32()
+    acks = field(read_int16)
+    timeout_ms = field(read_int32)
     topics = []
     for _ in range(count("topic")):
-        n = i16()
-        if n < 0:
-            raise ProtocolError("Produce v0-v2: a null topic name")
-        name = bytes(buf[take(n, "a topic name") : pos]).decode("utf-8", errors="replace")
-        parts = []
-        for _ in range(count("partition")):
-            index = i32()
-            size = i32()
-            records = None if size < 0 else bytes(buf[take(size, "a message set") : pos])
-            parts.append(PartitionData(index, records))
-        topics.append(TopicData(name, tuple(parts)))
+        name = field(read_legacy_string)
+        parts = tuple(PartitionData(field(read_int32), field(read_nullable_legacy_bytes))
+                      for _ in range(count("partition")))
+        topics.append(TopicData(name, parts))
     return LegacyProduceRequest(acks, datetime.timedelta(milliseconds=max(0, timeout_ms)), tuple(topics))
 
 
