@@ -15,8 +15,9 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
+from helpers import kio_served_versions
 from kaflite.protocol.encoders import encode_fetch_response, encode_produce_response
-from kaflite.protocol.messages import encode_body, request_schema
+from kaflite.protocol.messages import encode_body
 from kaflite.server.context import build
 from kaflite.server.handlers import load_registry
 
@@ -49,8 +50,7 @@ def _topic_key(version: int, name: str) -> Any:
 
 def _served(api_key: int) -> list[int]:
     """The served versions kio has schemas for (Produce v0-v2 have none: test_legacy_response_layout)."""
-    lo, hi = next((lo, hi) for k, lo, hi in load_registry().ranges() if k == api_key)
-    return [v for v in range(lo, hi + 1) if request_schema(api_key, v) is not None]
+    return [v for k, v in kio_served_versions(load_registry().ranges()) if k == api_key]
 
 
 @pytest.mark.parametrize("version", _served(1))

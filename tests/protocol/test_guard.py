@@ -12,14 +12,13 @@ from hypothesis import strategies as st
 from kio.serial import entity_writer
 from kio.static.primitive import Records
 
+from helpers import kio_served_versions
 from kaflite.protocol.guard import check_request_lengths
 from kaflite.protocol.messages import ProtocolError, request_schema
 from kaflite.server.handlers import load_registry
 
 st.register_type_strategy(Records, st.binary(max_size=40).map(Records))
-# Produce v0-v2 are decoded by hand (tests/protocol/test_legacy_produce.py): no kio schema to check here
-SERVED = [(k, v) for k, lo, hi in load_registry().ranges() for v in range(lo, hi + 1)
-          if request_schema(k, v) is not None]
+SERVED = kio_served_versions(load_registry().ranges())
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import kio_served_versions
 from kaflite.coordinator.runtime import ShardState
 from kaflite.protocol.errors import ProtocolError
 from kaflite.protocol.messages import decode_request, parse_request_header
@@ -136,9 +137,8 @@ def test_well_formed_requests_with_odd_values_get_an_answer(server, data, monkey
     monkeypatch.setattr(admin, "MAX_PARTITIONS_PER_TOPIC", 16)
     loop, srv = server
     mine = {0, 1, 2, 3, 18, 19, 20, 21, 22, 32, 33, 35, 37, 44, 60}
-    # Produce v0-v2 have no kio schema to generate requests from (tests/protocol/test_legacy_produce.py)
-    api_key, version = data.draw(st.sampled_from([a for a in _apis(srv.registry)
-                                                  if a[0] in mine and request_schema(*a) is not None]))
+    api_key, version = data.draw(st.sampled_from([a for a in kio_served_versions(srv.registry.ranges())
+                                                  if a[0] in mine]))
     schema = request_schema(api_key, version)
     request = data.draw(st.from_type(schema))
     buf = io.BytesIO()
