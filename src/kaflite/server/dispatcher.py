@@ -30,12 +30,13 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kaflite.protocol.errors import ErrorCode
 from kaflite.protocol.messages import (
     API_VERSIONS_KEY,
     ProtocolError,
+    RequestHeader,
     decode_request,
     encode_raw_response,
     encode_response,
@@ -122,11 +123,8 @@ class Dispatcher:
                 elif rule.error is not None:
                     from kaflite.server.faults_response import error_response
 
-                    injected = error_response(header.api_key, header.api_version, request, rule.error)
-                    if isinstance(injected, EncodedBody):
-                        return encode_raw_response(header.api_key, header.api_version, header.correlation_id,
-                                                   injected.parts)
-                    return encode_response(header.api_key, header.api_version, header.correlation_id, injected)
+                    return _encode(header, error_response(header.api_key, header.api_version, request,
+                                                          rule.error))
         ctx = RequestContext(self.broker, header, client_host, connection_id, session, request_bytes=len(frame))
         ctx.throttle_time_ms = injected_throttle_ms  # quotas raise it with max(), never lower it
         metrics = self.broker.metrics  # None unless metrics.listener is set
@@ -144,14 +142,21 @@ class Dispatcher:
             on_throttle(ctx.throttle_time_ms)
         if response is None:
             return None
-        if isinstance(response, EncodedBody):
-            return encode_raw_response(header.api_key, header.api_version, header.correlation_id, response.parts)
-        if ctx.throttle_time_ms and hasattr(response, "throttle_time") and not isinstance(response, type):
+        if ctx.throttle_time_ms and not isinstance(response, EncodedBody) and hasattr(response, "throttle_time") \
+                and not isinstance(response, type):  # hot encoders wrote ctx.throttle_time_ms themselves
             response = dataclasses.replace(response, throttle_time=timedelta(milliseconds=ctx.throttle_time_ms))
-        return encode_response(header.api_key, header.api_version, header.correlation_id, response)
+        return _encode(header, response)
 
     def unsupported_api_versions(self, correlation_id: int) -> list[bytes | memoryview]:
         from kaflite.server.handlers.api_versions import api_versions_response
 
         response = api_versions_response(self.registry, 0, ErrorCode.unsupported_version)
         return encode_response(API_VERSIONS_KEY, 0, correlation_id, response)
+
+
+def _encode(header: RequestHeader, response: Any) -> list[bytes | memoryview]:
+    """The framed answer to `header`: a kio response entity, or an `EncodedBody` from a hand-written
+    encoder (Produce, Fetch, Metadata hot paths; every Produce v0-v2 answer, which kio has no schema for)."""
+    if isinstance(response, EncodedBody):
+        return encode_raw_response(header.api_key, header.api_version, header.correlation_id, response.parts)
+    return encode_response(header.api_key, header.api_version, header.correlation_id, response)
