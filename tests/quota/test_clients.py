@@ -1,4 +1,4 @@
-"""A real client under a produce quota (confluent-kafka / librdkafka, which honours KIP-219's
+"""A real client under a produce or a consume quota (confluent-kafka / librdkafka, which honours KIP-219's
 throttle_time_ms): throttled to its quota while another client is unaffected. The module's broker has a
 window of 2 samples of 1 s (conftest.py): with Kafka's default 11 a new client first sends 10 s worth of
 its quota at once (Rate assumes 10 full windows) and then stalls until 10 s have passed, too long for a
@@ -94,10 +94,50 @@ def test_throttled_producer_keeps_to_its_quota_and_spares_others(broker: Embedde
     assert _p99(loaded) <= 2 * max(_p99(baseline), 0.010), (_p99(baseline), _p99(loaded))
 
 
-def test_throttled_consumer_keeps_to_its_quota(broker: EmbeddedBroker) -> None:
+class _Paced:
+    """Another client pair, not under any quota: B produces one small message every 10 ms and D consumes
+    them; each message's produce-to-consume latency (D's fetch path, timed in this process)."""
+
+    def __init__(self, broker: EmbeddedBroker, topic: str) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        self.producer = Producer({**broker.confluent_config(), "client.id": "B", "linger.ms": 0, "acks": "1"})
+        self.consumer = Consumer({**broker.confluent_config(), "group.id": "q-paced", "client.id": "D",
+                                  "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+        self.consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        self.topic = topic
+
+    def run(self, seconds: float, stop: threading.Event | None = None) -> list[float]:
+        latencies: list[float] = []
+        end = time.monotonic() + seconds
+        next_send = time.monotonic()
+        while time.monotonic() < end and not (stop is not None and stop.is_set()):
+            if time.monotonic() >= next_send:
+                self.producer.produce(self.topic, str(time.monotonic()).encode())
+                self.producer.poll(0)
+                next_send += 0.01
+            m = self.consumer.poll(0.005)
+            if m is not None and m.error() is None:
+                latencies.append(time.monotonic() - float(m.value()))
+        return latencies
+
+    def close(self) -> None:
+        self.producer.flush(5)
+        self.consumer.close()
+
+
+def test_throttled_consumer_keeps_to_its_quota_and_spares_others(broker: EmbeddedBroker) -> None:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     broker.call(broker.server.broker.create_topic, "q-consume", 1, None)
+    broker.call(broker.server.broker.create_topic, "q-paced", 1, None)
+    paced = _Paced(broker, "q-paced")
+    # connections, metadata and the first fetch (the messages sent meanwhile arrive late together): not
+    # part of the baseline
+    warm_up = time.monotonic() + 10
+    while not ((late := paced.run(0.3)) and max(late) < 0.05):
+        assert time.monotonic() < warm_up, "the paced pair never settled below 50 ms"
+    baseline = paced.run(1.5)
     # small batches: a batch larger than what the quota window allows could never be fetched (as in Kafka)
     p = Producer({**broker.confluent_config(), "linger.ms": 20, "batch.size": 16384})
     for _ in range(3000):
@@ -113,17 +153,26 @@ def test_throttled_consumer_keeps_to_its_quota(broker: EmbeddedBroker) -> None:
                              "enable.auto.commit": False})
         consumer.assign([TopicPartition("q-consume", 0, OFFSET_BEGINNING)])
         got: list[tuple[float, int]] = []
+        loaded: list[float] = []
+        other = threading.Thread(target=lambda: loaded.extend(paced.run(6.0)))
         started = time.monotonic()
+        other.start()
         while time.monotonic() < started + 6.0:
             m = consumer.poll(0.1)
             if m is not None and m.error() is None:
                 got.append((time.monotonic(), len(m.value())))
+        other.join(15)
         consumer.close()
     finally:
         broker.call(broker.server.broker.quotas.replace_all, {})
+        paced.close()
     rate = sum(n for at, n in got if started + 1.0 <= at < started + 6.0) / 5.0
     # held to within 20 % of its quota (unthrottled, the 3 MB are read in the first second and the rate
     # here is 0). With Kafka's cap alone (a whole window's worth per fetch) it was about 58 %: each passing
     # fetch filled the window, the next was answered empty and throttled (tests/quota/test_manager.py)
     buckets = [sum(n for at, n in got if started + i / 2 <= at < started + (i + 1) / 2) for i in range(12)]
     assert 0.8 * QUOTA <= rate <= 1.2 * QUOTA, (rate, buckets)
+    # D's fetches kept their latency while C was throttled: p99 within 2x of D's own unloaded p99 (10 ms
+    # floor: a 2-core test machine)
+    assert len(baseline) > 50 and len(loaded) > 200, (len(baseline), len(loaded))
+    assert _p99(loaded) <= 2 * max(_p99(baseline), 0.010), (_p99(baseline), _p99(loaded))
