@@ -70,6 +70,8 @@ def test_three_brokers_registered_and_every_client_library_works(cluster: Any) -
     md = AdminClient(cluster.confluent_config()).list_topics(timeout=10)
     assert sorted(md.brokers) == [0, 1, 2]
     assert {"__consumer_offsets", "__transaction_state"} <= set(md.topics)  # ready for groups at once
+    # the test defaults (Kafka's test harness: 5 offsets partitions), not Kafka's 50
+    assert [len(md.topics[t].partitions) for t in ("__consumer_offsets", "__transaction_state")] == [5, 5]
     assert cluster.start_seconds is not None and cluster.start_seconds > 0
     topic = _topic(cluster)
 
@@ -186,9 +188,13 @@ def test_async_context_manager_and_start_time(tmp_path: Any) -> None:
     from kaflite.server.embedded_cluster import EmbeddedCluster
 
     async def main() -> tuple[float, list[int], list[int]]:
-        async with EmbeddedCluster(brokers=1, data_dir=tmp_path / "c") as c:
+        async with EmbeddedCluster(brokers=1, data_dir=tmp_path / "c",
+                                   overrides={"offsets.topic.num.partitions": "3"}) as c:
             md = AdminClient(c.confluent_config()).list_topics(timeout=10)
             assert c.start_seconds is not None
+            # the caller's key over the test default; the other default kept
+            assert len(md.topics["__consumer_offsets"].partitions) == 3
+            assert len(md.topics["__transaction_state"].partitions) == 5
             return c.start_seconds, sorted(md.brokers), [c.pid(0), c._cluster.zookeeper.pid]
 
     seconds, brokers, pids = asyncio.run(main())

@@ -13,6 +13,10 @@ Rules (tests/embedded/test_embedded_cluster.py):
 - brokers are processes, not threads: `kill` is a SIGKILL (no controlled shutdown, the ZooKeeper session
   expires as for a crashed JVM), `freeze` a SIGSTOP (the broker stops answering and heartbeating, sockets
   stay open, as in a long GC pause); neither can be done to a thread of the test's own process;
+- the internal topics `__consumer_offsets` and `__transaction_state` have 5 partitions each unless
+  `overrides` sets `offsets.topic.num.partitions` / `transaction.state.log.num.partitions` (Kafka's own
+  test harness, TestUtils.createBrokerConfig, uses 5 for the offsets topic; 50, Kafka's default, is 300
+  replica logs for three brokers to open before the cluster is ready);
 - `start()` returns once every broker is registered in the metadata and `__consumer_offsets` and
   `__transaction_state` exist (cluster up's `create_internal_topics`), so a group or a transaction can run
   at once; `start_seconds` says how long that took;
@@ -33,7 +37,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["EmbeddedCluster"]
+__all__ = ["TEST_DEFAULTS", "EmbeddedCluster"]
+
+# A test cluster's defaults under the caller's overrides (module rules)
+TEST_DEFAULTS: dict[str, str] = {
+    "offsets.topic.num.partitions": "5",
+    "transaction.state.log.num.partitions": "5",
+}
 
 
 class EmbeddedCluster:
@@ -43,7 +53,8 @@ class EmbeddedCluster:
         brokers: how many brokers (ids 0..brokers-1).
         data_dir: where ZooKeeper's and the brokers' data and logs live; None: a temporary directory,
             removed by `stop()`.
-        overrides: broker keys for every broker (e.g. {"kaflite.faults.enable": "true"}).
+        overrides: broker keys for every broker (e.g. {"kaflite.faults.enable": "true"}), over
+            `TEST_DEFAULTS`.
     """
 
     def __init__(self, brokers: int = 3, data_dir: Path | None = None,
@@ -54,7 +65,7 @@ class EmbeddedCluster:
             raise ValueError(f"brokers must be at least 1, got {brokers}")
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="kaflite-cluster-"))
-        self.overrides = dict(overrides or {})
+        self.overrides = {**TEST_DEFAULTS, **(overrides or {})}
         self._cluster = LocalCluster(self.data_dir, brokers, None, self.overrides)
         self._frozen: set[int] = set()
         self._started = False
