@@ -373,3 +373,25 @@ def test_single_node_concurrent_creations_keep_their_guarantees(
         saved = json.loads(writer.path.read_text())["topics"]
     assert {n: t["num_partitions"] for n, t in saved.items() if n.endswith("-off")} == {
         "same-off": 40, "sync-off": 2}
+
+
+def test_single_node_internal_topics_are_created_off_the_loop_by_find_coordinator(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first FindCoordinator of a group and of a transactional id on a fresh single node creates
+    `__consumer_offsets` and `__transaction_state` with their logs in a worker thread (they were created on
+    the event loop: 50 partitions each), and still answers with this broker as the coordinator."""
+    from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+    from kio.static.primitive import i8
+    from kwire import WireClient
+
+    created = _recording_log_class(monkeypatch)
+    overrides = {"offsets.topic.num.partitions": "7", "transaction.state.log.num.partitions": "6"}
+    with EmbeddedBroker(data_dir=tmp_path, overrides=overrides) as b, WireClient(b.bootstrap) as c:
+        loop_thread = b.call(threading.get_ident)
+        for key_type in (0, 1):
+            r = c.request(FindCoordinatorRequest(key_type=i8(key_type), coordinator_keys=("k",)))
+            assert [(x.error_code, x.node_id) for x in r.coordinators] == [(0, b.server.broker.node_id)]
+    for name, count in (("__consumer_offsets", 7), ("__transaction_state", 6)):
+        threads = [t for d, t in created if d.rpartition("-")[0] == name]
+        assert len(threads) == count
+        assert loop_thread not in threads, f"{name}: a log was created on the event loop thread"

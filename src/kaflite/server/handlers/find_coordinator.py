@@ -4,7 +4,8 @@ type 1).
 Rules:
 - the coordinator of a key is the leader of the key's partition of the coordinator's internal topic
   (`__consumer_offsets` for groups, `__transaction_state` for transactional ids), as Kafka answers;
-- the internal topic is created on the first FindCoordinator that needs it (Kafka's auto-creation); while
+- the internal topic is created on the first FindCoordinator that needs it (Kafka's auto-creation; on a
+  single node in a worker thread while the request waits, so the answer names the coordinator); while
   it is not in the metadata image (a cluster: being created - in the broker's admin thread, as it writes
   ZooKeeper, so the answer does not wait for it -, placed, or refused because fewer brokers are alive than
   offsets.topic.replication.factor / transaction.state.log.replication.factor) the answer is
@@ -37,10 +38,12 @@ _ZERO = datetime.timedelta(0)
 async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
     broker = ctx.broker
-    svc = GroupService.of(broker)  # make sure __consumer_offsets exists and is loaded before anyone joins
+    # make sure __consumer_offsets exists and is loaded before anyone joins; on a single node the internal
+    # topics are created in a worker thread while this request waits, not on the event loop
+    svc = await GroupService.of_async(broker)
     node = (broker.node_id, ctx.advertised.host, ctx.advertised.port)
 
-    def answer(key: str, key_type: int) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
+    async def answer(key: str, key_type: int) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
         coordinator: GroupService | TransactionService
         # Kafka: DESCRIBE on the group / transactional id, checked before the key type is acted on
         if key_type == 0 and not ctx.allowed(rules.FIND_COORDINATOR_GROUP, key):
@@ -49,7 +52,7 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
             return rules.FIND_COORDINATOR_TXN.error, None, (-1, "", -1)
         if key_type == 1:  # TRANSACTION: the leader of the id's __transaction_state partition
             try:
-                coordinator = TransactionService.of(broker)
+                coordinator = await TransactionService.of_async(broker)
             except KafkaError as e:
                 return ErrorCode.coordinator_not_available, str(e), (-1, "", -1)
             topic = TRANSACTION_STATE_TOPIC
@@ -77,11 +80,11 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
     if ctx.api_version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
-            code, message, (node_id, host, port) = answer(key, request.key_type)
+            code, message, (node_id, host, port) = await answer(key, request.key_type)
             coordinators.append(build(R.Coordinator, key=key, node_id=node_id, host=host, port=port,
                                       error_code=code, error_message=message))
         return build(R.FindCoordinatorResponse, throttle_time=_ZERO, coordinators=tuple(coordinators))
-    code, message, (node_id, host, port) = answer(request.key, getattr(request, "key_type", 0))
+    code, message, (node_id, host, port) = await answer(request.key, getattr(request, "key_type", 0))
     return build(R.FindCoordinatorResponse, throttle_time=_ZERO, error_code=code, error_message=message,
                  node_id=node_id, host=host, port=port)
 

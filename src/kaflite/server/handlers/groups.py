@@ -271,17 +271,27 @@ class GroupService:
             broker.extensions[_EXTENSION] = service
         return service  # type: ignore[no-any-return]
 
+    @classmethod
+    async def of_async(cls, broker: Any) -> GroupService:
+        """`of`, with `__consumer_offsets` created first in a worker thread when missing on a single node
+        (`Broker.create_internal_topic_async`); `of` alone creates it on the event loop."""
+        if _EXTENSION not in broker.extensions:
+            await broker.create_internal_topic_async(
+                OFFSETS_TOPIC, CoordinatorConfig.from_properties(broker.config).offsets_topic_num_partitions,
+                cls.topic_configs(broker))
+        return cls.of(broker)
+
+    @staticmethod
+    def topic_configs(broker: Any) -> dict[str, str]:
+        return {"cleanup.policy": "compact", "segment.bytes": str(int(broker.setting("offsets.topic.segment.bytes")))}
+
     def ensure_topic(self) -> Any:
         """`__consumer_offsets`, created first when missing (offsets.topic.num.partitions, compacted; its
         replication factor is offsets.topic.replication.factor in a cluster, 1 on a single node). None in a
         cluster while it is not in the metadata image yet (being created off the event loop, just created, or
         refused while fewer brokers are alive than its replication factor): FindCoordinator answers COORDINATOR_NOT_AVAILABLE and retries."""
-        configs = {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(int(self.broker.setting("offsets.topic.segment.bytes"))),
-        }
-        topic = self.broker.ensure_internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, configs,
-                                                  "offsets.topic.replication.factor")
+        topic = self.broker.ensure_internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
+                                                  self.topic_configs(self.broker), "offsets.topic.replication.factor")
         if topic is not None:
             self._adopt(topic)
         return topic

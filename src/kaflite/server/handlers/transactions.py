@@ -166,14 +166,25 @@ class TransactionService:
             broker.extensions[_EXTENSION] = svc
         return svc  # type: ignore[no-any-return]
 
-    def start(self) -> None:
-        setting = self.broker.setting
-        configs = {
+    @classmethod
+    async def of_async(cls, broker: Any) -> TransactionService:
+        """`of`, with `__transaction_state` created first in a worker thread when missing on a single node
+        (`Broker.create_internal_topic_async`); `of` alone creates it on the event loop."""
+        if _EXTENSION not in broker.extensions:
+            await broker.create_internal_topic_async(
+                TRANSACTION_STATE_TOPIC, int(broker.setting("transaction.state.log.num.partitions")),
+                cls.topic_configs(broker))
+        return cls.of(broker)
+
+    @staticmethod
+    def topic_configs(broker: Any) -> dict[str, str]:
+        return {
             "cleanup.policy": "compact",
-            "segment.bytes": str(int(setting("transaction.state.log.segment.bytes"))),
-            "min.insync.replicas": str(int(setting("transaction.state.log.min.isr"))),
+            "segment.bytes": str(int(broker.setting("transaction.state.log.segment.bytes"))),
+            "min.insync.replicas": str(int(broker.setting("transaction.state.log.min.isr"))),
         }
-        self._configs = configs
+
+    def start(self) -> None:
         self.ensure_topic()
         loads = []
         if getattr(self.broker, "log_manager", None) is not None:
@@ -193,7 +204,8 @@ class TransactionService:
         is not in the metadata image yet (being created off the event loop, just created, or refused while
         fewer brokers are alive)."""
         topic = self.broker.ensure_internal_topic(TRANSACTION_STATE_TOPIC, self.config.num_partitions,
-                                                  self._configs, "transaction.state.log.replication.factor")
+                                                  self.topic_configs(self.broker),
+                                                  "transaction.state.log.replication.factor")
         if topic is not None:
             self._adopt(topic)
         return topic
