@@ -444,3 +444,50 @@ def test_schemas_page_with_the_registry_down(console_cluster: ConsoleCluster) ->
         assert srv.get("/topics")[0] == 200  # the rest of the console does not depend on it
     finally:
         srv.stop()
+
+
+def test_message_browser_decodes_registry_framed_records(console: ConsoleServer, console_cluster: ConsoleCluster,
+                                                         console_registry: Any) -> None:
+    """Records written by confluent-kafka's Avro and JSON serializers against the registry are shown
+    decoded, with their schema id, subject and version; other bodies as before."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from console_harness import EVENT_SCHEMA
+
+    topic = f"framed-{console_cluster.orders}"
+    admin = AdminClient({"bootstrap.servers": console_cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
+    client = SchemaRegistryClient({"url": console_registry.url})
+    no_register = {"auto.register.schemas": False}
+    avro = AvroSerializer(client, json.dumps(ORDER_V2),
+                          conf={**no_register, "subject.name.strategy": lambda _ctx, _name: "orders-value"})
+    as_json = JSONSerializer(json.dumps(EVENT_SCHEMA), client,
+                             conf={**no_register, "subject.name.strategy": lambda _ctx, _name: "events-value"})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    p = Producer({"bootstrap.servers": console_cluster.bootstrap})
+    p.produce(topic, key=b"o1", value=avro({"id": 42, "qty": 3}, ctx))
+    p.produce(topic, key=b"e1", value=as_json({"kind": "click"}, ctx))
+    p.produce(topic, key=b"u1", value=b"\x00\x00\x00\x03\xe7payload")  # id 999: not the registry's
+    p.produce(topic, key=b"plain", value=b'{"plain": true}')
+    assert p.flush(10) == 0
+    del p, admin  # their threads stop before the module's broker does (no reconnect noise)
+
+    status, html, _ = console.get(f"/topics/{quote(topic)}/messages")
+    assert status == 200
+    cells = _cells(html, "messages")
+    values = {r[3]: r[4] for r in cells}
+    order = values["o1"]
+    assert json.loads(order.split("schema id")[0].replace("&#34;", '"')) == {"id": 42, "qty": 3}
+    assert "schema id 2 · orders-value v2 (AVRO)" in order
+    event = values["e1"]
+    assert json.loads(event.split("schema id")[0].replace("&#34;", '"')) == {"kind": "click"}
+    assert "schema id 4 · events-value v1 (JSON)" in event
+    assert "schema id 999: not a schema id of the registry" in values["u1"]
+    assert "schema id" not in values["plain"]
+    # hex shows the bytes as written, not decoded
+    _, html, _ = console.get(f"/topics/{quote(topic)}/messages?format=hex")
+    assert "schema id" not in html and "00 00 00 00 02" in html

@@ -334,3 +334,90 @@ def test_quota_entity_labels_and_values() -> None:
     assert entity_label([("user", None)]) == "the default user"
     assert entity_label([("user", "alice"), ("client-id", None)]) == "user 'alice', the default client-id"
     assert quota_value(1048576.0) == "1048576" and quota_value(12.5) == "12.5" and quota_value(0.0) == "0"
+
+
+# --- console.framed: Confluent-framed bodies decoded through a registry lookup ---------------------------
+def _avro_body(schema_id: int, schema: dict[str, Any], datum: dict[str, Any]) -> bytes:
+    import fastavro
+
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), datum)
+    return b"\x00" + schema_id.to_bytes(4, "big") + out.getvalue()
+
+
+ORDER = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"},
+                                                        {"name": "blob", "type": "bytes"}]}
+
+
+def _lookup(asked: list[int]) -> Any:
+    from kaflite.console.framed import SchemaInfo
+
+    known = {7: SchemaInfo("AVRO", json.dumps(ORDER), False, (("other", 1), ("t-value", 3))),
+             8: SchemaInfo("JSON", "{}", False, (("t-key", 1),)),
+             9: SchemaInfo("PROTOBUF", "syntax = 'proto3';", False, ()),
+             10: SchemaInfo("AVRO", json.dumps(ORDER), True, ())}
+
+    def lookup(schema_id: int) -> Any:
+        asked.append(schema_id)
+        return known.get(schema_id)
+    return lookup
+
+
+def test_framed_bodies_are_split_only_with_the_magic_byte_and_an_id() -> None:
+    from kaflite.console.framed import split_frame
+
+    assert split_frame(b"\x00\x00\x00\x01\x02rest") == (258, b"rest")
+    assert split_frame(b"\x00\xff\xff\xff\xff") == (2**32 - 1, b"")  # unsigned
+    for body in (None, b"", b"\x00\x00\x00\x01", b"\x01\x00\x00\x00\x01x", b'{"a": 1}'):
+        assert split_frame(body) is None
+
+
+def test_framed_decoder_decodes_avro_and_json_and_names_the_topics_subject() -> None:
+    from kaflite.console.framed import FramedDecoder
+
+    asked: list[int] = []
+    d = FramedDecoder(_lookup(asked), "t")
+    got = d.decode(_avro_body(7, ORDER, {"id": 5, "blob": b"\x01\xff"}))
+    assert got is not None and json.loads(got.text or "") == {"id": 5, "blob": "01ff"}  # bytes as hex
+    assert (got.subject, got.version, got.label) == ("t-value", 3, "schema id 7 · t-value v3 (AVRO)")
+    key = d.decode(b"\x00\x00\x00\x00\x08" + b'{"k": [1, 2]}', is_key=True)
+    assert key is not None and json.loads(key.text or "") == {"k": [1, 2]} and key.subject == "t-key"
+    assert d.decode(b'{"not": "framed"}') is None
+    d.decode(_avro_body(7, ORDER, {"id": 6, "blob": b""}))
+    assert asked == [7, 8]  # each id asked once a page
+
+
+def test_framed_decoder_says_why_a_body_is_not_decoded() -> None:
+    from kaflite.console.framed import FramedDecoder
+
+    d = FramedDecoder(_lookup([]), "t")
+    unknown = d.decode(b"\x00\x00\x00\x00\x63payload")
+    assert unknown is not None and unknown.text is None and "not a schema id" in unknown.note
+    assert unknown.label == "schema id 99"
+    bad = d.decode(b"\x00\x00\x00\x00\x07\x02")  # a long, then no bytes field
+    assert bad is not None and bad.text is None and "does not decode" in bad.note
+    extra = d.decode(_avro_body(7, ORDER, {"id": 1, "blob": b""}) + b"\x00")
+    assert extra is not None and extra.text is None and "1 bytes left" in extra.note
+    refs = d.decode(_avro_body(10, ORDER, {"id": 1, "blob": b""}))
+    assert refs is not None and refs.text is None and "references" in refs.note
+    # Protobuf: message indexes [1, 0] (zigzag: count 2 -> 4, 1 -> 2, 0 -> 0), then 3 bytes of message
+    proto = d.decode(b"\x00\x00\x00\x00\x09" + b"\x04\x02\x00" + b"\x08\x96\x01")
+    assert proto is not None and proto.text is None and "message index [1, 0], 3 bytes" in proto.note
+    first = d.decode(b"\x00\x00\x00\x00\x09" + b"\x00" + b"\x08\x01")  # count 0: the first message
+    assert first is not None and "message index [0], 2 bytes" in first.note
+
+
+def test_framed_decoder_asks_a_failing_registry_once_a_page() -> None:
+    from kaflite.console.framed import FramedDecoder
+
+    calls: list[int] = []
+
+    def down(schema_id: int) -> Any:
+        calls.append(schema_id)
+        raise OSError("connection refused")
+
+    d = FramedDecoder(down, "t")
+    for schema_id in (1, 2, 3):
+        got = d.decode(b"\x00" + schema_id.to_bytes(4, "big") + b"x")
+        assert got is not None and got.text is None and "connection refused" in got.note
+    assert calls == [1]

@@ -36,6 +36,7 @@ from starlette.staticfiles import StaticFiles
 
 from kaflite.console.access import acls_by_principal, acls_for, entity_label, quota_value, quotas_for
 from kaflite.console.cluster import ClusterView, ConsoleError, GroupInfo, TopicInfo, is_spark_query
+from kaflite.console.framed import FramedDecoder
 from kaflite.console.lab import (
     LAB_STRATEGIES,
     key_placements,
@@ -376,8 +377,23 @@ class Console:
                 fname = f"{name}-messages.{kind}"
                 return Response(body, media_type=media,
                                 headers={"Content-Disposition": f'attachment; filename="{fname}"'})
-            rows = [{"r": r, "key": _clip(show(r.key, fmt)), "value": _clip(show(r.value, fmt, s.hide_values)),
-                     "headers": [(h, _clip(show(v, fmt, s.hide_values))) for h, v in r.headers]} for r in records]
+            # Confluent-framed bodies decoded through the registry (console.framed), unless hex or text was
+            # asked for, or values are hidden
+            decoder = (FramedDecoder(self.registry.schema_info, name)
+                       if self.registry is not None and fmt in ("auto", "json") and not s.hide_values else None)
+            rows = []
+            for r in records:
+                row: dict[str, Any] = {
+                    "r": r, "key": _clip(show(r.key, fmt)), "value": _clip(show(r.value, fmt, s.hide_values)),
+                    "headers": [(h, _clip(show(v, fmt, s.hide_values))) for h, v in r.headers],
+                    "key_schema": None, "value_schema": None}
+                if decoder is not None:
+                    for part, raw in (("key", r.key), ("value", r.value)):
+                        decoded = decoder.decode(raw, is_key=part == "key")
+                        row[f"{part}_schema"] = decoded
+                        if decoded is not None and decoded.text is not None:
+                            row[part] = _clip(decoded.text)
+                rows.append(row)
             params = {k: v for k, v in request.query_params.items() if k != "export"}
             return self.render(request, "messages.html", topic=t, rows=rows, scanned=scanned, note=note,
                                q=q, where=where, mode=mode, fmt=fmt, limit=limit, part=part_raw, offset=offset,

@@ -8,6 +8,8 @@ Rules (tests/console/test_units.py without sockets, tests/console/test_pages.py 
   something that is not JSON, becomes ConsoleError (the page answers 502) naming the URL.
 - A subject without a compatibility level of its own (40408) shows the global level, marked as such.
 - Soft-deleted versions are listed (Confluent's `?deleted=true`) and marked; a hard-deleted one is gone.
+- The message browser's lookup of a schema id (`schema_info`): `/schemas/ids/{id}` and its versions; an
+  unknown id (40403) is None, any other error as above.
 - The schema text is shown pretty-printed when it is JSON (Avro, JSON Schema), else as registered
   (Protobuf); the diff of a version is against the version listed before it, on those shown texts.
 """
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kaflite.console.cluster import ConsoleError
+from kaflite.console.framed import SchemaInfo
 
 __all__ = ["RegistryAnswerError", "RegistryView", "SubjectRow", "SubjectView", "VersionRow", "diff_lines",
            "shown_schema"]
@@ -210,3 +213,21 @@ class RegistryView:
             view.diff = diff_lines(shown_schema(str(answers[before.version]["schema"])), text,
                                    f"version {before.version}", f"version {shown.version}")
         return view
+
+    def schema_info(self, schema_id: int) -> SchemaInfo | None:
+        """The schema of an id and the (subject, version) pairs holding it, for the message browser
+        (console.framed); None when the registry does not know the id (40403)."""
+        try:
+            answer = self.get("schemas", "ids", schema_id)
+        except RegistryAnswerError as err:
+            if err.code == 40403:
+                return None
+            raise
+        try:
+            pairs = [(str(p["subject"]), int(p["version"])) for p in self.get("schemas", "ids", schema_id, "versions")]
+        except RegistryAnswerError as err:
+            if err.code != 40403:
+                raise
+            pairs = []
+        return SchemaInfo(str(answer.get("schemaType", "AVRO")), str(answer["schema"]),
+                          bool(answer.get("references")), tuple(pairs))

@@ -1,0 +1,173 @@
+"""Record bodies in Confluent's wire format, decoded through a schema registry for the message browser
+(pure: the registry is reached through the `Lookup` given).
+
+Rules (tests/console/test_units.py without sockets, tests/console/test_pages.py over HTTP):
+- a body is framed when it has at least 5 bytes and starts with the magic byte 0; bytes 1-4 are the schema
+  id (big-endian, unsigned), the rest is the payload; anything else is not framed and shown as before;
+- the id's schema is asked of the registry once per id and page (`/schemas/ids/{id}` and
+  `/schemas/ids/{id}/versions`); an id the registry does not know, or a payload its schema does not
+  decode, leaves the body shown as before, with the reason beside it; a registry that cannot be asked
+  is asked once a page, every framed body then shown as before with the reason;
+- AVRO: the payload is one datum of the writer schema (the id's), decoded with fastavro; a schema with
+  references is not decoded (the referenced schemas are not fetched);
+- JSON: the payload is a JSON document;
+- PROTOBUF: the message indexes (a zigzag varint count, then that many zigzag varints; a count of 0
+  means [0]) are read and shown with the payload's size; the message itself is not decoded (that needs a
+  descriptor built from the .proto text);
+- the decoded datum is shown as JSON: bytes as their hex, times and decimals as text;
+- the subject and version shown are the id's first (subject, version) pair, preferring the topic's own
+  subject under Confluent's default TopicNameStrategy (`<topic>-key` / `<topic>-value`).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import io
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Decoded", "Lookup", "SchemaInfo", "FramedDecoder", "split_frame"]
+
+MAGIC = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaInfo:
+    schema_type: str  # AVRO, JSON, PROTOBUF
+    schema: str
+    references: bool
+    subjects: tuple[tuple[str, int], ...]  # (subject, version) pairs that hold the id
+
+
+# schema id -> its SchemaInfo; None when the registry does not know the id (40403)
+Lookup = Callable[[int], SchemaInfo | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    schema_id: int
+    schema_type: str | None  # None: the id is unknown
+    subject: str | None
+    version: int | None
+    text: str | None  # the decoded datum as JSON; None when not decoded
+    note: str = ""  # why it was not decoded, or what was not
+
+    @property
+    def label(self) -> str:
+        where = f" · {self.subject} v{self.version}" if self.subject is not None else ""
+        kind = f" ({self.schema_type})" if self.schema_type else ""
+        return f"schema id {self.schema_id}{where}{kind}"
+
+
+def split_frame(body: bytes | None) -> tuple[int, bytes] | None:
+    """(schema id, payload) of a framed body (module rules), None when it is not framed."""
+    if body is None or len(body) < 5 or body[0] != MAGIC:
+        return None
+    return int.from_bytes(body[1:5], "big"), body[5:]
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).hex()
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal | uuid.UUID):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _zigzag_varint(data: bytes, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise ValueError("message indexes run past the payload")
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+
+
+def _message_indexes(payload: bytes) -> tuple[list[int], int]:
+    count, pos = _zigzag_varint(payload, 0)
+    if count == 0:
+        return [0], pos
+    if count < 0 or count > len(payload):
+        raise ValueError(f"a message-index count of {count}")
+    indexes = []
+    for _ in range(count):
+        index, pos = _zigzag_varint(payload, pos)
+        indexes.append(index)
+    return indexes, pos
+
+
+class FramedDecoder:
+    """Decodes the framed bodies of one page: each id looked up once (`lookup`), parsed schemas kept."""
+
+    def __init__(self, lookup: Lookup, topic: str) -> None:
+        self.lookup = lookup
+        self.topic = topic
+        self._schemas: dict[int, SchemaInfo | None] = {}
+        self._parsed: dict[int, Any] = {}
+        self._failed: str | None = None
+
+    def decode(self, body: bytes | None, is_key: bool = False) -> Decoded | None:
+        """The decoded body, or None when it is not framed (module rules)."""
+        framed = split_frame(body)
+        if framed is None:
+            return None
+        schema_id, payload = framed
+        if self._failed is not None:  # asked once per page: a registry that is down is not waited for again
+            return Decoded(schema_id, None, None, None, None, self._failed)
+        if schema_id not in self._schemas:
+            try:
+                self._schemas[schema_id] = self.lookup(schema_id)
+            except Exception as err:  # noqa: BLE001 - the registry down or answering garbage: said, shown raw
+                self._failed = f"the schema registry could not be asked: {err}"
+                return Decoded(schema_id, None, None, None, None, self._failed)
+        info = self._schemas[schema_id]
+        if info is None:
+            return Decoded(schema_id, None, None, None, None, "not a schema id of the registry")
+        subject, version = self._subject_of(info, is_key)
+        try:
+            text, note = self._decode(schema_id, info, payload)
+        except Exception as err:  # noqa: BLE001 - any payload the schema does not decode: said, shown raw
+            text, note = None, f"does not decode with its schema: {err}"
+        return Decoded(schema_id, info.schema_type, subject, version, text, note)
+
+    def _subject_of(self, info: SchemaInfo, is_key: bool) -> tuple[str | None, int | None]:
+        own = f"{self.topic}-{'key' if is_key else 'value'}"
+        for subject, version in info.subjects:
+            if subject == own:
+                return subject, version
+        return info.subjects[0] if info.subjects else (None, None)
+
+    def _decode(self, schema_id: int, info: SchemaInfo, payload: bytes) -> tuple[str | None, str]:
+        if info.schema_type == "AVRO":
+            if info.references:
+                return None, "its schema has references (not fetched by the console): not decoded"
+            import fastavro
+
+            parsed = self._parsed.get(schema_id)
+            if parsed is None:
+                parsed = self._parsed[schema_id] = fastavro.parse_schema(json.loads(info.schema))
+            reader = io.BytesIO(payload)
+            datum = fastavro.schemaless_reader(reader, parsed, None)
+            if reader.tell() != len(payload):
+                raise ValueError(f"{len(payload) - reader.tell()} bytes left after the datum")
+            return json.dumps(datum, indent=2, ensure_ascii=False, default=_json_default), ""
+        if info.schema_type == "JSON":
+            return json.dumps(json.loads(payload), indent=2, ensure_ascii=False), ""
+        if info.schema_type == "PROTOBUF":
+            indexes, pos = _message_indexes(payload)
+            size = len(payload) - pos
+            return None, (f"message index {indexes}, {size} bytes: Protobuf messages are not decoded "
+                          f"(base64 {base64.b64encode(payload[pos:pos + 48]).decode()}"
+                          f"{'...' if size > 48 else ''})")
+        return None, f"schema type {info.schema_type}: not decoded"
