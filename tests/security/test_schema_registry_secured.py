@@ -111,3 +111,67 @@ def test_cli_registry_with_command_config_and_client_properties(secured: Secured
         assert good.client().get_latest_version("orders-value").schema_id == 1
     finally:
         good.stop()
+
+
+def _serve_sasl_ssl_only(certs: Certs, tmp_path: Path, registry_keys: dict[str, str]) -> list[str]:
+    from seckit import KEY_PASSWORD, PLAIN_USERS, jaas_plain
+
+    from helpers import free_port
+
+    port, registry_port = free_port(), free_port()
+    settings = {
+        "listeners": f"SASL_SSL://127.0.0.1:{port}", "security.inter.broker.protocol": "SASL_SSL",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN", "log.dirs": str(tmp_path / "data"),
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs.broker_keystore),
+        "ssl.key.password": KEY_PASSWORD, "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(certs.ca_file), "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas_plain(PLAIN_USERS),
+        "schema.registry.listener": f"http://127.0.0.1:{registry_port}",
+        **registry_keys,
+    }
+    cmd = [sys.executable, "-m", "kaflite", "serve"]
+    for key, value in settings.items():
+        cmd += ["-o", f"{key}={value}"]
+    return cmd + [f"--registry-port={registry_port}"]  # split off below: the port the test asks
+
+
+def test_serve_co_hosts_the_registry_on_a_sasl_ssl_only_broker(certs: Certs, tmp_path: Path) -> None:
+    """`kaflite serve` with only a SASL_SSL listener: the co-hosted registry reaches it with the
+    schema.registry.kafkastore.* client properties (Java names: JAAS, a PEM trust store), as Confluent's
+    registry does with kafkastore.*."""
+    import urllib.request
+
+    from helpers import wait_listening
+
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";'
+    *cmd, port_arg = _serve_sasl_ssl_only(certs, tmp_path, {
+        "schema.registry.kafkastore.security.protocol": "SASL_SSL",
+        "schema.registry.kafkastore.sasl.mechanism": "PLAIN",
+        "schema.registry.kafkastore.sasl.jaas.config": jaas,
+        "schema.registry.kafkastore.ssl.truststore.type": "PEM",
+        "schema.registry.kafkastore.ssl.truststore.location": str(certs.ca_file)})
+    registry_port = int(port_arg.split("=")[1])
+    log_path = tmp_path / "serve.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_listening(proc, registry_port, lambda: log_path.read_text(errors="replace"), 60, "schema registry")
+        url = f"http://127.0.0.1:{registry_port}"
+        body = json.dumps({"schema": json.dumps(ORDER_V1)}).encode()
+        request = urllib.request.Request(f"{url}/subjects/orders-value/versions", data=body, method="POST",
+                                         headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            assert json.loads(answer.read())["id"] == 1
+        with urllib.request.urlopen(f"{url}/subjects", timeout=30) as answer:
+            assert json.loads(answer.read()) == ["orders-value"]
+    finally:
+        stop_process(proc, signal.SIGTERM)
+    assert proc.returncode == 0, log_path.read_text(errors="replace")[-3000:]
+
+
+def test_serve_without_a_listener_for_the_registry_exits_1_naming_the_key(certs: Certs, tmp_path: Path) -> None:
+    *cmd, _port = _serve_sasl_ssl_only(certs, tmp_path, {})
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "schema.registry.listener needs a PLAINTEXT listener" in proc.stderr
+    assert "schema.registry.kafkastore.security.protocol" in proc.stderr

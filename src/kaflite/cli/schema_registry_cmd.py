@@ -90,11 +90,15 @@ async def _run(service: RegistryService, host: str, port: int) -> None:
 
 class CoHosted:
     """The registry `kaflite serve` runs beside its broker when schema.registry.listener is set: started
-    once the broker listens (a client of its first PLAINTEXT listener), stopped before the broker stops.
+    once the broker listens (a client of its first listener of `protocol`, with the librdkafka settings
+    `client_config` from the schema.registry.kafkastore.* keys), stopped before the broker stops.
     If it cannot start, the broker stops too (exit 1): a configured registry that is not there is an error."""
 
-    def __init__(self, listener: str) -> None:
+    def __init__(self, listener: str, client_config: dict[str, str] | None = None,
+                 protocol: str = "PLAINTEXT") -> None:
         self.host, self.port = parse_listener(listener)
+        self.client_config = dict(client_config or {})
+        self.protocol = protocol
         self.task: asyncio.Task[None] | None = None
         self.service: RegistryService | None = None
         self.failed = False
@@ -105,7 +109,7 @@ class CoHosted:
     async def _start(self, bootstrap: str, say: Callable[[str], None]) -> None:
         from kaflite.schema_registry.service import RegistryService
 
-        service = RegistryService(bootstrap)
+        service = RegistryService(bootstrap, client_config=self.client_config)
         try:
             bound = await service.start(self.host, self.port)
         except Exception as err:

@@ -19,6 +19,7 @@ from rich.panel import Panel
 
 from kaflite.cli.common import EXIT_FAILURE, EXIT_USAGE, fail, handle_errors, parse_key_values
 from kaflite.server.config import DEV_PROFILE_WARNING, BrokerConfig, ConfigError, Listener
+from kaflite.server.config.broker_config import REGISTRY_CLIENT_PREFIX
 
 if TYPE_CHECKING:
     from kaflite.cli.schema_registry_cmd import CoHosted
@@ -123,14 +124,19 @@ def serve(
         bound = ", ".join(f"{li} (advertised {server.broker.advertised_for(li.name)})" for li in server.bound)
         err_console.print(f"kaflite: broker {cfg.broker_id} listening on {escape(bound)}", soft_wrap=True)
         if registry is not None:
-            plain = [li for li in server.bound if (li.security_protocol or "PLAINTEXT") == "PLAINTEXT"]
-            if not plain:
-                err_console.print("kaflite: schema.registry.listener needs a PLAINTEXT listener to reach the broker")
+            # the first listener of the protocol the registry's client speaks (PLAINTEXT unless
+            # schema.registry.kafkastore.security.protocol says otherwise)
+            usable = [li for li in server.bound if (li.security_protocol or "PLAINTEXT") == registry.protocol]
+            if not usable:
+                err_console.print(f"kaflite: schema.registry.listener needs a {registry.protocol} listener to reach "
+                                  f"the broker (the registry's client speaks {registry.protocol}: "
+                                  f"{REGISTRY_CLIENT_PREFIX}security.protocol); listeners are "
+                                  f"{escape(', '.join(str(li) for li in server.bound))}", soft_wrap=True)
                 registry.failed = True
                 os.kill(os.getpid(), signal.SIGTERM)
                 return
-            host = plain[0].host if plain[0].host not in ("", "0.0.0.0", "::") else "127.0.0.1"
-            registry.start(f"{host}:{plain[0].port}", lambda line: err_console.print(escape(line), soft_wrap=True))
+            host = usable[0].host if usable[0].host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+            registry.start(f"{host}:{usable[0].port}", lambda line: err_console.print(escape(line), soft_wrap=True))
 
     try:
         run_broker(cfg, started, registry.stop if registry is not None else None)
@@ -149,9 +155,15 @@ def _co_hosted_registry(cfg: BrokerConfig) -> CoHosted | None:
     listener = cfg.get("schema.registry.listener")
     if not listener:
         return None
+    from kaflite.cli.kafka_flags import Refused, java_client_properties
     from kaflite.cli.schema_registry_cmd import CoHosted
 
-    return CoHosted(str(listener))
+    properties = cfg.registry_client_properties()
+    try:
+        client = java_client_properties(properties, f"{REGISTRY_CLIENT_PREFIX}*", security_only=False)
+    except Refused as err:
+        fail(err.message, EXIT_USAGE)
+    return CoHosted(str(listener), client, properties.get("security.protocol", "PLAINTEXT").upper())
 
 
 def startup_error(err: OSError, cfg: BrokerConfig) -> str:

@@ -322,13 +322,15 @@ def run_broker(config: BrokerConfig, on_started: Callable[[KafkaServer], None] |
 
     async def main() -> None:
         await server.start()
-        if on_started is not None:
-            on_started(server)
+        # before on_started: a SIGTERM it sends (the co-hosted registry without a listener to reach) or
+        # one that arrives meanwhile stops the broker cleanly instead of killing the process
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 loop.add_signal_handler(sig, stop.set)
             except (NotImplementedError, RuntimeError):  # pragma: no cover - not on the main thread
                 pass
+        if on_started is not None:
+            on_started(server)
         frozen = asyncio.ensure_future(freeze_start_up_heap(server))
         try:
             await stop.wait()

@@ -87,7 +87,20 @@ def _assemble(subsystems: Sequence[ModuleType]) -> dict[str, ConfigKey]:
 
 BROKER_CONFIGS: dict[str, ConfigKey] = _assemble(SUBSYSTEMS)
 LISTENER_PREFIX = "listener.name."
+# `kaflite serve`'s co-hosted schema registry's Kafka client settings (schema.registry.listener), as
+# Confluent's registry reads its `kafkastore.`-prefixed keys: Java client property names
+REGISTRY_CLIENT_PREFIX = "schema.registry.kafkastore."
 _JAAS = "sasl.jaas.config"
+
+
+def _registry_client_key(key: str) -> ConfigKey | None:
+    tail = key[len(REGISTRY_CLIENT_PREFIX):]
+    if not tail or tail.startswith(".") or tail.endswith("."):
+        return None
+    secret = "password" in tail or tail == _JAAS
+    return ConfigKey(key, "password" if secret else "string", None,
+                     f"The co-hosted schema registry's Kafka client property {tail} (schema.registry.listener; "
+                     "docs/schema-registry.md).", differs="kaflite-only key (Confluent's registry: kafkastore.*).")
 
 
 def _definition(key: str) -> ConfigKey | None:
@@ -95,6 +108,8 @@ def _definition(key: str) -> ConfigKey | None:
     `listener.name.<listener>.<key>` (a key of keys_security.LISTENER_KEYS) and
     `listener.name.<listener>.<mechanism>.<key>` (a key of keys_security.MECHANISM_KEYS)."""
     definition = BROKER_CONFIGS.get(key)
+    if definition is None and key.startswith(REGISTRY_CLIENT_PREFIX):
+        return _registry_client_key(key)
     if definition is not None or not key.startswith(LISTENER_PREFIX):
         return definition
     name, _, rest = key[len(LISTENER_PREFIX):].partition(".")
@@ -356,6 +371,12 @@ class BrokerConfig(Mapping[str, Any]):
         when set (Kafka's mechanism prefix), else `for_listener(listener_name, key)`."""
         own = self._values.get(f"{LISTENER_PREFIX}{listener_name.lower()}.{mechanism.lower()}.{key}")
         return own if own is not None else self.for_listener(listener_name, key)
+
+    def registry_client_properties(self) -> dict[str, str]:
+        """The co-hosted schema registry's client properties: every `schema.registry.kafkastore.<key>` set,
+        by `<key>` (Java client property names)."""
+        n = len(REGISTRY_CLIENT_PREFIX)
+        return {k[n:]: str(v) for k, v in self._values.items() if k.startswith(REGISTRY_CLIENT_PREFIX) and v is not None}
 
     def listener_source(self, listener_name: str, key: str) -> str:
         """The key that supplies `for_listener(listener_name, key)` (for error messages)."""

@@ -63,8 +63,9 @@ KEYS: list[ConfigKey] = [
         "string",
         None,
         "http://HOST:PORT where `kaflite serve` also serves a schema registry (Confluent's REST API, stored in "
-        "the _schemas topic through the broker's first PLAINTEXT listener, docs/schema-registry.md); unset: "
-        "none.",
+        "the _schemas topic through the broker's first listener of the registry client's protocol: PLAINTEXT, "
+        "or schema.registry.kafkastore.security.protocol with the other schema.registry.kafkastore.* client "
+        "properties, docs/schema-registry.md); unset: none.",
         Custom(lambda v: bool(_SCHEMA_REGISTRY_LISTENER.fullmatch(str(v))), "http://HOST:PORT such as "
                "http://127.0.0.1:8081"),
         differs="kaflite-only key: Kafka has no schema registry; Confluent's runs as its own JVM service.",
