@@ -213,10 +213,12 @@ def test_internal_topics_open_on_the_loop_for_the_coordinators(env: Any) -> None
 
 
 def test_the_loop_is_not_held_while_many_new_replicas_open(env: Any) -> None:
-    """The loop's longest stall while 10 slices of new logs open stays a fraction of opening them on the
-    loop (measured in the same test: the same manager, inline); the slices are the structural bound."""
+    """The loop's longest stall while 20 slices of new logs open is under half of opening them on the loop
+    (measured in the same test, same manager): at most 10 slices' worth, generous for a loaded machine (a
+    run at load 6.8 on 2 cores: 20-168 ms against 0.67-1.9 s). The structural bound is the first test's:
+    no log opened on the loop's thread, one worker call per slice."""
     rm, manager = env
-    n = 10 * OPEN_SLICE
+    n = 20 * OPEN_SLICE
 
     async def longest_stall(work: Any) -> float:
         stop = False
