@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from replica.test_handlers_inprocess import OTHER, Harness, lead_with_follower
 
-from kaflite.protocol.errors import ErrorCode
 from kaflite.protocol.messages import RequestHeader
 from kaflite.protocol.record_batch import build_record_batch
 from kaflite.server.context import RequestContext
 from kaflite.server.handlers import fetch as fetch_handler
 from kaflite.server.handlers.fetch import handle_fetch
+from replica.test_handlers_inprocess import OTHER, Harness, lead_with_follower
 
 FOLLOWER_READ_SLICE = 30  # the handler's, made smaller here: a smaller topic to create (see `slices`)
 N = 2 * FOLLOWER_READ_SLICE + 10
