@@ -279,6 +279,9 @@ class ReplicaManager:
             self._opening.update(key for key, _c in jobs)
             try:
                 opened = await loop.run_in_executor(None, _open_logs, manager, jobs)
+            except Exception:  # noqa: BLE001 - no worker thread (the loop closing): a later image queues them again
+                log.exception("opening %d log(s) failed", len(jobs))
+                continue
             finally:
                 self._opening.difference_update(key for key, _c in jobs)
             self._attach_opened(opened)
