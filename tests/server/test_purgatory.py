@@ -41,3 +41,25 @@ def test_cancelled_waiter_is_removed() -> None:
         assert p.watching(("join", "g")) == 0
 
     asyncio.run(run())
+
+
+def test_a_watch_sees_a_completion_made_before_its_wait() -> None:
+    """`watch` registers at once: a waiter whose check spans several loop turns misses no completion made
+    during it; `close` releases the keys; without a completion it times out as `wait` does."""
+    async def run() -> None:
+        p = Purgatory()
+        watch = p.watch([("fetch", "a", 0), ("fetch", "b", 0)])
+        assert p.watching(("fetch", "a", 0)) == 1 and not watch.completed
+        assert p.complete(("fetch", "b", 0)) == 1  # between two slices of the check
+        assert watch.completed
+        t0 = time.monotonic()
+        assert await watch.wait(5000) is True
+        assert time.monotonic() - t0 < 1.0
+        watch.close()
+        assert p.watching(("fetch", "a", 0)) == 0 and p.watching(("fetch", "b", 0)) == 0
+        idle = p.watch([("fetch", "a", 0)])
+        assert await idle.wait(30) is False
+        idle.close()
+        assert p.watching(("fetch", "a", 0)) == 0
+
+    asyncio.run(run())

@@ -286,6 +286,10 @@ class Broker:
         self.extensions["replica_fetchers"] = fetchers
         writer.subscribe(fetchers.on_image)
         fetchers.on_image(None, self.metadata)
+        # from here on a new replica's log opens in a worker thread, not on the event loop (the start's
+        # image opened the logs above, before anything was served); the fetchers follow each slice opened
+        rm.opened_listeners.append(lambda: fetchers.on_image(None, self.metadata))
+        rm.open_logs_off_loop = True
         self._tasks.append(asyncio.ensure_future(self._isr_expiration(max(10, rm.replica_lag_time_max_ms // 2))))
 
     async def _isr_expiration(self, every_ms: int) -> None:
@@ -345,6 +349,7 @@ class Broker:
         fetchers = self.extensions.pop("replica_fetchers", None)
         if fetchers is not None:
             await fetchers.stop()
+        await self.replica_manager.stop()  # no log opens after this (a call in flight is waited for)
         tasks = [*self._tasks, *self._internal_creating.values()]
         for t in tasks:
             t.cancel()

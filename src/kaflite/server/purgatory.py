@@ -7,6 +7,8 @@ Rules:
   (Kafka's `tryComplete`), so a spurious wake-up is harmless;
 - `complete(key)` wakes every current waiter of the key immediately (an append wakes fetchers in the same
   loop iteration), and is cheap when nobody waits;
+- a waiter whose check spans several loop turns (a follower's fetch of many partitions, read in slices)
+  registers first (`watch`): a completion during its check makes its wait return at once;
 - all of it runs on the broker's event loop thread.
 """
 
@@ -16,7 +18,7 @@ import asyncio
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
-__all__ = ["Purgatory"]
+__all__ = ["Purgatory", "Watch"]
 
 
 class Purgatory:
@@ -30,22 +32,28 @@ class Purgatory:
         """Wait until one of `keys` is completed (True) or `timeout_ms` passes (False)."""
         if timeout_ms <= 0:
             return False
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[bool] = loop.create_future()
+        watch = self.watch(keys)
+        try:
+            return await watch.wait(timeout_ms)
+        finally:
+            watch.close()
+
+    def watch(self, keys: Iterable[Hashable]) -> Watch:
+        """Watch `keys` from now on: a `complete` of one of them before `Watch.wait` is not missed (a waiter
+        whose check spans several loop turns registers before it starts). Close it when done."""
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         keys = list(keys)
         for key in keys:
             self._watchers.setdefault(key, set()).add(fut)
-        handle = loop.call_later(timeout_ms / 1000.0, _resolve, fut)
-        try:
-            return await fut
-        finally:
-            handle.cancel()
-            for key in keys:
-                waiters = self._watchers.get(key)
-                if waiters is not None:
-                    waiters.discard(fut)
-                    if not waiters:
-                        del self._watchers[key]
+        return Watch(self, keys, fut)
+
+    def _unwatch(self, keys: list[Hashable], fut: asyncio.Future[bool]) -> None:
+        for key in keys:
+            waiters = self._watchers.get(key)
+            if waiters is not None:
+                waiters.discard(fut)
+                if not waiters:
+                    del self._watchers[key]
 
     def sizes(self) -> dict[str, int]:
         """Waiting requests by kind (the first element of their keys: "fetch", "join", ...), each counted
@@ -69,6 +77,38 @@ class Purgatory:
     def schedule(self, delay_ms: float, callback: Callable[..., Any], *args: Any) -> asyncio.TimerHandle:
         """Run `callback(*args)` on the loop after `delay_ms` (e.g. a JoinGroup's rebalance delay)."""
         return asyncio.get_running_loop().call_later(delay_ms / 1000.0, callback, *args)
+
+
+class Watch:
+    """Keys watched since `Purgatory.watch`."""
+
+    __slots__ = ("_purgatory", "_keys", "_fut")
+
+    def __init__(self, purgatory: Purgatory, keys: list[Hashable], fut: asyncio.Future[bool]) -> None:
+        self._purgatory = purgatory
+        self._keys = keys
+        self._fut = fut
+
+    @property
+    def completed(self) -> bool:
+        """A key was completed since the watch began."""
+        return self._fut.done()
+
+    async def wait(self, timeout_ms: float) -> bool:
+        """True at once when a key was completed since the watch began, else when one is, or False after
+        `timeout_ms`."""
+        if self._fut.done():
+            return self._fut.result()
+        if timeout_ms <= 0:
+            return False
+        handle = asyncio.get_running_loop().call_later(timeout_ms / 1000.0, _resolve, self._fut)
+        try:
+            return await self._fut
+        finally:
+            handle.cancel()
+
+    def close(self) -> None:
+        self._purgatory._unwatch(self._keys, self._fut)
 
 
 def _resolve(fut: asyncio.Future[bool]) -> None:

@@ -41,12 +41,19 @@ Rules (Kafka's `ReplicaManager.fetchMessages` / `DelayedFetch`):
   none; consumers send Long.MAX_VALUE, "not supported"): a follower's fetch is answered at once, without
   waiting for `min_bytes`, when a partition's high watermark here is above the one the follower knows, so
   a follower learns a new high watermark without waiting out `max_wait`; it changes nothing for consumers;
+- a follower's fetch naming more than FOLLOWER_READ_SLICE partitions is read that many per loop turn, the
+  event loop serving other requests in between (`read_follower_slices`): each slice's non-replica check,
+  read and report happen in one turn, the byte budget and min_one_message are the whole pass's, and the
+  request watches its partitions' keys from before the first slice (`Purgatory.watch`), so an append to a
+  partition read in an earlier slice ends its wait at once (its own reports do not). Kafka's request
+  threads likewise let other requests interleave between two partitions' reads;
 - fetch sessions (KIP-227, v7+): `kaflite.server.fetch_session` decides what a request reads (the whole
   session) and which partitions an incremental answer carries (only those with news).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import uuid
@@ -62,6 +69,7 @@ from kaflite.server.context import RequestContext, build
 from kaflite.server.fetch_session import FetchSessionCache, FetchTarget, SessionContext
 from kaflite.server.handlers import ApiTable, EncodedBody
 from kaflite.server.handlers.metadata import leader_hints
+from kaflite.server.purgatory import Watch
 from kaflite.server.quota import CONSUMER_BYTE_RATE
 from kaflite.server.replica import fetch_key
 from kaflite.storage.file_slice import FileSlice
@@ -73,6 +81,8 @@ READ_COMMITTED = 1
 TOPIC_IDS_VERSION = 13  # KIP-516: topics named by id from this version on
 REPLICA_HIGH_WATERMARK_VERSION = 18  # KIP-1166: a follower says which high watermark it knows
 ZSTD_VERSION = 10  # the first Fetch version whose clients can decode zstd (KIP-110)
+# a follower's fetch naming more partitions than this is read this many per loop turn (see the rules)
+FOLLOWER_READ_SLICE = 100
 _ZSTD = CODECS["zstd"]
 _NO_ID = uuid.UUID(int=0)
 
@@ -96,16 +106,18 @@ def read_partitions(
     denied: frozenset[str] = frozenset(),
     zstd_ok: bool = True, replica_id: int = -1,
     not_replica: frozenset[tuple[str, int]] = frozenset(),
-    last_fetched: dict[tuple[str, int], int] | None = None,
+    last_fetched: dict[tuple[str, int], int] | None = None, read_before: int = 0,
 ) -> tuple[list[tuple[str, list[PartitionRead]]], int, bool]:
     """One pass over every partition to read: (results by topic, bytes read, any partition error or
     diverging epoch). `leader_epochs`: the current leader epoch the request carried per partition (-1 or
     absent: unchecked); `last_fetched`: the last fetched epoch per partition (v12+, absent: unchecked).
-    A consumer reads up to the high watermark, or up to the last stable offset when `read_committed`."""
+    A consumer reads up to the high watermark, or up to the last stable offset when `read_committed`.
+    `read_before`: bytes the earlier slices of the same pass read (`max_bytes` is then what is left of the
+    budget): only the pass's first data is read whatever its size (min_one_message)."""
     replicas = broker.replica_manager
     # the response budget: the request's max_bytes, capped by the broker's fetch.max.bytes
     remaining = max(0, min(int(max_bytes), int(broker.setting("fetch.max.bytes"))))
-    total = 0
+    total = read_before
     any_error = False
     out: list[tuple[str, list[PartitionRead]]] = []
     for (topic, partition), target in targets:
@@ -163,7 +175,56 @@ def read_partitions(
             out[-1][1].append(r)
         else:
             out.append((topic, [r]))
-    return out, total, any_error
+    return out, total - read_before, any_error
+
+
+async def read_follower_slices(
+    broker: Broker, max_bytes: int, targets: list[tuple[tuple[str, int], FetchTarget]], replica_id: int,
+    leader_epochs: dict[tuple[str, int], int] | None, read_committed: bool, denied: frozenset[str],
+    zstd_ok: bool, last_fetched: dict[tuple[str, int], int] | None, report: bool, keys: list[Any],
+) -> tuple[list[tuple[str, list[PartitionRead]]], int, bool, Watch | None]:
+    """`read_partitions` of a follower's fetch, FOLLOWER_READ_SLICE partitions per loop turn (the loop
+    serves other requests between two slices): each slice checked for non-replicas, read and, on the
+    request's first pass (`report`), reported (`_record_follower_fetch`) in one turn, as Kafka reads a
+    partition then updates the follower's state; one byte budget and min_one_message for the whole pass.
+    Also returns a watch of `keys` (None without keys; the caller closes it) that has seen every completion
+    since the pass began, except those of its own reports (a moved high watermark: the unsliced read
+    reports before it waits, and does not wake itself either)."""
+    budget = max(0, min(int(max_bytes), int(broker.setting("fetch.max.bytes"))))
+    purgatory = broker.purgatory
+    watch = purgatory.watch(keys) if keys else None
+    woken = False  # a completion came from elsewhere during a yield: the watch is kept as it is
+    out: list[tuple[str, list[PartitionRead]]] = []
+    total = 0
+    any_error = False
+    for start in range(0, len(targets), FOLLOWER_READ_SLICE):
+        if start:
+            try:
+                await asyncio.sleep(0)
+            except BaseException:  # cancelled (the connection went): nothing left watching
+                if watch is not None:
+                    watch.close()
+                raise
+        woken = woken or (watch is not None and watch.completed)
+        chunk = targets[start:start + FOLLOWER_READ_SLICE]
+        not_replica = _not_replica(broker, replica_id, chunk, leader_epochs)
+        results, size, error = read_partitions(broker, budget - total, chunk, leader_epochs, read_committed,
+                                               denied, zstd_ok=zstd_ok, replica_id=replica_id,
+                                               not_replica=not_replica, last_fetched=last_fetched,
+                                               read_before=total)
+        if report:
+            _record_follower_fetch(broker, replica_id, chunk, results)
+            if watch is not None and not woken and watch.completed:  # only this turn's reports woke it
+                watch.close()
+                watch = purgatory.watch(keys)
+        total += size
+        any_error = any_error or error
+        for name, reads in results:
+            if out and out[-1][0] == name:
+                out[-1][1].extend(reads)
+            else:
+                out.append((name, reads))
+    return out, total, any_error, watch
 
 
 def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[PartitionRead]]],
@@ -308,7 +369,8 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     if ctx.api_version >= 12:
         last_fetched = {(name, int(p.partition)): int(p.last_fetched_epoch) for name, t in known
                         for p in t.partitions if p.last_fetched_epoch >= 0} or None
-    not_replica = _not_replica(broker, replica_id, session.targets, epochs) if replica_id >= 0 else frozenset()
+    not_replica = _not_replica(broker, replica_id, session.targets, epochs) \
+        if 0 <= replica_id and len(session.targets) <= FOLLOWER_READ_SLICE else frozenset()  # sliced: per slice
     # v18 (KIP-1166): the high watermark the follower knows of each partition this request names
     known_hw = {(name, int(p.partition)): int(p.high_watermark) for name, t in known for p in t.partitions} \
         if replica_id >= 0 and ctx.api_version >= REPLICA_HIGH_WATERMARK_VERSION else {}
@@ -319,30 +381,48 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
         if allowed is not None:
             max_bytes = max(1, min(max_bytes, int(allowed)))
     first = True
+    # a follower's fetch of many partitions is read in slices, the loop free between two (1,000 partitions
+    # held it 100-200 ms on a loaded machine); it watches its keys before the first slice, so an append to
+    # a partition read in an earlier slice wakes its wait (see the rules)
+    sliced = replica_id >= 0 and len(session.targets) > FOLLOWER_READ_SLICE
     while True:
-        results, total, any_error = read_partitions(broker, max_bytes, session.targets, epochs,
-                                                    read_committed, denied, zstd_ok=ctx.api_version >= ZSTD_VERSION,
-                                                    replica_id=replica_id, not_replica=not_replica,
-                                                    last_fetched=last_fetched)
-        if first and replica_id >= 0:
-            _record_follower_fetch(broker, replica_id, session.targets, results)
-            # the follower's log start offsets: DeleteRecords' low watermark (Kafka's updateFetchState)
-            # (v5+: older versions do not carry it, and tell nothing)
-            starts = {(name, int(p.partition)): int(p.log_start_offset) for name, t in known for p in t.partitions
-                      if getattr(p, "log_start_offset", -1) >= 0}
-            if starts:
-                broker.replica_manager.record_follower_log_starts(replica_id, starts)
-        first = False
-        remaining = deadline - broker.now_ms()
-        if total >= request.min_bytes or any_error or unknown_ids or remaining <= 0 or not keys or (
-                known_hw and _high_watermark_news(results, known_hw)):
-            if replica_id >= 0:
-                ctx.request_time_recorded = True  # a follower is exempt from the request quota, as in Kafka
-                throttled = False
-            else:  # Kafka: a fetch throttled by either quota answers no data
-                throttled = _consumer_quota(ctx, total, request_throttled=ctx.record_request_time() > 0)
-            return _response(ctx, request, results, session, ids, unknown_ids, throttled)
-        await broker.purgatory.wait(keys, remaining)
+        watch: Watch | None = None
+        try:
+            if sliced:
+                results, total, any_error, watch = await read_follower_slices(
+                    broker, max_bytes, session.targets, replica_id, epochs, read_committed, denied,
+                    ctx.api_version >= ZSTD_VERSION, last_fetched, first, keys)
+            else:
+                results, total, any_error = read_partitions(
+                    broker, max_bytes, session.targets, epochs, read_committed, denied,
+                    zstd_ok=ctx.api_version >= ZSTD_VERSION, replica_id=replica_id, not_replica=not_replica,
+                    last_fetched=last_fetched)
+                if first and replica_id >= 0:
+                    _record_follower_fetch(broker, replica_id, session.targets, results)
+            if first and replica_id >= 0:
+                # the follower's log start offsets: DeleteRecords' low watermark (Kafka's updateFetchState)
+                # (v5+: older versions do not carry it, and tell nothing)
+                starts = {(name, int(p.partition)): int(p.log_start_offset) for name, t in known
+                          for p in t.partitions if getattr(p, "log_start_offset", -1) >= 0}
+                if starts:
+                    broker.replica_manager.record_follower_log_starts(replica_id, starts)
+            first = False
+            remaining = deadline - broker.now_ms()
+            if total >= request.min_bytes or any_error or unknown_ids or remaining <= 0 or not keys or (
+                    known_hw and _high_watermark_news(results, known_hw)):
+                if replica_id >= 0:
+                    ctx.request_time_recorded = True  # a follower is exempt from the request quota, as in Kafka
+                    throttled = False
+                else:  # Kafka: a fetch throttled by either quota answers no data
+                    throttled = _consumer_quota(ctx, total, request_throttled=ctx.record_request_time() > 0)
+                return _response(ctx, request, results, session, ids, unknown_ids, throttled)
+            if watch is not None:
+                await watch.wait(remaining)
+            else:
+                await broker.purgatory.wait(keys, remaining)
+        finally:
+            if watch is not None:
+                watch.close()
 
 
 def _consumer_quota(ctx: RequestContext, total: int, request_throttled: bool = False) -> bool:

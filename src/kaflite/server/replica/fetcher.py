@@ -7,7 +7,11 @@ Rules:
   the image); each goes to the fetcher of its (leader, hash(topic, partition) mod num.replica.fetchers);
   a partition whose leader or leader epoch changed leaves its fetcher and joins the new leader's, marked
   for truncation; a partition this broker now leads, or no longer hosts, leaves its fetcher; a fetcher
-  without partitions stops;
+  without partitions stops. The departures are made in `on_image` itself (a fetcher never appends for a
+  leader or epoch the image has replaced); the arrivals FOLLOW_SLICE per loop turn, the first slice at once,
+  the others in a task that yields to the loop between two slices, each partition checked again against
+  the ReplicaManager when its slice runs (1,000 new partitions, each logged, held the loop ~0.5 s on a loaded
+  machine); a later image recomputes what is left to add;
 - before it fetches a partition marked for truncation, the fetcher truncates it until its epochs agree with
   the leader's (KIP-101 / KIP-279, Kafka's AbstractFetcherThread.getOffsetTruncationState): it asks the
   leader with OffsetForLeaderEpoch (replica_id = this broker) where its latest epoch ended there; an answer
@@ -99,6 +103,10 @@ LEADER_BEHIND_RETRY_MS = 50
 # (bench/follower_truncation_bench.py); a slice of 100 bounds it to a tenth. Kafka sends one request per
 # fetcher thread, off any request-serving thread.
 TRUNCATION_SLICE = 100
+
+# Partitions a fetcher manager adds to its fetchers per loop turn (see the rules): each is logged ("following
+# broker ..."), which is most of the cost.
+FOLLOW_SLICE = 100
 
 
 def error_delay_ms(code: ErrorCode, backoff_ms: int) -> int:
@@ -509,6 +517,8 @@ class ReplicaFetcherManager:
         self._assigned: dict[TopicPartition, tuple[int, int, int]] = {}  # tp -> (leader, epoch, fetcher id)
         self._stopped = False
         self._stopping: set[asyncio.Task[None]] = set()  # fetchers left without partitions, stopping
+        self._to_add: list[TopicPartition] = []  # partitions to follow, not added yet (FOLLOW_SLICE per turn)
+        self._adding: asyncio.Task[None] | None = None
 
     def fetcher_id(self, tp: TopicPartition) -> int:
         # Kafka: Utils.abs(31 * topic.hashCode + partition) % numFetchers; any stable spread will do
@@ -518,30 +528,23 @@ class ReplicaFetcherManager:
         return address_of(self._image(), broker, self.config.listener)
 
     def on_image(self, _old: MetadataImage | None, _new: MetadataImage) -> None:
-        """Follow the ReplicaManager's partitions (called after it applied the image)."""
+        """Follow the ReplicaManager's partitions (called after it applied the image, and after each slice
+        of new logs it opened)."""
         if self._stopped:
             return
         wanted: dict[TopicPartition, tuple[int, int]] = {}
         for tp, part in self.replica_manager.partitions.items():
-            s = part.state
-            if part.log is not None and s.leader >= 0 and s.leader != self.broker_id:
-                wanted[tp] = (s.leader, s.leader_epoch)
+            want = self._wanted(part)
+            if want is not None:
+                wanted[tp] = want
         for tp, (leader, epoch, fid) in list(self._assigned.items()):
             if wanted.get(tp) != (leader, epoch):
                 fetcher = self.fetchers.get((leader, fid))
                 if fetcher is not None:
                     fetcher.remove(tp)
                 del self._assigned[tp]
-        for tp, (leader, epoch) in wanted.items():
-            if tp in self._assigned:
-                continue
-            fid = self.fetcher_id(tp)
-            fetcher = self.fetchers.get((leader, fid))
-            if fetcher is None:
-                fetcher = self.fetchers[(leader, fid)] = ReplicaFetcher(self, leader, fid)
-            fetcher.add(tp, epoch)
-            self._assigned[tp] = (leader, epoch, fid)
-            log.info("%s-%d: following broker %d (leader epoch %d), fetcher %d", tp[0], tp[1], leader, epoch, fid)
+        self._to_add = [tp for tp in wanted if tp not in self._assigned]
+        self._add_slice()
         for key, fetcher in list(self.fetchers.items()):
             if not fetcher.partitions:
                 del self.fetchers[key]
@@ -549,9 +552,47 @@ class ReplicaFetcherManager:
                 task = asyncio.ensure_future(fetcher.stop())
                 self._stopping.add(task)
                 task.add_done_callback(self._stopping.discard)
+        if self._to_add and (self._adding is None or self._adding.done()):
+            self._adding = asyncio.ensure_future(self._add_the_rest())
+
+    def _wanted(self, part: Partition) -> tuple[int, int] | None:
+        """(leader, leader epoch) to fetch `part` from, None when this broker does not follow it."""
+        s = part.state
+        if part.log is not None and s.leader >= 0 and s.leader != self.broker_id:
+            return s.leader, s.leader_epoch
+        return None
+
+    def _add_slice(self) -> None:
+        """Add the next FOLLOW_SLICE partitions of `_to_add` that the ReplicaManager still has this broker
+        follow and no fetcher has yet."""
+        todo, self._to_add = self._to_add[:FOLLOW_SLICE], self._to_add[FOLLOW_SLICE:]
+        partitions = self.replica_manager.partitions
+        for tp in todo:
+            part = partitions.get(tp)
+            want = None if part is None or tp in self._assigned else self._wanted(part)
+            if want is None:
+                continue
+            leader, epoch = want
+            fid = self.fetcher_id(tp)
+            fetcher = self.fetchers.get((leader, fid))
+            if fetcher is None:
+                fetcher = self.fetchers[(leader, fid)] = ReplicaFetcher(self, leader, fid)
+            fetcher.add(tp, epoch)
+            self._assigned[tp] = (leader, epoch, fid)
+            log.info("%s-%d: following broker %d (leader epoch %d), fetcher %d", tp[0], tp[1], leader, epoch, fid)
+
+    async def _add_the_rest(self) -> None:
+        while self._to_add and not self._stopped:
+            await asyncio.sleep(0)  # the loop serves what waits between two slices
+            if not self._stopped:
+                self._add_slice()
 
     async def stop(self) -> None:
         self._stopped = True
+        self._to_add = []
+        adding, self._adding = self._adding, None
+        if adding is not None:
+            await asyncio.gather(adding, return_exceptions=True)
         fetchers, self.fetchers = list(self.fetchers.values()), {}
         self._assigned.clear()
         for f in fetchers:
