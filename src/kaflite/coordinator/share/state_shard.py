@@ -1,0 +1,222 @@
+"""The share coordinator's shard (Kafka's ShareCoordinatorShard): the durable state of the share partitions
+whose keys hash to one `__share_group_state` partition, a pure state machine for the coordinator runtime
+(kaflite.coordinator.runtime). No I/O, no clock of its own.
+
+Rules (each is checked by tests/coordinator/share/test_state_shard.py):
+- The shard holds, per share partition (group, topic id, partition), the state last written: a start
+  offset and state batches ascending, non-overlapping, none below the start offset, adjacent batches of
+  equal (state, count) merged; plus the snapshot epoch, the state epoch and the number of ShareUpdate
+  records since the last ShareSnapshot.
+- replay: a ShareSnapshot replaces the state of its key; a ShareUpdate is merged into it (its batches win
+  where they overlap the state's, batches below its start offset are dropped, a start offset of -1 keeps
+  the state's); an update for a key with no snapshot is replayed as if it were one (Kafka's coordinator
+  does the same); a tombstone (null value) removes the key.
+- write(key, snapshot): the records that take the key's state to `snapshot`, already applied to the
+  shard: a ShareSnapshot (snapshot epoch + 1) when the key has no state or `snapshot_every` updates were
+  written since its last snapshot (share.coordinator.snapshot.update.records.per.snapshot), else a
+  ShareUpdate carrying only the offsets whose (state, count) changed and the start offset when it moved;
+  nothing when nothing changed. Replaying the records written gives the same state as the shard holds.
+- delete(keys): tombstones for the ShareSnapshot and ShareUpdate keys of each key that has state.
+- The shard has no timers and no transactional records (a transactional record is a ValueError, which the
+  runtime's load logs and skips).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaflite.coordinator.share.partition import ShareSnapshot, StateBatch
+from kaflite.coordinator.share.state_records import (
+    SNAPSHOT,
+    UPDATE,
+    ShareStateKey,
+    SnapshotValue,
+    UpdateValue,
+    decode_key,
+    decode_snapshot,
+    decode_update,
+    encode_key,
+    encode_snapshot,
+    encode_update,
+)
+
+__all__ = ["DEFAULT_SNAPSHOT_EVERY", "PersistedState", "ShareStateResult", "ShareStateShard", "merge_batches"]
+
+DEFAULT_SNAPSHOT_EVERY = 500  # Kafka's share.coordinator.snapshot.update.records.per.snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class StateRecord:
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(slots=True)
+class ShareStateResult:
+    records: list[StateRecord] = field(default_factory=list)
+    responses: list[tuple[Hashable, Any]] = field(default_factory=list)
+    timers: list[Any] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class PersistedState:
+    snapshot: ShareSnapshot
+    snapshot_epoch: int = 0
+    state_epoch: int = 0
+    leader_epoch: int = -1
+    create_ms: int = 0
+    updates: int = 0  # ShareUpdate records since the last ShareSnapshot
+
+
+def _normalized(start: int, batches: Iterable[StateBatch]) -> tuple[StateBatch, ...]:
+    """Batches clipped at `start`, sorted, adjacent equal ones merged (they must not overlap)."""
+    out: list[StateBatch] = []
+    for b in sorted(batches, key=lambda b: b.first_offset):
+        if b.last_offset < start:
+            continue
+        if b.first_offset < start:
+            b = StateBatch(start, b.last_offset, b.delivery_state, b.delivery_count)
+        prev = out[-1] if out else None
+        if (prev is not None and prev.last_offset + 1 == b.first_offset and prev.delivery_state == b.delivery_state
+                and prev.delivery_count == b.delivery_count):
+            out[-1] = StateBatch(prev.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+        else:
+            out.append(b)
+    return tuple(out)
+
+
+def merge_batches(base: ShareSnapshot, start_offset: int, batches: Sequence[StateBatch]) -> ShareSnapshot:
+    """`base` with an update applied (Kafka's PersisterStateBatchCombiner): the update's batches replace
+    whatever `base` had at their offsets; nothing below the new start offset (-1: base's) is kept."""
+    start = base.start_offset if start_offset < 0 else start_offset
+    kept: list[StateBatch] = []
+    news = sorted(batches, key=lambda b: b.first_offset)
+    for b in base.batches:
+        pieces = [(b.first_offset, b.last_offset)]
+        for n in news:
+            if n.last_offset < b.first_offset or n.first_offset > b.last_offset:
+                continue
+            cut: list[tuple[int, int]] = []
+            for first, last in pieces:
+                if first < n.first_offset:
+                    cut.append((first, min(last, n.first_offset - 1)))
+                if last > n.last_offset:
+                    cut.append((max(first, n.last_offset + 1), last))
+            pieces = cut
+        kept += [StateBatch(f, la, b.delivery_state, b.delivery_count) for f, la in pieces if f <= la]
+    return ShareSnapshot(start, _normalized(start, kept + news))
+
+
+def _changed(old: ShareSnapshot, new: ShareSnapshot) -> tuple[StateBatch, ...]:
+    """The offsets of `new` whose (state, count) differ from `old`'s, as batches."""
+    firsts = [b.first_offset for b in old.batches]
+
+    def at(offset: int) -> tuple[int, int] | None:
+        i = bisect.bisect_right(firsts, offset) - 1
+        if i >= 0 and old.batches[i].last_offset >= offset:
+            return old.batches[i].delivery_state, old.batches[i].delivery_count
+        return None
+
+    out: list[StateBatch] = []
+    for b in new.batches:
+        for off in range(b.first_offset, b.last_offset + 1):
+            if at(off) == (b.delivery_state, b.delivery_count):
+                continue
+            prev = out[-1] if out else None
+            if (prev is not None and prev.last_offset + 1 == off and prev.delivery_state == b.delivery_state
+                    and prev.delivery_count == b.delivery_count):
+                out[-1] = StateBatch(prev.first_offset, off, b.delivery_state, b.delivery_count)
+            else:
+                out.append(StateBatch(off, off, b.delivery_state, b.delivery_count))
+    return tuple(out)
+
+
+class ShareStateShard:
+    """See the rules above."""
+
+    def __init__(self, snapshot_every: int = DEFAULT_SNAPSHOT_EVERY) -> None:
+        self.snapshot_every = max(1, snapshot_every)
+        self.states: dict[ShareStateKey, PersistedState] = {}
+
+    # --- the runtime's shard protocol ---------------------------------------------------------------
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        record_type, k = decode_key(key)
+        if value is None:
+            self.states.pop(k, None)
+            return
+        if record_type == SNAPSHOT:
+            s = decode_snapshot(value)
+            self.states[k] = PersistedState(ShareSnapshot(s.start_offset, _normalized(s.start_offset, s.batches)),
+                                            s.snapshot_epoch, s.state_epoch, s.leader_epoch, s.create_timestamp)
+            return
+        u = decode_update(value)
+        current = self.states.get(k)
+        if current is None:
+            start = max(0, u.start_offset)
+            self.states[k] = PersistedState(ShareSnapshot(start, _normalized(start, u.batches)), u.snapshot_epoch,
+                                            leader_epoch=u.leader_epoch)
+            return
+        current.snapshot = merge_batches(current.snapshot, u.start_offset, u.batches)
+        current.updates += 1
+
+    def replay_transactional(self, producer_id: int, key: bytes, value: bytes | None) -> None:
+        raise ValueError("__share_group_state holds no transactional records")
+
+    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
+        raise ValueError("__share_group_state holds no transaction markers")
+
+    def activate(self, now_ms: int) -> ShareStateResult:
+        return ShareStateResult()
+
+    def poll_timers(self, now_ms: int) -> ShareStateResult:
+        return ShareStateResult()
+
+    def next_deadline(self) -> int | None:
+        return None
+
+    # --- reads ----------------------------------------------------------------------------------------
+    def read(self, key: ShareStateKey) -> ShareSnapshot | None:
+        state = self.states.get(key)
+        return None if state is None else state.snapshot
+
+    def keys_of_group(self, group_id: str) -> list[ShareStateKey]:
+        return sorted(k for k in self.states if k.group_id == group_id)
+
+    # --- writes (steps) -------------------------------------------------------------------------------
+    def write(self, key: ShareStateKey, snapshot: ShareSnapshot, now_ms: int, leader_epoch: int = -1,
+              state_epoch: int | None = None) -> ShareStateResult:
+        """The records taking `key` to `snapshot` (see the rules), applied. `state_epoch`: a new state
+        epoch (InitializeShareGroupState) forces a snapshot."""
+        new = ShareSnapshot(snapshot.start_offset, _normalized(snapshot.start_offset, snapshot.batches))
+        current = self.states.get(key)
+        result = ShareStateResult()
+        if (current is None or current.updates >= self.snapshot_every
+                or (state_epoch is not None and state_epoch != current.state_epoch)):
+            epoch = 0 if current is None else current.snapshot_epoch + 1
+            state = current.state_epoch if current is not None and state_epoch is None else (state_epoch or 0)
+            created = now_ms if current is None else current.create_ms
+            value = SnapshotValue(epoch, state, leader_epoch, new.start_offset, created, now_ms, new.batches)
+            result.records.append(StateRecord(encode_key(SNAPSHOT, key), encode_snapshot(value)))
+        else:
+            changed = _changed(current.snapshot, new)
+            moved = new.start_offset != current.snapshot.start_offset
+            if not changed and not moved:
+                return result
+            value_u = UpdateValue(current.snapshot_epoch, leader_epoch, new.start_offset if moved else -1, changed)
+            result.records.append(StateRecord(encode_key(UPDATE, key), encode_update(value_u)))
+        for r in result.records:
+            self.replay(r.key, r.value)
+        return result
+
+    def delete(self, keys: Iterable[ShareStateKey]) -> ShareStateResult:
+        result = ShareStateResult()
+        for key in keys:
+            if key in self.states:
+                result.records.append(StateRecord(encode_key(SNAPSHOT, key), None))
+                result.records.append(StateRecord(encode_key(UPDATE, key), None))
+        for r in result.records:
+            self.replay(r.key, r.value)
+        return result
