@@ -1,0 +1,68 @@
+"""Share-group state survives a broker restart (`__share_group_state`, docs/share-groups.md): a broker
+process is killed (SIGKILL, by its pid) with records accepted, rejected, archived at the delivery limit and
+still held, and started again on the same data directory: only the records that were held come back, with
+their delivery counts; nothing accepted or archived is delivered again."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import confluent_kafka as ck
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from groups.test_share_wire import ACCEPT, REJECT, RELEASE, Member, ack_errors, acquired, offsets
+from helpers import free_port, start_broker_process, stop_process
+
+
+def _start(data_dir: Path, port: int, log_path: Path) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "kaflite.server",
+           "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+           "--override", f"log.dirs={data_dir}",
+           "--override", "group.share.delivery.count.limit=2"]
+    return start_broker_process(cmd, port, log_path, 30)
+
+
+def test_restart_redelivers_only_what_was_in_flight(tmp_path: Path) -> None:
+    port, data, log_path = free_port(), tmp_path / "data", tmp_path / "broker.log"
+    bootstrap = f"127.0.0.1:{port}"
+    proc = _start(data, port, log_path)
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its handle must outlive the future
+        admin.create_topics([NewTopic("restart-share", 1, 1)])["restart-share"].result(10)
+        m = Member(_Bootstrap(bootstrap), "restart-g", ["restart-share"])  # type: ignore[arg-type]
+        [(tid, parts)] = m.assignment
+        assert parts == [0]
+        assert offsets(m.fetch()) == []  # the share partition starts at the log end (latest): 0
+        p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+        for i in range(10):
+            p.produce("restart-share", b"v%d" % i)
+        assert p.flush(10) == 0
+        assert offsets(m.fetch(max_wait_ms=2000)) == list(range(10))
+        r = m.acknowledge({(tid, 0): [(0, 2, ACCEPT), (3, 3, REJECT), (4, 4, RELEASE), (7, 7, ACCEPT)]})
+        assert ack_errors(r) == {0: 0}
+        assert acquired(m.fetch(max_wait_ms=2000)) == {0: [(4, 4, 2)]}  # the release, delivered again
+        r = m.acknowledge({(tid, 0): [(4, 4, RELEASE)]})  # at group.share.delivery.count.limit=2: archived
+        assert ack_errors(r) == {0: 0}
+        m.close()
+        stop_process(proc, signal.SIGKILL)  # 5, 6, 8, 9 still held by the member
+        proc = _start(data, port, log_path)
+        n = Member(_Bootstrap(bootstrap), "restart-g", ["restart-share"])  # type: ignore[arg-type]
+        assert n.assignment == [(tid, [0])]
+        got = acquired(n.fetch(max_wait_ms=3000))
+        # only what was in flight, delivered a second time; 0..4 and 7 never again
+        assert got == {0: [(5, 6, 2), (8, 9, 2)]}, got
+        assert ack_errors(n.acknowledge({(tid, 0): [(5, 6, ACCEPT), (8, 9, ACCEPT)]})) == {0: 0}
+        assert offsets(n.fetch(max_wait_ms=500)) == []
+        n.close()
+    finally:
+        stop_process(proc)
+
+
+class _Bootstrap:
+    """What Member needs of a broker: its bootstrap address (the broker is another process here)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
