@@ -12,9 +12,23 @@ from pathlib import Path
 
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 
-from groups.test_share_wire import ACCEPT, REJECT, RELEASE, Member, ack_errors, acquired, offsets
+from groups.test_share_wire import (
+    ACCEPT,
+    REJECT,
+    RELEASE,
+    Member,
+    ack_errors,
+    acquired,
+    joined_and_started,
+    new_topic,
+    offsets,
+    produce,
+)
 from helpers import free_port, start_broker_process, stop_process
+from kaflite.server.embedded import EmbeddedBroker
+from server.kwire import WireClient
 
 
 def _start(data_dir: Path, port: int, log_path: Path) -> subprocess.Popen[bytes]:
@@ -66,3 +80,30 @@ class _Bootstrap:
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
+
+
+def test_share_partition_start_survives_and_delete_groups_removes_the_state(tmp_path: Path) -> None:
+    """A share partition's start offset is durable from its creation (records produced after it and never
+    fetched are delivered after a restart, not skipped by a new start at the log end); DeleteGroups of a
+    share group known only from `__share_group_state` (no member since the restart) deletes its state."""
+    data, port = tmp_path / "data", free_port()
+    with EmbeddedBroker(data_dir=data, port=port) as b:
+        topic, tid = new_topic(b)
+        for group in ("keep-g", "del-g"):
+            (m,) = joined_and_started(b, group, topic, 0)
+            m.close()
+        produce(b, topic, 3)
+        (m,) = [Member(b, "keep-g", [topic])]
+        assert offsets(m.fetch(max_wait_ms=2000)) == [0, 1, 2]
+        assert ack_errors(m.acknowledge({(tid, 0): [(0, 0, ACCEPT)]})) == {0: 0}
+        m.close()
+    with EmbeddedBroker(data_dir=data, port=port) as b, WireClient(b.bootstrap) as c:
+        deleted = c.request(DeleteGroupsRequest(groups_names=("del-g", "nope")))
+        assert [(r.group_id, r.error_code) for r in deleted.results] == [("del-g", 0), ("nope", 69)]
+        produce(b, topic, 1)  # offset 3
+        keep, gone = Member(b, "keep-g", [topic]), Member(b, "del-g", [topic])
+        # keep-g: 0 accepted, 1 and 2 were in flight, 3 new; del-g starts again at the log end (latest)
+        assert acquired(keep.fetch(max_wait_ms=2000)) == {0: [(1, 2, 2), (3, 3, 1)]}
+        assert offsets(gone.fetch(max_wait_ms=300)) == []
+        keep.close()
+        gone.close()
