@@ -1,10 +1,11 @@
 """Share-group state survives a broker restart (`__share_group_state`, docs/share-groups.md): a broker
 process is killed (SIGKILL, by its pid) with records accepted, rejected, archived at the delivery limit and
 still held, and started again on the same data directory: only the records that were held come back, with
-their delivery counts; nothing accepted or archived is delivered again."""
+their delivery counts; nothing accepted or archived is delivered again. Group configs survive too."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from groups.test_share_wire import (
     REJECT,
     RELEASE,
     Member,
+    _alter_group,
     ack_errors,
     acquired,
     joined_and_started,
@@ -107,3 +109,20 @@ def test_share_partition_start_survives_and_delete_groups_removes_the_state(tmp_
         assert offsets(gone.fetch(max_wait_ms=300)) == []
         keep.close()
         gone.close()
+
+
+def test_group_configs_survive_a_restart(tmp_path: Path) -> None:
+    """IncrementalAlterConfigs on a GROUP resource is kept in the data directory: after a restart the group
+    still has share.auto.offset.reset=earliest (records produced before its first fetch are delivered)."""
+    data, port = tmp_path / "data", free_port()
+    with EmbeddedBroker(data_dir=data, port=port) as b:
+        topic, _tid = new_topic(b)
+        produce(b, topic, 2)
+        _alter_group(b, "cfg-g", share_auto_offset_reset="earliest")
+        _alter_group(b, "cfg-other", share_delivery_count_limit="3")
+    assert json.loads((data / "share-group-configs.json").read_text())["groups"] == {
+        "cfg-g": {"share.auto.offset.reset": "earliest"}, "cfg-other": {"share.delivery.count.limit": "3"}}
+    with EmbeddedBroker(data_dir=data, port=port) as b:
+        m = Member(b, "cfg-g", [topic])
+        assert acquired(m.fetch(max_wait_ms=2000)) == {0: [(0, 1, 1)]}
+        m.close()

@@ -32,7 +32,10 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
 - Acknowledgement types per batch: one type for the whole range, or one per offset. RENEW (4, KIP-1222)
   is not served: INVALID_REQUEST for that partition.
 - IncrementalAlterConfigs on a GROUP resource (admin.py calls `alter_group_configs`): the share-group
-  keys only (INVALID_CONFIG otherwise), in memory.
+  keys only (INVALID_CONFIG otherwise); every group's configs are kept in
+  `<first log dir>/share-group-configs.json`, replaced atomically (fsync, in a worker thread, one change
+  at a time) before the change applies and is answered, and read when the coordinator is made (at
+  start-up, before the broker listens).
 - DeleteGroups of a share group also writes tombstones for its share partitions' state, and deletes a
   share group this broker only knows from `__share_group_state` (after a restart, before any member
   joined).
@@ -45,7 +48,9 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import json
 import logging
 import struct
 import uuid
@@ -60,6 +65,7 @@ from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 from kaflite.server.replica import fetch_key
+from kaflite.storage.checkpoint import atomic_write
 from kaflite.storage.file_slice import FileSlice
 
 __all__ = ["APIS", "alter_group_configs", "coordinator", "delete_share_group", "listed_share_groups",
@@ -97,12 +103,45 @@ def coordinator(broker: Any) -> ShareGroupCoordinator:
             heartbeat_interval_ms=int(broker.setting("group.share.heartbeat.interval.ms")),
             max_size=int(broker.setting("group.share.max.size")))
         coord.load_state = _state_loader(broker)
+        for group_id, configs in _read_group_configs(broker).items():
+            try:
+                coord.set_group_configs(group_id, configs)
+            except ValueError as e:  # a file edited by hand: the group keeps the broker's keys
+                log.warning("%s: group %r: %s; its configs are ignored", GROUP_CONFIGS_FILE, group_id, e)
     return coord  # type: ignore[no-any-return]
 
 
+GROUP_CONFIGS_FILE = "share-group-configs.json"
+
+
+def _group_configs_path(broker: Any) -> Any:
+    dirs = getattr(broker, "log_dirs", None)
+    return dirs[0] / GROUP_CONFIGS_FILE if dirs else None
+
+
+def _read_group_configs(broker: Any) -> dict[str, dict[str, str]]:
+    """The groups' configs kept by `alter_group_configs`; none when there is no file yet."""
+    path = _group_configs_path(broker)
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        log.error("%s cannot be read (%s): share groups have the broker's keys only", path, e)
+        return {}
+    groups = data.get("groups", {}) if isinstance(data, dict) else {}
+    return {str(g): {str(k): str(v) for k, v in c.items()} for g, c in groups.items() if isinstance(c, dict)}
+
+
 def on_start(broker: Any) -> Any:
-    """At start-up: load `__share_group_state` when it exists (before the broker listens)."""
-    return _state().on_start(broker) if share_enabled(broker) else None
+    """At start-up (before the broker listens): the coordinator with the groups' configs read from their
+    file, and `__share_group_state` loaded when it exists."""
+    if not share_enabled(broker):
+        return None
+    coordinator(broker)
+    return _state().on_start(broker)
 
 
 def _state_loader(broker: Any) -> Callable[[str, str, int], ShareSnapshot | None]:
@@ -145,21 +184,36 @@ async def persist(broker: Any, coord: ShareGroupCoordinator) -> dict[tuple[str, 
     return errors
 
 
-def alter_group_configs(broker: Any, group_id: str, change: Callable[[dict[str, str]], dict[str, str | None]],
-                        validate_only: bool) -> None:
-    """IncrementalAlterConfigs on a GROUP resource: the share-group keys of GROUP_CONFIG_KEYS, kept in the
-    coordinator's memory (lost on restart, as the share-partition state). A key that is not one of them
-    (consumer-group keys included) or a bad value is INVALID_CONFIG for the resource, nothing changes."""
+async def alter_group_configs(broker: Any, group_id: str,
+                              change: Callable[[dict[str, str]], dict[str, str | None]], validate_only: bool) -> None:
+    """IncrementalAlterConfigs on a GROUP resource: the share-group keys of GROUP_CONFIG_KEYS. A key that
+    is not one of them (consumer-group keys included) or a bad value is INVALID_CONFIG for the resource,
+    nothing changes. A change is written to the groups' config file (fsync'd, in a worker thread) before
+    it applies; a failed write is KAFKA_STORAGE_ERROR and changes nothing."""
     if not group_id:
         raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty.")
     coord = coordinator(broker)
-    new = change(dict(coord.group_configs.get(group_id, {})))
-    probe = ShareGroupCoordinator(coord.share_config)  # validate without touching the real one
-    try:
-        probe.set_group_configs(group_id, new)
-    except ValueError as e:
-        raise KafkaError(ErrorCode.invalid_config, str(e)) from None
-    if not validate_only:
+    lock = broker.extensions.setdefault("share_group_configs_lock", asyncio.Lock())
+    async with lock:  # one change at a time: the file written last is the configs applied last
+        new = change(dict(coord.group_configs.get(group_id, {})))
+        probe = ShareGroupCoordinator(coord.share_config)  # validate without touching the real one
+        try:
+            probe.set_group_configs(group_id, new)
+        except ValueError as e:
+            raise KafkaError(ErrorCode.invalid_config, str(e)) from None
+        if validate_only:
+            return
+        path = _group_configs_path(broker)
+        if path is not None:
+            groups = {g: dict(c) for g, c in coord.group_configs.items() if g != group_id}
+            kept = probe.group_configs.get(group_id)
+            if kept:
+                groups[group_id] = dict(kept)
+            body = json.dumps({"version": 1, "groups": groups}, sort_keys=True, indent=1).encode()
+            try:
+                await asyncio.to_thread(atomic_write, path, body)
+            except OSError as e:
+                raise KafkaError(ErrorCode.kafka_storage_error, f"{path} cannot be written: {e}") from None
         coord.set_group_configs(group_id, new)
 
 
