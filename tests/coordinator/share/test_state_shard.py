@@ -216,3 +216,40 @@ def test_replayed_state_is_the_exported_state(ops: list[tuple[str, int, int, int
         if wrote:  # an acquisition alone writes nothing: then the durable state is the one before it
             assert durable == sp.export()
         assert SharePartition.from_state(config, durable).export() == durable
+
+
+# --- the share coordinator's RPCs (83-87) on the shard --------------------------------------------------
+
+def answer(result: object) -> object:
+    [(token, a)] = result.responses  # type: ignore[attr-defined]
+    assert token is None
+    return a
+
+
+def test_initialize_write_read_summary_and_fencing() -> None:
+    shard, log = ShareStateShard(), []
+    assert answer(shard.read_state(KEY, 0, 0)) == answer(ShareStateShard().summary(KEY, 0))  # no state: start -1
+    init = shard.initialize(KEY, state_epoch=1, start_offset=10, now_ms=0)
+    log += init.records
+    assert answer(init).error == 0 and [decode_key(r.key)[0] for r in init.records] == [SNAPSHOT]
+    w = shard.write_state(KEY, 1, 3, -1, [b(10, 12, A, 1), b(11, 11, K, 1)], now_ms=1)  # overlapping: last wins
+    log += w.records
+    assert answer(w).error == 0
+    assert shard.read(KEY) == ShareSnapshot(10, (b(10, 10, A, 1), b(11, 11, K, 1), b(12, 12, A, 1)))
+    assert answer(shard.write_state(KEY, 1, 2, -1, [], 2)).error == 74  # FENCED_LEADER_EPOCH: 2 < 3
+    assert answer(shard.write_state(KEY, 0, 3, -1, [], 2)).error == 124  # FENCED_STATE_EPOCH: 0 < 1
+    assert answer(shard.read_state(KEY, 2, 2)).error == 74
+    read = shard.read_state(KEY, 5, 3)  # a newer leader epoch is written before the answer
+    log += read.records
+    a = answer(read)
+    assert (a.error, a.start_offset, a.state_epoch, a.leader_epoch) == (0, 10, 1, 5)  # type: ignore[attr-defined]
+    assert [decode_key(r.key)[0] for r in read.records] == [UPDATE]
+    s = answer(shard.summary(KEY, 5))
+    assert (s.start_offset, s.state_epoch, s.leader_epoch, s.batches) == (10, 1, 5, ())  # type: ignore[attr-defined]
+    assert answer(shard.initialize(KEY, 0, 0, 4)).error == 124  # an older state epoch is fenced
+    again = shard.initialize(KEY, 2, 20, 4)  # a new state epoch resets the state
+    log += again.records
+    assert shard.read(KEY) == ShareSnapshot(20, ())
+    replayed = restarted(log)
+    assert replayed.read(KEY) == shard.read(KEY)
+    assert (replayed.states[KEY].state_epoch, replayed.states[KEY].leader_epoch) == (2, 5)

@@ -39,6 +39,7 @@ __all__ = [
     "encode_key",
     "encode_snapshot",
     "encode_update",
+    "parse_coordinator_key",
     "partition_for",
 ]
 
@@ -81,6 +82,15 @@ class UpdateValue:
 def kafka_uuid(u: uuid.UUID) -> str:
     """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, without padding."""
     return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def parse_coordinator_key(text: str) -> ShareStateKey:
+    """`<group>:<topic id>:<partition>` (FindCoordinator key type SHARE); ValueError when it is not one."""
+    group, topic, partition = text.rsplit(":", 2)
+    raw = base64.urlsafe_b64decode(topic + "=" * (-len(topic) % 4))
+    if len(raw) != 16 or not group:
+        raise ValueError(f"not a share coordinator key: {text!r}")
+    return ShareStateKey(group, uuid.UUID(bytes=raw), int(partition))
 
 
 def partition_for(key: ShareStateKey, num_partitions: int = DEFAULT_NUM_PARTITIONS) -> int:

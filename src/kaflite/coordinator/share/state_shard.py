@@ -17,6 +17,17 @@ Rules (each is checked by tests/coordinator/share/test_state_shard.py):
   ShareUpdate carrying only the offsets whose (state, count) changed and the start offset when it moved;
   nothing when nothing changed. Replaying the records written gives the same state as the shard holds.
 - delete(keys): tombstones for the ShareSnapshot and ShareUpdate keys of each key that has state.
+- The share coordinator's RPCs (Kafka's ShareCoordinatorShard, answers as `StateAnswer`):
+  initialize(key, state epoch, start) writes a ShareSnapshot with that state epoch and start offset and no
+  batches (snapshot epoch + 1), unless the key's state epoch is newer (FENCED_STATE_EPOCH, nothing
+  written); write_state(key, state epoch, leader epoch, start, batches) merges the batches into the
+  state as a ShareUpdate would (a snapshot for a key without state, or every `snapshot_every` updates),
+  FENCED_LEADER_EPOCH when the key's leader epoch is newer than the request's, FENCED_STATE_EPOCH when
+  its state epoch is; read_state(key, leader epoch) answers the state (a key without state: start offset
+  -1, state epoch 0, no batches), FENCED_LEADER_EPOCH for an older leader epoch, and a newer one is
+  written (a ShareUpdate without batches) before the answer; summary(key, leader epoch) answers the
+  start offset, state epoch and leader epoch the same way without writing.
+- A key's leader epoch only goes up (the highest of the records replayed, -1 in a record: unchanged).
 - The shard has no timers and no transactional records (a transactional record is a ValueError, which the
   runtime's load logs and skips).
 """
@@ -42,8 +53,10 @@ from kaflite.coordinator.share.state_records import (
     encode_snapshot,
     encode_update,
 )
+from kaflite.protocol.errors import ErrorCode
 
-__all__ = ["DEFAULT_SNAPSHOT_EVERY", "PersistedState", "ShareStateResult", "ShareStateShard", "merge_batches"]
+__all__ = ["DEFAULT_SNAPSHOT_EVERY", "PersistedState", "ShareStateResult", "ShareStateShard", "StateAnswer",
+           "merge_batches"]
 
 DEFAULT_SNAPSHOT_EVERY = 500  # Kafka's share.coordinator.snapshot.update.records.per.snapshot
 
@@ -59,6 +72,17 @@ class ShareStateResult:
     records: list[StateRecord] = field(default_factory=list)
     responses: list[tuple[Hashable, Any]] = field(default_factory=list)
     timers: list[Any] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class StateAnswer:
+    """One share partition's answer to a share coordinator RPC."""
+
+    error: ErrorCode
+    start_offset: int = -1
+    state_epoch: int = 0
+    leader_epoch: int = -1
+    batches: tuple[StateBatch, ...] = ()
 
 
 @dataclass(slots=True)
@@ -89,25 +113,24 @@ def _normalized(start: int, batches: Iterable[StateBatch]) -> tuple[StateBatch, 
 
 
 def merge_batches(base: ShareSnapshot, start_offset: int, batches: Sequence[StateBatch]) -> ShareSnapshot:
-    """`base` with an update applied (Kafka's PersisterStateBatchCombiner): the update's batches replace
-    whatever `base` had at their offsets; nothing below the new start offset (-1: base's) is kept."""
+    """`base` with an update applied (Kafka's PersisterStateBatchCombiner): each of the update's batches, in
+    order, replaces whatever was at its offsets before (so of two overlapping update batches the later
+    wins); nothing below the new start offset (-1: base's) is kept."""
     start = base.start_offset if start_offset < 0 else start_offset
-    kept: list[StateBatch] = []
-    news = sorted(batches, key=lambda b: b.first_offset)
-    for b in base.batches:
-        pieces = [(b.first_offset, b.last_offset)]
-        for n in news:
-            if n.last_offset < b.first_offset or n.first_offset > b.last_offset:
+    merged = list(base.batches)
+    for n in batches:
+        kept: list[StateBatch] = []
+        for old in merged:
+            if old.last_offset < n.first_offset or old.first_offset > n.last_offset:
+                kept.append(old)
                 continue
-            cut: list[tuple[int, int]] = []
-            for first, last in pieces:
-                if first < n.first_offset:
-                    cut.append((first, min(last, n.first_offset - 1)))
-                if last > n.last_offset:
-                    cut.append((max(first, n.last_offset + 1), last))
-            pieces = cut
-        kept += [StateBatch(f, la, b.delivery_state, b.delivery_count) for f, la in pieces if f <= la]
-    return ShareSnapshot(start, _normalized(start, kept + news))
+            if old.first_offset < n.first_offset:
+                kept.append(StateBatch(old.first_offset, n.first_offset - 1, old.delivery_state, old.delivery_count))
+            if old.last_offset > n.last_offset:
+                kept.append(StateBatch(n.last_offset + 1, old.last_offset, old.delivery_state, old.delivery_count))
+        kept.append(n)
+        merged = kept
+    return ShareSnapshot(start, _normalized(start, merged))
 
 
 def _changed(old: ShareSnapshot, new: ShareSnapshot) -> tuple[StateBatch, ...]:
@@ -160,6 +183,7 @@ class ShareStateShard:
                                             leader_epoch=u.leader_epoch)
             return
         current.snapshot = merge_batches(current.snapshot, u.start_offset, u.batches)
+        current.leader_epoch = max(current.leader_epoch, u.leader_epoch)
         current.updates += 1
 
     def replay_transactional(self, producer_id: int, key: bytes, value: bytes | None) -> None:
@@ -198,18 +222,89 @@ class ShareStateShard:
             epoch = 0 if current is None else current.snapshot_epoch + 1
             state = current.state_epoch if current is not None and state_epoch is None else (state_epoch or 0)
             created = now_ms if current is None else current.create_ms
-            value = SnapshotValue(epoch, state, leader_epoch, new.start_offset, created, now_ms, new.batches)
+            leader = leader_epoch if current is None else max(leader_epoch, current.leader_epoch)
+            value = SnapshotValue(epoch, state, leader, new.start_offset, created, now_ms, new.batches)
             result.records.append(StateRecord(encode_key(SNAPSHOT, key), encode_snapshot(value)))
         else:
             changed = _changed(current.snapshot, new)
             moved = new.start_offset != current.snapshot.start_offset
-            if not changed and not moved:
+            if not changed and not moved and leader_epoch <= current.leader_epoch:
                 return result
             value_u = UpdateValue(current.snapshot_epoch, leader_epoch, new.start_offset if moved else -1, changed)
             result.records.append(StateRecord(encode_key(UPDATE, key), encode_update(value_u)))
         for r in result.records:
             self.replay(r.key, r.value)
         return result
+
+    # --- the share coordinator's RPCs (83-87) ----------------------------------------------------------
+    @staticmethod
+    def _answer(result: ShareStateResult, answer: StateAnswer) -> ShareStateResult:
+        result.responses.append((None, answer))
+        return result
+
+    def _fenced(self, key: ShareStateKey, leader_epoch: int | None, state_epoch: int | None) -> ErrorCode | None:
+        current = self.states.get(key)
+        if current is None:
+            return None
+        if leader_epoch is not None and current.leader_epoch > leader_epoch:
+            return ErrorCode.fenced_leader_epoch
+        if state_epoch is not None and current.state_epoch > state_epoch:
+            return ErrorCode.fenced_state_epoch
+        return None
+
+    def _state_answer(self, key: ShareStateKey) -> StateAnswer:
+        state = self.states.get(key)
+        if state is None:
+            return StateAnswer(ErrorCode.none)
+        return StateAnswer(ErrorCode.none, state.snapshot.start_offset, state.state_epoch, state.leader_epoch,
+                           state.snapshot.batches)
+
+    def initialize(self, key: ShareStateKey, state_epoch: int, start_offset: int, now_ms: int) -> ShareStateResult:
+        fenced = self._fenced(key, None, state_epoch)
+        if fenced is not None:
+            return self._answer(ShareStateResult(), StateAnswer(fenced))
+        current = self.states.get(key)
+        epoch = 0 if current is None else current.snapshot_epoch + 1
+        leader = -1 if current is None else current.leader_epoch
+        created = now_ms if current is None else current.create_ms
+        value = SnapshotValue(epoch, state_epoch, leader, start_offset, created, now_ms, ())
+        result = ShareStateResult([StateRecord(encode_key(SNAPSHOT, key), encode_snapshot(value))])
+        self.replay(result.records[0].key, result.records[0].value)
+        return self._answer(result, StateAnswer(ErrorCode.none))
+
+    def write_state(self, key: ShareStateKey, state_epoch: int, leader_epoch: int, start_offset: int,
+                    batches: Sequence[StateBatch], now_ms: int) -> ShareStateResult:
+        fenced = self._fenced(key, leader_epoch, state_epoch)
+        if fenced is not None:
+            return self._answer(ShareStateResult(), StateAnswer(fenced))
+        current = self.states.get(key)
+        if current is None:
+            start = start_offset if start_offset >= 0 else min((b.first_offset for b in batches), default=0)
+            base = ShareSnapshot(start, ())
+        else:
+            base = current.snapshot
+        new = merge_batches(base, start_offset, batches)
+        result = self.write(key, new, now_ms, leader_epoch, None if current is not None else max(0, state_epoch))
+        return self._answer(result, StateAnswer(ErrorCode.none))
+
+    def read_state(self, key: ShareStateKey, leader_epoch: int, now_ms: int) -> ShareStateResult:
+        fenced = self._fenced(key, leader_epoch, None)
+        if fenced is not None:
+            return self._answer(ShareStateResult(), StateAnswer(fenced))
+        current = self.states.get(key)
+        result = ShareStateResult()
+        if current is not None and leader_epoch > current.leader_epoch:
+            value = UpdateValue(current.snapshot_epoch, leader_epoch, -1, ())
+            result.records.append(StateRecord(encode_key(UPDATE, key), encode_update(value)))
+            self.replay(result.records[0].key, result.records[0].value)
+        return self._answer(result, self._state_answer(key))
+
+    def summary(self, key: ShareStateKey, leader_epoch: int) -> ShareStateResult:
+        fenced = self._fenced(key, leader_epoch, None)
+        if fenced is not None:
+            return self._answer(ShareStateResult(), StateAnswer(fenced))
+        a = self._state_answer(key)
+        return self._answer(ShareStateResult(), StateAnswer(a.error, a.start_offset, a.state_epoch, a.leader_epoch))
 
     def delete(self, keys: Iterable[ShareStateKey]) -> ShareStateResult:
         result = ShareStateResult()

@@ -141,7 +141,7 @@ def on_start(broker: Any) -> Any:
     if not share_enabled(broker):
         return None
     coordinator(broker)
-    return _state().on_start(broker)
+    return _state().load_at_start(broker)
 
 
 def _state_loader(broker: Any) -> Callable[[str, str, int], ShareSnapshot | None]:
