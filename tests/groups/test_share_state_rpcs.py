@@ -16,7 +16,7 @@ from kio.schema.read_share_group_state_summary.v0 import request as summary_req
 from kio.schema.write_share_group_state.v0 import request as write_req
 from kio.static.primitive import i8, i16, i32, i64
 
-from groups.test_share_wire import ACCEPT, ack_errors, joined_and_started, new_topic, offsets
+from groups.test_share_wire import ACCEPT, Member, ack_errors, joined_and_started, new_topic, offsets, produce
 from kaflite.coordinator.share.state_records import kafka_uuid
 from kaflite.server.embedded import EmbeddedBroker
 from server.kwire import WireClient
@@ -92,4 +92,21 @@ def test_read_shows_what_the_broker_made_durable(broker: EmbeddedBroker) -> None
     with WireClient(broker.bootstrap) as c:
         p = _read(c, "rpc-live", tid)
     assert (p.error_code, int(p.start_offset), _batches(p)) == (0, 1, [(1, 2, 0, 1)])
+    m.close()
+
+
+def test_a_hole_in_a_written_state_is_available(broker: EmbeddedBroker) -> None:
+    """A state written through WriteShareGroupState with a hole between its batches (start 0, offset 1
+    accepted, nothing said of 0 and 2): a member then gets 0 and 2, never 1."""
+    topic, tid = new_topic(broker)
+    produce(broker, topic, 3)
+    with WireClient(broker.bootstrap) as c:
+        w = c.request(write_req.WriteShareGroupStateRequest(group_id="rpc-hole", topics=(write_req.WriteStateData(
+            topic_id=tid, partitions=(write_req.PartitionData(
+                partition=i32(0), state_epoch=i32(0), leader_epoch=i32(0), start_offset=i64(0), state_batches=(
+                    write_req.StateBatch(first_offset=i64(1), last_offset=i64(1), delivery_state=i8(2),
+                                         delivery_count=i16(1)),)),)),)))
+        assert w.results[0].partitions[0].error_code == 0
+    m = Member(broker, "rpc-hole", [topic])
+    assert offsets(m.fetch(max_wait_ms=2000)) == [0, 2]
     m.close()

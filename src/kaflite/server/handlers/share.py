@@ -59,7 +59,7 @@ from typing import Any
 
 from kaflite.coordinator.messages import ListedGroup
 from kaflite.coordinator.share.group import ShareGroupCoordinator
-from kaflite.coordinator.share.partition import ShareConfig, ShareSnapshot
+from kaflite.coordinator.share.partition import ShareConfig, ShareSnapshot, StateBatch
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
@@ -151,8 +151,21 @@ def _state_loader(broker: Any) -> Callable[[str, str, int], ShareSnapshot | None
         if key is None:
             return None
         state = svc.read(key)  # COORDINATOR_LOAD_IN_PROGRESS while its partition loads
-        return state if isinstance(state, ShareSnapshot) else None
+        return _without_holes(state) if isinstance(state, ShareSnapshot) else None
     return load
+
+
+def _without_holes(snapshot: ShareSnapshot) -> ShareSnapshot:
+    """The state with the offsets no batch covers (WriteShareGroupState may leave such holes; kaflite's own
+    writes never do) as AVAILABLE, never delivered, as Kafka reads them: from_state needs it contiguous."""
+    out: list[StateBatch] = []
+    expected = snapshot.start_offset
+    for b in snapshot.batches:
+        if b.first_offset > expected:
+            out.append(StateBatch(expected, b.first_offset - 1, 0, 0))
+        out.append(b)
+        expected = max(expected, b.last_offset + 1)
+    return ShareSnapshot(snapshot.start_offset, tuple(out))
 
 
 async def persist(broker: Any, coord: ShareGroupCoordinator) -> dict[tuple[str, str, int], ErrorCode]:
