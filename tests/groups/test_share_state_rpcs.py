@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.delete_share_group_state.v0 import request as delete_req
 from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
 from kio.schema.initialize_share_group_state.v0 import request as init_req
@@ -17,6 +18,7 @@ from kio.schema.write_share_group_state.v0 import request as write_req
 from kio.static.primitive import i8, i16, i32, i64
 
 from groups.test_share_wire import ACCEPT, Member, ack_errors, joined_and_started, new_topic, offsets, produce
+from helpers import wait_until
 from kaflite.coordinator.share.state_records import kafka_uuid
 from kaflite.server.embedded import EmbeddedBroker
 from server.kwire import WireClient
@@ -110,3 +112,25 @@ def test_a_hole_in_a_written_state_is_available(broker: EmbeddedBroker) -> None:
     m = Member(broker, "rpc-hole", [topic])
     assert offsets(m.fetch(max_wait_ms=2000)) == [0, 2]
     m.close()
+
+
+def test_a_deleted_topic_takes_its_share_state_with_it(broker: EmbeddedBroker) -> None:
+    """DeleteTopics: the share partitions of the topic are forgotten and their durable state deleted; the
+    topic created again under the same name starts afresh (before: the old share partition, start offset 3,
+    kept the new topic's records 0 and 1 from ever being delivered)."""
+    topic, tid = new_topic(broker)
+    (m,) = joined_and_started(broker, "rpc-del", topic, 3)
+    assert offsets(m.fetch(max_wait_ms=2000)) == [0, 1, 2]
+    assert ack_errors(m.acknowledge({(tid, 0): [(0, 2, ACCEPT)]})) == {0: 0}
+    m.close()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_topics([topic])[topic].result(10)
+    with WireClient(broker.bootstrap) as c:
+        wait_until("the deleted topic's share state gone", lambda: int(_read(c, "rpc-del", tid).start_offset) == -1,
+                   timeout=10)
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
+    again = Member(broker, "rpc-del", [topic])
+    assert offsets(again.fetch()) == []  # the new share partition starts at the log end: 0
+    produce(broker, topic, 2)
+    assert offsets(again.fetch(max_wait_ms=2000)) == [0, 1]
+    again.close()

@@ -35,7 +35,8 @@ Rules (each is checked by tests/coordinator/share/test_state_shard.py):
 from __future__ import annotations
 
 import bisect
-from collections.abc import Hashable, Iterable, Sequence
+import uuid
+from collections.abc import Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -208,6 +209,9 @@ class ShareStateShard:
 
     def keys_of_group(self, group_id: str) -> list[ShareStateKey]:
         return sorted(k for k in self.states if k.group_id == group_id)
+
+    def keys_of_topics(self, topic_ids: Collection[uuid.UUID]) -> list[ShareStateKey]:
+        return sorted(k for k in self.states if k.topic_id in topic_ids)
 
     # --- writes (steps) -------------------------------------------------------------------------------
     def write(self, key: ShareStateKey, snapshot: ShareSnapshot, now_ms: int, leader_epoch: int = -1,

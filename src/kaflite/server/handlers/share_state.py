@@ -26,6 +26,10 @@ Rules of the shell:
   COORDINATOR_LOAD_IN_PROGRESS. Writes are answered once committed. They act on the durable state only:
   a share partition this broker has in use keeps its state in memory and writes it over at its next
   change (in Kafka only a share partition's leader writes its state, through these RPCs).
+- A deleted topic (gone from the metadata image, or its name now another topic id's) takes its share
+  partitions with it: the share-group coordinator forgets them (a topic created again under the name
+  starts from `share.auto.offset.reset`), and their states in the partitions this broker leads get
+  tombstones (not waited for: a failure is logged, the state stays until the group is deleted).
 """
 
 from __future__ import annotations
@@ -155,6 +159,10 @@ class ShareStateService:
             self.num_partitions = topic.num_partitions
 
     def _on_image(self, old: Any, new: Any) -> None:
+        gone = {t.topic_id: name for name, t in old.topics.items()
+                if name not in new.topics or new.topics[name].topic_id != t.topic_id}
+        if gone:
+            self._forget_topics(gone)
         before, after = old.topics.get(SHARE_GROUP_STATE_TOPIC), new.topics.get(SHARE_GROUP_STATE_TOPIC)
         if after is None or before is after:
             return
@@ -168,6 +176,19 @@ class ShareStateService:
                 self.runtime.load(partition, reg.leader_epoch)
             elif was_mine and reg.leader != me:
                 self.runtime.unload(partition, reg.leader_epoch)
+
+    def _forget_topics(self, gone: dict[uuid.UUID, str]) -> None:
+        coord = self.broker.extensions.get("share_coordinator")
+        if coord is not None:
+            names = set(gone.values())
+            for k in [k for k in coord.partitions if k[1] in names]:
+                del coord.partitions[k]
+        ids = set(gone)
+        for partition, shard in self.runtime.active_shards():
+            keys = shard.keys_of_topics(ids)
+            if keys:
+                done = self.runtime.write(partition, _delete(keys))
+                done.add_done_callback(_log_failure(partition))
 
     # --- state ----------------------------------------------------------------------------------------
 
@@ -203,6 +224,18 @@ class ShareStateService:
                   for p, shard in self.runtime.active_shards() if shard.keys_of_group(group_id)]
         for w in writes:
             await w
+
+
+def _delete(keys: list[ShareStateKey]) -> Callable[[ShareStateShard, int], Any]:
+    return lambda shard, _now: shard.delete(keys)
+
+
+def _log_failure(partition: int) -> Callable[[asyncio.Future[Any]], None]:
+    def done(f: asyncio.Future[Any]) -> None:
+        if not f.cancelled() and f.exception() is not None:
+            log.warning("%s-%d: deleting the share state of deleted topics failed: %s", SHARE_GROUP_STATE_TOPIC,
+                        partition, f.exception())
+    return done
 
 
 def load_at_start(broker: Any) -> Awaitable[Any] | None:
