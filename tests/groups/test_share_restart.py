@@ -9,11 +9,16 @@ import json
 import signal
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
+from typing import Any
 
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.read_share_group_state.v0 import request as read_req
+from kio.static.primitive import i32
 
 from groups.test_share_wire import (
     ACCEPT,
@@ -28,7 +33,7 @@ from groups.test_share_wire import (
     offsets,
     produce,
 )
-from helpers import free_port, start_broker_process, stop_process
+from helpers import free_port, start_broker_process, stop_process, wait_until
 from kaflite.server.embedded import EmbeddedBroker
 from server.kwire import WireClient
 
@@ -126,3 +131,59 @@ def test_group_configs_survive_a_restart(tmp_path: Path) -> None:
         m = Member(b, "cfg-g", [topic])
         assert acquired(m.fetch(max_wait_ms=2000)) == {0: [(0, 1, 1)]}
         m.close()
+
+
+def test_share_consumer_after_a_restart_gets_only_what_it_did_not_accept(tmp_path: Path) -> None:
+    """confluent-kafka's ShareConsumer (explicit acknowledgement) accepts 10 of 20 records and holds the
+    others when the broker process is killed; after the restart another ShareConsumer of the group gets
+    exactly those 10."""
+    port, data, log_path = free_port(), tmp_path / "data", tmp_path / "broker.log"
+    bootstrap = f"127.0.0.1:{port}"
+    proc = _start(data, port, log_path)
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("restart-sc", 1, 1)])["restart-sc"].result(10)
+        tid = admin.describe_topics(ck.TopicCollection(["restart-sc"]))["restart-sc"].result(10).topic_id
+        tid = uuid.UUID(bytes=bytes(tid.get_most_significant_bits().to_bytes(8, "big", signed=True)
+                                    + tid.get_least_significant_bits().to_bytes(8, "big", signed=True)))
+        c = ck.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "restart-scg",
+                              "share.acknowledgement.mode": "explicit"})
+        c.subscribe(["restart-sc"])
+        with WireClient(bootstrap) as w:  # the share partition exists (its start offset is durable)
+
+            def started() -> bool:
+                assert list(c.poll(0.2)) == []
+                return int(_read_state(w, "restart-scg", tid).start_offset) >= 0
+            wait_until("the share partition started", started, timeout=15)
+        p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+        for i in range(20):
+            p.produce("restart-sc", b"%d" % i)
+        assert p.flush(10) == 0
+        seen: list[int] = []
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and len(seen) < 20:
+            for m in c.poll(0.3):
+                if m.error() is None:
+                    seen.append(int(m.value()))
+                    if seen[-1] < 10:
+                        c.acknowledge(m, ck.AcknowledgeType.ACCEPT)
+        assert sorted(seen) == list(range(20))
+        c.commit_sync()  # the acceptances are answered: durable
+        stop_process(proc, signal.SIGKILL)
+        proc = _start(data, port, log_path)
+        c2 = ck.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "restart-scg"})
+        c2.subscribe(["restart-sc"])
+        got: list[int] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(got) < 10:
+            got += [int(m.value()) for m in c2.poll(0.3) if m.error() is None]
+        assert sorted(got) == list(range(10, 20))
+        c2.close()
+    finally:
+        stop_process(proc)
+
+
+def _read_state(w: WireClient, group: str, tid: uuid.UUID) -> Any:
+    r = w.request(read_req.ReadShareGroupStateRequest(group_id=group, topics=(read_req.ReadStateData(
+        topic_id=tid, partitions=(read_req.PartitionData(partition=i32(0), leader_epoch=i32(0)),)),)))
+    return r.results[0].partitions[0]
