@@ -52,6 +52,12 @@ def restarted(log: list[StateRecord], snapshot_every: int = 500) -> ShareStateSh
     return shard
 
 
+def compacted(log: list[StateRecord]) -> list[StateRecord]:
+    """What log compaction leaves of `log`: the last record of each key, in log order."""
+    last = {r.key: i for i, r in enumerate(log)}
+    return [r for i, r in enumerate(log) if last[r.key] == i]
+
+
 # --- records ------------------------------------------------------------------------------------------
 
 def test_key_and_values_round_trip() -> None:
@@ -116,6 +122,24 @@ def test_a_snapshot_replaces_the_updates_every_n_writes() -> None:
     assert [decode_snapshot(r.value).snapshot_epoch for r in log  # type: ignore[arg-type]
             if decode_key(r.key)[0] == SNAPSHOT] == [0, 1]
     assert restarted(log, 2).read(KEY) == shard.read(KEY) == ShareSnapshot(5, (b(5, 8, A, 1),))
+    assert restarted(compacted(log), 2).read(KEY) == shard.read(KEY)
+
+
+def test_updates_are_cumulative_so_compaction_keeps_the_state() -> None:
+    """Three updates changing different offsets: compaction keeps only the last one, which carries every
+    change since the snapshot (an update of the changes since the previous update would lose 10 and 11)."""
+    shard = ShareStateShard()
+    log = shard.write(KEY, ShareSnapshot(10, (b(10, 19, A, 0),)), now_ms=0).records
+    state = [b(10, 19, A, 0)]
+    for i, off in enumerate((10, 11, 12)):
+        state = list(merge_batches(ShareSnapshot(10, tuple(state)), -1, [b(off, off, K, 1)]).batches)
+        result = shard.write(KEY, ShareSnapshot(10, tuple(state)), now_ms=i + 1)
+        [u] = result.records
+        assert u.value is not None and decode_update(u.value).batches == (b(10, off, K, 1),)
+        log += result.records
+    assert [decode_key(r.key)[0] for r in compacted(log)] == [SNAPSHOT, UPDATE]
+    assert restarted(compacted(log)).read(KEY) == shard.read(KEY) == ShareSnapshot(10, (b(10, 12, K, 1),
+                                                                                       b(13, 19, A, 0)))
 
 
 def test_delete_writes_tombstones_for_both_keys() -> None:
@@ -212,7 +236,7 @@ def test_replayed_state_is_the_exported_state(ops: list[tuple[str, int, int, int
         wrote = sp.changed
         persist(shard, sp, log, now)
         durable = restarted(log, every).read(KEY)
-        assert durable is not None and durable == shard.read(KEY)
+        assert durable is not None and durable == shard.read(KEY) == restarted(compacted(log), every).read(KEY)
         if wrote:  # an acquisition alone writes nothing: then the durable state is the one before it
             assert durable == sp.export()
         assert SharePartition.from_state(config, durable).export() == durable
@@ -251,5 +275,5 @@ def test_initialize_write_read_summary_and_fencing() -> None:
     log += again.records
     assert shard.read(KEY) == ShareSnapshot(20, ())
     replayed = restarted(log)
-    assert replayed.read(KEY) == shard.read(KEY)
+    assert replayed.read(KEY) == shard.read(KEY) == restarted(compacted(log)).read(KEY)
     assert (replayed.states[KEY].state_epoch, replayed.states[KEY].leader_epoch) == (2, 5)

@@ -7,15 +7,22 @@ Rules (each is checked by tests/coordinator/share/test_state_shard.py):
   offset and state batches ascending, non-overlapping, none below the start offset, adjacent batches of
   equal (state, count) merged; plus the snapshot epoch, the state epoch and the number of ShareUpdate
   records since the last ShareSnapshot.
-- replay: a ShareSnapshot replaces the state of its key; a ShareUpdate is merged into it (its batches win
-  where they overlap the state's, batches below its start offset are dropped, a start offset of -1 keeps
-  the state's); an update for a key with no snapshot is replayed as if it were one (Kafka's coordinator
-  does the same); a tombstone (null value) removes the key.
+- The topic is compacted (Kafka's is cleanup.policy=delete, its coordinator deleting the records below
+  the oldest snapshot still needed), and compaction keeps only the last ShareSnapshot and the last
+  ShareUpdate of a key. So a ShareUpdate carries every change since the key's last snapshot (cumulative),
+  and replay applies it to that snapshot, not to the state after the previous update: the last snapshot
+  and the last update of its snapshot epoch are the whole state, compacted or not.
+- replay: a ShareSnapshot replaces the state of its key (and is the base of the updates that follow); a
+  ShareUpdate of the base's snapshot epoch makes the state the base merged with it (its batches win where
+  they overlap the base's, batches below its start offset are dropped, a start offset of -1 keeps the
+  base's); one of another snapshot epoch (written before the last snapshot) changes nothing; an update
+  for a key with no snapshot is replayed as if it were one; a tombstone (null value) removes the key.
 - write(key, snapshot): the records that take the key's state to `snapshot`, already applied to the
   shard: a ShareSnapshot (snapshot epoch + 1) when the key has no state or `snapshot_every` updates were
   written since its last snapshot (share.coordinator.snapshot.update.records.per.snapshot), else a
-  ShareUpdate carrying only the offsets whose (state, count) changed and the start offset when it moved;
-  nothing when nothing changed. Replaying the records written gives the same state as the shard holds.
+  ShareUpdate carrying the offsets whose (state, count) differ from the last snapshot's and the start
+  offset when it differs; nothing when nothing changed. Replaying the records written, or only the last
+  record of each key (compaction), gives the same state as the shard holds.
 - delete(keys): tombstones for the ShareSnapshot and ShareUpdate keys of each key that has state.
 - The share coordinator's RPCs (Kafka's ShareCoordinatorShard, answers as `StateAnswer`):
   initialize(key, state epoch, start) writes a ShareSnapshot with that state epoch and start offset and no
@@ -88,7 +95,8 @@ class StateAnswer:
 
 @dataclass(slots=True)
 class PersistedState:
-    snapshot: ShareSnapshot
+    snapshot: ShareSnapshot  # the state now
+    base: ShareSnapshot  # the state the last ShareSnapshot wrote: what updates apply to
     snapshot_epoch: int = 0
     state_epoch: int = 0
     leader_epoch: int = -1
@@ -173,17 +181,20 @@ class ShareStateShard:
             return
         if record_type == SNAPSHOT:
             s = decode_snapshot(value)
-            self.states[k] = PersistedState(ShareSnapshot(s.start_offset, _normalized(s.start_offset, s.batches)),
-                                            s.snapshot_epoch, s.state_epoch, s.leader_epoch, s.create_timestamp)
+            snap = ShareSnapshot(s.start_offset, _normalized(s.start_offset, s.batches))
+            self.states[k] = PersistedState(snap, snap, s.snapshot_epoch, s.state_epoch, s.leader_epoch,
+                                            s.create_timestamp)
             return
         u = decode_update(value)
         current = self.states.get(k)
         if current is None:
             start = max(0, u.start_offset)
-            self.states[k] = PersistedState(ShareSnapshot(start, _normalized(start, u.batches)), u.snapshot_epoch,
-                                            leader_epoch=u.leader_epoch)
+            snap = ShareSnapshot(start, _normalized(start, u.batches))
+            self.states[k] = PersistedState(snap, snap, u.snapshot_epoch, leader_epoch=u.leader_epoch)
             return
-        current.snapshot = merge_batches(current.snapshot, u.start_offset, u.batches)
+        if u.snapshot_epoch != current.snapshot_epoch:
+            return  # written for an earlier snapshot, which the current one includes
+        current.snapshot = merge_batches(current.base, u.start_offset, u.batches)
         current.leader_epoch = max(current.leader_epoch, u.leader_epoch)
         current.updates += 1
 
@@ -230,11 +241,11 @@ class ShareStateShard:
             value = SnapshotValue(epoch, state, leader, new.start_offset, created, now_ms, new.batches)
             result.records.append(StateRecord(encode_key(SNAPSHOT, key), encode_snapshot(value)))
         else:
-            changed = _changed(current.snapshot, new)
-            moved = new.start_offset != current.snapshot.start_offset
-            if not changed and not moved and leader_epoch <= current.leader_epoch:
+            if new == current.snapshot and leader_epoch <= current.leader_epoch:
                 return result
-            value_u = UpdateValue(current.snapshot_epoch, leader_epoch, new.start_offset if moved else -1, changed)
+            moved = new.start_offset != current.base.start_offset
+            value_u = UpdateValue(current.snapshot_epoch, max(leader_epoch, current.leader_epoch),
+                                  new.start_offset if moved else -1, _changed(current.base, new))
             result.records.append(StateRecord(encode_key(UPDATE, key), encode_update(value_u)))
         for r in result.records:
             self.replay(r.key, r.value)
@@ -297,10 +308,8 @@ class ShareStateShard:
             return self._answer(ShareStateResult(), StateAnswer(fenced))
         current = self.states.get(key)
         result = ShareStateResult()
-        if current is not None and leader_epoch > current.leader_epoch:
-            value = UpdateValue(current.snapshot_epoch, leader_epoch, -1, ())
-            result.records.append(StateRecord(encode_key(UPDATE, key), encode_update(value)))
-            self.replay(result.records[0].key, result.records[0].value)
+        if current is not None and leader_epoch > current.leader_epoch:  # the new leader epoch, written
+            result = self.write(key, current.snapshot, now_ms, leader_epoch)
         return self._answer(result, self._state_answer(key))
 
     def summary(self, key: ShareStateKey, leader_epoch: int) -> ShareStateResult:
