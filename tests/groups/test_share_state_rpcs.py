@@ -3,6 +3,7 @@ the same durable state as the broker's own share partitions (docs/share-groups.m
 
 from __future__ import annotations
 
+import errno
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -19,7 +20,7 @@ from kio.static.primitive import i8, i16, i32, i64
 
 from groups.test_share_wire import ACCEPT, Member, ack_errors, joined_and_started, new_topic, offsets, produce
 from helpers import wait_until
-from kaflite.coordinator.share.state_records import kafka_uuid
+from kaflite.coordinator.share.state_records import ShareStateKey, kafka_uuid
 from kaflite.server.embedded import EmbeddedBroker
 from server.kwire import WireClient
 
@@ -134,3 +135,35 @@ def test_a_deleted_topic_takes_its_share_state_with_it(broker: EmbeddedBroker) -
     produce(broker, topic, 2)
     assert offsets(again.fetch(max_wait_ms=2000)) == [0, 1]
     again.close()
+
+
+def test_a_failed_state_write_fails_the_acknowledgement(broker: EmbeddedBroker) -> None:
+    """The `__share_group_state` append fails (an OSError from the log, as a full disk raises it): the
+    acknowledgement is answered with an error, not as applied, and the share partition is rebuilt from what
+    was written: the records come back."""
+    topic, tid = new_topic(broker)
+    (m,) = joined_and_started(broker, "rpc-fault", topic, 3)
+    assert offsets(m.fetch(max_wait_ms=2000)) == [0, 1, 2]
+    svc = broker.call(lambda: broker.server.broker.extensions["share_state"])
+    partition = svc.partition_for(ShareStateKey("rpc-fault", tid, 0))
+    refused: list[int] = []
+
+    def failing(*_args: object, **_kwargs: object) -> Any:
+        refused.append(1)
+        raise OSError(errno.ENOSPC, "No space left on device (injected)")
+
+    def inject() -> None:
+        svc.writer.log(partition).append = failing
+
+    def clear() -> None:
+        del svc.writer.log(partition).append  # the method again
+    broker.call(inject)
+    try:
+        assert ack_errors(m.acknowledge({(tid, 0): [(0, 2, ACCEPT)]})) == {0: 16}  # NOT_COORDINATOR
+        assert refused
+    finally:
+        broker.call(clear)
+    with WireClient(broker.bootstrap) as c:
+        assert (int(_read(c, "rpc-fault", tid).start_offset), _batches(_read(c, "rpc-fault", tid))) == (0, [])
+    assert offsets(m.fetch(max_wait_ms=2000)) == [0, 1, 2]  # not accepted: delivered again
+    m.close()
