@@ -40,7 +40,7 @@ def test_the_table_is_assembled_from_the_subsystems_tables() -> None:
 
     assert [k for m in SUBSYSTEMS for k in (key.name for key in m.KEYS)] == list(BROKER_CONFIGS)
     assert {k.name for k in keys_zookeeper.KEYS} == {k for k in BROKER_CONFIGS if k.startswith("zookeeper.")}
-    assert all(k.name.startswith(("group.", "offset")) for k in keys_groups.KEYS)
+    assert all(k.name.startswith(("group.", "offset", "share.coordinator.")) for k in keys_groups.KEYS)
     assert "log.retention.hours" in {k.name for k in keys_storage.KEYS}
     twice = SimpleNamespace(__name__="twice", KEYS=keys_storage.KEYS[:1], NOT_READ={})
     with pytest.raises(ValueError, match="defined twice"):

@@ -45,7 +45,7 @@ __all__ = [
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 META_PROPERTIES = "meta.properties"  # Kafka's own file naming the cluster and node of a data directory
 
 

@@ -1,6 +1,7 @@
-"""kaflite.coordinator.share: KIP-932 share groups. So far the pure share-partition state machine
-(partition.SharePartition); the APIs, the share coordinator and its durable state come later
-(docs/share-groups.md says what is served)."""
+"""kaflite.coordinator.share: KIP-932 share groups, pure: the share-partition state machine
+(partition.SharePartition), the share-group coordinator (group), and the share coordinator's durable
+state in `__share_group_state` (state_records, state_shard). The broker shells are
+kaflite.server.handlers.share and .share_state (docs/share-groups.md says what is served)."""
 
 from .partition import (
     AcknowledgeResult,

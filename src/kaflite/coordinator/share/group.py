@@ -26,8 +26,9 @@ Rules (each is checked by tests/coordinator/share/test_group.py):
   session's next epoch (INVALID_SHARE_SESSION_EPOCH), which then increments (after 2^31-1 comes 1); no
   session is SHARE_SESSION_NOT_FOUND. Only a member of the group may open a session or fetch
   (UNKNOWN_MEMBER_ID).
-- Share partitions are created on first fetch per (group, topic, partition), their start offset from
-  `share.auto.offset.reset` (latest by default): the state machine kaflite.coordinator.share.partition
+- Share partitions are created on first fetch per (group, topic, partition): from the state `load_state`
+  gives (the durable state of `__share_group_state`, read by the broker shell) when it gives one, else with
+  their start offset from `share.auto.offset.reset` (latest by default): the state machine kaflite.coordinator.share.partition
   decides everything about records; this module only routes members to it. A member may acknowledge
   only in partitions of its own group.
 - Group configs (`set_group_configs`, Kafka's GroupConfig keys of share groups): share.auto.offset.reset,
@@ -47,6 +48,7 @@ from kaflite.coordinator.share.partition import (
     AcquiredRange,
     ShareConfig,
     SharePartition,
+    ShareSnapshot,
 )
 from kaflite.protocol.errors import ErrorCode
 
@@ -194,6 +196,8 @@ class ShareGroupCoordinator:
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self._sessions: dict[tuple[str, str], _Session] = {}
         self.group_configs: dict[str, dict[str, str]] = {}
+        # (group, topic, partition) -> the persisted state of a share partition, or None (never persisted)
+        self.load_state: Callable[[str, str, int], ShareSnapshot | None] | None = None
 
     # --- group configs ----------------------------------------------------------------------------
     def set_group_configs(self, group_id: str, configs: Mapping[str, str | None]) -> None:
@@ -364,8 +368,12 @@ class ShareGroupCoordinator:
         key = (group_id, topic, partition)
         sp = self.partitions.get(key)
         if sp is None:
-            sp = self.partitions[key] = SharePartition.initial(self.config_for(group_id), log_start_offset,
-                                                               high_watermark)
+            config = self.config_for(group_id)
+            persisted = self.load_state(group_id, topic, partition) if self.load_state is not None else None
+            if persisted is not None:
+                sp = self.partitions[key] = SharePartition.from_state(config, persisted)
+            else:
+                sp = self.partitions[key] = SharePartition.initial(config, log_start_offset, high_watermark)
         return sp
 
     def acquire(self, group_id: str, member_id: str, topic: str, partition: int,

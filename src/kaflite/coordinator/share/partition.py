@@ -34,6 +34,10 @@ Rules (each is checked by tests/coordinator/share/):
   delivery state, delivery count) of [start, end). A lock does not survive a restart, so ACQUIRED exports
   as AVAILABLE with its count (ARCHIVED if that count is at the limit, and the exported start offset is
   past a final prefix). from_state(export()) exports the same snapshot again, and has the same end offset.
+- `changed` is set by initial() and by every transition that is not an acquisition (an acknowledgement,
+  a release, a lock ending, a member leaving, the log start moving past the SPSO); the broker writes
+  export() to `__share_group_state` before answering and clears it. An acquisition alone sets nothing:
+  a restart makes ACQUIRED records AVAILABLE again, which is what the last snapshot says of them.
 """
 
 from __future__ import annotations
@@ -166,13 +170,17 @@ class SharePartition:
         # Offsets in [start, end) plus the orphans: records still ACQUIRED when the log start moved past them.
         self._records: dict[int, _Record] = {}
         self._orphans: set[int] = set()
+        # a change to persist before answering (see the rules); from_state's state is the persisted one
+        self.changed = False
 
     # --- construction -----------------------------------------------------------------------------
     @classmethod
     def initial(cls, config: ShareConfig, log_start_offset: int, high_watermark: int) -> SharePartition:
         """A share partition with no persisted state: SPSO per share.auto.offset.reset."""
         start = log_start_offset if config.auto_offset_reset == "earliest" else high_watermark
-        return cls(config, start)
+        sp = cls(config, start)
+        sp.changed = True  # the start offset chosen here must survive a restart
+        return sp
 
     @classmethod
     def from_state(cls, config: ShareConfig, snapshot: ShareSnapshot) -> SharePartition:
@@ -314,6 +322,7 @@ class SharePartition:
                     self._release(off, rec)
                 else:  # REJECT, GAP
                     self._finish(rec, RecordState.ARCHIVED)
+                self.changed = True
         self._advance()
         return AcknowledgeResult(ErrorCode.none.value)
 
@@ -348,6 +357,7 @@ class SharePartition:
                 del self._records[off]
         self._start = log_start_offset
         self._end = max(self._end, log_start_offset)
+        self.changed = True
         self._advance()
         return True
 
@@ -377,6 +387,7 @@ class SharePartition:
     # --- internals --------------------------------------------------------------------------------
     def _release(self, offset: int, rec: _Record) -> None:
         # Below the SPSO (log start moved past it) nothing is ever delivered again.
+        self.changed = True
         if rec.delivery_count >= self.config.delivery_count_limit or offset < self._start:
             self._finish(rec, RecordState.ARCHIVED)
         else:

@@ -65,6 +65,7 @@ OFFSET_FETCH_GROUP = _c(Op.DESCRIBE, R.GROUP, "each group")
 OFFSET_FETCH_TOPIC = _c(Op.DESCRIBE, R.TOPIC, "each topic (refused topics are left out of an all-topics answer)")
 FIND_COORDINATOR_GROUP = _c(Op.DESCRIBE, R.GROUP, "key type GROUP")
 FIND_COORDINATOR_TXN = _c(Op.DESCRIBE, R.TRANSACTIONAL_ID, "key type TRANSACTION")
+FIND_COORDINATOR_SHARE = _c(Op.CLUSTER_ACTION, R.CLUSTER, "key type SHARE")
 JOIN_GROUP = _c(Op.READ, R.GROUP, "every request")
 HEARTBEAT = _c(Op.READ, R.GROUP, "every request")
 LEAVE_GROUP = _c(Op.READ, R.GROUP, "every request")
@@ -101,6 +102,7 @@ ELECT_LEADERS = _c(Op.ALTER, R.CLUSTER, "every request")
 ALTER_REASSIGNMENTS = _c(Op.ALTER, R.CLUSTER, "every request")
 LIST_REASSIGNMENTS = _c(Op.DESCRIBE, R.CLUSTER, "every request")
 ALTER_PARTITION = _c(Op.CLUSTER_ACTION, R.CLUSTER, "every request (broker to controller)")
+SHARE_STATE = _c(Op.CLUSTER_ACTION, R.CLUSTER, "every request (broker to share coordinator)")
 INIT_PRODUCER_ID_TXN = _c(Op.WRITE, R.TRANSACTIONAL_ID, "a transactional id given")
 INIT_PRODUCER_ID_IDEMPOTENT = _c(Op.IDEMPOTENT_WRITE, R.CLUSTER,
                                  "no transactional id (else WRITE on any topic, KIP-679)")
@@ -135,7 +137,7 @@ API_CHECKS: dict[int, tuple[Check, ...]] = {
     3: (METADATA_TOPIC, METADATA_CREATE_CLUSTER, METADATA_CREATE_TOPIC, METADATA_CLUSTER_OPS),
     8: (OFFSET_COMMIT_GROUP, OFFSET_COMMIT_TOPIC),
     9: (OFFSET_FETCH_GROUP, OFFSET_FETCH_TOPIC),
-    10: (FIND_COORDINATOR_GROUP, FIND_COORDINATOR_TXN),
+    10: (FIND_COORDINATOR_GROUP, FIND_COORDINATOR_TXN, FIND_COORDINATOR_SHARE),
     11: (JOIN_GROUP,),
     12: (HEARTBEAT,),
     13: (LEAVE_GROUP,),
@@ -180,6 +182,11 @@ API_CHECKS: dict[int, tuple[Check, ...]] = {
     77: (SHARE_GROUP_DESCRIBE,),
     78: (SHARE_FETCH_GROUP, SHARE_FETCH_TOPIC),
     79: (SHARE_ACKNOWLEDGE_GROUP, SHARE_ACKNOWLEDGE_TOPIC),
+    83: (SHARE_STATE,),
+    84: (SHARE_STATE,),
+    85: (SHARE_STATE,),
+    86: (SHARE_STATE,),
+    87: (SHARE_STATE,),
 }
 
 API_NAMES: dict[int, str] = {
@@ -195,6 +202,8 @@ API_NAMES: dict[int, str] = {
     51: "AlterUserScramCredentials", 56: "AlterPartition", 60: "DescribeCluster", 61: "DescribeProducers",
     65: "DescribeTransactions", 66: "ListTransactions", 68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe",
     76: "ShareGroupHeartbeat", 77: "ShareGroupDescribe", 78: "ShareFetch", 79: "ShareAcknowledge",
+    83: "InitializeShareGroupState", 84: "ReadShareGroupState", 85: "WriteShareGroupState",
+    86: "DeleteShareGroupState", 87: "ReadShareGroupStateSummary",
 }
 
 

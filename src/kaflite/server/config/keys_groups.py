@@ -219,6 +219,35 @@ KEYS: list[ConfigKey] = [
         "Maximum members of one share group; one more joining gets GROUP_MAX_SIZE_REACHED.",
         AtLeast(1),
     ),
+    # --- the share coordinator (Kafka's ShareCoordinatorConfig): __share_group_state --------------
+    _k("share.coordinator.state.topic.num.partitions", "int", 50, "Partitions of __share_group_state.",
+       AtLeast(1)),
+    _k(
+        "share.coordinator.state.topic.replication.factor",
+        "short",
+        3,
+        "Replication factor of __share_group_state in a cluster (created when a share partition's state is "
+        "first written). A single node (no zookeeper.connect) creates it with 1 replica whatever this says.",
+        AtLeast(1),
+        differs="single node: __share_group_state always has 1 replica (Kafka would refuse to create it "
+        "until share.coordinator.state.topic.replication.factor brokers are alive).",
+    ),
+    _k("share.coordinator.state.topic.min.isr", "short", 1, "min.insync.replicas of __share_group_state.",
+       AtLeast(1), kafka_default=2),
+    _k("share.coordinator.state.topic.segment.bytes", "int", 104857600, "segment.bytes of __share_group_state.",
+       AtLeast(1)),
+    _k(
+        "share.coordinator.snapshot.update.records.per.snapshot",
+        "int",
+        500,
+        "ShareUpdate records written for one share partition before its state is written whole again as a "
+        "ShareSnapshot.",
+        Between(0, 500),
+    ),
+    _k("share.coordinator.write.timeout.ms", "int", 5000,
+       "How long a write to __share_group_state may wait to be committed.", AtLeast(1)),
+    _k("share.coordinator.load.buffer.size", "int", 5242880,
+       "Bytes read at a time when a __share_group_state partition is loaded.", AtLeast(1)),
 ]
 
 # Keys validated but not read (yet), and why (marked applies=False; tests/config/test_keys_read.py).

@@ -61,6 +61,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "kaflite.server.handlers.acls",
     "kaflite.server.handlers.quotas",
     "kaflite.server.handlers.share",
+    "kaflite.server.handlers.share_state",
 )
 
 

@@ -499,8 +499,8 @@ async def _alter(
                 continue
             if res.resource_type == RESOURCE_GROUP and group_check is not None:  # share groups' keys
                 ctx.check(group_check, res.resource_name)
-                alter_group_configs(ctx.broker, res.resource_name, partial(new_configs, configs=res.configs),
-                                    request.validate_only)
+                await alter_group_configs(ctx.broker, res.resource_name, partial(new_configs, configs=res.configs),
+                                          request.validate_only)
                 out.append((code, message, res.resource_type, res.resource_name))
                 continue
             if res.resource_type != RESOURCE_TOPIC:

@@ -1,5 +1,6 @@
-"""FindCoordinator (API 10): which broker coordinates a group (key type 0) or a transactional id (key
-type 1).
+"""FindCoordinator (API 10): which broker coordinates a group (key type 0), a transactional id (key
+type 1) or a share partition's state (key type 2, SHARE: `<group>:<topic id>:<partition>`, the share
+coordinator of share_state.py; CLUSTER_ACTION, as Kafka; a key that is not one is INVALID_REQUEST).
 
 Rules:
 - the coordinator of a key is the leader of the key's partition of the coordinator's internal topic
@@ -24,12 +25,14 @@ import datetime
 from typing import Any
 
 from kaflite.coordinator import OFFSETS_TOPIC
+from kaflite.coordinator.share.state_records import SHARE_GROUP_STATE_TOPIC, parse_coordinator_key
 from kaflite.coordinator.transaction.txn_log import TRANSACTION_STATE_TOPIC
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.groups import GroupService
+from kaflite.server.handlers.share_state import ShareStateService
 from kaflite.server.handlers.transactions import TransactionService
 
 _ZERO = datetime.timedelta(0)
@@ -50,7 +53,21 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
             return rules.FIND_COORDINATOR_GROUP.error, None, (-1, "", -1)
         if key_type == 1 and not ctx.allowed(rules.FIND_COORDINATOR_TXN, key):
             return rules.FIND_COORDINATOR_TXN.error, None, (-1, "", -1)
-        if key_type == 1:  # TRANSACTION: the leader of the id's __transaction_state partition
+        if key_type == 2 and not ctx.allowed(rules.FIND_COORDINATOR_SHARE):
+            return rules.FIND_COORDINATOR_SHARE.error, None, (-1, "", -1)
+        partition: int | None = None
+        if key_type == 2:  # SHARE: the leader of the key's __share_group_state partition
+            try:
+                share_key = parse_coordinator_key(key)
+            except ValueError as e:
+                return ErrorCode.invalid_request, str(e), (-1, "", -1)
+            if not broker.setting("group.share.enable"):
+                return ErrorCode.unsupported_version, "Share groups are not enabled.", (-1, "", -1)
+            share = ShareStateService.of(broker)
+            topic, partition = SHARE_GROUP_STATE_TOPIC, share.partition_for(share_key)
+            if topic not in broker.metadata.topics and share.ensure_topic() is None:
+                return ErrorCode.coordinator_not_available, "The coordinator is not available.", (-1, "", -1)
+        elif key_type == 1:  # TRANSACTION: the leader of the id's __transaction_state partition
             try:
                 coordinator = await TransactionService.of_async(broker)
             except KafkaError as e:
@@ -66,7 +83,7 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
             # are alive than its replication factor): not available, asked again next time (clients retry)
             return ErrorCode.coordinator_not_available, "The coordinator is not available.", (-1, "", -1)
         image = broker.metadata
-        reg = image.partition(topic, coordinator.partition_for(key))
+        reg = image.partition(topic, coordinator.partition_for(key) if partition is None else partition)
         if reg is not None and reg.leader == broker.node_id:
             return ErrorCode.none, None, node
         if reg is None:

@@ -686,8 +686,8 @@ async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
         if _denied(ctx, rules.DELETE_GROUPS, group_id):
             answered[group_id] = rules.DELETE_GROUPS.error
             continue
-        share_answer = delete_share_group(ctx.broker, group_id)
-        if share_answer is not None:  # a share group (in the share coordinator's memory)
+        share_answer = await delete_share_group(ctx.broker, group_id)
+        if share_answer is not None:  # a share group (in memory or in __share_group_state)
             answered[group_id] = share_answer
             continue
         by_partition.setdefault(svc.partition_for(group_id), []).append(group_id)

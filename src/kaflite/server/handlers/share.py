@@ -8,7 +8,15 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
   advertise them); the ACL checks are acl.rules' SHARE_* (READ on the group, READ on each topic fetched or
   acknowledged: a refused topic's partitions are TOPIC_AUTHORIZATION_FAILED, DESCRIBE on a described group).
 - The coordinator is one `ShareGroupCoordinator` per broker, in memory, built from the group.share.* keys
-  the first time a share API is used; its clock is the broker's `now_ms`.
+  the first time a share API is used; its clock is the broker's `now_ms`. Its share partitions are durable
+  (share_state.py, `__share_group_state`): one is created from the state written there when there is one;
+  every share partition whose state changed other than by an acquisition (`SharePartition.changed`) is
+  written there before the request that changed it is answered: acknowledgements (ShareFetch,
+  ShareAcknowledge), releases and archivals by lock ends or members leaving, start-offset moves, and a new
+  share partition's start offset. A failed write answers the acknowledgements of that partition (or its
+  fetch) with the write's error, and the share partition is dropped from memory, to be rebuilt from what
+  was written (locks included: as after a restart, its ACQUIRED records are AVAILABLE again). On a
+  partition of `__share_group_state` another broker leads (a cluster), the state stays in memory only.
 - ShareFetch: a request with share session epoch 0 carrying acknowledgements is INVALID_REQUEST, as in
   Kafka; otherwise the session step (open / continue / close) comes first, then the acknowledgements
   (per partition, all of a partition's batches or none), then, unless the session was closed (-1), the
@@ -24,7 +32,13 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
 - Acknowledgement types per batch: one type for the whole range, or one per offset. RENEW (4, KIP-1222)
   is not served: INVALID_REQUEST for that partition.
 - IncrementalAlterConfigs on a GROUP resource (admin.py calls `alter_group_configs`): the share-group
-  keys only (INVALID_CONFIG otherwise), in memory.
+  keys only (INVALID_CONFIG otherwise); every group's configs are kept in
+  `<first log dir>/share-group-configs.json`, replaced atomically (fsync, in a worker thread, one change
+  at a time) before the change applies and is answered, and read when the coordinator is made (at
+  start-up, before the broker listens).
+- DeleteGroups of a share group also writes tombstones for its share partitions' state, and deletes a
+  share group this broker only knows from `__share_group_state` (after a restart, before any member
+  joined).
 - ListGroups lists share groups (type "share", handlers/groups.py calls `listed_share_groups`); DeleteGroups
   deletes an empty share group with its share-partition state (`delete_share_group`), NON_EMPTY_GROUP
   while it has members.
@@ -34,7 +48,10 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import json
+import logging
 import struct
 import uuid
 from collections.abc import Callable, Sequence
@@ -42,16 +59,25 @@ from typing import Any
 
 from kaflite.coordinator.messages import ListedGroup
 from kaflite.coordinator.share.group import ShareGroupCoordinator
-from kaflite.coordinator.share.partition import ShareConfig
+from kaflite.coordinator.share.partition import ShareConfig, ShareSnapshot, StateBatch
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
 from kaflite.server.replica import fetch_key
+from kaflite.storage.checkpoint import atomic_write
 from kaflite.storage.file_slice import FileSlice
 
 __all__ = ["APIS", "alter_group_configs", "coordinator", "delete_share_group", "listed_share_groups",
-           "share_enabled"]
+           "on_start", "persist", "share_enabled"]
+
+log = logging.getLogger("kaflite.share")
+
+
+def _state() -> Any:
+    """share_state.py, imported on first use: it builds on groups.py, which imports this module."""
+    from kaflite.server.handlers import share_state
+    return share_state
 
 _ZERO = datetime.timedelta(0)
 _NO_ID = uuid.UUID(int=0)
@@ -76,24 +102,131 @@ def coordinator(broker: Any) -> ShareGroupCoordinator:
             config, session_timeout_ms=int(broker.setting("group.share.session.timeout.ms")),
             heartbeat_interval_ms=int(broker.setting("group.share.heartbeat.interval.ms")),
             max_size=int(broker.setting("group.share.max.size")))
+        coord.load_state = _state_loader(broker)
+        for group_id, configs in _read_group_configs(broker).items():
+            try:
+                coord.set_group_configs(group_id, configs)
+            except ValueError as e:  # a file edited by hand: the group keeps the broker's keys
+                log.warning("%s: group %r: %s; its configs are ignored", GROUP_CONFIGS_FILE, group_id, e)
     return coord  # type: ignore[no-any-return]
 
 
-def alter_group_configs(broker: Any, group_id: str, change: Callable[[dict[str, str]], dict[str, str | None]],
-                        validate_only: bool) -> None:
-    """IncrementalAlterConfigs on a GROUP resource: the share-group keys of GROUP_CONFIG_KEYS, kept in the
-    coordinator's memory (lost on restart, as the share-partition state). A key that is not one of them
-    (consumer-group keys included) or a bad value is INVALID_CONFIG for the resource, nothing changes."""
+GROUP_CONFIGS_FILE = "share-group-configs.json"
+
+
+def _group_configs_path(broker: Any) -> Any:
+    dirs = getattr(broker, "log_dirs", None)
+    return dirs[0] / GROUP_CONFIGS_FILE if dirs else None
+
+
+def _read_group_configs(broker: Any) -> dict[str, dict[str, str]]:
+    """The groups' configs kept by `alter_group_configs`; none when there is no file yet."""
+    path = _group_configs_path(broker)
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        log.error("%s cannot be read (%s): share groups have the broker's keys only", path, e)
+        return {}
+    groups = data.get("groups", {}) if isinstance(data, dict) else {}
+    return {str(g): {str(k): str(v) for k, v in c.items()} for g, c in groups.items() if isinstance(c, dict)}
+
+
+def on_start(broker: Any) -> Any:
+    """At start-up (before the broker listens): the coordinator with the groups' configs read from their
+    file, and `__share_group_state` loaded when it exists."""
+    if not share_enabled(broker):
+        return None
+    coordinator(broker)
+    return _state().load_at_start(broker)
+
+
+def _state_loader(broker: Any) -> Callable[[str, str, int], ShareSnapshot | None]:
+    def load(group_id: str, topic: str, partition: int) -> ShareSnapshot | None:
+        svc = _state().ShareStateService.of(broker)  # creates __share_group_state on first need
+        key = svc.key(group_id, topic, partition)
+        if key is None:
+            return None
+        state = svc.read(key)  # COORDINATOR_LOAD_IN_PROGRESS while its partition loads
+        return _without_holes(state) if isinstance(state, ShareSnapshot) else None
+    return load
+
+
+def _without_holes(snapshot: ShareSnapshot) -> ShareSnapshot:
+    """The state with the offsets no batch covers (WriteShareGroupState may leave such holes; kaflite's own
+    writes never do) as AVAILABLE, never delivered, as Kafka reads them: from_state needs it contiguous."""
+    out: list[StateBatch] = []
+    expected = snapshot.start_offset
+    for b in snapshot.batches:
+        if b.first_offset > expected:
+            out.append(StateBatch(expected, b.first_offset - 1, 0, 0))
+        out.append(b)
+        expected = max(expected, b.last_offset + 1)
+    return ShareSnapshot(snapshot.start_offset, tuple(out))
+
+
+async def persist(broker: Any, coord: ShareGroupCoordinator) -> dict[tuple[str, str, int], ErrorCode]:
+    """Write every share partition whose state changed (other than by acquisitions) to
+    `__share_group_state`, and wait until it is committed. The error per (group, topic, partition) whose
+    write failed: such a share partition is dropped from memory (rebuilt from what was written)."""
+    writes: list[tuple[tuple[str, str, int], Any, Any]] = []
+    for k, sp in list(coord.partitions.items()):
+        if not sp.changed:
+            continue
+        sp.changed = False
+        svc = _state().ShareStateService.of(broker)
+        key = svc.key(*k)
+        if key is None:
+            continue  # the topic is gone: nothing of it will be fetched again
+        fut = svc.write(key, sp.export)
+        if fut is not None:
+            writes.append((k, sp, fut))
+    errors: dict[tuple[str, str, int], ErrorCode] = {}
+    for k, sp, fut in writes:
+        try:
+            await fut
+        except KafkaError as e:
+            log.warning("share partition %s: writing its state failed (%s); rebuilt from %s at its next use", k,
+                        e.code.name.upper(), _state().SHARE_GROUP_STATE_TOPIC)
+            errors[k] = e.code
+            if coord.partitions.get(k) is sp:
+                del coord.partitions[k]
+    return errors
+
+
+async def alter_group_configs(broker: Any, group_id: str,
+                              change: Callable[[dict[str, str]], dict[str, str | None]], validate_only: bool) -> None:
+    """IncrementalAlterConfigs on a GROUP resource: the share-group keys of GROUP_CONFIG_KEYS. A key that
+    is not one of them (consumer-group keys included) or a bad value is INVALID_CONFIG for the resource,
+    nothing changes. A change is written to the groups' config file (fsync'd, in a worker thread) before
+    it applies; a failed write is KAFKA_STORAGE_ERROR and changes nothing."""
     if not group_id:
         raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty.")
     coord = coordinator(broker)
-    new = change(dict(coord.group_configs.get(group_id, {})))
-    probe = ShareGroupCoordinator(coord.share_config)  # validate without touching the real one
-    try:
-        probe.set_group_configs(group_id, new)
-    except ValueError as e:
-        raise KafkaError(ErrorCode.invalid_config, str(e)) from None
-    if not validate_only:
+    lock = broker.extensions.setdefault("share_group_configs_lock", asyncio.Lock())
+    async with lock:  # one change at a time: the file written last is the configs applied last
+        new = change(dict(coord.group_configs.get(group_id, {})))
+        probe = ShareGroupCoordinator(coord.share_config)  # validate without touching the real one
+        try:
+            probe.set_group_configs(group_id, new)
+        except ValueError as e:
+            raise KafkaError(ErrorCode.invalid_config, str(e)) from None
+        if validate_only:
+            return
+        path = _group_configs_path(broker)
+        if path is not None:
+            groups = {g: dict(c) for g, c in coord.group_configs.items() if g != group_id}
+            kept = probe.group_configs.get(group_id)
+            if kept:
+                groups[group_id] = dict(kept)
+            body = json.dumps({"version": 1, "groups": groups}, sort_keys=True, indent=1).encode()
+            try:
+                await asyncio.to_thread(atomic_write, path, body)
+            except OSError as e:
+                raise KafkaError(ErrorCode.kafka_storage_error, f"{path} cannot be written: {e}") from None
         coord.set_group_configs(group_id, new)
 
 
@@ -108,14 +241,27 @@ def listed_share_groups(broker: Any, states: Sequence[str]) -> list[ListedGroup]
             if not wanted or g.state.lower() in wanted]
 
 
-def delete_share_group(broker: Any, group_id: str) -> ErrorCode | None:
+async def delete_share_group(broker: Any, group_id: str) -> ErrorCode | None:
     """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members, else it and its share
-    partitions' state go; None when no share group has this id (the group coordinator answers)."""
+    partitions' state go (tombstones in `__share_group_state`, committed before the answer); None when no
+    share group has this id, in memory or in `__share_group_state` (the group coordinator answers)."""
     coord = broker.extensions.get("share_coordinator")
-    if coord is None or group_id not in coord.groups:
+    svc = broker.extensions.get("share_state")
+    known = coord is not None and group_id in coord.groups
+    persisted = svc is not None and any(s.keys_of_group(group_id) for _p, s in svc.runtime.active_shards())
+    if not known and not persisted:
         return None
-    coord.expire(broker.now_ms())
-    return coord.delete_group(group_id)  # type: ignore[no-any-return]
+    if known:
+        coord.expire(broker.now_ms())
+        code: ErrorCode = coord.delete_group(group_id)
+        if code is not ErrorCode.none:
+            return code
+    if svc is not None:
+        try:
+            await svc.delete_group(group_id)
+        except KafkaError as e:
+            return e.code
+    return ErrorCode.none
 
 
 def _ms(ms: int) -> datetime.timedelta:
@@ -142,6 +288,7 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any
         request.group_id, request.member_id, int(request.member_epoch), subscribed, topics, broker.now_ms(),
         rack_id=request.rack_id, client_id=ctx.client_id or "",
         client_host="/" + (ctx.client_host or "127.0.0.1"))
+    await persist(broker, coordinator(broker))  # a leave or a session timeout released records
     if answer.error is not ErrorCode.none:
         return failed(answer.error, answer.error_message)
     assignment = None
@@ -247,6 +394,17 @@ def _acknowledge(ctx: RequestContext, coord: ShareGroupCoordinator, group_id: st
             result = coord.acknowledge(group_id, member_id, name, int(p.partition_index), acks, now)
             answers[key] = ErrorCode(result.error_code)
     return answers
+
+
+def _durable(failed: dict[tuple[str, str, int], ErrorCode], group_id: str, names: dict[uuid.UUID, str],
+             answers: dict[tuple[uuid.UUID, int], ErrorCode]) -> None:
+    """Put the errors of the state writes that failed (`persist`'s) into the acknowledgement answers: an
+    acknowledgement is answered as applied only once it is durable."""
+    for (topic_id, partition), code in answers.items():
+        name = names.get(topic_id)
+        failure = failed.get((group_id, name, partition)) if name is not None else None
+        if code is ErrorCode.none and failure is not None:
+            answers[(topic_id, partition)] = failure
 
 
 def _names(broker: Any, topic_ids: Sequence[uuid.UUID | None]) -> dict[uuid.UUID, str]:
@@ -359,6 +517,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         return failed(session.error)
     ack_errors = _acknowledge(ctx, coord, group_id, member_id, request.topics, names, rules.SHARE_FETCH_TOPIC,
                               now)
+    _durable(await persist(broker, coord), group_id, names, ack_errors)  # answered once written
     ids = {name: topic_id for topic_id, name in names.items()}
     # partition answers: (topic, partition) -> [error, ack error, records, acquired]
     results: dict[tuple[str | uuid.UUID, int], list[Any]] = {}
@@ -386,6 +545,10 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
                          if g == group_id and (t, p) in session.partitions]
             due = [d - broker.now_ms() for d in lock_ends if d is not None]
             await broker.purgatory.wait(keys, max(1.0, min([remaining, *due])))
+        for (g, failed_topic, failed_partition), code in (await persist(broker, coord)).items():
+            entry = results.get((failed_topic, failed_partition)) if g == group_id else None
+            if entry is not None:  # what was acquired there is not locked any more: not handed out
+                entry[0], entry[2], entry[3] = code, b"", []
     topics: dict[str | uuid.UUID, list[Any]] = {}
     acknowledged = {(names.get(tid, tid), p) for tid, p in ack_errors}
     for (topic, partition), (error, ack_error, records, acquired) in results.items():
@@ -486,6 +649,7 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
     names = _names(broker, [t.topic_id for t in request.topics])
     answers = _acknowledge(ctx, coord, group_id, member_id, request.topics, names, rules.SHARE_ACKNOWLEDGE_TOPIC,
                            now)
+    _durable(await persist(broker, coord), group_id, names, answers)  # answered once written
     topics: dict[uuid.UUID, list[Any]] = {}
     for (topic_id, partition), code in answers.items():
         name = names.get(topic_id)

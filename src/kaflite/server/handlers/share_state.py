@@ -1,0 +1,391 @@
+"""The share coordinator's shell (Kafka's ShareCoordinatorService): the pure shards of
+kaflite.coordinator.share.state_shard on the coordinator runtime over `__share_group_state`, and what
+the share-group handlers (share.py) call to read and write the share partitions' durable state.
+
+Rules of the shell:
+- one ShareStateService per broker (`broker.extensions["share_state"]`), created at start-up when
+  `__share_group_state` exists (share.py's `on_start`), else when a share partition is first used: it
+  creates the compacted topic (share.coordinator.state.topic.num.partitions, .replication.factor - in a
+  cluster; 1 on a single node -, .min.isr, .segment.bytes) and loads a shard per partition this broker
+  leads; leadership changes load / unload shards (as the transaction coordinator's);
+- a share partition's state lives in the shard of `partition_for(key)`; `write` runs a step there whose
+  records are appended as one batch, and its future resolves once they are committed (the runtime's rule),
+  within share.coordinator.write.timeout.ms;
+- `read` answers the state the shard holds (None for a share partition never written); a partition still
+  loading raises COORDINATOR_LOAD_IN_PROGRESS; a partition this broker does not lead (a cluster: the
+  state is another broker's) answers `NOT_HERE` from `read` and `write` does nothing: such share
+  partitions stay in memory only, as before the state was durable (docs/share-groups.md).
+- The share coordinator's RPCs, v0 each (what Kafka 4.1 serves): InitializeShareGroupState (83),
+  ReadShareGroupState (84), WriteShareGroupState (85), DeleteShareGroupState (86),
+  ReadShareGroupStateSummary (87), answered per (topic id, partition) by the shard's steps (state_shard's
+  rules): CLUSTER_ACTION on the cluster (else CLUSTER_AUTHORIZATION_FAILED for every partition, as Kafka);
+  UNSUPPORTED_VERSION with group.share.enable=false (ApiVersions does not advertise them then); an empty
+  group id, a null topic id or a negative partition INVALID_REQUEST; no `__share_group_state` yet (a
+  cluster creating it) COORDINATOR_NOT_AVAILABLE; a key whose state partition another broker leads
+  NOT_COORDINATOR (FindCoordinator key type 2 names the right one), one loading
+  COORDINATOR_LOAD_IN_PROGRESS. Writes are answered once committed. They act on the durable state only:
+  a share partition this broker has in use keeps its state in memory and writes it over at its next
+  change (in Kafka only a share partition's leader writes its state, through these RPCs).
+- A deleted topic (gone from the metadata image, or its name now another topic id's) takes its share
+  partitions with it: the share-group coordinator forgets them (a topic created again under the name
+  starts from `share.auto.offset.reset`), and their states in the partitions this broker leads get
+  tombstones (not waited for: a failure is logged, the state stays until the group is deleted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from typing import Any
+
+from kaflite.coordinator.runtime import CoordinatorRuntime, LoadedRecord, Producer, Record, ShardState
+from kaflite.coordinator.share.partition import ShareSnapshot, StateBatch
+from kaflite.coordinator.share.state_records import SHARE_GROUP_STATE_TOPIC, ShareStateKey, partition_for
+from kaflite.coordinator.share.state_shard import ShareStateShard, StateAnswer
+from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.protocol.record_batch import build_record_batch
+from kaflite.server.acl import rules
+from kaflite.server.context import RequestContext, build
+from kaflite.server.handlers import ApiTable
+from kaflite.server.handlers.groups import OffsetsTopicWriter, committed_end, flushed_then, log_position
+
+__all__ = ["APIS", "NOT_HERE", "ShareStateService", "load_at_start"]
+
+log = logging.getLogger("kaflite.coordinator")
+
+_EXTENSION = "share_state"
+NOT_HERE = object()  # read(): the state partition is led by another broker
+
+
+class ShareStateWriter:
+    """The runtime's PartitionWriter over this broker's `__share_group_state` logs (acks=-1; committed
+    once the high watermark passed the batch, within share.coordinator.write.timeout.ms)."""
+
+    def __init__(self, service: ShareStateService) -> None:
+        self.service = service
+        self.broker = service.broker
+
+    def log(self, partition: int) -> Any:
+        return self.broker.get_log(SHARE_GROUP_STATE_TOPIC, partition)
+
+    def append(self, partition: int, records: Sequence[Record], producer: Producer | None = None
+               ) -> Awaitable[None] | None:
+        assert producer is None, "__share_group_state is never written transactionally"
+        batch = build_record_batch([(k, v, []) for k, v in records], timestamp_ms=self.broker.now_ms())
+        part, result = self.broker.replica_manager.append_records(SHARE_GROUP_STATE_TOPIC, partition, batch, -1,
+                                                                  internal_topics_allowed=True)
+        last = int(result.last_offset)
+        if part.high_watermark > last:  # one replica: committed by the append
+            return flushed_then(part, last, None)
+        return flushed_then(part, last, self._committed(part, last))
+
+    def committed_end(self, partition: int) -> Awaitable[None] | None:
+        return committed_end(self.broker, SHARE_GROUP_STATE_TOPIC, partition, self._committed)
+
+    def position(self, partition: int) -> Hashable | None:
+        return log_position(self.log(partition))
+
+    async def _committed(self, part: Any, last_offset: int) -> None:
+        code = await self.broker.replica_manager.wait_committed(
+            part, last_offset + 1, self.broker.now_ms() + self.service.write_timeout_ms)
+        if code is not ErrorCode.none:
+            raise KafkaError(code, f"{SHARE_GROUP_STATE_TOPIC}-{part.partition} did not commit offset {last_offset}")
+
+    def read(self, partition: int) -> Iterable[LoadedRecord] | Awaitable[list[LoadedRecord]]:
+        lg = self.log(partition)
+        size = self.service.load_buffer_size
+        if lg.size <= OffsetsTopicWriter.THREAD_MIN_BYTES:
+            return list(OffsetsTopicWriter.loaded_records(lg, size))
+        return asyncio.to_thread(lambda: list(OffsetsTopicWriter.loaded_records(lg, size)))
+
+
+class ShareStateService:
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        setting = broker.setting
+        self.num_partitions = int(setting("share.coordinator.state.topic.num.partitions"))
+        self.snapshot_every = int(setting("share.coordinator.snapshot.update.records.per.snapshot"))
+        self.write_timeout_ms = int(setting("share.coordinator.write.timeout.ms"))
+        self.load_buffer_size = int(setting("share.coordinator.load.buffer.size"))
+        self._configs = {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(int(setting("share.coordinator.state.topic.segment.bytes"))),
+            "min.insync.replicas": str(int(setting("share.coordinator.state.topic.min.isr"))),
+        }
+        self.writer = ShareStateWriter(self)
+        self.runtime: CoordinatorRuntime[ShareStateShard] = CoordinatorRuntime(
+            lambda _p: ShareStateShard(self.snapshot_every), self.writer, broker.now_ms, "share coordinator")
+        self.loaded: asyncio.Future[Any] | None = None
+
+    @classmethod
+    def of(cls, broker: Any) -> ShareStateService:
+        svc = broker.extensions.get(_EXTENSION)
+        if svc is None:
+            svc = cls(broker)
+            broker.extensions[_EXTENSION] = svc
+            svc.start()
+        return svc  # type: ignore[no-any-return]
+
+    def ensure_topic(self) -> Any:
+        """`__share_group_state`, created first when missing; None in a cluster while it is not in the image
+        (being created, or refused while fewer brokers are alive: asked again at the next call)."""
+        topic = self.broker.ensure_internal_topic(SHARE_GROUP_STATE_TOPIC, self.num_partitions, self._configs,
+                                                  "share.coordinator.state.topic.replication.factor")
+        if topic is not None:
+            self._adopt(topic)
+        return topic
+
+    def start(self) -> None:
+        self.ensure_topic()
+        loads = []
+        if getattr(self.broker, "log_manager", None) is not None:
+            for partition in range(self.num_partitions):
+                reg = self.broker.metadata.partition(SHARE_GROUP_STATE_TOPIC, partition)
+                if reg is not None and reg.leader == self.broker.node_id:
+                    loads.append(self.runtime.load(partition, reg.leader_epoch))
+            self.broker.metadata_writer.subscribe(self._on_image)
+        self.loaded = asyncio.gather(*loads)
+        self.loaded.add_done_callback(lambda _f: log.info(
+            "share coordinator loaded %d partition(s): %d share partition state(s)", len(self.runtime.partitions()),
+            sum(len(s.states) for _p, s in self.runtime.active_shards())))
+
+    def _adopt(self, topic: Any) -> None:
+        if topic.num_partitions != self.num_partitions:
+            log.warning("%s has %d partitions; share.coordinator.state.topic.num.partitions=%d is ignored",
+                        SHARE_GROUP_STATE_TOPIC, topic.num_partitions, self.num_partitions)
+            self.num_partitions = topic.num_partitions
+
+    def _on_image(self, old: Any, new: Any) -> None:
+        gone = {t.topic_id: name for name, t in old.topics.items()
+                if name not in new.topics or new.topics[name].topic_id != t.topic_id}
+        if gone:
+            self._forget_topics(gone)
+        before, after = old.topics.get(SHARE_GROUP_STATE_TOPIC), new.topics.get(SHARE_GROUP_STATE_TOPIC)
+        if after is None or before is after:
+            return
+        if before is None:
+            self._adopt(after)
+        me = self.broker.node_id
+        for partition, reg in enumerate(after.partitions):
+            prev = before.partitions[partition] if before is not None and partition < before.num_partitions else None
+            was_mine = prev is not None and prev.leader == me
+            if reg.leader == me and (not was_mine or prev is None or prev.leader_epoch != reg.leader_epoch):
+                self.runtime.load(partition, reg.leader_epoch)
+            elif was_mine and reg.leader != me:
+                self.runtime.unload(partition, reg.leader_epoch)
+
+    def _forget_topics(self, gone: dict[uuid.UUID, str]) -> None:
+        coord = self.broker.extensions.get("share_coordinator")
+        if coord is not None:
+            names = set(gone.values())
+            for k in [k for k in coord.partitions if k[1] in names]:
+                del coord.partitions[k]
+        ids = set(gone)
+        for partition, shard in self.runtime.active_shards():
+            keys = shard.keys_of_topics(ids)
+            if keys:
+                done = self.runtime.write(partition, _delete(keys))
+                done.add_done_callback(_log_failure(partition))
+
+    # --- state ----------------------------------------------------------------------------------------
+
+    def key(self, group_id: str, topic: str, partition: int) -> ShareStateKey | None:
+        image = self.broker.metadata.topics.get(topic)
+        return None if image is None else ShareStateKey(group_id, image.topic_id, partition)
+
+    def partition_for(self, key: ShareStateKey) -> int:
+        return partition_for(key, self.num_partitions)
+
+    def _here(self, partition: int) -> bool:
+        """This broker coordinates the state partition (loaded or loading); False: another broker does,
+        or (a cluster) the topic is not in the image yet."""
+        return self.runtime.state(partition) not in (None, ShardState.CLOSED)
+
+    def read(self, key: ShareStateKey) -> ShareSnapshot | None | object:
+        partition = self.partition_for(key)
+        if not self._here(partition):
+            return NOT_HERE
+        return self.runtime.shard(partition).read(key)  # raises COORDINATOR_LOAD_IN_PROGRESS while loading
+
+    def write(self, key: ShareStateKey, snapshot: Any) -> asyncio.Future[Any] | None:
+        """Persist the share partition's state (`snapshot()` is called in the step, so it is the state of
+        that moment); the future resolves once committed. None when another broker coordinates it."""
+        partition = self.partition_for(key)
+        if not self._here(partition):
+            return None
+        return self.runtime.write(partition, lambda shard, now: shard.write(key, snapshot(), now))
+
+    async def delete_group(self, group_id: str) -> None:
+        """Tombstones for every share partition state of the group this broker holds."""
+        writes = [self.runtime.write(p, lambda shard, _now: shard.delete(shard.keys_of_group(group_id)))
+                  for p, shard in self.runtime.active_shards() if shard.keys_of_group(group_id)]
+        for w in writes:
+            await w
+
+
+def _delete(keys: list[ShareStateKey]) -> Callable[[ShareStateShard, int], Any]:
+    return lambda shard, _now: shard.delete(keys)
+
+
+def _log_failure(partition: int) -> Callable[[asyncio.Future[Any]], None]:
+    def done(f: asyncio.Future[Any]) -> None:
+        if not f.cancelled() and f.exception() is not None:
+            log.warning("%s-%d: deleting the share state of deleted topics failed: %s", SHARE_GROUP_STATE_TOPIC,
+                        partition, f.exception())
+    return done
+
+
+def load_at_start(broker: Any) -> Awaitable[Any] | None:
+    """At start-up (share.py's on_start): when `__share_group_state` exists, load it before the broker
+    listens."""
+    if SHARE_GROUP_STATE_TOPIC in broker.metadata.topics:
+        return ShareStateService.of(broker).loaded
+    return None
+
+
+
+
+# --- the share coordinator's RPCs (83-87) -------------------------------------------------------------
+
+_ZERO_ID = uuid.UUID(int=0)
+_ZERO = datetime.timedelta(0)
+Step = Callable[[ShareStateShard, int], Any]
+
+
+async def _serve(ctx: RequestContext, request: Any, step: Callable[[ShareStateKey, Any], Step]
+                 ) -> list[tuple[uuid.UUID | None, list[tuple[int, StateAnswer]]]]:
+    """Every (topic id, partition) of the request answered by `step(key, partition data)` on its shard (or
+    the error that keeps it from running), in request order."""
+    broker = ctx.broker
+    denied = not ctx.allowed(rules.SHARE_STATE)
+    enabled = bool(broker.setting("group.share.enable"))
+    svc = ShareStateService.of(broker) if enabled and not denied else None
+    pending: list[tuple[uuid.UUID | None, list[tuple[int, Any]]]] = []
+    for t in request.topics:
+        parts: list[tuple[int, Any]] = []
+        for p in t.partitions:
+            index = int(p.partition)
+            answer: Any
+            if denied:
+                answer = StateAnswer(ErrorCode.cluster_authorization_failed)
+            elif svc is None:
+                answer = StateAnswer(ErrorCode.unsupported_version)
+            elif not request.group_id or t.topic_id is None or t.topic_id == _ZERO_ID or index < 0:
+                answer = StateAnswer(ErrorCode.invalid_request)
+            elif SHARE_GROUP_STATE_TOPIC not in broker.metadata.topics and svc.ensure_topic() is None:
+                answer = StateAnswer(ErrorCode.coordinator_not_available)
+            else:
+                key = ShareStateKey(request.group_id, t.topic_id, index)
+                partition = svc.partition_for(key)
+                if not svc._here(partition):
+                    answer = StateAnswer(ErrorCode.not_coordinator)
+                else:
+                    answer = svc.runtime.write(partition, step(key, p))
+            parts.append((index, answer))
+        pending.append((t.topic_id, parts))
+    out: list[tuple[uuid.UUID | None, list[tuple[int, StateAnswer]]]] = []
+    for topic_id, parts in pending:
+        done: list[tuple[int, StateAnswer]] = []
+        for index, answer in parts:
+            if isinstance(answer, StateAnswer):
+                done.append((index, answer))
+                continue
+            try:
+                done.append((index, await answer))
+            except KafkaError as e:
+                done.append((index, StateAnswer(e.code)))
+        out.append((topic_id, done))
+    return out
+
+
+def _message(a: StateAnswer) -> str | None:
+    return None if a.error is ErrorCode.none else a.error.name.upper()
+
+
+def _batches(batches: Any) -> tuple[StateBatch, ...]:
+    return tuple(StateBatch(int(b.first_offset), int(b.last_offset), int(b.delivery_state), int(b.delivery_count))
+                 for b in batches)
+
+
+async def handle_initialize_share_group_state(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+
+    def step(key: ShareStateKey, p: Any) -> Step:
+        return lambda shard, now: shard.initialize(key, int(p.state_epoch), int(p.start_offset), now)
+    results = await _serve(ctx, request, step)
+    return build(R.InitializeShareGroupStateResponse, results=tuple(
+        build(R.InitializeStateResult, topic_id=tid, partitions=tuple(
+            build(R.PartitionResult, partition=i, error_code=a.error, error_message=_message(a)) for i, a in parts))
+        for tid, parts in results))
+
+
+async def handle_read_share_group_state(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+
+    def step(key: ShareStateKey, p: Any) -> Step:
+        return lambda shard, now: shard.read_state(key, int(p.leader_epoch), now)
+    results = await _serve(ctx, request, step)
+    return build(R.ReadShareGroupStateResponse, results=tuple(
+        build(R.ReadStateResult, topic_id=tid, partitions=tuple(
+            build(R.PartitionResult, partition=i, error_code=a.error, error_message=_message(a),
+                  state_epoch=a.state_epoch, start_offset=a.start_offset, state_batches=tuple(
+                      build(R.StateBatch, first_offset=b.first_offset, last_offset=b.last_offset,
+                            delivery_state=b.delivery_state, delivery_count=b.delivery_count)
+                      for b in a.batches))
+            for i, a in parts))
+        for tid, parts in results))
+
+
+async def handle_write_share_group_state(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+
+    def step(key: ShareStateKey, p: Any) -> Step:
+        return lambda shard, now: shard.write_state(key, int(p.state_epoch), int(p.leader_epoch),
+                                                    int(p.start_offset), _batches(p.state_batches), now)
+    results = await _serve(ctx, request, step)
+    return build(R.WriteShareGroupStateResponse, results=tuple(
+        build(R.WriteStateResult, topic_id=tid, partitions=tuple(
+            build(R.PartitionResult, partition=i, error_code=a.error, error_message=_message(a)) for i, a in parts))
+        for tid, parts in results))
+
+
+async def handle_delete_share_group_state(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+
+    def step(key: ShareStateKey, _p: Any) -> Step:
+        def delete(shard: ShareStateShard, _now: int) -> Any:
+            result = shard.delete([key])
+            result.responses.append((None, StateAnswer(ErrorCode.none)))
+            return result
+        return delete
+    results = await _serve(ctx, request, step)
+    return build(R.DeleteShareGroupStateResponse, results=tuple(
+        build(R.DeleteStateResult, topic_id=tid, partitions=tuple(
+            build(R.PartitionResult, partition=i, error_code=a.error, error_message=_message(a)) for i, a in parts))
+        for tid, parts in results))
+
+
+async def handle_read_share_group_state_summary(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+
+    def step(key: ShareStateKey, p: Any) -> Step:
+        return lambda shard, _now: shard.summary(key, int(p.leader_epoch))
+    results = await _serve(ctx, request, step)
+    return build(R.ReadShareGroupStateSummaryResponse, results=tuple(
+        build(R.ReadStateSummaryResult, topic_id=tid, partitions=tuple(
+            build(R.PartitionResult, partition=i, error_code=a.error, error_message=_message(a),
+                  state_epoch=a.state_epoch, leader_epoch=a.leader_epoch, start_offset=a.start_offset)
+            for i, a in parts))
+        for tid, parts in results))
+
+
+APIS: ApiTable = {
+    83: (0, 0, handle_initialize_share_group_state),
+    84: (0, 0, handle_read_share_group_state),
+    85: (0, 0, handle_write_share_group_state),
+    86: (0, 0, handle_delete_share_group_state),
+    87: (0, 0, handle_read_share_group_state_summary),
+}
