@@ -395,3 +395,25 @@ def test_single_node_internal_topics_are_created_off_the_loop_by_find_coordinato
         threads = [t for d, t in created if d.rpartition("-")[0] == name]
         assert len(threads) == count
         assert loop_thread not in threads, f"{name}: a log was created on the event loop thread"
+
+
+def test_single_node_share_state_topic_is_created_off_the_loop_by_the_first_heartbeat(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A share consumer's first ShareGroupHeartbeat on a fresh single node creates `__share_group_state`
+    with its logs in a worker thread (the first ShareFetch created them on the event loop: 50 partitions)."""
+    import uuid
+
+    from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+    from kio.static.primitive import i32
+    from kwire import WireClient
+
+    created = _recording_log_class(monkeypatch)
+    overrides = {"group.share.enable": "true", "share.coordinator.state.topic.num.partitions": "4"}
+    with EmbeddedBroker(data_dir=tmp_path, overrides=overrides) as b, WireClient(b.bootstrap) as c:
+        loop_thread = b.call(threading.get_ident)
+        r = c.request(ShareGroupHeartbeatRequest(group_id="sg", member_id=str(uuid.uuid4()), member_epoch=i32(0),
+                                                 rack_id=None, subscribed_topic_names=("t",)))
+        assert r.error_code == 0
+        assert b.call(lambda: "__share_group_state" in b.server.broker.metadata.topics)
+    threads = [t for d, t in created if d.rpartition("-")[0] == "__share_group_state"]
+    assert len(threads) == 4 and loop_thread not in threads

@@ -63,6 +63,7 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
                 return ErrorCode.invalid_request, str(e), (-1, "", -1)
             if not broker.setting("group.share.enable"):
                 return ErrorCode.unsupported_version, "Share groups are not enabled.", (-1, "", -1)
+            await ShareStateService.prepare(broker)  # single node: its topic created off the loop
             share = ShareStateService.of(broker)
             topic, partition = SHARE_GROUP_STATE_TOPIC, share.partition_for(share_key)
             if topic not in broker.metadata.topics and share.ensure_topic() is None:

@@ -281,6 +281,7 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any
     if not ctx.allowed(rules.SHARE_GROUP_HEARTBEAT, request.group_id):
         return failed(rules.SHARE_GROUP_HEARTBEAT.error)
     broker = ctx.broker
+    await _state().ShareStateService.prepare(broker)  # its topic created off the loop before any fetch needs it
     metadata = broker.metadata
     topics = {name: t.num_partitions for name, t in metadata.topics.items() if not t.internal}
     subscribed = None if request.subscribed_topic_names is None else list(request.subscribed_topic_names)

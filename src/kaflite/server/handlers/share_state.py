@@ -110,11 +110,7 @@ class ShareStateService:
         self.snapshot_every = int(setting("share.coordinator.snapshot.update.records.per.snapshot"))
         self.write_timeout_ms = int(setting("share.coordinator.write.timeout.ms"))
         self.load_buffer_size = int(setting("share.coordinator.load.buffer.size"))
-        self._configs = {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(int(setting("share.coordinator.state.topic.segment.bytes"))),
-            "min.insync.replicas": str(int(setting("share.coordinator.state.topic.min.isr"))),
-        }
+        self._configs = self.topic_configs(broker)
         self.writer = ShareStateWriter(self)
         self.runtime: CoordinatorRuntime[ShareStateShard] = CoordinatorRuntime(
             lambda _p: ShareStateShard(self.snapshot_every), self.writer, broker.now_ms, "share coordinator")
@@ -128,6 +124,25 @@ class ShareStateService:
             broker.extensions[_EXTENSION] = svc
             svc.start()
         return svc  # type: ignore[no-any-return]
+
+    @classmethod
+    async def prepare(cls, broker: Any) -> None:
+        """On a single node, `__share_group_state` created in a worker thread when missing
+        (`Broker.create_internal_topic_async`), so that `of` and `ensure_topic` then find it: awaited by
+        ShareGroupHeartbeat, a share consumer's first request (50 partition logs created on the event loop
+        at the first ShareFetch stalled every client for about 0.3 s)."""
+        if _EXTENSION not in broker.extensions:
+            await broker.create_internal_topic_async(
+                SHARE_GROUP_STATE_TOPIC, int(broker.setting("share.coordinator.state.topic.num.partitions")),
+                cls.topic_configs(broker))
+
+    @staticmethod
+    def topic_configs(broker: Any) -> dict[str, str]:
+        return {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(int(broker.setting("share.coordinator.state.topic.segment.bytes"))),
+            "min.insync.replicas": str(int(broker.setting("share.coordinator.state.topic.min.isr"))),
+        }
 
     def ensure_topic(self) -> Any:
         """`__share_group_state`, created first when missing; None in a cluster while it is not in the image
