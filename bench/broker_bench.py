@@ -3,6 +3,8 @@
     .venv/bin/python bench/broker_bench.py                 # 1M x 100 B, 6 partitions, linger 5 ms
     .venv/bin/python bench/broker_bench.py --records 200000 --latency-seconds 5 --no-tansu
     .venv/bin/python bench/broker_bench.py --fresh-partitions 10000   # only the new-partition cost
+    .venv/bin/python bench/broker_bench.py --records 500000 --idempotent-rounds 3 --no-tansu
+                                           # only produce: plain and idempotent producers alternating
 
 For each broker: produce throughput (confluent-kafka, acks=all, linger.ms=5), consume throughput (assign,
 from the beginning), broker CPU-seconds per million records produced (utime+stime of the broker process
@@ -16,6 +18,7 @@ import argparse
 import os
 import signal
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -121,10 +124,12 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         time.sleep(0.1)
 
 
-def produce_phase(b: BrokerProc, topic: str, n: int, size: int) -> tuple[float, float]:
-    producer = Producer(
-        {"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 5, "queue.buffering.max.messages": 1_000_000}
-    )
+def produce_phase(b: BrokerProc, topic: str, n: int, size: int, idempotent: bool = False) -> tuple[float, float]:
+    conf = {"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 5, "queue.buffering.max.messages": 1_000_000}
+    if idempotent:
+        conf["enable.idempotence"] = True
+    producer = Producer(conf)
+    producer.list_topics(topic, timeout=30)  # connected (and an idempotent producer's id asked) before the clock
     payload = b"x" * size
     errors = 0
 
@@ -244,6 +249,32 @@ def run_one(b: BrokerProc, args: argparse.Namespace) -> dict[str, float]:
     }
 
 
+def idempotent_rounds_one(b: BrokerProc, args: argparse.Namespace) -> dict[str, float]:
+    """The produce phase only, a plain and an idempotent producer alternating `--idempotent-rounds` times,
+    each into a topic of its own (a machine's changing load hits both alike); medians of each."""
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    cpus: dict[bool, list[float]] = {False: [], True: []}
+    for r in range(args.idempotent_rounds):
+        for idem in (False, True):
+            topic = f"{'idem' if idem else 'plain'}-{r}-{int(time.time())}"
+            create_topic(b.bootstrap, topic, args.partitions)
+            rate, cpu = produce_phase(b, topic, args.records, args.size, idempotent=idem)
+            rates[idem].append(rate)
+            cpus[idem].append(cpu)
+            print(f"{b.name} round {r + 1} {'idempotent' if idem else 'plain':<10} {rate:>12,.0f} msg/s "
+                  f"{cpu:6.3f} broker CPU s / 1M", flush=True)
+    plain, idem = statistics.median(rates[False]), statistics.median(rates[True])
+    cpu_plain, cpu_idem = statistics.median(cpus[False]), statistics.median(cpus[True])
+    return {
+        "plain produce msg/s (median)": plain,
+        "idempotent produce msg/s (median)": idem,
+        "idempotent / plain throughput": idem / plain,
+        "plain: broker CPU s / 1M (median)": cpu_plain,
+        "idempotent: broker CPU s / 1M (median)": cpu_idem,
+        "idempotent / plain broker CPU": cpu_idem / cpu_plain,
+    }
+
+
 def fresh_partitions_one(b: BrokerProc, n: int) -> dict[str, float]:
     """The cost of new partitions: CreateTopics of one `n`-partition topic (until Metadata lists all of them),
     then one 100 B record produced into each partition (acks=all, linger.ms=5) until all are acknowledged.
@@ -292,8 +323,14 @@ def main() -> int:
     ap.add_argument("--no-tansu", action="store_true")
     ap.add_argument("--fresh-partitions", type=int, default=0, metavar="N",
                     help="only measure creating an N-partition topic and the first produce into each partition")
+    ap.add_argument("--idempotent-rounds", type=int, default=0, metavar="N",
+                    help="only the produce phase: a plain and an idempotent (enable.idempotence) producer "
+                         "alternating N times each, and the medians")
     args = ap.parse_args()
-    run = (lambda b, a: fresh_partitions_one(b, a.fresh_partitions)) if args.fresh_partitions else run_one
+    run = (
+        (lambda b, a: fresh_partitions_one(b, a.fresh_partitions)) if args.fresh_partitions
+        else idempotent_rounds_one if args.idempotent_rounds else run_one
+    )
 
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="kaflite-bench-") as tmp:
@@ -314,6 +351,9 @@ def main() -> int:
     if args.fresh_partitions:
         print(f"\none topic of {args.fresh_partitions:,} partitions created, then one 100 B record produced into "
               "each (acks=all, linger.ms=5)")
+    elif args.idempotent_rounds:
+        print(f"\n{args.records:,} records x {args.size} B, {args.partitions} partitions, linger.ms=5, acks=all; "
+              f"plain and idempotent producers alternating, {args.idempotent_rounds} rounds each")
     else:
         print(
             f"\n{args.records:,} records x {args.size} B, {args.partitions} partitions, linger.ms=5, acks=all; "
