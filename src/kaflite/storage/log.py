@@ -664,7 +664,10 @@ class Log:
                 seq = f[11]
                 last_seq = (seq + f[6]) & 0x7FFFFFFF
                 txn = f[5] & 0x10
-                entry = self.producer_state.producers.get(pid)
+                try:  # a subscript, not .get(): no call on the hot path (a new producer raises, once)
+                    entry: ProducerEntry | None = self.producer_state.producers[pid]
+                except KeyError:
+                    entry = None
                 if entry is not None:
                     retained = entry.retained
                     if epoch == entry.producer_epoch:
