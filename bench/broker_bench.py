@@ -124,8 +124,10 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         time.sleep(0.1)
 
 
-def produce_phase(b: BrokerProc, topic: str, n: int, size: int, idempotent: bool = False) -> tuple[float, float]:
-    conf = {"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 5, "queue.buffering.max.messages": 1_000_000}
+def produce_phase(b: BrokerProc, topic: str, n: int, size: int, idempotent: bool = False,
+                  linger_ms: float = 5) -> tuple[float, float]:
+    conf = {"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": linger_ms,
+            "queue.buffering.max.messages": 1_000_000}
     if idempotent:
         conf["enable.idempotence"] = True
     producer = Producer(conf)
@@ -228,7 +230,7 @@ def run_one(b: BrokerProc, args: argparse.Namespace) -> dict[str, float]:
     tag = f"{int(time.time())}"
     topic = f"bench-{tag}"
     create_topic(b.bootstrap, topic, args.partitions)
-    produce_rate, cpu_per_m = produce_phase(b, topic, args.records, args.size)
+    produce_rate, cpu_per_m = produce_phase(b, topic, args.records, args.size, linger_ms=args.linger_ms)
     consume_rate = consume_phase(b, topic, args.partitions, args.records)
     # librdkafka pauses a partition's fetching for fetch.queue.backoff.ms (1 s) whenever its local queue
     # passes queued.min.messages; a consumer that drains fast sees the broker's own speed with 10 ms
@@ -258,7 +260,7 @@ def idempotent_rounds_one(b: BrokerProc, args: argparse.Namespace) -> dict[str, 
         for idem in (False, True):
             topic = f"{'idem' if idem else 'plain'}-{r}-{int(time.time())}"
             create_topic(b.bootstrap, topic, args.partitions)
-            rate, cpu = produce_phase(b, topic, args.records, args.size, idempotent=idem)
+            rate, cpu = produce_phase(b, topic, args.records, args.size, idempotent=idem, linger_ms=args.linger_ms)
             rates[idem].append(rate)
             cpus[idem].append(cpu)
             print(f"{b.name} round {r + 1} {'idempotent' if idem else 'plain':<10} {rate:>12,.0f} msg/s "
@@ -318,6 +320,7 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--rate", type=int, default=5000)
+    ap.add_argument("--linger-ms", type=float, default=5, help="the produce phase's linger.ms (smaller batches below 5)")
     ap.add_argument("--latency-seconds", type=float, default=10.0)
     ap.add_argument("--flush-each", action="store_true", help="kaflite with log.flush.interval.messages=1")
     ap.add_argument("--no-tansu", action="store_true")
@@ -352,11 +355,12 @@ def main() -> int:
         print(f"\none topic of {args.fresh_partitions:,} partitions created, then one 100 B record produced into "
               "each (acks=all, linger.ms=5)")
     elif args.idempotent_rounds:
-        print(f"\n{args.records:,} records x {args.size} B, {args.partitions} partitions, linger.ms=5, acks=all; "
-              f"plain and idempotent producers alternating, {args.idempotent_rounds} rounds each")
+        print(f"\n{args.records:,} records x {args.size} B, {args.partitions} partitions, linger.ms={args.linger_ms:g}, "
+              f"acks=all; plain and idempotent producers alternating, {args.idempotent_rounds} rounds each")
     else:
         print(
-            f"\n{args.records:,} records x {args.size} B, {args.partitions} partitions, linger.ms=5, acks=all; "
+            f"\n{args.records:,} records x {args.size} B, {args.partitions} partitions, linger.ms={args.linger_ms:g}, "
+            "acks=all; "
             f"latency at {args.rate} msg/s for {args.latency_seconds:g} s (client defaults); kaflite "
             + ("fsyncs before every ack (log.flush.interval.messages=1)" if args.flush_each
                else "acks from the page cache")
