@@ -156,7 +156,7 @@ def test_refusals_answer_kafka_codes_and_leave_the_log_unchanged(tmp_path: Path)
     """Each refusal of the producer state (old epoch, new epoch not at 0, gap, a plain batch during the
     producer's open transaction) reaches the general path and answers Kafka's code, writing nothing; every
     accepted or duplicate batch stays on the hot path, also from a producer the log has no state of (Kafka
-    3.8 accepts any sequence then: there is no UNKNOWN_PRODUCER_ID from a broker since KIP-360)."""
+    3.8's ProducerAppendInfo accepts any sequence then: no UNKNOWN_PRODUCER_ID answer)."""
     log = Log(tmp_path / "t-0")
     general = _counting_general(log)
     try:
