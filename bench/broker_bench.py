@@ -3,6 +3,8 @@
     .venv/bin/python bench/broker_bench.py                 # 1M x 100 B, 6 partitions, linger 5 ms
     .venv/bin/python bench/broker_bench.py --records 200000 --latency-seconds 5 --no-tansu
     .venv/bin/python bench/broker_bench.py --fresh-partitions 10000   # only the new-partition cost
+    .venv/bin/python bench/broker_bench.py --records 500000 --idempotent-rounds 3 --no-tansu
+                                           # only produce: plain and idempotent producers alternating
 
 For each broker: produce throughput (confluent-kafka, acks=all, linger.ms=5), consume throughput (assign,
 from the beginning), broker CPU-seconds per million records produced (utime+stime of the broker process
@@ -16,6 +18,7 @@ import argparse
 import os
 import signal
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -121,10 +124,14 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         time.sleep(0.1)
 
 
-def produce_phase(b: BrokerProc, topic: str, n: int, size: int) -> tuple[float, float]:
-    producer = Producer(
-        {"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 5, "queue.buffering.max.messages": 1_000_000}
-    )
+def produce_phase(b: BrokerProc, topic: str, n: int, size: int, idempotent: bool = False,
+                  linger_ms: float = 5) -> tuple[float, float]:
+    conf = {"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": linger_ms,
+            "queue.buffering.max.messages": 1_000_000}
+    if idempotent:
+        conf["enable.idempotence"] = True
+    producer = Producer(conf)
+    producer.list_topics(topic, timeout=30)  # connected (and an idempotent producer's id asked) before the clock
     payload = b"x" * size
     errors = 0
 
@@ -223,7 +230,7 @@ def run_one(b: BrokerProc, args: argparse.Namespace) -> dict[str, float]:
     tag = f"{int(time.time())}"
     topic = f"bench-{tag}"
     create_topic(b.bootstrap, topic, args.partitions)
-    produce_rate, cpu_per_m = produce_phase(b, topic, args.records, args.size)
+    produce_rate, cpu_per_m = produce_phase(b, topic, args.records, args.size, linger_ms=args.linger_ms)
     consume_rate = consume_phase(b, topic, args.partitions, args.records)
     # librdkafka pauses a partition's fetching for fetch.queue.backoff.ms (1 s) whenever its local queue
     # passes queued.min.messages; a consumer that drains fast sees the broker's own speed with 10 ms
@@ -241,6 +248,32 @@ def run_one(b: BrokerProc, args: argparse.Namespace) -> dict[str, float]:
         "e2e p99 ms": p99,
         "latency samples": samples,
         "broker peak RSS MiB": peak_rss_mib(b.pid),
+    }
+
+
+def idempotent_rounds_one(b: BrokerProc, args: argparse.Namespace) -> dict[str, float]:
+    """The produce phase only, a plain and an idempotent producer alternating `--idempotent-rounds` times,
+    each into a topic of its own (a machine's changing load hits both alike); medians of each."""
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    cpus: dict[bool, list[float]] = {False: [], True: []}
+    for r in range(args.idempotent_rounds):
+        for idem in (False, True):
+            topic = f"{'idem' if idem else 'plain'}-{r}-{int(time.time())}"
+            create_topic(b.bootstrap, topic, args.partitions)
+            rate, cpu = produce_phase(b, topic, args.records, args.size, idempotent=idem, linger_ms=args.linger_ms)
+            rates[idem].append(rate)
+            cpus[idem].append(cpu)
+            print(f"{b.name} round {r + 1} {'idempotent' if idem else 'plain':<10} {rate:>12,.0f} msg/s "
+                  f"{cpu:6.3f} broker CPU s / 1M", flush=True)
+    plain, idem = statistics.median(rates[False]), statistics.median(rates[True])
+    cpu_plain, cpu_idem = statistics.median(cpus[False]), statistics.median(cpus[True])
+    return {
+        "plain produce msg/s (median)": plain,
+        "idempotent produce msg/s (median)": idem,
+        "idempotent / plain throughput": idem / plain,
+        "plain: broker CPU s / 1M (median)": cpu_plain,
+        "idempotent: broker CPU s / 1M (median)": cpu_idem,
+        "idempotent / plain broker CPU": cpu_idem / cpu_plain,
     }
 
 
@@ -287,13 +320,20 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--rate", type=int, default=5000)
+    ap.add_argument("--linger-ms", type=float, default=5, help="the produce phase's linger.ms (smaller batches below 5)")
     ap.add_argument("--latency-seconds", type=float, default=10.0)
     ap.add_argument("--flush-each", action="store_true", help="kaflite with log.flush.interval.messages=1")
     ap.add_argument("--no-tansu", action="store_true")
     ap.add_argument("--fresh-partitions", type=int, default=0, metavar="N",
                     help="only measure creating an N-partition topic and the first produce into each partition")
+    ap.add_argument("--idempotent-rounds", type=int, default=0, metavar="N",
+                    help="only the produce phase: a plain and an idempotent (enable.idempotence) producer "
+                         "alternating N times each, and the medians")
     args = ap.parse_args()
-    run = (lambda b, a: fresh_partitions_one(b, a.fresh_partitions)) if args.fresh_partitions else run_one
+    run = (
+        (lambda b, a: fresh_partitions_one(b, a.fresh_partitions)) if args.fresh_partitions
+        else idempotent_rounds_one if args.idempotent_rounds else run_one
+    )
 
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="kaflite-bench-") as tmp:
@@ -314,9 +354,13 @@ def main() -> int:
     if args.fresh_partitions:
         print(f"\none topic of {args.fresh_partitions:,} partitions created, then one 100 B record produced into "
               "each (acks=all, linger.ms=5)")
+    elif args.idempotent_rounds:
+        print(f"\n{args.records:,} records x {args.size} B, {args.partitions} partitions, linger.ms={args.linger_ms:g}, "
+              f"acks=all; plain and idempotent producers alternating, {args.idempotent_rounds} rounds each")
     else:
         print(
-            f"\n{args.records:,} records x {args.size} B, {args.partitions} partitions, linger.ms=5, acks=all; "
+            f"\n{args.records:,} records x {args.size} B, {args.partitions} partitions, linger.ms={args.linger_ms:g}, "
+            "acks=all; "
             f"latency at {args.rate} msg/s for {args.latency_seconds:g} s (client defaults); kaflite "
             + ("fsyncs before every ack (log.flush.interval.messages=1)" if args.flush_each
                else "acks from the page cache")

@@ -176,3 +176,31 @@ def test_txn_offset_commit_answers_unknown_topics_and_partitions(broker: Any,
             time.sleep(0.1)
         assert got == {(topic, 0): (E.none, -1, ""), (topic, 1): (E.none, 11, "batch-1"),
                        (f"{topic}.progress", 0): (E.none, -1, "")}
+
+
+def test_transactional_produce_reads_the_batch_header(broker: Any, topic_factory: Callable[[int], str]) -> None:
+    """The transactional Produce check reads the batch header in place: a batch without the transactional
+    bit is INVALID_RECORD; a truncated header or batch is left to the log (CORRUPT_MESSAGE), unwritten."""
+    topic = topic_factory(1)
+    tid = f"hdr-{uuid.uuid4().hex[:6]}"
+    with WireClient(broker.bootstrap) as c:
+        pid, epoch = _init_producer(c, tid)
+        r = c.request(AddV3(v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+                            v3_and_below_producer_epoch=i16(epoch), v3_and_below_topics=(
+                                TopicV3(name=topic, partitions=(i32(0),)),)))
+        assert _errors_v3(r) == {(topic, 0): E.none}
+
+        def produce(records: bytes) -> tuple[ErrorCode, int]:
+            r = c.request(ProduceRequest(transactional_id=tid, acks=i16(-1), timeout=datetime.timedelta(seconds=5),
+                                         topic_data=(TopicProduceData(name=topic, partition_data=(
+                                             PartitionProduceData(index=i32(0), records=records),)),)))
+            answer = r.responses[0].partition_responses[0]
+            return answer.error_code, int(answer.base_offset)
+
+        txn = build_record_batch([(None, b"x", [])], producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                                 is_transactional=True)
+        plain = build_record_batch([(None, b"x", [])], producer_id=pid, producer_epoch=epoch, base_sequence=0)
+        assert produce(plain)[0] == E.invalid_record
+        assert produce(txn[:40])[0] == E.corrupt_message
+        assert produce(txn[:-3])[0] == E.corrupt_message
+        assert produce(txn) == (E.none, 0)  # nothing was written before it

@@ -94,7 +94,7 @@ from kaflite.storage.log_validator import (
     validate_client_batches,
     validate_replica_batches,
 )
-from kaflite.storage.producer_state import BatchMetadata, ProducerEntry, ProducerStateManager
+from kaflite.storage.producer_state import ProducerEntry, ProducerStateManager
 from kaflite.storage.retention import SegmentLike, select_segments_to_delete
 from kaflite.storage.segment import (
     DELETED_SUFFIX,
@@ -659,19 +659,26 @@ class Log:
                 # Idempotent / transactional producer: producer_state's rules 2-6 inline on its entry for
                 # the accepted and duplicate cases; any batch they refuse goes to the general path, whose
                 # ProducerStateManager.check raises the precise error (rule 7 of producer_state).
+                # 0x7FFFFFFF written out (not _INT32_MAX): a constant costs no global lookup.
                 epoch = f[10]
                 seq = f[11]
-                last_seq = (seq + f[6]) & _INT32_MAX
+                last_seq = (seq + f[6]) & 0x7FFFFFFF
                 txn = f[5] & 0x10
-                entry = self.producer_state.producers.get(pid)
+                try:  # a subscript, not .get(): no call on the hot path (a new producer raises, once)
+                    entry: ProducerEntry | None = self.producer_state.producers[pid]
+                except KeyError:
+                    entry = None
                 if entry is not None:
-                    batches = entry.batches
+                    retained = entry.retained
                     if epoch == entry.producer_epoch:
-                        for b in batches:
+                        # every retained batch is compared, also for a batch in sequence: Kafka looks for a
+                        # duplicate before it checks the sequence (the retained batches of a producer
+                        # need not be contiguous: a follower's state, an expired producer's new start)
+                        for b in retained:
                             if b[0] == seq and b[1] == last_seq:  # duplicate: the original offsets
                                 return _new_tuple(AppendResult, (b[2], b[3], b[4] if self._log_append_time else -1,
                                                                  self._log_start_offset, True))
-                        refused = batches and seq != (batches[-1][1] + 1) & _INT32_MAX
+                        refused = retained and seq != (retained[-1][1] + 1) & 0x7FFFFFFF
                     else:  # a new epoch starts at sequence 0 (unless the entry had no epoch yet)
                         refused = epoch < entry.producer_epoch or (seq != 0 and entry.producer_epoch >= 0)
                     if refused or (not txn and entry.current_txn_first_offset >= 0):
@@ -709,8 +716,8 @@ class Log:
                     entry = self.producer_state.producers[pid] = ProducerEntry(pid, epoch)
                 elif epoch != entry.producer_epoch:
                     entry.producer_epoch = epoch
-                    entry.batches.clear()
-                entry.batches.append(_new_tuple(BatchMetadata, (seq, last_seq, offset, last, max_ts)))
+                    entry.retained.clear()
+                entry.retained.append((seq, last_seq, offset, last, max_ts))  # a plain tuple (rule 8)
                 entry.last_timestamp = max_ts
                 if txn and entry.current_txn_first_offset < 0:
                     entry.current_txn_first_offset = offset

@@ -22,8 +22,11 @@ Rules (Kafka's ProducerStateManager / ProducerAppendInfo, client-origin appends)
 7. Log's hot path (Log._append, one client batch with a producer id) applies rules 2-5 and 6's batch part
    inline on `producers` for the accepted and duplicate cases only, and hands every refused batch to the
    general path (check() then raises the precise error); tests/storage/test_idempotent_fast_path.py checks
-   that both paths give the same offsets, errors and state. `BatchMetadata` is a NamedTuple so that path
-   builds it with tuple.__new__ (no Python frame); everything else reads it by field name.
+   that both paths give the same offsets, errors and state.
+8. An entry keeps its last 5 batches in `retained` as plain tuples (first seq, last seq, first offset, last
+   offset, timestamp), oldest first, so that the hot path stores one with no constructor call;
+   `ProducerEntry.batches` is the same batches as `BatchMetadata` (a read-only copy, for readers off the
+   hot path), and check() returns a duplicate as a `BatchMetadata`.
 The state is rebuilt from the log's batch headers on load (replaying both), or from a snapshot file plus the tail.
 """
 
@@ -38,7 +41,7 @@ from typing import NamedTuple
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.storage.txn_index import AbortedTxn
 
-__all__ = ["BatchMetadata", "ProducerEntry", "ProducerStateManager", "NUM_BATCHES_TO_RETAIN"]
+__all__ = ["BatchMetadata", "BatchTuple", "ProducerEntry", "ProducerStateManager", "NUM_BATCHES_TO_RETAIN"]
 
 NUM_BATCHES_TO_RETAIN = 5
 _INT32_MAX = 0x7FFFFFFF
@@ -52,29 +55,39 @@ class BatchMetadata(NamedTuple):
     timestamp: int
 
 
+# what `ProducerEntry.retained` holds per batch: BatchMetadata's fields, in its order, in a plain tuple
+BatchTuple = tuple[int, int, int, int, int]
+
+
 @dataclass(slots=True)
 class ProducerEntry:
     producer_id: int
     producer_epoch: int
-    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    retained: deque[BatchTuple] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     current_txn_first_offset: int = -1  # the open transaction's first offset, -1 when none
     coordinator_epoch: int = -1  # of the last marker written for this producer
     last_timestamp: int = -1  # of the last batch or marker (expiration)
 
     @property
+    def batches(self) -> tuple[BatchMetadata, ...]:
+        """The retained batches by field name, oldest first: a copy (the state changes only through
+        `retained`)."""
+        return tuple(map(BatchMetadata._make, self.retained))
+
+    @property
     def last_seq(self) -> int:
-        return self.batches[-1].last_seq if self.batches else -1
+        return self.retained[-1][1] if self.retained else -1
 
     @property
     def last_offset(self) -> int:
-        return self.batches[-1].last_offset if self.batches else -1
+        return self.retained[-1][3] if self.retained else -1
 
     def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
         if epoch != self.producer_epoch:
             return None
-        for b in self.batches:
-            if b.first_seq == first_seq and b.last_seq == last_seq:
-                return b
+        for b in self.retained:
+            if b[0] == first_seq and b[1] == last_seq:
+                return BatchMetadata._make(b)
         return None
 
 
@@ -120,7 +133,7 @@ class ProducerStateManager:
                     ErrorCode.out_of_order_sequence_number,
                     f"invalid sequence {first_seq} for new epoch {epoch} of producer {producer_id} (expected 0)",
                 )
-        elif entry.batches and not in_sequence(entry.last_seq, first_seq):
+        elif entry.retained and not in_sequence(entry.last_seq, first_seq):
             raise KafkaError(
                 ErrorCode.out_of_order_sequence_number,
                 f"out of order sequence for producer {producer_id}: got {first_seq}, "
@@ -136,7 +149,7 @@ class ProducerStateManager:
             return
         entry = self._entry(producer_id, epoch)
         if first_seq >= 0:
-            entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp))
+            entry.retained.append((first_seq, last_seq, first_offset, last_offset, timestamp))
         entry.last_timestamp = timestamp
         if is_transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = first_offset
@@ -148,7 +161,7 @@ class ProducerStateManager:
             entry = self.producers[producer_id] = ProducerEntry(producer_id, epoch)
         elif epoch != entry.producer_epoch:
             entry.producer_epoch = epoch
-            entry.batches.clear()
+            entry.retained.clear()
         return entry
 
     def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
@@ -193,7 +206,7 @@ class ProducerStateManager:
         doomed = [
             pid for pid, e in self.producers.items()
             if e.current_txn_first_offset < 0
-            and (not e.batches or now_ms - max(e.batches[-1].timestamp, e.last_timestamp) > expiration_ms)
+            and (not e.retained or now_ms - max(e.retained[-1][4], e.last_timestamp) > expiration_ms)
         ]
         for pid in doomed:
             del self.producers[pid]
@@ -207,8 +220,7 @@ class ProducerStateManager:
     def to_json(self) -> str:
         return json.dumps(
             [
-                [e.producer_id, e.producer_epoch, [[b.first_seq, b.last_seq, b.first_offset, b.last_offset,
-                                                     b.timestamp] for b in e.batches],
+                [e.producer_id, e.producer_epoch, [list(b) for b in e.retained],
                  e.current_txn_first_offset, e.coordinator_epoch, e.last_timestamp]
                 for e in self.producers.values()
             ]
@@ -221,7 +233,8 @@ class ProducerStateManager:
             pid, epoch, batches = item[:3]
             e = ProducerEntry(int(pid), int(epoch))
             for b in batches:
-                e.batches.append(BatchMetadata(*(int(x) for x in b)))
+                first_seq, last_seq, first_offset, last_offset, timestamp = (int(x) for x in b)
+                e.retained.append((first_seq, last_seq, first_offset, last_offset, timestamp))
             if len(item) >= 6:  # snapshots written before transactions have three fields
                 e.current_txn_first_offset, e.coordinator_epoch, e.last_timestamp = (int(x) for x in item[3:6])
             m.producers[e.producer_id] = e
