@@ -186,37 +186,38 @@ def _pieces(fields: Sequence[np.ndarray], widths: Sequence[np.ndarray] | None = 
     """A binary array whose value i is the varints of fields[0][i], fields[1][i], ... (each field
     already zigzagged, uint64), and the byte size of every value.
 
-    The varints of a row are laid out in a (rows x most bytes) matrix, one column per byte position of
-    each field, and the bytes past each varint's width are dropped by one boolean mask (row-major, so
-    each row's bytes stay in field order)."""
+    Each field is written one byte position at a time: all rows at once for the first byte (and for
+    every byte of a field of one width), only the rows whose varint is that long for the others."""
     n = len(fields[0])
     if widths is None:
         widths = [_width(u) for u in fields]
-    blocks: list[np.ndarray] = []
-    masks: list[np.ndarray] = []
-    ragged = False
+    total = np.sum(widths, axis=0) if len(widths) > 1 else widths[0]
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(total, out=offsets[1:])
+    out = np.empty(int(offsets[-1]), dtype=np.uint8)
+    at = offsets[:-1].copy()
     for u, w in zip(fields, widths, strict=True):
         most = int(w.max()) if n else 1
-        block = np.empty((n, most), dtype=np.uint8)
+        least = int(w.min()) if n else 1
         rest = u
         for j in range(most):
-            byte = rest & np.uint64(0x7F)
-            if j + 1 < most:
-                byte |= (w > j + 1).astype(np.uint64) << np.uint64(7)
-            block[:, j] = byte
-            rest = rest >> np.uint64(7)
-        blocks.append(block)
-        if most > 1:
-            masks.append(np.arange(most) < w[:, None])
-            ragged = True
-        else:
-            masks.append(np.ones((n, 1), dtype=bool))
-    matrix = np.concatenate(blocks, axis=1) if len(blocks) > 1 else blocks[0]
-    out = matrix[np.concatenate(masks, axis=1)] if ragged else matrix.reshape(-1)
-    total = np.sum(widths, axis=0) if len(widths) > 1 else widths[0]
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(total, out=offsets[1:])
-    array = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out)])
+            if j < least:  # every row has this byte
+                byte = rest & np.uint64(0x7F)
+                if j + 1 < least:
+                    byte |= np.uint64(0x80)
+                elif j + 1 < most:
+                    byte |= (w > j + 1).astype(np.uint64) << np.uint64(7)
+                out[at + j] = byte
+                rest = rest >> np.uint64(7)
+            else:
+                idx = np.flatnonzero(w > j)
+                byte = rest[idx] & np.uint64(0x7F)
+                byte |= (w[idx] > j + 1).astype(np.uint64) << np.uint64(7)
+                out[at[idx] + j] = byte
+                rest[idx] >>= np.uint64(7)
+        at += w
+    array = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)),
+                                                    pa.py_buffer(out)])
     return array, total
 
 
@@ -322,8 +323,9 @@ def encode(
     # upper bound of every record's size (offset delta = rank in its group, timestamp delta <= 10 bytes)
     rank_in_group = np.arange(n, dtype=np.int64) - np.repeat(group_start, group_end - group_start)
     kl, vl = key_len[order], value_len[order]
-    fixed = (1 + _width(_zigzag(kl)) + np.maximum(kl, 0) + _width(_zigzag(vl)) + np.maximum(vl, 0)
-             + _width(_zigzag(header_count[order])) + row_header_bytes[order] + len(extra))
+    z_kl, z_vl, z_hc = _zigzag(kl), _zigzag(vl), _zigzag(header_count[order])
+    w_kl, w_vl, w_hc = _width(z_kl), _width(z_vl), _width(z_hc)
+    fixed = 1 + w_kl + np.maximum(kl, 0) + w_vl + np.maximum(vl, 0) + w_hc + row_header_bytes[order] + len(extra)
     ts_bound = 1 if constant_ts else 10
     body_bound = fixed + ts_bound + _width(_zigzag(rank_in_group))
     size_bound = body_bound + _width(_zigzag(body_bound))
@@ -346,15 +348,19 @@ def encode(
     ts_sorted = ts[order]
     base_ts = ts_sorted[starts_arr]
     ts_delta = ts_sorted - base_ts[batch_of]
-    body = fixed + _width(_zigzag(ts_delta)) + _width(_zigzag(offset_delta))
+    z_ts, z_off = _zigzag(ts_delta), _zigzag(offset_delta)
+    w_ts, w_off = _width(z_ts), _width(z_off)
+    body = fixed + w_ts + w_off
+    z_body = _zigzag(body)
+    w_body = _width(z_body)
 
     # the pieces of every record, in sorted order: A = length, attributes, ts delta, offset delta, key
     # length; K = key; B = value length; V = value; H = header count; entries; extra header
-    a_pieces, a_w = _pieces([_zigzag(body), np.zeros(n, np.uint64), _zigzag(ts_delta), _zigzag(offset_delta),
-                             _zigzag(kl)])
-    b_pieces, _ = _pieces([_zigzag(vl)])
-    h_pieces, _ = _pieces([_zigzag(header_count[order])])
-    record_size = body + _width(_zigzag(body))
+    zero = np.zeros(n, np.uint64)
+    a_pieces, _ = _pieces([z_body, zero, z_ts, z_off, z_kl], [w_body, np.ones(n, np.int64), w_ts, w_off, w_kl])
+    b_pieces, _ = _pieces([z_vl], [w_vl])
+    h_pieces, _ = _pieces([z_hc], [w_hc])
+    record_size = body + w_body
     sources: list[pa.Array] = [a_pieces, keys, b_pieces, values, h_pieces]
     per_record = 5
     if n_entries:

@@ -158,7 +158,10 @@ def produce_arrow(producer: Any, options: WriterOptions, batches: Iterator[pa.Re
         keys = col.get("key")
         has_null_key = keys is None or keys.null_count > 0
         sticky = np.array([producer.sticky_partition(t) if has_null_key else 0 for t in names], dtype=np.int64)
-        parts = place(keys, col.get("partition"), counts[index], sticky[index])
+        try:
+            parts = place(keys, col.get("partition"), counts[index], sticky[index])
+        except ValueError as e:
+            raise OptionError(str(e)) from None
         # one timestamp for the rows of a batch, as the Java producer stamps records when they are sent
         now_ms = int(time.time() * 1000)
         producer.send(encode(names, index, parts, keys, col["value"], col.get("headers"), now_ms, extra,
