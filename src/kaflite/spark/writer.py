@@ -1,7 +1,9 @@
 """The sink: Arrow batches of (value, key, topic, partition, headers) produced to Kafka (S-40).
 
-Placement: an explicit `partition` wins; otherwise librdkafka's `murmur2_random` partitioner puts a
-keyed row where the Java client would (`toPositive(murmur2(key)) % numPartitions`). Delivery is at least
+Placement: an explicit `partition` wins; otherwise a keyed row goes where the Java client would put it
+(`toPositive(murmur2(key)) % numPartitions`). Rows are encoded into record batches and produced by
+kaflite's idempotent client (kaflite.spark.encode / produce) when the settings allow, else through
+librdkafka (its `murmur2_random` partitioner places keyed rows the same way). Delivery is at least
 once: a task waits for every acknowledgement and fails if one is missing, so Spark retries it. For
 idempotent consumers downstream, the `batchIdHeader` option stamps each record of a streaming
 micro-batch with the batch id (a header), so a replayed batch can be recognised.
