@@ -13,6 +13,7 @@ from __future__ import annotations
 import struct
 import time
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -414,3 +415,62 @@ def test_spark_sink_writes_through_the_fast_path(spark: Any, kafka: Any) -> None
                     assert partition_for_key(r.key, 2) == p
     assert len(producers) == 2  # one producer per task
     assert sorted(got, key=repr) == sorted(rows, key=repr)
+
+
+class _FakeBroker:
+    """Answers Produce requests in order; `errors` maps the n-th request to the error code of each of its
+    partitions (0 otherwise). Records every (partition, base sequence) sent."""
+
+    def __init__(self, errors: dict[int, int]) -> None:
+        self.errors = errors
+        self.sent: list[list[tuple[int, int]]] = []
+        self.queue: list[Any] = []
+
+    def connection(self) -> Any:
+        broker = self
+
+        class Conn:
+            def send_produce(self, parts: Any, timeout_ms: int) -> int:
+                n = len(broker.sent)
+                seqs = [(p, struct.unpack_from(">i", bytes(chunks[0]), 53)[0]) for _, p, chunks in parts]
+                broker.sent.append(seqs)
+                code = broker.errors.get(n, 0)
+                broker.queue.append(SimpleNamespace(responses=[SimpleNamespace(
+                    name=parts[0][0], partition_responses=[SimpleNamespace(index=p, error_code=code)
+                                                           for _, p, _ in parts])]))
+                return n
+
+            def receive_produce(self, correlation: int) -> Any:
+                return broker.queue.pop(0)
+
+            def close(self) -> None:
+                pass
+
+        return Conn()
+
+
+def test_retriable_errors_resend_in_sequence_order_without_sockets() -> None:
+    """4 requests in flight; NOT_LEADER_OR_FOLLOWER (6) for the 2nd, OUT_OF_ORDER_SEQUENCE_NUMBER (45) for
+    the two sent behind it: the three are sent again with their own sequences, in order; another error
+    fails the task."""
+    broker = _FakeBroker({1: 6, 2: 45, 3: 45})
+    producer = ArrowProducer({"bootstrap.servers": "127.0.0.1:1"})
+    producer.producer_id, producer.producer_epoch = 3, 0
+    producer.brokers = {0: ("h", 1)}
+    producer.leaders = {("t", 0): 0}
+    producer._connect = lambda host, port: broker.connection()  # type: ignore[method-assign,assignment]
+    producer._refresh = lambda topics: []  # type: ignore[method-assign]
+    batches = [EncodedBatch("t", 0, 10, memoryview(b""), 0, 0) for _ in range(4)]
+    producer.send(batches)
+    assert producer.flush() == 40
+    sent = [s for req in broker.sent for s in req]
+    assert sent == [(0, 0), (0, 10), (0, 20), (0, 30), (0, 10), (0, 20), (0, 30)]
+    # OUT_OF_ORDER_SEQUENCE_NUMBER with no earlier failure, or a fatal code: the task fails with its name
+    for errors in ({0: 45}, {0: 87}):
+        bad = ArrowProducer({"bootstrap.servers": "127.0.0.1:1"})
+        bad.producer_id, bad.producer_epoch, bad.brokers, bad.leaders = 3, 0, {0: ("h", 1)}, {("t", 0): 0}
+        fake = _FakeBroker(errors)
+        bad._connect = lambda host, port, fake=fake: fake.connection()  # type: ignore[method-assign,misc]
+        bad.send(batches[:1])
+        with pytest.raises(RuntimeError, match="OUT_OF_ORDER_SEQUENCE_NUMBER|INVALID_RECORD"):
+            bad.flush()

@@ -9,7 +9,8 @@ Rules:
 - one producer id per producer (InitProducerId without transactional id, from the first bootstrap broker
   that answers): every batch carries it with epoch and a base sequence that starts at 0 for each partition
   and grows by the batch's record count, so the broker drops a resent batch it already has (answering
-  with the original offset) and refuses a gap (OUT_OF_ORDER_SEQUENCE_NUMBER);
+  with the original offset, or DUPLICATE_SEQUENCE_NUMBER, both taken as acknowledged) and refuses a gap
+  (OUT_OF_ORDER_SEQUENCE_NUMBER);
 - acks=-1 (all in-sync replicas); at most one batch per partition in a Produce request (Kafka's rule for
   v3+), at most `MAX_IN_FLIGHT` requests in flight per broker connection and at most 5 batches per
   partition (Kafka's limit for idempotent producers), answers read in order;
@@ -253,7 +254,7 @@ class ArrowProducer:
                 self.producer_id, self.producer_epoch = int(resp.producer_id), int(resp.producer_epoch)
                 return self
             if code not in _RETRIABLE or time.monotonic() > deadline:
-                raise ProduceError(f"InitProducerId refused: {code.name}")
+                raise ProduceError(f"InitProducerId refused: {code.name.upper()}")
             time.sleep(RETRY_BACKOFF_S)
 
     def close(self) -> None:
@@ -282,7 +283,7 @@ class ArrowProducer:
                 missing.append(name)
                 continue
             if code is not ErrorCode.none:
-                raise ProduceError(f"the metadata of topic {name} answered {code.name}")
+                raise ProduceError(f"the metadata of topic {name} answered {code.name.upper()}")
             self.partition_counts[name] = len(t.partitions)
             for p in t.partitions:
                 leader = int(p.leader_id)
@@ -346,7 +347,8 @@ class ArrowProducer:
         acknowledged."""
         deadline = time.monotonic() + self.delivery_timeout_s
         while True:
-            self._send_ready()
+            while self._send_ready():  # fill every connection's pipeline before waiting for an answer
+                pass
             unsent = any(s.unsent for s in self.parts.values())
             busy = [b for b, q in self.pending.items() if q]
             if not unsent and (not wait or not busy):
@@ -419,7 +421,8 @@ class ArrowProducer:
             state = self.parts[tp]
             state.in_flight -= 1
             code = codes.get(tp, ErrorCode.network_exception)
-            if code is ErrorCode.none:
+            # DUPLICATE_SEQUENCE_NUMBER: brokers before 1.0 said so for a batch they already had
+            if code in (ErrorCode.none, ErrorCode.duplicate_sequence_number):
                 self.acked += batch.count
                 state.retrying = False  # in sequence again
                 continue
@@ -428,7 +431,7 @@ class ArrowProducer:
                 self._requeue(tp, seq, batch)
                 retry = True
                 continue
-            raise ProduceError(f"Kafka sink: producing to {tp[0]}-{tp[1]} failed: {code.name}")
+            raise ProduceError(f"Kafka sink: producing to {tp[0]}-{tp[1]} failed: {code.name.upper()}")
         return retry
 
     def _requeue(self, tp: tuple[str, int], seq: int, batch: EncodedBatch) -> None:
