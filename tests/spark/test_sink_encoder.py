@@ -474,3 +474,13 @@ def test_retriable_errors_resend_in_sequence_order_without_sockets() -> None:
         bad.send(batches[:1])
         with pytest.raises(RuntimeError, match="OUT_OF_ORDER_SEQUENCE_NUMBER|INVALID_RECORD"):
             bad.flush()
+
+
+def test_value_only_rows_go_to_the_sticky_partition() -> None:
+    """No key column (the most common Spark write): every row null-keyed, to the call's sticky partition."""
+    values = pa.array(["a", "bb", None])
+    assert place(None, None, np.full(3, 4), np.full(3, 2)).tolist() == [2, 2, 2]
+    (b,) = encode(["t"], np.zeros(3, np.int64), np.full(3, 2), None, values, None, 7)
+    assert b.partition == 2
+    assert [(r.key, r.value) for r in decode_records(next(iter_batches(_sealed(b))))] == [
+        (None, b"a"), (None, b"bb"), (None, None)]
