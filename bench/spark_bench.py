@@ -78,8 +78,8 @@ class SyntheticReader(DataSourceReader):
         self.rows, self.parts, self.value_bytes = rows, partitions, value_bytes
 
     def partitions(self) -> list[InputPartition]:
-        share = self.rows // self.parts
-        return [SyntheticPartition(i, share, self.value_bytes) for i in range(self.parts)]
+        share, extra = divmod(self.rows, self.parts)
+        return [SyntheticPartition(i, share + (i < extra), self.value_bytes) for i in range(self.parts)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SyntheticPartition)
@@ -167,6 +167,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2, help="runs per measurement; the best is reported")
     ap.add_argument("--bootstrap", default=None)
     ap.add_argument("--source-only", action="store_true", help="measure the source and its baseline only")
+    ap.add_argument("--sink-only", action="store_true",
+                    help="measure the sink and its baseline only (rows from the synthetic source, cached)")
     args = ap.parse_args()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -198,8 +200,10 @@ def run(args: Any, bootstrap: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic(t, args.partitions, 1) for t in (src, dst, raw)]).values():
         f.result(30)
-    print(f"loading {args.rows} rows ({args.value_bytes} B values) into {src} ...", file=sys.stderr)
-    load_s = produce_raw(bootstrap, src, args.rows, args.value_bytes)
+    load_s = 0.0
+    if not args.sink_only:
+        print(f"loading {args.rows} rows ({args.value_bytes} B values) into {src} ...", file=sys.stderr)
+        load_s = produce_raw(bootstrap, src, args.rows, args.value_bytes)
 
     spark = (
         SparkSession.builder.master("local[2]")
@@ -229,7 +233,6 @@ def run(args: Any, bootstrap: str) -> None:
             .load()
         )
 
-    assert kaflite_read().count() == args.rows, "the source topic does not hold the rows produced"
     results: list[tuple[str, float, float]] = []
 
     def measure(name: str, fn: Any) -> None:
@@ -238,6 +241,15 @@ def run(args: Any, bootstrap: str) -> None:
         results.append((name, *best))
         print(f"  {name}: {best[0]:.2f} s", file=sys.stderr)
 
+    if args.sink_only:
+        # the source is not measured: the sink's rows are the synthetic source's (same keys and values)
+        rows_df = synthetic_read().select("key", "value").cache()
+        rows_df.count()
+        measure_sink(args, spark, bootstrap, dst, rows_df, measure)
+        spark.stop()
+        report(args, results, None)
+        return
+    assert kaflite_read().count() == args.rows, "the source topic does not hold the rows produced"
     measure(
         "source: synthetic Arrow source -> noop (baseline)",
         lambda: synthetic_read().write.format("noop").mode("overwrite").save(),
@@ -250,6 +262,13 @@ def run(args: Any, bootstrap: str) -> None:
         return
     rows_df = kaflite_read().select("key", "value").cache()
     rows_df.count()
+    measure_sink(args, spark, bootstrap, dst, rows_df, measure)
+    raw_s = produce_raw(bootstrap, raw, args.rows, args.value_bytes)
+    spark.stop()
+    report(args, results, (raw_s, load_s))
+
+
+def measure_sink(args: Any, spark: Any, bootstrap: str, dst: str, rows_df: Any, measure: Any) -> None:
     measure(
         "sink: cached rows -> discarding Arrow writer (baseline)",
         lambda: rows_df.write.format("synthetic_kafka").mode("append").save(),
@@ -272,9 +291,6 @@ def run(args: Any, bootstrap: str) -> None:
         .count()
     )
     assert sink_rows == args.rows * (args.repeat + 1), f"sink topic holds {sink_rows} rows"
-    raw_s = produce_raw(bootstrap, raw, args.rows, args.value_bytes)
-    spark.stop()
-    report(args, results, (raw_s, load_s))
 
 
 def report(args: Any, results: list[tuple[str, float, float]], producer: tuple[float, float] | None) -> None:
@@ -285,7 +301,7 @@ def report(args: Any, results: list[tuple[str, float, float]], producer: tuple[f
     )
     print(f"{'measurement':58} {'rows/s':>10} {'CPU-s/M rows':>13} {'vs baseline':>12}")
     for i, (name, wall, cpu) in enumerate(results):
-        base = results[0 if i < 2 else 2][1]
+        base = results[i - i % 2][1]  # each measurement follows its baseline
         print(f"{name:58} {n / wall:>10,.0f} {cpu / n * 1e6:>13.2f} {base / wall:>11.2f}x")
     if producer is None:
         return

@@ -1,7 +1,9 @@
 """The sink: Arrow batches of (value, key, topic, partition, headers) produced to Kafka (S-40).
 
-Placement: an explicit `partition` wins; otherwise librdkafka's `murmur2_random` partitioner puts a
-keyed row where the Java client would (`toPositive(murmur2(key)) % numPartitions`). Delivery is at least
+Placement: an explicit `partition` wins; otherwise a keyed row goes where the Java client would put it
+(`toPositive(murmur2(key)) % numPartitions`). Rows are encoded into record batches and produced by
+kaflite's idempotent client (kaflite.spark.encode / produce) when the settings allow, else through
+librdkafka (its `murmur2_random` partitioner places keyed rows the same way). Delivery is at least
 once: a task waits for every acknowledgement and fails if one is missing, so Spark retries it. For
 idempotent consumers downstream, the `batchIdHeader` option stamps each record of a streaming
 micro-batch with the batch id (a header), so a replayed batch can be recognised.
@@ -25,6 +27,7 @@ location is read too, so a query restarted on a checkpoint written before still 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -124,8 +127,73 @@ def _batch_id() -> int | None:
         return None
 
 
+def fast_sink_enabled() -> bool:
+    """False when the executors' environment has KAFLITE_SPARK_FAST_PATH=0 (librdkafka does everything)."""
+    return os.environ.get("KAFLITE_SPARK_FAST_PATH", "1") != "0"
+
+
+def produce_arrow(producer: Any, options: WriterOptions, batches: Iterator[pa.RecordBatch],
+                  batch_id: int | None) -> int:
+    """Every row through kaflite's encoder and idempotent producer (kaflite.spark.encode / produce);
+    return how many were acknowledged."""
+    import numpy as np
+
+    from kaflite.spark.encode import encode, place, topic_indices
+
+    extra = ((options.batch_id_header, str(batch_id).encode())
+             if options.batch_id_header and batch_id is not None else None)
+    sent = 0
+    for batch in batches:
+        n = batch.num_rows
+        if n == 0:
+            continue
+        col = {name.lower(): batch.column(i) for i, name in enumerate(batch.schema.names)}
+        if options.topic is None and "topic" not in col:
+            raise OptionError("topic option required when no 'topic' attribute is present.")
+        try:
+            names, index = topic_indices(col.get("topic"), options.topic)
+        except ValueError as e:
+            raise OptionError(str(e)) from None
+        if options.topic is not None:
+            index = np.zeros(n, dtype=np.int64)
+        counts = np.array([producer.partition_count(t) for t in names], dtype=np.int64)
+        keys = col.get("key")
+        has_null_key = keys is None or keys.null_count > 0
+        sticky = np.array([producer.sticky_partition(t) if has_null_key else 0 for t in names], dtype=np.int64)
+        try:
+            parts = place(keys, col.get("partition"), counts[index], sticky[index])
+        except ValueError as e:
+            raise OptionError(str(e)) from None
+        # one timestamp for the rows of a batch, as the Java producer stamps records when they are sent
+        now_ms = int(time.time() * 1000)
+        producer.send(encode(names, index, parts, keys, col["value"], col.get("headers"), now_ms, extra,
+                             producer.max_batch_bytes))
+        sent += n
+    acked = producer.flush()
+    if acked != sent:
+        raise RuntimeError(f"Kafka sink: {sent - acked} of {sent} records unacknowledged")
+    return sent
+
+
 def produce_batches(options: WriterOptions, batches: Iterator[pa.RecordBatch], batch_id: int | None) -> int:
-    """Produce every row; return how many were acknowledged. Raises if any delivery failed."""
+    """Produce every row; return how many were acknowledged. Raises if any delivery failed.
+
+    Through kaflite's encoder and client when the settings allow (kaflite.spark.produce), else (and
+    with KAFLITE_SPARK_FAST_PATH=0) through librdkafka, a `produce()` call per row."""
+    if fast_sink_enabled():
+        from kaflite.spark import produce as fast
+
+        conf = producer_config(options)
+        if fast.supported(conf):
+            arrow_producer = fast.ArrowProducer(conf)
+            try:
+                arrow_producer.start()
+            except fast.Unsupported as why:
+                log.info("kaflite sink: producing through librdkafka (%s)", why)
+                arrow_producer.close()
+            else:
+                with arrow_producer:
+                    return produce_arrow(arrow_producer, options, batches, batch_id)
     from confluent_kafka import Producer
 
     failures: list[str] = []
