@@ -155,16 +155,6 @@ KEYS: list[ConfigKey] = [
         "it back), bidirectional, or disabled (case-insensitive).",
         _MIGRATION_POLICY,
     ),
-    _k(
-        "kaflite.group.rebalance.history.size",
-        "int",
-        100,
-        "Events of each group's rebalance timeline kept and persisted in __consumer_offsets (who joined or "
-        "left and why, each rebalance's start, end, duration and moved partitions; `kaflite groups describe "
-        "--history`, docs/consumer-groups.md).",
-        AtLeast(1),
-        differs="kaflite-only key: Kafka keeps no rebalance history.",
-    ),
     # --- share groups (KIP-932; Kafka's ShareGroupConfig) -------------------------------------------
     _k(
         "group.share.enable",
