@@ -290,36 +290,45 @@ def test_kip848_group_names_every_cause() -> None:
 
 # --- persistence ----------------------------------------------------------------------------------
 
-def test_history_survives_restarts_and_the_loaded_event_is_written_by_the_next_step() -> None:
+def _timeline_records(h: Harness) -> list[Any]:
+    return [r for r in h.results[-1].records if isinstance(r.record_key, RebalanceEventKey)]
+
+
+def test_history_survives_restarts_and_rides_with_the_next_written_step() -> None:
     h = Harness(group_initial_rebalance_delay_ms=0)
     a, b = h.form_group(2)
     h.gc = _reloaded(h)  # restart 1
     assert h.results[-1].records == []  # activation writes nothing ...
-    assert h.heartbeat(a, 1) is ErrorCode.none  # ... the next step writes the coordinator-loaded event
-    written = [r for r in h.results[-1].records if isinstance(r.record_key, RebalanceEventKey)]
-    assert [decode_record(r.key, r.value)[1].event.kind for r in written] == ["coordinator-loaded"]
+    assert h.heartbeat(a, 1) is ErrorCode.none
+    assert h.results[-1].records == []  # ... nor a step that writes nothing of its own (a heartbeat, a read)
     h.advance(6_000)
     h.heartbeat(a, 1)
     h.advance(4_001)  # b's session (restarted at the load) ends on the restarted coordinator
+    assert h.results[-1].records == []  # a classic rebalance starting writes no group record: nor events
     events = h.gc.group_history("g")
     assert _kinds(events[-3:]) == [("coordinator-loaded", "coordinator-loaded"), ("member-left", "session-timeout"),
                                    ("rebalance-started", "session-timeout")]
+    assert h.commit({("t", 0): 7}, group="other") == {("t", 0): ErrorCode.none}  # a step that writes
+    written = [decode_record(r.key, r.value)[1].event.kind for r in _timeline_records(h)]  # type: ignore[union-attr]
+    assert written == ["coordinator-loaded", "member-left", "rebalance-started"]
     again = _reloaded(h)  # restart 2: everything above, written, is loaded
     assert again.group_history("g")[:-1] == events
-    # the group's generation and members are Kafka's records; the timeline rides beside them
-    assert all(decode_key(r.key) for res in h.results for r in res.records)
+    loaded = again.group_history("g")[-1]
+    assert loaded.kind == "coordinator-loaded" and "was interrupted" in loaded.detail  # the open rebalance
+    assert not again.group_manager.timeline.is_open("g")
 
 
-def test_an_interrupted_rebalance_is_closed_by_the_reload() -> None:
+def test_a_read_never_writes_even_with_events_pending() -> None:
+    """A failed write reloads the shard, which records coordinator-loaded: the reads that follow (on a
+    full disk, say) must still answer without writing (tests/groups/test_offsets_append_fault.py)."""
     h = Harness(group_initial_rebalance_delay_ms=0)
-    a, b = h.form_group(2)
-    h.leave((b, None))
-    assert h.gc.group_manager.timeline.is_open("g")
-    h.now += 5_000
-    gc = _reloaded(h)
-    loaded = gc.group_history("g")[-1]
-    assert loaded.kind == "coordinator-loaded" and "was interrupted" in loaded.detail
-    assert not gc.group_manager.timeline.is_open("g")
+    a, _b = h.form_group(2)
+    h.commit({("t", 0): 5}, member_id=a, generation=1)
+    h.gc = _reloaded(h)
+    assert h.fetch() == {("t", 0): 5} and h.results[-1].records == []
+    h._collect(h.gc.handle_describe_groups(["g"], h.now))
+    h._collect(h.gc.handle_group_history("g", h.now))
+    assert h.results[-1].records == [] and h.results[-1].response()[-1].kind == "coordinator-loaded"
 
 
 def test_history_is_bounded_and_compaction_keeps_exactly_the_last_n() -> None:
@@ -356,8 +365,8 @@ def test_a_smaller_history_size_drops_and_tombstones_the_oldest_on_load() -> Non
     gc = _reloaded(h, rebalance_history_size=3)
     assert [e.seq for e in gc.group_history("g")] == [events[-2].seq, events[-1].seq, events[-1].seq + 1]
     h.gc = gc
-    h.heartbeat(a, h.group().generation_id)
-    tombstones = [r for r in h.results[-1].records if isinstance(r.record_key, RebalanceEventKey) and r.value is None]
+    h.commit({("t", 0): 1}, member_id=a, generation=h.group().generation_id)  # the next step that writes
+    tombstones = [r for r in _timeline_records(h) if r.value is None]
     assert tombstones  # slots of the dropped events are deleted from the log
 
 

@@ -17,8 +17,8 @@ Rules:
 - deleting a group writes a tombstone for each of its offsets, then for the group (Kafka's order); the
   group leaves memory when its own tombstone is applied, never before (validation changes nothing);
 - the offsets-expiry timer is the shard's (it may delete groups left empty without offsets);
-- a group's rebalance timeline (kaflite.coordinator.timeline) is written at the end of each step, after
-  the group's own records, and deleted (tombstoned) with the group.
+- a group's rebalance timeline (kaflite.coordinator.timeline) is written at the end of a step that writes
+  records, after them (never by a step that writes nothing), and deleted (tombstoned) with the group.
 """
 
 from __future__ import annotations

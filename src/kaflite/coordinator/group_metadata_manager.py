@@ -34,7 +34,7 @@ Rules (the rebalance protocol, Kafka's classic GroupMetadataManager):
   with other protocols (subscription-change), the leader rejoining a Stable group unchanged
   (metadata-change), a static member replaced; a classic rebalance starts when the group enters
   PreparingRebalance and completes when the leader's assignment makes it Stable (or the join phase leaves
-  it Empty). Its records are appended at the end of each step (`flush_step`).
+  it Empty). Its records are appended at the end of a step that writes records (`flush_step`).
 - Test kit (EmbeddedBroker.expire_member / force_rebalance), classic groups: `expire_member` does now what
   the member's session timeout would do (removed, the group rebalances; UNKNOWN_MEMBER_ID for a member
   the group does not have, GROUP_ID_NOT_FOUND for no such group); `force_rebalance` moves a Stable or
@@ -682,10 +682,10 @@ class GroupMetadataManager:
 
     def flush_step(self) -> None:
         """End of a step: complete the KIP-848 rebalances it finished, append the consumer groups' records,
-        then the timeline's."""
+        then the timeline's if the step writes anything (kaflite.coordinator.timeline's rules)."""
         self.consumer.complete_rebalances()
         self.flush_consumer_records()
-        for key, value in self.timeline.drain():
+        for key, value in self.timeline.drain(write=bool(self.ctx.out.records)):
             self.ctx.append(key, value)
 
     def consumer_heartbeat(self, req: ConsumerHeartbeatRequest, topics: Mapping[str, int],

@@ -18,11 +18,15 @@ Rules:
   KEY_VERSION, a version Kafka does not use (docs/consumer-groups.md says why this is safe); a newer event
   overwrites the slot of the one `size` events older, so compaction keeps exactly the last `size`;
   deleting a group writes a tombstone for each of its slots, before the group's own tombstone. The
-  records of a step's events are appended at the end of the step (`drain`), after the group's records;
+  records of events are appended at the end of a step that writes records of its own (`drain`), after
+  them: a step that writes nothing (a read, a heartbeat, a classic join that parks, a session expiry
+  during a rebalance) never waits on, nor fails by, a write of the timeline alone; its events ride with
+  the shard's next written step (an event not yet written is lost if the coordinator stops first, as the
+  unwritten state of the rebalance it describes is);
 - loading replays the records (`replay`); our own writes while active are already the state. At
   activation the events beyond the last `size` (the size was lowered) are dropped and tombstoned, a
   rebalance left open is closed by the `coordinator-loaded` event that every group with members gets
-  (written with the next step's records: activation itself writes nothing).
+  (written with the next step that writes: activation itself writes nothing).
 """
 
 from __future__ import annotations
@@ -264,8 +268,12 @@ class RebalanceTimeline:
 
     # --- persistence --------------------------------------------------------------------------------
 
-    def drain(self) -> list[tuple[RebalanceEventKey, RebalanceEventValue | None]]:
-        """The records of this step's events (and tombstones); the step's causes are forgotten."""
+    def drain(self, write: bool = True) -> list[tuple[RebalanceEventKey, RebalanceEventValue | None]]:
+        """End of a step: the records of the events not written yet (and tombstones), when `write` (the step
+        writes records of its own), else none (they wait); the step's causes are forgotten either way."""
+        self._step_cause.clear()
+        if not write:
+            return []
         out: list[tuple[RebalanceEventKey, RebalanceEventValue | None]] = [(k, None) for k in self._tombstones]
         for group_id, seq in self._unwritten:
             tl = self._groups.get(group_id)
@@ -274,7 +282,6 @@ class RebalanceTimeline:
                 out.append((RebalanceEventKey(group_id, seq % self.size), RebalanceEventValue(event)))
         self._unwritten.clear()
         self._tombstones.clear()
-        self._step_cause.clear()
         return out
 
     def replay(self, key: RebalanceEventKey, value: RebalanceEventValue | None) -> None:
