@@ -380,3 +380,28 @@ def test_deleting_a_group_deletes_its_history() -> None:
     assert res.response() == [("g", ErrorCode.none)]
     assert h.gc.group_history("g") == []
     assert _reloaded(h).group_history("g") == []
+
+
+def test_online_upgrade_and_downgrade_are_in_one_timeline() -> None:
+    """A classic group becomes a consumer group when a consumer-protocol member joins, and back when it
+    leaves: one timeline across both protocols, the downgrade's rebalance caused by the leave."""
+    from .test_group_migration import Mixed, classic_group
+
+    h = Mixed()
+    classic_group(h)
+    mark = len(_events(h))
+    h.hb("new", 0)
+    upgraded = _events(h, mark)
+    assert _kinds(upgraded)[:3] == [("protocol-upgraded", "protocol-migration"), ("member-joined", "new-member"),
+                                    ("rebalance-started", "new-member")]
+    assert upgraded[1].protocol == "consumer" and upgraded[0].generation == 1
+    mark = len(_events(h))
+    h.hb("new", -1)
+    downgraded = _events(h, mark)
+    assert _kinds(downgraded)[:2] == [("member-left", "leave-group"), ("protocol-downgraded", "protocol-migration")]
+    # the rebalance the upgrade's newcomer started never completed: it goes on, as a classic one
+    assert "rebalance-started" not in [k for k, _c in _kinds(downgraded)] and h.gc.group_manager.timeline.is_open("g")
+    group = h.group()
+    members = list(group.members)
+    _rebalance(h, members)
+    assert _kinds(_events(h)[-1:]) == [("rebalance-completed", "new-member")] and _events(h)[-1].protocol == "classic"
