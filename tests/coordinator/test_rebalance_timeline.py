@@ -405,3 +405,31 @@ def test_online_upgrade_and_downgrade_are_in_one_timeline() -> None:
     members = list(group.members)
     _rebalance(h, members)
     assert _kinds(_events(h)[-1:]) == [("rebalance-completed", "new-member")] and _events(h)[-1].protocol == "classic"
+
+
+def test_a_rejoin_with_the_same_topics_is_not_a_subscription_change() -> None:
+    """A cooperative member's second join (same topics, other owned partitions in its metadata) is a
+    plain rejoin; the same for the leader is a metadata change; other topics are a subscription change."""
+    from kaflite.assign.types import TopicPartition
+    from kaflite.protocol import consumer_protocol as cp
+
+    def owning(topics: list[str], owned: list[int]) -> tuple[m.Protocol, ...]:
+        sub = cp.ConsumerSubscription(topics, None, [TopicPartition("t", p) for p in owned])
+        return (m.Protocol("range", cp.encode_subscription(sub, version=1)),)
+
+    h = Harness(group_initial_rebalance_delay_ms=0)
+    ids = h.form_group(2)
+    leader = h.group().leader_id
+    follower = next(i for i in ids if i != leader)
+    mark = len(_events(h))
+    h.join(follower, protocols=owning(["t"], [1]))
+    assert _kinds(_events(h, mark)) == [("member-rejoined", "member-rejoin"), ("rebalance-started", "member-rejoin")]
+    t = h.join(leader)  # the follower's join is parked: the leader's completes the join phase
+    gen = h.answers[t].generation_id
+    h.sync(leader, gen, {mid: encode_assignment({"t": [i]}) for i, mid in enumerate(ids)})
+    h.sync(follower, gen)
+    assert _kinds(_events(h)[-1:]) == [("rebalance-completed", "member-rejoin")]
+    mark = len(_events(h))
+    h.join(follower, protocols=owning(["t", "u"], []))
+    assert _kinds(_events(h, mark))[0] == ("subscription-changed", "subscription-change")
+    assert _events(h, mark)[0].detail == "topics t -> t, u"

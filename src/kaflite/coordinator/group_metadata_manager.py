@@ -50,7 +50,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kaflite.assign.types import TopicPartition
-from kaflite.protocol.consumer_protocol import ConsumerAssignment, assignment_partitions, encode_assignment
+from kaflite.protocol.consumer_protocol import (
+    ConsumerAssignment,
+    assignment_partitions,
+    encode_assignment,
+    subscription_topics,
+)
 from kaflite.protocol.errors import ErrorCode
 
 from . import messages as m
@@ -279,18 +284,35 @@ class GroupMetadataManager:
             # a duplicate JoinGroup replaces the parked one; answer the old so no connection hangs
             self.ctx.respond(member.join_token, m.JoinGroupResponse(ErrorCode.rebalance_in_progress,
                                                                  member_id=member.member_id))
-        if not member.matches(req.protocols):
-            self._event(group, "subscription-changed", "subscription-change", member.member_id,
-                        "rejoined with other protocols or subscription"
-                        + (f"; reason: {req.reason}" if req.reason else ""))
-        elif group.is_in(GroupState.STABLE) and group.is_leader(member.member_id):
-            # a consumer leader rejoins a Stable group unchanged when its topic metadata changed
-            self._event(group, "metadata-changed", "metadata-change", member.member_id,
-                        f"reason: {req.reason}" if req.reason else
-                        "the leader rejoined with an unchanged subscription (its topic metadata changed)")
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._rejoin_event(group, member, req)  # this rejoin starts a rebalance: why
         group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms,
                             req.token, awaiting=True)
         self._maybe_prepare_rebalance_or_complete_join(group)
+
+    def _rejoin_event(self, group: ClassicGroup, member: ClassicGroupMember, req: m.JoinGroupRequest) -> None:
+        """A member rejoins a Stable (or CompletingRebalance) group. A consumer's subscribed topics tell a
+        subscription change from a rejoin with the same topics: the leader's is a metadata change (what
+        a consumer leader does when a subscribed topic's partition count changed), another member's a
+        plain rejoin (e.g. a cooperative member's second join after revoking: its owned partitions, in
+        the protocol metadata, changed). Without consumer-protocol metadata, any protocol change counts
+        as a subscription change."""
+        reason = f"; reason: {req.reason}" if req.reason else ""
+        before = _topics(member.protocols) if group.protocol_type == "consumer" else None
+        after = _topics(req.protocols) if group.protocol_type == "consumer" else None
+        if before is not None and after is not None:
+            changed = before != after
+            detail = f"topics {', '.join(before) or '-'} -> {', '.join(after) or '-'}"
+        else:
+            changed, detail = not member.matches(req.protocols), "rejoined with other protocols"
+        if changed:
+            self._event(group, "subscription-changed", "subscription-change", member.member_id, detail + reason)
+        elif group.is_in(GroupState.STABLE) and group.is_leader(member.member_id) and before is not None:
+            self._event(group, "metadata-changed", "metadata-change", member.member_id,
+                        "the leader rejoined with the same topics (its topic metadata changed)" + reason)
+        else:
+            self._event(group, "member-rejoined", "member-rejoin", member.member_id,
+                        "rejoined with the same topics" + reason)
 
     def _update_static_member(self, group: ClassicGroup, req: m.JoinGroupRequest,
                               old_member_id: str, new_member_id: str) -> None:
@@ -841,6 +863,13 @@ class GroupMetadataManager:
         if group is None:
             return ErrorCode.group_id_not_found
         return group.validate_delete()
+
+
+def _topics(protocols: tuple[m.Protocol, ...]) -> list[str] | None:
+    """The topics of a consumer member's subscription (its first protocol's metadata), sorted; None when
+    it is not a consumer subscription."""
+    topics = subscription_topics(protocols[0].metadata) if protocols else None
+    return None if topics is None else sorted(topics)
 
 
 def _classic_owners(group: ClassicGroup) -> dict[tuple[str, int], str] | None:

@@ -47,7 +47,8 @@ VALUE_VERSION = 0
 DEFAULT_HISTORY_SIZE = 100  # kaflite.group.rebalance.history.size
 MAX_MOVED = 200  # partitions listed in one rebalance-completed event (all counted in moved_total)
 
-KINDS = ("member-joined", "member-left", "member-replaced", "subscription-changed", "metadata-changed",
+KINDS = ("member-joined", "member-left", "member-replaced", "member-rejoined", "subscription-changed",
+         "metadata-changed",
          "rebalance-forced", "rebalance-started", "rebalance-completed", "coordinator-loaded",
          "protocol-upgraded", "protocol-downgraded")
 
@@ -62,6 +63,8 @@ CAUSES = {
     "static-member-replaced": "a static member restarted under a new member id, fencing the old one",
     "metadata-change": "the partition count of a subscribed topic changed (classic: the leader rejoined "
                        "with an unchanged subscription, which is what it does on a metadata change)",
+    "member-rejoin": "a member rejoined a stable group with the same topics (e.g. a cooperative member's "
+                     "second join after revoking partitions)",
     "group-max-size": "the member was evicted by group.max.size",
     "coordinator-loaded": "the coordinator (re)loaded the group: a restart or a coordinator move",
     "protocol-migration": "the group changed protocol (KIP-848 online upgrade or downgrade)",
