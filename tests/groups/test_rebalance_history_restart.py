@@ -33,3 +33,5 @@ def test_history_survives_a_broker_restart(tmp_path: Path) -> None:
     assert kinds[-1] == ("rebalance-completed", "leave-group")
     with EmbeddedBroker(data_dir=tmp_path) as broker:
         assert broker.rebalance_history(group) == before  # an empty group: no coordinator-loaded event
+    with EmbeddedBroker(data_dir=tmp_path, overrides={"kaflite.group.rebalance.history.size": "2"}) as broker:
+        assert broker.rebalance_history(group) == before[-2:]  # the broker key bounds what is kept
