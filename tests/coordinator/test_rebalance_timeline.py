@@ -433,3 +433,22 @@ def test_a_rejoin_with_the_same_topics_is_not_a_subscription_change() -> None:
     h.join(follower, protocols=owning(["t", "u"], []))
     assert _kinds(_events(h, mark))[0] == ("subscription-changed", "subscription-change")
     assert _events(h, mark)[0].detail == "topics t -> t, u"
+
+
+def test_a_step_writes_a_bounded_number_of_timeline_records() -> None:
+    """A shard loaded with many groups records a coordinator-loaded event for each: they are written a
+    bounded number per step, never as one batch too large for the log."""
+    from kaflite.coordinator.timeline import MAX_RECORDS_PER_STEP
+
+    h = Harness(group_initial_rebalance_delay_ms=0)
+    groups = [f"g{i}" for i in range(MAX_RECORDS_PER_STEP + 10)]
+    for g in groups:
+        h.form_group(1, group=g)
+    h.gc = _reloaded(h)
+    counts = []
+    for g in groups[:2]:
+        h.commit({("t", 0): 1}, group=f"other-{g}")
+        counts.append(len(_timeline_records(h)))
+    assert counts == [MAX_RECORDS_PER_STEP, 10]
+    again = _reloaded(h)
+    assert all(again.group_history(g)[-2].kind == "coordinator-loaded" for g in groups)

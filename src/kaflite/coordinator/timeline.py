@@ -22,7 +22,8 @@ Rules:
   them: a step that writes nothing (a read, a heartbeat, a classic join that parks, a session expiry
   during a rebalance) never waits on, nor fails by, a write of the timeline alone; its events ride with
   the shard's next written step (an event not yet written is lost if the coordinator stops first, as the
-  unwritten state of the rebalance it describes is);
+  unwritten state of the rebalance it describes is); a step writes at most MAX_RECORDS_PER_STEP of them,
+  oldest first, the rest wait for the next;
 - loading replays the records (`replay`); our own writes while active are already the state. At
   activation the events beyond the last `size` (the size was lowered) are dropped and tombstoned, a
   rebalance left open is closed by the `coordinator-loaded` event that every group with members gets
@@ -46,6 +47,9 @@ KEY_VERSION = 32000
 VALUE_VERSION = 0
 DEFAULT_HISTORY_SIZE = 100  # kaflite.group.rebalance.history.size
 MAX_MOVED = 200  # partitions listed in one rebalance-completed event (all counted in moved_total)
+# records of the timeline one step writes at most: a shard loaded with many groups records a
+# coordinator-loaded event for each, and one batch of them all could exceed what the log accepts
+MAX_RECORDS_PER_STEP = 64
 
 KINDS = ("member-joined", "member-left", "member-replaced", "member-rejoined", "subscription-changed",
          "metadata-changed",
@@ -277,14 +281,19 @@ class RebalanceTimeline:
         self._step_cause.clear()
         if not write:
             return []
-        out: list[tuple[RebalanceEventKey, RebalanceEventValue | None]] = [(k, None) for k in self._tombstones]
+        out: list[tuple[RebalanceEventKey, RebalanceEventValue | None]] = [
+            (k, None) for k in self._tombstones[:MAX_RECORDS_PER_STEP]]
+        del self._tombstones[:MAX_RECORDS_PER_STEP]
+        taken = 0
         for group_id, seq in self._unwritten:
+            if len(out) >= MAX_RECORDS_PER_STEP:
+                break
+            taken += 1
             tl = self._groups.get(group_id)
             event = tl.slots.get(seq % self.size) if tl is not None else None
-            if event is not None and event.seq == seq:  # not already overwritten in this same step
+            if event is not None and event.seq == seq:  # not overwritten since by a newer event
                 out.append((RebalanceEventKey(group_id, seq % self.size), RebalanceEventValue(event)))
-        self._unwritten.clear()
-        self._tombstones.clear()
+        del self._unwritten[:taken]
         return out
 
     def replay(self, key: RebalanceEventKey, value: RebalanceEventValue | None) -> None:
