@@ -12,6 +12,7 @@ Rules:
 - a rebalance is open from its `rebalance-started` event until its `rebalance-completed` event; `start`
   while one is open records nothing (one rebalance, several causes: each cause is its own member event);
   its cause is the cause of the last member event of the same step (or the cause given);
+- an event's detail is at most MAX_DETAIL characters;
 - `complete` on an open rebalance records its duration (now - start) and the partitions whose owner
   changed since the last completed rebalance (at most MAX_MOVED listed, `moved_total` counts them all);
 - persistence: event `seq` of a group is the record key (group, seq % size) with key version
@@ -50,6 +51,7 @@ MAX_MOVED = 200  # partitions listed in one rebalance-completed event (all count
 # records of the timeline one step writes at most: a shard loaded with many groups records a
 # coordinator-loaded event for each, and one batch of them all could exceed what the log accepts
 MAX_RECORDS_PER_STEP = 64
+MAX_DETAIL = 500  # characters of an event's detail kept (a subscription of thousands of topics)
 
 KINDS = ("member-joined", "member-left", "member-replaced", "member-rejoined", "subscription-changed",
          "metadata-changed",
@@ -208,6 +210,8 @@ class RebalanceTimeline:
                moved_total: int = 0) -> RebalanceEvent:
         assert kind in KINDS and cause in CAUSES, (kind, cause)
         tl = self._groups.setdefault(group_id, _GroupTimeline())
+        if len(detail) > MAX_DETAIL:
+            detail = detail[:MAX_DETAIL - 3] + "..."
         event = RebalanceEvent(tl.next_seq, self._now(), kind, cause, protocol, generation, member_id, detail,
                                duration_ms, moved, moved_total)
         tl.next_seq += 1
