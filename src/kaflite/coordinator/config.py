@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .offsets_topic import DEFAULT_OFFSETS_TOPIC_PARTITIONS
+from .timeline import DEFAULT_HISTORY_SIZE
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class CoordinatorConfig:
     # group.consumer.migration.policy: online upgrade / downgrade between classic and consumer groups
     consumer_migration_policy: str = "bidirectional"
     # kaflite.group.rebalance.history.size: events of each group's rebalance timeline kept (and persisted)
-    rebalance_history_size: int = 100
+    rebalance_history_size: int = DEFAULT_HISTORY_SIZE
 
     KEYS = {
         "offsets.topic.num.partitions": "offsets_topic_num_partitions",
