@@ -452,3 +452,15 @@ def test_a_step_writes_a_bounded_number_of_timeline_records() -> None:
     assert counts == [MAX_RECORDS_PER_STEP, 10]
     again = _reloaded(h)
     assert all(again.group_history(g)[-2].kind == "coordinator-loaded" for g in groups)
+
+
+def test_a_transactional_offset_commit_carries_no_timeline_record() -> None:
+    """TxnOffsetCommit's records are the producer's transactional batch (aborted ones are dropped by the
+    cleaner): pending timeline records wait for the next plain step."""
+    h = Harness(group_initial_rebalance_delay_ms=0)
+    h.form_group(1)
+    h.gc = _reloaded(h)  # a coordinator-loaded event is pending
+    h._collect(h.gc.handle_txn_offset_commit("g", 7, {("t", 0): (5, -1, "")}, h.now))
+    assert h.results[-1].records and _timeline_records(h) == []
+    h.commit({("t", 1): 1}, group="other")
+    assert [r.record_value.event.kind for r in _timeline_records(h)] == ["coordinator-loaded"]

@@ -156,10 +156,13 @@ class GroupCoordinator:
 
     # === requests ===================================================================================
 
-    def _step(self, now_ms: int, run: Callable[[], object], answer: bool = True) -> CoordinatorResult:
+    def _step(self, now_ms: int, run: Callable[[], object], answer: bool = True,
+              timeline: bool = True) -> CoordinatorResult:
+        """`timeline` False: the step's records are a producer's transactional batch, which must hold its
+        offsets only (the timeline's pending records wait for the next step)."""
         result = self.ctx.begin(now_ms)
         response = run()
-        self.group_manager.flush_step()
+        self.group_manager.flush_step(timeline)
         if answer:
             self.ctx.respond(None, response)
         self.ctx.end()
@@ -199,7 +202,8 @@ class GroupCoordinator:
                                  now_ms: int) -> CoordinatorResult:
         """TxnOffsetCommit (checked by the caller): OffsetCommit records to write as the producer's
         transactional batch, pending until its transaction's marker reaches this partition."""
-        return self._step(now_ms, lambda: self.offset_manager.commit_transactional(group_id, producer_id, offsets))
+        return self._step(now_ms, lambda: self.offset_manager.commit_transactional(group_id, producer_id, offsets),
+                          timeline=False)
 
     def handle_end_transaction(self, producer_id: int, commit: bool, now_ms: int) -> CoordinatorResult:
         """The producer's COMMIT / ABORT marker was written to this partition (Kafka's

@@ -702,12 +702,12 @@ class GroupMetadataManager:
         for key, value in self.consumer.drain_records():
             self.ctx.append(key, value)
 
-    def flush_step(self) -> None:
+    def flush_step(self, timeline: bool = True) -> None:
         """End of a step: complete the KIP-848 rebalances it finished, append the consumer groups' records,
         then the timeline's if the step writes anything (kaflite.coordinator.timeline's rules)."""
         self.consumer.complete_rebalances()
         self.flush_consumer_records()
-        for key, value in self.timeline.drain(write=bool(self.ctx.out.records)):
+        for key, value in self.timeline.drain(write=timeline and bool(self.ctx.out.records)):
             self.ctx.append(key, value)
 
     def consumer_heartbeat(self, req: ConsumerHeartbeatRequest, topics: Mapping[str, int],

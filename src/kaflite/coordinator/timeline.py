@@ -24,7 +24,8 @@ Rules:
   during a rebalance) never waits on, nor fails by, a write of the timeline alone; its events ride with
   the shard's next written step (an event not yet written is lost if the coordinator stops first, as the
   unwritten state of the rebalance it describes is); a step writes at most MAX_RECORDS_PER_STEP of them,
-  oldest first, the rest wait for the next;
+  oldest first, the rest wait for the next; a TxnOffsetCommit step (the producer's transactional batch,
+  which must hold offsets only) writes none;
 - loading replays the records (`replay`); our own writes while active are already the state. At
   activation the events beyond the last `size` (the size was lowered) are dropped and tombstoned, a
   rebalance left open is closed by the `coordinator-loaded` event that every group with members gets
