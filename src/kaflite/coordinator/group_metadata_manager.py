@@ -31,8 +31,9 @@ Rules (the rebalance protocol, Kafka's classic GroupMetadataManager):
 - The rebalance timeline (kaflite.coordinator.timeline) hears every change where it happens, with its
   cause: a member added (new-member), removed (leave-group / max-poll-interval by its LeaveGroup reason,
   session-timeout, rebalance-timeout when it did not rejoin or sync in time, group-max-size), a rejoin
-  with other protocols (subscription-change), the leader rejoining a Stable group unchanged
-  (metadata-change), a static member replaced; a classic rebalance starts when the group enters
+  that starts a rebalance (other subscribed topics: subscription-change; the same topics: the leader's
+  metadata-change, another member's member-rejoin), a static member replaced; a rejoin while
+  PreparingRebalance is the rebalance itself (no event); a classic rebalance starts when the group enters
   PreparingRebalance and completes when the leader's assignment makes it Stable (or the join phase leaves
   it Empty). Its records are appended at the end of a step that writes records (`flush_step`).
 - Test kit (EmbeddedBroker.expire_member / force_rebalance), classic groups: `expire_member` does now what
