@@ -236,6 +236,24 @@ def test_group_page_lag_per_partition(console: ConsoleServer, console_cluster: C
         f"{console_cluster.events}-{p}": str(max(0, console_cluster.events_ends.get(p, 0) - 5)) for p in range(2)}
 
 
+def test_group_page_shows_the_rebalance_timeline(console: ConsoleServer, console_cluster: ConsoleCluster) -> None:
+    """The coordinator's timeline, newest first: the classic group's member joined and its first rebalance
+    completed with its 3 partitions moved to it; the KIP-848 group's the same at group epoch 1."""
+    for group, partitions, protocol_generation in ((console_cluster.billing, ORDERS_PARTITIONS, "1"),
+                                                   (console_cluster.audit, 2, "1")):
+        status, html, _ = console.get(f"/groups/{group}")
+        assert status == 200
+        rows = _cells(html, "timeline")
+        oldest_first = list(reversed(rows))
+        assert [(r[1], r[2]) for r in oldest_first[:2]] == [("member-joined", "new-member"),
+                                                            ("rebalance-started", "new-member")], rows
+        done = next(r for r in oldest_first if r[1] == "rebalance-completed")
+        assert done[2] == "new-member" and done[3] == protocol_generation and done[5].endswith("s")
+        moved = done[6].replace("&gt;", ">")  # the page escapes it
+        assert moved.startswith(f"{partitions} (") and moved.count(" - -> ") == partitions, moved
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}", done[0])
+
+
 def test_groups_committed_by_a_spark_query_are_marked(console: ConsoleServer,
                                                        console_cluster: ConsoleCluster) -> None:
     """A group whose offsets carry kaflite.spark's query metadata (commitOffsetsToGroup) is marked as a

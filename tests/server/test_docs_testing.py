@@ -22,7 +22,7 @@ def test_recipes_are_found() -> None:
     code = "\n".join(blocks(DOC.read_text()))
     for name in ("test_round_trip", "test_producer_retries_not_leader_without_duplicates",
                  "test_consumer_rides_out_slow_fetches", "test_acks_all_producer_survives_a_dead_leader",
-                 "test_move_a_leader"):
+                 "test_move_a_leader", "test_why_did_my_group_rebalance"):
         assert f"def {name}(" in code
 
 
@@ -33,4 +33,4 @@ def test_every_recipe_passes(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", str(module)],
                          cwd=tmp_path, capture_output=True, text=True, timeout=280)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert "5 passed" in run.stdout, run.stdout[-2000:]
+    assert "6 passed" in run.stdout, run.stdout[-2000:]

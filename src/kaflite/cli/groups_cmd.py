@@ -10,7 +10,10 @@ one row per partition that is assigned to a member or has a committed offset ("-
 preceded by "Consumer group 'g' has no active members." when the group is empty. `describe --state`
 prints kafka-consumer-groups.sh --describe --state's table with the group's type last (TYPE: Classic, or
 Consumer for a KIP-848 group, the names of --list --type; Kafka's tool shows the type only there).
-`reset-offsets` changes committed offsets of an inactive group; without --execute it only shows the plan
+`describe --history` prints the group's rebalance timeline, kept by a kaflite coordinator (not Kafka's
+tool): one line per event, oldest first, with its time, cause, generation (group epoch of a KIP-848
+group), member, and for a completed rebalance its duration and the partitions that moved; it is asked of
+the group's coordinator (kaflite.cluster.group_history). `reset-offsets` changes committed offsets of an inactive group; without --execute it only shows the plan
 (Kafka's --dry-run default) after Kafka's warning that no action was performed. `list --state` lists every
 group with its state; `list --state Stable,Empty` only those states. Groups are GROUP or --group GROUP.
 """
@@ -273,6 +276,9 @@ def describe(
     members: Annotated[bool, typer.Option("--members", help="One line per member instead of per partition.")] = False,
     state_only: Annotated[bool, typer.Option("--state", help="The group's coordinator, assignor, state, size and "
                                                             "type (Classic, or Consumer for a KIP-848 group).")] = False,
+    history: Annotated[bool, typer.Option("--history", help="The group's rebalance timeline (a kaflite "
+                                                         "coordinator's): who joined or left and why, each "
+                                                         "rebalance's duration and moved partitions.")] = False,
     all_groups: AllGroups = False,
     timeout: Timeout = 15.0,
 ) -> None:
@@ -281,9 +287,36 @@ def describe(
     admin = admin_client(bootstrap_server)
     groups = groups or _every_group(admin, timeout)
     for i, group in enumerate(groups):
-        _describe_one(admin, bootstrap_server, group, members, state_only, timeout, skip_dead=all_groups)
+        if history:
+            _history_one(admin, group, timeout, skip_dead=all_groups)
+        else:
+            _describe_one(admin, bootstrap_server, group, members, state_only, timeout, skip_dead=all_groups)
         if i < len(groups) - 1:
             typer.echo("")
+
+
+def _history_one(admin: Any, group: str, timeout: float, skip_dead: bool) -> None:
+    from kaflite.cluster.group_history import HEADER, GroupHistoryError, fetch_group_history, history_rows
+
+    desc = _describe(admin, group, timeout)
+    if _state_name(desc.state) == "Dead":
+        if skip_dead:
+            return
+        fail(f"Consumer group '{group}' does not exist.")
+    coord = desc.coordinator
+    if coord is None:
+        fail(f"rebalance history of group {group!r}: its coordinator is unknown")
+    try:
+        events = fetch_group_history(coord.host, coord.port, group, timeout)
+    except GroupHistoryError as err:
+        fail(f"rebalance history of group {group!r}: {err}")
+    except (OSError, EOFError) as err:
+        fail(f"rebalance history of group {group!r}: cannot reach its coordinator {coord.host}:{coord.port}: {err}")
+    if not events:
+        typer.echo(f"Consumer group '{group}' has no rebalance history.")
+        return
+    for line in ["", *_table([HEADER, *history_rows(events)])]:
+        typer.echo(line.rstrip())
 
 
 def _describe_one(admin: Any, bootstrap_server: str, group: str, members: bool, state_only: bool, timeout: float,

@@ -478,7 +478,9 @@ class Console:
             rows, totals = self.group_lag(gid, g)
             chart = line_chart(self.history.group_series(gid), title=f"lag of {gid} (records)",
                                y_label="records", now=time.time())
-            return self.render(request, "group.html", g=g, rows=rows, totals=totals, chart=chart, subs=subs)
+            timeline, timeline_note = self.view.rebalance_history(g)
+            return self.render(request, "group.html", g=g, rows=rows, totals=totals, chart=chart, subs=subs,
+                               timeline=timeline, timeline_note=timeline_note)
         return self.guard(request, page)
 
     def lab(self, request: Request) -> Response:

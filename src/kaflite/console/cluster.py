@@ -518,6 +518,22 @@ class ClusterView:
         except (OSError, ValueError, ConnectionError, EOFError):
             return {}
 
+    def rebalance_history(self, g: GroupInfo) -> tuple[list[tuple[str, ...]], str]:
+        """The group's rebalance timeline as rows (kaflite.cluster.group_history's columns), newest first,
+        asked of its coordinator; ([], why) when it cannot say (not a kaflite broker, no answer)."""
+        from kaflite.cluster.group_history import GroupHistoryError, fetch_group_history, history_rows
+
+        if g.coordinator_address is None:
+            return [], "the group's coordinator is unknown"
+        host, port = g.coordinator_address
+        try:
+            events = fetch_group_history(host, port, g.group_id, timeout=min(3.0, self.timeout))
+        except GroupHistoryError as err:
+            return [], str(err)
+        except (OSError, ValueError, ConnectionError, EOFError) as err:
+            return [], f"no answer from the coordinator {host}:{port}: {err}"
+        return list(reversed(history_rows(events))), ""
+
     def committed(self, group_id: str) -> dict[Tp, int]:
         return {tp: offset for tp, (offset, _meta) in self.committed_with_metadata(group_id).items()}
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .offsets_topic import DEFAULT_OFFSETS_TOPIC_PARTITIONS
+from .timeline import DEFAULT_HISTORY_SIZE
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,8 @@ class CoordinatorConfig:
     rebalance_protocols: tuple[str, ...] = ("classic", "consumer")
     # group.consumer.migration.policy: online upgrade / downgrade between classic and consumer groups
     consumer_migration_policy: str = "bidirectional"
+    # kaflite.group.rebalance.history.size: events of each group's rebalance timeline kept (and persisted)
+    rebalance_history_size: int = DEFAULT_HISTORY_SIZE
 
     KEYS = {
         "offsets.topic.num.partitions": "offsets_topic_num_partitions",
@@ -45,6 +48,7 @@ class CoordinatorConfig:
         "group.consumer.session.timeout.ms": "consumer_session_timeout_ms",
         "group.consumer.heartbeat.interval.ms": "consumer_heartbeat_interval_ms",
         "group.consumer.max.size": "consumer_max_size",
+        "kaflite.group.rebalance.history.size": "rebalance_history_size",
     }
 
     @classmethod
@@ -88,6 +92,8 @@ class CoordinatorConfig:
             raise ValueError("group.min.session.timeout.ms must be <= group.max.session.timeout.ms")
         if config.group_max_size < 1:
             raise ValueError("group.max.size must be >= 1")
+        if config.rebalance_history_size < 1:
+            raise ValueError("kaflite.group.rebalance.history.size must be >= 1")
         return config
 
 

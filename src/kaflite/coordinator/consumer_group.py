@@ -46,6 +46,9 @@ Rules (Kafka's GroupMetadataManager.consumerGroupHeartbeat + CurrentAssignmentBu
   nothing) moves to the new epoch in the same step (Kafka's CurrentAssignmentBuilder.ownsRevokedPartitions);
 - removing a consumer-protocol member (leave, session or rebalance timeout) first asks `on_fence`, which
   may downgrade the group to a classic group instead (kaflite.coordinator.group_migration).
+- every membership, subscription or metadata change is reported to the rebalance timeline
+  (kaflite.coordinator.timeline) with its cause, where it happens; a group epoch bump opens a rebalance
+  there, and the rebalance completes at the end of the step that leaves the group Stable (or Empty);
 - test kit (EmbeddedBroker.expire_member / force_rebalance): `expire_member` fences a member now, by the
   session timeout's path (removed, partitions released, group epoch + 1; its next heartbeat is
   UNKNOWN_MEMBER_ID and it rejoins with epoch 0); UNKNOWN_MEMBER_ID for a member the group does not have.
@@ -87,6 +90,7 @@ from .consumer_group_state import (
     ConsumerMember,
 )
 from .consumer_records import ConsumerGroupMetadataKey
+from .timeline import RebalanceTimeline, leave_cause
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +171,28 @@ class ConsumerGroupManager:
         # a classic static member replaced the group's last consumer-protocol member: the owner may downgrade
         self.on_static_replace: Callable[[ConsumerGroup], bool] = lambda group: False
         self._join_timers: set[tuple[str, str]] = set()  # classic members told to rejoin
+        self.timeline: RebalanceTimeline | None = None  # the owner's (None: nothing is reported)
+
+    # --- the rebalance timeline -------------------------------------------------------------------
+    def _event(self, group: ConsumerGroup, kind: str, cause: str, member_id: str = "", detail: str = "",
+               start: bool = True) -> None:
+        """Report a change to the timeline; `start`: the group epoch moved, so a rebalance is on."""
+        if self.timeline is None:
+            return
+        self.timeline.record(group.group_id, kind, cause, "consumer", group.group_epoch, member_id, detail)
+        if start:
+            self.timeline.start(group.group_id, "consumer", group.group_epoch)
+
+    def complete_rebalances(self) -> None:
+        """End of a step: a rebalance of a group this step touched ends once the group is Stable (or Empty)."""
+        if self.timeline is None:
+            return
+        for group_id in sorted(self._dirty):
+            group = self.groups.get(group_id)
+            if group is None or not self.timeline.is_open(group_id):
+                continue  # gone, or converted to a classic group (which completes it)
+            if not group.members or group.state == "Stable":
+                self.timeline.complete(group_id, "consumer", group.group_epoch, dict(group.owners))
 
     # --- persistence ------------------------------------------------------------------------------
     def replay(self, key: Any, value: Any) -> None:
@@ -209,11 +235,11 @@ class ConsumerGroupManager:
                 self._schedule_session(group, mb)
                 if mb.state == UNREVOKED:
                     self._schedule(("cg-revoke", group.group_id, mid), self._now() + mb.rebalance_timeout_ms,
-                                   self._expirer(group.group_id, mid))
+                                   self._expirer(group.group_id, mid, "rebalance-timeout", _REVOKE_LATE))
             self._written[group.group_id] = group_records(group, self.topic_ids)
 
-    def _expirer(self, group_id: str, member_id: str) -> Callable[[], None]:
-        return lambda: self._expire(group_id, member_id)
+    def _expirer(self, group_id: str, member_id: str, cause: str, detail: str = "") -> Callable[[], None]:
+        return lambda: self._expire(group_id, member_id, cause, detail)
 
     def drop(self, group_id: str) -> None:
         """An empty group deleted (DeleteGroups) or replaced by a classic group: its records go too."""
@@ -270,7 +296,9 @@ class ConsumerGroupManager:
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             if group is None or req.member_id not in group.members:
                 return fail(ErrorCode.unknown_member_id, f"Member {req.member_id} is not a member of the group.")
-            self._fence(group, req.member_id)
+            self._fence(group, req.member_id, "leave-group",
+                        "static member left (member epoch -2)" if req.member_epoch == STATIC_LEAVE_EPOCH
+                        else "member epoch -1")
             return ConsumerHeartbeatResponse(ErrorCode.none, req.member_id, req.member_epoch, 0)
         if req.subscribed_regex:
             try:
@@ -287,7 +315,8 @@ class ConsumerGroupManager:
             if group is None:
                 group = self.groups[req.group_id] = ConsumerGroup(req.group_id, assignor=self.assignors[0])
             member_id = req.member_id or str(uuid.uuid4())
-            if member_id in group.members:  # rejoining from scratch (e.g. after being fenced)
+            rejoined = member_id in group.members
+            if rejoined:  # rejoining from scratch (e.g. after being fenced)
                 self._remove(group, member_id)
             if len(group.members) >= self.max_size:
                 return fail(ErrorCode.group_max_size_reached, f"The consumer group has reached its maximum "
@@ -299,6 +328,10 @@ class ConsumerGroupManager:
             if req.server_assignor:
                 group.assignor = req.server_assignor
             group.group_epoch += 1
+            self._event(group, "member-joined", "new-member", member_id,
+                        _joined_detail(req.client_id, req.client_host, req.instance_id,
+                                       tuple(req.subscribed_topics or ()), req.subscribed_regex)
+                        + ("; rejoined with member epoch 0, its previous incarnation removed" if rejoined else ""))
         else:
             if group is None or req.member_id not in group.members:
                 return fail(ErrorCode.unknown_member_id, f"Member {req.member_id} is not a member of the group.")
@@ -311,11 +344,17 @@ class ConsumerGroupManager:
                                                             f"epoch ({req.member_epoch}) than the one known by the "
                                                             f"group coordinator ({member.member_epoch}).")
             if req.subscribed_topics is not None and tuple(req.subscribed_topics) != member.subscribed:
+                before = member.subscribed
                 member.subscribed = tuple(req.subscribed_topics)
                 group.group_epoch += 1
+                self._event(group, "subscription-changed", "subscription-change", member.member_id,
+                            f"topics {', '.join(before) or '-'} -> {', '.join(member.subscribed) or '-'}")
             if req.subscribed_regex is not None and (req.subscribed_regex or None) != member.subscribed_regex:
+                before_regex = member.subscribed_regex
                 member.subscribed_regex = req.subscribed_regex or None
                 group.group_epoch += 1
+                self._event(group, "subscription-changed", "subscription-change", member.member_id,
+                            f"regex {before_regex or '-'} -> {member.subscribed_regex or '-'}")
             if req.rebalance_timeout_ms >= 0:
                 member.rebalance_timeout_ms = req.rebalance_timeout_ms
             if req.rack_id is not None:  # null: unchanged (as every field of a later heartbeat)
@@ -337,6 +376,8 @@ class ConsumerGroupManager:
         counts = {t: topics[t] for subs in subscriptions.values() for t in subs if t in topics}
         if counts != group.topic_snapshot and group.assignment_epoch == group.group_epoch:
             group.group_epoch += 1  # a subscribed topic appeared, vanished or grew
+            self._event(group, "metadata-changed", "metadata-change",
+                        detail=_metadata_detail(group.topic_snapshot, counts))
         if group.assignment_epoch < group.group_epoch:
             self._compute_target(group, counts, subscriptions)
         self._reconcile(group, member, owned)
@@ -383,15 +424,27 @@ class ConsumerGroupManager:
         replaced_consumer_member = False
         if static is not None and static.member_id != member_id:
             replaced_consumer_member = static.classic is None
+            old_id = static.member_id
             self._replace_static(group, static, member_id)
+            self._event(group, "member-replaced", "static-member-replaced", member_id,
+                        f"instance {req.group_instance_id}: {old_id} fenced, replaced by {member_id}", start=False)
         member = group.members.get(member_id)
+        joined = member is None
         if member is None:
             member = group.members[member_id] = ConsumerMember(member_id, req.group_instance_id, req.client_id,
                                                                req.client_host, req.rebalance_timeout_ms)
             group.group_epoch += 1
         if tuple(sub.topics) != member.subscribed:
+            before = member.subscribed
             member.subscribed = tuple(sub.topics)
             group.group_epoch += 1
+            if not joined:
+                self._event(group, "subscription-changed", "subscription-change", member_id,
+                            f"topics {', '.join(before) or '-'} -> {', '.join(sub.topics) or '-'} (classic protocol)")
+        if joined:
+            self._event(group, "member-joined", "new-member", member_id,
+                        _joined_detail(req.client_id, req.client_host, req.group_instance_id, tuple(sub.topics),
+                                       None) + " (classic protocol)")
         member.instance_id = req.group_instance_id
         if sub.rack_id is not None:
             member.rack_id = sub.rack_id
@@ -406,7 +459,8 @@ class ConsumerGroupManager:
         self._schedule_session(group, member)
         group_id = group.group_id
         self._schedule(("cg-sync", group_id, member_id), self._now() + member.rebalance_timeout_ms,
-                       lambda: self._expire(group_id, member_id))
+                       self._expirer(group_id, member_id, "rebalance-timeout",
+                                     "classic member did not send SyncGroup within its rebalance timeout"))
         response = m.JoinGroupResponse(ErrorCode.none, member_id=member_id, generation_id=member.member_epoch,
                                        protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=req.protocols[0].name)
         if replaced_consumer_member:
@@ -461,7 +515,11 @@ class ConsumerGroupManager:
                 else:
                     error = ErrorCode.unknown_member_id if member.classic is None else ErrorCode.none
             if member is not None and error is ErrorCode.none:
+                self._event(group, "member-left", leave_cause(ident.reason), member.member_id,
+                            _leave_detail(ident.reason, "LeaveGroup (classic protocol)"), start=False)
                 self._remove(group, member.member_id)
+                if self.timeline is not None:
+                    self.timeline.start(group.group_id, "consumer", group.group_epoch)
                 out.append(m.LeaveMemberResponse(member.member_id, ident.group_instance_id, error))
             else:
                 out.append(m.LeaveMemberResponse(ident.member_id, ident.group_instance_id, error))
@@ -511,7 +569,8 @@ class ConsumerGroupManager:
         self._join_timers.add(key)
         group_id, mid = key
         self._schedule(("cg-join", group_id, mid), self._now() + member.rebalance_timeout_ms,
-                       lambda: self._expire(group_id, mid))
+                       self._expirer(group_id, mid, "rebalance-timeout",
+                                     "classic member did not rejoin within its rebalance timeout"))
 
     def _cancel_join_timer(self, group_id: str, member_id: str) -> None:
         self._join_timers.discard((group_id, member_id))
@@ -590,7 +649,7 @@ class ConsumerGroupManager:
             member.state = UNREVOKED
             group_id = group.group_id
             self._schedule(("cg-revoke", group_id, mid), self._now() + member.rebalance_timeout_ms,
-                           lambda: self._expire(group_id, mid))
+                           self._expirer(group_id, mid, "rebalance-timeout", _REVOKE_LATE))
             return
         grantable = {tp for tp in target - assigned if group.owners.get(tp) in (None, mid)}
         for tp in grantable:
@@ -604,13 +663,14 @@ class ConsumerGroupManager:
     def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         group_id, mid = group.group_id, member.member_id
         timeout = member.classic.session_timeout_ms if member.classic is not None else self.session_timeout_ms
-        self._schedule(("cg-session", group_id, mid), self._now() + timeout, lambda: self._expire(group_id, mid))
+        self._schedule(("cg-session", group_id, mid), self._now() + timeout,
+                       self._expirer(group_id, mid, "session-timeout", f"no heartbeat for {timeout} ms"))
 
     def expire_member(self, group: ConsumerGroup, member_id: str) -> ErrorCode:
         """The test kit's session timeout, now (rules at the top)."""
         if member_id not in group.members:
             return ErrorCode.unknown_member_id
-        self._fence(group, member_id)
+        self._fence(group, member_id, "session-timeout", "expire_member (test kit)")
         return ErrorCode.none
 
     def force_rebalance(self, group: ConsumerGroup) -> None:
@@ -618,16 +678,21 @@ class ConsumerGroupManager:
         if group.members:
             group.group_epoch += 1
             self._dirty.setdefault(group.group_id, set())  # the group's epoch record; no member changed yet
+            self._event(group, "rebalance-forced", "forced", detail="force_rebalance (test kit)")
 
-    def _expire(self, group_id: str, member_id: str) -> None:
+    def _expire(self, group_id: str, member_id: str, cause: str, detail: str = "") -> None:
         group = self.groups.get(group_id)
         if group is not None and member_id in group.members:
-            self._fence(group, member_id)
+            self._fence(group, member_id, cause, detail)
 
-    def _fence(self, group: ConsumerGroup, member_id: str) -> None:
+    def _fence(self, group: ConsumerGroup, member_id: str, cause: str, detail: str = "") -> None:
         """Remove a member, unless the owner downgrades the group to a classic group instead."""
+        # reported first: a downgrade's rebalance takes its cause from it
+        self._event(group, "member-left", cause, member_id, detail, start=False)
         if not self.on_fence(group, member_id):
             self._remove(group, member_id)
+            if self.timeline is not None:
+                self.timeline.start(group.group_id, "consumer", group.group_epoch)
 
     def _remove(self, group: ConsumerGroup, member_id: str) -> None:
         self._mark(group.group_id, member_id)
@@ -640,6 +705,29 @@ class ConsumerGroupManager:
 
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
+_REVOKE_LATE = "did not revoke its partitions within its rebalance timeout"
+
+
+def _joined_detail(client_id: str, host: str, instance_id: str | None, topics: tuple[str, ...],
+                   regex: str | None) -> str:
+    parts = [f"client {client_id or '-'} at {host or '-'}"]
+    if instance_id is not None:
+        parts.append(f"static instance {instance_id}")
+    parts.append(f"topics {', '.join(topics) or '-'}" + (f" + regex {regex}" if regex else ""))
+    return "; ".join(parts)
+
+
+def _leave_detail(reason: str | None, default: str) -> str:
+    return f"reason: {reason}" if reason else default
+
+
+def _metadata_detail(before: Mapping[str, int], after: Mapping[str, int]) -> str:
+    changes = []
+    for t in sorted(set(before) | set(after)):
+        b, a = before.get(t), after.get(t)
+        if b != a:
+            changes.append(f"{t}: {'-' if b is None else b} -> {'-' if a is None else a} partitions")
+    return "; ".join(changes)
 
 
 def classic_assignment(member: ConsumerMember, assigned: Mapping[str, Iterable[int]]) -> bytes:

@@ -16,7 +16,9 @@ Rules:
   writes take the same path, so the state is always what the records say;
 - deleting a group writes a tombstone for each of its offsets, then for the group (Kafka's order); the
   group leaves memory when its own tombstone is applied, never before (validation changes nothing);
-- the offsets-expiry timer is the shard's (it may delete groups left empty without offsets).
+- the offsets-expiry timer is the shard's (it may delete groups left empty without offsets);
+- a group's rebalance timeline (kaflite.coordinator.timeline) is written at the end of a step that writes
+  records, after them (never by a step that writes nothing), and deleted (tombstoned) with the group.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from .records import (
     decode_record,
 )
 from .shard_context import CoordinatorRecord, CoordinatorResult, ShardContext, TimerKey, TimerOp
+from .timeline import RebalanceEvent, RebalanceEventKey, RebalanceEventValue
 
 __all__ = [
     "CoordinatorConfig",
@@ -117,6 +120,9 @@ class GroupCoordinator:
     def _apply(self, key: RecordKey, value: RecordValue | None) -> None:
         if type(key) in CONSUMER_RECORD_KEYS:
             self.group_manager.consumer.replay(key, value)
+        elif isinstance(key, RebalanceEventKey):
+            assert value is None or isinstance(value, RebalanceEventValue)
+            self.group_manager.timeline.replay(key, value)
         elif isinstance(key, OffsetCommitKey):
             assert value is None or isinstance(value, OffsetCommitValue)
             self.offset_manager.replay(key, value)
@@ -144,16 +150,19 @@ class GroupCoordinator:
         """Fire every timer due at `now_ms`, earliest first, each seeing its own deadline as the time."""
         result = self.ctx.begin(now_ms)
         self.ctx.poll(now_ms)
-        self.group_manager.flush_consumer_records()
+        self.group_manager.flush_step()
         self.ctx.end()
         return result
 
     # === requests ===================================================================================
 
-    def _step(self, now_ms: int, run: Callable[[], object], answer: bool = True) -> CoordinatorResult:
+    def _step(self, now_ms: int, run: Callable[[], object], answer: bool = True,
+              timeline: bool = True) -> CoordinatorResult:
+        """`timeline` False: the step's records are a producer's transactional batch, which must hold its
+        offsets only (the timeline's pending records wait for the next step)."""
         result = self.ctx.begin(now_ms)
         response = run()
-        self.group_manager.flush_consumer_records()
+        self.group_manager.flush_step(timeline)
         if answer:
             self.ctx.respond(None, response)
         self.ctx.end()
@@ -193,7 +202,8 @@ class GroupCoordinator:
                                  now_ms: int) -> CoordinatorResult:
         """TxnOffsetCommit (checked by the caller): OffsetCommit records to write as the producer's
         transactional batch, pending until its transaction's marker reaches this partition."""
-        return self._step(now_ms, lambda: self.offset_manager.commit_transactional(group_id, producer_id, offsets))
+        return self._step(now_ms, lambda: self.offset_manager.commit_transactional(group_id, producer_id, offsets),
+                          timeline=False)
 
     def handle_end_transaction(self, producer_id: int, commit: bool, now_ms: int) -> CoordinatorResult:
         """The producer's COMMIT / ABORT marker was written to this partition (Kafka's
@@ -221,6 +231,8 @@ class GroupCoordinator:
         if group_id in self.consumer.groups:
             for key, value in self.consumer.deletion_records(group_id):
                 self.ctx.append(key, value)
+        for key in self.group_manager.timeline.delete(group_id):
+            self.ctx.append(key, None)
         self.ctx.append(GroupMetadataKey(group_id), None)
         return ErrorCode.none
 
@@ -236,6 +248,13 @@ class GroupCoordinator:
 
     def handle_list_groups(self, states: Iterable[str], now_ms: int) -> CoordinatorResult:
         return self._step(now_ms, lambda: self.list_groups(states))
+
+    def handle_group_history(self, group_id: str, now_ms: int) -> CoordinatorResult:
+        """The group's rebalance timeline, oldest first (the answer: None while loading)."""
+        return self._step(now_ms, lambda: self.group_history(group_id) if self.ctx.active else None)
+
+    def group_history(self, group_id: str) -> list[RebalanceEvent]:
+        return self.group_manager.timeline.history(group_id)
 
     def describe_groups(self, group_ids: Iterable[str]) -> list[m.DescribedGroup]:
         return self.group_manager.describe_groups(group_ids)

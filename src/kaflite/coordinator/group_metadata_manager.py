@@ -28,6 +28,14 @@ Rules (the rebalance protocol, Kafka's classic GroupMetadataManager):
   classic group upgrades it, and classic JoinGroup / SyncGroup / Heartbeat / LeaveGroup into a non-empty
   consumer group are served by the consumer group (its classic-protocol members); the last
   consumer-protocol member leaving a group of classic members downgrades it.
+- The rebalance timeline (kaflite.coordinator.timeline) hears every change where it happens, with its
+  cause: a member added (new-member), removed (leave-group / max-poll-interval by its LeaveGroup reason,
+  session-timeout, rebalance-timeout when it did not rejoin or sync in time, group-max-size), a rejoin
+  that starts a rebalance (other subscribed topics: subscription-change; the same topics: the leader's
+  metadata-change, another member's member-rejoin), a static member replaced; a rejoin while
+  PreparingRebalance is the rebalance itself (no event); a classic rebalance starts when the group enters
+  PreparingRebalance and completes when the leader's assignment makes it Stable (or the join phase leaves
+  it Empty). Its records are appended at the end of a step that writes records (`flush_step`).
 - Test kit (EmbeddedBroker.expire_member / force_rebalance), classic groups: `expire_member` does now what
   the member's session timeout would do (removed, the group rebalances; UNKNOWN_MEMBER_ID for a member
   the group does not have, GROUP_ID_NOT_FOUND for no such group); `force_rebalance` moves a Stable or
@@ -43,7 +51,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kaflite.assign.types import TopicPartition
-from kaflite.protocol.consumer_protocol import ConsumerAssignment, encode_assignment
+from kaflite.protocol.consumer_protocol import (
+    ConsumerAssignment,
+    assignment_partitions,
+    encode_assignment,
+    subscription_topics,
+)
 from kaflite.protocol.errors import ErrorCode
 
 from . import messages as m
@@ -65,6 +78,7 @@ from .group_migration import (
 from .records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from .shard_context import ShardContext
 from .state import GroupState, IllegalStateError, can_rebalance
+from .timeline import RebalanceTimeline, leave_cause
 
 
 class GroupMetadataManager:
@@ -82,6 +96,11 @@ class GroupMetadataManager:
         self.consumer.is_active = lambda: ctx.active
         self.consumer.on_fence = self._maybe_downgrade
         self.consumer.on_static_replace = self._maybe_downgrade_after_replacement
+        self.timeline = RebalanceTimeline(config.rebalance_history_size, lambda: ctx.now, lambda: ctx.active)
+        self.consumer.timeline = self.timeline
+
+    def _event(self, group: ClassicGroup, kind: str, cause: str, member_id: str = "", detail: str = "") -> None:
+        self.timeline.record(group.group_id, kind, cause, "classic", group.generation_id, member_id, detail)
 
     # === loading ====================================================================================
 
@@ -125,6 +144,11 @@ class GroupMetadataManager:
         for group in self.groups.values():
             for member in group.members.values():
                 self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
+        loaded = [(g.group_id, "classic", g.generation_id, len(g.members), _classic_owners(g))
+                  for g in self.groups.values() if g.group_id not in self.consumer.groups]
+        loaded += [(g.group_id, "consumer", g.group_epoch, len(g.members), dict(g.owners))
+                   for g in self.consumer.groups.values()]
+        self.timeline.activate(sorted(loaded))
 
     # === JoinGroup ==================================================================================
 
@@ -160,7 +184,8 @@ class GroupMetadataManager:
         records_before = len(self.ctx.out.records)
         if not self._accept_joining_member(group, req.member_id):
             if group.has_member(req.member_id) or group.is_pending_member(req.member_id):
-                self._remove_member(group, req.member_id)
+                self._remove_member(group, req.member_id, "group-max-size",
+                                    f"group.max.size {self.ctx.config.group_max_size} reached")
             fail(ErrorCode.group_max_size_reached, m.UNKNOWN_MEMBER_ID)
         elif is_unknown:
             self._join_new_member(group, req)
@@ -246,6 +271,10 @@ class GroupMetadataManager:
         if group.is_in(GroupState.PREPARING_REBALANCE) and group.previous_state is GroupState.EMPTY:
             group.new_member_added = True
         group.add(member, req.token)
+        self._event(group, "member-joined", "new-member", member_id,
+                    f"client {req.client_id or '-'} at {req.client_host or '-'}"
+                    + (f"; static instance {req.group_instance_id}" if req.group_instance_id is not None else "")
+                    + f"; protocols {', '.join(p.name for p in req.protocols) or '-'}")
         # A new member cannot heartbeat while parked; if its client gave up, it must not stay forever.
         self._schedule_heartbeat(group, member_id, self.ctx.config.group_new_member_join_timeout_ms)
         self._maybe_prepare_rebalance_or_complete_join(group)
@@ -256,9 +285,35 @@ class GroupMetadataManager:
             # a duplicate JoinGroup replaces the parked one; answer the old so no connection hangs
             self.ctx.respond(member.join_token, m.JoinGroupResponse(ErrorCode.rebalance_in_progress,
                                                                  member_id=member.member_id))
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._rejoin_event(group, member, req)  # this rejoin starts a rebalance: why
         group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms,
                             req.token, awaiting=True)
         self._maybe_prepare_rebalance_or_complete_join(group)
+
+    def _rejoin_event(self, group: ClassicGroup, member: ClassicGroupMember, req: m.JoinGroupRequest) -> None:
+        """A member rejoins a Stable (or CompletingRebalance) group. A consumer's subscribed topics tell a
+        subscription change from a rejoin with the same topics: the leader's is a metadata change (what
+        a consumer leader does when a subscribed topic's partition count changed), another member's a
+        plain rejoin (e.g. a cooperative member's second join after revoking: its owned partitions, in
+        the protocol metadata, changed). Without consumer-protocol metadata, any protocol change counts
+        as a subscription change."""
+        reason = f"; reason: {req.reason}" if req.reason else ""
+        before = _topics(member.protocols) if group.protocol_type == "consumer" else None
+        after = _topics(req.protocols) if group.protocol_type == "consumer" else None
+        if before is not None and after is not None:
+            changed = before != after
+            detail = f"topics {', '.join(before) or '-'} -> {', '.join(after) or '-'}"
+        else:
+            changed, detail = not member.matches(req.protocols), "rejoined with other protocols"
+        if changed:
+            self._event(group, "subscription-changed", "subscription-change", member.member_id, detail + reason)
+        elif group.is_in(GroupState.STABLE) and group.is_leader(member.member_id) and before is not None:
+            self._event(group, "metadata-changed", "metadata-change", member.member_id,
+                        "the leader rejoined with the same topics (its topic metadata changed)" + reason)
+        else:
+            self._event(group, "member-rejoined", "member-rejoin", member.member_id,
+                        "rejoined with the same topics" + reason)
 
     def _update_static_member(self, group: ClassicGroup, req: m.JoinGroupRequest,
                               old_member_id: str, new_member_id: str) -> None:
@@ -269,6 +324,8 @@ class GroupMetadataManager:
         self._complete_join(group, old, m.JoinGroupResponse(ErrorCode.fenced_instance_id, member_id=old_member_id))
         self._complete_sync(group, old, m.SyncGroupResponse(ErrorCode.fenced_instance_id))
         new = group.replace_static_member(req.group_instance_id, old_member_id, new_member_id)
+        self._event(group, "member-replaced", "static-member-replaced", new_member_id,
+                    f"instance {req.group_instance_id}: {old_member_id} fenced, replaced by {new_member_id}")
         self.ctx.cancel(("heartbeat", group.group_id, old_member_id))
         self._schedule_heartbeat(group, new_member_id, new.session_timeout_ms)
         group.update_member(new, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms,
@@ -311,6 +368,7 @@ class GroupMetadataManager:
             # members parked in SyncGroup must rejoin: their generation is over
             self._reset_and_propagate_assignment_with_error(group, ErrorCode.rebalance_in_progress)
         self.ctx.cancel(("sync", group.group_id))
+        self.timeline.start(group.group_id, "classic", group.generation_id)
         initial = group.is_in(GroupState.EMPTY)
         if initial:
             delay = self.ctx.config.group_initial_rebalance_delay_ms
@@ -362,7 +420,8 @@ class GroupMetadataManager:
         self.ctx.cancel(("join", group.group_id))
         for member in group.not_yet_rejoined_members():
             if not member.is_static:  # static members keep their slot until their session expires
-                self._remove_member(group, member.member_id)
+                self._remove_member(group, member.member_id, "rebalance-timeout",
+                                    "did not rejoin within the rebalance timeout")
         if group.is_in(GroupState.DEAD):
             return
         if not group.maybe_elect_new_joined_leader() and group.members:
@@ -372,6 +431,8 @@ class GroupMetadataManager:
         group.init_next_generation(self.ctx.now)
         if group.is_in(GroupState.EMPTY):
             self._append_group_metadata(group, {})
+            self.timeline.complete(group.group_id, "classic", group.generation_id, {},
+                                   "the group is Empty: no member rejoined")
             return
         for member in list(group.members.values()):
             self._complete_join(group, member, self._join_response(group, member.member_id))
@@ -389,7 +450,8 @@ class GroupMetadataManager:
             return
         if group.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
             for member_id in list(group.pending_sync_members):
-                self._remove_member(group, member_id)
+                self._remove_member(group, member_id, "rebalance-timeout",
+                                    "did not send SyncGroup within the rebalance timeout")
             self._prepare_rebalance(group)
 
     def _complete_join(self, group: ClassicGroup, member: ClassicGroupMember, resp: m.JoinGroupResponse) -> bool:
@@ -411,17 +473,22 @@ class GroupMetadataManager:
         member.sync_token = None
         return True
 
-    def _remove_member(self, group: ClassicGroup, member_id: str) -> None:
-        """Remove a member (or a pending member id), answering whatever it still has parked."""
+    def _remove_member(self, group: ClassicGroup, member_id: str, cause: str | None = None,
+                       detail: str = "") -> None:
+        """Remove a member (or a pending member id), answering whatever it still has parked; `cause`:
+        why, for the timeline (a pending id never joined: nothing to report)."""
         member = group.members.get(member_id)
+        if member is not None and cause is not None:
+            self._event(group, "member-left", cause, member_id, detail)
         if member is not None:
             self._complete_join(group, member, m.JoinGroupResponse(ErrorCode.unknown_member_id))
             self._complete_sync(group, member, m.SyncGroupResponse(ErrorCode.unknown_member_id))
         group.remove(member_id)
         self.ctx.cancel(("heartbeat", group.group_id, member_id))
 
-    def _remove_member_and_update_group(self, group: ClassicGroup, member_id: str) -> None:
-        self._remove_member(group, member_id)
+    def _remove_member_and_update_group(self, group: ClassicGroup, member_id: str, cause: str,
+                                        detail: str = "") -> None:
+        self._remove_member(group, member_id, cause, detail)
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._prepare_rebalance(group)
         elif group.is_in(GroupState.PREPARING_REBALANCE) and group.has_all_members_joined():
@@ -440,7 +507,7 @@ class GroupMetadataManager:
             return ErrorCode.none
         if member_id not in group.members:
             return ErrorCode.unknown_member_id
-        self._remove_member_and_update_group(group, member_id)
+        self._remove_member_and_update_group(group, member_id, "session-timeout", "expire_member (test kit)")
         return ErrorCode.none
 
     def force_rebalance(self, group_id: str) -> ErrorCode:
@@ -453,6 +520,7 @@ class GroupMetadataManager:
         if group is None or group.is_in(GroupState.DEAD):
             return ErrorCode.group_id_not_found
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._event(group, "rebalance-forced", "forced", detail="force_rebalance (test kit)")
             self._prepare_rebalance(group)
         return ErrorCode.none
 
@@ -472,7 +540,9 @@ class GroupMetadataManager:
             return
         member = group.members.get(member_id)
         if member is not None and not member.has_satisfied_heartbeat():
-            self._remove_member_and_update_group(group, member_id)
+            detail = (f"new member did not complete its join within {self.ctx.config.group_new_member_join_timeout_ms} ms"
+                      if member.is_new else f"no heartbeat for {member.session_timeout_ms} ms")
+            self._remove_member_and_update_group(group, member_id, "session-timeout", detail)
 
     # === SyncGroup ==================================================================================
 
@@ -523,6 +593,7 @@ class GroupMetadataManager:
                 mem.assignment = assignment[mid]
             self._propagate_assignment(group, ErrorCode.none)
             group.transition_to(GroupState.STABLE, self.ctx.now)
+            self.timeline.complete(group.group_id, "classic", group.generation_id, _classic_owners(group))
 
     def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
         group.pending_sync_members.discard(member_id)
@@ -605,7 +676,9 @@ class GroupMetadataManager:
                 # administrative removal of a static member by its group.instance.id
                 if group.has_static_member(ident.group_instance_id):
                     assert ident.group_instance_id is not None
-                    self._remove_member(group, group.static_members[ident.group_instance_id])
+                    self._remove_member(group, group.static_members[ident.group_instance_id], "leave-group",
+                                        f"static instance {ident.group_instance_id} removed by an administrator"
+                                        + (f"; reason: {ident.reason}" if ident.reason else ""))
                 else:
                     error = ErrorCode.unknown_member_id
             elif group.is_pending_member(ident.member_id):
@@ -613,7 +686,8 @@ class GroupMetadataManager:
             else:
                 error = group.validate_member(ident.member_id, ident.group_instance_id) or ErrorCode.none
                 if error is ErrorCode.none:
-                    self._remove_member(group, ident.member_id)
+                    self._remove_member(group, ident.member_id, leave_cause(ident.reason),
+                                        f"reason: {ident.reason}" if ident.reason else "LeaveGroup")
             results.append(m.LeaveMemberResponse(ident.member_id, ident.group_instance_id, error))
         if any(r.error is ErrorCode.none for r in results):
             if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
@@ -627,6 +701,14 @@ class GroupMetadataManager:
     def flush_consumer_records(self) -> None:
         """Append the records of every consumer-group change of this step."""
         for key, value in self.consumer.drain_records():
+            self.ctx.append(key, value)
+
+    def flush_step(self, timeline: bool = True) -> None:
+        """End of a step: complete the KIP-848 rebalances it finished, append the consumer groups' records,
+        then the timeline's if the step writes anything (kaflite.coordinator.timeline's rules)."""
+        self.consumer.complete_rebalances()
+        self.flush_consumer_records()
+        for key, value in self.timeline.drain(write=timeline and bool(self.ctx.out.records)):
             self.ctx.append(key, value)
 
     def consumer_heartbeat(self, req: ConsumerHeartbeatRequest, topics: Mapping[str, int],
@@ -672,6 +754,8 @@ class GroupMetadataManager:
         self.ctx.append(GroupMetadataKey(group_id), None)  # the classic group's tombstone first
         self.groups.pop(group_id, None)
         self.consumer.adopt(converted)
+        self.timeline.record(group_id, "protocol-upgraded", "protocol-migration", "consumer", converted.group_epoch,
+                             detail="a consumer-protocol member joined: the classic group is now a consumer group")
         return True
 
     def _maybe_downgrade_after_replacement(self, group: ConsumerGroup) -> bool:
@@ -700,6 +784,9 @@ class GroupMetadataManager:
         if not can_downgrade(config.consumer_migration_policy, group, leaving_member_id, config.group_max_size):
             return False
         classic = self._convert_to_classic(group, leaving_member_id)
+        self.timeline.record(group.group_id, "protocol-downgraded", "protocol-migration", "classic",
+                             classic.generation_id,
+                             detail="the last consumer-protocol member left: the group is now a classic group")
         self._prepare_rebalance(classic)  # the members rejoin and their leader assigns
         return True
 
@@ -777,6 +864,28 @@ class GroupMetadataManager:
         if group is None:
             return ErrorCode.group_id_not_found
         return group.validate_delete()
+
+
+def _topics(protocols: tuple[m.Protocol, ...]) -> list[str] | None:
+    """The topics of a consumer member's subscription (its first protocol's metadata), sorted; None when
+    it is not a consumer subscription."""
+    topics = subscription_topics(protocols[0].metadata) if protocols else None
+    return None if topics is None else sorted(topics)
+
+
+def _classic_owners(group: ClassicGroup) -> dict[tuple[str, int], str] | None:
+    """Who owns which partition in a classic group (None unless its assignments are consumer-protocol ones)."""
+    if group.protocol_type != "consumer":
+        return None if group.members else {}
+    out: dict[tuple[str, int], str] = {}
+    for mid, mem in group.members.items():
+        partitions = assignment_partitions(mem.assignment)
+        if partitions is None:
+            return None
+        for topic, ps in partitions.items():
+            for p in ps:
+                out[(topic, p)] = mid
+    return out
 
 
 def _assignment_bytes(assigned: Mapping[str, Iterable[int]]) -> bytes:

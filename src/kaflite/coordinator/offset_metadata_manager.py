@@ -234,6 +234,8 @@ class OffsetMetadataManager:
                 if expired:
                     self.ctx.append(OffsetCommitKey(group_id, topic, partition), None)
             if group is not None and group.is_in(GroupState.EMPTY) and group_id not in self.offsets:
+                for key in self.group_manager.timeline.delete(group_id):
+                    self.ctx.append(key, None)
                 self.ctx.append(GroupMetadataKey(group_id), None)  # nothing left to remember
         self.schedule_expiration()
 

@@ -6,6 +6,8 @@ is (Kafka's group-coordinator message schemas):
     key v0/v1  OffsetCommitKey    {group string, topic string, partition int32}
     key v2     GroupMetadataKey   {group string}
     key v3-v8  KIP-848 consumer-group records (kaflite.coordinator.consumer_records)
+    key v32000 kaflite's rebalance timeline (kaflite.coordinator.timeline): a version Kafka does not
+               use, which Kafka's loaders and formatters skip as an unknown record type
 
     OffsetCommitValue  v0 {offset int64, metadata string, commitTimestamp int64}
                        v1 + expireTimestamp int64 (v1 only)         <- written when an expiry is asked
@@ -41,6 +43,12 @@ from .consumer_records import (
     encode_consumer_key,
     encode_consumer_value,
 )
+from .timeline import KEY_VERSION as TIMELINE_KEY_VERSION
+from .timeline import RebalanceEventKey, RebalanceEventValue
+from .timeline import decode_key as decode_timeline_key
+from .timeline import decode_value as decode_timeline_value
+from .timeline import encode_key as encode_timeline_key
+from .timeline import encode_value as encode_timeline_value
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -95,8 +103,8 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...] = field(default_factory=tuple)
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerRecordKey
-RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerRecordValue
+RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerRecordKey | RebalanceEventKey
+RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerRecordValue | RebalanceEventValue
 
 
 # --- writer ---------------------------------------------------------------------------------------
@@ -198,6 +206,8 @@ class _Reader:
 def encode_key(key: RecordKey) -> bytes:
     if type(key) in KEY_VERSIONS:
         return encode_consumer_key(key)  # type: ignore[arg-type]
+    if isinstance(key, RebalanceEventKey):
+        return encode_timeline_key(key)
     w = _Writer()
     if isinstance(key, OffsetCommitKey):
         w.i16(OFFSET_COMMIT_KEY_VERSION)
@@ -211,6 +221,8 @@ def encode_key(key: RecordKey) -> bytes:
 
 
 def encode_value(value: RecordValue) -> bytes:
+    if isinstance(value, RebalanceEventValue):
+        return encode_timeline_value(value)
     w = _Writer()
     if isinstance(value, OffsetCommitValue):
         if value.expire_timestamp >= 0:  # only v1 can carry an explicit expiry (OffsetCommit v2-v4)
@@ -261,6 +273,11 @@ def decode_key(data: bytes) -> RecordKey:
             return decode_consumer_key(version, data)
         except ConsumerRecordFormatError as e:
             raise RecordFormatError(str(e)) from e
+    if version == TIMELINE_KEY_VERSION:
+        try:
+            return decode_timeline_key(data[2:])
+        except (ValueError, UnicodeDecodeError) as e:
+            raise RecordFormatError(str(e)) from e
     # Versions 9+ are share groups and later: not records kaflite knows.
     raise RecordFormatError(f"unsupported __consumer_offsets key version {version}")
 
@@ -272,6 +289,11 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
         try:
             return decode_consumer_value(key, data)  # type: ignore[arg-type]
         except ConsumerRecordFormatError as e:
+            raise RecordFormatError(str(e)) from e
+    if isinstance(key, RebalanceEventKey):
+        try:
+            return decode_timeline_value(data)
+        except (ValueError, UnicodeDecodeError, struct.error) as e:
             raise RecordFormatError(str(e)) from e
     head = _Reader(data)
     version = head.i16()

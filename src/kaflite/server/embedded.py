@@ -27,6 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from kaflite.coordinator.timeline import RebalanceEvent
 from kaflite.server.app import KafkaServer, new_event_loop
 from kaflite.server.config import BrokerConfig
 from kaflite.server.faults import FaultInjector
@@ -253,6 +254,27 @@ class EmbeddedBroker:
         heartbeat; a KIP-848 group's epoch goes up by one, so its members get a new target assignment and
         member epoch at their next heartbeat."""
         self._group_step(group, lambda shard, now: shard.handle_force_rebalance(group, now))
+
+    def rebalance_history(self, group: str) -> list[RebalanceEvent]:
+        """The rebalance timeline the coordinator keeps for `group`, oldest first (kaflite.coordinator.timeline:
+        who joined or left and why, each rebalance's start, end, duration, generation and moved partitions);
+        [] for a group it has none of. What `kaflite groups describe --history` shows."""
+        from kaflite.protocol.errors import ErrorCode, KafkaError
+        from kaflite.server.handlers.groups import GroupService
+
+        assert self._loop is not None, "broker not started"
+
+        async def run() -> Any:
+            service = GroupService.of(self.server.broker)
+            return await service.call(group, lambda shard, now: shard.handle_group_history(group, now),
+                                      lambda code: code)
+
+        result = asyncio.run_coroutine_threadsafe(run(), self._loop).result(30)
+        if isinstance(result, ErrorCode):
+            raise KafkaError(result, f"group {group!r}")
+        if result is None:
+            raise KafkaError(ErrorCode.coordinator_load_in_progress, f"group {group!r}")
+        return result  # type: ignore[no-any-return]
 
     def _group_step(self, group: str, op: Callable[[Any, int], Any]) -> None:
         from kaflite.protocol.errors import ErrorCode, KafkaError

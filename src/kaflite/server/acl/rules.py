@@ -91,6 +91,8 @@ CREATE_PARTITIONS = _c(Op.ALTER, R.TOPIC, "each topic")
 DELETE_RECORDS = _c(Op.DELETE, R.TOPIC, "each topic")
 DESCRIBE_CONFIGS_TOPIC = _c(Op.DESCRIBE_CONFIGS, R.TOPIC, "each topic resource")
 DESCRIBE_CONFIGS_CLUSTER = _c(Op.DESCRIBE_CONFIGS, R.CLUSTER, "each broker resource")
+DESCRIBE_CONFIGS_GROUP_HISTORY = _c(Op.DESCRIBE, R.GROUP, "each kaflite.group-history:GROUP resource (kaflite's "
+                                    "rebalance timeline; as DescribeGroups)")
 ALTER_CONFIGS_TOPIC = _c(Op.ALTER_CONFIGS, R.TOPIC, "each topic resource")
 ALTER_CONFIGS_CLUSTER = _c(Op.ALTER_CONFIGS, R.CLUSTER, "each broker resource")
 INCREMENTAL_ALTER_CONFIGS_TOPIC = _c(Op.ALTER_CONFIGS, R.TOPIC, "each topic resource")
@@ -157,7 +159,7 @@ API_CHECKS: dict[int, tuple[Check, ...]] = {
     29: (DESCRIBE_ACLS,),
     30: (CREATE_ACLS,),
     31: (DELETE_ACLS,),
-    32: (DESCRIBE_CONFIGS_TOPIC, DESCRIBE_CONFIGS_CLUSTER),
+    32: (DESCRIBE_CONFIGS_TOPIC, DESCRIBE_CONFIGS_CLUSTER, DESCRIBE_CONFIGS_GROUP_HISTORY),
     33: (ALTER_CONFIGS_TOPIC, ALTER_CONFIGS_CLUSTER),
     35: (DESCRIBE_LOG_DIRS,),
     37: (CREATE_PARTITIONS,),

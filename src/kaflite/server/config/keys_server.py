@@ -78,6 +78,16 @@ KEYS: list[ConfigKey] = [
         "half-closed connections can be injected into this broker's answers (EmbeddedBroker.faults, `kaflite faults`). Never in production.",
         differs="kaflite-only key: Kafka has no fault injection.",
     ),
+    _k(
+        "kaflite.group.rebalance.history.size",
+        "int",
+        100,
+        "Events of each group's rebalance timeline kept and persisted in __consumer_offsets (who joined or "
+        "left and why, each rebalance's start, end, duration and moved partitions; `kaflite groups describe "
+        "--history`, docs/consumer-groups.md).",
+        AtLeast(1),
+        differs="kaflite-only key: Kafka keeps no rebalance history.",
+    ),
     _k("fetch.max.bytes", "int", 57671680, "Largest Fetch response the broker builds.", AtLeast(1024)),
     _k(
         "max.incremental.fetch.session.cache.slots",

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import json
 import logging
 import uuid
 from collections import Counter
@@ -44,16 +45,20 @@ from functools import partial
 from typing import Any
 
 from kaflite.cluster.admin import TopicSpec
+from kaflite.cluster.group_history import RESOURCE_PREFIX as GROUP_HISTORY_PREFIX
 from kaflite.cluster.metadata import INTERNAL_TOPICS, TopicImage, validate_topic_name
 from kaflite.cluster.zk_metadata import ZkMetadata
+from kaflite.coordinator.timeline import RebalanceEvent
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.authorizer import ResourceType
 from kaflite.server.broker import Broker
 from kaflite.server.config import ConfigError, UnknownConfigKey
+from kaflite.server.config.definitions import TYPE_CODES, ConfigEntry
 from kaflite.server.context import RequestContext, build
 from kaflite.server.dynamic_config import DEFAULT_ENTITY
 from kaflite.server.handlers import ApiTable
+from kaflite.server.handlers.groups import group_history
 from kaflite.server.handlers.metadata import broker_endpoints
 from kaflite.server.handlers.partitions import per_partition
 from kaflite.server.handlers.share import alter_group_configs
@@ -415,6 +420,11 @@ def _known_only(describe: Any, keys: Any) -> list[Any]:
     return out
 
 
+def _history_entry(event: RebalanceEvent) -> ConfigEntry:
+    return ConfigEntry(str(event.seq), json.dumps(event.to_json(), separators=(",", ":")), "default", 0,
+                       TYPE_CODES["string"], "", read_only=True)
+
+
 async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     R = ctx.response
@@ -437,6 +447,11 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
                         ErrorCode.unknown_topic_or_partition, f"Topic '{res.resource_name}' does not exist."
                     )
                 entries = _describe_topic_entries(broker, topic.configs, keys)
+            elif res.resource_type == RESOURCE_BROKER and res.resource_name.startswith(GROUP_HISTORY_PREFIX):
+                # kaflite's rebalance timeline of a group (kaflite.clients.group_history asks for it)
+                group_id = res.resource_name[len(GROUP_HISTORY_PREFIX):]
+                ctx.check(rules.DESCRIBE_CONFIGS_GROUP_HISTORY, group_id)
+                entries = [_history_entry(e) for e in await group_history(ctx, group_id)]
             elif res.resource_type == RESOURCE_BROKER:
                 ctx.check(rules.DESCRIBE_CONFIGS_CLUSTER)
                 if res.resource_name not in ("", str(broker.node_id)):

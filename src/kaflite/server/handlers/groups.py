@@ -46,6 +46,7 @@ from kaflite.coordinator.runtime import (
     Record,
     TransactionalRecord,
 )
+from kaflite.coordinator.timeline import RebalanceEvent
 from kaflite.protocol.control_record import parse_marker
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import build_record_batch, decode_records, iter_batches
@@ -406,6 +407,19 @@ def on_start(broker: Any) -> Awaitable[Any] | None:
 
 def service(ctx: RequestContext) -> GroupService:
     return GroupService.of(ctx.broker)
+
+
+async def group_history(ctx: RequestContext, group_id: str) -> list[RebalanceEvent]:
+    """The group's rebalance timeline from its shard (a read after the shard's pending writes); KafkaError
+    NOT_COORDINATOR when this broker does not coordinate the group, COORDINATOR_LOAD_IN_PROGRESS while its
+    partition loads."""
+    def failed(code: ErrorCode) -> list[RebalanceEvent]:
+        raise KafkaError(code, f"the rebalance history of group {group_id!r} is not on this broker")
+
+    events = await service(ctx).call(group_id, lambda shard, now: shard.handle_group_history(group_id, now), failed)
+    if events is None:
+        raise KafkaError(ErrorCode.coordinator_load_in_progress, f"group {group_id!r} is loading")
+    return events  # type: ignore[no-any-return]
 
 
 def _group_ops(ctx: RequestContext, group_id: str, wanted: bool) -> int:
