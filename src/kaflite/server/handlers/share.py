@@ -63,7 +63,7 @@ from kaflite.coordinator.share.partition import ShareConfig, ShareSnapshot, Stat
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
-from kaflite.server.handlers import ApiTable
+from kaflite.server.handlers import ApiTable, share_state
 from kaflite.server.replica import fetch_key
 from kaflite.storage.checkpoint import atomic_write
 from kaflite.storage.file_slice import FileSlice
@@ -74,10 +74,6 @@ __all__ = ["APIS", "alter_group_configs", "coordinator", "delete_share_group", "
 log = logging.getLogger("kaflite.share")
 
 
-def _state() -> Any:
-    """share_state.py, imported on first use: it builds on groups.py, which imports this module."""
-    from kaflite.server.handlers import share_state
-    return share_state
 
 _ZERO = datetime.timedelta(0)
 _NO_ID = uuid.UUID(int=0)
@@ -141,12 +137,12 @@ def on_start(broker: Any) -> Any:
     if not share_enabled(broker):
         return None
     coordinator(broker)
-    return _state().load_at_start(broker)
+    return share_state.load_at_start(broker)
 
 
 def _state_loader(broker: Any) -> Callable[[str, str, int], ShareSnapshot | None]:
     def load(group_id: str, topic: str, partition: int) -> ShareSnapshot | None:
-        svc = _state().ShareStateService.of(broker)  # creates __share_group_state on first need
+        svc = share_state.ShareStateService.of(broker)  # creates __share_group_state on first need
         key = svc.key(group_id, topic, partition)
         if key is None:
             return None
@@ -177,7 +173,7 @@ async def persist(broker: Any, coord: ShareGroupCoordinator) -> dict[tuple[str, 
         if not sp.changed:
             continue
         sp.changed = False
-        svc = _state().ShareStateService.of(broker)
+        svc = share_state.ShareStateService.of(broker)
         key = svc.key(*k)
         if key is None:
             continue  # the topic is gone: nothing of it will be fetched again
@@ -190,7 +186,7 @@ async def persist(broker: Any, coord: ShareGroupCoordinator) -> dict[tuple[str, 
             await fut
         except KafkaError as e:
             log.warning("share partition %s: writing its state failed (%s); rebuilt from %s at its next use", k,
-                        e.code.name.upper(), _state().SHARE_GROUP_STATE_TOPIC)
+                        e.code.name.upper(), share_state.SHARE_GROUP_STATE_TOPIC)
             errors[k] = e.code
             if coord.partitions.get(k) is sp:
                 del coord.partitions[k]
@@ -281,7 +277,7 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any
     if not ctx.allowed(rules.SHARE_GROUP_HEARTBEAT, request.group_id):
         return failed(rules.SHARE_GROUP_HEARTBEAT.error)
     broker = ctx.broker
-    await _state().ShareStateService.prepare(broker)  # its topic created off the loop before any fetch needs it
+    await share_state.ShareStateService.prepare(broker)  # its topic created off the loop before any fetch needs it
     metadata = broker.metadata
     topics = {name: t.num_partitions for name, t in metadata.topics.items() if not t.internal}
     subscribed = None if request.subscribed_topic_names is None else list(request.subscribed_topic_names)

@@ -50,7 +50,12 @@ from kaflite.protocol.record_batch import build_record_batch
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
-from kaflite.server.handlers.groups import OffsetsTopicWriter, committed_end, flushed_then, log_position
+from kaflite.server.handlers.coordinator_writer import (
+    OffsetsTopicWriter,
+    committed_end,
+    flushed_then,
+    log_position,
+)
 
 __all__ = ["APIS", "NOT_HERE", "ShareStateService", "load_at_start"]
 

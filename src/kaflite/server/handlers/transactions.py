@@ -61,14 +61,13 @@ from kaflite.protocol.record_batch import BATCH_HEADER_SIZE, TRANSACTIONAL_MASK,
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
-from kaflite.server.handlers.groups import (
-    GroupService,
+from kaflite.server.handlers.coordinator_writer import (
     OffsetsTopicWriter,
     committed_end,
     flushed_then,
     log_position,
-    to_ms,
 )
+from kaflite.server.handlers.groups import GroupService, to_ms
 from kaflite.server.handlers.offsets import screen_partitions
 from kaflite.server.txn_marker_channel import TransactionMarkerChannelManager
 
