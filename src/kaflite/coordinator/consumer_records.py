@@ -29,6 +29,8 @@ import struct
 import uuid
 from dataclasses import dataclass
 
+from kaflite.protocol.varint import uvarint
+
 TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]  # (topic id, partitions), by topic id
 
 # Kafka's MemberState byte values
@@ -142,13 +144,6 @@ CONSUMER_KEY_VERSIONS = frozenset(KEY_VERSIONS.values())
 
 # --- encoding -------------------------------------------------------------------------------------
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _legacy_string(s: str) -> bytes:
@@ -160,13 +155,13 @@ def _compact_string(s: str | None) -> bytes:
     if s is None:
         return b"\x00"
     data = s.encode("utf-8")
-    return _uvarint(len(data) + 1) + data
+    return uvarint(len(data) + 1) + data
 
 
 def _topic_partitions(tps: TopicPartitions) -> bytes:
-    out = bytearray(_uvarint(len(tps) + 1))
+    out = bytearray(uvarint(len(tps) + 1))
     for topic_id, partitions in tps:
-        out += topic_id.bytes + _uvarint(len(partitions) + 1)
+        out += topic_id.bytes + uvarint(len(partitions) + 1)
         for p in partitions:
             out += struct.pack(">i", p)
         out += b"\x00"
@@ -186,15 +181,15 @@ def encode_consumer_value(value: ConsumerRecordValue) -> bytes:
     if isinstance(value, ConsumerGroupMetadataValue):
         out += struct.pack(">i", value.epoch)
     elif isinstance(value, ConsumerGroupPartitionMetadataValue):
-        out += _uvarint(len(value.topics) + 1)
+        out += uvarint(len(value.topics) + 1)
         for topic_id, name, count in value.topics:
             out += topic_id.bytes + _compact_string(name) + struct.pack(">i", count)
-            out += _uvarint(1)  # PartitionMetadata: no racks recorded
+            out += uvarint(1)  # PartitionMetadata: no racks recorded
             out += b"\x00"
     elif isinstance(value, ConsumerGroupMemberMetadataValue):
         out += _compact_string(value.instance_id) + _compact_string(value.rack_id)
         out += _compact_string(value.client_id) + _compact_string(value.client_host)
-        out += _uvarint(len(value.subscribed_topic_names) + 1)
+        out += uvarint(len(value.subscribed_topic_names) + 1)
         for name in value.subscribed_topic_names:
             out += _compact_string(name)
         out += _compact_string(value.subscribed_topic_regex)
@@ -202,11 +197,11 @@ def encode_consumer_value(value: ConsumerRecordValue) -> bytes:
         out += _compact_string(value.server_assignor)
         if value.classic_member_metadata is not None:
             session, protocols = value.classic_member_metadata
-            field = bytearray(struct.pack(">i", session) + _uvarint(len(protocols) + 1))
+            field = bytearray(struct.pack(">i", session) + uvarint(len(protocols) + 1))
             for name, metadata in protocols:
-                field += _compact_string(name) + _uvarint(len(metadata) + 1) + metadata + b"\x00"
+                field += _compact_string(name) + uvarint(len(metadata) + 1) + metadata + b"\x00"
             field += b"\x00"
-            out += _uvarint(1) + _uvarint(0) + _uvarint(len(field)) + field  # one tagged field: tag 0
+            out += uvarint(1) + uvarint(0) + uvarint(len(field)) + field  # one tagged field: tag 0
             return bytes(out)
     elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
         out += struct.pack(">i", value.assignment_epoch)

@@ -19,6 +19,8 @@ import struct
 import uuid
 from collections.abc import Mapping, Sequence
 
+from kaflite.protocol.varint import uvarint
+
 __all__ = [
     "FetchPartitionData",
     "ProducePartitionData",
@@ -35,24 +37,13 @@ _produce_part = struct.Struct(">ihqq")  # index, error_code, base_offset, log_ap
 _produce_part_v0 = struct.Struct(">ihq")  # index, error_code, base_offset (Produce v0-v1)
 
 
-# one-byte varints (array lengths, small strings, tagged-field counts: nearly every varint of an answer)
-_SMALL_UVARINTS = tuple(bytes((n,)) for n in range(0x80))
 
 
-def _uvarint(n: int) -> bytes:
-    if 0 <= n < 0x80:
-        return _SMALL_UVARINTS[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _string(s: str, flexible: bool) -> bytes:
     b = s.encode()
-    return (_uvarint(len(b) + 1) if flexible else _i16(len(b))) + b
+    return (uvarint(len(b) + 1) if flexible else _i16(len(b))) + b
 
 
 def _nullable_string(s: str | None, flexible: bool) -> bytes:
@@ -62,7 +53,7 @@ def _nullable_string(s: str | None, flexible: bool) -> bytes:
 
 
 def _array_len(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else _i32(n)
+    return uvarint(n + 1) if flexible else _i32(n)
 
 
 # (partition, error_code, high_watermark, last_stable_offset, log_start_offset, aborted: None | list of
@@ -80,7 +71,7 @@ def _tagged_leader(tag: int, hint: LeaderHint | None) -> bytes:
     if hint is None:
         return b"\x00"
     body = _i32(hint[0]) + _i32(hint[1]) + b"\x00"
-    return _uvarint(1) + _uvarint(tag) + _uvarint(len(body)) + body
+    return uvarint(1) + uvarint(tag) + uvarint(len(body)) + body
 
 
 def _fetch_partition_tags(diverging: tuple[int, int] | None, hint: LeaderHint | None) -> bytes:
@@ -89,21 +80,21 @@ def _fetch_partition_tags(diverging: tuple[int, int] | None, hint: LeaderHint | 
     if diverging is None:
         return _tagged_leader(1, hint)
     body = _i32(diverging[0]) + _i64(diverging[1]) + b"\x00"
-    fields = _uvarint(0) + _uvarint(len(body)) + body
+    fields = uvarint(0) + uvarint(len(body)) + body
     if hint is None:
-        return _uvarint(1) + fields
+        return uvarint(1) + fields
     leader = _i32(hint[0]) + _i32(hint[1]) + b"\x00"
-    return _uvarint(2) + fields + _uvarint(1) + _uvarint(len(leader)) + leader
+    return uvarint(2) + fields + uvarint(1) + uvarint(len(leader)) + leader
 
 
 def _tagged_endpoints(endpoints: Sequence[NodeEndpoint]) -> bytes:
     """A response's tagged fields: none, or `NodeEndpoints` (tag 0) [{NodeId, Host, Port, Rack?}]."""
     if not endpoints:
         return b"\x00"
-    body = bytearray(_uvarint(len(endpoints) + 1))
+    body = bytearray(uvarint(len(endpoints) + 1))
     for node_id, host, port, rack in endpoints:
         body += _i32(node_id) + _string(host, True) + _i32(port) + _nullable_string(rack, True) + b"\x00"
-    return _uvarint(1) + _uvarint(0) + _uvarint(len(body)) + bytes(body)
+    return uvarint(1) + uvarint(0) + uvarint(len(body)) + bytes(body)
 
 
 def encode_fetch_response(
@@ -144,7 +135,7 @@ def encode_fetch_response(
                         head += b"\x00"
             if version >= 11:
                 head += _i32(preferred)
-            head += _uvarint(size + 1) if flexible else _i32(size)
+            head += uvarint(size + 1) if flexible else _i32(size)
             parts.append(bytes(head))
             head = bytearray()
             for buf in records:

@@ -48,6 +48,7 @@ from kio.serial import entity_reader
 from kio.static.primitive import i16, i32Timedelta
 
 from kaflite.protocol.errors import ErrorCode
+from kaflite.protocol.varint import uvarint
 from kaflite.spark.encode import DEFAULT_MAX_BATCH_BYTES, EncodedBatch, seal
 from kaflite.spark.fetch import FetchConnection
 
@@ -108,18 +109,11 @@ def supported(conf: dict[str, Any]) -> bool:
     return True
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _compact_string(text: str) -> bytes:
     raw = text.encode("utf-8")
-    return _uvarint(len(raw) + 1) + raw
+    return uvarint(len(raw) + 1) + raw
 
 
 class ProducerConnection(FetchConnection):
@@ -151,16 +145,16 @@ class ProducerConnection(FetchConnection):
         by_topic: dict[str, list[tuple[int, list[bytes | memoryview]]]] = {}
         for topic, partition, chunks in parts:
             by_topic.setdefault(topic, []).append((partition, chunks))
-        head += _uvarint(len(by_topic) + 1)
+        head += uvarint(len(by_topic) + 1)
         out: list[bytes | memoryview] = []
         cur = head
         for topic, plist in by_topic.items():
             cur += _compact_string(topic)
-            cur += _uvarint(len(plist) + 1)
+            cur += uvarint(len(plist) + 1)
             for partition, chunks in plist:
                 size = sum(len(c) for c in chunks)
                 cur += struct.pack(">i", partition)
-                cur += _uvarint(size + 1)
+                cur += uvarint(size + 1)
                 out.append(bytes(cur))
                 out.extend(chunks)
                 cur = bytearray(b"\x00")  # partition tagged fields

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from kaflite.assign import java_string_hashcode, utils_abs
 from kaflite.coordinator.share.partition import StateBatch
+from kaflite.protocol.varint import read_uvarint, skip_tags, uvarint
 
 __all__ = [
     "SHARE_GROUP_STATE_TOPIC",
@@ -118,49 +119,25 @@ def decode_key(raw: bytes) -> tuple[int, ShareStateKey]:
     return record_type, ShareStateKey(group, topic_id, partition)
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
-def _read_uvarint(raw: bytes, pos: int) -> tuple[int, int]:
-    shift = n = 0
-    for _ in range(5):
-        b = raw[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return n, pos
-        shift += 7
-    raise ValueError("varint too long")
 
 
-def _skip_tags(raw: bytes, pos: int) -> int:
-    count, pos = _read_uvarint(raw, pos)
-    for _ in range(count):
-        _tag, pos = _read_uvarint(raw, pos)
-        size, pos = _read_uvarint(raw, pos)
-        pos += size
-    return pos
 
 
 def _batches(batches: tuple[StateBatch, ...]) -> bytes:
-    out = bytearray(_uvarint(len(batches) + 1))
+    out = bytearray(uvarint(len(batches) + 1))
     for b in batches:
         out += struct.pack(">qqbh", b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) + b"\x00"
     return bytes(out)
 
 
 def _read_batches(raw: bytes, pos: int) -> tuple[tuple[StateBatch, ...], int]:
-    n, pos = _read_uvarint(raw, pos)
+    n, pos = read_uvarint(raw, pos)
     out = []
     for _ in range(max(0, n - 1)):
         first, last, state, count = struct.unpack_from(">qqbh", raw, pos)
-        pos = _skip_tags(raw, pos + 19)
+        pos = skip_tags(raw, pos + 19)
         out.append(StateBatch(first, last, state, count))
     return tuple(out), pos
 
@@ -176,7 +153,7 @@ def decode_snapshot(raw: bytes) -> SnapshotValue:
         if version != 0:
             raise ValueError(f"unknown ShareSnapshotValue version {version}")
         batches, pos = _read_batches(raw, struct.calcsize(">hiiiqqq"))
-        _skip_tags(raw, pos)
+        skip_tags(raw, pos)
     except (struct.error, IndexError) as e:
         raise ValueError(f"bad ShareSnapshotValue: {e}") from None
     return SnapshotValue(snap, state, leader, start, created, written, batches)
@@ -192,7 +169,7 @@ def decode_update(raw: bytes) -> UpdateValue:
         if version != 0:
             raise ValueError(f"unknown ShareUpdateValue version {version}")
         batches, pos = _read_batches(raw, struct.calcsize(">hiiq"))
-        _skip_tags(raw, pos)
+        skip_tags(raw, pos)
     except (struct.error, IndexError) as e:
         raise ValueError(f"bad ShareUpdateValue: {e}") from None
     return UpdateValue(snap, leader, start, batches)

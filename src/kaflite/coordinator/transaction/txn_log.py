@@ -18,6 +18,7 @@ import struct
 from dataclasses import dataclass
 
 from kaflite.assign import java_string_hashcode, utils_abs
+from kaflite.protocol.varint import read_uvarint, skip_tags
 
 __all__ = ["TRANSACTION_STATE_TOPIC", "TxnLogValue", "decode_key", "decode_value", "encode_key", "encode_value",
            "partition_for"]
@@ -73,25 +74,8 @@ def encode_value(v: TxnLogValue) -> bytes:
     return bytes(out)
 
 
-def _uvarint(raw: bytes, pos: int) -> tuple[int, int]:
-    shift = n = 0
-    for _ in range(5):
-        b = raw[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return n, pos
-        shift += 7
-    raise ValueError("varint too long")
 
 
-def _skip_tags(raw: bytes, pos: int) -> int:
-    count, pos = _uvarint(raw, pos)
-    for _ in range(count):
-        _tag, pos = _uvarint(raw, pos)
-        size, pos = _uvarint(raw, pos)
-        pos += size
-    return pos
 
 
 def decode_value(raw: bytes) -> TxnLogValue:
@@ -101,14 +85,14 @@ def decode_value(raw: bytes) -> TxnLogValue:
         flexible = version >= 1
         parts: list[tuple[str, int]] = []
         if flexible:
-            count, pos = _uvarint(raw, pos)
+            count, pos = read_uvarint(raw, pos)
             count -= 1
         else:
             (count,) = struct.unpack_from(">i", raw, pos)
             pos += 4
         for _ in range(max(count, 0)):
             if flexible:
-                n, pos = _uvarint(raw, pos)
+                n, pos = read_uvarint(raw, pos)
                 n -= 1
             else:
                 (n,) = struct.unpack_from(">h", raw, pos)
@@ -116,7 +100,7 @@ def decode_value(raw: bytes) -> TxnLogValue:
             topic = raw[pos:pos + n].decode()
             pos += n
             if flexible:
-                k, pos = _uvarint(raw, pos)
+                k, pos = read_uvarint(raw, pos)
                 k -= 1
             else:
                 (k,) = struct.unpack_from(">i", raw, pos)
@@ -125,7 +109,7 @@ def decode_value(raw: bytes) -> TxnLogValue:
                 parts.append((topic, struct.unpack_from(">i", raw, pos)[0]))
                 pos += 4
             if flexible:
-                pos = _skip_tags(raw, pos)
+                pos = skip_tags(raw, pos)
         last_update, start = struct.unpack_from(">qq", raw, pos)
     except (struct.error, IndexError, UnicodeDecodeError) as e:
         raise ValueError(f"unreadable transaction log value: {e}") from e
