@@ -484,3 +484,14 @@ def test_value_only_rows_go_to_the_sticky_partition() -> None:
     assert b.partition == 2
     assert [(r.key, r.value) for r in decode_records(next(iter_batches(_sealed(b))))] == [
         (None, b"a"), (None, b"bb"), (None, None)]
+
+
+def test_fast_sink_refuses_a_misspelt_setting_by_name() -> None:
+    from kaflite.spark.options import OptionError
+    from kaflite.spark.writer import check_settings
+
+    check_settings({"bootstrap.servers": "127.0.0.1:1", "linger.ms": "5", "compression.type": "lz4"})
+    with pytest.raises(OptionError, match="lnger.ms"):
+        check_settings({"bootstrap.servers": "127.0.0.1:1", "lnger.ms": "5"})
+    with pytest.raises(OptionError, match="batch.size"):
+        check_settings({"bootstrap.servers": "127.0.0.1:1", "batch.size": "many"})

@@ -26,6 +26,7 @@ location is read too, so a query restarted on a checkpoint written before still 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -175,6 +176,26 @@ def produce_arrow(producer: Any, options: WriterOptions, batches: Iterator[pa.Re
     return sent
 
 
+@functools.lru_cache(maxsize=64)
+def _refused_setting(items: frozenset[tuple[str, str]]) -> str | None:
+    from confluent_kafka import KafkaException, Producer
+
+    try:
+        Producer(dict(items))  # no bootstrap server: librdkafka checks the names and values, connects nowhere
+    except KafkaException as e:
+        return str(e.args[0].str() if e.args else e)
+    return None
+
+
+def check_settings(conf: dict[str, Any]) -> None:
+    """The fast sink reads few `kafka.*` settings (kaflite.spark.produce); a misspelt or bad one is still
+    refused by name, as on the librdkafka path: librdkafka checks them all (once per set of settings)."""
+    items = frozenset((k, str(v)) for k, v in conf.items() if k != "bootstrap.servers" and not callable(v))
+    why = _refused_setting(items)
+    if why is not None:
+        raise OptionError(f"Kafka sink: {why}")
+
+
 def produce_batches(options: WriterOptions, batches: Iterator[pa.RecordBatch], batch_id: int | None) -> int:
     """Produce every row; return how many were acknowledged. Raises if any delivery failed.
 
@@ -185,6 +206,7 @@ def produce_batches(options: WriterOptions, batches: Iterator[pa.RecordBatch], b
 
         conf = producer_config(options)
         if fast.supported(conf):
+            check_settings(conf)
             arrow_producer = fast.ArrowProducer(conf)
             try:
                 arrow_producer.start()
