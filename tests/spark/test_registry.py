@@ -152,6 +152,16 @@ def test_from_registry_json_schema_round_trip(spark: Any, registry: RunningRegis
     got = [deser(r.v, ctx) for r in re_encoded.collect()]
     assert got == [{k: v for k, v in r.items() if v is not None} for r in records]  # nulls left out, as to_json
 
+    # a JSON Schema derived from the struct type, registered under a new subject
+    derived_subject = _subject()
+    derived = decoded.select(to_registry(F.col("o"), registry.url, derived_subject, schema_type="JSON").alias("v"))
+    rows = derived.collect()  # without df=, each task registers the schema on its first batch
+    latest = registry.client().get_latest_version(derived_subject)
+    assert latest.schema.schema_type == "JSON"
+    deser = JSONDeserializer(latest.schema.schema_str)
+    assert [deser(r.v, ctx) for r in rows] == [
+        {k: v for k, v in r.items() if v is not None} for r in records]
+
 
 def test_spark_job_reads_avro_topic_and_writes_it_back_through_registry(
         spark: Any, kafka: Any, registry: RunningRegistry) -> None:
