@@ -191,3 +191,38 @@ def test_spark_job_reads_avro_topic_and_writes_it_back_through_registry(
     # the sink's records carry the id of the schema registered for the output subject
     out_id = registry.client().get_latest_version(out_subject).schema_id
     assert {m.value()[:5] for m in out} == {b"\x00" + out_id.to_bytes(4, "big")}
+
+
+def _shipment_class(with_items: bool) -> Any:
+    """A Protobuf message class built at run time (as protoc would generate for `package shop; message
+    Shipment { int64 id = 1; string carrier = 2; [repeated string items = 3;] }`)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    fdp = descriptor_pb2.FileDescriptorProto(name="shop/shipment.proto", package="shop", syntax="proto3")
+    message = fdp.message_type.add(name="Shipment")
+    f = descriptor_pb2.FieldDescriptorProto
+    message.field.add(name="id", number=1, type=f.TYPE_INT64, label=f.LABEL_OPTIONAL)
+    message.field.add(name="carrier", number=2, type=f.TYPE_STRING, label=f.LABEL_OPTIONAL)
+    if with_items:
+        message.field.add(name="items", number=3, type=f.TYPE_STRING, label=f.LABEL_REPEATED)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Shipment"))
+
+
+def test_from_registry_decodes_confluent_protobuf(spark: Any, registry: RunningRegistry) -> None:
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from kaflite.spark import from_registry
+
+    subject = _subject()
+    ctx = SerializationContext("t", MessageField.VALUE)
+    conf = {"use.deprecated.format": False, "subject.name.strategy": lambda c, n: subject}
+    v1, v2 = _shipment_class(False), _shipment_class(True)
+    old = ProtobufSerializer(v1, registry.client(), conf)(v1(id=1, carrier="post"), ctx)
+    new = ProtobufSerializer(v2, registry.client(), conf)(v2(id=2, carrier="ship", items=["a", "b"]), ctx)
+    assert old[1:5] != new[1:5]
+    df = _values_df(spark, [old, new]).select(from_registry("value", registry.url, subject).alias("o"))
+    assert [r.o.asDict() for r in df.collect()] == [{"id": 1, "carrier": "post", "items": []},
+                                                     {"id": 2, "carrier": "ship", "items": ["a", "b"]}]

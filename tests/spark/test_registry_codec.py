@@ -242,3 +242,74 @@ def test_encoder_frames_avro_with_the_given_id() -> None:
     with pytest.raises(BadRecord, match="row 0 of the batch does not fit schema id 7"):
         bad.encode(pa.array([{"id": "x", "item": "a", "m": None}], pa.struct(
             [("id", pa.string()), ("item", pa.string()), ("m", pa.map_(pa.string(), pa.int64()))])))
+
+
+def _shipment_descriptor() -> Any:
+    from google.protobuf import descriptor_pb2
+
+    fdp = descriptor_pb2.FileDescriptorProto(name="shop/shipment.proto", package="shop", syntax="proto3")
+    f = descriptor_pb2.FieldDescriptorProto
+    msg = fdp.message_type.add(name="Shipment")
+    msg.field.add(name="id", number=1, type=f.TYPE_INT64, label=f.LABEL_OPTIONAL)
+    msg.field.add(name="carrier", number=2, type=f.TYPE_STRING, label=f.LABEL_OPTIONAL)
+    msg.field.add(name="items", number=3, type=f.TYPE_STRING, label=f.LABEL_REPEATED)
+    msg.field.add(name="state", number=4, type=f.TYPE_ENUM, type_name=".shop.Shipment.State", label=f.LABEL_OPTIONAL)
+    msg.field.add(name="to", number=5, type=f.TYPE_MESSAGE, type_name=".shop.Shipment.Addr", label=f.LABEL_OPTIONAL)
+    msg.field.add(name="tags", number=6, type=f.TYPE_MESSAGE, type_name=".shop.Shipment.TagsEntry",
+                  label=f.LABEL_REPEATED)
+    msg.field.add(name="big", number=7, type=f.TYPE_UINT64, label=f.LABEL_OPTIONAL)
+    msg.enum_type.add(name="State").value.add(name="NEW", number=0)
+    msg.enum_type[0].value.add(name="SENT", number=1)
+    addr = msg.nested_type.add(name="Addr")
+    addr.field.add(name="city", number=1, type=f.TYPE_STRING, label=f.LABEL_OPTIONAL)
+    entry = msg.nested_type.add(name="TagsEntry")
+    entry.options.map_entry = True
+    entry.field.add(name="key", number=1, type=f.TYPE_STRING, label=f.LABEL_OPTIONAL)
+    entry.field.add(name="value", number=2, type=f.TYPE_INT32, label=f.LABEL_OPTIONAL)
+    fdp.message_type.add(name="Other").field.add(name="x", number=1, type=f.TYPE_INT32, label=f.LABEL_OPTIONAL)
+    return fdp
+
+
+def test_protobuf_message_indexes() -> None:
+    from kaflite.spark.registry import read_message_indexes
+
+    assert read_message_indexes(b"\x00rest") == ([0], 1)  # count 0: the first message
+    assert read_message_indexes(b"\x04\x02\x06rest") == ([1, 3], 3)  # zigzag: 4 -> 2, 2 -> 1, 6 -> 3
+    with pytest.raises(BadRecord, match="run past the end"):
+        read_message_indexes(b"\x04\x02")
+
+
+def test_protobuf_decoder() -> None:
+    import base64
+
+    from google.protobuf import descriptor_pool, message_factory
+
+    from kaflite.spark.registry import proto_message, proto_pool_file, proto_to_spark
+
+    fdp = _shipment_descriptor()
+    text = base64.b64encode(fdp.SerializeToString()).decode()
+    schema = RegisteredSchema(8, "PROTOBUF", text)
+    desc = proto_message(proto_pool_file(schema))
+    assert desc.full_name == "shop.Shipment"
+    spark_type = proto_to_spark(desc)
+    assert spark_type == T.StructType([
+        T.StructField("id", T.LongType()), T.StructField("carrier", T.StringType()),
+        T.StructField("items", T.ArrayType(T.StringType())), T.StructField("state", T.StringType()),
+        T.StructField("to", T.StructType([T.StructField("city", T.StringType())])),
+        T.StructField("tags", T.MapType(T.StringType(), T.IntegerType())), T.StructField("big", T.LongType())])
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Shipment"))
+    other = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Other"))
+    full = cls(id=1, carrier="post", items=["a"], state=1, tags={"k": 2}, big=(1 << 64) - 1)
+    full.to.city = "Oslo"
+    d = Decoder(url="http://unused", reader_type="PROTOBUF", reader_schema=text, reader_id=8,
+                spark_type_json=spark_type.json(), fetch=Schemas({8: schema}))
+    values = [frame(8, b"\x00" + full.SerializeToString()), frame(8, b"\x00" + cls(id=2).SerializeToString())]
+    assert d.decode(pa.array(values, pa.binary())).to_pylist() == [
+        {"id": 1, "carrier": "post", "items": ["a"], "state": "SENT", "to": {"city": "Oslo"}, "tags": [("k", 2)],
+         "big": -1},
+        {"id": 2, "carrier": "", "items": [], "state": "NEW", "to": None, "tags": [], "big": 0}]
+    wrong = frame(8, b"\x02\x02" + other(x=1).SerializeToString())  # message index [1]: shop.Other
+    with pytest.raises(BadRecord, match="holds message shop.Other, the column is read as shop.Shipment"):
+        d.decode(pa.array([wrong], pa.binary()))

@@ -1,12 +1,15 @@
 """Spark columns in Confluent's wire format, decoded and encoded against a schema registry (kaflite's or
-Confluent's): `from_registry(col, url, subject=...)` and `to_registry(struct_col, url, subject)`.
+Confluent's): `from_registry(col, url, subject=...)` (Avro, JSON Schema, Protobuf) and
+`to_registry(struct_col, url, subject)` (Avro, JSON Schema).
 
 Rules:
 - A framed value is byte 0 (the magic byte), the schema id as 4 big-endian bytes, then the payload
-  (Avro binary, or JSON text for JSON Schema); anything else is a bad row.
+  (Avro binary, JSON text for JSON Schema, Protobuf: message-index varints then the message); anything
+  else is a bad row.
 - The result's Spark type is fixed when the function is called, on the driver, from the reader schema
   (a subject's version, `latest` by default, or a schema id); every row is resolved to that schema
-  (Avro: the writer schema of the row's id read with the reader schema, Avro's schema resolution).
+  (Avro: the writer schema of the row's id read with the reader schema, Avro's schema resolution;
+  Protobuf: the row's message parsed with the reader's message class, fields matched by number).
 - Writer schemas are fetched from `/schemas/ids/{id}` at most once per id per task: the cache lives in the
   Arrow UDF's iterator, which runs once per task.
 - A null value decodes to a null struct and a null struct encodes to a null value, in every mode.
@@ -472,6 +475,159 @@ def _json_default(v: Any) -> Any:
     raise TypeError(f"{type(v).__name__} is not JSON serializable")
 
 
+# ------------------------------------------------------------------------------------------ Protobuf
+
+
+def read_message_indexes(payload: bytes) -> tuple[list[int], int]:
+    """Confluent's message indexes after the schema id: a zigzag varint count, then that many zigzag
+    varints (the path of the message among the file's nested types); a count of 0 means [0], the first
+    message. Returns (indexes, offset of the message bytes)."""
+    pos = 0
+
+    def varint() -> int:
+        nonlocal pos
+        shift = result = 0
+        while True:
+            if pos >= len(payload):
+                raise BadRecord("message indexes run past the end of the value")
+            b = payload[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                break
+            shift += 7
+            if shift > 63:
+                raise BadRecord("message index varint longer than 10 bytes")
+        return (result >> 1) ^ -(result & 1)  # zigzag
+
+    count = varint()
+    if count < 0 or count > 64:
+        raise BadRecord(f"message index count {count} is not valid")
+    indexes = [varint() for _ in range(count)] or [0]
+    return indexes, pos
+
+
+def proto_pool_file(schema: RegisteredSchema) -> Any:
+    """The schema's file descriptor in a pool of its own (well-known imports such as
+    google/protobuf/timestamp.proto copied from protobuf's default pool); schema references are refused."""
+    from google.protobuf import descriptor_pb2, descriptor_pool
+
+    from kaflite.schema_registry.protobuf_compat import parse
+
+    if schema.references:
+        raise ValueError(f"schema id {schema.id}: Protobuf schemas with references are not supported")
+    fdp = parse(schema.schema).descriptor
+    pool = descriptor_pool.DescriptorPool()
+    default = descriptor_pool.Default()
+    for dep in fdp.dependency:
+        try:
+            dep_file = default.FindFileByName(dep)
+        except KeyError:
+            raise ValueError(f"schema id {schema.id}: import {dep} is not a well-known type") from None
+        dep_proto = descriptor_pb2.FileDescriptorProto()
+        dep_file.CopyToProto(dep_proto)
+        pool.Add(dep_proto)
+    pool.Add(fdp)
+    return pool.FindFileByName(fdp.name)
+
+
+def proto_message(file_desc: Any, indexes: list[int] | None = None, name: str | None = None) -> Any:
+    """The message descriptor at `indexes` (Confluent's path) or named `name` (full or simple)."""
+    if name is not None:
+        for desc in _all_messages(file_desc.message_types_by_name.values()):
+            if name in (desc.full_name, desc.name):
+                return desc
+        raise ValueError(f"no message {name!r} in the schema")
+    msgs = list(file_desc.message_types_by_name.values())
+    desc = None
+    for i in indexes or [0]:
+        if not 0 <= i < len(msgs):
+            raise BadRecord(f"message index path {indexes} names no message of the schema")
+        desc = msgs[i]
+        msgs = list(desc.nested_types)
+    return desc
+
+
+def _all_messages(msgs: Any) -> Iterator[Any]:
+    for m in msgs:
+        yield m
+        yield from _all_messages(m.nested_types)
+
+
+def proto_to_spark(desc: Any) -> Any:
+    """The Spark type of a message, as Spark's from_protobuf maps it: message -> struct, repeated ->
+    array, map -> map, enum -> string, int32 / sint32 / sfixed32 -> int, int64 / sint64 / sfixed64 /
+    uint64 / fixed64 -> bigint, bytes -> binary; uint32 / fixed32 -> bigint (Spark's int only with
+    `upcast.unsigned.ints` off, where large values wrap). Every field nullable."""
+    from google.protobuf.descriptor import FieldDescriptor as FD
+    from pyspark.sql import types as T
+
+    scalars = {FD.TYPE_INT32: T.IntegerType(), FD.TYPE_SINT32: T.IntegerType(), FD.TYPE_SFIXED32: T.IntegerType(),
+               FD.TYPE_INT64: T.LongType(), FD.TYPE_SINT64: T.LongType(), FD.TYPE_SFIXED64: T.LongType(),
+               FD.TYPE_UINT32: T.LongType(), FD.TYPE_FIXED32: T.LongType(), FD.TYPE_UINT64: T.LongType(),
+               FD.TYPE_FIXED64: T.LongType(), FD.TYPE_BOOL: T.BooleanType(), FD.TYPE_FLOAT: T.FloatType(),
+               FD.TYPE_DOUBLE: T.DoubleType(), FD.TYPE_STRING: T.StringType(), FD.TYPE_BYTES: T.BinaryType(),
+               FD.TYPE_ENUM: T.StringType()}
+
+    def field_type(fd: Any, stack: tuple[str, ...]) -> Any:
+        if fd.type in (FD.TYPE_MESSAGE, FD.TYPE_GROUP):
+            m = fd.message_type
+            if m.GetOptions().map_entry:
+                return T.MapType(field_type(m.fields_by_name["key"], stack),
+                                 field_type(m.fields_by_name["value"], stack), True)
+            t = message(m, stack)
+        else:
+            t = scalars[fd.type]
+        return T.ArrayType(t, True) if _repeated(fd) else t
+
+    def message(m: Any, stack: tuple[str, ...]) -> Any:
+        if m.full_name in stack:
+            raise ValueError(f"recursive Protobuf message {m.full_name} has no Spark type")
+        return T.StructType([T.StructField(fd.name, field_type(fd, (*stack, m.full_name)), True)
+                             for fd in m.fields])
+
+    return message(desc, ())
+
+
+def _repeated(fd: Any) -> bool:
+    from google.protobuf.descriptor import FieldDescriptor as FD
+
+    return bool(fd.is_repeated) and not (  # protobuf 7's descriptors have no `label`
+        fd.type == FD.TYPE_MESSAGE and fd.message_type.GetOptions().map_entry)
+
+
+def proto_to_python(msg: Any) -> dict[str, Any]:
+    """A decoded message as the Python values of proto_to_spark's struct: a field with presence (a
+    message, a proto2 / proto3 `optional` field, a oneof member) is null when unset; other scalars hold
+    their value (proto3's default when unset)."""
+    from google.protobuf.descriptor import FieldDescriptor as FD
+
+    def value(fd: Any, v: Any) -> Any:
+        if fd.type == FD.TYPE_ENUM:
+            ev = fd.enum_type.values_by_number.get(v)
+            return ev.name if ev is not None else str(v)
+        if fd.type in (FD.TYPE_MESSAGE, FD.TYPE_GROUP):
+            return proto_to_python(v)
+        if fd.type in (FD.TYPE_UINT64, FD.TYPE_FIXED64) and v >= 1 << 63:
+            return v - (1 << 64)  # as Spark's from_protobuf (a Java long) holds it
+        return v
+
+    out: dict[str, Any] = {}
+    for fd in msg.DESCRIPTOR.fields:
+        v = getattr(msg, fd.name)
+        if fd.type == FD.TYPE_MESSAGE and fd.message_type.GetOptions().map_entry:
+            vfd = fd.message_type.fields_by_name["value"]
+            out[fd.name] = {k: value(vfd, x) for k, x in v.items()}
+        elif _repeated(fd):
+            out[fd.name] = [value(fd, x) for x in v]
+        elif fd.has_presence and not msg.HasField(fd.name):
+            out[fd.name] = None
+        else:
+            out[fd.name] = value(fd, v)
+    return out
+
+
+
 # ----------------------------------------------------------------------------------------- decoding
 
 
@@ -494,11 +650,12 @@ class Decoder:
     caches each schema id's decoding function, so each id is fetched once."""
 
     url: str
-    reader_type: str  # AVRO or JSON
-    reader_schema: str  # the reader schema's text (Avro: JSON of the schema; JSON: the JSON Schema)
+    reader_type: str  # AVRO, JSON or PROTOBUF
+    reader_schema: str  # the reader schema's text (Avro: JSON of the schema; JSON: the JSON Schema; .proto)
     reader_id: int
     spark_type_json: str  # the Spark type, as StructType.json()
     mode: str = "FAILFAST"
+    reader_message: str | None = None  # PROTOBUF: the full name of the message the column holds
     fetch: Callable[[int], RegisteredSchema] | None = None  # injected in tests; else HTTP
     writers: dict[int, Callable[[bytes], Any]] = field(default_factory=dict)
     fetches: int = 0
@@ -511,6 +668,12 @@ class Decoder:
         if self.reader_type == "AVRO":
             self._reader_parsed = avro_reader_schema(
                 parse_avro(self._client, RegisteredSchema(self.reader_id, "AVRO", self.reader_schema)))
+        elif self.reader_type == "PROTOBUF":
+            from google.protobuf import message_factory
+
+            file_desc = proto_pool_file(RegisteredSchema(self.reader_id, "PROTOBUF", self.reader_schema))
+            self._proto_class = message_factory.GetMessageClass(
+                proto_message(file_desc, name=self.reader_message))
         else:
             self._json_convert = _json_converter(self._spark_type)
 
@@ -547,6 +710,8 @@ class Decoder:
                                     f"(schema id {schema_id})")
                 return rec
             w = read_avro
+        elif self.reader_type == "PROTOBUF":
+            w = self._proto_reader(schema_id, writer)
         else:
             convert = self._json_convert
 
@@ -555,6 +720,26 @@ class Decoder:
             w = read_json
         self.writers[schema_id] = w
         return w
+
+    def _proto_reader(self, schema_id: int, writer: RegisteredSchema) -> Callable[[bytes], Any]:
+        """Rows are parsed with the reader's message class (Protobuf matches fields by number, so data
+        of an older or newer compatible version reads), after checking that the row's message indexes
+        name the same message in its writer schema."""
+        wfile = proto_pool_file(writer)
+        cls = self._proto_class
+        want = cls.DESCRIPTOR.full_name
+        names: dict[tuple[int, ...], str] = {}
+
+        def read_proto(payload: bytes) -> Any:
+            indexes, pos = read_message_indexes(payload)
+            name = names.get(tuple(indexes))
+            if name is None:
+                name = names[tuple(indexes)] = proto_message(wfile, indexes).full_name
+            if name != want:
+                raise BadRecord(f"schema id {schema_id}: the value holds message {name}, the column is read as "
+                                f"{want}")
+            return proto_to_python(cls.FromString(payload[pos:]))
+        return read_proto
 
     def decode_one(self, value: bytes) -> Any:
         schema_id, payload = unframe(value)
@@ -603,7 +788,7 @@ def reader_schema(registry_url: str, subject: str | None = None, version: int | 
     return client.version(subject, version)
 
 
-def spark_type_of(registry_url: str, schema: RegisteredSchema) -> Any:
+def spark_type_of(registry_url: str, schema: RegisteredSchema, message_name: str | None = None) -> Any:
     if schema.schema_type == "AVRO":
         t = avro_to_spark(parse_avro(RegistryClient(registry_url), schema))
         from pyspark.sql.types import StructType
@@ -613,26 +798,30 @@ def spark_type_of(registry_url: str, schema: RegisteredSchema) -> Any:
         return t
     if schema.schema_type == "JSON":
         return json_schema_to_spark(json.loads(schema.schema))
-    raise ValueError(f"from_registry does not decode {schema.schema_type} schemas (schema id {schema.id}); "
-                     "AVRO and JSON are supported")
+    if schema.schema_type == "PROTOBUF":
+        return proto_to_spark(proto_message(proto_pool_file(schema), name=message_name))
+    raise ValueError(f"from_registry does not decode {schema.schema_type} schemas (schema id {schema.id})")
 
 
 def from_registry(col: Any, registry_url: str, subject: str | None = None, *, version: int | str = "latest",
-                  schema_id: int | None = None, mode: str = "FAILFAST") -> Any:
+                  schema_id: int | None = None, mode: str = "FAILFAST", message_name: str | None = None) -> Any:
     """A struct column decoded from Confluent-framed Avro or JSON Schema values (binary `col`).
 
     The struct's type is the reader schema's, fetched now: `subject`'s `version` (default latest), or
     `schema_id`. Each row is decoded with its own writer schema (its id, fetched once per task) and
-    resolved to the reader schema. `mode`: FAILFAST raises on a row that is not framed, has an unknown id
+    resolved to the reader schema. Protobuf: the column holds one message, `message_name` (full or simple
+    name), by default the schema's first. `mode`: FAILFAST raises on a row that is not framed, has an unknown id
     or does not decode; PERMISSIVE makes it null.
     """
     from pyspark.sql.functions import arrow_udf
 
     m = _check_mode(mode)
     schema = reader_schema(registry_url, subject, version, schema_id)
-    spark_type = spark_type_of(registry_url, schema)
+    spark_type = spark_type_of(registry_url, schema, message_name)
     params = dict(url=registry_url, reader_type=schema.schema_type, reader_schema=schema.schema,
                   reader_id=schema.id, spark_type_json=spark_type.json(), mode=m)
+    if schema.schema_type == "PROTOBUF":
+        params["reader_message"] = proto_message(proto_pool_file(schema), name=message_name).full_name
 
     def decode(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
         decoder = Decoder(**params)  # type: ignore[arg-type]  # one per task: the schema cache's lifetime
