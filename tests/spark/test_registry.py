@@ -20,6 +20,9 @@ def registry(kafka: Any) -> Iterator[RunningRegistry]:
     running = RunningRegistry(kafka.bootstrap, f"_schemas_{uuid.uuid4().hex[:8]}")
     yield running
     running.stop()
+    # the store's producer is only flushed by stop(): destroyed now, not when the shared broker has gone
+    # (librdkafka would log connection failures at the end of the session)
+    running.service.store.producer = None
 
 
 def _subject() -> str:
