@@ -229,3 +229,64 @@ def test_from_registry_decodes_confluent_protobuf(spark: Any, registry: RunningR
     df = _values_df(spark, [old, new]).select(from_registry("value", registry.url, subject).alias("o"))
     assert [r.o.asDict() for r in df.collect()] == [{"id": 1, "carrier": "post", "items": []},
                                                      {"id": 2, "carrier": "ship", "items": ["a", "b"]}]
+
+
+def test_from_registry_fetches_each_writer_schema_once_per_task(spark: Any) -> None:
+    """A registry of two schemas counting its /schemas/ids requests: one task decoding five Arrow batches
+    of rows alternating between two ids asks for each id once."""
+    import io
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import fastavro
+
+    from kaflite.spark import from_registry
+    from kaflite.spark.registry import frame
+
+    schemas = {1: ORDER_V1, 2: ORDER_V2}
+    fetched: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            if self.path == "/subjects/s/versions/latest":
+                body: dict[str, Any] = {"subject": "s", "version": 2, "id": 2, "schema": json.dumps(ORDER_V2)}
+            elif self.path.startswith("/schemas/ids/"):
+                fetched.append(self.path)
+                body = {"schema": json.dumps(schemas[int(self.path.rsplit("/", 1)[1])])}
+            else:
+                self.send_error(404)
+                return
+            raw = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    def avro(sid: int, rec: dict[str, Any]) -> bytes:
+        bio = io.BytesIO()
+        fastavro.schemaless_writer(bio, fastavro.parse_schema(schemas[sid]), rec)
+        return frame(sid, bio.getvalue())
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    values = [avro(1, {"id": i, "item": "x"}) if i % 2 else avro(2, {"id": i, "item": "y", "qty": 7})
+              for i in range(10)]
+    previous = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "2")
+    try:
+        df = _values_df(spark, values).coalesce(1).select(from_registry("value", url, "s").alias("o"))
+        rows = [r.o.asDict() for r in df.collect()]
+    finally:
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", previous)
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert rows == [{"id": i, "item": "x", "qty": 1} if i % 2 else {"id": i, "item": "y", "qty": 7}
+                    for i in range(10)]
+    assert sorted(fetched) == ["/schemas/ids/1", "/schemas/ids/2"]
