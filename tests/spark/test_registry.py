@@ -290,3 +290,39 @@ def test_from_registry_fetches_each_writer_schema_once_per_task(spark: Any) -> N
     assert rows == [{"id": i, "item": "x", "qty": 1} if i % 2 else {"id": i, "item": "y", "qty": 7}
                     for i in range(10)]
     assert sorted(fetched) == ["/schemas/ids/1", "/schemas/ids/2"]
+
+
+def test_from_registry_avro_schema_with_references(spark: Any, registry: RunningRegistry) -> None:
+    """A schema using a named type another subject defines (Confluent's schema references): the driver
+    and each task fetch the referenced version to parse it."""
+    import io
+
+    import fastavro
+    from confluent_kafka.schema_registry import Schema, SchemaReference
+
+    from kaflite.spark import from_registry
+    from kaflite.spark.registry import frame
+
+    item_subject, subject = _subject(), _subject()
+    item = {"type": "record", "name": "Item", "namespace": "shop",
+            "fields": [{"name": "sku", "type": "string"}, {"name": "n", "type": "int"}]}
+    order = {"type": "record", "name": "Basket", "namespace": "shop",
+             "fields": [{"name": "id", "type": "long"}, {"name": "items", "type": {"type": "array", "items": "shop.Item"}}]}
+    client = registry.client()
+    client.register_schema(item_subject, Schema(json.dumps(item), "AVRO"))
+    sid = client.register_schema(subject, Schema(json.dumps(order), "AVRO",
+                                                 [SchemaReference("shop.Item", item_subject, 1)]))
+    named: dict[str, Any] = {}
+    fastavro.parse_schema(item, named_schemas=named)
+    parsed = fastavro.parse_schema(order, named_schemas=named)
+    rec = {"id": 5, "items": [{"sku": "a", "n": 2}]}
+    bio = io.BytesIO()
+    fastavro.schemaless_writer(bio, parsed, rec)
+    df = _values_df(spark, [frame(sid, bio.getvalue())]).select(from_registry("value", registry.url, subject).alias("o"))
+    [row] = df.collect()
+    assert row.o.asDict(recursive=True) == rec
+    # and written back with the subject's latest version (its references parsed by each task)
+    from kaflite.spark import to_registry
+
+    back = df.select(to_registry("o", registry.url, subject, use_latest_version=True).alias("v")).collect()
+    assert [r.v for r in back] == [frame(sid, bio.getvalue())]

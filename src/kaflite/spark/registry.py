@@ -15,7 +15,9 @@ Rules:
 - A null value decodes to a null struct and a null struct encodes to a null value, in every mode.
 - mode FAILFAST (default, as Spark's from_avro) raises on a bad row, naming its problem; PERMISSIVE gives
   null for it.
-- to_registry writes one schema id for the whole column, registered (or looked up) once, on the driver.
+- to_registry writes one schema id for the whole column: resolved once on the driver when the schema or
+  the column's type is known there, else once per task on its first batch (registering the same schema
+  again answers the same id).
 """
 
 from __future__ import annotations
@@ -125,23 +127,54 @@ def _q(subject: str) -> str:
 # ---------------------------------------------------------------------------------------------- Avro
 
 
-def _avro_named(client: RegistryClient, schema: RegisteredSchema) -> dict[str, Any]:
-    """The named types the schema's references define (fetched recursively), for fastavro's parser."""
-    import fastavro
+def _avro_self_contained(client: RegistryClient, schema: RegisteredSchema) -> Any:
+    """The schema's JSON with the named types its references define (fetched recursively) written out at
+    their first use, as if it had been written in one piece: the Spark type, fastavro's resolution of a
+    writer against a reader, all then need nothing but the schema itself. A reference's name is the full
+    name of the type its subject defines (Confluent's convention for Avro)."""
+    defs = {ref["name"]: _avro_self_contained(client, client.version(ref["subject"], ref["version"]))
+            for ref in schema.references}
+    raw = json.loads(schema.schema)
+    if not defs:
+        return raw
+    defined: set[str] = set()
+    primitives = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 
-    named: dict[str, Any] = {}
-    for ref in schema.references:
-        dep = client.version(ref["subject"], ref["version"])
-        named.update(_avro_named(client, dep))
-        fastavro.parse_schema(json.loads(dep.schema), named_schemas=named)
-    return named
+    def walk(s: Any, ns: str) -> Any:
+        if isinstance(s, str):
+            if s in primitives:
+                return s
+            for name in (s if "." in s or not ns else f"{ns}.{s}", s):
+                if name in defs and name not in defined:
+                    defined.add(name)
+                    return walk(defs[name], name.rsplit(".", 1)[0] if "." in name else "")
+            return s
+        if isinstance(s, list):
+            return [walk(x, ns) for x in s]
+        if not isinstance(s, dict):
+            return s
+        t = s.get("type")
+        if t in ("record", "error"):
+            name = s["name"]
+            inner = s.get("namespace", name.rsplit(".", 1)[0] if "." in name else ns)
+            return {**s, "fields": [{**f, "type": walk(f["type"], inner)} for f in s["fields"]]}
+        if t == "array":
+            return {**s, "items": walk(s["items"], ns)}
+        if t == "map":
+            return {**s, "values": walk(s["values"], ns)}
+        if isinstance(t, (dict, list)) or (isinstance(t, str) and t not in primitives | {"enum", "fixed"}):
+            return {**s, "type": walk(t, ns)}
+        return s
+
+    return walk(raw, raw.get("namespace", "") if isinstance(raw, dict) else "")
 
 
 def parse_avro(client: RegistryClient | None, schema: RegisteredSchema) -> Any:
     import fastavro
 
-    named = _avro_named(client, schema) if client is not None and schema.references else {}
-    return fastavro.parse_schema(json.loads(schema.schema), named_schemas=named)
+    raw = _avro_self_contained(client, schema) if client is not None and schema.references \
+        else json.loads(schema.schema)
+    return fastavro.parse_schema(raw)
 
 
 # logical types whose fastavro values Arrow cannot take as Spark sees them: read as their base type
@@ -656,6 +689,7 @@ class Decoder:
     spark_type_json: str  # the Spark type, as StructType.json()
     mode: str = "FAILFAST"
     reader_message: str | None = None  # PROTOBUF: the full name of the message the column holds
+    reader_references: tuple[dict[str, Any], ...] = ()  # AVRO: the reader schema's references
     fetch: Callable[[int], RegisteredSchema] | None = None  # injected in tests; else HTTP
     writers: dict[int, Callable[[bytes], Any]] = field(default_factory=dict)
     fetches: int = 0
@@ -667,7 +701,8 @@ class Decoder:
         self._spark_type = StructType.fromJson(json.loads(self.spark_type_json))
         if self.reader_type == "AVRO":
             self._reader_parsed = avro_reader_schema(
-                parse_avro(self._client, RegisteredSchema(self.reader_id, "AVRO", self.reader_schema)))
+                parse_avro(self._client, RegisteredSchema(self.reader_id, "AVRO", self.reader_schema,
+                                                          self.reader_references)))
         elif self.reader_type == "PROTOBUF":
             from google.protobuf import message_factory
 
@@ -819,7 +854,8 @@ def from_registry(col: Any, registry_url: str, subject: str | None = None, *, ve
     schema = reader_schema(registry_url, subject, version, schema_id)
     spark_type = spark_type_of(registry_url, schema, message_name)
     params = dict(url=registry_url, reader_type=schema.schema_type, reader_schema=schema.schema,
-                  reader_id=schema.id, spark_type_json=spark_type.json(), mode=m)
+                  reader_id=schema.id, spark_type_json=spark_type.json(), mode=m,
+                  reader_references=schema.references)
     if schema.schema_type == "PROTOBUF":
         params["reader_message"] = proto_message(proto_pool_file(schema), name=message_name).full_name
 
@@ -882,6 +918,7 @@ class Encoder:
     use_latest_version: bool = False
     record_name: str = "topLevelRecord"
     namespace: str = ""
+    references: tuple[dict[str, Any], ...] = ()  # the schema's (use_latest_version), to parse it
 
     def _resolve(self, arrow_type: Any) -> None:
         from pyspark.sql.pandas.types import from_arrow_type
@@ -896,6 +933,7 @@ class Encoder:
             reg = writer_schema(self.registry_url, self.subject, spark_type, self.schema, self.schema_type,
                                 self.auto_register, self.use_latest_version, self.record_name, self.namespace)
             self.schema_type, self.schema, self.schema_id = reg.schema_type, reg.schema, reg.id
+            self.references = reg.references
         if self.schema_type not in ("AVRO", "JSON"):
             raise ValueError(f"to_registry writes AVRO or JSON, not {self.schema_type}")
         assert self.schema is not None and self.schema_id is not None
@@ -903,7 +941,7 @@ class Encoder:
         self._header = struct.pack(">bI", MAGIC, self.schema_id)
         if self.schema_type == "AVRO":
             self._parsed = parse_avro(RegistryClient(self.registry_url),
-                                      RegisteredSchema(self.schema_id, "AVRO", self.schema))
+                                      RegisteredSchema(self.schema_id, "AVRO", self.schema, self.references))
 
     def encode_one(self, row: dict[str, Any]) -> bytes:
         rec = self._convert(row)
@@ -979,7 +1017,7 @@ def to_registry(struct_col: Any, registry_url: str, subject: str, *, schema: str
         reg = writer_schema(registry_url, subject, StructType.fromJson(json.loads(params["spark_type_json"]))
                             if df is not None else None, schema, st, auto_register, use_latest_version,
                             record_name, namespace)
-        params.update(schema_type=reg.schema_type, schema=reg.schema, schema_id=reg.id)
+        params.update(schema_type=reg.schema_type, schema=reg.schema, schema_id=reg.id, references=reg.references)
         if reg.schema_type not in ("AVRO", "JSON"):
             raise ValueError(f"to_registry writes AVRO or JSON, not {reg.schema_type}")
 
