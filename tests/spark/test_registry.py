@@ -214,16 +214,22 @@ def _shipment_class(with_items: bool) -> Any:
 
 
 def test_from_registry_decodes_confluent_protobuf(spark: Any, registry: RunningRegistry) -> None:
+    from confluent_kafka.schema_registry import Schema
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     from kaflite.spark import from_registry
+    from kaflite.spark.registry import frame
 
     subject = _subject()
     ctx = SerializationContext("t", MessageField.VALUE)
     conf = {"use.deprecated.format": False, "subject.name.strategy": lambda c, n: subject}
     v1, v2 = _shipment_class(False), _shipment_class(True)
-    old = ProtobufSerializer(v1, registry.client(), conf)(v1(id=1, carrier="post"), ctx)
+    # version 1 registered as .proto text (the tasks ask for it with format=serialized), its record framed
+    # by hand; version 2 registered by confluent-kafka's serializer (a base64 FileDescriptorProto)
+    text = 'syntax = "proto3";\npackage shop;\nmessage Shipment { int64 id = 1; string carrier = 2; }'
+    v1_id = registry.client().register_schema(subject, Schema(text, "PROTOBUF"))
+    old = frame(v1_id, b"\x00" + v1(id=1, carrier="post").SerializeToString())
     new = ProtobufSerializer(v2, registry.client(), conf)(v2(id=2, carrier="ship", items=["a", "b"]), ctx)
     assert old[1:5] != new[1:5]
     df = _values_df(spark, [old, new]).select(from_registry("value", registry.url, subject).alias("o"))
@@ -248,11 +254,12 @@ def test_from_registry_fetches_each_writer_schema_once_per_task(spark: Any) -> N
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802
-            if self.path == "/subjects/s/versions/latest":
+            path = self.path.split("?")[0]
+            if path == "/subjects/s/versions/latest":
                 body: dict[str, Any] = {"subject": "s", "version": 2, "id": 2, "schema": json.dumps(ORDER_V2)}
-            elif self.path.startswith("/schemas/ids/"):
-                fetched.append(self.path)
-                body = {"schema": json.dumps(schemas[int(self.path.rsplit("/", 1)[1])])}
+            elif path.startswith("/schemas/ids/"):
+                fetched.append(path)
+                body = {"schema": json.dumps(schemas[int(path.rsplit("/", 1)[1])])}
             else:
                 self.send_error(404)
                 return

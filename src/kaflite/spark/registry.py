@@ -101,11 +101,13 @@ class RegistryClient:
             version=raw.get("version"),
         )
 
+    # format=serialized: a Protobuf schema comes as a base64 FileDescriptorProto (whatever text was
+    # registered), which google.protobuf loads without a .proto parser; other types are unaffected
     def by_id(self, schema_id: int) -> RegisteredSchema:
-        return self._schema(self._call("GET", f"/schemas/ids/{schema_id}"), schema_id)
+        return self._schema(self._call("GET", f"/schemas/ids/{schema_id}?format=serialized"), schema_id)
 
     def version(self, subject: str, version: int | str = "latest") -> RegisteredSchema:
-        return self._schema(self._call("GET", f"/subjects/{_q(subject)}/versions/{version}"))
+        return self._schema(self._call("GET", f"/subjects/{_q(subject)}/versions/{version}?format=serialized"))
 
     def register(self, subject: str, schema_type: str, schema: str) -> int:
         body: dict[str, Any] = {"schema": schema}
@@ -541,15 +543,18 @@ def read_message_indexes(payload: bytes) -> tuple[list[int], int]:
 
 
 def proto_pool_file(schema: RegisteredSchema) -> Any:
-    """The schema's file descriptor in a pool of its own (well-known imports such as
-    google/protobuf/timestamp.proto copied from protobuf's default pool); schema references are refused."""
+    """The schema's file descriptor (the registry's base64 FileDescriptorProto, asked with
+    format=serialized) in a pool of its own, with well-known imports such as google/protobuf/timestamp.proto
+    copied from protobuf's default pool; schema references are refused."""
     from google.protobuf import descriptor_pb2, descriptor_pool
-
-    from kaflite.schema_registry.protobuf_compat import parse
 
     if schema.references:
         raise ValueError(f"schema id {schema.id}: Protobuf schemas with references are not supported")
-    fdp = parse(schema.schema).descriptor
+    try:
+        fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(schema.schema, validate=True))
+    except Exception:  # binascii.Error, protobuf's DecodeError
+        raise ValueError(f"schema id {schema.id}: the registry did not answer a serialized FileDescriptorProto "
+                         "for format=serialized") from None
     pool = descriptor_pool.DescriptorPool()
     default = descriptor_pool.Default()
     for dep in fdp.dependency:
