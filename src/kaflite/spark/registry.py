@@ -845,7 +845,7 @@ def spark_type_of(registry_url: str, schema: RegisteredSchema, message_name: str
 
 def from_registry(col: Any, registry_url: str, subject: str | None = None, *, version: int | str = "latest",
                   schema_id: int | None = None, mode: str = "FAILFAST", message_name: str | None = None) -> Any:
-    """A struct column decoded from Confluent-framed Avro or JSON Schema values (binary `col`).
+    """A struct column decoded from Confluent-framed Avro, JSON Schema or Protobuf values (binary `col`).
 
     The struct's type is the reader schema's, fetched now: `subject`'s `version` (default latest), or
     `schema_id`. Each row is decoded with its own writer schema (its id, fetched once per task) and
