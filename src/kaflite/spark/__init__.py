@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kaflite.spark.registry import from_registry, to_registry
 from kaflite.spark.source import KafliteDataSource
 
-__all__ = ["KafliteDataSource", "register"]
+__all__ = ["KafliteDataSource", "from_registry", "register", "to_registry"]
 
 
 def register(spark: Any, as_kafka: bool = False, *, kafka_alias: bool | None = None) -> bool:
