@@ -88,6 +88,7 @@ class KafkaStore:
             self.watermarks.close()
         if self.producer is not None:
             self.producer.flush(self.timeout)
+            self.producer = None  # released: its threads would otherwise outlive the broker, reconnecting
 
     def _metadata(self) -> tuple[AdminClient, Any]:
         """An admin client and the cluster's metadata, asked in short rounds so that an authentication
