@@ -203,3 +203,59 @@ def test_async_context_manager_and_start_time(tmp_path: Any) -> None:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     print(f"EmbeddedCluster(1) started in {seconds:.2f} s")
+
+
+def test_expire_member_and_force_rebalance_reach_the_groups_coordinator(cluster: Any) -> None:
+    """`cluster.expire_member` / `force_rebalance` (and `kaflite faults expire-member` / `force-rebalance`)
+    act on the group's coordinator, whichever broker it is: a confluent-kafka member expired on purpose
+    rejoins under a new member id and keeps its records; a forced rebalance starts a new generation."""
+    from typer.testing import CliRunner
+
+    from kaflite.cli.main import app
+    from kaflite.protocol.errors import ErrorCode, KafkaError
+
+    topic, group = _topic(cluster, partitions=2), f"kit-{uuid.uuid4().hex[:6]}"
+    values = produce_numbered(Producer(cluster.confluent_config()), topic, "e", 4)
+    consumer = Consumer({**cluster.confluent_config(), "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "session.timeout.ms": 30000,
+                         "heartbeat.interval.ms": 300})
+    try:
+        consumer.subscribe([topic])
+        got: list[bytes] = []
+
+        def poll_until(done: Any, timeout: float = 30.0) -> bool:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                m = consumer.poll(0.2)
+                if m is not None and m.error() is None:
+                    got.append(m.value())
+                    consumer.commit(m, asynchronous=False)
+                if done():
+                    return True
+            return False
+
+        assert poll_until(lambda: len(got) == 4), got
+        member = consumer.memberid()
+        cluster.expire_member(group, member)
+        # its next heartbeat gets UNKNOWN_MEMBER_ID: it rejoins as a new member and is given both partitions
+        assert poll_until(lambda: consumer.memberid() not in (member, None, "") and len(consumer.assignment()) == 2)
+        with pytest.raises(KafkaError) as unknown:
+            cluster.expire_member(group, "no-such-member")
+        assert unknown.value.code == ErrorCode.unknown_member_id
+        with pytest.raises(KafkaError) as missing:
+            cluster.force_rebalance(f"no-such-{group}")
+        assert missing.value.code == ErrorCode.group_id_not_found
+        rejoined = consumer.memberid()
+        runner = CliRunner()
+        result = runner.invoke(app, ["faults", "force-rebalance", group, "--bootstrap-server", cluster.bootstrap])
+        assert result.exit_code == 0 and f"group {group} rebalances" in result.output, result.output
+        result = runner.invoke(app, ["faults", "expire-member", group, rejoined, "--bootstrap-server",
+                                     cluster.bootstrap])
+        assert result.exit_code == 0 and f"expired member {rejoined}" in result.output, result.output
+        assert poll_until(lambda: consumer.memberid() not in (rejoined, None, "") and len(consumer.assignment()) == 2)
+        result = runner.invoke(app, ["faults", "expire-member", group, "nobody", "--bootstrap-server",
+                                     cluster.bootstrap])
+        assert result.exit_code == 1 and "UNKNOWN_MEMBER_ID" in result.output, result.output
+        assert sorted(got) == sorted(values)  # nothing read twice: the commits were kept
+    finally:
+        consumer.close()

@@ -1,4 +1,4 @@
-"""`kaflite faults add|list|clear`: fault rules on a running broker started with `kaflite.faults.enable=true`
+"""`kaflite faults add|list|clear|expire-member|force-rebalance`: fault rules on a running broker started with `kaflite.faults.enable=true`
 (docs/testing.md), sent as DescribeConfigs / IncrementalAlterConfigs of the pseudo resource
 `kaflite.faults` (server/faults_admin.py says why that and not an HTTP endpoint).
 
@@ -6,6 +6,8 @@ Rules (tests/server/test_faults.py):
 - each command talks to the first address of --bootstrap-server: rules belong to one broker;
 - `add` prints the rule as the broker stored it (its id first), `list` one JSON line per rule, `clear`
   how many it removed (`--id N` removes one);
+- `expire-member GROUP MEMBER` / `force-rebalance GROUP` act on the group's coordinator, found through
+  --bootstrap-server (server/faults_client.py), and print what they did;
 - a broker without fault injection, or a refused rule, is one `error:` line and exit 1.
 """
 
@@ -154,3 +156,38 @@ def clear(
     count = len(_describe(bootstrap_server))
     _alter(bootstrap_server, [("all" if rule_id is None else str(rule_id), 1, None)])
     typer.echo(f"removed {1 if rule_id is not None else count} fault rule(s)")
+
+
+def _group_fault(bootstrap: str, group: str, member: str | None) -> None:
+    from kaflite.protocol.errors import KafkaError
+    from kaflite.server.faults_client import group_fault
+
+    try:
+        group_fault(bootstrap, group, member, _TIMEOUT)
+    except KafkaError as err:
+        _check(err.code.value, err.message)
+    except (OSError, ValueError) as err:
+        fail(f"cannot reach the group's coordinator through {bootstrap}: {err}")
+
+
+@faults_app.command("expire-member")
+@handle_errors
+def expire_member(
+    group: Annotated[str, typer.Argument(help="The group id.")],
+    member: Annotated[str, typer.Argument(help="The member id (kaflite groups describe --members).")],
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+) -> None:
+    """Expire a group member now, as its session timeout would (the group rebalances)."""
+    _group_fault(bootstrap_server, group, member)
+    typer.echo(f"expired member {member} of group {group}")
+
+
+@faults_app.command("force-rebalance")
+@handle_errors
+def force_rebalance(
+    group: Annotated[str, typer.Argument(help="The group id.")],
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+) -> None:
+    """Make a group rebalance now."""
+    _group_fault(bootstrap_server, group, None)
+    typer.echo(f"group {group} rebalances")

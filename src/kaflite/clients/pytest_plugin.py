@@ -51,5 +51,7 @@ def kaflite_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
     from kaflite.server.embedded_cluster import EmbeddedCluster
 
     brokers = getattr(request, "param", 3)
-    with EmbeddedCluster(brokers, data_dir=tmp_path_factory.mktemp("kaflite-cluster")) as cluster:
+    # fault injection on, so cluster.expire_member / force_rebalance work as on kaflite_broker's broker
+    with EmbeddedCluster(brokers, data_dir=tmp_path_factory.mktemp("kaflite-cluster"),
+                         overrides={"kaflite.faults.enable": "true"}) as cluster:
         yield cluster

@@ -107,7 +107,7 @@ class Dispatcher:
                 from kaflite.server.faults_admin import answer as answer_rules
 
                 ctx = RequestContext(self.broker, header, client_host, connection_id, session)
-                managed = answer_rules(ctx, request, faults)
+                managed = await answer_rules(ctx, request, faults)
                 if managed is not None:
                     return encode_response(header.api_key, header.api_version, header.correlation_id, managed)
             rule = faults.match(header.api_key, header.client_id, request)

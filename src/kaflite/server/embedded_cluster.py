@@ -5,6 +5,7 @@
         cluster.kill(1); cluster.restart(1)
         cluster.freeze(2); cluster.thaw(2)
         cluster.move_leader("orders", 0, to=2)
+        cluster.expire_member("billing", member_id)      # with overrides={"kaflite.faults.enable": "true"}
 
 Rules (tests/embedded/test_embedded_cluster.py):
 - it is `kaflite cluster up`'s `LocalCluster` (server/local_cluster.py), not a second launcher: the same
@@ -198,6 +199,23 @@ class EmbeddedCluster:
         except ProcessLookupError:
             pass
         self._frozen.discard(broker_id)
+
+    # --- groups ----------------------------------------------------------------------------------------
+    def expire_member(self, group: str, member_id: str, timeout: float = 30.0) -> None:
+        """Expire `member_id` of `group` now on the group's coordinator, as its session timeout would (the
+        group rebalances; a KIP-848 group's member is fenced). Needs the cluster started with
+        overrides={"kaflite.faults.enable": "true"} (server/faults_admin.py); KafkaError otherwise, or with
+        the coordinator's answer (UNKNOWN_MEMBER_ID, GROUP_ID_NOT_FOUND)."""
+        from kaflite.server.faults_client import group_fault
+
+        group_fault(self.bootstrap, group, member_id, timeout)
+
+    def force_rebalance(self, group: str, timeout: float = 30.0) -> None:
+        """Make `group` rebalance now on its coordinator (a classic group's members rejoin at their next
+        heartbeat; a KIP-848 group's epoch goes up). Needs kaflite.faults.enable, as `expire_member`."""
+        from kaflite.server.faults_client import group_fault
+
+        group_fault(self.bootstrap, group, None, timeout)
 
     # --- topics and leadership ------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,

@@ -13,6 +13,12 @@ Rules (tests/server/test_faults.py):
   "NOT_LEADER_OR_FOLLOWER", "times": 3, ...}) adds it; DELETE `all` removes every rule, DELETE `<id>`
   one; a bad rule answers INVALID_CONFIG with the reason; validate_only changes nothing;
 - DescribeConfigs answers one entry per rule: name = its id, value = its JSON description (with `fired`);
+- IncrementalAlterConfigs SET `expire_member` = {"group": G, "member": M} expires that member now (as its
+  session timeout would) and SET `force_rebalance` = G makes the group rebalance now, on the group's
+  coordinator (`GroupCoordinator.handle_expire_member` / `handle_force_rebalance`, what
+  `EmbeddedBroker.expire_member` / `force_rebalance` run): answered with the step's code once its records
+  are committed (NOT_COORDINATOR on another broker, GROUP_ID_NOT_FOUND / UNKNOWN_MEMBER_ID as the step
+  says); validate_only checks the value only;
 - the principal needs ALTER_CONFIGS (changes) or DESCRIBE_CONFIGS (list) on the cluster resource, else
   CLUSTER_AUTHORIZATION_FAILED.
 """
@@ -20,6 +26,7 @@ Rules (tests/server/test_faults.py):
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kaflite.protocol.errors import ErrorCode
@@ -42,7 +49,7 @@ def _ours(resources: Any) -> bool:
                                    for r in resources)
 
 
-def answer(ctx: RequestContext, request: Any, faults: FaultInjector) -> Any | None:
+async def answer(ctx: RequestContext, request: Any, faults: FaultInjector) -> Any | None:
     """The response when `request` manages fault rules, else None (the handler answers it)."""
     from kaflite.server.context import build
     from kaflite.server.faults_response import _entity
@@ -66,14 +73,48 @@ def answer(ctx: RequestContext, request: Any, faults: FaultInjector) -> Any | No
             if not ctx.authorize(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER):
                 code = ErrorCode.cluster_authorization_failed
             else:
+                group_ops = [c for c in r.configs if c.name in GROUP_OPS and int(c.config_operation) == SET]
                 try:
-                    _apply(r.configs, faults, bool(request.validate_only))
+                    steps = [_group_step(c.name, c.value) for c in group_ops]
+                    _apply([c for c in r.configs if c not in group_ops], faults, bool(request.validate_only))
                 except (ValueError, TypeError, KeyError) as err:
                     code, message = ErrorCode.invalid_config, str(err)
+                else:
+                    if not request.validate_only:
+                        code, message = await _run_group_steps(ctx, steps)
             results.append(_entity(R.AlterConfigsResourceResponse, code, error_message=message,
                                    resource_type=r.resource_type, resource_name=r.resource_name))
         return build(R.IncrementalAlterConfigsResponse, throttle_time=_zero_ms(), responses=tuple(results))
     return None
+
+
+GROUP_OPS = ("expire_member", "force_rebalance")
+GroupStep = tuple[str, Callable[[Any, int], Any]]
+
+
+def _group_step(name: str, value: str | None) -> GroupStep:
+    """(group id, the coordinator step) of a SET `expire_member` / `force_rebalance` (module rules)."""
+    if name == "force_rebalance":
+        if not value:
+            raise ValueError("force_rebalance: the value is the group id")
+        group = value
+        return group, lambda shard, now: shard.handle_force_rebalance(group, now)
+    spec = json.loads(value or "")
+    if not isinstance(spec, dict) or not isinstance(spec.get("group"), str) or not isinstance(spec.get("member"), str):
+        raise ValueError('expire_member: the value is {"group": "<group id>", "member": "<member id>"}')
+    group, member = spec["group"], spec["member"]
+    return group, lambda shard, now: shard.handle_expire_member(group, member, now)
+
+
+async def _run_group_steps(ctx: RequestContext, steps: list[GroupStep]) -> tuple[ErrorCode, str | None]:
+    """Each step on its group's shard, in order; the first error stops them."""
+    from kaflite.server.handlers.groups import GroupService
+
+    for group, step in steps:
+        code = await GroupService.of(ctx.broker).call(group, step, lambda c: c)
+        if code != ErrorCode.none:
+            return ErrorCode(code), f"group {group!r}"
+    return ErrorCode.none, None
 
 
 def _apply(configs: Any, faults: FaultInjector, validate_only: bool) -> None:
