@@ -246,3 +246,54 @@ def test_consumer_group_describe_of_a_classic_group() -> None:
     assert "classic" in d.gc.groups
     ((gid, err, msg, cg),) = d.gc.describe_consumer_groups(["classic"])
     assert (err, cg) == (ErrorCode.group_id_not_found, None) and msg == "Group classic is not a consumer group."
+
+
+def _static_hb(d: Driver, member: str, instance: str, epoch: int) -> ConsumerHeartbeatResponse:
+    req = ConsumerHeartbeatRequest("g", member, epoch, ("t",) if epoch == 0 else None,
+                                   d.owned.get(member, {}) if epoch > 0 else None, rebalance_timeout_ms=5000,
+                                   instance_id=instance)
+    resp: ConsumerHeartbeatResponse = d.gc.handle_consumer_heartbeat(req, TOPICS, d.now).response()
+    if resp.error is ErrorCode.none and epoch >= 0:
+        d.epoch[member] = resp.member_epoch
+        if resp.assignment is not None:
+            d.owned[member] = dict(resp.assignment)
+    return resp
+
+
+def test_a_static_member_leaves_with_epoch_minus_2_and_its_new_incarnation_takes_its_place() -> None:
+    """KIP-848 static membership (Kafka's consumerGroupStaticMemberGroupLeave / consumerGroupJoin): a
+    member with an instance id leaving with epoch -2 keeps its partitions (no rebalance); rejoining under a
+    new member id with that instance id it gets them back at its old epoch; while the old one is still in
+    the group the instance id is refused (UNRELEASED_INSTANCE_ID); one that never comes back is removed at
+    its session timeout."""
+    d = Driver(consumer_session_timeout_ms=3000)
+    _static_hb(d, "a1", "inst-a", 0)
+    d.hb("b", 0)
+    for _ in range(6):
+        _static_hb(d, "a1", "inst-a", d.epoch["a1"])
+        d.hb("b")
+    group_epoch, a_parts = d.group().group_epoch, d.owned["a1"]["t"]
+    assert len(a_parts) == 3 and d.group().state == "Stable"
+    # the instance id is in use: another incarnation is refused
+    assert _static_hb(d, "a2", "inst-a", 0).error is ErrorCode.unreleased_instance_id
+    # a temporary leave: no new group epoch, a1 keeps its partitions (b cannot take them)
+    assert _static_hb(d, "a1", "inst-a", -2).error is ErrorCode.none
+    assert d.group().group_epoch == group_epoch and d.group().members["a1"].member_epoch == -2
+    assert set(d.group().members["a1"].assigned["t"]) == set(a_parts)
+    assert d.hb("b").error is ErrorCode.none and len(d.owned["b"]["t"]) == 3
+    # the new incarnation: same partitions, same epoch, no rebalance; the old member id is gone
+    back = _static_hb(d, "a2", "inst-a", 0)
+    assert back.error is ErrorCode.none and back.member_epoch == d.epoch["b"]
+    assert back.assignment == {"t": a_parts} and d.group().group_epoch == group_epoch
+    assert set(d.group().members) == {"a2", "b"} and d.group().state == "Stable"
+    assert _static_hb(d, "a1", "inst-a", d.epoch["a2"]).error is ErrorCode.unknown_member_id
+    d.assert_single_owner()
+    # a static member that leaves and never returns is removed when its session times out
+    assert _static_hb(d, "a2", "inst-a", -2).error is ErrorCode.none
+    d.now += 3500
+    d.hb("b")
+    d.gc.poll_timers(d.now)
+    assert set(d.group().members) == {"b"} and d.group().group_epoch == group_epoch + 1
+    for _ in range(4):
+        d.hb("b")
+    assert d.owned["b"]["t"] == frozenset(range(6))

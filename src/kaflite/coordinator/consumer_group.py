@@ -2,7 +2,10 @@
 
 Rules (Kafka's GroupMetadataManager.consumerGroupHeartbeat + CurrentAssignmentBuilder, simplified):
 - a member joins with member epoch 0 (v0: the coordinator makes its id; v1: the client brings one),
-  leaves with -1 (or -2, a static member's leave); any other epoch must be the member's current epoch,
+  leaves with -1; a static member (instance id) leaving with -2 stays with epoch -2 and its partitions
+  (no new group epoch) until a join with its instance id takes its place, epoch and partitions under the
+  new member id, or its session times out; a join with an instance id whose member has not left is
+  UNRELEASED_INSTANCE_ID (-2 without an instance id is a leave); any other epoch must be the member's current epoch,
   or its previous one when the partitions it reports are a subset of what it was given
   (FENCED_MEMBER_EPOCH otherwise; an unknown member id with an epoch is UNKNOWN_MEMBER_ID);
 - the group epoch goes up whenever membership, a subscription, or a subscribed topic's partition count
@@ -296,6 +299,17 @@ class ConsumerGroupManager:
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             if group is None or req.member_id not in group.members:
                 return fail(ErrorCode.unknown_member_id, f"Member {req.member_id} is not a member of the group.")
+            leaving = group.members[req.member_id]
+            if req.member_epoch == STATIC_LEAVE_EPOCH and leaving.instance_id is not None:
+                # a static member's temporary leave: it keeps its partitions until it rejoins under its
+                # instance id or its session times out (Kafka's consumerGroupStaticMemberGroupLeave)
+                if leaving.member_epoch != STATIC_LEAVE_EPOCH:
+                    leaving.previous_epoch, leaving.member_epoch = leaving.member_epoch, STATIC_LEAVE_EPOCH
+                    self._mark(group.group_id, leaving.member_id)
+                    self._event(group, "member-left", "leave-group", leaving.member_id,
+                                f"static instance {leaving.instance_id} left for now (member epoch -2): its "
+                                "partitions kept until it rejoins or its session times out", start=False)
+                return ConsumerHeartbeatResponse(ErrorCode.none, req.member_id, req.member_epoch, 0)
             self._fence(group, req.member_id, "leave-group",
                         "static member left (member epoch -2)" if req.member_epoch == STATIC_LEAVE_EPOCH
                         else "member epoch -1")
@@ -315,6 +329,20 @@ class ConsumerGroupManager:
             if group is None:
                 group = self.groups[req.group_id] = ConsumerGroup(req.group_id, assignor=self.assignors[0])
             member_id = req.member_id or str(uuid.uuid4())
+            static = None if req.instance_id is None else next(
+                (mb for mb in group.members.values() if mb.instance_id == req.instance_id and mb.member_id != member_id),
+                None)
+            if static is not None and static.member_epoch != STATIC_LEAVE_EPOCH:
+                return fail(ErrorCode.unreleased_instance_id,
+                            f"Static member {member_id} with instance id {req.instance_id} cannot join the group "
+                            f"because the instance id is owned by {static.member_id} member.")
+            if static is not None:
+                member = self._rejoin_static(group, static, member_id, req)
+                self._refresh_and_reconcile(group, member, topics, None)
+                self._schedule_session(group, member)
+                member.last_sent = {t: ps for t, ps in member.assigned.items() if ps}
+                return ConsumerHeartbeatResponse(ErrorCode.none, member.member_id, member.member_epoch,
+                                                 self.heartbeat_interval_ms, member.last_sent)
             rejoined = member_id in group.members
             if rejoined:  # rejoining from scratch (e.g. after being fenced)
                 self._remove(group, member_id)
@@ -693,6 +721,31 @@ class ConsumerGroupManager:
             self._remove(group, member_id)
             if self.timeline is not None:
                 self.timeline.start(group.group_id, "consumer", group.group_epoch)
+
+    def _rejoin_static(self, group: ConsumerGroup, old: ConsumerMember, member_id: str,
+                       req: ConsumerHeartbeatRequest) -> ConsumerMember:
+        """A static member that left with epoch -2 rejoins under a new member id: it takes its
+        predecessor's place, epoch, partitions and target (`_replace_static`); the group epoch moves only
+        if the subscription changed (Kafka's consumerGroupJoin with an existing static member)."""
+        old_id, old_subscribed, old_regex = old.member_id, old.subscribed, old.subscribed_regex
+        self._replace_static(group, old, member_id)
+        member = old  # the same object, under its new id
+        member.client_id, member.client_host = req.client_id, req.client_host
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.member_epoch = member.previous_epoch  # the epoch it had before its epoch -2 leave
+        member.subscribed = tuple(req.subscribed_topics or ())
+        member.subscribed_regex = req.subscribed_regex or None
+        if req.rack_id is not None:
+            member.rack_id = req.rack_id
+        self._mark(group.group_id, member_id)
+        self._event(group, "member-replaced", "static-member-replaced", member_id,
+                    f"instance {req.instance_id}: {old_id} (left with epoch -2) replaced by {member_id}",
+                    start=False)
+        if member.subscribed != old_subscribed or member.subscribed_regex != old_regex:
+            group.group_epoch += 1
+            self._event(group, "subscription-changed", "subscription-change", member_id,
+                        f"topics {', '.join(old_subscribed) or '-'} -> {', '.join(member.subscribed) or '-'}")
+        return member
 
     def _remove(self, group: ConsumerGroup, member_id: str) -> None:
         self._mark(group.group_id, member_id)
