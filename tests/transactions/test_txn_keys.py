@@ -20,8 +20,9 @@ from kio.static.primitive import i16, i32, i64
 from helpers import wait_until
 from kaflite.protocol.errors import ErrorCode
 from kaflite.protocol.record_batch import build_record_batch
+from kaflite.server.handlers.coordinator_writer import InternalTopicWriter
 from kaflite.server.handlers.groups import OffsetsTopicWriter
-from kaflite.server.handlers.transactions import TransactionService, TransactionStateWriter
+from kaflite.server.handlers.transactions import TransactionService
 from kaflite.storage.log import Log
 from server.kwire import WireClient
 from transactions.conftest import TXN_OVERRIDES
@@ -109,11 +110,8 @@ def test_transaction_state_load_reads_the_configured_buffer_size(broker: Any, tm
             asked.append(max_bytes)
             return lg.read(offset, max_bytes, **kw)
 
-    class Service:
-        load_buffer_size = 1000
-        broker = type("B", (), {"get_log": staticmethod(lambda topic, partition: Spy())})()
-
-    writer = TransactionStateWriter(Service())  # type: ignore[arg-type]
+    broker = type("B", (), {"get_log": staticmethod(lambda topic, partition: Spy())})()
+    writer = InternalTopicWriter(broker, "__transaction_state", 5000, 1000)
     got = writer.read(0)
     assert isinstance(got, list)
     assert [k for k, _ in got] == [f"k{i}".encode() for i in range(20)]

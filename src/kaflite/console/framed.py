@@ -31,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kaflite.protocol.varint import read_zigzag_varint
+
 __all__ = ["Decoded", "Lookup", "SchemaInfo", "FramedDecoder", "split_frame"]
 
 MAGIC = 0
@@ -81,28 +83,15 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def _zigzag_varint(data: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise ValueError("message indexes run past the payload")
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-
-
 def _message_indexes(payload: bytes) -> tuple[list[int], int]:
-    count, pos = _zigzag_varint(payload, 0)
+    count, pos = read_zigzag_varint(payload, 0)
     if count == 0:
         return [0], pos
     if count < 0 or count > len(payload):
         raise ValueError(f"a message-index count of {count}")
     indexes = []
     for _ in range(count):
-        index, pos = _zigzag_varint(payload, pos)
+        index, pos = read_zigzag_varint(payload, pos)
         indexes.append(index)
     return indexes, pos
 

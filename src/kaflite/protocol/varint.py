@@ -7,13 +7,16 @@ Rules (tests/protocol/test_varint.py):
   varint of an answer: array lengths, short strings, tagged-field counts);
 - `read_uvarint(raw, pos)` reads at most 5 bytes (a 32-bit value, as Kafka's readUnsignedVarint) and
   returns (value, position after it); a sixth byte or the end of `raw` raises ValueError;
+- `read_zigzag_varint(raw, pos)` reads a signed (zigzag) varint of at most 10 bytes (Kafka's VARINT /
+  VARLONG, the message indexes of Confluent's Protobuf framing); a longer one or the end of `raw` raises
+  ValueError;
 - `skip_tags(raw, pos)` skips a tagged-field section (a count, then per field a tag, a size and that many
   bytes) and returns the position after it; a section past the end raises ValueError.
 """
 
 from __future__ import annotations
 
-__all__ = ["read_uvarint", "skip_tags", "uvarint"]
+__all__ = ["read_uvarint", "read_zigzag_varint", "skip_tags", "uvarint"]
 
 _SMALL = tuple(bytes((n,)) for n in range(0x80))
 
@@ -39,6 +42,20 @@ def read_uvarint(raw: bytes | memoryview, pos: int) -> tuple[int, int]:
         n |= (b & 0x7F) << shift
         if not b & 0x80:
             return n, pos
+        shift += 7
+    raise ValueError("varint too long")
+
+
+def read_zigzag_varint(raw: bytes | memoryview, pos: int) -> tuple[int, int]:
+    shift = n = 0
+    for _ in range(10):
+        if pos >= len(raw):
+            raise ValueError("varint runs past the end")
+        b = raw[pos]
+        pos += 1
+        n |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (n >> 1) ^ -(n & 1), pos
         shift += 7
     raise ValueError("varint too long")
 

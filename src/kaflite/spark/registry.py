@@ -35,6 +35,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from kaflite.protocol.varint import read_zigzag_varint
+
 MAGIC = 0
 MODES = ("FAILFAST", "PERMISSIVE")
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -521,19 +523,12 @@ def read_message_indexes(payload: bytes) -> tuple[list[int], int]:
 
     def varint() -> int:
         nonlocal pos
-        shift = result = 0
-        while True:
-            if pos >= len(payload):
-                raise BadRecord("message indexes run past the end of the value")
-            b = payload[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                break
-            shift += 7
-            if shift > 63:
-                raise BadRecord("message index varint longer than 10 bytes")
-        return (result >> 1) ^ -(result & 1)  # zigzag
+        try:
+            value, pos = read_zigzag_varint(payload, pos)
+        except ValueError as e:
+            raise BadRecord("message indexes run past the end of the value" if "past the end" in str(e)
+                            else "message index varint longer than 10 bytes") from None
+        return value
 
     count = varint()
     if count < 0 or count > 64:

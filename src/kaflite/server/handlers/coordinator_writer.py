@@ -24,7 +24,7 @@ from kaflite.protocol.control_record import parse_marker
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import build_record_batch, decode_records, iter_batches
 
-__all__ = ["OffsetsTopicWriter", "WriterService", "committed_end", "flushed_then", "log_position"]
+__all__ = ["InternalTopicWriter", "OffsetsTopicWriter", "WriterService", "committed_end", "flushed_then", "log_position"]
 
 log = logging.getLogger("kaflite.coordinator")
 
@@ -203,3 +203,52 @@ class OffsetsTopicWriter:
             if last <= offset:
                 break
             offset = last
+
+
+class InternalTopicWriter:
+    """The runtime's PartitionWriter over an internal topic never written transactionally
+    (`__transaction_state`, `__share_group_state`): one batch per append as leader through the
+    ReplicaManager (acks=-1), answered once the partition's high watermark passed it (at once with one
+    replica), flushed first where the topic's flush settings ask, within `timeout_ms` (else the
+    replica manager's code, REQUEST_TIMED_OUT); replayed `load_buffer_size` bytes per read, in a worker
+    thread past `OffsetsTopicWriter.THREAD_MIN_BYTES`."""
+
+    def __init__(self, broker: Any, topic: str, timeout_ms: int, load_buffer_size: int) -> None:
+        self.broker = broker
+        self.topic = topic
+        self.timeout_ms = timeout_ms
+        self.load_buffer_size = load_buffer_size
+
+    def log(self, partition: int) -> Any:
+        return self.broker.get_log(self.topic, partition)
+
+    def append(self, partition: int, records: Sequence[Record], producer: Producer | None = None
+               ) -> Awaitable[None] | None:
+        assert producer is None, f"{self.topic} is never written transactionally"
+        batch = build_record_batch([(k, v, []) for k, v in records], timestamp_ms=self.broker.now_ms())
+        part, result = self.broker.replica_manager.append_records(self.topic, partition, batch, -1,
+                                                                  internal_topics_allowed=True)
+        last = int(result.last_offset)
+        if part.high_watermark > last:  # one replica: committed by the append
+            return flushed_then(part, last, None)
+        return flushed_then(part, last, self._committed(part, last))
+
+    def committed_end(self, partition: int) -> Awaitable[None] | None:
+        """As the offsets topic's: refused unless this broker leads the partition."""
+        return committed_end(self.broker, self.topic, partition, self._committed)
+
+    def position(self, partition: int) -> Hashable | None:
+        return log_position(self.log(partition))
+
+    async def _committed(self, part: Any, last_offset: int) -> None:
+        code = await self.broker.replica_manager.wait_committed(
+            part, last_offset + 1, self.broker.now_ms() + self.timeout_ms)
+        if code is not ErrorCode.none:
+            raise KafkaError(code, f"{self.topic}-{part.partition} did not commit offset {last_offset}")
+
+    def read(self, partition: int) -> Iterable[LoadedRecord] | Awaitable[list[LoadedRecord]]:
+        lg = self.log(partition)
+        size = self.load_buffer_size
+        if lg.size <= OffsetsTopicWriter.THREAD_MIN_BYTES:
+            return list(OffsetsTopicWriter.loaded_records(lg, size))
+        return asyncio.to_thread(lambda: list(OffsetsTopicWriter.loaded_records(lg, size)))

@@ -38,24 +38,18 @@ import asyncio
 import datetime
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from kaflite.coordinator.runtime import CoordinatorRuntime, LoadedRecord, Producer, Record, ShardState
+from kaflite.coordinator.runtime import CoordinatorRuntime, ShardState
 from kaflite.coordinator.share.partition import ShareSnapshot, StateBatch
 from kaflite.coordinator.share.state_records import SHARE_GROUP_STATE_TOPIC, ShareStateKey, partition_for
 from kaflite.coordinator.share.state_shard import ShareStateShard, StateAnswer
 from kaflite.protocol.errors import ErrorCode, KafkaError
-from kaflite.protocol.record_batch import build_record_batch
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
-from kaflite.server.handlers.coordinator_writer import (
-    OffsetsTopicWriter,
-    committed_end,
-    flushed_then,
-    log_position,
-)
+from kaflite.server.handlers.coordinator_writer import InternalTopicWriter
 
 __all__ = ["APIS", "NOT_HERE", "ShareStateService", "load_at_start"]
 
@@ -63,48 +57,6 @@ log = logging.getLogger("kaflite.coordinator")
 
 _EXTENSION = "share_state"
 NOT_HERE = object()  # read(): the state partition is led by another broker
-
-
-class ShareStateWriter:
-    """The runtime's PartitionWriter over this broker's `__share_group_state` logs (acks=-1; committed
-    once the high watermark passed the batch, within share.coordinator.write.timeout.ms)."""
-
-    def __init__(self, service: ShareStateService) -> None:
-        self.service = service
-        self.broker = service.broker
-
-    def log(self, partition: int) -> Any:
-        return self.broker.get_log(SHARE_GROUP_STATE_TOPIC, partition)
-
-    def append(self, partition: int, records: Sequence[Record], producer: Producer | None = None
-               ) -> Awaitable[None] | None:
-        assert producer is None, "__share_group_state is never written transactionally"
-        batch = build_record_batch([(k, v, []) for k, v in records], timestamp_ms=self.broker.now_ms())
-        part, result = self.broker.replica_manager.append_records(SHARE_GROUP_STATE_TOPIC, partition, batch, -1,
-                                                                  internal_topics_allowed=True)
-        last = int(result.last_offset)
-        if part.high_watermark > last:  # one replica: committed by the append
-            return flushed_then(part, last, None)
-        return flushed_then(part, last, self._committed(part, last))
-
-    def committed_end(self, partition: int) -> Awaitable[None] | None:
-        return committed_end(self.broker, SHARE_GROUP_STATE_TOPIC, partition, self._committed)
-
-    def position(self, partition: int) -> Hashable | None:
-        return log_position(self.log(partition))
-
-    async def _committed(self, part: Any, last_offset: int) -> None:
-        code = await self.broker.replica_manager.wait_committed(
-            part, last_offset + 1, self.broker.now_ms() + self.service.write_timeout_ms)
-        if code is not ErrorCode.none:
-            raise KafkaError(code, f"{SHARE_GROUP_STATE_TOPIC}-{part.partition} did not commit offset {last_offset}")
-
-    def read(self, partition: int) -> Iterable[LoadedRecord] | Awaitable[list[LoadedRecord]]:
-        lg = self.log(partition)
-        size = self.service.load_buffer_size
-        if lg.size <= OffsetsTopicWriter.THREAD_MIN_BYTES:
-            return list(OffsetsTopicWriter.loaded_records(lg, size))
-        return asyncio.to_thread(lambda: list(OffsetsTopicWriter.loaded_records(lg, size)))
 
 
 class ShareStateService:
@@ -116,7 +68,8 @@ class ShareStateService:
         self.write_timeout_ms = int(setting("share.coordinator.write.timeout.ms"))
         self.load_buffer_size = int(setting("share.coordinator.load.buffer.size"))
         self._configs = self.topic_configs(broker)
-        self.writer = ShareStateWriter(self)
+        self.writer = InternalTopicWriter(broker, SHARE_GROUP_STATE_TOPIC, self.write_timeout_ms,
+                                          self.load_buffer_size)
         self.runtime: CoordinatorRuntime[ShareStateShard] = CoordinatorRuntime(
             lambda _p: ShareStateShard(self.snapshot_every), self.writer, broker.now_ms, "share coordinator")
         self.loaded: asyncio.Future[Any] | None = None

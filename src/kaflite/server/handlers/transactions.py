@@ -41,11 +41,11 @@ import datetime
 import logging
 import re
 import struct
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from kaflite.coordinator import OFFSETS_TOPIC
-from kaflite.coordinator.runtime import CoordinatorRuntime, LoadedRecord, Producer, Record
+from kaflite.coordinator.runtime import CoordinatorRuntime
 from kaflite.coordinator.transaction import (
     TRANSACTION_STATE_TOPIC,
     InitPidAnswer,
@@ -57,16 +57,11 @@ from kaflite.coordinator.transaction import (
     partition_for,
 )
 from kaflite.protocol.errors import ErrorCode, KafkaError
-from kaflite.protocol.record_batch import BATCH_HEADER_SIZE, TRANSACTIONAL_MASK, build_record_batch
+from kaflite.protocol.record_batch import BATCH_HEADER_SIZE, TRANSACTIONAL_MASK
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable
-from kaflite.server.handlers.coordinator_writer import (
-    OffsetsTopicWriter,
-    committed_end,
-    flushed_then,
-    log_position,
-)
+from kaflite.server.handlers.coordinator_writer import InternalTopicWriter
 from kaflite.server.handlers.groups import GroupService, to_ms
 from kaflite.server.handlers.offsets import screen_partitions
 from kaflite.server.txn_marker_channel import TransactionMarkerChannelManager
@@ -85,50 +80,6 @@ def fenced(code: ErrorCode, version: int, first_fenced_version: int) -> ErrorCod
     return code
 
 
-class TransactionStateWriter:
-    """The runtime's PartitionWriter over this broker's `__transaction_state` logs (acks=-1, answered once
-    the high watermark passed the batch, within offsets.commit.timeout.ms as Kafka's
-    transaction.state.log uses request.timeout)."""
-
-    def __init__(self, service: TransactionService) -> None:
-        self.service = service
-        self.broker = service.broker
-
-    def log(self, partition: int) -> Any:
-        return self.broker.get_log(TRANSACTION_STATE_TOPIC, partition)
-
-    def append(self, partition: int, records: Sequence[Record], producer: Producer | None = None) -> Awaitable[None]:
-        assert producer is None, "__transaction_state is never written transactionally"
-        batch = build_record_batch([(k, v, []) for k, v in records], timestamp_ms=self.broker.now_ms())
-        part, result = self.broker.replica_manager.append_records(TRANSACTION_STATE_TOPIC, partition, batch, -1,
-                                                                  internal_topics_allowed=True)
-        wait = flushed_then(part, int(result.last_offset), self._committed(part, int(result.last_offset)))
-        assert wait is not None
-        return wait
-
-    def committed_end(self, partition: int) -> Awaitable[None] | None:
-        """As the offsets topic's: refused unless this broker leads the partition."""
-        return committed_end(self.broker, TRANSACTION_STATE_TOPIC, partition, self._committed)
-
-    def position(self, partition: int) -> Hashable | None:
-        return log_position(self.log(partition))
-
-    async def _committed(self, part: Any, last_offset: int) -> None:
-        code = await self.broker.replica_manager.wait_committed(
-            part, last_offset + 1, self.broker.now_ms() + self.service.commit_timeout_ms)
-        if code is not ErrorCode.none:
-            raise KafkaError(code, f"{TRANSACTION_STATE_TOPIC}-{part.partition} did not commit offset {last_offset}")
-
-    def read(self, partition: int) -> Iterable[LoadedRecord] | Awaitable[list[LoadedRecord]]:
-        """The partition replayed by the offsets topic's record reader, transaction.state.log.load.buffer.size
-        bytes per read (in a worker thread past 1 MiB)."""
-        lg = self.log(partition)
-        size = self.service.load_buffer_size
-        if lg.size <= OffsetsTopicWriter.THREAD_MIN_BYTES:
-            return list(OffsetsTopicWriter.loaded_records(lg, size))
-        return asyncio.to_thread(lambda: list(OffsetsTopicWriter.loaded_records(lg, size)))
-
-
 class TransactionService:
     def __init__(self, broker: Any) -> None:
         self.broker = broker
@@ -142,7 +93,9 @@ class TransactionService:
         self.abort_interval_ms = int(setting("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
         self.expire_interval_ms = int(setting("transaction.remove.expired.transaction.cleanup.interval.ms"))
         self.load_buffer_size = int(setting("transaction.state.log.load.buffer.size"))
-        self.writer = TransactionStateWriter(self)
+        # offsets.commit.timeout.ms: Kafka's transaction state log uses the request timeout
+        self.writer = InternalTopicWriter(broker, TRANSACTION_STATE_TOPIC, self.commit_timeout_ms,
+                                          self.load_buffer_size)
         self.runtime: CoordinatorRuntime[TransactionCoordinatorShard] = CoordinatorRuntime(
             self._new_shard, self.writer, broker.now_ms, "transaction coordinator")
         self._in_flight: set[str] = set()  # transactional ids whose markers are being written
