@@ -491,6 +491,9 @@ def test_message_browser_decodes_registry_framed_records(console: ConsoleServer,
     p.produce(topic, key=b"e1", value=as_json({"kind": "click"}, ctx))
     p.produce(topic, key=b"u1", value=b"\x00\x00\x00\x03\xe7payload")  # id 999: not the registry's
     p.produce(topic, key=b"plain", value=b'{"plain": true}')
+    # shop.User {name: "bo", id: 3} under id 5 (shop-users, registered as .proto text): indexes [0], then
+    # field 1 (string "bo") and field 2 (int64 3)
+    p.produce(topic, key=b"p1", value=b"\x00\x00\x00\x00\x05" + b"\x00" + b"\x0a\x02bo\x10\x03")
     assert p.flush(10) == 0
     del p, admin  # their threads stop before the module's broker does (no reconnect noise)
 
@@ -505,6 +508,9 @@ def test_message_browser_decodes_registry_framed_records(console: ConsoleServer,
     assert json.loads(event.split("schema id")[0].replace("&#34;", '"')) == {"kind": "click"}
     assert "schema id 4 · events-value v1 (JSON)" in event
     assert "schema id 999: not a schema id of the registry" in values["u1"]
+    user = values["p1"]
+    assert json.loads(user.split("schema id")[0].replace("&#34;", '"')) == {"name": "bo", "id": 3}
+    assert "schema id 5 · shop-users v1 (PROTOBUF): message shop.User" in user
     assert "schema id" not in values["plain"]
     # hex shows the bytes as written, not decoded
     _, html, _ = console.get(f"/topics/{quote(topic)}/messages?format=hex")

@@ -349,12 +349,35 @@ ORDER = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "l
                                                         {"name": "blob", "type": "bytes"}]}
 
 
+def _user_proto() -> tuple[str, Any]:
+    """A serialized FileDescriptorProto (what the registry answers with format=serialized) of
+    `package shop; message User {string name = 1; int64 id = 2; message Inner {int32 x = 1;}}`, and the pool
+    file to make messages of it."""
+    import base64
+
+    from google.protobuf import descriptor_pb2, descriptor_pool
+
+    fdp = descriptor_pb2.FileDescriptorProto(name="user.proto", package="shop", syntax="proto3")
+    user = fdp.message_type.add(name="User")
+    user.field.add(name="name", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+                   label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+    user.field.add(name="id", number=2, type=descriptor_pb2.FieldDescriptorProto.TYPE_INT64,
+                   label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+    inner = user.nested_type.add(name="Inner")
+    inner.field.add(name="x", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_INT32,
+                    label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return base64.b64encode(fdp.SerializeToString()).decode(), pool.FindFileByName("user.proto")
+
+
 def _lookup(asked: list[int]) -> Any:
     from kaflite.console.framed import SchemaInfo
 
     known = {7: SchemaInfo("AVRO", json.dumps(ORDER), False, (("other", 1), ("t-value", 3))),
              8: SchemaInfo("JSON", "{}", False, (("t-key", 1),)),
-             9: SchemaInfo("PROTOBUF", "syntax = 'proto3';", False, ()),
+             9: SchemaInfo("PROTOBUF", "syntax = 'proto3';", False, (), _user_proto()[0]),
+             11: SchemaInfo("PROTOBUF", "syntax = 'proto3';", False, ()),
              10: SchemaInfo("AVRO", json.dumps(ORDER), True, ())}
 
     def lookup(schema_id: int) -> Any:
@@ -400,11 +423,22 @@ def test_framed_decoder_says_why_a_body_is_not_decoded() -> None:
     assert extra is not None and extra.text is None and "1 bytes left" in extra.note
     refs = d.decode(_avro_body(10, ORDER, {"id": 1, "blob": b""}))
     assert refs is not None and refs.text is None and "references" in refs.note
-    # Protobuf: message indexes [1, 0] (zigzag: count 2 -> 4, 1 -> 2, 0 -> 0), then 3 bytes of message
-    proto = d.decode(b"\x00\x00\x00\x00\x09" + b"\x04\x02\x00" + b"\x08\x96\x01")
-    assert proto is not None and proto.text is None and "message index [1, 0], 3 bytes" in proto.note
-    first = d.decode(b"\x00\x00\x00\x00\x09" + b"\x00" + b"\x08\x01")  # count 0: the first message
-    assert first is not None and "message index [0], 2 bytes" in first.note
+    # Protobuf: the message indexes name the message in the id's descriptor, which decodes the rest
+    from google.protobuf import message_factory
+
+    _b64, file_desc = _user_proto()
+    user_cls = message_factory.GetMessageClass(file_desc.message_types_by_name["User"])
+    inner_cls = message_factory.GetMessageClass(file_desc.message_types_by_name["User"].nested_types[0])
+    user = d.decode(b"\x00\x00\x00\x00\x09" + b"\x00" + user_cls(name="ann", id=7).SerializeToString())
+    assert user is not None and json.loads(user.text or "") == {"name": "ann", "id": 7}
+    assert user.note == "message shop.User"
+    # indexes [0, 0] (zigzag: count 2 -> 4, then 0, 0): the first message's first nested type
+    nested = d.decode(b"\x00\x00\x00\x00\x09" + b"\x04\x00\x00" + inner_cls(x=-3).SerializeToString())
+    assert nested is not None and json.loads(nested.text or "") == {"x": -3} and nested.note == "message shop.User.Inner"
+    no_such = d.decode(b"\x00\x00\x00\x00\x09" + b"\x02\x0a" + b"")  # indexes [5]: no such message
+    assert no_such is not None and no_such.text is None and "names no message" in no_such.note
+    bare = d.decode(b"\x00\x00\x00\x00\x0b" + b"\x00\x08\x01")  # no serialized descriptor given
+    assert bare is not None and bare.text is None and "no serialized descriptor" in bare.note
 
 
 def test_framed_decoder_asks_a_failing_registry_once_a_page() -> None:

@@ -11,9 +11,9 @@ Rules (tests/console/test_units.py without sockets, tests/console/test_pages.py 
 - AVRO: the payload is one datum of the writer schema (the id's), decoded with fastavro; a schema with
   references is not decoded (the referenced schemas are not fetched);
 - JSON: the payload is a JSON document;
-- PROTOBUF: the message indexes (a zigzag varint count, then that many zigzag varints; a count of 0
-  means [0]) are read and shown with the payload's size; the message itself is not decoded (that needs a
-  descriptor built from the .proto text);
+- PROTOBUF: the message indexes name the message in the id's schema (the registry's FileDescriptorProto,
+  `format=serialized`), which decodes the rest (kaflite.protocol.confluent: framing, indexes, descriptors,
+  values); the message's full name is shown beside it; schemas with references are not decoded;
 - the decoded datum is shown as JSON: bytes as their hex, times and decimals as text;
 - the subject and version shown are the id's first (subject, version) pair, preferring the topic's own
   subject under Confluent's default TopicNameStrategy (`<topic>-key` / `<topic>-value`).
@@ -21,7 +21,6 @@ Rules (tests/console/test_units.py without sockets, tests/console/test_pages.py 
 
 from __future__ import annotations
 
-import base64
 import datetime
 import decimal
 import io
@@ -31,11 +30,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kaflite.protocol.varint import read_zigzag_varint
+from kaflite.protocol.confluent import (
+    proto_file,
+    proto_message,
+    proto_to_python,
+    read_message_indexes,
+    split_frame,
+)
 
 __all__ = ["Decoded", "Lookup", "SchemaInfo", "FramedDecoder", "split_frame"]
 
-MAGIC = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +48,7 @@ class SchemaInfo:
     schema: str
     references: bool
     subjects: tuple[tuple[str, int], ...]  # (subject, version) pairs that hold the id
+    serialized: str | None = None  # PROTOBUF: the base64 FileDescriptorProto (format=serialized)
 
 
 # schema id -> its SchemaInfo; None when the registry does not know the id (40403)
@@ -66,11 +71,6 @@ class Decoded:
         return f"schema id {self.schema_id}{where}{kind}"
 
 
-def split_frame(body: bytes | None) -> tuple[int, bytes] | None:
-    """(schema id, payload) of a framed body (module rules), None when it is not framed."""
-    if body is None or len(body) < 5 or body[0] != MAGIC:
-        return None
-    return int.from_bytes(body[1:5], "big"), body[5:]
 
 
 def _json_default(value: Any) -> Any:
@@ -83,17 +83,6 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def _message_indexes(payload: bytes) -> tuple[list[int], int]:
-    count, pos = read_zigzag_varint(payload, 0)
-    if count == 0:
-        return [0], pos
-    if count < 0 or count > len(payload):
-        raise ValueError(f"a message-index count of {count}")
-    indexes = []
-    for _ in range(count):
-        index, pos = read_zigzag_varint(payload, pos)
-        indexes.append(index)
-    return indexes, pos
 
 
 class FramedDecoder:
@@ -154,9 +143,15 @@ class FramedDecoder:
         if info.schema_type == "JSON":
             return json.dumps(json.loads(payload), indent=2, ensure_ascii=False), ""
         if info.schema_type == "PROTOBUF":
-            indexes, pos = _message_indexes(payload)
-            size = len(payload) - pos
-            return None, (f"message index {indexes}, {size} bytes: Protobuf messages are not decoded "
-                          f"(base64 {base64.b64encode(payload[pos:pos + 48]).decode()}"
-                          f"{'...' if size > 48 else ''})")
+            from google.protobuf import message_factory
+
+            indexes, pos = read_message_indexes(payload)
+            file_desc = self._parsed.get(schema_id)
+            if file_desc is None:
+                if info.serialized is None:
+                    return None, f"message index {indexes}: the registry gave no serialized descriptor"
+                file_desc = self._parsed[schema_id] = proto_file(schema_id, info.serialized, info.references)
+            desc = proto_message(file_desc, indexes)
+            datum = proto_to_python(message_factory.GetMessageClass(desc).FromString(payload[pos:]))
+            return json.dumps(datum, indent=2, ensure_ascii=False, default=_json_default), f"message {desc.full_name}"
         return None, f"schema type {info.schema_type}: not decoded"

@@ -8,7 +8,8 @@ Rules (tests/console/test_units.py without sockets, tests/console/test_pages.py 
   something that is not JSON, becomes ConsoleError (the page answers 502) naming the URL.
 - A subject without a compatibility level of its own (40408) shows the global level, marked as such.
 - Soft-deleted versions are listed (Confluent's `?deleted=true`) and marked; a hard-deleted one is gone.
-- The message browser's lookup of a schema id (`schema_info`): `/schemas/ids/{id}` and its versions; an
+- The message browser's lookup of a schema id (`schema_info`): `/schemas/ids/{id}` (Protobuf also with
+  `format=serialized`) and its versions; an
   unknown id (40403) is None, any other error as above.
 - The schema text is shown pretty-printed when it is JSON (Avro, JSON Schema), else as registered
   (Protobuf); the diff of a version is against the version listed before it, on those shown texts.
@@ -229,5 +230,9 @@ class RegistryView:
             if err.code != 40403:
                 raise
             pairs = []
-        return SchemaInfo(str(answer.get("schemaType", "AVRO")), str(answer["schema"]),
-                          bool(answer.get("references")), tuple(pairs))
+        schema_type = str(answer.get("schemaType", "AVRO"))
+        serialized = None
+        if schema_type == "PROTOBUF":
+            serialized = str(self.get("schemas", "ids", schema_id, format="serialized")["schema"])
+        return SchemaInfo(schema_type, str(answer["schema"]), bool(answer.get("references")), tuple(pairs),
+                          serialized)

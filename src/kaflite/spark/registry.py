@@ -35,7 +35,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from kaflite.protocol.varint import read_zigzag_varint
+from kaflite.protocol import confluent
+from kaflite.protocol.confluent import proto_to_python, repeated
 
 MAGIC = 0
 MODES = ("FAILFAST", "PERMISSIVE")
@@ -516,75 +517,35 @@ def _json_default(v: Any) -> Any:
 
 
 def read_message_indexes(payload: bytes) -> tuple[list[int], int]:
-    """Confluent's message indexes after the schema id: a zigzag varint count, then that many zigzag
-    varints (the path of the message among the file's nested types); a count of 0 means [0], the first
-    message. Returns (indexes, offset of the message bytes)."""
-    pos = 0
-
-    def varint() -> int:
-        nonlocal pos
-        try:
-            value, pos = read_zigzag_varint(payload, pos)
-        except ValueError as e:
-            raise BadRecord("message indexes run past the end of the value" if "past the end" in str(e)
-                            else "message index varint longer than 10 bytes") from None
-        return value
-
-    count = varint()
-    if count < 0 or count > 64:
-        raise BadRecord(f"message index count {count} is not valid")
-    indexes = [varint() for _ in range(count)] or [0]
-    return indexes, pos
+    """Confluent's message indexes (kaflite.protocol.confluent); BadRecord when they do not read."""
+    try:
+        return confluent.read_message_indexes(payload)
+    except ValueError as e:
+        raise BadRecord(str(e)) from None
 
 
 def proto_pool_file(schema: RegisteredSchema) -> Any:
-    """The schema's file descriptor (the registry's base64 FileDescriptorProto, asked with
-    format=serialized) in a pool of its own, with well-known imports such as google/protobuf/timestamp.proto
-    copied from protobuf's default pool; schema references are refused."""
-    from google.protobuf import descriptor_pb2, descriptor_pool
-
-    if schema.references:
-        raise ValueError(f"schema id {schema.id}: Protobuf schemas with references are not supported")
-    try:
-        fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(schema.schema, validate=True))
-    except Exception:  # binascii.Error, protobuf's DecodeError
-        raise ValueError(f"schema id {schema.id}: the registry did not answer a serialized FileDescriptorProto "
-                         "for format=serialized") from None
-    pool = descriptor_pool.DescriptorPool()
-    default = descriptor_pool.Default()
-    for dep in fdp.dependency:
-        try:
-            dep_file = default.FindFileByName(dep)
-        except KeyError:
-            raise ValueError(f"schema id {schema.id}: import {dep} is not a well-known type") from None
-        dep_proto = descriptor_pb2.FileDescriptorProto()
-        dep_file.CopyToProto(dep_proto)
-        pool.Add(dep_proto)
-    pool.Add(fdp)
-    return pool.FindFileByName(fdp.name)
+    """The schema's file descriptor, from the registry's FileDescriptorProto (kaflite.protocol.confluent)."""
+    return confluent.proto_file(schema.id, schema.schema, bool(schema.references))
 
 
 def proto_message(file_desc: Any, indexes: list[int] | None = None, name: str | None = None) -> Any:
-    """The message descriptor at `indexes` (Confluent's path) or named `name` (full or simple)."""
+    """The message descriptor at `indexes` or named `name`; a path naming no message is a BadRecord (a
+    row's), an unknown name a ValueError (the caller's)."""
     if name is not None:
-        for desc in _all_messages(file_desc.message_types_by_name.values()):
-            if name in (desc.full_name, desc.name):
-                return desc
-        raise ValueError(f"no message {name!r} in the schema")
-    msgs = list(file_desc.message_types_by_name.values())
-    desc = None
-    for i in indexes or [0]:
-        if not 0 <= i < len(msgs):
-            raise BadRecord(f"message index path {indexes} names no message of the schema")
-        desc = msgs[i]
-        msgs = list(desc.nested_types)
-    return desc
+        return confluent.proto_message(file_desc, name=name)
+    try:
+        return confluent.proto_message(file_desc, indexes)
+    except ValueError as e:
+        raise BadRecord(str(e)) from None
 
 
-def _all_messages(msgs: Any) -> Iterator[Any]:
-    for m in msgs:
-        yield m
-        yield from _all_messages(m.nested_types)
+
+
+
+
+
+
 
 
 def proto_to_spark(desc: Any) -> Any:
@@ -611,7 +572,7 @@ def proto_to_spark(desc: Any) -> Any:
             t = message(m, stack)
         else:
             t = scalars[fd.type]
-        return T.ArrayType(t, True) if _repeated(fd) else t
+        return T.ArrayType(t, True) if repeated(fd) else t
 
     def message(m: Any, stack: tuple[str, ...]) -> Any:
         if m.full_name in stack:
@@ -622,42 +583,8 @@ def proto_to_spark(desc: Any) -> Any:
     return message(desc, ())
 
 
-def _repeated(fd: Any) -> bool:
-    from google.protobuf.descriptor import FieldDescriptor as FD
-
-    return bool(fd.is_repeated) and not (  # protobuf 7's descriptors have no `label`
-        fd.type == FD.TYPE_MESSAGE and fd.message_type.GetOptions().map_entry)
 
 
-def proto_to_python(msg: Any) -> dict[str, Any]:
-    """A decoded message as the Python values of proto_to_spark's struct: a field with presence (a
-    message, a proto2 / proto3 `optional` field, a oneof member) is null when unset; other scalars hold
-    their value (proto3's default when unset)."""
-    from google.protobuf.descriptor import FieldDescriptor as FD
-
-    def value(fd: Any, v: Any) -> Any:
-        if fd.type == FD.TYPE_ENUM:
-            ev = fd.enum_type.values_by_number.get(v)
-            return ev.name if ev is not None else str(v)
-        if fd.type in (FD.TYPE_MESSAGE, FD.TYPE_GROUP):
-            return proto_to_python(v)
-        if fd.type in (FD.TYPE_UINT64, FD.TYPE_FIXED64) and v >= 1 << 63:
-            return v - (1 << 64)  # as Spark's from_protobuf (a Java long) holds it
-        return v
-
-    out: dict[str, Any] = {}
-    for fd in msg.DESCRIPTOR.fields:
-        v = getattr(msg, fd.name)
-        if fd.type == FD.TYPE_MESSAGE and fd.message_type.GetOptions().map_entry:
-            vfd = fd.message_type.fields_by_name["value"]
-            out[fd.name] = {k: value(vfd, x) for k, x in v.items()}
-        elif _repeated(fd):
-            out[fd.name] = [value(fd, x) for x in v]
-        elif fd.has_presence and not msg.HasField(fd.name):
-            out[fd.name] = None
-        else:
-            out[fd.name] = value(fd, v)
-    return out
 
 
 
