@@ -32,9 +32,9 @@ def uvarint(n: int) -> bytes:
     return bytes(out)
 
 
-def read_uvarint(raw: bytes | memoryview, pos: int) -> tuple[int, int]:
+def _read(raw: bytes | memoryview, pos: int, max_bytes: int) -> tuple[int, int]:
     shift = n = 0
-    for _ in range(5):
+    for _ in range(max_bytes):
         if pos >= len(raw):
             raise ValueError("varint runs past the end")
         b = raw[pos]
@@ -46,18 +46,13 @@ def read_uvarint(raw: bytes | memoryview, pos: int) -> tuple[int, int]:
     raise ValueError("varint too long")
 
 
+def read_uvarint(raw: bytes | memoryview, pos: int) -> tuple[int, int]:
+    return _read(raw, pos, 5)
+
+
 def read_zigzag_varint(raw: bytes | memoryview, pos: int) -> tuple[int, int]:
-    shift = n = 0
-    for _ in range(10):
-        if pos >= len(raw):
-            raise ValueError("varint runs past the end")
-        b = raw[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (n >> 1) ^ -(n & 1), pos
-        shift += 7
-    raise ValueError("varint too long")
+    n, pos = _read(raw, pos, 10)
+    return (n >> 1) ^ -(n & 1), pos
 
 
 def skip_tags(raw: bytes | memoryview, pos: int) -> int:
