@@ -248,7 +248,7 @@ class EmbeddedCluster:
         """Make broker `to` lead `topic`-`partition`: a reassignment (AlterPartitionReassignments to the
         controller) that puts `to` first in the replica list (in place of the last replica when it is not
         one yet, keeping the replication factor), then a preferred leader election (ElectLeaders); returns
-        once the metadata names `to` as the leader."""
+        once every running broker's metadata names `to` as the leader."""
         from confluent_kafka import ElectionType, TopicPartition
 
         if to not in self.broker_ids:
@@ -264,18 +264,50 @@ class EmbeddedCluster:
                 time.sleep(0.1)
         while True:
             if self.leader(topic, partition) == to:
-                return
+                break
             futures = self._admin().elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, partition)])
             try:
                 futures.result(timeout=max(0.1, deadline - time.monotonic()))
             except Exception:  # noqa: BLE001 - ELECTION_NOT_NEEDED, or `to` not in the ISR yet: asked again
                 pass
             if self.leader(topic, partition) == to:
-                return
+                break
             if time.monotonic() > deadline:
                 raise TimeoutError(f"broker {to} did not become the leader of {topic}-{partition} "
                                    f"(leader: {self.leader(topic, partition)})")
             time.sleep(0.1)
+        # every running broker's metadata names it (a `leader()` right after may ask any of them)
+        while True:
+            lagging = [b for b in self._running() if self._leader_on(b, topic, partition) != to]
+            if not lagging:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}-{partition}: brokers {lagging} do not name {to} as its leader yet")
+            time.sleep(0.1)
+
+    def _running(self) -> list[int]:
+        return [b.broker_id for b in self._cluster.brokers
+                if b.proc.poll() is None and b.broker_id not in self._frozen]
+
+    def _leader_on(self, broker_id: int, topic: str, partition: int) -> int | None:
+        """The leader of `topic`-`partition` in broker `broker_id`'s own metadata (None: not answered)."""
+        from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+        from kio.schema.metadata.v12.response import MetadataResponse
+        from kio.schema.types import TopicName
+
+        from kaflite.cluster.wire import request
+
+        try:
+            resp = request("127.0.0.1", self._broker(broker_id).port, MetadataRequest(
+                topics=(MetadataRequestTopic(topic_id=None, name=TopicName(topic)),), allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False), MetadataResponse, 5.0)
+        except (OSError, ConnectionError):
+            return None
+        for t in resp.topics:
+            for p in t.partitions:
+                if t.name == topic and int(p.partition_index) == partition:
+                    return int(p.leader_id)
+        return None
 
     def _replicas(self, topic: str, partition: int) -> list[int]:
         tm = self._admin().list_topics(topic, timeout=10).topics.get(topic)
