@@ -258,20 +258,23 @@ def test_delete_records_reaches_the_followers_and_survives_a_failover(brokers: B
         brokers.kill(1)
         wait_until("2 leads", lambda: (s := zk.get_partition_states([("dr", 0)])[("dr", 0)]) is not None
                    and s.leader == 2, 30)
-        c = Consumer({"bootstrap.servers": brokers.bootstrap(2), "group.id": "dr-check"})
+        last: list[str] = []
 
         def watermarks() -> tuple[int, int] | None:
-            # broker 2's own metadata follows ZooKeeper by tens of milliseconds: until it shows itself as the
-            # leader, librdkafka answers "Unknown partition" at once (seen once in a full run)
+            # broker 2's own metadata follows ZooKeeper by tens of milliseconds (more on a loaded machine):
+            # until it names itself the leader, librdkafka answers "Unknown partition" or asks dead broker 1.
+            # One consumer kept for every attempt failed for 30 s in CI, likely on its cached metadata, so
+            # each attempt is a new consumer that reads broker 2's metadata afresh
+            c = Consumer({"bootstrap.servers": brokers.bootstrap(2), "group.id": "dr-check"})
             try:
                 return tuple(c.get_watermark_offsets(TopicPartition("dr", 0), timeout=5))  # type: ignore[return-value]
-            except KafkaException:
+            except KafkaException as e:
+                last[:] = [str(e)]
                 return None
+            finally:
+                c.close()
 
-        try:
-            assert wait_until("broker 2 answers dr-0's watermarks", watermarks, 30) == (6, 10)
-        finally:
-            c.close()
+        assert wait_until("broker 2 answers dr-0's watermarks", watermarks, 30, context=lambda: last) == (6, 10)
         assert _consume_all(brokers.bootstrap(2), "dr", 1, 4) == {0: [b"6", b"7", b"8", b"9"]}
     finally:
         zk.close()
