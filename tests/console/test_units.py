@@ -455,3 +455,29 @@ def test_framed_decoder_asks_a_failing_registry_once_a_page() -> None:
         got = d.decode(b"\x00" + schema_id.to_bytes(4, "big") + b"x")
         assert got is not None and got.text is None and "connection refused" in got.note
     assert calls == [1]
+
+
+def test_a_template_that_fails_is_the_console_error_page_not_a_bare_500() -> None:
+    """A fault of the console's own (here the lab's template raises while rendering) answers the console's
+    error page with status 500 and one line naming the exception; the other pages are still served."""
+    from jinja2 import Template
+    from starlette.testclient import TestClient
+
+    from kaflite.console.app import ConsoleSettings, create_app
+
+    app = create_app(ConsoleSettings(bootstrap="127.0.0.1:1"), start_sampler=False)
+    env = app.state.console.env
+    real = env.get_template
+
+    def get_template(name: str, *args: Any, **kwargs: Any) -> Template:
+        if name == "lab.html":
+            return env.from_string("{{ no_such_helper() }}")
+        return real(name, *args, **kwargs)
+
+    env.get_template = get_template
+    client = TestClient(app, raise_server_exceptions=False)
+    got = client.get("/lab?topics=t:1&members=a:t")
+    assert got.status_code == 500
+    assert "Cannot show this page" in got.text
+    assert "the console failed: UndefinedError: &#39;no_such_helper&#39; is undefined" in got.text
+    assert client.get("/healthz").text == "ok\n"

@@ -15,7 +15,8 @@ Rules:
 - every cluster error becomes a one-line message on the page (HTTP 502 when the cluster cannot answer,
   400 for bad input, 404 for an unknown topic or group), never a traceback; so does every registry error
   (404 for an unknown subject or version, 502 for a registry that cannot answer, 404 on /schemas when no
-  registry was given).
+  registry was given); a fault of the console's own (a template that fails to render) is its error page
+  with status 500 and one line naming the exception, never Starlette's bare 500.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from urllib.parse import quote, urlencode
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -639,7 +640,17 @@ def create_app(settings: ConsoleSettings, start_sampler: bool = True) -> Starlet
         Route("/healthz", console.healthz),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        # a fault of the console's own (a template error, a bug): its error page with one line naming the
+        # exception, not Starlette's bare "Internal Server Error"; the traceback goes to the log (Starlette
+        # raises the exception again after this answer, and the server logs it)
+        message = f"the console failed: {type(exc).__name__}: {str(exc)[:300]}"
+        try:
+            return console.error(request, 500, message)
+        except Exception:  # the error page itself cannot render: the same line as text
+            return PlainTextResponse(message + "\n", status_code=500)
+
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: internal_error})
     app.state.console = console
     return app
 
