@@ -160,12 +160,14 @@ def test_apis_advertised(broker: EmbeddedBroker) -> None:
     got = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in r.api_keys}
     assert got[76] == (1, 1) and got[77] == (1, 1) and got[78] == (1, 1) and got[79] == (1, 1)
     assert all(got[k] == (0, 0) for k in (83, 84, 85, 86, 87))  # the share coordinator's RPCs
+    # Describe / Alter / DeleteShareGroupOffsets: v0, what Kafka 4.1.0 advertises (kio also has Describe v1)
+    assert all(got[k] == (0, 0) for k in (90, 91, 92))
 
 
 def test_group_share_enable_false_hides_the_apis() -> None:
     with EmbeddedBroker(overrides={"group.share.enable": "false"}) as b, WireClient(b.bootstrap) as c:
         r = c.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
-        assert not {76, 77, 78, 79, 83, 84, 85, 86, 87} & {int(k.api_key) for k in r.api_keys}
+        assert not {76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92} & {int(k.api_key) for k in r.api_keys}
         hb = c.request(ShareGroupHeartbeatRequest(group_id="g", member_id="m", member_epoch=i32(0),
                                                   subscribed_topic_names=("t",)))
         assert hb.error_code == 35  # UNSUPPORTED_VERSION

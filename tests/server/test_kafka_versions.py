@@ -70,7 +70,10 @@ def test_served_ranges_cover_kafkas(path: Path) -> None:
     served = _served()
     assert len(served) >= 29
     missing = []
+    newer = kafka_served(KAFKA_41)
     for key, (lo, hi) in served.items():
+        if key not in kafka and path != KAFKA_41 and key in newer:
+            continue  # an API that release did not have yet (KIP-932's share-group offsets APIs, 90-92)
         assert key in kafka, f"api key {key} is not one of Kafka's APIs"
         name, (k_lo, k_hi) = kafka[key]
         floor, newest = _kio(key)

@@ -184,7 +184,7 @@ OPTIONAL_COMMAND_MODULES = ("kaflite.cli.assign_cmd", "kaflite.cli.groups_cmd", 
                             "kaflite.cli.console_cmd", "kaflite.cli.transactions_cmd",
                             "kaflite.cli.certs_cmd", "kaflite.cli.users_cmd",
                             "kaflite.cli.acls_cmd", "kaflite.cli.schema_registry_cmd",
-                            "kaflite.cli.schemas_cmd", "kaflite.cli.faults_cmd")
+                            "kaflite.cli.schemas_cmd", "kaflite.cli.faults_cmd", "kaflite.cli.share_groups_cmd")
 REGISTERED: dict[str, bool] = {}
 for _name in OPTIONAL_COMMAND_MODULES:
     try:

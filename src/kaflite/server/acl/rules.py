@@ -105,6 +105,12 @@ ALTER_REASSIGNMENTS = _c(Op.ALTER, R.CLUSTER, "every request")
 LIST_REASSIGNMENTS = _c(Op.DESCRIBE, R.CLUSTER, "every request")
 ALTER_PARTITION = _c(Op.CLUSTER_ACTION, R.CLUSTER, "every request (broker to controller)")
 SHARE_STATE = _c(Op.CLUSTER_ACTION, R.CLUSTER, "every request (broker to share coordinator)")
+DESCRIBE_SHARE_OFFSETS_GROUP = _c(Op.DESCRIBE, R.GROUP, "each group")
+DESCRIBE_SHARE_OFFSETS_TOPIC = _c(Op.DESCRIBE, R.TOPIC, "each topic (left out when all are asked)")
+ALTER_SHARE_OFFSETS_GROUP = _c(Op.READ, R.GROUP, "every request")
+ALTER_SHARE_OFFSETS_TOPIC = _c(Op.READ, R.TOPIC, "each topic")
+DELETE_SHARE_OFFSETS_GROUP = _c(Op.DELETE, R.GROUP, "every request")
+DELETE_SHARE_OFFSETS_TOPIC = _c(Op.READ, R.TOPIC, "each topic")
 INIT_PRODUCER_ID_TXN = _c(Op.WRITE, R.TRANSACTIONAL_ID, "a transactional id given")
 INIT_PRODUCER_ID_IDEMPOTENT = _c(Op.IDEMPOTENT_WRITE, R.CLUSTER,
                                  "no transactional id (else WRITE on any topic, KIP-679)")
@@ -189,6 +195,9 @@ API_CHECKS: dict[int, tuple[Check, ...]] = {
     85: (SHARE_STATE,),
     86: (SHARE_STATE,),
     87: (SHARE_STATE,),
+    90: (DESCRIBE_SHARE_OFFSETS_GROUP, DESCRIBE_SHARE_OFFSETS_TOPIC),
+    91: (ALTER_SHARE_OFFSETS_GROUP, ALTER_SHARE_OFFSETS_TOPIC),
+    92: (DELETE_SHARE_OFFSETS_GROUP, DELETE_SHARE_OFFSETS_TOPIC),
 }
 
 API_NAMES: dict[int, str] = {
@@ -205,7 +214,8 @@ API_NAMES: dict[int, str] = {
     65: "DescribeTransactions", 66: "ListTransactions", 68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe",
     76: "ShareGroupHeartbeat", 77: "ShareGroupDescribe", 78: "ShareFetch", 79: "ShareAcknowledge",
     83: "InitializeShareGroupState", 84: "ReadShareGroupState", 85: "WriteShareGroupState",
-    86: "DeleteShareGroupState", 87: "ReadShareGroupStateSummary",
+    86: "DeleteShareGroupState", 87: "ReadShareGroupStateSummary", 90: "DescribeShareGroupOffsets",
+    91: "AlterShareGroupOffsets", 92: "DeleteShareGroupOffsets",
 }
 
 

@@ -62,6 +62,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "kaflite.server.handlers.quotas",
     "kaflite.server.handlers.share",
     "kaflite.server.handlers.share_state",
+    "kaflite.server.handlers.share_admin",
 )
 
 

@@ -17,8 +17,8 @@ from kaflite.server.handlers import ApiTable, Registry
 API_KEY = 18
 CONSUMER_PROTOCOL_APIS = frozenset({68, 69})  # ConsumerGroupHeartbeat, ConsumerGroupDescribe
 # ShareGroupHeartbeat/Describe, ShareFetch, ShareAcknowledge, the share coordinator's Initialize / Read / Write /
-# Delete ShareGroupState and ReadShareGroupStateSummary
-SHARE_GROUP_APIS = frozenset({76, 77, 78, 79, 83, 84, 85, 86, 87})
+# Delete ShareGroupState and ReadShareGroupStateSummary, Describe / Alter / DeleteShareGroupOffsets
+SHARE_GROUP_APIS = frozenset({76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92})
 _ZERO = datetime.timedelta(0)
 
 

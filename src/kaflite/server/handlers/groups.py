@@ -51,6 +51,7 @@ from kaflite.server.handlers.coordinator_writer import (
     OffsetsTopicWriter,
 )
 from kaflite.server.handlers.share import delete_share_group, listed_share_groups
+from kaflite.server.handlers.share_admin import is_share_group
 
 log = logging.getLogger("kaflite.coordinator")
 
@@ -493,6 +494,8 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
         if ctx.api_version >= GROUP_ID_NOT_FOUND_VERSION and error is ErrorCode.none and g.state == "Dead":
             # v6 (KIP-1043): a group that does not exist says so; older versions describe it as Dead
             error, message = ErrorCode.group_id_not_found, f"Group {g.group_id} not found."
+            if is_share_group(ctx.broker, g.group_id):  # as Kafka: a share group is no classic group
+                message = f"Group {g.group_id} is not a classic group."
         groups.append(build(R.DescribedGroup, error_code=error, error_message=message, group_id=g.group_id,
                             group_state=g.state, protocol_type=g.protocol_type, protocol_data=g.protocol,
                             members=members,

@@ -147,7 +147,9 @@ def _state_loader(broker: Any) -> Callable[[str, str, int], ShareSnapshot | None
         if key is None:
             return None
         state = svc.read(key)  # COORDINATOR_LOAD_IN_PROGRESS while its partition loads
-        return _without_holes(state) if isinstance(state, ShareSnapshot) else None
+        if not isinstance(state, ShareSnapshot) or state.start_offset < 0:
+            return None  # start offset -1 (AlterShareGroupOffsets): uninitialized, from share.auto.offset.reset
+        return _without_holes(state)
     return load
 
 

@@ -1,0 +1,361 @@
+"""The share-group admin APIs of KIP-932: DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91) and
+DeleteShareGroupOffsets (92), v0 each: what a Kafka 4.1.0 broker advertises (kio also has
+DescribeShareGroupOffsets v1, Kafka 4.2's, not served: tests/server/test_kafka_versions.py). Behaviour as
+read in apache/kafka's KafkaApis and GroupCoordinatorService (4.2 development line). They act on the durable
+share-partition state, `__share_group_state` (share_state.py's shards), which is what Kafka's persister reads
+and writes.
+
+Rules:
+- group.share.enable=false: Describe answers every group UNSUPPORTED_VERSION, Alter and Delete the whole
+  request (ApiVersions does not advertise them then).
+- ACLs as Kafka: Describe DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for that group) and DESCRIBE on
+  each topic (a named topic refused: its partitions TOPIC_AUTHORIZATION_FAILED, start offset -1; all topics
+  asked: refused ones left out); Alter READ on the group and READ on each topic; Delete DELETE on the group
+  and READ on each topic. A refused group is a top-level error (Alter, Delete).
+- An empty group id is INVALID_GROUP_ID (Alter, Delete: top level).
+- A share group exists when the share-group coordinator knows it (a member joined since the broker
+  started) or `__share_group_state` holds state of it (after a restart, before any member joined). Alter
+  and Delete of a group that does not exist are GROUP_ID_NOT_FOUND, of a group with members NON_EMPTY_GROUP
+  (top level, nothing changes); Describe does not ask (a group without state describes as -1 offsets).
+- Describe with topics: an unknown topic is answered with topic id zero and start offset -1 for each
+  partition asked (no error, as OffsetFetch); a partition without state (uninitialized) start offset -1,
+  leader epoch 0 (Kafka's defaults); one with state its start offset and the leader epoch last written
+  (kaflite's own writes carry none, -1, answered as 0). With topics null: every share partition of the group
+  with state, by topic (topics gone from the metadata left out).
+- Alter: per topic, an unknown topic UNKNOWN_TOPIC_OR_PARTITION for each partition, a partition index
+  past the topic's partitions UNKNOWN_TOPIC_OR_PARTITION; every other partition gets a new state: a
+  ShareSnapshot with the given start offset, no state batches (every record from there on AVAILABLE, never
+  delivered) and a state epoch one past the one held (Kafka's persister initializeState with the group's
+  epoch; kaflite keeps no durable group epoch), answered once committed. The group's share partition in
+  memory is dropped, so its next fetch rebuilds it from that state. A start offset of -1 makes the share
+  partition uninitialized: its next fetch starts it from `share.auto.offset.reset`.
+- Delete: per topic, an unknown topic UNKNOWN_TOPIC_OR_PARTITION; a topic of which the group has no state
+  UNKNOWN_TOPIC_OR_PARTITION ("There is no offset information to delete."); otherwise the state of every
+  partition of the topic gets tombstones (committed before the answer) and the share partitions in memory
+  are dropped: the group's next fetch starts them from `share.auto.offset.reset`.
+- A state write that fails answers that partition (Alter) or topic (Delete) with the runtime's error. A
+  share partition whose `__share_group_state` partition another broker leads (a cluster) has no durable
+  state here: Describe answers the start offset held in memory (if any), Alter and Delete answer
+  COORDINATOR_NOT_AVAILABLE for it (kaflite has no persister to send the state to that broker).
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from kaflite.coordinator.share.state_records import SHARE_GROUP_STATE_TOPIC, ShareStateKey
+from kaflite.coordinator.share.state_shard import ShareStateResult, ShareStateShard, StateAnswer
+from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.acl import rules
+from kaflite.server.context import RequestContext, build
+from kaflite.server.handlers import ApiTable, share, share_state
+
+__all__ = ["APIS", "is_share_group"]
+
+_ZERO = datetime.timedelta(0)
+_NO_ID = uuid.UUID(int=0)
+_UNINITIALIZED = -1  # Kafka's PartitionFactory.UNINITIALIZED_START_OFFSET
+_DEFAULT_LEADER_EPOCH = 0  # PartitionFactory.DEFAULT_LEADER_EPOCH
+_ELSEWHERE = "The share partition's state is coordinated by another broker (kaflite has no share persister)."
+
+
+def _service(broker: Any) -> share_state.ShareStateService | None:
+    """The share coordinator when `__share_group_state` exists (None: no share partition has state)."""
+    svc = broker.extensions.get("share_state")
+    if svc is None and SHARE_GROUP_STATE_TOPIC in broker.metadata.topics:
+        svc = share_state.ShareStateService.of(broker)
+    return svc  # type: ignore[no-any-return]
+
+
+def _state_keys(broker: Any, group_id: str) -> list[ShareStateKey]:
+    svc = _service(broker)
+    if svc is None:
+        return []
+    return [k for _p, shard in svc.runtime.active_shards() for k in shard.keys_of_group(group_id)]
+
+
+def is_share_group(broker: Any, group_id: str) -> bool:
+    """A share group of this id exists (see the rules): DescribeGroups (groups.py) answers it as Kafka
+    answers a group that is not a classic group."""
+    coord = broker.extensions.get("share_coordinator")
+    return (coord is not None and group_id in coord.groups) or bool(_state_keys(broker, group_id))
+
+
+def _group_error(broker: Any, group_id: str) -> tuple[ErrorCode, str] | None:
+    """GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP for Alter and Delete (see the rules), None when it may change."""
+    coord = broker.extensions.get("share_coordinator")
+    group = None
+    if coord is not None:
+        coord.expire(broker.now_ms())
+        group = coord.groups.get(group_id)
+    if group is None and not _state_keys(broker, group_id):
+        return ErrorCode.group_id_not_found, f"Group {group_id} not found."
+    if group is not None and group.members:
+        return ErrorCode.non_empty_group, f"The group {group_id} is not empty."
+    return None
+
+
+def _step(action: Any) -> Any:
+    """A coordinator-runtime step answering `action(shard, now)` (a StateAnswer) directly."""
+    def step(shard: ShareStateShard, now: int) -> ShareStateResult:
+        result = action(shard, now)
+        if isinstance(result, ShareStateResult):
+            if not result.responses:
+                result.responses.append((None, StateAnswer(ErrorCode.none)))
+            return result
+        return ShareStateResult(responses=[(None, result)])
+    return step
+
+
+def _forget(broker: Any, group_id: str, topic: str, partitions: Iterable[int] | None) -> None:
+    """Drop the group's share partitions of `topic` from memory (rebuilt from the durable state)."""
+    coord = broker.extensions.get("share_coordinator")
+    if coord is None:
+        return
+    wanted = None if partitions is None else set(partitions)
+    for key in [k for k in coord.partitions if k[0] == group_id and k[1] == topic
+                and (wanted is None or k[2] in wanted)]:
+        del coord.partitions[key]
+
+
+# --- DescribeShareGroupOffsets (90) -------------------------------------------------------------------
+
+async def _start_offsets(broker: Any, group_id: str, topic: str, topic_id: uuid.UUID, partitions: Iterable[int]
+                         ) -> list[tuple[int, int, int]]:
+    """(partition, start offset, leader epoch) of the group's share partitions of a topic, read from the
+    durable state (after the writes still pending there)."""
+    svc = _service(broker)
+    coord = broker.extensions.get("share_coordinator")
+    out: list[tuple[int, int, int]] = []
+    for p in partitions:
+        start, epoch = _UNINITIALIZED, _DEFAULT_LEADER_EPOCH
+        key = ShareStateKey(group_id, topic_id, p)
+        if svc is not None and svc._here(svc.partition_for(key)):
+            def read(shard: ShareStateShard, _now: int, key: ShareStateKey = key) -> StateAnswer:
+                state = shard.states.get(key)
+                if state is None:
+                    return StateAnswer(ErrorCode.none)
+                return StateAnswer(ErrorCode.none, state.snapshot.start_offset, state.state_epoch,
+                                   state.leader_epoch)
+            try:
+                a = await svc.runtime.write(svc.partition_for(key), _step(read))
+            except KafkaError:
+                a = StateAnswer(ErrorCode.unknown_server_error)  # as Kafka: a failed read is no data
+            if a.error is ErrorCode.none and a.start_offset >= 0:
+                start, epoch = a.start_offset, max(a.leader_epoch, _DEFAULT_LEADER_EPOCH)
+        elif coord is not None and (sp := coord.partitions.get((group_id, topic, p))) is not None:
+            start = sp.start_offset  # kept in memory only: its state partition is another broker's
+        out.append((p, start, epoch))
+    return out
+
+
+def _initialized(broker: Any, group_id: str) -> dict[str, list[int]]:
+    """topic -> partitions of the group that have a share-partition state (durable, or in memory only)."""
+    out: dict[str, set[int]] = {}
+    for key in _state_keys(broker, group_id):
+        topic = broker.metadata.topic_by_id(key.topic_id)
+        if topic is not None:
+            out.setdefault(topic.name, set()).add(key.partition)
+    coord = broker.extensions.get("share_coordinator")
+    for g, t, p in list(coord.partitions) if coord is not None else ():
+        if g == group_id and t in broker.metadata.topics:
+            out.setdefault(t, set()).add(p)
+    return {t: sorted(ps) for t, ps in sorted(out.items())}
+
+
+async def handle_describe_share_group_offsets(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+    broker = ctx.broker
+    enabled = share.share_enabled(broker)
+
+    def partition(index: int, start: int, epoch: int, code: ErrorCode = ErrorCode.none) -> Any:
+        return build(R.DescribeShareGroupOffsetsResponsePartition, partition_index=index, start_offset=start,
+                     leader_epoch=epoch, error_code=code,
+                     error_message=None if code is ErrorCode.none else code.name.upper())
+
+    groups = []
+    for g in request.groups:
+        group_id = g.group_id
+
+        def failed(code: ErrorCode, message: str | None = None, group_id: str = group_id) -> Any:
+            return build(R.DescribeShareGroupOffsetsResponseGroup, group_id=group_id, topics=(), error_code=code,
+                         error_message=message)
+        if not enabled:
+            groups.append(failed(ErrorCode.unsupported_version, "Share groups are not enabled."))
+            continue
+        if not ctx.allowed(rules.DESCRIBE_SHARE_OFFSETS_GROUP, group_id):
+            groups.append(failed(rules.DESCRIBE_SHARE_OFFSETS_GROUP.error))
+            continue
+        if g.topics is None:  # every share partition of the group; topics not authorized left out
+            wanted = [(t, ps) for t, ps in _initialized(broker, group_id).items()
+                      if ctx.allowed(rules.DESCRIBE_SHARE_OFFSETS_TOPIC, t)]
+        else:
+            wanted = [(str(t.topic_name), [int(p) for p in t.partitions]) for t in g.topics]
+        topics = []
+        for name, parts in wanted:
+            image = broker.metadata.topics.get(name)
+            if g.topics is not None and not ctx.allowed(rules.DESCRIBE_SHARE_OFFSETS_TOPIC, name):
+                answers = tuple(partition(p, _UNINITIALIZED, _DEFAULT_LEADER_EPOCH,
+                                          rules.DESCRIBE_SHARE_OFFSETS_TOPIC.error) for p in parts)
+                topics.append(build(R.DescribeShareGroupOffsetsResponseTopic, topic_name=name, topic_id=_NO_ID,
+                                    partitions=answers))
+                continue
+            if image is None:  # no data rather than an error (as Kafka, like OffsetFetch)
+                answers = tuple(partition(p, _UNINITIALIZED, _DEFAULT_LEADER_EPOCH) for p in parts)
+                topics.append(build(R.DescribeShareGroupOffsetsResponseTopic, topic_name=name, topic_id=_NO_ID,
+                                    partitions=answers))
+                continue
+            found = await _start_offsets(broker, group_id, name, image.topic_id, parts)
+            topics.append(build(R.DescribeShareGroupOffsetsResponseTopic, topic_name=name, topic_id=image.topic_id,
+                                partitions=tuple(partition(p, s, e) for p, s, e in found)))
+        groups.append(build(R.DescribeShareGroupOffsetsResponseGroup, group_id=group_id, topics=tuple(topics),
+                            error_code=ErrorCode.none, error_message=None))
+    return build(R.DescribeShareGroupOffsetsResponse, throttle_time=_ZERO, groups=tuple(groups))
+
+
+# --- AlterShareGroupOffsets (91) ----------------------------------------------------------------------
+
+async def handle_alter_share_group_offsets(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+    broker = ctx.broker
+    group_id = request.group_id
+
+    def failed(code: ErrorCode, message: str | None = None) -> Any:
+        return build(R.AlterShareGroupOffsetsResponse, throttle_time=_ZERO, error_code=code,
+                     error_message=message or code.name.upper(), responses=())
+    if not share.share_enabled(broker):
+        return failed(ErrorCode.unsupported_version, "Share groups are not enabled.")
+    if not ctx.allowed(rules.ALTER_SHARE_OFFSETS_GROUP, group_id):
+        return failed(rules.ALTER_SHARE_OFFSETS_GROUP.error)
+    if not group_id:
+        return failed(ErrorCode.invalid_group_id)
+    refused = _group_error(broker, group_id)
+    if refused is not None:
+        return failed(*refused)
+    await share_state.ShareStateService.prepare(broker)  # __share_group_state created off the loop if missing
+    svc = share_state.ShareStateService.of(broker)
+    # (topic, topic id, [(partition, error or a pending write)])
+    pending: list[tuple[str, uuid.UUID, list[tuple[int, Any]]]] = []
+    for t in request.topics:
+        name = str(t.topic_name)
+        image = broker.metadata.topics.get(name)
+        parts: list[tuple[int, Any]] = []
+        for p in t.partitions:
+            index, start = int(p.partition_index), int(p.start_offset)
+            if not ctx.allowed(rules.ALTER_SHARE_OFFSETS_TOPIC, name):
+                parts.append((index, rules.ALTER_SHARE_OFFSETS_TOPIC.error))
+            elif image is None or not 0 <= index < image.num_partitions:
+                parts.append((index, ErrorCode.unknown_topic_or_partition))
+            else:
+                key = ShareStateKey(group_id, image.topic_id, index)
+                partition = svc.partition_for(key)
+                if not svc._here(partition):
+                    parts.append((index, ErrorCode.coordinator_not_available))
+                    continue
+
+                def initialize(shard: ShareStateShard, now: int, key: ShareStateKey = key, start: int = start) -> Any:
+                    state = shard.states.get(key)
+                    epoch = 0 if state is None else state.state_epoch + 1
+                    return shard.initialize(key, epoch, start, now)
+                parts.append((index, svc.runtime.write(partition, _step(initialize))))
+        pending.append((name, image.topic_id if image is not None else _NO_ID, parts))
+    responses = []
+    for name, topic_id, parts in pending:
+        answers = []
+        written = []
+        for index, answer in parts:
+            code = answer if isinstance(answer, ErrorCode) else ErrorCode.none
+            message = _ELSEWHERE if code is ErrorCode.coordinator_not_available else None
+            if not isinstance(answer, ErrorCode):
+                try:
+                    a = await answer
+                    code = a.error if isinstance(a, StateAnswer) else ErrorCode.none
+                except KafkaError as e:
+                    code, message = e.code, str(e) or None
+                if code is ErrorCode.none:
+                    written.append(index)
+            answers.append(build(R.AlterShareGroupOffsetsResponsePartition, partition_index=index, error_code=code,
+                                 error_message=message if code is not ErrorCode.none else None))
+        _forget(broker, group_id, name, written)  # rebuilt from the new state at the next fetch
+        responses.append(build(R.AlterShareGroupOffsetsResponseTopic, topic_name=name, topic_id=topic_id,
+                               partitions=tuple(answers)))
+    return build(R.AlterShareGroupOffsetsResponse, throttle_time=_ZERO, error_code=ErrorCode.none,
+                 error_message=None, responses=tuple(responses))
+
+
+# --- DeleteShareGroupOffsets (92) ---------------------------------------------------------------------
+
+async def handle_delete_share_group_offsets(ctx: RequestContext, request: Any) -> Any:
+    R = ctx.response
+    broker = ctx.broker
+    group_id = request.group_id
+
+    def failed(code: ErrorCode, message: str | None = None) -> Any:
+        return build(R.DeleteShareGroupOffsetsResponse, throttle_time=_ZERO, error_code=code,
+                     error_message=message or code.name.upper(), responses=())
+
+    def topic(name: str, topic_id: uuid.UUID | None, code: ErrorCode, message: str | None = None) -> Any:
+        return build(R.DeleteShareGroupOffsetsResponseTopic, topic_name=name, topic_id=topic_id, error_code=code,
+                     error_message=None if code is ErrorCode.none else message or code.name.upper())
+    if not share.share_enabled(broker):
+        return failed(ErrorCode.unsupported_version, "Share groups are not enabled.")
+    if not ctx.allowed(rules.DELETE_SHARE_OFFSETS_GROUP, group_id):
+        return failed(rules.DELETE_SHARE_OFFSETS_GROUP.error)
+    if not group_id:
+        return failed(ErrorCode.invalid_group_id)
+    refused = _group_error(broker, group_id)
+    if refused is not None:
+        return failed(*refused)
+    svc = _service(broker)
+    initialized = _initialized(broker, group_id)
+    refused_topics: list[Any] = []  # as Kafka: refused topics, then the deleted ones, then the other errors
+    errors: list[Any] = []
+    deleted: list[tuple[str, uuid.UUID, list[Any]]] = []
+    for t in request.topics:
+        name = str(t.topic_name)
+        image = broker.metadata.topics.get(name)
+        if not ctx.allowed(rules.DELETE_SHARE_OFFSETS_TOPIC, name):
+            refused_topics.append(topic(name, None, rules.DELETE_SHARE_OFFSETS_TOPIC.error))
+        elif image is None:
+            errors.append(topic(name, None, ErrorCode.unknown_topic_or_partition))
+        elif name not in initialized:
+            errors.append(topic(name, None, ErrorCode.unknown_topic_or_partition,
+                                "There is no offset information to delete."))
+        else:
+            writes: list[Any] = []
+            for p in range(image.num_partitions):
+                key = ShareStateKey(group_id, image.topic_id, p)
+                if svc is None or not svc._here(svc.partition_for(key)):
+                    if p in initialized[name]:  # state in memory only (a cluster): cannot be deleted here
+                        writes.append(ErrorCode.coordinator_not_available)
+                    continue
+                writes.append(svc.runtime.write(svc.partition_for(key),
+                                                _step(lambda shard, _now, key=key: shard.delete([key]))))
+            deleted.append((name, image.topic_id, writes))
+    answers: list[Any] = []
+    for name, topic_id, writes in deleted:
+        code: ErrorCode = ErrorCode.none
+        message = None
+        for w in writes:
+            if isinstance(w, ErrorCode):
+                code, message = w, _ELSEWHERE
+                continue
+            try:
+                await w
+            except KafkaError as e:
+                code, message = e.code, str(e) or None
+        if code is ErrorCode.none:
+            _forget(broker, group_id, name, None)
+        answers.append(topic(name, topic_id, code, message))
+    return build(R.DeleteShareGroupOffsetsResponse, throttle_time=_ZERO, error_code=ErrorCode.none,
+                 error_message=None, responses=tuple(refused_topics + answers + errors))
+
+
+APIS: ApiTable = {
+    90: (0, 0, handle_describe_share_group_offsets),
+    91: (0, 0, handle_alter_share_group_offsets),
+    92: (0, 0, handle_delete_share_group_offsets),
+}
