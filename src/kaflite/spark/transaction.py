@@ -28,7 +28,8 @@ Rules:
   coordinator, then TxnOffsetCommit to the group coordinator with generation -1 and no member (the group
   is never joined, as the librdkafka path's `send_offsets_to_transaction` with a non-member consumer);
 - `commit` sends EndTxn(commit) only after every batch is acknowledged (`flush`); `abort` sends
-  EndTxn(abort) after reading every answer in flight; a fenced producer sends neither;
+  EndTxn(abort) after reading every answer in flight; a fenced producer sends neither; after an abort that
+  dropped unsent batches (their sequence numbers given) the producer refuses further batches;
 - `committed_offset` reads a group's offset with OffsetFetch `require_stable` (read_committed: an offset
   of a transaction still open is waited for, UNSTABLE_OFFSET_COMMIT retried); -1 when there is none.
 This runs in an executor task with blocking sockets: never on an event loop.
@@ -37,6 +38,7 @@ This runs in an executor task with blocking sockets: never on an event loop.
 from __future__ import annotations
 
 import datetime
+import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn
@@ -124,6 +126,7 @@ class TransactionalArrowProducer(ArrowProducer):
         self.in_transaction: set[tuple[str, int]] = set()
         self.groups_added: set[str] = set()
         self.fenced: ProducerFenced | None = None
+        self.broken: str | None = None  # why this producer can start no further transaction
         self._coordinators: dict[tuple[int, str], ProducerConnection] = {}
 
     def _required_apis(self) -> dict[int, int]:
@@ -145,19 +148,31 @@ class TransactionalArrowProducer(ArrowProducer):
         conn = self._coordinators.get((key_type, key))
         if conn is not None:
             return conn
+        what = f"FindCoordinator({'group' if key_type == GROUP else 'transaction'} {key})"
         while True:
-            if self._meta_conn is None:
-                host, port = next(iter(self.brokers.values()))
-                self._meta_conn = self._connect(host, port)
-            resp = self._meta_conn.request(FindCoordinatorRequest(key=key, key_type=i8(key_type)),
-                                           _read[FindCoordinatorResponse])
-            code = _code(resp.error_code)
-            if code is ErrorCode.none:
-                conn = self._connect(str(resp.host), int(resp.port))
-                self._coordinators[(key_type, key)] = conn
-                return conn
-            self._retry_or_raise(code, f"FindCoordinator({'group' if key_type == GROUP else 'transaction'} "
-                                       f"{key})", deadline)
+            try:
+                if self._meta_conn is None:
+                    self._meta_conn = self._connect(*self._any_broker())
+                resp = self._meta_conn.request(FindCoordinatorRequest(key=key, key_type=i8(key_type)),
+                                               _read[FindCoordinatorResponse])
+                code = _code(resp.error_code)
+                if code is ErrorCode.none:
+                    conn = self._connect(str(resp.host), int(resp.port))
+                    self._coordinators[(key_type, key)] = conn
+                    return conn
+            except (OSError, ConnectionError):  # the broker asked is gone: ask another after a pause
+                if self._meta_conn is not None:
+                    self._meta_conn.close()
+                    self._meta_conn = None
+                code = ErrorCode.coordinator_not_available
+            self._retry_or_raise(code, what, deadline)
+
+    def _any_broker(self) -> tuple[str, int]:
+        """A broker of the metadata, else the first bootstrap server."""
+        if self.brokers:
+            return random.choice(list(self.brokers.values()))
+        host, _, port = self.bootstrap[0].rpartition(":")
+        return host.strip("[]") or "localhost", int(port or 9092)
 
     def _retry_or_raise(self, code: ErrorCode, what: str, deadline: float) -> None:
         """Pause before a retry of a retriable `code`; raise for any other, or once `deadline` passed."""
@@ -225,6 +240,8 @@ class TransactionalArrowProducer(ArrowProducer):
         self.in_transaction.update(new)
 
     def send(self, batches: Sequence[EncodedBatch]) -> None:
+        if self.broken is not None:
+            raise TransactionError(self.broken)
         # a partition joins the transaction before its first batch can leave
         self.add_partitions((b.topic, b.partition) for b in batches)
         super().send(batches)
@@ -262,6 +279,7 @@ class TransactionalArrowProducer(ArrowProducer):
                 lambda r: [_code(r.error_code)], f"EndTxn({self.tid}, {'commit' if commit else 'abort'})")
         self.in_transaction.clear()
         self.groups_added.clear()
+        self.acked = 0  # `flush` counts the records of the current transaction
 
     def commit(self) -> None:
         """Wait for every batch's acknowledgement, then commit (EndTxn)."""
@@ -273,8 +291,13 @@ class TransactionalArrowProducer(ArrowProducer):
         if self.fenced is not None:
             return
         for state in self.parts.values():
+            if state.unsent:
+                # their sequence numbers are given: a later batch of this producer would leave a gap
+                self.broken = "Kafka sink: the producer dropped unsent batches at an abort"
             state.unsent.clear()
         self._drain()
+        if any(state.unsent for state in self.parts.values()):  # retries the drain queued
+            self.broken = "Kafka sink: the producer dropped unsent batches at an abort"
         self._end(commit=False)
 
     # --- progress -----------------------------------------------------------------------------------
