@@ -17,7 +17,9 @@ offset commit of any other). When it is > b, this task of this batch was already
 it writes nothing; otherwise it writes its rows and commits the offset b + 1 (its metadata names the batch)
 with them in ONE transaction (send_offsets_to_transaction). A micro-batch Spark replays after the driver
 was killed therefore adds each row once as read_committed consumers see it; a killed task's open
-transaction is aborted by its next incarnation (or by the transaction timeout).
+transaction is aborted by its next incarnation (or by the transaction timeout). The transactions go over
+kaflite's own client with the encoder's record batches (kaflite.spark.transaction) when the settings and
+the broker allow, as the at-least-once fast path; else through librdkafka.
 
 Before this layout the progress was the offset the group `P` committed for (`P.sink-progress`, i), a topic
 that never existed (kaflite did not check): while a task has no progress of its own yet, that legacy
