@@ -6,7 +6,8 @@ Source: `spark.read.format("kaflite")...write.format("noop")` against a syntheti
 that yields the same rows as ready-made Arrow batches (the cost of Spark's Python data source path
 itself; target >= 0.5x of it). Sink: `df.write.format("kaflite")` of cached rows, against a Python Arrow
 writer that discards the batches (the same path without Kafka) and against confluent-kafka producing the
-same rows outside Spark. Rows/s is wall-clock; CPU-s per million rows counts the Spark processes (JVM and
+same rows outside Spark. `--eos`: the exactly-once sink's task on kaflite's transactional client against
+its librdkafka path, same rows, same run, without Spark (`run_eos`). Rows/s is wall-clock; CPU-s per million rows counts the Spark processes (JVM and
 Python workers; not the broker). The broker is an embedded kaflite broker unless --bootstrap is given.
 """
 
@@ -169,6 +170,8 @@ def main() -> None:
     ap.add_argument("--source-only", action="store_true", help="measure the source and its baseline only")
     ap.add_argument("--sink-only", action="store_true",
                     help="measure the sink and its baseline only (rows from the synthetic source, cached)")
+    ap.add_argument("--eos", action="store_true",
+                    help="measure the exactly-once sink's task only (no Spark): kaflite's client and librdkafka")
     args = ap.parse_args()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -201,6 +204,9 @@ def run(args: Any, bootstrap: str) -> None:
     for f in admin.create_topics([NewTopic(t, args.partitions, 1) for t in (src, dst, raw)]).values():
         f.result(30)
     load_s = 0.0
+    if args.eos:
+        run_eos(args, bootstrap, dst)
+        return
     if not args.sink_only:
         print(f"loading {args.rows} rows ({args.value_bytes} B values) into {src} ...", file=sys.stderr)
         load_s = produce_raw(bootstrap, src, args.rows, args.value_bytes)
@@ -291,6 +297,53 @@ def measure_sink(args: Any, spark: Any, bootstrap: str, dst: str, rows_df: Any, 
         .count()
     )
     assert sink_rows == args.rows * (args.repeat + 1), f"sink topic holds {sink_rows} rows"
+
+
+def run_eos(args: Any, bootstrap: str, dst: str) -> None:
+    """The exactly-once sink's task, `writer.produce_exactly_once` (one transaction: progress read, rows,
+    progress offset, commit), called in this process as a Spark task calls it, on kaflite's client and on
+    the librdkafka path, alternately, with the synthetic source's rows (10,000-row Arrow batches; Spark
+    itself is not started: its start alone takes 20-45 s on the 2-core machine, over the 60 s budget).
+    Wall clock and CPU of this process (the producing task and, with the embedded broker, the broker)."""
+    import uuid
+
+    from kaflite.spark import writer
+    from kaflite.spark.options import parse_writer_options
+
+    reader = SyntheticReader(args.rows, 1, args.value_bytes)
+    batches = [b.select(["key", "value"]) for b in reader.read(reader.partitions()[0])]
+    def librdkafka(options: Any, rows: Any, batch_id: int, task: int) -> int:
+        tid = f"{options.transactional_id_prefix}-{task}"
+        return writer._exactly_once_librdkafka(options, rows, batch_id, task, tid)
+
+    paths = {"kaflite client": writer.produce_exactly_once, "librdkafka": librdkafka}
+    best: dict[str, tuple[float, float]] = {}
+    for run in range(args.repeat + 1):  # the first round warms both paths up (imports, connections)
+        for name, fn in paths.items():
+            options = parse_writer_options({"kafka.bootstrap.servers": bootstrap, "topic": dst,
+                                            "exactlyOnce": "true",
+                                            "transactionalIdPrefix": f"bench-{uuid.uuid4().hex[:8]}"})
+            cpu0, t0 = time.process_time(), time.perf_counter()
+            assert fn(options, iter(batches), 0, 0) == args.rows
+            wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            if run and (name not in best or wall < best[name][0]):
+                best[name] = (wall, cpu)
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "isolation.level": "read_committed"})
+    ends = [c.get_watermark_offsets(TopicPartition(dst, p), timeout=10, cached=False)[1]
+            for p in range(args.partitions)]
+    c.close()
+    # every row plus one commit marker per partition per transaction
+    assert sum(ends) >= 2 * args.rows * (args.repeat + 1), ends
+    n = args.rows
+    print(f"\nexactly-once sink task, no Spark: {n} rows, {args.value_bytes} B values, {args.partitions} "
+          f"partitions, best of {args.repeat}")
+    print(f"{'path':30} {'rows/s':>10} {'CPU-s/M rows':>13}")
+    for name, (wall, cpu) in best.items():
+        print(f"{name:30} {n / wall:>10,.0f} {cpu / n * 1e6:>13.2f}")
+    ratio = best["librdkafka"][0] / best["kaflite client"][0]
+    print(f"kaflite client vs librdkafka (same run): {ratio:.2f}x the rows/s")
 
 
 def report(args: Any, results: list[tuple[str, float, float]], producer: tuple[float, float] | None) -> None:

@@ -390,6 +390,14 @@ def test_produce_request_frame_is_what_kio_reads() -> None:
     assert int(req.acks) == -1 and req.transactional_id is None
     got = [(str(t.name), int(p.index), bytes(p.records)) for t in req.topic_data for p in t.partition_data]
     assert got == [("tp", 3, b"headpayload"), ("tp", 0, b"x"), ("other", 1, b"yz")]
+    # the exactly-once sink's requests carry the transactional id
+    sent.clear()
+    conn.send_produce(parts[:1], 1234, "eos-prefix-7")
+    frame = b"".join(sent)
+    header, off = entity_reader(RequestHeader)(memoryview(frame[4:]), 0)
+    req, end = entity_reader(ProduceRequest)(memoryview(frame[4:]), off)
+    assert off + end == len(frame) - 4 and req.transactional_id == "eos-prefix-7"
+    assert [bytes(p.records) for t in req.topic_data for p in t.partition_data] == [b"headpayload"]
 
 
 def test_spark_sink_writes_through_the_fast_path(spark: Any, kafka: Any) -> None:
@@ -430,7 +438,7 @@ class _FakeBroker:
         broker = self
 
         class Conn:
-            def send_produce(self, parts: Any, timeout_ms: int) -> int:
+            def send_produce(self, parts: Any, timeout_ms: int, transactional_id: str | None = None) -> int:
                 n = len(broker.sent)
                 seqs = [(p, struct.unpack_from(">i", bytes(chunks[0]), 53)[0]) for _, p, chunks in parts]
                 broker.sent.append(seqs)

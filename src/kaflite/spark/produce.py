@@ -21,7 +21,9 @@ Rules:
   task with its name; no progress for `delivery_timeout_s` fails it too (TimeoutError);
 - a topic missing from the metadata (or being created: UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE)
   is asked for again (with auto-creation allowed, as Kafka's producers do) every `RETRY_BACKOFF_S` for up
-  to `max_block_s` (the Java producer's max.block.ms, 60 s), then the task fails naming it.
+  to `max_block_s` (the Java producer's max.block.ms, 60 s), then the task fails naming it;
+- the transactional variant (exactlyOnce, kaflite.spark.transaction) sets `transactional_id`: its batches
+  carry the transactional bit and its Produce requests the id; the rest above holds unchanged.
 This runs in an executor task with blocking sockets: never on an event loop.
 """
 
@@ -34,7 +36,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.api_versions.v0.response import ApiVersionsResponse
@@ -133,14 +135,16 @@ class ProducerConnection(FetchConnection):
         frame, offset = self._receive(corr, flexible=True)
         return reader(frame, offset)[0]
 
-    def send_produce(self, parts: Sequence[tuple[str, int, list[bytes | memoryview]]], timeout_ms: int) -> int:
+    def send_produce(self, parts: Sequence[tuple[str, int, list[bytes | memoryview]]], timeout_ms: int,
+                     transactional_id: str | None = None) -> int:
         """Produce v9, acks=-1, with the batches of `parts` = [(topic, partition, [header, payload])]."""
         self.correlation += 1
         client = self.client_id.encode("utf-8")
         head = bytearray(struct.pack(">hhih", 0, PRODUCE_VERSION, self.correlation, len(client)))
         head += client
         head += b"\x00"  # request header tagged fields
-        head += b"\x00"  # transactional_id: null (compact nullable string)
+        # transactional_id: a compact nullable string (0: null)
+        head += b"\x00" if transactional_id is None else _compact_string(transactional_id)
         head += struct.pack(">hi", -1, timeout_ms)
         by_topic: dict[str, list[tuple[int, list[bytes | memoryview]]]] = {}
         for topic, partition, chunks in parts:
@@ -213,10 +217,17 @@ class ArrowProducer:
         self.sticky_next: dict[str, int] = {}
         self.acked = 0
         self._meta_conn: ProducerConnection | None = None
+        # set by the transactional producer (kaflite.spark.transaction): batches carry the transactional
+        # bit and Produce requests the id
+        self.transactional_id: str | None = None
 
     # --- setup --------------------------------------------------------------------------------------
     def _connect(self, host: str, port: int) -> ProducerConnection:
         return ProducerConnection(host, port, self.client_id, REQUEST_TIMEOUT_MS / 1000 + 5)
+
+    def _required_apis(self) -> dict[int, int]:
+        """{api key: version} the bootstrap broker must accept for this client to be used."""
+        return {0: PRODUCE_VERSION, 3: METADATA_VERSION, 22: INIT_PRODUCER_ID_VERSION}
 
     def start(self) -> ArrowProducer:
         """Connect to a bootstrap broker, check its API versions and get a producer id."""
@@ -229,7 +240,7 @@ class ArrowProducer:
                 last = e
                 continue
             versions = conn.api_versions()
-            for api, version in ((0, PRODUCE_VERSION), (3, METADATA_VERSION), (22, INIT_PRODUCER_ID_VERSION)):
+            for api, version in self._required_apis().items():
                 lo, hi = versions.get(api, (1, 0))
                 if not lo <= version <= hi:
                     conn.close()
@@ -238,6 +249,11 @@ class ArrowProducer:
             break
         if self._meta_conn is None:
             raise ConnectionError(f"no bootstrap broker of {self.bootstrap} answers: {last}")
+        self._init_producer_id()
+        return self
+
+    def _init_producer_id(self) -> None:
+        assert self._meta_conn is not None
         deadline = time.monotonic() + self.max_block_s
         while True:
             resp = self._meta_conn.request(InitProducerIdRequest(
@@ -246,7 +262,7 @@ class ArrowProducer:
             code = _code(resp.error_code)
             if code is ErrorCode.none:
                 self.producer_id, self.producer_epoch = int(resp.producer_id), int(resp.producer_epoch)
-                return self
+                return
             if code not in _RETRIABLE or time.monotonic() > deadline:
                 raise ProduceError(f"InitProducerId refused: {code.name.upper()}")
             time.sleep(RETRY_BACKOFF_S)
@@ -384,9 +400,10 @@ class ArrowProducer:
                 seq, batch = state.unsent.popleft()
                 state.in_flight += 1
                 taken.append((tp, seq, batch))
-                parts.append((tp[0], tp[1], seal(batch, self.codec, self.producer_id, self.producer_epoch, seq)))
+                parts.append((tp[0], tp[1], seal(batch, self.codec, self.producer_id, self.producer_epoch, seq,
+                                                 transactional=self.transactional_id is not None)))
             try:
-                corr = conn.send_produce(parts, REQUEST_TIMEOUT_MS)
+                corr = conn.send_produce(parts, REQUEST_TIMEOUT_MS, self.transactional_id)
             except OSError:
                 for tp, seq, batch in reversed(taken):
                     self.parts[tp].unsent.appendleft((seq, batch))
@@ -425,8 +442,12 @@ class ArrowProducer:
                 self._requeue(tp, seq, batch)
                 retry = True
                 continue
-            raise ProduceError(f"Kafka sink: producing to {tp[0]}-{tp[1]} failed: {code.name.upper()}")
+            self._refused(tp, code)
         return retry
+
+    def _refused(self, tp: tuple[str, int], code: ErrorCode) -> NoReturn:
+        """A batch of `tp` refused with an error that is not retried: the task fails naming it."""
+        raise ProduceError(f"Kafka sink: producing to {tp[0]}-{tp[1]} failed: {code.name.upper()}")
 
     def _requeue(self, tp: tuple[str, int], seq: int, batch: EncodedBatch) -> None:
         """Put a batch back among the unsent ones of its partition, in sequence order."""

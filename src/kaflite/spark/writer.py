@@ -17,7 +17,9 @@ offset commit of any other). When it is > b, this task of this batch was already
 it writes nothing; otherwise it writes its rows and commits the offset b + 1 (its metadata names the batch)
 with them in ONE transaction (send_offsets_to_transaction). A micro-batch Spark replays after the driver
 was killed therefore adds each row once as read_committed consumers see it; a killed task's open
-transaction is aborted by its next incarnation (or by the transaction timeout).
+transaction is aborted by its next incarnation (or by the transaction timeout). The transactions go over
+kaflite's own client with the encoder's record batches (kaflite.spark.transaction) when the settings and
+the broker allow, as the at-least-once fast path; else through librdkafka.
 
 Before this layout the progress was the offset the group `P` committed for (`P.sink-progress`, i), a topic
 that never existed (kaflite did not check): while a task has no progress of its own yet, that legacy
@@ -336,13 +338,69 @@ def _progress_consumer(options: WriterOptions, group: str) -> Any:
 def produce_exactly_once(options: WriterOptions, batches: Iterator[pa.RecordBatch], batch_id: int,
                          task_partition: int) -> int:
     """One transaction per task and micro-batch (see the module doc); returns the rows written (0 when
-    this batch's task had already committed)."""
+    this batch's task had already committed). Through kaflite's encoder and transactional client when
+    the settings and the broker allow (kaflite.spark.transaction), else through librdkafka."""
+    prefix = options.transactional_id_prefix
+    assert prefix is not None
+    transactional_id = f"{prefix}-{task_partition}"
+    if fast_sink_enabled():
+        from kaflite.spark import produce as fast
+        from kaflite.spark import transaction
+
+        # the sink's own transactional id replaces any `kafka.transactional.id`, on both paths
+        conf = {k: v for k, v in producer_config(options).items() if k != "transactional.id"}
+        if fast.supported(conf):
+            check_settings(conf)
+            producer = transaction.TransactionalArrowProducer(conf, transactional_id)
+            try:
+                producer.start()  # fences and aborts an earlier incarnation's open transaction
+            except fast.Unsupported as why:
+                log.info("kaflite sink: exactly once through librdkafka (%s)", why)
+                producer.close()
+            else:
+                with producer:
+                    return _exactly_once_fast(producer, options, batches, batch_id, task_partition)
+    return _exactly_once_librdkafka(options, batches, batch_id, task_partition, transactional_id)
+
+
+def _exactly_once_fast(producer: Any, options: WriterOptions, batches: Iterator[pa.RecordBatch],
+                       batch_id: int, task_partition: int) -> int:
+    from kaflite.spark.transaction import ProducerFenced
+
+    prefix = options.transactional_id_prefix
+    assert prefix is not None
+    group, topic, partition = progress_location(options, task_partition)
+    done = producer.committed_offset(group, topic, partition)
+    if done < 0:  # nothing of its own yet: a checkpoint of the layout before may have progress
+        done = producer.committed_offset(*legacy_progress_location(prefix, task_partition))
+    if done > batch_id:
+        log.info("kaflite sink: batch %d of task %d was already committed; skipped", batch_id, task_partition)
+        return 0
+    try:
+        sent = produce_arrow(producer, options, batches, batch_id)
+        # the bytes the librdkafka path commits: confluent-kafka sends the metadata with its C string's
+        # NUL terminator, and its readers (committed()) read up to a NUL, running past the end without one
+        producer.send_offsets(group, topic, partition, batch_id + 1, progress_metadata(batch_id) + "\x00")
+        producer.commit()
+    except ProducerFenced:
+        raise  # a newer incarnation owns the id now (and aborted this one's transaction)
+    except BaseException:
+        try:
+            producer.abort()
+        except Exception as e:  # noqa: BLE001 - the first error is the task's; the next init aborts anyway
+            log.warning("kaflite sink: aborting the transaction of task %d failed: %s", task_partition, e)
+        raise
+    return sent
+
+
+def _exactly_once_librdkafka(options: WriterOptions, batches: Iterator[pa.RecordBatch], batch_id: int,
+                             task_partition: int, transactional_id: str) -> int:
     from confluent_kafka import Producer, TopicPartition
 
     prefix = options.transactional_id_prefix
     assert prefix is not None
     base = producer_config(options)
-    producer = Producer(base | {"transactional.id": f"{prefix}-{task_partition}"})
+    producer = Producer(base | {"transactional.id": transactional_id})
     producer.init_transactions(60)  # fences and aborts an earlier incarnation's open transaction
     group, topic, partition = progress_location(options, task_partition)
     consumer = _progress_consumer(options, group)
