@@ -61,7 +61,7 @@ from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.groups import group_history
 from kaflite.server.handlers.metadata import broker_endpoints
 from kaflite.server.handlers.partitions import per_partition
-from kaflite.server.handlers.share import alter_group_configs
+from kaflite.server.handlers.share import alter_group_configs, share_group_history
 from kaflite.server.metadata_waiters import topic_has_leaders
 from kaflite.server.quota import MutationQuota
 
@@ -451,7 +451,11 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
                 # kaflite's rebalance timeline of a group (kaflite.clients.group_history asks for it)
                 group_id = res.resource_name[len(GROUP_HISTORY_PREFIX):]
                 ctx.check(rules.DESCRIBE_CONFIGS_GROUP_HISTORY, group_id)
-                entries = [_history_entry(e) for e in await group_history(ctx, group_id)]
+                # a share group's timeline is the share coordinator's (in memory, as its membership)
+                events = share_group_history(broker, group_id)
+                if events is None:
+                    events = await group_history(ctx, group_id)
+                entries = [_history_entry(e) for e in events]
             elif res.resource_type == RESOURCE_BROKER:
                 ctx.check(rules.DESCRIBE_CONFIGS_CLUSTER)
                 if res.resource_name not in ("", str(broker.node_id)):

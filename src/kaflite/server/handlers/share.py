@@ -60,6 +60,7 @@ from typing import Any
 from kaflite.coordinator.messages import ListedGroup
 from kaflite.coordinator.share.group import ShareGroupCoordinator
 from kaflite.coordinator.share.partition import ShareConfig, ShareSnapshot, StateBatch
+from kaflite.coordinator.timeline import RebalanceEvent
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
@@ -69,7 +70,7 @@ from kaflite.storage.checkpoint import atomic_write
 from kaflite.storage.file_slice import FileSlice
 
 __all__ = ["APIS", "alter_group_configs", "coordinator", "delete_share_group", "listed_share_groups",
-           "on_start", "persist", "share_enabled"]
+           "on_start", "persist", "share_enabled", "share_group_history"]
 
 log = logging.getLogger("kaflite.share")
 
@@ -97,7 +98,8 @@ def coordinator(broker: Any) -> ShareGroupCoordinator:
         coord = broker.extensions["share_coordinator"] = ShareGroupCoordinator(
             config, session_timeout_ms=int(broker.setting("group.share.session.timeout.ms")),
             heartbeat_interval_ms=int(broker.setting("group.share.heartbeat.interval.ms")),
-            max_size=int(broker.setting("group.share.max.size")))
+            max_size=int(broker.setting("group.share.max.size")),
+            history_size=int(broker.setting("kaflite.group.rebalance.history.size")))
         coord.load_state = _state_loader(broker)
         for group_id, configs in _read_group_configs(broker).items():
             try:
@@ -224,6 +226,16 @@ async def alter_group_configs(broker: Any, group_id: str,
             except OSError as e:
                 raise KafkaError(ErrorCode.kafka_storage_error, f"{path} cannot be written: {e}") from None
         coord.set_group_configs(group_id, new)
+
+
+def share_group_history(broker: Any, group_id: str) -> list[RebalanceEvent] | None:
+    """The rebalance timeline of share group `group_id` (in memory, as its membership); None when this
+    broker knows no share group of that id (the group coordinator's timeline answers then)."""
+    coord = broker.extensions.get("share_coordinator")
+    if coord is None:
+        return None
+    coord.expire(broker.now_ms())  # a member whose session ended is in the history before it is read
+    return coord.history(group_id)  # type: ignore[no-any-return]
 
 
 def listed_share_groups(broker: Any, states: Sequence[str]) -> list[ListedGroup]:
