@@ -45,6 +45,9 @@ Rules (each is checked by tests/coordinator/share/test_group.py):
   time), which completes when every member is at the group epoch (Stable) or none is left (Empty), with
   the partitions whose members changed (a share partition may have several: its owner is the sorted
   member ids joined by ","). Deleting the group deletes its timeline.
+- `counts[group]` is one ShareCounts shared by every share partition of the group (partition.py's rules
+  say what it counts), so a share partition rebuilt after a failed write keeps adding to the same
+  totals; deleting the group drops it.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from kaflite.coordinator.share.partition import (
     AcknowledgeResult,
     AcquiredRange,
     ShareConfig,
+    ShareCounts,
     SharePartition,
     ShareSnapshot,
 )
@@ -211,6 +215,8 @@ class ShareGroupCoordinator:
         # the rebalance timeline, stamped with the `now` of the call being served (no clock of its own)
         self._now_ms = 0
         self.timeline = RebalanceTimeline(history_size, lambda: self._now_ms, lambda: True, durable=False)
+        # what happened to each group's records, summed over its share partitions (the broker's metrics)
+        self.counts: dict[str, ShareCounts] = {}
 
     # --- group configs ----------------------------------------------------------------------------
     def set_group_configs(self, group_id: str, configs: Mapping[str, str | None]) -> None:
@@ -400,6 +406,7 @@ class ShareGroupCoordinator:
                 sp = self.partitions[key] = SharePartition.from_state(config, persisted)
             else:
                 sp = self.partitions[key] = SharePartition.initial(config, log_start_offset, high_watermark)
+            sp.counts = self.counts.setdefault(group_id, ShareCounts())  # one per group: survives a rebuild
         return sp
 
     def acquire(self, group_id: str, member_id: str, topic: str, partition: int,
@@ -428,6 +435,7 @@ class ShareGroupCoordinator:
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]
         self.timeline.delete(group_id)
+        self.counts.pop(group_id, None)
         return ErrorCode.none
 
     # --- the rebalance timeline -------------------------------------------------------------------
