@@ -245,6 +245,21 @@ class SharePartition:
         rec = self._records.get(offset)
         return None if rec is None else (rec.state, rec.delivery_count, rec.member_id)
 
+    def in_flight_ranges(self, limit: int = 100) -> tuple[list[tuple[int, int, RecordState, int, str | None, int]], int]:
+        """The records in flight (the window, and held records the log start passed), as ascending ranges
+        of adjacent offsets with the same (state, delivery count, lock holder, lock deadline): the first
+        `limit` of them, and how many there are (a view for the console; deadline 0: not locked). At most
+        `max_record_locks` offsets plus the orphans are walked."""
+        out: list[tuple[int, int, RecordState, int, str | None, int]] = []
+        for off in sorted(self._records):
+            r = self._records[off]
+            key = (r.state, r.delivery_count, r.member_id, r.deadline_ms)
+            if out and out[-1][1] == off - 1 and out[-1][2:] == key:
+                out[-1] = (out[-1][0], off, *key)
+            else:
+                out.append((off, off, *key))
+        return out[:limit], len(out)
+
     def acquired_by(self, member_id: str) -> list[int]:
         return sorted(o for o, r in self._records.items() if r.member_id == member_id)
 
