@@ -336,7 +336,7 @@ class ShareGroupCoordinator:
         group = self.groups.get(group_id)
         return group is not None and member_id in group.members
 
-    def _remove(self, group: ShareGroup, member_id: str, cause: str) -> None:
+    def _remove(self, group: ShareGroup, member_id: str, cause: str = "leave-group") -> None:
         del group.members[member_id]
         group.group_epoch += 1
         self._event(group, "member-left", cause, member_id)
