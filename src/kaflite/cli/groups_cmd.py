@@ -299,12 +299,15 @@ def _history_one(admin: Any, group: str, timeout: float, skip_dead: bool) -> Non
     from kaflite.cluster.group_history import HEADER, GroupHistoryError, fetch_group_history, history_rows
 
     desc = _describe(admin, group, timeout)
-    if _state_name(desc.state) == "Dead":
-        if skip_dead:
-            return
-        fail(f"Consumer group '{group}' does not exist.")
+    # DescribeGroups answers Dead for a share group id (KIP-932's groups are not classic ones): its history,
+    # if its coordinator has one, is the share coordinator's
+    dead = _state_name(desc.state) == "Dead"
+    if dead and skip_dead:
+        return
     coord = desc.coordinator
     if coord is None:
+        if dead:
+            fail(f"Consumer group '{group}' does not exist.")
         fail(f"rebalance history of group {group!r}: its coordinator is unknown")
     try:
         events = fetch_group_history(coord.host, coord.port, group, timeout)
@@ -312,6 +315,8 @@ def _history_one(admin: Any, group: str, timeout: float, skip_dead: bool) -> Non
         fail(f"rebalance history of group {group!r}: {err}")
     except (OSError, EOFError) as err:
         fail(f"rebalance history of group {group!r}: cannot reach its coordinator {coord.host}:{coord.port}: {err}")
+    if dead and not events:
+        fail(f"Consumer group '{group}' does not exist.")
     if not events:
         typer.echo(f"Consumer group '{group}' has no rebalance history.")
         return

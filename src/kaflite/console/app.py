@@ -472,9 +472,16 @@ class Console:
         gid = request.path_params["gid"]
 
         def page() -> Response:
-            if gid not in {g for g, *_ in self.view.list_groups()}:
-                raise ConsoleError(f"unknown group {gid!r}: the cluster does not list it")
+            listed = gid in {g for g, *_ in self.view.list_groups()}
             g = self.view.describe_groups([gid])[gid]
+            if g.state == "dead":
+                # DescribeGroups answers Dead for a share group id (KIP-932), and librdkafka's ListGroups
+                # leaves share groups out: ask the group's coordinator for a share group of that id
+                share, _why = self.view.share_group(g)
+                if share is not None:
+                    return self._share_group_page(request, g, share)
+            if not listed:
+                raise ConsoleError(f"unknown group {gid!r}: the cluster does not list it")
             subs = self.view.subscriptions(g)
             rows, totals = self.group_lag(gid, g)
             chart = line_chart(self.history.group_series(gid), title=f"lag of {gid} (records)",
@@ -483,6 +490,22 @@ class Console:
             return self.render(request, "group.html", g=g, rows=rows, totals=totals, chart=chart, subs=subs,
                                timeline=timeline, timeline_note=timeline_note)
         return self.guard(request, page)
+
+    def _share_group_page(self, request: Request, g: GroupInfo, share: dict[str, Any]) -> Response:
+        """A share group: its members, each share partition's start offset and records in flight (delivery
+        count, holder, lock expiry in seconds from the coordinator's clock), and its rebalance timeline."""
+        info = share["group"]
+        now_ms = int(info.get("now_ms", 0))
+        partitions = []
+        for p in share["partitions"]:
+            ranges = [{"first": r[0], "last": r[1], "state": r[2], "count": r[3], "member": r[4],
+                       "expires": (r[5] - now_ms) / 1000 if r[2] == "ACQUIRED" else None}
+                      for r in p["in_flight"]]
+            partitions.append({**p, "ranges": ranges,
+                               "acquired": sum(r["last"] - r["first"] + 1 for r in ranges if r["state"] == "ACQUIRED")})
+        timeline, timeline_note = self.view.rebalance_history(g)
+        return self.render(request, "share_group.html", g=g, info=info, partitions=partitions, timeline=timeline,
+                           timeline_note=timeline_note)
 
     def lab(self, request: Request) -> Response:
         def page() -> Response:

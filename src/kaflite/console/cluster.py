@@ -534,6 +534,22 @@ class ClusterView:
             return [], f"no answer from the coordinator {host}:{port}: {err}"
         return list(reversed(history_rows(events))), ""
 
+    def share_group(self, g: GroupInfo) -> tuple[dict[str, Any] | None, str]:
+        """A share group's members and records in flight, asked of its coordinator
+        (kaflite.cluster.share_group_view); (None, why) when it cannot say (not a share group there, not a
+        kaflite broker, no answer)."""
+        from kaflite.cluster.share_group_view import ShareGroupViewError, fetch_share_group
+
+        if g.coordinator_address is None:
+            return None, "the group's coordinator is unknown"
+        host, port = g.coordinator_address
+        try:
+            return fetch_share_group(host, port, g.group_id, timeout=min(3.0, self.timeout)), ""
+        except ShareGroupViewError as err:
+            return None, str(err)
+        except (OSError, ValueError, ConnectionError, EOFError) as err:
+            return None, f"no answer from the coordinator {host}:{port}: {err}"
+
     def committed(self, group_id: str) -> dict[Tp, int]:
         return {tp: offset for tp, (offset, _meta) in self.committed_with_metadata(group_id).items()}
 

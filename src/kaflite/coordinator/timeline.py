@@ -30,6 +30,8 @@ Rules:
   activation the events beyond the last `size` (the size was lowered) are dropped and tombstoned, a
   rebalance left open is closed by the `coordinator-loaded` event that every group with members gets
   (written with the next step that writes: activation itself writes nothing).
+- a timeline made with `durable=False` (share groups, whose membership kaflite keeps in memory only:
+  docs/share-groups.md) queues nothing for writing: `drain` gives no records, events live in memory.
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ class RebalanceEvent:
     time_ms: int
     kind: str
     cause: str
-    protocol: str  # "classic" or "consumer" (KIP-848)
+    protocol: str  # "classic", "consumer" (KIP-848) or "share" (KIP-932)
     generation: int  # the classic generation, or the group epoch of a KIP-848 group
     member_id: str = ""
     detail: str = ""
@@ -184,8 +186,10 @@ class _GroupTimeline:
 class RebalanceTimeline:
     """The timelines of one shard's groups (rules at the top)."""
 
-    def __init__(self, size: int, now: Callable[[], int], is_active: Callable[[], bool]) -> None:
+    def __init__(self, size: int, now: Callable[[], int], is_active: Callable[[], bool],
+                 durable: bool = True) -> None:
         self.size = max(1, size)
+        self.durable = durable
         self._now = now
         self._is_active = is_active
         self._groups: dict[str, _GroupTimeline] = {}
@@ -217,7 +221,8 @@ class RebalanceTimeline:
                                duration_ms, moved, moved_total)
         tl.next_seq += 1
         tl.slots[event.seq % self.size] = event
-        self._unwritten.append((group_id, event.seq))
+        if self.durable:  # an in-memory timeline would only grow the queue
+            self._unwritten.append((group_id, event.seq))
         if kind not in ("rebalance-started", "rebalance-completed", "coordinator-loaded", "protocol-upgraded",
                         "protocol-downgraded"):
             self._step_cause[group_id] = cause

@@ -258,13 +258,18 @@ class EmbeddedBroker:
     def rebalance_history(self, group: str) -> list[RebalanceEvent]:
         """The rebalance timeline the coordinator keeps for `group`, oldest first (kaflite.coordinator.timeline:
         who joined or left and why, each rebalance's start, end, duration, generation and moved partitions);
-        [] for a group it has none of. What `kaflite groups describe --history` shows."""
+        [] for a group it has none of; a share group's comes from the share coordinator (in memory). What
+        `kaflite groups describe --history` shows."""
         from kaflite.protocol.errors import ErrorCode, KafkaError
         from kaflite.server.handlers.groups import GroupService
+        from kaflite.server.handlers.share import share_group_history
 
         assert self._loop is not None, "broker not started"
 
         async def run() -> Any:
+            shared = share_group_history(self.server.broker, group)
+            if shared is not None:
+                return shared
             service = GroupService.of(self.server.broker)
             return await service.call(group, lambda shard, now: shard.handle_group_history(group, now),
                                       lambda code: code)

@@ -252,6 +252,7 @@ class KafliteCollector:
         yield _gauge1("kafka_controller_kafkacontroller_activecontrollercount",
                       "1 on the active controller (ActiveControllerCount).", [], [([], 1 if active else 0)])
         yield from self._groups(ends)
+        yield from self._share_groups()
         yield from self._event_loop()
         faults = self.broker.faults
         if faults is not None:  # kaflite.faults.enable (server/faults.py)
@@ -277,6 +278,36 @@ class KafliteCollector:
                                      "than 100 ms (each logged with a stack sample of the loop thread).")
         stalls.add_metric([], self.watchdog.stalls)
         yield stalls
+
+    def _share_groups(self) -> Iterator[Any]:
+        """Share groups' records (KIP-932), from the counts the share coordinator keeps per group. Kafka's
+        ShareGroupMetrics RecordAcknowledgementsPerSec has the ackType key only: kaflite adds `group`,
+        with a broker-wide sample without it, as for the topics; Kafka has no MBean for the rest."""
+        from prometheus_client.core import CounterMetricFamily
+
+        coord = self.broker.extensions.get("share_coordinator")
+        counts = sorted(coord.counts.items()) if coord is not None else []
+        acks = CounterMetricFamily("kafka_server_sharegroupmetrics_recordacknowledgements",
+                                   "Records acknowledged, by acknowledgement type (RecordAcknowledgementsPerSec).",
+                                   labels=["group", "ackType"])
+        for ack_type, attr in (("Accept", "accepted"), ("Release", "released_acks"), ("Reject", "rejected")):
+            total = 0
+            for group_id, c in counts:
+                total += getattr(c, attr)
+                acks.add_metric([group_id, ack_type], getattr(c, attr))
+            acks.add_sample("kafka_server_sharegroupmetrics_recordacknowledgements_total", {"ackType": ack_type},
+                            float(total))
+        yield acks
+        for name, attr, doc in (
+                ("acquired", "acquired", "Records acquired by a share group's members (each delivery)."),
+                ("released", "released", "Records made available again: a RELEASE, a lock ending, a member "
+                                         "leaving (kaflite-only)."),
+                ("archived", "archived", "Records archived without being accepted: REJECT, the delivery limit, "
+                                         "the log start passing them, aborted transactions (kaflite-only).")):
+            fam = CounterMetricFamily(f"kaflite_sharegroup_records_{name}", doc, labels=["group"])
+            for group_id, c in counts:
+                fam.add_metric([group_id], getattr(c, attr))
+            yield fam
 
     def _groups(self, ends: dict[tuple[str, int], int]) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily

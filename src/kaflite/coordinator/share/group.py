@@ -36,6 +36,18 @@ Rules (each is checked by tests/coordinator/share/test_group.py):
   in use), share.delivery.count.limit (share partitions created after the change), share.session.timeout.ms and
   share.heartbeat.interval.ms (from the member's next heartbeat). A value out of bounds or an unknown key
   refuses the whole change (ValueError), nothing changes; None deletes a key (back to the broker's).
+- The rebalance timeline (kaflite.coordinator.timeline, protocol "share", in memory as the membership
+  is, the last `history_size` events of each group, stamped with the `now` of the call that caused them):
+  a join is member-joined / new-member, a rejoin with epoch 0 member-rejoined / member-rejoin (no epoch
+  bump, no rebalance), -1 member-left / leave-group, a session expiry member-left / session-timeout, a
+  subscription change subscription-changed / subscription-change, a subscribed topic's partition count
+  change metadata-changed / metadata-change; each group epoch bump opens a rebalance (one open at a
+  time), which completes when every member is at the group epoch (Stable) or none is left (Empty), with
+  the partitions whose members changed (a share partition may have several: its owner is the sorted
+  member ids joined by ","). Deleting the group deletes its timeline.
+- `counts[group]` is one ShareCounts shared by every share partition of the group (partition.py's rules
+  say what it counts), so a share partition rebuilt after a failed write keeps adding to the same
+  totals; deleting the group drops it.
 """
 
 from __future__ import annotations
@@ -47,9 +59,11 @@ from kaflite.coordinator.share.partition import (
     AcknowledgeResult,
     AcquiredRange,
     ShareConfig,
+    ShareCounts,
     SharePartition,
     ShareSnapshot,
 )
+from kaflite.coordinator.timeline import DEFAULT_HISTORY_SIZE, RebalanceEvent, RebalanceTimeline
 from kaflite.protocol.errors import ErrorCode
 
 __all__ = [
@@ -187,7 +201,7 @@ class ShareGroupCoordinator:
     def __init__(self, share_config: ShareConfig | None = None,
                  session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
                  heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
-                 max_size: int = DEFAULT_MAX_SIZE) -> None:
+                 max_size: int = DEFAULT_MAX_SIZE, history_size: int = DEFAULT_HISTORY_SIZE) -> None:
         self.share_config = share_config or ShareConfig()
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
@@ -198,6 +212,11 @@ class ShareGroupCoordinator:
         self.group_configs: dict[str, dict[str, str]] = {}
         # (group, topic, partition) -> the persisted state of a share partition, or None (never persisted)
         self.load_state: Callable[[str, str, int], ShareSnapshot | None] | None = None
+        # the rebalance timeline, stamped with the `now` of the call being served (no clock of its own)
+        self._now_ms = 0
+        self.timeline = RebalanceTimeline(history_size, lambda: self._now_ms, lambda: True, durable=False)
+        # what happened to each group's records, summed over its share partitions (the broker's metrics)
+        self.counts: dict[str, ShareCounts] = {}
 
     # --- group configs ----------------------------------------------------------------------------
     def set_group_configs(self, group_id: str, configs: Mapping[str, str | None]) -> None:
@@ -246,6 +265,7 @@ class ShareGroupCoordinator:
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, subscribed: Sequence[str] | None,
                   topics: Mapping[str, int], now: int, *, rack_id: str | None = None,
                   client_id: str = "", client_host: str = "") -> HeartbeatAnswer:
+        self._now_ms = now
         self.expire(now)
         if not group_id:
             return HeartbeatAnswer(ErrorCode.invalid_request, error_message="GroupId can't be empty.")
@@ -255,7 +275,7 @@ class ShareGroupCoordinator:
         member = group.members.get(member_id) if group is not None else None
         if member_epoch == -1:
             if member is not None and group is not None:
-                self._remove(group, member_id)
+                self._remove(group, member_id, "leave-group")
             return HeartbeatAnswer(ErrorCode.none, member_id, -1, 0)
         if member_epoch == 0:
             if not subscribed and member is None:
@@ -269,8 +289,11 @@ class ShareGroupCoordinator:
             if member is None:
                 member = group.members[member_id] = ShareMember(member_id, 0, frozenset(subscribed or ()), 0)
                 group.group_epoch += 1
+                self._event(group, "member-joined", "new-member", member_id,
+                            "subscribed to " + ", ".join(sorted(member.subscribed)))
             else:
                 member.member_epoch = 0  # a rejoin: it gets the whole assignment again
+                self._event(group, "member-rejoined", "member-rejoin", member_id, start=False)
         elif member is None or group is None:
             return HeartbeatAnswer(ErrorCode.unknown_member_id, error_message=f"Member {member_id} is not in "
                                    f"group {group_id}.")
@@ -282,23 +305,27 @@ class ShareGroupCoordinator:
         member.rack_id = rack_id if rack_id is not None else member.rack_id
         member.client_id, member.client_host = client_id, client_host
         if subscribed is not None and frozenset(subscribed) != member.subscribed:
-            member.subscribed = frozenset(subscribed)
+            before, member.subscribed = member.subscribed, frozenset(subscribed)
             group.group_epoch += 1
+            self._event(group, "subscription-changed", "subscription-change", member_id,
+                        f"{', '.join(sorted(before))} -> {', '.join(sorted(member.subscribed))}")
         self._refresh(group, topics)
         assignment = None
         if member.member_epoch != group.assignment_epoch:
             member.member_epoch = group.assignment_epoch
             member.assigned = group.target.get(member_id, {})
             assignment = member.assigned
+        self._maybe_complete(group)
         interval = self._group_int(group_id, "share.heartbeat.interval.ms", self.heartbeat_interval_ms)
         return HeartbeatAnswer(ErrorCode.none, member_id, member.member_epoch, interval, assignment)
 
     def expire(self, now: int) -> list[tuple[str, str]]:
         """Remove the members whose session timed out; the (group, member) pairs removed."""
+        self._now_ms = now
         gone = [(g.group_id, m.member_id) for g in self.groups.values() for m in g.members.values()
                 if now >= m.deadline_ms]
         for group_id, member_id in gone:
-            self._remove(self.groups[group_id], member_id)
+            self._remove(self.groups[group_id], member_id, "session-timeout")
         return gone
 
     def next_deadline(self) -> int | None:
@@ -309,14 +336,16 @@ class ShareGroupCoordinator:
         group = self.groups.get(group_id)
         return group is not None and member_id in group.members
 
-    def _remove(self, group: ShareGroup, member_id: str) -> None:
+    def _remove(self, group: ShareGroup, member_id: str, cause: str = "leave-group") -> None:
         del group.members[member_id]
         group.group_epoch += 1
+        self._event(group, "member-left", cause, member_id)
         group.target.pop(member_id, None)
         for (gid, _t, _p), sp in self.partitions.items():
             if gid == group.group_id:
                 sp.release_member(member_id)
         self._sessions.pop((group.group_id, member_id), None)
+        self._maybe_complete(group)
 
     def _refresh(self, group: ShareGroup, topics: Mapping[str, int]) -> None:
         """Recompute the target when the group epoch moved or a subscribed topic's partition count did."""
@@ -324,6 +353,9 @@ class ShareGroupCoordinator:
         seen = {t: topics.get(t, 0) for t in subscribed}
         if seen != group.topics_seen and group.assignment_epoch == group.group_epoch:
             group.group_epoch += 1
+            self._event(group, "metadata-changed", "metadata-change", detail=", ".join(
+                f"{t}: {group.topics_seen.get(t, 0)} -> {n} partitions" for t, n in sorted(seen.items())
+                if group.topics_seen.get(t, 0) != n))
         if group.assignment_epoch == group.group_epoch:
             return
         group.topics_seen = seen
@@ -374,6 +406,7 @@ class ShareGroupCoordinator:
                 sp = self.partitions[key] = SharePartition.from_state(config, persisted)
             else:
                 sp = self.partitions[key] = SharePartition.initial(config, log_start_offset, high_watermark)
+            sp.counts = self.counts.setdefault(group_id, ShareCounts())  # one per group: survives a rebuild
         return sp
 
     def acquire(self, group_id: str, member_id: str, topic: str, partition: int,
@@ -401,4 +434,35 @@ class ShareGroupCoordinator:
         del self.groups[group_id]
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]
+        self.timeline.delete(group_id)
+        self.counts.pop(group_id, None)
         return ErrorCode.none
+
+    # --- the rebalance timeline -------------------------------------------------------------------
+    def history(self, group_id: str) -> list[RebalanceEvent] | None:
+        """The group's rebalance timeline, oldest first; None when no share group has this id."""
+        if group_id not in self.groups:
+            return None
+        return self.timeline.history(group_id)
+
+    def _event(self, group: ShareGroup, kind: str, cause: str, member_id: str = "", detail: str = "",
+               start: bool = True) -> None:
+        """Report a change; `start`: the group epoch moved, so a rebalance is on (one open at a time)."""
+        self.timeline.record(group.group_id, kind, cause, "share", group.group_epoch, member_id, detail)
+        if start:
+            self.timeline.start(group.group_id, "share", group.group_epoch, cause)
+
+    def _maybe_complete(self, group: ShareGroup) -> None:
+        """The open rebalance ends once the group is Stable (every member at the group epoch) or Empty."""
+        if not self.timeline.is_open(group.group_id) or group.state == "Reconciling":
+            return
+        if group.members and group.assignment_epoch != group.group_epoch:
+            return  # a change not assigned yet (the next heartbeat recomputes the target)
+        members: dict[TP, list[str]] = {}
+        for member_id, assignment in sorted(group.target.items()):
+            if member_id in group.members:
+                for topic, parts in assignment.items():
+                    for p in parts:
+                        members.setdefault((topic, p), []).append(member_id)
+        owners = {tp: ",".join(ids) for tp, ids in members.items()}
+        self.timeline.complete(group.group_id, "share", group.group_epoch, owners)

@@ -38,6 +38,13 @@ Rules (each is checked by tests/coordinator/share/):
   a release, a lock ending, a member leaving, the log start moving past the SPSO); the broker writes
   export() to `__share_group_state` before answering and clears it. An acquisition alone sets nothing:
   a restart makes ACQUIRED records AVAILABLE again, which is what the last snapshot says of them.
+- `counts` (a ShareCounts, which the group coordinator shares among a group's partitions) only grows, by
+  records: `acquired` per record acquired; `accepted` / `released_acks` / `rejected` per record an
+  ACCEPT / RELEASE / REJECT acknowledgement applied to; `released` per record back to AVAILABLE (RELEASE,
+  lock end, member leaving); `archived` per record made ARCHIVED by a transition (REJECT, GAP on a held
+  record, a release at the delivery limit or below the log start, an AVAILABLE record the log start
+  passed, an aborted transaction's record or marker under read_committed). Rebuilding from a snapshot
+  counts nothing.
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ __all__ = [
     "AcknowledgeResult",
     "AcquiredRange",
     "RecordState",
+    "ShareCounts",
     "ShareConfig",
     "SharePartition",
     "ShareSnapshot",
@@ -153,6 +161,18 @@ class AcknowledgeResult:
 
 
 @dataclass(slots=True)
+class ShareCounts:
+    """What happened to records (see the rules): plain ints, read by the broker's metrics at scrape time."""
+
+    acquired: int = 0
+    accepted: int = 0
+    released_acks: int = 0
+    rejected: int = 0
+    released: int = 0
+    archived: int = 0
+
+
+@dataclass(slots=True)
 class _Record:
     state: RecordState
     delivery_count: int
@@ -172,6 +192,7 @@ class SharePartition:
         self._orphans: set[int] = set()
         # a change to persist before answering (see the rules); from_state's state is the persisted one
         self.changed = False
+        self.counts = ShareCounts()
 
     # --- construction -----------------------------------------------------------------------------
     @classmethod
@@ -223,6 +244,21 @@ class SharePartition:
         """(state, delivery count, lock holder) of an offset in flight; None outside the window."""
         rec = self._records.get(offset)
         return None if rec is None else (rec.state, rec.delivery_count, rec.member_id)
+
+    def in_flight_ranges(self, limit: int = 100) -> tuple[list[tuple[int, int, RecordState, int, str | None, int]], int]:
+        """The records in flight (the window, and held records the log start passed), as ascending ranges
+        of adjacent offsets with the same (state, delivery count, lock holder, lock deadline): the first
+        `limit` of them, and how many there are (a view for the console; deadline 0: not locked). At most
+        `max_record_locks` offsets plus the orphans are walked."""
+        out: list[tuple[int, int, RecordState, int, str | None, int]] = []
+        for off in sorted(self._records):
+            r = self._records[off]
+            key = (r.state, r.delivery_count, r.member_id, r.deadline_ms)
+            if out and out[-1][1] == off - 1 and out[-1][2:] == key:
+                out[-1] = (out[-1][0], off, *key)
+            else:
+                out.append((off, off, *key))
+        return out[:limit], len(out)
 
     def acquired_by(self, member_id: str) -> list[int]:
         return sorted(o for o, r in self._records.items() if r.member_id == member_id)
@@ -282,6 +318,7 @@ class SharePartition:
                     self._end = off + 1
                     if _covered(off, skip):
                         self._records[off] = _Record(RecordState.ARCHIVED, 0)
+                        self.counts.archived += 1
                         self._advance()  # an archived front must not hold the window's room
                         continue
                     rec = self._records[off] = _Record(RecordState.ACQUIRED, 0)
@@ -291,6 +328,7 @@ class SharePartition:
                 acquired.append(off)
                 budget -= 1
         self._advance()
+        self.counts.acquired += len(acquired)
         return self._ranges(acquired)
 
     def acknowledge(
@@ -318,10 +356,15 @@ class SharePartition:
                     continue
                 if kind == AckType.ACCEPT:
                     self._finish(rec, RecordState.ACKNOWLEDGED)
+                    self.counts.accepted += 1
                 elif kind == AckType.RELEASE:
                     self._release(off, rec)
+                    self.counts.released_acks += 1
                 else:  # REJECT, GAP
                     self._finish(rec, RecordState.ARCHIVED)
+                    self.counts.archived += 1
+                    if kind == AckType.REJECT:
+                        self.counts.rejected += 1
                 self.changed = True
         self._advance()
         return AcknowledgeResult(ErrorCode.none.value)
@@ -354,6 +397,8 @@ class SharePartition:
             if self._records[off].state is RecordState.ACQUIRED:
                 self._orphans.add(off)
             else:  # AVAILABLE is archived; final records below the SPSO are forgotten
+                if self._records[off].state is RecordState.AVAILABLE:
+                    self.counts.archived += 1
                 del self._records[off]
         self._start = log_start_offset
         self._end = max(self._end, log_start_offset)
@@ -390,8 +435,10 @@ class SharePartition:
         self.changed = True
         if rec.delivery_count >= self.config.delivery_count_limit or offset < self._start:
             self._finish(rec, RecordState.ARCHIVED)
+            self.counts.archived += 1
         else:
             self._finish(rec, RecordState.AVAILABLE)
+            self.counts.released += 1
 
     @staticmethod
     def _finish(rec: _Record, state: RecordState) -> None:

@@ -91,8 +91,9 @@ CREATE_PARTITIONS = _c(Op.ALTER, R.TOPIC, "each topic")
 DELETE_RECORDS = _c(Op.DELETE, R.TOPIC, "each topic")
 DESCRIBE_CONFIGS_TOPIC = _c(Op.DESCRIBE_CONFIGS, R.TOPIC, "each topic resource")
 DESCRIBE_CONFIGS_CLUSTER = _c(Op.DESCRIBE_CONFIGS, R.CLUSTER, "each broker resource")
-DESCRIBE_CONFIGS_GROUP_HISTORY = _c(Op.DESCRIBE, R.GROUP, "each kaflite.group-history:GROUP resource (kaflite's "
-                                    "rebalance timeline; as DescribeGroups)")
+DESCRIBE_CONFIGS_GROUP_HISTORY = _c(Op.DESCRIBE, R.GROUP, "each kaflite.group-history:GROUP and "
+                                    "kaflite.share-group:GROUP resource (kaflite's rebalance timeline, a share "
+                                    "group's records in flight; as DescribeGroups)")
 ALTER_CONFIGS_TOPIC = _c(Op.ALTER_CONFIGS, R.TOPIC, "each topic resource")
 ALTER_CONFIGS_CLUSTER = _c(Op.ALTER_CONFIGS, R.CLUSTER, "each broker resource")
 INCREMENTAL_ALTER_CONFIGS_TOPIC = _c(Op.ALTER_CONFIGS, R.TOPIC, "each topic resource")

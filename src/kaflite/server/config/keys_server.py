@@ -84,7 +84,7 @@ KEYS: list[ConfigKey] = [
         100,
         "Events of each group's rebalance timeline kept and persisted in __consumer_offsets (who joined or "
         "left and why, each rebalance's start, end, duration and moved partitions; `kaflite groups describe "
-        "--history`, docs/consumer-groups.md).",
+        "--history`, docs/consumer-groups.md); a share group's are kept in memory only, as its membership.",
         AtLeast(1),
         differs="kaflite-only key: Kafka keeps no rebalance history.",
     ),

@@ -47,6 +47,7 @@ from typing import Any
 from kaflite.cluster.admin import TopicSpec
 from kaflite.cluster.group_history import RESOURCE_PREFIX as GROUP_HISTORY_PREFIX
 from kaflite.cluster.metadata import INTERNAL_TOPICS, TopicImage, validate_topic_name
+from kaflite.cluster.share_group_view import RESOURCE_PREFIX as SHARE_GROUP_VIEW_PREFIX
 from kaflite.cluster.zk_metadata import ZkMetadata
 from kaflite.coordinator.timeline import RebalanceEvent
 from kaflite.protocol.errors import ErrorCode, KafkaError
@@ -61,7 +62,7 @@ from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.groups import group_history
 from kaflite.server.handlers.metadata import broker_endpoints
 from kaflite.server.handlers.partitions import per_partition
-from kaflite.server.handlers.share import alter_group_configs
+from kaflite.server.handlers.share import alter_group_configs, share_group_history, share_group_view
 from kaflite.server.metadata_waiters import topic_has_leaders
 from kaflite.server.quota import MutationQuota
 
@@ -451,7 +452,18 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
                 # kaflite's rebalance timeline of a group (kaflite.clients.group_history asks for it)
                 group_id = res.resource_name[len(GROUP_HISTORY_PREFIX):]
                 ctx.check(rules.DESCRIBE_CONFIGS_GROUP_HISTORY, group_id)
-                entries = [_history_entry(e) for e in await group_history(ctx, group_id)]
+                # a share group's timeline is the share coordinator's (in memory, as its membership)
+                events = share_group_history(broker, group_id)
+                if events is None:
+                    events = await group_history(ctx, group_id)
+                entries = [_history_entry(e) for e in events]
+            elif res.resource_type == RESOURCE_BROKER and res.resource_name.startswith(SHARE_GROUP_VIEW_PREFIX):
+                # kaflite's view of a share group's members and records in flight (the console's page)
+                group_id = res.resource_name[len(SHARE_GROUP_VIEW_PREFIX):]
+                ctx.check(rules.DESCRIBE_CONFIGS_GROUP_HISTORY, group_id)
+                entries = [ConfigEntry(name, json.dumps(value, separators=(",", ":")), "default", 0,
+                                       TYPE_CODES["string"], "", read_only=True)
+                           for name, value in share_group_view(broker, group_id)]
             elif res.resource_type == RESOURCE_BROKER:
                 ctx.check(rules.DESCRIBE_CONFIGS_CLUSTER)
                 if res.resource_name not in ("", str(broker.node_id)):

@@ -60,6 +60,7 @@ from typing import Any
 from kaflite.coordinator.messages import ListedGroup
 from kaflite.coordinator.share.group import ShareGroupCoordinator
 from kaflite.coordinator.share.partition import ShareConfig, ShareSnapshot, StateBatch
+from kaflite.coordinator.timeline import RebalanceEvent
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
@@ -69,7 +70,7 @@ from kaflite.storage.checkpoint import atomic_write
 from kaflite.storage.file_slice import FileSlice
 
 __all__ = ["APIS", "alter_group_configs", "coordinator", "delete_share_group", "listed_share_groups",
-           "on_start", "persist", "share_enabled"]
+           "on_start", "persist", "share_enabled", "share_group_history", "share_group_view"]
 
 log = logging.getLogger("kaflite.share")
 
@@ -97,7 +98,8 @@ def coordinator(broker: Any) -> ShareGroupCoordinator:
         coord = broker.extensions["share_coordinator"] = ShareGroupCoordinator(
             config, session_timeout_ms=int(broker.setting("group.share.session.timeout.ms")),
             heartbeat_interval_ms=int(broker.setting("group.share.heartbeat.interval.ms")),
-            max_size=int(broker.setting("group.share.max.size")))
+            max_size=int(broker.setting("group.share.max.size")),
+            history_size=int(broker.setting("kaflite.group.rebalance.history.size")))
         coord.load_state = _state_loader(broker)
         for group_id, configs in _read_group_configs(broker).items():
             try:
@@ -226,6 +228,47 @@ async def alter_group_configs(broker: Any, group_id: str,
             except OSError as e:
                 raise KafkaError(ErrorCode.kafka_storage_error, f"{path} cannot be written: {e}") from None
         coord.set_group_configs(group_id, new)
+
+
+def share_group_history(broker: Any, group_id: str) -> list[RebalanceEvent] | None:
+    """The rebalance timeline of share group `group_id` (in memory, as its membership); None when this
+    broker knows no share group of that id (the group coordinator's timeline answers then)."""
+    coord = broker.extensions.get("share_coordinator")
+    if coord is None:
+        return None
+    coord.expire(broker.now_ms())  # a member whose session ended is in the history before it is read
+    return coord.history(group_id)  # type: ignore[no-any-return]
+
+
+def share_group_view(broker: Any, group_id: str, max_ranges: int = 100) -> list[tuple[str, dict[str, Any]]]:
+    """What the console's share-group page shows (kaflite.cluster.share_group_view asks for it): the group
+    (state, epochs, members with their subscriptions and partitions, the broker's clock) named "group",
+    then one "partition:<topic>:<p>" per share partition (start offset, end offset, the first
+    `max_ranges` ranges of records in flight with delivery count, holder and lock deadline). KafkaError
+    GROUP_ID_NOT_FOUND when no share group has this id here."""
+    coord = broker.extensions.get("share_coordinator")
+    group = coord.groups.get(group_id) if coord is not None else None
+    if coord is None or group is None:
+        raise KafkaError(ErrorCode.group_id_not_found, f"Share group {group_id} not found.")
+    now = broker.now_ms()
+    coord.expire(now)
+    members = [{"member_id": m.member_id, "member_epoch": m.member_epoch, "client_id": m.client_id,
+                "client_host": m.client_host, "rack_id": m.rack_id, "subscribed": sorted(m.subscribed),
+                "assignment": [[t, p] for t, ps in sorted(m.assigned.items()) for p in sorted(ps)]}
+               for m in group.members.values()]
+    out: list[tuple[str, dict[str, Any]]] = [("group", {
+        "group_id": group_id, "state": group.state, "group_epoch": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch, "now_ms": now, "members": members})]
+    for (g, topic, partition), sp in sorted(coord.partitions.items()):
+        if g != group_id:
+            continue
+        ranges, total = sp.in_flight_ranges(max_ranges)
+        out.append((f"partition:{topic}:{partition}", {
+            "topic": topic, "partition": partition, "start_offset": sp.start_offset, "end_offset": sp.end_offset,
+            "in_flight": [[first, last, state.name, count, member or "", deadline]
+                          for first, last, state, count, member, deadline in ranges],
+            "ranges_total": total}))
+    return out
 
 
 def listed_share_groups(broker: Any, states: Sequence[str]) -> list[ListedGroup]:
