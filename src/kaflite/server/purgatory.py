@@ -7,8 +7,8 @@ Rules:
   (Kafka's `tryComplete`), so a spurious wake-up is harmless;
 - `complete(key)` wakes every current waiter of the key immediately (an append wakes fetchers in the same
   loop iteration), and is cheap when nobody waits;
-- a waiter whose check spans several loop turns (a follower's fetch of many partitions, read in slices)
-  registers first (`watch`): a completion during its check makes its wait return at once;
+- a waiter whose check spans several loop turns registers first (`watch`; `wait` is a watch and its
+  wait): a completion during its check makes its wait return at once;
 - all of it runs on the broker's event loop thread.
 """
 

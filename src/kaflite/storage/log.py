@@ -25,6 +25,11 @@ Rules:
 - read: whole batches starting at the batch that contains fetch_offset, below max_offset, at most
   max_bytes (but at least one batch when min_one_message); OFFSET_OUT_OF_RANGE outside
   [log_start_offset, log_end_offset].
+- position_of(offset): where an offset lies, as (base offset of its segment, byte position of the batch
+  holding it) without reading records (Kafka's LogOffsetMetadata, what a parked fetch compares): the log
+  end offset (or beyond) is the active segment's size, free; another offset is found from the segment's
+  offset index plus a header scan of about one index interval, and remembered (POSITION_CACHE entries)
+  until a truncation or a segment swap (compaction) makes it stale.
 - Recovery on open: segments wholly before the recovery point are opened lazily (segment.py: their
   indexes read and sanity-checked on first use); the segment holding the recovery point and all later
   ones are rescanned (CRC), a torn/corrupt tail is truncated and every later segment deleted, before the
@@ -133,6 +138,7 @@ _pack_i_into = struct.Struct(">i").pack_into
 _pack_h_into = struct.Struct(">h").pack_into
 _pack_I_into = struct.Struct(">I").pack_into
 _INT32_MAX = 0x7FFFFFFF
+POSITION_CACHE = 64  # offsets whose position `position_of` remembers (high watermarks, fetch offsets)
 _new_tuple = tuple.__new__  # builds a NamedTuple without the Python-level __new__ frame (hot path)
 
 
@@ -255,6 +261,8 @@ class Log:
         # time, so a waiting one finds its offsets covered: group commit); lock order _flush_lock, _lock
         self._flush_lock = threading.Lock()
         self._truncations = 0  # bumped by every truncation: a flush planned before one must not move the RP
+        # offset -> (segment base, position, the segment, truncations then): position_of's memory
+        self._positions: dict[int, tuple[int, int, LogSegment, int]] = {}
         self._roll_flush_to = 0  # rolled segments below this offset await their flush (flush_rolled)
         self.producer_state = ProducerStateManager()
         self._txn_indexes: dict[int, TransactionIndex] = {}  # segment base -> its aborted transactions
@@ -924,6 +932,34 @@ class Log:
                     continue
                 return FetchDataInfo([data], len(data)) if data else FetchDataInfo()
             return FetchDataInfo()
+
+    def position_of(self, offset: int) -> tuple[int, int]:
+        """(base offset of the segment holding `offset`, byte position in it of the first batch whose last
+        offset is >= `offset`): the log end offset, or beyond, is the active segment's end. Nothing is read
+        for the log end offset or a remembered offset; otherwise one index lookup and a header scan of about
+        one index interval (no records). An offset below the log start is placed in the first segment."""
+        with self._lock:
+            if offset >= self._next_offset:
+                seg = self._segments[-1]
+                return seg.base_offset, seg.size
+            known = self._positions.get(offset)
+            i = max(bisect_right(self._bases, offset) - 1, 0)
+            segments = self._segments
+            if known is not None and known[3] == self._truncations and known[2] is segments[i]:
+                return known[0], known[1]
+            while i < len(segments):
+                seg = segments[i]
+                pos = seg.translate_offset(offset)
+                if pos is not None:
+                    break
+                i += 1  # nothing at or after `offset` here (a compacted gap): the next segment's start
+            else:  # pragma: no cover - offsets below the log end always lie in a segment
+                seg = segments[-1]
+                return seg.base_offset, seg.size
+            if len(self._positions) >= POSITION_CACHE:
+                self._positions.clear()
+            self._positions[offset] = (seg.base_offset, pos, seg, self._truncations)
+            return seg.base_offset, pos
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """ListOffsets: (offset, timestamp) of the first record with timestamp >= target, None when none.

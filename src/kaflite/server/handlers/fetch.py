@@ -13,8 +13,13 @@ Rules (Kafka's `ReplicaManager.fetchMessages` / `DelayedFetch`):
   request's current leader epoch) is `ReplicaManager.get_partition`'s decision;
 - a fetch below the log start offset or beyond the log end gets OFFSET_OUT_OF_RANGE (so a reset is visible);
 - the request is answered at once when the data reaches `min_bytes`, a partition has an error, or
-  `max_wait` is 0; otherwise it waits in the purgatory and is re-evaluated as soon as an append to one of
-  its partitions completes, or when `max_wait` elapses;
+  `max_wait` is 0; otherwise it parks (Kafka's DelayedFetch, `kaflite.server.delayed_fetch`): woken by an
+  append to one of its partitions (or a moved high watermark, a stopped partition), it compares offsets
+  and segment positions — the bytes between its fetch offset and the end offset it may read to, a roll, a
+  truncation, a leader change, an error — without reading the logs; it reads every partition once more,
+  and answers with what that read finds, only when that check says complete or `max_wait` elapses. So a
+  parked fetch reads its partitions twice (first pass, answer) however many appends it sees
+  (tests/server/test_fetch_purgatory.py);
 - v13+ names topics by id (KIP-516): an id is resolved to its topic through the metadata image, an id no
   topic has (or the zero id) gets UNKNOWN_TOPIC_ID for each of its partitions, and the answer names topics
   by id; v15's `replica_state` (a consumer's replica id -1) and v17's directory id concern followers only,
@@ -40,13 +45,15 @@ Rules (Kafka's `ReplicaManager.fetchMessages` / `DelayedFetch`):
 - v18's per-partition `high_watermark` (KIP-1166) is the high watermark the fetching follower knows (-1:
   none; consumers send Long.MAX_VALUE, "not supported"): a follower's fetch is answered at once, without
   waiting for `min_bytes`, when a partition's high watermark here is above the one the follower knows, so
-  a follower learns a new high watermark without waiting out `max_wait`; it changes nothing for consumers;
+  a follower learns a new high watermark without waiting out `max_wait` (checked on the first pass and,
+  parked, on every wake-up); it changes nothing for consumers;
 - a follower's fetch naming more than FOLLOWER_READ_SLICE partitions is read that many per loop turn, the
   event loop serving other requests in between (`read_follower_slices`): each slice's non-replica check,
   read and report happen in one turn, the byte budget and min_one_message are the whole pass's, and the
-  request watches its partitions' keys from before the first slice (`Purgatory.watch`), so an append to a
-  partition read in an earlier slice ends its wait at once (its own reports do not). Kafka's request
-  threads likewise let other requests interleave between two partitions' reads;
+  parked fetch's first check runs after the pass (Kafka's tryCompleteElseWatch), on the positions as they
+  are then, so an append to a partition read in an earlier slice ends its wait at once (its own reports
+  move no log end). Kafka's request threads likewise let other requests interleave between two
+  partitions' reads;
 - fetch sessions (KIP-227, v7+): `kaflite.server.fetch_session` decides what a request reads (the whole
   session) and which partitions an incremental answer carries (only those with news).
 """
@@ -66,10 +73,10 @@ from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.broker import Broker
 from kaflite.server.context import RequestContext, build
+from kaflite.server.delayed_fetch import DelayedFetch
 from kaflite.server.fetch_session import FetchSessionCache, FetchTarget, SessionContext
 from kaflite.server.handlers import ApiTable, EncodedBody
 from kaflite.server.handlers.metadata import leader_hints
-from kaflite.server.purgatory import Watch
 from kaflite.server.quota import CONSUMER_BYTE_RATE
 from kaflite.server.replica import fetch_key
 from kaflite.storage.file_slice import FileSlice
@@ -181,31 +188,21 @@ def read_partitions(
 async def read_follower_slices(
     broker: Broker, max_bytes: int, targets: list[tuple[tuple[str, int], FetchTarget]], replica_id: int,
     leader_epochs: dict[tuple[str, int], int] | None, read_committed: bool, denied: frozenset[str],
-    zstd_ok: bool, last_fetched: dict[tuple[str, int], int] | None, report: bool, keys: list[Any],
-) -> tuple[list[tuple[str, list[PartitionRead]]], int, bool, Watch | None]:
+    zstd_ok: bool, last_fetched: dict[tuple[str, int], int] | None, report: bool,
+) -> tuple[list[tuple[str, list[PartitionRead]]], int, bool]:
     """`read_partitions` of a follower's fetch, FOLLOWER_READ_SLICE partitions per loop turn (the loop
     serves other requests between two slices): each slice checked for non-replicas, read and, on the
     request's first pass (`report`), reported (`_record_follower_fetch`) in one turn, as Kafka reads a
     partition then updates the follower's state; one byte budget and min_one_message for the whole pass.
-    Also returns a watch of `keys` (None without keys; the caller closes it) that has seen every completion
-    since the pass began, except those of its own reports (a moved high watermark: the unsliced read
-    reports before it waits, and does not wake itself either)."""
+    An append made meanwhile to a partition of an earlier slice is seen by the DelayedFetch check that
+    follows the pass (it compares positions as they are then)."""
     budget = max(0, min(int(max_bytes), int(broker.setting("fetch.max.bytes"))))
-    purgatory = broker.purgatory
-    watch = purgatory.watch(keys) if keys else None
-    woken = False  # a completion came from elsewhere during a yield: the watch is kept as it is
     out: list[tuple[str, list[PartitionRead]]] = []
     total = 0
     any_error = False
     for start in range(0, len(targets), FOLLOWER_READ_SLICE):
         if start:
-            try:
-                await asyncio.sleep(0)
-            except BaseException:  # cancelled (the connection went): nothing left watching
-                if watch is not None:
-                    watch.close()
-                raise
-        woken = woken or (watch is not None and watch.completed)
+            await asyncio.sleep(0)
         chunk = targets[start:start + FOLLOWER_READ_SLICE]
         not_replica = _not_replica(broker, replica_id, chunk, leader_epochs)
         results, size, error = read_partitions(broker, budget - total, chunk, leader_epochs, read_committed,
@@ -214,9 +211,6 @@ async def read_follower_slices(
                                                read_before=total)
         if report:
             _record_follower_fetch(broker, replica_id, chunk, results)
-            if watch is not None and not woken and watch.completed:  # only this turn's reports woke it
-                watch.close()
-                watch = purgatory.watch(keys)
         total += size
         any_error = any_error or error
         for name, reads in results:
@@ -224,7 +218,7 @@ async def read_follower_slices(
                 out[-1][1].extend(reads)
             else:
                 out.append((name, reads))
-    return out, total, any_error, watch
+    return out, total, any_error
 
 
 def _response(ctx: RequestContext, request: Any, results: list[tuple[str, list[PartitionRead]]],
@@ -380,49 +374,48 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
                                                 broker.now_ms())
         if allowed is not None:
             max_bytes = max(1, min(max_bytes, int(allowed)))
-    first = True
     # a follower's fetch of many partitions is read in slices, the loop free between two (1,000 partitions
-    # held it 100-200 ms on a loaded machine); it watches its keys before the first slice, so an append to
-    # a partition read in an earlier slice wakes its wait (see the rules)
+    # held it 100-200 ms on a loaded machine)
     sliced = replica_id >= 0 and len(session.targets) > FOLLOWER_READ_SLICE
-    while True:
-        watch: Watch | None = None
-        try:
-            if sliced:
-                results, total, any_error, watch = await read_follower_slices(
-                    broker, max_bytes, session.targets, replica_id, epochs, read_committed, denied,
-                    ctx.api_version >= ZSTD_VERSION, last_fetched, first, keys)
-            else:
-                results, total, any_error = read_partitions(
-                    broker, max_bytes, session.targets, epochs, read_committed, denied,
-                    zstd_ok=ctx.api_version >= ZSTD_VERSION, replica_id=replica_id, not_replica=not_replica,
-                    last_fetched=last_fetched)
-                if first and replica_id >= 0:
-                    _record_follower_fetch(broker, replica_id, session.targets, results)
-            if first and replica_id >= 0:
-                # the follower's log start offsets: DeleteRecords' low watermark (Kafka's updateFetchState)
-                # (v5+: older versions do not carry it, and tell nothing)
-                starts = {(name, int(p.partition)): int(p.log_start_offset) for name, t in known
-                          for p in t.partitions if getattr(p, "log_start_offset", -1) >= 0}
-                if starts:
-                    broker.replica_manager.record_follower_log_starts(replica_id, starts)
-            first = False
+    zstd_ok = ctx.api_version >= ZSTD_VERSION
+
+    async def read(first: bool) -> tuple[list[tuple[str, list[PartitionRead]]], int, bool]:
+        if sliced:
+            return await read_follower_slices(broker, max_bytes, session.targets, replica_id, epochs,
+                                              read_committed, denied, zstd_ok, last_fetched, first)
+        out = read_partitions(broker, max_bytes, session.targets, epochs, read_committed, denied,
+                              zstd_ok=zstd_ok, replica_id=replica_id, not_replica=not_replica,
+                              last_fetched=last_fetched)
+        if first and replica_id >= 0:
+            _record_follower_fetch(broker, replica_id, session.targets, out[0])
+        return out
+
+    results, total, any_error = await read(True)
+    if replica_id >= 0:
+        # the follower's log start offsets: DeleteRecords' low watermark (Kafka's updateFetchState)
+        # (v5+: older versions do not carry it, and tell nothing)
+        starts = {(name, int(p.partition)): int(p.log_start_offset) for name, t in known
+                  for p in t.partitions if getattr(p, "log_start_offset", -1) >= 0}
+        if starts:
+            broker.replica_manager.record_follower_log_starts(replica_id, starts)
+    if not (total >= request.min_bytes or any_error or unknown_ids or deadline - broker.now_ms() <= 0
+            or not keys or (known_hw and _high_watermark_news(results, known_hw))):
+        # parked (Kafka's DelayedFetch): woken by its partitions' appends, it compares offsets and positions
+        # (delayed_fetch.py) and reads the logs once more only when that says complete or max_wait elapsed
+        delayed = DelayedFetch.park(broker.replica_manager, session.targets, int(request.min_bytes), replica_id,
+                                    read_committed, epochs, last_fetched, known_hw)
+        while delayed is not None and not delayed.try_complete():
             remaining = deadline - broker.now_ms()
-            if total >= request.min_bytes or any_error or unknown_ids or remaining <= 0 or not keys or (
-                    known_hw and _high_watermark_news(results, known_hw)):
-                if replica_id >= 0:
-                    ctx.request_time_recorded = True  # a follower is exempt from the request quota, as in Kafka
-                    throttled = False
-                else:  # Kafka: a fetch throttled by either quota answers no data
-                    throttled = _consumer_quota(ctx, total, request_throttled=ctx.record_request_time() > 0)
-                return _response(ctx, request, results, session, ids, unknown_ids, throttled)
-            if watch is not None:
-                await watch.wait(remaining)
-            else:
-                await broker.purgatory.wait(keys, remaining)
-        finally:
-            if watch is not None:
-                watch.close()
+            if remaining <= 0:
+                break
+            await broker.purgatory.wait(keys, remaining)
+        results, total, any_error = await read(False)
+    if replica_id >= 0:
+        ctx.request_time_recorded = True  # a follower is exempt from the request quota, as in Kafka
+        throttled = False
+    else:  # Kafka: a fetch throttled by either quota answers no data
+        throttled = _consumer_quota(ctx, total, request_throttled=ctx.record_request_time() > 0)
+    return _response(ctx, request, results, session, ids, unknown_ids, throttled)
 
 
 def _consumer_quota(ctx: RequestContext, total: int, request_throttled: bool = False) -> bool:

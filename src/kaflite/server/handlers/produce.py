@@ -9,10 +9,14 @@ Rules (Kafka's `ReplicaManager.appendRecords`):
   success and the original offsets (no second copy is written);
 - acks=0 gets no response at all; when one of its partitions failed, the connection is closed instead
   (the only way a fire-and-forget producer can notice, as Kafka does);
-- acks=-1 waits (the purgatory, up to the request's timeout: REQUEST_TIMED_OUT) for the high watermark to
-  pass the batch; with a single in-sync replica it already has when the append returns (after the fsync
-  when flush-before-ack is configured), so nothing waits; a partition whose ISR is smaller than its
-  `min.insync.replicas` refuses acks=-1 with NOT_ENOUGH_REPLICAS, unwritten (`Partition`);
+- acks=-1 waits (the purgatory, up to the request's timeout) for the high watermark to pass the batch;
+  with a single in-sync replica it already has when the append returns (after the fsync when
+  flush-before-ack is configured), so nothing waits; a partition whose ISR is smaller than its
+  `min.insync.replicas` refuses acks=-1 with NOT_ENOUGH_REPLICAS, unwritten (`Partition`); the partitions
+  of one request that wait are waited for together (`ReplicaManager.wait_all_committed`, Kafka's
+  DelayedProduce): one deadline, the answer goes out once every one is decided, and each is answered its
+  own code — NONE once replicated, REQUEST_TIMED_OUT for one still not replicated at the deadline,
+  NOT_LEADER_OR_FOLLOWER for one whose leadership was lost, NOT_ENOUGH_REPLICAS_AFTER_APPEND;
 - `flush.messages` (flush before acknowledge): when an append leaves that many unflushed messages
   (`Log.flush_needed`), the partition is answered only after `Log.flush_up_to` fsync'd it, in a worker thread,
   never on the event loop; concurrent producers share fsyncs (one fsync covers every append made before it
@@ -194,8 +198,9 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
                 failed.append(f"{topics[slot][0]}-{answer[0]}: {ErrorCode.kafka_storage_error.name}")
     if pending:  # DelayedProduce: wait for the high watermark (never with a single in-sync replica)
         deadline = broker.now_ms() + request.timeout.total_seconds() * 1000.0
-        for slot, answer, part, required in pending:
-            code = await replicas.wait_committed(part, required, deadline)
+        codes = await replicas.wait_all_committed([(part, required) for _s, _a, part, required in pending],
+                                                  deadline)
+        for (slot, answer, _part, _required), code in zip(pending, codes, strict=True):
             if code is not ErrorCode.none:
                 parts = topics[slot][1]
                 i = next(i for i, a in enumerate(parts) if a is answer)

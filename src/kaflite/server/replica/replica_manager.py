@@ -36,7 +36,9 @@ Rules:
 - acks=-1 completes through the purgatory: `wait_committed` answers at once when the high watermark
   already passed the batch (always, with one replica: it moves on the append, after the fsync in
   flush-before-ack mode), else waits on `produce_key(t, p)`, completed whenever the partition's high
-  watermark moves, until the request's timeout (REQUEST_TIMED_OUT);
+  watermark moves, until the request's timeout (REQUEST_TIMED_OUT); `wait_all_committed` does it for
+  every partition of a request at once (Kafka's DelayedProduce): one waiter on the keys still pending, one
+  deadline, each partition answered its own code (REQUEST_TIMED_OUT for those pending at the deadline);
 - `append_committed` is the coordinators' door (Kafka's CoordinatorRuntime writes with acks=-1): append to
   an internal topic and resolve once the records are committed, or raise the KafkaError that says why not.
 - a follower's fetch (`record_follower_fetch`) records its log end offset and catch-up time on the leader's
@@ -606,21 +608,39 @@ class ReplicaManager:
         """Wait until the high watermark of `part` reaches `required_offset` (DelayedProduce): NONE, or
         the error the produce is answered with (NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER,
         REQUEST_TIMED_OUT)."""
-        key = produce_key(part.topic, part.partition)
+        return (await self.wait_all_committed([(part, required_offset)], deadline_ms))[0]
+
+    async def wait_all_committed(self, waits: list[tuple[Partition, int]], deadline_ms: float) -> list[ErrorCode]:
+        """Kafka's DelayedProduce of a whole request: every (partition, offset its high watermark must reach)
+        waited for at once, by one waiter watching the produce keys of those still pending, re-checked
+        whenever one is completed, until all are decided or `deadline_ms`. Each partition's answer, in
+        order: NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER (no longer hosted here), or
+        REQUEST_TIMED_OUT for those still pending at the deadline."""
+        codes: list[ErrorCode | None] = [None] * len(waits)
         self._delayed_produces += 1
         try:
             while True:
-                if self.partitions.get((part.topic, part.partition)) is not part:
-                    return ErrorCode.not_leader_or_follower
-                done, code = part.check_enough_replicas_reach_offset(required_offset)
-                if done:
-                    return code
+                keys = []
+                for i, (part, required) in enumerate(waits):
+                    if codes[i] is not None:
+                        continue
+                    if self.partitions.get((part.topic, part.partition)) is not part:
+                        codes[i] = ErrorCode.not_leader_or_follower
+                        continue
+                    done, code = part.check_enough_replicas_reach_offset(required)
+                    if done:
+                        codes[i] = code
+                    else:
+                        keys.append(produce_key(part.topic, part.partition))
+                if not keys:
+                    break
                 remaining = deadline_ms - self.now_ms()
                 if remaining <= 0:
-                    return ErrorCode.request_timed_out
-                await self.purgatory.wait([key], remaining)
+                    break
+                await self.purgatory.wait(keys, remaining)
         finally:
             self._delayed_produces -= 1
+        return [ErrorCode.request_timed_out if code is None else code for code in codes]
 
     async def append_committed(
         self, topic: str, partition: int, records: bytes | memoryview, timeout_ms: float
