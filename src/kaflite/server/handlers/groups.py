@@ -38,6 +38,7 @@ from kaflite.coordinator import (
 )
 from kaflite.coordinator import messages as m
 from kaflite.coordinator.consumer_group import ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
+from kaflite.coordinator.leadership import leadership_changes
 from kaflite.coordinator.runtime import (
     CoordinatorRuntime,
 )
@@ -157,22 +158,15 @@ class GroupService:
 
     def _on_image(self, old: Any, new: Any) -> None:
         """Leadership of `__consumer_offsets` partitions moved (a cluster): load the ones this broker now
-        leads, unload the ones it no longer leads (Kafka's onElection / onResignation)."""
-        before, after = old.topics.get(OFFSETS_TOPIC), new.topics.get(OFFSETS_TOPIC)
-        if after is None or before is after:
-            return
-        if before is None:  # created (by any broker) since we started: its partition count decides
-            self._adopt(after)
-        me = self.broker.node_id
-        for partition, reg in enumerate(after.partitions):
-            prev = before.partitions[partition] if before is not None and partition < before.num_partitions else None
-            was_mine = prev is not None and prev.leader == me
-            if reg.leader == me and (not was_mine or prev is None or prev.leader_epoch != reg.leader_epoch):
-                self.on_election(partition, reg.leader_epoch)
-            elif was_mine and reg.leader != me:
-                # the epoch at which this broker stopped leading (the new leader's), as Kafka's
-                # onResignation: the epoch it led at would be ignored as stale and the shard kept
-                self.on_resignation(partition, reg.leader_epoch)
+        leads, unload the ones it no longer leads (Kafka's onElection / onResignation), each with the
+        new image's leader epoch (kaflite.coordinator.leadership's rules)."""
+        changes = leadership_changes(old, new, OFFSETS_TOPIC, self.broker.node_id)
+        if changes.appeared is not None:  # created (by any broker) since we started: its partition count decides
+            self._adopt(changes.appeared)
+        for partition, epoch in changes.unloads:
+            self.on_resignation(partition, epoch)
+        for partition, epoch in changes.loads:
+            self.on_election(partition, epoch)
 
     def on_election(self, partition: int, leader_epoch: int | None = None) -> asyncio.Future[None]:
         """This broker became the leader of `__consumer_offsets-<partition>` at `leader_epoch` (Kafka's

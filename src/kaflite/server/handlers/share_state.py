@@ -41,6 +41,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from kaflite.coordinator.leadership import leadership_changes
 from kaflite.coordinator.runtime import CoordinatorRuntime, ShardState
 from kaflite.coordinator.share.partition import ShareSnapshot, StateBatch
 from kaflite.coordinator.share.state_records import SHARE_GROUP_STATE_TOPIC, ShareStateKey, partition_for
@@ -136,19 +137,13 @@ class ShareStateService:
                 if name not in new.topics or new.topics[name].topic_id != t.topic_id}
         if gone:
             self._forget_topics(gone)
-        before, after = old.topics.get(SHARE_GROUP_STATE_TOPIC), new.topics.get(SHARE_GROUP_STATE_TOPIC)
-        if after is None or before is after:
-            return
-        if before is None:
-            self._adopt(after)
-        me = self.broker.node_id
-        for partition, reg in enumerate(after.partitions):
-            prev = before.partitions[partition] if before is not None and partition < before.num_partitions else None
-            was_mine = prev is not None and prev.leader == me
-            if reg.leader == me and (not was_mine or prev is None or prev.leader_epoch != reg.leader_epoch):
-                self.runtime.load(partition, reg.leader_epoch)
-            elif was_mine and reg.leader != me:
-                self.runtime.unload(partition, reg.leader_epoch)
+        changes = leadership_changes(old, new, SHARE_GROUP_STATE_TOPIC, self.broker.node_id)
+        if changes.appeared is not None:
+            self._adopt(changes.appeared)
+        for partition, epoch in changes.unloads:
+            self.runtime.unload(partition, epoch)
+        for partition, epoch in changes.loads:
+            self.runtime.load(partition, epoch)
 
     def _forget_topics(self, gone: dict[uuid.UUID, str]) -> None:
         coord = self.broker.extensions.get("share_coordinator")

@@ -45,6 +45,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from kaflite.coordinator import OFFSETS_TOPIC
+from kaflite.coordinator.leadership import leadership_changes
 from kaflite.coordinator.runtime import CoordinatorRuntime
 from kaflite.coordinator.transaction import (
     TRANSACTION_STATE_TOPIC,
@@ -170,21 +171,16 @@ class TransactionService:
             self.config = dataclasses.replace(self.config, num_partitions=topic.num_partitions)
 
     def _on_image(self, old: Any, new: Any) -> None:
-        before, after = old.topics.get(TRANSACTION_STATE_TOPIC), new.topics.get(TRANSACTION_STATE_TOPIC)
-        if after is None or before is after:
-            return
-        if before is None:  # created (by any broker) since we started: its partition count decides
-            self._adopt(after)
-        me = self.broker.node_id
-        for partition, reg in enumerate(after.partitions):
-            prev = before.partitions[partition] if before is not None and partition < before.num_partitions else None
-            was_mine = prev is not None and prev.leader == me
-            if reg.leader == me and (not was_mine or prev is None or prev.leader_epoch != reg.leader_epoch):
-                done = self.runtime.load(partition, reg.leader_epoch)
-                done.add_done_callback(lambda _f: self._resend_pending())
-            elif was_mine and reg.leader != me:
-                # the epoch at which this broker stopped leading (the new leader's), as Kafka's onResignation
-                self.runtime.unload(partition, reg.leader_epoch)
+        """Leadership of `__transaction_state` partitions moved: load / unload their shards with the new
+        image's leader epoch (kaflite.coordinator.leadership's rules); a loaded shard's transactions left in
+        Prepare* get their markers sent again."""
+        changes = leadership_changes(old, new, TRANSACTION_STATE_TOPIC, self.broker.node_id)
+        if changes.appeared is not None:  # created (by any broker) since we started: its partition count decides
+            self._adopt(changes.appeared)
+        for partition, epoch in changes.unloads:
+            self.runtime.unload(partition, epoch)
+        for partition, epoch in changes.loads:
+            self.runtime.load(partition, epoch).add_done_callback(lambda _f: self._resend_pending())
 
     # --- routing --------------------------------------------------------------------------------
 
