@@ -47,6 +47,7 @@ from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.authorizer import ResourceType
 from kaflite.server.context import RequestContext, build
+from kaflite.server.coordinators.internal_topic import OFFSETS, ensure_async
 from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.coordinator_writer import (
     OffsetsTopicWriter,
@@ -109,24 +110,16 @@ class GroupService:
     @classmethod
     async def of_async(cls, broker: Any) -> GroupService:
         """`of`, with `__consumer_offsets` created first in a worker thread when missing on a single node
-        (`Broker.create_internal_topic_async`); `of` alone creates it on the event loop."""
-        if _EXTENSION not in broker.extensions:
-            await broker.create_internal_topic_async(
-                OFFSETS_TOPIC, CoordinatorConfig.from_properties(broker.config).offsets_topic_num_partitions,
-                cls.topic_configs(broker))
+        (`ensure_async`), so that the service finds it when it starts."""
+        await ensure_async(broker, OFFSETS)
         return cls.of(broker)
 
-    @staticmethod
-    def topic_configs(broker: Any) -> dict[str, str]:
-        return {"cleanup.policy": "compact", "segment.bytes": str(int(broker.setting("offsets.topic.segment.bytes")))}
-
     def ensure_topic(self) -> Any:
-        """`__consumer_offsets`, created first when missing (offsets.topic.num.partitions, compacted; its
-        replication factor is offsets.topic.replication.factor in a cluster, 1 on a single node). None in a
-        cluster while it is not in the metadata image yet (being created off the event loop, just created, or
-        refused while fewer brokers are alive than its replication factor): FindCoordinator answers COORDINATOR_NOT_AVAILABLE and retries."""
-        topic = self.broker.ensure_internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
-                                                  self.topic_configs(self.broker), "offsets.topic.replication.factor")
+        """`__consumer_offsets` (offsets.topic.num.partitions, compacted; its replication factor is
+        offsets.topic.replication.factor in a cluster, 1 on a single node), or None while it is not in the
+        metadata image (being created off the event loop, or refused in a cluster while fewer brokers are
+        alive than its replication factor): FindCoordinator answers COORDINATOR_NOT_AVAILABLE and retries."""
+        topic = OFFSETS.ensure(self.broker, self.config.offsets_topic_num_partitions)
         if topic is not None:
             self._adopt(topic)
         return topic

@@ -49,6 +49,7 @@ from kaflite.coordinator.share.state_shard import ShareStateShard, StateAnswer
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
+from kaflite.server.coordinators.internal_topic import SHARE_GROUP_STATE, ensure_async
 from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.coordinator_writer import InternalTopicWriter
 
@@ -68,7 +69,6 @@ class ShareStateService:
         self.snapshot_every = int(setting("share.coordinator.snapshot.update.records.per.snapshot"))
         self.write_timeout_ms = int(setting("share.coordinator.write.timeout.ms"))
         self.load_buffer_size = int(setting("share.coordinator.load.buffer.size"))
-        self._configs = self.topic_configs(broker)
         self.writer = InternalTopicWriter(broker, SHARE_GROUP_STATE_TOPIC, self.write_timeout_ms,
                                           self.load_buffer_size)
         self.runtime: CoordinatorRuntime[ShareStateShard] = CoordinatorRuntime(
@@ -86,28 +86,16 @@ class ShareStateService:
 
     @classmethod
     async def prepare(cls, broker: Any) -> None:
-        """On a single node, `__share_group_state` created in a worker thread when missing
-        (`Broker.create_internal_topic_async`), so that `of` and `ensure_topic` then find it: awaited by
-        ShareGroupHeartbeat, a share consumer's first request (50 partition logs created on the event loop
-        at the first ShareFetch stalled every client for about 0.3 s)."""
-        if _EXTENSION not in broker.extensions:
-            await broker.create_internal_topic_async(
-                SHARE_GROUP_STATE_TOPIC, int(broker.setting("share.coordinator.state.topic.num.partitions")),
-                cls.topic_configs(broker))
-
-    @staticmethod
-    def topic_configs(broker: Any) -> dict[str, str]:
-        return {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(int(broker.setting("share.coordinator.state.topic.segment.bytes"))),
-            "min.insync.replicas": str(int(broker.setting("share.coordinator.state.topic.min.isr"))),
-        }
+        """On a single node, `__share_group_state` created in a worker thread when missing (`ensure_async`),
+        so that `of` and `ensure_topic` then find it: awaited by ShareGroupHeartbeat, a share consumer's first
+        request (50 partition logs created on the event loop at the first ShareFetch stalled every client for
+        about 0.3 s)."""
+        await ensure_async(broker, SHARE_GROUP_STATE)
 
     def ensure_topic(self) -> Any:
         """`__share_group_state`, created first when missing; None in a cluster while it is not in the image
         (being created, or refused while fewer brokers are alive: asked again at the next call)."""
-        topic = self.broker.ensure_internal_topic(SHARE_GROUP_STATE_TOPIC, self.num_partitions, self._configs,
-                                                  "share.coordinator.state.topic.replication.factor")
+        topic = SHARE_GROUP_STATE.ensure(self.broker, self.num_partitions)
         if topic is not None:
             self._adopt(topic)
         return topic

@@ -61,6 +61,7 @@ from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import BATCH_HEADER_SIZE, TRANSACTIONAL_MASK
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
+from kaflite.server.coordinators.internal_topic import TRANSACTION_STATE, ensure_async
 from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.coordinator_writer import InternalTopicWriter
 from kaflite.server.handlers.groups import GroupService, to_ms
@@ -123,20 +124,9 @@ class TransactionService:
     @classmethod
     async def of_async(cls, broker: Any) -> TransactionService:
         """`of`, with `__transaction_state` created first in a worker thread when missing on a single node
-        (`Broker.create_internal_topic_async`); `of` alone creates it on the event loop."""
-        if _EXTENSION not in broker.extensions:
-            await broker.create_internal_topic_async(
-                TRANSACTION_STATE_TOPIC, int(broker.setting("transaction.state.log.num.partitions")),
-                cls.topic_configs(broker))
+        (`ensure_async`), so that the service finds it when it starts."""
+        await ensure_async(broker, TRANSACTION_STATE)
         return cls.of(broker)
-
-    @staticmethod
-    def topic_configs(broker: Any) -> dict[str, str]:
-        return {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(int(broker.setting("transaction.state.log.segment.bytes"))),
-            "min.insync.replicas": str(int(broker.setting("transaction.state.log.min.isr"))),
-        }
 
     def start(self) -> None:
         self.ensure_topic()
@@ -157,9 +147,7 @@ class TransactionService:
         transaction.state.log.replication.factor in a cluster, 1 on a single node). None in a cluster while it
         is not in the metadata image yet (being created off the event loop, just created, or refused while
         fewer brokers are alive)."""
-        topic = self.broker.ensure_internal_topic(TRANSACTION_STATE_TOPIC, self.config.num_partitions,
-                                                  self.topic_configs(self.broker),
-                                                  "transaction.state.log.replication.factor")
+        topic = TRANSACTION_STATE.ensure(self.broker, self.config.num_partitions)
         if topic is not None:
             self._adopt(topic)
         return topic
