@@ -105,7 +105,7 @@ def commit_req(offset: int) -> m.OffsetCommitRequest:
 
 def groups(h: Harness) -> GroupService:
     async def start() -> GroupService:
-        svc = GroupService.of(h.broker)
+        svc = await GroupService.of_async(h.broker)  # __consumer_offsets created first (single node)
         await svc.loaded
         return svc
     return h.run(start)
@@ -179,7 +179,7 @@ def test_a_transaction_extended_on_b_is_committed_with_its_markers_after_the_rou
     ids = itertools.count(5000)
 
     async def start() -> TransactionService:
-        svc = TransactionService.of(h.broker)
+        svc = await TransactionService.of_async(h.broker)
         await svc.loaded
         return svc
     svc = h.run(start)

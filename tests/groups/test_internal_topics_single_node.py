@@ -32,7 +32,8 @@ def test_single_node_internal_topics_have_one_replica(tmp_path: Path, explicit: 
         await broker.start()
         try:
             assert not broker.in_cluster
-            groups, txns = GroupService.of(broker), TransactionService.of(broker)
+            # as the first FindCoordinator: the topics created (in a worker thread), then the services started
+            groups, txns = await GroupService.of_async(broker), await TransactionService.of_async(broker)
             await groups.loaded
             await txns.loaded
             for name, n in ((OFFSETS_TOPIC, 4), (TRANSACTION_STATE_TOPIC, 2)):

@@ -225,8 +225,11 @@ def on_start(broker: Any) -> Awaitable[Any] | None:
     return None
 
 
-def service(ctx: RequestContext) -> GroupService:
-    return GroupService.of(ctx.broker)
+async def service(ctx: RequestContext) -> GroupService:
+    """The broker's GroupService for a request: on a single node `__consumer_offsets` is created first
+    (in a worker thread) when missing, as FindCoordinator does, so a group request sent before any
+    FindCoordinator waits for it rather than holding the event loop or failing."""
+    return await GroupService.of_async(ctx.broker)
 
 
 async def group_history(ctx: RequestContext, group_id: str) -> list[RebalanceEvent]:
@@ -236,7 +239,7 @@ async def group_history(ctx: RequestContext, group_id: str) -> list[RebalanceEve
     def failed(code: ErrorCode) -> list[RebalanceEvent]:
         raise KafkaError(code, f"the rebalance history of group {group_id!r} is not on this broker")
 
-    events = await service(ctx).call(group_id, lambda shard, now: shard.handle_group_history(group_id, now), failed)
+    events = await (await service(ctx)).call(group_id, lambda shard, now: shard.handle_group_history(group_id, now), failed)
     if events is None:
         raise KafkaError(ErrorCode.coordinator_load_in_progress, f"group {group_id!r} is loading")
     return events  # type: ignore[no-any-return]
@@ -255,7 +258,7 @@ def _denied(ctx: RequestContext, check: rules.Check, group_id: str | None) -> bo
 
 
 async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
-    svc = service(ctx)
+    svc = await service(ctx)
     req = m.JoinGroupRequest(
         group_id=request.group_id,
         member_id=request.member_id,
@@ -288,7 +291,7 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
 
 
 async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
-    svc = service(ctx)
+    svc = await service(ctx)
     req = m.SyncGroupRequest(
         group_id=request.group_id,
         generation_id=request.generation_id,
@@ -312,7 +315,7 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
 
 
 async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
-    svc = service(ctx)
+    svc = await service(ctx)
     req = m.HeartbeatRequest(request.group_id, request.generation_id, request.member_id,
                              getattr(request, "group_instance_id", None))
     resp: m.HeartbeatResponse = (
@@ -324,7 +327,7 @@ async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
 
 
 async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
-    svc = service(ctx)
+    svc = await service(ctx)
     if ctx.api_version >= 3:
         idents = tuple(m.MemberIdentity(mb.member_id, mb.group_instance_id, getattr(mb, "reason", None))
                        for mb in request.members)
@@ -365,7 +368,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
         return build(ctx.response.ConsumerGroupHeartbeatResponse, throttle_time=_ZERO,
                      error_code=rules.CONSUMER_GROUP_HEARTBEAT.error, error_message=None, member_id=None,
                      member_epoch=-1, heartbeat_interval=datetime.timedelta(0), assignment=None)
-    svc = service(ctx)
+    svc = await service(ctx)
     metadata = ctx.broker.metadata
     topics = {name: t.num_partitions for name, t in metadata.topics.items() if not t.internal}
     topic_ids = {name: t.topic_id for name, t in metadata.topics.items() if not t.internal}
@@ -403,7 +406,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
 async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
     """ConsumerGroupDescribe (69): KIP-848 groups with each member's epoch, subscription, current and
     target assignment (topic ids from the metadata image)."""
-    svc = service(ctx)
+    svc = await service(ctx)
     metadata = ctx.broker.metadata
     R = ctx.response
 
@@ -456,7 +459,7 @@ GROUP_ID_NOT_FOUND_VERSION = 6  # DescribeGroups answers GROUP_ID_NOT_FOUND from
 async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     """DescribeGroups (15): each group as its coordinator shard sees it; a group that does not exist is
     described as Dead, and from v6 also answered GROUP_ID_NOT_FOUND with a message (KIP-1043, as Kafka)."""
-    svc = service(ctx)
+    svc = await service(ctx)
     R = ctx.response
     described: list[m.DescribedGroup] = []
     want_ops = bool(getattr(request, "include_authorized_operations", False))
@@ -488,7 +491,7 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
 
 
 async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
-    svc = service(ctx)
+    svc = await service(ctx)
     R = ctx.response
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     states = tuple(getattr(request, "states_filter", ()))
@@ -512,7 +515,7 @@ async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
 
 
 async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
-    svc = service(ctx)
+    svc = await service(ctx)
     R = ctx.response
     by_partition: dict[int, list[str]] = {}
     answered: dict[str, ErrorCode] = {}

@@ -307,9 +307,12 @@ def on_start(broker: Any) -> Awaitable[Any] | None:
     return None
 
 
-def service_or_error(ctx: RequestContext) -> TransactionService:
+async def service_or_error(ctx: RequestContext) -> TransactionService:
+    """The broker's TransactionService for a request (on a single node `__transaction_state` created first,
+    in a worker thread, when missing, as FindCoordinator does); COORDINATOR_NOT_AVAILABLE when it cannot
+    start."""
     try:
-        return TransactionService.of(ctx.broker)
+        return await TransactionService.of_async(ctx.broker)
     except KafkaError as e:
         log.warning("no transaction coordinator: %s", e)
         raise KafkaError(ErrorCode.coordinator_not_available, str(e)) from e
@@ -335,7 +338,7 @@ async def init_transactional_producer_id(ctx: RequestContext, request: Any) -> A
     expected_pid = int(getattr(request, "producer_id", -1))
     expected_epoch = int(getattr(request, "producer_epoch", -1))
     try:
-        svc = service_or_error(ctx)
+        svc = await service_or_error(ctx)
         a: InitPidAnswer = await svc.call(tid, lambda s, now: s.init_producer_id(tid, timeout, now, expected_pid,
                                                                                  expected_epoch))
     except KafkaError as e:
@@ -364,7 +367,7 @@ async def _add_partitions(ctx: RequestContext, tid: str, pid: int, epoch: int, t
         out.update(dict.fromkeys(denied, ErrorCode.topic_authorization_failed))
         return out
     try:
-        svc = service_or_error(ctx)
+        svc = await service_or_error(ctx)
         if verify_only:
             shard = svc.runtime.shard(svc.partition_for(tid))
             return {tp: shard.verify(tid, pid, epoch, tp) for tp in wanted}
@@ -420,9 +423,9 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
     if not ctx.allowed(rules.ADD_OFFSETS_GROUP, request.group_id):
         return answer(ErrorCode.group_authorization_failed)
     try:
-        groups = GroupService.of(ctx.broker)  # __consumer_offsets exists before its partition joins a txn
+        groups = await GroupService.of_async(ctx.broker)  # __consumer_offsets exists before its partition joins a txn
         tp = (OFFSETS_TOPIC, groups.partition_for(request.group_id))
-        svc = service_or_error(ctx)
+        svc = await service_or_error(ctx)
         a: TxnAnswer = await svc.call(tid, lambda s, now: s.add_partitions(
             tid, request.producer_id, request.producer_epoch, [tp], now))
     except KafkaError as e:
@@ -447,7 +450,7 @@ async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
         return answer(ErrorCode.transactional_id_authorization_failed)
     commit = bool(request.committed)
     try:
-        svc = service_or_error(ctx)
+        svc = await service_or_error(ctx)
         a: TxnAnswer = await svc.call(tid, lambda s, now: s.end_txn(tid, request.producer_id, request.producer_epoch,
                                                                     commit, now))
     except KafkaError as e:
@@ -468,7 +471,7 @@ async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:
                 R.WritableTxnMarkerTopicResult, name=t.name, partitions=tuple(build(
                     R.WritableTxnMarkerPartitionResult, partition_index=p, error_code=code)
                     for p in t.partition_indexes)) for t in mk.topics)) for mk in request.markers))
-    svc = service_or_error(ctx)
+    svc = await service_or_error(ctx)
     results = []
     for mk in request.markers:
         parts = [(t.name, int(p)) for t in mk.topics for p in t.partition_indexes]
@@ -516,9 +519,9 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     if not valid:
         return answer(lambda topic, p: refused[(topic, int(p.partition_index))])
     try:
-        groups = GroupService.of(ctx.broker)
+        groups = await GroupService.of_async(ctx.broker)
         gshard = groups.shard(group_id)  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS
-        svc = service_or_error(ctx)
+        svc = await service_or_error(ctx)
     except KafkaError as e:
         return all_failed(e.code)
     shard = svc.shard_or_none(tid)
@@ -575,7 +578,7 @@ def _ms_datetime(ms: int) -> datetime.datetime:
 
 async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
-    svc = service_or_error(ctx)
+    svc = await service_or_error(ctx)
     states = []
     for tid in request.transactional_ids:
         def state(code: ErrorCode, meta: Any = None, tid: str = tid) -> Any:
@@ -610,7 +613,7 @@ async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
     `re.fullmatch`, whose common syntax is the same); null or empty matches every id, one that does not
     compile answers INVALID_REGULAR_EXPRESSION and lists nothing."""
     R = ctx.response
-    svc = service_or_error(ctx)
+    svc = await service_or_error(ctx)
     filters = list(request.state_filters or ())
     unknown = [f for f in filters if TxnState.from_kafka_name(f) is None]
     wanted_states = {TxnState.from_kafka_name(f) for f in filters} - {None}
