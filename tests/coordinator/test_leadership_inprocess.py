@@ -37,9 +37,11 @@ from kaflite.protocol.record_batch import build_record_batch
 from kaflite.server.broker import Broker
 from kaflite.server.config import Listener
 from kaflite.server.context import RequestContext
+from kaflite.server.coordinators.groups import GroupService
+from kaflite.server.coordinators.transactions import TransactionService
+from kaflite.server.coordinators.writer import OffsetsTopicWriter
 from kaflite.server.embedded import load_broker_config
-from kaflite.server.handlers.groups import GroupService, OffsetsTopicWriter
-from kaflite.server.handlers.transactions import TransactionService, handle_end_txn
+from kaflite.server.handlers.transactions import handle_end_txn
 
 B = 7  # the other broker
 T = TypeVar("T")

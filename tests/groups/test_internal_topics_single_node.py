@@ -12,9 +12,9 @@ import pytest
 from kaflite.coordinator import OFFSETS_TOPIC
 from kaflite.coordinator.transaction.txn_log import TRANSACTION_STATE_TOPIC
 from kaflite.server.broker import Broker
+from kaflite.server.coordinators.groups import GroupService
+from kaflite.server.coordinators.transactions import TransactionService
 from kaflite.server.embedded import load_broker_config
-from kaflite.server.handlers.groups import GroupService
-from kaflite.server.handlers.transactions import TransactionService
 
 
 @pytest.mark.parametrize("explicit", [False, True])

@@ -17,8 +17,9 @@ import pytest
 
 from kaflite.coordinator import OFFSETS_TOPIC
 from kaflite.protocol.record_batch import build_record_batch
+from kaflite.server.coordinators.groups import GroupService
+from kaflite.server.coordinators.writer import OffsetsTopicWriter
 from kaflite.server.embedded import EmbeddedBroker
-from kaflite.server.handlers.groups import GroupService, OffsetsTopicWriter
 from kaflite.storage import Log, LogConfig
 from kaflite.storage.cleaner import CleanResult, compact_log
 

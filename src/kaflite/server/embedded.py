@@ -260,7 +260,7 @@ class EmbeddedBroker:
         who joined or left and why, each rebalance's start, end, duration, generation and moved partitions);
         [] for a group it has none of. What `kaflite groups describe --history` shows."""
         from kaflite.protocol.errors import ErrorCode, KafkaError
-        from kaflite.server.handlers.groups import GroupService
+        from kaflite.server.coordinators.groups import GroupService
 
         assert self._loop is not None, "broker not started"
 
@@ -278,7 +278,7 @@ class EmbeddedBroker:
 
     def _group_step(self, group: str, op: Callable[[Any, int], Any]) -> None:
         from kaflite.protocol.errors import ErrorCode, KafkaError
-        from kaflite.server.handlers.groups import GroupService
+        from kaflite.server.coordinators.groups import GroupService
 
         assert self._loop is not None, "broker not started"
 

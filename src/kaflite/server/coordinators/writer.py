@@ -1,7 +1,7 @@
 """The writer of a coordinator's internal topic (`__consumer_offsets`, `__transaction_state`,
 `__share_group_state`): a coordinator runtime's batches appended to the partition it leads, answered once
 committed (flushed first where the topic's flush settings ask for it), and its partitions replayed on load.
-One module for the three coordinators' shells (handlers/groups.py, transactions.py, share_state.py), so
+One module for the three coordinator services (groups.py, transactions.py, share_state.py beside it), so
 none of them imports another for it.
 """
 
