@@ -38,6 +38,7 @@ from kaflite.coordinator import (
 from kaflite.coordinator.leadership import leadership_changes
 from kaflite.coordinator.runtime import CoordinatorRuntime
 from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.coordinators.broker_api import CoordinatorBroker
 from kaflite.server.coordinators.internal_topic import OFFSETS, ensure_async
 from kaflite.server.coordinators.writer import OffsetsTopicWriter
 
@@ -53,7 +54,7 @@ class GroupService:
     """The group coordinator of one broker: a GroupCoordinator shard per `__consumer_offsets` partition
     on a CoordinatorRuntime, the requests routed to them, and the runtime's timer task."""
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: CoordinatorBroker) -> None:
         self.broker = broker
         self.config = CoordinatorConfig.from_properties(broker.config)
         # offsets.topic.compression.codec: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd (Kafka's ids)
@@ -78,7 +79,7 @@ class GroupService:
     # --- lifecycle ------------------------------------------------------------------------------
 
     @classmethod
-    def of(cls, broker: Any) -> GroupService:
+    def of(cls, broker: CoordinatorBroker) -> GroupService:
         """The broker's GroupService, started (loaded and active) on first use."""
         service = broker.extensions.get(_EXTENSION)
         if service is None:
@@ -88,7 +89,7 @@ class GroupService:
         return service  # type: ignore[no-any-return]
 
     @classmethod
-    async def of_async(cls, broker: Any) -> GroupService:
+    async def of_async(cls, broker: CoordinatorBroker) -> GroupService:
         """`of`, with `__consumer_offsets` created first in a worker thread when missing on a single node
         (`ensure_async`), so that the service finds it when it starts."""
         await ensure_async(broker, OFFSETS)
@@ -195,7 +196,7 @@ class GroupService:
             return None
 
 
-def load_at_start(broker: Any) -> Awaitable[Any] | None:
+def load_at_start(broker: CoordinatorBroker) -> Awaitable[Any] | None:
     """At broker start-up: when `__consumer_offsets` exists, load the groups now (Kafka replays the
     topic as its partitions come online), so member session timers run and describe/list answers are
     ready before the first group request. A broker that never had a group creates the topic lazily, on

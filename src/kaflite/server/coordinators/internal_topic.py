@@ -21,6 +21,7 @@ from typing import Any
 from kaflite.coordinator import OFFSETS_TOPIC
 from kaflite.coordinator.share.state_records import SHARE_GROUP_STATE_TOPIC
 from kaflite.coordinator.transaction.txn_log import TRANSACTION_STATE_TOPIC
+from kaflite.server.coordinators.broker_api import CoordinatorBroker
 
 __all__ = ["OFFSETS", "SHARE_GROUP_STATE", "TRANSACTION_STATE", "InternalTopic", "ensure_async"]
 
@@ -35,21 +36,21 @@ class InternalTopic:
     segment_bytes_key: str
     min_isr_key: str | None = None
 
-    def num_partitions(self, broker: Any) -> int:
+    def num_partitions(self, broker: CoordinatorBroker) -> int:
         return int(broker.setting(self.partitions_key))
 
-    def configs(self, broker: Any) -> dict[str, str]:
+    def configs(self, broker: CoordinatorBroker) -> dict[str, str]:
         out = {"cleanup.policy": "compact", "segment.bytes": str(int(broker.setting(self.segment_bytes_key)))}
         if self.min_isr_key is not None:
             out["min.insync.replicas"] = str(int(broker.setting(self.min_isr_key)))
         return out
 
-    def ensure(self, broker: Any, num_partitions: int) -> Any:
+    def ensure(self, broker: CoordinatorBroker, num_partitions: int) -> Any:
         """The topic's image, or None while it is being created (`Broker.ensure_internal_topic`)."""
         return broker.ensure_internal_topic(self.name, num_partitions, self.configs(broker), self.replication_key)
 
 
-async def ensure_async(broker: Any, spec: InternalTopic) -> None:
+async def ensure_async(broker: CoordinatorBroker, spec: InternalTopic) -> None:
     """On a single node, the topic created (in a worker thread) when missing, before this returns
     (`Broker.create_internal_topic_async`); nothing in a cluster or when it exists."""
     if spec.name not in broker.metadata.topics:

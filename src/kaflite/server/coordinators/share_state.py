@@ -36,6 +36,7 @@ from kaflite.coordinator.runtime import CoordinatorRuntime, ShardState
 from kaflite.coordinator.share.partition import ShareSnapshot
 from kaflite.coordinator.share.state_records import SHARE_GROUP_STATE_TOPIC, ShareStateKey, partition_for
 from kaflite.coordinator.share.state_shard import ShareStateShard
+from kaflite.server.coordinators.broker_api import CoordinatorBroker
 from kaflite.server.coordinators.internal_topic import SHARE_GROUP_STATE, ensure_async
 from kaflite.server.coordinators.writer import InternalTopicWriter
 
@@ -49,7 +50,7 @@ NOT_HERE = object()  # read(): the state partition is led by another broker
 
 
 class ShareStateService:
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: CoordinatorBroker) -> None:
         self.broker = broker
         setting = broker.setting
         self.num_partitions = int(setting("share.coordinator.state.topic.num.partitions"))
@@ -63,7 +64,7 @@ class ShareStateService:
         self.loaded: asyncio.Future[Any] | None = None
 
     @classmethod
-    def of(cls, broker: Any) -> ShareStateService:
+    def of(cls, broker: CoordinatorBroker) -> ShareStateService:
         svc = broker.extensions.get(_EXTENSION)
         if svc is None:
             svc = cls(broker)
@@ -72,7 +73,7 @@ class ShareStateService:
         return svc  # type: ignore[no-any-return]
 
     @classmethod
-    async def prepare(cls, broker: Any) -> None:
+    async def prepare(cls, broker: CoordinatorBroker) -> None:
         """On a single node, `__share_group_state` created in a worker thread when missing (`ensure_async`),
         so that `of` and `ensure_topic` then find it: awaited by ShareGroupHeartbeat, a share consumer's first
         request (50 partition logs created on the event loop at the first ShareFetch stalled every client for
@@ -181,7 +182,7 @@ def _log_failure(partition: int) -> Callable[[asyncio.Future[Any]], None]:
     return done
 
 
-def load_at_start(broker: Any) -> Awaitable[Any] | None:
+def load_at_start(broker: CoordinatorBroker) -> Awaitable[Any] | None:
     """At start-up (share.py's on_start): when `__share_group_state` exists, load it before the broker
     listens."""
     if SHARE_GROUP_STATE_TOPIC in broker.metadata.topics:

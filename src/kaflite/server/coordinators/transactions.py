@@ -44,6 +44,7 @@ from kaflite.coordinator.transaction import (
     partition_for,
 )
 from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.coordinators.broker_api import CoordinatorBroker
 from kaflite.server.coordinators.groups import GroupService
 from kaflite.server.coordinators.internal_topic import TRANSACTION_STATE, ensure_async
 from kaflite.server.coordinators.writer import InternalTopicWriter
@@ -57,7 +58,7 @@ _EXTENSION = "transaction_coordinator"
 
 
 class TransactionService:
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: CoordinatorBroker) -> None:
         self.broker = broker
         setting = broker.setting
         self.config = TxnConfig(
@@ -87,7 +88,7 @@ class TransactionService:
     # --- lifecycle ------------------------------------------------------------------------------
 
     @classmethod
-    def of(cls, broker: Any) -> TransactionService:
+    def of(cls, broker: CoordinatorBroker) -> TransactionService:
         svc = broker.extensions.get(_EXTENSION)
         if svc is None:
             svc = cls(broker)
@@ -96,7 +97,7 @@ class TransactionService:
         return svc  # type: ignore[no-any-return]
 
     @classmethod
-    async def of_async(cls, broker: Any) -> TransactionService:
+    async def of_async(cls, broker: CoordinatorBroker) -> TransactionService:
         """`of`, with `__transaction_state` created first in a worker thread when missing on a single node
         (`ensure_async`), so that the service finds it when it starts."""
         await ensure_async(broker, TRANSACTION_STATE)
@@ -273,7 +274,7 @@ def _expire(tids: list[str]) -> Callable[[TransactionCoordinatorShard, int], Any
     return lambda shard, now: shard.expire(tids, now)
 
 
-def load_at_start(broker: Any) -> Awaitable[Any] | None:
+def load_at_start(broker: CoordinatorBroker) -> Awaitable[Any] | None:
     """At start-up: when `__transaction_state` exists, load it now and complete the transactions a crash
     left in PrepareCommit / PrepareAbort."""
     if TRANSACTION_STATE_TOPIC in broker.metadata.topics:

@@ -27,6 +27,7 @@ from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.authorizer import ResourceType
 from kaflite.server.context import RequestContext, build
+from kaflite.server.coordinators.broker_api import CoordinatorBroker
 from kaflite.server.coordinators.groups import GroupService, load_at_start
 from kaflite.server.handlers import ApiTable
 from kaflite.server.handlers.share import delete_share_group, listed_share_groups
@@ -41,7 +42,7 @@ def to_ms(value: Any) -> int:
     return int(value)
 
 
-def on_start(broker: Any) -> Awaitable[Any] | None:
+def on_start(broker: CoordinatorBroker) -> Awaitable[Any] | None:
     """At broker start-up (the registry's hook): the groups loaded when `__consumer_offsets` exists
     (`load_at_start`)."""
     return load_at_start(broker)
@@ -175,7 +176,7 @@ async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
 
 # --- ConsumerGroupHeartbeat (68), KIP-848 -----------------------------------------------------------
 
-def consumer_protocol_enabled(broker: Any) -> bool:
+def consumer_protocol_enabled(broker: CoordinatorBroker) -> bool:
     """group.coordinator.rebalance.protocols lists consumer (KIP-848 groups served)."""
     return "consumer" in broker.setting("group.coordinator.rebalance.protocols")
 

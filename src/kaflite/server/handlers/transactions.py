@@ -40,6 +40,7 @@ from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import BATCH_HEADER_SIZE, TRANSACTIONAL_MASK
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
+from kaflite.server.coordinators.broker_api import CoordinatorBroker
 from kaflite.server.coordinators.groups import GroupService
 from kaflite.server.coordinators.transactions import TransactionService, load_at_start
 from kaflite.server.handlers import ApiTable
@@ -59,7 +60,7 @@ def fenced(code: ErrorCode, version: int, first_fenced_version: int) -> ErrorCod
     return code
 
 
-def on_start(broker: Any) -> Awaitable[Any] | None:
+def on_start(broker: CoordinatorBroker) -> Awaitable[Any] | None:
     """At start-up (the registry's hook): `__transaction_state` loaded when it exists (`load_at_start`)."""
     return load_at_start(broker)
 
@@ -436,7 +437,7 @@ async def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
 
 # --- the produce check (produce.py) ------------------------------------------------------------------
 
-def verify_produce(broker: Any, transactional_id: str, topic: str, partition: int, records: bytes) -> None:
+def verify_produce(broker: CoordinatorBroker, transactional_id: str, topic: str, partition: int, records: bytes) -> None:
     """A transactional Produce may only write to a partition of the producer's ongoing transaction
     (KIP-890's verification, made here when this broker coordinates the id; in a cluster whose coordinator
     is elsewhere the batch is appended unverified, as Kafka before 3.6, and so is every batch with
