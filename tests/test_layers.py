@@ -1,6 +1,10 @@
 """The package layering as a test: every import of every module under src/kaflite (top-level, inside
 functions, under `if TYPE_CHECKING:`) goes downward in the layer order, `spark` never imports `server`,
 and no two modules import each other through any chain (no import circle, deferred imports included).
+Inside `server`, the coordinator services (`kaflite.server.coordinators`: the group, transaction and
+share-state coordinators and their internal-topic writers) never import the request handlers
+(`kaflite.server.handlers`), and no handler module defines a service (a class named `...Service`, or one
+with a `runtime` attribute): handlers parse and answer requests, services hold the coordinators' state.
 
 Layers, lowest first (a package may import itself and the layers below it, never a sibling or above):
 
@@ -40,6 +44,9 @@ FORBIDDEN: frozenset[tuple[str, str]] = frozenset({("spark", "server"), ("consol
                                                   ("schema_registry", "server")})
 
 Graph = Mapping[str, frozenset[str]]
+
+HANDLERS = "kaflite.server.handlers"
+SERVICES = "kaflite.server.coordinators"
 
 
 # --- building the module graph ----------------------------------------------------------------------
@@ -201,6 +208,35 @@ def test_no_import_cycles(graph: Graph) -> None:
     assert find_cycles(graph) == []
 
 
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def service_violations(graph: Graph, files: Mapping[str, Path]) -> list[str]:
+    """The coordinator services importing a handler module, and handler modules defining a service."""
+    out = [f"{module} imports {target}: the coordinator services never import the handlers"
+           for module, targets in sorted(graph.items()) if _within(module, SERVICES)
+           for target in sorted(targets) if _within(target, HANDLERS)]
+    for module, path in sorted(files.items()):
+        if not _within(module, HANDLERS):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            holds_runtime = any(isinstance(t, ast.Attribute) and t.attr == "runtime"
+                                and isinstance(t.value, ast.Name) and t.value.id == "self"
+                                for a in ast.walk(node) if isinstance(a, ast.Assign | ast.AnnAssign)
+                                for t in (a.targets if isinstance(a, ast.Assign) else [a.target]))
+            if node.name.endswith("Service") or holds_runtime:
+                out.append(f"{module} defines {node.name}: a coordinator service belongs in {SERVICES}")
+    return out
+
+
+def test_handlers_do_not_define_services_and_services_do_not_import_handlers(graph: Graph) -> None:
+    assert "kaflite.server.coordinators.groups" in graph  # the services' package is where this rule looks
+    assert service_violations(graph, module_files(SRC)) == []
+
+
 # --- the checker itself fails on what it must refuse ------------------------------------------------
 def test_checker_finds_a_deliberate_circle() -> None:
     synthetic = {
@@ -243,3 +279,25 @@ def test_checker_sees_deferred_and_type_checking_imports(tmp_path: Path) -> None
     assert built["kaflite.storage.log"] == {"kaflite.storage.cleaner"}
     assert built["kaflite.storage.cleaner"] == {"kaflite.storage.log"}
     assert find_cycles(built) == [["kaflite.storage.cleaner", "kaflite.storage.log"]]
+
+
+def test_checker_refuses_a_service_in_the_handlers_and_a_handler_import_from_a_service(tmp_path: Path) -> None:
+    handlers = tmp_path / "kaflite" / "server" / "handlers"
+    services = tmp_path / "kaflite" / "server" / "coordinators"
+    handlers.mkdir(parents=True)
+    services.mkdir(parents=True)
+    for d in (tmp_path / "kaflite", tmp_path / "kaflite" / "server", handlers, services):
+        (d / "__init__.py").write_text("")
+    (handlers / "groups.py").write_text("class GroupService:\n    pass\n")
+    (handlers / "txn.py").write_text("class Shell:\n    def __init__(self):\n        self.runtime = None\n")
+    (handlers / "fine.py").write_text("class Answer:\n    def __init__(self):\n        self.code = 0\n")
+    (services / "groups.py").write_text("from kaflite.server.handlers import fine\n")
+    built = import_graph(tmp_path)
+    problems = service_violations(built, module_files(tmp_path))
+    assert sorted(problems) == [
+        "kaflite.server.coordinators.groups imports kaflite.server.handlers.fine: the coordinator services "
+        "never import the handlers",
+        "kaflite.server.handlers.groups defines GroupService: a coordinator service belongs in "
+        "kaflite.server.coordinators",
+        "kaflite.server.handlers.txn defines Shell: a coordinator service belongs in kaflite.server.coordinators",
+    ]

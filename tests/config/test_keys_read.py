@@ -3,7 +3,7 @@
 A key is followed from the parsed configuration to a use, by an AST scan of src/ (names in a table do not
 count: a string in a dict literal, a tuple or a synonym list is not a read):
 - a string read: `cfg["key"]`, `x.get("key")`, `x.setting("key")`, `x.topic_default("key")` or
-  `x.for_listener(listener, "key")`, `x.for_mechanism(listener, mechanism, "key")` (or the key handed to `ensure_internal_topic` or `jaas_key`) outside the key tables (server/config/) and storage/config.py;
+  `x.for_listener(listener, "key")`, `x.for_mechanism(listener, mechanism, "key")` (or the keys handed to `InternalTopic` or `jaas_key`) outside the key tables (server/config/) and storage/config.py;
 - a BrokerConfig property that reads `self._values["key"]`, itself read as an attribute outside
   server/config/ (`config.retention_ms`, `config.listeners`, ...) or by such a property;
 - a key a parser maps to a dataclass field (LogConfig's `_TOPIC_KEYS` / `_BROKER_KEYS`, CoordinatorConfig's
@@ -29,7 +29,7 @@ CONFIG = SRC / "server" / "config"  # the key tables name every key: they do not
 STORAGE_CONFIG = SRC / "storage" / "config.py"
 COORDINATOR_CONFIG = SRC / "coordinator" / "config.py"
 GETTERS = {"get", "setting", "topic_default"}  # read the key given as first argument
-KEY_ARGUMENT = {"ensure_internal_topic",  # takes the key of its replication factor as an argument
+KEY_ARGUMENT = {"InternalTopic",  # an internal topic's spec: the keys of its partitions, replication, configs
                 "jaas_key"}  # takes the broker-wide JAAS key it falls back to
 SECOND_ARGUMENT = {"for_listener"}  # (listener, key): the listener's override of the key, else the key
 THIRD_ARGUMENT = {"for_mechanism"}  # (listener, mechanism, key): that mechanism's override, else for_listener

@@ -37,9 +37,11 @@ from kaflite.protocol.record_batch import build_record_batch
 from kaflite.server.broker import Broker
 from kaflite.server.config import Listener
 from kaflite.server.context import RequestContext
+from kaflite.server.coordinators.groups import GroupService
+from kaflite.server.coordinators.transactions import TransactionService
+from kaflite.server.coordinators.writer import OffsetsTopicWriter
 from kaflite.server.embedded import load_broker_config
-from kaflite.server.handlers.groups import GroupService, OffsetsTopicWriter
-from kaflite.server.handlers.transactions import TransactionService, handle_end_txn
+from kaflite.server.handlers.transactions import handle_end_txn
 
 B = 7  # the other broker
 T = TypeVar("T")
@@ -105,7 +107,7 @@ def commit_req(offset: int) -> m.OffsetCommitRequest:
 
 def groups(h: Harness) -> GroupService:
     async def start() -> GroupService:
-        svc = GroupService.of(h.broker)
+        svc = await GroupService.of_async(h.broker)  # __consumer_offsets created first (single node)
         await svc.loaded
         return svc
     return h.run(start)
@@ -179,7 +181,7 @@ def test_a_transaction_extended_on_b_is_committed_with_its_markers_after_the_rou
     ids = itertools.count(5000)
 
     async def start() -> TransactionService:
-        svc = TransactionService.of(h.broker)
+        svc = await TransactionService.of_async(h.broker)
         await svc.loaded
         return svc
     svc = h.run(start)

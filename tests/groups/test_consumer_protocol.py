@@ -13,7 +13,7 @@ PARTITIONS = 6
 
 def _fast_heartbeats(broker) -> None:  # noqa: ANN001
     # group.consumer.heartbeat.interval.ms is 5 s by default; reconciliation takes a few heartbeats
-    from kaflite.server.handlers.groups import GroupService
+    from kaflite.server.coordinators.groups import GroupService
 
     def poke() -> None:
         for _, shard in GroupService.of(broker.server.broker).runtime.active_shards():

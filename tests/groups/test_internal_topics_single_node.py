@@ -12,9 +12,9 @@ import pytest
 from kaflite.coordinator import OFFSETS_TOPIC
 from kaflite.coordinator.transaction.txn_log import TRANSACTION_STATE_TOPIC
 from kaflite.server.broker import Broker
+from kaflite.server.coordinators.groups import GroupService
+from kaflite.server.coordinators.transactions import TransactionService
 from kaflite.server.embedded import load_broker_config
-from kaflite.server.handlers.groups import GroupService
-from kaflite.server.handlers.transactions import TransactionService
 
 
 @pytest.mark.parametrize("explicit", [False, True])
@@ -32,7 +32,8 @@ def test_single_node_internal_topics_have_one_replica(tmp_path: Path, explicit: 
         await broker.start()
         try:
             assert not broker.in_cluster
-            groups, txns = GroupService.of(broker), TransactionService.of(broker)
+            # as the first FindCoordinator: the topics created (in a worker thread), then the services started
+            groups, txns = await GroupService.of_async(broker), await TransactionService.of_async(broker)
             await groups.loaded
             await txns.loaded
             for name, n in ((OFFSETS_TOPIC, 4), (TRANSACTION_STATE_TOPIC, 2)):

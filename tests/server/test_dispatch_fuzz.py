@@ -28,10 +28,10 @@ from kaflite.coordinator.runtime import ShardState
 from kaflite.protocol.errors import ProtocolError
 from kaflite.protocol.messages import decode_request, parse_request_header
 from kaflite.server.app import KafkaServer
+from kaflite.server.coordinators.transactions import TransactionService
 from kaflite.server.dispatcher import CloseConnection
 from kaflite.server.embedded import load_broker_config
 from kaflite.server.handlers import admin
-from kaflite.server.handlers.transactions import TransactionService
 
 PARKED_S = 0.5  # how long a request that may legitimately wait is given before it counts as parked
 ANSWER_S = 20.0  # any other request must be answered (or refused) within this, even on a loaded machine

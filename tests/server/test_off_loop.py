@@ -4,6 +4,7 @@ and the `__consumer_offsets` replay run in worker threads, and the loop keeps an
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import sys
@@ -16,8 +17,9 @@ import pytest
 
 from kaflite.coordinator import OFFSETS_TOPIC
 from kaflite.protocol.record_batch import build_record_batch
+from kaflite.server.coordinators.groups import GroupService
+from kaflite.server.coordinators.writer import OffsetsTopicWriter
 from kaflite.server.embedded import EmbeddedBroker
-from kaflite.server.handlers.groups import GroupService, OffsetsTopicWriter
 from kaflite.storage import Log, LogConfig
 from kaflite.storage.cleaner import CleanResult, compact_log
 
@@ -113,6 +115,8 @@ def test_offsets_replay_reads_in_a_worker_thread(tmp_path: Path, monkeypatch: py
     with EmbeddedBroker(data_dir=tmp_path, overrides={"offsets.load.buffer.size": "4096"}) as b:
         broker = b.server.broker
         loop_thread = b.call(threading.get_ident)
+        # __consumer_offsets created (in a worker thread) and loaded, as the first FindCoordinator does
+        asyncio.run_coroutine_threadsafe(GroupService.of_async(broker), b._loop).result(30)  # noqa: SLF001
 
         def setup() -> Any:
             service = GroupService.of(broker)
@@ -417,3 +421,83 @@ def test_single_node_share_state_topic_is_created_off_the_loop_by_the_first_hear
         assert b.call(lambda: "__share_group_state" in b.server.broker.metadata.topics)
     threads = [t for d, t in created if d.rpartition("-")[0] == "__share_group_state"]
     assert len(threads) == 4 and loop_thread not in threads
+
+
+def test_single_node_ensure_internal_topic_does_not_hold_the_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a single node a coordinator that needs its internal topic where nothing can wait for its creation
+    (`GroupService.of`, as a tool or the broker's own paths call it -> `Broker.ensure_internal_topic`) starts
+    the creation off the event loop and is not available meanwhile: ensure_internal_topic answers None at
+    once (FindCoordinator would answer COORDINATOR_NOT_AVAILABLE; on a single node it waits instead), a group
+    step NOT_COORDINATOR (Kafka's answer for a partition not loaded: the client looks the coordinator up
+    again); the logs are created in a worker thread, the shards load once the topic is in the image, and the
+    loop thread's longest turn meanwhile (its CPU time, garbage collection off) is under half of creating a
+    topic of as many partitions on the loop."""
+    created = _recording_log_class(monkeypatch)
+    n = 50
+    overrides = {"offsets.topic.num.partitions": str(n)}
+    with EmbeddedBroker(data_dir=tmp_path, overrides=overrides) as b:
+        broker = b.server.broker
+
+        async def longest_turn(work: Any) -> float:
+            # no garbage collection while measuring (tests/replica/test_replica_open_off_loop.py): a full
+            # collection in a whole-suite process is not the code under test
+            gc.collect()
+            gc.disable()
+            try:
+                stop = False
+                longest = 0.0
+
+                async def probe() -> None:  # between two of its wake-ups, one or more other callbacks ran
+                    nonlocal longest
+                    last = time.thread_time()
+                    while not stop:
+                        await asyncio.sleep(0)
+                        now = time.thread_time()
+                        longest = max(longest, now - last)
+                        last = now
+
+                task = asyncio.ensure_future(probe())
+                await asyncio.sleep(0.01)
+                await work()
+                stop = True
+                await task
+                return longest
+            finally:
+                gc.enable()
+
+        async def scenario() -> tuple[float, float, int, Any]:
+            loop_thread = threading.get_ident()
+            answers: list[Any] = []
+
+            def describe(shard: Any, now: int) -> Any:
+                return shard.handle_describe_groups(["g"], now)
+
+            async def inline() -> None:  # what ensure_internal_topic did on a single node
+                broker.create_topic("inline", n, {"cleanup.policy": "compact"}, replication_factor=1)
+
+            async def off_loop() -> None:
+                svc = GroupService.of(broker)  # -> ensure_internal_topic: the creation started, not awaited
+                assert OFFSETS_TOPIC not in broker.metadata.topics
+                assert svc.ensure_topic() is None  # still being created: one creation, not two
+                answers.append(await svc.call("g", describe, lambda code: code))
+                deadline = time.monotonic() + 20
+                while len(svc.runtime.partitions()) < n:
+                    assert time.monotonic() < deadline, "the shards were not loaded within 20 s"
+                    await asyncio.sleep(0.005)
+                answers.append(await svc.call("g", describe, lambda code: code))
+
+            inline_s = await longest_turn(inline)
+            off_s = await longest_turn(off_loop)
+            return inline_s, off_s, loop_thread, answers
+
+        inline_s, off_s, loop_thread, answers = asyncio.run_coroutine_threadsafe(
+            scenario(), b._loop).result(60)  # noqa: SLF001
+        from kaflite.protocol.errors import ErrorCode
+        assert answers[0] is ErrorCode.not_coordinator
+        assert [(g.group_id, g.error) for g in answers[1]] == [("g", ErrorCode.none)]  # served once loaded
+        topic = b.call(lambda: broker.metadata.topics[OFFSETS_TOPIC])
+        assert [p.replicas for p in topic.partitions] == [(broker.node_id,)] * n
+    threads = [t for d, t in created if d.rpartition("-")[0] == OFFSETS_TOPIC]
+    assert len(threads) == n and loop_thread not in threads, "a __consumer_offsets log was created on the loop"
+    assert off_s < inline_s / 2, f"longest turn {off_s * 1000:.1f} ms of CPU vs {inline_s * 1000:.1f} ms inline"

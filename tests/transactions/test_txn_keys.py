@@ -20,9 +20,8 @@ from kio.static.primitive import i16, i32, i64
 from helpers import wait_until
 from kaflite.protocol.errors import ErrorCode
 from kaflite.protocol.record_batch import build_record_batch
-from kaflite.server.handlers.coordinator_writer import InternalTopicWriter
-from kaflite.server.handlers.groups import OffsetsTopicWriter
-from kaflite.server.handlers.transactions import TransactionService
+from kaflite.server.coordinators.transactions import TransactionService
+from kaflite.server.coordinators.writer import InternalTopicWriter, OffsetsTopicWriter
 from kaflite.storage.log import Log
 from server.kwire import WireClient
 from transactions.conftest import TXN_OVERRIDES

@@ -6,7 +6,7 @@
     gc.poll_timers(now_ms)                                             # fire due session/rebalance timers
     gc.replay(key_bytes, value_bytes)                                  # rebuild from __consumer_offsets
 
-A GroupCoordinator is one shard: the server shell (kaflite.server.handlers.groups) runs one per
+A GroupCoordinator is one shard: the server shell (kaflite.server.coordinators.groups) runs one per
 `__consumer_offsets` partition on the generic `runtime.CoordinatorRuntime`, which appends a step's
 `result.records` to that partition and sends `result.responses` only once the write is committed.
 """

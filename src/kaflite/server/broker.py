@@ -633,43 +633,63 @@ class Broker:
     def ensure_internal_topic(
         self, name: str, num_partitions: int, configs: Mapping[str, str], replication_key: str
     ) -> TopicImage | None:
-        """A coordinator's internal topic (`__consumer_offsets`, `__transaction_state`), created first when
-        missing, as Kafka's FindCoordinator does.
+        """A coordinator's internal topic (`__consumer_offsets`, `__transaction_state`, `__share_group_state`)
+        when it is in the image; else None, and its creation started off the event loop (one at a time per
+        topic) when none is under way, as Kafka's FindCoordinator auto-creation: the coordinator is not
+        available meanwhile (its callers answer COORDINATOR_NOT_AVAILABLE, or NOT_COORDINATOR from the
+        runtime for a partition not loaded) and loads the partitions once the image has them.
 
-        Single node: created at once with one replica, whatever `replication_key` says (the one broker holds
-        the only replica; Kafka would refuse until that many brokers are alive, so a 1-broker Kafka needs the
-        key set to 1). In a cluster: None until the topic is in the image (the controller has placed it), and
-        its creation with `replication_key` replicas is started in the admin thread (`admin_call`: it writes
-        ZooKeeper, and while ZooKeeper is unreachable it waits for it, which on the event loop stopped the
-        whole broker), one at a time per topic; the coordinator is not available meanwhile. While fewer
-        brokers are alive than the replication factor the creation is refused (Kafka's
-        INVALID_REPLICATION_FACTOR), logged once per live count, and started again by the next caller."""
+        Single node: created with one replica, whatever `replication_key` says (the one broker holds the only
+        replica; Kafka would refuse until that many brokers are alive, so a 1-broker Kafka needs the key set
+        to 1), by `create_internal_topic_async` (the file work in a worker thread: 50 partition logs created
+        on the event loop stalled every client for 0.1-0.3 s). In a cluster: with `replication_key` replicas,
+        in the admin thread (`admin_call`: it writes ZooKeeper, and while ZooKeeper is unreachable it waits
+        for it, which on the event loop stopped the whole broker). While fewer brokers are alive than the
+        replication factor the creation is refused (Kafka's INVALID_REPLICATION_FACTOR), logged once per
+        live count, and started again by the next caller."""
         existing = self.metadata.topics.get(name)
         if existing is not None:
             return existing
-        if not self.in_cluster:
-            return self.create_topic(name, num_partitions, configs, replication_factor=1)
         if name not in self._internal_creating:
-            rf = int(self.setting(replication_key))
-            call = partial(self.create_topic, name, num_partitions, dict(configs), replication_factor=rf)
-            task = asyncio.ensure_future(self._create_internal_topic(name, call, replication_key, rf))
+            if self.in_cluster:
+                rf = int(self.setting(replication_key))
+                call = partial(self.create_topic, name, num_partitions, dict(configs), replication_factor=rf)
+                task = asyncio.ensure_future(self._create_internal_topic(name, call, replication_key, rf))
+            else:
+                task = asyncio.ensure_future(self._create_local_internal_topic(name, num_partitions, dict(configs)))
             self._internal_creating[name] = task
             task.add_done_callback(lambda _t: self._internal_creating.pop(name, None))
         return None
 
     async def create_internal_topic_async(self, name: str, num_partitions: int, configs: Mapping[str, str]) -> None:
-        """Single node: `ensure_internal_topic`'s creation, its file work in a worker thread
-        (`create_topic_async`), for the request handlers that can wait for it (FindCoordinator): 50 partition
-        logs created on the event loop stalled every client for 0.1-0.3 s on the first group or transaction.
-        Nothing to do when the topic exists or in a cluster (there the creation is in the admin thread
-        already). Two concurrent calls create it once (the second meets TOPIC_ALREADY_EXISTS)."""
+        """Single node: the internal topic created when missing, its file work in a worker thread
+        (`create_topic_async`), for the request handlers that can wait for it (FindCoordinator,
+        ShareGroupHeartbeat): in the image when this returns, unless the creation failed (raised). A creation
+        `ensure_internal_topic` started is waited for rather than repeated. Nothing to do when the topic
+        exists or in a cluster (there the creation is in the admin thread). Two concurrent calls create it
+        once (the second meets TOPIC_ALREADY_EXISTS)."""
         if self.in_cluster or name in self.metadata.topics:
             return
+        started = self._internal_creating.get(name)
+        if started is not None:
+            await asyncio.shield(started)
+            if name in self.metadata.topics:
+                return
         try:
             await self.create_topic_async(name, num_partitions, configs, replication_factor=1)
         except KafkaError as e:
             if e.code is not ErrorCode.topic_already_exists:
                 raise
+
+    async def _create_local_internal_topic(self, name: str, num_partitions: int, configs: dict[str, str]) -> None:
+        try:
+            await self.create_topic_async(name, num_partitions, configs, replication_factor=1)
+        except KafkaError as e:
+            if e.code is not ErrorCode.topic_already_exists:  # else a concurrent creation won: it is in the image
+                log.warning("cannot create internal topic %s: %s; tried again at its next use", name,
+                            e.message or e.code.name)
+        except Exception:  # noqa: BLE001 - a task's failure must be seen; the next caller tries again
+            log.exception("creating internal topic %s failed", name)
 
     async def _create_internal_topic(self, name: str, call: Callable[[], TopicImage], replication_key: str,
                                      rf: int) -> None:

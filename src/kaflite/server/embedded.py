@@ -261,7 +261,7 @@ class EmbeddedBroker:
         [] for a group it has none of; a share group's comes from the share coordinator (in memory). What
         `kaflite groups describe --history` shows."""
         from kaflite.protocol.errors import ErrorCode, KafkaError
-        from kaflite.server.handlers.groups import GroupService
+        from kaflite.server.coordinators.groups import GroupService
         from kaflite.server.handlers.share import share_group_history
 
         assert self._loop is not None, "broker not started"
@@ -283,7 +283,7 @@ class EmbeddedBroker:
 
     def _group_step(self, group: str, op: Callable[[Any, int], Any]) -> None:
         from kaflite.protocol.errors import ErrorCode, KafkaError
-        from kaflite.server.handlers.groups import GroupService
+        from kaflite.server.coordinators.groups import GroupService
 
         assert self._loop is not None, "broker not started"
 

@@ -34,6 +34,7 @@ import shutil
 import signal
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -220,21 +221,15 @@ class EmbeddedCluster:
     # --- topics and leadership ------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
                      config: dict[str, str] | None = None, timeout: float = 30.0) -> None:
-        """Create a topic and return once every broker's metadata names a leader for each partition."""
+        """Create a topic and return once every running broker's own metadata (asked of each with Metadata)
+        names a leader for each partition: a client bootstrapped from any of them finds the topic led."""
         from confluent_kafka.admin import NewTopic
 
         futures = self._admin().create_topics([NewTopic(name, partitions, replication_factor, config=config or {})])
         futures[name].result(timeout)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if all(self.leader(name, p) >= 0 for p in range(partitions)):
-                    return
-            except KeyError:  # not in the metadata yet
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{name}: no leader for every partition within {timeout:g} s")
-            time.sleep(0.1)
+        self._await_every_broker(
+            name, lambda leaders: all(leaders.get(p, -1) >= 0 for p in range(partitions)),
+            time.monotonic() + timeout, f"have no leader for each of its {partitions} partition(s)")
 
     def leader(self, topic: str, partition: int, timeout: float = 5.0) -> int:
         """The current leader of `topic`-`partition` in the metadata (-1 when it has none)."""
@@ -277,20 +272,28 @@ class EmbeddedCluster:
                                    f"(leader: {self.leader(topic, partition)})")
             time.sleep(0.1)
         # every running broker's metadata names it (a `leader()` right after may ask any of them)
-        while True:
-            lagging = [b for b in self._running() if self._leader_on(b, topic, partition) != to]
-            if not lagging:
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{topic}-{partition}: brokers {lagging} do not name {to} as its leader yet")
-            time.sleep(0.1)
+        self._await_every_broker(topic, lambda leaders: leaders.get(partition) == to, deadline,
+                                 f"do not name {to} as the leader of partition {partition}")
 
     def _running(self) -> list[int]:
         return [b.broker_id for b in self._cluster.brokers
                 if b.proc.poll() is None and b.broker_id not in self._frozen]
 
-    def _leader_on(self, broker_id: int, topic: str, partition: int) -> int | None:
-        """The leader of `topic`-`partition` in broker `broker_id`'s own metadata (None: not answered)."""
+    def _await_every_broker(self, topic: str, ready: Callable[[dict[int, int]], bool], deadline: float,
+                            lag: str) -> None:
+        """Return once `ready(leaders)` holds for every running broker's own metadata of `topic` (partition
+        -> leader id, as `_leaders_on`); TimeoutError naming the brokers still lagging (`lag`) at `deadline`."""
+        while True:
+            lagging = [b for b in self._running() if not ready(self._leaders_on(b, topic))]
+            if not lagging:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}: the metadata of brokers {lagging} {lag} yet")
+            time.sleep(0.1)
+
+    def _leaders_on(self, broker_id: int, topic: str) -> dict[int, int]:
+        """Partition -> leader (-1: none) of `topic` in broker `broker_id`'s own metadata; empty when it
+        does not have the topic or did not answer."""
         from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
         from kio.schema.metadata.v12.response import MetadataResponse
         from kio.schema.types import TopicName
@@ -302,12 +305,9 @@ class EmbeddedCluster:
                 topics=(MetadataRequestTopic(topic_id=None, name=TopicName(topic)),), allow_auto_topic_creation=False,
                 include_topic_authorized_operations=False), MetadataResponse, 5.0)
         except (OSError, ConnectionError):
-            return None
-        for t in resp.topics:
-            for p in t.partitions:
-                if t.name == topic and int(p.partition_index) == partition:
-                    return int(p.leader_id)
-        return None
+            return {}
+        return {int(p.partition_index): int(p.leader_id)
+                for t in resp.topics if t.name == topic and t.error_code == 0 for p in t.partitions}
 
     def _replicas(self, topic: str, partition: int) -> list[int]:
         tm = self._admin().list_topics(topic, timeout=10).topics.get(topic)

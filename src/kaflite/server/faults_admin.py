@@ -108,7 +108,7 @@ def _group_step(name: str, value: str | None) -> GroupStep:
 
 async def _run_group_steps(ctx: RequestContext, steps: list[GroupStep]) -> tuple[ErrorCode, str | None]:
     """Each step on its group's shard, in order; the first error stops them."""
-    from kaflite.server.handlers.groups import GroupService
+    from kaflite.server.coordinators.groups import GroupService
 
     for group, step in steps:
         code = await GroupService.of(ctx.broker).call(group, step, lambda c: c)

@@ -1,6 +1,7 @@
 """FindCoordinator (API 10): which broker coordinates a group (key type 0), a transactional id (key
 type 1) or a share partition's state (key type 2, SHARE: `<group>:<topic id>:<partition>`, the share
-coordinator of share_state.py; CLUSTER_ACTION, as Kafka; a key that is not one is INVALID_REQUEST).
+coordinator of kaflite.server.coordinators.share_state; CLUSTER_ACTION, as Kafka; a key that is not one
+is INVALID_REQUEST).
 
 Rules:
 - the coordinator of a key is the leader of the key's partition of the coordinator's internal topic
@@ -30,10 +31,10 @@ from kaflite.coordinator.transaction.txn_log import TRANSACTION_STATE_TOPIC
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
+from kaflite.server.coordinators.groups import GroupService
+from kaflite.server.coordinators.share_state import ShareStateService
+from kaflite.server.coordinators.transactions import TransactionService
 from kaflite.server.handlers import ApiTable
-from kaflite.server.handlers.groups import GroupService
-from kaflite.server.handlers.share_state import ShareStateService
-from kaflite.server.handlers.transactions import TransactionService
 
 _ZERO = datetime.timedelta(0)
 

@@ -1,64 +1,39 @@
 """Group APIs over the wire: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-DescribeGroups, ListGroups, DeleteGroups, ConsumerGroupHeartbeat/Describe; and `GroupService`, the shell
-that runs the pure group coordinator shards on the coordinator runtime.
+DescribeGroups, ListGroups, DeleteGroups, ConsumerGroupHeartbeat/Describe. The group coordinator itself is
+`GroupService` (kaflite.server.coordinators.groups), whose rules say how requests are routed, committed
+and answered; the handlers parse requests, check ACLs and build the answers.
 
-Rules of the shell (the decisions are in `kaflite.coordinator`, the commit rule in its runtime):
-- one GroupService per broker (`broker.extensions["group_coordinator"]`), created at broker start-up
-  when `__consumer_offsets` exists (`on_start`), else on the first group request: it creates the
-  compacted internal topic `__consumer_offsets` (offsets.topic.num.partitions partitions; replication
-  factor offsets.topic.replication.factor in a cluster, refused while fewer brokers are alive, 1 on a
-  single node) and loads a shard per partition this broker leads (single node: all of them) by replaying
-  that partition; as the image moves leadership it unloads the shard of a partition this broker no
-  longer leads (with the new leader's epoch) and loads one it now leads (the runtime keeps a shard of
-  an older epoch only if it provably holds the whole log);
-- a request goes to the shard of `partition_for(group)`; its step's records are appended to that
-  partition as one batch and its answers (and those of requests it completes) leave only once the batch
-  is committed; a failed write answers with Kafka's mapping (NOT_COORDINATOR for a storage error) and
-  the shard is reloaded from its log, answering everything it still held NOT_COORDINATOR;
+Rules of the handlers:
 - JoinGroup / SyncGroup may park: the handler awaits a future keyed by a token a later step answers;
   the connection's later requests wait behind it in order (Kafka's muted channel);
-- one runtime task fires the shards' session, rebalance and initial-delay timers with the broker's clock.
+- a request takes the service through `service(ctx)` (`GroupService.of_async`): on a single node a group
+  request sent before any FindCoordinator waits for `__consumer_offsets` to be created off the event loop.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import datetime
-import logging
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Any, TypeVar
+from typing import Any
 
 from kaflite.coordinator import (
-    OFFSETS_TOPIC,
-    ClassicGroup,
-    CoordinatorConfig,
     GroupCoordinator,
-    partition_for,
 )
 from kaflite.coordinator import messages as m
 from kaflite.coordinator.consumer_group import ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
-from kaflite.coordinator.runtime import (
-    CoordinatorRuntime,
-)
 from kaflite.coordinator.timeline import RebalanceEvent
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.authorizer import ResourceType
 from kaflite.server.context import RequestContext, build
+from kaflite.server.coordinators.broker_api import CoordinatorBroker
+from kaflite.server.coordinators.groups import GroupService, load_at_start
 from kaflite.server.handlers import ApiTable
-from kaflite.server.handlers.coordinator_writer import (
-    OffsetsTopicWriter,
-)
 from kaflite.server.handlers.share import delete_share_group, listed_share_groups
 from kaflite.server.handlers.share_admin import is_share_group
 
-log = logging.getLogger("kaflite.coordinator")
-
 _ZERO = datetime.timedelta(0)
-_EXTENSION = "group_coordinator"
-_LOAD_CHUNK = 1 << 20
-T = TypeVar("T")
 
 
 def to_ms(value: Any) -> int:
@@ -68,179 +43,17 @@ def to_ms(value: Any) -> int:
     return int(value)
 
 
-class GroupService:
-    """The group coordinator of one broker: a GroupCoordinator shard per `__consumer_offsets` partition
-    on a CoordinatorRuntime, the requests routed to them, and the runtime's timer task."""
-
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
-        self.config = CoordinatorConfig.from_properties(broker.config)
-        # offsets.topic.compression.codec: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd (Kafka's ids)
-        self.codec = int(broker.setting("offsets.topic.compression.codec"))
-        self.commit_timeout_ms = int(broker.setting("offsets.commit.timeout.ms"))
-        self.load_buffer_size = int(broker.setting("offsets.load.buffer.size"))
-        self.writer = OffsetsTopicWriter(self)
-        self.runtime: CoordinatorRuntime[GroupCoordinator] = CoordinatorRuntime(
-            self._new_shard, self.writer, broker.now_ms, "group coordinator")
-
-    def _new_shard(self, partition: int) -> GroupCoordinator:
-        shard = GroupCoordinator(self.config, active=False)
-        # a classic member's JoinGroup into a consumer group recomputes its target from the broker's topics
-        shard.consumer.topic_source = self._topics
-        return shard
-
-    def _topics(self) -> tuple[dict[str, int], dict[str, Any]]:
-        topics = self.broker.metadata.topics
-        return ({name: t.num_partitions for name, t in topics.items() if not t.internal},
-                {name: t.topic_id for name, t in topics.items() if not t.internal})
-
-    # --- lifecycle ------------------------------------------------------------------------------
-
-    @classmethod
-    def of(cls, broker: Any) -> GroupService:
-        """The broker's GroupService, started (loaded and active) on first use."""
-        service = broker.extensions.get(_EXTENSION)
-        if service is None:
-            service = cls(broker)
-            service.start()
-            broker.extensions[_EXTENSION] = service
-        return service  # type: ignore[no-any-return]
-
-    @classmethod
-    async def of_async(cls, broker: Any) -> GroupService:
-        """`of`, with `__consumer_offsets` created first in a worker thread when missing on a single node
-        (`Broker.create_internal_topic_async`); `of` alone creates it on the event loop."""
-        if _EXTENSION not in broker.extensions:
-            await broker.create_internal_topic_async(
-                OFFSETS_TOPIC, CoordinatorConfig.from_properties(broker.config).offsets_topic_num_partitions,
-                cls.topic_configs(broker))
-        return cls.of(broker)
-
-    @staticmethod
-    def topic_configs(broker: Any) -> dict[str, str]:
-        return {"cleanup.policy": "compact", "segment.bytes": str(int(broker.setting("offsets.topic.segment.bytes")))}
-
-    def ensure_topic(self) -> Any:
-        """`__consumer_offsets`, created first when missing (offsets.topic.num.partitions, compacted; its
-        replication factor is offsets.topic.replication.factor in a cluster, 1 on a single node). None in a
-        cluster while it is not in the metadata image yet (being created off the event loop, just created, or
-        refused while fewer brokers are alive than its replication factor): FindCoordinator answers COORDINATOR_NOT_AVAILABLE and retries."""
-        topic = self.broker.ensure_internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
-                                                  self.topic_configs(self.broker), "offsets.topic.replication.factor")
-        if topic is not None:
-            self._adopt(topic)
-        return topic
-
-    def _adopt(self, topic: Any) -> None:
-        if topic.num_partitions != self.config.offsets_topic_num_partitions:
-            # As Kafka: the existing topic decides where groups live (changing the setting later would
-            # otherwise strand every group in the wrong partition).
-            log.warning("%s has %d partitions; offsets.topic.num.partitions=%d is ignored", OFFSETS_TOPIC,
-                        topic.num_partitions, self.config.offsets_topic_num_partitions)
-            self.config = dataclasses.replace(self.config, offsets_topic_num_partitions=topic.num_partitions)
-
-    def start(self) -> None:
-        self.ensure_topic()
-        loads = []
-        if getattr(self.broker, "log_manager", None) is not None:
-            # the partitions this broker leads (single node: every one); in a cluster the others are
-            # loaded and unloaded as leadership moves (_on_image)
-            for partition in range(self.config.offsets_topic_num_partitions):
-                reg = self.broker.metadata.partition(OFFSETS_TOPIC, partition)
-                if reg is not None and reg.leader == self.broker.node_id:
-                    loads.append(self.runtime.load(partition, reg.leader_epoch))
-            self.broker.metadata_writer.subscribe(self._on_image)
-        self.loaded: asyncio.Future[Any] = asyncio.gather(*loads)
-        self.loaded.add_done_callback(
-            lambda _f: log.info("group coordinator loaded %d partition(s): %d group(s)",
-                                len(self.runtime.partitions()), len(self.groups())))
-        self.broker.add_task(asyncio.ensure_future(self.runtime.run_timers()))  # cancelled on broker stop
-
-    def _on_image(self, old: Any, new: Any) -> None:
-        """Leadership of `__consumer_offsets` partitions moved (a cluster): load the ones this broker now
-        leads, unload the ones it no longer leads (Kafka's onElection / onResignation)."""
-        before, after = old.topics.get(OFFSETS_TOPIC), new.topics.get(OFFSETS_TOPIC)
-        if after is None or before is after:
-            return
-        if before is None:  # created (by any broker) since we started: its partition count decides
-            self._adopt(after)
-        me = self.broker.node_id
-        for partition, reg in enumerate(after.partitions):
-            prev = before.partitions[partition] if before is not None and partition < before.num_partitions else None
-            was_mine = prev is not None and prev.leader == me
-            if reg.leader == me and (not was_mine or prev is None or prev.leader_epoch != reg.leader_epoch):
-                self.on_election(partition, reg.leader_epoch)
-            elif was_mine and reg.leader != me:
-                # the epoch at which this broker stopped leading (the new leader's), as Kafka's
-                # onResignation: the epoch it led at would be ignored as stale and the shard kept
-                self.on_resignation(partition, reg.leader_epoch)
-
-    def on_election(self, partition: int, leader_epoch: int | None = None) -> asyncio.Future[None]:
-        """This broker became the leader of `__consumer_offsets-<partition>` at `leader_epoch` (Kafka's
-        onElection): load its groups by replaying the partition (a shard still loaded from an older epoch
-        is kept only if it provably holds the whole log). The future says when it is active."""
-        return self.runtime.load(partition, leader_epoch)
-
-    def on_resignation(self, partition: int, leader_epoch: int | None = None) -> None:
-        """This broker no longer leads the partition, as of `leader_epoch` (the new leader's; Kafka's
-        onResignation): drop its groups, answering their parked requests NOT_COORDINATOR so the clients
-        find the new coordinator."""
-        self.runtime.unload(partition, leader_epoch)
-
-    # --- routing --------------------------------------------------------------------------------
-
-    def partition_for(self, group_id: str | None) -> int:
-        return partition_for(group_id or "", self.config.offsets_topic_num_partitions)
-
-    def shard(self, group_id: str | None) -> GroupCoordinator:
-        """The active shard coordinating `group_id` (reads), else KafkaError NOT_COORDINATOR / LOAD_IN_PROGRESS."""
-        return self.runtime.shard(self.partition_for(group_id))
-
-    async def call(self, group_id: str | None, op: Callable[[GroupCoordinator, int], Any],
-                   on_error: Callable[[ErrorCode], T]) -> T:
-        """Run a step on the group's shard; its answer once committed, or `on_error(code)`."""
-        try:
-            return await self.runtime.write(self.partition_for(group_id), op)  # type: ignore[no-any-return]
-        except KafkaError as e:
-            return on_error(e.code)
-
-    async def call_parked(self, group_id: str | None, op: Callable[[Hashable], Callable[[GroupCoordinator, int], Any]],
-                          on_error: Callable[[ErrorCode], T]) -> T:
-        """Like `call` for a request that may park: `op(token)` is the step; the answer is the token's."""
-        partition = self.partition_for(group_id)
-        try:
-            token, fut = self.runtime.park(partition)
-            self.runtime.write(partition, op(token), token)
-            return await fut  # type: ignore[no-any-return]
-        except KafkaError as e:
-            return on_error(e.code)
-
-    def groups(self) -> dict[str, ClassicGroup]:
-        """Every classic group of the loaded shards (tools and tests)."""
-        out: dict[str, ClassicGroup] = {}
-        for _, shard in self.runtime.active_shards():
-            out.update(shard.groups)
-        return out
-
-    def group(self, group_id: str) -> ClassicGroup | None:
-        try:
-            return self.shard(group_id).groups.get(group_id)
-        except KafkaError:
-            return None
+def on_start(broker: CoordinatorBroker) -> Awaitable[Any] | None:
+    """At broker start-up (the registry's hook): the groups loaded when `__consumer_offsets` exists
+    (`load_at_start`)."""
+    return load_at_start(broker)
 
 
-def on_start(broker: Any) -> Awaitable[Any] | None:
-    """At broker start-up: when `__consumer_offsets` exists, load the groups now (Kafka replays the
-    topic as its partitions come online), so member session timers run and describe/list answers are
-    ready before the first group request. A broker that never had a group creates the topic lazily, on
-    the first FindCoordinator, as Kafka does."""
-    if OFFSETS_TOPIC in broker.metadata.topics:
-        return GroupService.of(broker).loaded  # the server listens once every partition is replayed
-    return None
-
-
-def service(ctx: RequestContext) -> GroupService:
-    return GroupService.of(ctx.broker)
+async def service(ctx: RequestContext) -> GroupService:
+    """The broker's GroupService for a request: on a single node `__consumer_offsets` is created first
+    (in a worker thread) when missing, as FindCoordinator does, so a group request sent before any
+    FindCoordinator waits for it rather than holding the event loop or failing."""
+    return await GroupService.of_async(ctx.broker)
 
 
 async def group_history(ctx: RequestContext, group_id: str) -> list[RebalanceEvent]:
@@ -250,7 +63,7 @@ async def group_history(ctx: RequestContext, group_id: str) -> list[RebalanceEve
     def failed(code: ErrorCode) -> list[RebalanceEvent]:
         raise KafkaError(code, f"the rebalance history of group {group_id!r} is not on this broker")
 
-    events = await service(ctx).call(group_id, lambda shard, now: shard.handle_group_history(group_id, now), failed)
+    events = await (await service(ctx)).call(group_id, lambda shard, now: shard.handle_group_history(group_id, now), failed)
     if events is None:
         raise KafkaError(ErrorCode.coordinator_load_in_progress, f"group {group_id!r} is loading")
     return events  # type: ignore[no-any-return]
@@ -269,7 +82,7 @@ def _denied(ctx: RequestContext, check: rules.Check, group_id: str | None) -> bo
 
 
 async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
-    svc = service(ctx)
+    svc = await service(ctx)
     req = m.JoinGroupRequest(
         group_id=request.group_id,
         member_id=request.member_id,
@@ -302,7 +115,7 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
 
 
 async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
-    svc = service(ctx)
+    svc = await service(ctx)
     req = m.SyncGroupRequest(
         group_id=request.group_id,
         generation_id=request.generation_id,
@@ -326,7 +139,7 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
 
 
 async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
-    svc = service(ctx)
+    svc = await service(ctx)
     req = m.HeartbeatRequest(request.group_id, request.generation_id, request.member_id,
                              getattr(request, "group_instance_id", None))
     resp: m.HeartbeatResponse = (
@@ -338,7 +151,7 @@ async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
 
 
 async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
-    svc = service(ctx)
+    svc = await service(ctx)
     if ctx.api_version >= 3:
         idents = tuple(m.MemberIdentity(mb.member_id, mb.group_instance_id, getattr(mb, "reason", None))
                        for mb in request.members)
@@ -364,7 +177,7 @@ async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
 
 # --- ConsumerGroupHeartbeat (68), KIP-848 -----------------------------------------------------------
 
-def consumer_protocol_enabled(broker: Any) -> bool:
+def consumer_protocol_enabled(broker: CoordinatorBroker) -> bool:
     """group.coordinator.rebalance.protocols lists consumer (KIP-848 groups served)."""
     return "consumer" in broker.setting("group.coordinator.rebalance.protocols")
 
@@ -379,7 +192,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
         return build(ctx.response.ConsumerGroupHeartbeatResponse, throttle_time=_ZERO,
                      error_code=rules.CONSUMER_GROUP_HEARTBEAT.error, error_message=None, member_id=None,
                      member_epoch=-1, heartbeat_interval=datetime.timedelta(0), assignment=None)
-    svc = service(ctx)
+    svc = await service(ctx)
     metadata = ctx.broker.metadata
     topics = {name: t.num_partitions for name, t in metadata.topics.items() if not t.internal}
     topic_ids = {name: t.topic_id for name, t in metadata.topics.items() if not t.internal}
@@ -417,7 +230,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
 async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
     """ConsumerGroupDescribe (69): KIP-848 groups with each member's epoch, subscription, current and
     target assignment (topic ids from the metadata image)."""
-    svc = service(ctx)
+    svc = await service(ctx)
     metadata = ctx.broker.metadata
     R = ctx.response
 
@@ -470,7 +283,7 @@ GROUP_ID_NOT_FOUND_VERSION = 6  # DescribeGroups answers GROUP_ID_NOT_FOUND from
 async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     """DescribeGroups (15): each group as its coordinator shard sees it; a group that does not exist is
     described as Dead, and from v6 also answered GROUP_ID_NOT_FOUND with a message (KIP-1043, as Kafka)."""
-    svc = service(ctx)
+    svc = await service(ctx)
     R = ctx.response
     described: list[m.DescribedGroup] = []
     want_ops = bool(getattr(request, "include_authorized_operations", False))
@@ -504,7 +317,7 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
 
 
 async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
-    svc = service(ctx)
+    svc = await service(ctx)
     R = ctx.response
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     states = tuple(getattr(request, "states_filter", ()))
@@ -528,7 +341,7 @@ async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
 
 
 async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
-    svc = service(ctx)
+    svc = await service(ctx)
     R = ctx.response
     by_partition: dict[int, list[str]] = {}
     answered: dict[str, ErrorCode] = {}

@@ -77,7 +77,7 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
     valid, refused = screen_partitions(ctx, request.topics, rules.OFFSET_COMMIT_TOPIC)
     if not valid:
         return answer(refused)
-    svc = service(ctx)
+    svc = await service(ctx)
     topics = tuple((name, tuple(m.OffsetCommitPartition(p.partition_index, p.committed_offset, p.committed_metadata,
                                                         getattr(p, "committed_leader_epoch", -1)) for p in parts))
                    for name, parts in valid)
@@ -100,7 +100,7 @@ async def _fetch_one(ctx: RequestContext, group_id: str, topics: Any, require_st
     # TOPIC_AUTHORIZATION_FAILED per partition, one refused in an all-topics fetch is left out
     if not ctx.allowed(rules.OFFSET_FETCH_GROUP, group_id):
         return m.OffsetFetchResponse(group_id, rules.OFFSET_FETCH_GROUP.error)
-    svc = service(ctx)
+    svc = await service(ctx)
     wanted = None if topics is None else tuple((t.name, tuple(t.partition_indexes)) for t in topics)
     allowed = {t for t in {name for name, _ in wanted or ()} if ctx.allowed(rules.OFFSET_FETCH_TOPIC, t)}
     asked = None if wanted is None else tuple((t, ps) for t, ps in wanted if t in allowed)
@@ -145,7 +145,7 @@ async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
     if not ctx.allowed(rules.OFFSET_DELETE_GROUP, request.group_id):
         return build(R.OffsetDeleteResponse, error_code=rules.OFFSET_DELETE_GROUP.error, throttle_time=_ZERO, topics=())
-    svc = service(ctx)
+    svc = await service(ctx)
     allowed = {t.name for t in request.topics if ctx.allowed(rules.OFFSET_DELETE_TOPIC, t.name)}
     req = m.OffsetDeleteRequest(request.group_id, tuple((t.name, tuple(p.partition_index for p in t.partitions))
                                                         for t in request.topics if t.name in allowed))

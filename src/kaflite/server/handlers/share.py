@@ -64,7 +64,8 @@ from kaflite.coordinator.timeline import RebalanceEvent
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
-from kaflite.server.handlers import ApiTable, share_state
+from kaflite.server.coordinators import share_state
+from kaflite.server.handlers import ApiTable
 from kaflite.server.replica import fetch_key
 from kaflite.storage.checkpoint import atomic_write
 from kaflite.storage.file_slice import FileSlice

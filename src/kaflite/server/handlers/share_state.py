@@ -1,225 +1,37 @@
-"""The share coordinator's shell (Kafka's ShareCoordinatorService): the pure shards of
-kaflite.coordinator.share.state_shard on the coordinator runtime over `__share_group_state`, and what
-the share-group handlers (share.py) call to read and write the share partitions' durable state.
+"""The share coordinator's RPCs over the wire; the share coordinator itself is `ShareStateService`
+(kaflite.server.coordinators.share_state), whose rules say where a share partition's state lives.
 
-Rules of the shell:
-- one ShareStateService per broker (`broker.extensions["share_state"]`), created at start-up when
-  `__share_group_state` exists (share.py's `on_start`), else when a share partition is first used: it
-  creates the compacted topic (share.coordinator.state.topic.num.partitions, .replication.factor - in a
-  cluster; 1 on a single node -, .min.isr, .segment.bytes) and loads a shard per partition this broker
-  leads; leadership changes load / unload shards (as the transaction coordinator's);
-- a share partition's state lives in the shard of `partition_for(key)`; `write` runs a step there whose
-  records are appended as one batch, and its future resolves once they are committed (the runtime's rule),
-  within share.coordinator.write.timeout.ms;
-- `read` answers the state the shard holds (None for a share partition never written); a partition still
-  loading raises COORDINATOR_LOAD_IN_PROGRESS; a partition this broker does not lead (a cluster: the
-  state is another broker's) answers `NOT_HERE` from `read` and `write` does nothing: such share
-  partitions stay in memory only, as before the state was durable (docs/share-groups.md).
-- The share coordinator's RPCs, v0 each (what Kafka 4.1 serves): InitializeShareGroupState (83),
+Rules of the handlers:
+- the share coordinator's RPCs, v0 each (what Kafka 4.1 serves): InitializeShareGroupState (83),
   ReadShareGroupState (84), WriteShareGroupState (85), DeleteShareGroupState (86),
   ReadShareGroupStateSummary (87), answered per (topic id, partition) by the shard's steps (state_shard's
   rules): CLUSTER_ACTION on the cluster (else CLUSTER_AUTHORIZATION_FAILED for every partition, as Kafka);
   UNSUPPORTED_VERSION with group.share.enable=false (ApiVersions does not advertise them then); an empty
-  group id, a null topic id or a negative partition INVALID_REQUEST; no `__share_group_state` yet (a
-  cluster creating it) COORDINATOR_NOT_AVAILABLE; a key whose state partition another broker leads
+  group id, a null topic id or a negative partition INVALID_REQUEST; no `__share_group_state` yet (being
+  created, off the event loop) COORDINATOR_NOT_AVAILABLE; a key whose state partition another broker leads
   NOT_COORDINATOR (FindCoordinator key type 2 names the right one), one loading
   COORDINATOR_LOAD_IN_PROGRESS. Writes are answered once committed. They act on the durable state only:
   a share partition this broker has in use keeps its state in memory and writes it over at its next
   change (in Kafka only a share partition's leader writes its state, through these RPCs).
-- A deleted topic (gone from the metadata image, or its name now another topic id's) takes its share
-  partitions with it: the share-group coordinator forgets them (a topic created again under the name
-  starts from `share.auto.offset.reset`), and their states in the partitions this broker leads get
-  tombstones (not waited for: a failure is logged, the state stays until the group is deleted).
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime
-import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
-from kaflite.coordinator.runtime import CoordinatorRuntime, ShardState
-from kaflite.coordinator.share.partition import ShareSnapshot, StateBatch
-from kaflite.coordinator.share.state_records import SHARE_GROUP_STATE_TOPIC, ShareStateKey, partition_for
+from kaflite.coordinator.share.partition import StateBatch
+from kaflite.coordinator.share.state_records import SHARE_GROUP_STATE_TOPIC, ShareStateKey
 from kaflite.coordinator.share.state_shard import ShareStateShard, StateAnswer
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
+from kaflite.server.coordinators.share_state import ShareStateService
 from kaflite.server.handlers import ApiTable
-from kaflite.server.handlers.coordinator_writer import InternalTopicWriter
 
-__all__ = ["APIS", "NOT_HERE", "ShareStateService", "load_at_start"]
-
-log = logging.getLogger("kaflite.coordinator")
-
-_EXTENSION = "share_state"
-NOT_HERE = object()  # read(): the state partition is led by another broker
-
-
-class ShareStateService:
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
-        setting = broker.setting
-        self.num_partitions = int(setting("share.coordinator.state.topic.num.partitions"))
-        self.snapshot_every = int(setting("share.coordinator.snapshot.update.records.per.snapshot"))
-        self.write_timeout_ms = int(setting("share.coordinator.write.timeout.ms"))
-        self.load_buffer_size = int(setting("share.coordinator.load.buffer.size"))
-        self._configs = self.topic_configs(broker)
-        self.writer = InternalTopicWriter(broker, SHARE_GROUP_STATE_TOPIC, self.write_timeout_ms,
-                                          self.load_buffer_size)
-        self.runtime: CoordinatorRuntime[ShareStateShard] = CoordinatorRuntime(
-            lambda _p: ShareStateShard(self.snapshot_every), self.writer, broker.now_ms, "share coordinator")
-        self.loaded: asyncio.Future[Any] | None = None
-
-    @classmethod
-    def of(cls, broker: Any) -> ShareStateService:
-        svc = broker.extensions.get(_EXTENSION)
-        if svc is None:
-            svc = cls(broker)
-            broker.extensions[_EXTENSION] = svc
-            svc.start()
-        return svc  # type: ignore[no-any-return]
-
-    @classmethod
-    async def prepare(cls, broker: Any) -> None:
-        """On a single node, `__share_group_state` created in a worker thread when missing
-        (`Broker.create_internal_topic_async`), so that `of` and `ensure_topic` then find it: awaited by
-        ShareGroupHeartbeat, a share consumer's first request (50 partition logs created on the event loop
-        at the first ShareFetch stalled every client for about 0.3 s)."""
-        if _EXTENSION not in broker.extensions:
-            await broker.create_internal_topic_async(
-                SHARE_GROUP_STATE_TOPIC, int(broker.setting("share.coordinator.state.topic.num.partitions")),
-                cls.topic_configs(broker))
-
-    @staticmethod
-    def topic_configs(broker: Any) -> dict[str, str]:
-        return {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(int(broker.setting("share.coordinator.state.topic.segment.bytes"))),
-            "min.insync.replicas": str(int(broker.setting("share.coordinator.state.topic.min.isr"))),
-        }
-
-    def ensure_topic(self) -> Any:
-        """`__share_group_state`, created first when missing; None in a cluster while it is not in the image
-        (being created, or refused while fewer brokers are alive: asked again at the next call)."""
-        topic = self.broker.ensure_internal_topic(SHARE_GROUP_STATE_TOPIC, self.num_partitions, self._configs,
-                                                  "share.coordinator.state.topic.replication.factor")
-        if topic is not None:
-            self._adopt(topic)
-        return topic
-
-    def start(self) -> None:
-        self.ensure_topic()
-        loads = []
-        if getattr(self.broker, "log_manager", None) is not None:
-            for partition in range(self.num_partitions):
-                reg = self.broker.metadata.partition(SHARE_GROUP_STATE_TOPIC, partition)
-                if reg is not None and reg.leader == self.broker.node_id:
-                    loads.append(self.runtime.load(partition, reg.leader_epoch))
-            self.broker.metadata_writer.subscribe(self._on_image)
-        self.loaded = asyncio.gather(*loads)
-        self.loaded.add_done_callback(lambda _f: log.info(
-            "share coordinator loaded %d partition(s): %d share partition state(s)", len(self.runtime.partitions()),
-            sum(len(s.states) for _p, s in self.runtime.active_shards())))
-
-    def _adopt(self, topic: Any) -> None:
-        if topic.num_partitions != self.num_partitions:
-            log.warning("%s has %d partitions; share.coordinator.state.topic.num.partitions=%d is ignored",
-                        SHARE_GROUP_STATE_TOPIC, topic.num_partitions, self.num_partitions)
-            self.num_partitions = topic.num_partitions
-
-    def _on_image(self, old: Any, new: Any) -> None:
-        gone = {t.topic_id: name for name, t in old.topics.items()
-                if name not in new.topics or new.topics[name].topic_id != t.topic_id}
-        if gone:
-            self._forget_topics(gone)
-        before, after = old.topics.get(SHARE_GROUP_STATE_TOPIC), new.topics.get(SHARE_GROUP_STATE_TOPIC)
-        if after is None or before is after:
-            return
-        if before is None:
-            self._adopt(after)
-        me = self.broker.node_id
-        for partition, reg in enumerate(after.partitions):
-            prev = before.partitions[partition] if before is not None and partition < before.num_partitions else None
-            was_mine = prev is not None and prev.leader == me
-            if reg.leader == me and (not was_mine or prev is None or prev.leader_epoch != reg.leader_epoch):
-                self.runtime.load(partition, reg.leader_epoch)
-            elif was_mine and reg.leader != me:
-                self.runtime.unload(partition, reg.leader_epoch)
-
-    def _forget_topics(self, gone: dict[uuid.UUID, str]) -> None:
-        coord = self.broker.extensions.get("share_coordinator")
-        if coord is not None:
-            names = set(gone.values())
-            for k in [k for k in coord.partitions if k[1] in names]:
-                del coord.partitions[k]
-        ids = set(gone)
-        for partition, shard in self.runtime.active_shards():
-            keys = shard.keys_of_topics(ids)
-            if keys:
-                done = self.runtime.write(partition, _delete(keys))
-                done.add_done_callback(_log_failure(partition))
-
-    # --- state ----------------------------------------------------------------------------------------
-
-    def key(self, group_id: str, topic: str, partition: int) -> ShareStateKey | None:
-        image = self.broker.metadata.topics.get(topic)
-        return None if image is None else ShareStateKey(group_id, image.topic_id, partition)
-
-    def partition_for(self, key: ShareStateKey) -> int:
-        return partition_for(key, self.num_partitions)
-
-    def _here(self, partition: int) -> bool:
-        """This broker coordinates the state partition (loaded or loading); False: another broker does,
-        or (a cluster) the topic is not in the image yet."""
-        return self.runtime.state(partition) not in (None, ShardState.CLOSED)
-
-    def read(self, key: ShareStateKey) -> ShareSnapshot | None | object:
-        partition = self.partition_for(key)
-        if not self._here(partition):
-            return NOT_HERE
-        return self.runtime.shard(partition).read(key)  # raises COORDINATOR_LOAD_IN_PROGRESS while loading
-
-    def write(self, key: ShareStateKey, snapshot: Any) -> asyncio.Future[Any] | None:
-        """Persist the share partition's state (`snapshot()` is called in the step, so it is the state of
-        that moment); the future resolves once committed. None when another broker coordinates it."""
-        partition = self.partition_for(key)
-        if not self._here(partition):
-            return None
-        return self.runtime.write(partition, lambda shard, now: shard.write(key, snapshot(), now))
-
-    async def delete_group(self, group_id: str) -> None:
-        """Tombstones for every share partition state of the group this broker holds."""
-        writes = [self.runtime.write(p, lambda shard, _now: shard.delete(shard.keys_of_group(group_id)))
-                  for p, shard in self.runtime.active_shards() if shard.keys_of_group(group_id)]
-        for w in writes:
-            await w
-
-
-def _delete(keys: list[ShareStateKey]) -> Callable[[ShareStateShard, int], Any]:
-    return lambda shard, _now: shard.delete(keys)
-
-
-def _log_failure(partition: int) -> Callable[[asyncio.Future[Any]], None]:
-    def done(f: asyncio.Future[Any]) -> None:
-        if not f.cancelled() and f.exception() is not None:
-            log.warning("%s-%d: deleting the share state of deleted topics failed: %s", SHARE_GROUP_STATE_TOPIC,
-                        partition, f.exception())
-    return done
-
-
-def load_at_start(broker: Any) -> Awaitable[Any] | None:
-    """At start-up (share.py's on_start): when `__share_group_state` exists, load it before the broker
-    listens."""
-    if SHARE_GROUP_STATE_TOPIC in broker.metadata.topics:
-        return ShareStateService.of(broker).loaded
-    return None
-
-
-
+__all__ = ["APIS"]
 
 # --- the share coordinator's RPCs (83-87) -------------------------------------------------------------
 
@@ -253,7 +65,7 @@ async def _serve(ctx: RequestContext, request: Any, step: Callable[[ShareStateKe
             else:
                 key = ShareStateKey(request.group_id, t.topic_id, index)
                 partition = svc.partition_for(key)
-                if not svc._here(partition):
+                if not svc.here(partition):
                     answer = StateAnswer(ErrorCode.not_coordinator)
                 else:
                     answer = svc.runtime.write(partition, step(key, p))

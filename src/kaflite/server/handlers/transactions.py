@@ -1,30 +1,18 @@
-"""Transaction APIs over the wire and `TransactionService`, the shell that runs the pure transaction
-coordinator shards (kaflite.coordinator.transaction) on the coordinator runtime over `__transaction_state`.
+"""Transaction APIs over the wire; the transaction coordinator itself is `TransactionService`
+(kaflite.server.coordinators.transactions), whose rules say how steps, markers and the periodic task run.
 
 APIs: InitProducerId with a transactional id (from init_producer_id.py), AddPartitionsToTxn (v0-v4, v4
 batched / verify-only), AddOffsetsToTxn, EndTxn, WriteTxnMarkers, TxnOffsetCommit, DescribeTransactions,
 ListTransactions, DescribeProducers; the FindCoordinator key type 1 (groups.py), the produce check
 (`verify_produce`) calls into the service.
 
-Rules of the shell:
-- one TransactionService per broker (`broker.extensions["transaction_coordinator"]`), created at start-up
-  when `__transaction_state` exists, else on the first transactional request: it creates the compacted
-  topic (transaction.state.log.num.partitions, .replication.factor - in a cluster, refused while fewer
-  brokers are alive; 1 on a single node -, .min.isr, .segment.bytes) and loads a
-  shard per partition this broker leads; leadership changes load / unload shards;
-- a request runs as a step on the shard of `partition_for(transactional.id)`; its `__transaction_state`
-  records are appended as one batch and the answer leaves once they are committed (the runtime's rule);
-- markers: when a step moves a transaction to PrepareCommit / PrepareAbort, its answer carries the markers
-  to write; the service writes them to each partition's leader through the marker channel
-  (server/txn_marker_channel.py: on this node `write_markers`, the function WriteTxnMarkers runs; on other
-  brokers WriteTxnMarkers requests, retried until written or this broker stops coordinating the id), then
-  runs the shard's `complete` step (CompleteCommit / CompleteAbort). The periodic task re-sends the markers of every transaction found in Prepare* after a
-  load (a crash between PrepareCommit and the markers completes the commit), aborts transactions past
-  their timeout (transaction.abort.timed.out.transaction.cleanup.interval.ms) and removes transactional
-  ids idle past transactional.id.expiration.ms (transaction.remove.expired.transaction.cleanup.interval.ms);
+Rules of the handlers:
 - TxnOffsetCommit screens its partitions first as OffsetCommit does (offsets.py `screen_partitions`: READ
   on the topic, UNKNOWN_TOPIC_OR_PARTITION for a topic not in the metadata or a partition beyond its count;
   a request left with none is answered without the coordinator's checks, as Kafka's KafkaApis);
+- a request takes the service through `service_or_error` (`TransactionService.of_async`: on a single
+  node `__transaction_state` created off the event loop first); one that cannot start is answered
+  COORDINATOR_NOT_AVAILABLE;
 - transactional offsets (TxnOffsetCommit) are written by the group coordinator at once, as OffsetCommit
   records in a transactional batch of the producer (its id and epoch) in the group's `__consumer_offsets`
   partition, pending in the group shard; the transaction's marker is written to that partition like any
@@ -35,41 +23,33 @@ Rules of the shell:
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import datetime
 import logging
 import re
 import struct
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kaflite.coordinator import OFFSETS_TOPIC
-from kaflite.coordinator.runtime import CoordinatorRuntime
 from kaflite.coordinator.transaction import (
-    TRANSACTION_STATE_TOPIC,
     InitPidAnswer,
-    MarkerJob,
-    TransactionCoordinatorShard,
     TxnAnswer,
-    TxnConfig,
     TxnState,
-    partition_for,
 )
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import BATCH_HEADER_SIZE, TRANSACTIONAL_MASK
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
+from kaflite.server.coordinators.broker_api import CoordinatorBroker
+from kaflite.server.coordinators.groups import GroupService
+from kaflite.server.coordinators.transactions import TransactionService, load_at_start
 from kaflite.server.handlers import ApiTable
-from kaflite.server.handlers.coordinator_writer import InternalTopicWriter
-from kaflite.server.handlers.groups import GroupService, to_ms
+from kaflite.server.handlers.groups import to_ms
 from kaflite.server.handlers.offsets import screen_partitions
-from kaflite.server.txn_marker_channel import TransactionMarkerChannelManager
 
 log = logging.getLogger("kaflite.coordinator")
 
 _ZERO = datetime.timedelta(0)
-_EXTENSION = "transaction_coordinator"
 
 
 
@@ -80,252 +60,17 @@ def fenced(code: ErrorCode, version: int, first_fenced_version: int) -> ErrorCod
     return code
 
 
-class TransactionService:
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
-        setting = broker.setting
-        self.config = TxnConfig(
-            max_timeout_ms=int(setting("transaction.max.timeout.ms")),
-            id_expiration_ms=int(setting("transactional.id.expiration.ms")),
-            num_partitions=int(setting("transaction.state.log.num.partitions")),
-        )
-        self.commit_timeout_ms = int(setting("offsets.commit.timeout.ms"))
-        self.abort_interval_ms = int(setting("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
-        self.expire_interval_ms = int(setting("transaction.remove.expired.transaction.cleanup.interval.ms"))
-        self.load_buffer_size = int(setting("transaction.state.log.load.buffer.size"))
-        # offsets.commit.timeout.ms: Kafka's transaction state log uses the request timeout
-        self.writer = InternalTopicWriter(broker, TRANSACTION_STATE_TOPIC, self.commit_timeout_ms,
-                                          self.load_buffer_size)
-        self.runtime: CoordinatorRuntime[TransactionCoordinatorShard] = CoordinatorRuntime(
-            self._new_shard, self.writer, broker.now_ms, "transaction coordinator")
-        self._in_flight: set[str] = set()  # transactional ids whose markers are being written
-        self._tasks: set[asyncio.Future[Any]] = set()
-        self.channel = TransactionMarkerChannelManager(
-            broker.node_id, lambda: broker.metadata, self.write_markers,
-            listener=broker.config.inter_broker_listener_name, connector=broker.inter_broker_connector,
-            request_timeout_ms=int(setting("replica.socket.timeout.ms")))  # the inter-broker network timeout
-
-    def _new_shard(self, partition: int) -> TransactionCoordinatorShard:
-        return TransactionCoordinatorShard(self.config, self.broker.producer_ids.next_id)
-
-    # --- lifecycle ------------------------------------------------------------------------------
-
-    @classmethod
-    def of(cls, broker: Any) -> TransactionService:
-        svc = broker.extensions.get(_EXTENSION)
-        if svc is None:
-            svc = cls(broker)
-            svc.start()
-            broker.extensions[_EXTENSION] = svc
-        return svc  # type: ignore[no-any-return]
-
-    @classmethod
-    async def of_async(cls, broker: Any) -> TransactionService:
-        """`of`, with `__transaction_state` created first in a worker thread when missing on a single node
-        (`Broker.create_internal_topic_async`); `of` alone creates it on the event loop."""
-        if _EXTENSION not in broker.extensions:
-            await broker.create_internal_topic_async(
-                TRANSACTION_STATE_TOPIC, int(broker.setting("transaction.state.log.num.partitions")),
-                cls.topic_configs(broker))
-        return cls.of(broker)
-
-    @staticmethod
-    def topic_configs(broker: Any) -> dict[str, str]:
-        return {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(int(broker.setting("transaction.state.log.segment.bytes"))),
-            "min.insync.replicas": str(int(broker.setting("transaction.state.log.min.isr"))),
-        }
-
-    def start(self) -> None:
-        self.ensure_topic()
-        loads = []
-        if getattr(self.broker, "log_manager", None) is not None:
-            for partition in range(self.config.num_partitions):
-                reg = self.broker.metadata.partition(TRANSACTION_STATE_TOPIC, partition)
-                if reg is not None and reg.leader == self.broker.node_id:
-                    loads.append(self.runtime.load(partition, reg.leader_epoch))
-            self.broker.metadata_writer.subscribe(self._on_image)
-        self.loaded: asyncio.Future[Any] = asyncio.gather(*loads)
-        self.loaded.add_done_callback(lambda _f: self._resend_pending())
-        self.broker.add_task(asyncio.ensure_future(self.runtime.run_timers()))
-        self.broker.add_task(asyncio.ensure_future(self._housekeeping()))
-
-    def ensure_topic(self) -> Any:
-        """`__transaction_state`, created first when missing (replication factor
-        transaction.state.log.replication.factor in a cluster, 1 on a single node). None in a cluster while it
-        is not in the metadata image yet (being created off the event loop, just created, or refused while
-        fewer brokers are alive)."""
-        topic = self.broker.ensure_internal_topic(TRANSACTION_STATE_TOPIC, self.config.num_partitions,
-                                                  self.topic_configs(self.broker),
-                                                  "transaction.state.log.replication.factor")
-        if topic is not None:
-            self._adopt(topic)
-        return topic
-
-    def _adopt(self, topic: Any) -> None:
-        if topic.num_partitions != self.config.num_partitions:
-            log.warning("%s has %d partitions; transaction.state.log.num.partitions=%d is ignored",
-                        TRANSACTION_STATE_TOPIC, topic.num_partitions, self.config.num_partitions)
-            self.config = dataclasses.replace(self.config, num_partitions=topic.num_partitions)
-
-    def _on_image(self, old: Any, new: Any) -> None:
-        before, after = old.topics.get(TRANSACTION_STATE_TOPIC), new.topics.get(TRANSACTION_STATE_TOPIC)
-        if after is None or before is after:
-            return
-        if before is None:  # created (by any broker) since we started: its partition count decides
-            self._adopt(after)
-        me = self.broker.node_id
-        for partition, reg in enumerate(after.partitions):
-            prev = before.partitions[partition] if before is not None and partition < before.num_partitions else None
-            was_mine = prev is not None and prev.leader == me
-            if reg.leader == me and (not was_mine or prev is None or prev.leader_epoch != reg.leader_epoch):
-                done = self.runtime.load(partition, reg.leader_epoch)
-                done.add_done_callback(lambda _f: self._resend_pending())
-            elif was_mine and reg.leader != me:
-                # the epoch at which this broker stopped leading (the new leader's), as Kafka's onResignation
-                self.runtime.unload(partition, reg.leader_epoch)
-
-    # --- routing --------------------------------------------------------------------------------
-
-    def partition_for(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.config.num_partitions)
-
-    def coordinator_epoch(self, transactional_id: str) -> int:
-        return max(0, self.runtime.leader_epoch(self.partition_for(transactional_id)) or 0)
-
-    async def call(self, transactional_id: str, op: Callable[[TransactionCoordinatorShard, int], Any]) -> Any:
-        """Run a step on the id's shard; its answer once committed. Raises KafkaError (NOT_COORDINATOR...)."""
-        return await self.runtime.write(self.partition_for(transactional_id), op)
-
-    def shard_or_none(self, transactional_id: str) -> TransactionCoordinatorShard | None:
-        try:
-            return self.runtime.shard(self.partition_for(transactional_id))
-        except KafkaError:
-            return None
-
-    # --- markers --------------------------------------------------------------------------------
-
-    def spawn_markers(self, job: MarkerJob) -> None:
-        if job.transactional_id in self._in_flight:
-            return
-        self._in_flight.add(job.transactional_id)
-        task = asyncio.ensure_future(self._complete(job))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _complete(self, job: MarkerJob) -> None:
-        try:
-            partition = self.partition_for(job.transactional_id)
-            leader_epoch = self.runtime.leader_epoch(partition)
-
-            def still_coordinator() -> bool:
-                return self.shard_or_none(job.transactional_id) is not None and \
-                    self.runtime.leader_epoch(partition) == leader_epoch
-
-            written = await self.channel.send(job, self.coordinator_epoch(job.transactional_id), still_coordinator)
-            if not written:
-                log.info("transaction %r: no longer its coordinator; the new one completes it", job.transactional_id)
-                return
-            await self.call(job.transactional_id,
-                            lambda s, now: s.complete(job.transactional_id, job.producer_id, job.producer_epoch, now))
-        except KafkaError as e:
-            log.warning("transaction %r: completing failed (%s); retried by the periodic task",
-                        job.transactional_id, e)
-        except Exception:  # noqa: BLE001 - a marker task must never die silently
-            log.exception("transaction %r: writing markers failed", job.transactional_id)
-        finally:
-            self._in_flight.discard(job.transactional_id)
-
-    async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                            partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
-        """WriteTxnMarkers on this broker, the leader of each partition (else NOT_LEADER_OR_FOLLOWER): a marker
-        per partition, answered once replicated (acks=-1, as Kafka appends markers); on a `__consumer_offsets`
-        partition the group shard then ends the producer's pending offsets (an error there is answered, so
-        the coordinator sends the marker again). The error per partition."""
-        out: dict[tuple[str, int], ErrorCode] = {}
-        replicas = self.broker.replica_manager
-        appended = []
-        for topic, partition in partitions:
-            try:
-                part, result = replicas.append_txn_marker(topic, partition, producer_id, producer_epoch, commit,
-                                                          coordinator_epoch)
-                appended.append(((topic, partition), part, int(result.last_offset) + 1))
-            except KafkaError as e:
-                out[(topic, partition)] = e.code
-        if appended:
-            deadline = self.broker.now_ms() + self.commit_timeout_ms
-            codes = await asyncio.gather(*(replicas.wait_committed(part, end, deadline) for _tp, part, end in appended))
-            for (tp, _part, _end), code in zip(appended, codes, strict=True):
-                out[tp] = code
-                if tp[0] == OFFSETS_TOPIC and code is ErrorCode.none:
-                    out[tp] = await self._end_offsets_transaction(tp[1], producer_id, commit)
-        return out
-
-    async def _end_offsets_transaction(self, offsets_partition: int, producer_id: int, commit: bool) -> ErrorCode:
-        """The marker is in the `__consumer_offsets` partition: the group shard commits or drops the
-        producer's pending offsets (Kafka's completeTransaction)."""
-        try:
-            groups = GroupService.of(self.broker)
-            await groups.runtime.write(offsets_partition, _end_transaction(producer_id, commit))
-        except KafkaError as e:
-            return e.code
-        return ErrorCode.none
-
-    def _resend_pending(self) -> None:
-        for _p, shard in self.runtime.active_shards():
-            for job in shard.pending_markers():
-                self.spawn_markers(job)
-
-    async def _housekeeping(self) -> None:
-        next_expiry = self.broker.now_ms() + self.expire_interval_ms
-        while True:
-            await asyncio.sleep(self.abort_interval_ms / 1000.0)
-            try:
-                now = self.broker.now_ms()
-                self._resend_pending()
-                for partition, shard in self.runtime.active_shards():
-                    for tid in shard.timed_out(now):
-                        log.info("transaction %r timed out: aborting it", tid)
-                        job = await self.runtime.write(partition, _abort_timed_out(tid))
-                        if isinstance(job, MarkerJob):
-                            self.spawn_markers(job)
-                    if now >= next_expiry:
-                        doomed = shard.expired(now)
-                        if doomed:
-                            removed = await self.runtime.write(partition, _expire(doomed))
-                            log.info("removed %d expired transactional id(s): %s", len(removed or ()), removed)
-                if now >= next_expiry:
-                    next_expiry = now + self.expire_interval_ms
-            except KafkaError as e:
-                log.warning("transaction coordinator housekeeping: %s", e)
-            except Exception:  # noqa: BLE001 - keep the periodic task alive
-                log.exception("transaction coordinator housekeeping failed")
+def on_start(broker: CoordinatorBroker) -> Awaitable[Any] | None:
+    """At start-up (the registry's hook): `__transaction_state` loaded when it exists (`load_at_start`)."""
+    return load_at_start(broker)
 
 
-def _end_transaction(producer_id: int, commit: bool) -> Callable[[Any, int], Any]:
-    return lambda shard, now: shard.handle_end_transaction(producer_id, commit, now)
-
-
-def _abort_timed_out(tid: str) -> Callable[[TransactionCoordinatorShard, int], Any]:
-    return lambda shard, now: shard.abort_timed_out(tid, now)
-
-
-def _expire(tids: list[str]) -> Callable[[TransactionCoordinatorShard, int], Any]:
-    return lambda shard, now: shard.expire(tids, now)
-
-
-def on_start(broker: Any) -> Awaitable[Any] | None:
-    """At start-up: when `__transaction_state` exists, load it now and complete the transactions a crash
-    left in PrepareCommit / PrepareAbort."""
-    if TRANSACTION_STATE_TOPIC in broker.metadata.topics:
-        return TransactionService.of(broker).loaded
-    return None
-
-
-def service_or_error(ctx: RequestContext) -> TransactionService:
+async def service_or_error(ctx: RequestContext) -> TransactionService:
+    """The broker's TransactionService for a request (on a single node `__transaction_state` created first,
+    in a worker thread, when missing, as FindCoordinator does); COORDINATOR_NOT_AVAILABLE when it cannot
+    start."""
     try:
-        return TransactionService.of(ctx.broker)
+        return await TransactionService.of_async(ctx.broker)
     except KafkaError as e:
         log.warning("no transaction coordinator: %s", e)
         raise KafkaError(ErrorCode.coordinator_not_available, str(e)) from e
@@ -351,7 +96,7 @@ async def init_transactional_producer_id(ctx: RequestContext, request: Any) -> A
     expected_pid = int(getattr(request, "producer_id", -1))
     expected_epoch = int(getattr(request, "producer_epoch", -1))
     try:
-        svc = service_or_error(ctx)
+        svc = await service_or_error(ctx)
         a: InitPidAnswer = await svc.call(tid, lambda s, now: s.init_producer_id(tid, timeout, now, expected_pid,
                                                                                  expected_epoch))
     except KafkaError as e:
@@ -380,7 +125,7 @@ async def _add_partitions(ctx: RequestContext, tid: str, pid: int, epoch: int, t
         out.update(dict.fromkeys(denied, ErrorCode.topic_authorization_failed))
         return out
     try:
-        svc = service_or_error(ctx)
+        svc = await service_or_error(ctx)
         if verify_only:
             shard = svc.runtime.shard(svc.partition_for(tid))
             return {tp: shard.verify(tid, pid, epoch, tp) for tp in wanted}
@@ -436,9 +181,9 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
     if not ctx.allowed(rules.ADD_OFFSETS_GROUP, request.group_id):
         return answer(ErrorCode.group_authorization_failed)
     try:
-        groups = GroupService.of(ctx.broker)  # __consumer_offsets exists before its partition joins a txn
+        groups = await GroupService.of_async(ctx.broker)  # __consumer_offsets exists before its partition joins a txn
         tp = (OFFSETS_TOPIC, groups.partition_for(request.group_id))
-        svc = service_or_error(ctx)
+        svc = await service_or_error(ctx)
         a: TxnAnswer = await svc.call(tid, lambda s, now: s.add_partitions(
             tid, request.producer_id, request.producer_epoch, [tp], now))
     except KafkaError as e:
@@ -463,7 +208,7 @@ async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
         return answer(ErrorCode.transactional_id_authorization_failed)
     commit = bool(request.committed)
     try:
-        svc = service_or_error(ctx)
+        svc = await service_or_error(ctx)
         a: TxnAnswer = await svc.call(tid, lambda s, now: s.end_txn(tid, request.producer_id, request.producer_epoch,
                                                                     commit, now))
     except KafkaError as e:
@@ -484,7 +229,7 @@ async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:
                 R.WritableTxnMarkerTopicResult, name=t.name, partitions=tuple(build(
                     R.WritableTxnMarkerPartitionResult, partition_index=p, error_code=code)
                     for p in t.partition_indexes)) for t in mk.topics)) for mk in request.markers))
-    svc = service_or_error(ctx)
+    svc = await service_or_error(ctx)
     results = []
     for mk in request.markers:
         parts = [(t.name, int(p)) for t in mk.topics for p in t.partition_indexes]
@@ -532,9 +277,9 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     if not valid:
         return answer(lambda topic, p: refused[(topic, int(p.partition_index))])
     try:
-        groups = GroupService.of(ctx.broker)
+        groups = await GroupService.of_async(ctx.broker)
         gshard = groups.shard(group_id)  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS
-        svc = service_or_error(ctx)
+        svc = await service_or_error(ctx)
     except KafkaError as e:
         return all_failed(e.code)
     shard = svc.shard_or_none(tid)
@@ -591,7 +336,7 @@ def _ms_datetime(ms: int) -> datetime.datetime:
 
 async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
-    svc = service_or_error(ctx)
+    svc = await service_or_error(ctx)
     states = []
     for tid in request.transactional_ids:
         def state(code: ErrorCode, meta: Any = None, tid: str = tid) -> Any:
@@ -626,7 +371,7 @@ async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
     `re.fullmatch`, whose common syntax is the same); null or empty matches every id, one that does not
     compile answers INVALID_REGULAR_EXPRESSION and lists nothing."""
     R = ctx.response
-    svc = service_or_error(ctx)
+    svc = await service_or_error(ctx)
     filters = list(request.state_filters or ())
     unknown = [f for f in filters if TxnState.from_kafka_name(f) is None]
     wanted_states = {TxnState.from_kafka_name(f) for f in filters} - {None}
@@ -692,7 +437,7 @@ async def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
 
 # --- the produce check (produce.py) ------------------------------------------------------------------
 
-def verify_produce(broker: Any, transactional_id: str, topic: str, partition: int, records: bytes) -> None:
+def verify_produce(broker: CoordinatorBroker, transactional_id: str, topic: str, partition: int, records: bytes) -> None:
     """A transactional Produce may only write to a partition of the producer's ongoing transaction
     (KIP-890's verification, made here when this broker coordinates the id; in a cluster whose coordinator
     is elsewhere the batch is appended unverified, as Kafka before 3.6, and so is every batch with

@@ -1,7 +1,7 @@
 """The writer of a coordinator's internal topic (`__consumer_offsets`, `__transaction_state`,
 `__share_group_state`): a coordinator runtime's batches appended to the partition it leads, answered once
 committed (flushed first where the topic's flush settings ask for it), and its partitions replayed on load.
-One module for the three coordinators' shells (handlers/groups.py, transactions.py, share_state.py), so
+One module for the three coordinator services (groups.py, transactions.py, share_state.py beside it), so
 none of them imports another for it.
 """
 
@@ -23,6 +23,7 @@ from kaflite.coordinator.runtime import (
 from kaflite.protocol.control_record import parse_marker
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import build_record_batch, decode_records, iter_batches
+from kaflite.server.coordinators.broker_api import CoordinatorBroker
 
 __all__ = ["InternalTopicWriter", "OffsetsTopicWriter", "WriterService", "committed_end", "flushed_then", "log_position"]
 
@@ -32,7 +33,7 @@ log = logging.getLogger("kaflite.coordinator")
 class WriterService(Protocol):
     """What the writer reads of the coordinator shell that owns it (GroupService)."""
 
-    broker: Any
+    broker: CoordinatorBroker
     codec: int  # offsets.topic.compression.codec
     commit_timeout_ms: int  # offsets.commit.timeout.ms
     load_buffer_size: int  # offsets.load.buffer.size
@@ -63,12 +64,14 @@ def flushed_then(part: Any, last_offset: int, then: Awaitable[None] | None) -> A
     return flush_then_wait()
 
 
-def committed_end(broker: Any, topic: str, partition: int,
+def committed_end(broker: CoordinatorBroker, topic: str, partition: int,
                   committed: Callable[[Any, int], Awaitable[None]]) -> Awaitable[None] | None:
     """The coordinator writers' `committed_end`: refused (NOT_LEADER_OR_FOLLOWER) unless this broker leads
     the partition; None when its high watermark is at its log end; else `committed(part, last offset)`."""
     part = broker.replica_manager.get_partition(topic, partition)  # raises unless this broker leads it
     lg = part.log
+    if lg is None:  # its log not open (yet): not served, as get_partition answers while it opens
+        raise KafkaError(ErrorCode.not_leader_or_follower, f"{topic}-{partition}: its log is not open")
     end = lg.log_end_offset
     if lg.high_watermark >= end:
         return None
@@ -213,7 +216,7 @@ class InternalTopicWriter:
     replica manager's code, REQUEST_TIMED_OUT); replayed `load_buffer_size` bytes per read, in a worker
     thread past `OffsetsTopicWriter.THREAD_MIN_BYTES`."""
 
-    def __init__(self, broker: Any, topic: str, timeout_ms: int, load_buffer_size: int) -> None:
+    def __init__(self, broker: CoordinatorBroker, topic: str, timeout_ms: int, load_buffer_size: int) -> None:
         self.broker = broker
         self.topic = topic
         self.timeout_ms = timeout_ms
