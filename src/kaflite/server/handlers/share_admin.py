@@ -2,7 +2,7 @@
 DeleteShareGroupOffsets (92), v0 each: what a Kafka 4.1.0 broker advertises (kio also has
 DescribeShareGroupOffsets v1, Kafka 4.2's, not served: tests/server/test_kafka_versions.py). Behaviour as
 read in apache/kafka's KafkaApis and GroupCoordinatorService (4.2 development line). They act on the durable
-share-partition state, `__share_group_state` (share_state.py's shards), which is what Kafka's persister reads
+share-partition state, `__share_group_state` (`server/coordinators/share_state.py`), which is what Kafka's persister reads
 and writes.
 
 Rules:
@@ -51,7 +51,8 @@ from kaflite.coordinator.share.state_shard import ShareStateResult, ShareStateSh
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
-from kaflite.server.handlers import ApiTable, share, share_state
+from kaflite.server.coordinators import share_state
+from kaflite.server.handlers import ApiTable, share
 
 __all__ = ["APIS", "is_share_group"]
 
@@ -133,7 +134,7 @@ async def _start_offsets(broker: Any, group_id: str, topic: str, topic_id: uuid.
     for p in partitions:
         start, epoch = _UNINITIALIZED, _DEFAULT_LEADER_EPOCH
         key = ShareStateKey(group_id, topic_id, p)
-        if svc is not None and svc._here(svc.partition_for(key)):
+        if svc is not None and svc.here(svc.partition_for(key)):
             def read(shard: ShareStateShard, _now: int, key: ShareStateKey = key) -> StateAnswer:
                 state = shard.states.get(key)
                 if state is None:
@@ -252,7 +253,7 @@ async def handle_alter_share_group_offsets(ctx: RequestContext, request: Any) ->
             else:
                 key = ShareStateKey(group_id, image.topic_id, index)
                 partition = svc.partition_for(key)
-                if not svc._here(partition):
+                if not svc.here(partition):
                     parts.append((index, ErrorCode.coordinator_not_available))
                     continue
 
@@ -328,7 +329,7 @@ async def handle_delete_share_group_offsets(ctx: RequestContext, request: Any) -
             writes: list[Any] = []
             for p in range(image.num_partitions):
                 key = ShareStateKey(group_id, image.topic_id, p)
-                if svc is None or not svc._here(svc.partition_for(key)):
+                if svc is None or not svc.here(svc.partition_for(key)):
                     if p in initialized[name]:  # state in memory only (a cluster): cannot be deleted here
                         writes.append(ErrorCode.coordinator_not_available)
                     continue
