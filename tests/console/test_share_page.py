@@ -86,6 +86,11 @@ def test_share_group_page_shows_members_partitions_and_records_in_flight(console
         assert 0 < expires <= 30.0  # group.share.record.lock.duration.ms, 30 s by default
         timeline = _cells(html, "timeline")
         assert ("member-joined", "new-member") in [(r[1], r[2]) for r in timeline]
+        # the group list has it too (ListGroups of type "share" to each broker: librdkafka's leaves it out)
+        status, html, _ = console.get("/groups")
+        assert status == 200, html
+        row = next(r for r in _cells(html, "groups") if r[0] == group)
+        assert row[1:5] == ["share", "stable", "1", "simple"]
     finally:
         c.close()
     # a group that is neither classic nor share: the page still says it does not exist

@@ -426,9 +426,15 @@ class Console:
     def groups(self, request: Request) -> Response:
         def page() -> Response:
             listed = self.view.list_groups()
-            described = self.view.describe_groups([g for g, *_ in listed])
+            described = self.view.describe_groups([g for g, typ, *_ in listed if typ != "share"])
             rows = []
             for gid, typ, state, simple in listed:
+                if typ == "share":  # DescribeGroups answers Dead for a share group: its coordinator's view
+                    share, _why = self.view.share_group(self.view.describe_groups([gid])[gid])
+                    members = len(share["group"].get("members", [])) if share is not None else 0
+                    rows.append({"id": gid, "type": "share", "state": state, "simple": False, "members": members,
+                                 "assignor": "simple", "lag": None, "spark": False})
+                    continue
                 d = described.get(gid)
                 rows.append({"id": gid, "type": d.type if d and d.type != "unknown" else typ,
                              "state": d.state if d else state, "simple": simple,

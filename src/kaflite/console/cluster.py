@@ -480,7 +480,22 @@ class ClusterView:
         # one entry per group: librdkafka may list a group once per connection it asked through
         groups = {g.group_id: (g.group_id, _enum_name(getattr(g, "type", "unknown")), _enum_name(g.state),
                                bool(g.is_simple_consumer_group)) for g in res.valid}
+        for gid, state in self.list_share_groups():
+            groups.setdefault(gid, (gid, "share", state, False))
         return sorted(groups.values())
+
+    def list_share_groups(self) -> list[tuple[str, str]]:
+        """[(group id, state)] of the share groups of every broker (ListGroups of type "share" to each, as
+        Kafka's Admin client lists groups); a broker that does not answer (or is not a Kafka 4.x) adds none."""
+        from kaflite.console.wire import list_share_groups
+
+        out: dict[str, str] = {}
+        for b in self.cluster()[1]:
+            try:
+                out.update(list_share_groups(b.host, b.port, timeout=min(3.0, self.timeout)))
+            except (OSError, ValueError, ConnectionError, EOFError):
+                continue
+        return sorted(out.items())
 
     def describe_groups(self, group_ids: list[str]) -> dict[str, GroupInfo]:
         if not group_ids:

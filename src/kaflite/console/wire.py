@@ -19,7 +19,7 @@ from kaflite.cluster.wire import request
 from kaflite.protocol.consumer_protocol import decode_subscription
 
 __all__ = ["describe_log_dirs", "MemberSubscription", "group_subscriptions", "describe_client_quotas",
-           "describe_acls"]
+           "describe_acls", "list_share_groups"]
 
 _MAX_FRAME = 64 * 1024 * 1024
 
@@ -47,6 +47,20 @@ def describe_log_dirs(host: str, port: int, timeout: float = 3.0, topics: Mappin
                 if not p.is_future_key:
                     sizes[(str(t.name), int(p.partition_index))] = int(p.partition_size)
     return sizes
+
+
+def list_share_groups(host: str, port: int, timeout: float = 3.0) -> list[tuple[str, str]]:
+    """[(group id, state)] of the share groups the broker at host:port coordinates: ListGroups v5 with the
+    type filter "share" (KIP-932; librdkafka's ListGroups leaves share groups out). Raises OSError /
+    ConnectionError / ValueError when the broker cannot answer, ValueError naming the error it answers."""
+    from kio.schema.list_groups.v5.request import ListGroupsRequest
+    from kio.schema.list_groups.v5.response import ListGroupsResponse
+
+    response = request(host, port, ListGroupsRequest(states_filter=(), types_filter=("share",)),
+                       ListGroupsResponse, timeout)
+    if _code(response.error_code):
+        raise ValueError(f"ListGroups answered error {_code(response.error_code)}")
+    return [(str(g.group_id), str(g.group_state).lower()) for g in response.groups]
 
 
 @dataclass(frozen=True, slots=True)
