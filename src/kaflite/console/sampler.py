@@ -57,7 +57,9 @@ class Sampler:
             self.earliest, self.latest, self.sampled_at = earliest, ends, now
             groups = self.view.list_groups()[:MAX_GROUPS]
             seen = set()
-            for gid, _type, _state, _simple in groups:
+            for gid, gtype, _state, _simple in groups:
+                if gtype == "share":  # no committed offsets: a share group's progress is its share partitions'
+                    continue
                 seen.add(gid)
                 try:
                     entries = self.view.committed_with_metadata(gid)
