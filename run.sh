@@ -19,6 +19,18 @@ editable_points_here() {
   return 1
 }
 
+# True when the compiled fetch decoder (kaflite.spark._decode, setup.py) should be built again in place: a C
+# compiler is here and no built module is at least as new as its source. Without a compiler the install
+# goes on without it (the extension is optional) and kaflite reads fetches with the pure decoder.
+decoder_stale() {
+  command -v gcc >/dev/null 2>&1 || command -v cc >/dev/null 2>&1 || return 1
+  local so
+  for so in src/kaflite/spark/_decode*.so; do
+    [ -f "$so" ] && ! [ src/kaflite/spark/_decode.c -nt "$so" ] && return 1
+  done
+  return 0
+}
+
 setup_python() {
   local extra=$1
   if [ ! -x "$VENV/bin/python" ]; then
@@ -31,8 +43,9 @@ setup_python() {
   local stamp="$VENV/.kaflite-${extra:-base}-$hash"
   # the test extra installs everything the base needs
   if [ -f "$stamp" ] || { [ -z "$extra" ] && [ -f "$VENV/.kaflite-test-$hash" ]; }; then
-    # set up for this pyproject.toml: reinstall only if the editable install points elsewhere
-    if ! editable_points_here || [ ! -x "$VENV/bin/kaflite" ]; then
+    # set up for this pyproject.toml: reinstall only if the editable install points elsewhere, or to build
+    # the compiled decoder in place (`pip install -e .` runs setup.py's build_ext --inplace)
+    if ! editable_points_here || [ ! -x "$VENV/bin/kaflite" ] || decoder_stale; then
       "$VENV/bin/python" -m pip install -q --no-deps -e . >/dev/null
     fi
     return
