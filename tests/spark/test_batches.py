@@ -7,6 +7,8 @@ when it is not built, failed under KAFLITE_REQUIRE_ALL=1). Pure: no broker, no S
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -247,3 +249,17 @@ def test_offsets_that_do_not_increase_are_corrupt() -> None:
     data = _section_batch(b"\x0c\x00\x00\x00\x01\x01\x00" * 2, 2)
     with pytest.raises(KafkaError, match="offsets do not increase"):
         decode_batches(data, "t", 0, 0, 10, False)
+
+
+def test_without_the_compiled_module_the_pure_decoder_reads() -> None:
+    # a machine without a C compiler: the import of kaflite.spark._decode fails (blocked here)
+    code = (
+        "import logging, sys; logging.basicConfig(level=logging.DEBUG); sys.modules['kaflite.spark._decode'] = None\n"
+        "from kaflite.protocol.record_batch import build_record_batch\n"
+        "import kaflite.spark.batches as b\n"
+        "rows, _ = b.decode_batches(build_record_batch([(b'k', b'v', [])], timestamp_ms=1), 't', 0, 0, 9, True)\n"
+        "print(b.DECODER, rows.column('value').to_pylist())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["pure", "[b'v']"]
+    assert "fetch decoder: pure (kaflite.spark._decode is not built" in out.stderr
