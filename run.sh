@@ -19,16 +19,17 @@ editable_points_here() {
   return 1
 }
 
-# True when the compiled fetch decoder (kaflite.spark._decode, setup.py) should be built again in place: a C
-# compiler is here and no built module is at least as new as its source. Without a compiler the install
-# goes on without it (the extension is optional) and kaflite reads fetches with the pure decoder.
+# The compiled fetch decoder (kaflite.spark._decode, setup.py: optional, so an install without a C compiler
+# goes on and kaflite reads fetches with the pure decoder) is built in place by `pip install -e .`. This
+# stamp names the C source an install last tried to build; a changed source (a pull, an edit) is built
+# again when a compiler is here, a failed build is not retried on every start.
+decoder_stamp() {
+  echo "$VENV/.kaflite-decoder-$(sha1sum src/kaflite/spark/_decode.c | cut -c1-12)"
+}
+
 decoder_stale() {
   command -v gcc >/dev/null 2>&1 || command -v cc >/dev/null 2>&1 || return 1
-  local so
-  for so in src/kaflite/spark/_decode*.so; do
-    [ -f "$so" ] && ! [ src/kaflite/spark/_decode.c -nt "$so" ] && return 1
-  done
-  return 0
+  [ ! -f "$(decoder_stamp)" ]
 }
 
 setup_python() {
@@ -44,15 +45,16 @@ setup_python() {
   # the test extra installs everything the base needs
   if [ -f "$stamp" ] || { [ -z "$extra" ] && [ -f "$VENV/.kaflite-test-$hash" ]; }; then
     # set up for this pyproject.toml: reinstall only if the editable install points elsewhere, or to build
-    # the compiled decoder in place (`pip install -e .` runs setup.py's build_ext --inplace)
+    # the compiled decoder's changed source in place
     if ! editable_points_here || [ ! -x "$VENV/bin/kaflite" ] || decoder_stale; then
       "$VENV/bin/python" -m pip install -q --no-deps -e . >/dev/null
+      touch "$(decoder_stamp)"
     fi
     return
   fi
   "$VENV/bin/python" -m pip install -q --upgrade pip
   "$VENV/bin/python" -m pip install -q -e "$spec"
-  touch "$stamp"
+  touch "$stamp" "$(decoder_stamp)"
 }
 
 setup_system() {
