@@ -19,6 +19,19 @@ editable_points_here() {
   return 1
 }
 
+# The compiled fetch decoder (kaflite.spark._decode, setup.py: optional, so an install without a C compiler
+# goes on and kaflite reads fetches with the pure decoder) is built in place by `pip install -e .`. This
+# stamp names the C source an install last tried to build; a changed source (a pull, an edit) is built
+# again when a compiler is here, a failed build is not retried on every start.
+decoder_stamp() {
+  echo "$VENV/.kaflite-decoder-$(sha1sum src/kaflite/spark/_decode.c | cut -c1-12)"
+}
+
+decoder_stale() {
+  command -v gcc >/dev/null 2>&1 || command -v cc >/dev/null 2>&1 || return 1
+  [ ! -f "$(decoder_stamp)" ]
+}
+
 setup_python() {
   local extra=$1
   if [ ! -x "$VENV/bin/python" ]; then
@@ -31,15 +44,17 @@ setup_python() {
   local stamp="$VENV/.kaflite-${extra:-base}-$hash"
   # the test extra installs everything the base needs
   if [ -f "$stamp" ] || { [ -z "$extra" ] && [ -f "$VENV/.kaflite-test-$hash" ]; }; then
-    # set up for this pyproject.toml: reinstall only if the editable install points elsewhere
-    if ! editable_points_here || [ ! -x "$VENV/bin/kaflite" ]; then
+    # set up for this pyproject.toml: reinstall only if the editable install points elsewhere, or to build
+    # the compiled decoder's changed source in place
+    if ! editable_points_here || [ ! -x "$VENV/bin/kaflite" ] || decoder_stale; then
       "$VENV/bin/python" -m pip install -q --no-deps -e . >/dev/null
+      touch "$(decoder_stamp)"
     fi
     return
   fi
   "$VENV/bin/python" -m pip install -q --upgrade pip
   "$VENV/bin/python" -m pip install -q -e "$spec"
-  touch "$stamp"
+  touch "$stamp" "$(decoder_stamp)"
 }
 
 setup_system() {

@@ -1,11 +1,13 @@
-"""`./run.sh serve` starts without pip once set up: it reinstalls only when pyproject.toml changed or the
-venv's editable install does not point at this checkout (a file read, checked here with a fake venv whose
-python and kaflite only record how they were called)."""
+"""`./run.sh serve` starts without pip once set up: it reinstalls only when pyproject.toml changed, the
+venv's editable install does not point at this checkout (a file read), or, with a C compiler here, the
+compiled fetch decoder's source changed since an install last tried to build it (checked here with a fake
+venv whose python and kaflite only record how they were called)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -14,7 +16,9 @@ import pytest
 from helpers import REPO
 
 
-def _fake_venv(tmp_path: Path, editable_src: Path, stamp: str | None) -> tuple[Path, Path]:
+def _fake_venv(
+    tmp_path: Path, editable_src: Path, stamp: str | None, decoder_built: bool = True
+) -> tuple[Path, Path]:
     venv, log = tmp_path / "venv", tmp_path / "calls.log"
     (venv / "bin").mkdir(parents=True)
     site = venv / "lib" / "python3.11" / "site-packages"
@@ -26,7 +30,14 @@ def _fake_venv(tmp_path: Path, editable_src: Path, stamp: str | None) -> tuple[P
         exe.chmod(0o755)
     if stamp is not None:
         (venv / stamp).touch()
+    if decoder_built:
+        (venv / _decoder_stamp()).touch()
     return venv, log
+
+
+def _decoder_stamp() -> str:
+    digest = hashlib.sha1((REPO / "src" / "kaflite" / "spark" / "_decode.c").read_bytes()).hexdigest()[:12]
+    return f".kaflite-decoder-{digest}"
 
 
 def _stamp(kind: str) -> str:
@@ -62,3 +73,15 @@ def test_changed_pyproject_installs_again(tmp_path: Path) -> None:
     venv, _ = _fake_venv(tmp_path, REPO.resolve() / "src", ".kaflite-base-000000000000")
     calls = _serve(venv)
     assert calls[-2:] == ["python -m pip install -q -e .", "kaflite serve --print-config"]
+
+
+def test_changed_decoder_source_is_built_again_once(tmp_path: Path) -> None:
+    venv, _ = _fake_venv(tmp_path, REPO.resolve() / "src", _stamp("base"), decoder_built=False)
+    if shutil.which("gcc") or shutil.which("cc"):
+        assert _serve(venv) == ["python -m pip install -q --no-deps -e .", "kaflite serve --print-config"]
+        assert (venv / _decoder_stamp()).exists()
+        # tried once for this source: a failed (optional) build is not retried on every start
+        (tmp_path / "calls.log").unlink()
+        assert _serve(venv) == ["kaflite serve --print-config"]
+    else:
+        assert _serve(venv) == ["kaflite serve --print-config"]  # no compiler: the pure decoder, no pip

@@ -1,11 +1,15 @@
 """kaflite.spark.batches: record batches decoded straight into the source's Arrow columns, checked against
 kaflite's record decoder (kaflite.protocol.record_batch.decode_records) on generated batches in every codec
 (kaflite's encoder writes the Java client's layouts: xerial-framed snappy, independent-block lz4), and
-the edge cases one by one. Pure: no broker, no Spark."""
+the edge cases one by one, through the pure decoder and the compiled one (kaflite.spark._decode; skipped
+when it is not built, failed under KAFLITE_REQUIRE_ALL=1). Pure: no broker, no Spark."""
 
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -13,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import require
 from kaflite.protocol.control_record import build_marker_batch
 from kaflite.protocol.errors import KafkaError
 from kaflite.protocol.record_batch import (
@@ -23,8 +28,19 @@ from kaflite.protocol.record_batch import (
     encode_batch,
     iter_batches,
 )
+from kaflite.spark import batches as decoder
 from kaflite.spark.arrow import arrow_schema
 from kaflite.spark.batches import UnsupportedBatch, decode_batches
+
+
+@pytest.fixture(autouse=True, scope="module", params=["pure", "compiled"])
+def _decoder(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test here runs through both decoders (module-scoped: hypothesis allows it across examples)."""
+    if request.param == "compiled":
+        require(decoder.compiled_missing)
+    chosen, decoder.DECODER = decoder.DECODER, request.param
+    yield
+    decoder.DECODER = chosen
 
 
 def reference(data: bytes, start: int, until: int, include_headers: bool) -> list[dict[str, Any]]:
@@ -213,3 +229,37 @@ def test_records_past_arrow_binary_offsets_are_unsupported(monkeypatch: pytest.M
     with pytest.raises(UnsupportedBatch) as err:
         decode_batches(data, "t", 0, 3, 10, False)
     assert err.value.offset == 3
+
+
+def _section_batch(section: bytes, count: int) -> bytes:
+    """An uncompressed batch around a hand-made records section, with a correct CRC."""
+    tail = struct.pack(">hiqqqhii", 0, max(count - 1, 0), 1_000, 1_000, -1, -1, -1, count) + section
+    return struct.pack(">qiibI", 0, len(tail) + 9, -1, 2, _crc(tail)) + tail
+
+
+def test_a_header_length_past_the_fetched_bytes_is_corrupt() -> None:
+    # length 8, attributes, ts 0, offset 0, key 0 bytes, value 0 bytes, 1 header of key length 1000
+    data = _section_batch(b"\x10\x00\x00\x00\x01\x01\x02\xd0\x0f", 1)
+    with pytest.raises(KafkaError, match="headers do not match"):  # an IndexError escaped before
+        decode_batches(data, "t", 0, 0, 10, True)
+
+
+def test_offsets_that_do_not_increase_are_corrupt() -> None:
+    # two records of offset delta 0: the range cut (a binary search) needs offsets that grow
+    data = _section_batch(b"\x0c\x00\x00\x00\x01\x01\x00" * 2, 2)
+    with pytest.raises(KafkaError, match="offsets do not increase"):
+        decode_batches(data, "t", 0, 0, 10, False)
+
+
+def test_without_the_compiled_module_the_pure_decoder_reads() -> None:
+    # a machine without a C compiler: the import of kaflite.spark._decode fails (blocked here)
+    code = (
+        "import logging, sys; logging.basicConfig(level=logging.DEBUG); sys.modules['kaflite.spark._decode'] = None\n"
+        "from kaflite.protocol.record_batch import build_record_batch\n"
+        "import kaflite.spark.batches as b\n"
+        "rows, _ = b.decode_batches(build_record_batch([(b'k', b'v', [])], timestamp_ms=1), 't', 0, 0, 9, True)\n"
+        "print(b.DECODER, rows.column('value').to_pylist())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["pure", "[b'v']"]
+    assert "fetch decoder: pure (kaflite.spark._decode is not built" in out.stderr

@@ -9,6 +9,7 @@ Rules:
   reads on from `start` another way;
 - a batch whose CRC-32C does not match, or whose records do not fill its records section exactly, raises
   CORRUPT_MESSAGE (Kafka's consumers check CRCs too, with `check.crcs=true`);
+- records whose offsets do not increase strictly (over the whole call) raise CORRUPT_MESSAGE;
 - rows are the records with `start <= offset < until`, in log order; batches wholly below `start` are
   skipped without being decompressed (a fetch returns whole batches, from before the fetch offset too);
 - control batches (transaction markers) give no row; with `aborted` (read_committed: the fetch response's
@@ -21,15 +22,24 @@ Rules:
 - `next_offset` is where the next fetch starts: one past the last batch read whole (skipped ones included),
   `start` when none was.
 Every codec goes through kaflite.protocol.compression (one bulk decompression per batch); the records of a
-fetch are then parsed together: one Python step per record to find where each starts (their lengths
-chain them), everything else as numpy operations over all records at once, and the key and value columns
-are gathered from the records' bytes by Arrow's `take` (one memcpy per value, in C).
+fetch are then parsed together, by one of two decoders giving the same columns and raising on the same
+corrupt records (tests/spark/test_batches_compiled.py):
+- compiled (kaflite.spark._decode, built from _decode.c when a C compiler is there at install): one C step
+  per record fills the column buffers, which pyarrow wraps without copying them;
+- pure (no compiler, or KAFLITE_PURE_DECODER=1 in the environment when this module is imported): one
+  Python step per record to find where each starts (their lengths chain them), everything else as numpy
+  operations over all records at once, and the key and value columns gathered from the records' bytes by
+  Arrow's `take` (one memcpy per value, in C).
+`DECODER` names the one `decode_batches` uses (logged at debug on import); `pure=` picks one per call.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import struct
 from collections.abc import Iterable
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -51,7 +61,27 @@ from kaflite.protocol.record_batch import (
 )
 from kaflite.spark.arrow import HEADERS_TYPE, arrow_schema
 
-__all__ = ["UnsupportedBatch", "decode_batches"]
+__all__ = ["DECODER", "PURE_DECODER_ENV", "UnsupportedBatch", "compiled_missing", "decode_batches"]
+
+log = logging.getLogger(__name__)
+
+PURE_DECODER_ENV = "KAFLITE_PURE_DECODER"
+
+
+def _load_compiled() -> tuple[ModuleType | None, str | None]:
+    """(the compiled decoder module or None, why it is not there)."""
+    try:
+        import kaflite.spark._decode as _decode
+    except ImportError as exc:
+        # installed without a C compiler (the extension is optional): the pure decoder reads everything
+        return None, f"kaflite.spark._decode is not built ({exc})"
+    return _decode, None
+
+
+_compiled, compiled_missing = _load_compiled()
+DECODER = "compiled" if _compiled is not None and os.environ.get(PURE_DECODER_ENV, "") in ("", "0") else "pure"
+log.debug("fetch decoder: %s%s", DECODER,
+          f" ({compiled_missing})" if compiled_missing else f" ({PURE_DECODER_ENV}=1)" if DECODER == "pure" else "")
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _MAGIC_AT = 16
@@ -163,6 +193,14 @@ def _binary_column(buf: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> p
 
 def _headers(buf: bytes, at: np.ndarray, counts: np.ndarray, ends: np.ndarray) -> pa.Array:
     """The headers column: parsed in Python, only for the records that have headers."""
+    try:
+        return _header_rows(buf, at, counts, ends)
+    except IndexError:
+        # a header length pointing past the fetched bytes: as corrupt as one ending inside them
+        raise _corrupt("record headers do not match the record length") from None
+
+
+def _header_rows(buf: bytes, at: np.ndarray, counts: np.ndarray, ends: np.ndarray) -> pa.Array:
     rows: list[Any] = [None] * len(at)
     for i in np.flatnonzero(counts).tolist():
         p = int(at[i])
@@ -216,10 +254,13 @@ def decode_batches(
     until: int,
     include_headers: bool,
     aborted: Iterable[tuple[int, int]] | None = None,
+    *,
+    pure: bool | None = None,
 ) -> tuple[pa.RecordBatch | None, int]:
     """(the rows of `data` in [start, until) as one Arrow batch of the source schema or None when there
     are none, the offset to fetch next). `aborted`: None under read_uncommitted, else the fetch response's
-    (producer id, first offset) pairs."""
+    (producer id, first offset) pairs. `pure`: None for `DECODER`, True for the pure decoder, False for the
+    compiled one (ImportError when it is not built)."""
     mv = memoryview(data)
     end = len(mv)
     pos = 0
@@ -264,7 +305,69 @@ def decode_batches(
         meta.append((base, count, fields[7], fields[8], 1 if attributes & TIMESTAMP_TYPE_MASK else 0))
     if not meta:
         return None, next_offset
-    return _columns(sections, meta, topic, partition, start, until, include_headers), next_offset
+    if pure is None:
+        pure = DECODER == "pure"
+    if not pure and _compiled is None:
+        raise ImportError(compiled_missing)
+    columns = _columns if pure else _compiled_columns
+    return columns(sections, meta, topic, partition, start, until, include_headers), next_offset
+
+
+def _check_size(sections: list[bytes | memoryview], start: int) -> None:
+    if sum(len(s) for s in sections) + _PAD > _MAX_BINARY:
+        # Arrow's binary offsets are int32: a fetch that inflates past 2 GiB is read another way
+        raise UnsupportedBatch(start, "records inflate past 2 GiB")
+
+
+def _compiled_columns(
+    sections: list[bytes | memoryview],
+    meta: list[tuple[int, int, int, int, int]],
+    topic: str,
+    partition: int,
+    start: int,
+    until: int,
+    include_headers: bool,
+) -> pa.RecordBatch | None:
+    """`_columns` through kaflite.spark._decode: the same columns, the same corrupt records refused."""
+    assert _compiled is not None
+    _check_size(sections, start)
+    try:
+        out = _compiled.columns(sections, meta, start, until, include_headers)
+    except _compiled.Corrupt as exc:
+        raise _corrupt(str(exc)) from None
+    if out is None:
+        return None
+    n, offsets, micros, types, key_off, key_data, key_valid, key_nulls = out[:8]
+    value_off, value_data, value_valid, value_nulls, headers = out[8:]
+    buf = pa.py_buffer  # each wraps the bytes object the C code filled: no copy
+    columns: list[Any] = [
+        _binary_of(n, key_off, key_data, key_valid, key_nulls),
+        _binary_of(n, value_off, value_data, value_valid, value_nulls),
+        _repeated_string(topic, n),
+        pa.array(np.full(n, partition, dtype=np.int32)),
+        pa.Array.from_buffers(pa.int64(), n, [None, buf(offsets)]),
+        pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [None, buf(micros)]),
+        pa.Array.from_buffers(pa.int32(), n, [None, buf(types)]),
+    ]
+    if include_headers:
+        if headers is None:
+            columns.append(pa.nulls(n, HEADERS_TYPE))
+        else:
+            list_off, list_valid, list_nulls, entries, hkey_off, hkey_data, hval_off, hval_data = headers[:8]
+            hval_valid, hval_nulls = headers[8:]
+            keys = pa.Array.from_buffers(pa.string(), entries, [None, buf(hkey_off), buf(hkey_data)])
+            values = _binary_of(entries, hval_off, hval_data, hval_valid, hval_nulls)
+            item_type = HEADERS_TYPE.value_type
+            items = pa.StructArray.from_arrays([keys, values], fields=[item_type.field(0), item_type.field(1)])
+            columns.append(pa.Array.from_buffers(HEADERS_TYPE, n, [buf(list_valid) if list_nulls else None,
+                                                                   buf(list_off)],
+                                                 null_count=list_nulls, children=[items]))
+    return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers))
+
+
+def _binary_of(n: int, off: bytes, data: bytes, valid: bytes | None, nulls: int) -> pa.Array:
+    bitmap = pa.py_buffer(valid) if valid is not None and nulls else None
+    return pa.Array.from_buffers(pa.binary(), n, [bitmap, pa.py_buffer(off), pa.py_buffer(data)], null_count=nulls)
 
 
 def _columns(
@@ -277,9 +380,7 @@ def _columns(
     include_headers: bool,
 ) -> pa.RecordBatch | None:
     sizes = np.fromiter((len(s) for s in sections), dtype=np.int64, count=len(sections))
-    if int(sizes.sum()) + _PAD > _MAX_BINARY:
-        # Arrow's binary offsets are int32: a fetch that inflates past 2 GiB is read another way
-        raise UnsupportedBatch(start, "records inflate past 2 GiB")
+    _check_size(sections, start)
     sections.append(bytes(_PAD))
     buf = b"".join(sections)
     bases, counts, base_ts, max_ts, log_append = (np.array(col, dtype=np.int64) for col in zip(*meta, strict=True))
@@ -300,6 +401,9 @@ def _columns(
         ts_delta, p = _vvarint(u8, starts + 1)  # after the attributes byte
         off_delta, p = _vvarint(u8, p)
         offsets = bases[batch_of] + off_delta
+        if (np.diff(offsets) <= 0).any():
+            # a log's offsets only grow: the range cut below (a binary search) relies on it
+            raise _corrupt("record offsets do not increase")
         lo, hi = np.searchsorted(offsets, [start, until])
         if lo >= hi:
             return None
