@@ -14,6 +14,8 @@ Each figure has its baseline measured in the same run:
    --probes sequential requests on its own connection) with the N open vs none. The broker runs with
    `max.connections` = N + 1 (+ room for the groups phase): after the N idle connections and the probe,
    20 more connections are opened and each either gets its ApiVersions answer or is closed unanswered.
+   Before that, `max.connections.per.ip.overrides=127.0.0.2:5`: 8 connections held open from 127.0.0.2
+   (another loopback address), of which 5 should be answered.
 2. groups: M classic groups of 3 members (JoinGroup v5, SyncGroup v3, Heartbeat v3 every --heartbeat-ms),
    each member a connection of its own. Broker CPU (utime + stime from /proc/<pid>/stat, 10 ms ticks)
    per heartbeat over a window, less the broker's idle CPU over the same time; and one extra group's
@@ -60,6 +62,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+PER_IP_2 = 5  # the per-address limit given to 127.0.0.2 (connections from 127.0.0.1 have no limit of their own)
 IDLE_S = 1.5  # an idle broker's CPU is sampled over this long (10 ms ticks)
 MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID = 79, 27, 25
 
@@ -152,8 +155,9 @@ class Conn:
         self.reader, self.writer, self.corr = reader, writer, 0
 
     @classmethod
-    async def open(cls, port: int) -> Conn:
-        return cls(*await asyncio.open_connection("127.0.0.1", port))
+    async def open(cls, port: int, source: str | None = None) -> Conn:
+        local = (source, 0) if source is not None else None
+        return cls(*await asyncio.open_connection("127.0.0.1", port, local_addr=local))
 
     async def call(self, request: Any) -> Any:
         self.corr += 1
@@ -221,12 +225,14 @@ async def open_idle(port: int, n: int, in_flight: int = 100) -> tuple[list[Conn]
     return list(conns), time.perf_counter() - t0
 
 
-async def try_extra(port: int, n: int) -> tuple[int, int]:
-    """(answered, closed unanswered) of n connections each sending one ApiVersions."""
+async def try_extra(port: int, n: int, source: str | None = None, keep: bool = False) -> tuple[int, int]:
+    """(answered, closed unanswered) of n connections each sending one ApiVersions (all held open until
+    the last is tried when `keep`)."""
     answered = refused = 0
+    held = []
     for _ in range(n):
         try:
-            c = await Conn.open(port)
+            c = await Conn.open(port, source)
         except OSError:
             refused += 1
             continue
@@ -235,8 +241,11 @@ async def try_extra(port: int, n: int) -> tuple[int, int]:
             answered += 1
         except (OSError, asyncio.IncompleteReadError):
             refused += 1
-        finally:
+        held.append(c)
+        if not keep:
             c.close()
+    for c in held:
+        c.close()
     return answered, refused
 
 
@@ -244,6 +253,9 @@ async def connections_phase(b: Broker, n: int, probes: int, limit: int) -> dict[
     await probe(b.port, 50)  # warm-up: the Metadata path's code loaded
     await asyncio.sleep(0.5)
     base_lat = await probe(b.port, probes)
+    # max.connections.per.ip: 127.0.0.2 (loopback too) is given PER_IP_2 by the overrides; 127.0.0.1 is not
+    ip2 = await try_extra(b.port, PER_IP_2 + 3, source="127.0.0.2", keep=True)
+    await asyncio.sleep(0.5)  # (the broker forgets them on its next turns)
     cpu0 = cpu_seconds(b.pid)
     await asyncio.sleep(IDLE_S)
     idle_cpu_none = (cpu_seconds(b.pid) - cpu0) / IDLE_S
@@ -274,7 +286,7 @@ async def connections_phase(b: Broker, n: int, probes: int, limit: int) -> dict[
             "p50": pct(loaded_lat, 0.5), "p99": pct(loaded_lat, 0.99), "idle_cpu_none": idle_cpu_none,
             "idle_cpu_n": idle_cpu_n, "limit": limit, "extra": extra, "extra_answered": answered,
             "extra_refused": refused, "expected_answered": max(0, min(extra, limit - n - 1)),
-            "after_close_answered": after_answered}
+            "after_close_answered": after_answered, "ip2_answered": ip2[0], "ip2_refused": ip2[1]}
 
 
 # -- 2. groups --------------------------------------------------------------------------------------------
@@ -477,7 +489,8 @@ async def run(args: argparse.Namespace, tmp: Path) -> None:
 
     if not args.skip_connections or not args.skip_groups:
         (tmp / "live").mkdir()
-        b = Broker(tmp / "live", overrides | {"max.connections": str(limit)}).start()
+        b = Broker(tmp / "live", overrides | {"max.connections": str(limit),
+                                          "max.connections.per.ip.overrides": f"127.0.0.2:{PER_IP_2}"}).start()
         try:
             await wait_metadata(b.port)
             if not args.skip_connections:
@@ -517,6 +530,8 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> None:
             f"{c['extra_answered']} / {c['extra_refused']}")
         row("  (expected answered)", "", f"{c['expected_answered']}")
         row("  a new connection after the idle ones closed: answered", "", f"{c['after_close_answered']}")
+        row(f"max.connections.per.ip.overrides=127.0.0.2:{PER_IP_2}: of {PER_IP_2 + 3} from it, answered / closed",
+            "", f"{c['ip2_answered']} / {c['ip2_refused']}")
     if "groups" in out:
         g = out["groups"]
         row(f"classic groups x 3 members heartbeating every {args.heartbeat_ms} ms", "0", f"{g['m']:,}")
