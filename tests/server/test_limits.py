@@ -76,6 +76,10 @@ def test_per_ip_overrides_parse() -> None:
 
     assert parse_per_ip_overrides("") == {}
     assert parse_per_ip_overrides("127.0.0.1:5, [::1]:0,0:0:0:0:0:0:0:2:3") == {"127.0.0.1": 5, "::1": 0, "::2": 3}
+    from kaflite.server.connection import _normalised_ip
+
+    assert _normalised_ip("::ffff:127.0.0.1") == "127.0.0.1" and _normalised_ip("fe80::1%eth0") == "fe80::1"
+    assert parse_per_ip_overrides("::ffff:10.0.0.1:4") == {"10.0.0.1": 4}
     assert parse_per_ip_overrides("localhost:5") is None  # host names are not resolved: refused at start-up
     assert parse_per_ip_overrides("127.0.0.1:-1") is None
     assert parse_per_ip_overrides("127.0.0.1") is None

@@ -548,8 +548,11 @@ def _close_slices(out: list[bytes | memoryview] | None) -> None:
 
 
 def _normalised_ip(host: str) -> str:
-    """The peer's address as max.connections.per.ip.overrides spells it (an IPv6 scope id dropped)."""
+    """The peer's address as max.connections.per.ip.overrides spells it (an IPv6 scope id dropped, an
+    IPv4-mapped IPv6 address as its IPv4 one, as Java's InetAddress reads it)."""
     try:
-        return ipaddress.ip_address(host.split("%", 1)[0]).compressed
+        address = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
         return host
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return (mapped or address).compressed

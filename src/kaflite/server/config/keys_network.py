@@ -31,13 +31,14 @@ def parse_per_ip_overrides(text: str) -> dict[str, int] | None:
             continue
         host, _, count = entry.rpartition(":")
         try:
-            address = ipaddress.ip_address(host.strip().strip("[]")).compressed
+            address = ipaddress.ip_address(host.strip().strip("[]"))
             limit = int(count.strip())
         except ValueError:
             return None
         if limit < 0:
             return None
-        out[address] = limit
+        mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+        out[(mapped or address).compressed] = limit  # spelt as connection.py spells the peer
     return out
 
 KEYS: list[ConfigKey] = [
