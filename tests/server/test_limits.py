@@ -1,4 +1,4 @@
-"""Broker settings of the connection shell: idle connections, max.connections, broker.rack,
+"""Broker settings of the connection shell: idle connections, max.connections (per IP too), broker.rack,
 fetch.max.bytes (each set through EmbeddedBroker overrides, as a user would in server.properties)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopi
 from kio.schema.metadata.v12.request import MetadataRequest
 from kwire import WireClient
 
+from helpers import wait_until
 from kaflite.protocol.record_batch import build_record_batch
 from kaflite.server.embedded import EmbeddedBroker
 
@@ -47,3 +48,38 @@ def test_fetch_max_bytes_caps_the_response(tmp_path: Path) -> None:
             records = c.request(fetch).responses[0].partitions[0].records
         # one batch (~680 bytes) fits the 1 KiB budget, two do not; the first always comes (min one message)
         assert 600 < len(records) <= 1024
+
+
+def test_max_connections_per_ip_and_its_overrides(tmp_path: Path) -> None:
+    # both listeners' clients come from 127.0.0.1; the override names it, so 2 there instead of 1
+    overrides = {"max.connections.per.ip": "1", "max.connections.per.ip.overrides": "127.0.0.1:2, ::1:0"}
+    with EmbeddedBroker(data_dir=tmp_path, overrides=overrides) as b:
+        with WireClient(b.bootstrap) as first, WireClient(b.bootstrap) as second:
+            first.request(_ALL)
+            second.request(_ALL)
+            with WireClient(b.bootstrap) as third:
+                assert third.is_closed(wait=5), "a third connection from 127.0.0.1 exceeds its override of 2"
+        per_ip = b.server._connections.per_ip  # noqa: SLF001 - the count the broker keeps
+        wait_until("the broker to forget the closed connections", lambda: b.call(lambda: not per_ip), timeout=10,
+                   context=lambda: per_ip)
+        with WireClient(b.bootstrap) as again:  # the address's slots are free again once its connections close
+            assert again.request(_ALL).controller_id == 0
+    with EmbeddedBroker(data_dir=tmp_path, overrides={"max.connections.per.ip": "1"}) as b:
+        with WireClient(b.bootstrap) as first:
+            first.request(_ALL)
+            with WireClient(b.bootstrap) as second:
+                assert second.is_closed(wait=5), "a second connection from 127.0.0.1 exceeds max.connections.per.ip=1"
+
+
+def test_per_ip_overrides_parse() -> None:
+    from kaflite.server.config.keys_network import parse_per_ip_overrides
+
+    assert parse_per_ip_overrides("") == {}
+    assert parse_per_ip_overrides("127.0.0.1:5, [::1]:0,0:0:0:0:0:0:0:2:3") == {"127.0.0.1": 5, "::1": 0, "::2": 3}
+    from kaflite.server.connection import _normalised_ip
+
+    assert _normalised_ip("::ffff:127.0.0.1") == "127.0.0.1" and _normalised_ip("fe80::1%eth0") == "fe80::1"
+    assert parse_per_ip_overrides("::ffff:10.0.0.1:4") == {"10.0.0.1": 4}
+    assert parse_per_ip_overrides("localhost:5") is None  # host names are not resolved: refused at start-up
+    assert parse_per_ip_overrides("127.0.0.1:-1") is None
+    assert parse_per_ip_overrides("127.0.0.1") is None

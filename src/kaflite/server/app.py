@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from kaflite.server.broker import Broker
 from kaflite.server.config import BrokerConfig, Listener
+from kaflite.server.config.keys_network import parse_per_ip_overrides
 from kaflite.server.connection import (
     DEFAULT_QUEUED_MAX_REQUEST_BYTES,
     ConnectionLimits,
@@ -117,6 +118,9 @@ class KafkaServer:
             send_buffer_bytes=int(config["socket.send.buffer.bytes"]),
             receive_buffer_bytes=int(config["socket.receive.buffer.bytes"]),
             max_connections=int(config["max.connections"]),
+            max_connections_per_ip=int(config["max.connections.per.ip"]),
+            per_ip_overrides=tuple((parse_per_ip_overrides(config["max.connections.per.ip.overrides"] or "")
+                                    or {}).items()),
             max_queued_request_bytes=_queued_max_request_bytes(config),
         )
         loop = asyncio.get_running_loop()

@@ -34,12 +34,17 @@ Rules:
   a `loop.call_later` unmutes it; nothing sleeps on the loop, and a close ends the mute at once;
 - a half-close fault (server/faults.py) shuts down the write side only (`write_eof`): later requests are
   read and discarded, unanswered, until the client closes (EOF closes the transport) or the connection is
-  aborted; a TLS transport cannot write EOF alone, so it is closed instead.
+  aborted; a TLS transport cannot write EOF alone, so it is closed instead;
+- a connection beyond `max.connections.per.ip` (or its address's entry in `.overrides`) from its address,
+  then one beyond `max.connections` in all, is closed at once, unanswered (Kafka's ConnectionQuotas checks
+  the same two in that order); the count per address is kept in `Connections.per_ip`, which holds only
+  addresses with a live connection.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import itertools
 import logging
 import socket
@@ -110,6 +115,7 @@ class Connections(set["KafkaConnection"]):
         self.queued_request_bytes = 0
         self.paused_for_budget: set[KafkaConnection] = set()
         self.refusals = RefusalCounter()
+        self.per_ip: dict[str, int] = {}  # live connections per client address (max.connections.per.ip)
 
     def release(self, nbytes: int, budget: int) -> None:
         self.queued_request_bytes -= nbytes
@@ -128,6 +134,8 @@ class ConnectionLimits:
     send_buffer_bytes: int = -1  # socket.send.buffer.bytes (-1: OS default)
     receive_buffer_bytes: int = -1  # socket.receive.buffer.bytes
     max_connections: int = 2**31 - 1  # max.connections
+    max_connections_per_ip: int = 2**31 - 1  # max.connections.per.ip
+    per_ip_overrides: tuple[tuple[str, int], ...] = ()  # max.connections.per.ip.overrides (normalised addresses)
     max_queued_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES  # queued.max.request.bytes (broker-wide)
 
 
@@ -158,12 +166,21 @@ class KafkaConnection(asyncio.Protocol):
         self._worker: asyncio.Task[None] | None = None
         self._all = registry_of
         self._shared = registry_of if isinstance(registry_of, Connections) else Connections()
+        self._ip: str | None = None  # counted in _shared.per_ip while set
 
     # -- asyncio.Protocol --------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not subclasses
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        ip = _normalised_ip(peer[0]) if isinstance(peer, tuple) else self.peer
+        ip_limit = dict(self.limits.per_ip_overrides).get(ip, self.limits.max_connections_per_ip)
+        if self._shared.per_ip.get(ip, 0) >= ip_limit:  # Kafka checks the address first, then the total
+            log.debug("refusing connection from %s: max.connections.per.ip=%d reached", self.peer, ip_limit)
+            self._shared.refusals.note(f"max.connections.per.ip={ip_limit} reached")
+            self._closed = True
+            transport.close()
+            return
         if len(self._all) >= self.limits.max_connections:
             log.debug("refusing connection from %s: max.connections=%d reached", self.peer, self.limits.max_connections)
             self._shared.refusals.note(f"max.connections={self.limits.max_connections} reached")
@@ -188,6 +205,8 @@ class KafkaConnection(asyncio.Protocol):
         if self.security is not None and not self._secure(transport):
             return
         self._all.add(self)
+        self._ip = ip
+        self._shared.per_ip[ip] = self._shared.per_ip.get(ip, 0) + 1
         self._worker = asyncio.ensure_future(self._run())
 
     def _secure(self, transport: asyncio.BaseTransport) -> bool:
@@ -281,6 +300,13 @@ class KafkaConnection(asyncio.Protocol):
             self._failed("sending the answer", e)
         finally:
             self._all.discard(self)
+            if self._ip is not None:
+                left = self._shared.per_ip[self._ip] - 1
+                if left:
+                    self._shared.per_ip[self._ip] = left
+                else:  # no entry per address ever seen: the map holds only addresses connected now
+                    del self._shared.per_ip[self._ip]
+                self._ip = None
 
     def _failed(self, what: str, e: BaseException) -> None:
         # one line, no traceback: the request came from a client, its content is no bug report
@@ -519,3 +545,14 @@ def _close_slices(out: list[bytes | memoryview] | None) -> None:
     for part in out or ():
         if isinstance(part, FileSlice):
             part.close()
+
+
+def _normalised_ip(host: str) -> str:
+    """The peer's address as max.connections.per.ip.overrides spells it (an IPv6 scope id dropped, an
+    IPv4-mapped IPv6 address as its IPv4 one, as Java's InetAddress reads it)."""
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return (mapped or address).compressed

@@ -6,17 +6,40 @@ into `BROKER_CONFIGS`, as Kafka assembles KafkaConfig from the ConfigDefs of its
 
 from __future__ import annotations
 
+import ipaddress
+
 from kaflite.server.config.definitions import (
     CLUSTER_WIDE,
     INT_MAX,
     PER_BROKER,
     AtLeast,
     ConfigKey,
+    Custom,
     _k,
     _listeners_validator,
 )
 
-__all__ = ["KEYS", "NOT_READ"]
+__all__ = ["KEYS", "NOT_READ", "parse_per_ip_overrides"]
+
+
+def parse_per_ip_overrides(text: str) -> dict[str, int] | None:
+    """`max.connections.per.ip.overrides` ("ip:count,..."; the last colon splits, so IPv6 addresses work) as
+    {normalised address: count}, or None when an entry is not an IP address and a count >= 0."""
+    out: dict[str, int] = {}
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        host, _, count = entry.rpartition(":")
+        try:
+            address = ipaddress.ip_address(host.strip().strip("[]"))
+            limit = int(count.strip())
+        except ValueError:
+            return None
+        if limit < 0:
+            return None
+        mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+        out[(mapped or address).compressed] = limit  # spelt as connection.py spells the peer
+    return out
 
 KEYS: list[ConfigKey] = [
     _k(
@@ -78,6 +101,14 @@ KEYS: list[ConfigKey] = [
     ),
     _k("connections.max.idle.ms", "long", 600000, "Close connections idle for this long.", AtLeast(0)),
     _k("max.connections", "int", INT_MAX, "Maximum concurrent client connections.", AtLeast(0),
+       mode=CLUSTER_WIDE),
+    _k("max.connections.per.ip", "int", INT_MAX,
+       "Maximum concurrent client connections from one IP address; one more is closed at once.", AtLeast(0),
+       mode=CLUSTER_WIDE),
+    _k("max.connections.per.ip.overrides", "string", "",
+       "Comma-separated ip:count pairs, each address's limit instead of max.connections.per.ip.",
+       Custom(lambda v: parse_per_ip_overrides(v) is not None, "ip:count,... (IP addresses, counts >= 0)"),
+       differs="Kafka also takes host names (resolved at start-up); kaflite takes IP addresses only.",
        mode=CLUSTER_WIDE),
     _k("num.network.threads", "int", 3, "Network threads.", AtLeast(1), applies=False, mode=CLUSTER_WIDE),
 ]
