@@ -58,6 +58,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kaflite.coordinator.messages import ListedGroup
+from kaflite.coordinator.offsets_topic import OFFSETS_TOPIC
+from kaflite.coordinator.offsets_topic import partition_for as offsets_partition_for
 from kaflite.coordinator.share.group import ShareGroupCoordinator
 from kaflite.coordinator.share.partition import ShareConfig, ShareSnapshot, StateBatch
 from kaflite.coordinator.timeline import RebalanceEvent
@@ -67,6 +69,7 @@ from kaflite.server.context import RequestContext, build
 from kaflite.server.coordinators import share_state
 from kaflite.server.handlers import ApiTable
 from kaflite.server.replica import fetch_key
+from kaflite.server.share_persister import SharePersister
 from kaflite.storage.checkpoint import atomic_write
 from kaflite.storage.file_slice import FileSlice
 
@@ -150,6 +153,11 @@ def _state_loader(broker: Any) -> Callable[[str, str, int], ShareSnapshot | None
         if key is None:
             return None
         state = svc.read(key)  # COORDINATOR_LOAD_IN_PROGRESS while its partition loads
+        if state is share_state.NOT_HERE:
+            # another broker's share coordinator holds it: read through the persister by `_prepare`
+            # before any acquisition; not read yet (a race with a leadership change): asked again
+            raise KafkaError(ErrorCode.coordinator_load_in_progress,
+                             f"the share state of {group_id}:{topic}:{partition} is being read")
         if not isinstance(state, ShareSnapshot) or state.start_offset < 0:
             return None  # start offset -1 (AlterShareGroupOffsets): uninitialized, from share.auto.offset.reset
         return _without_holes(state)
@@ -169,6 +177,87 @@ def _without_holes(snapshot: ShareSnapshot) -> ShareSnapshot:
     return ShareSnapshot(snapshot.start_offset, tuple(out))
 
 
+def group_coordinator_here(broker: Any, group_id: str) -> bool:
+    """This broker is the share group's coordinator (the leader of the group's `__consumer_offsets`
+    partition, as for consumer groups and as FindCoordinator answers): it holds the group's membership.
+    True while the image has no such partition (a single node before the topic exists)."""
+    topic = broker.metadata.topics.get(OFFSETS_TOPIC)
+    if topic is None:
+        return True
+    reg = broker.metadata.partition(OFFSETS_TOPIC, offsets_partition_for(group_id, topic.num_partitions))
+    return reg is None or int(reg.leader) == int(broker.node_id)
+
+
+def persister(broker: Any) -> SharePersister:
+    """The broker's persister for share partitions whose `__share_group_state` partition another broker
+    leads (share_persister.py), made on first use."""
+    per = broker.extensions.get("share_persister")
+    if per is None:
+        svc = share_state.ShareStateService.of(broker)
+        per = broker.extensions["share_persister"] = SharePersister(
+            int(broker.node_id), lambda: broker.metadata, svc.partition_for,
+            listener=broker.config.inter_broker_listener_name,
+            connector=getattr(broker, "inter_broker_connector", None),
+            timeout_ms=int(broker.setting("share.coordinator.write.timeout.ms")))
+    return per  # type: ignore[no-any-return]
+
+
+def _epochs(broker: Any) -> dict[tuple[str, str, int], tuple[int, int, bool]]:
+    """(group, topic, partition) -> (the partition's leader epoch when its share partition was made here,
+    the state epoch read, whether its state is another broker's) for the share partitions in memory."""
+    return broker.extensions.setdefault("share_partition_epochs", {})  # type: ignore[no-any-return]
+
+
+async def _prepare(broker: Any, coord: ShareGroupCoordinator, group_id: str,
+                   partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+    """Before an acquisition: drop the share partitions this broker does not lead any more, or led with
+    another leader epoch (what memory holds of them is stale: the leader since then wrote the state), and
+    read the state of those not in memory whose `__share_group_state` partition another broker leads (the
+    persister, concurrently). The errors of the reads that failed, per partition."""
+    epochs = _epochs(broker)
+    me = int(broker.node_id)
+    reads: list[tuple[tuple[str, int], Any, int, Any]] = []
+    svc = share_state.ShareStateService.of(broker)
+    for topic, partition in partitions:
+        k = (group_id, topic, partition)
+        part = broker.replica_manager.partition_or_none(topic, partition)
+        if part is None or int(part.state.leader) != me:
+            if coord.partitions.pop(k, None) is not None:
+                epochs.pop(k, None)  # a leader elsewhere now: its next state there, not here
+            continue
+        leader_epoch = int(part.state.leader_epoch)
+        held = epochs.get(k)
+        if k in coord.partitions and held is not None and held[0] != leader_epoch:
+            del coord.partitions[k]
+        if k in coord.partitions:
+            continue
+        key = svc.key(group_id, topic, partition)
+        if key is None:
+            continue
+        if svc.here(svc.partition_for(key)):
+            epochs[k] = (leader_epoch, 0, False)  # made from this broker's shard by the state loader
+            continue
+        reads.append(((topic, partition), key, leader_epoch,
+                      asyncio.ensure_future(persister(broker).read(key, leader_epoch))))
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    for (topic, partition), _key, leader_epoch, fut in reads:
+        k = (group_id, topic, partition)
+        try:
+            state = await fut
+        except KafkaError as e:
+            errors[(topic, partition)] = e.code
+            continue
+        part = broker.replica_manager.partition_or_none(topic, partition)
+        if k in coord.partitions or part is None or part.log is None or int(part.state.leader_epoch) != leader_epoch:
+            continue  # made meanwhile by another request, or the leadership moved: nothing installed
+        snapshot = state.snapshot()
+        high_watermark, _ = part.fetch_offsets()
+        coord.install(group_id, topic, partition, None if snapshot is None else _without_holes(snapshot),
+                      part.log.log_start_offset, high_watermark)
+        epochs[k] = (leader_epoch, state.state_epoch, True)
+    return errors
+
+
 async def persist(broker: Any, coord: ShareGroupCoordinator) -> dict[tuple[str, str, int], ErrorCode]:
     """Write every share partition whose state changed (other than by acquisitions) to
     `__share_group_state`, and wait until it is committed. The error per (group, topic, partition) whose
@@ -182,9 +271,13 @@ async def persist(broker: Any, coord: ShareGroupCoordinator) -> dict[tuple[str, 
         key = svc.key(*k)
         if key is None:
             continue  # the topic is gone: nothing of it will be fetched again
-        fut = svc.write(key, sp.export)
-        if fut is not None:
-            writes.append((k, sp, fut))
+        held = _epochs(broker).get(k)
+        # on this broker's shard when it leads the key's state partition and the state was read here
+        fut: asyncio.Future[Any] | None = None if held is not None and held[2] else svc.write(key, sp.export)
+        if fut is None:  # another broker's share coordinator: through the persister (RPC 85)
+            leader_epoch, state_epoch = (held[0], held[1]) if held is not None else (-1, 0)
+            fut = asyncio.ensure_future(persister(broker).write(key, state_epoch, leader_epoch, sp.export()))
+        writes.append((k, sp, fut))
     errors: dict[tuple[str, str, int], ErrorCode] = {}
     for k, sp, fut in writes:
         try:
@@ -195,6 +288,7 @@ async def persist(broker: Any, coord: ShareGroupCoordinator) -> dict[tuple[str, 
             errors[k] = e.code
             if coord.partitions.get(k) is sp:
                 del coord.partitions[k]
+                _epochs(broker).pop(k, None)
     return errors
 
 
@@ -323,6 +417,9 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any
     if not ctx.allowed(rules.SHARE_GROUP_HEARTBEAT, request.group_id):
         return failed(rules.SHARE_GROUP_HEARTBEAT.error)
     broker = ctx.broker
+    if not group_coordinator_here(broker, request.group_id):  # the membership lives at the group coordinator
+        return failed(ErrorCode.not_coordinator, f"broker {broker.node_id} is not the coordinator of "
+                      f"share group {request.group_id}.")
     await share_state.ShareStateService.prepare(broker)  # its topic created off the loop before any fetch needs it
     metadata = broker.metadata
     topics = {name: t.num_partitions for name, t in metadata.topics.items() if not t.internal}
@@ -555,7 +652,8 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
     forget = [(names[f.topic_id], int(p)) for f in request.forgotten_topics_data if f.topic_id in names
               for p in f.partitions]
     now = broker.now_ms()
-    session = coord.session(group_id, member_id, epoch, add, forget, now)
+    session = coord.session(group_id, member_id, epoch, add, forget, now,
+                            check_member=group_coordinator_here(broker, group_id))
     if session.error is not ErrorCode.none:
         return failed(session.error)
     ack_errors = _acknowledge(ctx, coord, group_id, member_id, request.topics, names, rules.SHARE_FETCH_TOPIC,
@@ -577,11 +675,15 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         # each request starts at the next partition, so MaxRecords does not always go to the first ones
         turn = max(epoch, 0) % max(1, len(session.partitions))
         order = session.partitions[turn:] + session.partitions[:turn]
+        unread = await _prepare(broker, coord, group_id, order)
+        for tp, code in unread.items():  # its state could not be read: the error answered
+            results.setdefault(tp, [ErrorCode.none, ErrorCode.none, b"", []])[0] = code
+        order = tuple(tp for tp in order if tp not in unread)
         while True:
             acquired_any, any_error = _acquire_pass(ctx, coord, group_id, member_id, order, budget,
                                                     max_bytes, results)
             remaining = deadline - broker.now_ms()
-            if acquired_any or any_error or remaining <= 0 or not keys:
+            if acquired_any or any_error or unread or remaining <= 0 or not keys:
                 break
             # wake on an append to one of the partitions, or when the earliest lock here ends
             lock_ends = [sp.next_deadline() for (g, t, p), sp in coord.partitions.items()
@@ -686,7 +788,8 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
         return failed(ErrorCode.invalid_share_session_epoch, "A share session is opened by ShareFetch.")
     coord = coordinator(broker)
     now = broker.now_ms()
-    session = coord.session(group_id, member_id, epoch, (), (), now)
+    session = coord.session(group_id, member_id, epoch, (), (), now,
+                            check_member=group_coordinator_here(broker, group_id))
     if session.error is not ErrorCode.none:
         return failed(session.error)
     names = _names(broker, [t.topic_id for t in request.topics])
