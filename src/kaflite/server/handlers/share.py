@@ -69,7 +69,7 @@ from kaflite.server.context import RequestContext, build
 from kaflite.server.coordinators import share_state
 from kaflite.server.handlers import ApiTable
 from kaflite.server.replica import fetch_key
-from kaflite.server.share_persister import SharePersister
+from kaflite.server.share_persister import RETRIABLE, SharePersister
 from kaflite.storage.checkpoint import atomic_write
 from kaflite.storage.file_slice import FileSlice
 
@@ -676,8 +676,8 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         turn = max(epoch, 0) % max(1, len(session.partitions))
         order = session.partitions[turn:] + session.partitions[:turn]
         unread = await _prepare(broker, coord, group_id, order)
-        for tp, code in unread.items():  # its state could not be read: the error answered
-            results.setdefault(tp, [ErrorCode.none, ErrorCode.none, b"", []])[0] = code
+        for tp, code in unread.items():  # its state could not be read: nothing acquired there this time
+            results.setdefault(tp, [ErrorCode.none, ErrorCode.none, b"", []])[0] = _partition_error(code)
         order = tuple(tp for tp in order if tp not in unread)
         while True:
             acquired_any, any_error = _acquire_pass(ctx, coord, group_id, member_id, order, budget,
@@ -693,7 +693,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         for (g, failed_topic, failed_partition), code in (await persist(broker, coord)).items():
             entry = results.get((failed_topic, failed_partition)) if g == group_id else None
             if entry is not None:  # what was acquired there is not locked any more: not handed out
-                entry[0], entry[2], entry[3] = code, b"", []
+                entry[0], entry[2], entry[3] = _partition_error(code), b"", []
     topics: dict[str | uuid.UUID, list[Any]] = {}
     acknowledged = {(names.get(tid, tid), p) for tid, p in ack_errors}
     for (topic, partition), (error, ack_error, records, acquired) in results.items():
@@ -714,6 +714,18 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         for topic, parts in topics.items())
     return build(R.ShareFetchResponse, throttle_time=_ZERO, error_code=ErrorCode.none, error_message=None,
                  acquisition_lock_timeout=_ms(lock_ms), responses=responses, node_endpoints=())
+
+
+def _partition_error(code: ErrorCode) -> ErrorCode:
+    """A ShareFetch partition's error for a failure of its share state: the share coordinator's
+    retriable errors are no error (nothing acquired there this time; librdkafka raises a partition error
+    it does not know to the application, and Kafka's leader answers a partition still initializing with
+    nothing), a fenced leader epoch is NOT_LEADER_OR_FOLLOWER (a newer leader has it), others as they are."""
+    if code in RETRIABLE:
+        return ErrorCode.none
+    if code is ErrorCode.fenced_leader_epoch:
+        return ErrorCode.not_leader_or_follower
+    return code
 
 
 def _topic_id(broker: Any, name: str) -> uuid.UUID:
@@ -762,6 +774,8 @@ def _acquire_pass(ctx: RequestContext, coord: ShareGroupCoordinator, group_id: s
                                      max_records=budget, now=now, last_stable_offset=last_stable,
                                      aborted=aborted)
         except KafkaError as e:
+            if e.code in RETRIABLE:  # its state is loading or moving: nothing there yet, asked again
+                continue
             entry[0] = e.code
             any_error = True
             continue
