@@ -16,7 +16,18 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
   share partition's start offset. A failed write answers the acknowledgements of that partition (or its
   fetch) with the write's error, and the share partition is dropped from memory, to be rebuilt from what
   was written (locks included: as after a restart, its ACQUIRED records are AVAILABLE again). On a
-  partition of `__share_group_state` another broker leads (a cluster), the state stays in memory only.
+  partition of `__share_group_state` another broker leads (a cluster), the state is read and written
+  there through the persister (server/share_persister.py: Read/WriteShareGroupState), with the same
+  rule: answered once written.
+- A cluster (Kafka's split): the group coordinator, the leader of the group's `__consumer_offsets`
+  partition, holds the membership: ShareGroupHeartbeat elsewhere is NOT_COORDINATOR. ShareFetch /
+  ShareAcknowledge go to each partition's leader, which checks the member id against the membership only
+  when it is the group coordinator; elsewhere any member id may open a share session (Kafka's
+  share-partition leaders do not ask the group coordinator either). Before an acquisition, a share
+  partition held for a partition this broker no longer leads, or led at another leader epoch, is dropped
+  (its state is where the leader since then wrote it), and one not in memory is read from its state
+  (`_prepare`). A share-state failure the share coordinator calls retriable (loading, moving) answers the
+  fetch partition with nothing (no error: librdkafka raises unknown partition errors to the application).
 - ShareFetch: a request with share session epoch 0 carrying acknowledgements is INVALID_REQUEST, as in
   Kafka; otherwise the session step (open / continue / close) comes first, then the acknowledgements
   (per partition, all of a partition's batches or none), then, unless the session was closed (-1), the
