@@ -104,3 +104,24 @@ def test_a_fetch_partition_answers_no_error_while_its_state_is_loading_or_moving
         assert _partition_error(code) is ErrorCode.none
     assert _partition_error(ErrorCode.fenced_leader_epoch) is ErrorCode.not_leader_or_follower
     assert _partition_error(ErrorCode.kafka_storage_error) is ErrorCode.kafka_storage_error
+
+
+def test_a_share_partition_of_a_partition_led_elsewhere_now_is_dropped_not_written() -> None:
+    """A broker that stopped leading a partition (or leads it at a newer leader epoch) holds a stale share
+    partition: a change to it (a member leaving released its records) is not written over the state the
+    leader since then wrote; it is dropped, its acknowledgements answered NOT_LEADER_OR_FOLLOWER."""
+    from kaflite.coordinator.share.group import ShareGroupCoordinator
+    from kaflite.server.handlers.share import persist
+
+    leader = {"t": SimpleNamespace(leader=1, leader_epoch=3), "u": SimpleNamespace(leader=0, leader_epoch=5)}
+    broker = SimpleNamespace(node_id=0, extensions={"share_partition_epochs": {("g", "u", 0): (4, 0, False)}},
+                             replica_manager=SimpleNamespace(
+                                 partition_or_none=lambda t, _p: SimpleNamespace(state=leader[t])))
+    coord = ShareGroupCoordinator()
+    for topic in ("t", "u"):
+        sp = coord.install("g", topic, 0, None, log_start_offset=0, high_watermark=0)
+        assert sp.changed
+    errors = asyncio.run(persist(broker, coord))
+    assert errors == {("g", "t", 0): ErrorCode.not_leader_or_follower,  # led by broker 1 now
+                      ("g", "u", 0): ErrorCode.not_leader_or_follower}  # led here, at epoch 5, not 4
+    assert coord.partitions == {} and broker.extensions["share_partition_epochs"] == {}

@@ -26,7 +26,9 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
   share-partition leaders do not ask the group coordinator either). Before an acquisition, a share
   partition held for a partition this broker no longer leads, or led at another leader epoch, is dropped
   (its state is where the leader since then wrote it), and one not in memory is read from its state
-  (`_prepare`). A share-state failure the share coordinator calls retriable (loading, moving) answers the
+  (`_prepare`); `persist` never writes a share partition of a partition this broker no longer leads at
+  the leader epoch it was made at: it is dropped, its acknowledgements NOT_LEADER_OR_FOLLOWER (a local
+  write carries no leader epoch to be fenced by). A share-state failure the share coordinator calls retriable (loading, moving) answers the
   fetch partition with nothing (no error: librdkafka raises unknown partition errors to the application).
 - ShareFetch: a request with share session epoch 0 carrying acknowledgements is INVALID_REQUEST, as in
   Kafka; otherwise the session step (open / continue / close) comes first, then the acknowledgements
@@ -269,15 +271,31 @@ async def _prepare(broker: Any, coord: ShareGroupCoordinator, group_id: str,
     return errors
 
 
+def _still_leader(broker: Any, k: tuple[str, str, int]) -> bool:
+    """This broker leads the share partition's partition, at the leader epoch it was made at (when known)."""
+    part = broker.replica_manager.partition_or_none(k[1], k[2])
+    if part is None or int(part.state.leader) != int(broker.node_id):
+        return False
+    held = _epochs(broker).get(k)
+    return held is None or held[0] == int(part.state.leader_epoch)
+
+
 async def persist(broker: Any, coord: ShareGroupCoordinator) -> dict[tuple[str, str, int], ErrorCode]:
     """Write every share partition whose state changed (other than by acquisitions) to
     `__share_group_state`, and wait until it is committed. The error per (group, topic, partition) whose
     write failed: such a share partition is dropped from memory (rebuilt from what was written)."""
     writes: list[tuple[tuple[str, str, int], Any, Any]] = []
+    errors: dict[tuple[str, str, int], ErrorCode] = {}
     for k, sp in list(coord.partitions.items()):
         if not sp.changed:
             continue
         sp.changed = False
+        if not _still_leader(broker, k):
+            # what this broker holds is stale (the leader since then has the state): never written over it
+            errors[k] = ErrorCode.not_leader_or_follower
+            del coord.partitions[k]
+            _epochs(broker).pop(k, None)
+            continue
         svc = share_state.ShareStateService.of(broker)
         key = svc.key(*k)
         if key is None:
@@ -289,7 +307,6 @@ async def persist(broker: Any, coord: ShareGroupCoordinator) -> dict[tuple[str, 
             leader_epoch, state_epoch = (held[0], held[1]) if held is not None else (-1, 0)
             fut = asyncio.ensure_future(persister(broker).write(key, state_epoch, leader_epoch, sp.export()))
         writes.append((k, sp, fut))
-    errors: dict[tuple[str, str, int], ErrorCode] = {}
     for k, sp, fut in writes:
         try:
             await fut
