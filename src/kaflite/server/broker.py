@@ -349,6 +349,9 @@ class Broker:
         fetchers = self.extensions.pop("replica_fetchers", None)
         if fetchers is not None:
             await fetchers.stop()
+        persister = self.extensions.pop("share_persister", None)  # handlers/share.py's, made on first use
+        if persister is not None:
+            persister.close()
         await self.replica_manager.stop()  # no log opens after this (a call in flight is waited for)
         tasks = [*self._tasks, *self._internal_creating.values()]
         for t in tasks:

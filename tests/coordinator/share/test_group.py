@@ -110,6 +110,22 @@ def test_share_session_epochs() -> None:
     assert c.session("g", "stranger", 0, [], [], now=0).error is ErrorCode.unknown_member_id
 
 
+def test_a_leader_without_the_membership_opens_sessions_for_any_member() -> None:
+    """A share-partition leader that is not the group coordinator (a cluster) does not hold the group's
+    members: with check_member=False its sessions follow the epoch rules alone, as Kafka's leaders."""
+    c = coord()
+    opened = c.session("g", "elsewhere", 0, [("t", 0)], [], now=0, check_member=False)
+    assert opened.error is ErrorCode.none and opened.partitions == (("t", 0),)
+    assert c.session("g", "elsewhere", 2, [], [], now=0, check_member=False).error is \
+        ErrorCode.invalid_share_session_epoch
+    assert c.session("g", "elsewhere", 1, [], [], now=0, check_member=False).error is ErrorCode.none
+    assert c.session("g", "elsewhere", 2, [], [], now=0).error is ErrorCode.unknown_member_id
+    sp = c.install("g", "t", 0, None, log_start_offset=3, high_watermark=8)
+    assert c.partitions[("g", "t", 0)] is sp and sp.start_offset == 8  # share.auto.offset.reset=latest
+    assert c.acquire("g", "elsewhere", "t", 0, [(8, 9)], log_start_offset=3, high_watermark=10,
+                     max_records=10, now=0)
+
+
 def test_acknowledge_in_a_partition_never_fetched_is_invalid_record_state() -> None:
     c = coord()
     assert c.acknowledge("g", "a", "t", 0, [(0, 0, 1)], now=0).error_code == ErrorCode.invalid_record_state.value

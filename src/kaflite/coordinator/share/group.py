@@ -25,7 +25,8 @@ Rules (each is checked by tests/coordinator/share/test_group.py):
   partitions; -1 closes it (and is answered with the acknowledgements only); any other epoch must be the
   session's next epoch (INVALID_SHARE_SESSION_EPOCH), which then increments (after 2^31-1 comes 1); no
   session is SHARE_SESSION_NOT_FOUND. Only a member of the group may open a session or fetch
-  (UNKNOWN_MEMBER_ID).
+  (UNKNOWN_MEMBER_ID), unless the caller says the membership is held elsewhere (`check_member=False`: a
+  share-partition leader that is not the group coordinator, which, as Kafka's, does not ask it).
 - Share partitions are created on first fetch per (group, topic, partition): from the state `load_state`
   gives (the durable state of `__share_group_state`, read by the broker shell) when it gives one, else with
   their start offset from `share.auto.offset.reset` (latest by default): the state machine kaflite.coordinator.share.partition
@@ -364,8 +365,10 @@ class ShareGroupCoordinator:
 
     # --- share sessions ---------------------------------------------------------------------------
     def session(self, group_id: str, member_id: str, epoch: int, add: Iterable[TP], forget: Iterable[TP],
-                now: int) -> SessionAnswer:
-        """Open, continue or close the (group, member) share session (see the rules)."""
+                now: int, *, check_member: bool = True) -> SessionAnswer:
+        """Open, continue or close the (group, member) share session (see the rules). `check_member`
+        False: this coordinator does not hold the group's membership (a share-partition leader that is not
+        the group coordinator, in a cluster), so any member id may have a session, as on Kafka's leaders."""
         self.expire(now)
         key = (group_id, member_id)
         if epoch == -1:
@@ -373,7 +376,7 @@ class ShareGroupCoordinator:
             if sess is None:
                 return SessionAnswer(ErrorCode.share_session_not_found)
             return SessionAnswer(ErrorCode.none, tuple(sess.partitions), closed=True)
-        if not self.is_member(group_id, member_id):
+        if check_member and not self.is_member(group_id, member_id):
             return SessionAnswer(ErrorCode.unknown_member_id)
         if epoch == 0:
             sess = self._sessions[key] = _Session(1, {})
@@ -397,16 +400,23 @@ class ShareGroupCoordinator:
     # --- records ----------------------------------------------------------------------------------
     def share_partition(self, group_id: str, topic: str, partition: int, log_start_offset: int,
                         high_watermark: int) -> SharePartition:
-        key = (group_id, topic, partition)
-        sp = self.partitions.get(key)
+        sp = self.partitions.get((group_id, topic, partition))
         if sp is None:
-            config = self.config_for(group_id)
             persisted = self.load_state(group_id, topic, partition) if self.load_state is not None else None
-            if persisted is not None:
-                sp = self.partitions[key] = SharePartition.from_state(config, persisted)
-            else:
-                sp = self.partitions[key] = SharePartition.initial(config, log_start_offset, high_watermark)
-            sp.counts = self.counts.setdefault(group_id, ShareCounts())  # one per group: survives a rebuild
+            sp = self.install(group_id, topic, partition, persisted, log_start_offset, high_watermark)
+        return sp
+
+    def install(self, group_id: str, topic: str, partition: int, persisted: ShareSnapshot | None,
+                log_start_offset: int, high_watermark: int) -> SharePartition:
+        """The share partition made from its persisted state (None: never persisted, so from
+        share.auto.offset.reset), replacing any held in memory."""
+        config = self.config_for(group_id)
+        if persisted is not None:
+            sp = SharePartition.from_state(config, persisted)
+        else:
+            sp = SharePartition.initial(config, log_start_offset, high_watermark)
+        sp.counts = self.counts.setdefault(group_id, ShareCounts())  # one per group: survives a rebuild
+        self.partitions[(group_id, topic, partition)] = sp
         return sp
 
     def acquire(self, group_id: str, member_id: str, topic: str, partition: int,

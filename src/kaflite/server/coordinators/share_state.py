@@ -15,8 +15,8 @@ Rules of the service:
   within share.coordinator.write.timeout.ms;
 - `read` answers the state the shard holds (None for a share partition never written); a partition still
   loading raises COORDINATOR_LOAD_IN_PROGRESS; a partition this broker does not lead (a cluster: the
-  state is another broker's) answers `NOT_HERE` from `read` and `write` does nothing: such share
-  partitions stay in memory only, as before the state was durable (docs/share-groups.md).
+  state is another broker's) answers `NOT_HERE` from `read` and `write` returns None: handlers/share.py
+  then reads and writes that state through the persister (server/share_persister.py).
 - A deleted topic (gone from the metadata image, or its name now another topic id's) takes its share
   partitions with it: the share-group coordinator forgets them (a topic created again under the name
   starts from `share.auto.offset.reset`), and their states in the partitions this broker leads get

@@ -16,7 +16,20 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
   share partition's start offset. A failed write answers the acknowledgements of that partition (or its
   fetch) with the write's error, and the share partition is dropped from memory, to be rebuilt from what
   was written (locks included: as after a restart, its ACQUIRED records are AVAILABLE again). On a
-  partition of `__share_group_state` another broker leads (a cluster), the state stays in memory only.
+  partition of `__share_group_state` another broker leads (a cluster), the state is read and written
+  there through the persister (server/share_persister.py: Read/WriteShareGroupState), with the same
+  rule: answered once written.
+- A cluster (Kafka's split): the group coordinator, the leader of the group's `__consumer_offsets`
+  partition, holds the membership: ShareGroupHeartbeat elsewhere is NOT_COORDINATOR. ShareFetch /
+  ShareAcknowledge go to each partition's leader, which checks the member id against the membership only
+  when it is the group coordinator; elsewhere any member id may open a share session (Kafka's
+  share-partition leaders do not ask the group coordinator either). Before an acquisition, a share
+  partition held for a partition this broker no longer leads, or led at another leader epoch, is dropped
+  (its state is where the leader since then wrote it), and one not in memory is read from its state
+  (`_prepare`); `persist` never writes a share partition of a partition this broker no longer leads at
+  the leader epoch it was made at: it is dropped, its acknowledgements NOT_LEADER_OR_FOLLOWER (a local
+  write carries no leader epoch to be fenced by). A share-state failure the share coordinator calls retriable (loading, moving) answers the
+  fetch partition with nothing (no error: librdkafka raises unknown partition errors to the application).
 - ShareFetch: a request with share session epoch 0 carrying acknowledgements is INVALID_REQUEST, as in
   Kafka; otherwise the session step (open / continue / close) comes first, then the acknowledgements
   (per partition, all of a partition's batches or none), then, unless the session was closed (-1), the
@@ -58,6 +71,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kaflite.coordinator.messages import ListedGroup
+from kaflite.coordinator.offsets_topic import OFFSETS_TOPIC
+from kaflite.coordinator.offsets_topic import partition_for as offsets_partition_for
 from kaflite.coordinator.share.group import ShareGroupCoordinator
 from kaflite.coordinator.share.partition import ShareConfig, ShareSnapshot, StateBatch
 from kaflite.coordinator.timeline import RebalanceEvent
@@ -67,6 +82,7 @@ from kaflite.server.context import RequestContext, build
 from kaflite.server.coordinators import share_state
 from kaflite.server.handlers import ApiTable
 from kaflite.server.replica import fetch_key
+from kaflite.server.share_persister import RETRIABLE, SharePersister
 from kaflite.storage.checkpoint import atomic_write
 from kaflite.storage.file_slice import FileSlice
 
@@ -150,6 +166,11 @@ def _state_loader(broker: Any) -> Callable[[str, str, int], ShareSnapshot | None
         if key is None:
             return None
         state = svc.read(key)  # COORDINATOR_LOAD_IN_PROGRESS while its partition loads
+        if state is share_state.NOT_HERE:
+            # another broker's share coordinator holds it: read through the persister by `_prepare`
+            # before any acquisition; not read yet (a race with a leadership change): asked again
+            raise KafkaError(ErrorCode.coordinator_load_in_progress,
+                             f"the share state of {group_id}:{topic}:{partition} is being read")
         if not isinstance(state, ShareSnapshot) or state.start_offset < 0:
             return None  # start offset -1 (AlterShareGroupOffsets): uninitialized, from share.auto.offset.reset
         return _without_holes(state)
@@ -169,23 +190,123 @@ def _without_holes(snapshot: ShareSnapshot) -> ShareSnapshot:
     return ShareSnapshot(snapshot.start_offset, tuple(out))
 
 
+def group_coordinator_here(broker: Any, group_id: str) -> bool:
+    """This broker is the share group's coordinator (the leader of the group's `__consumer_offsets`
+    partition, as for consumer groups and as FindCoordinator answers): it holds the group's membership.
+    True while the image has no such partition (a single node before the topic exists)."""
+    topic = broker.metadata.topics.get(OFFSETS_TOPIC)
+    if topic is None:
+        return True
+    reg = broker.metadata.partition(OFFSETS_TOPIC, offsets_partition_for(group_id, topic.num_partitions))
+    return reg is None or int(reg.leader) == int(broker.node_id)
+
+
+def persister(broker: Any) -> SharePersister:
+    """The broker's persister for share partitions whose `__share_group_state` partition another broker
+    leads (share_persister.py), made on first use."""
+    per = broker.extensions.get("share_persister")
+    if per is None:
+        svc = share_state.ShareStateService.of(broker)
+        per = broker.extensions["share_persister"] = SharePersister(
+            int(broker.node_id), lambda: broker.metadata, svc.partition_for,
+            listener=broker.config.inter_broker_listener_name,
+            connector=getattr(broker, "inter_broker_connector", None),
+            timeout_ms=int(broker.setting("share.coordinator.write.timeout.ms")))
+    return per  # type: ignore[no-any-return]
+
+
+def _epochs(broker: Any) -> dict[tuple[str, str, int], tuple[int, int, bool]]:
+    """(group, topic, partition) -> (the partition's leader epoch when its share partition was made here,
+    the state epoch read, whether its state is another broker's) for the share partitions in memory."""
+    return broker.extensions.setdefault("share_partition_epochs", {})  # type: ignore[no-any-return]
+
+
+async def _prepare(broker: Any, coord: ShareGroupCoordinator, group_id: str,
+                   partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+    """Before an acquisition: drop the share partitions this broker does not lead any more, or led with
+    another leader epoch (what memory holds of them is stale: the leader since then wrote the state), and
+    read the state of those not in memory whose `__share_group_state` partition another broker leads (the
+    persister, concurrently). The errors of the reads that failed, per partition."""
+    epochs = _epochs(broker)
+    me = int(broker.node_id)
+    reads: list[tuple[tuple[str, int], Any, int, Any]] = []
+    svc = share_state.ShareStateService.of(broker)
+    for topic, partition in partitions:
+        k = (group_id, topic, partition)
+        part = broker.replica_manager.partition_or_none(topic, partition)
+        if part is None or int(part.state.leader) != me:
+            if coord.partitions.pop(k, None) is not None:
+                epochs.pop(k, None)  # a leader elsewhere now: its next state there, not here
+            continue
+        leader_epoch = int(part.state.leader_epoch)
+        held = epochs.get(k)
+        if k in coord.partitions and held is not None and held[0] != leader_epoch:
+            del coord.partitions[k]
+        if k in coord.partitions:
+            continue
+        key = svc.key(group_id, topic, partition)
+        if key is None:
+            continue
+        if svc.here(svc.partition_for(key)):
+            epochs[k] = (leader_epoch, 0, False)  # made from this broker's shard by the state loader
+            continue
+        reads.append(((topic, partition), key, leader_epoch,
+                      asyncio.ensure_future(persister(broker).read(key, leader_epoch))))
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    for (topic, partition), _key, leader_epoch, fut in reads:
+        k = (group_id, topic, partition)
+        try:
+            state = await fut
+        except KafkaError as e:
+            errors[(topic, partition)] = e.code
+            continue
+        part = broker.replica_manager.partition_or_none(topic, partition)
+        if k in coord.partitions or part is None or part.log is None or int(part.state.leader_epoch) != leader_epoch:
+            continue  # made meanwhile by another request, or the leadership moved: nothing installed
+        snapshot = state.snapshot()
+        high_watermark, _ = part.fetch_offsets()
+        coord.install(group_id, topic, partition, None if snapshot is None else _without_holes(snapshot),
+                      part.log.log_start_offset, high_watermark)
+        epochs[k] = (leader_epoch, state.state_epoch, True)
+    return errors
+
+
+def _still_leader(broker: Any, k: tuple[str, str, int]) -> bool:
+    """This broker leads the share partition's partition, at the leader epoch it was made at (when known)."""
+    part = broker.replica_manager.partition_or_none(k[1], k[2])
+    if part is None or int(part.state.leader) != int(broker.node_id):
+        return False
+    held = _epochs(broker).get(k)
+    return held is None or held[0] == int(part.state.leader_epoch)
+
+
 async def persist(broker: Any, coord: ShareGroupCoordinator) -> dict[tuple[str, str, int], ErrorCode]:
     """Write every share partition whose state changed (other than by acquisitions) to
     `__share_group_state`, and wait until it is committed. The error per (group, topic, partition) whose
     write failed: such a share partition is dropped from memory (rebuilt from what was written)."""
     writes: list[tuple[tuple[str, str, int], Any, Any]] = []
+    errors: dict[tuple[str, str, int], ErrorCode] = {}
     for k, sp in list(coord.partitions.items()):
         if not sp.changed:
             continue
         sp.changed = False
+        if not _still_leader(broker, k):
+            # what this broker holds is stale (the leader since then has the state): never written over it
+            errors[k] = ErrorCode.not_leader_or_follower
+            del coord.partitions[k]
+            _epochs(broker).pop(k, None)
+            continue
         svc = share_state.ShareStateService.of(broker)
         key = svc.key(*k)
         if key is None:
             continue  # the topic is gone: nothing of it will be fetched again
-        fut = svc.write(key, sp.export)
-        if fut is not None:
-            writes.append((k, sp, fut))
-    errors: dict[tuple[str, str, int], ErrorCode] = {}
+        held = _epochs(broker).get(k)
+        # on this broker's shard when it leads the key's state partition and the state was read here
+        fut: asyncio.Future[Any] | None = None if held is not None and held[2] else svc.write(key, sp.export)
+        if fut is None:  # another broker's share coordinator: through the persister (RPC 85)
+            leader_epoch, state_epoch = (held[0], held[1]) if held is not None else (-1, 0)
+            fut = asyncio.ensure_future(persister(broker).write(key, state_epoch, leader_epoch, sp.export()))
+        writes.append((k, sp, fut))
     for k, sp, fut in writes:
         try:
             await fut
@@ -195,6 +316,7 @@ async def persist(broker: Any, coord: ShareGroupCoordinator) -> dict[tuple[str, 
             errors[k] = e.code
             if coord.partitions.get(k) is sp:
                 del coord.partitions[k]
+                _epochs(broker).pop(k, None)
     return errors
 
 
@@ -323,6 +445,9 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any
     if not ctx.allowed(rules.SHARE_GROUP_HEARTBEAT, request.group_id):
         return failed(rules.SHARE_GROUP_HEARTBEAT.error)
     broker = ctx.broker
+    if not group_coordinator_here(broker, request.group_id):  # the membership lives at the group coordinator
+        return failed(ErrorCode.not_coordinator, f"broker {broker.node_id} is not the coordinator of "
+                      f"share group {request.group_id}.")
     await share_state.ShareStateService.prepare(broker)  # its topic created off the loop before any fetch needs it
     metadata = broker.metadata
     topics = {name: t.num_partitions for name, t in metadata.topics.items() if not t.internal}
@@ -555,7 +680,8 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
     forget = [(names[f.topic_id], int(p)) for f in request.forgotten_topics_data if f.topic_id in names
               for p in f.partitions]
     now = broker.now_ms()
-    session = coord.session(group_id, member_id, epoch, add, forget, now)
+    session = coord.session(group_id, member_id, epoch, add, forget, now,
+                            check_member=group_coordinator_here(broker, group_id))
     if session.error is not ErrorCode.none:
         return failed(session.error)
     ack_errors = _acknowledge(ctx, coord, group_id, member_id, request.topics, names, rules.SHARE_FETCH_TOPIC,
@@ -577,11 +703,15 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         # each request starts at the next partition, so MaxRecords does not always go to the first ones
         turn = max(epoch, 0) % max(1, len(session.partitions))
         order = session.partitions[turn:] + session.partitions[:turn]
+        unread = await _prepare(broker, coord, group_id, order)
+        for tp, code in unread.items():  # its state could not be read: nothing acquired there this time
+            results.setdefault(tp, [ErrorCode.none, ErrorCode.none, b"", []])[0] = _partition_error(code)
+        order = tuple(tp for tp in order if tp not in unread)
         while True:
             acquired_any, any_error = _acquire_pass(ctx, coord, group_id, member_id, order, budget,
                                                     max_bytes, results)
             remaining = deadline - broker.now_ms()
-            if acquired_any or any_error or remaining <= 0 or not keys:
+            if acquired_any or any_error or unread or remaining <= 0 or not keys:
                 break
             # wake on an append to one of the partitions, or when the earliest lock here ends
             lock_ends = [sp.next_deadline() for (g, t, p), sp in coord.partitions.items()
@@ -591,7 +721,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         for (g, failed_topic, failed_partition), code in (await persist(broker, coord)).items():
             entry = results.get((failed_topic, failed_partition)) if g == group_id else None
             if entry is not None:  # what was acquired there is not locked any more: not handed out
-                entry[0], entry[2], entry[3] = code, b"", []
+                entry[0], entry[2], entry[3] = _partition_error(code), b"", []
     topics: dict[str | uuid.UUID, list[Any]] = {}
     acknowledged = {(names.get(tid, tid), p) for tid, p in ack_errors}
     for (topic, partition), (error, ack_error, records, acquired) in results.items():
@@ -612,6 +742,18 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         for topic, parts in topics.items())
     return build(R.ShareFetchResponse, throttle_time=_ZERO, error_code=ErrorCode.none, error_message=None,
                  acquisition_lock_timeout=_ms(lock_ms), responses=responses, node_endpoints=())
+
+
+def _partition_error(code: ErrorCode) -> ErrorCode:
+    """A ShareFetch partition's error for a failure of its share state: the share coordinator's
+    retriable errors are no error (nothing acquired there this time; librdkafka raises a partition error
+    it does not know to the application, and Kafka's leader answers a partition still initializing with
+    nothing), a fenced leader epoch is NOT_LEADER_OR_FOLLOWER (a newer leader has it), others as they are."""
+    if code in RETRIABLE:
+        return ErrorCode.none
+    if code is ErrorCode.fenced_leader_epoch:
+        return ErrorCode.not_leader_or_follower
+    return code
 
 
 def _topic_id(broker: Any, name: str) -> uuid.UUID:
@@ -660,6 +802,8 @@ def _acquire_pass(ctx: RequestContext, coord: ShareGroupCoordinator, group_id: s
                                      max_records=budget, now=now, last_stable_offset=last_stable,
                                      aborted=aborted)
         except KafkaError as e:
+            if e.code in RETRIABLE:  # its state is loading or moving: nothing there yet, asked again
+                continue
             entry[0] = e.code
             any_error = True
             continue
@@ -686,7 +830,8 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
         return failed(ErrorCode.invalid_share_session_epoch, "A share session is opened by ShareFetch.")
     coord = coordinator(broker)
     now = broker.now_ms()
-    session = coord.session(group_id, member_id, epoch, (), (), now)
+    session = coord.session(group_id, member_id, epoch, (), (), now,
+                            check_member=group_coordinator_here(broker, group_id))
     if session.error is not ErrorCode.none:
         return failed(session.error)
     names = _names(broker, [t.topic_id for t in request.topics])

@@ -1,0 +1,175 @@
+"""Share groups on a three-broker cluster (issue 30): confluent-kafka ShareConsumers whose heartbeats go to
+the group coordinator fetch and acknowledge at the leaders of partitions led by three different brokers,
+each leader serving members it does not hold the membership of (as Kafka's share-partition leaders) and
+writing its share partitions' state to the share coordinator of their `__share_group_state` partition
+through WriteShareGroupState when another broker leads it; after the leader of a partition is killed,
+the new leader reads the state there and nothing accepted is delivered again, only what was in flight."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import confluent_kafka as ck
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from helpers import missing_zookeeper, require
+from kaflite.coordinator.offsets_topic import partition_for as offsets_partition
+from kaflite.coordinator.share.state_records import SHARE_GROUP_STATE_TOPIC, ShareStateKey
+from kaflite.coordinator.share.state_records import partition_for as state_partition
+from kaflite.server.embedded_cluster import EmbeddedCluster
+
+STATE_PARTITIONS = 6
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[EmbeddedCluster]:
+    require(missing_zookeeper())
+    overrides = {"share.coordinator.state.topic.num.partitions": str(STATE_PARTITIONS),
+                 "group.share.heartbeat.interval.ms": "500"}
+    with EmbeddedCluster(3, overrides=overrides) as c:
+        yield c
+        # SIGKILL, not stop()'s controlled shutdowns: with one broker already dead, a controlled shutdown
+        # could wait up to 30 s for a leadership move; the data directory goes anyway
+        for broker_id in c.broker_ids:
+            c.kill(broker_id)
+
+
+def _leaders(admin: AdminClient, topic: str) -> dict[int, int]:
+    md = admin.list_topics(topic, timeout=10)
+    tm = md.topics.get(topic)
+    if tm is None or tm.error is not None:
+        return {}
+    return {p: int(pm.leader) for p, pm in tm.partitions.items()}
+
+
+def _topic_id(admin: AdminClient, topic: str) -> uuid.UUID:
+    from confluent_kafka import TopicCollection
+
+    desc = admin.describe_topics(TopicCollection([topic]))[topic].result(10)
+    tid = desc.topic_id
+    mask = (1 << 64) - 1
+    return uuid.UUID(int=((tid.get_most_significant_bits() & mask) << 64) | (tid.get_least_significant_bits() & mask))
+
+
+def _produce(c: EmbeddedCluster, topic: str, values: dict[int, list[bytes]]) -> None:
+    p = ck.Producer({**c.confluent_config(), "linger.ms": 0, "acks": "all"})
+    for partition, vs in values.items():
+        for v in vs:
+            p.produce(topic, v, partition=partition)
+    assert p.flush(20) == 0
+
+
+def _record(m: ck.Message) -> tuple[int, bytes]:
+    return int(m.partition() or 0), bytes(m.value() or b"")
+
+
+def _poll(consumers: list[ck.ShareConsumer], seen: list[tuple[int, bytes]], timeout: float = 0.3,
+          errors: list[str] | None = None) -> None:
+    """Records polled into `seen`; with `errors`, what a poll raises is noted there (after a broker was
+    killed librdkafka may raise a connection's failure) instead of failing the test."""
+    for cons in consumers:
+        try:
+            seen += [_record(m) for m in cons.poll(timeout) if m.error() is None]
+        except ck.KafkaException as e:
+            if errors is None:
+                raise
+            errors.append(str(e))
+
+
+def test_share_group_across_leaders_and_a_killed_leader(cluster: EmbeddedCluster) -> None:
+    admin = AdminClient(cluster.confluent_config())
+    topic = f"sh-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, 3, 3)
+    for p in range(3):  # one partition led by each broker
+        if cluster.leader(topic, p) != p:
+            cluster.move_leader(topic, p, to=p)
+    assert _leaders(admin, topic) == {0: 0, 1: 1, 2: 2}
+
+    # `__share_group_state` is made at the first share heartbeat: a throw-away member makes it
+    warm = ck.ShareConsumer({**cluster.confluent_config(), "group.id": "warm-up"})
+    warm.subscribe([topic])
+    deadline = time.monotonic() + 20
+    while len(_leaders(admin, SHARE_GROUP_STATE_TOPIC)) < STATE_PARTITIONS or \
+            min(_leaders(admin, SHARE_GROUP_STATE_TOPIC).values(), default=-1) < 0:
+        assert time.monotonic() < deadline, "__share_group_state was not created"
+        warm.poll(0.2)
+    warm.close()
+
+    # a group and a partition whose leader is neither the group coordinator nor its share coordinator:
+    # its ShareFetch members heartbeat elsewhere, and its state goes through WriteShareGroupState
+    topic_id = _topic_id(admin, topic)
+    offsets_leaders = _leaders(admin, "__consumer_offsets")
+    state_leaders = _leaders(admin, SHARE_GROUP_STATE_TOPIC)
+    choice = None
+    for i in range(200):
+        group = f"shg-{i}"
+        coordinator = offsets_leaders[offsets_partition(group, len(offsets_leaders))]
+        for p in range(3):
+            state_leader = state_leaders[state_partition(ShareStateKey(group, topic_id, p), STATE_PARTITIONS)]
+            if p not in (coordinator, state_leader):
+                choice = (group, p)
+                break
+        if choice:
+            break
+    assert choice is not None
+    group, victim = choice
+
+    consumers = [ck.ShareConsumer({**cluster.confluent_config(), "group.id": group}) for _ in range(2)]
+    for cons in consumers:
+        cons.subscribe([topic])
+    # the share partitions start at the log end (share.auto.offset.reset=latest): probes until each
+    # partition has delivered one, so every record produced from then on is the group's
+    seen: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + 30
+    while {p for p, _v in seen} != {0, 1, 2}:
+        assert time.monotonic() < deadline, f"probes seen only from {sorted({p for p, _ in seen})}"
+        _produce(cluster, topic, {p: [b"probe"] for p in range(3)})
+        _poll(consumers, seen, 0.5)
+
+    first = {p: [b"a-%d-%d" % (p, i) for i in range(20)] for p in range(3)}
+    _produce(cluster, topic, first)
+    got: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + 20
+    while not all(v in {x for _p, x in got} for vs in first.values() for v in vs):
+        assert time.monotonic() < deadline, "not every record was delivered"
+        _poll(consumers, got)
+    for cons in consumers:
+        cons.commit_sync()  # the implicit ACCEPTs sent, answered once durable
+    real = [(p, v) for p, v in got if v != b"probe"]
+    assert sorted(real) == sorted((p, v) for p, vs in first.items() for v in vs)  # each once
+
+    # records in flight at the victim's leader when it dies: delivered, not acknowledged
+    second = {p: [b"b-%d-%d" % (p, i) for i in range(10)] for p in range(3)}
+    _produce(cluster, topic, second)
+    before: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + 20
+    holder = None
+    while holder is None:
+        assert time.monotonic() < deadline, "nothing of the second batch was delivered"
+        for cons in consumers:
+            batch = [_record(m) for m in cons.poll(0.3) if m.error() is None]
+            before += batch
+            if any(p == victim for p, _v in batch):
+                holder = cons
+                break
+    in_flight = {v for p, v in before if p == victim}
+    cluster.kill(victim)
+
+    after: list[tuple[int, bytes]] = []
+    errors: list[str] = []
+    deadline = time.monotonic() + 40
+    while not set(second[victim]) <= {v for p, v in after if p == victim}:
+        assert time.monotonic() < deadline, (
+            f"after the kill, of {victim}'s second batch only {sorted(v for p, v in after if p == victim)}; "
+            f"in flight before: {sorted(in_flight)}; poll errors: {errors}")
+        _poll(consumers, after, errors=errors)
+    _poll(consumers, after, 1.0, errors)  # anything accepted coming back would come now
+    from_victim = [v for p, v in after if p == victim]
+    # nothing accepted came back: only the second batch, which was in flight or never delivered
+    assert set(from_victim) == set(second[victim]), (sorted(from_victim), errors)
+    assert not any(v.startswith(b"a-") for _p, v in after)
+    for cons in consumers:
+        cons.close()
