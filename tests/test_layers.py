@@ -51,9 +51,12 @@ SERVICES = "kaflite.server.coordinators"
 
 # --- building the module graph ----------------------------------------------------------------------
 def module_files(root: Path, package: str = "kaflite") -> dict[str, Path]:
-    """Module name -> file for every .py file of `package` under `root`."""
+    """Module name -> file for every .py file of `package` under `root`, and for every compiled module
+    (its .pyi stub without a .py twin: kaflite.spark._decode), so that importing one is an edge to it, not
+    to the package around it."""
     out: dict[str, Path] = {}
-    for path in sorted((root / package).rglob("*.py")):
+    stubs = [p for p in (root / package).rglob("*.pyi") if not p.with_suffix(".py").exists()]
+    for path in sorted([*(root / package).rglob("*.py"), *stubs]):
         parts = list(path.relative_to(root).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
