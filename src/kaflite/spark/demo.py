@@ -192,7 +192,8 @@ appender.stderr.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 # The demo's JVM lives a minute or two and handles a few thousand small records: only C1, the quick JIT
 # compiler, and the serial GC. C2's compile threads and the parallel GC's threads took CPU from the
 # generator, the broker and the query on a small machine: the `kaflite pipeline demo --events 300 --rate 100`
-# of docs/cli.md took 100 s on a loaded 2-core machine with the JVM's defaults, 73 s with these (the test
+# of docs/cli.md took 100 s on a loaded 2-core machine with the JVM's defaults, 73 s with these (its test:
+# 121 -> 63 s and 72 -> 51 s in two pairs of runs; the test
 # SparkSessions use the same options: tests/spark/conftest.py TEST_JVM_OPTIONS).
 DEMO_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
