@@ -30,7 +30,6 @@ from kaflite.cli.common import (
     parse_key_values,
 )
 from kaflite.cli.kafka_flags import command_config as command_config_settings
-from kaflite.schema_registry.service import parse_listener
 
 if TYPE_CHECKING:
     from kaflite.schema_registry.service import RegistryService
@@ -60,7 +59,9 @@ def schema_registry_command(
              "-X security.protocol=SASL_SSL; applied after --command-config.")] = None,
 ) -> None:
     """Serve a schema registry (Confluent's REST API) on the cluster's _schemas topic."""
-    from kaflite.schema_registry.service import RegistryService
+    # imported here, not at the top: the service and its schema types (protobuf parser, jsonschema) took
+    # ~0.2-0.3 s of every `kaflite` command's start, and only this command and CoHosted use them
+    from kaflite.schema_registry.service import RegistryService, parse_listener
 
     try:
         host, port = parse_listener(listen)
@@ -96,6 +97,8 @@ class CoHosted:
 
     def __init__(self, listener: str, client_config: dict[str, str] | None = None,
                  protocol: str = "PLAINTEXT") -> None:
+        from kaflite.schema_registry.service import parse_listener
+
         self.host, self.port = parse_listener(listener)
         self.client_config = dict(client_config or {})
         self.protocol = protocol

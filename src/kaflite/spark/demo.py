@@ -189,6 +189,15 @@ appender.stderr.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
 
 
+# The demo's JVM lives a minute or two and handles a few thousand small records: only C1, the quick JIT
+# compiler, and the serial GC. C2's compile threads and the parallel GC's threads took CPU from the
+# generator, the broker and the query on a small machine: the `kaflite pipeline demo --events 300 --rate 100`
+# of docs/cli.md took 100 s on a loaded 2-core machine with the JVM's defaults, 73 s with these (its test:
+# 121 -> 63 s and 72 -> 51 s in two pairs of runs; the test
+# SparkSessions use the same options: tests/spark/conftest.py TEST_JVM_OPTIONS).
+DEMO_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 def _spark_session(work: Path | None = None) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -197,10 +206,12 @@ def _spark_session(work: Path | None = None) -> Any:
     from kaflite.spark import register
 
     builder = SparkSession.builder.master("local[2]")
+    java_options = DEMO_JVM_OPTIONS
     if work is not None:
         log_config = work / "log4j2.properties"
         log_config.write_text(QUIET_LOG4J2)
-        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_config}")
+        java_options += f" -Dlog4j2.configurationFile={log_config}"
+    builder = builder.config("spark.driver.extraJavaOptions", java_options)
     spark = (
         builder.appName("kaflite-pipeline-demo")
         # loopback only: the driver neither binds nor advertises another interface
