@@ -217,6 +217,11 @@ def set_up_clone_venv(clone: Path) -> None:
     digest = hashlib.sha1((root / "pyproject.toml").read_bytes()).hexdigest()[:12]
     for kind in ("base", "test"):
         (venv / f".kaflite-{kind}-{digest}").touch()
+    # the compiled decoder's stamp too: without it run.sh would "build" the decoder with `pip install -e .`
+    # through this `python`, which is the tests' own interpreter, and so repoint the tests' own venv's
+    # editable install at this temporary clone (it did, once, in a full run)
+    decoder = hashlib.sha1((root / "src/kaflite/spark/_decode.c").read_bytes()).hexdigest()[:12]
+    (venv / f".kaflite-decoder-{decoder}").touch()
 
 
 def newcomer_env() -> dict[str, str]:

@@ -63,8 +63,17 @@ def _first_line(proc: subprocess.Popen[str], pattern: str, timeout: float = 60) 
     raise AssertionError(f"no line matching {pattern!r} within {timeout} s (exit {proc.poll()})")
 
 
+def _own_editable_installs() -> dict[str, str]:
+    """The .pth files of the tests' own venv: what `./run.sh` in the clone must leave alone."""
+    import sysconfig
+
+    site = Path(sysconfig.get_paths()["purelib"])
+    return {p.name: p.read_text() for p in site.glob("__editable__.kaflite*.pth")}
+
+
 def test_readme_in_a_fresh_clone(tmp_path: Path) -> None:
     require(missing_program("git"))
+    own_before = _own_editable_installs()
     clone = fresh_clone(tmp_path)
     set_up_clone_venv(clone)
     terminal = Terminal(clone, newcomer_env())
@@ -121,6 +130,9 @@ def test_readme_in_a_fresh_clone(tmp_path: Path) -> None:
         for proc in (console, serve):
             if proc is not None:
                 stop_process(proc, signal.SIGINT, timeout=30)
+    # the clone's `.venv/bin/python` is the tests' own interpreter: a pip run by run.sh there would have
+    # repointed the tests' venv at this temporary clone
+    assert _own_editable_installs() == own_before
     require(missing_program("kcat"))  # the kcat lines were left out: say so (fails under KAFLITE_REQUIRE_ALL)
 
 
