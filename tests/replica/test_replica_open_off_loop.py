@@ -6,7 +6,6 @@ twice) leave it as the last image says. Without sockets: a real LogManager, a re
 from __future__ import annotations
 
 import asyncio
-import gc
 import threading
 import time
 import uuid
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from helpers import longest_loop_turn
 from kaflite.cluster.metadata import MetadataImage, PartitionRegistration, TopicImage
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.purgatory import Purgatory
@@ -223,36 +223,6 @@ def test_the_loop_is_not_held_while_many_new_replicas_open(env: Any, monkeypatch
     monkeypatch.setattr(replica_manager, "OPEN_SLICE", 8)  # 20 slices of fewer logs: a quicker test
     n = 20 * 8
 
-    async def longest_turn(work: Any) -> float:
-        # no garbage collection while measuring: a full collection in the long-lived process of a whole
-        # suite run took 1.1 s of the loop thread's CPU in one turn (not the code under test)
-        gc.collect()
-        gc.disable()
-        try:
-            return await _longest_turn(work)
-        finally:
-            gc.enable()
-
-    async def _longest_turn(work: Any) -> float:
-        stop = False
-        longest = 0.0
-
-        async def probe() -> None:  # between two of its wake-ups, one or more other callbacks ran
-            nonlocal longest
-            last = time.thread_time()
-            while not stop:
-                await asyncio.sleep(0)
-                now = time.thread_time()
-                longest = max(longest, now - last)
-                last = now
-
-        task = asyncio.ensure_future(probe())
-        await asyncio.sleep(0.01)
-        await work()
-        stop = True
-        await task
-        return longest
-
     async def scenario() -> None:
         async def inline() -> None:
             rm.open_logs_off_loop = False
@@ -263,8 +233,8 @@ def test_the_loop_is_not_held_while_many_new_replicas_open(env: Any, monkeypatch
             publish(rm, topic("inline", n), topic("queued", n))
             await drained(rm)
 
-        inline_s = await longest_turn(inline)
-        off_s = await longest_turn(off_loop)
+        inline_s = await longest_loop_turn(inline)
+        off_s = await longest_loop_turn(off_loop)
         assert len(rm.partitions) == 2 * n
         loop_thread = threading.get_ident()
         assert all(thread != loop_thread for tp, thread in manager.created if tp[0] == "queued")

@@ -4,7 +4,6 @@ and the `__consumer_offsets` replay run in worker threads, and the loop keeps an
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import os
 import sys
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from helpers import longest_loop_turn
 from kaflite.coordinator import OFFSETS_TOPIC
 from kaflite.protocol.record_batch import build_record_batch
 from kaflite.server.coordinators.groups import GroupService
@@ -439,33 +439,6 @@ def test_single_node_ensure_internal_topic_does_not_hold_the_loop(
     with EmbeddedBroker(data_dir=tmp_path, overrides=overrides) as b:
         broker = b.server.broker
 
-        async def longest_turn(work: Any) -> float:
-            # no garbage collection while measuring (tests/replica/test_replica_open_off_loop.py): a full
-            # collection in a whole-suite process is not the code under test
-            gc.collect()
-            gc.disable()
-            try:
-                stop = False
-                longest = 0.0
-
-                async def probe() -> None:  # between two of its wake-ups, one or more other callbacks ran
-                    nonlocal longest
-                    last = time.thread_time()
-                    while not stop:
-                        await asyncio.sleep(0)
-                        now = time.thread_time()
-                        longest = max(longest, now - last)
-                        last = now
-
-                task = asyncio.ensure_future(probe())
-                await asyncio.sleep(0.01)
-                await work()
-                stop = True
-                await task
-                return longest
-            finally:
-                gc.enable()
-
         async def scenario() -> tuple[float, float, int, Any]:
             loop_thread = threading.get_ident()
             answers: list[Any] = []
@@ -487,8 +460,8 @@ def test_single_node_ensure_internal_topic_does_not_hold_the_loop(
                     await asyncio.sleep(0.005)
                 answers.append(await svc.call("g", describe, lambda code: code))
 
-            inline_s = await longest_turn(inline)
-            off_s = await longest_turn(off_loop)
+            inline_s = await longest_loop_turn(inline)
+            off_s = await longest_loop_turn(off_loop)
             return inline_s, off_s, loop_thread, answers
 
         inline_s, off_s, loop_thread, answers = asyncio.run_coroutine_threadsafe(

@@ -22,7 +22,8 @@ from typing import Any
 
 from kaflite.protocol.errors import ErrorCode
 
-__all__ = ["GroupHistoryError", "RESOURCE_PREFIX", "fetch_group_history", "history_rows", "moved_text"]
+__all__ = ["GroupHistoryError", "RESOURCE_PREFIX", "describe_pseudo_resource", "fetch_group_history",
+           "history_rows", "moved_text"]
 
 RESOURCE_PREFIX = "kaflite.group-history:"
 BROKER_RESOURCE = 4
@@ -33,9 +34,12 @@ class GroupHistoryError(Exception):
     """The coordinator could not say (the message names Kafka's error)."""
 
 
-def fetch_group_history(host: str, port: int, group_id: str, timeout: float = 3.0) -> list[dict[str, Any]]:
-    """The events of `group_id`'s timeline, oldest first, from its coordinator at host:port. Raises
-    GroupHistoryError (an error answer), OSError / ConnectionError / EOFError (no answer)."""
+def describe_pseudo_resource(host: str, port: int, name: str, timeout: float = 3.0
+                             ) -> tuple[ErrorCode | None, str | None, dict[str, str]]:
+    """DescribeConfigs of the pseudo broker resource `name` (`kaflite.group-history:<group>`,
+    `kaflite.share-group:<group>`: server/handlers/admin.py answers them) at host:port: (the error answered
+    or None, its message, {config name: value} of the entries with a value). Raises OSError /
+    ConnectionError / EOFError when the broker does not answer."""
     from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
     from kio.schema.describe_configs.v4.response import DescribeConfigsResponse
     from kio.static.primitive import i8
@@ -43,17 +47,24 @@ def fetch_group_history(host: str, port: int, group_id: str, timeout: float = 3.
     from kaflite.cluster.wire import request
 
     resp = request(host, port, DescribeConfigsRequest(resources=(DescribeConfigsResource(
-        resource_type=i8(BROKER_RESOURCE), resource_name=RESOURCE_PREFIX + group_id, configuration_keys=None),),
+        resource_type=i8(BROKER_RESOURCE), resource_name=name, configuration_keys=None),),
         include_synonyms=False, include_documentation=False), DescribeConfigsResponse, timeout)
     result = resp.results[0]
     code = int(result.error_code.value if hasattr(result.error_code, "value") else result.error_code)
-    if code:
-        error = ErrorCode(code)
+    return (ErrorCode(code) if code else None, result.error_message,
+            {str(c.name): str(c.value) for c in result.configs if c.value})
+
+
+def fetch_group_history(host: str, port: int, group_id: str, timeout: float = 3.0) -> list[dict[str, Any]]:
+    """The events of `group_id`'s timeline, oldest first, from its coordinator at host:port. Raises
+    GroupHistoryError (an error answer), OSError / ConnectionError / EOFError (no answer)."""
+    error, message, configs = describe_pseudo_resource(host, port, RESOURCE_PREFIX + group_id, timeout)
+    if error is not None:
         if error is ErrorCode.invalid_request:
             raise GroupHistoryError(f"no rebalance history on {host}:{port} (not a kaflite broker?): "
-                                    f"{result.error_message or error.name.upper()}")
-        raise GroupHistoryError(f"{error.name.upper()}" + (f": {result.error_message}" if result.error_message else ""))
-    events = [json.loads(c.value) for c in result.configs if c.value]
+                                    f"{message or error.name.upper()}")
+        raise GroupHistoryError(f"{error.name.upper()}" + (f": {message}" if message else ""))
+    events = [json.loads(v) for v in configs.values()]
     return sorted(events, key=lambda e: int(e["seq"]))
 
 

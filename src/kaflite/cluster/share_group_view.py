@@ -18,12 +18,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kaflite.protocol.errors import ErrorCode
-
 __all__ = ["RESOURCE_PREFIX", "ShareGroupViewError", "fetch_share_group"]
 
 RESOURCE_PREFIX = "kaflite.share-group:"
-BROKER_RESOURCE = 4
 
 
 class ShareGroupViewError(Exception):
@@ -33,22 +30,12 @@ class ShareGroupViewError(Exception):
 def fetch_share_group(host: str, port: int, group_id: str, timeout: float = 3.0) -> dict[str, Any]:
     """The share group's view from its coordinator at host:port. Raises ShareGroupViewError (an error
     answer), OSError / ConnectionError / EOFError (no answer)."""
-    from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
-    from kio.schema.describe_configs.v4.response import DescribeConfigsResponse
-    from kio.static.primitive import i8
+    from kaflite.cluster.group_history import describe_pseudo_resource
 
-    from kaflite.cluster.wire import request
-
-    resp = request(host, port, DescribeConfigsRequest(resources=(DescribeConfigsResource(
-        resource_type=i8(BROKER_RESOURCE), resource_name=RESOURCE_PREFIX + group_id, configuration_keys=None),),
-        include_synonyms=False, include_documentation=False), DescribeConfigsResponse, timeout)
-    result = resp.results[0]
-    code = int(result.error_code.value if hasattr(result.error_code, "value") else result.error_code)
-    if code:
-        error = ErrorCode(code)
-        raise ShareGroupViewError(f"{error.name.upper()}" + (f": {result.error_message}" if result.error_message
-                                                              else ""))
-    entries = {str(c.name): json.loads(c.value) for c in result.configs if c.value}
+    error, message, configs = describe_pseudo_resource(host, port, RESOURCE_PREFIX + group_id, timeout)
+    if error is not None:
+        raise ShareGroupViewError(f"{error.name.upper()}" + (f": {message}" if message else ""))
+    entries = {name: json.loads(value) for name, value in configs.items()}
     partitions = [v for k, v in entries.items() if k.startswith("partition:")]
     partitions.sort(key=lambda p: (p["topic"], p["partition"]))
     return {"group": entries.get("group", {}), "partitions": partitions}
