@@ -46,10 +46,10 @@ from kaflite.cli.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
     Bootstrap,
-    _split_host_port,
     fail,
     handle_errors,
 )
+from kaflite.cli.wire_cluster import WireCluster
 
 __all__ = ["parse_datetime", "register"]
 
@@ -79,47 +79,11 @@ def _error(code: Any, message: str | None) -> str:
     return message or _error_name(_code(code))
 
 
-class _Cluster:
-    """The brokers behind --bootstrap-server, found as Kafka's Admin client finds them (Metadata)."""
-
-    def __init__(self, bootstrap: str, timeout: float) -> None:
-        self.bootstrap = [_split_host_port(s) for s in bootstrap.split(",") if s.strip()]
-        if not self.bootstrap:
-            fail("--bootstrap-server: expected host:port, got ''", EXIT_USAGE)
-        self.timeout = timeout
-
-    def send(self, address: tuple[str, int], req: Any, schema: Any) -> Any:
-        from kaflite.cluster.wire import request
-
-        try:
-            return request(address[0], address[1], req, schema, self.timeout)
-        except (OSError, ConnectionError, ValueError) as e:
-            fail(f"cannot reach {address[0]}:{address[1]}: {getattr(e, 'strerror', None) or e}")
-
-    def send_any(self, req: Any, schema: Any) -> Any:
-        from kaflite.cluster.wire import request
-
-        reasons = []
-        for host, port in self.bootstrap:
-            try:
-                return request(host, port, req, schema, self.timeout)
-            except (OSError, ConnectionError, ValueError) as e:
-                reasons.append(f"{host}:{port} ({getattr(e, 'strerror', None) or e})")
-        fail(f"cannot reach a broker at {', '.join(reasons)}")
-
-    def metadata(self, topics: Sequence[str] | None) -> Any:
-        """Metadata v12: the live brokers and `topics` (None: every topic)."""
-        from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
-        from kio.schema.metadata.v12.response import MetadataResponse
-        from kio.schema.types import TopicName
-
-        wanted = None if topics is None else tuple(MetadataRequestTopic(topic_id=None, name=TopicName(t))
-                                                   for t in topics)
-        return self.send_any(MetadataRequest(topics=wanted, allow_auto_topic_creation=False,
-                                             include_topic_authorized_operations=False), MetadataResponse)
+class _Cluster(WireCluster):
+    """The brokers behind --bootstrap-server, and a group's coordinator."""
 
     def brokers(self) -> dict[int, tuple[str, int]]:
-        return {int(b.node_id): (str(b.host), int(b.port)) for b in self.metadata(()).brokers}
+        return self.broker_addresses(self.metadata(()))
 
     def coordinator(self, group: str) -> tuple[int, tuple[str, int]]:
         from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest

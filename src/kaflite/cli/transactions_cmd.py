@@ -30,7 +30,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from kaflite.cli.common import DEFAULT_BOOTSTRAP, EXIT_USAGE, Bootstrap, _split_host_port, fail, handle_errors
+from kaflite.cli.common import DEFAULT_BOOTSTRAP, EXIT_USAGE, Bootstrap, fail, handle_errors
+from kaflite.cli.wire_cluster import WireCluster
 
 __all__ = ["register"]
 
@@ -77,49 +78,8 @@ def _error_name(code: Any) -> str:
         return f"ERROR {value}"
 
 
-class _Cluster:
-    """The brokers behind `--bootstrap-server`, found as Kafka's Admin client finds them (Metadata)."""
-
-    def __init__(self, bootstrap: str, timeout: float) -> None:
-        self.bootstrap = [_split_host_port(s) for s in bootstrap.split(",") if s.strip()]
-        if not self.bootstrap:
-            fail("--bootstrap-server: expected host:port, got ''", EXIT_USAGE)
-        self.timeout = timeout
-
-    def send(self, address: tuple[str, int], req: Any, response_schema: Any) -> Any:
-        from kaflite.console.wire import request
-
-        host, port = address
-        try:
-            return request(host, port, req, response_schema, self.timeout)
-        except (OSError, ConnectionError) as e:
-            fail(f"cannot reach {host}:{port}: {getattr(e, 'strerror', None) or e}")
-
-    def send_any(self, req: Any, response_schema: Any) -> Any:
-        """To the first bootstrap broker that answers."""
-        from kaflite.console.wire import request
-
-        reasons = []
-        for host, port in self.bootstrap:
-            try:
-                return request(host, port, req, response_schema, self.timeout)
-            except (OSError, ConnectionError) as e:
-                reasons.append(f"{host}:{port} ({getattr(e, 'strerror', None) or e})")
-        fail(f"cannot reach a broker at {', '.join(reasons)}")
-
-    def metadata(self, topics: list[str] | None) -> Any:
-        """Metadata v12: the live brokers, and `topics` (None: none of them)."""
-        from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
-        from kio.schema.metadata.v12.response import MetadataResponse
-        from kio.schema.types import TopicName
-
-        wanted = tuple(MetadataRequestTopic(topic_id=None, name=TopicName(t)) for t in topics or ())
-        return self.send_any(MetadataRequest(topics=wanted, allow_auto_topic_creation=False,
-                                             include_topic_authorized_operations=False), MetadataResponse)
-
-    @staticmethod
-    def brokers(metadata: Any) -> dict[int, tuple[str, int]]:
-        return {int(b.node_id): (str(b.host), int(b.port)) for b in metadata.brokers}
+class _Cluster(WireCluster):
+    """The brokers behind `--bootstrap-server`, and the leader of a partition."""
 
     def leader(self, topic: str, partition: int) -> tuple[int, tuple[str, int]]:
         """The partition's leader (id, address); _Retry while it has none, fails for a missing partition."""
@@ -134,7 +94,7 @@ class _Cluster:
         if not found:
             fail(f"{topic}-{partition}: UNKNOWN_TOPIC_OR_PARTITION (the topic has {len(t.partitions)} partitions)")
         leader = int(found[0].leader_id)
-        address = self.brokers(md).get(leader)
+        address = self.broker_addresses(md).get(leader)
         if leader < 0 or address is None:
             raise _Retry(f"{topic}-{partition}: LEADER_NOT_AVAILABLE")
         return leader, address
@@ -155,7 +115,7 @@ def list_transactions(bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP, timeout: 
 
     cluster = _Cluster(bootstrap_server, timeout)
     rows = []
-    for broker_id, address in sorted(cluster.brokers(cluster.metadata(None)).items()):
+    for broker_id, address in sorted(cluster.broker_addresses(cluster.metadata(())).items()):
         def listed(address: tuple[str, int] = address, broker_id: int = broker_id) -> Any:
             resp = cluster.send(address, ListTransactionsRequest(state_filters=(), producer_id_filters=()),
                                 ListTransactionsResponse)
