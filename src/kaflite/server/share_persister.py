@@ -30,12 +30,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kio.schema.initialize_share_group_state.v0 import request as init_req
-from kio.schema.initialize_share_group_state.v0.response import InitializeShareGroupStateResponse
-from kio.schema.read_share_group_state.v0 import request as read_req
-from kio.schema.read_share_group_state.v0.response import ReadShareGroupStateResponse
-from kio.schema.write_share_group_state.v0 import request as write_req
-from kio.schema.write_share_group_state.v0.response import WriteShareGroupStateResponse
 from kio.static.primitive import i8, i16, i32, i64
 
 from kaflite.cluster.metadata import MetadataImage
@@ -90,7 +84,12 @@ class SharePersister:
         self.requests_sent = 0
 
     # --- the three calls --------------------------------------------------------------------------
+    # (the kio schemas are imported where used: the handler registry loads no protocol schema before the
+    # broker listens, tests/server/test_start_up_work.py)
     async def read(self, key: ShareStateKey, leader_epoch: int) -> PersistedRead:
+        from kio.schema.read_share_group_state.v0 import request as read_req
+        from kio.schema.read_share_group_state.v0.response import ReadShareGroupStateResponse
+
         req = read_req.ReadShareGroupStateRequest(group_id=key.group_id, topics=(read_req.ReadStateData(
             topic_id=key.topic_id, partitions=(read_req.PartitionData(
                 partition=i32(key.partition), leader_epoch=i32(leader_epoch)),)),))
@@ -100,6 +99,9 @@ class SharePersister:
             for b in p.state_batches))
 
     async def initialize(self, key: ShareStateKey, state_epoch: int, start_offset: int) -> None:
+        from kio.schema.initialize_share_group_state.v0 import request as init_req
+        from kio.schema.initialize_share_group_state.v0.response import InitializeShareGroupStateResponse
+
         req = init_req.InitializeShareGroupStateRequest(group_id=key.group_id, topics=(init_req.InitializeStateData(
             topic_id=key.topic_id, partitions=(init_req.PartitionData(
                 partition=i32(key.partition), state_epoch=i32(state_epoch), start_offset=i64(start_offset)),)),))
@@ -108,6 +110,9 @@ class SharePersister:
     async def write(self, key: ShareStateKey, state_epoch: int, leader_epoch: int, snapshot: ShareSnapshot) -> None:
         """The whole state (its start offset and every batch from it): WriteShareGroupState merges batches
         over the held state, so a state covering every offset from its start replaces it."""
+        from kio.schema.write_share_group_state.v0 import request as write_req
+        from kio.schema.write_share_group_state.v0.response import WriteShareGroupStateResponse
+
         req = write_req.WriteShareGroupStateRequest(group_id=key.group_id, topics=(write_req.WriteStateData(
             topic_id=key.topic_id, partitions=(write_req.PartitionData(
                 partition=i32(key.partition), state_epoch=i32(state_epoch), leader_epoch=i32(leader_epoch),
