@@ -25,7 +25,7 @@ from kaflite.cluster.zk_metadata import ZK_WRITE_THREADS, ZkMetadata
 from kaflite.cluster.zkdata import LeaderAndIsr, ProducerIdsBlock
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.messages import RequestHeader
-from kaflite.server.broker import Broker
+from kaflite.server.broker import REPLICA_FETCHERS, Broker
 from kaflite.server.config import BrokerConfig
 from kaflite.server.context import RequestContext
 from kaflite.server.handlers.find_coordinator import handle_find_coordinator
@@ -198,7 +198,7 @@ def test_isr_writes_wait_for_zookeeper_in_their_own_bounded_pool(broker: Broker)
             assert all(r is not None and r.isr == (1, 2) and r.partition_epoch == 1 for r in results)
             assert len(zk.done) == partitions  # every change written and notified once ZooKeeper answered
         finally:
-            fetchers = broker.extensions.pop("replica_fetchers", None)
+            fetchers = broker.services.pop(REPLICA_FETCHERS)
             if fetchers is not None:
                 await fetchers.stop()
             for task in broker._tasks:  # noqa: SLF001 - the ISR expiration timer

@@ -53,7 +53,9 @@ def test_share_group_page_shows_members_partitions_and_records_in_flight(console
     c.subscribe([topic])
 
     def opened() -> bool:
-        coord = kaflite_broker.server.broker.extensions.get("share_coordinator")
+        from kaflite.server.coordinators.share_state import SHARE_COORDINATOR
+
+        coord = kaflite_broker.server.broker.services.get(SHARE_COORDINATOR)
         return coord is not None and all((group, topic, p) in coord.partitions for p in (0, 1))
     end = time.monotonic() + 15
     while time.monotonic() < end and not kaflite_broker.call(opened):

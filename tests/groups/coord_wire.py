@@ -22,7 +22,16 @@ from kio.static.primitive import i32, i32Timedelta, i64
 from coordinator.coord_harness import encode_subscription
 from kaflite.coordinator import GroupCoordinator, partition_for
 from kaflite.protocol.errors import ErrorCode
+from kaflite.server.coordinators.groups import GROUP_SERVICE, GroupService
 from server.kwire import WireClient, decode_response
+
+
+def _service(broker: Any) -> GroupService:
+    """The embedded broker's GroupService (started by the group requests before)."""
+    service = broker.server.broker.services.get(GROUP_SERVICE)
+    assert service is not None
+    return service
+
 
 # --- the fault ------------------------------------------------------------------------------------
 
@@ -38,10 +47,10 @@ def full_disk(broker: Any, partition: int) -> Iterator[list[int]]:
         raise OSError(errno.ENOSPC, "No space left on device (injected)")
 
     def inject() -> None:
-        broker.server.broker.extensions["group_coordinator"].writer.log(partition).append = failing
+        _service(broker).writer.log(partition).append = failing
 
     def clear() -> None:
-        del broker.server.broker.extensions["group_coordinator"].writer.log(partition).append  # the method again
+        del _service(broker).writer.log(partition).append  # the method again
 
     broker.call(inject)
     try:
@@ -65,7 +74,7 @@ def persisted_view(shard: GroupCoordinator) -> dict[str, Any]:
 def live_and_log(broker: Any, group: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The live shard of `group` and a fresh shard replayed from its partition's log, as persisted views."""
     def read() -> tuple[dict[str, Any], dict[str, Any]]:
-        svc = broker.server.broker.extensions["group_coordinator"]
+        svc = _service(broker)
         partition = svc.partition_for(group)
         fresh = GroupCoordinator(svc.config, active=False)
         for key, value in svc.writer.records(partition):
@@ -129,12 +138,12 @@ def answer_of(client: WireClient, request: Any, corr: int) -> Any:
 
 
 def group_state_name(broker: Any, group: str) -> str | None:
-    g = broker.call(lambda: broker.server.broker.extensions["group_coordinator"].group(group))
+    g = broker.call(lambda: _service(broker).group(group))
     return None if g is None else g.state.value  # type: ignore[no-any-return]
 
 
 def awaiting_sync(broker: Any, group: str, member_id: str) -> bool:
     def probe() -> bool:
-        g = broker.server.broker.extensions["group_coordinator"].group(group)
+        g = _service(broker).group(group)
         return g is not None and member_id in g.members and g.members[member_id].awaiting_sync
     return broker.call(probe)  # type: ignore[no-any-return]

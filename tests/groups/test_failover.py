@@ -20,6 +20,7 @@ from kaflite.coordinator import GroupState, partition_for
 from kaflite.coordinator.records import OffsetCommitKey, decode_record
 from kaflite.protocol.errors import ErrorCode
 from kaflite.protocol.record_batch import decode_records, iter_batches
+from kaflite.server.coordinators.groups import GROUP_SERVICE
 from server.kwire import WireClient
 
 HERE = Path(__file__).resolve().parent
@@ -27,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 
 def group_state(broker, group: str) -> tuple[GroupState, int]:  # noqa: ANN001
     def read() -> tuple[GroupState, int]:
-        g = broker.server.broker.extensions["group_coordinator"].group(group)
+        g = broker.server.broker.services.get(GROUP_SERVICE).group(group)
         return g.state, g.generation_id
     return broker.call(read)
 
@@ -38,7 +39,7 @@ def heartbeats_seen(broker, group: str, count: int):  # noqa: ANN001, ANN201
     seen: dict[str, set[int]] = {}
 
     def deadlines() -> dict[str, int | None]:
-        svc = broker.server.broker.extensions["group_coordinator"]
+        svc = broker.server.broker.services.get(GROUP_SERVICE)
         shard = svc.shard(group)
         return {mid: shard.timer_deadline(("heartbeat", group, mid)) for mid in shard.groups[group].members}
 

@@ -9,6 +9,7 @@ import confluent_kafka as ck
 import pytest
 
 from kaflite.server.config import BrokerConfig, ConfigError
+from kaflite.server.coordinators.groups import GROUP_SERVICE
 from kaflite.server.embedded import EmbeddedBroker
 
 
@@ -45,7 +46,7 @@ def test_configured_heartbeat_interval_reaches_the_member() -> None:
         assert got == b"x"
 
         def member_settings() -> tuple[int, int]:
-            service = b.server.broker.extensions["group_coordinator"]
+            service = b.server.broker.services.get(GROUP_SERVICE)
             manager = service.shard("g848").consumer
             assert "g848" in manager.groups  # the member is in a KIP-848 group
             return manager.heartbeat_interval_ms, manager.session_timeout_ms

@@ -24,11 +24,12 @@ from groups.coord_wire import (
 from groups.group_members import wait_for
 from kaflite.coordinator import partition_for
 from kaflite.protocol.errors import ErrorCode
+from kaflite.server.coordinators.groups import GROUP_SERVICE
 from server.kwire import WireClient
 
 
 def _service(broker: Any) -> Any:
-    return broker.server.broker.extensions["group_coordinator"]
+    return broker.server.broker.services.get(GROUP_SERVICE)
 
 
 def test_unload_answers_parked_requests_and_load_replays_the_log(broker, topic_factory) -> None:  # noqa: ANN001

@@ -35,13 +35,14 @@ from kio.static.primitive import i32
 from groups.coord_wire import commit, commit_request, fetch
 from groups.rdkafka_offsets_client import OffsetsClient
 from kaflite.protocol.errors import ErrorCode
+from kaflite.server.coordinators.groups import GROUP_SERVICE
 from server.kwire import WireClient
 
 NOT_COORDINATOR = int(ErrorCode.not_coordinator)
 
 
 def _service(broker: Any) -> Any:
-    return broker.server.broker.extensions["group_coordinator"]
+    return broker.server.broker.services.get(GROUP_SERVICE)
 
 
 @contextmanager

@@ -17,6 +17,7 @@ from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatReque
 from kio.static.primitive import i32, i64
 
 from groups.test_share_wire import ACCEPT, SHORT, Member, joined_and_started, new_topic, offsets, produce
+from kaflite.server.coordinators.share_state import SHARE_COORDINATOR
 from kaflite.server.embedded import EmbeddedBroker
 from server.kwire import WireClient
 
@@ -170,7 +171,7 @@ def test_delete_removes_the_state_of_the_topics_named(broker: EmbeddedBroker) ->
         assert starts(describe(c, "g-adm-del", {gone: [0]})) == {(gone, 0): (-1, NONE)}
         # deleting again: nothing left of it
         assert int(delete(c, "g-adm-del", [gone]).responses[0].error_code) == UNKNOWN_TOPIC_OR_PARTITION
-    assert broker.call(lambda: [k for k in broker.server.broker.extensions["share_coordinator"].partitions
+    assert broker.call(lambda: [k for k in broker.server.broker.services.get(SHARE_COORDINATOR).partitions
                                 if k[:2] == ("g-adm-del", gone)]) == []
 
 

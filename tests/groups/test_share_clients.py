@@ -11,6 +11,7 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kaflite.server.coordinators.share_state import SHARE_COORDINATOR
 from kaflite.server.embedded import EmbeddedBroker
 
 
@@ -42,7 +43,7 @@ def _started(b: EmbeddedBroker, topic: str, group: str, n: int, **extra: str) ->
     deadline = time.monotonic() + 15
 
     def opened() -> bool:
-        coord = b.server.broker.extensions.get("share_coordinator")
+        coord = b.server.broker.services.get(SHARE_COORDINATOR)
         return coord is not None and (group, topic, 0) in coord.partitions
     while time.monotonic() < deadline and not b.call(opened):
         for c in consumers:

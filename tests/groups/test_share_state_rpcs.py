@@ -21,6 +21,7 @@ from kio.static.primitive import i8, i16, i32, i64
 from groups.test_share_wire import ACCEPT, Member, ack_errors, joined_and_started, new_topic, offsets, produce
 from helpers import wait_until
 from kaflite.coordinator.share.state_records import ShareStateKey, kafka_uuid
+from kaflite.server.coordinators.share_state import SHARE_STATE_SERVICE
 from kaflite.server.embedded import EmbeddedBroker
 from server.kwire import WireClient
 
@@ -144,7 +145,7 @@ def test_a_failed_state_write_fails_the_acknowledgement(broker: EmbeddedBroker) 
     topic, tid = new_topic(broker)
     (m,) = joined_and_started(broker, "rpc-fault", topic, 3)
     assert offsets(m.fetch(max_wait_ms=2000)) == [0, 1, 2]
-    svc = broker.call(lambda: broker.server.broker.extensions["share_state"])
+    svc = broker.call(lambda: broker.server.broker.services.get(SHARE_STATE_SERVICE))
     partition = svc.partition_for(ShareStateKey("rpc-fault", tid, 0))
     refused: list[int] = []
 

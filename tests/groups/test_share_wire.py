@@ -20,6 +20,7 @@ from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 from kio.static.primitive import i8, i32, i64
 
+from kaflite.server.coordinators.share_state import SHARE_COORDINATOR
 from kaflite.server.embedded import EmbeddedBroker
 from server.kwire import WireClient
 
@@ -319,7 +320,7 @@ def test_group_config_refuses_unknown_keys_and_bad_values(broker: EmbeddedBroker
         _alter_group(broker, "g-bad", share_no_such_key="1")
     with pytest.raises(KafkaException, match="share.delivery.count.limit"):
         _alter_group(broker, "g-bad", share_delivery_count_limit="11")
-    assert broker.call(lambda: broker.server.broker.extensions["share_coordinator"].group_configs.get("g-bad")) \
+    assert broker.call(lambda: broker.server.broker.services.get(SHARE_COORDINATOR).group_configs.get("g-bad")) \
         is None
 
 
@@ -369,6 +370,6 @@ def test_list_and_delete_share_groups(broker: EmbeddedBroker) -> None:
         assert c.request(DeleteGroupsRequest(groups_names=("g-list",))).results[0].error_code == 0
         listed = c.request(ListGroupsRequest(states_filter=(), types_filter=()))
         assert "g-list" not in {g.group_id for g in listed.groups}
-    assert broker.call(lambda: [k for k in broker.server.broker.extensions["share_coordinator"].partitions
+    assert broker.call(lambda: [k for k in broker.server.broker.services.get(SHARE_COORDINATOR).partitions
                                 if k[0] == "g-list"]) == []
     m.close()

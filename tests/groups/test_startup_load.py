@@ -9,13 +9,14 @@ from typing import Any
 import confluent_kafka as ck
 import pytest
 
+from kaflite.server.coordinators.groups import GROUP_SERVICE
 from kaflite.server.embedded import EmbeddedBroker
 
 
 def _groups_loaded(b: EmbeddedBroker) -> Any:
     def probe() -> Any:
         broker = b.server.broker
-        service = broker.extensions.get("group_coordinator")
+        service = broker.services.get(GROUP_SERVICE)
         return None if service is None else sorted(service.groups())
 
     return b.call(probe)

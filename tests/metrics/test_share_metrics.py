@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from kaflite.coordinator.share.partition import AckType, ShareConfig, SharePartition  # noqa: E402
+from kaflite.server.coordinators.share_state import SHARE_COORDINATOR  # noqa: E402
 from kaflite.server.embedded import EmbeddedBroker  # noqa: E402
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -65,7 +66,7 @@ def test_a_share_consumers_acknowledgements_move_the_counters(broker: EmbeddedBr
     deadline = time.monotonic() + 15
 
     def opened() -> bool:
-        coord = broker.server.broker.extensions.get("share_coordinator")
+        coord = broker.server.broker.services.get(SHARE_COORDINATOR)
         return coord is not None and (group, topic, 0) in coord.partitions
     while time.monotonic() < deadline and not broker.call(opened):
         assert list(c.poll(0.2)) == []

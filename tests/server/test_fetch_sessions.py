@@ -17,6 +17,7 @@ from kwire import WireClient
 
 from kaflite.protocol.errors import ErrorCode
 from kaflite.server.embedded import EmbeddedBroker
+from kaflite.server.handlers.fetch import FETCH_SESSIONS
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +98,7 @@ def test_kafka_python_consumes_through_incremental_fetches(broker: EmbeddedBroke
             consume_until(already + 60 * (round_ + 1))
 
         def epochs() -> list[int]:
-            return [s.epoch for s in broker.server.broker.extensions["fetch_sessions"]._sessions.values()]
+            return [s.epoch for s in broker.server.broker.services.get(FETCH_SESSIONS)._sessions.values()]
 
         seen_epochs = broker.call(epochs)
     finally:

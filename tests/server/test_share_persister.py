@@ -114,7 +114,12 @@ def test_a_share_partition_of_a_partition_led_elsewhere_now_is_dropped_not_writt
     from kaflite.server.handlers.share import persist
 
     leader = {"t": SimpleNamespace(leader=1, leader_epoch=3), "u": SimpleNamespace(leader=0, leader_epoch=5)}
-    broker = SimpleNamespace(node_id=0, extensions={"share_partition_epochs": {("g", "u", 0): (4, 0, False)}},
+    from kaflite.server.handlers.share import _EPOCHS
+    from kaflite.server.services import BrokerServices
+
+    services = BrokerServices()
+    services.set(_EPOCHS, {("g", "u", 0): (4, 0, False)})
+    broker = SimpleNamespace(node_id=0, services=services,
                              replica_manager=SimpleNamespace(
                                  partition_or_none=lambda t, _p: SimpleNamespace(state=leader[t])))
     coord = ShareGroupCoordinator()
@@ -124,4 +129,4 @@ def test_a_share_partition_of_a_partition_led_elsewhere_now_is_dropped_not_writt
     errors = asyncio.run(persist(broker, coord))
     assert errors == {("g", "t", 0): ErrorCode.not_leader_or_follower,  # led by broker 1 now
                       ("g", "u", 0): ErrorCode.not_leader_or_follower}  # led here, at epoch 5, not 4
-    assert coord.partitions == {} and broker.extensions["share_partition_epochs"] == {}
+    assert coord.partitions == {} and services.get(_EPOCHS) == {}

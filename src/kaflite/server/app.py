@@ -25,6 +25,8 @@ from kaflite.server.connection import (
     Connections,
     KafkaConnection,
 )
+from kaflite.server.coordinators.groups import GROUP_SERVICE
+from kaflite.server.coordinators.share_state import SHARE_COORDINATOR
 from kaflite.server.dispatcher import Dispatcher
 from kaflite.server.handlers import Registry, load_registry
 from kaflite.server.loop_watchdog import LoopWatchdog
@@ -189,7 +191,10 @@ class KafkaServer:
         """metrics.listener (its sockets bound by `_start`): count in the hot path from now on, serve
         /metrics on this loop."""
         self.broker.metrics = BrokerMetrics()
-        collector = KafliteCollector(self.broker, self.broker.metrics, self._connections_by_listener, self.watchdog)
+        services = self.broker.services
+        collector = KafliteCollector(self.broker, self.broker.metrics, self._connections_by_listener, self.watchdog,
+                                     group_service=lambda: services.get(GROUP_SERVICE),
+                                     share_coordinator=lambda: services.get(SHARE_COORDINATOR))
         self.metrics_endpoint = MetricsEndpoint(collector)
         try:
             await self.metrics_endpoint.start_on(socks)

@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kaflite.cluster.local_metadata import LocalMetadata
 from kaflite.cluster.metadata import (
@@ -66,14 +66,22 @@ from kaflite.server.replica import ReplicaManager, TopicSettings, fetch_key
 from kaflite.server.security.client import BrokerConnector, broker_connector
 from kaflite.server.security.scram import FILE_NAME as SCRAM_FILE_NAME
 from kaflite.server.security.scram import CredentialStore
+from kaflite.server.services import BrokerServices, Slot
+from kaflite.server.share_persister import SHARE_PERSISTER
 from kaflite.storage.config import LogConfig
 from kaflite.storage.log import AppendResult, Log
 from kaflite.storage.manager import LogManager
 
-__all__ = ["Broker", "fetch_key"]
+if TYPE_CHECKING:
+    from kaflite.server.coordinators.broker_api import ShareBroker
+    from kaflite.server.replica.fetcher import ReplicaFetcherManager
+
+__all__ = ["Broker", "REPLICA_FETCHERS", "fetch_key"]
 
 log = logging.getLogger("kaflite.server")
 T = TypeVar("T")
+# a cluster's replica fetchers (made at start, `_start_replication`; stopped first at a controlled shutdown)
+REPLICA_FETCHERS: Slot[ReplicaFetcherManager] = Slot("replica_fetchers")
 
 
 class Broker:
@@ -142,8 +150,9 @@ class Broker:
                                                     writer.zk_writes)
         else:
             self.producer_ids = ProducerIdManager()
-        # Extension slot for other subsystems (e.g. the group coordinator) to hang their state on.
-        self.extensions: dict[str, Any] = {}
+        # the per-broker services (coordinators, the share persister, the replica fetchers) and the state
+        # handlers keep between requests, each in a typed slot its module declares (server/services.py)
+        self.services = BrokerServices()
         self.rack: str | None = config["broker.rack"]
         self.registry: Any = None  # the handler Registry, set by the server (ApiVersions reads it)
         # Prometheus counters (server.metrics), set by the server when metrics.listener is configured
@@ -283,7 +292,7 @@ class Broker:
             connector=self.inter_broker_connector,
         )
         fetchers = ReplicaFetcherManager(self.node_id, rm, config, lambda: self.metadata)
-        self.extensions["replica_fetchers"] = fetchers
+        self.services.set(REPLICA_FETCHERS, fetchers)
         writer.subscribe(fetchers.on_image)
         fetchers.on_image(None, self.metadata)
         # from here on a new replica's log opens in a worker thread, not on the event loop (the start's
@@ -339,17 +348,17 @@ class Broker:
             return
         self._controlled_shutdown_done = True
         if self.setting("controlled.shutdown.enable"):
-            fetchers = self.extensions.pop("replica_fetchers", None)
+            fetchers = self.services.pop(REPLICA_FETCHERS)
             if fetchers is not None:
                 await fetchers.stop()
             await asyncio.to_thread(self.metadata_writer.controlled_shutdown)
 
     async def stop(self) -> None:
         await self.controlled_shutdown()  # no-op when the server did it before closing its listeners
-        fetchers = self.extensions.pop("replica_fetchers", None)
+        fetchers = self.services.pop(REPLICA_FETCHERS)
         if fetchers is not None:
             await fetchers.stop()
-        persister = self.extensions.pop("share_persister", None)  # handlers/share.py's, made on first use
+        persister = self.services.pop(SHARE_PERSISTER)  # handlers/share.py's, made on first use
         if persister is not None:
             persister.close()
         await self.replica_manager.stop()  # no log opens after this (a call in flight is waited for)
@@ -887,3 +896,8 @@ class ProducerIdManager:
         pid = self._next
         self._next += 1
         return pid
+
+
+if TYPE_CHECKING:
+    def _broker_is_one(broker: Broker) -> ShareBroker:
+        return broker  # mypy: the Broker has every member of ShareBroker (and CoordinatorBroker), with these types

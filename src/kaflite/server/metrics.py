@@ -155,8 +155,13 @@ class KafliteCollector:
     """Reads the counters and the broker's state when Prometheus scrapes (on the broker's loop)."""
 
     def __init__(self, broker: Any, metrics: BrokerMetrics, connections: Callable[[], dict[str, int]],
-                 watchdog: LoopWatchdog | None = None) -> None:
+                 watchdog: LoopWatchdog | None = None, *, group_service: Callable[[], Any] = lambda: None,
+                 share_coordinator: Callable[[], Any] = lambda: None) -> None:
         self.broker = broker
+        # the broker's GroupService and share-group coordinator, None until made: given by the server, as this
+        # module cannot import the services (server/config imports it, and the services import the config)
+        self.group_service = group_service
+        self.share_coordinator = share_coordinator
         self.metrics = metrics
         self.connections = connections  # open connections by listener name
         self.watchdog = watchdog  # the event loop's lag (server/loop_watchdog.py)
@@ -285,7 +290,7 @@ class KafliteCollector:
         with a broker-wide sample without it, as for the topics; Kafka has no MBean for the rest."""
         from prometheus_client.core import CounterMetricFamily
 
-        coord = self.broker.extensions.get("share_coordinator")
+        coord = self.share_coordinator()
         counts = sorted(coord.counts.items()) if coord is not None else []
         acks = CounterMetricFamily("kafka_server_sharegroupmetrics_recordacknowledgements",
                                    "Records acknowledged, by acknowledgement type (RecordAcknowledgementsPerSec).",
@@ -322,7 +327,7 @@ class KafliteCollector:
         by_state = GaugeMetricFamily("kafka_coordinator_group_groupmetadatamanager_numgroups",
                                      "Groups by state (NumGroupsStable, NumGroupsEmpty, ...).", labels=["state"])
         counts: dict[str, int] = {}
-        service = self.broker.extensions.get("group_coordinator")
+        service = self.group_service()
         shards = service.runtime.active_shards() if service is not None else []
         for _partition, shard in shards:
             for g in shard.list_groups():

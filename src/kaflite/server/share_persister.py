@@ -38,10 +38,13 @@ from kaflite.coordinator.share.state_records import SHARE_GROUP_STATE_TOPIC, Sha
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.broker_connection import BrokerConnection, address_of
 from kaflite.server.security.client import BrokerConnector
+from kaflite.server.services import Slot
 
-__all__ = ["PersistedRead", "RETRIABLE", "SharePersister"]
+__all__ = ["PersistedRead", "RETRIABLE", "SHARE_PERSISTER", "SharePersister"]
 
 log = logging.getLogger("kaflite.share")
+# the broker's persister (handlers/share.py's `persister` makes it on first use; the broker closes it at stop)
+SHARE_PERSISTER: Slot[SharePersister] = Slot("share_persister")
 
 RETRIABLE = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
                        ErrorCode.coordinator_load_in_progress})

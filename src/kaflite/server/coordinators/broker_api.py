@@ -1,25 +1,33 @@
 """`CoordinatorBroker`: what the coordinator services (and the handlers' service hooks) use of the broker,
-as a typed Protocol instead of `Any`. `kaflite.server.broker.Broker` is one (checked by mypy below); the
-tests hand the services stand-ins with only these members.
+as a typed Protocol instead of `Any`; `ShareBroker`: what the share-group handlers (handlers/share.py,
+share_admin.py) use of it, the same members and the purgatory and log directories.
+`kaflite.server.broker.Broker` is both (checked by mypy in server/broker.py: this module does not import
+the broker, which imports the services that import this); the tests hand the services stand-ins with only
+these members.
 
 Rules:
 - the services reach the broker only through these members (mypy refuses any other);
-- every member is read-only here (properties): a service never rebinds the broker's parts.
+- every member is read-only here (properties): a service never rebinds the broker's parts;
+- the per-broker services and handler state are in `services` (server/services.py), each in a typed slot
+  declared by the module that owns it: no untyped dictionary of the broker's.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 from kaflite.cluster.metadata import MetadataImage, TopicImage
 from kaflite.server.config import BrokerConfig
+from kaflite.server.purgatory import Purgatory
 from kaflite.server.replica import ReplicaManager
 from kaflite.server.security.client import BrokerConnector
+from kaflite.server.services import BrokerServices
 from kaflite.storage.log import Log
 
-__all__ = ["CoordinatorBroker", "ImageSource", "ProducerIds"]
+__all__ = ["CoordinatorBroker", "ImageSource", "ProducerIds", "ShareBroker"]
 
 
 class ImageSource(Protocol):
@@ -40,7 +48,7 @@ class CoordinatorBroker(Protocol):
     def node_id(self) -> int: ...
 
     @property
-    def extensions(self) -> dict[str, Any]: ...  # the services themselves, by name
+    def services(self) -> BrokerServices: ...  # the services themselves, each in its typed slot
 
     @property
     def metadata(self) -> MetadataImage: ...
@@ -72,8 +80,10 @@ class CoordinatorBroker(Protocol):
                                           configs: Mapping[str, str]) -> None: ...
 
 
-if TYPE_CHECKING:
-    from kaflite.server.broker import Broker
 
-    def _broker_is_one(broker: Broker) -> CoordinatorBroker:
-        return broker  # mypy: the Broker has every member, with these types
+class ShareBroker(CoordinatorBroker, Protocol):
+    @property
+    def purgatory(self) -> Purgatory: ...
+
+    @property
+    def log_dirs(self) -> list[Path]: ...

@@ -3,7 +3,7 @@
 (kaflite.server.handlers.groups, offsets.py, find_coordinator.py) parse and answer requests through it.
 
 Rules of the service (the decisions are in `kaflite.coordinator`, the commit rule in its runtime):
-- one GroupService per broker (`broker.extensions["group_coordinator"]`), created at broker start-up
+- one GroupService per broker (`broker.services`, slot `GROUP_SERVICE`), created at broker start-up
   when `__consumer_offsets` exists (`load_at_start`), else on the first group request: it creates the
   compacted internal topic `__consumer_offsets` (internal_topic.OFFSETS: offsets.topic.num.partitions
   partitions; replication factor offsets.topic.replication.factor in a cluster, refused while fewer
@@ -41,12 +41,13 @@ from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.coordinators.broker_api import CoordinatorBroker
 from kaflite.server.coordinators.internal_topic import OFFSETS, ensure_async
 from kaflite.server.coordinators.writer import OffsetsTopicWriter
+from kaflite.server.services import Slot
 
-__all__ = ["GroupService", "load_at_start"]
+__all__ = ["GROUP_SERVICE", "GroupService", "load_at_start"]
 
 log = logging.getLogger("kaflite.coordinator")
 
-_EXTENSION = "group_coordinator"
+GROUP_SERVICE: Slot[GroupService] = Slot("group_coordinator")
 T = TypeVar("T")
 
 
@@ -81,12 +82,7 @@ class GroupService:
     @classmethod
     def of(cls, broker: CoordinatorBroker) -> GroupService:
         """The broker's GroupService, started (loaded and active) on first use."""
-        service = broker.extensions.get(_EXTENSION)
-        if service is None:
-            service = cls(broker)
-            service.start()
-            broker.extensions[_EXTENSION] = service
-        return service  # type: ignore[no-any-return]
+        return broker.services.start(GROUP_SERVICE, lambda: cls(broker), GroupService.start)
 
     @classmethod
     async def of_async(cls, broker: CoordinatorBroker) -> GroupService:

@@ -4,7 +4,7 @@ what the share-group handlers (handlers/share.py) call to read and write the sha
 state; the share coordinator's RPCs (83-87) are kaflite.server.handlers.share_state.
 
 Rules of the service:
-- one ShareStateService per broker (`broker.extensions["share_state"]`), created at start-up when
+- one ShareStateService per broker (`broker.services`, slot `SHARE_STATE_SERVICE`), created at start-up when
   `__share_group_state` exists (handlers/share.py's `on_start`), else when a share partition is first used: it
   creates the compacted topic (share.coordinator.state.topic.num.partitions, .replication.factor - in a
   cluster; 1 on a single node -, .min.isr, .segment.bytes: internal_topic.SHARE_GROUP_STATE) and loads a
@@ -33,19 +33,25 @@ from typing import Any
 
 from kaflite.coordinator.leadership import leadership_changes
 from kaflite.coordinator.runtime import CoordinatorRuntime, ShardState
+from kaflite.coordinator.share.group import ShareGroupCoordinator
 from kaflite.coordinator.share.partition import ShareSnapshot
 from kaflite.coordinator.share.state_records import SHARE_GROUP_STATE_TOPIC, ShareStateKey, partition_for
 from kaflite.coordinator.share.state_shard import ShareStateShard
 from kaflite.server.coordinators.broker_api import CoordinatorBroker
 from kaflite.server.coordinators.internal_topic import SHARE_GROUP_STATE, ensure_async
 from kaflite.server.coordinators.writer import InternalTopicWriter
+from kaflite.server.services import Slot
 
 # SHARE_GROUP_STATE_TOPIC: handlers/share.py names the topic through this module
-__all__ = ["NOT_HERE", "SHARE_GROUP_STATE_TOPIC", "ShareStateService", "load_at_start"]
+__all__ = ["NOT_HERE", "SHARE_COORDINATOR", "SHARE_GROUP_STATE_TOPIC", "SHARE_STATE_SERVICE", "ShareStateService",
+           "load_at_start"]
 
 log = logging.getLogger("kaflite.coordinator")
 
-_EXTENSION = "share_state"
+SHARE_STATE_SERVICE: Slot[ShareStateService] = Slot("share_state")
+# the share-group coordinator (made by handlers/share.py's `coordinator`), declared here: this service drops the
+# share partitions of deleted topics from it, and the services never import the handlers
+SHARE_COORDINATOR: Slot[ShareGroupCoordinator] = Slot("share_coordinator")
 NOT_HERE = object()  # read(): the state partition is led by another broker
 
 
@@ -65,12 +71,8 @@ class ShareStateService:
 
     @classmethod
     def of(cls, broker: CoordinatorBroker) -> ShareStateService:
-        svc = broker.extensions.get(_EXTENSION)
-        if svc is None:
-            svc = cls(broker)
-            broker.extensions[_EXTENSION] = svc
-            svc.start()
-        return svc  # type: ignore[no-any-return]
+        """The broker's ShareStateService, started on first use."""
+        return broker.services.start(SHARE_STATE_SERVICE, lambda: cls(broker), ShareStateService.start)
 
     @classmethod
     async def prepare(cls, broker: CoordinatorBroker) -> None:
@@ -122,7 +124,7 @@ class ShareStateService:
             self.runtime.load(partition, epoch)
 
     def _forget_topics(self, gone: dict[uuid.UUID, str]) -> None:
-        coord = self.broker.extensions.get("share_coordinator")
+        coord = self.broker.services.get(SHARE_COORDINATOR)
         if coord is not None:
             names = set(gone.values())
             for k in [k for k in coord.partitions if k[1] in names]:

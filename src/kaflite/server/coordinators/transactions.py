@@ -4,7 +4,7 @@ markers they ask for, and the periodic task. The transaction APIs (kaflite.serve
 parse and answer requests through it.
 
 Rules of the service:
-- one TransactionService per broker (`broker.extensions["transaction_coordinator"]`), created at start-up
+- one TransactionService per broker (`broker.services`, slot `TRANSACTION_SERVICE`), created at start-up
   when `__transaction_state` exists, else on the first transactional request: it creates the compacted
   topic (transaction.state.log.num.partitions, .replication.factor - in a cluster, refused while fewer
   brokers are alive; 1 on a single node -, .min.isr, .segment.bytes: internal_topic.TRANSACTION_STATE) and
@@ -48,13 +48,14 @@ from kaflite.server.coordinators.broker_api import CoordinatorBroker
 from kaflite.server.coordinators.groups import GroupService
 from kaflite.server.coordinators.internal_topic import TRANSACTION_STATE, ensure_async
 from kaflite.server.coordinators.writer import InternalTopicWriter
+from kaflite.server.services import Slot
 from kaflite.server.txn_marker_channel import TransactionMarkerChannelManager
 
-__all__ = ["TransactionService", "load_at_start"]
+__all__ = ["TRANSACTION_SERVICE", "TransactionService", "load_at_start"]
 
 log = logging.getLogger("kaflite.coordinator")
 
-_EXTENSION = "transaction_coordinator"
+TRANSACTION_SERVICE: Slot[TransactionService] = Slot("transaction_coordinator")
 
 
 class TransactionService:
@@ -89,12 +90,8 @@ class TransactionService:
 
     @classmethod
     def of(cls, broker: CoordinatorBroker) -> TransactionService:
-        svc = broker.extensions.get(_EXTENSION)
-        if svc is None:
-            svc = cls(broker)
-            svc.start()
-            broker.extensions[_EXTENSION] = svc
-        return svc  # type: ignore[no-any-return]
+        """The broker's TransactionService, started on first use."""
+        return broker.services.start(TRANSACTION_SERVICE, lambda: cls(broker), TransactionService.start)
 
     @classmethod
     async def of_async(cls, broker: CoordinatorBroker) -> TransactionService:

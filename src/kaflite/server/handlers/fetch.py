@@ -79,6 +79,7 @@ from kaflite.server.handlers import ApiTable, EncodedBody
 from kaflite.server.handlers.metadata import leader_hints
 from kaflite.server.quota import CONSUMER_BYTE_RATE
 from kaflite.server.replica import fetch_key
+from kaflite.server.services import Slot
 from kaflite.storage.file_slice import FileSlice
 
 API_KEY = 1
@@ -304,12 +305,13 @@ def _resolve_ids(broker: Broker, request: Any) -> tuple[dict[uuid.UUID, str], li
     return names, unknown
 
 
+# the incremental fetch sessions of this broker (Kafka's FetchSessionCache), made at the first Fetch
+FETCH_SESSIONS: Slot[FetchSessionCache] = Slot("fetch_sessions")
+
+
 def _sessions(broker: Broker) -> FetchSessionCache:
-    cache = broker.extensions.get("fetch_sessions")
-    if cache is None:
-        slots = int(broker.setting("max.incremental.fetch.session.cache.slots"))
-        cache = broker.extensions["fetch_sessions"] = FetchSessionCache(slots)
-    return cache  # type: ignore[no-any-return]
+    return broker.services.get_or_make(FETCH_SESSIONS, lambda: FetchSessionCache(
+        int(broker.setting("max.incremental.fetch.session.cache.slots"))))
 
 
 async def handle_fetch(ctx: RequestContext, request: Any) -> Any:

@@ -52,6 +52,7 @@ from kaflite.server.broker import Broker
 from kaflite.server.context import RequestContext, build
 from kaflite.server.handlers import ApiTable, EncodedBody
 from kaflite.server.quota import MutationQuota
+from kaflite.server.services import Slot
 
 API_KEY = 3
 _NO_ID = uuid.UUID(int=0)
@@ -168,7 +169,6 @@ async def resolve_topic(
     return None, ErrorCode.unknown_topic_or_partition
 
 
-_CACHE_KEY = "metadata.encodings"
 _CACHE_LIMIT = 50_000
 
 
@@ -208,11 +208,12 @@ class EncodingCache:
         return blobs
 
 
+# the encoded topics of this broker's Metadata answers, made at the first Metadata request
+ENCODINGS: Slot[EncodingCache] = Slot("metadata.encodings")
+
+
 def _cache(broker: Broker) -> EncodingCache:
-    cache = broker.extensions.get(_CACHE_KEY)
-    if cache is None:
-        cache = broker.extensions[_CACHE_KEY] = EncodingCache()
-    return cache  # type: ignore[no-any-return]
+    return broker.services.get_or_make(ENCODINGS, EncodingCache)
 
 
 async def handle_metadata(ctx: RequestContext, request: Any) -> Any:

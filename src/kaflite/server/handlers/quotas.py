@@ -34,6 +34,7 @@ from kaflite.server.handlers import ApiTable
 from kaflite.server.quota import CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QUOTA_KEYS, QuotaEntity
 from kaflite.server.quota.manager import Name
 from kaflite.server.quota.store import ZkQuotaStore
+from kaflite.server.services import Slot
 
 _ZERO = datetime.timedelta(0)
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
@@ -149,11 +150,12 @@ def _ops(entry: Any) -> dict[str, float | None]:
     return ops
 
 
+# one AlterClientQuotas change at a time (each writes the whole table)
+ALTER_LOCK: Slot[asyncio.Lock] = Slot("quota_alter_lock")
+
+
 def _lock(ctx: RequestContext) -> asyncio.Lock:
-    lock = ctx.broker.extensions.get("quota_alter_lock")
-    if lock is None:
-        lock = ctx.broker.extensions["quota_alter_lock"] = asyncio.Lock()
-    return lock  # type: ignore[no-any-return]
+    return ctx.broker.services.get_or_make(ALTER_LOCK, asyncio.Lock)
 
 
 async def handle_alter_client_quotas(ctx: RequestContext, request: Any) -> Any:

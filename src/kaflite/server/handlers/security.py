@@ -35,11 +35,12 @@ from kaflite.server.security.scram import (
     ScramCredential,
     credential_from_salted_password,
 )
+from kaflite.server.services import Slot
 
 log = logging.getLogger("kaflite.server")
 _ZERO = datetime.timedelta(0)
 _BY_CODE = {code: name for name, (_, code) in MECHANISMS.items()}
-_LOCK_KEY = "scram-alter-lock"
+_ALTER_LOCK: Slot[asyncio.Lock] = Slot("scram-alter-lock")  # one credential change at a time
 
 
 async def handle_sasl_handshake(ctx: RequestContext, request: Any) -> Any:
@@ -138,7 +139,7 @@ async def handle_alter_scram(ctx: RequestContext, request: Any) -> Any:
     deletions = {k for k in deletions if k[0] not in errors}
     upserts = {k: v for k, v in upserts.items() if k[0] not in errors}
     if deletions or upserts:
-        lock = ctx.broker.extensions.setdefault(_LOCK_KEY, asyncio.Lock())
+        lock = ctx.broker.services.get_or_make(_ALTER_LOCK, asyncio.Lock)
         async with lock:  # one change at a time: each writes the whole table
             users = store.with_changes(upserts, deletions)
             try:

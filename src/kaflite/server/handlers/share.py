@@ -80,9 +80,11 @@ from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
 from kaflite.server.coordinators import share_state
+from kaflite.server.coordinators.broker_api import ShareBroker
 from kaflite.server.handlers import ApiTable
 from kaflite.server.replica import fetch_key
-from kaflite.server.share_persister import RETRIABLE, SharePersister
+from kaflite.server.services import Slot
+from kaflite.server.share_persister import RETRIABLE, SHARE_PERSISTER, SharePersister
 from kaflite.storage.checkpoint import atomic_write
 from kaflite.storage.file_slice import FileSlice
 
@@ -97,44 +99,47 @@ _ZERO = datetime.timedelta(0)
 _NO_ID = uuid.UUID(int=0)
 _RENEW = 4
 _PARTITION_READ_BYTES = 1 << 20  # a consumer's max.partition.fetch.bytes default
+_GROUP_CONFIGS_LOCK: Slot[asyncio.Lock] = Slot("share_group_configs_lock")  # one group-config change at a time
+_EPOCHS: Slot[dict[tuple[str, str, int], tuple[int, int, bool]]] = Slot("share_partition_epochs")
 
 
-def share_enabled(broker: Any) -> bool:
+def share_enabled(broker: ShareBroker) -> bool:
     return bool(broker.setting("group.share.enable"))
 
 
-def coordinator(broker: Any) -> ShareGroupCoordinator:
+def coordinator(broker: ShareBroker) -> ShareGroupCoordinator:
     """The broker's share-group coordinator, made from the group.share.* keys on first use."""
-    coord = broker.extensions.get("share_coordinator")
+    coord = broker.services.get(share_state.SHARE_COORDINATOR)
     if coord is None:
         config = ShareConfig(
             record_lock_duration_ms=int(broker.setting("group.share.record.lock.duration.ms")),
             delivery_count_limit=int(broker.setting("group.share.delivery.count.limit")),
             max_record_locks=int(broker.setting("group.share.partition.max.record.locks")),
         )
-        coord = broker.extensions["share_coordinator"] = ShareGroupCoordinator(
+        coord = ShareGroupCoordinator(
             config, session_timeout_ms=int(broker.setting("group.share.session.timeout.ms")),
             heartbeat_interval_ms=int(broker.setting("group.share.heartbeat.interval.ms")),
             max_size=int(broker.setting("group.share.max.size")),
             history_size=int(broker.setting("kaflite.group.rebalance.history.size")))
+        broker.services.set(share_state.SHARE_COORDINATOR, coord)
         coord.load_state = _state_loader(broker)
         for group_id, configs in _read_group_configs(broker).items():
             try:
                 coord.set_group_configs(group_id, configs)
             except ValueError as e:  # a file edited by hand: the group keeps the broker's keys
                 log.warning("%s: group %r: %s; its configs are ignored", GROUP_CONFIGS_FILE, group_id, e)
-    return coord  # type: ignore[no-any-return]
+    return coord
 
 
 GROUP_CONFIGS_FILE = "share-group-configs.json"
 
 
-def _group_configs_path(broker: Any) -> Any:
+def _group_configs_path(broker: ShareBroker) -> Any:
     dirs = getattr(broker, "log_dirs", None)
     return dirs[0] / GROUP_CONFIGS_FILE if dirs else None
 
 
-def _read_group_configs(broker: Any) -> dict[str, dict[str, str]]:
+def _read_group_configs(broker: ShareBroker) -> dict[str, dict[str, str]]:
     """The groups' configs kept by `alter_group_configs`; none when there is no file yet."""
     path = _group_configs_path(broker)
     if path is None:
@@ -150,7 +155,7 @@ def _read_group_configs(broker: Any) -> dict[str, dict[str, str]]:
     return {str(g): {str(k): str(v) for k, v in c.items()} for g, c in groups.items() if isinstance(c, dict)}
 
 
-def on_start(broker: Any) -> Any:
+def on_start(broker: ShareBroker) -> Any:
     """At start-up (before the broker listens): the coordinator with the groups' configs read from their
     file, and `__share_group_state` loaded when it exists."""
     if not share_enabled(broker):
@@ -159,7 +164,7 @@ def on_start(broker: Any) -> Any:
     return share_state.load_at_start(broker)
 
 
-def _state_loader(broker: Any) -> Callable[[str, str, int], ShareSnapshot | None]:
+def _state_loader(broker: ShareBroker) -> Callable[[str, str, int], ShareSnapshot | None]:
     def load(group_id: str, topic: str, partition: int) -> ShareSnapshot | None:
         svc = share_state.ShareStateService.of(broker)  # creates __share_group_state on first need
         key = svc.key(group_id, topic, partition)
@@ -190,7 +195,7 @@ def _without_holes(snapshot: ShareSnapshot) -> ShareSnapshot:
     return ShareSnapshot(snapshot.start_offset, tuple(out))
 
 
-def group_coordinator_here(broker: Any, group_id: str) -> bool:
+def group_coordinator_here(broker: ShareBroker, group_id: str) -> bool:
     """This broker is the share group's coordinator (the leader of the group's `__consumer_offsets`
     partition, as for consumer groups and as FindCoordinator answers): it holds the group's membership.
     True while the image has no such partition (a single node before the topic exists)."""
@@ -201,27 +206,28 @@ def group_coordinator_here(broker: Any, group_id: str) -> bool:
     return reg is None or int(reg.leader) == int(broker.node_id)
 
 
-def persister(broker: Any) -> SharePersister:
+def persister(broker: ShareBroker) -> SharePersister:
     """The broker's persister for share partitions whose `__share_group_state` partition another broker
     leads (share_persister.py), made on first use."""
-    per = broker.extensions.get("share_persister")
+    per = broker.services.get(SHARE_PERSISTER)
     if per is None:
         svc = share_state.ShareStateService.of(broker)
-        per = broker.extensions["share_persister"] = SharePersister(
+        per = SharePersister(
             int(broker.node_id), lambda: broker.metadata, svc.partition_for,
             listener=broker.config.inter_broker_listener_name,
             connector=getattr(broker, "inter_broker_connector", None),
             timeout_ms=int(broker.setting("share.coordinator.write.timeout.ms")))
-    return per  # type: ignore[no-any-return]
+        broker.services.set(SHARE_PERSISTER, per)
+    return per
 
 
-def _epochs(broker: Any) -> dict[tuple[str, str, int], tuple[int, int, bool]]:
+def _epochs(broker: ShareBroker) -> dict[tuple[str, str, int], tuple[int, int, bool]]:
     """(group, topic, partition) -> (the partition's leader epoch when its share partition was made here,
     the state epoch read, whether its state is another broker's) for the share partitions in memory."""
-    return broker.extensions.setdefault("share_partition_epochs", {})  # type: ignore[no-any-return]
+    return broker.services.get_or_make(_EPOCHS, dict)
 
 
-async def _prepare(broker: Any, coord: ShareGroupCoordinator, group_id: str,
+async def _prepare(broker: ShareBroker, coord: ShareGroupCoordinator, group_id: str,
                    partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
     """Before an acquisition: drop the share partitions this broker does not lead any more, or led with
     another leader epoch (what memory holds of them is stale: the leader since then wrote the state), and
@@ -271,7 +277,7 @@ async def _prepare(broker: Any, coord: ShareGroupCoordinator, group_id: str,
     return errors
 
 
-def _still_leader(broker: Any, k: tuple[str, str, int]) -> bool:
+def _still_leader(broker: ShareBroker, k: tuple[str, str, int]) -> bool:
     """This broker leads the share partition's partition, at the leader epoch it was made at (when known)."""
     part = broker.replica_manager.partition_or_none(k[1], k[2])
     if part is None or int(part.state.leader) != int(broker.node_id):
@@ -280,7 +286,7 @@ def _still_leader(broker: Any, k: tuple[str, str, int]) -> bool:
     return held is None or held[0] == int(part.state.leader_epoch)
 
 
-async def persist(broker: Any, coord: ShareGroupCoordinator) -> dict[tuple[str, str, int], ErrorCode]:
+async def persist(broker: ShareBroker, coord: ShareGroupCoordinator) -> dict[tuple[str, str, int], ErrorCode]:
     """Write every share partition whose state changed (other than by acquisitions) to
     `__share_group_state`, and wait until it is committed. The error per (group, topic, partition) whose
     write failed: such a share partition is dropped from memory (rebuilt from what was written)."""
@@ -320,7 +326,7 @@ async def persist(broker: Any, coord: ShareGroupCoordinator) -> dict[tuple[str, 
     return errors
 
 
-async def alter_group_configs(broker: Any, group_id: str,
+async def alter_group_configs(broker: ShareBroker, group_id: str,
                               change: Callable[[dict[str, str]], dict[str, str | None]], validate_only: bool) -> None:
     """IncrementalAlterConfigs on a GROUP resource: the share-group keys of GROUP_CONFIG_KEYS. A key that
     is not one of them (consumer-group keys included) or a bad value is INVALID_CONFIG for the resource,
@@ -329,7 +335,7 @@ async def alter_group_configs(broker: Any, group_id: str,
     if not group_id:
         raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty.")
     coord = coordinator(broker)
-    lock = broker.extensions.setdefault("share_group_configs_lock", asyncio.Lock())
+    lock = broker.services.get_or_make(_GROUP_CONFIGS_LOCK, asyncio.Lock)
     async with lock:  # one change at a time: the file written last is the configs applied last
         new = change(dict(coord.group_configs.get(group_id, {})))
         probe = ShareGroupCoordinator(coord.share_config)  # validate without touching the real one
@@ -353,23 +359,23 @@ async def alter_group_configs(broker: Any, group_id: str,
         coord.set_group_configs(group_id, new)
 
 
-def share_group_history(broker: Any, group_id: str) -> list[RebalanceEvent] | None:
+def share_group_history(broker: ShareBroker, group_id: str) -> list[RebalanceEvent] | None:
     """The rebalance timeline of share group `group_id` (in memory, as its membership); None when this
     broker knows no share group of that id (the group coordinator's timeline answers then)."""
-    coord = broker.extensions.get("share_coordinator")
+    coord = broker.services.get(share_state.SHARE_COORDINATOR)
     if coord is None:
         return None
     coord.expire(broker.now_ms())  # a member whose session ended is in the history before it is read
-    return coord.history(group_id)  # type: ignore[no-any-return]
+    return coord.history(group_id)
 
 
-def share_group_view(broker: Any, group_id: str, max_ranges: int = 100) -> list[tuple[str, dict[str, Any]]]:
+def share_group_view(broker: ShareBroker, group_id: str, max_ranges: int = 100) -> list[tuple[str, dict[str, Any]]]:
     """What the console's share-group page shows (kaflite.cluster.share_group_view asks for it): the group
     (state, epochs, members with their subscriptions and partitions, the broker's clock) named "group",
     then one "partition:<topic>:<p>" per share partition (start offset, end offset, the first
     `max_ranges` ranges of records in flight with delivery count, holder and lock deadline). KafkaError
     GROUP_ID_NOT_FOUND when no share group has this id here."""
-    coord = broker.extensions.get("share_coordinator")
+    coord = broker.services.get(share_state.SHARE_COORDINATOR)
     group = coord.groups.get(group_id) if coord is not None else None
     if coord is None or group is None:
         raise KafkaError(ErrorCode.group_id_not_found, f"Share group {group_id} not found.")
@@ -394,9 +400,9 @@ def share_group_view(broker: Any, group_id: str, max_ranges: int = 100) -> list[
     return out
 
 
-def listed_share_groups(broker: Any, states: Sequence[str]) -> list[ListedGroup]:
+def listed_share_groups(broker: ShareBroker, states: Sequence[str]) -> list[ListedGroup]:
     """ListGroups' share groups (group type and protocol type "share"), filtered by state (any case)."""
-    coord = broker.extensions.get("share_coordinator")
+    coord = broker.services.get(share_state.SHARE_COORDINATOR)
     if coord is None:
         return []
     coord.expire(broker.now_ms())
@@ -405,17 +411,17 @@ def listed_share_groups(broker: Any, states: Sequence[str]) -> list[ListedGroup]
             if not wanted or g.state.lower() in wanted]
 
 
-async def delete_share_group(broker: Any, group_id: str) -> ErrorCode | None:
+async def delete_share_group(broker: ShareBroker, group_id: str) -> ErrorCode | None:
     """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members, else it and its share
     partitions' state go (tombstones in `__share_group_state`, committed before the answer); None when no
     share group has this id, in memory or in `__share_group_state` (the group coordinator answers)."""
-    coord = broker.extensions.get("share_coordinator")
-    svc = broker.extensions.get("share_state")
+    coord = broker.services.get(share_state.SHARE_COORDINATOR)
+    svc = broker.services.get(share_state.SHARE_STATE_SERVICE)
     known = coord is not None and group_id in coord.groups
     persisted = svc is not None and any(s.keys_of_group(group_id) for _p, s in svc.runtime.active_shards())
     if not known and not persisted:
         return None
-    if known:
+    if known and coord is not None:
         coord.expire(broker.now_ms())
         code: ErrorCode = coord.delete_group(group_id)
         if code is not ErrorCode.none:
@@ -575,7 +581,7 @@ def _durable(failed: dict[tuple[str, str, int], ErrorCode], group_id: str, names
             answers[(topic_id, partition)] = failure
 
 
-def _names(broker: Any, topic_ids: Sequence[uuid.UUID | None]) -> dict[uuid.UUID, str]:
+def _names(broker: ShareBroker, topic_ids: Sequence[uuid.UUID | None]) -> dict[uuid.UUID, str]:
     out: dict[uuid.UUID, str] = {}
     for topic_id in topic_ids:
         if topic_id is None or topic_id == _NO_ID:
@@ -756,7 +762,7 @@ def _partition_error(code: ErrorCode) -> ErrorCode:
     return code
 
 
-def _topic_id(broker: Any, name: str) -> uuid.UUID:
+def _topic_id(broker: ShareBroker, name: str) -> uuid.UUID:
     topic = broker.metadata.topics.get(name)
     return topic.topic_id if topic is not None else _NO_ID
 

@@ -52,6 +52,7 @@ from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
 from kaflite.server.coordinators import share_state
+from kaflite.server.coordinators.broker_api import ShareBroker
 from kaflite.server.handlers import ApiTable, share
 
 __all__ = ["APIS", "is_share_group"]
@@ -63,31 +64,31 @@ _DEFAULT_LEADER_EPOCH = 0  # PartitionFactory.DEFAULT_LEADER_EPOCH
 _ELSEWHERE = "The share partition's state is coordinated by another broker (kaflite has no share persister)."
 
 
-def _service(broker: Any) -> share_state.ShareStateService | None:
+def _service(broker: ShareBroker) -> share_state.ShareStateService | None:
     """The share coordinator when `__share_group_state` exists (None: no share partition has state)."""
-    svc = broker.extensions.get("share_state")
+    svc = broker.services.get(share_state.SHARE_STATE_SERVICE)
     if svc is None and SHARE_GROUP_STATE_TOPIC in broker.metadata.topics:
         svc = share_state.ShareStateService.of(broker)
-    return svc  # type: ignore[no-any-return]
+    return svc
 
 
-def _state_keys(broker: Any, group_id: str) -> list[ShareStateKey]:
+def _state_keys(broker: ShareBroker, group_id: str) -> list[ShareStateKey]:
     svc = _service(broker)
     if svc is None:
         return []
     return [k for _p, shard in svc.runtime.active_shards() for k in shard.keys_of_group(group_id)]
 
 
-def is_share_group(broker: Any, group_id: str) -> bool:
+def is_share_group(broker: ShareBroker, group_id: str) -> bool:
     """A share group of this id exists (see the rules): DescribeGroups (groups.py) answers it as Kafka
     answers a group that is not a classic group."""
-    coord = broker.extensions.get("share_coordinator")
+    coord = broker.services.get(share_state.SHARE_COORDINATOR)
     return (coord is not None and group_id in coord.groups) or bool(_state_keys(broker, group_id))
 
 
-def _group_error(broker: Any, group_id: str) -> tuple[ErrorCode, str] | None:
+def _group_error(broker: ShareBroker, group_id: str) -> tuple[ErrorCode, str] | None:
     """GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP for Alter and Delete (see the rules), None when it may change."""
-    coord = broker.extensions.get("share_coordinator")
+    coord = broker.services.get(share_state.SHARE_COORDINATOR)
     group = None
     if coord is not None:
         coord.expire(broker.now_ms())
@@ -111,9 +112,9 @@ def _step(action: Any) -> Any:
     return step
 
 
-def _forget(broker: Any, group_id: str, topic: str, partitions: Iterable[int] | None) -> None:
+def _forget(broker: ShareBroker, group_id: str, topic: str, partitions: Iterable[int] | None) -> None:
     """Drop the group's share partitions of `topic` from memory (rebuilt from the durable state)."""
-    coord = broker.extensions.get("share_coordinator")
+    coord = broker.services.get(share_state.SHARE_COORDINATOR)
     if coord is None:
         return
     wanted = None if partitions is None else set(partitions)
@@ -124,12 +125,12 @@ def _forget(broker: Any, group_id: str, topic: str, partitions: Iterable[int] | 
 
 # --- DescribeShareGroupOffsets (90) -------------------------------------------------------------------
 
-async def _start_offsets(broker: Any, group_id: str, topic: str, topic_id: uuid.UUID, partitions: Iterable[int]
+async def _start_offsets(broker: ShareBroker, group_id: str, topic: str, topic_id: uuid.UUID, partitions: Iterable[int]
                          ) -> list[tuple[int, int, int]]:
     """(partition, start offset, leader epoch) of the group's share partitions of a topic, read from the
     durable state (after the writes still pending there)."""
     svc = _service(broker)
-    coord = broker.extensions.get("share_coordinator")
+    coord = broker.services.get(share_state.SHARE_COORDINATOR)
     out: list[tuple[int, int, int]] = []
     for p in partitions:
         start, epoch = _UNINITIALIZED, _DEFAULT_LEADER_EPOCH
@@ -153,14 +154,14 @@ async def _start_offsets(broker: Any, group_id: str, topic: str, topic_id: uuid.
     return out
 
 
-def _initialized(broker: Any, group_id: str) -> dict[str, list[int]]:
+def _initialized(broker: ShareBroker, group_id: str) -> dict[str, list[int]]:
     """topic -> partitions of the group that have a share-partition state (durable, or in memory only)."""
     out: dict[str, set[int]] = {}
     for key in _state_keys(broker, group_id):
         topic = broker.metadata.topic_by_id(key.topic_id)
         if topic is not None:
             out.setdefault(topic.name, set()).add(key.partition)
-    coord = broker.extensions.get("share_coordinator")
+    coord = broker.services.get(share_state.SHARE_COORDINATOR)
     for g, t, p in list(coord.partitions) if coord is not None else ():
         if g == group_id and t in broker.metadata.topics:
             out.setdefault(t, set()).add(p)
