@@ -20,6 +20,7 @@ from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 from kio.static.primitive import i8, i32, i64
 
+from kaflite.coordinator.share.partition import ShareEpochs
 from kaflite.server.coordinators.share_state import SHARE_COORDINATOR
 from kaflite.server.embedded import EmbeddedBroker
 from server.kwire import WireClient
@@ -214,6 +215,21 @@ def test_fetch_accept_release_reject(broker: EmbeddedBroker) -> None:
     assert ack_errors(m.acknowledge({(tid, 0): [(2, 3, ACCEPT)]})) == {0: 0}
     assert ack_errors(m.acknowledge({(tid, 0): [(2, 3, ACCEPT)]})) == {0: 121}
     assert offsets(m.fetch()) == []  # nothing redelivered: accepted and rejected records are final
+    m.close()
+
+
+def test_a_share_partition_made_from_this_brokers_state_carries_its_leader_epoch(broker: EmbeddedBroker) -> None:
+    """The share partition a ShareFetch makes from this broker's share coordinator holds the partition's leader
+    epoch at that time (`SharePartition.epochs`: what a later request compares with the leader epoch then),
+    state epoch 0, state not elsewhere."""
+    topic, _tid = new_topic(broker)
+    (m,) = joined_and_started(broker, "g-epochs", topic, 1)
+
+    def held() -> tuple[Any, int]:
+        sp = broker.server.broker.services.get(SHARE_COORDINATOR).partitions[("g-epochs", topic, 0)]
+        return sp.epochs, broker.server.broker.replica_manager.partition_or_none(topic, 0).state.leader_epoch
+    epochs, leader_epoch = broker.call(held)
+    assert epochs == ShareEpochs(leader_epoch, 0, state_elsewhere=False)
     m.close()
 
 

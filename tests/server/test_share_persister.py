@@ -114,19 +114,46 @@ def test_a_share_partition_of_a_partition_led_elsewhere_now_is_dropped_not_writt
     from kaflite.server.handlers.share import persist
 
     leader = {"t": SimpleNamespace(leader=1, leader_epoch=3), "u": SimpleNamespace(leader=0, leader_epoch=5)}
-    from kaflite.server.handlers.share import _EPOCHS
-    from kaflite.server.services import BrokerServices
+    from kaflite.coordinator.share.partition import ShareEpochs
 
-    services = BrokerServices()
-    services.set(_EPOCHS, {("g", "u", 0): (4, 0, False)})
-    broker = SimpleNamespace(node_id=0, services=services,
+    broker = SimpleNamespace(node_id=0,
                              replica_manager=SimpleNamespace(
                                  partition_or_none=lambda t, _p: SimpleNamespace(state=leader[t])))
     coord = ShareGroupCoordinator()
     for topic in ("t", "u"):
         sp = coord.install("g", topic, 0, None, log_start_offset=0, high_watermark=0)
-        assert sp.changed
+        assert sp.changed and sp.epochs is None
+    coord.partitions[("g", "u", 0)].epochs = ShareEpochs(4)  # made here at leader epoch 4
     errors = asyncio.run(persist(broker, coord))
     assert errors == {("g", "t", 0): ErrorCode.not_leader_or_follower,  # led by broker 1 now
                       ("g", "u", 0): ErrorCode.not_leader_or_follower}  # led here, at epoch 5, not 4
-    assert coord.partitions == {} and services.get(_EPOCHS) == {}
+    assert coord.partitions == {}
+    # made again (from what was written): nothing of the dropped one's epochs
+    assert coord.install("g", "u", 0, None, log_start_offset=0, high_watermark=0).epochs is None
+
+
+def test_prepare_drops_a_share_partition_made_at_another_leader_epoch_and_notes_the_ones_made_here() -> None:
+    """`_prepare` reads the leader epoch a share partition was made at from the share partition itself
+    (`SharePartition.epochs`): one made at epoch 3 of a partition led here at epoch 4 now is dropped, one
+    made at epoch 4 is kept, one without epochs (made before any were noted) is kept; the partitions whose
+    share partition the acquisition will make from this broker's shard come back with their leader epoch."""
+    from kaflite.coordinator.share.group import ShareGroupCoordinator
+    from kaflite.coordinator.share.partition import ShareEpochs
+    from kaflite.server.coordinators.share_state import SHARE_STATE_SERVICE
+    from kaflite.server.handlers.share import _prepare
+    from kaflite.server.services import BrokerServices
+
+    ids = {"stale": uuid.uuid4(), "same": uuid.uuid4(), "unknown": uuid.uuid4(), "new": uuid.uuid4()}
+    local = SimpleNamespace(key=lambda g, t, p: ShareStateKey(g, ids[t], p), partition_for=lambda _k: 0,
+                            here=lambda _p: True)
+    services = BrokerServices()
+    services.set(SHARE_STATE_SERVICE, local)
+    broker = SimpleNamespace(node_id=0, services=services, replica_manager=SimpleNamespace(
+        partition_or_none=lambda _t, _p: SimpleNamespace(state=SimpleNamespace(leader=0, leader_epoch=4))))
+    coord = ShareGroupCoordinator()
+    for topic, epochs in (("stale", ShareEpochs(3)), ("same", ShareEpochs(4)), ("unknown", None)):
+        coord.install("g", topic, 0, None, log_start_offset=0, high_watermark=0).epochs = epochs
+    errors, made_here = asyncio.run(_prepare(broker, coord, "g", [(t, 0) for t in ids]))
+    assert errors == {}
+    assert sorted(t for _g, t, _p in coord.partitions) == ["same", "unknown"]
+    assert made_here == {("stale", 0): 4, ("new", 0): 4}  # made again from the shard: at the epoch now

@@ -45,6 +45,10 @@ Rules (each is checked by tests/coordinator/share/):
   record, a release at the delivery limit or below the log start, an AVAILABLE record the log start
   passed, an aborted transaction's record or marker under read_committed). Rebuilding from a snapshot
   counts nothing.
+- `epochs` (a ShareEpochs, None until the broker sets it) is where the broker made the share partition: the
+  partition's leader epoch then, the state epoch it read, and whether its state is another broker's. This
+  module never reads it: it lives on the share partition so that it goes when the share partition goes
+  (dropped, rebuilt, its group or topic deleted), never describing a share partition made later.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ __all__ = [
     "AcquiredRange",
     "RecordState",
     "ShareCounts",
+    "ShareEpochs",
     "ShareConfig",
     "SharePartition",
     "ShareSnapshot",
@@ -172,6 +177,17 @@ class ShareCounts:
     archived: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class ShareEpochs:
+    """Where the broker made a share partition (see the rules; Kafka's SharePartition leaderEpoch and
+    stateEpoch): a write of its state carries them, and a share partition made at another leader epoch
+    than the partition's now is stale."""
+
+    leader_epoch: int
+    state_epoch: int = 0
+    state_elsewhere: bool = False  # its state is on another broker's share coordinator (the persister)
+
+
 @dataclass(slots=True)
 class _Record:
     state: RecordState
@@ -193,6 +209,7 @@ class SharePartition:
         # a change to persist before answering (see the rules); from_state's state is the persisted one
         self.changed = False
         self.counts = ShareCounts()
+        self.epochs: ShareEpochs | None = None  # set by the broker (see the rules)
 
     # --- construction -----------------------------------------------------------------------------
     @classmethod

@@ -74,7 +74,13 @@ from kaflite.coordinator.messages import ListedGroup
 from kaflite.coordinator.offsets_topic import OFFSETS_TOPIC
 from kaflite.coordinator.offsets_topic import partition_for as offsets_partition_for
 from kaflite.coordinator.share.group import ShareGroupCoordinator
-from kaflite.coordinator.share.partition import ShareConfig, ShareSnapshot, StateBatch
+from kaflite.coordinator.share.partition import (
+    ShareConfig,
+    ShareEpochs,
+    SharePartition,
+    ShareSnapshot,
+    StateBatch,
+)
 from kaflite.coordinator.timeline import RebalanceEvent
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
@@ -100,7 +106,6 @@ _NO_ID = uuid.UUID(int=0)
 _RENEW = 4
 _PARTITION_READ_BYTES = 1 << 20  # a consumer's max.partition.fetch.bytes default
 _GROUP_CONFIGS_LOCK: Slot[asyncio.Lock] = Slot("share_group_configs_lock")  # one group-config change at a time
-_EPOCHS: Slot[dict[tuple[str, str, int], tuple[int, int, bool]]] = Slot("share_partition_epochs")
 
 
 def share_enabled(broker: ShareBroker) -> bool:
@@ -221,19 +226,16 @@ def persister(broker: ShareBroker) -> SharePersister:
     return per
 
 
-def _epochs(broker: ShareBroker) -> dict[tuple[str, str, int], tuple[int, int, bool]]:
-    """(group, topic, partition) -> (the partition's leader epoch when its share partition was made here,
-    the state epoch read, whether its state is another broker's) for the share partitions in memory."""
-    return broker.services.get_or_make(_EPOCHS, dict)
-
-
 async def _prepare(broker: ShareBroker, coord: ShareGroupCoordinator, group_id: str,
-                   partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+                   partitions: Sequence[tuple[str, int]]
+                   ) -> tuple[dict[tuple[str, int], ErrorCode], dict[tuple[str, int], int]]:
     """Before an acquisition: drop the share partitions this broker does not lead any more, or led with
     another leader epoch (what memory holds of them is stale: the leader since then wrote the state), and
     read the state of those not in memory whose `__share_group_state` partition another broker leads (the
-    persister, concurrently). The errors of the reads that failed, per partition."""
-    epochs = _epochs(broker)
+    persister, concurrently). The errors of the reads that failed, per partition, and the leader epoch of
+    each partition whose share partition the acquisition will make from this broker's shard (its
+    `epochs`, set by `_acquire_pass` once made)."""
+    made_here: dict[tuple[str, int], int] = {}
     me = int(broker.node_id)
     reads: list[tuple[tuple[str, int], Any, int, Any]] = []
     svc = share_state.ShareStateService.of(broker)
@@ -241,12 +243,11 @@ async def _prepare(broker: ShareBroker, coord: ShareGroupCoordinator, group_id: 
         k = (group_id, topic, partition)
         part = broker.replica_manager.partition_or_none(topic, partition)
         if part is None or int(part.state.leader) != me:
-            if coord.partitions.pop(k, None) is not None:
-                epochs.pop(k, None)  # a leader elsewhere now: its next state there, not here
+            coord.partitions.pop(k, None)  # a leader elsewhere now: its next state there, not here
             continue
         leader_epoch = int(part.state.leader_epoch)
-        held = epochs.get(k)
-        if k in coord.partitions and held is not None and held[0] != leader_epoch:
+        held = coord.partitions.get(k)
+        if held is not None and held.epochs is not None and held.epochs.leader_epoch != leader_epoch:
             del coord.partitions[k]
         if k in coord.partitions:
             continue
@@ -254,7 +255,7 @@ async def _prepare(broker: ShareBroker, coord: ShareGroupCoordinator, group_id: 
         if key is None:
             continue
         if svc.here(svc.partition_for(key)):
-            epochs[k] = (leader_epoch, 0, False)  # made from this broker's shard by the state loader
+            made_here[(topic, partition)] = leader_epoch  # made from this broker's shard by the state loader
             continue
         reads.append(((topic, partition), key, leader_epoch,
                       asyncio.ensure_future(persister(broker).read(key, leader_epoch))))
@@ -271,19 +272,18 @@ async def _prepare(broker: ShareBroker, coord: ShareGroupCoordinator, group_id: 
             continue  # made meanwhile by another request, or the leadership moved: nothing installed
         snapshot = state.snapshot()
         high_watermark, _ = part.fetch_offsets()
-        coord.install(group_id, topic, partition, None if snapshot is None else _without_holes(snapshot),
-                      part.log.log_start_offset, high_watermark)
-        epochs[k] = (leader_epoch, state.state_epoch, True)
-    return errors
+        sp = coord.install(group_id, topic, partition, None if snapshot is None else _without_holes(snapshot),
+                           part.log.log_start_offset, high_watermark)
+        sp.epochs = ShareEpochs(leader_epoch, state.state_epoch, state_elsewhere=True)
+    return errors, made_here
 
 
-def _still_leader(broker: ShareBroker, k: tuple[str, str, int]) -> bool:
+def _still_leader(broker: ShareBroker, k: tuple[str, str, int], sp: SharePartition) -> bool:
     """This broker leads the share partition's partition, at the leader epoch it was made at (when known)."""
     part = broker.replica_manager.partition_or_none(k[1], k[2])
     if part is None or int(part.state.leader) != int(broker.node_id):
         return False
-    held = _epochs(broker).get(k)
-    return held is None or held[0] == int(part.state.leader_epoch)
+    return sp.epochs is None or sp.epochs.leader_epoch == int(part.state.leader_epoch)
 
 
 async def persist(broker: ShareBroker, coord: ShareGroupCoordinator) -> dict[tuple[str, str, int], ErrorCode]:
@@ -296,21 +296,20 @@ async def persist(broker: ShareBroker, coord: ShareGroupCoordinator) -> dict[tup
         if not sp.changed:
             continue
         sp.changed = False
-        if not _still_leader(broker, k):
+        if not _still_leader(broker, k, sp):
             # what this broker holds is stale (the leader since then has the state): never written over it
             errors[k] = ErrorCode.not_leader_or_follower
             del coord.partitions[k]
-            _epochs(broker).pop(k, None)
             continue
         svc = share_state.ShareStateService.of(broker)
         key = svc.key(*k)
         if key is None:
             continue  # the topic is gone: nothing of it will be fetched again
-        held = _epochs(broker).get(k)
+        held = sp.epochs
         # on this broker's shard when it leads the key's state partition and the state was read here
-        fut: asyncio.Future[Any] | None = None if held is not None and held[2] else svc.write(key, sp.export)
+        fut: asyncio.Future[Any] | None = None if held is not None and held.state_elsewhere else svc.write(key, sp.export)
         if fut is None:  # another broker's share coordinator: through the persister (RPC 85)
-            leader_epoch, state_epoch = (held[0], held[1]) if held is not None else (-1, 0)
+            leader_epoch, state_epoch = (held.leader_epoch, held.state_epoch) if held is not None else (-1, 0)
             fut = asyncio.ensure_future(persister(broker).write(key, state_epoch, leader_epoch, sp.export()))
         writes.append((k, sp, fut))
     for k, sp, fut in writes:
@@ -322,7 +321,6 @@ async def persist(broker: ShareBroker, coord: ShareGroupCoordinator) -> dict[tup
             errors[k] = e.code
             if coord.partitions.get(k) is sp:
                 del coord.partitions[k]
-                _epochs(broker).pop(k, None)
     return errors
 
 
@@ -709,13 +707,13 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         # each request starts at the next partition, so MaxRecords does not always go to the first ones
         turn = max(epoch, 0) % max(1, len(session.partitions))
         order = session.partitions[turn:] + session.partitions[:turn]
-        unread = await _prepare(broker, coord, group_id, order)
+        unread, made_here = await _prepare(broker, coord, group_id, order)
         for tp, code in unread.items():  # its state could not be read: nothing acquired there this time
             results.setdefault(tp, [ErrorCode.none, ErrorCode.none, b"", []])[0] = _partition_error(code)
         order = tuple(tp for tp in order if tp not in unread)
         while True:
             acquired_any, any_error = _acquire_pass(ctx, coord, group_id, member_id, order, budget,
-                                                    max_bytes, results)
+                                                    max_bytes, results, made_here)
             remaining = deadline - broker.now_ms()
             if acquired_any or any_error or unread or remaining <= 0 or not keys:
                 break
@@ -769,8 +767,11 @@ def _topic_id(broker: ShareBroker, name: str) -> uuid.UUID:
 
 def _acquire_pass(ctx: RequestContext, coord: ShareGroupCoordinator, group_id: str, member_id: str,
                   partitions: Sequence[tuple[str, int]], budget: int, max_bytes: int,
-                  results: dict[tuple[str | uuid.UUID, int], list[Any]]) -> tuple[bool, bool]:
-    """One pass over the session's partitions: read, acquire, note the answers. (acquired any, any error)."""
+                  results: dict[tuple[str | uuid.UUID, int], list[Any]],
+                  made_here: dict[tuple[str, int], int]) -> tuple[bool, bool]:
+    """One pass over the session's partitions: read, acquire, note the answers. (acquired any, any error).
+    A share partition made here from this broker's shard gets the leader epoch `_prepare` saw (`made_here`,
+    once: one made again later in the request, after a failed write dropped it, has none, as before)."""
     broker = ctx.broker
     acquired_any = any_error = False
     for topic, partition in partitions:
@@ -786,6 +787,9 @@ def _acquire_pass(ctx: RequestContext, coord: ShareGroupCoordinator, group_id: s
             high_watermark, last_stable = part.fetch_offsets()
             now = broker.now_ms()
             sp = coord.share_partition(group_id, topic, partition, plog.log_start_offset, high_watermark)
+            made_at = made_here.pop((topic, partition), None)
+            if made_at is not None and sp.epochs is None:
+                sp.epochs = ShareEpochs(made_at)
             sp.move_log_start(plog.log_start_offset)
             sp.expire(now)
             committed = sp.config.isolation_level == "read_committed"
