@@ -100,6 +100,19 @@ def _group_error(broker: ShareBroker, group_id: str) -> tuple[ErrorCode, str] | 
     return None
 
 
+def _refused(ctx: RequestContext, group_id: str, rule: rules.Check) -> tuple[ErrorCode, str | None] | None:
+    """The whole-request checks of Alter and Delete, in Kafka's order (share groups enabled, the group's ACL
+    `rule`, a group id, the group's existence and emptiness): the error (and message) of the first that
+    fails, or None."""
+    if not share.share_enabled(ctx.broker):
+        return ErrorCode.unsupported_version, "Share groups are not enabled."
+    if not ctx.allowed(rule, group_id):
+        return rule.error, None
+    if not group_id:
+        return ErrorCode.invalid_group_id, None
+    return _group_error(ctx.broker, group_id)
+
+
 def _step(action: Any) -> Any:
     """A coordinator-runtime step answering `action(shard, now)` (a StateAnswer) directly."""
     def step(shard: ShareStateShard, now: int) -> ShareStateResult:
@@ -228,13 +241,7 @@ async def handle_alter_share_group_offsets(ctx: RequestContext, request: Any) ->
     def failed(code: ErrorCode, message: str | None = None) -> Any:
         return build(R.AlterShareGroupOffsetsResponse, throttle_time=_ZERO, error_code=code,
                      error_message=message or code.name.upper(), responses=())
-    if not share.share_enabled(broker):
-        return failed(ErrorCode.unsupported_version, "Share groups are not enabled.")
-    if not ctx.allowed(rules.ALTER_SHARE_OFFSETS_GROUP, group_id):
-        return failed(rules.ALTER_SHARE_OFFSETS_GROUP.error)
-    if not group_id:
-        return failed(ErrorCode.invalid_group_id)
-    refused = _group_error(broker, group_id)
+    refused = _refused(ctx, group_id, rules.ALTER_SHARE_OFFSETS_GROUP)
     if refused is not None:
         return failed(*refused)
     await share_state.ShareStateService.prepare(broker)  # __share_group_state created off the loop if missing
@@ -302,13 +309,7 @@ async def handle_delete_share_group_offsets(ctx: RequestContext, request: Any) -
     def topic(name: str, topic_id: uuid.UUID | None, code: ErrorCode, message: str | None = None) -> Any:
         return build(R.DeleteShareGroupOffsetsResponseTopic, topic_name=name, topic_id=topic_id, error_code=code,
                      error_message=None if code is ErrorCode.none else message or code.name.upper())
-    if not share.share_enabled(broker):
-        return failed(ErrorCode.unsupported_version, "Share groups are not enabled.")
-    if not ctx.allowed(rules.DELETE_SHARE_OFFSETS_GROUP, group_id):
-        return failed(rules.DELETE_SHARE_OFFSETS_GROUP.error)
-    if not group_id:
-        return failed(ErrorCode.invalid_group_id)
-    refused = _group_error(broker, group_id)
+    refused = _refused(ctx, group_id, rules.DELETE_SHARE_OFFSETS_GROUP)
     if refused is not None:
         return failed(*refused)
     svc = _service(broker)
