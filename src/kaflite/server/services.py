@@ -18,7 +18,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 __all__ = ["BrokerServices", "Slot"]
 
@@ -44,19 +44,19 @@ class BrokerServices:
         self._values: dict[Slot[Any], Any] = {}
 
     def get(self, slot: Slot[T]) -> T | None:
-        return self._values.get(slot)  # type: ignore[no-any-return]  # set only through a Slot[T]
+        return cast("T | None", self._values.get(slot))  # set only through a Slot[T]: a T
 
     def get_or_make(self, slot: Slot[T], make: Callable[[], T]) -> T:
         """The slot's value, made by `make()` on first use (state with nothing to start: a cache, a lock)."""
         if slot in self._values:
-            return self._values[slot]  # type: ignore[no-any-return]
+            return cast(T, self._values[slot])
         value = self._values[slot] = make()
         return value
 
     def start(self, slot: Slot[T], make: Callable[[], T], start: Callable[[T], object]) -> T:
         """The slot's service, made and started on first use (the order: see the rules)."""
         if slot in self._values:
-            return self._values[slot]  # type: ignore[no-any-return]
+            return cast(T, self._values[slot])
         service = self._values[slot] = make()
         try:
             start(service)
@@ -70,7 +70,7 @@ class BrokerServices:
         self._values[slot] = value
 
     def pop(self, slot: Slot[T]) -> T | None:
-        return self._values.pop(slot, None)  # type: ignore[no-any-return]
+        return cast("T | None", self._values.pop(slot, None))
 
     def names(self) -> list[str]:
         """The slots holding a value (for a reader of a broker's state: tests, logs)."""
