@@ -71,8 +71,8 @@ def main() -> int:
         record, raw = statistics.median(timings["record"]), statistics.median(timings["raw"])
         rows.append((f"{source} -> {target}", record, raw, args.records / raw * 1e6, record / raw))
     print(f"recompression of {args.batches} batches x {args.records} records x 100 B, median of {args.repeat}")
-    print(f"| producer -> topic codec | per record (µs/batch) | raw section (µs/batch) | raw records/s of CPU "
-          f"| speed-up |")
+    print("| producer -> topic codec | per record (µs/batch) | raw section (µs/batch) | raw records/s of CPU "
+          "| speed-up |")
     print("|---|---|---|---|---|")
     for pair, record, raw, rps, up in rows:
         print(f"| {pair} | {record:,.0f} | {raw:,.0f} | {rps:,.0f} | {up:.1f}x |")
