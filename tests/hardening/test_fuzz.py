@@ -60,7 +60,7 @@ def test_fuzz_every_served_api(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_fuzz_every_served_api_long(tmp_path: Path) -> None:
-    """30,000 inputs in the default suite (about 15 s of a 30-minute budget on 2 cores; the RSS bound then
-    covers six times the default run's inputs), 100,000 with KAFLITE_SOAK=1 (about 45 s)."""
+    """30,000 inputs in the default suite (13.1 s measured on 2 cores on 2026-11-28; the RSS bound then
+    covers six times the default run's inputs), 100,000 with KAFLITE_SOAK=1 (53.9 s measured, loaded)."""
     soak = os.environ.get("KAFLITE_SOAK", "") not in ("", "0")
     _fuzz(tmp_path, 100_000 if soak else 30_000, seed=1717)

@@ -127,3 +127,54 @@ def test_recompress_batches() -> None:
     assert err.value.code == ErrorCode.corrupt_message
     truncated = lz4[:-5]
     assert recompress_batches(truncated, CODECS["none"]) is truncated  # the log's validation answers
+
+
+_RECORD = st.tuples(
+    st.one_of(st.none(), st.binary(max_size=20)),
+    st.one_of(st.none(), st.binary(max_size=200)),
+    st.lists(st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=10))), max_size=3),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(records=st.lists(_RECORD, min_size=1, max_size=30), source=st.sampled_from(["none", *COMPRESSED]),
+       target=st.sampled_from(["none", *COMPRESSED]), attributes=st.sampled_from([0, 0x08, 0x10, 0x18]))
+def test_recompression_keeps_every_record_byte_and_every_header_field(records: list, source: str, target: str,
+                                                                       attributes: int) -> None:
+    """The records section after recompression is the producer's own bytes; the header differs only in the
+    codec bits, the length and the CRC (the timestamp type and transactional bits included)."""
+    from kaflite.protocol.record_batch import BATCH_HEADER_SIZE, encode_batch, recompress_batches
+
+    encoded = [(i, i * 3, k, v, h) for i, (k, v, h) in enumerate(records)]  # timestamp deltas are kept
+    batch = encode_batch(encoded, base_offset=0, first_timestamp=1_700_000_000_000, producer_id=5,
+                         producer_epoch=1, base_sequence=9, attributes=attributes | CODECS[source],
+                         partition_leader_epoch=-1)
+    (before,) = iter_batches(batch)
+    (after,) = iter_batches(recompress_batches(batch, CODECS[target]))
+    after.validate()
+    assert after.compression == CODECS[target]
+    assert after.attributes & ~0x07 == before.attributes & ~0x07
+    keep = ("base_offset", "partition_leader_epoch", "magic", "last_offset_delta", "first_timestamp",
+            "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "records_count")
+    assert [getattr(after, f) for f in keep] == [getattr(before, f) for f in keep]
+    assert (decompress(after.compression, after.buffer[BATCH_HEADER_SIZE:])
+            == decompress(before.compression, before.buffer[BATCH_HEADER_SIZE:]))
+
+
+def test_recompression_keeps_a_header_key_that_is_not_utf8() -> None:
+    """Kafka's header keys are Strings, but a client can send any bytes: recompression must not replace
+    them (decoding every record turned such a key into U+FFFD)."""
+    from kaflite.protocol.record_batch import BATCH_HEADER_SIZE, recompress_batches
+
+    plain = build_record_batch([(b"k", b"v", [("ok", b"1")])])
+    raw_key = b"\xff\xfe"
+    # the header key "ok" (length varint 4 = zigzag 2) patched to two bytes that are not UTF-8
+    at = plain.index(b"\x04ok")
+    body = bytearray(plain)
+    body[at + 1:at + 3] = raw_key
+    from kaflite.protocol.record_batch import crc32c
+
+    struct.pack_into(">I", body, 17, crc32c(bytes(body[21:])))
+    (after,) = iter_batches(recompress_batches(bytes(body), CODECS["gzip"]))
+    section = decompress(after.compression, after.buffer[BATCH_HEADER_SIZE:])
+    assert b"\x04" + raw_key in section

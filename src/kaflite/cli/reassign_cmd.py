@@ -356,9 +356,9 @@ def ongoing_reassignments(metadata: Any, partitions: Iterable[TopicPartition], t
 
 
 def _error_name(code: Any) -> str:
-    from kaflite.protocol.errors import ErrorCode
+    from kaflite.protocol.errors import error_name
 
-    return ErrorCode(int(code)).name.upper()
+    return error_name(code)
 
 
 def _top_level(resp: Any, what: str) -> None:

@@ -65,13 +65,10 @@ def _code(v: Any) -> int:
     return int(v.value if hasattr(v, "value") else v)
 
 
-def _error_name(code: int) -> str:
-    from kaflite.protocol.errors import ErrorCode
+def _error_name(code: Any) -> str:
+    from kaflite.protocol.errors import error_name
 
-    try:
-        return ErrorCode(code).name.upper()
-    except ValueError:
-        return f"ERROR {code}"
+    return error_name(code)
 
 
 def _error(code: Any, message: str | None) -> str:
@@ -390,7 +387,8 @@ def _reset(cluster: _Cluster, group: str, topics: list[str], all_topics: bool, e
     g = _described(cluster, address, group)
     if _code(g.error_code) not in (0, 69) or (_code(g.error_code) == 0 and g.group_state not in ("Empty", "Dead")):
         if _code(g.error_code) == 0:
-            fail(f"Share group '{group}' is not empty.")
+            fail(f"Share group '{group}' is not empty. It has {len(g.members)} member(s): stop its consumers (one "
+                 "that was killed leaves after share.session.timeout.ms) and run this again.")
         fail(f"describing share group {group!r}: {_error(g.error_code, g.error_message)}")
     partitions, leaders = _partitions(cluster, address, group, topics, all_topics)
     new = _log_offsets(cluster, leaders, timestamp)

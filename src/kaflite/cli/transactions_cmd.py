@@ -69,13 +69,9 @@ def _retrying(timeout: float, attempt: Callable[[], T]) -> T:
 
 
 def _error_name(code: Any) -> str:
-    from kaflite.protocol.errors import ErrorCode
+    from kaflite.protocol.errors import error_name
 
-    value = int(code.value if hasattr(code, "value") else code)
-    try:
-        return ErrorCode(value).name.upper()
-    except ValueError:
-        return f"ERROR {value}"
+    return error_name(code)
 
 
 class _Cluster(WireCluster):

@@ -427,11 +427,12 @@ class Console:
         def page() -> Response:
             listed = self.view.list_groups()
             described = self.view.describe_groups([g for g, typ, *_ in listed if typ != "share"])
+            # DescribeGroups answers Dead for a share group: ShareGroupDescribe, batched per coordinator
+            share_members = self.view.share_group_member_counts([g for g, typ, *_ in listed if typ == "share"])
             rows = []
             for gid, typ, state, simple in listed:
-                if typ == "share":  # DescribeGroups answers Dead for a share group: its coordinator's view
-                    share, _why = self.view.share_group(self.view.describe_groups([gid])[gid])
-                    members = len(share["group"].get("members", [])) if share is not None else 0
+                if typ == "share":
+                    members = share_members.get(gid, 0)
                     rows.append({"id": gid, "type": "share", "state": state, "simple": False, "members": members,
                                  "assignor": "simple", "lag": None, "spark": False})
                     continue

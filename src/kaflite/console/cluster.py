@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
@@ -474,28 +475,58 @@ class ClusterView:
 
     # -- groups ------------------------------------------------------------------------------------
 
-    def list_groups(self) -> list[tuple[str, str, str, bool]]:
-        """(group id, type, state, simple) of every group the cluster knows."""
+    def list_groups(self, include_share: bool = True) -> list[tuple[str, str, str, bool]]:
+        """(group id, type, state, simple) of every group the cluster knows; share groups only with
+        `include_share` (they cost a ListGroups to every broker, which the sampler, with nothing to
+        sample in a share group, does not need)."""
         res = self._result(self.admin.list_consumer_groups(request_timeout=self.timeout), "ListGroups")
         # one entry per group: librdkafka may list a group once per connection it asked through
         groups = {g.group_id: (g.group_id, _enum_name(getattr(g, "type", "unknown")), _enum_name(g.state),
                                bool(g.is_simple_consumer_group)) for g in res.valid}
-        for gid, state in self.list_share_groups():
-            groups.setdefault(gid, (gid, "share", state, False))
+        if include_share:
+            for gid, state in self.list_share_groups():
+                groups.setdefault(gid, (gid, "share", state, False))
         return sorted(groups.values())
 
     def list_share_groups(self) -> list[tuple[str, str]]:
         """[(group id, state)] of the share groups of every broker (ListGroups of type "share" to each, as
-        Kafka's Admin client lists groups); a broker that does not answer (or is not a Kafka 4.x) adds none."""
+        Kafka's Admin client lists groups, the brokers asked at once); a broker that does not answer (or is
+        not a Kafka 4.x) adds none."""
         from kaflite.console.wire import list_share_groups
 
-        out: dict[str, str] = {}
-        for b in self.cluster()[1]:
+        def ask(b: Any) -> list[tuple[str, str]]:
             try:
-                out.update(list_share_groups(b.host, b.port, timeout=min(3.0, self.timeout)))
+                return list_share_groups(b.host, b.port, timeout=min(3.0, self.timeout))
             except (OSError, ValueError, ConnectionError, EOFError):
-                continue
+                return []
+
+        out: dict[str, str] = {}
+        for listed in _each_at_once(ask, self.cluster()[1]):
+            out.update(listed)
         return sorted(out.items())
+
+    def share_group_member_counts(self, group_ids: list[str]) -> dict[str, int]:
+        """{group id: members} of share groups: their coordinators from one DescribeGroups, then one
+        ShareGroupDescribe per coordinator for all of its groups, the coordinators asked at once. A group
+        whose coordinator is unknown or does not answer is left out."""
+        from kaflite.console.wire import share_group_member_counts
+
+        by_coordinator: dict[tuple[str, int], list[str]] = {}
+        for gid, g in self.describe_groups(group_ids).items():
+            if g.coordinator_address is not None:
+                by_coordinator.setdefault(g.coordinator_address, []).append(gid)
+
+        def ask(item: tuple[tuple[str, int], list[str]]) -> dict[str, int]:
+            (host, port), gids = item
+            try:
+                return share_group_member_counts(host, port, gids, timeout=min(3.0, self.timeout))
+            except (OSError, ValueError, ConnectionError, EOFError):
+                return {}
+
+        out: dict[str, int] = {}
+        for counts in _each_at_once(ask, list(by_coordinator.items())):
+            out.update(counts)
+        return out
 
     def describe_groups(self, group_ids: list[str]) -> dict[str, GroupInfo]:
         if not group_ids:
@@ -588,6 +619,19 @@ SPARK_QUERY_METADATA_PREFIX = "kaflite.spark query "
 def is_spark_query(committed: Mapping[Tp, tuple[int, str]]) -> bool:
     """Whether a group's committed offsets were committed by a kaflite.spark streaming query."""
     return any(meta.startswith(SPARK_QUERY_METADATA_PREFIX) for _offset, meta in committed.values())
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def _each_at_once(ask: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """ask(item) for every item, in threads (at most 8 at once): the console's requests to several brokers
+    wait for the slowest one, not for their sum."""
+    if len(items) <= 1:
+        return [ask(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(8, len(items)), thread_name_prefix="console-ask") as pool:
+        return list(pool.map(ask, items))
 
 
 class _SilentLogger:

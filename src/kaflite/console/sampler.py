@@ -55,11 +55,10 @@ class Sampler:
             _cid, brokers = self.view.cluster()
             self.sizes = self.view.log_dir_sizes(brokers)
             self.earliest, self.latest, self.sampled_at = earliest, ends, now
-            groups = self.view.list_groups()[:MAX_GROUPS]
+            # no share groups: they have no committed offsets (their progress is their share partitions')
+            groups = self.view.list_groups(include_share=False)[:MAX_GROUPS]
             seen = set()
-            for gid, gtype, _state, _simple in groups:
-                if gtype == "share":  # no committed offsets: a share group's progress is its share partitions'
-                    continue
+            for gid, _gtype, _state, _simple in groups:
                 seen.add(gid)
                 try:
                     entries = self.view.committed_with_metadata(gid)

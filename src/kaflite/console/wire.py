@@ -17,9 +17,10 @@ from kio.static.primitive import i32
 
 from kaflite.cluster.wire import request
 from kaflite.protocol.consumer_protocol import decode_subscription
+from kaflite.protocol.errors import error_name
 
 __all__ = ["describe_log_dirs", "MemberSubscription", "group_subscriptions", "describe_client_quotas",
-           "describe_acls", "list_share_groups"]
+           "describe_acls", "list_share_groups", "share_group_member_counts"]
 
 _MAX_FRAME = 64 * 1024 * 1024
 
@@ -59,8 +60,22 @@ def list_share_groups(host: str, port: int, timeout: float = 3.0) -> list[tuple[
     response = request(host, port, ListGroupsRequest(states_filter=(), types_filter=("share",)),
                        ListGroupsResponse, timeout)
     if _code(response.error_code):
-        raise ValueError(f"ListGroups answered error {_code(response.error_code)}")
+        raise ValueError(f"ListGroups answered {error_name(_code(response.error_code))}")
     return [(str(g.group_id), str(g.group_state).lower()) for g in response.groups]
+
+
+def share_group_member_counts(host: str, port: int, group_ids: list[str], timeout: float = 3.0) -> dict[str, int]:
+    """{group id: member count} of the share groups among `group_ids` that the broker at host:port
+    coordinates, in one ShareGroupDescribe (it takes many groups, so a page of N share groups costs one
+    request per coordinator, not N); a group it answers with an error is left out. Raises OSError /
+    ConnectionError / ValueError when the broker cannot answer."""
+    from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+    from kio.schema.share_group_describe.v1.response import ShareGroupDescribeResponse
+
+    response = request(host, port, ShareGroupDescribeRequest(group_ids=tuple(GroupId(g) for g in group_ids),
+                                                             include_authorized_operations=False),
+                       ShareGroupDescribeResponse, timeout)
+    return {str(g.group_id): len(g.members) for g in response.groups if not _code(g.error_code)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "KafkaError", "ProtocolError", "RecordValidationError"]
+__all__ = ["ErrorCode", "KafkaError", "ProtocolError", "RecordValidationError", "error_name"]
+
+
+def error_name(code: int | ErrorCode) -> str:
+    """Kafka's name of an error code as its tools print it (`NOT_COORDINATOR`), from an int or a kio
+    ErrorCode; `ERROR <n>` for a code this kio does not know (a newer broker's)."""
+    value = int(code)
+    try:
+        return ErrorCode(value).name.upper()
+    except ValueError:
+        return f"ERROR {value}"
 
 
 class KafkaError(Exception):

@@ -27,7 +27,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 from kio.serial.readers import read_unsigned_varint
 
-from kaflite.protocol import legacy_produce
+from kaflite.protocol import legacy_produce, produce_request
 from kaflite.protocol.errors import ProtocolError
 from kaflite.protocol.guard import check_request_lengths
 
@@ -172,10 +172,13 @@ def _writer(schema: Any) -> Any:
 
 
 def decode_request(header: RequestHeader, frame: bytes | memoryview, offset: int) -> Any:
-    """Decode the body of a request with kio (Produce v0-v2, which kio lacks, by hand); trailing bytes are
-    ignored."""
-    if header.api_key == 0 and header.api_version in legacy_produce.VERSIONS:
-        return legacy_produce.decode_request(frame, offset)
+    """Decode the body of a request with kio (Produce by hand: v0-v2, which kio lacks, and v3-v13 for speed);
+    trailing bytes are ignored."""
+    if header.api_key == 0:  # the request that carries the data: by hand, its records left in the frame
+        if header.api_version in produce_request.VERSIONS:
+            return produce_request.decode_request(frame, offset, header.api_version)
+        if header.api_version in legacy_produce.VERSIONS:
+            return legacy_produce.decode_request(frame, offset)
     schema = request_schema(header.api_key, header.api_version)
     if schema is None:
         raise ProtocolError(f"no schema for api key {header.api_key} version {header.api_version}")

@@ -53,6 +53,10 @@ __all__ = [
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 BATCH_HEADER_SIZE = _HEADER.size  # 61
+# the header in the two parts the CRC separates: [base offset, length, leader epoch, magic, crc] and the
+# [attributes .. records count] the CRC covers with the records
+_HEAD = struct.Struct(">qiibI")
+_TAIL = struct.Struct(">hiqqqhii")
 RECORD_BATCH_OVERHEAD = BATCH_HEADER_SIZE
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the part of the header that batchLength does not count
 MAGIC_V2 = 2
@@ -492,7 +496,14 @@ def recompress_batches(buf: bytes | memoryview, codec: int) -> bytes | memoryvie
     LogValidator does when the topic's codec differs from the producer's. Batches already in `codec` are
     copied as they are; `buf` itself is returned when every batch is (the common case costs one header
     walk). A batch is validated (CRC, header) before it is rewritten, so corrupt input is refused rather
-    than given a fresh CRC. Producer id, epoch, sequence, timestamps and headers are kept."""
+    than given a fresh CRC.
+
+    A v2 batch's records section is the same bytes compressed or not (the codec applies to the section as a
+    whole), so a batch is rewritten without decoding a record: its section is decompressed, compressed in
+    `codec`, and the header is kept but for the codec bits, the length and the CRC. Every record keeps its
+    exact bytes (offset and timestamp deltas, attributes, headers), and the header its producer id, epoch,
+    sequence, timestamps, timestamp type and transactional flag. The records are then checked by the log's
+    validation of the rewritten batch exactly as a batch that needed no rewrite (storage.log_validator)."""
     try:
         views = list(iter_batches(buf))
     except KafkaError:
@@ -505,16 +516,11 @@ def recompress_batches(buf: bytes | memoryview, codec: int) -> bytes | memoryvie
             out += v.buffer
             continue
         v.validate()
-        records = decode_records(v)
-        out += build_record_batch(
-            [(r.key, r.value, r.headers) for r in records],
-            base_offset=v.base_offset,
-            timestamps=[r.timestamp for r in records],
-            producer_id=v.producer_id,
-            producer_epoch=v.producer_epoch,
-            base_sequence=v.base_sequence,
-            compression=codec,
-            is_transactional=v.is_transactional,
-            partition_leader_epoch=v.partition_leader_epoch,
-        )
+        section = compress(codec, decompress(v.compression, v.buffer[BATCH_HEADER_SIZE:]))
+        tail = _TAIL.pack((v.attributes & ~0x07) | codec, v.last_offset_delta, v.first_timestamp,
+                          v.max_timestamp, v.producer_id, v.producer_epoch, v.base_sequence,
+                          v.records_count) + section
+        out += _HEAD.pack(v.base_offset, len(tail) + _HEAD.size - LOG_OVERHEAD, v.partition_leader_epoch,
+                          v.magic, crc32c(tail))
+        out += tail
     return bytes(out)

@@ -139,7 +139,7 @@ class ConnectionLimits:
     max_queued_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES  # queued.max.request.bytes (broker-wide)
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, dispatcher: Dispatcher, limits: ConnectionLimits, registry_of: set[KafkaConnection],
                  security: ListenerSecurity | None = None) -> None:
         self.dispatcher = dispatcher
@@ -230,15 +230,34 @@ class KafkaConnection(asyncio.Protocol):
             self.session = replace(self.session, principal=principal)
         return True
 
-    def data_received(self, data: bytes) -> None:
+    # The socket reads straight into the frame decoder's buffer (BufferedProtocol): a request is copied
+    # once in this process, not three times (bytes read, appended to a buffer, sliced out).
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.decoder.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self._closed or self._half_closed:  # half-closed: read (to see the client's EOF), answer nothing
             return
-        self.last_active = time.monotonic()
+        try:
+            frames = self.decoder.buffer_updated(nbytes)
+        except FrameError as e:
+            self.abort(f"framing error: {e}")
+            return
+        self._arrived(frames)
+
+    def data_received(self, data: bytes) -> None:
+        """Bytes read elsewhere (a transport that does not read into buffers; tests)."""
+        if self._closed or self._half_closed:
+            return
         try:
             frames = self.decoder.feed(data)
         except FrameError as e:
             self.abort(f"framing error: {e}")
             return
+        self._arrived(frames)
+
+    def _arrived(self, frames: list[bytes]) -> None:
+        self.last_active = time.monotonic()
         if frames:
             self.frames.extend(frames)
             n = sum(len(f) for f in frames)

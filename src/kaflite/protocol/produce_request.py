@@ -1,0 +1,165 @@
+"""Produce v3-v13 requests decoded by hand, the records of each partition left as a view of the frame.
+
+Produce is the request that carries the data, and kio's generic reader is slow for it: a 17 KB request of
+one partition took 47 µs to decode and 100 partitions 37 µs each, most of it walking the schema and
+copying each records field out of the frame. This module reads the few fields with `struct` and hands back
+each partition's records as a memoryview of the frame (no copy); the log appends from that view.
+
+Rules:
+- the body is transactional_id (nullable string, from v3), acks int16, timeout int32 (ms), then topics
+  [name string (v3-v12) or topic id uuid (v13, KIP-516), partitions [index int32, records nullable
+  bytes]]; v9+ is flexible (KIP-482): compact arrays, strings and bytes (unsigned varint length + 1),
+  and tagged fields after each partition, each topic and the body, all skipped (Produce defines none);
+- anything short, a length running past the frame, a negative length other than null's, a null topic
+  name or topics array, an array count larger than the bytes left, a varint longer than 5 bytes or a name
+  that is not UTF-8 is a ProtocolError (the connection is closed, as for any request that does not decode);
+- the result has kio's attribute names (`transactional_id`, `acks`, `timeout` as a timedelta,
+  `topic_data[].name` / `.topic_id`, `.partition_data[].index`, `.records`), so the Produce handler and the
+  fault rules serve it as they serve kio's; trailing bytes after the body are ignored, as kio does.
+"""
+
+from __future__ import annotations
+
+import datetime
+import struct
+import uuid
+from dataclasses import dataclass
+
+from kaflite.protocol.errors import ProtocolError
+
+__all__ = ["VERSIONS", "PartitionProduceData", "ProduceRequest", "TopicProduceData", "decode_request"]
+
+VERSIONS = range(3, 14)
+FLEXIBLE_VERSION = 9
+TOPIC_IDS_VERSION = 13
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_ACKS_TIMEOUT = struct.Struct(">hi")
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionProduceData:
+    index: int
+    records: memoryview | None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicProduceData:
+    name: str
+    partition_data: tuple[PartitionProduceData, ...]
+    topic_id: uuid.UUID | None = None  # v13 names topics by id (the name is then "")
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRequest:
+    transactional_id: str | None
+    acks: int
+    timeout: datetime.timedelta
+    topic_data: tuple[TopicProduceData, ...]
+
+
+def decode_request(frame: bytes | memoryview, offset: int, version: int) -> ProduceRequest:
+    """The body of a Produce request of `version` (3-13) starting at `offset` (module rules)."""
+    try:
+        return _Reader(memoryview(frame), offset, version >= FLEXIBLE_VERSION).request(version)
+    except (struct.error, UnicodeDecodeError) as e:
+        raise ProtocolError(f"Produce v{version}: {e}") from None
+
+
+class _Reader:
+    __slots__ = ("buf", "pos", "end", "flexible")
+
+    def __init__(self, buf: memoryview, pos: int, flexible: bool) -> None:
+        self.buf, self.pos, self.end, self.flexible = buf, pos, len(buf), flexible
+
+    def request(self, version: int) -> ProduceRequest:
+        transactional_id = self.string(nullable=True)
+        acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(self.buf, self.pos)
+        self.pos += 6
+        by_id = version >= TOPIC_IDS_VERSION
+        topics = []
+        for _ in range(self.count("topics")):
+            if by_id:
+                if self.end - self.pos < 16:
+                    raise ProtocolError(f"Produce v{version}: topic id runs past the frame")
+                topic_id: uuid.UUID | None = uuid.UUID(bytes=bytes(self.buf[self.pos:self.pos + 16]))
+                self.pos += 16
+                name = ""
+            else:
+                topic_id, name = None, self.string(nullable=False)  # type: ignore[assignment]
+            parts = []
+            for _ in range(self.count("partitions")):
+                (index,) = _I32.unpack_from(self.buf, self.pos)
+                self.pos += 4
+                parts.append(PartitionProduceData(index, self.records()))
+                self.skip_tags()
+            self.skip_tags()
+            topics.append(TopicProduceData(name, tuple(parts), topic_id))
+        self.skip_tags()
+        return ProduceRequest(transactional_id, acks, datetime.timedelta(milliseconds=timeout_ms), tuple(topics))
+
+    def uvarint(self) -> int:
+        buf, pos, end = self.buf, self.pos, self.end
+        value = shift = 0
+        while True:
+            if pos >= end:
+                raise ProtocolError("Produce: a varint runs past the frame")
+            b = buf[pos]
+            pos += 1
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                self.pos = pos
+                return value
+            shift += 7
+            if shift > 28:
+                raise ProtocolError("Produce: a varint longer than 5 bytes")
+
+    def length(self, width: struct.Struct) -> int:
+        """A string's or bytes' length, -1 for null."""
+        if self.flexible:
+            n = self.uvarint() - 1
+        else:
+            (n,) = width.unpack_from(self.buf, self.pos)
+            self.pos += width.size
+        if n < -1 or n > self.end - self.pos:
+            raise ProtocolError(f"Produce: a length of {n} with {self.end - self.pos} bytes left")
+        return n
+
+    def string(self, nullable: bool) -> str | None:
+        n = self.length(_I16)
+        if n < 0:
+            if not nullable:
+                raise ProtocolError("Produce: a null topic name")
+            return None
+        s = str(self.buf[self.pos:self.pos + n], "utf-8")
+        self.pos += n
+        return s
+
+    def records(self) -> memoryview | None:
+        n = self.length(_I32)
+        if n < 0:
+            return None
+        view = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return view
+
+    def count(self, what: str) -> int:
+        if self.flexible:
+            n = self.uvarint() - 1
+        else:
+            (n,) = _I32.unpack_from(self.buf, self.pos)
+            self.pos += 4
+        if n < 0 or n > self.end - self.pos:  # each element takes at least a byte: no huge loop on a bad count
+            raise ProtocolError(f"Produce: {what} count {n} is null, negative or beyond the frame")
+        return n
+
+    def skip_tags(self) -> None:
+        if not self.flexible:
+            return
+        for _ in range(self.uvarint()):
+            self.uvarint()  # the tag
+            size = self.uvarint()
+            if size > self.end - self.pos:
+                raise ProtocolError("Produce: a tagged field runs past the frame")
+            self.pos += size
