@@ -79,7 +79,7 @@ from kaflite.coordinator.timeline import RebalanceEvent
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
-from kaflite.server.coordinators import share_state
+from kaflite.server.coordinators import share_membership, share_state
 from kaflite.server.handlers import ApiTable
 from kaflite.server.replica import fetch_key
 from kaflite.server.share_persister import RETRIABLE, SharePersister
@@ -359,7 +359,9 @@ def share_group_history(broker: Any, group_id: str) -> list[RebalanceEvent] | No
     coord = broker.extensions.get("share_coordinator")
     if coord is None:
         return None
+    share_membership.reconcile(broker, coord)
     coord.expire(broker.now_ms())  # a member whose session ended is in the history before it is read
+    share_membership.flush_soon(broker, coord)
     return coord.history(group_id)  # type: ignore[no-any-return]
 
 
@@ -399,7 +401,9 @@ def listed_share_groups(broker: Any, states: Sequence[str]) -> list[ListedGroup]
     coord = broker.extensions.get("share_coordinator")
     if coord is None:
         return []
+    share_membership.reconcile(broker, coord)
     coord.expire(broker.now_ms())
+    share_membership.flush_soon(broker, coord)
     wanted = {s.lower() for s in states}
     return [ListedGroup(g.group_id, "share", g.state, "share") for g in coord.groups.values()
             if not wanted or g.state.lower() in wanted]
@@ -411,6 +415,8 @@ async def delete_share_group(broker: Any, group_id: str) -> ErrorCode | None:
     share group has this id, in memory or in `__share_group_state` (the group coordinator answers)."""
     coord = broker.extensions.get("share_coordinator")
     svc = broker.extensions.get("share_state")
+    if coord is not None:
+        share_membership.reconcile(broker, coord)
     known = coord is not None and group_id in coord.groups
     persisted = svc is not None and any(s.keys_of_group(group_id) for _p, s in svc.runtime.active_shards())
     if not known and not persisted:
@@ -418,8 +424,11 @@ async def delete_share_group(broker: Any, group_id: str) -> ErrorCode | None:
     if known:
         coord.expire(broker.now_ms())
         code: ErrorCode = coord.delete_group(group_id)
+        written = await share_membership.write_touched(broker, coord)  # the group's tombstones, committed
         if code is not ErrorCode.none:
             return code
+        if group_id in written:
+            return written[group_id]
     if svc is not None:
         try:
             await svc.delete_group(group_id)
@@ -449,6 +458,9 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any
         return failed(ErrorCode.not_coordinator, f"broker {broker.node_id} is not the coordinator of "
                       f"share group {request.group_id}.")
     await share_state.ShareStateService.prepare(broker)  # its topic created off the loop before any fetch needs it
+    not_here = await share_membership.prepare(broker, coordinator(broker), request.group_id)
+    if not_here is not None:  # the group's __consumer_offsets partition is not (yet) loaded here
+        return failed(not_here)
     metadata = broker.metadata
     topics = {name: t.num_partitions for name, t in metadata.topics.items() if not t.internal}
     subscribed = None if request.subscribed_topic_names is None else list(request.subscribed_topic_names)
@@ -457,6 +469,9 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any
         rack_id=request.rack_id, client_id=ctx.client_id or "",
         client_host="/" + (ctx.client_host or "127.0.0.1"))
     await persist(broker, coordinator(broker))  # a leave or a session timeout released records
+    written = await share_membership.write_touched(broker, coordinator(broker))  # answered once committed
+    if request.group_id in written:
+        return failed(written[request.group_id])
     if answer.error is not ErrorCode.none:
         return failed(answer.error, answer.error_message)
     assignment = None
@@ -478,7 +493,9 @@ async def handle_share_group_describe(ctx: RequestContext, request: Any) -> Any:
     enabled = share_enabled(broker)
     coord = coordinator(broker) if enabled else None
     if coord is not None:
+        share_membership.reconcile(broker, coord)
         coord.expire(broker.now_ms())
+        await share_membership.write_touched(broker, coord)  # members whose session ended
 
     def assignment(a: dict[str, frozenset[int]]) -> Any:
         parts = tuple(build(R.TopicPartitions, topic_id=metadata.topics[t].topic_id, topic_name=t,
@@ -680,6 +697,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
     forget = [(names[f.topic_id], int(p)) for f in request.forgotten_topics_data if f.topic_id in names
               for p in f.partitions]
     now = broker.now_ms()
+    share_membership.reconcile(broker, coord)  # members known from __consumer_offsets after a load
     session = coord.session(group_id, member_id, epoch, add, forget, now,
                             check_member=group_coordinator_here(broker, group_id))
     if session.error is not ErrorCode.none:
@@ -830,6 +848,7 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
         return failed(ErrorCode.invalid_share_session_epoch, "A share session is opened by ShareFetch.")
     coord = coordinator(broker)
     now = broker.now_ms()
+    share_membership.reconcile(broker, coord)
     session = coord.session(group_id, member_id, epoch, (), (), now,
                             check_member=group_coordinator_here(broker, group_id))
     if session.error is not ErrorCode.none:
