@@ -8,10 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
 from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
-from kio.static.primitive import i32
+from kio.static.primitive import i8, i32
 
 from groups.coord_wire import full_disk
 from groups.test_share_wire import Member, new_topic
@@ -110,6 +111,9 @@ def test_a_failed_write_answers_the_error_and_changes_nothing(tmp_path: Path) ->
     with EmbeddedBroker(data_dir=tmp_path / "data", overrides=OVERRIDES) as b:
         topic, _tid = new_topic(b, 1)
         group = "failed-write-g"
+        with WireClient(b.bootstrap) as c:  # as a client does first: the group coordinator starts
+            (found,) = c.request(FindCoordinatorRequest(key_type=i8(0), coordinator_keys=(group,))).coordinators
+            assert found.error_code == 0
         a = Member(b, group, [topic])
         before = _view(_describe(b, group))
         with full_disk(b, partition_for(group)) as refused:
