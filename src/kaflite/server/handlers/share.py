@@ -19,6 +19,10 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
   partition of `__share_group_state` another broker leads (a cluster), the state is read and written
   there through the persister (server/share_persister.py: Read/WriteShareGroupState), with the same
   rule: answered once written.
+- The membership is durable (server/coordinators/share_membership.py): a heartbeat's changes (and
+  expiries, DeleteGroups) are written to the group's `__consumer_offsets` partition before the answer, a
+  failed write answered with its error; the groups are rebuilt from those records after a load, before
+  every share-group request that reads them (`reconcile`).
 - A cluster (Kafka's split): the group coordinator, the leader of the group's `__consumer_offsets`
   partition, holds the membership: ShareGroupHeartbeat elsewhere is NOT_COORDINATOR. ShareFetch /
   ShareAcknowledge go to each partition's leader, which checks the member id against the membership only
