@@ -105,10 +105,16 @@ async def write(broker: Any, coord: ShareGroupCoordinator, group_ids: Iterable[s
             continue  # not a group this broker coordinates (its memory of it was dropped)
         def op(shard: Any, now: int, group_id: str = group_id) -> Any:
             return shard.handle_share_group_write(group_id, mr.group_records(coord.groups.get(group_id), ids), now)
-        steps.append((group_id, asyncio.ensure_future(svc.call(group_id, op, lambda code: code))))
+        # the runtime runs the step now, before this coroutine first waits: the records are those of the
+        # change just made, with no other request (a re-import by `reconcile`) in between
+        steps.append((group_id, svc.runtime.write(svc.partition_for(group_id), op)))
     errors: dict[str, ErrorCode] = {}
     for group_id, fut in steps:
-        code = await fut
+        try:
+            await fut
+            code = ErrorCode.none
+        except KafkaError as e:
+            code = e.code
         if code is not ErrorCode.none:
             log.warning("share group %s: writing its membership failed (%s); it is read again from %s", group_id,
                         ErrorCode(code).name.upper(), "__consumer_offsets")

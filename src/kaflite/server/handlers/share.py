@@ -472,8 +472,9 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any
         request.group_id, request.member_id, int(request.member_epoch), subscribed, topics, broker.now_ms(),
         rack_id=request.rack_id, client_id=ctx.client_id or "",
         client_host="/" + (ctx.client_host or "127.0.0.1"))
+    # the membership written first: its step runs now, on the change just made (answered once committed)
+    written = await share_membership.write_touched(broker, coordinator(broker))
     await persist(broker, coordinator(broker))  # a leave or a session timeout released records
-    written = await share_membership.write_touched(broker, coordinator(broker))  # answered once committed
     if request.group_id in written:
         return failed(written[request.group_id])
     if answer.error is not ErrorCode.none:
