@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
 from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
@@ -76,7 +77,15 @@ def test_a_restart_keeps_the_group_its_epochs_and_members(tmp_path: Path) -> Non
         assert (r.error_code, int(r.member_epoch)) == (0, 4)
         assert _view(_describe(b, "keep-members")) == before
         assert _heartbeat(again, 3).error_code == ErrorCode.fenced_member_epoch  # epochs are checked as before
+        assert _heartbeat(again, -1).error_code == 0
+        again.member_id = m2.member_id
+        assert _heartbeat(again, -1).error_code == 0
+        with WireClient(b.bootstrap) as c:  # empty now: deleted, its records tombstoned
+            assert c.request(DeleteGroupsRequest(groups_names=("keep-members",))).results[0].error_code == 0
         again.client.close()
+    with EmbeddedBroker(data_dir=data, port=port, overrides=OVERRIDES) as b:
+        assert "keep-members" not in {g for g, _t, _s in _listed(b)}
+        assert _describe(b, "keep-members").error_code == ErrorCode.group_id_not_found
 
 
 def test_a_member_that_never_comes_back_expires_a_session_timeout_after_the_load(tmp_path: Path) -> None:
