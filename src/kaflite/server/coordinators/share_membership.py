@@ -2,7 +2,8 @@
 rebuilt from, the share-group records of `__consumer_offsets` (kaflite.coordinator.share.membership_records),
 through the group coordinator's runtime (GroupService), as Kafka's group coordinator keeps share groups.
 
-Rules (tests/groups/test_share_membership.py, tests/cluster/test_share_cluster.py):
+Rules (tests/server/test_share_membership_reconcile.py, tests/groups/test_share_membership.py,
+tests/cluster/test_share_cluster.py):
 - the records of a share group live in its `__consumer_offsets` partition (`partition_for(group)`, as a
   consumer group's); that partition's GroupCoordinator shard holds them as written (`share_records`,
   replayed at load and by every step, so a shard always holds exactly what its log holds);
