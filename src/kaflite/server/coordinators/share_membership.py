@@ -135,8 +135,13 @@ async def write_touched(broker: Any, coord: ShareGroupCoordinator) -> dict[str, 
 def flush_soon(broker: Any, coord: ShareGroupCoordinator) -> None:
     """`write_touched` from code that cannot wait (a member expired while listing): not waited for, a
     failure logged (and the memory re-imported) by `write`."""
-    if coord.touched and _service(broker) is not None:
-        tasks: set[asyncio.Future[Any]] = broker.extensions.setdefault("share_membership_flushes", set())
-        fut = asyncio.ensure_future(write_touched(broker, coord))
-        tasks.add(fut)  # held until done (the loop keeps only weak references to tasks)
-        fut.add_done_callback(tasks.discard)
+    if not coord.touched or _service(broker) is None:
+        return
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # a tool's call off the event loop: the next heartbeat or describe writes them
+        return
+    tasks: set[asyncio.Future[Any]] = broker.extensions.setdefault("share_membership_flushes", set())
+    fut = asyncio.ensure_future(write_touched(broker, coord))
+    tasks.add(fut)  # held until done (the loop keeps only weak references to tasks)
+    fut.add_done_callback(tasks.discard)

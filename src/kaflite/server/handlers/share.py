@@ -376,6 +376,8 @@ def share_group_view(broker: Any, group_id: str, max_ranges: int = 100) -> list[
     `max_ranges` ranges of records in flight with delivery count, holder and lock deadline). KafkaError
     GROUP_ID_NOT_FOUND when no share group has this id here."""
     coord = broker.extensions.get("share_coordinator")
+    if coord is not None:
+        share_membership.reconcile(broker, coord)
     group = coord.groups.get(group_id) if coord is not None else None
     if coord is None or group is None:
         raise KafkaError(ErrorCode.group_id_not_found, f"Share group {group_id} not found.")
