@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import confluent_kafka as ck
 import pytest
@@ -20,6 +21,7 @@ from kaflite.coordinator.offsets_topic import partition_for as offsets_partition
 from kaflite.coordinator.share.state_records import SHARE_GROUP_STATE_TOPIC, ShareStateKey
 from kaflite.coordinator.share.state_records import partition_for as state_partition
 from kaflite.server.embedded_cluster import EmbeddedCluster
+from server.kwire import WireClient
 
 STATE_PARTITIONS = 6
 
@@ -173,3 +175,66 @@ def test_share_group_across_leaders_and_a_killed_leader(cluster: EmbeddedCluster
     assert not any(v.startswith(b"a-") for _p, v in after)
     for cons in consumers:
         cons.close()
+
+
+def _heartbeat(address: str, group: str, member_id: str, epoch: int, topics: list[str] | None) -> Any:
+    from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+    from kio.static.primitive import i32
+
+    with WireClient(address) as c:
+        return c.request(ShareGroupHeartbeatRequest(group_id=group, member_id=member_id, member_epoch=i32(epoch),
+                                                    subscribed_topic_names=None if topics is None else tuple(topics)))
+
+
+def _describe(address: str, group: str) -> Any:
+    from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+
+    with WireClient(address) as c:
+        (g,) = c.request(ShareGroupDescribeRequest(group_ids=(group,), include_authorized_operations=False)).groups
+    return g
+
+
+def _members(g: Any) -> dict[str, tuple[int, list[tuple[uuid.UUID, list[int]]]]]:
+    return {m.member_id: (int(m.member_epoch), [(tp.topic_id, sorted(tp.partitions))
+                                                for tp in m.assignment.topic_partitions]) for m in g.members}
+
+
+def test_the_membership_moves_with_the_group_coordinator(cluster: EmbeddedCluster) -> None:
+    """The group coordinator (the leader of the group's `__consumer_offsets` partition) is killed: the
+    broker that leads the partition next has the group from its replica of the log, its epoch and its
+    members with their assignments, and a member's heartbeat with its epoch of before is accepted there.
+    Runs with whichever brokers the test above left alive (two of three)."""
+    admin = AdminClient(cluster.confluent_config())
+    offsets_leaders = _leaders(admin, "__consumer_offsets")
+    live = sorted({b for b in offsets_leaders.values() if b >= 0})
+    assert len(live) >= 2, offsets_leaders
+    group = next(f"move-{i}" for i in range(1000)
+                 if offsets_leaders[offsets_partition(f"move-{i}", len(offsets_leaders))] == live[0])
+    coordinator, other = live[0], live[1]
+    topic = f"shm-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, 2, 1)
+    a, b = uuid.uuid4().hex[:22], uuid.uuid4().hex[:22]
+    at = cluster.address(coordinator)
+    assert int(_heartbeat(at, group, a, 0, [topic]).member_epoch) == 1
+    assert int(_heartbeat(at, group, b, 0, [topic]).member_epoch) == 2
+    assert int(_heartbeat(at, group, a, 1, None).member_epoch) == 2
+    before = _describe(at, group)
+    assert int(before.group_epoch) == 2 and len(_members(before)[a][1]) == 1, before
+
+    cluster.kill(coordinator)
+    deadline = time.monotonic() + 60
+    while True:  # the member's heartbeat with its old epoch, to whichever broker leads the partition now
+        leader = _leaders(admin, "__consumer_offsets").get(offsets_partition(group, len(offsets_leaders)), -1)
+        address = cluster.address(leader if leader >= 0 and leader != coordinator else other)
+        try:
+            r = _heartbeat(address, group, a, 2, None)
+        except OSError:
+            r = None
+        if r is not None and r.error_code not in (14, 15, 16):  # LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORDINATOR
+            break
+        assert time.monotonic() < deadline, f"no coordinator took the group over: {r}"
+        time.sleep(0.3)
+    assert (r.error_code, int(r.member_epoch)) == (0, 2), r
+    after = _describe(address, group)
+    assert (int(after.group_epoch), int(after.assignment_epoch), _members(after)) == (
+        2, 2, _members(before))

@@ -18,6 +18,7 @@ import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.read_share_group_state.v0 import request as read_req
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 from kio.static.primitive import i32
 
 from groups.test_share_wire import (
@@ -92,12 +93,15 @@ class _Bootstrap:
 def test_share_partition_start_survives_and_delete_groups_removes_the_state(tmp_path: Path) -> None:
     """A share partition's start offset is durable from its creation (records produced after it and never
     fetched are delivered after a restart, not skipped by a new start at the log end); DeleteGroups of a
-    share group known only from `__share_group_state` (no member since the restart) deletes its state."""
+    share group whose member left before the restart (empty, as `__consumer_offsets` says) deletes its state."""
     data, port = tmp_path / "data", free_port()
     with EmbeddedBroker(data_dir=data, port=port) as b:
         topic, tid = new_topic(b)
         for group in ("keep-g", "del-g"):
             (m,) = joined_and_started(b, group, topic, 0)
+            if group == "del-g":  # membership is durable: a member that did not leave would still be in
+                assert m.client.request(ShareGroupHeartbeatRequest(
+                    group_id=group, member_id=m.member_id, member_epoch=i32(-1))).error_code == 0
             m.close()
         produce(b, topic, 3)
         (m,) = [Member(b, "keep-g", [topic])]

@@ -46,6 +46,7 @@ from .records import (
     decode_record,
 )
 from .shard_context import CoordinatorRecord, CoordinatorResult, ShardContext, TimerKey, TimerOp
+from .share import membership_records as share_records
 from .timeline import RebalanceEvent, RebalanceEventKey, RebalanceEventValue
 
 __all__ = [
@@ -73,6 +74,10 @@ class GroupCoordinator:
         self.ctx = ShardContext(self.config, new_uuid, self._apply, active)
         self.group_manager = GroupMetadataManager(self.ctx)
         self.offset_manager = OffsetMetadataManager(self.ctx, self.group_manager)
+        # the share groups' membership records, as written (group id -> live records): the share-group
+        # shell (server/coordinators/share_membership.py) rebuilds its groups from them after a load
+        self.share_records: dict[str, share_records.ShareRecords] = {}
+        self.activated_ms: int | None = None  # when loading ended: share members' sessions restart from it
 
     # the state, for the shell's reads and the tests
     @property
@@ -120,6 +125,8 @@ class GroupCoordinator:
     def _apply(self, key: RecordKey, value: RecordValue | None) -> None:
         if type(key) in CONSUMER_RECORD_KEYS:
             self.group_manager.consumer.replay(key, value)
+        elif type(key) in share_records.KEY_TYPES:
+            share_records.apply(self.share_records, key, value)  # type: ignore[arg-type]
         elif isinstance(key, RebalanceEventKey):
             assert value is None or isinstance(value, RebalanceEventValue)
             self.group_manager.timeline.replay(key, value)
@@ -134,6 +141,7 @@ class GroupCoordinator:
     def activate(self, now_ms: int) -> CoordinatorResult:
         """Loading is over: loaded members must heartbeat within their session timeout from now."""
         result = self.ctx.begin(now_ms)
+        self.activated_ms = now_ms
         self.ctx.active = True
         self.group_manager.activate()
         self.offset_manager.schedule_expiration()
@@ -142,6 +150,17 @@ class GroupCoordinator:
 
     def next_deadline(self) -> int | None:
         return self.ctx.next_deadline()
+
+    def handle_share_group_write(self, group_id: str, records: Mapping[share_records.ShareRecordKey,
+                                                                       share_records.ShareRecordValue],
+                                 now_ms: int) -> CoordinatorResult:
+        """Make the share group's written records `records` (its whole live state; empty: deleted): the
+        step writes their difference from what this shard holds (membership_records.diff)."""
+        def run() -> ErrorCode:
+            for key, value in share_records.diff(self.share_records.get(group_id, {}), records):
+                self.ctx.append(key, value)
+            return ErrorCode.none
+        return self._step(now_ms, run)
 
     def timer_deadline(self, key: TimerKey) -> int | None:
         return self.ctx.timer_deadline(key)

@@ -6,6 +6,7 @@ is (Kafka's group-coordinator message schemas):
     key v0/v1  OffsetCommitKey    {group string, topic string, partition int32}
     key v2     GroupMetadataKey   {group string}
     key v3-v8  KIP-848 consumer-group records (kaflite.coordinator.consumer_records)
+    key v9-v14 KIP-932 share-group membership records (kaflite.coordinator.share.membership_records)
     key v32000 kaflite's rebalance timeline (kaflite.coordinator.timeline): a version Kafka does not
                use, which Kafka's loaders and formatters skip as an unknown record type
 
@@ -43,6 +44,17 @@ from .consumer_records import (
     encode_consumer_key,
     encode_consumer_value,
 )
+from .share.membership_records import KEY_TYPES as SHARE_KEY_TYPES
+from .share.membership_records import (
+    SHARE_KEY_VERSIONS,
+    ShareRecordKey,
+    ShareRecordValue,
+    decode_share_key,
+    decode_share_value,
+    encode_share_key,
+    encode_share_value,
+)
+from .share.membership_records import VALUE_TYPES as SHARE_VALUE_TYPES
 from .timeline import KEY_VERSION as TIMELINE_KEY_VERSION
 from .timeline import RebalanceEventKey, RebalanceEventValue
 from .timeline import decode_key as decode_timeline_key
@@ -103,8 +115,8 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...] = field(default_factory=tuple)
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerRecordKey | RebalanceEventKey
-RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerRecordValue | RebalanceEventValue
+RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerRecordKey | ShareRecordKey | RebalanceEventKey
+RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerRecordValue | ShareRecordValue | RebalanceEventValue
 
 
 # --- writer ---------------------------------------------------------------------------------------
@@ -206,6 +218,8 @@ class _Reader:
 def encode_key(key: RecordKey) -> bytes:
     if type(key) in KEY_VERSIONS:
         return encode_consumer_key(key)  # type: ignore[arg-type]
+    if type(key) in SHARE_KEY_TYPES:
+        return encode_share_key(key)  # type: ignore[arg-type]
     if isinstance(key, RebalanceEventKey):
         return encode_timeline_key(key)
     w = _Writer()
@@ -223,6 +237,8 @@ def encode_key(key: RecordKey) -> bytes:
 def encode_value(value: RecordValue) -> bytes:
     if isinstance(value, RebalanceEventValue):
         return encode_timeline_value(value)
+    if isinstance(value, SHARE_VALUE_TYPES):
+        return encode_share_value(value)
     w = _Writer()
     if isinstance(value, OffsetCommitValue):
         if value.expire_timestamp >= 0:  # only v1 can carry an explicit expiry (OffsetCommit v2-v4)
@@ -278,7 +294,12 @@ def decode_key(data: bytes) -> RecordKey:
             return decode_timeline_key(data[2:])
         except (ValueError, UnicodeDecodeError) as e:
             raise RecordFormatError(str(e)) from e
-    # Versions 9+ are share groups and later: not records kaflite knows.
+    if version in SHARE_KEY_VERSIONS:  # share groups (kaflite.coordinator.share.membership_records)
+        try:
+            return decode_share_key(version, data)
+        except ConsumerRecordFormatError as e:
+            raise RecordFormatError(str(e)) from e
+    # Versions 15+ (ShareGroupStatePartitionMetadata and later): not records kaflite knows.
     raise RecordFormatError(f"unsupported __consumer_offsets key version {version}")
 
 
@@ -288,6 +309,11 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
     if type(key) in KEY_VERSIONS:
         try:
             return decode_consumer_value(key, data)  # type: ignore[arg-type]
+        except ConsumerRecordFormatError as e:
+            raise RecordFormatError(str(e)) from e
+    if type(key) in SHARE_KEY_TYPES:
+        try:
+            return decode_share_value(key, data)  # type: ignore[arg-type]
         except ConsumerRecordFormatError as e:
             raise RecordFormatError(str(e)) from e
     if isinstance(key, RebalanceEventKey):

@@ -226,3 +226,18 @@ def test_group_max_size() -> None:
     assert full.error is ErrorCode.group_max_size_reached and set(c.groups["g"].members) == {"a", "b"}
     assert c.heartbeat("g", "a", 0, None, TOPICS, now=1).error is ErrorCode.none  # a member rejoining is fine
     assert c.heartbeat("other", "c", 0, ["t"], TOPICS, now=0).error is ErrorCode.none
+
+
+def test_touched_names_the_groups_to_write_and_session_timeout_for_reads_the_group_config() -> None:
+    c = coord(session=1000)
+    c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0)
+    c.heartbeat("h", "b", 0, ["t"], TOPICS, now=0)
+    assert c.touched == {"g", "h"}
+    c.touched.clear()
+    c.heartbeat("g", "a", 1, None, TOPICS, now=2000)  # b's session (group h) ended meanwhile: removed
+    assert c.touched == {"g", "h"} and "b" not in c.groups["h"].members
+    c.touched.clear()
+    c.heartbeat("g", "a", 1, None, TOPICS, now=2100)
+    assert c.delete_group("h").value == 0 and c.touched == {"g", "h"}
+    c.set_group_configs("g", {"share.session.timeout.ms": "777"})
+    assert (c.session_timeout_for("g"), c.session_timeout_for("h")) == (777, 1000)

@@ -46,6 +46,9 @@ Rules (each is checked by tests/coordinator/share/test_group.py):
   time), which completes when every member is at the group epoch (Stable) or none is left (Empty), with
   the partitions whose members changed (a share partition may have several: its owner is the sorted
   member ids joined by ","). Deleting the group deletes its timeline.
+- `touched` collects the ids of the groups whose membership may have changed (a heartbeat, a member
+  removed, a group deleted) for the broker shell, which writes their records (membership_records) and
+  clears it; `session_timeout_for(group)` is the session timeout of a group's members (group config first).
 - `counts[group]` is one ShareCounts shared by every share partition of the group (partition.py's rules
   say what it counts), so a share partition rebuilt after a failed write keeps adding to the same
   totals; deleting the group drops it.
@@ -218,6 +221,8 @@ class ShareGroupCoordinator:
         self.timeline = RebalanceTimeline(history_size, lambda: self._now_ms, lambda: True, durable=False)
         # what happened to each group's records, summed over its share partitions (the broker's metrics)
         self.counts: dict[str, ShareCounts] = {}
+        # groups whose records may need writing (the shell writes them to __consumer_offsets and clears it)
+        self.touched: set[str] = set()
 
     # --- group configs ----------------------------------------------------------------------------
     def set_group_configs(self, group_id: str, configs: Mapping[str, str | None]) -> None:
@@ -258,6 +263,9 @@ class ShareGroupCoordinator:
             changes["delivery_count_limit"] = int(own["share.delivery.count.limit"])
         return replace(self.share_config, **changes)  # type: ignore[arg-type]
 
+    def session_timeout_for(self, group_id: str) -> int:
+        return self._group_int(group_id, "share.session.timeout.ms", self.session_timeout_ms)
+
     def _group_int(self, group_id: str, key: str, default: int) -> int:
         value = self.group_configs.get(group_id, {}).get(key)
         return default if value is None else int(value)
@@ -274,6 +282,7 @@ class ShareGroupCoordinator:
             return HeartbeatAnswer(ErrorCode.invalid_request, error_message="MemberId can't be empty.")
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
+        self.touched.add(group_id)
         if member_epoch == -1:
             if member is not None and group is not None:
                 self._remove(group, member_id, "leave-group")
@@ -339,6 +348,7 @@ class ShareGroupCoordinator:
 
     def _remove(self, group: ShareGroup, member_id: str, cause: str = "leave-group") -> None:
         del group.members[member_id]
+        self.touched.add(group.group_id)
         group.group_epoch += 1
         self._event(group, "member-left", cause, member_id)
         group.target.pop(member_id, None)
@@ -442,6 +452,7 @@ class ShareGroupCoordinator:
         if group.members:
             return ErrorCode.non_empty_group
         del self.groups[group_id]
+        self.touched.add(group_id)
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]
         self.timeline.delete(group_id)

@@ -19,6 +19,10 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
   partition of `__share_group_state` another broker leads (a cluster), the state is read and written
   there through the persister (server/share_persister.py: Read/WriteShareGroupState), with the same
   rule: answered once written.
+- The membership is durable (server/coordinators/share_membership.py): a heartbeat's changes (and
+  expiries, DeleteGroups) are written to the group's `__consumer_offsets` partition before the answer, a
+  failed write answered with its error; the groups are rebuilt from those records after a load, before
+  every share-group request that reads them (`reconcile`).
 - A cluster (Kafka's split): the group coordinator, the leader of the group's `__consumer_offsets`
   partition, holds the membership: ShareGroupHeartbeat elsewhere is NOT_COORDINATOR. ShareFetch /
   ShareAcknowledge go to each partition's leader, which checks the member id against the membership only
@@ -85,7 +89,7 @@ from kaflite.coordinator.timeline import RebalanceEvent
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
-from kaflite.server.coordinators import share_state
+from kaflite.server.coordinators import share_membership, share_state
 from kaflite.server.coordinators.broker_api import ShareBroker
 from kaflite.server.handlers import ApiTable
 from kaflite.server.replica import fetch_key
@@ -363,7 +367,9 @@ def share_group_history(broker: ShareBroker, group_id: str) -> list[RebalanceEve
     coord = broker.services.get(share_state.SHARE_COORDINATOR)
     if coord is None:
         return None
+    share_membership.reconcile(broker, coord)
     coord.expire(broker.now_ms())  # a member whose session ended is in the history before it is read
+    share_membership.flush_soon(broker, coord)
     return coord.history(group_id)
 
 
@@ -374,6 +380,8 @@ def share_group_view(broker: ShareBroker, group_id: str, max_ranges: int = 100) 
     `max_ranges` ranges of records in flight with delivery count, holder and lock deadline). KafkaError
     GROUP_ID_NOT_FOUND when no share group has this id here."""
     coord = broker.services.get(share_state.SHARE_COORDINATOR)
+    if coord is not None:
+        share_membership.reconcile(broker, coord)
     group = coord.groups.get(group_id) if coord is not None else None
     if coord is None or group is None:
         raise KafkaError(ErrorCode.group_id_not_found, f"Share group {group_id} not found.")
@@ -403,7 +411,9 @@ def listed_share_groups(broker: ShareBroker, states: Sequence[str]) -> list[List
     coord = broker.services.get(share_state.SHARE_COORDINATOR)
     if coord is None:
         return []
+    share_membership.reconcile(broker, coord)
     coord.expire(broker.now_ms())
+    share_membership.flush_soon(broker, coord)
     wanted = {s.lower() for s in states}
     return [ListedGroup(g.group_id, "share", g.state, "share") for g in coord.groups.values()
             if not wanted or g.state.lower() in wanted]
@@ -415,6 +425,8 @@ async def delete_share_group(broker: ShareBroker, group_id: str) -> ErrorCode | 
     share group has this id, in memory or in `__share_group_state` (the group coordinator answers)."""
     coord = broker.services.get(share_state.SHARE_COORDINATOR)
     svc = broker.services.get(share_state.SHARE_STATE_SERVICE)
+    if coord is not None:
+        share_membership.reconcile(broker, coord)
     known = coord is not None and group_id in coord.groups
     persisted = svc is not None and any(s.keys_of_group(group_id) for _p, s in svc.runtime.active_shards())
     if not known and not persisted:
@@ -422,8 +434,11 @@ async def delete_share_group(broker: ShareBroker, group_id: str) -> ErrorCode | 
     if known and coord is not None:
         coord.expire(broker.now_ms())
         code: ErrorCode = coord.delete_group(group_id)
+        written = await share_membership.write_touched(broker, coord)  # the group's tombstones, committed
         if code is not ErrorCode.none:
             return code
+        if group_id in written:
+            return written[group_id]
     if svc is not None:
         try:
             await svc.delete_group(group_id)
@@ -453,6 +468,9 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any
         return failed(ErrorCode.not_coordinator, f"broker {broker.node_id} is not the coordinator of "
                       f"share group {request.group_id}.")
     await share_state.ShareStateService.prepare(broker)  # its topic created off the loop before any fetch needs it
+    not_here = await share_membership.prepare(broker, coordinator(broker), request.group_id)
+    if not_here is not None:  # the group's __consumer_offsets partition is not (yet) loaded here
+        return failed(not_here)
     metadata = broker.metadata
     topics = {name: t.num_partitions for name, t in metadata.topics.items() if not t.internal}
     subscribed = None if request.subscribed_topic_names is None else list(request.subscribed_topic_names)
@@ -460,7 +478,11 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any
         request.group_id, request.member_id, int(request.member_epoch), subscribed, topics, broker.now_ms(),
         rack_id=request.rack_id, client_id=ctx.client_id or "",
         client_host="/" + (ctx.client_host or "127.0.0.1"))
+    # the membership written first: its step runs now, on the change just made (answered once committed)
+    written = await share_membership.write_touched(broker, coordinator(broker))
     await persist(broker, coordinator(broker))  # a leave or a session timeout released records
+    if request.group_id in written:
+        return failed(written[request.group_id])
     if answer.error is not ErrorCode.none:
         return failed(answer.error, answer.error_message)
     assignment = None
@@ -482,7 +504,9 @@ async def handle_share_group_describe(ctx: RequestContext, request: Any) -> Any:
     enabled = share_enabled(broker)
     coord = coordinator(broker) if enabled else None
     if coord is not None:
+        share_membership.reconcile(broker, coord)
         coord.expire(broker.now_ms())
+        await share_membership.write_touched(broker, coord)  # members whose session ended
 
     def assignment(a: dict[str, frozenset[int]]) -> Any:
         parts = tuple(build(R.TopicPartitions, topic_id=metadata.topics[t].topic_id, topic_name=t,
@@ -684,6 +708,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
     forget = [(names[f.topic_id], int(p)) for f in request.forgotten_topics_data if f.topic_id in names
               for p in f.partitions]
     now = broker.now_ms()
+    share_membership.reconcile(broker, coord)  # members known from __consumer_offsets after a load
     session = coord.session(group_id, member_id, epoch, add, forget, now,
                             check_member=group_coordinator_here(broker, group_id))
     if session.error is not ErrorCode.none:
@@ -840,6 +865,7 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
         return failed(ErrorCode.invalid_share_session_epoch, "A share session is opened by ShareFetch.")
     coord = coordinator(broker)
     now = broker.now_ms()
+    share_membership.reconcile(broker, coord)
     session = coord.session(group_id, member_id, epoch, (), (), now,
                             check_member=group_coordinator_here(broker, group_id))
     if session.error is not ErrorCode.none:

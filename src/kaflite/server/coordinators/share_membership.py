@@ -1,0 +1,152 @@
+"""Share-group membership made durable: the broker's `ShareGroupCoordinator` (in memory) written to, and
+rebuilt from, the share-group records of `__consumer_offsets` (kaflite.coordinator.share.membership_records),
+through the group coordinator's runtime (GroupService), as Kafka's group coordinator keeps share groups.
+
+Rules (tests/server/test_share_membership_reconcile.py, tests/groups/test_share_membership.py,
+tests/cluster/test_share_cluster.py):
+- the records of a share group live in its `__consumer_offsets` partition (`partition_for(group)`, as a
+  consumer group's); that partition's GroupCoordinator shard holds them as written (`share_records`,
+  replayed at load and by every step, so a shard always holds exactly what its log holds);
+- `reconcile` before every use: a partition whose active shard this broker has not imported yet (loaded
+  at start-up, after an election, or reloaded after a failed write) replaces what memory holds of its share
+  groups by the groups its records describe, every member's session deadline its group's session timeout
+  after the shard's activation (Kafka restarts session timers at load); a partition no longer active here
+  (unloaded: another broker leads it, or reloading) takes its share groups out of memory;
+- `write` after a change (ShareGroupHeartbeat, expiry, DeleteGroups): one step per touched group on its
+  shard, writing the difference between the group's records now and the shard's, answered once committed;
+  a failed write answers the runtime's error (NOT_COORDINATOR for a storage error, COORDINATOR_NOT_AVAILABLE
+  ...) and the partition's share groups are imported again from its shard, which holds what was written
+  (the runtime reloads it after a failed write), so the change is gone from memory too;
+- `prepare` for a heartbeat: the group's shard must be active here (else its error: NOT_COORDINATOR,
+  COORDINATOR_LOAD_IN_PROGRESS), and `__consumer_offsets` is created first when missing (single node).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from kaflite.coordinator.share import membership_records as mr
+from kaflite.coordinator.share.group import ShareGroupCoordinator
+from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.server.coordinators.broker_api import ShareBroker
+from kaflite.server.coordinators.groups import GROUP_SERVICE, GroupService
+from kaflite.server.services import Slot
+
+__all__ = ["flush_soon", "prepare", "reconcile", "write", "write_touched"]
+
+log = logging.getLogger("kaflite.share")
+
+# partition -> the shard object its share groups were imported from
+LOADED: Slot[dict[int, Any]] = Slot("share_membership_loaded")
+# the writes `flush_soon` started, held until done (the loop keeps only weak references to tasks)
+FLUSHES: Slot[set[asyncio.Future[Any]]] = Slot("share_membership_flushes")
+
+
+def _service(broker: ShareBroker) -> GroupService | None:
+    return broker.services.get(GROUP_SERVICE)
+
+
+def _loaded(broker: ShareBroker) -> dict[int, Any]:
+    return broker.services.get_or_make(LOADED, dict)
+
+
+def _drop(coord: ShareGroupCoordinator, svc: GroupService, partition: int) -> None:
+    for group_id in [g for g in coord.groups if svc.partition_for(g) == partition]:
+        del coord.groups[group_id]
+
+
+def reconcile(broker: ShareBroker, coord: ShareGroupCoordinator) -> None:
+    """Import the share groups of newly active shards, drop those of shards no longer active here."""
+    svc = _service(broker)
+    if svc is None:
+        return
+    loaded = _loaded(broker)
+    active = dict(svc.runtime.active_shards())
+    for partition in [p for p, shard in loaded.items() if active.get(p) is not shard]:
+        del loaded[partition]
+        _drop(coord, svc, partition)
+    fresh = [(p, shard) for p, shard in active.items() if p not in loaded]
+    if not fresh:
+        return
+    names: dict[uuid.UUID, str] = {t.topic_id: n for n, t in broker.metadata.topics.items()}
+    now = broker.now_ms()
+    for partition, shard in fresh:
+        _drop(coord, svc, partition)
+        start = shard.activated_ms if shard.activated_ms is not None else now
+        for group_id, records in shard.share_records.items():
+            group = mr.group_from_records(group_id, records, names, start + coord.session_timeout_for(group_id))
+            if group is not None:
+                coord.groups[group_id] = group
+        loaded[partition] = shard
+
+
+async def prepare(broker: ShareBroker, coord: ShareGroupCoordinator, group_id: str) -> ErrorCode | None:
+    """Before a heartbeat: the group coordinator started (its topic created when missing), this broker's
+    share groups reconciled with its shards; the error to answer when the group's shard is not active here."""
+    svc = await GroupService.of_async(broker)
+    if not svc.loaded.done():
+        await asyncio.shield(svc.loaded)  # the partitions loading at start-up
+    reconcile(broker, coord)
+    try:
+        svc.shard(group_id)
+    except KafkaError as e:
+        return e.code
+    return None
+
+
+async def write(broker: ShareBroker, coord: ShareGroupCoordinator, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+    """Write the groups' records (see the rules); the error per group whose write failed."""
+    svc = _service(broker)
+    if svc is None:
+        return {}
+    ids = {name: t.topic_id for name, t in broker.metadata.topics.items()}
+    loaded = _loaded(broker)
+    steps: list[tuple[str, asyncio.Future[Any]]] = []
+    for group_id in sorted(set(group_ids)):
+        if svc.partition_for(group_id) not in loaded:
+            continue  # not a group this broker coordinates (its memory of it was dropped)
+        def op(shard: Any, now: int, group_id: str = group_id) -> Any:
+            return shard.handle_share_group_write(group_id, mr.group_records(coord.groups.get(group_id), ids), now)
+        # the runtime runs the step now, before this coroutine first waits: the records are those of the
+        # change just made, with no other request (a re-import by `reconcile`) in between
+        steps.append((group_id, svc.runtime.write(svc.partition_for(group_id), op)))
+    errors: dict[str, ErrorCode] = {}
+    for group_id, fut in steps:
+        try:
+            await fut
+            code = ErrorCode.none
+        except KafkaError as e:
+            code = e.code
+        if code is not ErrorCode.none:
+            log.warning("share group %s: writing its membership failed (%s); it is read again from %s", group_id,
+                        ErrorCode(code).name.upper(), "__consumer_offsets")
+            errors[group_id] = code
+            partition = svc.partition_for(group_id)
+            loaded.pop(partition, None)  # the shard holds what was written: imported again from it
+            _drop(coord, svc, partition)
+    return errors
+
+
+async def write_touched(broker: ShareBroker, coord: ShareGroupCoordinator) -> dict[str, ErrorCode]:
+    """`write` of every group changed since the last write (`coord.touched`)."""
+    touched, coord.touched = coord.touched, set()
+    return await write(broker, coord, touched) if touched else {}
+
+
+def flush_soon(broker: ShareBroker, coord: ShareGroupCoordinator) -> None:
+    """`write_touched` from code that cannot wait (a member expired while listing): not waited for, a
+    failure logged (and the memory re-imported) by `write`."""
+    if not coord.touched or _service(broker) is None:
+        return
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # a tool's call off the event loop: the next heartbeat or describe writes them
+        return
+    tasks = broker.services.get_or_make(FLUSHES, set)
+    fut = asyncio.ensure_future(write_touched(broker, coord))
+    tasks.add(fut)  # held until done (the loop keeps only weak references to tasks)
+    fut.add_done_callback(tasks.discard)
