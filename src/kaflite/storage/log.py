@@ -774,8 +774,13 @@ class Log:
             seg.append([buf], infos)  # the fetched bytes as they are: the replica stays byte-identical
             self._next_offset = last_offset + 1
 
+            # producer state after the write, batch by batch (ProducerStateManager.update inline for a data
+            # batch, producer_state rule 7; the entry of the previous batch reused: a fetched set is mostly
+            # one producer's run of batches)
             state = self.producer_state
+            producers = state.producers
             pos = 0
+            entry: ProducerEntry | None = None
             for f in headers:
                 pid = f[9]
                 if pid >= 0:
@@ -785,10 +790,23 @@ class Log:
                         if marker is not None:
                             self._index_aborted(seg.base_offset, state.complete_txn(
                                 pid, f[10], base, marker.is_commit, marker.coordinator_epoch, f[8]))
+                        entry = None  # complete_txn may have made the producer's entry
                     else:
+                        epoch = f[10]
+                        if entry is None or entry.producer_id != pid:
+                            entry = producers.get(pid)
+                            if entry is None:
+                                entry = producers[pid] = ProducerEntry(pid, epoch)
+                        if epoch != entry.producer_epoch:
+                            entry.producer_epoch = epoch
+                            entry.retained.clear()
                         seq = f[11]
-                        state.update(pid, f[10], seq, (seq + f[6]) & _INT32_MAX if seq >= 0 else -1, base,
-                                     base + f[6], f[8], bool(f[5] & TRANSACTIONAL_MASK))
+                        if seq >= 0:  # a plain tuple (rule 8)
+                            entry.retained.append((seq, (seq + f[6]) & _INT32_MAX, base, base + f[6], f[8]))
+                        entry.last_timestamp = f[8]
+                        if f[5] & TRANSACTIONAL_MASK and entry.current_txn_first_offset < 0:
+                            entry.current_txn_first_offset = base
+                            state.ongoing[pid] = base
                 pos += f[1] + 12
             for f in headers:
                 if f[2] > self._latest_epoch:
