@@ -12,6 +12,10 @@ Rules:
   never fsyncs: when `flush.messages` unflushed offsets have accumulated (`flush_needed`) the produce
   handler calls `flush_up_to` in a worker thread and answers after it (`flush.messages=1`: flush before
   acknowledge); appends nobody flushes (followers, coordinators) are flushed by the next `flush_due`.
+- A replica append (assign_offsets=False, `_append_replica`) writes the fetched buffer unchanged with one
+  write after a walk of its batch headers (log_validator.scan_replica_batches); producer state, markers and
+  the leader-epoch cache are updated from the header tuples. It has the effects of `_append_general` on the
+  same set (tests/storage/test_replica_fast_path.py), which still handles every set the walk refuses.
 - Flush (`flush_up_to`, `flush_due`, `flush_rolled`): what to fsync is captured under the lock
   (`_plan_flush`: each dirty file is marked clean there, so an append made during the fsyncs marks it
   again), the fsyncs run after releasing it, then the recovery point moves to the planned offset under the
@@ -96,6 +100,7 @@ from kaflite.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFil
 from kaflite.storage.log_validator import (
     fast_path_limit,
     fast_single_batch,
+    scan_replica_batches,
     validate_client_batches,
     validate_replica_batches,
 )
@@ -271,6 +276,7 @@ class Log:
         self._doomed: list[tuple[int, LogSegment, Path | None]] = []
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT, read=not fresh)
         self._latest_epoch = -1  # mirror of leader_epoch_cache.latest_epoch for the hot path
+        self.replica_fast_path = True  # False: replica appends take _append_general (the tests' reference)
         self.recovered_bytes_truncated = 0
         self.recovered = False  # recovery rescanned at least one segment on open
         self.lazy_at_open = 0  # segments opened lazily by the load (LogSegment.lazy: nothing read yet)
@@ -653,6 +659,8 @@ class Log:
             raise KafkaError(ErrorCode.kafka_storage_error, f"append to {self.dir.name} failed: {e.strerror or e}") from e
 
     def _append(self, buf: memoryview, leader_epoch: int, now_ms: int | None, assign_offsets: bool) -> AppendResult:
+        if not assign_offsets:
+            return self._append_replica(buf, now_ms)
         with self._lock:
             f = fast_single_batch(buf, self._fast_limit) if assign_offsets and not self._closed else None
             if f is None:
@@ -733,6 +741,77 @@ class Log:
             if leader_epoch > self._latest_epoch:
                 self._assign_epoch(leader_epoch, offset)
             return _new_tuple(AppendResult, (offset, last, append_time, self._log_start_offset, False))
+
+    def _append_replica(self, buf: memoryview, now_ms: int | None) -> AppendResult:
+        """A follower's append of the leader's batches (Kafka's appendAsFollower), the replica hot path:
+        one header walk (log_validator.scan_replica_batches: offsets, magic, CRC), the whole buffer written
+        with one pwritev, producer state, transaction markers and the leader-epoch cache updated from the
+        header tuples -- the same effects as _append_general(assign_offsets=False) in the same order, with
+        no RecordBatchView except for a control batch (its marker record is read). A set the walk refuses
+        goes to _append_general, which raises the precise error."""
+        with self._lock:
+            now = self._now() if now_ms is None else now_ms
+            headers = scan_replica_batches(buf, self._next_offset) \
+                if self.replica_fast_path and not self._closed else None
+            if headers is None:
+                return self._append_general(buf, 0, now, False)
+            infos: list[tuple[int, int, int, int]] = []
+            max_ts_in_append = -1 << 63
+            for f in headers:
+                max_ts = f[8]
+                infos.append((f[1] + 12, f[0] + f[6], max_ts, f[0]))
+                if max_ts > max_ts_in_append:
+                    max_ts_in_append = max_ts
+            first_offset = headers[0][0]
+            last_offset = infos[-1][1]
+            config = self.config
+            seg = self._segments[-1]
+            if seg.should_roll(len(buf), max_ts_in_append, last_offset, now, config.segment_bytes,
+                               config.segment_ms - config.segment_jitter_ms):
+                seg = self._roll(first_offset)
+            elif first_offset - seg.base_offset > _INT32_MAX:  # pragma: no cover - needs a huge gap
+                seg = self._roll(first_offset)
+            seg.append([buf], infos)  # the fetched bytes as they are: the replica stays byte-identical
+            self._next_offset = last_offset + 1
+
+            # producer state after the write, batch by batch (ProducerStateManager.update inline for a data
+            # batch, producer_state rule 7; the entry of the previous batch reused: a fetched set is mostly
+            # one producer's run of batches)
+            state = self.producer_state
+            producers = state.producers
+            pos = 0
+            entry: ProducerEntry | None = None
+            for f in headers:
+                pid = f[9]
+                if pid >= 0:
+                    base = f[0]
+                    if f[5] & CONTROL_MASK:  # the leader's COMMIT / ABORT marker: its one record is read
+                        marker = parse_marker(RecordBatchView(buf, pos, f))
+                        if marker is not None:
+                            self._index_aborted(seg.base_offset, state.complete_txn(
+                                pid, f[10], base, marker.is_commit, marker.coordinator_epoch, f[8]))
+                        entry = None  # complete_txn may have made the producer's entry
+                    else:
+                        epoch = f[10]
+                        if entry is None or entry.producer_id != pid:
+                            entry = producers.get(pid)
+                            if entry is None:
+                                entry = producers[pid] = ProducerEntry(pid, epoch)
+                        if epoch != entry.producer_epoch:
+                            entry.producer_epoch = epoch
+                            entry.retained.clear()
+                        seq = f[11]
+                        if seq >= 0:  # a plain tuple (rule 8)
+                            entry.retained.append((seq, (seq + f[6]) & _INT32_MAX, base, base + f[6], f[8]))
+                        entry.last_timestamp = f[8]
+                        if f[5] & TRANSACTIONAL_MASK and entry.current_txn_first_offset < 0:
+                            entry.current_txn_first_offset = base
+                            state.ongoing[pid] = base
+                pos += f[1] + 12
+            for f in headers:
+                if f[2] > self._latest_epoch:
+                    self._assign_epoch(f[2], f[0])
+            return _new_tuple(AppendResult, (first_offset, last_offset, -1, self._log_start_offset, False))
 
     def _append_general(self, buf: memoryview, leader_epoch: int, now: int, assign_offsets: bool) -> AppendResult:
         """Every append the hot path does not take (several batches, producer-id batches the producer state

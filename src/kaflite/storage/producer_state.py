@@ -22,7 +22,9 @@ Rules (Kafka's ProducerStateManager / ProducerAppendInfo, client-origin appends)
 7. Log's hot path (Log._append, one client batch with a producer id) applies rules 2-5 and 6's batch part
    inline on `producers` for the accepted and duplicate cases only, and hands every refused batch to the
    general path (check() then raises the precise error); tests/storage/test_idempotent_fast_path.py checks
-   that both paths give the same offsets, errors and state.
+   that both paths give the same offsets, errors and state. Its replica hot path (Log._append_replica)
+   applies update() inline for each data batch of a fetched set, complete_txn() for a marker;
+   tests/storage/test_replica_fast_path.py checks it against update() (the general path).
 8. An entry keeps its last 5 batches in `retained` as plain tuples (first seq, last seq, first offset, last
    offset, timestamp), oldest first, so that the hot path stores one with no constructor call;
    `ProducerEntry.batches` is the same batches as `BatchMetadata` (a read-only copy, for readers off the

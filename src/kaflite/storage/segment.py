@@ -369,10 +369,20 @@ class LogSegment:
         except OSError:
             self._undo_write(start)
             raise
+        # _account_batch inline (one call per batch less: a follower's set holds hundreds of batches)
         pos = start
+        interval = self.index_interval_bytes
+        if self.rolling_based_timestamp is None:
+            self.rolling_based_timestamp = batches[0][2]
         for size, last_offset, max_ts, _first in batches:
-            self._account_batch(pos, size, last_offset, max_ts)
+            if max_ts > self.max_timestamp:
+                self.max_timestamp = max_ts
+                self.offset_of_max_timestamp = last_offset
+            if self.bytes_since_last_index_entry > interval:
+                self._add_index_entry(last_offset, pos)
+            self.bytes_since_last_index_entry += size
             pos += size
+        self.next_offset = batches[-1][1] + 1
         self.size = pos
         self.dirty = True
         return start
