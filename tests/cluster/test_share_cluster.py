@@ -79,6 +79,75 @@ def _poll(consumers: list[ck.ShareConsumer], seen: list[tuple[int, bytes]], time
             errors.append(str(e))
 
 
+class _LeaderSession:
+    """A share session of one member at one broker over the raw protocol (ShareFetch only: a leader that is
+    not the group coordinator opens sessions for any member id, as Kafka's)."""
+
+    def __init__(self, address: str, group: str, member_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        from server.kwire import WireClient
+
+        self.client = WireClient(address)
+        self.group, self.member_id, self.topic_id, self.partition = group, member_id, topic_id, partition
+        self.epoch = 0
+
+    def fetch(self, max_wait_ms: int) -> list[tuple[int, int, int]]:
+        """(first, last, delivery count) of the records acquired."""
+        import datetime
+
+        from kio.schema.share_fetch.v1 import request as fetch_req
+        from kio.static.primitive import i32
+
+        r = self.client.request(fetch_req.ShareFetchRequest(
+            group_id=self.group, member_id=self.member_id, share_session_epoch=i32(self.epoch),
+            max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=i32(1), max_records=i32(500),
+            batch_size=i32(500), topics=(fetch_req.FetchTopic(topic_id=self.topic_id, partitions=(
+                fetch_req.FetchPartition(partition_index=i32(self.partition), acknowledgement_batches=()),)),),
+            forgotten_topics_data=()))
+        assert r.error_code == 0, r
+        self.epoch += 1
+        return [(int(a.first_offset), int(a.last_offset), int(a.delivery_count))
+                for t in r.responses for p in t.partitions for a in p.acquired_records]
+
+
+def test_a_departed_members_records_come_back_at_once_from_a_leader_that_is_not_the_coordinator(
+        cluster: EmbeddedCluster) -> None:
+    """Member A acquires records at the leader of a partition that is not the group's coordinator, and its
+    connection there closes (the client closed or was killed) without a word to the coordinator: the
+    leader ends A's share session and releases what A held, so member B gets those records at once (the
+    lock is 30 s), with delivery count 2. Kafka's leader does the same on a disconnect."""
+    admin = AdminClient(cluster.confluent_config())
+    topic = f"shd-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, 1, 3)
+    leader = cluster.leader(topic, 0)
+    offsets_leaders = _leaders(admin, "__consumer_offsets")
+    group = next(g for g in (f"shd-{i}" for i in range(200))
+                 if offsets_leaders[offsets_partition(g, len(offsets_leaders))] != leader)
+    topic_id = _topic_id(admin, topic)
+    a = _LeaderSession(cluster.address(leader), group, "member-a", topic_id, 0)
+    held: list[tuple[int, int, int]] = []
+    deadline = time.monotonic() + 30
+    while not held:  # the share partition starts at the log end: probes until A holds one
+        assert time.monotonic() < deadline, "nothing was acquired"
+        _produce(cluster, topic, {0: [b"probe"]})
+        held += a.fetch(500)
+    _produce(cluster, topic, {0: [b"x-%d" % i for i in range(5)]})
+    while sum(last - first + 1 for first, last, _c in held) < 6:
+        assert time.monotonic() < deadline, f"A holds only {held}"
+        held += a.fetch(500)
+    b = _LeaderSession(cluster.address(leader), group, "member-b", topic_id, 0)
+    assert b.fetch(0) == []  # everything is locked to A
+    a.client.close()  # no leave, no acknowledgement: A is gone
+    started = time.monotonic()
+    got: list[tuple[int, int, int]] = []
+    while sum(last - first + 1 for first, last, _c in got) < 6:
+        assert time.monotonic() - started < 10, f"B got only {got} of A's {held}"
+        got += b.fetch(1000)
+    assert {o for first, last, _c in got for o in range(first, last + 1)} == \
+        {o for first, last, _c in held for o in range(first, last + 1)}
+    assert {c for _f, _l, c in got} == {2}
+    b.client.close()
+
+
 def test_share_group_across_leaders_and_a_killed_leader(cluster: EmbeddedCluster) -> None:
     admin = AdminClient(cluster.confluent_config())
     topic = f"sh-{uuid.uuid4().hex[:8]}"

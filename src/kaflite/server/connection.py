@@ -300,6 +300,10 @@ class KafkaConnection(asyncio.Protocol):
             self._failed("sending the answer", e)
         finally:
             self._all.discard(self)
+            # after its last request was answered: what the connection held (share sessions) ends now
+            closed = getattr(self.dispatcher, "connection_closed", None)
+            if closed is not None:
+                closed(self.id)
             if self._ip is not None:
                 left = self._shared.per_ip[self._ip] - 1
                 if left:

@@ -77,6 +77,15 @@ class Dispatcher:
         self.registry = registry
         self.listener = listener
 
+    def connection_closed(self, connection_id: int) -> None:
+        """A client connection ended (after its last request): the hooks registered in the broker's
+        extensions["connection_closed"] (share sessions, Kafka's ConnectionDisconnectListener) run."""
+        for hook in list(self.broker.extensions.get("connection_closed", ())):
+            try:
+                hook(connection_id)
+            except Exception:  # noqa: BLE001 - one failing hook must not keep the others from running
+                log.exception("a connection-closed hook failed")
+
     async def dispatch(
         self, frame: bytes, client_host: str = "", connection_id: int = 0, session: Session | None = None,
         on_throttle: Callable[[int], None] | None = None,

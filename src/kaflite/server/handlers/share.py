@@ -657,6 +657,66 @@ def _refused(ctx: RequestContext, request: Any, rule: Any, failed: Callable[...,
     return None
 
 
+# --- the end of a share session at this broker (Kafka's releaseSession and ShareGroupListener) ---------
+
+def _session_connections(broker: Any) -> dict[tuple[str, str], int]:
+    """(group, member) -> the connection its share session here was opened on (Kafka's ShareSessionCache
+    keeps the connection id of each session, to end it when that connection closes)."""
+    return broker.extensions.setdefault("share_session_connections", {})  # type: ignore[no-any-return]
+
+
+def _session_opened(broker: Any, connection_id: int, group_id: str, member_id: str) -> None:
+    conns = _session_connections(broker)
+    if "share_disconnect_hook" not in broker.extensions:
+        hooks = broker.extensions.setdefault("connection_closed", [])
+        hook = broker.extensions["share_disconnect_hook"] = lambda cid: _connection_closed(broker, cid)
+        hooks.append(hook)
+    conns[(group_id, member_id)] = connection_id
+
+
+def _session_ended(broker: Any, coord: ShareGroupCoordinator, group_id: str, member_id: str) -> None:
+    """The member's share session here ended: everything it holds in the group's share partitions here is
+    released (written by the caller's `persist`), and ShareFetches waiting on those partitions wake."""
+    _session_connections(broker).pop((group_id, member_id), None)
+    for topic, partition in coord.release_session(group_id, member_id):
+        broker.purgatory.complete(fetch_key(topic, partition))
+
+
+def _maybe_group_empty(broker: Any, coord: ShareGroupCoordinator, group_id: str) -> None:
+    """No share session of the group left here (Kafka's onGroupEmpty): a broker that is not the group
+    coordinator drops the group's share partitions, written already, from memory, so that their next use
+    reads the durable state (which AlterShareGroupOffsets / DeleteShareGroupOffsets may change while the
+    group is empty) rather than write stale state over it. The group coordinator keeps them (it forgets
+    them itself when it alters or deletes their state)."""
+    if coord.has_sessions(group_id) or group_coordinator_here(broker, group_id):
+        return
+    epochs = _epochs(broker)
+    for topic, partition in coord.forget_share_partitions(group_id):
+        epochs.pop((group_id, topic, partition), None)
+
+
+def _connection_closed(broker: Any, connection_id: int) -> None:
+    """A client connection closed (after its last request was answered): the share sessions opened on it
+    end as if closed with epoch -1 (Kafka 4.1's ShareSessionCache on a disconnect), so the records their
+    members hold here are released at once rather than when their locks end."""
+    conns = _session_connections(broker)
+    ended = [gm for gm, cid in conns.items() if cid == connection_id]
+    coord = broker.extensions.get("share_coordinator")
+    if not ended or coord is None:
+        return
+    for group_id, member_id in ended:
+        _session_ended(broker, coord, group_id, member_id)
+
+    async def write() -> None:
+        await persist(broker, coord)  # a failure is logged there; the share partition is rebuilt
+        for group_id in {g for g, _m in ended}:
+            _maybe_group_empty(broker, coord, group_id)
+    tasks: set[asyncio.Future[None]] = broker.extensions.setdefault("share_release_tasks", set())
+    task = asyncio.ensure_future(write())
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
+
+
 async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
     broker = ctx.broker
@@ -684,9 +744,15 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
                             check_member=group_coordinator_here(broker, group_id))
     if session.error is not ErrorCode.none:
         return failed(session.error)
+    if epoch == 0:
+        _session_opened(broker, ctx.connection_id, group_id, member_id)
     ack_errors = _acknowledge(ctx, coord, group_id, member_id, request.topics, names, rules.SHARE_FETCH_TOPIC,
                               now)
+    if session.closed:  # after its acknowledgements, what the member still holds here goes back
+        _session_ended(broker, coord, group_id, member_id)
     _durable(await persist(broker, coord), group_id, names, ack_errors)  # answered once written
+    if session.closed:
+        _maybe_group_empty(broker, coord, group_id)
     ids = {name: topic_id for topic_id, name in names.items()}
     # partition answers: (topic, partition) -> [error, ack error, records, acquired]
     results: dict[tuple[str | uuid.UUID, int], list[Any]] = {}
@@ -707,7 +773,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         for tp, code in unread.items():  # its state could not be read: nothing acquired there this time
             results.setdefault(tp, [ErrorCode.none, ErrorCode.none, b"", []])[0] = _partition_error(code)
         order = tuple(tp for tp in order if tp not in unread)
-        while True:
+        while coord.has_session(group_id, member_id):  # not when its connection closed meanwhile
             acquired_any, any_error = _acquire_pass(ctx, coord, group_id, member_id, order, budget,
                                                     max_bytes, results)
             remaining = deadline - broker.now_ms()
@@ -837,7 +903,11 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
     names = _names(broker, [t.topic_id for t in request.topics])
     answers = _acknowledge(ctx, coord, group_id, member_id, request.topics, names, rules.SHARE_ACKNOWLEDGE_TOPIC,
                            now)
+    if session.closed:  # after its acknowledgements, what the member still holds here goes back
+        _session_ended(broker, coord, group_id, member_id)
     _durable(await persist(broker, coord), group_id, names, answers)  # answered once written
+    if session.closed:
+        _maybe_group_empty(broker, coord, group_id)
     topics: dict[uuid.UUID, list[Any]] = {}
     for (topic_id, partition), code in answers.items():
         name = names.get(topic_id)
