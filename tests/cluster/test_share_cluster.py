@@ -148,6 +148,95 @@ def test_a_departed_members_records_come_back_at_once_from_a_leader_that_is_not_
     b.client.close()
 
 
+def _state_topic_ready(cluster: EmbeddedCluster, admin: AdminClient, topic: str) -> None:
+    """`__share_group_state` is made at the first share heartbeat: a throw-away member makes it."""
+    warm = ck.ShareConsumer({**cluster.confluent_config(), "group.id": "warm-up"})
+    warm.subscribe([topic])
+    deadline = time.monotonic() + 20
+    while len(_leaders(admin, SHARE_GROUP_STATE_TOPIC)) < STATE_PARTITIONS or \
+            min(_leaders(admin, SHARE_GROUP_STATE_TOPIC).values(), default=-1) < 0:
+        assert time.monotonic() < deadline, "__share_group_state was not created"
+        warm.poll(0.2)
+    warm.close()
+
+
+def test_share_group_offsets_admin_through_the_persister(cluster: EmbeddedCluster) -> None:
+    """`kaflite share-groups` reset-offsets, describe, delete-offsets and delete against the cluster, for a
+    group whose share partitions' state is partly held by share coordinators other than its group
+    coordinator: the group coordinator reaches them through the persister (summary, initialize, delete
+    RPCs), so every partition is answered, a fetch at a leader starts where the reset put it, and the
+    state is gone after delete-offsets and delete. Before, those partitions were COORDINATOR_NOT_AVAILABLE
+    (reset, delete-offsets) or -1 (describe)."""
+    from kio.schema.describe_share_group_offsets.v0 import request as describe_req
+    from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+    from kio.static.primitive import i32
+    from typer.testing import CliRunner
+
+    from kaflite.cli.main import app
+    from server.kwire import WireClient
+
+    admin = AdminClient(cluster.confluent_config())
+    topic = f"sha-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, 3, 3)
+    _state_topic_ready(cluster, admin, topic)
+    topic_id = _topic_id(admin, topic)
+    offsets_leaders = _leaders(admin, "__consumer_offsets")
+    state_leaders = _leaders(admin, SHARE_GROUP_STATE_TOPIC)
+
+    def elsewhere(g: str) -> list[int]:  # partitions whose share coordinator is not g's group coordinator
+        c = offsets_leaders[offsets_partition(g, len(offsets_leaders))]
+        return [p for p in range(3) if state_leaders[state_partition(ShareStateKey(g, topic_id, p),
+                                                                     STATE_PARTITIONS)] != c]
+    group = next(g for g in (f"sha-{i}" for i in range(500)) if len(elsewhere(g)) >= 2)
+    coordinator = offsets_leaders[offsets_partition(group, len(offsets_leaders))]
+    with WireClient(cluster.address(coordinator)) as c:  # a member joins and leaves: the group is Empty
+        for epoch in (0, -1):
+            r = c.request(ShareGroupHeartbeatRequest(group_id=group, member_id="m", member_epoch=i32(epoch),
+                                                     subscribed_topic_names=(topic,) if epoch == 0 else None))
+            assert r.error_code == 0, r
+    _produce(cluster, topic, {p: [b"r-%d" % i for i in range(4)] for p in range(3)})
+
+    def cli(*args: str) -> tuple[int, list[list[str]]]:
+        res = CliRunner().invoke(app, ["share-groups", "--bootstrap-server", cluster.bootstrap, *args])
+        assert "Traceback" not in res.output, res.output
+        return res.exit_code, [ln.split() for ln in res.output.splitlines() if ln.split()[:1] == [group]]
+
+    def start_offsets() -> dict[int, int]:
+        with WireClient(cluster.address(coordinator)) as c:
+            r = c.request(describe_req.DescribeShareGroupOffsetsRequest(groups=(
+                describe_req.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=(
+                    describe_req.DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(
+                        i32(0), i32(1), i32(2))),)),)))
+        return {int(p.partition_index): int(p.start_offset) for t in r.groups[0].topics for p in t.partitions}
+
+    code, rows = cli("--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute")
+    assert code == 0 and sorted(rows) == [[group, topic, str(p), "0"] for p in range(3)], rows
+    assert start_offsets() == {0: 0, 1: 0, 2: 0}
+    code, rows = cli("--describe", "--group", group)
+    assert code == 0 and sorted(rows) == [[group, topic, str(p), "0"] for p in range(3)], rows
+    # a partition whose state is elsewhere, led by a broker that is not the group coordinator (which would
+    # check the member id): its leader fetches from the reset start, read at the share coordinator
+    victim = elsewhere(group)[0]
+    if cluster.leader(topic, victim) == coordinator:
+        cluster.move_leader(topic, victim, to=next(b for b in cluster.broker_ids if b != coordinator))
+    member = _LeaderSession(cluster.address(cluster.leader(topic, victim)), group, "m2", topic_id, victim)
+    got: list[tuple[int, int, int]] = []
+    deadline = time.monotonic() + 20
+    while not got:
+        assert time.monotonic() < deadline, "nothing acquired after the reset"
+        got = member.fetch(500)
+    assert got == [(0, 3, 1)]
+    member.client.close()
+    code, rows = cli("--delete-offsets", "--group", group, "--topic", topic)
+    assert code == 0, rows
+    assert start_offsets() == {0: -1, 1: -1, 2: -1}
+    code, rows = cli("--reset-offsets", "--group", group, "--topic", topic, "--to-latest", "--execute")
+    assert code == 0 and start_offsets() == {0: 4, 1: 4, 2: 4}
+    code, _rows = cli("--delete", "--group", group)
+    assert code == 0
+    assert start_offsets() == {0: -1, 1: -1, 2: -1}
+
+
 def test_share_group_across_leaders_and_a_killed_leader(cluster: EmbeddedCluster) -> None:
     admin = AdminClient(cluster.confluent_config())
     topic = f"sh-{uuid.uuid4().hex[:8]}"
@@ -157,15 +246,7 @@ def test_share_group_across_leaders_and_a_killed_leader(cluster: EmbeddedCluster
             cluster.move_leader(topic, p, to=p)
     assert _leaders(admin, topic) == {0: 0, 1: 1, 2: 2}
 
-    # `__share_group_state` is made at the first share heartbeat: a throw-away member makes it
-    warm = ck.ShareConsumer({**cluster.confluent_config(), "group.id": "warm-up"})
-    warm.subscribe([topic])
-    deadline = time.monotonic() + 20
-    while len(_leaders(admin, SHARE_GROUP_STATE_TOPIC)) < STATE_PARTITIONS or \
-            min(_leaders(admin, SHARE_GROUP_STATE_TOPIC).values(), default=-1) < 0:
-        assert time.monotonic() < deadline, "__share_group_state was not created"
-        warm.poll(0.2)
-    warm.close()
+    _state_topic_ready(cluster, admin, topic)
 
     # a group and a partition whose leader is neither the group coordinator nor its share coordinator:
     # its ShareFetch members heartbeat elsewhere, and its state goes through WriteShareGroupState

@@ -49,9 +49,10 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
   `<first log dir>/share-group-configs.json`, replaced atomically (fsync, in a worker thread, one change
   at a time) before the change applies and is answered, and read when the coordinator is made (at
   start-up, before the broker listens).
-- DeleteGroups of a share group also writes tombstones for its share partitions' state, and deletes a
-  share group this broker only knows from `__share_group_state` (after a restart, before any member
-  joined).
+- DeleteGroups of a share group also writes tombstones for its share partitions' state (those whose
+  `__share_group_state` partition another broker leads through the persister: DeleteShareGroupState),
+  and deletes a share group this broker only knows from `__share_group_state` (after a restart, before
+  any member joined).
 - ListGroups lists share groups (type "share", handlers/groups.py calls `listed_share_groups`); DeleteGroups
   deletes an empty share group with its share-partition state (`delete_share_group`), NON_EMPTY_GROUP
   while it has members.
@@ -425,6 +426,11 @@ async def delete_share_group(broker: Any, group_id: str) -> ErrorCode | None:
             await svc.delete_group(group_id)
         except KafkaError as e:
             return e.code
+        from kaflite.server.handlers.share_admin import delete_state_elsewhere  # (share_admin imports this)
+
+        code = await delete_state_elsewhere(broker, group_id)
+        if code is not ErrorCode.none:
+            return code
     return ErrorCode.none
 
 
