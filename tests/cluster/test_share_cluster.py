@@ -237,6 +237,57 @@ def test_share_group_offsets_admin_through_the_persister(cluster: EmbeddedCluste
     assert start_offsets() == {0: -1, 1: -1, 2: -1}
 
 
+def test_a_group_config_altered_at_one_broker_applies_at_every_leader(cluster: EmbeddedCluster) -> None:
+    """IncrementalAlterConfigs of a GROUP sent to one broker is stored in ZooKeeper (/config/groups/<g>)
+    and every broker applies it: share.auto.offset.reset=earliest makes the leaders of the three
+    partitions, one per broker, deliver records produced before the group's first fetch. Before, only the
+    broker the request reached applied it: the two others started their share partitions at the log end."""
+    from kio.schema.incremental_alter_configs.v1 import request as ireq
+    from kio.static.primitive import i8
+
+    from kaflite.cluster.zk import KafkaZkClient
+    from server.kwire import WireClient
+
+    admin = AdminClient(cluster.confluent_config())
+    topic = f"shc-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, 3, 3)
+    for p in range(3):  # one partition led by each broker
+        if cluster.leader(topic, p) != p:
+            cluster.move_leader(topic, p, to=p)
+    _state_topic_ready(cluster, admin, topic)
+    topic_id = _topic_id(admin, topic)
+    _produce(cluster, topic, {p: [b"early-%d" % i for i in range(2)] for p in range(3)})
+    group = f"shc-{uuid.uuid4().hex[:6]}"
+    with WireClient(cluster.address(0)) as c:  # to broker 0 only
+        r = c.request(ireq.IncrementalAlterConfigsRequest(validate_only=False, resources=(ireq.AlterConfigsResource(
+            resource_type=i8(32), resource_name=group, configs=(ireq.AlterableConfig(
+                name="share.auto.offset.reset", config_operation=i8(0), value="earliest"),)),)))
+    assert [int(x.error_code) for x in r.responses] == [0], r
+    zk = KafkaZkClient(cluster.zookeeper_connect)
+    zk.start()
+    try:
+        assert zk.get_entity_config("groups", group) == {"share.auto.offset.reset": "earliest"}
+    finally:
+        zk.close()
+    from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+    from kio.static.primitive import i32
+
+    offsets_leaders = _leaders(admin, "__consumer_offsets")
+    coordinator = offsets_leaders[offsets_partition(group, len(offsets_leaders))]
+    heartbeats = WireClient(cluster.address(coordinator))  # the member the coordinator checks fetches against
+    hb = heartbeats.request(ShareGroupHeartbeatRequest(group_id=group, member_id="m", member_epoch=i32(0),
+                                                       subscribed_topic_names=(topic,)))
+    assert hb.error_code == 0, hb
+    time.sleep(1.0)  # the claim: every broker applies a change within a second
+    started = time.monotonic()
+    for p in range(3):
+        member = _LeaderSession(cluster.address(p), group, "m", topic_id, p)
+        got = member.fetch(1000)
+        member.client.close()
+        assert got == [(0, 1, 1)], (p, got, time.monotonic() - started)
+    heartbeats.close()
+
+
 def test_share_group_across_leaders_and_a_killed_leader(cluster: EmbeddedCluster) -> None:
     admin = AdminClient(cluster.confluent_config())
     topic = f"sh-{uuid.uuid4().hex[:8]}"

@@ -48,7 +48,11 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
   keys only (INVALID_CONFIG otherwise); every group's configs are kept in
   `<first log dir>/share-group-configs.json`, replaced atomically (fsync, in a worker thread, one change
   at a time) before the change applies and is answered, and read when the coordinator is made (at
-  start-up, before the broker listens).
+  start-up, before the broker listens). In a cluster they are kept in ZooKeeper instead, as topic
+  configs: /config/groups/<group> ({"version":1,"config":{..}}), changed by compare-and-set on the znode
+  as stored, each write followed by a /config/changes notification ("groups/<group>"); every broker
+  watches the notifications and applies the znode as read (read at start-up before it listens). Every
+  ZooKeeper call runs in a worker thread or ZooKeeper's watch thread, never on the event loop.
 - DeleteGroups of a share group also writes tombstones for its share partitions' state (those whose
   `__share_group_state` partition another broker leads through the persister: DeleteShareGroupState),
   and deletes a share group this broker only knows from `__share_group_state` (after a restart, before
@@ -67,6 +71,7 @@ import datetime
 import json
 import logging
 import struct
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -136,9 +141,10 @@ def _group_configs_path(broker: Any) -> Any:
 
 
 def _read_group_configs(broker: Any) -> dict[str, dict[str, str]]:
-    """The groups' configs kept by `alter_group_configs`; none when there is no file yet."""
+    """The groups' configs kept by `alter_group_configs`; none when there is no file yet (or in a cluster,
+    whose configs are in ZooKeeper, read by `_watch_cluster_group_configs`)."""
     path = _group_configs_path(broker)
-    if path is None:
+    if path is None or _zk(broker) is not None:
         return {}
     try:
         data = json.loads(path.read_text())
@@ -151,13 +157,66 @@ def _read_group_configs(broker: Any) -> dict[str, dict[str, str]]:
     return {str(g): {str(k): str(v) for k, v in c.items()} for g, c in groups.items() if isinstance(c, dict)}
 
 
+GROUP_CONFIG_ENTITY = "groups"  # /config/groups/<group> in a cluster's ZooKeeper
+
+
+def _zk(broker: Any) -> Any | None:
+    """A cluster member's ZooKeeper client (cluster.zk.KafkaZkClient), None on a single node."""
+    if not getattr(broker, "in_cluster", False):
+        return None
+    return broker.metadata_writer.zk
+
+
+def _apply_group_configs(broker: Any, group_id: str, configs: dict[str, str]) -> None:
+    """A group's configs as stored in ZooKeeper now, on the event loop."""
+    try:
+        coordinator(broker).set_group_configs(group_id, configs)
+    except ValueError as e:  # written by hand, or by another version: the group keeps the broker's keys
+        log.warning("/config/%s/%s: %s; its configs are ignored", GROUP_CONFIG_ENTITY, group_id, e)
+
+
+async def _watch_cluster_group_configs(broker: Any, zk: Any) -> None:
+    """A cluster member, at start-up: the watch on /config/changes first, then every /config/groups/<g>
+    (a change between the two is read twice, never missed), all in worker threads. Each znode read is
+    handed to the event loop in the order read (a lock orders the start-up reads and the watch's), so a
+    newer read is never applied before an older one."""
+    from kaflite.cluster.zk import ConfigChanged
+
+    loop = asyncio.get_running_loop()
+    order = threading.Lock()
+
+    def publish(group_id: str) -> None:  # a worker or ZooKeeper's watch thread
+        with order:
+            configs = zk.get_entity_config(GROUP_CONFIG_ENTITY, group_id)
+            loop.call_soon_threadsafe(_apply_group_configs, broker, group_id, configs)
+
+    def on_change(event: Any) -> None:
+        if isinstance(event, ConfigChanged) and event.entity_type == GROUP_CONFIG_ENTITY:
+            publish(event.name)
+
+    def start() -> None:
+        zk.watch_config_changes(on_change)
+        for group_id in zk.get_children(f"/config/{GROUP_CONFIG_ENTITY}"):
+            publish(group_id)
+    await asyncio.to_thread(start)
+
+
+async def _start_in_cluster(broker: Any, zk: Any, state: Any) -> None:
+    await _watch_cluster_group_configs(broker, zk)
+    if state is not None:
+        await state
+
+
 def on_start(broker: Any) -> Any:
     """At start-up (before the broker listens): the coordinator with the groups' configs read from their
-    file, and `__share_group_state` loaded when it exists."""
+    file (a cluster: from ZooKeeper, watched for every broker's changes), and `__share_group_state` loaded
+    when it exists."""
     if not share_enabled(broker):
         return None
     coordinator(broker)
-    return share_state.load_at_start(broker)
+    state = share_state.load_at_start(broker)
+    zk = _zk(broker)
+    return state if zk is None else _start_in_cluster(broker, zk, state)
 
 
 def _state_loader(broker: Any) -> Callable[[str, str, int], ShareSnapshot | None]:
@@ -330,6 +389,10 @@ async def alter_group_configs(broker: Any, group_id: str,
     if not group_id:
         raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty.")
     coord = coordinator(broker)
+    zk = _zk(broker)
+    if zk is not None:
+        await _alter_cluster_group_configs(broker, zk, group_id, change, validate_only)
+        return
     lock = broker.extensions.setdefault("share_group_configs_lock", asyncio.Lock())
     async with lock:  # one change at a time: the file written last is the configs applied last
         new = change(dict(coord.group_configs.get(group_id, {})))
@@ -352,6 +415,35 @@ async def alter_group_configs(broker: Any, group_id: str,
             except OSError as e:
                 raise KafkaError(ErrorCode.kafka_storage_error, f"{path} cannot be written: {e}") from None
         coord.set_group_configs(group_id, new)
+
+
+async def _alter_cluster_group_configs(broker: Any, zk: Any, group_id: str,
+                                      change: Callable[[dict[str, str]], dict[str, str | None]],
+                                      validate_only: bool) -> None:
+    """A cluster: the change applies to the group's znode as stored now (another broker may have changed
+    it), by compare-and-set in a worker thread, followed by the config-change notification that every
+    broker applies (`_watch_cluster_group_configs`); applied here once written. A refused change writes
+    nothing (INVALID_CONFIG); a failure of ZooKeeper is KAFKA_STORAGE_ERROR."""
+    share_config = coordinator(broker).share_config
+
+    def validated(current: dict[str, str]) -> dict[str, str]:
+        probe = ShareGroupCoordinator(share_config)
+        try:
+            probe.set_group_configs(group_id, change(dict(current)))
+        except ValueError as e:
+            raise KafkaError(ErrorCode.invalid_config, str(e)) from None
+        return dict(probe.group_configs.get(group_id, {}))
+    try:
+        if validate_only:
+            validated(await asyncio.to_thread(zk.get_entity_config, GROUP_CONFIG_ENTITY, group_id))
+            return
+        new = await asyncio.to_thread(zk.update_entity_config, GROUP_CONFIG_ENTITY, group_id, validated)
+    except KafkaError:
+        raise
+    except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable or its session lost: nothing was applied
+        raise KafkaError(ErrorCode.kafka_storage_error,
+                         f"/config/{GROUP_CONFIG_ENTITY}/{group_id} cannot be written: {e}") from None
+    _apply_group_configs(broker, group_id, new)
 
 
 def share_group_history(broker: Any, group_id: str) -> list[RebalanceEvent] | None:
