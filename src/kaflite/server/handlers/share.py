@@ -804,15 +804,24 @@ def _connection_closed(broker: Any, connection_id: int) -> None:
         return
     for group_id, member_id in ended:
         _session_ended(broker, coord, group_id, member_id)
+    queue = broker.extensions.get("share_release_queue")
+    if queue is None:  # one writer task for the broker's life, cancelled when the broker stops
+        queue = broker.extensions["share_release_queue"] = asyncio.Queue()
+        broker.add_task(asyncio.ensure_future(_release_writer(broker, coord, queue)))
+    queue.put_nowait({g for g, _m in ended})
 
-    async def write() -> None:
-        await persist(broker, coord)  # a failure is logged there; the share partition is rebuilt
-        for group_id in {g for g, _m in ended}:
+
+async def _release_writer(broker: Any, coord: ShareGroupCoordinator, queue: asyncio.Queue[set[str]]) -> None:
+    """Writes the releases of closed connections' sessions (`persist`: a failure is logged there and the
+    share partition rebuilt from its state), then lets the groups left without a session here go."""
+    while True:
+        groups = await queue.get()
+        try:
+            await persist(broker, coord)
+        except Exception:  # noqa: BLE001 - the writer must outlive one failure; the next release writes again
+            log.exception("writing the share-partition releases of a closed connection failed")
+        for group_id in groups:
             _maybe_group_empty(broker, coord, group_id)
-    tasks: set[asyncio.Future[None]] = broker.extensions.setdefault("share_release_tasks", set())
-    task = asyncio.ensure_future(write())
-    tasks.add(task)
-    task.add_done_callback(tasks.discard)
 
 
 async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
