@@ -39,6 +39,9 @@ Rules:
   then one beyond `max.connections` in all, is closed at once, unanswered (Kafka's ConnectionQuotas checks
   the same two in that order); the count per address is kept in `Connections.per_ip`, which holds only
   addresses with a live connection.
+- when a connection's worker ends (its last request answered, or the connection closed), the
+  dispatcher's `connection_closed(id)` runs once: the hooks the broker registered for connection ends
+  (the share sessions opened on it end, handlers/share.py).
 """
 
 from __future__ import annotations
