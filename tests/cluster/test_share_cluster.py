@@ -81,6 +81,215 @@ def _poll(consumers: list[ck.ShareConsumer], seen: list[tuple[int, bytes]], time
             errors.append(str(e))
 
 
+class _LeaderSession:
+    """A share session of one member at one broker over the raw protocol (ShareFetch only: a leader that is
+    not the group coordinator opens sessions for any member id, as Kafka's)."""
+
+    def __init__(self, address: str, group: str, member_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        from server.kwire import WireClient
+
+        self.client = WireClient(address)
+        self.group, self.member_id, self.topic_id, self.partition = group, member_id, topic_id, partition
+        self.epoch = 0
+
+    def fetch(self, max_wait_ms: int) -> list[tuple[int, int, int]]:
+        """(first, last, delivery count) of the records acquired."""
+        import datetime
+
+        from kio.schema.share_fetch.v1 import request as fetch_req
+        from kio.static.primitive import i32
+
+        r = self.client.request(fetch_req.ShareFetchRequest(
+            group_id=self.group, member_id=self.member_id, share_session_epoch=i32(self.epoch),
+            max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=i32(1), max_records=i32(500),
+            batch_size=i32(500), topics=(fetch_req.FetchTopic(topic_id=self.topic_id, partitions=(
+                fetch_req.FetchPartition(partition_index=i32(self.partition), acknowledgement_batches=()),)),),
+            forgotten_topics_data=()))
+        assert r.error_code == 0, r
+        self.epoch += 1
+        return [(int(a.first_offset), int(a.last_offset), int(a.delivery_count))
+                for t in r.responses for p in t.partitions for a in p.acquired_records]
+
+
+def test_a_departed_members_records_come_back_at_once_from_a_leader_that_is_not_the_coordinator(
+        cluster: EmbeddedCluster) -> None:
+    """Member A acquires records at the leader of a partition that is not the group's coordinator, and its
+    connection there closes (the client closed or was killed) without a word to the coordinator: the
+    leader ends A's share session and releases what A held, so member B gets those records at once (the
+    lock is 30 s), with delivery count 2. Kafka's leader does the same on a disconnect."""
+    admin = AdminClient(cluster.confluent_config())
+    topic = f"shd-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, 1, 3)
+    leader = cluster.leader(topic, 0)
+    offsets_leaders = _leaders(admin, "__consumer_offsets")
+    group = next(g for g in (f"shd-{i}" for i in range(200))
+                 if offsets_leaders[offsets_partition(g, len(offsets_leaders))] != leader)
+    topic_id = _topic_id(admin, topic)
+    a = _LeaderSession(cluster.address(leader), group, "member-a", topic_id, 0)
+    held: list[tuple[int, int, int]] = []
+    deadline = time.monotonic() + 30
+    while not held:  # the share partition starts at the log end: probes until A holds one
+        assert time.monotonic() < deadline, "nothing was acquired"
+        _produce(cluster, topic, {0: [b"probe"]})
+        held += a.fetch(500)
+    _produce(cluster, topic, {0: [b"x-%d" % i for i in range(5)]})
+    while sum(last - first + 1 for first, last, _c in held) < 6:
+        assert time.monotonic() < deadline, f"A holds only {held}"
+        held += a.fetch(500)
+    b = _LeaderSession(cluster.address(leader), group, "member-b", topic_id, 0)
+    assert b.fetch(0) == []  # everything is locked to A
+    a.client.close()  # no leave, no acknowledgement: A is gone
+    started = time.monotonic()
+    got: list[tuple[int, int, int]] = []
+    while sum(last - first + 1 for first, last, _c in got) < 6:
+        assert time.monotonic() - started < 10, f"B got only {got} of A's {held}"
+        got += b.fetch(1000)
+    assert {o for first, last, _c in got for o in range(first, last + 1)} == \
+        {o for first, last, _c in held for o in range(first, last + 1)}
+    assert {c for _f, _l, c in got} == {2}
+    b.client.close()
+
+
+def _state_topic_ready(cluster: EmbeddedCluster, admin: AdminClient, topic: str) -> None:
+    """`__share_group_state` is made at the first share heartbeat: a throw-away member makes it."""
+    warm = ck.ShareConsumer({**cluster.confluent_config(), "group.id": "warm-up"})
+    warm.subscribe([topic])
+    deadline = time.monotonic() + 20
+    while len(_leaders(admin, SHARE_GROUP_STATE_TOPIC)) < STATE_PARTITIONS or \
+            min(_leaders(admin, SHARE_GROUP_STATE_TOPIC).values(), default=-1) < 0:
+        assert time.monotonic() < deadline, "__share_group_state was not created"
+        warm.poll(0.2)
+    warm.close()
+
+
+def test_share_group_offsets_admin_through_the_persister(cluster: EmbeddedCluster) -> None:
+    """`kaflite share-groups` reset-offsets, describe, delete-offsets and delete against the cluster, for a
+    group whose share partitions' state is partly held by share coordinators other than its group
+    coordinator: the group coordinator reaches them through the persister (summary, initialize, delete
+    RPCs), so every partition is answered, a fetch at a leader starts where the reset put it, and the
+    state is gone after delete-offsets and delete. Before, those partitions were COORDINATOR_NOT_AVAILABLE
+    (reset, delete-offsets) or -1 (describe)."""
+    from kio.schema.describe_share_group_offsets.v0 import request as describe_req
+    from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+    from kio.static.primitive import i32
+    from typer.testing import CliRunner
+
+    from kaflite.cli.main import app
+    from server.kwire import WireClient
+
+    admin = AdminClient(cluster.confluent_config())
+    topic = f"sha-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, 3, 3)
+    _state_topic_ready(cluster, admin, topic)
+    topic_id = _topic_id(admin, topic)
+    offsets_leaders = _leaders(admin, "__consumer_offsets")
+    state_leaders = _leaders(admin, SHARE_GROUP_STATE_TOPIC)
+
+    def elsewhere(g: str) -> list[int]:  # partitions whose share coordinator is not g's group coordinator
+        c = offsets_leaders[offsets_partition(g, len(offsets_leaders))]
+        return [p for p in range(3) if state_leaders[state_partition(ShareStateKey(g, topic_id, p),
+                                                                     STATE_PARTITIONS)] != c]
+    group = next(g for g in (f"sha-{i}" for i in range(500)) if len(elsewhere(g)) >= 2)
+    coordinator = offsets_leaders[offsets_partition(group, len(offsets_leaders))]
+    with WireClient(cluster.address(coordinator)) as c:  # a member joins and leaves: the group is Empty
+        for epoch in (0, -1):
+            r = c.request(ShareGroupHeartbeatRequest(group_id=group, member_id="m", member_epoch=i32(epoch),
+                                                     subscribed_topic_names=(topic,) if epoch == 0 else None))
+            assert r.error_code == 0, r
+    _produce(cluster, topic, {p: [b"r-%d" % i for i in range(4)] for p in range(3)})
+
+    def cli(*args: str) -> tuple[int, list[list[str]]]:
+        res = CliRunner().invoke(app, ["share-groups", "--bootstrap-server", cluster.bootstrap, *args])
+        assert "Traceback" not in res.output, res.output
+        return res.exit_code, [ln.split() for ln in res.output.splitlines() if ln.split()[:1] == [group]]
+
+    def start_offsets() -> dict[int, int]:
+        with WireClient(cluster.address(coordinator)) as c:
+            r = c.request(describe_req.DescribeShareGroupOffsetsRequest(groups=(
+                describe_req.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=(
+                    describe_req.DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(
+                        i32(0), i32(1), i32(2))),)),)))
+        return {int(p.partition_index): int(p.start_offset) for t in r.groups[0].topics for p in t.partitions}
+
+    code, rows = cli("--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute")
+    assert code == 0 and sorted(rows) == [[group, topic, str(p), "0"] for p in range(3)], rows
+    assert start_offsets() == {0: 0, 1: 0, 2: 0}
+    code, rows = cli("--describe", "--group", group)
+    assert code == 0 and sorted(rows) == [[group, topic, str(p), "0"] for p in range(3)], rows
+    # a partition whose state is elsewhere, led by a broker that is not the group coordinator (which would
+    # check the member id): its leader fetches from the reset start, read at the share coordinator
+    victim = elsewhere(group)[0]
+    if cluster.leader(topic, victim) == coordinator:
+        cluster.move_leader(topic, victim, to=next(b for b in cluster.broker_ids if b != coordinator))
+    member = _LeaderSession(cluster.address(cluster.leader(topic, victim)), group, "m2", topic_id, victim)
+    got: list[tuple[int, int, int]] = []
+    deadline = time.monotonic() + 20
+    while not got:
+        assert time.monotonic() < deadline, "nothing acquired after the reset"
+        got = member.fetch(500)
+    assert got == [(0, 3, 1)]
+    member.client.close()
+    code, rows = cli("--delete-offsets", "--group", group, "--topic", topic)
+    assert code == 0, rows
+    assert start_offsets() == {0: -1, 1: -1, 2: -1}
+    code, rows = cli("--reset-offsets", "--group", group, "--topic", topic, "--to-latest", "--execute")
+    assert code == 0 and start_offsets() == {0: 4, 1: 4, 2: 4}
+    code, _rows = cli("--delete", "--group", group)
+    assert code == 0
+    assert start_offsets() == {0: -1, 1: -1, 2: -1}
+
+
+def test_a_group_config_altered_at_one_broker_applies_at_every_leader(cluster: EmbeddedCluster) -> None:
+    """IncrementalAlterConfigs of a GROUP sent to one broker is stored in ZooKeeper (/config/groups/<g>)
+    and every broker applies it: share.auto.offset.reset=earliest makes the leaders of the three
+    partitions, one per broker, deliver records produced before the group's first fetch. Before, only the
+    broker the request reached applied it: the two others started their share partitions at the log end."""
+    from kio.schema.incremental_alter_configs.v1 import request as ireq
+    from kio.static.primitive import i8
+
+    from kaflite.cluster.zk import KafkaZkClient
+    from server.kwire import WireClient
+
+    admin = AdminClient(cluster.confluent_config())
+    topic = f"shc-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, 3, 3)
+    for p in range(3):  # one partition led by each broker
+        if cluster.leader(topic, p) != p:
+            cluster.move_leader(topic, p, to=p)
+    _state_topic_ready(cluster, admin, topic)
+    topic_id = _topic_id(admin, topic)
+    _produce(cluster, topic, {p: [b"early-%d" % i for i in range(2)] for p in range(3)})
+    group = f"shc-{uuid.uuid4().hex[:6]}"
+    with WireClient(cluster.address(0)) as c:  # to broker 0 only
+        r = c.request(ireq.IncrementalAlterConfigsRequest(validate_only=False, resources=(ireq.AlterConfigsResource(
+            resource_type=i8(32), resource_name=group, configs=(ireq.AlterableConfig(
+                name="share.auto.offset.reset", config_operation=i8(0), value="earliest"),)),)))
+    assert [int(x.error_code) for x in r.responses] == [0], r
+    zk = KafkaZkClient(cluster.zookeeper_connect)
+    zk.start()
+    try:
+        assert zk.get_entity_config("groups", group) == {"share.auto.offset.reset": "earliest"}
+    finally:
+        zk.close()
+    from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+    from kio.static.primitive import i32
+
+    offsets_leaders = _leaders(admin, "__consumer_offsets")
+    coordinator = offsets_leaders[offsets_partition(group, len(offsets_leaders))]
+    heartbeats = WireClient(cluster.address(coordinator))  # the member the coordinator checks fetches against
+    hb = heartbeats.request(ShareGroupHeartbeatRequest(group_id=group, member_id="m", member_epoch=i32(0),
+                                                       subscribed_topic_names=(topic,)))
+    assert hb.error_code == 0, hb
+    time.sleep(1.0)  # the claim: every broker applies a change within a second
+    started = time.monotonic()
+    for p in range(3):
+        member = _LeaderSession(cluster.address(p), group, "m", topic_id, p)
+        got = member.fetch(1000)
+        member.client.close()
+        assert got == [(0, 1, 1)], (p, got, time.monotonic() - started)
+    heartbeats.close()
+
+
 def test_share_group_across_leaders_and_a_killed_leader(cluster: EmbeddedCluster) -> None:
     admin = AdminClient(cluster.confluent_config())
     topic = f"sh-{uuid.uuid4().hex[:8]}"
@@ -90,15 +299,7 @@ def test_share_group_across_leaders_and_a_killed_leader(cluster: EmbeddedCluster
             cluster.move_leader(topic, p, to=p)
     assert _leaders(admin, topic) == {0: 0, 1: 1, 2: 2}
 
-    # `__share_group_state` is made at the first share heartbeat: a throw-away member makes it
-    warm = ck.ShareConsumer({**cluster.confluent_config(), "group.id": "warm-up"})
-    warm.subscribe([topic])
-    deadline = time.monotonic() + 20
-    while len(_leaders(admin, SHARE_GROUP_STATE_TOPIC)) < STATE_PARTITIONS or \
-            min(_leaders(admin, SHARE_GROUP_STATE_TOPIC).values(), default=-1) < 0:
-        assert time.monotonic() < deadline, "__share_group_state was not created"
-        warm.poll(0.2)
-    warm.close()
+    _state_topic_ready(cluster, admin, topic)
 
     # a group and a partition whose leader is neither the group coordinator nor its share coordinator:
     # its ShareFetch members heartbeat elsewhere, and its state goes through WriteShareGroupState

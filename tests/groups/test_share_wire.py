@@ -330,6 +330,29 @@ def test_group_config_auto_offset_reset_earliest(broker: EmbeddedBroker) -> None
     late.close()
 
 
+@pytest.mark.parametrize("how", ["final-epoch", "disconnect"])
+def test_a_session_ending_releases_what_its_member_holds(broker: EmbeddedBroker, how: str) -> None:
+    """A share session closed with epoch -1, or whose connection closes, releases its member's records
+    at once (Kafka's releaseSession, and its ShareSessionCache on a disconnect): the other member gets them
+    with its next fetch, long before the group's 60 s lock or session timeout would have ended; the member
+    that left the session is still a member of the group."""
+    topic, tid = new_topic(broker)
+    group = f"g-end-{how}"
+    _alter_group(broker, group, share_record_lock_duration_ms="60000", share_session_timeout_ms="60000")
+    a, b = joined_and_started(broker, group, topic, 3, members=2)
+    assert acquired(a.fetch(max_wait_ms=2000)) == {0: [(0, 2, 1)]}
+    assert offsets(b.fetch()) == []  # locked to a
+    if how == "final-epoch":
+        assert a.fetch(epoch=-1).error_code == 0
+    else:
+        a.close()
+    assert acquired(b.fetch(max_wait_ms=3000)) == {0: [(0, 2, 2)]}
+    if how == "final-epoch":
+        assert a.heartbeat().error_code == 0  # still a member: only its session here ended
+        a.close()
+    b.close()
+
+
 def test_group_config_refuses_unknown_keys_and_bad_values(broker: EmbeddedBroker) -> None:
     from confluent_kafka import KafkaException
     with pytest.raises(KafkaException, match="Unknown group config name"):

@@ -157,3 +157,25 @@ def test_prepare_drops_a_share_partition_made_at_another_leader_epoch_and_notes_
     assert errors == {}
     assert sorted(t for _g, t, _p in coord.partitions) == ["same", "unknown"]
     assert made_here == {("stale", 0): 4, ("new", 0): 4}  # made again from the shard: at the epoch now
+
+
+def test_summary_is_an_admin_read_and_delete_is_retried_like_the_others() -> None:
+    """The group coordinator's calls (share_admin.py): ReadShareGroupStateSummary with leader epoch -1
+    (fenced by nothing), DeleteShareGroupState retried at the coordinator the image then names."""
+    async def main() -> None:
+        answer = SimpleNamespace(error_code=ErrorCode.none, state_epoch=2, start_offset=9, leader_epoch=4)
+        per = Fake([1], {1: [ErrorCode.coordinator_load_in_progress, answer, ErrorCode.not_coordinator],
+                         2: [ErrorCode.none]})
+        got = await per.summary(KEY)
+        assert (got.state_epoch, got.start_offset, got.leader_epoch) == (2, 9, 4)
+        sent = per.sent[-1][1]
+        assert type(sent).__name__ == "ReadShareGroupStateSummaryRequest"
+        assert sent.topics[0].partitions[0].leader_epoch == -1
+
+        async def move(_s: float) -> None:
+            per.leader[0] = 2
+        per.sleep = move
+        await per.delete(KEY)
+        assert [b for b, _r in per.sent] == [1, 1, 1, 2]
+        assert type(per.sent[-1][1]).__name__ == "DeleteShareGroupStateRequest"
+    asyncio.run(main())

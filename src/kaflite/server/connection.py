@@ -39,6 +39,9 @@ Rules:
   then one beyond `max.connections` in all, is closed at once, unanswered (Kafka's ConnectionQuotas checks
   the same two in that order); the count per address is kept in `Connections.per_ip`, which holds only
   addresses with a live connection.
+- when a connection's worker ends (its last request answered, or the connection closed), the
+  dispatcher's `connection_closed(id)` runs once: the hooks the broker registered for connection ends
+  (the share sessions opened on it end, handlers/share.py).
 """
 
 from __future__ import annotations
@@ -319,6 +322,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._failed("sending the answer", e)
         finally:
             self._all.discard(self)
+            # after its last request was answered: what the connection held (share sessions) ends now
+            closed = getattr(self.dispatcher, "connection_closed", None)
+            if closed is not None:
+                closed(self.id)
             if self._ip is not None:
                 left = self._shared.per_ip[self._ip] - 1
                 if left:

@@ -47,6 +47,7 @@ from kaflite.server.context import RequestContext
 from kaflite.server.handlers import EncodedBody, Registry
 from kaflite.server.quota.manager import REQUEST_PERCENTAGE
 from kaflite.server.quota.timing import LoopTimer, timed
+from kaflite.server.services import Slot
 
 if TYPE_CHECKING:
     from kaflite.server.broker import Broker
@@ -55,6 +56,8 @@ if TYPE_CHECKING:
 __all__ = ["CloseConnection", "Dispatcher", "HalfCloseConnection"]
 
 log = logging.getLogger("kaflite.server")
+# called with the id of each client connection that ends (after its last request was answered)
+CONNECTION_CLOSED: Slot[list[Callable[[int], None]]] = Slot("connection_closed")
 
 
 class CloseConnection(Exception):
@@ -76,6 +79,15 @@ class Dispatcher:
         self.broker = broker
         self.registry = registry
         self.listener = listener
+
+    def connection_closed(self, connection_id: int) -> None:
+        """A client connection ended (after its last request): the hooks registered in the broker's
+        CONNECTION_CLOSED slot (share sessions, Kafka's ConnectionDisconnectListener) run."""
+        for hook in list(self.broker.services.get(CONNECTION_CLOSED) or ()):
+            try:
+                hook(connection_id)
+            except Exception:  # noqa: BLE001 - one failing hook must not keep the others from running
+                log.exception("a connection-closed hook failed")
 
     async def dispatch(
         self, frame: bytes, client_host: str = "", connection_id: int = 0, session: Session | None = None,

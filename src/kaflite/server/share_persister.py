@@ -1,8 +1,10 @@
-"""The share-partition leader's persister (Kafka's DefaultStatePersister / PersisterStateManager): reads,
-initializes and writes a share partition's durable state at the share coordinator of another broker,
-through ReadShareGroupState (84), InitializeShareGroupState (83) and WriteShareGroupState (85), v0 each.
-Used by handlers/share.py for a share partition this broker leads whose `__share_group_state` partition
-another broker leads (the state of the others is written on this broker's own shards).
+"""The persister (Kafka's DefaultStatePersister / PersisterStateManager): reads, initializes, writes,
+summarizes and deletes a share partition's durable state at the share coordinator of another broker,
+through ReadShareGroupState (84), InitializeShareGroupState (83), WriteShareGroupState (85),
+ReadShareGroupStateSummary (87) and DeleteShareGroupState (86), v0 each. Used by handlers/share.py for a
+share partition this broker leads, and by handlers/share_admin.py (the group coordinator's
+Describe / Alter / DeleteShareGroupOffsets), whose `__share_group_state` partition another broker leads
+(the state of the others is on this broker's own shards).
 
 Rules:
 - the share coordinator of a key (group, topic id, partition) is the leader of its `__share_group_state`
@@ -40,7 +42,7 @@ from kaflite.server.broker_connection import BrokerConnection, address_of
 from kaflite.server.security.client import BrokerConnector
 from kaflite.server.services import Slot
 
-__all__ = ["PersistedRead", "RETRIABLE", "SHARE_PERSISTER", "SharePersister"]
+__all__ = ["PersistedRead", "PersistedSummary", "RETRIABLE", "SHARE_PERSISTER", "SharePersister"]
 
 log = logging.getLogger("kaflite.share")
 # the broker's persister (handlers/share.py's `persister` makes it on first use; the broker closes it at stop)
@@ -61,6 +63,15 @@ class PersistedRead:
 
     def snapshot(self) -> ShareSnapshot | None:
         return None if self.start_offset < 0 else ShareSnapshot(self.start_offset, self.batches)
+
+
+@dataclass(frozen=True, slots=True)
+class PersistedSummary:
+    """ReadShareGroupStateSummary's answer: start offset -1, state epoch 0 for a share partition without state."""
+
+    state_epoch: int
+    start_offset: int
+    leader_epoch: int
 
 
 @dataclass(slots=True)
@@ -130,6 +141,28 @@ class SharePersister:
         finally:
             if not lock.locked() and self._key_locks.get(key) is lock:
                 del self._key_locks[key]
+
+    async def summary(self, key: ShareStateKey) -> PersistedSummary:
+        """ReadShareGroupStateSummary (87), for the group coordinator's DescribeShareGroupOffsets and
+        AlterShareGroupOffsets: sent with leader epoch -1, which the share coordinator fences nothing with
+        (an admin read, not a leader's)."""
+        from kio.schema.read_share_group_state_summary.v0 import request as summary_req
+        from kio.schema.read_share_group_state_summary.v0.response import ReadShareGroupStateSummaryResponse
+
+        req = summary_req.ReadShareGroupStateSummaryRequest(group_id=key.group_id, topics=(
+            summary_req.ReadStateSummaryData(topic_id=key.topic_id, partitions=(summary_req.PartitionData(
+                partition=i32(key.partition), leader_epoch=i32(-1)),)),))
+        p = await self._call(key, req, ReadShareGroupStateSummaryResponse)
+        return PersistedSummary(int(p.state_epoch), int(p.start_offset), int(p.leader_epoch))
+
+    async def delete(self, key: ShareStateKey) -> None:
+        """DeleteShareGroupState (86): the key's state gets tombstones there, committed before the answer."""
+        from kio.schema.delete_share_group_state.v0 import request as delete_req
+        from kio.schema.delete_share_group_state.v0.response import DeleteShareGroupStateResponse
+
+        req = delete_req.DeleteShareGroupStateRequest(group_id=key.group_id, topics=(delete_req.DeleteStateData(
+            topic_id=key.topic_id, partitions=(delete_req.PartitionData(partition=i32(key.partition)),)),))
+        await self._call(key, req, DeleteShareGroupStateResponse)
 
     def close(self) -> None:
         for dest in self._destinations.values():

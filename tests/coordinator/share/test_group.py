@@ -126,6 +126,34 @@ def test_a_leader_without_the_membership_opens_sessions_for_any_member() -> None
                      max_records=10, now=0)
 
 
+def test_release_session_releases_the_members_records_and_keeps_it_a_member() -> None:
+    """A share session ending at a leader (epoch -1, its connection closed) releases what its member holds
+    in the group's share partitions there; the member stays; without sessions the group is empty there,
+    and its written share partitions can be forgotten (an unwritten change is kept)."""
+    c = coord()
+    c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0)
+    c.heartbeat("g", "b", 0, ["t"], TOPICS, now=0)
+    for m in ("a", "b"):
+        assert c.session("g", m, 0, [("t", 0), ("t", 1)], [], now=0).error is ErrorCode.none
+    for p in (0, 1):
+        c.share_partition("g", "t", p, log_start_offset=0, high_watermark=0)
+    c.acquire("g", "a", "t", 0, [(0, 4)], log_start_offset=0, high_watermark=5, max_records=10, now=0)
+    c.acquire("g", "b", "t", 1, [(0, 1)], log_start_offset=0, high_watermark=2, max_records=10, now=0)
+    for sp in c.partitions.values():
+        sp.changed = False
+    assert c.release_session("g", "a") == [("t", 0)]
+    assert not c.has_session("g", "a") and c.has_session("g", "b") and c.has_sessions("g")
+    assert c.is_member("g", "a")
+    again = c.acquire("g", "b", "t", 0, [(0, 4)], log_start_offset=0, high_watermark=5, max_records=10, now=1)
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in again] == [(0, 4, 2)]
+    assert c.partitions[("g", "t", 1)].acquired_by("b") == [0, 1]  # b's own records untouched
+    assert c.release_session("g", "b") == [("t", 0), ("t", 1)]
+    assert not c.has_sessions("g")
+    c.partitions[("g", "t", 1)].changed = False  # written; ("t", 0)'s release is not
+    assert c.forget_share_partitions("g") == [("t", 1)]
+    assert list(c.partitions) == [("g", "t", 0)]
+
+
 def test_acknowledge_in_a_partition_never_fetched_is_invalid_record_state() -> None:
     c = coord()
     assert c.acknowledge("g", "a", "t", 0, [(0, 0, 1)], now=0).error_code == ErrorCode.invalid_record_state.value

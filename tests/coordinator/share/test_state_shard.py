@@ -270,6 +270,8 @@ def test_initialize_write_read_summary_and_fencing() -> None:
     assert [decode_key(r.key)[0] for r in read.records] == [UPDATE]
     s = answer(shard.summary(KEY, 5))
     assert (s.start_offset, s.state_epoch, s.leader_epoch, s.batches) == (10, 1, 5, ())  # type: ignore[attr-defined]
+    assert answer(shard.summary(KEY, 4)).error == 74  # an older leader's read is fenced
+    assert answer(shard.summary(KEY, -1)) == answer(shard.summary(KEY, 5))  # an admin read (-1) is not
     assert answer(shard.initialize(KEY, 0, 0, 4)).error == 124  # an older state epoch is fenced
     again = shard.initialize(KEY, 2, 20, 4)  # a new state epoch resets the state
     log += again.records

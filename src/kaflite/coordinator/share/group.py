@@ -24,7 +24,8 @@ Rules (each is checked by tests/coordinator/share/test_group.py):
 - Share sessions, one per (group, member): epoch 0 opens (or replaces) the session with the request's
   partitions; -1 closes it (and is answered with the acknowledgements only); any other epoch must be the
   session's next epoch (INVALID_SHARE_SESSION_EPOCH), which then increments (after 2^31-1 comes 1); no
-  session is SHARE_SESSION_NOT_FOUND. Only a member of the group may open a session or fetch
+  session is SHARE_SESSION_NOT_FOUND. `release_session` ends a member's session and releases everything it
+  holds in the group's share partitions (the member stays in the group). Only a member of the group may open a session or fetch
   (UNKNOWN_MEMBER_ID), unless the caller says the membership is held elsewhere (`check_member=False`: a
   share-partition leader that is not the group coordinator, which, as Kafka's, does not ask it).
 - Share partitions are created on first fetch per (group, topic, partition): from the state `load_state`
@@ -406,6 +407,30 @@ class ShareGroupCoordinator:
 
     def close_sessions_of(self, group_id: str, member_id: str) -> None:
         self._sessions.pop((group_id, member_id), None)
+
+    def has_session(self, group_id: str, member_id: str) -> bool:
+        return (group_id, member_id) in self._sessions
+
+    def has_sessions(self, group_id: str) -> bool:
+        """Some member of the group has a share session here (Kafka's leader calls a group without one
+        empty on that broker)."""
+        return any(g == group_id for g, _m in self._sessions)
+
+    def release_session(self, group_id: str, member_id: str) -> list[TP]:
+        """The member's share session here ended (closed with epoch -1, or its connection closed): the
+        session goes and every record the member holds in the group's share partitions here is released
+        (RELEASE semantics), as Kafka's leader releases a session; the member stays in the group. The
+        (topic, partition) pairs where something was released."""
+        self._sessions.pop((group_id, member_id), None)
+        return [(t, p) for (g, t, p), sp in self.partitions.items() if g == group_id and sp.release_member(member_id)]
+
+    def forget_share_partitions(self, group_id: str) -> list[TP]:
+        """Drop the group's share partitions without an unwritten change from memory (rebuilt from their
+        durable state at their next use); the (topic, partition) pairs dropped."""
+        gone = [k for k, sp in self.partitions.items() if k[0] == group_id and not sp.changed]
+        for k in gone:
+            del self.partitions[k]
+        return [(t, p) for _g, t, p in gone]
 
     # --- records ----------------------------------------------------------------------------------
     def share_partition(self, group_id: str, topic: str, partition: int, log_start_offset: int,

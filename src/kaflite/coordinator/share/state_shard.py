@@ -33,7 +33,8 @@ Rules (each is checked by tests/coordinator/share/test_state_shard.py):
   its state epoch is; read_state(key, leader epoch) answers the state (a key without state: start offset
   -1, state epoch 0, no batches), FENCED_LEADER_EPOCH for an older leader epoch, and a newer one is
   written (a ShareUpdate without batches) before the answer; summary(key, leader epoch) answers the
-  start offset, state epoch and leader epoch the same way without writing.
+  start offset, state epoch and leader epoch the same way without writing (leader epoch -1, an admin
+  read, is fenced by nothing).
 - A key's leader epoch only goes up (the highest of the records replayed, -1 in a record: unchanged).
 - The shard has no timers and no transactional records (a transactional record is a ValueError, which the
   runtime's load logs and skips).
@@ -313,7 +314,8 @@ class ShareStateShard:
         return self._answer(result, self._state_answer(key))
 
     def summary(self, key: ShareStateKey, leader_epoch: int) -> ShareStateResult:
-        fenced = self._fenced(key, leader_epoch, None)
+        # -1: an admin read (the group coordinator's, which has no leader epoch), fenced by nothing
+        fenced = self._fenced(key, leader_epoch, None) if leader_epoch >= 0 else None
         if fenced is not None:
             return self._answer(ShareStateResult(), StateAnswer(fenced))
         a = self._state_answer(key)

@@ -52,10 +52,15 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
   keys only (INVALID_CONFIG otherwise); every group's configs are kept in
   `<first log dir>/share-group-configs.json`, replaced atomically (fsync, in a worker thread, one change
   at a time) before the change applies and is answered, and read when the coordinator is made (at
-  start-up, before the broker listens).
-- DeleteGroups of a share group also writes tombstones for its share partitions' state, and deletes a
-  share group this broker only knows from `__share_group_state` (after a restart, before any member
-  joined).
+  start-up, before the broker listens). In a cluster they are kept in ZooKeeper instead, as topic
+  configs: /config/groups/<group> ({"version":1,"config":{..}}), changed by compare-and-set on the znode
+  as stored, each write followed by a /config/changes notification ("groups/<group>"); every broker
+  watches the notifications and applies the znode as read (read at start-up before it listens). Every
+  ZooKeeper call runs in a worker thread or ZooKeeper's watch thread, never on the event loop.
+- DeleteGroups of a share group also writes tombstones for its share partitions' state (those whose
+  `__share_group_state` partition another broker leads through the persister: DeleteShareGroupState),
+  and deletes a share group this broker only knows from `__share_group_state` (after a restart, before
+  any member joined).
 - ListGroups lists share groups (type "share", handlers/groups.py calls `listed_share_groups`); DeleteGroups
   deletes an empty share group with its share-partition state (`delete_share_group`), NON_EMPTY_GROUP
   while it has members.
@@ -70,6 +75,7 @@ import datetime
 import json
 import logging
 import struct
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -91,6 +97,7 @@ from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
 from kaflite.server.coordinators import share_membership, share_state
 from kaflite.server.coordinators.broker_api import ShareBroker
+from kaflite.server.dispatcher import CONNECTION_CLOSED
 from kaflite.server.handlers import ApiTable
 from kaflite.server.replica import fetch_key
 from kaflite.server.services import Slot
@@ -110,6 +117,11 @@ _NO_ID = uuid.UUID(int=0)
 _RENEW = 4
 _PARTITION_READ_BYTES = 1 << 20  # a consumer's max.partition.fetch.bytes default
 _GROUP_CONFIGS_LOCK: Slot[asyncio.Lock] = Slot("share_group_configs_lock")  # one group-config change at a time
+# the end of share sessions at this broker: (group, member) -> the connection its session was opened on; the
+# hook run when a connection closes; the queue of groups whose releases the one writer task writes
+_SESSION_CONNECTIONS: Slot[dict[tuple[str, str], int]] = Slot("share_session_connections")
+_DISCONNECT_HOOK: Slot[Callable[[int], None]] = Slot("share_disconnect_hook")
+_RELEASE_QUEUE: Slot[asyncio.Queue[set[str]]] = Slot("share_release_queue")
 
 
 def share_enabled(broker: ShareBroker) -> bool:
@@ -149,9 +161,10 @@ def _group_configs_path(broker: ShareBroker) -> Any:
 
 
 def _read_group_configs(broker: ShareBroker) -> dict[str, dict[str, str]]:
-    """The groups' configs kept by `alter_group_configs`; none when there is no file yet."""
+    """The groups' configs kept by `alter_group_configs`; none when there is no file yet (or in a cluster,
+    whose configs are in ZooKeeper, read by `_watch_cluster_group_configs`)."""
     path = _group_configs_path(broker)
-    if path is None:
+    if path is None or _zk(broker) is not None:
         return {}
     try:
         data = json.loads(path.read_text())
@@ -164,13 +177,66 @@ def _read_group_configs(broker: ShareBroker) -> dict[str, dict[str, str]]:
     return {str(g): {str(k): str(v) for k, v in c.items()} for g, c in groups.items() if isinstance(c, dict)}
 
 
+GROUP_CONFIG_ENTITY = "groups"  # /config/groups/<group> in a cluster's ZooKeeper
+
+
+def _zk(broker: Any) -> Any | None:
+    """A cluster member's ZooKeeper client (cluster.zk.KafkaZkClient), None on a single node."""
+    if not getattr(broker, "in_cluster", False):
+        return None
+    return broker.metadata_writer.zk
+
+
+def _apply_group_configs(broker: Any, group_id: str, configs: dict[str, str]) -> None:
+    """A group's configs as stored in ZooKeeper now, on the event loop."""
+    try:
+        coordinator(broker).set_group_configs(group_id, configs)
+    except ValueError as e:  # written by hand, or by another version: the group keeps the broker's keys
+        log.warning("/config/%s/%s: %s; its configs are ignored", GROUP_CONFIG_ENTITY, group_id, e)
+
+
+async def _watch_cluster_group_configs(broker: Any, zk: Any) -> None:
+    """A cluster member, at start-up: the watch on /config/changes first, then every /config/groups/<g>
+    (a change between the two is read twice, never missed), all in worker threads. Each znode read is
+    handed to the event loop in the order read (a lock orders the start-up reads and the watch's), so a
+    newer read is never applied before an older one."""
+    from kaflite.cluster.zk import ConfigChanged
+
+    loop = asyncio.get_running_loop()
+    order = threading.Lock()
+
+    def publish(group_id: str) -> None:  # a worker or ZooKeeper's watch thread
+        with order:
+            configs = zk.get_entity_config(GROUP_CONFIG_ENTITY, group_id)
+            loop.call_soon_threadsafe(_apply_group_configs, broker, group_id, configs)
+
+    def on_change(event: Any) -> None:
+        if isinstance(event, ConfigChanged) and event.entity_type == GROUP_CONFIG_ENTITY:
+            publish(event.name)
+
+    def start() -> None:
+        zk.watch_config_changes(on_change)
+        for group_id in zk.get_children(f"/config/{GROUP_CONFIG_ENTITY}"):
+            publish(group_id)
+    await asyncio.to_thread(start)
+
+
+async def _start_in_cluster(broker: Any, zk: Any, state: Any) -> None:
+    await _watch_cluster_group_configs(broker, zk)
+    if state is not None:
+        await state
+
+
 def on_start(broker: ShareBroker) -> Any:
     """At start-up (before the broker listens): the coordinator with the groups' configs read from their
-    file, and `__share_group_state` loaded when it exists."""
+    file (a cluster: from ZooKeeper, watched for every broker's changes), and `__share_group_state` loaded
+    when it exists."""
     if not share_enabled(broker):
         return None
     coordinator(broker)
-    return share_state.load_at_start(broker)
+    state = share_state.load_at_start(broker)
+    zk = _zk(broker)
+    return state if zk is None else _start_in_cluster(broker, zk, state)
 
 
 def _state_loader(broker: ShareBroker) -> Callable[[str, str, int], ShareSnapshot | None]:
@@ -337,6 +403,10 @@ async def alter_group_configs(broker: ShareBroker, group_id: str,
     if not group_id:
         raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty.")
     coord = coordinator(broker)
+    zk = _zk(broker)
+    if zk is not None:
+        await _alter_cluster_group_configs(broker, zk, group_id, change, validate_only)
+        return
     lock = broker.services.get_or_make(_GROUP_CONFIGS_LOCK, asyncio.Lock)
     async with lock:  # one change at a time: the file written last is the configs applied last
         new = change(dict(coord.group_configs.get(group_id, {})))
@@ -359,6 +429,35 @@ async def alter_group_configs(broker: ShareBroker, group_id: str,
             except OSError as e:
                 raise KafkaError(ErrorCode.kafka_storage_error, f"{path} cannot be written: {e}") from None
         coord.set_group_configs(group_id, new)
+
+
+async def _alter_cluster_group_configs(broker: Any, zk: Any, group_id: str,
+                                      change: Callable[[dict[str, str]], dict[str, str | None]],
+                                      validate_only: bool) -> None:
+    """A cluster: the change applies to the group's znode as stored now (another broker may have changed
+    it), by compare-and-set in a worker thread, followed by the config-change notification that every
+    broker applies (`_watch_cluster_group_configs`); applied here once written. A refused change writes
+    nothing (INVALID_CONFIG); a failure of ZooKeeper is KAFKA_STORAGE_ERROR."""
+    share_config = coordinator(broker).share_config
+
+    def validated(current: dict[str, str]) -> dict[str, str]:
+        probe = ShareGroupCoordinator(share_config)
+        try:
+            probe.set_group_configs(group_id, change(dict(current)))
+        except ValueError as e:
+            raise KafkaError(ErrorCode.invalid_config, str(e)) from None
+        return dict(probe.group_configs.get(group_id, {}))
+    try:
+        if validate_only:
+            validated(await asyncio.to_thread(zk.get_entity_config, GROUP_CONFIG_ENTITY, group_id))
+            return
+        new = await asyncio.to_thread(zk.update_entity_config, GROUP_CONFIG_ENTITY, group_id, validated)
+    except KafkaError:
+        raise
+    except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable or its session lost: nothing was applied
+        raise KafkaError(ErrorCode.kafka_storage_error,
+                         f"/config/{GROUP_CONFIG_ENTITY}/{group_id} cannot be written: {e}") from None
+    _apply_group_configs(broker, group_id, new)
 
 
 def share_group_history(broker: ShareBroker, group_id: str) -> list[RebalanceEvent] | None:
@@ -444,6 +543,11 @@ async def delete_share_group(broker: ShareBroker, group_id: str) -> ErrorCode | 
             await svc.delete_group(group_id)
         except KafkaError as e:
             return e.code
+        from kaflite.server.handlers.share_admin import delete_state_elsewhere  # (share_admin imports this)
+
+        code = await delete_state_elsewhere(broker, group_id)
+        if code is not ErrorCode.none:
+            return code
     return ErrorCode.none
 
 
@@ -685,6 +789,75 @@ def _refused(ctx: RequestContext, request: Any, rule: Any, failed: Callable[...,
     return None
 
 
+# --- the end of a share session at this broker (Kafka's releaseSession and ShareGroupListener) ---------
+
+def _session_connections(broker: ShareBroker) -> dict[tuple[str, str], int]:
+    """(group, member) -> the connection its share session here was opened on (Kafka's ShareSessionCache
+    keeps the connection id of each session, to end it when that connection closes)."""
+    return broker.services.get_or_make(_SESSION_CONNECTIONS, dict)
+
+
+def _session_opened(broker: ShareBroker, connection_id: int, group_id: str, member_id: str) -> None:
+    conns = _session_connections(broker)
+    if broker.services.get(_DISCONNECT_HOOK) is None:
+        def hook(cid: int) -> None:
+            _connection_closed(broker, cid)
+        broker.services.set(_DISCONNECT_HOOK, hook)
+        broker.services.get_or_make(CONNECTION_CLOSED, list).append(hook)
+    conns[(group_id, member_id)] = connection_id
+
+
+def _session_ended(broker: ShareBroker, coord: ShareGroupCoordinator, group_id: str, member_id: str) -> None:
+    """The member's share session here ended: everything it holds in the group's share partitions here is
+    released (written by the caller's `persist`), and ShareFetches waiting on those partitions wake."""
+    _session_connections(broker).pop((group_id, member_id), None)
+    for topic, partition in coord.release_session(group_id, member_id):
+        broker.purgatory.complete(fetch_key(topic, partition))
+
+
+def _maybe_group_empty(broker: ShareBroker, coord: ShareGroupCoordinator, group_id: str) -> None:
+    """No share session of the group left here (Kafka's onGroupEmpty): a broker that is not the group
+    coordinator drops the group's share partitions, written already, from memory, so that their next use
+    reads the durable state (which AlterShareGroupOffsets / DeleteShareGroupOffsets may change while the
+    group is empty) rather than write stale state over it. The group coordinator keeps them (it forgets
+    them itself when it alters or deletes their state)."""
+    if coord.has_sessions(group_id) or group_coordinator_here(broker, group_id):
+        return
+    coord.forget_share_partitions(group_id)  # their epochs (SharePartition.epochs) go with them
+
+
+def _connection_closed(broker: ShareBroker, connection_id: int) -> None:
+    """A client connection closed (after its last request was answered): the share sessions opened on it
+    end as if closed with epoch -1 (Kafka 4.1's ShareSessionCache on a disconnect), so the records their
+    members hold here are released at once rather than when their locks end."""
+    conns = _session_connections(broker)
+    ended = [gm for gm, cid in conns.items() if cid == connection_id]
+    coord = broker.services.get(share_state.SHARE_COORDINATOR)
+    if not ended or coord is None:
+        return
+    for group_id, member_id in ended:
+        _session_ended(broker, coord, group_id, member_id)
+    queue = broker.services.get(_RELEASE_QUEUE)
+    if queue is None:  # one writer task for the broker's life, cancelled when the broker stops
+        queue = asyncio.Queue()
+        broker.services.set(_RELEASE_QUEUE, queue)
+        broker.add_task(asyncio.ensure_future(_release_writer(broker, coord, queue)))
+    queue.put_nowait({g for g, _m in ended})
+
+
+async def _release_writer(broker: ShareBroker, coord: ShareGroupCoordinator, queue: asyncio.Queue[set[str]]) -> None:
+    """Writes the releases of closed connections' sessions (`persist`: a failure is logged there and the
+    share partition rebuilt from its state), then lets the groups left without a session here go."""
+    while True:
+        groups = await queue.get()
+        try:
+            await persist(broker, coord)
+        except Exception:  # noqa: BLE001 - the writer must outlive one failure; the next release writes again
+            log.exception("writing the share-partition releases of a closed connection failed")
+        for group_id in groups:
+            _maybe_group_empty(broker, coord, group_id)
+
+
 async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
     R = ctx.response
     broker = ctx.broker
@@ -713,9 +886,15 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
                             check_member=group_coordinator_here(broker, group_id))
     if session.error is not ErrorCode.none:
         return failed(session.error)
+    if epoch == 0:
+        _session_opened(broker, ctx.connection_id, group_id, member_id)
     ack_errors = _acknowledge(ctx, coord, group_id, member_id, request.topics, names, rules.SHARE_FETCH_TOPIC,
                               now)
+    if session.closed:  # after its acknowledgements, what the member still holds here goes back
+        _session_ended(broker, coord, group_id, member_id)
     _durable(await persist(broker, coord), group_id, names, ack_errors)  # answered once written
+    if session.closed:
+        _maybe_group_empty(broker, coord, group_id)
     ids = {name: topic_id for topic_id, name in names.items()}
     # partition answers: (topic, partition) -> [error, ack error, records, acquired]
     results: dict[tuple[str | uuid.UUID, int], list[Any]] = {}
@@ -736,7 +915,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         for tp, code in unread.items():  # its state could not be read: nothing acquired there this time
             results.setdefault(tp, [ErrorCode.none, ErrorCode.none, b"", []])[0] = _partition_error(code)
         order = tuple(tp for tp in order if tp not in unread)
-        while True:
+        while coord.has_session(group_id, member_id):  # not when its connection closed meanwhile
             acquired_any, any_error = _acquire_pass(ctx, coord, group_id, member_id, order, budget,
                                                     max_bytes, results, made_here)
             remaining = deadline - broker.now_ms()
@@ -873,7 +1052,11 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
     names = _names(broker, [t.topic_id for t in request.topics])
     answers = _acknowledge(ctx, coord, group_id, member_id, request.topics, names, rules.SHARE_ACKNOWLEDGE_TOPIC,
                            now)
+    if session.closed:  # after its acknowledgements, what the member still holds here goes back
+        _session_ended(broker, coord, group_id, member_id)
     _durable(await persist(broker, coord), group_id, names, answers)  # answered once written
+    if session.closed:
+        _maybe_group_empty(broker, coord, group_id)
     topics: dict[uuid.UUID, list[Any]] = {}
     for (topic_id, partition), code in answers.items():
         name = names.get(topic_id)

@@ -33,15 +33,28 @@ Rules:
   UNKNOWN_TOPIC_OR_PARTITION ("There is no offset information to delete."); otherwise the state of every
   partition of the topic gets tombstones (committed before the answer) and the share partitions in memory
   are dropped: the group's next fetch starts them from `share.auto.offset.reset`.
-- A state write that fails answers that partition (Alter) or topic (Delete) with the runtime's error. A
-  share partition whose `__share_group_state` partition another broker leads (a cluster) has no durable
-  state here: Describe answers the start offset held in memory (if any), Alter and Delete answer
-  COORDINATOR_NOT_AVAILABLE for it (kaflite has no persister to send the state to that broker).
+- A state write that fails answers that partition (Alter) or topic (Delete) with the runtime's error (or
+  the persister's, below).
+- A cluster: a share partition whose `__share_group_state` partition another broker leads is read and
+  written there through the persister (share_persister.py), as Kafka's group coordinator does: Describe
+  by ReadShareGroupStateSummary (87; a failed read is start offset -1, as Kafka), Alter by a summary
+  (the state epoch held) then InitializeShareGroupState (83) with the next state epoch, Delete by
+  DeleteShareGroupState (86), each answered once the share coordinator answered (committed there). With
+  topics null (Describe) or for Delete's "no offset information" check, the share partitions of every
+  topic (Describe: every topic but the internal `__` ones) are asked there, kaflite's group coordinator
+  keeping no record of a group's initialized partitions; a state exists when its start offset or state
+  epoch is set. The share-partition leaders drop a group's share partitions from memory once no share
+  session of it is left there (share.py), so their next fetch reads the state these APIs changed.
+- Group existence (Alter, Delete) is this broker's knowledge: the group's membership here or state on
+  this broker's shards. A group known only from state at other brokers' share coordinators (after a
+  restart of its group coordinator, before any member joined) is GROUP_ID_NOT_FOUND.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import logging
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -54,14 +67,17 @@ from kaflite.server.context import RequestContext, build
 from kaflite.server.coordinators import share_state
 from kaflite.server.coordinators.broker_api import ShareBroker
 from kaflite.server.handlers import ApiTable, share
+from kaflite.server.share_persister import PersistedSummary
 
-__all__ = ["APIS", "is_share_group"]
+__all__ = ["APIS", "delete_state_elsewhere", "is_share_group"]
 
 _ZERO = datetime.timedelta(0)
 _NO_ID = uuid.UUID(int=0)
 _UNINITIALIZED = -1  # Kafka's PartitionFactory.UNINITIALIZED_START_OFFSET
 _DEFAULT_LEADER_EPOCH = 0  # PartitionFactory.DEFAULT_LEADER_EPOCH
-_ELSEWHERE = "The share partition's state is coordinated by another broker (kaflite has no share persister)."
+_ELSEWHERE = "The share partition's state was never written (no __share_group_state)."
+
+log = logging.getLogger("kaflite.share")
 
 
 def _service(broker: ShareBroker) -> share_state.ShareStateService | None:
@@ -143,12 +159,18 @@ async def _start_offsets(broker: ShareBroker, group_id: str, topic: str, topic_i
     """(partition, start offset, leader epoch) of the group's share partitions of a topic, read from the
     durable state (after the writes still pending there)."""
     svc = _service(broker)
-    coord = broker.services.get(share_state.SHARE_COORDINATOR)
+    partitions = list(partitions)
+    remote = await _summaries(broker, [k for k in (ShareStateKey(group_id, topic_id, p) for p in partitions)
+                                       if svc is not None and not svc.here(svc.partition_for(k))])
     out: list[tuple[int, int, int]] = []
     for p in partitions:
         start, epoch = _UNINITIALIZED, _DEFAULT_LEADER_EPOCH
         key = ShareStateKey(group_id, topic_id, p)
-        if svc is not None and svc.here(svc.partition_for(key)):
+        if key in remote:  # another broker's share coordinator: through the persister (RPC 87)
+            summary = remote[key]
+            if summary is not None and summary.start_offset >= 0:
+                start, epoch = summary.start_offset, max(summary.leader_epoch, _DEFAULT_LEADER_EPOCH)
+        elif svc is not None and svc.here(svc.partition_for(key)):
             def read(shard: ShareStateShard, _now: int, key: ShareStateKey = key) -> StateAnswer:
                 state = shard.states.get(key)
                 if state is None:
@@ -161,10 +183,81 @@ async def _start_offsets(broker: ShareBroker, group_id: str, topic: str, topic_i
                 a = StateAnswer(ErrorCode.unknown_server_error)  # as Kafka: a failed read is no data
             if a.error is ErrorCode.none and a.start_offset >= 0:
                 start, epoch = a.start_offset, max(a.leader_epoch, _DEFAULT_LEADER_EPOCH)
-        elif coord is not None and (sp := coord.partitions.get((group_id, topic, p))) is not None:
-            start = sp.start_offset  # kept in memory only: its state partition is another broker's
         out.append((p, start, epoch))
     return out
+
+
+async def _summaries(broker: Any, keys: list[ShareStateKey]) -> dict[ShareStateKey, PersistedSummary | None]:
+    """The state summaries of keys whose `__share_group_state` partition another broker leads, read there
+    through the persister (ReadShareGroupStateSummary, concurrently; one request per key); None for a key
+    whose read failed (as Kafka: no data rather than an error)."""
+    if not keys:
+        return {}
+    persister = share.persister(broker)
+    reads = [asyncio.ensure_future(persister.summary(k)) for k in keys]
+    out: dict[ShareStateKey, PersistedSummary | None] = {}
+    for key, read in zip(keys, reads, strict=True):
+        try:
+            out[key] = await read
+        except KafkaError as e:
+            log.info("share state summary of %s: %s", key, e)
+            out[key] = None
+    return out
+
+
+async def _initialized_in_cluster(broker: Any, group_id: str, topics: Iterable[str] | None = None
+                                  ) -> dict[str, list[int]]:
+    """`_initialized`, plus (a cluster) the share partitions of `topics` (None: every topic but the
+    internal ones) whose state is held by another broker's share coordinator: asked there, since kaflite's
+    group coordinator keeps no record of a group's initialized partitions (Kafka's does, in the group's
+    metadata). A state exists when its start offset or state epoch is set."""
+    out = {t: set(ps) for t, ps in _initialized(broker, group_id).items()}
+    svc = _service(broker)
+    if svc is not None:
+        names = [t for t in broker.metadata.topics if not t.startswith("__")] if topics is None else list(topics)
+        keys: list[tuple[str, ShareStateKey]] = []
+        for name in names:
+            image = broker.metadata.topics.get(name)
+            for p in range(image.num_partitions if image is not None else 0):
+                key = ShareStateKey(group_id, image.topic_id, p)
+                if not svc.here(svc.partition_for(key)):
+                    keys.append((name, key))
+        found = await _summaries(broker, [k for _n, k in keys])
+        for name, key in keys:
+            summary = found.get(key)
+            if summary is not None and (summary.start_offset >= 0 or summary.state_epoch > 0):
+                out.setdefault(name, set()).add(key.partition)
+    return {t: sorted(ps) for t, ps in sorted(out.items())}
+
+
+async def delete_state_elsewhere(broker: Any, group_id: str) -> ErrorCode:
+    """DeleteGroups of a share group (share.py's `delete_share_group`), in a cluster: the group's state
+    held by other brokers' share coordinators gets tombstones there (DeleteShareGroupState, answered once
+    committed). The first error, or NONE."""
+    svc = _service(broker)
+    if svc is None:
+        return ErrorCode.none
+    keys = [ShareStateKey(group_id, broker.metadata.topics[t].topic_id, p)
+            for t, ps in (await _initialized_in_cluster(broker, group_id)).items() for p in ps
+            if t in broker.metadata.topics]
+    remote = [k for k in keys if not svc.here(svc.partition_for(k))]
+    deletes = [asyncio.ensure_future(share.persister(broker).delete(k)) for k in remote]
+    code = ErrorCode.none
+    for d in deletes:
+        try:
+            await d
+        except KafkaError as e:
+            code = e.code if code is ErrorCode.none else code
+    return code
+
+
+async def _initialize_elsewhere(broker: Any, key: ShareStateKey, start: int) -> None:
+    """AlterShareGroupOffsets of a key whose state another broker's share coordinator holds: its state
+    epoch read there (ReadShareGroupStateSummary), then InitializeShareGroupState with the next one, as
+    the local path does on its own shard."""
+    persister = share.persister(broker)
+    held = await persister.summary(key)
+    await persister.initialize(key, held.state_epoch + 1, start)
 
 
 def _initialized(broker: ShareBroker, group_id: str) -> dict[str, list[int]]:
@@ -205,7 +298,7 @@ async def handle_describe_share_group_offsets(ctx: RequestContext, request: Any)
             groups.append(failed(rules.DESCRIBE_SHARE_OFFSETS_GROUP.error))
             continue
         if g.topics is None:  # every share partition of the group; topics not authorized left out
-            wanted = [(t, ps) for t, ps in _initialized(broker, group_id).items()
+            wanted = [(t, ps) for t, ps in (await _initialized_in_cluster(broker, group_id)).items()
                       if ctx.allowed(rules.DESCRIBE_SHARE_OFFSETS_TOPIC, t)]
         else:
             wanted = [(str(t.topic_name), [int(p) for p in t.partitions]) for t in g.topics]
@@ -261,8 +354,8 @@ async def handle_alter_share_group_offsets(ctx: RequestContext, request: Any) ->
             else:
                 key = ShareStateKey(group_id, image.topic_id, index)
                 partition = svc.partition_for(key)
-                if not svc.here(partition):
-                    parts.append((index, ErrorCode.coordinator_not_available))
+                if not svc.here(partition):  # another broker's share coordinator: through the persister
+                    parts.append((index, asyncio.ensure_future(_initialize_elsewhere(broker, key, start))))
                     continue
 
                 def initialize(shard: ShareStateShard, now: int, key: ShareStateKey = key, start: int = start) -> Any:
@@ -313,7 +406,7 @@ async def handle_delete_share_group_offsets(ctx: RequestContext, request: Any) -
     if refused is not None:
         return failed(*refused)
     svc = _service(broker)
-    initialized = _initialized(broker, group_id)
+    initialized = await _initialized_in_cluster(broker, group_id, [str(t.topic_name) for t in request.topics])
     refused_topics: list[Any] = []  # as Kafka: refused topics, then the deleted ones, then the other errors
     errors: list[Any] = []
     deleted: list[tuple[str, uuid.UUID, list[Any]]] = []
@@ -331,9 +424,13 @@ async def handle_delete_share_group_offsets(ctx: RequestContext, request: Any) -
             writes: list[Any] = []
             for p in range(image.num_partitions):
                 key = ShareStateKey(group_id, image.topic_id, p)
-                if svc is None or not svc.here(svc.partition_for(key)):
-                    if p in initialized[name]:  # state in memory only (a cluster): cannot be deleted here
+                if svc is None:
+                    if p in initialized[name]:  # state in memory only, never written: cannot be deleted
                         writes.append(ErrorCode.coordinator_not_available)
+                    continue
+                if not svc.here(svc.partition_for(key)):  # another broker's share coordinator: the persister
+                    if p in initialized[name]:
+                        writes.append(asyncio.ensure_future(share.persister(broker).delete(key)))
                     continue
                 writes.append(svc.runtime.write(svc.partition_for(key),
                                                 _step(lambda shard, _now, key=key: shard.delete([key]))))
