@@ -32,7 +32,8 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
   fetch partition with nothing (no error: librdkafka raises unknown partition errors to the application).
 - ShareFetch: a request with share session epoch 0 carrying acknowledgements is INVALID_REQUEST, as in
   Kafka; otherwise the session step (open / continue / close) comes first, then the acknowledgements
-  (per partition, all of a partition's batches or none), then, unless the session was closed (-1), the
+  (per partition, all of a partition's batches or none); a closed session (-1, ShareAcknowledge too) then
+  releases what the member still holds in its partitions; then, unless the session was closed, the
   acquisition over every partition of the session: the log is read from the share partition's
   fetch_offset() up to the high watermark (the last stable offset when the group's share.isolation.level
   is read_committed: then transaction markers and aborted transactions' batches are named to the state
@@ -686,6 +687,8 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         return failed(session.error)
     ack_errors = _acknowledge(ctx, coord, group_id, member_id, request.topics, names, rules.SHARE_FETCH_TOPIC,
                               now)
+    if session.closed:  # the closing request's acknowledgements first, then what it still holds is released
+        coord.release_session(group_id, member_id, session.partitions)
     _durable(await persist(broker, coord), group_id, names, ack_errors)  # answered once written
     ids = {name: topic_id for topic_id, name in names.items()}
     # partition answers: (topic, partition) -> [error, ack error, records, acquired]
@@ -837,6 +840,8 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
     names = _names(broker, [t.topic_id for t in request.topics])
     answers = _acknowledge(ctx, coord, group_id, member_id, request.topics, names, rules.SHARE_ACKNOWLEDGE_TOPIC,
                            now)
+    if session.closed:  # as in ShareFetch: acknowledgements first, then the release of the rest
+        coord.release_session(group_id, member_id, session.partitions)
     _durable(await persist(broker, coord), group_id, names, answers)  # answered once written
     topics: dict[uuid.UUID, list[Any]] = {}
     for (topic_id, partition), code in answers.items():
