@@ -5,9 +5,11 @@ Usage: python share_member_proc.py BOOTSTRAP GROUP TOPIC STOP_FILE
 A ShareConsumer in explicit mode: every record of a batch is processed (a short sleep, so a kill can land
 mid-batch), acknowledged ACCEPT, then the batch is committed (commit_sync). Prints, flushed, one line per
 event:
+  `D <count>`                   a batch arrived (its records are being worked on);
   `P <partition>:<offset> ...`  the acknowledgements about to be committed (before commit_sync);
   `A <partition>:<offset> ...`  those of them whose partition's commit succeeded (after commit_sync);
-  `F <partition> <error>`       a partition whose commit failed (its records will come again).
+  `F <partition> <error>`       a partition whose commit failed (its records will come again);
+  `X <error>`                   commit_sync raised: the records of the last `P` line are uncertain.
 A kill between a `P` line and its `A` line leaves those records uncertain: the broker may have applied the
 commit. It closes (committing nothing more) and exits when STOP_FILE exists, or after 300 s.
 """
@@ -31,6 +33,8 @@ def main() -> None:
     while time.monotonic() < deadline and not os.path.exists(stop_file):
         batch = list(consumer.poll(0.3))
         acked: dict[int, list[int]] = {}
+        if batch:
+            print(f"D {len(batch)}", flush=True)
         for m in batch:
             if m.error() is not None:
                 continue
@@ -44,9 +48,8 @@ def main() -> None:
         print("P " + " ".join(f"{p}:{o}" for p, offs in acked.items() for o in offs), flush=True)
         try:
             result = consumer.commit_sync(10)
-        except ck.KafkaException as e:
-            for p in acked:
-                print(f"F {p} {e}", flush=True)
+        except ck.KafkaException as e:  # no answer (a timeout): the broker may still have applied it
+            print(f"X {e}".replace("\n", " "), flush=True)
             continue
         done = {tp.partition for tp, err in result.items() if err is None}
         for tp, err in result.items():
