@@ -1,6 +1,7 @@
 """confluent-kafka's ShareConsumer (librdkafka 2.15+, KIP-932 preview) against kaflite: two members
 sharing one partition receive every record exactly once; in explicit mode a RELEASE comes back and a
-REJECT never does."""
+REJECT never does; acknowledgements sent at close are applied (and receipted) even when the leaving
+heartbeat is handled first."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from kaflite.server.embedded import EmbeddedBroker
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker() as b:
+    with EmbeddedBroker(overrides={"kaflite.faults.enable": "true"}) as b:  # faults: the close race below
         yield b
 
 
@@ -88,3 +89,41 @@ def test_explicit_release_is_redelivered_and_reject_is_not(broker: EmbeddedBroke
     c.commit_sync()
     assert list(c.poll(1.0)) == []
     c.close()
+
+
+def test_acknowledgements_at_close_apply_when_the_leave_comes_first(broker: EmbeddedBroker) -> None:
+    """librdkafka's close sends the closing ShareAcknowledge (epoch -1, the pending acknowledgements) and the
+    leaving heartbeat at once, on two connections; the ShareAcknowledge is delayed here so that the leave
+    is handled first, as happened in librdkafka's 0178 (`do_test_close_with_acknowledge`). The session
+    must still take them: every acknowledged offset is receipted without error, and what was delivered and
+    not acknowledged is released at the close (at once, not when its lock ends), and accepted ones never
+    come back."""
+    _topic(broker, "sc-close")
+    (c,) = _started(broker, "sc-close", "scg-close", 1, **{"share.acknowledgement.mode": "explicit"})
+    _produce(broker, "sc-close", [b"r%d" % i for i in range(20)])
+    receipts: list[tuple[dict[ck.TopicPartition, set[int]], object]] = []
+    c.set_acknowledgement_commit_callback(lambda offsets, err: receipts.append((offsets, err)))
+    acked: list[int] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(acked) < 10:
+        for m in c.poll(0.3):
+            if m.error() is None and len(acked) < 10:
+                c.acknowledge(m)
+                acked.append(m.offset())
+    assert len(acked) == 10
+    broker.faults.delay(api="ShareAcknowledge", ms=700, times=1)
+    try:
+        c.close()
+    finally:
+        broker.faults.clear()
+    assert receipts and all(err is None for _, err in receipts), receipts
+    assert sorted(o for offsets, _ in receipts for offs in offsets.values() for o in offs) == sorted(acked)
+    (c2,) = [ck.ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": "scg-close"})]
+    c2.subscribe(["sc-close"])
+    got: list[int] = []
+    deadline = time.monotonic() + 15  # well within the 30 s lock: the rest was released at the close
+    while time.monotonic() < deadline and len(got) < 10:
+        got += [m.offset() for m in c2.poll(0.3) if m.error() is None]
+    assert sorted(got) == sorted(set(range(20)) - set(acked))
+    assert [m.offset() for m in c2.poll(1.0) if m.error() is None] == []
+    c2.close()

@@ -77,6 +77,67 @@ def test_leave_releases_what_the_member_holds() -> None:
     assert [(r.first_offset, r.last_offset, r.delivery_count) for r in again] == [(0, 4, 2)]
 
 
+
+def _holding(c: ShareGroupCoordinator, member: str, offsets: tuple[int, int], now: int) -> None:
+    """`member` joined, opened a share session on t-0 and acquired `offsets` there."""
+    c.heartbeat("g", member, 0, ["t"], TOPICS, now=now)
+    assert c.session("g", member, 0, [("t", 0)], [], now=now).error is ErrorCode.none
+    if ("g", "t", 0) not in c.partitions:
+        c.share_partition("g", "t", 0, log_start_offset=0, high_watermark=0)
+    got = c.acquire("g", member, "t", 0, [offsets], log_start_offset=0, high_watermark=offsets[1] + 1,
+                    max_records=100, now=now)
+    assert [(r.first_offset, r.last_offset) for r in got] == [offsets]
+
+
+def test_a_leave_before_the_closing_request_keeps_the_session_and_its_records() -> None:
+    """librdkafka's close: the leaving heartbeat may be handled before the closing (-1) ShareAcknowledge.
+    That session still closes, its acknowledgements apply, and what is left is released at the close."""
+    c = coord()
+    _holding(c, "a", (0, 3), now=0)
+    c.heartbeat("g", "a", -1, None, TOPICS, now=1)
+    assert "a" not in c.groups["g"].members
+    sp = c.partitions[("g", "t", 0)]
+    assert sp.state_of(0)[0] is RecordState.ACQUIRED  # not released by the leave: its session is open
+    closed = c.session("g", "a", -1, [], [], now=2)
+    assert closed.closed and closed.error is ErrorCode.none and closed.partitions == (("t", 0),)
+    assert c.acknowledge("g", "a", "t", 0, [(0, 1, 1)], now=2).error_code == 0  # ACCEPT 0..1
+    c.release_session("g", "a", closed.partitions)
+    assert sp.start_offset == 2  # 0..1 accepted: the start moved past them
+    assert [sp.state_of(o) for o in (2, 3)] == [(RecordState.AVAILABLE, 1, None)] * 2
+    assert c.session("g", "a", -1, [], [], now=3).error is ErrorCode.share_session_not_found
+
+
+def test_a_left_members_session_never_closed_is_released_after_the_lock_duration() -> None:
+    c = coord()  # record lock 1000 ms
+    _holding(c, "a", (0, 1), now=0)
+    c.heartbeat("g", "a", -1, None, TOPICS, now=500)
+    sp = c.partitions[("g", "t", 0)]
+    c.expire(1499)
+    assert sp.state_of(0)[0] is RecordState.ACQUIRED
+    c.expire(1500)  # the leave + the lock duration: the session is dropped, its records released
+    assert sp.state_of(0) == (RecordState.AVAILABLE, 1, None)
+    assert c.session("g", "a", -1, [], [], now=1501).error is ErrorCode.share_session_not_found
+
+
+def test_a_rejoin_keeps_the_left_session_past_the_leave_deadline() -> None:
+    c = coord()
+    _holding(c, "a", (0, 1), now=0)
+    c.heartbeat("g", "a", -1, None, TOPICS, now=10)
+    c.heartbeat("g", "a", 0, ["t"], TOPICS, now=20)  # back with the same id before its session closed
+    c.expire(5000)
+    assert c.session("g", "a", 1, [], [], now=5000).error is ErrorCode.none
+
+
+def test_closing_a_session_releases_what_it_holds_in_its_partitions_only() -> None:
+    c = coord()
+    _holding(c, "a", (0, 1), now=0)
+    c.share_partition("g", "u", 0, log_start_offset=0, high_watermark=0)
+    assert c.acquire("g", "a", "u", 0, [(0, 0)], log_start_offset=0, high_watermark=1, max_records=10, now=0)
+    closed = c.session("g", "a", -1, [], [], now=1)
+    c.release_session("g", "a", closed.partitions)
+    assert c.partitions[("g", "t", 0)].state_of(0)[0] is RecordState.AVAILABLE
+    assert c.partitions[("g", "u", 0)].state_of(0)[0] is RecordState.ACQUIRED  # not in that session
+
 def test_session_timeout_removes_member_releases_records_and_ends_its_share_session() -> None:
     c = coord(session=100)
     c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0)

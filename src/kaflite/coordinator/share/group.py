@@ -17,15 +17,24 @@ Rules (each is checked by tests/coordinator/share/test_group.py):
   with a subscription at least one partition when there are enough partitions. Members and partitions
   are sorted; with at least as many members as partitions member i gets partition i mod P, else
   partition j goes to member j mod M (of the members subscribed to its topic).
+- A member that leaves (-1) while its share session is open keeps that session and what it holds: the
+  session still takes the closing -1 with its acknowledgements (librdkafka sends the closing
+  ShareAcknowledge and the leaving heartbeat at the same time on two connections, so the leave may come
+  first; Kafka's share sessions do not end with the membership either). What it holds is released when
+  that session closes, or by `expire` at the leave + the group's record lock duration (its locks end then
+  anyway), when the session is dropped too; a rejoin with the same id keeps the session. A member that
+  leaves without an open session releases everything it holds at once.
 - A member without a heartbeat for `session_timeout_ms` is removed by `expire(now)` (deadline =
   last heartbeat + session timeout; removed at now >= deadline), as if it had left: everything it holds
   in any share partition of its group is released (RELEASE semantics: redelivered, or archived at the
   delivery limit), its share sessions end, and the group epoch goes up.
 - Share sessions, one per (group, member): epoch 0 opens (or replaces) the session with the request's
-  partitions; -1 closes it (and is answered with the acknowledgements only); any other epoch must be the
+  partitions; -1 closes it (and is answered with the acknowledgements only; after them `release_session`
+  releases what the member still holds in the session's partitions, as Kafka's final epoch does); any
+  other epoch must be the
   session's next epoch (INVALID_SHARE_SESSION_EPOCH), which then increments (after 2^31-1 comes 1); no
-  session is SHARE_SESSION_NOT_FOUND. `release_session` ends a member's session and releases everything it
-  holds in the group's share partitions (the member stays in the group). Only a member of the group may open a session or fetch
+  session is SHARE_SESSION_NOT_FOUND. `release_session` (a close, or the session's connection closing) ends a
+  member's session and releases what it holds in the session's partitions (the member stays in the group). Only a member of the group may open a session or fetch
   (UNKNOWN_MEMBER_ID), unless the caller says the membership is held elsewhere (`check_member=False`: a
   share-partition leader that is not the group coordinator, which, as Kafka's, does not ask it).
 - Share partitions are created on first fetch per (group, topic, partition): from the state `load_state`
@@ -198,6 +207,7 @@ class SessionAnswer:
 class _Session:
     next_epoch: int
     partitions: dict[TP, None]  # ordered set
+    left_at: int | None = None  # when its member left the group with this session open (see the rules)
 
 
 class ShareGroupCoordinator:
@@ -305,6 +315,9 @@ class ShareGroupCoordinator:
             else:
                 member.member_epoch = 0  # a rejoin: it gets the whole assignment again
                 self._event(group, "member-rejoined", "member-rejoin", member_id, start=False)
+            left = self._sessions.get((group_id, member_id))
+            if left is not None:  # back before its session closed: not released at the leave's deadline
+                left.left_at = None
         elif member is None or group is None:
             return HeartbeatAnswer(ErrorCode.unknown_member_id, error_message=f"Member {member_id} is not in "
                                    f"group {group_id}.")
@@ -337,6 +350,11 @@ class ShareGroupCoordinator:
                 if now >= m.deadline_ms]
         for group_id, member_id in gone:
             self._remove(self.groups[group_id], member_id, "session-timeout")
+        for (group_id, member_id), sess in list(self._sessions.items()):
+            if sess.left_at is not None and \
+                    now >= sess.left_at + self.config_for(group_id).record_lock_duration_ms:
+                del self._sessions[(group_id, member_id)]
+                self._release_held(group_id, member_id)
         return gone
 
     def next_deadline(self) -> int | None:
@@ -353,11 +371,19 @@ class ShareGroupCoordinator:
         group.group_epoch += 1
         self._event(group, "member-left", cause, member_id)
         group.target.pop(member_id, None)
-        for (gid, _t, _p), sp in self.partitions.items():
-            if gid == group.group_id:
-                sp.release_member(member_id)
-        self._sessions.pop((group.group_id, member_id), None)
+        sess = self._sessions.get((group.group_id, member_id))
+        if cause == "leave-group" and sess is not None:
+            sess.left_at = self._now_ms  # its closing -1 may still come: released then (see the rules)
+        else:
+            self._release_held(group.group_id, member_id)
+            self._sessions.pop((group.group_id, member_id), None)
         self._maybe_complete(group)
+
+    def _release_held(self, group_id: str, member_id: str, only: Iterable[TP] | None = None) -> None:
+        wanted = None if only is None else set(only)
+        for (gid, t, p), sp in self.partitions.items():
+            if gid == group_id and (wanted is None or (t, p) in wanted):
+                sp.release_member(member_id)
 
     def _refresh(self, group: ShareGroup, topics: Mapping[str, int]) -> None:
         """Recompute the target when the group epoch moved or a subscribed topic's partition count did."""
@@ -416,13 +442,19 @@ class ShareGroupCoordinator:
         empty on that broker)."""
         return any(g == group_id for g, _m in self._sessions)
 
-    def release_session(self, group_id: str, member_id: str) -> list[TP]:
-        """The member's share session here ended (closed with epoch -1, or its connection closed): the
-        session goes and every record the member holds in the group's share partitions here is released
-        (RELEASE semantics), as Kafka's leader releases a session; the member stays in the group. The
-        (topic, partition) pairs where something was released."""
-        self._sessions.pop((group_id, member_id), None)
-        return [(t, p) for (g, t, p), sp in self.partitions.items() if g == group_id and sp.release_member(member_id)]
+    def release_session(self, group_id: str, member_id: str, partitions: Iterable[TP] | None = None) -> list[TP]:
+        """The member's share session here ended: closed with epoch -1 (called after the closing request's
+        acknowledgements, with the closed session's `partitions`), or its connection closed. The session goes,
+        and what the member holds in the session's partitions (`partitions`, else those of the session
+        still open, else every share partition of the group here) is released (RELEASE semantics), as
+        Kafka's final epoch releases the session's records; the member stays in the group. The (topic,
+        partition) pairs where something was released."""
+        sess = self._sessions.pop((group_id, member_id), None)
+        if partitions is None and sess is not None:
+            partitions = list(sess.partitions)
+        wanted = None if partitions is None else set(partitions)
+        return [(t, p) for (g, t, p), sp in self.partitions.items()
+                if g == group_id and (wanted is None or (t, p) in wanted) and sp.release_member(member_id)]
 
     def forget_share_partitions(self, group_id: str) -> list[TP]:
         """Drop the group's share partitions without an unwritten change from memory (rebuilt from their

@@ -36,7 +36,8 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
   fetch partition with nothing (no error: librdkafka raises unknown partition errors to the application).
 - ShareFetch: a request with share session epoch 0 carrying acknowledgements is INVALID_REQUEST, as in
   Kafka; otherwise the session step (open / continue / close) comes first, then the acknowledgements
-  (per partition, all of a partition's batches or none), then, unless the session was closed (-1), the
+  (per partition, all of a partition's batches or none); a closed session (-1, ShareAcknowledge too) then
+  releases what the member still holds in its partitions; then, unless the session was closed, the
   acquisition over every partition of the session: the log is read from the share partition's
   fetch_offset() up to the high watermark (the last stable offset when the group's share.isolation.level
   is read_committed: then transaction markers and aborted transactions' batches are named to the state
@@ -807,11 +808,12 @@ def _session_opened(broker: ShareBroker, connection_id: int, group_id: str, memb
     conns[(group_id, member_id)] = connection_id
 
 
-def _session_ended(broker: ShareBroker, coord: ShareGroupCoordinator, group_id: str, member_id: str) -> None:
-    """The member's share session here ended: everything it holds in the group's share partitions here is
-    released (written by the caller's `persist`), and ShareFetches waiting on those partitions wake."""
+def _session_ended(broker: ShareBroker, coord: ShareGroupCoordinator, group_id: str, member_id: str,
+                   partitions: Sequence[tuple[str, int]] | None = None) -> None:
+    """The member's share session here ended: what it holds in the session's partitions here is released
+    (written by the caller's `persist`), and ShareFetches waiting on those partitions wake."""
     _session_connections(broker).pop((group_id, member_id), None)
-    for topic, partition in coord.release_session(group_id, member_id):
+    for topic, partition in coord.release_session(group_id, member_id, partitions):
         broker.purgatory.complete(fetch_key(topic, partition))
 
 
@@ -890,8 +892,8 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         _session_opened(broker, ctx.connection_id, group_id, member_id)
     ack_errors = _acknowledge(ctx, coord, group_id, member_id, request.topics, names, rules.SHARE_FETCH_TOPIC,
                               now)
-    if session.closed:  # after its acknowledgements, what the member still holds here goes back
-        _session_ended(broker, coord, group_id, member_id)
+    if session.closed:  # after its acknowledgements, what the member still holds in the session goes back
+        _session_ended(broker, coord, group_id, member_id, session.partitions)
     _durable(await persist(broker, coord), group_id, names, ack_errors)  # answered once written
     if session.closed:
         _maybe_group_empty(broker, coord, group_id)
@@ -1052,8 +1054,8 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
     names = _names(broker, [t.topic_id for t in request.topics])
     answers = _acknowledge(ctx, coord, group_id, member_id, request.topics, names, rules.SHARE_ACKNOWLEDGE_TOPIC,
                            now)
-    if session.closed:  # after its acknowledgements, what the member still holds here goes back
-        _session_ended(broker, coord, group_id, member_id)
+    if session.closed:  # after its acknowledgements, what the member still holds in the session goes back
+        _session_ended(broker, coord, group_id, member_id, session.partitions)
     _durable(await persist(broker, coord), group_id, names, answers)  # answered once written
     if session.closed:
         _maybe_group_empty(broker, coord, group_id)
