@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from groups.test_share_wire import _alter_group
 from helpers import stop_process
+from kaflite.server.coordinators.share_state import SHARE_COORDINATOR
 from kaflite.server.embedded import EmbeddedBroker
 
 SOAK = os.environ.get("KAFLITE_SOAK") == "1"
@@ -89,7 +90,7 @@ def _working(run: Run, timeout: float) -> None:
 def _finished(b: EmbeddedBroker, group: str, topic: str) -> bool:
     """Every share partition's start offset is at its log end: each record accepted or archived."""
     broker = b.server.broker
-    coord = broker.extensions.get("share_coordinator")
+    coord = broker.services.get(SHARE_COORDINATOR)
     if coord is None:
         return False
     for p in range(PARTITIONS):
@@ -144,7 +145,7 @@ def test_every_record_accepted_exactly_once_with_members_killed_mid_batch(tmp_pa
         for run in live:
             run.read(killed=False)
             runs.append(run)
-        counts = b.call(lambda: b.server.broker.extensions["share_coordinator"].counts[group])
+        counts = b.call(lambda: b.server.broker.services.get(SHARE_COORDINATOR).counts[group])
     produced = {(i % PARTITIONS, i // PARTITIONS) for i in range(RECORDS)}
     accepted = [tp for run in runs for tp in run.accepted]
     twice = sorted(tp for tp, n in Counter(accepted).items() if n > 1)
