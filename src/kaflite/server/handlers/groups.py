@@ -30,8 +30,8 @@ from kaflite.server.context import RequestContext, build
 from kaflite.server.coordinators.broker_api import CoordinatorBroker
 from kaflite.server.coordinators.groups import GroupService, load_at_start
 from kaflite.server.handlers import ApiTable
-from kaflite.server.handlers.share import delete_share_group, listed_share_groups
-from kaflite.server.handlers.share_admin import is_share_group
+from kaflite.server.handlers.share import listed_share_groups
+from kaflite.server.handlers.share_admin import delete_share_group, is_share_group
 
 _ZERO = datetime.timedelta(0)
 

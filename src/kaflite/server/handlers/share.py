@@ -63,7 +63,7 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
   and deletes a share group this broker only knows from `__share_group_state` (after a restart, before
   any member joined).
 - ListGroups lists share groups (type "share", handlers/groups.py calls `listed_share_groups`); DeleteGroups
-  deletes an empty share group with its share-partition state (`delete_share_group`), NON_EMPTY_GROUP
+  deletes an empty share group with its share-partition state (`share_admin.delete_share_group`), NON_EMPTY_GROUP
   while it has members.
 - ShareAcknowledge: epoch 0 is INVALID_SHARE_SESSION_EPOCH (a session is opened by ShareFetch only);
   otherwise the session step, then the acknowledgements.
@@ -106,7 +106,7 @@ from kaflite.server.share_persister import RETRIABLE, SHARE_PERSISTER, SharePers
 from kaflite.storage.checkpoint import atomic_write
 from kaflite.storage.file_slice import FileSlice
 
-__all__ = ["APIS", "alter_group_configs", "coordinator", "delete_share_group", "listed_share_groups",
+__all__ = ["APIS", "alter_group_configs", "coordinator", "listed_share_groups",
            "on_start", "persist", "share_enabled", "share_group_history", "share_group_view"]
 
 log = logging.getLogger("kaflite.share")
@@ -517,39 +517,6 @@ def listed_share_groups(broker: ShareBroker, states: Sequence[str]) -> list[List
     wanted = {s.lower() for s in states}
     return [ListedGroup(g.group_id, "share", g.state, "share") for g in coord.groups.values()
             if not wanted or g.state.lower() in wanted]
-
-
-async def delete_share_group(broker: ShareBroker, group_id: str) -> ErrorCode | None:
-    """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members, else it and its share
-    partitions' state go (tombstones in `__share_group_state`, committed before the answer); None when no
-    share group has this id, in memory or in `__share_group_state` (the group coordinator answers)."""
-    coord = broker.services.get(share_state.SHARE_COORDINATOR)
-    svc = broker.services.get(share_state.SHARE_STATE_SERVICE)
-    if coord is not None:
-        share_membership.reconcile(broker, coord)
-    known = coord is not None and group_id in coord.groups
-    persisted = svc is not None and any(s.keys_of_group(group_id) for _p, s in svc.runtime.active_shards())
-    if not known and not persisted:
-        return None
-    if known and coord is not None:
-        coord.expire(broker.now_ms())
-        code: ErrorCode = coord.delete_group(group_id)
-        written = await share_membership.write_touched(broker, coord)  # the group's tombstones, committed
-        if code is not ErrorCode.none:
-            return code
-        if group_id in written:
-            return written[group_id]
-    if svc is not None:
-        try:
-            await svc.delete_group(group_id)
-        except KafkaError as e:
-            return e.code
-        from kaflite.server.handlers.share_admin import delete_state_elsewhere  # (share_admin imports this)
-
-        code = await delete_state_elsewhere(broker, group_id)
-        if code is not ErrorCode.none:
-            return code
-    return ErrorCode.none
 
 
 def _ms(ms: int) -> datetime.timedelta:

@@ -64,12 +64,12 @@ from kaflite.coordinator.share.state_shard import ShareStateResult, ShareStateSh
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
-from kaflite.server.coordinators import share_state
+from kaflite.server.coordinators import share_membership, share_state
 from kaflite.server.coordinators.broker_api import ShareBroker
 from kaflite.server.handlers import ApiTable, share
 from kaflite.server.share_persister import PersistedSummary
 
-__all__ = ["APIS", "delete_state_elsewhere", "is_share_group"]
+__all__ = ["APIS", "delete_share_group", "delete_state_elsewhere", "is_share_group"]
 
 _ZERO = datetime.timedelta(0)
 _NO_ID = uuid.UUID(int=0)
@@ -231,7 +231,7 @@ async def _initialized_in_cluster(broker: Any, group_id: str, topics: Iterable[s
 
 
 async def delete_state_elsewhere(broker: Any, group_id: str) -> ErrorCode:
-    """DeleteGroups of a share group (share.py's `delete_share_group`), in a cluster: the group's state
+    """DeleteGroups of a share group (`delete_share_group`), in a cluster: the group's state
     held by other brokers' share coordinators gets tombstones there (DeleteShareGroupState, answered once
     committed). The first error, or NONE."""
     svc = _service(broker)
@@ -459,3 +459,34 @@ APIS: ApiTable = {
     91: (0, 0, handle_alter_share_group_offsets),
     92: (0, 0, handle_delete_share_group_offsets),
 }
+
+
+async def delete_share_group(broker: ShareBroker, group_id: str) -> ErrorCode | None:
+    """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members, else it and its share
+    partitions' state go (tombstones in `__share_group_state`, committed before the answer); None when no
+    share group has this id, in memory or in `__share_group_state` (the group coordinator answers)."""
+    coord = broker.services.get(share_state.SHARE_COORDINATOR)
+    svc = broker.services.get(share_state.SHARE_STATE_SERVICE)
+    if coord is not None:
+        share_membership.reconcile(broker, coord)
+    known = coord is not None and group_id in coord.groups
+    persisted = svc is not None and any(s.keys_of_group(group_id) for _p, s in svc.runtime.active_shards())
+    if not known and not persisted:
+        return None
+    if known and coord is not None:
+        coord.expire(broker.now_ms())
+        code: ErrorCode = coord.delete_group(group_id)
+        written = await share_membership.write_touched(broker, coord)  # the group's tombstones, committed
+        if code is not ErrorCode.none:
+            return code
+        if group_id in written:
+            return written[group_id]
+    if svc is not None:
+        try:
+            await svc.delete_group(group_id)
+        except KafkaError as e:
+            return e.code
+        code = await delete_state_elsewhere(broker, group_id)
+        if code is not ErrorCode.none:
+            return code
+    return ErrorCode.none
