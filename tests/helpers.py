@@ -316,3 +316,41 @@ async def longest_loop_turn(work: Callable[[], Any]) -> float:
         return longest
     finally:
         gc.enable()
+
+
+def wait_share_partition_open(broker: Any, consumers: list[Any], group: str, topic: str, partition: int = 0,
+                              timeout: float = 15.0) -> None:
+    """Poll share consumers (none may get a record) until the broker has opened the group's share partition:
+    records produced afterwards are theirs (share.auto.offset.reset=latest starts at the log end)."""
+    from kaflite.server.coordinators.share_state import SHARE_COORDINATOR
+
+    def opened() -> bool:
+        coord = broker.server.broker.services.get(SHARE_COORDINATOR)
+        return coord is not None and (group, topic, partition) in coord.partitions
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not broker.call(opened):
+        for c in consumers:
+            assert list(c.poll(0.2)) == []
+    assert broker.call(opened), f"share partition {topic}-{partition} of {group} not opened in {timeout:g} s"
+
+
+def acknowledge_by_value(consumer: Any, count: int, timeout: float = 20.0) -> list[bytes]:
+    """Poll an explicit-mode ShareConsumer until `count` deliveries: a record whose value is b"reject" is
+    rejected, b"release" released the first time and accepted when it comes back, any other accepted.
+    Returns the values of every delivery, redeliveries included."""
+    import confluent_kafka as ck
+
+    seen: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and len(seen) < count:
+        for m in consumer.poll(0.3):
+            if m.error() is not None:
+                continue
+            seen.append(m.value())
+            kind = ck.AcknowledgeType.ACCEPT
+            if m.value() == b"reject":
+                kind = ck.AcknowledgeType.REJECT
+            elif m.value() == b"release" and seen.count(b"release") == 1:
+                kind = ck.AcknowledgeType.RELEASE
+            consumer.acknowledge(m, kind)
+    return seen
