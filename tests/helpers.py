@@ -354,3 +354,27 @@ def acknowledge_by_value(consumer: Any, count: int, timeout: float = 20.0) -> li
                 kind = ck.AcknowledgeType.RELEASE
             consumer.acknowledge(m, kind)
     return seen
+
+
+class FetchThroughKio:
+    """A base for a fake leader connection whose `request(req, schema, timeout)` answers kio requests: the
+    replica fetcher's hand-encoded Fetch v12 (`request_flexible_bytes`) is read with kio, handed to
+    `request`, and the kio answer encoded back into the frame the fetcher decodes."""
+
+    async def request(self, req: Any, schema: Any, timeout: float) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    async def request_flexible_bytes(self, api_key: int, version: int, body: bytes,
+                                     timeout: float) -> tuple[bytes, int]:
+        import io
+
+        from kio.schema.fetch.v12.request import FetchRequest
+        from kio.schema.fetch.v12.response import FetchResponse
+        from kio.serial import entity_reader, entity_writer
+
+        assert (api_key, version) == (1, 12)
+        req, _size = entity_reader(FetchRequest)(body, 0)
+        answer = await self.request(req, FetchResponse, timeout)
+        out = io.BytesIO()
+        entity_writer(FetchResponse)(out, answer)
+        return b"\x00\x00\x00\x00\x00" + out.getvalue(), 5  # response header v1: correlation id, no tags
