@@ -316,3 +316,65 @@ async def longest_loop_turn(work: Callable[[], Any]) -> float:
         return longest
     finally:
         gc.enable()
+
+
+def wait_share_partition_open(broker: Any, consumers: list[Any], group: str, topic: str, partition: int = 0,
+                              timeout: float = 15.0) -> None:
+    """Poll share consumers (none may get a record) until the broker has opened the group's share partition:
+    records produced afterwards are theirs (share.auto.offset.reset=latest starts at the log end)."""
+    from kaflite.server.coordinators.share_state import SHARE_COORDINATOR
+
+    def opened() -> bool:
+        coord = broker.server.broker.services.get(SHARE_COORDINATOR)
+        return coord is not None and (group, topic, partition) in coord.partitions
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not broker.call(opened):
+        for c in consumers:
+            assert list(c.poll(0.2)) == []
+    assert broker.call(opened), f"share partition {topic}-{partition} of {group} not opened in {timeout:g} s"
+
+
+def acknowledge_by_value(consumer: Any, count: int, timeout: float = 20.0) -> list[bytes]:
+    """Poll an explicit-mode ShareConsumer until `count` deliveries: a record whose value is b"reject" is
+    rejected, b"release" released the first time and accepted when it comes back, any other accepted.
+    Returns the values of every delivery, redeliveries included."""
+    import confluent_kafka as ck
+
+    seen: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and len(seen) < count:
+        for m in consumer.poll(0.3):
+            if m.error() is not None:
+                continue
+            seen.append(m.value())
+            kind = ck.AcknowledgeType.ACCEPT
+            if m.value() == b"reject":
+                kind = ck.AcknowledgeType.REJECT
+            elif m.value() == b"release" and seen.count(b"release") == 1:
+                kind = ck.AcknowledgeType.RELEASE
+            consumer.acknowledge(m, kind)
+    return seen
+
+
+class FetchThroughKio:
+    """A base for a fake leader connection whose `request(req, schema, timeout)` answers kio requests: the
+    replica fetcher's hand-encoded Fetch v12 (`request_flexible_bytes`) is read with kio, handed to
+    `request`, and the kio answer encoded back into the frame the fetcher decodes."""
+
+    async def request(self, req: Any, schema: Any, timeout: float) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    async def request_flexible_bytes(self, api_key: int, version: int, body: bytes,
+                                     timeout: float) -> tuple[bytes, int]:
+        import io
+
+        from kio.schema.fetch.v12.request import FetchRequest
+        from kio.schema.fetch.v12.response import FetchResponse
+        from kio.serial import entity_reader, entity_writer
+
+        assert (api_key, version) == (1, 12)
+        req, _size = entity_reader(FetchRequest)(body, 0)
+        answer = await self.request(req, FetchResponse, timeout)
+        out = io.BytesIO()
+        entity_writer(FetchResponse)(out, answer)
+        return b"\x00\x00\x00\x00\x00" + out.getvalue(), 5  # response header v1: correlation id, no tags

@@ -12,7 +12,7 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kaflite.server.coordinators.share_state import SHARE_COORDINATOR
+from helpers import acknowledge_by_value, wait_share_partition_open
 from kaflite.server.embedded import EmbeddedBroker
 
 
@@ -41,15 +41,7 @@ def _started(b: EmbeddedBroker, topic: str, group: str, n: int, **extra: str) ->
                  for _ in range(n)]
     for c in consumers:
         c.subscribe([topic])
-    deadline = time.monotonic() + 15
-
-    def opened() -> bool:
-        coord = b.server.broker.services.get(SHARE_COORDINATOR)
-        return coord is not None and (group, topic, 0) in coord.partitions
-    while time.monotonic() < deadline and not b.call(opened):
-        for c in consumers:
-            assert list(c.poll(0.2)) == []
-    assert b.call(opened)
+    wait_share_partition_open(b, consumers, group, topic)
     return consumers
 
 
@@ -73,18 +65,7 @@ def test_explicit_release_is_redelivered_and_reject_is_not(broker: EmbeddedBroke
     _topic(broker, "sc-explicit")
     (c,) = _started(broker, "sc-explicit", "scg-explicit", 1, **{"share.acknowledgement.mode": "explicit"})
     _produce(broker, "sc-explicit", [b"reject", b"release", b"accept"])
-    seen: list[bytes] = []
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and len(seen) < 4:
-        for m in c.poll(0.3):
-            if m.error() is not None:
-                continue
-            seen.append(m.value())
-            kind = {b"reject": ck.AcknowledgeType.REJECT, b"release": ck.AcknowledgeType.RELEASE}.get(
-                m.value(), ck.AcknowledgeType.ACCEPT)
-            if m.value() == b"release" and seen.count(b"release") > 1:
-                kind = ck.AcknowledgeType.ACCEPT
-            c.acknowledge(m, kind)
+    seen = acknowledge_by_value(c, 4)
     assert sorted(seen) == [b"accept", b"reject", b"release", b"release"]
     c.commit_sync()
     assert list(c.poll(1.0)) == []

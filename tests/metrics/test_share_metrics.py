@@ -4,7 +4,6 @@ and the state machine counts each transition once (kaflite.coordinator.share.par
 
 from __future__ import annotations
 
-import time
 import urllib.request
 from collections.abc import Iterator
 
@@ -16,8 +15,8 @@ import confluent_kafka as ck  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
+from helpers import acknowledge_by_value, wait_share_partition_open  # noqa: E402
 from kaflite.coordinator.share.partition import AckType, ShareConfig, SharePartition  # noqa: E402
-from kaflite.server.coordinators.share_state import SHARE_COORDINATOR  # noqa: E402
 from kaflite.server.embedded import EmbeddedBroker  # noqa: E402
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -63,29 +62,12 @@ def test_a_share_consumers_acknowledgements_move_the_counters(broker: EmbeddedBr
     c = ck.ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
                           "share.acknowledgement.mode": "explicit"})
     c.subscribe([topic])
-    deadline = time.monotonic() + 15
-
-    def opened() -> bool:
-        coord = broker.server.broker.services.get(SHARE_COORDINATOR)
-        return coord is not None and (group, topic, 0) in coord.partitions
-    while time.monotonic() < deadline and not broker.call(opened):
-        assert list(c.poll(0.2)) == []
+    wait_share_partition_open(broker, [c], group, topic)
     producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
     for v in (b"reject", b"release", b"accept", b"accept2"):
         producer.produce(topic, v)
     assert producer.flush(10) == 0
-    seen: list[bytes] = []
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and len(seen) < 5:
-        for m in c.poll(0.3):
-            if m.error() is not None:
-                continue
-            seen.append(m.value())
-            kind = {b"reject": ck.AcknowledgeType.REJECT, b"release": ck.AcknowledgeType.RELEASE}.get(
-                m.value(), ck.AcknowledgeType.ACCEPT)
-            if m.value() == b"release" and seen.count(b"release") > 1:
-                kind = ck.AcknowledgeType.ACCEPT
-            c.acknowledge(m, kind)
+    seen = acknowledge_by_value(c, 5)
     assert sorted(seen) == [b"accept", b"accept2", b"reject", b"release", b"release"]
     c.commit_sync()
     c.close()

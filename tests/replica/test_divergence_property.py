@@ -43,6 +43,7 @@ from kio.schema.offset_for_leader_epoch.v4.response import (
 from kio.schema.types import TopicName
 from kio.static.primitive import i32, i32Timedelta, i64
 
+from helpers import FetchThroughKio
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import RecordBatchView, build_record_batch
 from kaflite.server.replica import Partition, PartitionState
@@ -72,7 +73,7 @@ def _batches(log: Log, below: int) -> list[tuple[int, bytes]]:
     return out
 
 
-class LeaderConn:
+class LeaderConn(FetchThroughKio):
     """A follower's connection to broker `leader`: each request answered by that broker's Partition as the
     broker's handlers answer it (see the module docstring)."""
 

@@ -27,6 +27,7 @@ from kio.schema.offset_for_leader_epoch.v4.response import (
 from kio.schema.types import TopicName
 from kio.static.primitive import i32, i32Timedelta, i64
 
+from helpers import FetchThroughKio
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import build_record_batch
 from kaflite.server.replica import Partition, PartitionState
@@ -80,7 +81,7 @@ def copy(src: Log, dst: Log, upto: int) -> None:
         dst.append(piece, assign_offsets=False)
 
 
-class FakeLeader:
+class FakeLeader(FetchThroughKio):
     """The leader as the fetcher's connection sees it: OffsetForLeaderEpoch from the leader's epoch cache
     (`Log.end_offset_for_epoch`, what kaflite's leader answers) and Fetch v12 from its log; with
     `diverging`, a fetch whose last fetched epoch does not match answers a diverging epoch as Kafka's
@@ -418,7 +419,7 @@ def test_a_truncation_of_many_partitions_goes_in_slices_with_the_loop_free_betwe
         parts[("t", i)] = part
     events: list[tuple[str, int]] = []
 
-    class Leader:
+    class Leader(FetchThroughKio):
         async def request(self, req: Any, _schema: Any, _timeout: float) -> Any:
             assert isinstance(req, OffsetForLeaderEpochRequest)
             ps = req.topics[0].partitions

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from helpers import FetchThroughKio
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import build_record_batch
 from kaflite.server.purgatory import Purgatory
@@ -276,7 +277,7 @@ def test_truncation_answered_a_leader_behind_is_retried_soon(tmp_path: Path, cod
     part = Partition("t", 0, F1, log)
     part.apply_state(PartitionState(ME, 1, 1, (ME, F1), (ME, F1)))
 
-    class Leader:  # the new leader's answer, as BrokerConnection.request returns it
+    class Leader(FetchThroughKio):  # the new leader's answer, as BrokerConnection.request returns it
         async def request(self, req: Any, schema: Any, timeout: float) -> Any:
             return OffsetForLeaderEpochResponse(
                 throttle_time=i32Timedelta.parse(datetime.timedelta(0)),

@@ -83,8 +83,26 @@ class BrokerConnection:
             request_api_key=i16(req.__api_key__), request_api_version=i16(req.__version__),
             correlation_id=i32(self.correlation), client_id=self.client_id))
         entity_writer(type(req))(buf, req)
-        body = buf.getvalue()
-        self.writer.write(struct.pack(">i", len(body)) + body)
+        frame = await self._exchange(buf.getvalue(), timeout_s)
+        _header, offset = entity_reader(ResponseHeader if flexible else ResponseHeaderV0)(frame, 0)
+        response, _ = entity_reader(response_schema)(frame, offset)
+        return response
+
+    async def request_flexible_bytes(self, api_key: int, version: int, body: bytes,
+                                     timeout_s: float) -> tuple[bytes, int]:
+        """A request whose body the caller encoded (a flexible version: request header v2), and the answer's
+        frame with the offset of its body (after response header v1) for the caller's own decoder."""
+        self.correlation += 1
+        client = self.client_id.encode()
+        head = struct.pack(">hhih", api_key, version, self.correlation, len(client)) + client + b"\x00"
+        frame = await self._exchange(head + body, timeout_s)
+        if len(frame) < 5 or frame[4] != 0:  # response header v1: the correlation id, then no tagged field
+            raise ConnectionError("a response header with tagged fields (Kafka defines none)")
+        return frame, 5
+
+    async def _exchange(self, request: bytes, timeout_s: float) -> bytes:
+        """Send one request frame, read its answer's frame (checked: size, correlation id)."""
+        self.writer.write(struct.pack(">i", len(request)) + request)
         # bounded too: a peer that stops reading (a paused broker) must not hold the sender forever
         await asyncio.wait_for(self.writer.drain(), timeout_s)
         head = await asyncio.wait_for(self.reader.readexactly(4), timeout_s)
@@ -95,9 +113,7 @@ class BrokerConnection:
         (corr,) = struct.unpack_from(">i", frame, 0)
         if corr != self.correlation:
             raise ConnectionError(f"correlation id {corr}, expected {self.correlation}")
-        _header, offset = entity_reader(ResponseHeader if flexible else ResponseHeaderV0)(frame, 0)
-        response, _ = entity_reader(response_schema)(frame, offset)
-        return response
+        return frame
 
     def close(self) -> None:
         self.writer.close()

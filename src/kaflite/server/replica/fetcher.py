@@ -56,15 +56,12 @@ slice of TRUNCATION_SLICE partitions that checkpoints once (`LogManager.truncate
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
-from kio.schema.fetch.v12.response import FetchResponse
 from kio.schema.offset_for_leader_epoch.v4.request import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderPartition,
@@ -72,10 +69,11 @@ from kio.schema.offset_for_leader_epoch.v4.request import (
 )
 from kio.schema.offset_for_leader_epoch.v4.response import OffsetForLeaderEpochResponse
 from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i8, i32, i32Timedelta, i64
+from kio.static.primitive import i32
 
 from kaflite.cluster.metadata import MetadataImage
-from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.protocol import fetch_v12
+from kaflite.protocol.errors import ErrorCode, KafkaError, ProtocolError
 from kaflite.server.broker_connection import BrokerConnection, address_of
 from kaflite.server.replica.partition import Partition
 from kaflite.server.security.client import BrokerConnector
@@ -417,68 +415,70 @@ class ReplicaFetcher:
     async def _fetch(self, ready: dict[TopicPartition, _FetchState]) -> bool:
         rm = self.manager.replica_manager
         cfg = self.manager.config
-        by_topic: dict[str, list[FetchPartition]] = {}
+        by_topic: dict[str, list[fetch_v12.FetchPartition]] = {}
         offsets: dict[TopicPartition, int] = {}
         fetched_epochs: dict[TopicPartition, int] = {}
+        max_bytes = cfg.max_bytes
         for (topic, index), state in ready.items():
             part = rm.partition_or_none(topic, index)
-            if part is None or part.log is None:
+            plog = part.log if part is not None else None
+            if plog is None:
                 self.partitions.pop((topic, index), None)
                 continue
-            offsets[(topic, index)] = part.log.log_end_offset
+            end = offsets[(topic, index)] = plog.log_end_offset
             # KIP-595: the epoch of the last record here, so that the leader can tell where we diverge
-            fetched_epochs[(topic, index)] = epoch = part.log.leader_epoch_cache.latest_epoch
-            by_topic.setdefault(topic, []).append(FetchPartition(
-                partition=i32(index), current_leader_epoch=i32(state.leader_epoch),
-                fetch_offset=i64(part.log.log_end_offset), last_fetched_epoch=i32(epoch),
-                log_start_offset=i64(part.log.log_start_offset), partition_max_bytes=i32(cfg.max_bytes)))
+            fetched_epochs[(topic, index)] = epoch = plog.leader_epoch_cache.latest_epoch
+            by_topic.setdefault(topic, []).append(
+                (index, state.leader_epoch, end, epoch, plog.log_start_offset, max_bytes))
         if not by_topic:
             return False
-        req = FetchRequest(
-            replica_id=BrokerId(self.manager.broker_id), max_wait=i32Timedelta.parse(
-                datetime.timedelta(milliseconds=cfg.wait_max_ms)),
-            min_bytes=i32(cfg.min_bytes), max_bytes=i32(cfg.response_max_bytes), isolation_level=i8(0),
-            session_id=i32(0), session_epoch=i32(-1),
-            topics=tuple(FetchTopic(topic=TopicName(t), partitions=tuple(ps)) for t, ps in by_topic.items()),
-            forgotten_topics_data=())
+        # encoded by hand (kaflite.protocol.fetch_v12): kio built and walked a dataclass per partition both
+        # ways, the largest per-round cost of a follower of thousands of partitions
+        body = fetch_v12.encode_request(self.manager.broker_id, cfg.wait_max_ms, cfg.min_bytes,
+                                        cfg.response_max_bytes, 0, 0, -1, list(by_topic.items()))
         conn = await self._connection()
-        resp = await conn.request(req, FetchResponse, cfg.socket_timeout_ms / 1000 + cfg.wait_max_ms / 1000)
-        code = ErrorCode(int(getattr(resp.error_code, "value", resp.error_code)))
+        frame, offset = await conn.request_flexible_bytes(fetch_v12.API_KEY, fetch_v12.VERSION, body,
+                                                          cfg.socket_timeout_ms / 1000 + cfg.wait_max_ms / 1000)
+        try:
+            resp = fetch_v12.decode_response(frame, offset)
+        except ProtocolError as e:
+            raise ConnectionError(f"Fetch answer from broker {self.leader_id}: {e}") from None
+        code = ErrorCode(resp.error_code)
         if code is not ErrorCode.none:
             raise KafkaError(code, "fetch refused")
         now = asyncio.get_running_loop().time()
         progressed = False
         for t in resp.responses:
             for p in t.partitions:
-                tp = (str(t.topic), int(p.partition_index))
+                tp = (t.topic, p.partition_index)
                 fstate = self.partitions.get(tp)
                 part = rm.partition_or_none(*tp)
                 if fstate is None or tp not in offsets or part is None or part.log is None:
                     continue
                 if part.log.log_end_offset != offsets[tp]:
                     continue  # truncated meanwhile (a new leader): the next round starts over
-                pcode = ErrorCode(int(getattr(p.error_code, "value", p.error_code)))
-                diverging = p.diverging_epoch
-                if pcode is ErrorCode.none and int(diverging.epoch) >= 0 and int(diverging.end_offset) >= 0:
+                pcode = ErrorCode(p.error_code)
+                diverging_epoch, diverging_end = p.diverging_epoch
+                if pcode is ErrorCode.none and diverging_epoch >= 0 and diverging_end >= 0:
                     # the leader says our log diverges after (epoch, end offset): its answer carries no
                     # records, and no watermark moves until the truncation is done (Kafka's
                     # truncateOnFetchResponse)
                     await self._apply(*self._truncate_to_epoch_end(part, fstate, fetched_epochs[tp],
-                                                                   int(diverging.epoch), int(diverging.end_offset)))
+                                                                   diverging_epoch, diverging_end))
                     progressed = True
                 elif pcode is ErrorCode.none:
-                    records = bytes(p.records) if p.records else b""
+                    records = p.records if p.records is not None else b""  # a view of the answer's frame
                     try:
-                        part.append_records_to_follower(records, int(p.high_watermark))
+                        part.append_records_to_follower(records, p.high_watermark)
                     except KafkaError as e:
                         log.warning("%s-%d: append of the leader's batches at %d refused (%s): truncating",
                                     tp[0], tp[1], offsets[tp], e)
                         fstate.truncating = True
                         continue
                     progressed = progressed or bool(records)
-                    await self._adopt_log_start(part, int(p.log_start_offset))
+                    await self._adopt_log_start(part, p.log_start_offset)
                 elif pcode is ErrorCode.offset_out_of_range:
-                    leader_start = int(p.log_start_offset)
+                    leader_start = p.log_start_offset
                     if 0 <= leader_start and offsets[tp] < leader_start:
                         log.warning("%s-%d: fetch offset %d is below the leader's log start %d: restarting the "
                                     "local log there", tp[0], tp[1], offsets[tp], leader_start)
@@ -489,7 +489,7 @@ class ReplicaFetcher:
                         # no epochs to compare: the leader's high watermark is within its log, so the next
                         # fetch offset is too (marking for truncation to our own high watermark, which may
                         # be past the leader's end after an unclean election, looped forever)
-                        leader_hw = int(p.high_watermark)
+                        leader_hw = p.high_watermark
                         plog = part.log
                         await self._apply(part, Truncation(leader_hw if leader_hw >= 0 else plog.high_watermark),
                                           f"fetch offset {offsets[tp]} past the end of leader {self.leader_id}, "
