@@ -26,6 +26,7 @@ from confluent_kafka.admin import (
 from cluster.conftest import BrokerProcesses
 from helpers import free_port, wait_until
 from kaflite.cluster.zk import KafkaZkClient
+from server.kwire import WireClient
 
 USERS = {"admin": "admin-pw", "alice": "alice-pw"}
 IDS = (1, 2, 3)
@@ -69,6 +70,21 @@ def _until(p: Producer, topic: str, allowed: bool, timeout: float) -> float:
         time.sleep(0.02)
 
 
+def _topic_acls_held(bootstrap: str, principal: str) -> int:
+    """How many topic ACLs of `principal` the broker at `bootstrap` holds (DescribeAcls v3 to it alone)."""
+    from kio.index import load_payload_module
+    from kio.static.constants import EntityType
+    from kio.static.primitive import i8
+
+    m = load_payload_module(29, 3, EntityType.request)
+    with WireClient(bootstrap) as c:
+        r = c.request(m.DescribeAclsRequest(  # TOPIC, any name, ANY pattern, any host, ANY operation and permission
+            resource_type_filter=i8(2), resource_name_filter=None, pattern_type_filter=i8(1),
+            principal_filter=principal, host_filter=None, operation=i8(1), permission_type=i8(1)))
+    assert int(r.error_code.value) == 0, r.error_message
+    return sum(len(res.acls) for res in r.resources)
+
+
 def test_an_acl_added_through_one_broker_is_enforced_by_all_within_a_second(
         brokers: BrokerProcesses, zk: KafkaZkClient) -> None:
     sasl_ports = {b: free_port() for b in IDS}
@@ -99,7 +115,10 @@ def test_an_acl_added_through_one_broker_is_enforced_by_all_within_a_second(
                            AclOperation.DESCRIBE, AclPermissionType.ALLOW) for t in topics.values()]
     for f in admin.create_acls(describe).values():
         f.result(timeout=30)
-    time.sleep(2)  # setup, not under test: every broker has them before librdkafka asks for Metadata
+    # setup, not under test: every broker has them before librdkafka asks for Metadata (each broker's own
+    # cache, asked on its PLAINTEXT listener, where ANONYMOUS is a super user)
+    wait_until("every broker holds alice's DESCRIBE ACLs",
+               lambda: all(_topic_acls_held(brokers.bootstrap(b), "User:alice") == len(topics) for b in IDS), 30)
     producers = {b: Producer({**_conf(f"127.0.0.1:{sasl_ports[b]}", "alice"), "message.timeout.ms": 5000,
                               "enable.idempotence": False}) for b in IDS}
     for b, t in topics.items():  # refused everywhere, and each producer connected and warm

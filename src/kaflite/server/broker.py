@@ -68,6 +68,7 @@ from kaflite.server.security.scram import FILE_NAME as SCRAM_FILE_NAME
 from kaflite.server.security.scram import CredentialStore
 from kaflite.server.services import BrokerServices, Slot
 from kaflite.server.share_persister import SHARE_PERSISTER
+from kaflite.server.stopping import cancel_until_done
 from kaflite.storage.config import LogConfig
 from kaflite.storage.log import AppendResult, Log
 from kaflite.storage.manager import LogManager
@@ -365,11 +366,8 @@ class Broker:
         tasks = [*self._tasks, *self._internal_creating.values()]
         for t in tasks:
             t.cancel()
-        for t in tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        for t in tasks:  # again until done: a cancellation can be swallowed (kaflite.server.stopping)
+            await cancel_until_done(t)
         self._tasks.clear()
         job, self._storage_job = self._storage_job, None
         if job is not None:  # a housekeeping pass still running in its thread: the logs close after it

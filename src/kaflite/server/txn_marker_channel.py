@@ -47,6 +47,7 @@ from kaflite.coordinator.transaction import MarkerJob
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.broker_connection import BrokerConnection, address_of
 from kaflite.server.security.client import BrokerConnector
+from kaflite.server.stopping import cancel_until_done
 
 __all__ = ["DONE", "TransactionMarkerChannelManager"]
 
@@ -214,12 +215,8 @@ class TransactionMarkerChannelManager:
 
     async def close(self) -> None:
         for dest in self.destinations.values():
-            if dest.task is not None:
-                dest.task.cancel()
-                try:
-                    await dest.task
-                except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
-                    pass
+            if dest.task is not None:  # a sender's request is a wait_for, which can swallow a cancellation
+                await cancel_until_done(dest.task)
             if dest.conn is not None:
                 dest.conn.close()
         self.destinations.clear()

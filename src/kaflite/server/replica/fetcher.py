@@ -44,7 +44,9 @@ Rules:
 - a connection or decoding failure closes the connection and retries after `replica.fetch.backoff.ms`;
 - the connection goes to the leader's endpoint on the inter-broker listener (`inter.broker.listener.name`,
   else the first one it registered), through the broker's one BrokerConnector (TLS, SASL login: a refused
-  login is a connection failure, retried as above).
+  login is a connection failure, retried as above);
+- a stopped fetcher fetches no more: `stop()` ends its loop at the next turn and cancels its task until it is
+  done (`kaflite.server.stopping.cancel_until_done`: Python 3.11's wait_for can swallow a cancellation).
 Everything runs on the broker's event loop; the appends are the Log's own (synchronous, as a leader's); the
 truncations (segment renames, the producer state rebuilt from snapshot and log, the checkpoint files rewritten
 with fsyncs) and what deletes whole segments (a moved log start offset, a restart at the leader's) run in a
@@ -77,6 +79,7 @@ from kaflite.protocol.errors import ErrorCode, KafkaError, ProtocolError
 from kaflite.server.broker_connection import BrokerConnection, address_of
 from kaflite.server.replica.partition import Partition
 from kaflite.server.security.client import BrokerConnector
+from kaflite.server.stopping import cancel_until_done
 from kaflite.storage.log import Log
 
 __all__ = ["FetcherConfig", "ReplicaFetcher", "ReplicaFetcherManager"]
@@ -206,6 +209,7 @@ class ReplicaFetcher:
         self._conn: BrokerConnection | None = None
         self._wake = asyncio.Event()
         self._failing = False
+        self._stopped = False
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher(leader={self.leader_id}, id={self.fetcher_id}, partitions={len(self.partitions)})"
@@ -220,13 +224,14 @@ class ReplicaFetcher:
         self.partitions.pop(tp, None)
 
     async def stop(self) -> None:
+        # the flag ends the loop at its next turn and the cancellation is repeated until the task is done:
+        # a cancellation that Python 3.11's wait_for swallowed (see kaflite.server.stopping) once left a
+        # fetcher running and its broker not exiting on SIGTERM
+        self._stopped = True
+        self._wake.set()
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
-                pass
+            await cancel_until_done(task)
         self._close()
 
     def _close(self) -> None:
@@ -243,7 +248,7 @@ class ReplicaFetcher:
         return self._conn
 
     async def _run(self) -> None:
-        while self.partitions:
+        while self.partitions and not self._stopped:
             try:
                 did = await self.do_work()
             except asyncio.CancelledError:
@@ -263,7 +268,7 @@ class ReplicaFetcher:
                 did = False
             else:
                 self._failing = False
-            if not did:
+            if not did and not self._stopped:
                 self._wake.clear()
                 wait = idle_wait_s([st.delayed_until for st in self.partitions.values()],
                                    asyncio.get_running_loop().time(), self.manager.config.backoff_ms)
