@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -21,6 +22,8 @@ import pytest
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 DRIVER = Path(__file__).with_name("eos_sink_driver.py")
+# on the drivers' PYTHONPATH: their Python workers log the path each task took (kaflite.spark at debug)
+WORKER_LOG = Path(__file__).with_name("worker_log")
 # each kill costs a driver start (a JVM and a first micro-batch: about 50 s alone on a loaded 2-core
 # machine); every run kills at a random point of a micro-batch the same way and each restart replays the
 # batch planned before its kill, so the default suite runs 2 (a restarted run is killed again, and the
@@ -30,7 +33,8 @@ KILLS = 5 if os.environ.get("KAFLITE_SOAK", "") not in ("", "0") else 2
 
 def _start(kafka: Any, src: str, dst: str, cp: Path, log: Path, prefix: str,
            per_trigger: int = 20) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    path = os.pathsep.join(p for p in (str(WORKER_LOG), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=path)
     with log.open("ab") as f:
         return subprocess.Popen([sys.executable, str(DRIVER), kafka.bootstrap, src, dst, str(cp),
                                  str(per_trigger), prefix],
@@ -76,6 +80,20 @@ def _read_committed(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
     return out
 
 
+def _assert_fast_paths(log: Path) -> None:
+    """What was tested is the fast path: every task of the drivers wrote through kaflite's transactional
+    client (never librdkafka), and read through kaflite's fetch client with the decoder this environment
+    selects (the compiled one when built), as their Python workers logged it (WORKER_LOG)."""
+    from kaflite.spark import batches
+
+    text = log.read_text()
+    fast = re.findall(r"task (\d+) of batch \d+: exactly once through kaflite's client", text)
+    assert {"0", "1"} <= set(fast), f"no task reported kaflite's client:\n{text[-3000:]}"
+    reads = re.findall(r"through kaflite's fetch client \((\w+) decoder\)", text)
+    assert reads and set(reads) == {batches.DECODER}, (batches.DECODER, set(reads))
+    assert "through librdkafka" not in text, text[-3000:]
+
+
 # up to six driver starts (a JVM and a first micro-batch each, 25-50 s on a loaded 2-core machine) need more
 # than the suite's default 300 s limit; 900 s still bounds a hung driver
 @pytest.mark.timeout(900)
@@ -101,6 +119,7 @@ def test_exactly_once_sink_survives_kill_9(spark: Any, kafka: Any, tmp_path: Pat
             _kill(proc)
         kills += 1
     assert kills == KILLS
+    _assert_fast_paths(log)  # the killed runs' tasks (checked here too: a wrong path fails before the rest)
     before = Counter(_read_committed(kafka.bootstrap, dst, 2))
     assert before, "nothing was written before the last restart: the kills tested nothing"
     assert not {v for v, n in before.items() if n > 1}, "duplicates after the kills"
@@ -123,3 +142,4 @@ def test_exactly_once_sink_survives_kill_9(spark: Any, kafka: Any, tmp_path: Pat
     assert set(counts) == {b"r%04d" % i for i in range(total)}, log.read_text()[-3000:]
     duplicates = {v: n for v, n in counts.items() if n > 1}
     assert not duplicates, f"{len(duplicates)} records more than once"
+    _assert_fast_paths(log)

@@ -227,10 +227,12 @@ def read_range(
 
         # imported here, in the task: kio's schemas (and the hypothesis kio imports) take seconds to load,
         # which Spark's planning workers, importing this module, must not pay
-        from kaflite.spark import fetch
+        from kaflite.spark import batches, fetch
 
         # KAFLITE_SPARK_FAST_PATH=0 in the executors' environment: librdkafka reads everything (comparisons)
         if fast and os.environ.get("KAFLITE_SPARK_FAST_PATH", "1") != "0" and fetch.fast_path_supported(config):
+            log.debug("kaflite source: %s-%d from %d through kaflite's fetch client (%s decoder)",
+                      r.topic, r.partition, begin, batches.DECODER)
 
             def leader() -> tuple[str, int]:
                 md = consumer.list_topics(r.topic, timeout=timeout_s)
@@ -248,6 +250,7 @@ def read_range(
             if rest is None:
                 return
             begin = rest
+        log.debug("kaflite source: %s-%d from %d through librdkafka", r.topic, r.partition, begin)
         yield from _consume(consumer, r, begin, until, include_headers, poll_timeout_ms, at_end, out_of_range)
     finally:
         consumer.close()

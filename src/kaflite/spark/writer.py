@@ -218,10 +218,12 @@ def produce_batches(options: WriterOptions, batches: Iterator[pa.RecordBatch], b
                 log.info("kaflite sink: producing through librdkafka (%s)", why)
                 arrow_producer.close()
             else:
+                log.debug("kaflite sink: a task writes through kaflite's client")
                 with arrow_producer:
                     return produce_arrow(arrow_producer, options, batches, batch_id)
     from confluent_kafka import Producer
 
+    log.debug("kaflite sink: a task writes through librdkafka")
     failures: list[str] = []
 
     def on_error(err: Any, msg: Any) -> None:
@@ -358,8 +360,13 @@ def produce_exactly_once(options: WriterOptions, batches: Iterator[pa.RecordBatc
                 log.info("kaflite sink: exactly once through librdkafka (%s)", why)
                 producer.close()
             else:
+                # which path a task took, for whoever turns kaflite.spark's debug log on in the executors
+                # (tests/spark/test_exactly_once_sink.py checks its driver's tasks took this one)
+                log.debug("kaflite sink: task %d of batch %d: exactly once through kaflite's client",
+                          task_partition, batch_id)
                 with producer:
                     return _exactly_once_fast(producer, options, batches, batch_id, task_partition)
+    log.debug("kaflite sink: task %d of batch %d: exactly once through librdkafka", task_partition, batch_id)
     return _exactly_once_librdkafka(options, batches, batch_id, task_partition, transactional_id)
 
 
