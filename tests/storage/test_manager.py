@@ -312,3 +312,44 @@ def test_truncating_many_logs_writes_the_checkpoints_once(tmp_path: Path, monkey
     recovery = read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint")
     assert all(recovery[("t", p)] <= 4 for p in range(20))
     mgr.close()
+
+
+def test_close_closes_the_logs_in_parallel_worker_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clean stop's fsyncs overlap: `close_threads` logs are closed at once (each log by one thread only),
+    and the checkpoints and the clean-shutdown marker come after every log has closed."""
+    from kaflite.storage.log import Log
+
+    m = LogManager([tmp_path], LogConfig(), close_threads=4)
+    m.load()
+    logs = [m.get_or_create("t", p) for p in range(8)]
+    for lg in logs:
+        lg.append(batch(2))
+    together = threading.Barrier(4, timeout=2)  # passes only when 4 closes are in flight at once
+    real_close = Log.close
+    seen: list[tuple[str, str, bool]] = []
+    lock = threading.Lock()
+
+    def close(self: Log) -> list[str]:
+        try:
+            together.wait()
+            met = True
+        except threading.BrokenBarrierError:
+            met = False
+        with lock:
+            seen.append((self.dir.name, threading.current_thread().name, met))
+        assert not (tmp_path / ".kafka_cleanshutdown").exists()
+        return real_close(self)
+
+    monkeypatch.setattr(Log, "close", close)
+    m.close()
+    assert sorted(name for name, _t, _m in seen) == sorted(lg.dir.name for lg in logs)  # each log once
+    assert all(met for _n, _t, met in seen)
+    assert {t for _n, t, _m in seen} != {threading.current_thread().name}
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+    assert all(lg.closed for lg in logs)
+    assert read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {("t", p): 2 for p in range(8)}
+
+
+def test_close_threads_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="close_threads"):
+        LogManager([tmp_path], close_threads=0)

@@ -10,6 +10,10 @@ Rules:
   logs it truncated.
 - `close()` flushes everything and leaves `.kafka_cleanshutdown`; `load()` skips recovery for logs in a
   directory with that marker (and removes it), otherwise recovers from each log's recovery point.
+- `close()` closes the logs (each one's fsyncs, producer snapshot, index trims) in at most `close_threads`
+  worker threads at once, never two threads on one log (each log is closed by exactly one task); the
+  checkpoints and the marker are written only after every one of them has returned, and the marker only
+  when every log reported its data flushed.
 - A deleted partition leaves the table at once (`detach`, on the caller's thread) and its directory is
   renamed `<topic>-<partition>.<tag>-delete` (a rename needs no space) and its log closed to writes by the
   callable `detach` returns (the broker runs it in a worker thread; `delete` runs both at once); a
@@ -47,6 +51,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kaflite.protocol.errors import ErrorCode, KafkaError
@@ -72,6 +77,9 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 _MAX_TOPIC_LENGTH = 249
 # how often flush_due rewrites the checkpoint files (Kafka: replica.high.watermark.checkpoint.interval.ms)
 HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = 5000
+# logs closed at once by close(): their fsyncs overlap in the disk's queue (Kafka closes with
+# num.recovery.threads.per.data.dir threads, default 1; docs/storage.md says why kaflite uses more)
+CLOSE_THREADS = 8
 
 
 def validate_topic_name(topic: str) -> None:
@@ -154,6 +162,7 @@ class LogManager:
         now_ms: Callable[[], int] | None = None,
         *,
         cleaner_io_max_bytes_per_second: float = float("inf"),
+        close_threads: int = CLOSE_THREADS,
     ) -> None:
         if not log_dirs:
             raise ValueError("LogManager: log_dirs must name at least one directory")
@@ -186,6 +195,9 @@ class LogManager:
         self._detaching: dict[tuple[str, int], threading.Event] = {}
         self._renaming: set[Path] = set()
         self.close_problems: list[str] = []
+        if close_threads < 1:
+            raise ValueError(f"LogManager: close_threads must be >= 1, not {close_threads}")
+        self.close_threads = close_threads
         # log.cleaner.io.max.bytes.per.second: one throttle for every pass, as Kafka's cleaner threads share one
         self.cleaner_throttle = CleanerThrottle(cleaner_io_max_bytes_per_second)
 
@@ -521,8 +533,7 @@ class LogManager:
                 self._delete_due_logs(0, all_of_them=True)
             except OSError as e:
                 problems.append(f"deleted partitions: {e.strerror or e}")
-            for log in logs:
-                problems += log.close()
+            problems += self._close_logs(logs)
             if clean:
                 try:
                     self.checkpoint(force=True)
@@ -545,6 +556,15 @@ class LogManager:
                 _logger.warning("closed the logs; %d thing(s) could not be written (the next start recovers or "
                              "rebuilds them): %s%s", len(problems), "; ".join(problems[:10]),
                              f"; and {len(problems) - 10} more" if len(problems) > 10 else "")
+
+    def _close_logs(self, logs: list[Log]) -> list[str]:
+        """Close every log, `close_threads` at a time: a log's close waits mostly on its fsyncs (several per
+        log, which release the GIL), so one after another a clean stop of 2,000 partitions took 5-27 s on a
+        busy disk; several in flight share the device's queue. Problems come back in the logs' order."""
+        if self.close_threads == 1 or len(logs) < 2:
+            return [p for log in logs for p in log.close()]
+        with ThreadPoolExecutor(min(self.close_threads, len(logs)), thread_name_prefix="kaflite-close") as pool:
+            return [p for problems in pool.map(Log.close, logs) for p in problems]
 
     def _release_locks(self) -> None:
         for fd in self._lock_fds:
