@@ -315,11 +315,11 @@ def test_truncating_many_logs_writes_the_checkpoints_once(tmp_path: Path, monkey
 
 
 def test_close_closes_the_logs_in_parallel_worker_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A clean stop's fsyncs overlap: `close_threads` logs are closed at once (each log by one thread only),
+    """A clean stop's fsyncs overlap: `io_threads` logs are closed at once (each log by one thread only),
     and the checkpoints and the clean-shutdown marker come after every log has closed."""
     from kaflite.storage.log import Log
 
-    m = LogManager([tmp_path], LogConfig(), close_threads=4)
+    m = LogManager([tmp_path], LogConfig(), io_threads=4)
     m.load()
     logs = [m.get_or_create("t", p) for p in range(8)]
     for lg in logs:
@@ -350,6 +350,66 @@ def test_close_closes_the_logs_in_parallel_worker_threads(tmp_path: Path, monkey
     assert read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {("t", p): 2 for p in range(8)}
 
 
-def test_close_threads_must_be_positive(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="close_threads"):
-        LogManager([tmp_path], close_threads=0)
+def test_io_threads_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="io_threads"):
+        LogManager([tmp_path], io_threads=0)
+
+
+def _filled(tmp_path: Path, n: int) -> None:
+    m = LogManager([tmp_path], LogConfig())
+    m.load()
+    for p in range(n):
+        m.get_or_create("t", p).append(batch(p + 1))
+    m.close()
+
+
+def test_load_opens_the_logs_in_parallel_worker_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A start's log opens (small reads that wait on the disk) overlap: `io_threads` at once; the table
+    comes out in the listing's order with every log's offsets, as a one-thread load gives."""
+    from kaflite.storage import manager as manager_module
+    from kaflite.storage.log import Log
+
+    _filled(tmp_path, 8)
+    together = threading.Barrier(4, timeout=2)  # passes only when 4 opens are in flight at once
+    met: list[bool] = []
+
+    class WaitingLog(Log):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            try:
+                together.wait()
+                met.append(True)
+            except threading.BrokenBarrierError:
+                met.append(False)
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(manager_module, "Log", WaitingLog)
+    m = LogManager([tmp_path], LogConfig(), io_threads=4)
+    m.load()
+    assert met == [True] * 8
+    assert list(m.logs()) == sorted(m.logs(), key=lambda tp: f"{tp[0]}-{tp[1]}")  # the listing's order
+    assert {tp: lg.log_end_offset for tp, lg in m.logs().items()} == {("t", p): p + 1 for p in range(8)}
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    m.close()
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+
+
+def test_a_log_that_fails_to_open_leaves_the_others_in_the_table(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from kaflite.storage import manager as manager_module
+    from kaflite.storage.log import Log
+
+    _filled(tmp_path, 6)
+
+    class FailingLog(Log):
+        def __init__(self, directory: Path, *args: object, **kwargs: object) -> None:
+            if Path(directory).name == "t-3":
+                raise OSError(5, "Input/output error")
+            super().__init__(directory, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(manager_module, "Log", FailingLog)
+    m = LogManager([tmp_path], LogConfig(), io_threads=4)
+    with pytest.raises(OSError, match="Input/output"):
+        m.load()
+    assert set(m.logs()) == {("t", p) for p in range(6) if p != 3}  # opened: closed by close() below
+    m.close()
+    assert all(lg.closed for lg in m.logs().values())
