@@ -413,3 +413,38 @@ def test_a_log_that_fails_to_open_leaves_the_others_in_the_table(tmp_path: Path,
     assert set(m.logs()) == {("t", p) for p in range(6) if p != 3}  # opened: closed by close() below
     m.close()
     assert all(lg.closed for lg in m.logs().values())
+
+
+class _Forbidden:
+    """A lock the housekeeping pass must not take."""
+
+    def __enter__(self) -> None:
+        raise AssertionError("the housekeeping pass took an idle log's lock")
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def test_the_housekeeping_pass_skips_idle_logs_without_their_locks(tmp_path: Path, clock: ManualClock) -> None:
+    """10,000 partitions: a pass (every second) takes no lock of a log with nothing due, and still flushes
+    the one whose flush.ms elapsed."""
+    m = LogManager([tmp_path], LogConfig(flush_interval_ms=1000), now_ms=clock)
+    m.load()
+    due, idle, empty = (m.get_or_create("t", p) for p in range(3))
+    due.append(batch(1, ts=clock.ms))
+    idle.append(batch(1, ts=clock.ms))
+    clock.advance(2000)
+    assert m.flush_due(clock.ms) == 2  # both flushed: nothing left unflushed in `idle`
+    due.append(batch(1, ts=clock.ms))
+    idle.append(batch(1, ts=clock.ms))
+    idle.flush()  # flushed by itself: the pass has nothing to do for it
+    clock.advance(2000)
+    for lg in (idle, empty):
+        lg._lock = lg._flush_lock = _Forbidden()  # type: ignore[assignment]
+    assert m.flush_due(clock.ms) == 1
+    assert idle.housekeeping_idle(clock.ms) and empty.housekeeping_idle(clock.ms)
+    assert due.recovery_point == due.log_end_offset == 2
+    assert due.housekeeping_idle(clock.ms)  # and idle from then on
+    for lg in (idle, empty):
+        lg._lock = lg._flush_lock = threading.RLock()  # type: ignore[assignment]
+    m.close()

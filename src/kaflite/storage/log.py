@@ -1292,6 +1292,22 @@ class Log:
         rp = self.recovery_point
         return end_offset > rp and self._next_offset - rp >= self._flush_messages
 
+    def housekeeping_idle(self, now_ms: int) -> bool:
+        """Without a lock: nothing for the housekeeping pass (`LogManager.flush_due`) to do here now, no
+        snapshot to sync, epoch file to write, rolled segment or due flush. Each value is one plain read, so
+        an append racing with this makes it due a pass later, as one made just after the pass would: a
+        pass over 10,000 logs then takes no lock per idle log."""
+        if self._unsynced_snapshots or self.leader_epoch_cache.pending_write or self._closed:
+            return False
+        rp = self.recovery_point
+        if self._roll_flush_to > rp:
+            return False
+        unflushed = self._next_offset - rp
+        if unflushed <= 0:
+            return True
+        interval = self.config.flush_interval_ms
+        return unflushed < self._flush_messages and (interval is None or now_ms - self._last_flush_ms < interval)
+
     def flush_rolled(self) -> bool:
         """Kafka's flush on roll: fsync the segments rolled since the last flush (data and indexes) and
         move the recovery point to the newest roll's base. Called by the housekeeping thread."""

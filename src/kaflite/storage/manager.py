@@ -500,6 +500,8 @@ class LogManager:
         now = self._now() if now_ms is None else now_ms
         flushed = 0
         for log in self._snapshot():
+            if log.housekeeping_idle(now):  # (no lock taken: most of 10,000 partitions have nothing due)
+                continue
             try:
                 log.sync_snapshots()  # the producer snapshots of the rolls since the last pass (Log's rules)
                 log.write_pending_epochs()  # a new epoch's first batch (never written on the appending thread)
@@ -529,9 +531,12 @@ class LogManager:
         holding its own lock may call this (on a log start offset change) without deadlock."""
         with self._lock:
             placement = {tp: (self._log_dir_of[tp], log) for tp, log in self._logs.items()}
+        by_dir: dict[Path, dict[tuple[str, int], Log]] = {d: {} for d in self.log_dirs}
+        for tp, (ld, log) in placement.items():  # one pass, not one per log dir
+            by_dir[ld][tp] = log
         with self._checkpoint_lock:
             for d in self.log_dirs:
-                members = {tp: log for tp, (ld, log) in placement.items() if ld == d}
+                members = by_dir[d]
                 for name, value in (
                     (RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point),
                     (LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset),
