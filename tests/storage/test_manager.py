@@ -448,3 +448,23 @@ def test_the_housekeeping_pass_skips_idle_logs_without_their_locks(tmp_path: Pat
     for lg in (idle, empty):
         lg._lock = lg._flush_lock = threading.RLock()  # type: ignore[assignment]
     m.close()
+
+
+def test_a_clean_load_makes_no_leader_epoch_syscall_per_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """10,000 partitions at start: with no epoch change pending, opening a log does not try to remove a
+    `leader-epoch-checkpoint.tmp` (the load's own sweep of `.tmp` files already did)."""
+    _filled(tmp_path, 3)
+    (tmp_path / "t-1" / "leader-epoch-checkpoint.tmp").write_bytes(b"torn")  # a crash's leftover: still swept
+    tried: list[str] = []
+    real_unlink = Path.unlink
+
+    def unlink(self: Path, missing_ok: bool = False) -> None:
+        tried.append(self.name)
+        real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    m = LogManager([tmp_path], LogConfig())
+    m.load()
+    assert tried.count("leader-epoch-checkpoint.tmp") == 1  # the leftover, by the sweep; none for the others
+    assert not (tmp_path / "t-1" / "leader-epoch-checkpoint.tmp").exists()
+    m.close()

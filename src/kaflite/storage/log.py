@@ -277,7 +277,10 @@ class Log:
         self.flushed_at_close = True  # False when close() could not flush (disk full)
         self.cleaner_checkpoint = 0  # compaction: offsets below this were cleaned (in memory only)
         self._load(recovery_point, log_start_offset, high_watermark, had_clean_shutdown, fresh=fresh)
-        self.leader_epoch_cache.write_pending(self._lock)  # a load that restarted the log empty
+        if self.leader_epoch_cache.pending_write:  # a load that restarted the log empty
+            # (only then: with nothing pending, write_pending would still unlink a stray `.tmp`, one syscall
+            # per log at start, and `_remove_temporary_files` has already removed those)
+            self.leader_epoch_cache.write_pending(self._lock)
 
     # ==========================================================================================
     # properties
