@@ -5,6 +5,9 @@
     .venv/bin/python bench/broker_bench.py --fresh-partitions 10000   # only the new-partition cost
     .venv/bin/python bench/broker_bench.py --records 500000 --idempotent-rounds 3 --no-tansu
                                            # only produce: plain and idempotent producers alternating
+    .venv/bin/python bench/broker_bench.py --partitions 10000 --records 300000 --produce-only
+                                           # only produce (plain), into a new topic of that many partitions
+    ... --produce-only --profile docs/img/x.svg   # and py-spy's flame graph of the kaflite broker meanwhile
 
 For each broker: produce throughput (confluent-kafka, acks=all, linger.ms=5), consume throughput (assign,
 from the beginning), broker CPU-seconds per million records produced (utime+stime of the broker process
@@ -277,6 +280,27 @@ def idempotent_rounds_one(b: BrokerProc, args: argparse.Namespace) -> dict[str, 
     }
 
 
+def produce_only_one(b: BrokerProc, args: argparse.Namespace) -> dict[str, float]:
+    """One plain produce phase into a new topic of `--partitions` partitions (the producer spreads the records
+    over all of them: confluent-kafka's default partitioner on keyless records). With `--profile` (kaflite
+    only) py-spy samples the broker for exactly that phase."""
+    topic = f"produce-{int(time.time())}"
+    create_topic(b.bootstrap, topic, args.partitions)
+    spy = None
+    if args.profile and b.name == "kaflite":
+        spy = subprocess.Popen(["py-spy", "record", "--pid", str(b.pid), "--rate", "200", "--nonblocking",
+                                "--output", args.profile, "--format", "flamegraph"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)  # attached before the clock starts
+    try:
+        rate, cpu = produce_phase(b, topic, args.records, args.size, linger_ms=args.linger_ms)
+    finally:
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+            spy.wait(60)
+    return {"produce msg/s": rate, "broker CPU s / 1M produced": cpu}
+
+
 def fresh_partitions_one(b: BrokerProc, n: int) -> dict[str, float]:
     """The cost of new partitions: CreateTopics of one `n`-partition topic (until Metadata lists all of them),
     then one 100 B record produced into each partition (acks=all, linger.ms=5) until all are acknowledged.
@@ -329,9 +353,14 @@ def main() -> int:
     ap.add_argument("--idempotent-rounds", type=int, default=0, metavar="N",
                     help="only the produce phase: a plain and an idempotent (enable.idempotence) producer "
                          "alternating N times each, and the medians")
+    ap.add_argument("--produce-only", action="store_true",
+                    help="only one plain produce phase into a new topic of --partitions partitions")
+    ap.add_argument("--profile", metavar="SVG",
+                    help="with --produce-only: py-spy's flame graph of the kaflite broker during the produce phase")
     args = ap.parse_args()
     run = (
         (lambda b, a: fresh_partitions_one(b, a.fresh_partitions)) if args.fresh_partitions
+        else produce_only_one if args.produce_only
         else idempotent_rounds_one if args.idempotent_rounds else run_one
     )
 
@@ -354,6 +383,9 @@ def main() -> int:
     if args.fresh_partitions:
         print(f"\none topic of {args.fresh_partitions:,} partitions created, then one 100 B record produced into "
               "each (acks=all, linger.ms=5)")
+    elif args.produce_only:
+        print(f"\n{args.records:,} records x {args.size} B into one new topic of {args.partitions:,} partitions, "
+              f"linger.ms={args.linger_ms:g}, acks=all")
     elif args.idempotent_rounds:
         print(f"\n{args.records:,} records x {args.size} B, {args.partitions} partitions, linger.ms={args.linger_ms:g}, "
               f"acks=all; plain and idempotent producers alternating, {args.idempotent_rounds} rounds each")

@@ -21,7 +21,8 @@ Each figure has its baseline measured in the same run:
    per heartbeat over a window, less the broker's idle CPU over the same time; and one extra group's
    rebalance (its 3 members rejoin at once with new metadata: JoinGroup until the last SyncGroup answer,
    --rebalances times) alone, then with the M groups heartbeating.
-3. start-up: a broker with P partitions (topics of 100 partitions) and 10 records x 100 B in each is
+3. start-up: a broker with P partitions (topics of 100 partitions) and 10 records x 100 B in each (or
+   --fill-records x --fill-size B: 100 x 1000 B in 10,000 partitions is 1 GiB) is
    stopped with SIGTERM and started again on its directory: time from the Popen to the first answered
    Metadata (all topics, the client retries the port every 10 ms) and the broker's CPU by then, beside an
    empty broker's start (its first; then restarts, with --repeat) alternated with it.
@@ -408,7 +409,7 @@ async def groups_phase(b: Broker, m: int, hb_ms: int, window: float, rounds: int
 
 
 # -- 3. start-up ------------------------------------------------------------------------------------------
-def fill(port: int, partitions: int) -> int:
+def fill(port: int, partitions: int, records: int = 10, size: int = 100) -> int:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -418,12 +419,18 @@ def fill(port: int, partitions: int) -> int:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic(t, p, 1) for t, p in topics.items()], operation_timeout=120).values():
         f.result(timeout=300)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "acks": "all", "log_level": 0})
-    payload = b"x" * 100
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "acks": "all", "log_level": 0,
+                         "queue.buffering.max.messages": 1_000_000})
+    payload = b"x" * size
     for t, p in topics.items():
         for part in range(p):
-            for _ in range(10):
-                producer.produce(t, payload, partition=part)
+            for _ in range(records):
+                while True:
+                    try:
+                        producer.produce(t, payload, partition=part)
+                        break
+                    except BufferError:  # the client's queue is full: let it send
+                        producer.poll(0.01)
         producer.poll(0)
     if producer.flush(300):
         raise RuntimeError("records left undelivered")
@@ -445,7 +452,8 @@ async def timed_start(data: Path, overrides: dict[str, str], last: bool) -> tupl
     return secs, cpu, parts, stop_s
 
 
-async def startup_phase(tmp: Path, partitions: int, repeat: int, overrides: dict[str, str]) -> dict[str, Any]:
+async def startup_phase(tmp: Path, partitions: int, repeat: int, overrides: dict[str, str],
+                        records: int = 10, size: int = 100) -> dict[str, Any]:
     big, empty = tmp / "big", tmp / "empty"
     big.mkdir()
     empty.mkdir()
@@ -453,7 +461,7 @@ async def startup_phase(tmp: Path, partitions: int, repeat: int, overrides: dict
     try:
         await wait_metadata(b.port)
         t0 = time.perf_counter()
-        topics = fill(b.port, partitions)
+        topics = fill(b.port, partitions, records, size)
         fill_s = time.perf_counter() - t0
     finally:
         first_stop = b.stop()
@@ -502,7 +510,8 @@ async def run(args: argparse.Namespace, tmp: Path) -> None:
         finally:
             b.stop()
     if not args.skip_startup:
-        out["start"] = await startup_phase(tmp, args.partitions, args.repeat, overrides)
+        out["start"] = await startup_phase(tmp, args.partitions, args.repeat, overrides, args.fill_records,
+                                           args.fill_size)
         done("start-up phase")
     report(out, args)
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -547,7 +556,7 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> None:
             row(f"  error codes the members saw (while forming): {codes}", "", "")
     if "start" in out:
         s = out["start"]
-        row("start-up: partitions (topics of 100), 10 x 100 B each", "0", f"{s['p']:,}")
+        row(f"start-up: partitions (topics of 100), {args.fill_records} x {args.fill_size} B each", "0", f"{s['p']:,}")
         row("  create + fill s; first clean stop (SIGTERM) s", "", f"{s['fill_s']:.1f}; {s['first_stop_s']:.1f}")
         for i, (e, bg) in enumerate(zip(s["empty"], s["big"], strict=True), 1):
             what = "start (empty: its first)" if i == 1 else "start"
@@ -569,6 +578,8 @@ def main() -> None:
     # once at load 4), and a default run at 1,000 passed 60 s at load 5.6 on the shared 2-core machine
     ap.add_argument("--partitions", type=int, default=500)
     ap.add_argument("--repeat", type=int, default=1, help="restarts of each broker, alternated")
+    ap.add_argument("--fill-records", type=int, default=10, help="start-up: records written into each partition")
+    ap.add_argument("--fill-size", type=int, default=100, help="start-up: bytes of each record's value")
     ap.add_argument("--skip-connections", action="store_true")
     ap.add_argument("--skip-groups", action="store_true")
     ap.add_argument("--skip-startup", action="store_true")

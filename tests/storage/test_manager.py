@@ -312,3 +312,159 @@ def test_truncating_many_logs_writes_the_checkpoints_once(tmp_path: Path, monkey
     recovery = read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint")
     assert all(recovery[("t", p)] <= 4 for p in range(20))
     mgr.close()
+
+
+def test_close_closes_the_logs_in_parallel_worker_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clean stop's fsyncs overlap: `io_threads` logs are closed at once (each log by one thread only),
+    and the checkpoints and the clean-shutdown marker come after every log has closed."""
+    from kaflite.storage.log import Log
+
+    m = LogManager([tmp_path], LogConfig(), io_threads=4)
+    m.load()
+    logs = [m.get_or_create("t", p) for p in range(8)]
+    for lg in logs:
+        lg.append(batch(2))
+    together = threading.Barrier(4, timeout=2)  # passes only when 4 closes are in flight at once
+    real_close = Log.close
+    seen: list[tuple[str, str, bool]] = []
+    lock = threading.Lock()
+
+    def close(self: Log) -> list[str]:
+        try:
+            together.wait()
+            met = True
+        except threading.BrokenBarrierError:
+            met = False
+        with lock:
+            seen.append((self.dir.name, threading.current_thread().name, met))
+        assert not (tmp_path / ".kafka_cleanshutdown").exists()
+        return real_close(self)
+
+    monkeypatch.setattr(Log, "close", close)
+    m.close()
+    assert sorted(name for name, _t, _m in seen) == sorted(lg.dir.name for lg in logs)  # each log once
+    assert all(met for _n, _t, met in seen)
+    assert {t for _n, t, _m in seen} != {threading.current_thread().name}
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+    assert all(lg.closed for lg in logs)
+    assert read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {("t", p): 2 for p in range(8)}
+
+
+def test_io_threads_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="io_threads"):
+        LogManager([tmp_path], io_threads=0)
+
+
+def _filled(tmp_path: Path, n: int) -> None:
+    m = LogManager([tmp_path], LogConfig())
+    m.load()
+    for p in range(n):
+        m.get_or_create("t", p).append(batch(p + 1))
+    m.close()
+
+
+def test_load_opens_the_logs_in_parallel_worker_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A start's log opens (small reads that wait on the disk) overlap: `io_threads` at once; the table
+    comes out in the listing's order with every log's offsets, as a one-thread load gives."""
+    from kaflite.storage import manager as manager_module
+    from kaflite.storage.log import Log
+
+    _filled(tmp_path, 8)
+    together = threading.Barrier(4, timeout=2)  # passes only when 4 opens are in flight at once
+    met: list[bool] = []
+
+    class WaitingLog(Log):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            try:
+                together.wait()
+                met.append(True)
+            except threading.BrokenBarrierError:
+                met.append(False)
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(manager_module, "Log", WaitingLog)
+    m = LogManager([tmp_path], LogConfig(), io_threads=4)
+    m.load()
+    assert met == [True] * 8
+    assert list(m.logs()) == sorted(m.logs(), key=lambda tp: f"{tp[0]}-{tp[1]}")  # the listing's order
+    assert {tp: lg.log_end_offset for tp, lg in m.logs().items()} == {("t", p): p + 1 for p in range(8)}
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    m.close()
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+
+
+def test_a_log_that_fails_to_open_leaves_the_others_in_the_table(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from kaflite.storage import manager as manager_module
+    from kaflite.storage.log import Log
+
+    _filled(tmp_path, 6)
+
+    class FailingLog(Log):
+        def __init__(self, directory: Path, *args: object, **kwargs: object) -> None:
+            if Path(directory).name == "t-3":
+                raise OSError(5, "Input/output error")
+            super().__init__(directory, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(manager_module, "Log", FailingLog)
+    m = LogManager([tmp_path], LogConfig(), io_threads=4)
+    with pytest.raises(OSError, match="Input/output"):
+        m.load()
+    assert set(m.logs()) == {("t", p) for p in range(6) if p != 3}  # opened: closed by close() below
+    m.close()
+    assert all(lg.closed for lg in m.logs().values())
+
+
+class _Forbidden:
+    """A lock the housekeeping pass must not take."""
+
+    def __enter__(self) -> None:
+        raise AssertionError("the housekeeping pass took an idle log's lock")
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def test_the_housekeeping_pass_skips_idle_logs_without_their_locks(tmp_path: Path, clock: ManualClock) -> None:
+    """10,000 partitions: a pass (every second) takes no lock of a log with nothing due, and still flushes
+    the one whose flush.ms elapsed."""
+    m = LogManager([tmp_path], LogConfig(flush_interval_ms=1000), now_ms=clock)
+    m.load()
+    due, idle, empty = (m.get_or_create("t", p) for p in range(3))
+    due.append(batch(1, ts=clock.ms))
+    idle.append(batch(1, ts=clock.ms))
+    clock.advance(2000)
+    assert m.flush_due(clock.ms) == 2  # both flushed: nothing left unflushed in `idle`
+    due.append(batch(1, ts=clock.ms))
+    idle.append(batch(1, ts=clock.ms))
+    idle.flush()  # flushed by itself: the pass has nothing to do for it
+    clock.advance(2000)
+    for lg in (idle, empty):
+        lg._lock = lg._flush_lock = _Forbidden()  # type: ignore[assignment]
+    assert m.flush_due(clock.ms) == 1
+    assert idle.housekeeping_idle(clock.ms) and empty.housekeeping_idle(clock.ms)
+    assert due.recovery_point == due.log_end_offset == 2
+    assert due.housekeeping_idle(clock.ms)  # and idle from then on
+    for lg in (idle, empty):
+        lg._lock = lg._flush_lock = threading.RLock()  # type: ignore[assignment]
+    m.close()
+
+
+def test_a_clean_load_makes_no_leader_epoch_syscall_per_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """10,000 partitions at start: with no epoch change pending, opening a log does not try to remove a
+    `leader-epoch-checkpoint.tmp` (the load's own sweep of `.tmp` files already did)."""
+    _filled(tmp_path, 3)
+    (tmp_path / "t-1" / "leader-epoch-checkpoint.tmp").write_bytes(b"torn")  # a crash's leftover: still swept
+    tried: list[str] = []
+    real_unlink = Path.unlink
+
+    def unlink(self: Path, missing_ok: bool = False) -> None:
+        tried.append(self.name)
+        real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    m = LogManager([tmp_path], LogConfig())
+    m.load()
+    assert tried.count("leader-epoch-checkpoint.tmp") == 1  # the leftover, by the sweep; none for the others
+    assert not (tmp_path / "t-1" / "leader-epoch-checkpoint.tmp").exists()
+    m.close()

@@ -283,7 +283,10 @@ class Log:
         self.flushed_at_close = True  # False when close() could not flush (disk full)
         self.cleaner_checkpoint = 0  # compaction: offsets below this were cleaned (in memory only)
         self._load(recovery_point, log_start_offset, high_watermark, had_clean_shutdown, fresh=fresh)
-        self.leader_epoch_cache.write_pending(self._lock)  # a load that restarted the log empty
+        if self.leader_epoch_cache.pending_write:  # a load that restarted the log empty
+            # (only then: with nothing pending, write_pending would still unlink a stray `.tmp`, one syscall
+            # per log at start, and `_remove_temporary_files` has already removed those)
+            self.leader_epoch_cache.write_pending(self._lock)
 
     # ==========================================================================================
     # properties
@@ -1370,6 +1373,22 @@ class Log:
         before it is acknowledged (`flush_up_to(end_offset)`, from a worker thread)?"""
         rp = self.recovery_point
         return end_offset > rp and self._next_offset - rp >= self._flush_messages
+
+    def housekeeping_idle(self, now_ms: int) -> bool:
+        """Without a lock: nothing for the housekeeping pass (`LogManager.flush_due`) to do here now, no
+        snapshot to sync, epoch file to write, rolled segment or due flush. Each value is one plain read, so
+        an append racing with this makes it due a pass later, as one made just after the pass would: a
+        pass over 10,000 logs then takes no lock per idle log."""
+        if self._unsynced_snapshots or self.leader_epoch_cache.pending_write or self._closed:
+            return False
+        rp = self.recovery_point
+        if self._roll_flush_to > rp:
+            return False
+        unflushed = self._next_offset - rp
+        if unflushed <= 0:
+            return True
+        interval = self.config.flush_interval_ms
+        return unflushed < self._flush_messages and (interval is None or now_ms - self._last_flush_ms < interval)
 
     def flush_rolled(self) -> bool:
         """Kafka's flush on roll: fsync the segments rolled since the last flush (data and indexes) and
