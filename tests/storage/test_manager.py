@@ -468,3 +468,29 @@ def test_a_clean_load_makes_no_leader_epoch_syscall_per_log(tmp_path: Path, monk
     assert tried.count("leader-epoch-checkpoint.tmp") == 1  # the leftover, by the sweep; none for the others
     assert not (tmp_path / "t-1" / "leader-epoch-checkpoint.tmp").exists()
     m.close()
+
+
+def test_a_failed_load_closes_without_the_clean_shutdown_marker(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """After an unclean stop, a start whose load fails (one log does not open) must not leave a
+    clean-shutdown marker behind when it closes: the next start would trust the logs that were never
+    recovered. (A broker's failed start closes its LogManager with the default clean=True.)"""
+    from kaflite.storage import manager as manager_module
+    from kaflite.storage.checkpoint import CLEAN_SHUTDOWN_FILE
+    from kaflite.storage.log import Log
+
+    _filled(tmp_path, 3)
+    (tmp_path / CLEAN_SHUTDOWN_FILE).unlink()  # the last stop was a crash: every log needs its recovery
+
+    class FailingLog(Log):
+        def __init__(self, directory: Path, *args: object, **kwargs: object) -> None:
+            if Path(directory).name == "t-1":
+                raise OSError(5, "Input/output error")
+            super().__init__(directory, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(manager_module, "Log", FailingLog)
+    m = LogManager([tmp_path], LogConfig())
+    with pytest.raises(OSError, match="Input/output"):
+        m.load()
+    m.close()
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()

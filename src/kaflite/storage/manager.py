@@ -189,6 +189,7 @@ class LogManager:
         self._written: dict[tuple[Path, str], dict[tuple[str, int], int]] = {}
         self._partitions_per_dir: dict[Path, int] = {}
         self._closed = False
+        self._load_failed = False  # set by a load that raised: see close
         # tag -> emptied `-delete` directories, found on load or left by a deletion not yet recorded
         self.pending_deletions: dict[str, list[Path]] = {}
         # deleted partitions whose files wait for file.delete.delay.ms: (when due, log, its `-delete` dir,
@@ -278,6 +279,9 @@ class LogManager:
                 self._log_dir_of[tp] = d
                 self._partitions_per_dir[d] = self._partitions_per_dir.get(d, 0) + 1
             if failure is not None:
+                # the logs that did not open were not recovered: a close must not write the marker (nor
+                # checkpoints naming only the others) that would let the next start skip their recovery
+                self._load_failed = True
                 raise failure
             for d, clean in markers:
                 (d / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
@@ -563,7 +567,10 @@ class LogManager:
 
     def close(self, *, clean: bool = True) -> None:
         """Close every log and release the directories. `clean=False` writes neither the checkpoints nor
-        the clean-shutdown marker, so the next load recovers every log as after a crash (tests, tools)."""
+        the clean-shutdown marker, so the next load recovers every log as after a crash (tests, tools); a
+        manager whose `load` failed closes so too (a failed start: the logs that did not open were not
+        recovered, and a marker would let the next start trust them)."""
+        clean = clean and not self._load_failed
         with self._lock:
             if self._closed:
                 return
