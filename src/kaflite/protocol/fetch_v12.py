@@ -29,6 +29,7 @@ import struct
 from collections.abc import Sequence
 
 from kaflite.protocol.errors import ProtocolError
+from kaflite.protocol.varint import read_uvarint, skip_tags, uvarint
 
 __all__ = ["FetchAnswer", "PartitionAnswer", "TopicAnswer", "VERSION", "decode_response", "encode_request"]
 
@@ -49,26 +50,19 @@ _LEADER = struct.Struct(">ii")  # current leader: id, epoch
 FetchPartition = tuple[int, int, int, int, int, int]
 
 
-def _uvarint(out: bytearray, n: int) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
 def encode_request(replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int, isolation_level: int,
                    session_id: int, session_epoch: int,
                    topics: Sequence[tuple[str, Sequence[FetchPartition]]]) -> bytes:
     """The body of a FetchRequest v12 (module rules)."""
     out = bytearray(_HEAD.pack(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, session_id,
                                session_epoch))
-    _uvarint(out, len(topics) + 1)
+    out += uvarint(len(topics) + 1)
     pack = _PARTITION.pack
     for name, partitions in topics:
         raw = name.encode()
-        _uvarint(out, len(raw) + 1)
+        out += uvarint(len(raw) + 1)
         out += raw
-        _uvarint(out, len(partitions) + 1)
+        out += uvarint(len(partitions) + 1)
         for p in partitions:
             out += pack(*p)
             out.append(0)  # the partition's tagged fields
@@ -119,7 +113,7 @@ def decode_response(frame: bytes | memoryview, offset: int) -> FetchAnswer:
     """A FetchResponse v12 body starting at `offset` (module rules)."""
     try:
         return _Reader(memoryview(frame), offset).answer()
-    except (struct.error, UnicodeDecodeError) as e:
+    except (struct.error, UnicodeDecodeError, ValueError) as e:
         raise ProtocolError(f"Fetch v12 answer: {e}") from None
 
 
@@ -180,20 +174,8 @@ class _Reader:
         return p
 
     def uvarint(self) -> int:
-        buf, pos, end = self.buf, self.pos, self.end
-        value = shift = 0
-        while True:
-            if pos >= end:
-                raise ProtocolError("Fetch v12 answer: a varint runs past the frame")
-            b = buf[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                self.pos = pos
-                return value
-            shift += 7
-            if shift > 28:
-                raise ProtocolError("Fetch v12 answer: a varint longer than 5 bytes")
+        value, self.pos = read_uvarint(self.buf, self.pos)  # ValueError: short, or longer than 5 bytes
+        return value
 
     def length(self) -> int:
         n = self.uvarint() - 1
@@ -208,9 +190,4 @@ class _Reader:
         return n
 
     def skip_tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            size = self.uvarint()
-            if size > self.end - self.pos:
-                raise ProtocolError("Fetch v12 answer: a tagged field runs past the frame")
-            self.pos += size
+        self.pos = skip_tags(self.buf, self.pos)  # ValueError past the frame

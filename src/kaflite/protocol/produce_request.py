@@ -26,6 +26,7 @@ import uuid
 from dataclasses import dataclass
 
 from kaflite.protocol.errors import ProtocolError
+from kaflite.protocol.varint import read_uvarint, skip_tags
 
 __all__ = ["VERSIONS", "PartitionProduceData", "ProduceRequest", "TopicProduceData", "decode_request"]
 
@@ -63,7 +64,7 @@ def decode_request(frame: bytes | memoryview, offset: int, version: int) -> Prod
     """The body of a Produce request of `version` (3-13) starting at `offset` (module rules)."""
     try:
         return _Reader(memoryview(frame), offset, version >= FLEXIBLE_VERSION).request(version)
-    except (struct.error, UnicodeDecodeError) as e:
+    except (struct.error, UnicodeDecodeError, ValueError) as e:
         raise ProtocolError(f"Produce v{version}: {e}") from None
 
 
@@ -100,20 +101,8 @@ class _Reader:
         return ProduceRequest(transactional_id, acks, datetime.timedelta(milliseconds=timeout_ms), tuple(topics))
 
     def uvarint(self) -> int:
-        buf, pos, end = self.buf, self.pos, self.end
-        value = shift = 0
-        while True:
-            if pos >= end:
-                raise ProtocolError("Produce: a varint runs past the frame")
-            b = buf[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                self.pos = pos
-                return value
-            shift += 7
-            if shift > 28:
-                raise ProtocolError("Produce: a varint longer than 5 bytes")
+        value, self.pos = read_uvarint(self.buf, self.pos)  # ValueError: short, or longer than 5 bytes
+        return value
 
     def length(self, width: struct.Struct) -> int:
         """A string's or bytes' length, -1 for null."""
@@ -155,11 +144,5 @@ class _Reader:
         return n
 
     def skip_tags(self) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()  # the tag
-            size = self.uvarint()
-            if size > self.end - self.pos:
-                raise ProtocolError("Produce: a tagged field runs past the frame")
-            self.pos += size
+        if self.flexible:
+            self.pos = skip_tags(self.buf, self.pos)  # ValueError past the frame
