@@ -200,8 +200,8 @@ class Broker:
                 key = {ZkConnectionError: "zookeeper.connect", BrokerIdInUseError: "broker.id"}
                 raise ConfigError(str(e), key.get(type(e), "cluster.id")) from None
         except BaseException:
-            if isinstance(self.metadata_writer, ZkMetadata):
-                self.metadata_writer.close()
+            if isinstance(self.metadata_writer, ZkMetadata):  # its controller thread joined, its session
+                await asyncio.to_thread(self.metadata_writer.close)  # closed: not on the event loop
             self.log_manager.close()
             self.log_manager = None
             raise
@@ -375,8 +375,9 @@ class Broker:
                 await job
             except Exception:  # noqa: BLE001 - logged by the pass's own reporting; closing goes on
                 pass
-        if isinstance(self.metadata_writer, ZkMetadata):
-            self.metadata_writer.close()  # leave the cluster: registration and controllership go at once
+        if isinstance(self.metadata_writer, ZkMetadata):  # leave the cluster: registration and controllership
+            # go at once; the controller thread's join and the session's close wait: not on the event loop
+            await asyncio.to_thread(self.metadata_writer.close)
         if self.log_manager is not None:
             self.log_manager.close()
             self.log_manager = None
