@@ -49,7 +49,7 @@ def _sequence(log: Log, pid: int, epoch: int, choice: str, draw: int) -> int:
     nxt = (batches[-1].last_seq + 1) & _INT32_MAX if batches else 0
     if choice == "dup" and batches:
         return batches[draw % len(batches)].first_seq
-    return {"next": nxt, "gap": nxt + 1 + draw % 3, "zero": 0, "behind": max(0, nxt - 2),
+    return {"next": nxt, "gap": (nxt + 1 + draw % 3) & _INT32_MAX, "zero": 0, "behind": max(0, nxt - 2),
             "wrap": _INT32_MAX - draw % 3, "none": -1, "dup": nxt}[choice]
 
 
