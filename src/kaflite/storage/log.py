@@ -58,6 +58,11 @@ Rules:
   fsyncs it with the directory later, from the flusher thread and outside the lock, as Kafka (3.7+,
   KAFKA-15046) flushes the snapshot in its scheduler. A snapshot torn by a crash before that is
   unreadable and skipped by the recovery, which replays the log instead.
+- The producer snapshots on disk are `_snapshots` (their offsets, ascending), listed once by the load and
+  kept equal to the directory by every write and delete of a snapshot (roll, close, truncation, a full
+  truncation, the rebuild's discards, `delete_files`): a roll deletes the third-newest without listing the
+  directory (a listing per roll grew with the log: 3 files per segment, at every 1 MiB segment of every
+  replica). tests/storage/test_snapshot_offsets.py checks it against the directory after each operation.
 All methods take an internal lock, so a Log may be shared by the event loop and a flusher thread.
 
 Logging (`kaflite.storage`, as Kafka's LogLoader / UnifiedLog): a recovered partition says what was
@@ -75,7 +80,7 @@ import shutil
 import struct
 import threading
 import time
-from bisect import bisect_right
+from bisect import bisect_right, insort
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -260,6 +265,7 @@ class Log:
         self.recovery_point = 0
         self._dir_dirty = False
         self._unsynced_snapshots: list[Path] = []  # written on roll, not fsync'd yet (sync_snapshots)
+        self._snapshots: list[int] = []  # offsets of the producer snapshots on disk, ascending (Log rules)
         self._closed = False
         self._last_flush_ms = self._now()
         # fsyncs run outside `_lock` (Log rules): `_flush_lock` serialises the flush passes (one pass at a
@@ -409,6 +415,8 @@ class Log:
         if not fresh:
             names = self._remove_temporary_files()
             bases = sorted(int(m.group(1)) for n in names if (m := _SEGMENT_FILE.match(n)))
+            # the one listing of the snapshots: from here on every change goes through `_snapshots`
+            self._snapshots = sorted(int(m.group(1)) for n in names if (m := _SNAPSHOT_FILE.match(n)))
         epochs = self.leader_epoch_cache
         epochs_on_disk = list(epochs.entries)
         recovered_any = False
@@ -516,28 +524,33 @@ class Log:
 
     # ==========================================================================================
     # producer state
-    def _snapshot_offsets(self, names: set[str] | None = None) -> list[int]:
-        found = os.listdir(self.dir) if names is None else names
-        return sorted(int(m.group(1)) for n in found if (m := _SNAPSHOT_FILE.match(n)))
+    def snapshot_offsets(self) -> list[int]:
+        """The offsets of the producer snapshots on disk, ascending (from memory: Log rules)."""
+        with self._lock:
+            return list(self._snapshots)
+
+    def _delete_snapshot(self, off: int) -> None:
+        """Remove `<off>.snapshot` from the disk, then from `_snapshots` (an unlink that fails leaves both)."""
+        (self.dir / f"{off:020d}.snapshot").unlink(missing_ok=True)
+        self._snapshots.remove(off)
 
     def _rebuild_producer_state(self, names: set[str] | None = None) -> None:
         """Latest snapshot at or below the log end offset, then replay the batch headers after it;
         without a usable snapshot, replay the whole log. `names`: the directory's files as the load listed
-        them (no second listing, no stat per segment)."""
+        them (no second listing, no stat per segment). The snapshots are `_snapshots` (never a listing)."""
         state = ProducerStateManager()
         start = self._log_start_offset
         self._load_txn_indexes(names)
-        for off in reversed(self._snapshot_offsets(names)):
-            path = self.dir / f"{off:020d}.snapshot"
+        for off in reversed(list(self._snapshots)):
             if off > self._next_offset or off < self._log_start_offset:
-                path.unlink(missing_ok=True)
+                self._delete_snapshot(off)
                 continue
             try:
-                state = ProducerStateManager.from_json(path.read_text())
+                state = ProducerStateManager.from_json((self.dir / f"{off:020d}.snapshot").read_text())
                 start = off
                 break
-            except (ValueError, TypeError, OSError):
-                path.unlink(missing_ok=True)
+            except (ValueError, TypeError, OSError):  # torn by a crash before its fsync (roll), or gone
+                self._delete_snapshot(off)
         self._replay_producer_state(state, start)
         state.evict_before(self._log_start_offset)
         self.producer_state = state
@@ -629,12 +642,19 @@ class Log:
 
     def _write_producer_snapshot(self, *, sync: bool = True) -> None:
         """Kafka writes `<offset>.snapshot` on roll and on close; keep the two newest. `sync=False` (the
-        roll): no fsync here, the file waits in `_unsynced_snapshots` for `sync_snapshots`."""
-        path = self.producer_state.write_snapshot(self.dir, self._next_offset, sync=sync)
+        roll): no fsync here, the file waits in `_unsynced_snapshots` for `sync_snapshots`. The older ones
+        are found in `_snapshots`, not by listing the directory (which grows with the log)."""
+        off = self._next_offset
+        path = self.producer_state.write_snapshot(self.dir, off, sync=sync)
         if not sync:
             self._unsynced_snapshots.append(path)
-        for off in self._snapshot_offsets()[:-2]:
-            (self.dir / f"{off:020d}.snapshot").unlink(missing_ok=True)
+        snaps = self._snapshots
+        if not snaps or snaps[-1] < off:
+            snaps.append(off)
+        elif off not in snaps:  # (not expected: a truncation deletes the snapshots above the log end)
+            insort(snaps, off)
+        while len(snaps) > 2:
+            self._delete_snapshot(snaps[0])
 
     # ==========================================================================================
     # append
@@ -1244,9 +1264,8 @@ class Log:
         self.recovery_point = min(self.recovery_point, self._next_offset)
         self.leader_epoch_cache.truncate_from_end(self._next_offset, persist=False)
         self._latest_epoch = self.leader_epoch_cache.latest_written_epoch
-        for off in self._snapshot_offsets():
-            if off > self._next_offset:
-                (self.dir / f"{off:020d}.snapshot").unlink(missing_ok=True)
+        for off in [o for o in self._snapshots if o > self._next_offset]:
+            self._delete_snapshot(off)
         self._dir_dirty = True
         self._rebuild_producer_state()
 
@@ -1259,8 +1278,8 @@ class Log:
         self._truncations += 1
         for seg in self._segments:
             self._doom_segment(seg)  # renamed first: the new segment may take the same base offset
-        for off in self._snapshot_offsets():
-            (self.dir / f"{off:020d}.snapshot").unlink(missing_ok=True)
+        for off in list(self._snapshots):
+            self._delete_snapshot(off)
         seg = self._new_segment(offset)
         self._segments = [seg]
         self._bases = [offset]
@@ -1559,6 +1578,8 @@ class Log:
             for seg in self._segments:
                 seg.delete()
                 self._delete_txn_index(seg.base_offset)
+            for off in list(self._snapshots):
+                self._delete_snapshot(off)
             self._segments = []
             self._bases = []
             self._closed = True
