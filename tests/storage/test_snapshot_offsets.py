@@ -1,6 +1,7 @@
 """The producer snapshots a Log keeps in memory (`Log.snapshot_offsets`, issue 28): listed once at load,
 then kept equal to the directory by rolls, close, truncation, a full truncation, DeleteRecords, the
-recovery's discards (torn or out-of-range snapshots) and `delete_files`; a roll lists nothing."""
+recovery's discards (torn or out-of-range snapshots) and `delete_files`; a roll lists nothing and deletes
+nothing (Kafka's roll neither): a snapshot goes with the segment it lies in."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 import kaflite.storage.log as log_module
 from kaflite.storage import Log, LogConfig
-from storage.storage_util import batch
+from storage.storage_util import ManualClock, batch
 
 CFG = LogConfig(segment_bytes=300)
 
@@ -46,7 +47,35 @@ def test_a_roll_does_not_list_the_directory(tmp_path: Path, monkeypatch: pytest.
     assert len(log.segments) > 5
     assert listed == []
     monkeypatch.undo()
-    assert log.snapshot_offsets() == _on_disk(log.dir) and len(log.snapshot_offsets()) == 2
+    assert log.snapshot_offsets() == _on_disk(log.dir)
+    log.close()
+
+
+def test_a_roll_deletes_no_file_and_retention_takes_the_snapshots_with_their_segments(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: every roll unlinked the third-newest snapshot on the appending thread (a journal operation,
+    slow on a busy disk). Now one snapshot per roll stays until its segment is deleted, and then goes
+    renamed `.deleted`, its unlink left to delete_due_segments (the housekeeping thread)."""
+    clock = ManualClock()
+    log = Log(tmp_path / "t-0", CFG, now_ms=clock)
+    unlinked: list[object] = []
+    real = os.unlink
+    monkeypatch.setattr(os, "unlink", lambda p, *a, **k: (unlinked.append(p), real(p, *a, **k))[1])
+    seq = 0
+    for _ in range(30):
+        log.append(_pb(seq, 3))
+        seq += 3
+    assert unlinked == []
+    monkeypatch.undo()
+    segs = log.segments
+    assert log.snapshot_offsets() == _on_disk(log.dir) == [s.base_offset for s in segs[1:]]
+    log.update_high_watermark(log.log_end_offset)
+    log.delete_records(segs[4].base_offset)  # segments 0-3 go, and the snapshots at bases 1-3
+    assert log.snapshot_offsets() == _on_disk(log.dir) == [s.base_offset for s in segs[4:]]
+    assert len(list(log.dir.glob("*.snapshot.deleted"))) == 3
+    clock.advance(CFG.file_delete_delay_ms)
+    log.delete_due_segments()
+    assert list(log.dir.glob("*.deleted")) == []
     log.close()
 
 
@@ -58,7 +87,7 @@ def test_load_truncation_and_delete_files_keep_the_list_equal_to_the_directory(t
         log.append(_pb(seq, 3))
         seq += 3
     snaps = log.snapshot_offsets()
-    assert snaps == _on_disk(d) and len(snaps) == 2
+    assert snaps == _on_disk(d) == [s.base_offset for s in log.segments[1:]]  # one per roll
     log.close()
     # a snapshot left above the log end by a crash (written, then the log's tail lost) goes at load
     (d / f"{10**6:020d}.snapshot").write_text("{}")
@@ -134,7 +163,8 @@ def test_the_list_equals_the_directory_after_every_operation(seq_ops: list[tuple
                 assert (log.log_start_offset, log.log_end_offset) == (start, end)
                 assert _producers(log) == before  # the snapshots the list kept rebuild the same state
             assert log.snapshot_offsets() == _on_disk(d), op
-            assert len(log.snapshot_offsets()) <= 2
+            # none above the log end, none below the first segment (they went with their segments)
+            assert all(log.segments[0].base_offset <= o <= log.log_end_offset for o in log.snapshot_offsets())
         log.close()
         assert log.snapshot_offsets() == _on_disk(d)
     finally:

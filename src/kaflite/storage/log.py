@@ -60,9 +60,12 @@ Rules:
   unreadable and skipped by the recovery, which replays the log instead.
 - The producer snapshots on disk are `_snapshots` (their offsets, ascending), listed once by the load and
   kept equal to the directory by every write and delete of a snapshot (roll, close, truncation, a full
-  truncation, the rebuild's discards, `delete_files`): a roll deletes the third-newest without listing the
-  directory (a listing per roll grew with the log: 3 files per segment, at every 1 MiB segment of every
-  replica). tests/storage/test_snapshot_offsets.py checks it against the directory after each operation.
+  truncation, the rebuild's discards, deleted segments, `delete_files`): nothing lists the directory
+  after the load (a listing per roll grew with the log: 3 files per segment, at every 1 MiB segment of
+  every replica). As in Kafka, a roll deletes no snapshot: one lives as long as the segments below it,
+  and goes (renamed `.deleted`, removed by `delete_due_segments` off the lock) when retention or
+  DeleteRecords delete the segment it lies in; a truncation deletes those above the new log end.
+  tests/storage/test_snapshot_offsets.py checks the list against the directory after each operation.
 All methods take an internal lock, so a Log may be shared by the event loop and a flusher thread.
 
 Logging (`kaflite.storage`, as Kafka's LogLoader / UnifiedLog): a recovered partition says what was
@@ -280,6 +283,7 @@ class Log:
         # segments deleted (retention, DeleteRecords, truncation) whose files wait, renamed `.deleted`, for
         # file.delete.delay.ms: (when due, the segment, its renamed .txnindex)
         self._doomed: list[tuple[int, LogSegment, Path | None]] = []
+        self._doomed_snapshots: list[tuple[int, Path]] = []  # (when due, renamed `.deleted` snapshot)
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT, read=not fresh)
         self._latest_epoch = -1  # mirror of leader_epoch_cache.latest_epoch for the hot path
         self.replica_fast_path = True  # False: replica appends take _append_general (the tests' reference)
@@ -642,8 +646,8 @@ class Log:
 
     def _write_producer_snapshot(self, *, sync: bool = True) -> None:
         """Kafka writes `<offset>.snapshot` on roll and on close; keep the two newest. `sync=False` (the
-        roll): no fsync here, the file waits in `_unsynced_snapshots` for `sync_snapshots`. The older ones
-        are found in `_snapshots`, not by listing the directory (which grows with the log)."""
+        roll): no fsync here, the file waits in `_unsynced_snapshots` for `sync_snapshots`. No older one
+        is deleted here (Kafka's roll deletes none either): they go with their segments (Log rules)."""
         off = self._next_offset
         path = self.producer_state.write_snapshot(self.dir, off, sync=sync)
         if not sync:
@@ -653,8 +657,6 @@ class Log:
             snaps.append(off)
         elif off not in snaps:  # (not expected: a truncation deletes the snapshots above the log end)
             insort(snaps, off)
-        while len(snaps) > 2:
-            self._delete_snapshot(snaps[0])
 
     # ==========================================================================================
     # append
@@ -1122,6 +1124,20 @@ class Log:
         self._bases = self._bases[n:]
         for seg in doomed:
             self._doom_segment(seg)
+        # the snapshots below the first segment left describe offsets the log no longer holds: renamed now,
+        # removed with the segments (delete_due_segments), never unlinked by the caller (Kafka's
+        # removeAndMarkSnapshotForDeletion with the segment)
+        first = self._segments[0].base_offset
+        due = self._now() + self.config.file_delete_delay_ms
+        while self._snapshots and self._snapshots[0] < first:
+            path = self.dir / f"{self._snapshots[0]:020d}.snapshot"
+            target = path.with_name(path.name + DELETED_SUFFIX)
+            try:
+                os.replace(path, target)
+                self._doomed_snapshots.append((due, target))
+            except FileNotFoundError:
+                pass
+            del self._snapshots[0]
         self._dir_dirty = True
         new_start = max(self._log_start_offset, self._segments[0].base_offset)
         self._advance_log_start_offset(new_start)
@@ -1246,16 +1262,20 @@ class Log:
         """Remove the files of the segments deleted at least file.delete.delay.ms ago (every one with
         `all_of_them`); returns how many. Called by the housekeeping thread; the unlinks run outside the
         log's lock (the segments are no longer part of the log)."""
-        if not self._doomed:
+        if not self._doomed and not self._doomed_snapshots:
             return 0
         now = self._now() if now_ms is None else now_ms
         with self._lock:
             due = [d for d in self._doomed if all_of_them or d[0] <= now]
             self._doomed = [d for d in self._doomed if not (all_of_them or d[0] <= now)]
+            snaps = [p for when, p in self._doomed_snapshots if all_of_them or when <= now]
+            self._doomed_snapshots = [d for d in self._doomed_snapshots if not (all_of_them or d[0] <= now)]
         for _when, seg, txn in due:
             seg.delete()  # a read still in flight keeps the descriptor until it returns (FileCache pins)
             if txn is not None:
                 txn.unlink(missing_ok=True)
+        for path in snaps:  # (a newer file of the same `.deleted` name may go instead: harmless, it is doomed too)
+            path.unlink(missing_ok=True)
         return len(due)
 
     def _after_truncation(self) -> None:
@@ -1571,6 +1591,7 @@ class Log:
                     seg.moved_to(target)
                 self._doomed = [(when, seg, None if txn is None else target / txn.name)
                                 for when, seg, txn in self._doomed]
+                self._doomed_snapshots = [(when, target / p.name) for when, p in self._doomed_snapshots]
 
     def delete_files(self) -> None:
         """Close and remove every file of this log (the directory itself is the manager's)."""
