@@ -62,7 +62,7 @@ Rules:
   kept equal to the directory by every write and delete of a snapshot (roll, close, truncation, a full
   truncation, the rebuild's discards, deleted segments, `delete_files`): nothing lists the directory
   after the load (a listing per roll grew with the log: 3 files per segment, at every 1 MiB segment of
-  every replica). As in Kafka, a roll deletes no snapshot: one lives as long as the segments below it,
+  every replica). As in Kafka, a roll deletes no snapshot: one lives as long as the segment it lies in,
   and goes (renamed `.deleted`, removed by `delete_due_segments` off the lock) when retention or
   DeleteRecords delete the segment it lies in; a truncation deletes those above the new log end.
   tests/storage/test_snapshot_offsets.py checks the list against the directory after each operation.
@@ -645,7 +645,7 @@ class Log:
             return out
 
     def _write_producer_snapshot(self, *, sync: bool = True) -> None:
-        """Kafka writes `<offset>.snapshot` on roll and on close; keep the two newest. `sync=False` (the
+        """Kafka writes `<offset>.snapshot` on roll and on close. `sync=False` (the
         roll): no fsync here, the file waits in `_unsynced_snapshots` for `sync_snapshots`. No older one
         is deleted here (Kafka's roll deletes none either): they go with their segments (Log rules)."""
         off = self._next_offset
