@@ -17,6 +17,11 @@ bench/cluster_bench.py), one idempotent confluent-kafka producer with acks=all w
 MB/s of each, RF 3 / RF 1, and the CPU of the three broker processes per MB produced. With --base, the
 same first with brokers running the source tree at that path (a checkout of the commit before), each on
 a cluster of its own, so that before and after are measured in one run.
+
+--base with the in-process part (--segment-kb, default 1024 there: the --dev profile's 1 MiB segments, so
+every fetched set of ~1 MiB rolls a segment, as on a follower): the replica hot path of the tree at --base
+and of this tree, each pass in a child process of its own, alternating --repeat times; printed: the median
+CPU per MB of each and their ratio (issue 28: the roll's cost, which grew with the log's segment count).
 """
 
 from __future__ import annotations
@@ -32,14 +37,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def build_sets(mb: int, set_kb: int, batch_records: int, record_size: int, txn_every: int) -> list[bytes]:
+def build_sets(mb: int, set_kb: int, batch_records: int, record_size: int, txn_every: int,
+               first_offset: int = 0) -> list[bytes]:
     from kaflite.protocol.control_record import build_marker_batch
     from kaflite.protocol.record_batch import build_record_batch
 
     sets: list[bytes] = []
     current: list[bytes] = []
     size = 0
-    offset = 0
+    offset = first_offset
     seq = 0
     total = 0
     ts = 1_700_000_000_000
@@ -69,6 +75,78 @@ def build_sets(mb: int, set_kb: int, batch_records: int, record_size: int, txn_e
     return sets
 
 
+def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from kaflite.storage import LogConfig
+
+    return LogConfig(segment_bytes=args.segment_kb * 1024) if args.segment_kb else LogConfig()
+
+
+def _prefill(path: Path, n: int) -> None:
+    """A log holding n one-record segments, as a long-lived partition's directory holds ~3 files per segment
+    (written once by `trees`, then reused by every child: its appends are truncated away after each pass)."""
+    from kaflite.protocol.record_batch import build_record_batch
+    from kaflite.storage import Log, LogConfig
+
+    log = Log(path, LogConfig(segment_bytes=100))
+    one = build_record_batch([(None, b"x", [])], timestamp_ms=1_700_000_000_000)
+    for _ in range(n):
+        log.append(one, leader_epoch=1)
+    log.close()
+
+
+def one_pass(args: argparse.Namespace) -> None:
+    """--one-pass (a child of `trees`): one hot-path pass on a fresh log, or on the log at --log-dir (which
+    holds --prefill-segments segments; truncated back to them after the pass); prints its CPU seconds."""
+    from kaflite.storage import Log
+
+    n = args.prefill_segments
+    sets = build_sets(args.mb, args.set_kb, args.batch_records, args.record_size, args.txn_every, first_offset=n)
+    with tempfile.TemporaryDirectory(dir=Path(args.dir) if args.dir else None) as tmp:
+        path = Path(args.log_dir) if args.log_dir else Path(tmp) / "t-0"
+        log = Log(path, _config(args), recovery_point=n, had_clean_shutdown=bool(args.log_dir))
+        assert log.log_end_offset == n, (log.log_end_offset, n)
+        append = log.append
+        t = time.process_time()
+        for s in sets:
+            append(s, assign_offsets=False)
+        cpu = time.process_time() - t
+        print(cpu, len(log.segments), sum(len(s) for s in sets))
+        if args.log_dir:
+            log.truncate_to(n)
+        log.close()
+
+
+def trees(args: argparse.Namespace) -> None:
+    """The hot path of --base's tree and of this one, alternating child processes (same machine load)."""
+    import subprocess
+
+    seg_kb = args.segment_kb or 1024
+    cmd = [sys.executable, __file__, "--one-pass", "--mb", str(args.mb), "--set-kb", str(args.set_kb),
+           "--batch-records", str(args.batch_records), "--record-size", str(args.record_size),
+           "--txn-every", str(args.txn_every), "--segment-kb", str(seg_kb),
+           "--prefill-segments", str(args.prefill_segments)] + (["--dir", args.dir] if args.dir else [])
+    cpu: dict[str, list[float]] = {"before": [], "after": []}
+    segments = total = 0
+    with tempfile.TemporaryDirectory(dir=Path(args.dir) if args.dir else None) as tmp:
+        if args.prefill_segments:
+            _prefill(Path(tmp) / "t-0", args.prefill_segments)
+            cmd += ["--log-dir", str(Path(tmp) / "t-0")]
+        for _ in range(args.repeat):
+            for name, src in (("before", args.base), ("after", str(ROOT / "src"))):
+                out = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": src}, check=True, capture_output=True,
+                                     text=True).stdout.split()
+                cpu[name].append(float(out[0]))
+                segments, total = int(out[1]), int(out[2])
+    b = statistics.median(cpu["before"])
+    a = statistics.median(cpu["after"])
+    mb = total / 1e6
+    print(f"\nreplica hot path with {seg_kb} KB segments on a log of {args.prefill_segments} segments "
+          f"({segments} at the end), {mb:.0f} MB, "
+          f"median of {args.repeat} passes each, load average {os.getloadavg()[0]:.1f}")
+    print(f"  before ({args.base}): {b / mb * 1000:7.2f} ms CPU per MB")
+    print(f"  after  (this tree)  : {a / mb * 1000:7.2f} ms CPU per MB   after / before {a / b:.2f}x")
+
+
 def in_process(args: argparse.Namespace) -> None:
     from kaflite.storage import Log
     from kaflite.storage.log_validator import scan_replica_batches
@@ -81,7 +159,7 @@ def in_process(args: argparse.Namespace) -> None:
     for _ in range(args.repeat):
         for mode in ("general", "fast"):
             with tempfile.TemporaryDirectory(dir=base) as tmp:
-                log = Log(Path(tmp) / "t-0")
+                log = Log(Path(tmp) / "t-0", _config(args))
                 log.replica_fast_path = mode == "fast"
                 append = log.append
                 t = time.process_time()
@@ -159,9 +237,22 @@ def main() -> int:
     ap.add_argument("--dir", default="", help="where the in-process logs are written (default: the temp dir)")
     ap.add_argument("--cluster", action="store_true", help="also RF 3 vs RF 1 with three brokers")
     ap.add_argument("--records", type=int, default=50_000, help="--cluster: records per topic")
-    ap.add_argument("--base", default="", help="--cluster: a source tree to measure first (before)")
+    ap.add_argument("--base", default="", help="a source tree to measure too (before): in-process and --cluster")
+    ap.add_argument("--segment-kb", type=int, default=0,
+                    help="in-process segment.bytes in KB (default: LogConfig's; 1024 for --base's comparison)")
+    ap.add_argument("--prefill-segments", type=int, default=0,
+                    help="--base: the log holds this many (one-record) segments before the timed appends")
+    ap.add_argument("--log-dir", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--one-pass", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--skip-paths", action="store_true", help="no hot path vs general path comparison")
     args = ap.parse_args()
-    in_process(args)
+    if args.one_pass:
+        one_pass(args)
+        return 0
+    if not args.skip_paths:
+        in_process(args)
+    if args.base:
+        trees(args)
     if args.cluster:
         cluster(args)
     return 0

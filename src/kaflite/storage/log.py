@@ -58,6 +58,14 @@ Rules:
   fsyncs it with the directory later, from the flusher thread and outside the lock, as Kafka (3.7+,
   KAFKA-15046) flushes the snapshot in its scheduler. A snapshot torn by a crash before that is
   unreadable and skipped by the recovery, which replays the log instead.
+- The producer snapshots on disk are `_snapshots` (their offsets, ascending), listed once by the load and
+  kept equal to the directory by every write and delete of a snapshot (roll, close, truncation, a full
+  truncation, the rebuild's discards, deleted segments, `delete_files`): nothing lists the directory
+  after the load (a listing per roll grew with the log: 3 files per segment, at every 1 MiB segment of
+  every replica). As in Kafka, a roll deletes no snapshot: one lives as long as the segment it lies in,
+  and goes (renamed `.deleted`, removed by `delete_due_segments` off the lock) when retention or
+  DeleteRecords delete the segment it lies in; a truncation deletes those above the new log end.
+  tests/storage/test_snapshot_offsets.py checks the list against the directory after each operation.
 All methods take an internal lock, so a Log may be shared by the event loop and a flusher thread.
 
 Logging (`kaflite.storage`, as Kafka's LogLoader / UnifiedLog): a recovered partition says what was
@@ -75,7 +83,7 @@ import shutil
 import struct
 import threading
 import time
-from bisect import bisect_right
+from bisect import bisect_right, insort
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -260,6 +268,7 @@ class Log:
         self.recovery_point = 0
         self._dir_dirty = False
         self._unsynced_snapshots: list[Path] = []  # written on roll, not fsync'd yet (sync_snapshots)
+        self._snapshots: list[int] = []  # offsets of the producer snapshots on disk, ascending (Log rules)
         self._closed = False
         self._last_flush_ms = self._now()
         # fsyncs run outside `_lock` (Log rules): `_flush_lock` serialises the flush passes (one pass at a
@@ -274,6 +283,7 @@ class Log:
         # segments deleted (retention, DeleteRecords, truncation) whose files wait, renamed `.deleted`, for
         # file.delete.delay.ms: (when due, the segment, its renamed .txnindex)
         self._doomed: list[tuple[int, LogSegment, Path | None]] = []
+        self._doomed_snapshots: list[tuple[int, Path]] = []  # (when due, renamed `.deleted` snapshot)
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT, read=not fresh)
         self._latest_epoch = -1  # mirror of leader_epoch_cache.latest_epoch for the hot path
         self.replica_fast_path = True  # False: replica appends take _append_general (the tests' reference)
@@ -412,6 +422,8 @@ class Log:
         if not fresh:
             names = self._remove_temporary_files()
             bases = sorted(int(m.group(1)) for n in names if (m := _SEGMENT_FILE.match(n)))
+            # the one listing of the snapshots: from here on every change goes through `_snapshots`
+            self._snapshots = sorted(int(m.group(1)) for n in names if (m := _SNAPSHOT_FILE.match(n)))
         epochs = self.leader_epoch_cache
         epochs_on_disk = list(epochs.entries)
         recovered_any = False
@@ -519,28 +531,33 @@ class Log:
 
     # ==========================================================================================
     # producer state
-    def _snapshot_offsets(self, names: set[str] | None = None) -> list[int]:
-        found = os.listdir(self.dir) if names is None else names
-        return sorted(int(m.group(1)) for n in found if (m := _SNAPSHOT_FILE.match(n)))
+    def snapshot_offsets(self) -> list[int]:
+        """The offsets of the producer snapshots on disk, ascending (from memory: Log rules)."""
+        with self._lock:
+            return list(self._snapshots)
+
+    def _delete_snapshot(self, off: int) -> None:
+        """Remove `<off>.snapshot` from the disk, then from `_snapshots` (an unlink that fails leaves both)."""
+        (self.dir / f"{off:020d}.snapshot").unlink(missing_ok=True)
+        self._snapshots.remove(off)
 
     def _rebuild_producer_state(self, names: set[str] | None = None) -> None:
         """Latest snapshot at or below the log end offset, then replay the batch headers after it;
         without a usable snapshot, replay the whole log. `names`: the directory's files as the load listed
-        them (no second listing, no stat per segment)."""
+        them (no second listing, no stat per segment). The snapshots are `_snapshots` (never a listing)."""
         state = ProducerStateManager()
         start = self._log_start_offset
         self._load_txn_indexes(names)
-        for off in reversed(self._snapshot_offsets(names)):
-            path = self.dir / f"{off:020d}.snapshot"
+        for off in reversed(list(self._snapshots)):
             if off > self._next_offset or off < self._log_start_offset:
-                path.unlink(missing_ok=True)
+                self._delete_snapshot(off)
                 continue
             try:
-                state = ProducerStateManager.from_json(path.read_text())
+                state = ProducerStateManager.from_json((self.dir / f"{off:020d}.snapshot").read_text())
                 start = off
                 break
-            except (ValueError, TypeError, OSError):
-                path.unlink(missing_ok=True)
+            except (ValueError, TypeError, OSError):  # torn by a crash before its fsync (roll), or gone
+                self._delete_snapshot(off)
         self._replay_producer_state(state, start)
         state.evict_before(self._log_start_offset)
         self.producer_state = state
@@ -631,13 +648,18 @@ class Log:
             return out
 
     def _write_producer_snapshot(self, *, sync: bool = True) -> None:
-        """Kafka writes `<offset>.snapshot` on roll and on close; keep the two newest. `sync=False` (the
-        roll): no fsync here, the file waits in `_unsynced_snapshots` for `sync_snapshots`."""
-        path = self.producer_state.write_snapshot(self.dir, self._next_offset, sync=sync)
+        """Kafka writes `<offset>.snapshot` on roll and on close. `sync=False` (the
+        roll): no fsync here, the file waits in `_unsynced_snapshots` for `sync_snapshots`. No older one
+        is deleted here (Kafka's roll deletes none either): they go with their segments (Log rules)."""
+        off = self._next_offset
+        path = self.producer_state.write_snapshot(self.dir, off, sync=sync)
         if not sync:
             self._unsynced_snapshots.append(path)
-        for off in self._snapshot_offsets()[:-2]:
-            (self.dir / f"{off:020d}.snapshot").unlink(missing_ok=True)
+        snaps = self._snapshots
+        if not snaps or snaps[-1] < off:
+            snaps.append(off)
+        elif off not in snaps:  # (not expected: a truncation deletes the snapshots above the log end)
+            insort(snaps, off)
 
     # ==========================================================================================
     # append
@@ -1105,6 +1127,20 @@ class Log:
         self._bases = self._bases[n:]
         for seg in doomed:
             self._doom_segment(seg)
+        # the snapshots below the first segment left describe offsets the log no longer holds: renamed now,
+        # removed with the segments (delete_due_segments), never unlinked by the caller (Kafka's
+        # removeAndMarkSnapshotForDeletion with the segment)
+        first = self._segments[0].base_offset
+        due = self._now() + self.config.file_delete_delay_ms
+        while self._snapshots and self._snapshots[0] < first:
+            path = self.dir / f"{self._snapshots[0]:020d}.snapshot"
+            target = path.with_name(path.name + DELETED_SUFFIX)
+            try:
+                os.replace(path, target)
+                self._doomed_snapshots.append((due, target))
+            except FileNotFoundError:
+                pass
+            del self._snapshots[0]
         self._dir_dirty = True
         new_start = max(self._log_start_offset, self._segments[0].base_offset)
         self._advance_log_start_offset(new_start)
@@ -1229,16 +1265,20 @@ class Log:
         """Remove the files of the segments deleted at least file.delete.delay.ms ago (every one with
         `all_of_them`); returns how many. Called by the housekeeping thread; the unlinks run outside the
         log's lock (the segments are no longer part of the log)."""
-        if not self._doomed:
+        if not self._doomed and not self._doomed_snapshots:
             return 0
         now = self._now() if now_ms is None else now_ms
         with self._lock:
             due = [d for d in self._doomed if all_of_them or d[0] <= now]
             self._doomed = [d for d in self._doomed if not (all_of_them or d[0] <= now)]
+            snaps = [p for when, p in self._doomed_snapshots if all_of_them or when <= now]
+            self._doomed_snapshots = [d for d in self._doomed_snapshots if not (all_of_them or d[0] <= now)]
         for _when, seg, txn in due:
             seg.delete()  # a read still in flight keeps the descriptor until it returns (FileCache pins)
             if txn is not None:
                 txn.unlink(missing_ok=True)
+        for path in snaps:  # (a newer file of the same `.deleted` name may go instead: harmless, it is doomed too)
+            path.unlink(missing_ok=True)
         return len(due)
 
     def _after_truncation(self) -> None:
@@ -1247,9 +1287,8 @@ class Log:
         self.recovery_point = min(self.recovery_point, self._next_offset)
         self.leader_epoch_cache.truncate_from_end(self._next_offset, persist=False)
         self._latest_epoch = self.leader_epoch_cache.latest_written_epoch
-        for off in self._snapshot_offsets():
-            if off > self._next_offset:
-                (self.dir / f"{off:020d}.snapshot").unlink(missing_ok=True)
+        for off in [o for o in self._snapshots if o > self._next_offset]:
+            self._delete_snapshot(off)
         self._dir_dirty = True
         self._rebuild_producer_state()
 
@@ -1262,8 +1301,8 @@ class Log:
         self._truncations += 1
         for seg in self._segments:
             self._doom_segment(seg)  # renamed first: the new segment may take the same base offset
-        for off in self._snapshot_offsets():
-            (self.dir / f"{off:020d}.snapshot").unlink(missing_ok=True)
+        for off in list(self._snapshots):
+            self._delete_snapshot(off)
         seg = self._new_segment(offset)
         self._segments = [seg]
         self._bases = [offset]
@@ -1571,6 +1610,7 @@ class Log:
                     seg.moved_to(target)
                 self._doomed = [(when, seg, None if txn is None else target / txn.name)
                                 for when, seg, txn in self._doomed]
+                self._doomed_snapshots = [(when, target / p.name) for when, p in self._doomed_snapshots]
 
     def delete_files(self) -> None:
         """Close and remove every file of this log (the directory itself is the manager's)."""
@@ -1578,6 +1618,8 @@ class Log:
             for seg in self._segments:
                 seg.delete()
                 self._delete_txn_index(seg.base_offset)
+            for off in list(self._snapshots):
+                self._delete_snapshot(off)
             self._segments = []
             self._bases = []
             self._closed = True
