@@ -244,7 +244,7 @@ def test_kill_9_after_many_segments_recovers_from_the_recovery_point_and_reads_n
         assert md.topics["big"].error is None
         text = broker.log()
         assert re.search(rf"big-0: recovered 1 segment\(s\) \[{active}\] from recovery point {active}", text), text
-        assert re.search(rf"loaded 1 logs from .*\(no clean-shutdown marker: 1 recovered; {on_disk - 1} of {on_disk} "
+        assert re.search(rf"loaded 1 logs from .*[(;] ?no clean-shutdown marker: 1 recovered; {on_disk - 1} of {on_disk} "
                          r"segments opened lazily", text), text
         c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g", "enable.auto.commit": False,
                       "fetch.max.bytes": 8 << 20, "max.partition.fetch.bytes": 8 << 20})
