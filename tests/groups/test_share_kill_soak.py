@@ -112,18 +112,26 @@ def test_every_record_accepted_exactly_once_with_members_killed_mid_batch(tmp_pa
         admin = AdminClient({"bootstrap.servers": b.bootstrap})  # kept: its futures die with it
         admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(10)
         _alter_group(b, group, share_auto_offset_reset="earliest")
-        producer = ck.Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
-        for i in range(RECORDS):
-            producer.produce(topic, b"r%d" % i, partition=i % PARTITIONS)
-        assert producer.flush(30) == 0
-        del producer, admin  # no client left retrying once the broker stops
+        producer: ck.Producer | None = ck.Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+        produced_n = 0
+
+        def produce(n: int) -> None:  # record i goes to partition i % PARTITIONS, at offset i // PARTITIONS
+            nonlocal produced_n
+            assert producer is not None
+            for i in range(produced_n, produced_n + n):
+                producer.produce(topic, b"r%d" % i, partition=i % PARTITIONS)
+            assert producer.flush(30) == 0
+            produced_n += n
+        produce(RECORDS)
         live = [_spawn(b, topic, group, stop, tmp_path / f"m{i}.out") for i in range(MEMBERS)]
         try:
             deadline = time.monotonic() + (600 if SOAK else 60)
             kills = 0
-            while time.monotonic() < deadline and not b.call(_finished, b, group, topic):
+            while time.monotonic() < deadline and (kills < KILLS or not b.call(_finished, b, group, topic)):
                 time.sleep(rng.uniform(0.3, 0.9) if kills < KILLS else 0.2)
                 if kills < KILLS:
+                    if b.call(_finished, b, group, topic):  # the members were faster than the kills: more work,
+                        produce(RECORDS // KILLS)  # so that each kill still finds its victim mid-batch
                     victim = live.pop(rng.randrange(len(live)))
                     _working(victim, 2.0)
                     victim.proc.send_signal(signal.SIGKILL)
@@ -134,6 +142,8 @@ def test_every_record_accepted_exactly_once_with_members_killed_mid_batch(tmp_pa
                     kills += 1
             assert b.call(_finished, b, group, topic), "the group did not finish every record in time"
             assert kills == KILLS
+            producer = None  # no client left retrying once the broker stops
+            del admin
         finally:
             stop.touch()
             for run in live:
@@ -146,7 +156,7 @@ def test_every_record_accepted_exactly_once_with_members_killed_mid_batch(tmp_pa
             run.read(killed=False)
             runs.append(run)
         counts = b.call(lambda: b.server.broker.services.get(SHARE_COORDINATOR).counts[group])
-    produced = {(i % PARTITIONS, i // PARTITIONS) for i in range(RECORDS)}
+    produced = {(i % PARTITIONS, i // PARTITIONS) for i in range(produced_n)}
     accepted = [tp for run in runs for tp in run.accepted]
     twice = sorted(tp for tp, n in Counter(accepted).items() if n > 1)
     assert not twice, f"accepted more than once: {twice[:20]}"
@@ -154,7 +164,7 @@ def test_every_record_accepted_exactly_once_with_members_killed_mid_batch(tmp_pa
     assert set(accepted) <= produced
     missing = produced - set(accepted)
     assert missing <= uncertain, f"never accepted: {sorted(missing - uncertain)[:20]}"
-    assert (counts.accepted, counts.archived, counts.rejected) == (RECORDS, 0, 0)
+    assert (counts.accepted, counts.archived, counts.rejected) == (produced_n, 0, 0)
     killed = [run for run in runs if run.proc.returncode == -signal.SIGKILL]
     print(f"{len(killed)} kills, {sum(r.mid_batch for r in killed)} mid-batch, "
           f"{sum(bool(r.uncertain) for r in runs)} mid-commit ({len(uncertain)} records uncertain, "
