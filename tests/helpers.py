@@ -278,7 +278,7 @@ class Terminal:
 def kio_served_versions(ranges: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
     """(api key, version) of every served pair that kio has a schema for, from `Registry.ranges()`: the
     requests a test can generate or sample from kio. Produce v0-v2 have none (decoded by hand,
-    src/kaflite/protocol/legacy_produce.py; their tests are tests/protocol/test_legacy_produce.py)."""
+    src/kaflite/protocol/produce_request.py; their tests are tests/protocol/test_legacy_produce.py)."""
     from kaflite.protocol.messages import request_schema
 
     return [(k, v) for k, lo, hi in ranges for v in range(lo, hi + 1) if request_schema(k, v) is not None]

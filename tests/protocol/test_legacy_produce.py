@@ -8,6 +8,7 @@ from __future__ import annotations
 import struct
 import time
 import zlib
+from typing import Any
 
 import lz4.frame
 import pytest
@@ -17,7 +18,8 @@ from kafka import KafkaProducer
 
 from kaflite.protocol import compression
 from kaflite.protocol.errors import ErrorCode, KafkaError, ProtocolError
-from kaflite.protocol.legacy_produce import decode_request, read_message_set, to_record_batch
+from kaflite.protocol.legacy_produce import read_message_set, to_record_batch
+from kaflite.protocol.produce_request import decode_request as decode_produce
 from kaflite.protocol.record_batch import decode_records, iter_batches
 from kaflite.server.embedded import EmbeddedBroker
 
@@ -94,7 +96,11 @@ def test_bad_message_sets_are_refused_with_kafkas_code(data: bytes, code: ErrorC
     assert e.value.code is code and why in (e.value.message or ""), e.value.message
 
 
-def test_request_decoder_reads_the_v0_layout_and_refuses_short_frames() -> None:
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_request_decoder_reads_the_v0_layout_and_refuses_short_frames(version: int) -> None:
+    def decode_request(frame: bytes, offset: int) -> Any:
+        return decode_produce(frame, offset, version)
+
     ms = message(b"k", b"v")
     body = struct.pack(">hii", -1, 1500, 1) + struct.pack(">h", 1) + b"t" + struct.pack(">ii", 1, 3)
     body += struct.pack(">i", len(ms)) + ms

@@ -100,12 +100,12 @@ def test_injected_error_answer_is_a_well_formed_response_of_that_version(api_key
 
 
 def test_injected_error_answers_legacy_produce() -> None:
-    from kaflite.protocol.legacy_produce import decode_request
+    from kaflite.protocol.produce_request import decode_request
 
     ms = b"\x00" * 12 + b"junk"  # the answer does not look at the records
     body = struct.pack(">hii", 1, 1000, 1) + struct.pack(">h", 1) + b"t" + struct.pack(">iii", 1, 5, len(ms)) + ms
     for version in (0, 1, 2):
-        answer = error_response(0, version, decode_request(body, 0), NLOF)
+        answer = error_response(0, version, decode_request(body, 0, version), NLOF)
         expected = encode_produce_response(version, 0, [("t", [(5, NLOF.value, -1, -1, -1, None, ())])])
         assert answer.parts == [expected]
     assert struct.unpack_from(">h", expected, 4 + 3 + 4 + 4)[0] == NLOF.value  # topic count, name, count, index

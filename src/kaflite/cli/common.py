@@ -36,6 +36,7 @@ __all__ = [
     "client_config",
     "command_client_properties",
     "describe_exception",
+    "error_name",
     "fail",
     "handle_errors",
     "one_topic",
@@ -150,6 +151,15 @@ class CliFailure(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+def error_name(code: Any) -> str:
+    """Kafka's name of an error code (`NOT_COORDINATOR`) from an int or a kio ErrorCode. The protocol is
+    imported on first use so that `kaflite --help` and commands that never meet an error code start
+    without kio's schemas."""
+    from kaflite.protocol.errors import error_name as name
+
+    return name(int(code.value if hasattr(code, "value") else code))
 
 
 def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:

@@ -43,6 +43,7 @@ from kaflite.cli.common import (
     Bootstrap,
     admin_client,
     admin_result,
+    error_name,
     fail,
     handle_errors,
 )
@@ -309,7 +310,7 @@ class _Cluster:
         for t in resp.responses:
             for p in t.partitions:
                 if int(p.error_code) != 0:
-                    errors[(str(t.name), int(p.partition_index))] = p.error_message or _error_name(p.error_code)
+                    errors[(str(t.name), int(p.partition_index))] = p.error_message or error_name(p.error_code)
         return errors
 
 
@@ -351,19 +352,13 @@ def ongoing_reassignments(metadata: Any, partitions: Iterable[TopicPartition], t
     resp = request(controller.host, controller.port, _list_request(partitions), ListPartitionReassignmentsResponse,
                    timeout)
     if int(resp.error_code) != 0:
-        raise RuntimeError(_error_name(resp.error_code))
+        raise RuntimeError(error_name(resp.error_code))
     return _ongoing(resp)
-
-
-def _error_name(code: Any) -> str:
-    from kaflite.protocol.errors import error_name
-
-    return error_name(code)
 
 
 def _top_level(resp: Any, what: str) -> None:
     if int(resp.error_code) != 0:
-        fail(f"{what}: {resp.error_message or _error_name(resp.error_code)} ({_error_name(resp.error_code)})")
+        fail(f"{what}: {resp.error_message or error_name(resp.error_code)} ({error_name(resp.error_code)})")
 
 
 def _read(path: Path, option: str) -> str:

@@ -46,6 +46,7 @@ from kaflite.cli.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
     Bootstrap,
+    error_name,
     fail,
     handle_errors,
 )
@@ -65,15 +66,9 @@ def _code(v: Any) -> int:
     return int(v.value if hasattr(v, "value") else v)
 
 
-def _error_name(code: Any) -> str:
-    from kaflite.protocol.errors import error_name
-
-    return error_name(code)
-
-
 def _error(code: Any, message: str | None) -> str:
     """Kafka's way of saying an error: the broker's message, else the error's name."""
-    return message or _error_name(_code(code))
+    return message or error_name(code)
 
 
 class _Cluster(WireCluster):
@@ -120,7 +115,7 @@ def _listed(cluster: _Cluster, states: Sequence[str] = ()) -> dict[str, str]:
         r = cluster.send(address, ListGroupsRequest(states_filter=tuple(states), types_filter=("share",)),
                          ListGroupsResponse)
         if _code(r.error_code):
-            fail(f"listing share groups: {_error_name(_code(r.error_code))}")
+            fail(f"listing share groups: {error_name(r.error_code)}")
         out.update({str(g.group_id): str(g.group_state) for g in r.groups})
     return dict(sorted(out.items()))
 
@@ -270,7 +265,7 @@ def _delete(cluster: _Cluster, groups: list[str], all_groups: bool) -> int:
         r = cluster.send(address, DeleteGroupsRequest(groups_names=(GroupId(group),)), DeleteGroupsResponse)
         (result,) = r.results
         if _code(result.error_code):
-            failed[group] = _error_name(_code(result.error_code))
+            failed[group] = error_name(result.error_code)
         else:
             done.append(group)
     if not failed:
@@ -366,7 +361,7 @@ def _log_offsets(cluster: _Cluster, leaders: dict[tuple[str, int], int], timesta
         for t in r.topics:
             for p in t.partitions:
                 if _code(p.error_code):
-                    fail(f"listing the offsets of {t.name}-{p.partition_index}: {_error_name(_code(p.error_code))}")
+                    fail(f"listing the offsets of {t.name}-{p.partition_index}: {error_name(p.error_code)}")
                 out[(str(t.name), int(p.partition_index))] = int(p.offset)
     return out
 

@@ -30,7 +30,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from kaflite.cli.common import DEFAULT_BOOTSTRAP, EXIT_USAGE, Bootstrap, fail, handle_errors
+from kaflite.cli.common import DEFAULT_BOOTSTRAP, EXIT_USAGE, Bootstrap, error_name, fail, handle_errors
 from kaflite.cli.wire_cluster import WireCluster
 
 __all__ = ["register"]
@@ -68,12 +68,6 @@ def _retrying(timeout: float, attempt: Callable[[], T]) -> T:
             time.sleep(0.2)
 
 
-def _error_name(code: Any) -> str:
-    from kaflite.protocol.errors import error_name
-
-    return error_name(code)
-
-
 class _Cluster(WireCluster):
     """The brokers behind `--bootstrap-server`, and the leader of a partition."""
 
@@ -81,7 +75,7 @@ class _Cluster(WireCluster):
         """The partition's leader (id, address); _Retry while it has none, fails for a missing partition."""
         md = self.metadata([topic])
         (t,) = [t for t in md.topics if t.name == topic]
-        code = _error_name(t.error_code)
+        code = error_name(t.error_code)
         if code == "LEADER_NOT_AVAILABLE":
             raise _Retry(f"{topic}-{partition}: {code}")
         if code != "NONE":
@@ -115,7 +109,7 @@ def list_transactions(bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP, timeout: 
         def listed(address: tuple[str, int] = address, broker_id: int = broker_id) -> Any:
             resp = cluster.send(address, ListTransactionsRequest(state_filters=(), producer_id_filters=()),
                                 ListTransactionsResponse)
-            code = _error_name(resp.error_code)
+            code = error_name(resp.error_code)
             if code == "COORDINATOR_LOAD_IN_PROGRESS":
                 raise _Retry(f"ListTransactions to broker {broker_id}: {code}")
             if code != "NONE":
@@ -199,7 +193,7 @@ def _transaction_coordinator(cluster: _Cluster, transactional_id: str) -> tuple[
     resp = cluster.send_any(FindCoordinatorRequest(key_type=i8(1), coordinator_keys=(transactional_id,)),
                             FindCoordinatorResponse)
     (c,) = resp.coordinators
-    code = _error_name(c.error_code)
+    code = error_name(c.error_code)
     if code in _RETRY_COORDINATOR:
         raise _Retry(f"the coordinator of transactional id {transactional_id!r}: {code}")
     if code != "NONE":
@@ -291,7 +285,7 @@ def abort_transaction(
             resp = cluster.send(address, DescribeProducersRequest(topics=(TopicRequest(
                 name=TopicName(topic), partition_indexes=(i32(partition),)),)), DescribeProducersResponse)
             (p,) = resp.topics[0].partitions
-            code = _error_name(p.error_code)
+            code = error_name(p.error_code)
             if code in _RETRY_LEADER:
                 raise _Retry(f"DescribeProducers of {topic}-{partition} at broker {leader}: {code}")
             if code != "NONE":
@@ -313,7 +307,7 @@ def abort_transaction(
     def written() -> int:
         leader, address = cluster.leader(topic, partition)
         out = cluster.send(address, WriteTxnMarkersRequest(markers=(marker,)), WriteTxnMarkersResponse)
-        code = _error_name(out.markers[0].topics[0].partitions[0].error_code)
+        code = error_name(out.markers[0].topics[0].partitions[0].error_code)
         if code in _RETRY_LEADER:
             raise _Retry(f"WriteTxnMarkers for {topic}-{partition} at broker {leader}: {code}")
         if code != "NONE":

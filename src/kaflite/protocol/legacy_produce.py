@@ -1,5 +1,5 @@
-"""Produce v0-v2: the request, decoded by hand (kio's schemas start at v3, Kafka 4.0's floor), and its
-message sets of Kafka's message formats v0 and v1, each turned into one magic-2 record batch.
+"""Produce v0-v2's message sets of Kafka's message formats v0 and v1, each turned into one magic-2 record
+batch (the request itself, v3's without a transactional id, is read by protocol/produce_request.py).
 
 kaflite stores magic-2 batches only, as Kafka does since 3.0 (`log.message.format.version` is ignored from
 then on): a Produce v0-v2 from a client that does not know record batches (librdkafka with
@@ -7,12 +7,6 @@ then on): a Produce v0-v2 from a client that does not know record batches (librd
 on receipt, as Kafka's `LogValidator` does, then appended like any other batch.
 
 Rules:
-- the request is acks int16, timeout int32 (ms), then topics [name string, partitions [index int32,
-  records bytes]] (arrays: int32 count; strings: int16 length; bytes: int32 length, -1 null), the same in
-  v0, v1 and v2, read with kio's readers; anything short, past the frame, a null topic name, a name that
-  is not UTF-8 or a length below -1 is a protocol error (the connection closed, as for any undecodable
-  request of a later version); the decoded request has kio's attribute names (`acks`, `timeout` as a
-  timedelta, `topic_data[].name`, `.partition_data[].index`, `.records`) so the Produce handler serves it;
 - a message set is [offset int64][size int32][message]...; a message is [crc int32 (CRC-32, IEEE)]
   [magic int8 (0 or 1)][attributes int8][timestamp int64, magic 1 only][key bytes][value bytes], where
   bytes are an int32 length (-1: null) and the data; the CRC covers everything after itself;
@@ -36,89 +30,22 @@ Rules:
 
 from __future__ import annotations
 
-import datetime
 import struct
 import zlib
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TypeVar
-
-from kio.serial.errors import SerialError
-from kio.serial.readers import (
-    read_int16,
-    read_int32,
-    read_legacy_array_length,
-    read_legacy_string,
-    read_nullable_legacy_bytes,
-)
 
 from kaflite.protocol import compression
-from kaflite.protocol.errors import ErrorCode, KafkaError, ProtocolError
+from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import build_record_batch
 
-__all__ = ["LegacyProduceRequest", "LegacyRecord", "decode_request", "read_message_set", "to_record_batch"]
-VERSIONS = range(0, 3)
+__all__ = ["LegacyRecord", "read_message_set", "to_record_batch"]
 
 _HEAD = struct.Struct(">qi")  # offset, message size
 _MSG = struct.Struct(">IbB")  # crc, magic, attributes
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 NO_TIMESTAMP = -1
-T = TypeVar("T")
 
 LegacyRecord = tuple[int, bytes | None, bytes | None]  # (timestamp, key, value)
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionData:
-    index: int
-    records: bytes | None
-
-
-@dataclass(frozen=True, slots=True)
-class TopicData:
-    name: str
-    partition_data: tuple[PartitionData, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class LegacyProduceRequest:
-    acks: int
-    timeout: datetime.timedelta
-    topic_data: tuple[TopicData, ...]
-    transactional_id: None = None  # from v3
-
-
-def decode_request(frame: bytes | memoryview, offset: int) -> LegacyProduceRequest:
-    """The body of a Produce v0-v2 request starting at `offset` (module rules); trailing bytes ignored."""
-    try:
-        return _decode_request(memoryview(frame), offset)
-    except SerialError as e:  # short, a negative length, a null topic name, invalid UTF-8
-        raise ProtocolError(f"Produce v0-v2: {e}") from None
-
-
-def _decode_request(buf: memoryview, pos: int) -> LegacyProduceRequest:
-    def field(read: Callable[[memoryview, int], tuple[T, int]]) -> T:
-        nonlocal pos
-        value, size = read(buf, pos)
-        pos += size
-        return value
-
-    def count(what: str) -> int:
-        n = field(read_legacy_array_length)
-        if n < 0 or n > len(buf) - pos:  # every element takes at least a byte: no huge loop on a bad count
-            raise ProtocolError(f"Produce v0-v2: {what} count {n} is negative or beyond the frame")
-        return n
-
-    acks = field(read_int16)
-    timeout_ms = field(read_int32)
-    topics = []
-    for _ in range(count("topic")):
-        name = field(read_legacy_string)
-        parts = tuple(PartitionData(field(read_int32), field(read_nullable_legacy_bytes))
-                      for _ in range(count("partition")))
-        topics.append(TopicData(name, parts))
-    return LegacyProduceRequest(acks, datetime.timedelta(milliseconds=max(0, timeout_ms)), tuple(topics))
 
 
 def _corrupt(why: str) -> KafkaError:

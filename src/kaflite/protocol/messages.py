@@ -27,7 +27,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 from kio.serial.readers import read_unsigned_varint
 
-from kaflite.protocol import legacy_produce, produce_request
+from kaflite.protocol import produce_request
 from kaflite.protocol.errors import ProtocolError
 from kaflite.protocol.guard import check_request_lengths
 
@@ -177,8 +177,6 @@ def decode_request(header: RequestHeader, frame: bytes | memoryview, offset: int
     if header.api_key == 0:  # the request that carries the data: by hand, its records left in the frame
         if header.api_version in produce_request.VERSIONS:
             return produce_request.decode_request(frame, offset, header.api_version)
-        if header.api_version in legacy_produce.VERSIONS:
-            return legacy_produce.decode_request(frame, offset)
     schema = request_schema(header.api_key, header.api_version)
     if schema is None:
         raise ProtocolError(f"no schema for api key {header.api_key} version {header.api_version}")

@@ -1,4 +1,4 @@
-"""Produce v3-v13 requests decoded by hand, the records of each partition left as a view of the frame.
+"""Produce requests (v0-v13) decoded by hand, the records of each partition left as a view of the frame.
 
 Produce is the request that carries the data, and kio's generic reader is slow for it: a 17 KB request of
 one partition took 47 µs to decode and 100 partitions 37 µs each, most of it walking the schema and
@@ -6,6 +6,8 @@ copying each records field out of the frame. This module reads the few fields wi
 each partition's records as a memoryview of the frame (no copy); the log appends from that view.
 
 Rules:
+- v0-v2 (kio's schemas start at v3, Kafka 4.0's floor; protocol/legacy_produce.py up-converts their message
+  sets) differ from v3 only in having no transactional_id (the result has None);
 - the body is transactional_id (nullable string, from v3), acks int16, timeout int32 (ms), then topics
   [name string (v3-v12) or topic id uuid (v13, KIP-516), partitions [index int32, records nullable
   bytes]]; v9+ is flexible (KIP-482): compact arrays, strings and bytes (unsigned varint length + 1),
@@ -30,7 +32,8 @@ from kaflite.protocol.varint import read_uvarint, skip_tags
 
 __all__ = ["VERSIONS", "PartitionProduceData", "ProduceRequest", "TopicProduceData", "decode_request"]
 
-VERSIONS = range(3, 14)
+VERSIONS = range(0, 14)
+TRANSACTIONAL_ID_VERSION = 3
 FLEXIBLE_VERSION = 9
 TOPIC_IDS_VERSION = 13
 
@@ -61,7 +64,7 @@ class ProduceRequest:
 
 
 def decode_request(frame: bytes | memoryview, offset: int, version: int) -> ProduceRequest:
-    """The body of a Produce request of `version` (3-13) starting at `offset` (module rules)."""
+    """The body of a Produce request of `version` (0-13) starting at `offset` (module rules)."""
     try:
         return _Reader(memoryview(frame), offset, version >= FLEXIBLE_VERSION).request(version)
     except (struct.error, UnicodeDecodeError, ValueError) as e:
@@ -75,7 +78,7 @@ class _Reader:
         self.buf, self.pos, self.end, self.flexible = buf, pos, len(buf), flexible
 
     def request(self, version: int) -> ProduceRequest:
-        transactional_id = self.string(nullable=True)
+        transactional_id = self.string(nullable=True) if version >= TRANSACTIONAL_ID_VERSION else None
         acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(self.buf, self.pos)
         self.pos += 6
         by_id = version >= TOPIC_IDS_VERSION
