@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING
 from kaflite.protocol.framing import FrameDecoder, FrameError
 from kaflite.server.authorizer import Session
 from kaflite.server.dispatcher import CloseConnection, Dispatcher, HalfCloseConnection
+from kaflite.server.stopping import cancel_until_done
 from kaflite.storage.file_slice import FileSlice
 
 if TYPE_CHECKING:
@@ -560,11 +561,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     async def shutdown(self) -> None:
         self.abort("broker shutting down", quiet=True)
         if self._worker is not None:
-            self._worker.cancel()
-            try:
-                await self._worker
-            except (asyncio.CancelledError, Exception):
-                pass
+            # a handler awaiting asyncio.wait_for may swallow one cancellation on Python 3.11 (server/stopping.py)
+            await cancel_until_done(self._worker)
 
 
 def _close_slices(out: list[bytes | memoryview] | None) -> None:
