@@ -198,6 +198,10 @@ def _apply_group_configs(broker: Any, group_id: str, configs: dict[str, str]) ->
         coordinator(broker).set_group_configs(group_id, configs)
     except ValueError as e:  # written by hand, or by another version: the group keeps the broker's keys
         log.warning("/config/%s/%s: %s; its configs are ignored", GROUP_CONFIG_ENTITY, group_id, e)
+        return
+    # said once applied: when a change reached every broker is in their logs (and a test waits on it)
+    log.info("share group %s: configs applied from /config/%s: %s", group_id, GROUP_CONFIG_ENTITY,
+             ", ".join(f"{k}={v}" for k, v in sorted(configs.items())) or "(none: the broker's keys)")
 
 
 async def _watch_cluster_group_configs(broker: Any, zk: Any) -> None:
