@@ -280,7 +280,13 @@ def test_a_group_config_altered_at_one_broker_applies_at_every_leader(cluster: E
     hb = heartbeats.request(ShareGroupHeartbeatRequest(group_id=group, member_id="m", member_epoch=i32(0),
                                                        subscribed_topic_names=(topic,)))
     assert hb.error_code == 0, hb
-    time.sleep(1.0)  # the claim: every broker applies a change within a second
+    # every broker applies the change (its /config/changes watch fires, the znode is read off the loop):
+    # waited for on each broker's log line, bounded, not for a fixed time
+    applied = f"share group {group}: configs applied from /config/groups: share.auto.offset.reset=earliest"
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not all(applied in cluster.log(b) for b in range(3)):
+        time.sleep(0.05)
+    assert [b for b in range(3) if applied not in cluster.log(b)] == []
     started = time.monotonic()
     for p in range(3):
         member = _LeaderSession(cluster.address(p), group, "m", topic_id, p)

@@ -495,3 +495,39 @@ def test_a_write_committed_by_its_append_still_answers_after_earlier_writes() ->
         assert third.done()  # nothing pending: answered within the step, no task
         assert (await rt.write(0, fetch_step())).topics[0][1][0].offset == 3
     run(body)
+
+
+def test_listeners_hear_each_shard_made_active_or_unloaded_and_nothing_else() -> None:
+    """What state kept beside the shards (the share groups) follows: (partition, shard) once a shard is
+    active, (partition, None) once an active shard goes; a shard kept by an election is no change, a load
+    still reading is not active yet, a reload after a failed write is both, and a raising listener is
+    logged without stopping the others or the load."""
+    async def body() -> None:
+        writer = HandWriter()
+        rt = make_runtime(writer)
+        heard: list[tuple[int, GroupCoordinator | None]] = []
+
+        def broken(_p: int, _s: GroupCoordinator | None) -> None:
+            raise RuntimeError("a listener's bug")
+        rt.add_listener(broken)
+        rt.add_listener(lambda p, s: heard.append((p, s)))
+        writer.slow_reads = asyncio.get_running_loop().create_future()
+        loading = rt.load(0, leader_epoch=1)
+        assert heard == []  # still reading its log: not active
+        writer.slow_reads.set_result(None)
+        writer.slow_reads = None
+        await loading
+        first = rt.shard(0)
+        assert heard == [(0, first)]
+        await rt.load(0, leader_epoch=2)  # the shard holds the whole log: kept, no change
+        assert heard == [(0, first)]
+        writer.fail_next = OSError(28, "No space left on device")
+        with pytest.raises(KafkaError):
+            await rt.write(0, commit_step(5))
+        await settle()
+        second = rt.shard(0)
+        assert second is not first and heard == [(0, first), (0, None), (0, second)]
+        rt.unload(0, leader_epoch=3)
+        rt.unload(0, leader_epoch=4)  # nothing loaded: nothing to hear
+        assert heard[3:] == [(0, None)]
+    run(body)

@@ -1,9 +1,10 @@
 """A share-group member in its own process (so a test can SIGKILL it mid-batch).
 
-Usage: python share_member_proc.py BOOTSTRAP GROUP TOPIC STOP_FILE
+Usage: python share_member_proc.py BOOTSTRAP GROUP TOPIC STOP_FILE [DELAY_MS]
 
-A ShareConsumer in explicit mode: every record of a batch is processed (a short sleep, so a kill can land
-mid-batch), acknowledged ACCEPT, then the batch is committed (commit_sync). Prints, flushed, one line per
+A ShareConsumer in explicit mode: every record of a batch is processed (DELAY_MS of sleep, 5 by default:
+the work on a record, so a kill can land mid-batch, and the group's work lasts long enough for every
+kill of the test to find some), acknowledged ACCEPT, then the batch is committed (commit_sync). Prints, flushed, one line per
 event:
   `D <count>`                   a batch arrived (its records are being worked on);
   `P <partition>:<offset> ...`  the acknowledgements about to be committed (before commit_sync);
@@ -25,6 +26,7 @@ import confluent_kafka as ck
 
 def main() -> None:
     bootstrap, group, topic, stop_file = sys.argv[1:5]
+    delay_s = float(sys.argv[5]) / 1000 if len(sys.argv) > 5 else 0.005
     consumer = ck.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
                                  "share.acknowledgement.mode": "explicit", "max.poll.records": 20})
     consumer.subscribe([topic])
@@ -38,7 +40,7 @@ def main() -> None:
         for m in batch:
             if m.error() is not None:
                 continue
-            time.sleep(0.005)  # the work on a record: a kill can come between two of them
+            time.sleep(delay_s)  # the work on a record: a kill can come between two of them
             consumer.acknowledge(m)
             partition, offset = m.partition(), m.offset()
             assert partition is not None and offset is not None  # a record, not an error event

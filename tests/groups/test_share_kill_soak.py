@@ -7,8 +7,14 @@ killed member was committing when it died (between its `P` and `A` lines) or who
 which may have been applied and then never come again; and the broker's own account: every share partition finished (start offset at the
 log end), exactly as many ACCEPTs applied as records produced, none archived or rejected.
 
+Each member works DELAY_MS on a record, so the group's work (RECORDS x DELAY_MS / MEMBERS: 6 s, 60 s in
+the soak tier) lasts about twice as long as the kills (KILLS x about 0.7 s: a pause of 0.3-0.9 s, then the
+victim's next batch):
+every kill finds the group with records left, its victim most likely mid-batch (checked: the group has not
+finished at any kill; how many kills landed mid-batch is printed).
+
 Seeded (the kill times and victims); the default run is short (about 15 s); KAFLITE_SOAK=1 runs the long
-one (more records, partitions, members and kills)."""
+one (more records, partitions, members and kills, about 100 s)."""
 
 from __future__ import annotations
 
@@ -31,7 +37,7 @@ from kaflite.server.coordinators.share_state import SHARE_COORDINATOR
 from kaflite.server.embedded import EmbeddedBroker
 
 SOAK = os.environ.get("KAFLITE_SOAK") == "1"
-RECORDS, PARTITIONS, MEMBERS, KILLS = (20_000, 6, 5, 40) if SOAK else (3_000, 3, 3, 4)
+RECORDS, PARTITIONS, MEMBERS, KILLS, DELAY_MS = (20_000, 6, 5, 40, 15) if SOAK else (3_000, 3, 3, 4, 6)
 SEED = 30
 MEMBER = Path(__file__).with_name("share_member_proc.py")
 TP = tuple[int, int]
@@ -70,8 +76,8 @@ class Run:
 
 def _spawn(b: EmbeddedBroker, topic: str, group: str, stop: Path, out: Path) -> Run:
     handle = out.open("wb")
-    proc = subprocess.Popen([sys.executable, str(MEMBER), b.bootstrap, group, topic, str(stop)], stdout=handle,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, str(MEMBER), b.bootstrap, group, topic, str(stop), str(DELAY_MS)],
+                            stdout=handle, stderr=subprocess.DEVNULL)
     handle.close()
     return Run(proc, out)
 
@@ -112,26 +118,20 @@ def test_every_record_accepted_exactly_once_with_members_killed_mid_batch(tmp_pa
         admin = AdminClient({"bootstrap.servers": b.bootstrap})  # kept: its futures die with it
         admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(10)
         _alter_group(b, group, share_auto_offset_reset="earliest")
-        producer: ck.Producer | None = ck.Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
-        produced_n = 0
-
-        def produce(n: int) -> None:  # record i goes to partition i % PARTITIONS, at offset i // PARTITIONS
-            nonlocal produced_n
-            assert producer is not None
-            for i in range(produced_n, produced_n + n):
-                producer.produce(topic, b"r%d" % i, partition=i % PARTITIONS)
-            assert producer.flush(30) == 0
-            produced_n += n
-        produce(RECORDS)
+        producer = ck.Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+        for i in range(RECORDS):  # record i goes to partition i % PARTITIONS, at offset i // PARTITIONS
+            producer.produce(topic, b"r%d" % i, partition=i % PARTITIONS)
+        assert producer.flush(30) == 0
+        del producer, admin  # no client left retrying once the broker stops
         live = [_spawn(b, topic, group, stop, tmp_path / f"m{i}.out") for i in range(MEMBERS)]
         try:
             deadline = time.monotonic() + (600 if SOAK else 60)
             kills = 0
+            idle_kills = 0  # kills made once every record was done: the members outran the kills
             while time.monotonic() < deadline and (kills < KILLS or not b.call(_finished, b, group, topic)):
                 time.sleep(rng.uniform(0.3, 0.9) if kills < KILLS else 0.2)
                 if kills < KILLS:
-                    if b.call(_finished, b, group, topic):  # the members were faster than the kills: more work,
-                        produce(RECORDS // KILLS)  # so that each kill still finds its victim mid-batch
+                    idle_kills += b.call(_finished, b, group, topic)
                     victim = live.pop(rng.randrange(len(live)))
                     _working(victim, 2.0)
                     victim.proc.send_signal(signal.SIGKILL)
@@ -142,8 +142,7 @@ def test_every_record_accepted_exactly_once_with_members_killed_mid_batch(tmp_pa
                     kills += 1
             assert b.call(_finished, b, group, topic), "the group did not finish every record in time"
             assert kills == KILLS
-            producer = None  # no client left retrying once the broker stops
-            del admin
+            assert idle_kills == 0, f"{idle_kills} of {KILLS} kills came after the last record: raise DELAY_MS"
         finally:
             stop.touch()
             for run in live:
@@ -156,7 +155,7 @@ def test_every_record_accepted_exactly_once_with_members_killed_mid_batch(tmp_pa
             run.read(killed=False)
             runs.append(run)
         counts = b.call(lambda: b.server.broker.services.get(SHARE_COORDINATOR).counts[group])
-    produced = {(i % PARTITIONS, i // PARTITIONS) for i in range(produced_n)}
+    produced = {(i % PARTITIONS, i // PARTITIONS) for i in range(RECORDS)}
     accepted = [tp for run in runs for tp in run.accepted]
     twice = sorted(tp for tp, n in Counter(accepted).items() if n > 1)
     assert not twice, f"accepted more than once: {twice[:20]}"
@@ -164,7 +163,7 @@ def test_every_record_accepted_exactly_once_with_members_killed_mid_batch(tmp_pa
     assert set(accepted) <= produced
     missing = produced - set(accepted)
     assert missing <= uncertain, f"never accepted: {sorted(missing - uncertain)[:20]}"
-    assert (counts.accepted, counts.archived, counts.rejected) == (produced_n, 0, 0)
+    assert (counts.accepted, counts.archived, counts.rejected) == (RECORDS, 0, 0)
     killed = [run for run in runs if run.proc.returncode == -signal.SIGKILL]
     print(f"{len(killed)} kills, {sum(r.mid_batch for r in killed)} mid-batch, "
           f"{sum(bool(r.uncertain) for r in runs)} mid-commit ({len(uncertain)} records uncertain, "

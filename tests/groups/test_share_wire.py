@@ -21,6 +21,8 @@ from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatReque
 from kio.static.primitive import i8, i32, i64
 
 from kaflite.coordinator.share.partition import ShareEpochs
+from kaflite.server.coordinators import share_membership
+from kaflite.server.coordinators.groups import GroupService
 from kaflite.server.coordinators.share_state import SHARE_COORDINATOR
 from kaflite.server.embedded import EmbeddedBroker
 from server.kwire import WireClient
@@ -411,4 +413,44 @@ def test_list_and_delete_share_groups(broker: EmbeddedBroker) -> None:
         assert "g-list" not in {g.group_id for g in listed.groups}
     assert broker.call(lambda: [k for k in broker.server.broker.services.get(SHARE_COORDINATOR).partitions
                                 if k[0] == "g-list"]) == []
+    m.close()
+
+
+def test_share_requests_do_not_reconcile_but_a_shard_load_or_unload_does(broker: EmbeddedBroker,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The share groups follow the `__consumer_offsets` shards through the runtime's listeners
+    (share_membership.follow): no share request reconciles; resigning the group's partition drops the group,
+    an election imports it again from its records."""
+    topic, tid = new_topic(broker)
+    (m,) = joined_and_started(broker, "g-follow", topic, 2)  # the coordinator made, following the shards
+    calls: list[str] = []
+    real = share_membership.reconcile
+
+    def counted(b: Any, coord: Any) -> None:
+        calls.append("reconcile")
+        real(b, coord)
+    monkeypatch.setattr(share_membership, "reconcile", counted)
+    m.heartbeat()
+    assert offsets(m.fetch(max_wait_ms=2000)) == [0, 1]
+    assert ack_errors(m.acknowledge({(tid, 0): [(0, 1, ACCEPT)]})) == {0: 0}
+    with WireClient(broker.bootstrap) as c:
+        (g,) = c.request(ShareGroupDescribeRequest(group_ids=("g-follow",), include_authorized_operations=False)).groups
+        assert g.error_code == 0 and len(g.members) == 1
+        assert "g-follow" in {x.group_id for x in c.request(ListGroupsRequest(states_filter=(),
+                                                                               types_filter=("share",))).groups}
+    assert calls == []  # four share requests and two group listings: none reconciled
+    inner = broker.server.broker
+    svc = GroupService.of(inner)
+    partition = svc.partition_for("g-follow")
+
+    def known() -> bool:
+        return "g-follow" in inner.services.get(SHARE_COORDINATOR).groups
+    broker.call(svc.on_resignation, partition)  # another broker leads it now
+    assert calls == ["reconcile"] and not broker.call(known)
+    broker.call(lambda: svc.on_election(partition) and None)  # this broker leads it again: its log replayed
+    deadline = time.monotonic() + 10
+    while not broker.call(known) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert calls == ["reconcile"] * 2 and broker.call(known)
+    assert m.heartbeat().error_code == 0  # the member, imported from the records, heartbeats on
     m.close()

@@ -49,6 +49,10 @@ Rules (as Kafka's runtime):
   transactional batch to `replay_transactional(producer_id, key, value)` and a COMMIT / ABORT marker to
   `replay_end_transaction(producer_id, commit)`, so the shard keeps such records pending until their
   transaction ends, live and after a reload alike;
+- listeners (`add_listener`) hear of every change of a partition's active shard: (partition, shard) once
+  a loaded shard is active (after its activation step), (partition, None) once an active shard is
+  unloaded (a resignation, a reload after a failed write, close); a shard kept across an election (it
+  holds the whole log) is no change. A listener that raises is logged and does not stop the others;
 - everything runs on the event loop thread; a step is synchronous, so steps of a shard never interleave.
 """
 
@@ -217,6 +221,7 @@ class CoordinatorRuntime(Generic[S]):
         self._tokens = itertools.count(1)
         self._wakeup: asyncio.Event | None = None
         self._tasks: set[asyncio.Future[None]] = set()  # commit waits and loads in flight
+        self._listeners: list[Callable[[int, S | None], None]] = []
 
     # --- shards ---------------------------------------------------------------------------------
 
@@ -241,6 +246,18 @@ class CoordinatorRuntime(Generic[S]):
         if ctx.state is ShardState.LOADING:
             raise KafkaError(ErrorCode.coordinator_load_in_progress, f"{self.name} partition {partition} is loading")
         return ctx
+
+    def add_listener(self, listener: Callable[[int, S | None], None]) -> None:
+        """Call `listener(partition, shard)` when a shard becomes active, `(partition, None)` when an
+        active one is unloaded (see the rules): state kept beside the shards follows them without asking."""
+        self._listeners.append(listener)
+
+    def _notify(self, partition: int, shard: S | None) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(partition, shard)
+            except Exception:  # noqa: BLE001 - one listener's bug must not stop a load or the others
+                log.exception("%s partition %d: a shard listener failed", self.name, partition)
 
     def leader_epoch(self, partition: int) -> int | None:
         ctx = self._contexts.get(partition)
@@ -317,6 +334,8 @@ class CoordinatorRuntime(Generic[S]):
             return
         ctx.state = ShardState.ACTIVE
         self._run(ctx, lambda shard, now: shard.activate(now), None)
+        if self._contexts.get(ctx.partition) is ctx and ctx.state is ShardState.ACTIVE:  # activation did not fail
+            self._notify(ctx.partition, ctx.shard)
         if barrier is not None:  # the replayed tail is not committed yet: answers wait for it
             direct: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             direct.add_done_callback(_retrieve)
@@ -358,8 +377,11 @@ class CoordinatorRuntime(Generic[S]):
                      partition, leader_epoch, ctx.leader_epoch)
             return
         del self._contexts[partition]
+        was_active = ctx.state is ShardState.ACTIVE
         ctx.state = ShardState.CLOSED
         self._fail_all(ctx, ErrorCode.not_coordinator)
+        if was_active:
+            self._notify(partition, None)
 
     def close(self) -> None:
         for partition in list(self._contexts):

@@ -28,6 +28,12 @@ Rules (each is checked by tests/coordinator/share/test_group.py):
   last heartbeat + session timeout; removed at now >= deadline), as if it had left: everything it holds
   in any share partition of its group is released (RELEASE semantics: redelivered, or archived at the
   delivery limit), its share sessions end, and the group epoch goes up.
+- `expire(now)` (which every heartbeat and share-session step runs first) scans members and sessions only
+  when now has reached `_expiry_due`, a lower bound of every member's deadline and every left session's
+  release time: set by a scan to the earliest found, lowered when a deadline is set (a heartbeat, a leave
+  with its session open), and made unknown (next call scans) when a group is put into `groups` from
+  outside (an import of __consumer_offsets records) or a group config changes; so it removes exactly
+  what a scan at every call would, and a call before the earliest deadline costs O(1).
 - Share sessions, one per (group, member): epoch 0 opens (or replaces) the session with the request's
   partitions; -1 closes it (and is answered with the acknowledgements only; after them `release_session`
   releases what the member still holds in the session's partitions, as Kafka's final epoch does); any
@@ -99,6 +105,8 @@ DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000
 DEFAULT_MAX_SIZE = 200  # group.share.max.size
 ASSIGNOR_NAME = "simple"
 _MAX_EPOCH = 2**31 - 1
+_SCAN = -(2**63)  # `_expiry_due` unknown: the next expire scans
+_NEVER = 2**63  # nothing to expire (no member, no left session)
 
 TP = tuple[str, int]
 Assignment = dict[str, frozenset[int]]
@@ -210,6 +218,21 @@ class _Session:
     left_at: int | None = None  # when its member left the group with this session open (see the rules)
 
 
+class _Groups(dict[str, ShareGroup]):
+    """`ShareGroupCoordinator.groups`: a group put in from outside (share_membership imports groups
+    rebuilt from records) may hold any deadline, so the expiry bound is forgotten (see the rules)."""
+
+    __slots__ = ("_changed",)
+
+    def __init__(self, changed: Callable[[], None]) -> None:
+        super().__init__()
+        self._changed = changed
+
+    def __setitem__(self, key: str, value: ShareGroup) -> None:
+        super().__setitem__(key, value)
+        self._changed()
+
+
 class ShareGroupCoordinator:
     """See the rules above."""
 
@@ -221,7 +244,9 @@ class ShareGroupCoordinator:
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_size = max_size
-        self.groups: dict[str, ShareGroup] = {}
+        # no deadline before this (see the rules): expire returns at once while now < it
+        self._expiry_due = _SCAN
+        self.groups: dict[str, ShareGroup] = _Groups(self._forget_expiry_due)
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self._sessions: dict[tuple[str, str], _Session] = {}
         self.group_configs: dict[str, dict[str, str]] = {}
@@ -252,6 +277,7 @@ class ShareGroupCoordinator:
         # the isolation level and the lock duration also apply to the share partitions in use (neither can
         # break the state machine's rules: they only decide future acquisitions); the delivery limit and
         # the start offset do not (a lower limit would leave AVAILABLE records at or past it)
+        self._forget_expiry_due()  # a left session's release time follows the lock duration
         new = self.config_for(group_id)
         for (gid, _t, _p), sp in self.partitions.items():
             if gid == group_id:
@@ -326,6 +352,7 @@ class ShareGroupCoordinator:
                                    f"a different epoch ({member.member_epoch}) than the one sent "
                                    f"({member_epoch}).")
         member.deadline_ms = now + self._group_int(group_id, "share.session.timeout.ms", self.session_timeout_ms)
+        self._expiry_due = min(self._expiry_due, member.deadline_ms)
         member.rack_id = rack_id if rack_id is not None else member.rack_id
         member.client_id, member.client_host = client_id, client_host
         if subscribed is not None and frozenset(subscribed) != member.subscribed:
@@ -344,18 +371,31 @@ class ShareGroupCoordinator:
         return HeartbeatAnswer(ErrorCode.none, member_id, member.member_epoch, interval, assignment)
 
     def expire(self, now: int) -> list[tuple[str, str]]:
-        """Remove the members whose session timed out; the (group, member) pairs removed."""
+        """Remove the members whose session timed out; the (group, member) pairs removed. O(1) before the
+        earliest deadline (see the rules), a scan of every member and session otherwise."""
         self._now_ms = now
+        if now < self._expiry_due:
+            return []
         gone = [(g.group_id, m.member_id) for g in self.groups.values() for m in g.members.values()
                 if now >= m.deadline_ms]
         for group_id, member_id in gone:
             self._remove(self.groups[group_id], member_id, "session-timeout")
+        due = _NEVER
         for (group_id, member_id), sess in list(self._sessions.items()):
-            if sess.left_at is not None and \
-                    now >= sess.left_at + self.config_for(group_id).record_lock_duration_ms:
+            if sess.left_at is None:
+                continue
+            release = sess.left_at + self.config_for(group_id).record_lock_duration_ms
+            if now >= release:
                 del self._sessions[(group_id, member_id)]
                 self._release_held(group_id, member_id)
+            else:
+                due = min(due, release)
+        # every member left has its deadline after now (those at or before it were just removed)
+        self._expiry_due = min([due, *(m.deadline_ms for g in self.groups.values() for m in g.members.values())])
         return gone
+
+    def _forget_expiry_due(self) -> None:
+        self._expiry_due = _SCAN
 
     def next_deadline(self) -> int | None:
         deadlines = [m.deadline_ms for g in self.groups.values() for m in g.members.values()]
@@ -374,6 +414,8 @@ class ShareGroupCoordinator:
         sess = self._sessions.get((group.group_id, member_id))
         if cause == "leave-group" and sess is not None:
             sess.left_at = self._now_ms  # its closing -1 may still come: released then (see the rules)
+            self._expiry_due = min(self._expiry_due,
+                                   sess.left_at + self.config_for(group.group_id).record_lock_duration_ms)
         else:
             self._release_held(group.group_id, member_id)
             self._sessions.pop((group.group_id, member_id), None)

@@ -17,7 +17,10 @@ Rules of the service (the decisions are in `kaflite.coordinator`, the commit rul
   the shard is reloaded from its log, answering everything it still held NOT_COORDINATOR;
 - a request that may park (JoinGroup / SyncGroup) runs through `call_parked`: its step gets a token, and
   the answer is the future a later step answers for that token;
-- one runtime task fires the shards' session, rebalance and initial-delay timers with the broker's clock.
+- one runtime task fires the shards' session, rebalance and initial-delay timers with the broker's clock;
+- every callable in the broker's `SHARD_LISTENERS` slot hears of each change of an active shard (the
+  runtime's listeners: (partition, shard) once active, (partition, None) once unloaded), registered
+  whether or not this service exists yet (share_membership keeps the share groups beside the shards).
 """
 
 from __future__ import annotations
@@ -43,11 +46,14 @@ from kaflite.server.coordinators.internal_topic import OFFSETS, ensure_async
 from kaflite.server.coordinators.writer import OffsetsTopicWriter
 from kaflite.server.services import Slot
 
-__all__ = ["GROUP_SERVICE", "GroupService", "load_at_start"]
+__all__ = ["GROUP_SERVICE", "SHARD_LISTENERS", "GroupService", "load_at_start"]
 
 log = logging.getLogger("kaflite.coordinator")
 
 GROUP_SERVICE: Slot[GroupService] = Slot("group_coordinator")
+# told of every change of an active shard (see the rules); a list in a slot of its own, so a service may
+# register before the GroupService is made (it is made on the first group request)
+SHARD_LISTENERS: Slot[list[Callable[[int, GroupCoordinator | None], None]]] = Slot("group_shard_listeners")
 T = TypeVar("T")
 
 
@@ -65,6 +71,11 @@ class GroupService:
         self.writer = OffsetsTopicWriter(self)
         self.runtime: CoordinatorRuntime[GroupCoordinator] = CoordinatorRuntime(
             self._new_shard, self.writer, broker.now_ms, "group coordinator")
+        self.runtime.add_listener(self._shard_changed)
+
+    def _shard_changed(self, partition: int, shard: GroupCoordinator | None) -> None:
+        for listener in list(self.broker.services.get(SHARD_LISTENERS) or ()):
+            listener(partition, shard)
 
     def _new_shard(self, partition: int) -> GroupCoordinator:
         shard = GroupCoordinator(self.config, active=False)

@@ -7,16 +7,22 @@ tests/cluster/test_share_cluster.py):
 - the records of a share group live in its `__consumer_offsets` partition (`partition_for(group)`, as a
   consumer group's); that partition's GroupCoordinator shard holds them as written (`share_records`,
   replayed at load and by every step, so a shard always holds exactly what its log holds);
-- `reconcile` before every use: a partition whose active shard this broker has not imported yet (loaded
-  at start-up, after an election, or reloaded after a failed write) replaces what memory holds of its share
-  groups by the groups its records describe, every member's session deadline its group's session timeout
-  after the shard's activation (Kafka restarts session timers at load); a partition no longer active here
-  (unloaded: another broker leads it, or reloading) takes its share groups out of memory;
+- `reconcile` when a shard changes, never on a request: `follow` (called when the share coordinator is
+  made) registers it as a listener of the group coordinator's shards (groups.SHARD_LISTENERS: the runtime
+  calls it when a `__consumer_offsets` shard becomes active or is unloaded, whether the GroupService
+  exists yet or is made later) and runs it once at once (shards active before the share coordinator
+  existed). It imports the share groups of a partition whose active shard this broker has not imported
+  yet (loaded at start-up, after an election, or reloaded after a failed write), replacing what memory
+  holds of that partition's share groups by the groups its records describe, every member's session
+  deadline its group's session timeout after the shard's activation (Kafka restarts session timers at
+  load); a partition no longer active here (unloaded: another broker leads it, or reloading) takes its
+  share groups out of memory;
 - `write` after a change (ShareGroupHeartbeat, expiry, DeleteGroups): one step per touched group on its
   shard, writing the difference between the group's records now and the shard's, answered once committed;
   a failed write answers the runtime's error (NOT_COORDINATOR for a storage error, COORDINATOR_NOT_AVAILABLE
   ...) and the partition's share groups are imported again from its shard, which holds what was written
-  (the runtime reloads it after a failed write), so the change is gone from memory too;
+  (the runtime reloads it after a failed write: its listener call re-imports them; when that has not
+  happened yet, the write drops them and reconciles itself), so the change is gone from memory too;
 - `prepare` for a heartbeat: the group's shard must be active here (else its error: NOT_COORDINATOR,
   COORDINATOR_LOAD_IN_PROGRESS), and `__consumer_offsets` is created first when missing (single node).
 """
@@ -33,10 +39,10 @@ from kaflite.coordinator.share import membership_records as mr
 from kaflite.coordinator.share.group import ShareGroupCoordinator
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.coordinators.broker_api import ShareBroker
-from kaflite.server.coordinators.groups import GROUP_SERVICE, GroupService
+from kaflite.server.coordinators.groups import GROUP_SERVICE, SHARD_LISTENERS, GroupService
 from kaflite.server.services import Slot
 
-__all__ = ["flush_soon", "prepare", "reconcile", "write", "write_touched"]
+__all__ = ["follow", "flush_soon", "prepare", "reconcile", "write", "write_touched"]
 
 log = logging.getLogger("kaflite.share")
 
@@ -44,6 +50,8 @@ log = logging.getLogger("kaflite.share")
 LOADED: Slot[dict[int, Any]] = Slot("share_membership_loaded")
 # the writes `flush_soon` started, held until done (the loop keeps only weak references to tasks)
 FLUSHES: Slot[set[asyncio.Future[Any]]] = Slot("share_membership_flushes")
+# the share coordinator `follow` keeps in step with the shards, and its listener (in SHARD_LISTENERS)
+FOLLOWING: Slot[tuple[ShareGroupCoordinator, Any]] = Slot("share_membership_following")
 
 
 def _service(broker: ShareBroker) -> GroupService | None:
@@ -59,8 +67,29 @@ def _drop(coord: ShareGroupCoordinator, svc: GroupService, partition: int) -> No
         del coord.groups[group_id]
 
 
+def follow(broker: ShareBroker, coord: ShareGroupCoordinator) -> None:
+    """From now on `reconcile` `coord` whenever a `__consumer_offsets` shard becomes active or is unloaded
+    here, and once now (see the rules). Called again with the same coordinator it does nothing; with
+    another (a coordinator replaced), that one is followed instead and imports every shard afresh."""
+    following = broker.services.get(FOLLOWING)
+    if following is not None and following[0] is coord:
+        return
+    listeners = broker.services.get_or_make(SHARD_LISTENERS, list)
+    if following is not None:
+        if following[1] in listeners:
+            listeners.remove(following[1])
+        _loaded(broker).clear()  # what the former coordinator imported is not in this one
+
+    def changed(_partition: int, _shard: Any) -> None:
+        reconcile(broker, coord)
+    listeners.append(changed)
+    broker.services.set(FOLLOWING, (coord, changed))
+    reconcile(broker, coord)
+
+
 def reconcile(broker: ShareBroker, coord: ShareGroupCoordinator) -> None:
-    """Import the share groups of newly active shards, drop those of shards no longer active here."""
+    """Import the share groups of newly active shards, drop those of shards no longer active here (the
+    listener `follow` registers: run on a shard's load or unload, not per request)."""
     svc = _service(broker)
     if svc is None:
         return
@@ -85,12 +114,12 @@ def reconcile(broker: ShareBroker, coord: ShareGroupCoordinator) -> None:
 
 
 async def prepare(broker: ShareBroker, coord: ShareGroupCoordinator, group_id: str) -> ErrorCode | None:
-    """Before a heartbeat: the group coordinator started (its topic created when missing), this broker's
-    share groups reconciled with its shards; the error to answer when the group's shard is not active here."""
+    """Before a heartbeat: the group coordinator started (its topic created when missing) and its start-up
+    loads done (each shard's share groups imported by `follow`'s listener as it became active); the error
+    to answer when the group's shard is not active here."""
     svc = await GroupService.of_async(broker)
     if not svc.loaded.done():
         await asyncio.shield(svc.loaded)  # the partitions loading at start-up
-    reconcile(broker, coord)
     try:
         svc.shard(group_id)
     except KafkaError as e:
@@ -106,10 +135,12 @@ async def write(broker: ShareBroker, coord: ShareGroupCoordinator, group_ids: It
     ids = {name: t.topic_id for name, t in broker.metadata.topics.items()}
     loaded = _loaded(broker)
     steps: list[tuple[str, asyncio.Future[Any]]] = []
+    ran_on: dict[str, Any] = {}  # group -> the shard its step ran on
     for group_id in sorted(set(group_ids)):
         if svc.partition_for(group_id) not in loaded:
             continue  # not a group this broker coordinates (its memory of it was dropped)
         def op(shard: Any, now: int, group_id: str = group_id) -> Any:
+            ran_on[group_id] = shard
             return shard.handle_share_group_write(group_id, mr.group_records(coord.groups.get(group_id), ids), now)
         # the runtime runs the step now, before this coroutine first waits: the records are those of the
         # change just made, with no other request (a re-import by `reconcile`) in between
@@ -126,8 +157,14 @@ async def write(broker: ShareBroker, coord: ShareGroupCoordinator, group_ids: It
                         ErrorCode(code).name.upper(), "__consumer_offsets")
             errors[group_id] = code
             partition = svc.partition_for(group_id)
-            loaded.pop(partition, None)  # the shard holds what was written: imported again from it
-            _drop(coord, svc, partition)
+            ran = ran_on.get(group_id)
+            if partition in loaded and (ran is None or loaded[partition] is ran):
+                # memory still holds what was imported from the shard the change failed on (the
+                # runtime's reload, whose listener call re-imports, has not happened): drop it and import
+                # what the active shard holds, if any
+                del loaded[partition]
+                _drop(coord, svc, partition)
+                reconcile(broker, coord)
     return errors
 
 

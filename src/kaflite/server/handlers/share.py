@@ -21,8 +21,9 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
   rule: answered once written.
 - The membership is durable (server/coordinators/share_membership.py): a heartbeat's changes (and
   expiries, DeleteGroups) are written to the group's `__consumer_offsets` partition before the answer, a
-  failed write answered with its error; the groups are rebuilt from those records after a load, before
-  every share-group request that reads them (`reconcile`).
+  failed write answered with its error; the groups are rebuilt from those records when a partition's
+  shard becomes active here, and dropped when it is unloaded (`share_membership.follow`, registered when
+  the coordinator is made: no request reconciles).
 - A cluster (Kafka's split): the group coordinator, the leader of the group's `__consumer_offsets`
   partition, holds the membership: ShareGroupHeartbeat elsewhere is NOT_COORDINATOR. ShareFetch /
   ShareAcknowledge go to each partition's leader, which checks the member id against the membership only
@@ -150,6 +151,9 @@ def coordinator(broker: ShareBroker) -> ShareGroupCoordinator:
                 coord.set_group_configs(group_id, configs)
             except ValueError as e:  # a file edited by hand: the group keeps the broker's keys
                 log.warning("%s: group %r: %s; its configs are ignored", GROUP_CONFIGS_FILE, group_id, e)
+        # its groups follow the __consumer_offsets shards from now on (after the group configs: an imported
+        # member's session deadline is its group's session timeout)
+        share_membership.follow(broker, coord)
     return coord
 
 
@@ -194,6 +198,10 @@ def _apply_group_configs(broker: Any, group_id: str, configs: dict[str, str]) ->
         coordinator(broker).set_group_configs(group_id, configs)
     except ValueError as e:  # written by hand, or by another version: the group keeps the broker's keys
         log.warning("/config/%s/%s: %s; its configs are ignored", GROUP_CONFIG_ENTITY, group_id, e)
+        return
+    # said once applied: when a change reached every broker is in their logs (and a test waits on it)
+    log.info("share group %s: configs applied from /config/%s: %s", group_id, GROUP_CONFIG_ENTITY,
+             ", ".join(f"{k}={v}" for k, v in sorted(configs.items())) or "(none: the broker's keys)")
 
 
 async def _watch_cluster_group_configs(broker: Any, zk: Any) -> None:
@@ -467,7 +475,6 @@ def share_group_history(broker: ShareBroker, group_id: str) -> list[RebalanceEve
     coord = broker.services.get(share_state.SHARE_COORDINATOR)
     if coord is None:
         return None
-    share_membership.reconcile(broker, coord)
     coord.expire(broker.now_ms())  # a member whose session ended is in the history before it is read
     share_membership.flush_soon(broker, coord)
     return coord.history(group_id)
@@ -480,8 +487,6 @@ def share_group_view(broker: ShareBroker, group_id: str, max_ranges: int = 100) 
     `max_ranges` ranges of records in flight with delivery count, holder and lock deadline). KafkaError
     GROUP_ID_NOT_FOUND when no share group has this id here."""
     coord = broker.services.get(share_state.SHARE_COORDINATOR)
-    if coord is not None:
-        share_membership.reconcile(broker, coord)
     group = coord.groups.get(group_id) if coord is not None else None
     if coord is None or group is None:
         raise KafkaError(ErrorCode.group_id_not_found, f"Share group {group_id} not found.")
@@ -511,7 +516,6 @@ def listed_share_groups(broker: ShareBroker, states: Sequence[str]) -> list[List
     coord = broker.services.get(share_state.SHARE_COORDINATOR)
     if coord is None:
         return []
-    share_membership.reconcile(broker, coord)
     coord.expire(broker.now_ms())
     share_membership.flush_soon(broker, coord)
     wanted = {s.lower() for s in states}
@@ -576,7 +580,6 @@ async def handle_share_group_describe(ctx: RequestContext, request: Any) -> Any:
     enabled = share_enabled(broker)
     coord = coordinator(broker) if enabled else None
     if coord is not None:
-        share_membership.reconcile(broker, coord)
         coord.expire(broker.now_ms())
         await share_membership.write_touched(broker, coord)  # members whose session ended
 
@@ -850,7 +853,6 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
     forget = [(names[f.topic_id], int(p)) for f in request.forgotten_topics_data if f.topic_id in names
               for p in f.partitions]
     now = broker.now_ms()
-    share_membership.reconcile(broker, coord)  # members known from __consumer_offsets after a load
     session = coord.session(group_id, member_id, epoch, add, forget, now,
                             check_member=group_coordinator_here(broker, group_id))
     if session.error is not ErrorCode.none:
@@ -1013,7 +1015,6 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
         return failed(ErrorCode.invalid_share_session_epoch, "A share session is opened by ShareFetch.")
     coord = coordinator(broker)
     now = broker.now_ms()
-    share_membership.reconcile(broker, coord)
     session = coord.session(group_id, member_id, epoch, (), (), now,
                             check_member=group_coordinator_here(broker, group_id))
     if session.error is not ErrorCode.none:

@@ -467,8 +467,6 @@ async def delete_share_group(broker: ShareBroker, group_id: str) -> ErrorCode | 
     share group has this id, in memory or in `__share_group_state` (the group coordinator answers)."""
     coord = broker.services.get(share_state.SHARE_COORDINATOR)
     svc = broker.services.get(share_state.SHARE_STATE_SERVICE)
-    if coord is not None:
-        share_membership.reconcile(broker, coord)
     known = coord is not None and group_id in coord.groups
     persisted = svc is not None and any(s.keys_of_group(group_id) for _p, s in svc.runtime.active_shards())
     if not known and not persisted:
