@@ -112,6 +112,7 @@ def test_a_hole_in_a_written_state_is_available(broker: EmbeddedBroker) -> None:
                                          delivery_count=i16(1)),)),)),)))
         assert w.results[0].partitions[0].error_code == 0
     m = Member(broker, "rpc-hole", [topic])
+    m.wait_assigned()
     assert offsets(m.fetch(max_wait_ms=2000)) == [0, 2]
     m.close()
 
@@ -132,6 +133,7 @@ def test_a_deleted_topic_takes_its_share_state_with_it(broker: EmbeddedBroker) -
                    timeout=10)
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
     again = Member(broker, "rpc-del", [topic])
+    again.wait_assigned()
     assert offsets(again.fetch()) == []  # the new share partition starts at the log end: 0
     produce(broker, topic, 2)
     assert offsets(again.fetch(max_wait_ms=2000)) == [0, 1]

@@ -59,6 +59,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from kaflite.coordinator.share.group import ShareGroupCoordinator
 from kaflite.coordinator.share.state_records import SHARE_GROUP_STATE_TOPIC, ShareStateKey
 from kaflite.coordinator.share.state_shard import ShareStateResult, ShareStateShard, StateAnswer
 from kaflite.protocol.errors import ErrorCode, KafkaError
@@ -150,6 +151,24 @@ def _forget(broker: ShareBroker, group_id: str, topic: str, partitions: Iterable
     for key in [k for k in coord.partitions if k[0] == group_id and k[1] == topic
                 and (wanted is None or k[2] in wanted)]:
         del coord.partitions[key]
+
+
+def _membership(broker: ShareBroker, group_id: str) -> ShareGroupCoordinator | None:
+    """The share-group coordinator when it holds the group (whose initialized share partitions, key 15,
+    Alter and Delete change), else None."""
+    coord = broker.services.get(share_state.SHARE_COORDINATOR)
+    if coord is None:
+        return None
+    share_membership.reconcile(broker, coord)
+    return coord if group_id in coord.groups else None
+
+
+async def _write_records(broker: ShareBroker) -> None:
+    """The key 15 records changed through `_membership`, written (a failure is logged by share_membership.write, and
+    the group imported again from what was written: its partitions are initialized again when needed)."""
+    coord = broker.services.get(share_state.SHARE_COORDINATOR)
+    if coord is not None:
+        await share_membership.write_touched(broker, coord)
 
 
 # --- DescribeShareGroupOffsets (90) -------------------------------------------------------------------
@@ -382,8 +401,12 @@ async def handle_alter_share_group_offsets(ctx: RequestContext, request: Any) ->
             answers.append(build(R.AlterShareGroupOffsetsResponsePartition, partition_index=index, error_code=code,
                                  error_message=message if code is not ErrorCode.none else None))
         _forget(broker, group_id, name, written)  # rebuilt from the new state at the next fetch
+        members = _membership(broker, group_id)
+        if members is not None:
+            members.mark_initialized(group_id, name, written)  # initialized (key 15), as Kafka's
         responses.append(build(R.AlterShareGroupOffsetsResponseTopic, topic_name=name, topic_id=topic_id,
                                partitions=tuple(answers)))
+    await _write_records(broker)
     return build(R.AlterShareGroupOffsetsResponse, throttle_time=_ZERO, error_code=ErrorCode.none,
                  error_message=None, responses=tuple(responses))
 
@@ -449,7 +472,11 @@ async def handle_delete_share_group_offsets(ctx: RequestContext, request: Any) -
                 code, message = e.code, str(e) or None
         if code is ErrorCode.none:
             _forget(broker, group_id, name, None)
+            members = _membership(broker, group_id)
+            if members is not None:
+                members.uninitialize_topics([name], group_id)  # initialized again before it is assigned
         answers.append(topic(name, topic_id, code, message))
+    await _write_records(broker)
     return build(R.DeleteShareGroupOffsetsResponse, throttle_time=_ZERO, error_code=ErrorCode.none,
                  error_message=None, responses=tuple(refused_topics + answers + errors))
 
