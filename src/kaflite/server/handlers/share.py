@@ -23,6 +23,11 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
   expiries, DeleteGroups) are written to the group's `__consumer_offsets` partition before the answer, a
   failed write answered with its error; the groups are rebuilt from those records after a load, before
   every share-group request that reads them (`reconcile`).
+- A share group's partitions are assigned once their share state is initialized (Kafka 4.1+): the
+  heartbeat that finds new subscribed partitions records them initializing (key 15, written with its other
+  changes) and is answered without them; once answered, server/coordinators/share_initialize.py initializes
+  them at the share coordinator in the background and records them initialized, and a later heartbeat
+  assigns them.
 - A cluster (Kafka's split): the group coordinator, the leader of the group's `__consumer_offsets`
   partition, holds the membership: ShareGroupHeartbeat elsewhere is NOT_COORDINATOR. ShareFetch /
   ShareAcknowledge go to each partition's leader, which checks the member id against the membership only
