@@ -358,6 +358,9 @@ def test_only_initialized_partitions_are_assigned_so_two_members_joining_apart_s
     epoch = group.group_epoch
     got_a = c.heartbeat("g", "a", 2, None, TOPICS, now=500)
     assert c.groups["g"].group_epoch == epoch + 1 and got_a.member_epoch == epoch + 1  # the pending bump
+    bump = [e for e in c.history("g") or [] if e.kind == "metadata-changed"]
+    assert [(e.cause, e.generation, e.detail) for e in bump] == [
+        ("metadata-change", epoch + 1, "initialized: t-0, t-1, t-2")]
     got_b = c.heartbeat("g", "b", 2, None, TOPICS, now=501)
     assert got_a.assignment and got_b.assignment
     assert sorted(got_a.assignment["t"] | got_b.assignment["t"]) == [0, 1, 2]

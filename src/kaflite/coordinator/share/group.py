@@ -64,7 +64,7 @@ Rules (each is checked by tests/coordinator/share/test_group.py):
   a join is member-joined / new-member, a rejoin with epoch 0 member-rejoined / member-rejoin (no epoch
   bump, no rebalance), -1 member-left / leave-group, a session expiry member-left / session-timeout, a
   subscription change subscription-changed / subscription-change, a subscribed topic's partition count
-  change metadata-changed / metadata-change; each group epoch bump opens a rebalance (one open at a
+  change, or partitions initialized since the target was computed, metadata-changed / metadata-change; each group epoch bump opens a rebalance (one open at a
   time), which completes when every member is at the group epoch (Stable) or none is left (Empty), with
   the partitions whose members changed (a share partition may have several: its owner is the sorted
   member ids joined by ","). Deleting the group deletes its timeline.
