@@ -424,9 +424,21 @@ def test_the_membership_moves_with_the_group_coordinator(cluster: EmbeddedCluste
     at = cluster.address(coordinator)
     assert int(_heartbeat(at, group, a, 0, [topic]).member_epoch) == 1
     assert int(_heartbeat(at, group, b, 0, [topic]).member_epoch) == 2
-    assert int(_heartbeat(at, group, a, 1, None).member_epoch) == 2
-    before = _describe(at, group)
-    assert int(before.group_epoch) == 2 and len(_members(before)[a][1]) == 1, before
+    # the partitions are assigned once the group coordinator has initialized their share state (at the
+    # share coordinators of their __share_group_state partitions, this broker's or through the persister)
+    epochs = {a: 1, b: 2}
+    deadline = time.monotonic() + 30
+    while True:
+        for m in (a, b):
+            epochs[m] = int(_heartbeat(at, group, m, epochs[m], None).member_epoch)
+        before = _describe(at, group)
+        assigned = _members(before)
+        if int(before.group_epoch) == epochs[a] == epochs[b] and all(
+                len(assigned[m][1]) == 1 and len(assigned[m][1][0][1]) == 1 for m in (a, b)):
+            break
+        assert time.monotonic() < deadline, before
+        time.sleep(0.2)
+    epoch = epochs[a]
 
     cluster.kill(coordinator)
     deadline = time.monotonic() + 60
@@ -434,14 +446,14 @@ def test_the_membership_moves_with_the_group_coordinator(cluster: EmbeddedCluste
         leader = _leaders(admin, "__consumer_offsets").get(offsets_partition(group, len(offsets_leaders)), -1)
         address = cluster.address(leader if leader >= 0 and leader != coordinator else other)
         try:
-            r = _heartbeat(address, group, a, 2, None)
+            r = _heartbeat(address, group, a, epoch, None)
         except OSError:
             r = None
         if r is not None and r.error_code not in (14, 15, 16):  # LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORDINATOR
             break
         assert time.monotonic() < deadline, f"no coordinator took the group over: {r}"
         time.sleep(0.3)
-    assert (r.error_code, int(r.member_epoch)) == (0, 2), r
+    assert (r.error_code, int(r.member_epoch)) == (0, epoch), r
     after = _describe(address, group)
     assert (int(after.group_epoch), int(after.assignment_epoch), _members(after)) == (
-        2, 2, _members(before))
+        epoch, epoch, _members(before))

@@ -54,9 +54,9 @@ def test_flexible_v4_values_are_read() -> None:
 
 
 def test_unknown_versions_are_refused_clearly() -> None:
-    # 3-8 are KIP-848's, 9-14 share groups' membership; 15 (ShareGroupStatePartitionMetadata) is not read
-    with pytest.raises(RecordFormatError, match="key version 15"):
-        decode_record(struct.pack(">h", 15) + b"\x00\x01g", None)
+    # 3-8 are KIP-848's, 9-15 share groups' (membership, initialized share partitions); 16 (streams) not read
+    with pytest.raises(RecordFormatError, match="key version 16"):
+        decode_record(struct.pack(">h", 16) + b"\x00\x01g", None)
     with pytest.raises(RecordFormatError, match="truncated"):
         decode_record(encode_key(GroupMetadataKey("g"))[:-1], None)
 

@@ -148,6 +148,7 @@ def test_delete_removes_the_state_of_the_topics_named(broker: EmbeddedBroker) ->
     kept, kept_id = new_topic(broker)
     other, _ = new_topic(broker)
     m = Member(broker, "g-adm-del", [gone, kept])
+    m.wait_assigned()
     assert offsets(m.fetch()) == []
     produce(broker, gone, 2)
     produce(broker, kept, 2)

@@ -18,7 +18,9 @@ from kaflite.server.embedded import EmbeddedBroker
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker(overrides={"kaflite.faults.enable": "true"}) as b:  # faults: the close race below
+    # faults: the close race below; heartbeats every 0.5 s: a new group's partitions are assigned at the
+    # heartbeat after their share state is initialized (the join only starts that)
+    with EmbeddedBroker(overrides={"kaflite.faults.enable": "true", "group.share.heartbeat.interval.ms": "500"}) as b:
         yield b
 
 

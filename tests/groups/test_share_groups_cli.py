@@ -22,7 +22,9 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker() as b:
+    # heartbeats every 0.5 s: a new group's partitions are assigned at the heartbeat after their share state
+    # is initialized (the join only starts that)
+    with EmbeddedBroker(overrides={"group.share.heartbeat.interval.ms": "500"}) as b:
         yield b
 
 

@@ -55,6 +55,7 @@ def test_restart_redelivers_only_what_was_in_flight(tmp_path: Path) -> None:
         admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its handle must outlive the future
         admin.create_topics([NewTopic("restart-share", 1, 1)])["restart-share"].result(10)
         m = Member(_Bootstrap(bootstrap), "restart-g", ["restart-share"])  # type: ignore[arg-type]
+        m.wait_assigned()
         [(tid, parts)] = m.assignment
         assert parts == [0]
         assert offsets(m.fetch()) == []  # the share partition starts at the log end (latest): 0
@@ -72,6 +73,8 @@ def test_restart_redelivers_only_what_was_in_flight(tmp_path: Path) -> None:
         stop_process(proc, signal.SIGKILL)  # 5, 6, 8, 9 still held by the member
         proc = _start(data, port, log_path)
         n = Member(_Bootstrap(bootstrap), "restart-g", ["restart-share"])  # type: ignore[arg-type]
+        # assigned at its join: the group's record of its initialized share partitions (key 15 in
+        # __consumer_offsets) survived the restart, so nothing is initialized again first
         assert n.assignment == [(tid, [0])]
         got = acquired(n.fetch(max_wait_ms=3000))
         # only what was in flight, delivered a second time; 0..4 and 7 never again
@@ -133,6 +136,7 @@ def test_group_configs_survive_a_restart(tmp_path: Path) -> None:
         "cfg-g": {"share.auto.offset.reset": "earliest"}, "cfg-other": {"share.delivery.count.limit": "3"}}
     with EmbeddedBroker(data_dir=data, port=port) as b:
         m = Member(b, "cfg-g", [topic])
+        m.wait_assigned()
         assert acquired(m.fetch(max_wait_ms=2000)) == {0: [(0, 1, 1)]}
         m.close()
 

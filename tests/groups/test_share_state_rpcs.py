@@ -21,7 +21,7 @@ from kio.static.primitive import i8, i16, i32, i64
 from groups.test_share_wire import ACCEPT, Member, ack_errors, joined_and_started, new_topic, offsets, produce
 from helpers import wait_until
 from kaflite.coordinator.share.state_records import ShareStateKey, kafka_uuid
-from kaflite.server.coordinators.share_state import SHARE_STATE_SERVICE
+from kaflite.server.coordinators.share_state import SHARE_COORDINATOR, SHARE_STATE_SERVICE
 from kaflite.server.embedded import EmbeddedBroker
 from server.kwire import WireClient
 
@@ -112,6 +112,7 @@ def test_a_hole_in_a_written_state_is_available(broker: EmbeddedBroker) -> None:
                                          delivery_count=i16(1)),)),)),)))
         assert w.results[0].partitions[0].error_code == 0
     m = Member(broker, "rpc-hole", [topic])
+    m.wait_assigned()
     assert offsets(m.fetch(max_wait_ms=2000)) == [0, 2]
     m.close()
 
@@ -130,8 +131,16 @@ def test_a_deleted_topic_takes_its_share_state_with_it(broker: EmbeddedBroker) -
     with WireClient(broker.bootstrap) as c:
         wait_until("the deleted topic's share state gone", lambda: int(_read(c, "rpc-del", tid).start_offset) == -1,
                    timeout=10)
+
+    def recorded() -> bool:  # the group's key 15 record of its initialized share partitions forgets the topic
+        g = broker.server.broker.services.get(SHARE_COORDINATOR).groups["rpc-del"]
+        return topic in g.initialized or topic in g.initializing
+    wait_until("the deleted topic gone from the group's initialized partitions", lambda: not broker.call(recorded),
+               timeout=10)
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
     again = Member(broker, "rpc-del", [topic])
+    assert again.assignment == []  # initialized again before it is assigned
+    again.wait_assigned()
     assert offsets(again.fetch()) == []  # the new share partition starts at the log end: 0
     produce(broker, topic, 2)
     assert offsets(again.fetch(max_wait_ms=2000)) == [0, 1]

@@ -79,6 +79,15 @@ class Member:
                 self.assignment = [(tp.topic_id, list(tp.partitions)) for tp in r.assignment.topic_partitions]
         return r
 
+    def wait_assigned(self, timeout: float = 10.0) -> None:
+        """Heartbeat until the assignment is not empty: a new partition is assigned once the group
+        coordinator has initialized its share state (the heartbeat that starts that is answered without it)."""
+        deadline = time.monotonic() + timeout
+        while not any(ps for _t, ps in self.assignment) and time.monotonic() < deadline:
+            time.sleep(0.02)
+            assert self.heartbeat().error_code == 0
+        assert any(ps for _t, ps in self.assignment), f"{self.member_id}: nothing assigned in {timeout:g} s"
+
     def fetch(self, acks: dict[tuple[uuid.UUID, int], list[tuple[int, int, int]]] | None = None,
               max_wait_ms: int = 0, max_records: int = 500, epoch: int | None = None) -> Any:
         acks = acks or {}
@@ -151,7 +160,9 @@ def joined_and_started(b: EmbeddedBroker, group: str, topic: str, n: int, member
     latest), then `n` records produced."""
     ms = [Member(b, group, [topic]) for _ in range(members)]
     for m in ms:
-        if m.epoch != ms[-1].epoch:
+        m.wait_assigned()
+    for m in ms:
+        if m.epoch != max(x.epoch for x in ms):
             m.heartbeat()
         assert offsets(m.fetch()) == []
     produce(b, topic, n)
@@ -182,16 +193,20 @@ def test_join_and_describe(broker: EmbeddedBroker) -> None:
     a = Member(broker, "g-join", [topic])
     assert a.last.error_code == 0 and a.epoch == 1
     assert int(a.last.heartbeat_interval.total_seconds() * 1000) == 321  # group.share.heartbeat.interval.ms
-    assert a.assignment == [(tid, [0, 1])]
-    b = Member(broker, "g-join", [topic])
-    assert b.epoch == 2
+    # the join starts the initialization of the partitions' share state and is answered without them; a
+    # later heartbeat finds them initialized, bumps the group epoch and assigns them (as Kafka 4.1+)
+    assert a.assignment == []
+    a.wait_assigned()
+    assert a.epoch == 2 and a.assignment == [(tid, [0, 1])]
+    b = Member(broker, "g-join", [topic])  # initialized already: assigned at its join
+    assert b.epoch == 3 and b.assignment
     # the first member learns the new epoch at its next heartbeat; one partition each
     a.heartbeat()
-    assert a.epoch == 2 and sorted(a.assignment[0][1] + b.assignment[0][1]) == [0, 1]
+    assert a.epoch == 3 and sorted(a.assignment[0][1] + b.assignment[0][1]) == [0, 1]
     with WireClient(broker.bootstrap) as c:
         d = c.request(ShareGroupDescribeRequest(group_ids=("g-join", "nope"), include_authorized_operations=False))
     g, missing = d.groups
-    assert g.error_code == 0 and g.group_state == "Stable" and g.group_epoch == 2 and g.assignor_name == "simple"
+    assert g.error_code == 0 and g.group_state == "Stable" and g.group_epoch == 3 and g.assignor_name == "simple"
     assert {m.member_id for m in g.members} == {a.member_id, b.member_id}
     assert missing.error_code == 69  # GROUP_ID_NOT_FOUND
     third = Member(broker, "g-join", [topic])  # group.share.max.size=2
@@ -325,8 +340,10 @@ def test_group_config_auto_offset_reset_earliest(broker: EmbeddedBroker) -> None
     produce(broker, topic, 3)
     _alter_group(broker, "g-earliest", share_auto_offset_reset="earliest")
     m = Member(broker, "g-earliest", [topic])
+    m.wait_assigned()
     assert acquired(m.fetch(max_wait_ms=2000)) == {0: [(0, 2, 1)]}
     late = Member(broker, "g-latest", [topic])
+    late.wait_assigned()
     assert offsets(late.fetch(max_wait_ms=200)) == []
     m.close()
     late.close()
@@ -382,9 +399,11 @@ def test_group_config_read_committed_skips_aborted_and_open_transactions(broker:
     p.produce(topic, b"open", partition=0)
     p.flush(10)  # left open: past the last stable offset
     m = Member(broker, "g-rc", [topic])
+    m.wait_assigned()
     # offsets: 0 aborted, 1 abort marker, 2 committed, 3 commit marker, 4 open
     assert offsets(m.fetch(max_wait_ms=2000)) == [2]
     plain = Member(broker, "g-ru", [topic])
+    plain.wait_assigned()
     _alter_group(broker, "g-ru", share_auto_offset_reset="earliest")
     assert 4 in offsets(plain.fetch(max_wait_ms=2000))  # read_uncommitted: the open transaction's record too
     p.abort_transaction(10)

@@ -42,7 +42,10 @@ def test_the_state_machine_counts_every_transition_once() -> None:
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
     with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("kaflite"),
-                        overrides={"metrics.listener": "http://127.0.0.1:0"}) as b:
+                        # heartbeats every 0.5 s: partitions are assigned at the heartbeat after their
+                        # share state is initialized (the join only starts that)
+                        overrides={"metrics.listener": "http://127.0.0.1:0",
+                                   "group.share.heartbeat.interval.ms": "500"}) as b:
         yield b
 
 

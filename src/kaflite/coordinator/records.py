@@ -299,7 +299,7 @@ def decode_key(data: bytes) -> RecordKey:
             return decode_share_key(version, data)
         except ConsumerRecordFormatError as e:
             raise RecordFormatError(str(e)) from e
-    # Versions 15+ (ShareGroupStatePartitionMetadata and later): not records kaflite knows.
+    # Versions 16+ (Kafka's streams-group records and later): not records kaflite knows.
     raise RecordFormatError(f"unsupported __consumer_offsets key version {version}")
 
 

@@ -412,3 +412,81 @@ def test_expire_before_the_earliest_deadline_looks_at_no_member() -> None:
     assert c.session("g", "m3", 0, [("t", 0)], [], now=500).error is ErrorCode.none
     assert c.expire(999) == []  # a scan would have removed m7
     assert c.expire(1000) == [("g", "m0"), ("g", "m7")]
+
+
+# --- share-state initialization before assignment (Kafka 4.1+) ----------------------------------------
+
+def _init_coord() -> ShareGroupCoordinator:
+    return ShareGroupCoordinator(ShareConfig(), session_timeout_ms=60_000, heartbeat_interval_ms=500,
+                                 initialize_partitions=True, initialize_retry_ms=30_000)
+
+
+def test_only_initialized_partitions_are_assigned_so_two_members_joining_apart_share_them() -> None:
+    """librdkafka's 0172 mixed_ack_mode: two members joining 6 ms apart must both get partitions. The first
+    join starts the initialization and is answered without them; the second join finds them initializing
+    (not sent twice); once initialized, the next heartbeat bumps the group epoch and assigns them over
+    both members."""
+    c = _init_coord()
+    a = c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0)
+    assert a.assignment == {} and a.initialize == {"t": frozenset({0, 1, 2})} and a.state_epoch == 1
+    assert c.groups["g"].initializing == {"t": frozenset({0, 1, 2})} and "g" in c.touched
+    b = c.heartbeat("g", "b", 0, ["t"], TOPICS, now=6)
+    assert b.assignment == {} and b.initialize == {}  # already initializing: not sent again
+    assert c.heartbeat("g", "a", 1, None, TOPICS, now=7).assignment is not None  # epoch 1 -> 2: still {}
+    assert c.groups["g"].members["a"].assigned == {}
+    c.initialized("g", {"t": [0, 1, 2]}, now=10)
+    group = c.groups["g"]
+    assert group.initialized == {"t": frozenset({0, 1, 2})} and group.initializing == {}
+    epoch = group.group_epoch
+    got_a = c.heartbeat("g", "a", 2, None, TOPICS, now=500)
+    assert c.groups["g"].group_epoch == epoch + 1 and got_a.member_epoch == epoch + 1  # the pending bump
+    bump = [e for e in c.history("g") or [] if e.kind == "metadata-changed"]
+    assert [(e.cause, e.generation, e.detail) for e in bump] == [
+        ("metadata-change", epoch + 1, "initialized: t-0, t-1, t-2")]
+    got_b = c.heartbeat("g", "b", 2, None, TOPICS, now=501)
+    assert got_a.assignment and got_b.assignment
+    assert sorted(got_a.assignment["t"] | got_b.assignment["t"]) == [0, 1, 2]
+    assert not got_a.assignment["t"] & got_b.assignment["t"]
+    # nothing pending any more: no further bump
+    assert c.heartbeat("g", "a", epoch + 1, None, TOPICS, now=600).assignment is None
+    assert c.groups["g"].group_epoch == epoch + 1
+
+
+def test_initialization_is_sent_again_after_a_failure_or_the_retry_interval() -> None:
+    c = _init_coord()
+    assert c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0).initialize == {"t": frozenset({0, 1, 2})}
+    c.initialized("g", {"t": [0]}, now=1)
+    c.initialize_failed("g", {"t": [1]})
+    again = c.heartbeat("g", "a", 1, None, TOPICS, now=100)
+    assert again.initialize == {"t": frozenset({1})}  # 2 still initializing within the retry interval
+    assert again.assignment == {"t": frozenset({0})}  # 0 initialized: the epoch bumped, assigned
+    later = c.heartbeat("g", "a", again.member_epoch, None, TOPICS, now=30_000)
+    assert later.initialize == {"t": frozenset({2})}  # 30 s without an answer: sent again
+    # a partition that grows in is initialized too; a late answer for a partition not initializing is ignored
+    c.initialized("g", {"u": [0]}, now=30_001)
+    assert "u" not in c.groups["g"].initialized
+    assert c.heartbeat("g", "a", later.member_epoch, None, {"t": 4, "u": 1}, now=30_002).initialize == {
+        "t": frozenset({3})}
+
+
+def test_a_deleted_topic_is_uninitialized_and_initialized_again_when_back() -> None:
+    c = _init_coord()
+    c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0)
+    c.initialized("g", {"t": [0, 1, 2]}, now=1)
+    epoch = c.heartbeat("g", "a", 1, None, TOPICS, now=2).member_epoch
+    assert c.groups["g"].members["a"].assigned == {"t": frozenset({0, 1, 2})}
+    c.touched.clear()
+    c.uninitialize_topics(["t"])
+    assert c.groups["g"].initialized == {} and c.touched == {"g"}
+    # the topic created again (same name): its partitions are initialized again before being assigned
+    answer = c.heartbeat("g", "a", epoch, None, {"t": 2}, now=3)
+    assert answer.initialize == {"t": frozenset({0, 1})} and answer.assignment == {}
+    # AlterShareGroupOffsets wrote a state: initialized at once
+    c.mark_initialized("g", "t", [1])
+    assert c.groups["g"].initialized == {"t": frozenset({1})} and c.groups["g"].initializing == {"t": frozenset({0})}
+
+
+def test_without_initialization_every_partition_is_assigned_at_the_join() -> None:
+    c = coord()
+    answer = c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0)
+    assert answer.assignment == {"t": frozenset({0, 1, 2})} and answer.initialize == {}

@@ -21,8 +21,9 @@ IDS = {"t": uuid.UUID(int=1), "u": uuid.UUID(int=2)}
 NAMES = {i: n for n, i in IDS.items()}
 
 
-def coord() -> ShareGroupCoordinator:
-    return ShareGroupCoordinator(ShareConfig(), session_timeout_ms=10_000, heartbeat_interval_ms=500)
+def coord(initialize: bool = False) -> ShareGroupCoordinator:
+    return ShareGroupCoordinator(ShareConfig(), session_timeout_ms=10_000, heartbeat_interval_ms=500,
+                                 initialize_partitions=initialize)
 
 
 def _with_deadline(group: ShareGroup, deadline: int) -> ShareGroup:
@@ -52,10 +53,37 @@ def test_key_and_value_bytes_are_kafkas_layout() -> None:
         (mr.ShareGroupTargetAssignmentMemberKey("g", "m1"),
          mr.ShareGroupTargetAssignmentMemberValue(((IDS["t"], (1,)),))),
         (mr.ShareGroupCurrentMemberAssignmentKey("g", "m1"), assigned),
+        (mr.ShareGroupStatePartitionMetadataKey("g"), mr.ShareGroupStatePartitionMetadataValue(
+            ((IDS["u"], "u", (1,)),), ((IDS["t"], "t", (0, 2)),), ((IDS["u"], "u"),))),
     ]
     for k, v in records:
         assert decode_record(encode_key(k), encode_value(v)) == (k, v)
         assert decode_record(encode_key(k), None) == (k, None)  # a tombstone
+
+
+def test_initialized_partitions_record_is_kafkas_key_15_layout() -> None:
+    """Kafka 4.1+'s ShareGroupStatePartitionMetadata: key version 15 {group}; value version 0, flexible:
+    initializing topics [{topic id, name, [int32]}], initialized topics (same), deleting topics [{id, name}]."""
+    key = mr.ShareGroupStatePartitionMetadataKey("g")
+    assert encode_key(key) == struct.pack(">h", 15) + b"\x00\x01g"
+    value = mr.ShareGroupStatePartitionMetadataValue(((IDS["u"], "u", (1,)),), ((IDS["t"], "t", (0, 2)),))
+    assert encode_value(value) == (b"\x00\x00"
+                                   + b"\x02" + IDS["u"].bytes + b"\x02u" + b"\x02" + struct.pack(">i", 1) + b"\x00"
+                                   + b"\x02" + IDS["t"].bytes + b"\x02t" + b"\x03" + struct.pack(">ii", 0, 2) + b"\x00"
+                                   + b"\x01" + b"\x00")
+    c = coord(initialize=True)
+    answer = c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0)
+    assert answer.initialize == {"t": frozenset({0, 1, 2})} and answer.assignment == {}
+    c.initialized("g", {"t": [0, 2]}, now=1)
+    group = c.groups["g"]
+    records = mr.group_records(group, IDS)
+    assert records[key] == mr.ShareGroupStatePartitionMetadataValue(((IDS["t"], "t", (1,)),),
+                                                                    ((IDS["t"], "t", (0, 2)),))
+    back = mr.group_from_records("g", records, NAMES, deadline_ms=5)
+    assert back is not None and back.initialized == {"t": frozenset({0, 2})}
+    assert back.initializing == {"t": frozenset({1})} and back.initializing_since == {}
+    # a topic gone from the image (its id unknown) is dropped from both
+    assert mr.group_from_records("g", records, {}, deadline_ms=5).initialized == {}  # type: ignore[union-attr]
 
 
 def test_a_group_replays_from_its_records_with_deadlines_from_load() -> None:
@@ -115,7 +143,8 @@ def test_the_shard_writes_the_difference_and_replays_it() -> None:
     assert fresh.share_records == shard.share_records
 
 
-_ops = st.lists(st.tuples(st.sampled_from(["join", "beat", "leave", "resubscribe", "expire", "grow"]),
+_ops = st.lists(st.tuples(st.sampled_from(["join", "beat", "leave", "resubscribe", "expire", "grow",
+                                           "initialized", "init-failed", "topic-deleted"]),
                           st.sampled_from(["m1", "m2", "m3"]),
                           st.sampled_from([("t",), ("u",), ("t", "u")])), max_size=25)
 
@@ -124,8 +153,9 @@ _ops = st.lists(st.tuples(st.sampled_from(["join", "beat", "leave", "resubscribe
 @given(_ops)
 def test_replaying_the_written_records_gives_the_group(ops: list[tuple[str, str, tuple[str, ...]]]) -> None:
     """After every step: the diffs written so far, replayed through their bytes (all of them, or only the
-    last record of each key as compaction leaves), give back exactly the group in memory."""
-    c = coord()
+    last record of each key as compaction leaves), give back exactly the group in memory (with its
+    initializing and initialized share partitions, key 15)."""
+    c = coord(initialize=True)
     topics = dict(TOPICS)
     store: dict[str, mr.ShareRecords] = {}
     compacted: dict[bytes, bytes | None] = {}
@@ -147,6 +177,14 @@ def test_replaying_the_written_records_gives_the_group(ops: list[tuple[str, str,
             now += 20_000
         elif op == "grow":
             topics["u"] += 1
+        elif op in ("initialized", "init-failed") and group is not None:
+            some = {t: sorted(ps)[:1] for t, ps in group.initializing.items()}
+            if op == "initialized":
+                c.initialized("g", some, now)
+            else:
+                c.initialize_failed("g", some)
+        elif op == "topic-deleted":
+            c.uninitialize_topics(list(subs))
         for k, v in mr.diff(store.get("g", {}), mr.group_records(c.groups.get("g"), IDS)):
             kb, vb = encode_key(k), None if v is None else encode_value(v)
             dk, dv = decode_record(kb, vb)

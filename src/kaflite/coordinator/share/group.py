@@ -17,6 +17,18 @@ Rules (each is checked by tests/coordinator/share/test_group.py):
   with a subscription at least one partition when there are enough partitions. Members and partitions
   are sorted; with at least as many members as partitions member i gets partition i mod P, else
   partition j goes to member j mod M (of the members subscribed to its topic).
+- Share-state initialization (`initialize_partitions`, the broker; off, every subscribed partition is
+  assignable at once), as Kafka 4.1+'s group coordinator: the assignor hands out only a group's
+  `initialized` partitions. A heartbeat moves every subscribed partition that is neither initialized nor
+  initializing to `initializing` and answers it in `HeartbeatAnswer.initialize` (with the group epoch as
+  the state epoch), itself answered without it; one initializing for `initialize_retry_ms` (Kafka's
+  group.share.initialize.retry.interval.ms) or since before a load (the time is memory only) is answered
+  again. `initialized` moves partitions still initializing to initialized, `initialize_failed` drops them
+  from initializing (sent again at the next heartbeat). A heartbeat that finds an initialized partition
+  of a subscribed topic in no member's target bumps the group epoch (Kafka's
+  initializedAssignmentPending), so every member gets it at its next heartbeat. `mark_initialized`
+  (AlterShareGroupOffsets) and `uninitialize_topics` (a topic deleted, DeleteShareGroupOffsets) change
+  the sets directly; every change marks the group `touched` (its key 15 record).
 - A member that leaves (-1) while its share session is open keeps that session and what it holds: the
   session still takes the closing -1 with its acknowledgements (librdkafka sends the closing
   ShareAcknowledge and the leaving heartbeat at the same time on two connections, so the leave may come
@@ -58,7 +70,7 @@ Rules (each is checked by tests/coordinator/share/test_group.py):
   a join is member-joined / new-member, a rejoin with epoch 0 member-rejoined / member-rejoin (no epoch
   bump, no rebalance), -1 member-left / leave-group, a session expiry member-left / session-timeout, a
   subscription change subscription-changed / subscription-change, a subscribed topic's partition count
-  change metadata-changed / metadata-change; each group epoch bump opens a rebalance (one open at a
+  change, or partitions initialized since the target was computed, metadata-changed / metadata-change; each group epoch bump opens a rebalance (one open at a
   time), which completes when every member is at the group epoch (Stable) or none is left (Empty), with
   the partitions whose members changed (a share partition may have several: its owner is the sorted
   member ids joined by ","). Deleting the group deletes its timeline.
@@ -103,6 +115,7 @@ __all__ = [
 DEFAULT_SESSION_TIMEOUT_MS = 45_000
 DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000
 DEFAULT_MAX_SIZE = 200  # group.share.max.size
+DEFAULT_INITIALIZE_RETRY_MS = 30_000  # Kafka's group.share.initialize.retry.interval.ms
 ASSIGNOR_NAME = "simple"
 _MAX_EPOCH = 2**31 - 1
 _SCAN = -(2**63)  # `_expiry_due` unknown: the next expire scans
@@ -128,24 +141,31 @@ GROUP_CONFIG_KEYS: dict[str, tuple[Callable[[str], bool], str]] = {
 }
 
 
-def simple_assign(subscriptions: Mapping[str, frozenset[str]], topics: Mapping[str, int]) -> dict[str, Assignment]:
+def simple_assign(subscriptions: Mapping[str, frozenset[str]], topics: Mapping[str, int],
+                  assignable: Mapping[str, frozenset[int]] | None = None) -> dict[str, Assignment]:
     """Every member's partitions (see the rules). `topics`: partition counts of existing topics; a
-    subscribed topic that does not exist assigns nothing."""
+    subscribed topic that does not exist assigns nothing. `assignable`: only these partitions of each
+    topic are handed out (those whose share state is initialized); None: all of them."""
+    def parts_of(topic: str) -> list[int]:
+        every = range(topics.get(topic, 0))
+        if assignable is None:
+            return list(every)
+        return [p for p in every if p in assignable.get(topic, frozenset())]
     out: dict[str, dict[str, set[int]]] = {m: {} for m in subscriptions}
     by_topic: dict[str, list[str]] = {}
     for member in sorted(subscriptions):
         for topic in subscriptions[member]:
-            if topics.get(topic, 0) > 0:
+            if parts_of(topic):
                 by_topic.setdefault(topic, []).append(member)
     homogeneous = len({subscriptions[m] for m in subscriptions}) <= 1
     if homogeneous and by_topic:
         # one pool of partitions for the whole group, balanced across topics
         members = sorted(subscriptions)
-        parts = [(t, p) for t in sorted(by_topic) for p in range(topics[t])]
+        parts = [(t, p) for t in sorted(by_topic) for p in parts_of(t)]
         _spread(members, parts, out)
     else:
         for topic in sorted(by_topic):
-            _spread(by_topic[topic], [(topic, p) for p in range(topics[topic])], out)
+            _spread(by_topic[topic], [(topic, p) for p in parts_of(topic)], out)
     return {m: {t: frozenset(ps) for t, ps in a.items()} for m, a in out.items()}
 
 
@@ -181,6 +201,11 @@ class ShareGroup:
     members: dict[str, ShareMember] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)
     topics_seen: dict[str, int] = field(default_factory=dict)  # partition counts the target was built on
+    # share partitions whose state the share coordinator is initializing / has initialized (key 15)
+    initializing: dict[str, frozenset[int]] = field(default_factory=dict)
+    initialized: dict[str, frozenset[int]] = field(default_factory=dict)
+    # when each initializing partition was last sent (memory only: after a load, sent again at once)
+    initializing_since: dict[TP, int] = field(default_factory=dict, compare=False)
 
     @property
     def state(self) -> str:
@@ -200,6 +225,10 @@ class HeartbeatAnswer:
     heartbeat_interval_ms: int = 0
     assignment: Assignment | None = None
     error_message: str | None = None
+    # share partitions whose state this heartbeat started initializing (the shell sends
+    # InitializeShareGroupState for them, state epoch `state_epoch`, once the heartbeat is written)
+    initialize: Assignment = field(default_factory=dict)
+    state_epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,8 +268,13 @@ class ShareGroupCoordinator:
     def __init__(self, share_config: ShareConfig | None = None,
                  session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
                  heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
-                 max_size: int = DEFAULT_MAX_SIZE, history_size: int = DEFAULT_HISTORY_SIZE) -> None:
+                 max_size: int = DEFAULT_MAX_SIZE, history_size: int = DEFAULT_HISTORY_SIZE,
+                 initialize_partitions: bool = False,
+                 initialize_retry_ms: int = DEFAULT_INITIALIZE_RETRY_MS) -> None:
         self.share_config = share_config or ShareConfig()
+        # True (the broker): only partitions whose share state is initialized are assigned (see the rules)
+        self.initialize_partitions = initialize_partitions
+        self.initialize_retry_ms = initialize_retry_ms
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_size = max_size
@@ -368,7 +402,9 @@ class ShareGroupCoordinator:
             assignment = member.assigned
         self._maybe_complete(group)
         interval = self._group_int(group_id, "share.heartbeat.interval.ms", self.heartbeat_interval_ms)
-        return HeartbeatAnswer(ErrorCode.none, member_id, member.member_epoch, interval, assignment)
+        initialize = self._start_initializing(group, topics, now) if self.initialize_partitions else {}
+        return HeartbeatAnswer(ErrorCode.none, member_id, member.member_epoch, interval, assignment,
+                               initialize=initialize, state_epoch=group.group_epoch)
 
     def expire(self, now: int) -> list[tuple[str, str]]:
         """Remove the members whose session timed out; the (group, member) pairs removed. O(1) before the
@@ -428,7 +464,8 @@ class ShareGroupCoordinator:
                 sp.release_member(member_id)
 
     def _refresh(self, group: ShareGroup, topics: Mapping[str, int]) -> None:
-        """Recompute the target when the group epoch moved or a subscribed topic's partition count did."""
+        """Recompute the target when the group epoch moved or a subscribed topic's partition count did, or
+        (initialize_partitions) a partition initialized since is in no member's target."""
         subscribed = {t for m in group.members.values() for t in m.subscribed}
         seen = {t: topics.get(t, 0) for t in subscribed}
         if seen != group.topics_seen and group.assignment_epoch == group.group_epoch:
@@ -436,11 +473,108 @@ class ShareGroupCoordinator:
             self._event(group, "metadata-changed", "metadata-change", detail=", ".join(
                 f"{t}: {group.topics_seen.get(t, 0)} -> {n} partitions" for t, n in sorted(seen.items())
                 if group.topics_seen.get(t, 0) != n))
+        assignable = self._assignable(group, seen) if self.initialize_partitions else None
+        if assignable is not None and group.assignment_epoch == group.group_epoch and group.members:
+            targeted = {(t, p) for a in group.target.values() for t, ps in a.items() for p in ps}
+            pending = sorted((t, p) for t, ps in assignable.items() for p in ps if (t, p) not in targeted)
+            if pending:  # Kafka's initializedAssignmentPending: initialized since the target was computed
+                group.group_epoch += 1
+                self._event(group, "metadata-changed", "metadata-change", detail="initialized: " + ", ".join(
+                    f"{t}-{p}" for t, p in pending))
         if group.assignment_epoch == group.group_epoch:
             return
         group.topics_seen = seen
-        group.target = simple_assign({m.member_id: m.subscribed for m in group.members.values()}, topics)
+        group.target = simple_assign({m.member_id: m.subscribed for m in group.members.values()}, topics,
+                                     assignable)
         group.assignment_epoch = group.group_epoch
+
+    @staticmethod
+    def _assignable(group: ShareGroup, seen: Mapping[str, int]) -> dict[str, frozenset[int]]:
+        """The initialized partitions of the subscribed topics that exist."""
+        out = {t: frozenset(p for p in group.initialized.get(t, ()) if p < n) for t, n in seen.items()}
+        return {t: ps for t, ps in out.items() if ps}
+
+    # --- share-partition state initialization (key 15) --------------------------------------------
+    def _start_initializing(self, group: ShareGroup, topics: Mapping[str, int], now: int) -> Assignment:
+        """The subscribed partitions neither initialized nor initializing (or initializing for
+        `initialize_retry_ms` without an answer, or since before a load), now initializing."""
+        subscribed = {t for m in group.members.values() for t in m.subscribed}
+        out: dict[str, set[int]] = {}
+        for topic in sorted(subscribed):
+            done = group.initialized.get(topic, frozenset())
+            pending = group.initializing.get(topic, frozenset())
+            for p in range(topics.get(topic, 0)):
+                if p in done:
+                    continue
+                since = group.initializing_since.get((topic, p))
+                if p in pending and since is not None and now - since < self.initialize_retry_ms:
+                    continue
+                out.setdefault(topic, set()).add(p)
+                group.initializing_since[(topic, p)] = now
+        for topic, ps in out.items():
+            group.initializing[topic] = group.initializing.get(topic, frozenset()) | ps
+        if out:
+            self.touched.add(group.group_id)
+        return {t: frozenset(ps) for t, ps in out.items()}
+
+    def initialized(self, group_id: str, parts: Mapping[str, Iterable[int]], now: int) -> None:
+        """The share coordinator initialized these partitions' state: the next heartbeat assigns them.
+        Only partitions still initializing move (a topic deleted or a group deleted meanwhile: nothing)."""
+        self._now_ms = now
+        group = self.groups.get(group_id)
+        if group is None:
+            return
+        for topic, ps in parts.items():
+            moved = frozenset(ps) & group.initializing.get(topic, frozenset())
+            if not moved:
+                continue
+            self._drop_initializing(group, topic, moved)
+            group.initialized[topic] = group.initialized.get(topic, frozenset()) | moved
+            self.touched.add(group_id)
+
+    def initialize_failed(self, group_id: str, parts: Mapping[str, Iterable[int]]) -> None:
+        """Initializing these partitions failed: no longer initializing, so the next heartbeat sends them
+        again (Kafka's uninitializeShareGroupState)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return
+        for topic, ps in parts.items():
+            gone = frozenset(ps) & group.initializing.get(topic, frozenset())
+            if gone:
+                self._drop_initializing(group, topic, gone)
+                self.touched.add(group_id)
+
+    def mark_initialized(self, group_id: str, topic: str, partitions: Iterable[int]) -> None:
+        """AlterShareGroupOffsets wrote these partitions' state: they are initialized (as Kafka's)."""
+        group = self.groups.get(group_id)
+        ps = frozenset(partitions)
+        if group is None or not ps:
+            return
+        self._drop_initializing(group, topic, ps)
+        group.initialized[topic] = group.initialized.get(topic, frozenset()) | ps
+        self.touched.add(group_id)
+
+    def uninitialize_topics(self, topics: Iterable[str], group_id: str | None = None) -> None:
+        """The state of these topics is gone (the topic deleted: every group; DeleteShareGroupOffsets: one
+        group): neither initialized nor initializing any more."""
+        names = set(topics)
+        for group in self.groups.values():
+            if group_id is not None and group.group_id != group_id:
+                continue
+            for topic in names & (set(group.initialized) | set(group.initializing)):
+                group.initialized.pop(topic, None)
+                self._drop_initializing(group, topic, group.initializing.get(topic, frozenset()))
+                self.touched.add(group.group_id)
+
+    @staticmethod
+    def _drop_initializing(group: ShareGroup, topic: str, ps: frozenset[int]) -> None:
+        left = group.initializing.get(topic, frozenset()) - ps
+        if left:
+            group.initializing[topic] = left
+        else:
+            group.initializing.pop(topic, None)
+        for p in ps:
+            group.initializing_since.pop((topic, p), None)
 
     # --- share sessions ---------------------------------------------------------------------------
     def session(self, group_id: str, member_id: str, epoch: int, add: Iterable[TP], forget: Iterable[TP],

@@ -14,9 +14,16 @@ Rules (tests/coordinator/share/test_membership_records.py):
       key 13  ShareGroupTargetAssignmentMemberKey     {group, member}  value {partitions [{topic id, [int32]}]}
       key 14  ShareGroupCurrentMemberAssignmentKey    {group, member}  value {member epoch, previous epoch,
                                                                                state int8, assigned [...]}
+      key 15  ShareGroupStatePartitionMetadataKey     {group}          value {initializing [{id, name,
+                                                                               [int32]}], initialized [same],
+                                                                               deleting [{id, name}]}
+
+  (key 15 in Kafka 4.1+'s layout: the share partitions whose state the share coordinator is initializing
+  or has initialized; kaflite writes no deleting topics, a topic's state being deleted in one step)
 
   a null value is a tombstone; unknown tagged fields are skipped when read;
-- `group_records(group, ids)` is every record of a group's state (none for a missing group);
+- `group_records(group, ids)` is every record of a group's state (none for a missing group; key 15 only
+  while some partition is initializing or initialized, topics without an id in `ids` left out);
   `diff(old, new)` the records that turn the written records `old` into `new`: tombstones for keys that are
   gone (member keys before the group's own, the group epoch last, as Kafka deletes a group), then the changed
   values, so compaction keeps exactly the live state;
@@ -120,12 +127,27 @@ class ShareGroupCurrentMemberAssignmentValue:
     assigned: TopicPartitions
 
 
+@dataclass(frozen=True, slots=True)
+class ShareGroupStatePartitionMetadataKey:
+    group: str
+
+
+TopicPartitionsInfo = tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]  # (topic id, name, partitions)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupStatePartitionMetadataValue:
+    initializing: TopicPartitionsInfo
+    initialized: TopicPartitionsInfo
+    deleting: tuple[tuple[uuid.UUID, str], ...] = ()
+
+
 ShareRecordKey = (ShareGroupPartitionMetadataKey | ShareGroupMemberMetadataKey | ShareGroupMetadataKey
                   | ShareGroupTargetAssignmentMetadataKey | ShareGroupTargetAssignmentMemberKey
-                  | ShareGroupCurrentMemberAssignmentKey)
+                  | ShareGroupCurrentMemberAssignmentKey | ShareGroupStatePartitionMetadataKey)
 ShareRecordValue = (ShareGroupPartitionMetadataValue | ShareGroupMemberMetadataValue | ShareGroupMetadataValue
                     | ShareGroupTargetAssignmentMetadataValue | ShareGroupTargetAssignmentMemberValue
-                    | ShareGroupCurrentMemberAssignmentValue)
+                    | ShareGroupCurrentMemberAssignmentValue | ShareGroupStatePartitionMetadataValue)
 ShareRecords = dict[ShareRecordKey, ShareRecordValue]
 
 KEY_TYPES: dict[type, int] = {
@@ -135,11 +157,12 @@ KEY_TYPES: dict[type, int] = {
     ShareGroupTargetAssignmentMetadataKey: 12,
     ShareGroupTargetAssignmentMemberKey: 13,
     ShareGroupCurrentMemberAssignmentKey: 14,
+    ShareGroupStatePartitionMetadataKey: 15,
 }
 SHARE_KEY_VERSIONS = frozenset(KEY_TYPES.values())
 VALUE_TYPES = (ShareGroupPartitionMetadataValue, ShareGroupMemberMetadataValue, ShareGroupMetadataValue,
                ShareGroupTargetAssignmentMetadataValue, ShareGroupTargetAssignmentMemberValue,
-               ShareGroupCurrentMemberAssignmentValue)
+               ShareGroupCurrentMemberAssignmentValue, ShareGroupStatePartitionMetadataValue)
 _BY_VERSION = {v: t for t, v in KEY_TYPES.items()}
 _NO_ID = uuid.UUID(int=0)
 _MEMBER_KEYS = (ShareGroupMemberMetadataKey, ShareGroupTargetAssignmentMemberKey,
@@ -172,6 +195,15 @@ def encode_share_value(value: ShareRecordValue) -> bytes:
             out += _compact_string(name)
     elif isinstance(value, ShareGroupTargetAssignmentMemberValue):
         out += _topic_partitions(value.partitions)
+    elif isinstance(value, ShareGroupStatePartitionMetadataValue):
+        for infos in (value.initializing, value.initialized):
+            out += uvarint(len(infos) + 1)
+            for topic_id, name, partitions in infos:
+                out += topic_id.bytes + _compact_string(name) + uvarint(len(partitions) + 1)
+                out += b"".join(struct.pack(">i", p) for p in partitions) + b"\x00"
+        out += uvarint(len(value.deleting) + 1)
+        for topic_id, name in value.deleting:
+            out += topic_id.bytes + _compact_string(name) + b"\x00"
     else:
         out += struct.pack(">iib", value.member_epoch, value.previous_member_epoch, value.state)
         out += _topic_partitions(value.assigned)
@@ -222,6 +254,20 @@ def decode_share_value(key: ShareRecordKey, data: bytes | None) -> ShareRecordVa
                                               tuple(r.string() for _ in range(r.array())))
     elif isinstance(key, ShareGroupTargetAssignmentMemberKey):
         value = ShareGroupTargetAssignmentMemberValue(r.topic_partitions())
+    elif isinstance(key, ShareGroupStatePartitionMetadataKey):
+        lists: list[TopicPartitionsInfo] = []
+        for _ in range(2):
+            infos = []
+            for _ in range(r.array()):
+                topic_id, name = r.uuid(), r.string()
+                infos.append((topic_id, name, tuple(r.unpack(">i")[0] for _ in range(r.array()))))
+                r.tagged_fields()
+            lists.append(tuple(infos))
+        deleting = []
+        for _ in range(r.array()):
+            deleting.append((r.uuid(), r.string()))
+            r.tagged_fields()
+        value = ShareGroupStatePartitionMetadataValue(lists[0], lists[1], tuple(deleting))
     else:
         epoch, previous, state = r.unpack(">iib")
         value = ShareGroupCurrentMemberAssignmentValue(epoch, previous, state, r.topic_partitions())
@@ -257,6 +303,10 @@ def group_records(group: ShareGroup | None, ids: Mapping[str, uuid.UUID]) -> Sha
         out[ShareGroupTargetAssignmentMemberKey(g, mid)] = ShareGroupTargetAssignmentMemberValue(
             _by_id(group.target.get(mid, {}), ids))
     out[ShareGroupTargetAssignmentMetadataKey(g)] = ShareGroupTargetAssignmentMetadataValue(group.assignment_epoch)
+    initializing, initialized = _infos(group.initializing, ids), _infos(group.initialized, ids)
+    if initializing or initialized:
+        out[ShareGroupStatePartitionMetadataKey(g)] = ShareGroupStatePartitionMetadataValue(initializing,
+                                                                                            initialized)
     for mid, mb in sorted(group.members.items()):
         # kaflite keeps no previous epoch for share members (nothing is revoked): the current one is written
         out[ShareGroupCurrentMemberAssignmentKey(g, mid)] = ShareGroupCurrentMemberAssignmentValue(
@@ -264,7 +314,12 @@ def group_records(group: ShareGroup | None, ids: Mapping[str, uuid.UUID]) -> Sha
     return out
 
 
-_GROUP_KEY_ORDER = (ShareGroupTargetAssignmentMetadataKey, ShareGroupPartitionMetadataKey, ShareGroupMetadataKey)
+def _infos(parts: Mapping[str, frozenset[int]], ids: Mapping[str, uuid.UUID]) -> TopicPartitionsInfo:
+    return tuple((ids[t], t, tuple(sorted(ps))) for t, ps in sorted(parts.items()) if ps and t in ids)
+
+
+_GROUP_KEY_ORDER = (ShareGroupStatePartitionMetadataKey, ShareGroupTargetAssignmentMetadataKey,
+                    ShareGroupPartitionMetadataKey, ShareGroupMetadataKey)
 
 
 def diff(old: Mapping[ShareRecordKey, ShareRecordValue], new: Mapping[ShareRecordKey, ShareRecordValue]
@@ -300,6 +355,7 @@ def group_from_records(group_id: str, records: Mapping[ShareRecordKey, ShareReco
     if not isinstance(meta, ShareGroupMetadataValue):
         return None
     group = ShareGroup(group_id, group_epoch=meta.epoch)
+    live_names = names  # key 15 by these only: a deleted topic's state is gone with it
     names = dict(names)
     for value in records.values():
         if isinstance(value, ShareGroupPartitionMetadataValue):
@@ -309,6 +365,12 @@ def group_from_records(group_id: str, records: Mapping[ShareRecordKey, ShareReco
                     names.setdefault(topic_id, name)
         elif isinstance(value, ShareGroupTargetAssignmentMetadataValue):
             group.assignment_epoch = value.assignment_epoch
+        elif isinstance(value, ShareGroupStatePartitionMetadataValue):
+            # by the names of now: a topic deleted (its id gone) is dropped, as from the assignments
+            group.initializing = {live_names[i]: frozenset(ps) for i, _n, ps in value.initializing
+                                  if i in live_names and ps}
+            group.initialized = {live_names[i]: frozenset(ps) for i, _n, ps in value.initialized
+                                 if i in live_names and ps}
     for key, value in records.items():
         if isinstance(key, ShareGroupMemberMetadataKey) and isinstance(value, ShareGroupMemberMetadataValue):
             mb = group.members.setdefault(key.member, ShareMember(key.member, 0, frozenset(), deadline_ms))

@@ -19,7 +19,8 @@ Rules of the service:
   then reads and writes that state through the persister (server/share_persister.py).
 - A deleted topic (gone from the metadata image, or its name now another topic id's) takes its share
   partitions with it: the share-group coordinator forgets them (a topic created again under the name
-  starts from `share.auto.offset.reset`), and their states in the partitions this broker leads get
+  starts from `share.auto.offset.reset`) and every group's record of them as initialized (key 15, written
+  without waiting: it is initialized again before being assigned), and their states in the partitions this broker leads get
   tombstones (not waited for: a failure is logged, the state stays until the group is deleted).
 """
 
@@ -29,7 +30,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from kaflite.coordinator.leadership import leadership_changes
 from kaflite.coordinator.runtime import CoordinatorRuntime, ShardState
@@ -37,7 +38,8 @@ from kaflite.coordinator.share.group import ShareGroupCoordinator
 from kaflite.coordinator.share.partition import ShareSnapshot
 from kaflite.coordinator.share.state_records import SHARE_GROUP_STATE_TOPIC, ShareStateKey, partition_for
 from kaflite.coordinator.share.state_shard import ShareStateShard
-from kaflite.server.coordinators.broker_api import CoordinatorBroker
+from kaflite.server.coordinators import share_membership
+from kaflite.server.coordinators.broker_api import CoordinatorBroker, ShareBroker
 from kaflite.server.coordinators.internal_topic import SHARE_GROUP_STATE, ensure_async
 from kaflite.server.coordinators.writer import InternalTopicWriter
 from kaflite.server.services import Slot
@@ -129,6 +131,9 @@ class ShareStateService:
             names = set(gone.values())
             for k in [k for k in coord.partitions if k[1] in names]:
                 del coord.partitions[k]
+            # nor initialized any more (key 15): a topic created again under the name is initialized again
+            coord.uninitialize_topics(names)
+            share_membership.flush_soon(cast(ShareBroker, self.broker), coord)  # the broker is one
         ids = set(gone)
         for partition, shard in self.runtime.active_shards():
             keys = shard.keys_of_topics(ids)

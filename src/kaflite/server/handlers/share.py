@@ -24,6 +24,11 @@ Rules (the decisions are kaflite.coordinator.share.group's and .partition's; thi
   failed write answered with its error; the groups are rebuilt from those records when a partition's
   shard becomes active here, and dropped when it is unloaded (`share_membership.follow`, registered when
   the coordinator is made: no request reconciles).
+- A share group's partitions are assigned once their share state is initialized (Kafka 4.1+): the
+  heartbeat that finds new subscribed partitions records them initializing (key 15, written with its other
+  changes) and is answered without them; once answered, server/coordinators/share_initialize.py initializes
+  them at the share coordinator in the background and records them initialized, and a later heartbeat
+  assigns them.
 - A cluster (Kafka's split): the group coordinator, the leader of the group's `__consumer_offsets`
   partition, holds the membership: ShareGroupHeartbeat elsewhere is NOT_COORDINATOR. ShareFetch /
   ShareAcknowledge go to each partition's leader, which checks the member id against the membership only
@@ -97,7 +102,7 @@ from kaflite.coordinator.timeline import RebalanceEvent
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext, build
-from kaflite.server.coordinators import share_membership, share_state
+from kaflite.server.coordinators import share_initialize, share_membership, share_state
 from kaflite.server.coordinators.broker_api import ShareBroker
 from kaflite.server.dispatcher import CONNECTION_CLOSED
 from kaflite.server.handlers import ApiTable
@@ -143,7 +148,8 @@ def coordinator(broker: ShareBroker) -> ShareGroupCoordinator:
             config, session_timeout_ms=int(broker.setting("group.share.session.timeout.ms")),
             heartbeat_interval_ms=int(broker.setting("group.share.heartbeat.interval.ms")),
             max_size=int(broker.setting("group.share.max.size")),
-            history_size=int(broker.setting("kaflite.group.rebalance.history.size")))
+            history_size=int(broker.setting("kaflite.group.rebalance.history.size")),
+            initialize_partitions=True)  # assigned once their state is initialized (share_initialize.py)
         broker.services.set(share_state.SHARE_COORDINATOR, coord)
         coord.load_state = _state_loader(broker)
         for group_id, configs in _read_group_configs(broker).items():
@@ -561,6 +567,10 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any
         return failed(written[request.group_id])
     if answer.error is not ErrorCode.none:
         return failed(answer.error, answer.error_message)
+    # the partitions this heartbeat moved to initializing (key 15, written above): their state initialized
+    # in the background; this answer and those before it is done do not assign them
+    share_initialize.start(broker, coordinator(broker), request.group_id, answer.initialize, answer.state_epoch,
+                           lambda: persister(broker))
     assignment = None
     if answer.assignment is not None:
         parts = tuple(build(R.TopicPartitions, topic_id=metadata.topics[t].topic_id, partitions=tuple(sorted(ps)))

@@ -40,10 +40,14 @@ Rules:
   by ReadShareGroupStateSummary (87; a failed read is start offset -1, as Kafka), Alter by a summary
   (the state epoch held) then InitializeShareGroupState (83) with the next state epoch, Delete by
   DeleteShareGroupState (86), each answered once the share coordinator answered (committed there). With
-  topics null (Describe) or for Delete's "no offset information" check, the share partitions of every
-  topic (Describe: every topic but the internal `__` ones) are asked there, kaflite's group coordinator
-  keeping no record of a group's initialized partitions; a state exists when its start offset or state
-  epoch is set. The share-partition leaders drop a group's share partitions from memory once no share
+  topics null (Describe) or for Delete's "no offset information" check, the share partitions asked there
+  are those the group's key 15 record names (initializing or initialized) when this broker holds the
+  group, as Kafka's group coordinator does, else (a group known from state only) every partition of every
+  topic (Describe: every topic but the internal `__` ones); a state exists when its start offset or state
+  epoch is set.
+- The group's key 15 record (its initialized share partitions, share_initialize.py) follows: Alter's
+  partitions written are initialized, Delete's topics neither initialized nor initializing (so they are
+  initialized again before they are assigned), written before the answer. The share-partition leaders drop a group's share partitions from memory once no share
   session of it is left there (share.py), so their next fetch reads the state these APIs changed.
 - Group existence (Alter, Delete) is this broker's knowledge: the group's membership here or state on
   this broker's shards. A group known only from state at other brokers' share coordinators (after a
@@ -59,6 +63,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from kaflite.coordinator.share.group import ShareGroupCoordinator
 from kaflite.coordinator.share.state_records import SHARE_GROUP_STATE_TOPIC, ShareStateKey
 from kaflite.coordinator.share.state_shard import ShareStateResult, ShareStateShard, StateAnswer
 from kaflite.protocol.errors import ErrorCode, KafkaError
@@ -152,6 +157,24 @@ def _forget(broker: ShareBroker, group_id: str, topic: str, partitions: Iterable
         del coord.partitions[key]
 
 
+def _membership(broker: ShareBroker, group_id: str) -> ShareGroupCoordinator | None:
+    """The share-group coordinator when it holds the group (whose initialized share partitions, key 15,
+    Alter and Delete change), else None."""
+    coord = broker.services.get(share_state.SHARE_COORDINATOR)
+    if coord is None:
+        return None
+    share_membership.reconcile(broker, coord)
+    return coord if group_id in coord.groups else None
+
+
+async def _write_records(broker: ShareBroker) -> None:
+    """The key 15 records changed through `_membership`, written (a failure is logged by share_membership.write, and
+    the group imported again from what was written: its partitions are initialized again when needed)."""
+    coord = broker.services.get(share_state.SHARE_COORDINATOR)
+    if coord is not None:
+        await share_membership.write_touched(broker, coord)
+
+
 # --- DescribeShareGroupOffsets (90) -------------------------------------------------------------------
 
 async def _start_offsets(broker: ShareBroker, group_id: str, topic: str, topic_id: uuid.UUID, partitions: Iterable[int]
@@ -208,17 +231,26 @@ async def _summaries(broker: Any, keys: list[ShareStateKey]) -> dict[ShareStateK
 async def _initialized_in_cluster(broker: Any, group_id: str, topics: Iterable[str] | None = None
                                   ) -> dict[str, list[int]]:
     """`_initialized`, plus (a cluster) the share partitions of `topics` (None: every topic but the
-    internal ones) whose state is held by another broker's share coordinator: asked there, since kaflite's
-    group coordinator keeps no record of a group's initialized partitions (Kafka's does, in the group's
-    metadata). A state exists when its start offset or state epoch is set."""
+    internal ones) whose state is held by another broker's share coordinator, asked there: for a group this
+    broker holds, those its key 15 record names (initializing or initialized), as Kafka's group coordinator
+    does; for one it does not (known from state only), every partition. A state exists when its start
+    offset or state epoch is set."""
     out = {t: set(ps) for t, ps in _initialized(broker, group_id).items()}
     svc = _service(broker)
     if svc is not None:
+        group = None
+        coord = broker.services.get(share_state.SHARE_COORDINATOR)
+        if coord is not None:
+            share_membership.reconcile(broker, coord)
+            group = coord.groups.get(group_id)
         names = [t for t in broker.metadata.topics if not t.startswith("__")] if topics is None else list(topics)
         keys: list[tuple[str, ShareStateKey]] = []
         for name in names:
             image = broker.metadata.topics.get(name)
-            for p in range(image.num_partitions if image is not None else 0):
+            every = range(image.num_partitions if image is not None else 0)
+            recorded = None if group is None else group.initialized.get(name, frozenset()) | group.initializing.get(
+                name, frozenset())
+            for p in every if recorded is None else sorted(q for q in recorded if q in every):
                 key = ShareStateKey(group_id, image.topic_id, p)
                 if not svc.here(svc.partition_for(key)):
                     keys.append((name, key))
@@ -382,8 +414,12 @@ async def handle_alter_share_group_offsets(ctx: RequestContext, request: Any) ->
             answers.append(build(R.AlterShareGroupOffsetsResponsePartition, partition_index=index, error_code=code,
                                  error_message=message if code is not ErrorCode.none else None))
         _forget(broker, group_id, name, written)  # rebuilt from the new state at the next fetch
+        members = _membership(broker, group_id)
+        if members is not None:
+            members.mark_initialized(group_id, name, written)  # initialized (key 15), as Kafka's
         responses.append(build(R.AlterShareGroupOffsetsResponseTopic, topic_name=name, topic_id=topic_id,
                                partitions=tuple(answers)))
+    await _write_records(broker)
     return build(R.AlterShareGroupOffsetsResponse, throttle_time=_ZERO, error_code=ErrorCode.none,
                  error_message=None, responses=tuple(responses))
 
@@ -449,7 +485,11 @@ async def handle_delete_share_group_offsets(ctx: RequestContext, request: Any) -
                 code, message = e.code, str(e) or None
         if code is ErrorCode.none:
             _forget(broker, group_id, name, None)
+            members = _membership(broker, group_id)
+            if members is not None:
+                members.uninitialize_topics([name], group_id)  # initialized again before it is assigned
         answers.append(topic(name, topic_id, code, message))
+    await _write_records(broker)
     return build(R.DeleteShareGroupOffsetsResponse, throttle_time=_ZERO, error_code=ErrorCode.none,
                  error_message=None, responses=tuple(refused_topics + answers + errors))
 
