@@ -38,6 +38,12 @@ Rules:
   indexes read and sanity-checked on first use); the segment holding the recovery point and all later
   ones are rescanned (CRC), a torn/corrupt tail is truncated and every later segment deleted, before the
   log serves anything. Nothing that was flushed (fsync'd) before the crash is lost.
+- After a clean stop the active segment opens lazily too (segment.py rules) when two records of the stop agree
+  on its next offset: the recovery point the stop checkpointed (`recovery_point`) and the name of the stop's
+  producer snapshot, and the file's length agrees (empty iff that offset is the segment's base). Then the
+  log end offset, high watermark and producer state are known without reading a segment file (a start of
+  10,000 partitions read every active segment's two indexes and tail); otherwise the active segment is read
+  at open as before (tests/storage/test_lazy_active_segment.py).
 - Retention / DeleteRecords only move the log start offset forward and delete whole segments, never
   the active one; truncate_to (replication) removes a suffix.
 - The files such a change rewrites with fsyncs are written after the lock is released, never under it
@@ -368,7 +374,8 @@ class Log:
 
     # ==========================================================================================
     # load / recovery
-    def _new_segment(self, base_offset: int, *, lazy: bool = False) -> LogSegment:
+    def _new_segment(self, base_offset: int, *, lazy: bool = False, size: int | None = None,
+                     known_next_offset: int | None = None) -> LogSegment:
         return LogSegment(
             self.dir,
             base_offset,
@@ -376,6 +383,8 @@ class Log:
             max_index_size=self.config.segment_index_bytes,
             created_ms=self._now(),
             lazy=lazy,
+            size=size,
+            known_next_offset=known_next_offset,
         )
 
     def _remove_temporary_files(self) -> list[str]:
@@ -439,6 +448,7 @@ class Log:
         recovered: list[LogSegment] = []
         deleted: list[int] = []
         name = self.dir.name
+        dir_s = str(self.dir)
         for i, base in enumerate(bases):
             is_last = i == len(bases) - 1
             holds_unflushed = is_last or bases[i + 1] > recovery_point
@@ -449,6 +459,15 @@ class Log:
                 self.lazy_at_open += 1
                 prev_next = None
                 continue
+            if is_last and clean and self._snapshots and self._snapshots[-1] == recovery_point >= base:
+                # the active segment of a clean stop: its next offset is the recovery point the stop
+                # checkpointed, and the stop's producer snapshot is named after the same offset (two records
+                # written at close, after the data's fsync): opened lazily, read on first use (Log rules)
+                size = os.stat(f"{dir_s}/{base:020d}.log").st_size
+                if (size == 0) == (recovery_point == base):  # data iff offsets: else the records are wrong
+                    segments.append(self._new_segment(base, lazy=True, size=size, known_next_offset=recovery_point))
+                    self.lazy_at_open += 1
+                    break
             seg = self._new_segment(base)
             if prev_next is not None and base < prev_next:
                 # overlapping segments cannot both be right: keep the earlier data, drop from here on
