@@ -105,7 +105,7 @@ from kaflite.protocol.record_batch import (
     RecordBatchView,
     crc32c,
 )
-from kaflite.storage.checkpoint import fsync_dir, fsync_file
+from kaflite.storage.checkpoint import fsync_dir, fsync_file, read_small_file
 from kaflite.storage.config import LogConfig
 from kaflite.storage.errors import storage_errors
 from kaflite.storage.file_cache import file_cache
@@ -247,13 +247,16 @@ class Log:
         had_clean_shutdown: bool = False,
         now_ms: Callable[[], int] | None = None,
         on_log_start_offset_change: Callable[[Log], None] | None = None,  # also on truncation
+        existing: bool = False,  # the caller listed the directory: no mkdir (a failing syscall per log at start)
     ) -> None:
         self.dir = Path(directory)
-        try:
-            self.dir.mkdir(parents=True)
-            fresh = True  # we created the directory: it holds no file to discover, recover or clean up
-        except FileExistsError:
-            fresh = False
+        fresh = False
+        if not existing:
+            try:
+                self.dir.mkdir(parents=True)
+                fresh = True  # we created the directory: it holds no file to discover, recover or clean up
+            except FileExistsError:
+                pass
         try:
             self.topic, self.partition = parse_topic_partition(self.dir.name)
         except ValueError:
@@ -566,13 +569,14 @@ class Log:
         them (no second listing, no stat per segment). The snapshots are `_snapshots` (never a listing)."""
         state = ProducerStateManager()
         start = self._log_start_offset
+        dir_s = str(self.dir)
         self._load_txn_indexes(names)
         for off in reversed(list(self._snapshots)):
             if off > self._next_offset or off < self._log_start_offset:
                 self._delete_snapshot(off)
                 continue
             try:
-                state = ProducerStateManager.from_json((self.dir / f"{off:020d}.snapshot").read_text())
+                state = ProducerStateManager.from_json(read_small_file(f"{dir_s}/{off:020d}.snapshot").decode())
                 start = off
                 break
             except (ValueError, TypeError, OSError):  # torn by a crash before its fsync (roll), or gone
