@@ -208,3 +208,37 @@ def test_a_segment_file_changed_after_the_clean_stop_is_reported(
     assert any("the clean shutdown recorded" in r.getMessage() for r in caplog.records)
     log.close()
     assert LogSegment.lazy_opened > 0
+
+
+def test_a_load_in_runs_of_logs_makes_no_mkdir_and_keeps_the_listing_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The load opens its logs in runs (LOAD_CHUNK per worker-thread task) without a mkdir per log; one log
+    that fails leaves every other one in the table, in the listing's order, and its error is raised."""
+    from kaflite.storage import manager as manager_module
+
+    m = LogManager([tmp_path], CFG)
+    for p in range(40):
+        m.get_or_create("t", p).append(batch(p % 3 + 1))
+    m.close()
+    made: list[str] = []
+    real_mkdir = os.mkdir
+
+    def mkdir(path: str | Path, *args: object, **kwargs: object) -> None:
+        made.append(str(path))
+        real_mkdir(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    class FailingLog(Log):
+        def __init__(self, directory: Path, *args: object, **kwargs: object) -> None:
+            if Path(directory).name == "t-17":
+                raise OSError(5, "Input/output error")
+            super().__init__(directory, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(manager_module, "Log", FailingLog)
+    m = LogManager([tmp_path], CFG, io_threads=2)  # 40 logs in runs of 5
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    with pytest.raises(OSError, match="Input/output"):
+        m.load()
+    assert made == []
+    assert list(m.logs()) == sorted((("t", p) for p in range(40) if p != 17), key=lambda tp: f"t-{tp[1]}")
+    assert {p: lg.log_end_offset for (_t, p), lg in m.logs().items()} == {p: p % 3 + 1 for p in range(40) if p != 17}
+    m.close()
