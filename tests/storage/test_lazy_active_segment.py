@@ -242,3 +242,32 @@ def test_a_load_in_runs_of_logs_makes_no_mkdir_and_keeps_the_listing_order(
     assert list(m.logs()) == sorted((("t", p) for p in range(40) if p != 17), key=lambda tp: f"t-{tp[1]}")
     assert {p: lg.log_end_offset for (_t, p), lg in m.logs().items()} == {p: p % 3 + 1 for p in range(40) if p != 17}
     m.close()
+
+
+def test_close_writes_no_producer_snapshot_when_one_is_at_the_log_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka's takeSnapshot: a log closed without a write since its clean open keeps its snapshot (a restart
+    of 10,000 partitions wrote and fsync'd 10,000 identical files at its stop); one written to gets one."""
+    from kaflite.storage.producer_state import ProducerStateManager
+
+    d = tmp_path / "t-0"
+    expected, end = _stopped(d)
+    written: list[int] = []
+    real = ProducerStateManager.write_snapshot
+
+    def counting(self: ProducerStateManager, directory: Path, offset: int, *, sync: bool = True) -> Path:
+        written.append(offset)
+        return real(self, directory, offset, sync=sync)
+
+    monkeypatch.setattr(ProducerStateManager, "write_snapshot", counting)
+    log = _lazy(d, end)
+    log.close()
+    assert written == []
+    log = _lazy(d, end)  # the snapshot it kept still vouches for the end offset, and holds the producer
+    assert log.producer_state.producers[PID].retained[-1][3] == end - 1
+    log.append(batch(1, producer_id=PID, producer_epoch=0, base_sequence=len(expected)))
+    log.close()
+    assert written == [end + 1]
+    log = _lazy(d, end + 1)
+    assert log.producer_state.producers[PID].retained[-1][3] == end
+    log.close()
