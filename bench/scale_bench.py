@@ -26,6 +26,9 @@ Each figure has its baseline measured in the same run:
    stopped with SIGTERM and started again on its directory: time from the Popen to the first answered
    Metadata (all topics, the client retries the port every 10 ms) and the broker's CPU by then, beside an
    empty broker's start (its first; then restarts, with --repeat) alternated with it.
+   `--start-dir DIR` instead: only starts (--repeat) of an existing, cleanly stopped broker's directory,
+   each stopped with SIGTERM, no fill; run it with the PYTHONPATH of one tree, then another, on the same
+   directory, to compare trees (the broker inherits this process's PYTHONPATH).
 
 The machine is shared: the load average is printed at the start and the end.
 """
@@ -473,6 +476,16 @@ async def startup_phase(tmp: Path, partitions: int, repeat: int, overrides: dict
     return {"p": partitions, "topics": topics, "fill_s": fill_s, "first_stop_s": first_stop, **rows}
 
 
+async def restarts(data: Path, repeat: int) -> None:
+    """--start-dir: each start's figures, one line each (the directory is left cleanly stopped)."""
+    overrides = {"group.initial.rebalance.delay.ms": "100", "auto.create.topics.enable": "false"}
+    for _ in range(repeat):
+        load = os.getloadavg()[0]
+        secs, cpu, parts, stop_s = await timed_start(data, overrides, False)
+        print(f"start to Metadata answered {secs:.2f} s, broker CPU {cpu:.2f} s by then, {parts:,} partitions; "
+              f"clean stop {stop_s:.2f} s; load average {load:.1f}", flush=True)
+
+
 # -- the run ------------------------------------------------------------------------------------------------
 def raise_nofile(want: int) -> str:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -583,7 +596,11 @@ def main() -> None:
     ap.add_argument("--skip-connections", action="store_true")
     ap.add_argument("--skip-groups", action="store_true")
     ap.add_argument("--skip-startup", action="store_true")
+    ap.add_argument("--start-dir", type=Path, help="only time starts of this stopped broker's directory")
     args = ap.parse_args()
+    if args.start_dir is not None:
+        asyncio.run(restarts(args.start_dir, args.repeat))
+        return
     with tempfile.TemporaryDirectory(prefix="kaflite-scale-") as d:
         asyncio.run(run(args, Path(d)))
 

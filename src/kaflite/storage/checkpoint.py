@@ -76,6 +76,20 @@ def fsync_file(path: Path) -> bool:
     return True
 
 
+def read_small_file(path: str | Path) -> bytes:
+    """A whole (small) file's bytes through a bare descriptor: a start reads two such files per partition (its
+    leader-epoch checkpoint and producer snapshot), and `Path.read_text`'s buffered text object cost more
+    than the reads themselves (a third of a 10,000-partition load's CPU went to opening files)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
 def write_offset_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
     lines = ["0", str(len(offsets))]
     lines += [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]

@@ -43,7 +43,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from kaflite.storage.checkpoint import atomic_write, fsync_dir, fsync_file, replace_unsynced
+from kaflite.storage.checkpoint import atomic_write, fsync_dir, fsync_file, read_small_file, replace_unsynced
 
 __all__ = ["LeaderEpochFileCache", "LEADER_EPOCH_CHECKPOINT"]
 
@@ -64,7 +64,7 @@ class LeaderEpochFileCache:
 
     def _read(self) -> list[tuple[int, int]]:
         try:
-            lines = self.path.read_text().splitlines()
+            lines = read_small_file(self.path).decode().splitlines()
             if not lines or lines[0].strip() != "0":
                 return []
             n = int(lines[1])

@@ -38,6 +38,12 @@ Rules:
   indexes read and sanity-checked on first use); the segment holding the recovery point and all later
   ones are rescanned (CRC), a torn/corrupt tail is truncated and every later segment deleted, before the
   log serves anything. Nothing that was flushed (fsync'd) before the crash is lost.
+- After a clean stop the active segment opens lazily too (segment.py rules) when two records of the stop agree
+  on its next offset: the recovery point the stop checkpointed (`recovery_point`) and the name of the stop's
+  producer snapshot, and the file's length agrees (empty iff that offset is the segment's base). Then the
+  log end offset, high watermark and producer state are known without reading a segment file (a start of
+  10,000 partitions read every active segment's two indexes and tail); otherwise the active segment is read
+  at open as before (tests/storage/test_lazy_active_segment.py).
 - Retention / DeleteRecords only move the log start offset forward and delete whole segments, never
   the active one; truncate_to (replication) removes a suffix.
 - The files such a change rewrites with fsyncs are written after the lock is released, never under it
@@ -66,6 +72,8 @@ Rules:
   and goes (renamed `.deleted`, removed by `delete_due_segments` off the lock) when retention or
   DeleteRecords delete the segment it lies in; a truncation deletes those above the new log end.
   tests/storage/test_snapshot_offsets.py checks the list against the directory after each operation.
+  Close writes a snapshot only when none is at the log end offset (Kafka's takeSnapshot): a log closed
+  without a write since its open keeps the one it opened with.
 All methods take an internal lock, so a Log may be shared by the event loop and a flusher thread.
 
 Logging (`kaflite.storage`, as Kafka's LogLoader / UnifiedLog): a recovered partition says what was
@@ -99,7 +107,7 @@ from kaflite.protocol.record_batch import (
     RecordBatchView,
     crc32c,
 )
-from kaflite.storage.checkpoint import fsync_dir, fsync_file
+from kaflite.storage.checkpoint import fsync_dir, fsync_file, read_small_file
 from kaflite.storage.config import LogConfig
 from kaflite.storage.errors import storage_errors
 from kaflite.storage.file_cache import file_cache
@@ -241,13 +249,16 @@ class Log:
         had_clean_shutdown: bool = False,
         now_ms: Callable[[], int] | None = None,
         on_log_start_offset_change: Callable[[Log], None] | None = None,  # also on truncation
+        existing: bool = False,  # the caller listed the directory: no mkdir (a failing syscall per log at start)
     ) -> None:
         self.dir = Path(directory)
-        try:
-            self.dir.mkdir(parents=True)
-            fresh = True  # we created the directory: it holds no file to discover, recover or clean up
-        except FileExistsError:
-            fresh = False
+        fresh = False
+        if not existing:
+            try:
+                self.dir.mkdir(parents=True)
+                fresh = True  # we created the directory: it holds no file to discover, recover or clean up
+            except FileExistsError:
+                pass
         try:
             self.topic, self.partition = parse_topic_partition(self.dir.name)
         except ValueError:
@@ -368,7 +379,8 @@ class Log:
 
     # ==========================================================================================
     # load / recovery
-    def _new_segment(self, base_offset: int, *, lazy: bool = False) -> LogSegment:
+    def _new_segment(self, base_offset: int, *, lazy: bool = False, size: int | None = None,
+                     known_next_offset: int | None = None) -> LogSegment:
         return LogSegment(
             self.dir,
             base_offset,
@@ -376,6 +388,8 @@ class Log:
             max_index_size=self.config.segment_index_bytes,
             created_ms=self._now(),
             lazy=lazy,
+            size=size,
+            known_next_offset=known_next_offset,
         )
 
     def _remove_temporary_files(self) -> list[str]:
@@ -439,6 +453,7 @@ class Log:
         recovered: list[LogSegment] = []
         deleted: list[int] = []
         name = self.dir.name
+        dir_s = str(self.dir)
         for i, base in enumerate(bases):
             is_last = i == len(bases) - 1
             holds_unflushed = is_last or bases[i + 1] > recovery_point
@@ -449,6 +464,15 @@ class Log:
                 self.lazy_at_open += 1
                 prev_next = None
                 continue
+            if is_last and clean and self._snapshots and self._snapshots[-1] == recovery_point >= base:
+                # the active segment of a clean stop: its next offset is the recovery point the stop
+                # checkpointed, and the stop's producer snapshot is named after the same offset (two records
+                # written at close, after the data's fsync): opened lazily, read on first use (Log rules)
+                size = os.stat(f"{dir_s}/{base:020d}.log").st_size
+                if (size == 0) == (recovery_point == base):  # data iff offsets: else the records are wrong
+                    segments.append(self._new_segment(base, lazy=True, size=size, known_next_offset=recovery_point))
+                    self.lazy_at_open += 1
+                    break
             seg = self._new_segment(base)
             if prev_next is not None and base < prev_next:
                 # overlapping segments cannot both be right: keep the earlier data, drop from here on
@@ -547,13 +571,14 @@ class Log:
         them (no second listing, no stat per segment). The snapshots are `_snapshots` (never a listing)."""
         state = ProducerStateManager()
         start = self._log_start_offset
+        dir_s = str(self.dir)
         self._load_txn_indexes(names)
         for off in reversed(list(self._snapshots)):
             if off > self._next_offset or off < self._log_start_offset:
                 self._delete_snapshot(off)
                 continue
             try:
-                state = ProducerStateManager.from_json((self.dir / f"{off:020d}.snapshot").read_text())
+                state = ProducerStateManager.from_json(read_small_file(f"{dir_s}/{off:020d}.snapshot").decode())
                 start = off
                 break
             except (ValueError, TypeError, OSError):  # torn by a crash before its fsync (roll), or gone
@@ -1580,7 +1605,11 @@ class Log:
                 self.flushed_at_close = False
                 problems.append(f"{self.dir.name}: flush: {e.strerror or e}")
             try:
-                self._write_producer_snapshot()
+                # Kafka's takeSnapshot: none when one at the log end offset exists (a log opened and closed
+                # without a write, as most of 10,000 partitions restarted are: a file and two fsyncs each);
+                # a roll's unsynced one was fsync'd by the flush above
+                if not self._snapshots or self._snapshots[-1] != self._next_offset:
+                    self._write_producer_snapshot()
             except OSError as e:  # rebuilt from the log on the next start: nothing is lost
                 problems.append(f"{self.dir.name}: producer snapshot: {e.strerror or e}")
             for seg in self._segments:

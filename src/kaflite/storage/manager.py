@@ -10,10 +10,10 @@ Rules:
   logs it truncated.
 - `close()` flushes everything and leaves `.kafka_cleanshutdown`; `load()` skips recovery for logs in a
   directory with that marker (and removes it), otherwise recovers from each log's recovery point.
-- `load()` opens the logs in at most `io_threads` worker threads at once (each log by one thread); the
-  partition table is filled in the listing's order after they opened, with every log that opened even
-  when one failed (its error is then raised); two directories of one partition are refused before any
-  log opens.
+- `load()` opens the logs in at most `io_threads` worker threads at once (each log by one thread, in runs of
+  at most LOAD_CHUNK logs per task); the partition table is filled in the listing's order after they
+  opened, with every log that opened even when one failed (its error is then raised); two directories of
+  one partition are refused before any log opens.
 - `close()` closes the logs (each one's fsyncs, producer snapshot, index trims) in at most `io_threads`
   worker threads at once, never two threads on one log (each log is closed by exactly one task); the
   checkpoints and the marker are written only after every one of them has returned, and the marker only
@@ -84,6 +84,8 @@ HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = 5000
 # logs closed at once by close(): their fsyncs overlap in the disk's queue (Kafka closes with
 # num.recovery.threads.per.data.dir threads, default 1; docs/storage.md says why kaflite uses more)
 IO_THREADS = 8
+# at most this many logs opened by one task of load()'s worker threads
+LOAD_CHUNK = 64
 
 
 def validate_topic_name(topic: str) -> None:
@@ -229,18 +231,22 @@ class LogManager:
                 recovery = read_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
                 starts = read_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
                 hws = read_offset_checkpoint(d / HIGH_WATERMARK_CHECKPOINT)
-                for sub in sorted(d.iterdir()):
-                    if not sub.is_dir():
-                        continue
-                    if sub.name.endswith("-delete"):
+                # names as strings, directories told by the listing's entry type (no stat, no Path per
+                # entry: 10,000 Paths built, sorted and stat'ed were a tenth of a clean load's CPU)
+                with os.scandir(d) as listing:
+                    subdirs = sorted(e.name for e in listing if e.is_dir())
+                for name in subdirs:
+                    if name.endswith("-delete"):
+                        sub = d / name
                         self._empty_deleted_dir(sub)
-                        tag = sub.name[: -len("-delete")].rpartition(".")[2]
+                        tag = name[: -len("-delete")].rpartition(".")[2]
                         self.pending_deletions.setdefault(tag, []).append(sub)
                         continue
                     try:
-                        tp = parse_topic_partition(sub.name)
+                        tp = parse_topic_partition(name)
                     except ValueError:
                         continue  # not a partition directory (e.g. a broker's own folder)
+                    sub = d / name
                     if tp in seen:
                         raise KafkaError(
                             ErrorCode.kafka_storage_error,
@@ -253,23 +259,32 @@ class LogManager:
                 sub, _d, _tp, clean, recovery_point, log_start_offset, high_watermark = job
                 return Log(sub, self.default_config, recovery_point=recovery_point,
                            log_start_offset=log_start_offset, high_watermark=high_watermark,
-                           had_clean_shutdown=clean, now_ms=self._now, on_log_start_offset_change=self._on_lso_change)
+                           had_clean_shutdown=clean, now_ms=self._now, on_log_start_offset_change=self._on_lso_change,
+                           existing=True)
+
+            def open_logs(chunk: list[tuple[Path, Path, tuple[str, int], bool, int, int, int]]) -> list[Log | BaseException]:
+                out: list[Log | BaseException] = []
+                for job in chunk:
+                    try:
+                        out.append(open_log(job))
+                    except Exception as e:  # re-raised below, once the table holds the logs that opened
+                        out.append(e)
+                return out
 
             failure: BaseException | None = None
             if self.io_threads == 1 or len(jobs) < 2:
-                opened: list[Log | BaseException] = []
-                for job in jobs:
-                    try:
-                        opened.append(open_log(job))
-                    except Exception as e:  # re-raised below, once the table holds the logs that opened
-                        opened.append(e)
+                opened = open_logs(jobs)
             else:
-                with ThreadPoolExecutor(min(self.io_threads, len(jobs)), thread_name_prefix="kaflite-load") as pool:
-                    futures = [pool.submit(open_log, job) for job in jobs]
+                # a task opens a run of logs, not one: a future per log cost more than a clean log's open
+                # (10,000 submits and results); runs small enough that the threads stay evenly busy
+                step = max(1, min(LOAD_CHUNK, -(-len(jobs) // (4 * self.io_threads))))
+                chunks = [jobs[i : i + step] for i in range(0, len(jobs), step)]
+                with ThreadPoolExecutor(min(self.io_threads, len(chunks)), thread_name_prefix="kaflite-load") as pool:
+                    futures = [pool.submit(open_logs, chunk) for chunk in chunks]
                     opened = []
-                    for f in futures:
+                    for f, chunk in zip(futures, chunks, strict=True):
                         error = f.exception()
-                        opened.append(f.result() if error is None else error)
+                        opened += f.result() if error is None else [error] * len(chunk)
             for job, result in zip(jobs, opened, strict=True):
                 if isinstance(result, BaseException):
                     failure = failure or result

@@ -15,6 +15,11 @@ Rules:
   half a load). A failed check then rebuilds that segment's indexes from its `.log` (`recover`), and only
   that segment's: the later ones were flushed before the crash and stay. A lazy segment closed, flushed or
   deleted is never loaded for it (nothing of it is pending).
+- The active segment of a cleanly stopped log opens lazily too when its Log knows its next offset from the
+  clean shutdown (`known_next_offset`, Log rules): `next_offset` is set at open, the rest is deferred as
+  above. A write (`append`, `append_one`) loads a lazy segment before it writes a byte, so the load reads
+  the file as the stop left it; a failed check of an active segment rebuilds its indexes without sealing
+  it (no `on_become_inactive`), and a loaded next offset other than the known one is logged as an error.
 """
 
 from __future__ import annotations
@@ -138,6 +143,7 @@ class LogSegment:
         "_lazy",
         "_max_index_size",
         "_idx_suffix",
+        "_known_next",
     )
 
     # how many segments were opened lazily / loaded on first use since the process started (observable by
@@ -155,9 +161,13 @@ class LogSegment:
         created_ms: int,
         suffix: str = ".log",
         lazy: bool = False,
+        size: int | None = None,
+        known_next_offset: int | None = None,
     ) -> None:
         """`lazy`: an existing sealed segment below the recovery point (module rules): its size from the
-        file's length, its descriptor, indexes and state on first use."""
+        file's length (`size`: the caller's stat of it), its descriptor, indexes and state on first use.
+        `known_next_offset` (with `lazy`): the active segment of a cleanly stopped log, whose next offset
+        the clean shutdown recorded (module rules)."""
         self.dir = directory
         self.base_offset = base_offset
         self.log_path = directory / segment_file_name(base_offset, suffix)
@@ -176,8 +186,12 @@ class LogSegment:
         self._lazy = lazy
         self._max_index_size = max_index_size
         self._idx_suffix = ""  # ".deleted" once a lazy segment's index files were renamed (rename_deleted)
+        self._known_next = -1  # a lazy active segment's next offset as its Log knew it at open (-1: sealed)
         if lazy:
-            self.size = os.stat(self.log_path).st_size  # the FileCache opens the descriptor on first use
+            # the FileCache opens the descriptor on first use
+            self.size = os.stat(self.log_path).st_size if size is None else size
+            if known_next_offset is not None:
+                self.next_offset = self._known_next = known_next_offset
             LogSegment.lazy_opened += 1
             return
         fd = open_file(self.log_path, os.O_RDWR | os.O_CREAT)
@@ -221,6 +235,7 @@ class LogSegment:
             if not self._lazy:
                 return
             ok = self.load()
+            active = self._known_next >= 0
             if not ok:
                 # (the rebuild's state is visible as it is made: a rare path, and a reader under the Log's
                 # lock, as every fetch is, cannot be here at the same time)
@@ -229,12 +244,21 @@ class LogSegment:
                 _log.warning("%s: rebuilding the indexes of segment %d on first use: %s", self.dir.name,
                              self.base_offset, problem)
                 truncated = self.recover()
-                self.on_become_inactive()
+                if not active:  # a sealed segment's final time index entry; the active one stays open
+                    self.on_become_inactive()
                 note = self.recovery
                 if truncated and note is not None:
-                    _log.warning("%s: segment %d (below the recovery point) cut at offset %d, byte %d (%d bytes "
-                                 "discarded): %s; the later segments are kept", self.dir.name, self.base_offset,
-                                 note.truncated_at_offset, note.valid_bytes, truncated, note.reason)
+                    _log.warning("%s: segment %d (%s) cut at offset %d, byte %d (%d bytes discarded): %s%s",
+                                 self.dir.name, self.base_offset,
+                                 "the active one" if active else "below the recovery point",
+                                 note.truncated_at_offset, note.valid_bytes, truncated, note.reason,
+                                 "" if active else "; the later segments are kept")
+            if active and self.next_offset != self._known_next:
+                # the clean shutdown's records (checkpoint and snapshot) disagree with the file: the file
+                # was changed after the stop. Nothing here can make the log's offsets right again.
+                _log.error("%s: the active segment %d ends at offset %d, but the clean shutdown recorded %d "
+                           "(the file was changed after the stop)", self.dir.name, self.base_offset,
+                           self.next_offset, self._known_next)
             self._lazy = False
             LogSegment.lazy_loaded += 1
 
@@ -363,6 +387,8 @@ class LogSegment:
     ) -> int:
         """Write pre-patched batch bytes at the end. `batches` = (size, last_offset, max_timestamp,
         first_offset) per batch, in order, describing `pieces`. Returns the start position."""
+        if self._lazy:  # (module rules: loaded before the write)
+            self.ensure_loaded()
         start = self.size
         try:
             self._fd_call(lambda fd: _pwrite_all(fd, pieces, start))
@@ -392,6 +418,8 @@ class LogSegment:
     ) -> None:
         """Hot path of append for one batch: a patched header prefix + the rest of the caller's buffer,
         one pwritev."""
+        if self._lazy:  # (module rules: loaded before the write)
+            self.ensure_loaded()
         pos = self.size
         try:
             fd = self._acquire()
