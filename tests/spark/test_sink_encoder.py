@@ -214,6 +214,16 @@ def test_compiled_murmur2_equals_the_pure_one(keys: list[bytes | None], skip: in
         h for h, v in zip(pure.tolist(), valid, strict=True) if v]
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from([0, 1, 2, 5, 300, 20_000, 70_000])), max_size=50))
+def test_rows_are_grouped_in_a_stable_topic_partition_order(pairs: list[tuple[int, int]]) -> None:
+    """The 16-bit radix shortcut and the int64 sort it stands for give the same order (both branches)."""
+    topic_index = np.array([t for t, _ in pairs], dtype=np.int64)
+    partition = np.array([p for _, p in pairs], dtype=np.int64)
+    group = topic_index * np.int64(1 << 32) + partition
+    assert encoder._group_order(topic_index, partition, group).tolist() == np.argsort(group, kind="stable").tolist()
+
+
 def test_compiled_encoder_matches_the_reference_encoder_and_is_the_default() -> None:
     """Without the pure path in the comparison: the compiled batch is kaflite's reference encoder's."""
     _compiled_encoder()
