@@ -1,4 +1,5 @@
-/* kaflite.spark._decode: the compiled half of kaflite.spark.batches (see its docstring for the rules).
+/* kaflite.spark._decode: the compiled half of kaflite.spark.batches (see its docstring for the rules), and
+ * of the sink's encoder kaflite.spark.encode (`records`, `murmur2`: their rules head their section).
  *
  * columns(sections, meta, start, until, want_headers) walks the (decompressed) records sections of the
  * batches batches.decode_batches kept, one C step per record, and fills the source's column buffers:
@@ -473,7 +474,8 @@ static PyObject *records(PyObject *self, PyObject *args) {
     for (int i = 0; i < 9; i++)
         if (arr_get(o[i], &a[i], sizes[i], names[i]) < 0) goto done;
     const int64_t *order = a[ORDER].view.buf, *gend = a[GEND].view.buf, *ks = a[KSTART].view.buf,
-                  *kl = a[KLEN].view.buf, *vs = a[VSTART].view.buf, *vl = a[VLEN].view.buf, *ts = a[TS].view.buf;
+                  *kl = a[KLEN].view.buf, *vs = a[VSTART].view.buf, *vl = a[VLEN].view.buf,
+                  *ts = a[TS].view.buf;
     const uint8_t *kd = a[KDATA].view.buf, *vd = a[VDATA].view.buf;
     Py_ssize_t n = a[ORDER].count, ngroups = a[GEND].count;
     int64_t extra_len = extra.len;
@@ -547,7 +549,8 @@ static PyObject *records(PyObject *self, PyObject *args) {
         for (Py_ssize_t j = from; j < to; j++) {
             int64_t row = order[j], klen = kl[row], vlen = vl[row], t = ts[row];
             if (t > top) top = t;
-            int64_t body = fixed_part(klen, vlen, extra_len) + varint_width(t - first_ts) + varint_width(j - from);
+            int64_t body =
+                fixed_part(klen, vlen, extra_len) + varint_width(t - first_ts) + varint_width(j - from);
             p = put_varint(p, body);
             *p++ = 0; /* attributes */
             p = put_varint(p, t - first_ts);
@@ -618,7 +621,8 @@ static PyObject *murmur2(PyObject *self, PyObject *args) {
         uint32_t h = 0x9747b28cu ^ (uint32_t)len;
         int64_t blocks = len / 4;
         for (int64_t j = 0; j < blocks; j++, p += 4) {
-            uint32_t k = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+            uint32_t k =
+                (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
             k *= m;
             k ^= k >> 24;
             k *= m;
@@ -656,7 +660,8 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "kaflite.spark._decode",
-                                    "Compiled record walks of kaflite.spark.batches and kaflite.spark.encode", -1, methods};
+                                    "Compiled record walks of kaflite.spark.batches and kaflite.spark.encode",
+                                    -1, methods};
 
 PyMODINIT_FUNC PyInit__decode(void) {
     PyObject *m = PyModule_Create(&module);

@@ -29,8 +29,8 @@ value bytes, the header entries), and one Arrow `take` over all pieces, in the o
 partition, lays the records sections out back to back (one memcpy per piece, in C).
 How (compiled): numpy groups the rows by partition (one stable argsort), then one C pass per call cuts
 the batches and sizes the records, and a second writes them into one buffer (varints and memcpys); no
-intermediate column. At 1M rows of 100 B (bench/spark_bench.py's rows) the pure path took about 0.33
-CPU-s and murmur2 0.07; the compiled path about a tenth of that (docs/spark.md, "Throughput").
+intermediate column. A sink task of 1M rows of 100 B (bench/spark_bench.py's rows) spent 0.57-0.92 CPU-s
+with the pure path, 0.18-0.22 with the compiled one (docs/spark.md, "The sink's compiled encoder").
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ __all__ = ["ENCODER", "EncodedBatch", "compiled_missing", "encode", "murmur2_arr
 PURE_ENCODER_ENV = "KAFLITE_PURE_ENCODER"
 # the decoder's extension module holds the encoder's C half too (one module to build, stamp and require)
 _compiled, compiled_missing = _load_compiled()
-ENCODER = "compiled" if _compiled is not None and os.environ.get(PURE_ENCODER_ENV, "") in ("", "0") else "pure"
+ENCODER = ("compiled" if _compiled is not None and os.environ.get(PURE_ENCODER_ENV, "") in ("", "0")
+           else "pure")
 
 _SEED = np.uint32(0x9747B28C)
 _M = np.uint32(0x5BD1E995)
@@ -120,8 +121,9 @@ def _pure(pure: bool | None) -> bool:
 def murmur2_array(column: pa.Array, pure: bool | None = None) -> np.ndarray:
     """Kafka's murmur2 of every value of a string / binary column, as int32 (nulls give 0: not used).
 
-    Compiled: one C loop over the values. Pure: block mixing is done for all keys at once; the chain over a key's 4-byte blocks runs one block
-    index at a time over the keys that have that many blocks (keys sorted by length, so a prefix)."""
+    Compiled: one C loop over the values. Pure: block mixing is done for all keys at once; the chain over
+    a key's 4-byte blocks runs one block index at a time over the keys that have that many blocks (keys
+    sorted by length, so a prefix)."""
     col = _binary(column)
     n = len(col)
     offsets, data = _offsets_and_data(col)
@@ -483,8 +485,9 @@ def encode(
 
 
 def _encode_compiled(topics: Sequence[str], keys: pa.Array, values: pa.Array, key_len: np.ndarray,
-                     value_len: np.ndarray, ts: np.ndarray, constant_ts: bool, extra: bytes, max_batch_bytes: int,
-                     order: np.ndarray, g_sorted: np.ndarray, group_end: np.ndarray) -> list[EncodedBatch] | None:
+                     value_len: np.ndarray, ts: np.ndarray, constant_ts: bool, extra: bytes,
+                     max_batch_bytes: int, order: np.ndarray, g_sorted: np.ndarray,
+                     group_end: np.ndarray) -> list[EncodedBatch] | None:
     """`encode` of rows without headers of their own through the C pass (module rules); None when the
     records would pass the pure path's size limit (the caller splits the rows)."""
     assert _compiled is not None
@@ -506,8 +509,8 @@ def _encode_compiled(topics: Sequence[str], keys: pa.Array, values: pa.Array, ke
                                     np.frombuffer(base_ts, np.int64).tolist(),
                                     np.frombuffer(max_ts, np.int64).tolist(), strict=True):
         g = int(g_sorted[s])
-        out.append(EncodedBatch(topic=topics[g >> 32], partition=g & 0xFFFFFFFF, count=e - s, records=raw[lo:hi],
-                                base_timestamp=b_ts, max_timestamp=m_ts))
+        out.append(EncodedBatch(topic=topics[g >> 32], partition=g & 0xFFFFFFFF, count=e - s,
+                                records=raw[lo:hi], base_timestamp=b_ts, max_timestamp=m_ts))
         lo = hi
     return out
 
