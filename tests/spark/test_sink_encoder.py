@@ -11,6 +11,8 @@ connection deduplicated by the broker."""
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
 import time
 import uuid
 from types import SimpleNamespace
@@ -235,6 +237,20 @@ def test_compiled_encoder_matches_the_reference_encoder_and_is_the_default() -> 
     reference = build_record_batch([(k, v, []) for k, v in rows], timestamps=ts.tolist(), producer_id=3,
                                    producer_epoch=0, base_sequence=0)
     assert _sealed(batch, producer_id=3, producer_epoch=0, base_sequence=0) == reference
+
+
+def test_without_the_compiled_module_the_pure_encoder_writes() -> None:
+    # a machine without a C compiler: the import of kaflite.spark._decode fails (blocked here)
+    code = (
+        "import sys; sys.modules['kaflite.spark._decode'] = None\n"
+        "import numpy as np, pyarrow as pa\n"
+        "import kaflite.spark.encode as e\n"
+        "(b,) = e.encode(['t'], np.zeros(2, np.int64), np.zeros(2, np.int64), pa.array([b'k', None]),\n"
+        "                pa.array([b'v', b'w']), None, 5)\n"
+        "print(e.ENCODER, b.count, e.murmur2_array(pa.array([b'k'])).tolist())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["pure", "2", str([murmur2(b"k")])]
 
 
 def test_large_values_and_string_columns() -> None:
