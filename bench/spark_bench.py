@@ -204,6 +204,7 @@ class BrokerProcess:
             self.proc.kill()
             self.proc.wait()
         self.log.close()
+        Path(self.log.name).unlink(missing_ok=True)  # kept only when the broker did not start
 
 
 def produce_raw(bootstrap: str, topic: str, rows: int, value_bytes: int) -> float:
