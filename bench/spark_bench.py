@@ -16,7 +16,11 @@ same rows outside Spark (`--no-producer`: not measured). Both sinks are measured
 `df.write` of the same cached rows, in the same run, and the rows the kaflite sink wrote are counted
 (the output topic's offsets) at the end. `--eos`: the exactly-once sink's task on kaflite's transactional client against
 its librdkafka path, same rows, same run, without Spark (`run_eos`). Rows/s is wall-clock; CPU-s per million rows counts the Spark processes (JVM and
-Python workers; not the broker). The broker is an embedded kaflite broker unless --bootstrap is given.
+Python workers; not the broker), and the broker's column the broker's own CPU over the same runs.
+
+The broker, unless --bootstrap is given, is a kaflite broker in a process of its own (`kaflite serve`, as
+deployed): `--broker embedded` runs it inside this process instead, as the bench did before 2026-11-29,
+where its threads compete with the driver for the CPU, and its CPU is not measured.
 """
 
 from __future__ import annotations
@@ -57,9 +61,22 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
+BROKER_PID: int | None = None  # the broker process's pid, not counted among Spark's processes
+
+
+def process_cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLK  # utime + stime
+
+
 def spark_cpu_seconds() -> float:
-    """CPU time of this process's descendants (the Spark JVM, its Python workers), live and reaped."""
-    tree, total, todo = _children(), 0.0, list(_children().get(os.getpid(), []))
+    """CPU time of this process's descendants (the Spark JVM, its Python workers), live and reaped; not
+    the broker's (still running: reaped children's time includes it only after the run)."""
+    tree = _children()
+    total, todo = 0.0, [p for p in tree.get(os.getpid(), []) if p != BROKER_PID]
     seen = set()
     while todo:
         pid = todo.pop()
@@ -143,10 +160,51 @@ class DiscardWriter(DataSourceArrowWriter):
         return WriterCommitMessage()
 
 
-def timed(fn: Any) -> tuple[float, float]:
-    cpu0, t0 = spark_cpu_seconds(), time.perf_counter()
+def broker_cpu_seconds() -> float:
+    return process_cpu_seconds(BROKER_PID) if BROKER_PID is not None else float("nan")
+
+
+def timed(fn: Any) -> tuple[float, float, float]:
+    """(wall s, Spark processes' CPU s, broker CPU s) of one call."""
+    cpu0, broker0, t0 = spark_cpu_seconds(), broker_cpu_seconds(), time.perf_counter()
     fn()
-    return time.perf_counter() - t0, spark_cpu_seconds() - cpu0
+    return time.perf_counter() - t0, spark_cpu_seconds() - cpu0, broker_cpu_seconds() - broker0
+
+
+class BrokerProcess:
+    """`kaflite serve` in a process of its own, on a free port, its data in a temporary directory."""
+
+    def __init__(self, data_dir: Path) -> None:
+        import socket
+        import subprocess
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.log = open(data_dir.parent / f"{data_dir.name}.log", "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kaflite", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+             "--log-dir", str(data_dir)], stdout=self.log, stderr=subprocess.STDOUT)
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the broker did not start (see {self.log.name})") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except Exception:  # noqa: BLE001 - a broker that does not stop is killed
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        Path(self.log.name).unlink(missing_ok=True)  # kept only when the broker did not start
 
 
 def produce_raw(bootstrap: str, topic: str, rows: int, value_bytes: int) -> float:
@@ -175,6 +233,8 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=2, help="runs per measurement; the best is reported")
     ap.add_argument("--bootstrap", default=None)
+    ap.add_argument("--broker", choices=("process", "embedded"), default="process",
+                    help="without --bootstrap: a kaflite broker in its own process (default) or in this one")
     ap.add_argument("--source-only", action="store_true", help="measure the source and its baseline only")
     ap.add_argument("--sink-only", action="store_true",
                     help="measure the sink and its baseline only (rows from the synthetic source, cached)")
@@ -196,7 +256,12 @@ def main() -> None:
         from kaflite.server.embedded import EmbeddedBroker
 
         data_dir = Path(tempfile.mkdtemp(prefix="spark-bench-"))
-        broker = EmbeddedBroker(data_dir=data_dir).start()
+        if args.broker == "embedded":
+            broker = EmbeddedBroker(data_dir=data_dir).start()
+        else:
+            global BROKER_PID
+            broker = BrokerProcess(data_dir)
+            BROKER_PID = broker.proc.pid
         bootstrap = broker.bootstrap
     started, load = time.perf_counter(), os.getloadavg()[0]
     try:
@@ -261,7 +326,7 @@ def run(args: Any, bootstrap: str) -> None:
             .load()
         )
 
-    results: list[tuple[str, float, float]] = []
+    results: list[tuple[str, float, float, float]] = []
 
     def measure(name: str, fn: Any) -> None:
         fn()  # warm-up: Python workers, JIT
@@ -375,16 +440,17 @@ def run_eos(args: Any, bootstrap: str, dst: str) -> None:
     print(f"kaflite client vs librdkafka (same run): {ratio:.2f}x the rows/s")
 
 
-def report(args: Any, results: list[tuple[str, float, float]], producer: tuple[float, float] | None) -> None:
+def report(args: Any, results: list[tuple[str, float, float, float]],
+           producer: tuple[float, float] | None) -> None:
     n = args.rows
     print(
         f"\nSpark connector throughput: {n} rows, {args.value_bytes} B values, {args.partitions} partitions, local[2], "
-        f"best of {args.repeat}"
+        f"best of {args.repeat}; broker: {args.bootstrap or args.broker}"
     )
-    print(f"{'measurement':58} {'rows/s':>10} {'CPU-s/M rows':>13} {'vs baseline':>12}")
-    for i, (name, wall, cpu) in enumerate(results):
+    print(f"{'measurement':58} {'rows/s':>10} {'CPU-s/M rows':>13} {'vs baseline':>12} {'broker CPU-s/M':>15}")
+    for i, (name, wall, cpu, broker) in enumerate(results):
         base = results[i - i % 2][1]  # each measurement follows its baseline
-        print(f"{name:58} {n / wall:>10,.0f} {cpu / n * 1e6:>13.2f} {base / wall:>11.2f}x")
+        print(f"{name:58} {n / wall:>10,.0f} {cpu / n * 1e6:>13.2f} {base / wall:>11.2f}x {broker / n * 1e6:>15.2f}")
     if producer is None:
         return
     raw_s, load_s = producer

@@ -11,6 +11,8 @@ connection deduplicated by the broker."""
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
 import time
 import uuid
 from types import SimpleNamespace
@@ -22,9 +24,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import vectors_of_kind
+from helpers import require, vectors_of_kind
 from kaflite.assign.murmur2 import murmur2, partition_for_key
 from kaflite.protocol.record_batch import build_record_batch, decode_records, iter_batches
+from kaflite.spark import encode as encoder
 from kaflite.spark.arrow import HEADERS_TYPE
 from kaflite.spark.batches import decode_batches
 from kaflite.spark.encode import EncodedBatch, encode, murmur2_array, place, seal, topic_indices
@@ -158,6 +161,96 @@ def test_encoded_batch_is_byte_for_byte_kaflite_reference_encoder(rows: list[Row
                                    producer_id=11, producer_epoch=2, base_sequence=5,
                                    is_transactional=transactional)
     assert ours == reference
+
+
+def _compiled_encoder() -> None:
+    require(encoder.compiled_missing)
+
+
+plain_row = st.tuples(st.one_of(st.none(), st.binary(max_size=30)), st.one_of(st.none(), st.binary(max_size=300)))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(plain_row, min_size=1, max_size=120), st.integers(1, 2), st.integers(1, 4), st.integers(30, 3000),
+       st.sampled_from(["one", "spread", "wide"]), st.booleans(), st.integers(0, 3), st.booleans(), st.booleans())
+def test_compiled_encoder_writes_the_pure_encoders_bytes(rows: list[tuple[bytes | None, bytes | None]],
+                                                        n_topics: int, n_parts: int, max_bytes: int, ts_kind: str,
+                                                        stamp: bool, skip: int, as_string: bool,
+                                                        headers_column: bool) -> None:
+    """Same batches (topic, partition, count, timestamps, records bytes) from both paths: cuts, varints of
+    every width (timestamp deltas past 2^35 with "wide"), null and empty keys and values, sliced and string
+    columns, the batch-id header, a headers column holding only nulls."""
+    _compiled_encoder()
+    if as_string:
+        rows = [(None if k is None else k.decode("latin-1").encode("utf-8"),
+                 None if v is None else v.decode("latin-1").encode("utf-8")) for k, v in rows]
+    n = len(rows) - min(skip, len(rows) - 1)
+    pad = [(b"pad", b"pad")] * (len(rows) - n)  # the slice drops these
+    keys = pa.array([r[0] for r in pad + rows[-n:]], pa.binary())
+    values = pa.array([r[1] for r in pad + rows[-n:]], pa.binary())
+    if as_string:
+        keys, values = keys.cast(pa.string()), values.cast(pa.string())
+    keys, values = keys.slice(len(pad)), values.slice(len(pad))
+    topic_index = np.array([i % n_topics for i in range(n)], dtype=np.int64)
+    partition = np.array([(i * 5 + i // 3) % n_parts for i in range(n)], dtype=np.int64)
+    ts: np.ndarray | int = {"one": 1_700_000_000_000,
+                            "spread": np.arange(n, dtype=np.int64) * 997 % 5000 + 1_700_000_000_000,
+                            "wide": (np.arange(n, dtype=np.int64) % 3 - 1) * (1 << 36) + 1_700_000_000_000}[ts_kind]
+    headers = pa.nulls(n, HEADERS_TYPE) if headers_column else None
+    extra = ("batch", b"42") if stamp else None
+    args = (["t0", "t1"][:n_topics], topic_index, partition, keys, values, headers, ts, extra, max_bytes)
+    pure, compiled = encode(*args, pure=True), encode(*args, pure=False)
+    assert [(b.topic, b.partition, b.count, b.base_timestamp, b.max_timestamp, bytes(b.records)) for b in compiled] \
+        == [(b.topic, b.partition, b.count, b.base_timestamp, b.max_timestamp, bytes(b.records)) for b in pure]
+    assert sum(b.count for b in compiled) == n
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=40)), max_size=60), st.integers(0, 5))
+def test_compiled_murmur2_equals_the_pure_one(keys: list[bytes | None], skip: int) -> None:
+    _compiled_encoder()
+    column = pa.array(keys, pa.binary()).slice(min(skip, len(keys)))
+    valid = [k is not None for k in keys[min(skip, len(keys)):]]
+    pure, compiled = murmur2_array(column, pure=True), murmur2_array(column, pure=False)
+    assert [h for h, v in zip(compiled.tolist(), valid, strict=True) if v] == [
+        h for h, v in zip(pure.tolist(), valid, strict=True) if v]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from([0, 1, 2, 5, 300, 20_000, 70_000])), max_size=50))
+def test_rows_are_grouped_in_a_stable_topic_partition_order(pairs: list[tuple[int, int]]) -> None:
+    """The 16-bit radix shortcut and the int64 sort it stands for give the same order (both branches)."""
+    topic_index = np.array([t for t, _ in pairs], dtype=np.int64)
+    partition = np.array([p for _, p in pairs], dtype=np.int64)
+    group = topic_index * np.int64(1 << 32) + partition
+    assert encoder._group_order(topic_index, partition, group).tolist() == np.argsort(group, kind="stable").tolist()
+
+
+def test_compiled_encoder_matches_the_reference_encoder_and_is_the_default() -> None:
+    """Without the pure path in the comparison: the compiled batch is kaflite's reference encoder's."""
+    _compiled_encoder()
+    assert encoder.ENCODER == "compiled"
+    rows = [(b"k%d" % i if i % 3 else None, None if i % 7 == 0 else b"v" * (i * 37 % 300)) for i in range(200)]
+    ts = np.arange(200, dtype=np.int64) * 1_000_003 + 1_000
+    (batch,) = encode(["t"], np.zeros(200, np.int64), np.zeros(200, np.int64), pa.array([r[0] for r in rows]),
+                      pa.array([r[1] for r in rows], pa.binary()), None, ts, None, 1 << 30, pure=False)
+    reference = build_record_batch([(k, v, []) for k, v in rows], timestamps=ts.tolist(), producer_id=3,
+                                   producer_epoch=0, base_sequence=0)
+    assert _sealed(batch, producer_id=3, producer_epoch=0, base_sequence=0) == reference
+
+
+def test_without_the_compiled_module_the_pure_encoder_writes() -> None:
+    # a machine without a C compiler: the import of kaflite.spark._decode fails (blocked here)
+    code = (
+        "import sys; sys.modules['kaflite.spark._decode'] = None\n"
+        "import numpy as np, pyarrow as pa\n"
+        "import kaflite.spark.encode as e\n"
+        "(b,) = e.encode(['t'], np.zeros(2, np.int64), np.zeros(2, np.int64), pa.array([b'k', None]),\n"
+        "                pa.array([b'v', b'w']), None, 5)\n"
+        "print(e.ENCODER, b.count, e.murmur2_array(pa.array([b'k'])).tolist())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["pure", "2", str([murmur2(b"k")])]
 
 
 def test_large_values_and_string_columns() -> None:

@@ -1,4 +1,5 @@
-/* kaflite.spark._decode: the compiled half of kaflite.spark.batches (see its docstring for the rules).
+/* kaflite.spark._decode: the compiled half of kaflite.spark.batches (see its docstring for the rules), and
+ * of the sink's encoder kaflite.spark.encode (`records`, `murmur2`: their rules head their section).
  *
  * columns(sections, meta, start, until, want_headers) walks the (decompressed) records sections of the
  * batches batches.decode_batches kept, one C step per record, and fills the source's column buffers:
@@ -381,14 +382,286 @@ done:
     return result;
 }
 
+/* ---- the sink's encoder: kaflite.spark.encode's compiled half ----------------------------------------
+ *
+ * records(order, group_end, key_start, key_len, key_data, value_start, value_len, value_data, ts,
+ *         constant_ts, extra, max_batch_bytes) lays out the records sections of the rows of one
+ * encode() call without headers of their own (at most the constant `extra` header entry on every record),
+ * one C step per record, byte for byte what encode.py's pure path writes for the same call.
+ * murmur2(offsets, data) is Kafka's murmur2 of every value, as encode.murmur2_array.
+ *
+ * Rules (checkable against the pure path, tests/spark/test_sink_encoder.py):
+ * - `order` lists the rows in their output order; `group_end` cuts it into (topic, partition) groups
+ *   (the end position of each, ascending, the last equal to n);
+ * - a group is cut into batches as the pure path cuts it: each record counts with the pure path's upper
+ *   bound of its size (its offset delta bounded by its rank in the group, its timestamp delta by 1 byte
+ *   when every timestamp of the call is equal, else 10), a batch takes records while the sum of their
+ *   bounds stays <= max_batch_bytes, and at least one;
+ * - a record is: length, attributes 0, timestamp delta (from the batch's first record), offset delta
+ *   (rank in its batch), key length (-1 null) and bytes, value length and bytes, header count (1 with
+ *   `extra`, else 0) and `extra`; every number a zigzag varint;
+ * - a key or value slice outside its data buffer raises ValueError before anything is written; when the
+ *   records would take more than ENCODE_MAX_BYTES (the pure path's limit, Arrow's int32 offsets halved)
+ *   the call returns None and encode.py splits the rows in halves, as the pure path does.
+ */
+#define ENCODE_MAX_BYTES ((int64_t)(0x7FFFFFFF / 2))
+
+static inline uint64_t zigzag64(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+
+static inline int64_t varint_width(int64_t v) {
+    uint64_t u = zigzag64(v);
+    int64_t w = 1;
+    while (u >= 0x80) {
+        u >>= 7;
+        w++;
+    }
+    return w;
+}
+
+static inline uint8_t *put_varint(uint8_t *p, int64_t v) {
+    uint64_t u = zigzag64(v);
+    while (u >= 0x80) {
+        *p++ = (uint8_t)(u | 0x80);
+        u >>= 7;
+    }
+    *p++ = (uint8_t)u;
+    return p;
+}
+
+typedef struct {
+    Py_buffer view;
+    Py_ssize_t count; /* items of `itemsize` bytes */
+} Arr;
+
+static int arr_get(PyObject *o, Arr *a, Py_ssize_t itemsize, const char *name) {
+    if (PyObject_GetBuffer(o, &a->view, PyBUF_SIMPLE) < 0) return -1;
+    if (a->view.len % itemsize) {
+        PyBuffer_Release(&a->view);
+        a->view.obj = NULL;
+        PyErr_Format(PyExc_ValueError, "%s: a buffer of %zd-byte items expected", name, itemsize);
+        return -1;
+    }
+    a->count = a->view.len / itemsize;
+    return 0;
+}
+
+static void arr_release(Arr *a) {
+    if (a->view.obj != NULL) PyBuffer_Release(&a->view);
+}
+
+static inline int64_t fixed_part(int64_t kl, int64_t vl, int64_t extra_len) {
+    /* attributes, key and value with their lengths, header count (0 or 1: one byte), extra entry */
+    return 1 + varint_width(kl) + (kl > 0 ? kl : 0) + varint_width(vl) + (vl > 0 ? vl : 0) + 1 + extra_len;
+}
+
+static PyObject *records(PyObject *self, PyObject *args) {
+    PyObject *o[9];
+    int constant_ts;
+    Py_buffer extra = {0};
+    long long max_batch;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOpy*L", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                          &o[8], &constant_ts, &extra, &max_batch))
+        return NULL;
+    enum { ORDER, GEND, KSTART, KLEN, KDATA, VSTART, VLEN, VDATA, TS };
+    static const Py_ssize_t sizes[9] = {8, 8, 8, 8, 1, 8, 8, 1, 8};
+    static const char *names[9] = {"order", "group_end", "key_start", "key_len", "key_data",
+                                   "value_start", "value_len", "value_data", "ts"};
+    Arr a[9];
+    memset(a, 0, sizeof a);
+    PyObject *result = NULL, *data = NULL, *starts = NULL, *ends = NULL, *base = NULL, *maxts = NULL;
+    int64_t *bstart = NULL;
+    Py_ssize_t nb = 0, cap = 0;
+    for (int i = 0; i < 9; i++)
+        if (arr_get(o[i], &a[i], sizes[i], names[i]) < 0) goto done;
+    const int64_t *order = a[ORDER].view.buf, *gend = a[GEND].view.buf, *ks = a[KSTART].view.buf,
+                  *kl = a[KLEN].view.buf, *vs = a[VSTART].view.buf, *vl = a[VLEN].view.buf,
+                  *ts = a[TS].view.buf;
+    const uint8_t *kd = a[KDATA].view.buf, *vd = a[VDATA].view.buf;
+    Py_ssize_t n = a[ORDER].count, ngroups = a[GEND].count;
+    int64_t extra_len = extra.len;
+    if (a[KSTART].count != n || a[KLEN].count != n || a[VSTART].count != n || a[VLEN].count != n ||
+        a[TS].count != n || (n && (ngroups == 0 || gend[ngroups - 1] != n))) {
+        PyErr_SetString(PyExc_ValueError, "records: column lengths differ");
+        goto done;
+    }
+    int64_t ts_bound = constant_ts ? 1 : 10, total = 0;
+    /* pass 1: check the slices, cut the batches (the pure path's bounds), add up the exact sizes */
+    Py_ssize_t k = 0;
+    for (Py_ssize_t g = 0; g < ngroups; g++) {
+        Py_ssize_t ge = (Py_ssize_t)gend[g], gs = k;
+        if (ge < k || ge > n) {
+            PyErr_SetString(PyExc_ValueError, "records: group ends do not increase");
+            goto done;
+        }
+        int64_t batch_sum = 0, in_batch = 0, batch_ts = 0;
+        for (; k < ge; k++) {
+            int64_t row = order[k];
+            if (row < 0 || row >= n) {
+                PyErr_SetString(PyExc_ValueError, "records: row index out of range");
+                goto done;
+            }
+            int64_t klen = kl[row], vlen = vl[row];
+            if ((klen > 0 && (ks[row] < 0 || ks[row] + klen > a[KDATA].count)) ||
+                (vlen > 0 && (vs[row] < 0 || vs[row] + vlen > a[VDATA].count))) {
+                PyErr_SetString(PyExc_ValueError, "records: a key or value outside its data");
+                goto done;
+            }
+            int64_t fixed = fixed_part(klen, vlen, extra_len);
+            int64_t body_bound = fixed + ts_bound + varint_width(k - gs);
+            int64_t bound = body_bound + varint_width(body_bound);
+            if (in_batch == 0 || batch_sum + bound > max_batch) {
+                if (nb == cap) {
+                    cap = cap ? cap * 2 : 64;
+                    int64_t *grown = realloc(bstart, (size_t)cap * sizeof *bstart);
+                    if (grown == NULL) {
+                        PyErr_NoMemory();
+                        goto done;
+                    }
+                    bstart = grown;
+                }
+                bstart[nb++] = k;
+                batch_sum = in_batch = 0;
+                batch_ts = ts[row];
+            }
+            batch_sum += bound;
+            int64_t body = fixed + varint_width(ts[row] - batch_ts) + varint_width(in_batch);
+            total += body + varint_width(body);
+            in_batch++;
+        }
+    }
+    if (total > ENCODE_MAX_BYTES) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    starts = PyBytes_FromStringAndSize(NULL, nb * 8);
+    ends = PyBytes_FromStringAndSize(NULL, nb * 8);
+    base = PyBytes_FromStringAndSize(NULL, nb * 8);
+    maxts = PyBytes_FromStringAndSize(NULL, nb * 8);
+    if (!data || !starts || !ends || !base || !maxts) goto done;
+    uint8_t *p = (uint8_t *)PyBytes_AS_STRING(data), *p0 = p;
+    int64_t *s_out = (int64_t *)PyBytes_AS_STRING(starts), *e_out = (int64_t *)PyBytes_AS_STRING(ends),
+            *b_out = (int64_t *)PyBytes_AS_STRING(base), *m_out = (int64_t *)PyBytes_AS_STRING(maxts);
+    /* pass 2: write every record (the batches are contiguous in `order`: batch b is [bstart[b], next)) */
+    for (Py_ssize_t b = 0; b < nb; b++) {
+        Py_ssize_t from = (Py_ssize_t)bstart[b], to = b + 1 < nb ? (Py_ssize_t)bstart[b + 1] : n;
+        int64_t first_ts = ts[order[from]], top = first_ts;
+        for (Py_ssize_t j = from; j < to; j++) {
+            int64_t row = order[j], klen = kl[row], vlen = vl[row], t = ts[row];
+            if (t > top) top = t;
+            int64_t body =
+                fixed_part(klen, vlen, extra_len) + varint_width(t - first_ts) + varint_width(j - from);
+            p = put_varint(p, body);
+            *p++ = 0; /* attributes */
+            p = put_varint(p, t - first_ts);
+            p = put_varint(p, j - from);
+            p = put_varint(p, klen);
+            if (klen > 0) {
+                memcpy(p, kd + ks[row], (size_t)klen);
+                p += klen;
+            }
+            p = put_varint(p, vlen);
+            if (vlen > 0) {
+                memcpy(p, vd + vs[row], (size_t)vlen);
+                p += vlen;
+            }
+            *p++ = extra_len ? 2 : 0; /* header count 1 or 0, zigzagged */
+            if (extra_len) {
+                memcpy(p, extra.buf, (size_t)extra_len);
+                p += extra_len;
+            }
+        }
+        s_out[b] = from;
+        e_out[b] = (int64_t)(p - p0);
+        b_out[b] = first_ts;
+        m_out[b] = top;
+    }
+    if (p - p0 != total) {
+        PyErr_SetString(PyExc_AssertionError, "records: sizes do not add up");
+        goto done;
+    }
+    result = Py_BuildValue("(OOOOO)", data, starts, ends, base, maxts);
+done:
+    for (int i = 0; i < 9; i++) arr_release(&a[i]);
+    if (extra.obj != NULL) PyBuffer_Release(&extra);
+    free(bstart);
+    Py_XDECREF(data);
+    Py_XDECREF(starts);
+    Py_XDECREF(ends);
+    Py_XDECREF(base);
+    Py_XDECREF(maxts);
+    return result;
+}
+
+static PyObject *murmur2(PyObject *self, PyObject *args) {
+    PyObject *oo, *od;
+    if (!PyArg_ParseTuple(args, "OO", &oo, &od)) return NULL;
+    Arr off = {0}, dat = {0};
+    PyObject *out = NULL;
+    if (arr_get(oo, &off, 8, "offsets") < 0) return NULL;
+    if (arr_get(od, &dat, 1, "data") < 0) {
+        arr_release(&off);
+        return NULL;
+    }
+    Py_ssize_t n = off.count ? off.count - 1 : 0;
+    const int64_t *o = off.view.buf;
+    const uint8_t *d = dat.view.buf;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (o[i] < 0 || o[i + 1] < o[i] || o[i + 1] > dat.count) {
+            PyErr_SetString(PyExc_ValueError, "murmur2: offsets outside the data");
+            goto done;
+        }
+    out = PyBytes_FromStringAndSize(NULL, n * 4);
+    if (out == NULL) goto done;
+    uint32_t *h_out = (uint32_t *)PyBytes_AS_STRING(out);
+    const uint32_t m = 0x5bd1e995u;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t *p = d + o[i];
+        int64_t len = o[i + 1] - o[i];
+        uint32_t h = 0x9747b28cu ^ (uint32_t)len;
+        int64_t blocks = len / 4;
+        for (int64_t j = 0; j < blocks; j++, p += 4) {
+            uint32_t k =
+                (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+            k *= m;
+            k ^= k >> 24;
+            k *= m;
+            h *= m;
+            h ^= k;
+        }
+        switch (len % 4) {
+        case 3:
+            h ^= (uint32_t)p[2] << 16; /* fall through */
+        case 2:
+            h ^= (uint32_t)p[1] << 8; /* fall through */
+        case 1:
+            h ^= p[0];
+            h *= m;
+        }
+        h ^= h >> 13;
+        h *= m;
+        h ^= h >> 15;
+        h_out[i] = h;
+    }
+done:
+    arr_release(&off);
+    arr_release(&dat);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"columns", columns, METH_VARARGS,
      "columns(sections, meta, start, until, want_headers) -> None or the column buffers (see batches.py)"},
+    {"records", records, METH_VARARGS,
+     "records(order, group_end, key_start, key_len, key_data, value_start, value_len, value_data, ts, "
+     "constant_ts, extra, max_batch_bytes) -> None or (data, starts, ends, base_ts, max_ts) (see encode.py)"},
+    {"murmur2", murmur2, METH_VARARGS, "murmur2(offsets, data) -> int32 hashes as bytes (see encode.py)"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "kaflite.spark._decode",
-                                    "Compiled record walk of kaflite.spark.batches", -1, methods};
+                                    "Compiled record walks of kaflite.spark.batches and kaflite.spark.encode",
+                                    -1, methods};
 
 PyMODINIT_FUNC PyInit__decode(void) {
     PyObject *m = PyModule_Create(&module);
