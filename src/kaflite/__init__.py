@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kaflite.hypothesis_gate import in_spark_worker, keep_hypothesis_out
 from kaflite.version import __version__
+
+if in_spark_worker():  # a Spark Python worker imports kaflite to read or write: no test strategies there
+    keep_hypothesis_out()
 
 if TYPE_CHECKING:  # pragma: no cover
     from kaflite.server.embedded import EmbeddedBroker

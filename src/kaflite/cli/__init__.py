@@ -58,7 +58,9 @@ def main() -> None:
     more (produce, consume, serve) install their own on top of it."""
     import signal
 
-    _keep_hypothesis_out()
+    from kaflite.hypothesis_gate import keep_hypothesis_out
+
+    keep_hypothesis_out()  # kio would import it: 0.6-0.9 s of CPU for nothing (kaflite/hypothesis_gate.py)
     try:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     except ValueError:  # pragma: no cover - not the main thread (embedded use)
@@ -68,13 +70,3 @@ def main() -> None:
     app()
 
 
-def _keep_hypothesis_out() -> None:
-    """kio imports hypothesis whenever it is installed (to register test strategies for its types): with the
-    test extras that cost every `kaflite` command ~0.2 s of start-up and left a `.hypothesis/` directory
-    in the current directory. No command needs it, so the CLI process makes `import hypothesis` fail
-    (kio catches the ImportError); KAFLITE_CLI_HYPOTHESIS=1 lets it load."""
-    import os
-    import sys
-
-    if "hypothesis" not in sys.modules and not os.environ.get("KAFLITE_CLI_HYPOTHESIS"):
-        sys.modules["hypothesis"] = None  # type: ignore[assignment]  # None: ImportError on import

@@ -11,21 +11,10 @@ import sys
 from pathlib import Path
 
 
-def _keep_hypothesis_out() -> None:
-    """kio imports hypothesis whenever it is installed and registers a test strategy for each of its types:
-    with the test extras that was 0.6-0.7 s of CPU at every broker start (`import kaflite.server.broker`:
-    1.2-1.3 s CPU with it, 0.5-0.7 s without; bench/recovery_bench.py's `empty` row), paid by every test
-    that starts a broker process and by the recovery after a crash. The broker never uses them, so its
-    process makes `import hypothesis` fail (kio catches the ImportError), as the CLI does
-    (`kaflite.cli._keep_hypothesis_out`); KAFLITE_CLI_HYPOTHESIS=1 lets it load here too."""
-    import os
-
-    if "hypothesis" not in sys.modules and not os.environ.get("KAFLITE_CLI_HYPOTHESIS"):
-        sys.modules["hypothesis"] = None  # type: ignore[assignment]  # None: ImportError on import
-
-
 def main(argv: list[str] | None = None) -> int:
-    _keep_hypothesis_out()
+    from kaflite.hypothesis_gate import keep_hypothesis_out
+
+    keep_hypothesis_out()  # kio would import it: 0.6-0.9 s of CPU for nothing (kaflite/hypothesis_gate.py)
     from kaflite.server.app import run_broker
 
     parser = argparse.ArgumentParser(prog="python -m kaflite.server")
