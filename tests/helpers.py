@@ -139,6 +139,24 @@ def produce_numbered(producer: Any, topic: str, prefix: str, count: int = 10, ti
 REQUIRE_ALL_ENV = "KAFLITE_REQUIRE_ALL"
 
 
+def spark_tmp_env(directory: Path) -> dict[str, str]:
+    """Environment that puts every temporary file of a Spark JVM started from it under `directory` (which
+    the caller removes): without it each session leaves /tmp/spark-*, blockmgr-*, artifacts-* and
+    liblz4-java-*.so behind (its shutdown hook deletes some of them, never on a SIGKILL). SPARK_LOCAL_DIRS
+    places spark.local.dir (blockmgr, the session's spark-* dirs); java.io.tmpdir (artifacts, the native
+    libraries' copies) is a JVM option, given as spark.*.defaultJavaOptions through PYSPARK_SUBMIT_ARGS,
+    which pyspark adds to the SparkSession builder's own options: a driver's or an executor's
+    extraJavaOptions set in code still apply. TMPDIR does the same for the Python side (e.g. `kaflite
+    pipeline demo`'s work directory without --out)."""
+    java = f"-Djava.io.tmpdir={directory}"
+    return {
+        "SPARK_LOCAL_DIRS": str(directory),
+        "TMPDIR": str(directory),
+        "PYSPARK_SUBMIT_ARGS": f"--conf spark.driver.defaultJavaOptions={java} "
+        f"--conf spark.executor.defaultJavaOptions={java} pyspark-shell",
+    }
+
+
 def require_all() -> bool:
     return os.environ.get(REQUIRE_ALL_ENV, "") not in ("", "0")
 
