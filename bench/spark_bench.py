@@ -32,6 +32,8 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from shutil import rmtree
+from tempfile import mkdtemp
 from typing import Any
 
 import pyarrow as pa
@@ -248,6 +250,14 @@ def main() -> None:
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # the Spark JVM's temporary files (spark.local.dir: spark-*, blockmgr-*; java.io.tmpdir: artifacts-*,
+    # liblz4-java-*.so) in a directory removed at the end, not left in /tmp (tests/helpers.py
+    # spark_tmp_env does the same for the tests): PYSPARK_SUBMIT_ARGS's defaultJavaOptions go before the
+    # builder's own extraJavaOptions
+    spark_tmp = mkdtemp(prefix="kaflite-spark-bench-tmp-")
+    os.environ["SPARK_LOCAL_DIRS"] = spark_tmp
+    os.environ["PYSPARK_SUBMIT_ARGS"] = (
+        f"--conf spark.driver.defaultJavaOptions=-Djava.io.tmpdir={spark_tmp} pyspark-shell")
     broker, data_dir = None, None
     bootstrap = args.bootstrap
     if bootstrap is None:
@@ -275,6 +285,7 @@ def main() -> None:
             import shutil
 
             shutil.rmtree(data_dir, ignore_errors=True)
+        rmtree(spark_tmp, ignore_errors=True)
 
 
 def run(args: Any, bootstrap: str) -> None:

@@ -139,6 +139,57 @@ def produce_numbered(producer: Any, topic: str, prefix: str, count: int = 10, ti
 REQUIRE_ALL_ENV = "KAFLITE_REQUIRE_ALL"
 
 
+def read_to_end(bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed",
+                at_least: int = 0, timeout: float = 60.0) -> list[bytes]:
+    """Every value of `topic`'s partitions 0..partitions-1 from offset 0 to each partition's end: the high
+    watermark, or with read_committed the last stable offset, which librdkafka reports as a partition EOF
+    once it has fetched up to it, past any commit or abort markers (no idle wait decides it: those cost
+    seconds per read). A coordinator answers a commit before it writes the markers (Kafka's does the same),
+    so a transaction committed just before may not be visible yet: `at_least` values are read in any case.
+    Fails when the end or `at_least` is not reached within `timeout`."""
+    import confluent_kafka as ck
+
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-to-end-{time.monotonic_ns()}",
+                     "isolation.level": isolation, "enable.auto.commit": False, "enable.partition.eof": True})
+    out: list[bytes] = []
+    at_end: set[int] = set()
+    try:
+        c.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
+        deadline = time.monotonic() + timeout
+        while (len(at_end) < partitions or len(out) < at_least) and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error() is None:
+                out.append(m.value())
+                at_end.discard(m.partition())  # more may follow
+            elif m.error().code() == ck.KafkaError._PARTITION_EOF:
+                at_end.add(m.partition())
+    finally:
+        c.close()
+    assert len(at_end) == partitions, f"{topic}: {len(at_end)} of {partitions} partitions read to the end"
+    assert len(out) >= at_least, f"{topic}: {len(out)} of at least {at_least} records read in {timeout:.0f} s"
+    return out
+
+
+def spark_tmp_env(directory: Path) -> dict[str, str]:
+    """Environment that puts every temporary file of a Spark JVM started from it under `directory` (which
+    the caller removes): without it each session leaves /tmp/spark-*, blockmgr-*, artifacts-* and
+    liblz4-java-*.so behind (its shutdown hook deletes some of them, never on a SIGKILL). SPARK_LOCAL_DIRS
+    places spark.local.dir (blockmgr, the session's spark-* dirs); java.io.tmpdir (artifacts, the native
+    libraries' copies) is a JVM option, given as spark.*.defaultJavaOptions through PYSPARK_SUBMIT_ARGS,
+    which pyspark adds to the SparkSession builder's own options: a driver's or an executor's
+    extraJavaOptions set in code still apply. TMPDIR does the same for the Python side (e.g. `kaflite
+    pipeline demo`'s work directory without --out)."""
+    java = f"-Djava.io.tmpdir={directory}"
+    return {
+        "SPARK_LOCAL_DIRS": str(directory),
+        "TMPDIR": str(directory),
+        "PYSPARK_SUBMIT_ARGS": f"--conf spark.driver.defaultJavaOptions={java} "
+        f"--conf spark.executor.defaultJavaOptions={java} pyspark-shell",
+    }
+
+
 def require_all() -> bool:
     return os.environ.get(REQUIRE_ALL_ENV, "") not in ("", "0")
 

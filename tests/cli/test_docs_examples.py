@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, spark_tmp_env
 from kaflite.server.embedded import EmbeddedBroker
 
 DOC = REPO / "docs" / "cli.md"
@@ -56,9 +58,11 @@ def matches(expected: list[str], actual: list[str]) -> bool:
     return bool(actual) and expected[0] == actual[0] and matches(expected[1:], actual[1:])
 
 
-def _run(command: str, cwd: Path, bootstrap: str, timeout: float = 120) -> str:
+def _run(command: str, cwd: Path, bootstrap: str, timeout: float = 120,
+         extra_env: dict[str, str] | None = None) -> str:
     env = dict(
         os.environ,
+        **(extra_env or {}),
         KAFLITE_BOOTSTRAP=bootstrap,
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         COLUMNS="100",
@@ -91,8 +95,13 @@ def without_watchdog(lines: list[str]) -> list[str]:
     return out
 
 
-def _check(command: str, expected: list[str], cwd: Path, bootstrap: str, timeout: float = 120) -> None:
-    printed = without_watchdog(_run(command, cwd, bootstrap, timeout).splitlines())
+def _check(command: str, expected: list[str], cwd: Path, bootstrap: str, timeout: float = 120,
+           tmp: Path | None = None) -> None:
+    """`tmp`: the command's temporary files (TMPDIR, Spark's) go there, shown as /tmp in its output."""
+    out = _run(command, cwd, bootstrap, timeout, spark_tmp_env(tmp) if tmp is not None else None)
+    if tmp is not None:
+        out = out.replace(str(tmp), "/tmp")
+    printed = without_watchdog(out.splitlines())
     actual = [normalize(ln, bootstrap) for ln in printed]
     want = [ln if ln.strip() == "..." else normalize(ln, bootstrap) for ln in expected]
     actual = [ln for ln in actual if ln]
@@ -127,4 +136,10 @@ def test_documented_pipeline_demo(tmp_path: Path) -> None:
     pytest.importorskip("pyspark")
     for command, expected in examples(DOC.read_text()):
         if "kaflite pipeline" in command:
-            _check(command, expected, tmp_path, "127.0.0.1:9092", timeout=600)
+            # its work directory (no --out) and Spark's temporary files in a directory removed after, not
+            # left in /tmp; a short path, so the demo's lines wrap where the page's do
+            tmp = Path(tempfile.mkdtemp(prefix="kt-"))
+            try:
+                _check(command, expected, tmp_path, "127.0.0.1:9092", timeout=600, tmp=tmp)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Callable
 from functools import partial
 
@@ -29,7 +28,7 @@ from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse
 from kio.static.primitive import i16, i32
 
 from cluster.conftest import BrokerProcesses
-from helpers import wait_until
+from helpers import read_to_end, wait_until
 from kaflite.cluster.zk import KafkaZkClient
 from kaflite.coordinator import OFFSETS_TOPIC
 from kaflite.coordinator import partition_for as offsets_partition
@@ -68,24 +67,10 @@ def _coordinator(zk: KafkaZkClient, tid: str) -> int:
     return _leader(zk, TRANSACTION_STATE_TOPIC, partition_for(tid, 50))
 
 
-def _read(bootstrap: str, isolation: str, expected: int | None = None, wait_s: float = 20.0) -> list[bytes]:
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}",
-                     "isolation.level": isolation, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    c.assign([ck.TopicPartition(TOPIC, p, 0) for p in range(3)])
-    out: list[bytes] = []
-    deadline = time.monotonic() + wait_s
-    idle = time.monotonic()
-    try:
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is not None and not m.error():
-                out.append(m.value())
-                idle = time.monotonic()
-            elif expected is not None and len(out) >= expected and time.monotonic() - idle > 1.5:
-                break
-    finally:
-        c.close()
-    return out
+def _read(bootstrap: str, isolation: str, expected: int) -> list[bytes]:
+    """Every partition to its end (read_committed: its last stable offset), and at least `expected` records
+    (helpers.read_to_end; an idle 1.5 s per read decided the end before)."""
+    return read_to_end(bootstrap, TOPIC, 3, isolation, at_least=expected)
 
 
 def _stable(bootstrap: str) -> bool:

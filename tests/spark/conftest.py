@@ -4,11 +4,16 @@ partitions, no UI. The `kaflite` format is registered once."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from helpers import spark_tmp_env
 
 # The test JVMs (this session and the drivers the exactly-once tests start and SIGKILL) run only C1, the
 # quick JIT compiler, and the serial GC: they handle little data and live minutes, so C2's compile threads
@@ -17,8 +22,30 @@ import pytest
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def spark_tmp() -> Iterator[Path]:
+    """One directory for every Spark JVM of these tests (this session's, the drivers' the exactly-once and
+    local-cluster tests start and SIGKILL, their executors), removed at the end: a Spark run left nothing
+    in /tmp then (helpers.spark_tmp_env). Set in os.environ, so each driver subprocess inherits it; the
+    environment is restored after."""
+    tempfile.gettempdir()  # fixed first: TMPDIR below is for the subprocesses, not this one's tempfile
+    directory = Path(tempfile.mkdtemp(prefix="kaflite-spark-tests-"))
+    env = spark_tmp_env(directory)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield directory
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark(spark_tmp: Path) -> Iterator[Any]:
     # executors' Python workers must import kaflite from this venv
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

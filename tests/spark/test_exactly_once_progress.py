@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from helpers import read_to_end
 from kaflite.spark.options import parse_writer_options
 from kaflite.spark.writer import legacy_progress_location, produce_exactly_once, progress_location
 
@@ -24,26 +25,9 @@ def _rows(*values: bytes) -> list[pa.RecordBatch]:
 
 
 def _read_committed(bootstrap: str, topic: str, partitions: int, want: int) -> Counter[bytes]:
-    import confluent_kafka as ck
-
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
-                     "isolation.level": "read_committed", "enable.auto.commit": False})
-    try:
-        c.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
-        out: Counter[bytes] = Counter()
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and sum(out.values()) < want:
-            m = c.poll(0.2)
-            if m is not None and not m.error():
-                out[m.value()] += 1
-        end = time.monotonic() + 1  # and nothing more after the expected ones
-        while time.monotonic() < end:
-            m = c.poll(0.2)
-            if m is not None and not m.error():
-                out[m.value()] += 1
-        return out
-    finally:
-        c.close()
+    """To each partition's last stable offset, and at least `want` records: anything more (a duplicate) up
+    to there is counted too (helpers.read_to_end; a second's idle wait after the expected ones before)."""
+    return Counter(read_to_end(bootstrap, topic, partitions, at_least=want))
 
 
 def _committed(bootstrap: str, group: str, topic: str, partition: int) -> tuple[int, str | None]:

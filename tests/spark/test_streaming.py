@@ -196,9 +196,28 @@ def test_min_offsets_per_trigger_waits_until_enough_or_max_delay(
         assert spark.table(name).count() == 0
         kafka.produce(topic, [{"value": b"b", "partition": 0} for _ in range(3)])
         _wait(lambda: spark.table(name).count() == 6, "a batch once 5 records are available")
-        # one more record never reaches the minimum: maxTriggerDelay lets it through
-        kafka.produce(topic, [{"value": b"c", "partition": 0}])
-        _wait(lambda: spark.table(name).count() == 7, "the batch forced by maxTriggerDelay", timeout=60)
+    finally:
+        query.stop()
+    # one more record never reaches the minimum: maxTriggerDelay lets it through. A query of its own, with a
+    # short delay (the one above waited its 20 s here): the record is read by a batch the delay forced
+    kafka.produce(topic, [{"value": b"c", "partition": 0}])
+    forced = f"minrows_forced_{uuid.uuid4().hex[:8]}"
+    query = (
+        _stream(spark, kafka, subscribe=topic, startingOffsets="earliest", minOffsetsPerTrigger="50",
+                maxTriggerDelay="1s")
+        .selectExpr("offset")
+        .writeStream.format("memory")
+        .queryName(forced)
+        .option("checkpointLocation", str(tmp_path / "cp-forced"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        _wait(lambda: spark.table(forced).count() == 7, "the batch forced by maxTriggerDelay", timeout=60)
+        # 7 < 50 records: only the delay let a batch run, one batch of all 7 (its progress is reported
+        # after the sink has the rows)
+        _wait(lambda: any(p["numInputRows"] for p in query.recentProgress), "the forced batch's progress")
+        assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [7]
     finally:
         query.stop()
 

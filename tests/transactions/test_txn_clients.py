@@ -13,6 +13,8 @@ from typing import Any
 import confluent_kafka as ck
 import pytest
 
+from helpers import read_to_end
+
 
 def _producer(broker: Any, tid: str, **kw: Any) -> ck.Producer:
     conf = {"bootstrap.servers": broker.bootstrap, "transactional.id": tid, "linger.ms": 5}
@@ -22,27 +24,11 @@ def _producer(broker: Any, tid: str, **kw: Any) -> ck.Producer:
     return p
 
 
-def _read(broker: Any, topic: str, isolation: str, expect_at_least: int = 0, wait_s: float = 6.0) -> list[bytes]:
-    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}",
-                     "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation})
-    c.assign([ck.TopicPartition(topic, 0, 0)])
-    out: list[bytes] = []
-    deadline = time.monotonic() + wait_s
-    idle_until = None
-    while time.monotonic() < deadline:
-        m = c.poll(0.2)
-        if m is None:
-            if len(out) >= expect_at_least:
-                idle_until = idle_until or time.monotonic() + 1.0
-                if time.monotonic() > idle_until:
-                    break
-            continue
-        if m.error():
-            continue
-        idle_until = None
-        out.append(m.value())
-    c.close()
-    return out
+def _read(broker: Any, topic: str, isolation: str, expect_at_least: int = 0) -> list[bytes]:
+    """Partition 0 to its end (read_committed: its last stable offset), and at least `expect_at_least`
+    records: a commit or abort is answered before its marker is written (helpers.read_to_end; an idle
+    second per read decided the end before)."""
+    return read_to_end(broker.bootstrap, topic, 1, isolation, at_least=expect_at_least)
 
 
 def _lso(broker: Any, topic: str) -> tuple[int, int]:
@@ -67,7 +53,7 @@ def test_commit_visible_abort_invisible_interleaved(broker: Any, topic_factory: 
     txp.flush(10)
     plain.produce(topic, b"plain-2", partition=0)  # between the transaction's records and its marker
     plain.flush(10)
-    assert b"plain-2" not in _read(broker, topic, "read_committed", 1, wait_s=3)  # held by the open txn
+    assert b"plain-2" not in _read(broker, topic, "read_committed", 1)  # held by the open txn
     txp.commit_transaction(30)
     txp.begin_transaction()
     txp.produce(topic, b"aborted-1", partition=0)
@@ -156,7 +142,7 @@ def test_transaction_left_open_past_its_timeout_is_aborted(broker: Any, topic_fa
             break
         time.sleep(0.3)
     assert lso == hw == 2  # the record and the coordinator's ABORT marker
-    assert _read(broker, topic, "read_committed", 0, wait_s=3) == []
+    assert _read(broker, topic, "read_committed", 0) == []
     assert _read(broker, topic, "read_uncommitted", 1) == [b"never"]
 
 
