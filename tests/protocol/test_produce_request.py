@@ -101,9 +101,9 @@ def test_a_null_topic_name_and_a_count_beyond_the_frame_are_refused(version: int
 
 @pytest.mark.parametrize("version", [9, 13])
 def test_records_lengths_at_each_varint_width_decode_as_kio_decodes_them(version: int) -> None:
-    # the partition reader reads a length of one or two varint bytes inline and leaves longer ones (and
-    # null) to the general reader: each side of both boundaries, and a request mixing them
-    sizes = [None, 0, 1, 126, 127, 128, 16382, 16383, 16384, 20000]
+    # the partition reader reads a length of one to three varint bytes inline and leaves longer ones (and
+    # null) to the general reader: each side of each boundary, and a request mixing them
+    sizes = [None, 0, 1, 126, 127, 128, 16382, 16383, 16384, 20000, 2**21 - 2, 2**21 - 1, 2**21]
     parts = [(i, None if n is None else bytes([i]) * n) for i, n in enumerate(sizes)]
     body = _encode(version, None, -1, 1000, [("t", uuid.uuid4(), parts)])
     ours = decode_request(body, 0, version)

@@ -99,7 +99,7 @@ class _Reader:
 
     def partitions(self, count: int) -> tuple[PartitionProduceData, ...]:
         """`count` partitions: index int32, records (nullable bytes), tagged fields. A flexible request's
-        usual partition (records whose length takes one or two varint bytes and fit in the frame, no
+        usual partition (records whose length takes one to three varint bytes and fit in the frame, no
         tagged fields) is read inline, with the same checks; any other by the general readers (`records`,
         `skip_tags`). Inline because it runs once per partition: a request to 10,000 partitions carries
         thousands of them."""
@@ -113,8 +113,10 @@ class _Reader:
                 n = buf[pos]
                 if n < 0x80:
                     n, pos = n - 1, pos + 1
-                elif buf[pos + 1] < 0x80:
-                    n, pos = ((n & 0x7F) | buf[pos + 1] << 7) - 1, pos + 2
+                elif (b1 := buf[pos + 1]) < 0x80:
+                    n, pos = ((n & 0x7F) | b1 << 7) - 1, pos + 2
+                elif end - pos >= 3 and buf[pos + 2] < 0x80:  # 16 KiB - 2 MiB: a client's usual batch
+                    n, pos = ((n & 0x7F) | (b1 & 0x7F) << 7 | buf[pos + 2] << 14) - 1, pos + 3
                 else:
                     n = -2  # a longer varint: the general reader
                 if 0 <= n < end - pos and buf[pos + n] == 0:  # the records, then a zero tagged-field count
