@@ -38,6 +38,8 @@ REPO = Path(__file__).resolve().parents[1]
 TANSU = next((p for base in (REPO.parent, REPO.parent.parent) if (p := base / "shared" / "peers" / "tansu.sh").exists()),
              REPO.parent / "shared" / "peers" / "tansu.sh")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# producer settings every produce phase adds (--no-sticky)
+PRODUCER_EXTRA: dict[str, object] = {}
 
 
 def free_port() -> int:
@@ -118,7 +120,8 @@ def start_tansu() -> BrokerProc:
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=30)
+    # 10,000 partitions took over 30 s to create on a machine at load 14
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=120)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         md = admin.list_topics(topic, timeout=10)
@@ -130,7 +133,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 def produce_phase(b: BrokerProc, topic: str, n: int, size: int, idempotent: bool = False,
                   linger_ms: float = 5) -> tuple[float, float]:
     conf = {"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": linger_ms,
-            "queue.buffering.max.messages": 1_000_000}
+            "queue.buffering.max.messages": 1_000_000, **PRODUCER_EXTRA}
     if idempotent:
         conf["enable.idempotence"] = True
     producer = Producer(conf)
@@ -348,6 +351,10 @@ def main() -> int:
     ap.add_argument("--latency-seconds", type=float, default=10.0)
     ap.add_argument("--flush-each", action="store_true", help="kaflite with log.flush.interval.messages=1")
     ap.add_argument("--no-tansu", action="store_true")
+    ap.add_argument("--no-sticky", action="store_true",
+                    help="the produce phase with sticky.partitioning.linger.ms=0: keyless records go to a random "
+                         "partition each, not to one partition per 10 ms (librdkafka's default), so a request "
+                         "carries a batch for many partitions (the per-partition cost of --partitions 10000)")
     ap.add_argument("--fresh-partitions", type=int, default=0, metavar="N",
                     help="only measure creating an N-partition topic and the first produce into each partition")
     ap.add_argument("--idempotent-rounds", type=int, default=0, metavar="N",
@@ -358,6 +365,8 @@ def main() -> int:
     ap.add_argument("--profile", metavar="SVG",
                     help="with --produce-only: py-spy's flame graph of the kaflite broker during the produce phase")
     args = ap.parse_args()
+    if args.no_sticky:
+        PRODUCER_EXTRA["sticky.partitioning.linger.ms"] = 0
     run = (
         (lambda b, a: fresh_partitions_one(b, a.fresh_partitions)) if args.fresh_partitions
         else produce_only_one if args.produce_only
@@ -366,12 +375,14 @@ def main() -> int:
 
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="kaflite-bench-") as tmp:
+        print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} before kaflite", flush=True)
         k = start_kaflite(Path(tmp), args.flush_each)
         try:
             results["kaflite"] = run(k, args)
         finally:
             k.stop()  # type: ignore[operator]
     if not args.no_tansu:
+        print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} before tansu", flush=True)
         t = start_tansu()
         try:
             results["tansu"] = run(t, args)
@@ -385,7 +396,7 @@ def main() -> int:
               "each (acks=all, linger.ms=5)")
     elif args.produce_only:
         print(f"\n{args.records:,} records x {args.size} B into one new topic of {args.partitions:,} partitions, "
-              f"linger.ms={args.linger_ms:g}, acks=all")
+              f"linger.ms={args.linger_ms:g}, acks=all{', sticky.partitioning.linger.ms=0' if args.no_sticky else ''}")
     elif args.idempotent_rounds:
         print(f"\n{args.records:,} records x {args.size} B, {args.partitions} partitions, linger.ms={args.linger_ms:g}, "
               f"acks=all; plain and idempotent producers alternating, {args.idempotent_rounds} rounds each")

@@ -99,3 +99,27 @@ def test_a_null_topic_name_and_a_count_beyond_the_frame_are_refused(version: int
     huge = b"\xff\xff\xff\x7f" if flexible else struct.pack(">i", 2**31 - 1)
     with pytest.raises(ProtocolError, match="beyond the frame"):
         decode_request(head + huge, 0, version)
+
+
+@pytest.mark.parametrize("version", [9, 13])
+def test_records_lengths_at_each_varint_width_decode_as_kio_decodes_them(version: int) -> None:
+    # the partition reader reads a length of one to three varint bytes inline and leaves longer ones (and
+    # null) to the general reader: each side of each boundary, and a request mixing them
+    sizes = [None, 0, 1, 126, 127, 128, 16382, 16383, 16384, 20000, 2**21 - 2, 2**21 - 1, 2**21]
+    parts = [(i, None if n is None else bytes([i]) * n) for i, n in enumerate(sizes)]
+    body = _encode(version, None, -1, 1000, [("t", uuid.uuid4(), parts)])
+    ours = decode_request(body, 0, version)
+    assert [(p.index, None if p.records is None else bytes(p.records)) for p in ours.topic_data[0].partition_data] \
+        == parts
+
+
+def test_a_partition_with_tagged_fields_is_read_by_the_general_reader() -> None:
+    # v9: one topic "t" with two partitions; the first carries one tagged field (tag 5, 2 bytes) after its
+    # records, which the inline reader must not take as the end of the partition
+    head = b"\x00" + struct.pack(">hi", -1, 1000) + b"\x02" + b"\x02t" + b"\x03"
+    first = struct.pack(">i", 0) + b"\x04abc" + b"\x01\x05\x02zz"
+    second = struct.pack(">i", 1) + b"\x02d" + b"\x00"
+    ours = decode_request(head + first + second + b"\x00\x00", 0, 9)
+    assert [(p.index, bytes(p.records or b"")) for p in ours.topic_data[0].partition_data] == [(0, b"abc"), (1, b"d")]
+    with pytest.raises(ProtocolError):  # the same tagged field cut short
+        decode_request(head + struct.pack(">i", 0) + b"\x04abc" + b"\x01\x05\x09zz", 0, 9)

@@ -42,8 +42,10 @@ _I32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PartitionProduceData:
+    # not frozen: one is built per partition of every request, and a frozen dataclass's __init__ sets each
+    # field through object.__setattr__ (three times the cost of plain slot assignments); nothing writes it
     index: int
     records: memoryview | None
 
@@ -92,16 +94,42 @@ class _Reader:
                 name = ""
             else:
                 topic_id, name = None, self.string(nullable=False)  # type: ignore[assignment]
-            parts = []
-            for _ in range(self.count("partitions")):
-                (index,) = _I32.unpack_from(self.buf, self.pos)
-                self.pos += 4
-                parts.append(PartitionProduceData(index, self.records()))
-                self.skip_tags()
+            parts = self.partitions(self.count("partitions"))
             self.skip_tags()
-            topics.append(TopicProduceData(name, tuple(parts), topic_id))
+            topics.append(TopicProduceData(name, parts, topic_id))
         self.skip_tags()
         return ProduceRequest(transactional_id, acks, datetime.timedelta(milliseconds=timeout_ms), tuple(topics))
+
+    def partitions(self, count: int) -> tuple[PartitionProduceData, ...]:
+        """`count` partitions: index int32, records (nullable bytes), tagged fields. A flexible request's
+        usual partition (records whose length takes one to three varint bytes and fit in the frame, no
+        tagged fields) is read inline, with the same checks; any other by the general readers (`records`,
+        `skip_tags`). Inline because it runs once per partition: a request to 10,000 partitions carries
+        thousands of them."""
+        buf, end, flexible = self.buf, self.end, self.flexible
+        unpack = _I32.unpack_from
+        parts: list[PartitionProduceData] = []
+        for _ in range(count):
+            (index,) = unpack(buf, self.pos)
+            pos = self.pos + 4
+            if flexible and end - pos >= 2:
+                n = buf[pos]
+                if n < 0x80:
+                    n, pos = n - 1, pos + 1
+                elif (b1 := buf[pos + 1]) < 0x80:
+                    n, pos = ((n & 0x7F) | b1 << 7) - 1, pos + 2
+                elif end - pos >= 3 and buf[pos + 2] < 0x80:  # 16 KiB - 2 MiB: a client's usual batch
+                    n, pos = ((n & 0x7F) | (b1 & 0x7F) << 7 | buf[pos + 2] << 14) - 1, pos + 3
+                else:
+                    n = -2  # a longer varint: the general reader
+                if 0 <= n < end - pos and buf[pos + n] == 0:  # the records, then a zero tagged-field count
+                    parts.append(PartitionProduceData(index, buf[pos:pos + n]))
+                    self.pos = pos + n + 1
+                    continue
+            self.pos += 4
+            parts.append(PartitionProduceData(index, self.records()))
+            self.skip_tags()
+        return tuple(parts)
 
     def uvarint(self) -> int:
         value, self.pos = read_uvarint(self.buf, self.pos)  # ValueError: short, or longer than 5 bytes

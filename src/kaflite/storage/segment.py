@@ -422,13 +422,24 @@ class LogSegment:
             self.ensure_loaded()
         pos = self.size
         try:
-            fd = self._acquire()
+            # _acquire / _release inlined for an open descriptor (one call each fewer per partition appended)
+            with _cache_lock:
+                fd = self._fd
+                if fd >= 0:
+                    self._pins += 1
+                    self._used = True
+            if fd < 0:
+                fd = self._acquire()
             try:
                 n = os.pwritev(fd, (header, body), pos)
                 if n != size:
                     _pwrite_all(fd, [memoryview(bytes(header) + bytes(body))[n:]], pos + n)  # short write
             finally:
-                self._release()
+                with _cache_lock:
+                    pins = self._pins = self._pins - 1
+                    retired = not pins and self._retired
+                if retired:
+                    file_cache.release_retired(self)
         except OSError:
             self._undo_write(pos)
             raise

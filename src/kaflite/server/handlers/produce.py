@@ -157,6 +157,7 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
                 pending.append((len(topics), answer, part, result.last_offset + 1))
             elif code is not ErrorCode.none:
                 answer = (pdata.index, code.value, *answer[2:])
+                failed.append(f"{topic}-{pdata.index}: {code.name}")  # (every error answered is in `failed`)
         return answer
 
     def refused(topic: str, pdata: Any, code: ErrorCode, message: str | None,
@@ -222,7 +223,9 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
         return None
     leaders: dict[tuple[str | uuid.UUID, int], tuple[int, int]] | None = None
     endpoints: list[tuple[int, str, int, str | None]] = []
-    if ctx.api_version >= 10:  # KIP-951: where a partition's leader is now
+    # KIP-951: where a partition's leader is now; looked for only when some partition failed (every error
+    # answered is in `failed`), not over every answer of a request to thousands of partitions
+    if failed and ctx.api_version >= 10:
         moved = {(t, a[0]): (key, a[0]) for (t, answers), key in zip(topics, keys, strict=True) for a in answers
                  if a[1] == ErrorCode.not_leader_or_follower.value}
         if moved:

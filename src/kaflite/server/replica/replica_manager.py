@@ -583,9 +583,11 @@ class ReplicaManager:
         except OSError as e:  # disk full, I/O error: Kafka's KAFKA_STORAGE_ERROR, the broker lives on
             log.error("append to %s-%d failed: %s", topic, partition, e)
             raise KafkaError(ErrorCode.kafka_storage_error, str(e)) from e
-        if self._delayed_produces:  # someone may wait for this partition's high watermark
-            self.purgatory.complete(produce_key(topic, partition))
-        self.purgatory.complete(fetch_key(topic, partition))
+        # nothing to wake when nobody waits (a producer to 10,000 partitions pays no key per partition)
+        if self.purgatory._watchers:  # noqa: SLF001 - Purgatory.complete's first check, inlined
+            if self._delayed_produces:  # someone may wait for this partition's high watermark
+                self.purgatory.complete(produce_key(topic, partition))
+            self.purgatory.complete(fetch_key(topic, partition))
         return part, result
 
     def append_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
