@@ -82,14 +82,20 @@ def without_watchdog(lines: list[str]) -> list[str]:
     embedded broker's loop late whatever the command does; a "blocked" warning carries the stack sample on
     the indented lines after it."""
     out: list[str] = []
-    in_stack = False
+    in_stack = code_next = False
     for ln in lines:
         if "event loop blocked for more than" in ln:
             in_stack = True
             continue
-        if in_stack and (ln.startswith(" ") or not ln.strip()):
+        # the sample is traceback-shaped: `  File "...", line N, in f` lines, each with its source line
+        # indented by four after it; any other line ends it (an indented one too: a centred table title)
+        if in_stack and ln.startswith('  File "'):
+            code_next = True
             continue
-        in_stack = False
+        if in_stack and code_next and ln.startswith("    "):
+            code_next = False
+            continue
+        in_stack = code_next = False
         if "event loop stalled: timers ran" not in ln:
             out.append(ln)
     return out
@@ -121,6 +127,9 @@ def test_examples_are_found() -> None:
              '  File "a.py", line 1, in f', "    g()", "y",
              "12:00 WARNING event loop stalled: timers ran 308 ms late (a call blocked the loop)", "z"]
     assert without_watchdog(noisy) == ["x", "y", "z"]
+    # an indented line after the sample is the command's own (the demo's centred table title was dropped)
+    titled = noisy[:4] + ["          kaflite pipeline demo", "\u250c\u2500\u2510"]
+    assert without_watchdog(titled) == ["x", "          kaflite pipeline demo", "\u250c\u2500\u2510"]
 
 
 def test_documented_examples_print_what_the_page_shows(tmp_path: Path) -> None:
