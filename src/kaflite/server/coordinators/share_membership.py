@@ -42,7 +42,7 @@ from kaflite.server.coordinators.broker_api import ShareBroker
 from kaflite.server.coordinators.groups import GROUP_SERVICE, SHARD_LISTENERS, GroupService
 from kaflite.server.services import Slot
 
-__all__ = ["follow", "flush_soon", "prepare", "reconcile", "write", "write_touched"]
+__all__ = ["follow", "flush_soon", "holds", "prepare", "reconcile", "write", "write_touched"]
 
 log = logging.getLogger("kaflite.share")
 
@@ -65,6 +65,13 @@ def _loaded(broker: ShareBroker) -> dict[int, Any]:
 def _drop(coord: ShareGroupCoordinator, svc: GroupService, partition: int) -> None:
     for group_id in [g for g in coord.groups if svc.partition_for(g) == partition]:
         del coord.groups[group_id]
+
+
+def holds(broker: ShareBroker, group_id: str) -> bool:
+    """This broker coordinates the group and has imported its partition's share groups: memory then holds
+    the group exactly when the group exists (absent: never created, or deleted)."""
+    svc = _service(broker)
+    return svc is not None and svc.partition_for(group_id) in _loaded(broker)
 
 
 def follow(broker: ShareBroker, coord: ShareGroupCoordinator) -> None:
