@@ -17,12 +17,24 @@ tests/cluster/test_share_cluster.py):
   deadline its group's session timeout after the shard's activation (Kafka restarts session timers at
   load); a partition no longer active here (unloaded: another broker leads it, or reloading) takes its
   share groups out of memory;
-- `write` after a change (ShareGroupHeartbeat, expiry, DeleteGroups): one step per touched group on its
-  shard, writing the difference between the group's records now and the shard's, answered once committed;
+- `write` after a change: one step per touched group on its shard, writing the difference between the
+  group's records now and the shard's, answered once committed. The writers (each through `write_touched`,
+  or `flush_soon` where the caller cannot wait): ShareGroupHeartbeat (handlers/share.py: a join, leave,
+  epoch or subscription change, and the partitions it moved to initializing, key 15, before the answer);
+  members removed by a session expiry (found by any call's `expire`, a ShareFetch's too) at the next of
+  those or of ShareGroupDescribe, ListGroups and the rebalance history (`flush_soon` for the last two);
+  DeleteGroups (handlers/share_admin.py's `delete_share_group`: the
+  tombstones); and the other writers of key 15 (ShareGroupStatePartitionMetadata): share_initialize.py
+  when an initialization ends (partitions initialized, or out of initializing after a failure), a topic
+  deleted (share_state.py's `_forget_topics`: every group's record of it, `flush_soon`, not waited for),
+  AlterShareGroupOffsets (its partitions initialized) and DeleteShareGroupOffsets (its topics neither
+  initialized nor initializing), both written before their answer (share_admin.py's `_write_records`);
   a failed write answers the runtime's error (NOT_COORDINATOR for a storage error, COORDINATOR_NOT_AVAILABLE
   ...) and the partition's share groups are imported again from its shard, which holds what was written
   (the runtime reloads it after a failed write: its listener call re-imports them; when that has not
   happened yet, the write drops them and reconciles itself), so the change is gone from memory too;
+- `holds(group)`: this broker has imported the group's partition, so memory holds the group exactly when
+  it exists (share_initialize.py tells a group deleted during an initialization by it);
 - `prepare` for a heartbeat: the group's shard must be active here (else its error: NOT_COORDINATOR,
   COORDINATOR_LOAD_IN_PROGRESS), and `__consumer_offsets` is created first when missing (single node).
 """
