@@ -1,6 +1,6 @@
 """Per-heartbeat cost of the share-group coordinator with 1,000 members, a heartbeat that changes nothing.
 
-    .venv/bin/python bench/share_heartbeat_bench.py [--members 1000] [--heartbeats 20000]
+    .venv/bin/python bench/share_heartbeat_bench.py [--members 1000] [--heartbeats 20000] [--shell-heartbeats 300]
 
 Every ShareGroupHeartbeat runs `ShareGroupCoordinator.heartbeat()`, which recomputes the group's target
 when something changed (`_refresh`) and, on the broker (`initialize_partitions`), looks for partitions to
@@ -8,12 +8,15 @@ initialize. The baseline (measured in the same run, same calls) is the former co
 the subscribed topics rebuilt from every member's subscription at each heartbeat (in `_refresh` and in
 `_start_initializing`), and the partitions of every member's target gathered for the
 initialized-assignment-pending check. The new one reads the group's subscription counts and its cached
-targeted partitions (kaflite.coordinator.share.group's rules). (The baseline leaves out the timeline
-events of a change, which a heartbeat that changes nothing does not record either.) Pure, in one process, simulated clock:
-`--members` members join one group subscribed to 2 topics of 6 partitions, every partition initialized,
+targeted partitions (kaflite.coordinator.share.group's rules). A second pair of rows adds what the
+broker shell then does for a heartbeat that touched its group (`touched`): build the group's records and
+their difference from those written, which goes over every member; before, every heartbeat touched its
+group, now only one that changes one of its records does. (The baseline leaves out the timeline
+events of a change, which a heartbeat that changes nothing does not record either.) Pure, in one
+process, simulated clock: `--members` members join one group subscribed to 2 topics of 6 partitions, every partition initialized,
 each member heartbeats until the group is Stable; then the measured heartbeats, 1 ms apart, members in
 turn (nobody expires: 45 s session timeout). Reported: microseconds per heartbeat, CPU time, the ratio.
-Runs well under 30 s.
+Runs in well under a minute.
 """
 
 from __future__ import annotations
@@ -21,12 +24,22 @@ from __future__ import annotations
 import argparse
 import gc
 import time
+import uuid
 from collections.abc import Mapping
+from typing import Any
 
-from kaflite.coordinator.share.group import Assignment, ShareGroup, ShareGroupCoordinator, simple_assign
+from kaflite.coordinator.share import membership_records as mr
+from kaflite.coordinator.share.group import (
+    Assignment,
+    HeartbeatAnswer,
+    ShareGroup,
+    ShareGroupCoordinator,
+    simple_assign,
+)
 from kaflite.coordinator.share.partition import ShareConfig
 
 TOPICS = {"t": 6, "u": 6}
+IDS = {t: uuid.UUID(int=i + 1) for i, t in enumerate(sorted(TOPICS))}
 
 
 class ScanMembers(ShareGroupCoordinator):
@@ -53,9 +66,16 @@ class ScanMembers(ShareGroupCoordinator):
         {t for m in group.members.values() for t in m.subscribed}  # the former per-heartbeat rebuild
         return super()._start_initializing(group, topics, now)
 
+    def heartbeat(self, group_id: str, *args: Any, **kw: Any) -> HeartbeatAnswer:
+        answer = super().heartbeat(group_id, *args, **kw)
+        self.touched.add(group_id)  # the former: every heartbeat had its group's records written
+        return answer
 
-def run(cls: type[ShareGroupCoordinator], members: int, heartbeats: int) -> tuple[float, float]:
-    """(µs per heartbeat, CPU seconds) over `heartbeats` heartbeats of a Stable group."""
+
+def run(cls: type[ShareGroupCoordinator], members: int, heartbeats: int, shell: bool = False) -> tuple[float, float]:
+    """(µs per heartbeat, CPU seconds) over `heartbeats` heartbeats of a Stable group; `shell`: each
+    heartbeat that touched the group also builds what the broker shell's write step builds (the group's
+    records and their difference from those written, share_membership.write; no I/O)."""
     c = cls(ShareConfig(), max_size=members, initialize_partitions=True)
     ids = [f"member-{i:05d}" for i in range(members)]
     epochs: dict[str, int] = {}
@@ -68,6 +88,8 @@ def run(cls: type[ShareGroupCoordinator], members: int, heartbeats: int) -> tupl
     group = c.groups["g"]
     assert group.state == "Stable" and all(mb.assigned for mb in group.members.values())
     epoch = group.group_epoch
+    written = mr.group_records(group, IDS)
+    c.touched.clear()
     gc.collect()
     base = members + 2
     t0, c0 = time.perf_counter(), time.process_time()
@@ -75,6 +97,9 @@ def run(cls: type[ShareGroupCoordinator], members: int, heartbeats: int) -> tupl
         m = ids[i % members]
         answer = c.heartbeat("g", m, epochs[m], None, TOPICS, now=base + i)
         assert answer.assignment is None, answer
+        if shell and c.touched:
+            c.touched.clear()
+            assert not mr.diff(written, mr.group_records(group, IDS))  # nothing changed: an empty step
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     assert group.group_epoch == epoch and len(group.members) == members  # nothing changed, nobody expired
     return wall / heartbeats * 1e6, cpu
@@ -84,6 +109,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--members", type=int, default=1000)
     ap.add_argument("--heartbeats", type=int, default=20_000)
+    ap.add_argument("--shell-heartbeats", type=int, default=300)
     args = ap.parse_args()
     print(f"{args.members} members, {args.heartbeats} heartbeats that change nothing (Stable group)")
     print(f"{'subscribed topics':<28}{'us/heartbeat':>14}{'cpu s':>8}")
@@ -94,6 +120,13 @@ def main() -> None:
         print(f"{name:<28}{per_beat:>14.2f}{cpu:>8.2f}")
     old, new = results["rebuilt from members (old)"], results["counts (new)"]
     print(f"speed-up per heartbeat: {old / new:.1f}x")
+    print(f"with the shell's record build, {args.shell_heartbeats} heartbeats")
+    shell = {}
+    for name, cls in (("every heartbeat (old)", ScanMembers), ("on a change (new)", ShareGroupCoordinator)):
+        per_beat, cpu = run(cls, args.members, args.shell_heartbeats, shell=True)
+        shell[name] = per_beat
+        print(f"{name:<28}{per_beat:>14.2f}{cpu:>8.2f}")
+    print(f"speed-up per heartbeat: {shell['every heartbeat (old)'] / shell['on a change (new)']:.1f}x")
 
 
 if __name__ == "__main__":

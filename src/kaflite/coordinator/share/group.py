@@ -81,8 +81,9 @@ Rules (each is checked by tests/coordinator/share/test_group.py or test_group_su
   time), which completes when every member is at the group epoch (Stable) or none is left (Empty), with
   the partitions whose members changed (a share partition may have several: its owner is the sorted
   member ids joined by ","). Deleting the group deletes its timeline.
-- `touched` collects the ids of the groups whose membership may have changed (a heartbeat, a member
-  removed, a group deleted) for the broker shell, which writes their records (membership_records) and
+- `touched` collects the ids of the groups whose records may have changed (a heartbeat that changed the
+  group's epochs or its member's metadata, epoch or assignment, a member removed, a group deleted, key 15
+  changed) for the broker shell, which writes their records (membership_records) and
   clears it; `session_timeout_for(group)` is the session timeout of a group's members (group config first).
 - `counts[group]` is one ShareCounts shared by every share partition of the group (partition.py's rules
   say what it counts), so a share partition rebuilt after a failed write keeps adding to the same
@@ -392,7 +393,7 @@ class ShareGroupCoordinator:
             return HeartbeatAnswer(ErrorCode.invalid_request, error_message="MemberId can't be empty.")
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
-        self.touched.add(group_id)
+        recorded = self._record_view(group, member)
         if member_epoch == -1:
             if member is not None and group is not None:
                 self._remove(group, member_id, "leave-group")
@@ -445,8 +446,19 @@ class ShareGroupCoordinator:
         self._maybe_complete(group)
         interval = self._group_int(group_id, "share.heartbeat.interval.ms", self.heartbeat_interval_ms)
         initialize = self._start_initializing(group, topics, now) if self.initialize_partitions else {}
+        if self._record_view(group, member) != recorded:
+            self.touched.add(group_id)  # else its records are as written: no write, nothing to wait for
         return HeartbeatAnswer(ErrorCode.none, member_id, member.member_epoch, interval, assignment,
                                initialize=initialize, state_epoch=group.group_epoch)
+
+    @staticmethod
+    def _record_view(group: ShareGroup | None, member: ShareMember | None) -> tuple[object, ...] | None:
+        """What of the group's records a heartbeat of `member` may change (membership_records writes them):
+        the epochs, the member's metadata and assignment (target changes come with an epoch)."""
+        if group is None or member is None:
+            return None
+        return (group.group_epoch, group.assignment_epoch, member.member_epoch, member.subscribed,
+                member.rack_id, member.client_id, member.client_host, member.assigned)
 
     def expire(self, now: int) -> list[tuple[str, str]]:
         """Remove the members whose session timed out; the (group, member) pairs removed. O(1) before the
