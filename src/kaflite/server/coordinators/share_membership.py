@@ -20,7 +20,8 @@ tests/cluster/test_share_cluster.py):
 - `write` after a change: one step per touched group on its shard, writing the difference between the
   group's records now and the shard's, answered once committed. The writers (each through `write_touched`,
   or `flush_soon` where the caller cannot wait): ShareGroupHeartbeat (handlers/share.py: a join, leave,
-  epoch or subscription change, and the partitions it moved to initializing, key 15, before the answer);
+  epoch, assignment, subscription or client metadata change, and the partitions it moved to
+  initializing, key 15, before the answer; one that changed none of the group's records writes nothing);
   members removed by a session expiry (found by any call's `expire`, a ShareFetch's too) at the next of
   those or of ShareGroupDescribe, ListGroups and the rebalance history (`flush_soon` for the last two);
   DeleteGroups (handlers/share_admin.py's `delete_share_group`: the
