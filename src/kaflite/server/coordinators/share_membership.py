@@ -188,6 +188,20 @@ async def write(broker: ShareBroker, coord: ShareGroupCoordinator, group_ids: It
     return errors
 
 
+async def after_pending_writes(broker: ShareBroker, group_id: str) -> ErrorCode | None:
+    """For a heartbeat that changed none of its group's records (so wrote nothing): wait until every earlier
+    write of the group's partition is committed, as its answer may show what such a write changed (another
+    member's join); the error to answer when the shard stopped being active here or that write failed."""
+    svc = _service(broker)
+    if svc is None:
+        return None
+    try:
+        await svc.runtime.write(svc.partition_for(group_id), lambda shard, now: shard.handle_read_barrier(now))
+    except KafkaError as e:
+        return e.code
+    return None
+
+
 async def write_touched(broker: ShareBroker, coord: ShareGroupCoordinator) -> dict[str, ErrorCode]:
     """`write` of every group changed since the last write (`coord.touched`)."""
     touched, coord.touched = coord.touched, set()
