@@ -5,10 +5,12 @@ server/coordinators/share_initialize.py, kaflite.coordinator.share.group's rules
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import confluent_kafka as ck
 import pytest
@@ -20,9 +22,12 @@ from kaflite.coordinator.share.partition import ShareSnapshot, StateBatch
 from kaflite.coordinator.share.state_records import ShareStateKey
 from kaflite.coordinator.share.state_shard import ShareStateShard
 from kaflite.protocol.errors import ErrorCode
+from kaflite.server.coordinators import share_initialize, share_membership, share_state
 from kaflite.server.coordinators.share_initialize import _if_absent
 from kaflite.server.coordinators.share_state import SHARE_COORDINATOR
 from kaflite.server.embedded import EmbeddedBroker
+from kaflite.server.handlers import share, share_admin
+from kaflite.server.share_persister import PersistedSummary
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +120,96 @@ def test_the_initialized_partitions_survive_a_restart(tmp_path: Path) -> None:
             return dict(g.initialized) if not g.initializing else {}
         assert b.call(initialized) == {topic: frozenset({0, 1})}
         n.close()
+
+
+class _ElsewherePersister:
+    """The share coordinator of another broker (the persister's calls, no sockets), where DeleteGroups'
+    DeleteShareGroupState lands before the initialization's InitializeShareGroupState: `meanwhile` runs
+    between the initialization's summary and its write."""
+
+    def __init__(self, meanwhile: Any) -> None:
+        self.states: dict[ShareStateKey, tuple[int, int]] = {}  # key -> (state epoch, start offset)
+        self.meanwhile = meanwhile
+
+    async def summary(self, key: ShareStateKey) -> PersistedSummary:
+        epoch, start = self.states.get(key, (0, -1))
+        return PersistedSummary(epoch, start, -1)
+
+    async def initialize(self, key: ShareStateKey, state_epoch: int, start_offset: int) -> None:
+        self.meanwhile()
+        self.states[key] = (state_epoch, start_offset)
+
+    async def delete(self, key: ShareStateKey) -> None:
+        self.states.pop(key, None)
+
+
+def test_an_initialization_finishing_after_its_group_was_deleted_leaves_no_state(broker: EmbeddedBroker) -> None:
+    """A join starts its partitions' initialization once its records are committed; the member leaving
+    and DeleteGroups (tombstones for every state of the group) may come before that starts, or, when the
+    state is another broker's, between the initialization's summary and its write. Before, either left a
+    start-offset -1 state of the deleted group (it still showed as a share group); now the first writes
+    nothing and the second deletes what it wrote."""
+    topic, _tid = new_topic(broker, 2)
+    b = broker.server.broker
+
+    async def scenario() -> tuple[bool, bool, dict[ShareStateKey, tuple[int, int]]]:
+        coord = share.coordinator(b)
+        await share_state.ShareStateService.prepare(b)
+        topics = {topic: 2}
+
+        async def join(group: str) -> Any:
+            assert await share_membership.prepare(b, coord, group) is None
+            answer = coord.heartbeat(group, "m", 0, [topic], topics, b.now_ms())
+            assert answer.initialize == {topic: frozenset({0, 1})}
+            assert await share_membership.write_touched(b, coord) == {}  # what the handler waits for
+            return answer
+
+        async def delete(group: str) -> None:
+            coord.heartbeat(group, "m", -1, None, topics, b.now_ms())
+            assert await share_admin.delete_share_group(b, group) is ErrorCode.none
+
+        async def initialized() -> None:
+            await asyncio.gather(*list(b.services.get(share_initialize.RUNNING) or ()))
+
+        # 1. deleted between the join's commit and the initialization's start (this broker's shard)
+        answer = await join("init-deleted-before")
+        await delete("init-deleted-before")
+        share_initialize.start(b, coord, "init-deleted-before", answer.initialize, answer.state_epoch,
+                               lambda: share.persister(b))
+        await initialized()
+        before = share_admin.is_share_group(b, "init-deleted-before")
+        # 2. the state held by another broker, the group deleted while its initialization is under way
+        # (DeleteGroups' own deletes, sent before, found nothing there)
+        answer = await join("init-deleted-during")
+        svc = share_state.ShareStateService.of(b)
+        other = _ElsewherePersister(lambda: (coord.heartbeat("init-deleted-during", "m", -1, None, topics, 0),
+                                             coord.delete_group("init-deleted-during")))
+        svc.here = lambda _partition: False  # type: ignore[method-assign]
+        try:
+            share_initialize.start(b, coord, "init-deleted-during", answer.initialize, answer.state_epoch,
+                                   lambda: other)  # type: ignore[arg-type,return-value]
+            await initialized()
+        finally:
+            del svc.here
+        await share_membership.write_touched(b, coord)  # the deleted group's tombstones
+        return before, "init-deleted-during" in coord.groups, other.states
+
+    before, during_still_a_group, elsewhere = asyncio.run_coroutine_threadsafe(
+        scenario(), broker._loop).result(30)  # noqa: SLF001
+    assert not before  # before the fix: True (a -1 state of each partition)
+    assert not during_still_a_group and elsewhere == {}  # before the fix: both partitions' -1 states
+
+
+def test_taking_back_an_initialization_deletes_only_its_own_state() -> None:
+    """The step that removes what an initialization of a deleted group wrote on this broker's shard: the
+    start-offset -1 state of its state epoch goes; a state with a start offset, batches or another state
+    epoch (a share partition's, a group created again) stays (no sockets: the step on a shard)."""
+    tid = uuid.UUID(int=8)
+    shard = ShareStateShard()
+    ours, other_epoch, fetched = (ShareStateKey("g", tid, p) for p in range(3))
+    _if_absent(ours, 4)(shard, 1)
+    _if_absent(other_epoch, 5)(shard, 1)
+    shard.write(fetched, ShareSnapshot(3, (StateBatch(3, 4, 2, 1),)), now_ms=1)
+    for key in (ours, other_epoch, fetched, ShareStateKey("g", tid, 9)):
+        share_initialize._delete_if_ours(key, 4)(shard, 2)  # noqa: SLF001
+    assert set(shard.states) == {other_epoch, fetched}

@@ -473,3 +473,24 @@ def test_share_requests_do_not_reconcile_but_a_shard_load_or_unload_does(broker:
     assert calls == ["reconcile"] * 2 and broker.call(known)
     assert m.heartbeat().error_code == 0  # the member, imported from the records, heartbeats on
     m.close()
+
+
+def test_a_heartbeat_that_changes_nothing_is_answered_behind_the_groups_earlier_writes(
+        broker: EmbeddedBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A heartbeat that changed none of its group's records writes nothing, but its answer may show what an
+    earlier, still uncommitted write of the group made (another member's join): it is answered through a
+    runtime step without records, which the runtime answers only after the partition's pending writes
+    commit (coordinator/runtime.py rules; Kafka's "read operation after all")."""
+    topic, _tid = new_topic(broker)
+    (m,) = joined_and_started(broker, "g-barrier", topic, 2)
+    svc = GroupService.of(broker.server.broker)
+    steps: list[int] = []
+    real = svc.runtime.write
+
+    def counted(partition: int, op: Any, *args: Any, **kwargs: Any) -> Any:
+        steps.append(partition)
+        return real(partition, op, *args, **kwargs)
+    monkeypatch.setattr(svc.runtime, "write", counted)
+    assert m.heartbeat().error_code == 0  # nothing changed: no records, one step behind the earlier writes
+    assert steps == [svc.partition_for("g-barrier")]
+    m.close()

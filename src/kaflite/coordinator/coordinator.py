@@ -162,6 +162,11 @@ class GroupCoordinator:
             return ErrorCode.none
         return self._step(now_ms, run)
 
+    def handle_read_barrier(self, now_ms: int) -> CoordinatorResult:
+        """A step that writes nothing: answered once every earlier write of this partition is committed (the
+        runtime's "read operation after all"), for a request that read state such a write may have made."""
+        return self._step(now_ms, lambda: ErrorCode.none)
+
     def timer_deadline(self, key: TimerKey) -> int | None:
         return self.ctx.timer_deadline(key)
 

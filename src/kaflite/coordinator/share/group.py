@@ -2,7 +2,7 @@
 sessions (ShareFetch / ShareAcknowledge epochs) and the share partitions of every group. Pure: no I/O, no
 clock of its own (every time is an argument in ms), deterministic for the same calls.
 
-Rules (each is checked by tests/coordinator/share/test_group.py):
+Rules (each is checked by tests/coordinator/share/test_group.py or test_group_subscriptions.py):
 - A member joins with member epoch 0 and a non-empty member id of its own (KIP-932: the client makes it;
   empty is INVALID_REQUEST) and a non-empty subscription (else INVALID_REQUEST); a new member of a group
   that has `max_size` members is GROUP_MAX_SIZE_REACHED; it leaves with -1. Any
@@ -13,6 +13,13 @@ Rules (each is checked by tests/coordinator/share/test_group.py):
   groups revoke nothing (a partition may have many members), so every member moves to the new epoch at
   its next heartbeat, and a heartbeat answer carries the assignment exactly when the member's epoch moved
   (join included); otherwise the assignment is null (unchanged).
+- Each group keeps `subscriptions` (topic -> number of its members subscribing, Kafka's ModernGroup
+  subscribedTopicNames), changed at a join, a leave or expiry, a subscription change, and recounted when a
+  group is put into `groups` (an import), so it always equals a recount over the members; with it and the
+  targeted partitions cached per assignment epoch (`targeted_partitions`), a heartbeat that changes
+  nothing (the group Stable, no rebalance open, before the earliest expiry deadline) reads no member
+  but its own: its cost does not grow with the group (tests/coordinator/share/test_group_subscriptions.py,
+  bench/share_heartbeat_bench.py). The assignment itself still looks at every member.
 - The assignor (`simple_assign`): every subscribed partition gets at least one member and every member
   with a subscription at least one partition when there are enough partitions. Members and partitions
   are sorted; with at least as many members as partitions member i gets partition i mod P, else
@@ -74,8 +81,9 @@ Rules (each is checked by tests/coordinator/share/test_group.py):
   time), which completes when every member is at the group epoch (Stable) or none is left (Empty), with
   the partitions whose members changed (a share partition may have several: its owner is the sorted
   member ids joined by ","). Deleting the group deletes its timeline.
-- `touched` collects the ids of the groups whose membership may have changed (a heartbeat, a member
-  removed, a group deleted) for the broker shell, which writes their records (membership_records) and
+- `touched` collects the ids of the groups whose records may have changed (a heartbeat that changed the
+  group's epochs or its member's metadata, epoch or assignment, a member removed, a group deleted, key 15
+  changed) for the broker shell, which writes their records (membership_records) and
   clears it; `session_timeout_for(group)` is the session timeout of a group's members (group config first).
 - `counts[group]` is one ShareCounts shared by every share partition of the group (partition.py's rules
   say what it counts), so a share partition rebuilt after a failed write keeps adding to the same
@@ -206,6 +214,37 @@ class ShareGroup:
     initialized: dict[str, frozenset[int]] = field(default_factory=dict)
     # when each initializing partition was last sent (memory only: after a load, sent again at once)
     initializing_since: dict[TP, int] = field(default_factory=dict, compare=False)
+    # topic -> how many members subscribe to it (Kafka's ModernGroup.subscribedTopicNames): kept by the
+    # coordinator at each join, leave and subscription change, recounted when the group is put into
+    # `ShareGroupCoordinator.groups` (a group built from records), so a heartbeat need not look at members
+    subscriptions: dict[str, int] = field(default_factory=dict, compare=False)
+    # the partitions in some member's target, and the assignment epoch of the target they were taken from
+    # (None: not known yet); a cache of `target` for the initialized-assignment-pending check
+    targeted: tuple[int, frozenset[TP]] | None = field(default=None, compare=False)
+
+    def recount_subscriptions(self) -> None:
+        """`subscriptions` recomputed from the members (a group built or changed from outside)."""
+        counts: dict[str, int] = {}
+        for m in self.members.values():
+            for t in m.subscribed:
+                counts[t] = counts.get(t, 0) + 1
+        self.subscriptions = counts
+
+    def subscribe(self, topics: Iterable[str], by: int) -> None:
+        """A member subscribing to `topics` joined (by=1) or left (by=-1)."""
+        for t in topics:
+            n = self.subscriptions.get(t, 0) + by
+            if n > 0:
+                self.subscriptions[t] = n
+            else:
+                self.subscriptions.pop(t, None)
+
+    def targeted_partitions(self) -> frozenset[TP]:
+        """The partitions in some member's target (cached per assignment epoch)."""
+        if self.targeted is None or self.targeted[0] != self.assignment_epoch:
+            self.targeted = (self.assignment_epoch, frozenset(
+                (t, p) for a in self.target.values() for t, ps in a.items() for p in ps))
+        return self.targeted[1]
 
     @property
     def state(self) -> str:
@@ -258,6 +297,7 @@ class _Groups(dict[str, ShareGroup]):
         self._changed = changed
 
     def __setitem__(self, key: str, value: ShareGroup) -> None:
+        value.recount_subscriptions()  # its members may have been set by anyone (see ShareGroup.subscriptions)
         super().__setitem__(key, value)
         self._changed()
 
@@ -353,7 +393,7 @@ class ShareGroupCoordinator:
             return HeartbeatAnswer(ErrorCode.invalid_request, error_message="MemberId can't be empty.")
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
-        self.touched.add(group_id)
+        recorded = self._record_view(group, member)
         if member_epoch == -1:
             if member is not None and group is not None:
                 self._remove(group, member_id, "leave-group")
@@ -369,6 +409,7 @@ class ShareGroupCoordinator:
                 group = self.groups[group_id] = ShareGroup(group_id)
             if member is None:
                 member = group.members[member_id] = ShareMember(member_id, 0, frozenset(subscribed or ()), 0)
+                group.subscribe(member.subscribed, 1)
                 group.group_epoch += 1
                 self._event(group, "member-joined", "new-member", member_id,
                             "subscribed to " + ", ".join(sorted(member.subscribed)))
@@ -391,6 +432,8 @@ class ShareGroupCoordinator:
         member.client_id, member.client_host = client_id, client_host
         if subscribed is not None and frozenset(subscribed) != member.subscribed:
             before, member.subscribed = member.subscribed, frozenset(subscribed)
+            group.subscribe(before, -1)
+            group.subscribe(member.subscribed, 1)
             group.group_epoch += 1
             self._event(group, "subscription-changed", "subscription-change", member_id,
                         f"{', '.join(sorted(before))} -> {', '.join(sorted(member.subscribed))}")
@@ -403,8 +446,19 @@ class ShareGroupCoordinator:
         self._maybe_complete(group)
         interval = self._group_int(group_id, "share.heartbeat.interval.ms", self.heartbeat_interval_ms)
         initialize = self._start_initializing(group, topics, now) if self.initialize_partitions else {}
+        if self._record_view(group, member) != recorded:
+            self.touched.add(group_id)  # else its records are as written: no write, nothing to wait for
         return HeartbeatAnswer(ErrorCode.none, member_id, member.member_epoch, interval, assignment,
                                initialize=initialize, state_epoch=group.group_epoch)
+
+    @staticmethod
+    def _record_view(group: ShareGroup | None, member: ShareMember | None) -> tuple[object, ...] | None:
+        """What of the group's records a heartbeat of `member` may change (membership_records writes them):
+        the epochs, the member's metadata and assignment (target changes come with an epoch)."""
+        if group is None or member is None:
+            return None
+        return (group.group_epoch, group.assignment_epoch, member.member_epoch, member.subscribed,
+                member.rack_id, member.client_id, member.client_host, member.assigned)
 
     def expire(self, now: int) -> list[tuple[str, str]]:
         """Remove the members whose session timed out; the (group, member) pairs removed. O(1) before the
@@ -442,11 +496,12 @@ class ShareGroupCoordinator:
         return group is not None and member_id in group.members
 
     def _remove(self, group: ShareGroup, member_id: str, cause: str = "leave-group") -> None:
-        del group.members[member_id]
+        group.subscribe(group.members.pop(member_id).subscribed, -1)
         self.touched.add(group.group_id)
         group.group_epoch += 1
         self._event(group, "member-left", cause, member_id)
         group.target.pop(member_id, None)
+        group.targeted = None
         sess = self._sessions.get((group.group_id, member_id))
         if cause == "leave-group" and sess is not None:
             sess.left_at = self._now_ms  # its closing -1 may still come: released then (see the rules)
@@ -466,8 +521,7 @@ class ShareGroupCoordinator:
     def _refresh(self, group: ShareGroup, topics: Mapping[str, int]) -> None:
         """Recompute the target when the group epoch moved or a subscribed topic's partition count did, or
         (initialize_partitions) a partition initialized since is in no member's target."""
-        subscribed = {t for m in group.members.values() for t in m.subscribed}
-        seen = {t: topics.get(t, 0) for t in subscribed}
+        seen = {t: topics.get(t, 0) for t in group.subscriptions}  # O(topics), not O(members)
         if seen != group.topics_seen and group.assignment_epoch == group.group_epoch:
             group.group_epoch += 1
             self._event(group, "metadata-changed", "metadata-change", detail=", ".join(
@@ -475,7 +529,7 @@ class ShareGroupCoordinator:
                 if group.topics_seen.get(t, 0) != n))
         assignable = self._assignable(group, seen) if self.initialize_partitions else None
         if assignable is not None and group.assignment_epoch == group.group_epoch and group.members:
-            targeted = {(t, p) for a in group.target.values() for t, ps in a.items() for p in ps}
+            targeted = group.targeted_partitions()
             pending = sorted((t, p) for t, ps in assignable.items() for p in ps if (t, p) not in targeted)
             if pending:  # Kafka's initializedAssignmentPending: initialized since the target was computed
                 group.group_epoch += 1
@@ -498,9 +552,8 @@ class ShareGroupCoordinator:
     def _start_initializing(self, group: ShareGroup, topics: Mapping[str, int], now: int) -> Assignment:
         """The subscribed partitions neither initialized nor initializing (or initializing for
         `initialize_retry_ms` without an answer, or since before a load), now initializing."""
-        subscribed = {t for m in group.members.values() for t in m.subscribed}
         out: dict[str, set[int]] = {}
-        for topic in sorted(subscribed):
+        for topic in sorted(group.subscriptions):
             done = group.initialized.get(topic, frozenset())
             pending = group.initializing.get(topic, frozenset())
             for p in range(topics.get(topic, 0)):

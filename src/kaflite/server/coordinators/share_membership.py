@@ -17,12 +17,25 @@ tests/cluster/test_share_cluster.py):
   deadline its group's session timeout after the shard's activation (Kafka restarts session timers at
   load); a partition no longer active here (unloaded: another broker leads it, or reloading) takes its
   share groups out of memory;
-- `write` after a change (ShareGroupHeartbeat, expiry, DeleteGroups): one step per touched group on its
-  shard, writing the difference between the group's records now and the shard's, answered once committed;
+- `write` after a change: one step per touched group on its shard, writing the difference between the
+  group's records now and the shard's, answered once committed. The writers (each through `write_touched`,
+  or `flush_soon` where the caller cannot wait): ShareGroupHeartbeat (handlers/share.py: a join, leave,
+  epoch, assignment, subscription or client metadata change, and the partitions it moved to
+  initializing, key 15, before the answer; one that changed none of the group's records writes nothing);
+  members removed by a session expiry (found by any call's `expire`, a ShareFetch's too) at the next of
+  those or of ShareGroupDescribe, ListGroups and the rebalance history (`flush_soon` for the last two);
+  DeleteGroups (handlers/share_admin.py's `delete_share_group`: the
+  tombstones); and the other writers of key 15 (ShareGroupStatePartitionMetadata): share_initialize.py
+  when an initialization ends (partitions initialized, or out of initializing after a failure), a topic
+  deleted (share_state.py's `_forget_topics`: every group's record of it, `flush_soon`, not waited for),
+  AlterShareGroupOffsets (its partitions initialized) and DeleteShareGroupOffsets (its topics neither
+  initialized nor initializing), both written before their answer (share_admin.py's `_write_records`);
   a failed write answers the runtime's error (NOT_COORDINATOR for a storage error, COORDINATOR_NOT_AVAILABLE
   ...) and the partition's share groups are imported again from its shard, which holds what was written
   (the runtime reloads it after a failed write: its listener call re-imports them; when that has not
   happened yet, the write drops them and reconciles itself), so the change is gone from memory too;
+- `holds(group)`: this broker has imported the group's partition, so memory holds the group exactly when
+  it exists (share_initialize.py tells a group deleted during an initialization by it);
 - `prepare` for a heartbeat: the group's shard must be active here (else its error: NOT_COORDINATOR,
   COORDINATOR_LOAD_IN_PROGRESS), and `__consumer_offsets` is created first when missing (single node).
 """
@@ -42,7 +55,7 @@ from kaflite.server.coordinators.broker_api import ShareBroker
 from kaflite.server.coordinators.groups import GROUP_SERVICE, SHARD_LISTENERS, GroupService
 from kaflite.server.services import Slot
 
-__all__ = ["follow", "flush_soon", "prepare", "reconcile", "write", "write_touched"]
+__all__ = ["follow", "flush_soon", "holds", "prepare", "reconcile", "write", "write_touched"]
 
 log = logging.getLogger("kaflite.share")
 
@@ -65,6 +78,13 @@ def _loaded(broker: ShareBroker) -> dict[int, Any]:
 def _drop(coord: ShareGroupCoordinator, svc: GroupService, partition: int) -> None:
     for group_id in [g for g in coord.groups if svc.partition_for(g) == partition]:
         del coord.groups[group_id]
+
+
+def holds(broker: ShareBroker, group_id: str) -> bool:
+    """This broker coordinates the group and has imported its partition's share groups: memory then holds
+    the group exactly when the group exists (absent: never created, or deleted)."""
+    svc = _service(broker)
+    return svc is not None and svc.partition_for(group_id) in _loaded(broker)
 
 
 def follow(broker: ShareBroker, coord: ShareGroupCoordinator) -> None:
@@ -166,6 +186,20 @@ async def write(broker: ShareBroker, coord: ShareGroupCoordinator, group_ids: It
                 _drop(coord, svc, partition)
                 reconcile(broker, coord)
     return errors
+
+
+async def after_pending_writes(broker: ShareBroker, group_id: str) -> ErrorCode | None:
+    """For a heartbeat that changed none of its group's records (so wrote nothing): wait until every earlier
+    write of the group's partition is committed, as its answer may show what such a write changed (another
+    member's join); the error to answer when the shard stopped being active here or that write failed."""
+    svc = _service(broker)
+    if svc is None:
+        return None
+    try:
+        await svc.runtime.write(svc.partition_for(group_id), lambda shard, now: shard.handle_read_barrier(now))
+    except KafkaError as e:
+        return e.code
+    return None
 
 
 async def write_touched(broker: ShareBroker, coord: ShareGroupCoordinator) -> dict[str, ErrorCode]:

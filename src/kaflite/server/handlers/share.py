@@ -561,10 +561,15 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any
         rack_id=request.rack_id, client_id=ctx.client_id or "",
         client_host="/" + (ctx.client_host or "127.0.0.1"))
     # the membership written first: its step runs now, on the change just made (answered once committed)
+    changed = request.group_id in coordinator(broker).touched
     written = await share_membership.write_touched(broker, coordinator(broker))
     await persist(broker, coordinator(broker))  # a leave or a session timeout released records
     if request.group_id in written:
         return failed(written[request.group_id])
+    if not changed:  # nothing of this member written: answered after the group's earlier writes commit
+        barrier = await share_membership.after_pending_writes(broker, request.group_id)
+        if barrier is not None:
+            return failed(barrier)
     if answer.error is not ErrorCode.none:
         return failed(answer.error, answer.error_message)
     # the partitions this heartbeat moved to initializing (key 15, written above): their state initialized
