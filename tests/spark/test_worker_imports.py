@@ -10,17 +10,24 @@ from typing import Any
 from helpers import missing_module, require
 
 
-def _probe(_: Any) -> tuple[str, bool, bool]:
-    import sys
-
-    import kaflite.spark.produce  # noqa: F401  # what a sink task imports (kio with it)
-
-    main = getattr(sys.modules.get("__main__"), "__spec__", None)
-    return (str(getattr(main, "name", "")), "kio" in sys.modules, sys.modules.get("hypothesis") is not None)
-
-
 def test_a_spark_python_worker_imports_kaflite_without_hypothesis(spark: Any) -> None:
     require(missing_module("hypothesis"))  # installed with the test extras: where kio would pull it in
+
+    # Defined here so that cloudpickle ships it by value: a module-level function is pickled by reference,
+    # and the worker would then import this test module, and with it tests/helpers.py, which is on the
+    # worker's path only where PYTHONPATH names tests/ (it does not in CI).
+    def _probe(_: Any) -> tuple[str, bool, bool]:
+        import sys
+
+        import kaflite.spark.produce  # noqa: F401  # what a sink task imports (kio with it)
+
+        main = getattr(sys.modules.get("__main__"), "__spec__", None)
+        return (
+            str(getattr(main, "name", "")),
+            "kio" in sys.modules,
+            sys.modules.get("hypothesis") is not None,
+        )
+
     rows = spark.sparkContext.parallelize([0, 1], 2).map(_probe).collect()
     assert rows and all(main.startswith("pyspark.") and kio and not hyp for main, kio, hyp in rows), rows
     assert sys.modules.get("hypothesis") is not None  # the driver (pytest) keeps it: tests generate data
