@@ -46,6 +46,13 @@ Rules:
   at open as before (tests/storage/test_lazy_active_segment.py).
 - Retention / DeleteRecords only move the log start offset forward and delete whole segments, never
   the active one; truncate_to (replication) removes a suffix.
+- The one exception to log_start_offset <= log_end_offset (Kafka's `UnifiedLog.truncateTo` makes it too): a
+  truncation to a log start offset that lies inside a batch (DeleteRecords, or a follower's adoption of its
+  leader's log start, put it there) removes that batch whole, so the log end offset falls below the start;
+  the high watermark stays at the start (Kafka's `updateHighWatermark`). Meanwhile a read is
+  OFFSET_OUT_OF_RANGE and ListOffsets answers the log start for both earliest and latest. The follower
+  restarts the log at the leader's log start (OFFSET_OUT_OF_RANGE) and then at the base offset of the batch
+  its leader sends (`Partition.restart_offset_for`); a load of such a log restarts it empty at its log start.
 - The files such a change rewrites with fsyncs are written after the lock is released, never under it
   (`_notify_lso_change`): the leader-epoch-checkpoint (changed in memory under the lock, written by
   `LeaderEpochFileCache.write_pending`, which never puts older entries over newer ones) and the manager's
@@ -526,6 +533,11 @@ class Log:
         self._next_offset = segments[-1].next_offset
         self._log_start_offset = max(log_start_offset, segments[0].base_offset)
         if self._log_start_offset > self._next_offset:
+            # a truncation to a log start inside a batch (Log rules), or segment files deleted by hand:
+            # nothing at or after the log start is here (Kafka's LogLoader does the same)
+            log.warning("%s: log end offset %d is below its log start offset %d: deleted every segment %s, the "
+                        "log restarts empty at %d", name, self._next_offset, self._log_start_offset,
+                        self._bases, self._log_start_offset)
             self._truncate_fully_and_start_at(self._log_start_offset)
         try:
             epochs.truncate_from_end(self._next_offset)
@@ -1308,7 +1320,10 @@ class Log:
 
     def _after_truncation(self) -> None:
         self._truncations += 1
-        self._high_watermark = min(self._high_watermark, self._next_offset)
+        # Kafka's truncateTo + updateHighWatermark: the high watermark falls to the new log end offset but
+        # never below the log start offset. A truncation to a log start inside a batch removes that batch
+        # whole and leaves the log end below the start (Log rules): the high watermark stays at the start
+        self._high_watermark = max(min(self._high_watermark, self._next_offset), self._log_start_offset)
         self.recovery_point = min(self.recovery_point, self._next_offset)
         self.leader_epoch_cache.truncate_from_end(self._next_offset, persist=False)
         self._latest_epoch = self.leader_epoch_cache.latest_written_epoch

@@ -37,6 +37,11 @@ Rules:
   there (in a worker thread), above it (the local log end is past the leader's) marks the partition for
   truncation when it has epochs, else truncates to the leader's high watermark in the answer, so the next
   fetch offset is within the leader's log;
+- a leader's log start inside a batch (DeleteRecords): the answer at that start is the batch holding it,
+  whose base offset is below the local log end; when the local log is empty there (end == start, as after
+  the restart above) the log restarts at the batch's base offset (in a worker thread) and the batch is
+  appended (Kafka's UnexpectedAppendOffsetException path); any other append refused below the log end marks
+  the partition for truncation;
 - a leadership error (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION) waits
   `replica.fetch.backoff.ms` for the image to move the partition; UNKNOWN_LEADER_EPOCH (a leader that has
   not applied the state this follower holds yet) is retried after LEADER_BEHIND_RETRY_MS, in the answer to
@@ -417,6 +422,29 @@ class ReplicaFetcher:
             log.warning("%s-%d: moving the log start offset to the leader's %d failed: %s", part.topic,
                         part.partition, target, e)
 
+    async def _restart_and_append(self, tp: TopicPartition, fstate: _FetchState, part: Partition,
+                                  records: bytes | memoryview, leader_hw: int) -> bool:
+        """The leader's batches were refused: when they start below this log's start, inside the batch
+        holding it, and the log is empty (`Partition.restart_offset_for`), restart the log at the batch's
+        base offset (in a worker thread) and append them. False: the refusal stands (or the partition moved
+        meanwhile: the next round starts over)."""
+        plog = part.log
+        restart = part.restart_offset_for(records)
+        if plog is None or restart is None:
+            return False
+        log.warning("%s-%d: the leader's batch at %d holds this log's start %d (its log end, nothing below it "
+                    "here): restarting the local log at the batch's base offset %d", tp[0], tp[1], restart,
+                    plog.log_start_offset, restart)
+        await self._off_loop(plog.truncate_fully_and_start_at, restart)
+        if self.partitions.get(tp) is not fstate or part.log is not plog or part.is_leader \
+                or plog.log_end_offset != restart:
+            return True  # a new leader or epoch meanwhile (it re-truncates), or the log went: append nothing
+        try:
+            part.append_records_to_follower(records, leader_hw)
+        except KafkaError:
+            return False  # refused again: the caller logs it and marks the partition for truncation
+        return True
+
     async def _fetch(self, ready: dict[TopicPartition, _FetchState]) -> bool:
         rm = self.manager.replica_manager
         cfg = self.manager.config
@@ -476,10 +504,11 @@ class ReplicaFetcher:
                     try:
                         part.append_records_to_follower(records, p.high_watermark)
                     except KafkaError as e:
-                        log.warning("%s-%d: append of the leader's batches at %d refused (%s): truncating",
-                                    tp[0], tp[1], offsets[tp], e)
-                        fstate.truncating = True
-                        continue
+                        if not await self._restart_and_append(tp, fstate, part, records, p.high_watermark):
+                            log.warning("%s-%d: append of the leader's batches at %d refused (%s): truncating",
+                                        tp[0], tp[1], offsets[tp], e)
+                            fstate.truncating = True
+                            continue
                     progressed = progressed or bool(records)
                     await self._adopt_log_start(part, p.log_start_offset)
                 elif pcode is ErrorCode.offset_out_of_range:

@@ -71,7 +71,10 @@ Rules:
   offset (Kafka's `makeLeader` / `maybeAssignEpochStartOffset`), so OffsetForLeaderEpoch and
   `diverging_epoch` answer for the current epoch before its first append;
 - as follower (`append_records_to_follower`): the leader's batches are appended verbatim (their offsets and
-  epochs), and the high watermark is the leader's, capped by the local log end offset.
+  epochs), and the high watermark is the leader's, capped by the local log end offset. A set whose first
+  batch starts below the log end is refused; when the log is empty (end == start) and that batch holds the
+  log end, the log start lies inside it and the fetcher restarts the log at its base offset, then appends
+  (`restart_offset_for`, Kafka's UnexpectedAppendOffsetException path).
 Pure: no I/O of its own beyond the Log it is given; all of it runs on the broker's event loop.
 """
 
@@ -81,6 +84,7 @@ from dataclasses import dataclass, replace
 
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.storage.log import AppendResult, Log
+from kaflite.storage.log_validator import validate_replica_batches
 
 __all__ = ["ISR_RETRY_BACKOFF_MS", "NO_LEADER", "Partition", "PartitionState", "PendingIsrChange"]
 
@@ -440,6 +444,28 @@ class Partition:
         result = log.append(records, assign_offsets=False) if records else None
         self.update_follower_high_watermark(leader_high_watermark)
         return result
+
+    def restart_offset_for(self, records: bytes | memoryview) -> int | None:
+        """After `append_records_to_follower` refused `records`: the offset to restart this replica's log at
+        before appending them again, or None when the refusal stands (Kafka's
+        `appendRecordsToFollowerOrFutureReplica` on UnexpectedAppendOffsetException). That is the first
+        batch's base offset when the log is empty (log end == log start) and the set holds its log end
+        below its first offset: the log start lies inside the leader's batch (DeleteRecords put it there
+        on the leader, or a truncation to it removed that batch here), and the batch cannot be appended
+        after it. The restart itself deletes segments and writes checkpoints: the caller runs it off the
+        event loop (`Log.truncate_fully_and_start_at`)."""
+        log = self.log
+        if log is None or self.state.leader == self.broker_id or not records:
+            return None
+        end = log.log_end_offset
+        if end != log.log_start_offset:
+            return None  # records here that the batch overlaps: a real divergence, truncation decides
+        try:
+            views = validate_replica_batches(memoryview(records).cast("B"), 0)
+        except KafkaError:
+            return None  # corrupt: the refusal stands
+        first, last = views[0].base_offset, views[-1].last_offset
+        return first if first < end <= last else None
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
         log = self.log
