@@ -41,8 +41,15 @@ def _log_bytes(directory: Path, broker: int) -> bytes:
 
 def _produce_batch(bootstrap: str, tag: str, n: int) -> list[tuple[int, bytes]]:
     """`n` records in one batch (one flush after a long linger), acks=all: their (offset, value)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2000,
-                         "batch.num.messages": n, "message.timeout.ms": 20000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 2000,
+            "batch.num.messages": n,
+            "message.timeout.ms": 20000,
+        }
+    )
     acked: list[tuple[int, bytes]] = []
     errors: list[object] = []
 
@@ -58,9 +65,17 @@ def _produce_batch(bootstrap: str, tag: str, n: int) -> list[tuple[int, bytes]]:
     return sorted(acked)
 
 
-def _consume_from(bootstrap: str, offset: int, expected: int, timeout: float = 15.0) -> list[tuple[int, bytes]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                         "enable.auto.commit": False, "enable.partition.eof": False})
+def _consume_from(
+    bootstrap: str, offset: int, expected: int, timeout: float = 15.0
+) -> list[tuple[int, bytes]]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
     try:
         consumer.assign([TopicPartition(T, 0, offset)])
         got: list[tuple[int, bytes]] = []
@@ -75,7 +90,8 @@ def _consume_from(bootstrap: str, offset: int, expected: int, timeout: float = 1
 
 
 def test_a_follower_behind_a_mid_batch_log_start_catches_up_after_a_leader_change(
-        brokers: BrokerProcesses, zk_connect: str) -> None:
+    brokers: BrokerProcesses, zk_connect: str
+) -> None:
     zk = KafkaZkClient(zk_connect)
     zk.start()
     try:
@@ -100,8 +116,12 @@ def test_a_follower_behind_a_mid_batch_log_start_catches_up_after_a_leader_chang
         brokers.start(3, *FAST)  # fetches from 0, below 2's log start 15 (inside its batch 10-19)
         third = _produce_batch(brokers.bootstrap(2), "c", 5)
         assert [o for o, _v in third] == list(range(20, 25))
-        wait_until("3 caught up and back in the ISR", lambda: _isr(zk) == (2, 3), 20,
-                   context=lambda: brokers.log(3)[-2000:])
+        wait_until(
+            "3 caught up and back in the ISR",
+            lambda: _isr(zk) == (2, 3),
+            20,
+            context=lambda: brokers.log(3)[-2000:],
+        )
         assert "restarting the local log at the batch's base offset 10" in brokers.log(3)
         # every acknowledged record past the log start is readable from the new leader
         acked = [(o, v) for o, v in second + third if o >= 15]

@@ -140,3 +140,23 @@ def test_the_restart_runs_off_the_event_loop_and_gives_up_when_the_partition_mov
     asyncio.run(scenario())
     assert part.is_leader
     assert mine.log_end_offset == mine.log_start_offset == 10  # restarted, nothing appended
+
+
+def test_a_replica_ending_below_its_start_answers_listoffsets_as_kafka_when_it_leads(tmp_path: Path) -> None:
+    """Truncated to its mid-batch log start and elected before it fetched again (its log ends at 10, starts
+    at 12): ListOffsets answers the log start for earliest and latest alike (Kafka's high watermark is held
+    at the log start), never a latest below the earliest; OffsetForLeaderEpoch answers its election epoch
+    from the log end, where the epoch starts (Kafka's makeLeader)."""
+    from kaflite.server.handlers.list_offsets import EARLIEST, LATEST, lookup_offset
+
+    mine = Log(tmp_path / "follower" / "t-0")
+    leader_with_mid_batch_start(tmp_path, follower=mine)
+    mine.update_high_watermark(20)
+    assert mine.delete_records(12) == 12
+    part = follower(mine, 0)
+    assert mine.truncate_to(12)
+    part.apply_state(PartitionState(ME, 1, 1, (LEADER, ME), (ME,)))
+    assert part.is_leader
+    assert lookup_offset(part, EARLIEST)[0] == 12
+    assert lookup_offset(part, LATEST)[0] == 12
+    assert mine.end_offset_for_epoch(1) == (1, 10)
