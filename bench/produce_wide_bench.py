@@ -23,6 +23,7 @@ import time
 from kaflite.protocol.messages import RequestHeader
 from kaflite.protocol.produce_request import decode_request
 from kaflite.protocol.record_batch import build_record_batch
+from kaflite.protocol.varint import uvarint
 from kaflite.server.broker import Broker
 from kaflite.server.context import RequestContext
 from kaflite.server.embedded import load_broker_config
@@ -31,23 +32,14 @@ from kaflite.server.handlers.produce import handle_produce
 VERSION = 9  # flexible (compact arrays and varints), as librdkafka sends Produce
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def produce_body(topic: str, partitions: range, batch: bytes) -> bytes:
     """A Produce v9 body: acks=-1, one topic, `batch` for each partition."""
     name = topic.encode()
     out = bytearray(b"\x00")  # null transactional id
     out += struct.pack(">hi", -1, 30_000)
-    out += _uvarint(2) + _uvarint(len(name) + 1) + name + _uvarint(len(partitions) + 1)
+    out += uvarint(2) + uvarint(len(name) + 1) + name + uvarint(len(partitions) + 1)
     for p in partitions:
-        out += struct.pack(">i", p) + _uvarint(len(batch) + 1) + batch + b"\x00"
+        out += struct.pack(">i", p) + uvarint(len(batch) + 1) + batch + b"\x00"
     out += b"\x00\x00"  # the topic's and the body's tagged fields
     return bytes(out)
 
