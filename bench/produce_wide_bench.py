@@ -51,10 +51,13 @@ async def measure(partitions: int, per_request: int, rounds: int) -> float:
     try:
         broker.create_topic("wide", partitions, None)
         batch = build_record_batch([(None, b"x" * 100, [])])
-        bodies = [produce_body("wide", range(s, min(partitions, s + per_request)), batch)
-                  for s in range(0, partitions, per_request)]
+        bodies = [
+            produce_body("wide", range(s, min(partitions, s + per_request)), batch)
+            for s in range(0, partitions, per_request)
+        ]
         ctx = RequestContext(broker, RequestHeader(0, VERSION, 1, "bench"))
-        for body in bodies:  # warm-up: every partition's first append (its segment, its epoch) before the clock
+        # warm-up: every partition's first append (its segment, its epoch) before the clock
+        for body in bodies:
             await handle_produce(ctx, decode_request(body, 0, VERSION))
         t0 = time.process_time()
         for _ in range(rounds):
@@ -72,13 +75,17 @@ async def measure(partitions: int, per_request: int, rounds: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--partitions", type=int, default=2000)
     parser.add_argument("--per-request", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args()
     us = asyncio.run(measure(args.partitions, args.per_request, args.rounds))
-    print(f"produce over {args.partitions} partitions, {args.per_request} a request: {us:.2f} us CPU per partition")
+    print(
+        f"produce over {args.partitions} partitions, {args.per_request} a request: {us:.2f} us CPU per partition"
+    )
 
 
 if __name__ == "__main__":
