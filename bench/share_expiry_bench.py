@@ -4,42 +4,38 @@
 
 Every ShareFetch / ShareAcknowledge runs `ShareGroupCoordinator.session()`, and every ShareGroupHeartbeat
 `heartbeat()`; both first call `expire(now)`. The baseline (measured in the same run, same calls) is the
-former `expire`, kept here only: a scan of every member and every share session at each call. The new
-one returns at once while now is before the earliest deadline it knows (kaflite.coordinator.share.group's
-rules). Pure, in one process, with a simulated clock: `--members` members in one group (built directly
-as their joins would leave it: epoch 1, the simple assignor's target), each with an open share session; requests 1 ms apart, each member's session step in turn,
-and every member heartbeating every 5 s (Kafka's default interval, 45 s session timeout), so no member
-expires and the scans find nothing, as in a healthy group. Reported: microseconds per request (session
-steps and heartbeats together) and per session step alone, CPU time, the ratio. Runs well under 30 s.
+former `expire`, kept in tests/coordinator/share/expiry_reference.py (the tests' reference too): a scan of
+every member and every share session at each call. The new one returns at once while now is before the
+earliest deadline it knows (kaflite.coordinator.share.group's rules). Pure, in one process, with a
+simulated clock: `--members` members in one group (built directly as their joins would leave it: epoch 1,
+the simple assignor's target), each with an open share session; requests 1 ms apart, each member's
+session step in turn, and every member heartbeating every 5 s (Kafka's default interval, 45 s session
+timeout), so no member expires and the scans find nothing, as in a healthy group. Reported: microseconds
+per request (session steps and heartbeats together) and per session step alone, CPU time, the ratio.
+Runs well under 30 s.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import sys
 import time
+from pathlib import Path
 
-from kaflite.coordinator.share.group import ShareGroup, ShareGroupCoordinator, ShareMember, simple_assign
-from kaflite.coordinator.share.partition import ShareConfig
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from coordinator.share.expiry_reference import ScanEveryCall  # noqa: E402
+from kaflite.coordinator.share.group import (  # noqa: E402
+    ShareGroup,
+    ShareGroupCoordinator,
+    ShareMember,
+    simple_assign,
+)
+from kaflite.coordinator.share.partition import ShareConfig  # noqa: E402
 
 TOPICS = {"t": 6}
 HEARTBEAT_MS = 5_000
-
-
-class ScanEveryCall(ShareGroupCoordinator):
-    """The baseline: `expire` as before its bound (a scan at every call)."""
-
-    def expire(self, now: int) -> list[tuple[str, str]]:
-        self._now_ms = now
-        gone = [(g.group_id, m.member_id) for g in self.groups.values() for m in g.members.values()
-                if now >= m.deadline_ms]
-        for group_id, member_id in gone:
-            self._remove(self.groups[group_id], member_id, "session-timeout")
-        for (group_id, member_id), sess in list(self._sessions.items()):
-            if sess.left_at is not None and now >= sess.left_at + self.config_for(group_id).record_lock_duration_ms:
-                del self._sessions[(group_id, member_id)]
-                self._release_held(group_id, member_id)
-        return gone
 
 
 def run(cls: type[ShareGroupCoordinator], members: int, requests: int) -> tuple[float, float, float]:
@@ -51,7 +47,9 @@ def run(cls: type[ShareGroupCoordinator], members: int, requests: int) -> tuple[
     target = simple_assign(dict.fromkeys(ids, frozenset(TOPICS)), TOPICS)
     group = ShareGroup("g", group_epoch=1, assignment_epoch=1, target=target, topics_seen=dict(TOPICS))
     for m in ids:
-        group.members[m] = ShareMember(m, 1, frozenset(TOPICS), c.session_timeout_for("g"), assigned=target[m])
+        group.members[m] = ShareMember(
+            m, 1, frozenset(TOPICS), c.session_timeout_for("g"), assigned=target[m]
+        )
     c.groups["g"] = group
     epochs = dict.fromkeys(ids, 1)
     for m in ids:
@@ -82,7 +80,9 @@ def main() -> None:
     ap.add_argument("--members", type=int, default=1000)
     ap.add_argument("--requests", type=int, default=10_000)
     args = ap.parse_args()
-    print(f"{args.members} members, {args.requests} requests (session steps, heartbeats every {HEARTBEAT_MS} ms)")
+    print(
+        f"{args.members} members, {args.requests} requests (session steps, heartbeats every {HEARTBEAT_MS} ms)"
+    )
     print(f"{'expire':<22}{'us/request':>12}{'us/session step':>17}{'cpu s':>8}")
     results = {}
     for name, cls in (("scan every call (old)", ScanEveryCall), ("bounded (new)", ShareGroupCoordinator)):
