@@ -1,5 +1,5 @@
-"""Timing helpers the benches share: the CPU a process has spent (from the kernel's accounting) and the
-best-of-rounds CPU cost of a call, several candidates alternating.
+"""Timing helpers the benches share: the CPU a process has spent (from the kernel's accounting), the wall
+and CPU time of a block, and the best-of-rounds CPU cost of a call, several candidates alternating.
 
 Rules:
 - CPU time, not wall time, wherever the work is this process's or a known pid's: the machine is shared,
@@ -11,9 +11,12 @@ Rules:
 
 from __future__ import annotations
 
+import gc
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -30,6 +33,27 @@ def proc_cpu_seconds(pid: int) -> float:
     """utime + stime of process `pid`, all its threads, in seconds."""
     user, system = proc_cpu(pid)
     return user + system
+
+
+@dataclass
+class Took:
+    """What a `clock()` block took: wall seconds and this process's CPU seconds (set when it ends)."""
+
+    wall: float = 0.0
+    cpu: float = 0.0
+
+
+@contextmanager
+def clock() -> Iterator[Took]:
+    """Wall and CPU time of the block (both: the machine is shared, CPU is what the work needs), after a
+    gc.collect(), so that the set-up's garbage is not collected on the clock."""
+    gc.collect()
+    took = Took()
+    t0, c0 = time.perf_counter(), time.process_time()
+    try:
+        yield took
+    finally:
+        took.wall, took.cpu = time.perf_counter() - t0, time.process_time() - c0
 
 
 def best_cpu_us(
