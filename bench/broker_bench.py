@@ -82,12 +82,33 @@ class BrokerProc:
     stop: object
 
 
-def start_kaflite(data_dir: Path, flush_each: bool, extra: tuple[str, ...] = ()) -> BrokerProc:
+def stop_process(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
+    """SIGTERM (the broker's clean stop), then SIGKILL if it has not exited after `grace` seconds; reaped
+    either way."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+def start_kaflite(
+    data_dir: Path,
+    flush_each: bool = False,
+    extra: tuple[str, ...] = (),
+    flags: tuple[str, ...] = (),
+    grace: float = 20.0,
+) -> BrokerProc:
+    """A `python -m kaflite.server` on a free loopback port with its data in `data_dir` (its stderr in
+    data_dir/broker.log): `extra` more key=value overrides, `flags` more arguments (--dev), `grace` the
+    seconds its stop waits for a clean exit before SIGKILL."""
     port = free_port()
     cmd = [
         sys.executable,
         "-m",
         "kaflite.server",
+        *flags,
         "--override",
         f"listeners=PLAINTEXT://127.0.0.1:{port}",
         "--override",
@@ -97,17 +118,10 @@ def start_kaflite(data_dir: Path, flush_each: bool, extra: tuple[str, ...] = ())
         cmd += ["--override", "log.flush.interval.messages=1"]
     for item in extra:
         cmd += ["--override", item]
+    data_dir.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(data_dir / "broker.log", "wb"))
     wait_port(port)
-
-    def stop() -> None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-    return BrokerProc("kaflite", f"127.0.0.1:{port}", proc.pid, stop)
+    return BrokerProc("kaflite", f"127.0.0.1:{port}", proc.pid, lambda: stop_process(proc, grace))
 
 
 def start_tansu() -> BrokerProc:
