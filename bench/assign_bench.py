@@ -15,11 +15,11 @@ topics included). Target: 1 s of CPU per assignor call (wall time is reported to
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
+
+from _timing import clock
 
 from kaflite.assign import Subscription, TopicPartition, assign_group, get_assignor
 from kaflite.assign.server import MemberSpec
@@ -30,10 +30,9 @@ TARGET_S = 1.0
 
 def timed(fn: Callable[[], Any]) -> tuple[tuple[float, float], Any]:
     """(wall seconds, CPU seconds of this process) — the machine is shared, so both are reported."""
-    gc.collect()
-    t0, c0 = time.perf_counter(), time.process_time()
-    out = fn()
-    return (time.perf_counter() - t0, time.process_time() - c0), out
+    with clock() as took:
+        out = fn()
+    return (took.wall, took.cpu), out
 
 
 def balance(out: dict[str, list[TopicPartition]]) -> str:
@@ -46,15 +45,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--members", type=int, default=2000)
     ap.add_argument("--topics", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=1000, help="partitions per topic")
-    ap.add_argument("--only", action="append", default=None,
-                    help="run only these assignors (sticky, cooperative-sticky, uniform, baseline)")
+    ap.add_argument(
+        "--only",
+        action="append",
+        default=None,
+        help="run only these assignors (sticky, cooperative-sticky, uniform, baseline)",
+    )
     args = ap.parse_args(argv)
 
     topics = {f"topic{i:03d}": args.partitions for i in range(args.topics)}
     names = list(topics)
     members = [f"consumer{i:04d}" for i in range(args.members)]
     total = args.topics * args.partitions
-    print(f"group: {len(members)} members, {len(topics)} topics, {total} partitions (target <= {TARGET_S:g} s CPU each)")
+    print(
+        f"group: {len(members)} members, {len(topics)} topics, {total} partitions (target <= {TARGET_S:g} s CPU each)"
+    )
     rows: list[tuple[str, str, str, tuple[float, float], str]] = []
     only = set(args.only or ["baseline", "sticky", "cooperative-sticky", "uniform"])
 
@@ -84,21 +89,33 @@ def main(argv: list[str] | None = None) -> int:
             # one member leaves; the others rejoin owning what they had
             left = {m: t for m, t in subs.items() if m != members[0]}
             if name == "sticky":
-                s2 = {m: Subscription(t, user_data=encode_sticky_user_data(first[m], 1)) for m, t in left.items()}
+                s2 = {
+                    m: Subscription(t, user_data=encode_sticky_user_data(first[m], 1))
+                    for m, t in left.items()
+                }
             else:
-                s2 = {m: Subscription(t, owned_partitions=list(first[m]), generation_id=1) for m, t in left.items()}
+                s2 = {
+                    m: Subscription(t, owned_partitions=list(first[m]), generation_id=1)
+                    for m, t in left.items()
+                }
             dt, second = timed(lambda n=name, s2=s2: assign_group(get_assignor(n), topics, s2))
             rows.append((name, label, "1 member left", dt, balance(second)))
         if "uniform" in only:
             specs = {m: MemberSpec(t) for m, t in subs.items()}
             kind = "homogeneous" if equal else "heterogeneous"
-            dt, first = timed(lambda specs=specs, kind=kind: get_assignor("uniform").assign(specs, topics, kind))
+            dt, first = timed(
+                lambda specs=specs, kind=kind: get_assignor("uniform").assign(specs, topics, kind)
+            )
             rows.append(("uniform", label, "fresh", dt, balance(first)))
             specs2 = {m: MemberSpec(t, list(first.get(m, []))) for m, t in subs.items() if m != members[0]}
-            dt, second = timed(lambda specs2=specs2, kind=kind: get_assignor("uniform").assign(specs2, topics, kind))
+            dt, second = timed(
+                lambda specs2=specs2, kind=kind: get_assignor("uniform").assign(specs2, topics, kind)
+            )
             rows.append(("uniform", label, "1 member left", dt, balance(second)))
 
-    print(f"{'assignor':28} {'subscriptions':13} {'case':14} {'wall s':>7} {'cpu s':>7}  {'per member':>10}  target")
+    print(
+        f"{'assignor':28} {'subscriptions':13} {'case':14} {'wall s':>7} {'cpu s':>7}  {'per member':>10}  target"
+    )
     for name, label, case, (wall, cpu), bal in rows:
         ok = "ok" if cpu <= TARGET_S else "OVER"
         print(f"{name:28} {label:13} {case:14} {wall:7.2f} {cpu:7.2f}  {bal:>10}  {ok}")

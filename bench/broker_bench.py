@@ -30,14 +30,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from _timing import proc_cpu_seconds as cpu_seconds  # the name other benches import from here
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 REPO = Path(__file__).resolve().parents[1]
 # ../shared beside the main checkout; a worktree (/work/wt/<name>) finds it one level further up
-TANSU = next((p for base in (REPO.parent, REPO.parent.parent) if (p := base / "shared" / "peers" / "tansu.sh").exists()),
-             REPO.parent / "shared" / "peers" / "tansu.sh")
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+TANSU = next(
+    (
+        p
+        for base in (REPO.parent, REPO.parent.parent)
+        if (p := base / "shared" / "peers" / "tansu.sh").exists()
+    ),
+    REPO.parent / "shared" / "peers" / "tansu.sh",
+)
 # producer settings every produce phase adds (--no-sticky)
 PRODUCER_EXTRA: dict[str, object] = {}
 
@@ -59,13 +65,6 @@ def wait_port(port: int, timeout: float = 20) -> None:
     raise RuntimeError(f"nothing listening on {port}")
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (and its threads), from the kernel's accounting."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
 def peak_rss_mib(pid: int) -> float:
     """The process's peak resident memory (VmHWM), from the kernel."""
     with open(f"/proc/{pid}/status") as f:
@@ -83,32 +82,52 @@ class BrokerProc:
     stop: object
 
 
-def start_kaflite(data_dir: Path, flush_each: bool, extra: tuple[str, ...] = ()) -> BrokerProc:
+def stop_process(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
+    """SIGTERM (the broker's clean stop), then SIGKILL if it has not exited after `grace` seconds; reaped
+    either way."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+def start_kaflite(
+    data_dir: Path,
+    flush_each: bool = False,
+    extra: tuple[str, ...] = (),
+    flags: tuple[str, ...] = (),
+    grace: float = 20.0,
+) -> BrokerProc:
+    """A `python -m kaflite.server` on a free loopback port with its data in `data_dir` (its stderr in
+    data_dir/broker.log): `extra` more key=value overrides, `flags` more arguments (--dev), `grace` the
+    seconds its stop waits for a clean exit before SIGKILL."""
     port = free_port()
     cmd = [
-        sys.executable, "-m", "kaflite.server",
-        "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-        "--override", f"log.dirs={data_dir}",
+        sys.executable,
+        "-m",
+        "kaflite.server",
+        *flags,
+        "--override",
+        f"listeners=PLAINTEXT://127.0.0.1:{port}",
+        "--override",
+        f"log.dirs={data_dir}",
     ]
     if flush_each:
         cmd += ["--override", "log.flush.interval.messages=1"]
     for item in extra:
         cmd += ["--override", item]
+    data_dir.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(data_dir / "broker.log", "wb"))
     wait_port(port)
-
-    def stop() -> None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-    return BrokerProc("kaflite", f"127.0.0.1:{port}", proc.pid, stop)
+    return BrokerProc("kaflite", f"127.0.0.1:{port}", proc.pid, lambda: stop_process(proc, grace))
 
 
 def start_tansu() -> BrokerProc:
-    out = subprocess.run([str(TANSU), "start"], capture_output=True, text=True, timeout=300, check=True).stdout
+    out = subprocess.run(
+        [str(TANSU), "start"], capture_output=True, text=True, timeout=300, check=True
+    ).stdout
     info = dict(kv.split("=", 1) for kv in out.split())
     pid = int(info["PID"])
 
@@ -125,19 +144,30 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         md = admin.list_topics(topic, timeout=10)
-        if topic in md.topics and len(md.topics[topic].partitions) == partitions and md.topics[topic].error is None:
+        if (
+            topic in md.topics
+            and len(md.topics[topic].partitions) == partitions
+            and md.topics[topic].error is None
+        ):
             return
         time.sleep(0.1)
 
 
-def produce_phase(b: BrokerProc, topic: str, n: int, size: int, idempotent: bool = False,
-                  linger_ms: float = 5) -> tuple[float, float]:
-    conf = {"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": linger_ms,
-            "queue.buffering.max.messages": 1_000_000, **PRODUCER_EXTRA}
+def produce_phase(
+    b: BrokerProc, topic: str, n: int, size: int, idempotent: bool = False, linger_ms: float = 5
+) -> tuple[float, float]:
+    conf = {
+        "bootstrap.servers": b.bootstrap,
+        "acks": "all",
+        "linger.ms": linger_ms,
+        "queue.buffering.max.messages": 1_000_000,
+        **PRODUCER_EXTRA,
+    }
     if idempotent:
         conf["enable.idempotence"] = True
     producer = Producer(conf)
-    producer.list_topics(topic, timeout=30)  # connected (and an idempotent producer's id asked) before the clock
+    # connected (and an idempotent producer's id asked) before the clock
+    producer.list_topics(topic, timeout=30)
     payload = b"x" * size
     errors = 0
 
@@ -184,7 +214,9 @@ def consume_phase(b: BrokerProc, topic: str, partitions: int, n: int, **extra: o
 
 def _latency_consumer(bootstrap: str, topic: str, total: int, seconds: float, ready, out) -> None:  # noqa: ANN001
     """Runs in its own process, so the producer's pacing loop never delays it (one GIL each)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-lat", "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "bench-lat", "enable.auto.commit": False}
+    )
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     consumer.poll(1.0)  # connected, first fetch parked
     ready.set()
@@ -229,7 +261,11 @@ def latency_phase(b: BrokerProc, topic: str, rate: int, seconds: float) -> tuple
     child.join(10)
     if not latencies:
         raise RuntimeError(f"{b.name}: no latency samples")
-    return latencies[len(latencies) // 2], latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))], len(latencies)
+    return (
+        latencies[len(latencies) // 2],
+        latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+        len(latencies),
+    )
 
 
 def run_one(b: BrokerProc, args: argparse.Namespace) -> dict[str, float]:
@@ -266,11 +302,16 @@ def idempotent_rounds_one(b: BrokerProc, args: argparse.Namespace) -> dict[str, 
         for idem in (False, True):
             topic = f"{'idem' if idem else 'plain'}-{r}-{int(time.time())}"
             create_topic(b.bootstrap, topic, args.partitions)
-            rate, cpu = produce_phase(b, topic, args.records, args.size, idempotent=idem, linger_ms=args.linger_ms)
+            rate, cpu = produce_phase(
+                b, topic, args.records, args.size, idempotent=idem, linger_ms=args.linger_ms
+            )
             rates[idem].append(rate)
             cpus[idem].append(cpu)
-            print(f"{b.name} round {r + 1} {'idempotent' if idem else 'plain':<10} {rate:>12,.0f} msg/s "
-                  f"{cpu:6.3f} broker CPU s / 1M", flush=True)
+            print(
+                f"{b.name} round {r + 1} {'idempotent' if idem else 'plain':<10} {rate:>12,.0f} msg/s "
+                f"{cpu:6.3f} broker CPU s / 1M",
+                flush=True,
+            )
     plain, idem = statistics.median(rates[False]), statistics.median(rates[True])
     cpu_plain, cpu_idem = statistics.median(cpus[False]), statistics.median(cpus[True])
     return {
@@ -291,9 +332,23 @@ def produce_only_one(b: BrokerProc, args: argparse.Namespace) -> dict[str, float
     create_topic(b.bootstrap, topic, args.partitions)
     spy = None
     if args.profile and b.name == "kaflite":
-        spy = subprocess.Popen(["py-spy", "record", "--pid", str(b.pid), "--rate", "200", "--nonblocking",
-                                "--output", args.profile, "--format", "flamegraph"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        spy = subprocess.Popen(
+            [
+                "py-spy",
+                "record",
+                "--pid",
+                str(b.pid),
+                "--rate",
+                "200",
+                "--nonblocking",
+                "--output",
+                args.profile,
+                "--format",
+                "flamegraph",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(1.0)  # attached before the clock starts
     try:
         rate, cpu = produce_phase(b, topic, args.records, args.size, linger_ms=args.linger_ms)
@@ -347,30 +402,55 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--rate", type=int, default=5000)
-    ap.add_argument("--linger-ms", type=float, default=5, help="the produce phase's linger.ms (smaller batches below 5)")
+    ap.add_argument(
+        "--linger-ms", type=float, default=5, help="the produce phase's linger.ms (smaller batches below 5)"
+    )
     ap.add_argument("--latency-seconds", type=float, default=10.0)
     ap.add_argument("--flush-each", action="store_true", help="kaflite with log.flush.interval.messages=1")
     ap.add_argument("--no-tansu", action="store_true")
-    ap.add_argument("--no-sticky", action="store_true",
-                    help="the produce phase with sticky.partitioning.linger.ms=0: keyless records go to a random "
-                         "partition each, not to one partition per 10 ms (librdkafka's default), so a request "
-                         "carries a batch for many partitions (the per-partition cost of --partitions 10000)")
-    ap.add_argument("--fresh-partitions", type=int, default=0, metavar="N",
-                    help="only measure creating an N-partition topic and the first produce into each partition")
-    ap.add_argument("--idempotent-rounds", type=int, default=0, metavar="N",
-                    help="only the produce phase: a plain and an idempotent (enable.idempotence) producer "
-                         "alternating N times each, and the medians")
-    ap.add_argument("--produce-only", action="store_true",
-                    help="only one plain produce phase into a new topic of --partitions partitions")
-    ap.add_argument("--profile", metavar="SVG",
-                    help="with --produce-only: py-spy's flame graph of the kaflite broker during the produce phase")
+    ap.add_argument(
+        "--no-sticky",
+        action="store_true",
+        help="the produce phase with sticky.partitioning.linger.ms=0: keyless records go to a random "
+        "partition each, not to one partition per 10 ms (librdkafka's default), so a request "
+        "carries a batch for many partitions (the per-partition cost of --partitions 10000)",
+    )
+    ap.add_argument(
+        "--fresh-partitions",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only measure creating an N-partition topic and the first produce into each partition",
+    )
+    ap.add_argument(
+        "--idempotent-rounds",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only the produce phase: a plain and an idempotent (enable.idempotence) producer "
+        "alternating N times each, and the medians",
+    )
+    ap.add_argument(
+        "--produce-only",
+        action="store_true",
+        help="only one plain produce phase into a new topic of --partitions partitions",
+    )
+    ap.add_argument(
+        "--profile",
+        metavar="SVG",
+        help="with --produce-only: py-spy's flame graph of the kaflite broker during the produce phase",
+    )
     args = ap.parse_args()
     if args.no_sticky:
         PRODUCER_EXTRA["sticky.partitioning.linger.ms"] = 0
     run = (
-        (lambda b, a: fresh_partitions_one(b, a.fresh_partitions)) if args.fresh_partitions
-        else produce_only_one if args.produce_only
-        else idempotent_rounds_one if args.idempotent_rounds else run_one
+        (lambda b, a: fresh_partitions_one(b, a.fresh_partitions))
+        if args.fresh_partitions
+        else produce_only_one
+        if args.produce_only
+        else idempotent_rounds_one
+        if args.idempotent_rounds
+        else run_one
     )
 
     results: dict[str, dict[str, float]] = {}
@@ -392,21 +472,30 @@ def main() -> int:
     names = list(results)
     metrics = list(results[names[0]])
     if args.fresh_partitions:
-        print(f"\none topic of {args.fresh_partitions:,} partitions created, then one 100 B record produced into "
-              "each (acks=all, linger.ms=5)")
+        print(
+            f"\none topic of {args.fresh_partitions:,} partitions created, then one 100 B record produced into "
+            "each (acks=all, linger.ms=5)"
+        )
     elif args.produce_only:
-        print(f"\n{args.records:,} records x {args.size} B into one new topic of {args.partitions:,} partitions, "
-              f"linger.ms={args.linger_ms:g}, acks=all{', sticky.partitioning.linger.ms=0' if args.no_sticky else ''}")
+        print(
+            f"\n{args.records:,} records x {args.size} B into one new topic of {args.partitions:,} partitions, "
+            f"linger.ms={args.linger_ms:g}, acks=all{', sticky.partitioning.linger.ms=0' if args.no_sticky else ''}"
+        )
     elif args.idempotent_rounds:
-        print(f"\n{args.records:,} records x {args.size} B, {args.partitions} partitions, linger.ms={args.linger_ms:g}, "
-              f"acks=all; plain and idempotent producers alternating, {args.idempotent_rounds} rounds each")
+        print(
+            f"\n{args.records:,} records x {args.size} B, {args.partitions} partitions, linger.ms={args.linger_ms:g}, "
+            f"acks=all; plain and idempotent producers alternating, {args.idempotent_rounds} rounds each"
+        )
     else:
         print(
             f"\n{args.records:,} records x {args.size} B, {args.partitions} partitions, linger.ms={args.linger_ms:g}, "
             "acks=all; "
             f"latency at {args.rate} msg/s for {args.latency_seconds:g} s (client defaults); kaflite "
-            + ("fsyncs before every ack (log.flush.interval.messages=1)" if args.flush_each
-               else "acks from the page cache")
+            + (
+                "fsyncs before every ack (log.flush.interval.messages=1)"
+                if args.flush_each
+                else "acks from the page cache"
+            )
         )
     header = f"{'metric':<42}" + "".join(f"{n:>14}" for n in names)
     if "tansu" in results:

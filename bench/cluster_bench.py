@@ -39,41 +39,27 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 os.environ["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")
 
+from _cluster_common import SESSION_MS, Cluster, produce_acks_all, wait  # noqa: E402
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from cluster.conftest import BrokerProcesses  # noqa: E402
-from kaflite.cluster.zk import KafkaZkClient  # noqa: E402
 from kaflite.cluster.zkserver import ZooKeeperServer, missing_reason  # noqa: E402
 
-T = TypeVar("T")
-SESSION_MS = 6000  # the dev profile's zookeeper.session.timeout.ms
 ROWS: list[tuple[str, str, str, str]] = []  # (what, kaflite, baseline, target)
 
 
 def row(what: str, value: str, baseline: str = "", target: str = "") -> None:
     ROWS.append((what, value, baseline, target))
     print(f"  {what}: {value}" + (f"  [baseline {baseline}]" if baseline else ""), flush=True)
-
-
-def wait(fn: Callable[[], T | None], timeout: float = 60.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = fn()
-        if got:
-            return got
-        time.sleep(0.02)
-    raise TimeoutError(f"{what}: not met in {timeout:.0f} s")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -99,70 +85,6 @@ class Tansu:
 
     def stop(self) -> None:
         subprocess.run([str(self.script), "stop", str(self.pid)], timeout=30, check=False)
-
-
-class Cluster:
-    """Three brokers on one ZooKeeper chroot, plus an observer ZooKeeper session for the bench."""
-
-    def __init__(self, zk_connect: str, workdir: Path) -> None:
-        chroot = f"{zk_connect}/bench-{uuid.uuid4().hex[:8]}"
-        self.brokers = BrokerProcesses(chroot, workdir, session_timeout_ms=SESSION_MS)
-        self.zk = KafkaZkClient(chroot, session_timeout_ms=30000)
-
-    def __enter__(self) -> Cluster:
-        self.zk.start()
-        for b in (1, 2, 3):
-            self.brokers.start(b)
-        wait(lambda: self.zk.get_broker_ids() == [1, 2, 3] and self.zk.get_controller_id(), what="3 brokers")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.zk.close()
-        self.brokers.stop_all()
-
-    @property
-    def bootstrap(self) -> str:
-        return self.brokers.bootstrap()
-
-    def admin(self) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.bootstrap})
-
-    def create(
-        self,
-        topic: str,
-        partitions: int,
-        rf: int,
-        assignment: list[list[int]] | None = None,
-        configs: dict[str, str] | None = None,
-    ) -> None:
-        nt = (
-            NewTopic(topic, len(assignment), replica_assignment=assignment, config=configs or {})
-            if assignment
-            else NewTopic(topic, partitions, rf, config=configs or {})
-        )
-        admin = self.admin()  # kept alive until the answer (a destroyed handle fails its futures)
-        for f in admin.create_topics([nt], request_timeout=120).values():
-            f.result(timeout=120)
-        n = len(assignment) if assignment else partitions
-        wait(lambda: self.led(topic, n), timeout=120, what=f"leaders of {topic}")
-
-    def states(self, topic: str, n: int) -> dict[int, Any]:
-        got = self.zk.get_partition_states([(topic, p) for p in range(n)])
-        return {p: s for (_, p), s in got.items() if s is not None}
-
-    def led(self, topic: str, n: int) -> bool:
-        s = self.states(topic, n)
-        return len(s) == n and all(x.leader > 0 for x in s.values())
-
-    def isr_full(self, topic: str, n: int, broker: int) -> bool:
-        s = self.states(topic, n)
-        return len(s) == n and all(broker in x.isr and x.leader > 0 for x in s.values())
-
-    def restart_after_kill(self, broker_id: int) -> None:
-        """A killed broker comes back once ZooKeeper dropped its registration (its session expired)."""
-        wait(lambda: broker_id not in self.zk.get_broker_ids(), timeout=30, what=f"broker {broker_id} gone")
-        self.brokers.start(broker_id)
-        wait(lambda: broker_id in self.zk.get_broker_ids(), timeout=30, what=f"broker {broker_id} back")
 
 
 # -- failover -------------------------------------------------------------------------------------------------------
@@ -411,38 +333,7 @@ def phase_metadata(zk: str, work: Path, topics: int, per_topic: int, tansu: Path
 # -- throughput, latency, rejoin -------------------------------------------------------------------------------------
 def throughput(bootstrap: str, topic: str, records: int, size: int) -> float:
     """MB/s of one acks=all producer writing `records` records of `size` bytes (until all are acked)."""
-    p = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.kbytes": 65536,
-            "message.timeout.ms": 300000,
-        }
-    )
-    failed = [0]
-
-    def cb(err: KafkaError | None, _msg: Any) -> None:
-        if err is not None:
-            failed[0] += 1
-
-    value = b"v" * size
-    t0 = time.monotonic()
-    for i in range(records):
-        while True:
-            try:
-                p.produce(topic, value=value, partition=i % 3, on_delivery=cb)
-                break
-            except BufferError:
-                p.poll(0.01)
-        if i % 1000 == 0:
-            p.poll(0)
-    left = p.flush(600)
-    took = time.monotonic() - t0
-    assert left == 0 and failed[0] == 0, (left, failed[0])
-    return records * size / took / 1e6
+    return records * size / produce_acks_all(bootstrap, topic, records, size) / 1e6
 
 
 def _latency_consumer(bootstrap: str, topic: str, warm: float, ready: Any, stop: Any, out: Any) -> None:

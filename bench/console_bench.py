@@ -35,27 +35,19 @@ from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from broker_bench import BrokerProc, cpu_seconds, create_topic, free_port, produce_phase, wait_port  # noqa: E402
+from broker_bench import (  # noqa: E402
+    BrokerProc,
+    cpu_seconds,
+    create_topic,
+    free_port,
+    produce_phase,
+    start_kaflite,
+    wait_port,
+)
 
 
 def start_broker(data_dir: Path, extra: tuple[str, ...] = ()) -> BrokerProc:
-    port = free_port()
-    cmd = [sys.executable, "-m", "kaflite.server",
-           "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={data_dir}"]
-    for item in extra:
-        cmd += ["--override", item]
-    data_dir.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(data_dir / "broker.log", "wb"))
-    wait_port(port)
-
-    def stop() -> None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-    return BrokerProc("kaflite", f"127.0.0.1:{port}", proc.pid, stop)
+    return start_kaflite(data_dir, extra=extra, grace=30)
 
 
 class Scraper(threading.Thread):
@@ -101,30 +93,45 @@ def metrics_part(args: argparse.Namespace, tmp: Path) -> None:
         scraper.join(15)
         with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10) as r:
             final = r.read().decode()
-        counted = [line for line in final.splitlines()
-                   if line.startswith('kafka_server_brokertopicmetrics_messagesin_total{topic="bench"}')]
+        counted = [
+            line
+            for line in final.splitlines()
+            if line.startswith('kafka_server_brokertopicmetrics_messagesin_total{topic="bench"}')
+        ]
     finally:
         off.stop()
         on.stop()  # type: ignore[operator]
-    print(f"\nproduce with metrics off vs on: {args.records:,} x 100 B, 6 partitions, acks=all, linger.ms=5; "
-          f"the 'on' broker scraped every {args.scrape_interval:g} s")
-    print(f"{'round':>5} {'off msg/s':>12} {'on msg/s':>12} {'on/off':>7} {'off CPU s/M':>12} {'on CPU s/M':>11}")
+    print(
+        f"\nproduce with metrics off vs on: {args.records:,} x 100 B, 6 partitions, acks=all, linger.ms=5; "
+        f"the 'on' broker scraped every {args.scrape_interval:g} s"
+    )
+    print(
+        f"{'round':>5} {'off msg/s':>12} {'on msg/s':>12} {'on/off':>7} {'off CPU s/M':>12} {'on CPU s/M':>11}"
+    )
     for i, off_rate, on_rate, off_cpu, on_cpu in rows:
-        print(f"{i:>5} {off_rate:>12,.0f} {on_rate:>12,.0f} {on_rate / off_rate:>7.3f} {off_cpu:>12.2f} {on_cpu:>11.2f}")
+        print(
+            f"{i:>5} {off_rate:>12,.0f} {on_rate:>12,.0f} {on_rate / off_rate:>7.3f} {off_cpu:>12.2f} {on_cpu:>11.2f}"
+        )
     ratio = statistics.median(r[2] / r[1] for r in rows)
     cpu_ratio = statistics.median(r[4] / r[3] for r in rows)
-    print(f"median on/off: {ratio:.3f} (target >= 0.95); broker CPU per record on/off: {cpu_ratio:.3f}; "
-          f"{len(scraper.times)} scrapes, "
-          f"median {statistics.median(scraper.times) * 1000:.1f} ms, max {max(scraper.times) * 1000:.1f} ms")
-    print(f"last scrape: {counted[0] if counted else '(no bench series)'} "
-          f"(expected {args.records * args.rounds:,} records)")
+    print(
+        f"median on/off: {ratio:.3f} (target >= 0.95); broker CPU per record on/off: {cpu_ratio:.3f}; "
+        f"{len(scraper.times)} scrapes, "
+        f"median {statistics.median(scraper.times) * 1000:.1f} ms, max {max(scraper.times) * 1000:.1f} ms"
+    )
+    print(
+        f"last scrape: {counted[0] if counted else '(no bench series)'} "
+        f"(expected {args.records * args.rounds:,} records)"
+    )
 
 
 def populate(bootstrap: str, topics: int, groups: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     names = [f"bench-t{i}" for i in range(topics)]
     for start in range(0, topics, 200):
-        futures = admin.create_topics([NewTopic(n, 2, 1) for n in names[start:start + 200]], operation_timeout=60)
+        futures = admin.create_topics(
+            [NewTopic(n, 2, 1) for n in names[start : start + 200]], operation_timeout=60
+        )
         for f in futures.values():
             f.result(timeout=120)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
@@ -134,8 +141,10 @@ def populate(bootstrap: str, topics: int, groups: int) -> None:
     assert producer.flush(120) == 0
     for g in range(groups):
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-g{g}", "enable.auto.commit": False})
-        c.commit(offsets=[CTP(names[(g * 10 + k) % topics], p, 1) for k in range(10) for p in (0, 1)],
-                 asynchronous=False)
+        c.commit(
+            offsets=[CTP(names[(g * 10 + k) % topics], p, 1) for k in range(10) for p in (0, 1)],
+            asynchronous=False,
+        )
         c.close()
 
 
@@ -155,15 +164,37 @@ def console_part(args: argparse.Namespace, tmp: Path) -> None:
         populate(broker.bootstrap, args.topics, args.groups)
         setup = time.perf_counter() - t0
         port = free_port()
-        console = subprocess.Popen([sys.executable, "-m", "kaflite", "console", "-b", broker.bootstrap, "--port",
-                                    str(port), "--sample-interval", "5"], stdout=subprocess.DEVNULL,
-                                   stderr=open(tmp / "console.log", "wb"))
+        console = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kaflite",
+                "console",
+                "-b",
+                broker.bootstrap,
+                "--port",
+                str(port),
+                "--sample-interval",
+                "5",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(tmp / "console.log", "wb"),
+        )
         wait_port(port, 60)
         base = f"http://127.0.0.1:{port}"
-        pages = ["/", "/topics", "/groups", "/groups/bench-g0", "/topics/bench-t0",
-                 "/topics/bench-t0/messages", "/lab?group=bench-g0"]
-        print(f"\nconsole page load: {args.topics:,} topics x 2 partitions, {args.groups} groups "
-              f"(set up in {setup:.0f} s); {args.loads} loads per page after a warm-up")
+        pages = [
+            "/",
+            "/topics",
+            "/groups",
+            "/groups/bench-g0",
+            "/topics/bench-t0",
+            "/topics/bench-t0/messages",
+            "/lab?group=bench-g0",
+        ]
+        print(
+            f"\nconsole page load: {args.topics:,} topics x 2 partitions, {args.groups} groups "
+            f"(set up in {setup:.0f} s); {args.loads} loads per page after a warm-up"
+        )
         print(f"{'page':<28} {'median ms':>10} {'max ms':>8}")
         cpu0 = cpu_seconds(console.pid)
         for page in pages:
@@ -186,7 +217,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=300_000, help="records per produce round")
     ap.add_argument("--rounds", type=int, default=5, help="off/on produce rounds (the order alternates)")
-    ap.add_argument("--scrape-interval", type=float, default=1.0, help="seconds between scrapes of the 'on' broker")
+    ap.add_argument(
+        "--scrape-interval", type=float, default=1.0, help="seconds between scrapes of the 'on' broker"
+    )
     ap.add_argument("--topics", type=int, default=1000)
     ap.add_argument("--groups", type=int, default=100)
     ap.add_argument("--loads", type=int, default=10, help="timed loads per page")

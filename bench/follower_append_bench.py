@@ -34,11 +34,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from _timing import proc_cpu_seconds
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def build_sets(mb: int, set_kb: int, batch_records: int, record_size: int, txn_every: int,
-               first_offset: int = 0) -> list[bytes]:
+def build_sets(
+    mb: int, set_kb: int, batch_records: int, record_size: int, txn_every: int, first_offset: int = 0
+) -> list[bytes]:
     from kaflite.protocol.control_record import build_marker_batch
     from kaflite.protocol.record_batch import build_record_batch
 
@@ -53,14 +56,23 @@ def build_sets(mb: int, set_kb: int, batch_records: int, record_size: int, txn_e
     while total < mb * 1_000_000:
         txn = txn_every > 0 and n % txn_every == txn_every - 1
         values = [(None, bytes([65 + (offset + i) % 26]) * record_size, []) for i in range(batch_records)]
-        batch = build_record_batch(values, base_offset=offset, timestamp_ms=ts + n, producer_id=1,
-                                   producer_epoch=0, base_sequence=seq, is_transactional=txn,
-                                   partition_leader_epoch=1)
+        batch = build_record_batch(
+            values,
+            base_offset=offset,
+            timestamp_ms=ts + n,
+            producer_id=1,
+            producer_epoch=0,
+            base_sequence=seq,
+            is_transactional=txn,
+            partition_leader_epoch=1,
+        )
         pieces = [batch]
         offset += batch_records
         seq += batch_records
         if txn:
-            pieces.append(build_marker_batch(1, 0, True, 0, ts + n, base_offset=offset, partition_leader_epoch=1))
+            pieces.append(
+                build_marker_batch(1, 0, True, 0, ts + n, base_offset=offset, partition_leader_epoch=1)
+            )
             offset += 1
         for p in pieces:
             current.append(p)
@@ -100,7 +112,9 @@ def one_pass(args: argparse.Namespace) -> None:
     from kaflite.storage import Log
 
     n = args.prefill_segments
-    sets = build_sets(args.mb, args.set_kb, args.batch_records, args.record_size, args.txn_every, first_offset=n)
+    sets = build_sets(
+        args.mb, args.set_kb, args.batch_records, args.record_size, args.txn_every, first_offset=n
+    )
     with tempfile.TemporaryDirectory(dir=Path(args.dir) if args.dir else None) as tmp:
         path = Path(args.log_dir) if args.log_dir else Path(tmp) / "t-0"
         log = Log(path, _config(args), recovery_point=n, had_clean_shutdown=bool(args.log_dir))
@@ -121,10 +135,25 @@ def trees(args: argparse.Namespace) -> None:
     import subprocess
 
     seg_kb = args.segment_kb or 1024
-    cmd = [sys.executable, __file__, "--one-pass", "--mb", str(args.mb), "--set-kb", str(args.set_kb),
-           "--batch-records", str(args.batch_records), "--record-size", str(args.record_size),
-           "--txn-every", str(args.txn_every), "--segment-kb", str(seg_kb),
-           "--prefill-segments", str(args.prefill_segments)] + (["--dir", args.dir] if args.dir else [])
+    cmd = [
+        sys.executable,
+        __file__,
+        "--one-pass",
+        "--mb",
+        str(args.mb),
+        "--set-kb",
+        str(args.set_kb),
+        "--batch-records",
+        str(args.batch_records),
+        "--record-size",
+        str(args.record_size),
+        "--txn-every",
+        str(args.txn_every),
+        "--segment-kb",
+        str(seg_kb),
+        "--prefill-segments",
+        str(args.prefill_segments),
+    ] + (["--dir", args.dir] if args.dir else [])
     cpu: dict[str, list[float]] = {"before": [], "after": []}
     segments = total = 0
     with tempfile.TemporaryDirectory(dir=Path(args.dir) if args.dir else None) as tmp:
@@ -133,16 +162,19 @@ def trees(args: argparse.Namespace) -> None:
             cmd += ["--log-dir", str(Path(tmp) / "t-0")]
         for _ in range(args.repeat):
             for name, src in (("before", args.base), ("after", str(ROOT / "src"))):
-                out = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": src}, check=True, capture_output=True,
-                                     text=True).stdout.split()
+                out = subprocess.run(
+                    cmd, env={**os.environ, "PYTHONPATH": src}, check=True, capture_output=True, text=True
+                ).stdout.split()
                 cpu[name].append(float(out[0]))
                 segments, total = int(out[1]), int(out[2])
     b = statistics.median(cpu["before"])
     a = statistics.median(cpu["after"])
     mb = total / 1e6
-    print(f"\nreplica hot path with {seg_kb} KB segments on a log of {args.prefill_segments} segments "
-          f"({segments} at the end), {mb:.0f} MB, "
-          f"median of {args.repeat} passes each, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"\nreplica hot path with {seg_kb} KB segments on a log of {args.prefill_segments} segments "
+        f"({segments} at the end), {mb:.0f} MB, "
+        f"median of {args.repeat} passes each, load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"  before ({args.base}): {b / mb * 1000:7.2f} ms CPU per MB")
     print(f"  after  (this tree)  : {a / mb * 1000:7.2f} ms CPU per MB   after / before {a / b:.2f}x")
 
@@ -170,22 +202,23 @@ def in_process(args: argparse.Namespace) -> None:
     g = statistics.median(cpu["general"])
     f = statistics.median(cpu["fast"])
     mb = total / 1e6
-    print(f"follower append in-process: {mb:.0f} MB in {len(sets):,} fetched sets of ~{args.set_kb} KB, "
-          f"{batches:,} batches of {args.batch_records} x {args.record_size} B (idempotent; every "
-          f"{args.txn_every}th transactional + COMMIT), median of {args.repeat}")
-    print(f"  general path (before): {g / mb * 1000:7.2f} ms CPU per MB  {g / batches * 1e6:6.2f} us per batch")
-    print(f"  replica hot path     : {f / mb * 1000:7.2f} ms CPU per MB  {f / batches * 1e6:6.2f} us per batch")
+    print(
+        f"follower append in-process: {mb:.0f} MB in {len(sets):,} fetched sets of ~{args.set_kb} KB, "
+        f"{batches:,} batches of {args.batch_records} x {args.record_size} B (idempotent; every "
+        f"{args.txn_every}th transactional + COMMIT), median of {args.repeat}"
+    )
+    print(
+        f"  general path (before): {g / mb * 1000:7.2f} ms CPU per MB  {g / batches * 1e6:6.2f} us per batch"
+    )
+    print(
+        f"  replica hot path     : {f / mb * 1000:7.2f} ms CPU per MB  {f / batches * 1e6:6.2f} us per batch"
+    )
     print(f"  hot path / general   : {f / g:.2f}x the CPU ({g / f:.2f}x as many MB per CPU second)")
 
 
 def _cpu_seconds(pids: list[int]) -> float:
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / ticks
+    """utime + stime of the processes `pids`, summed."""
+    return sum(proc_cpu_seconds(pid) for pid in pids)
 
 
 def cluster(args: argparse.Namespace) -> None:
@@ -215,15 +248,21 @@ def cluster(args: argparse.Namespace) -> None:
                 got = {}
                 for topic in ("rf1", "rf3"):
                     cpu0 = _cpu_seconds(pids)
-                    got[topic] = (cluster_bench.throughput(c.bootstrap, topic, args.records, args.record_size),
-                                  (_cpu_seconds(pids) - cpu0) / mb)
+                    got[topic] = (
+                        cluster_bench.throughput(c.bootstrap, topic, args.records, args.record_size),
+                        (_cpu_seconds(pids) - cpu0) / mb,
+                    )
                 rows.append((name, got))
-    print(f"\nRF 3 vs RF 1 on 3 brokers (--dev, loopback), acks=all idempotent producer, {args.records:,} x "
-          f"{args.record_size} B ({mb:.0f} MB) per topic, load average {load0:.1f} -> {os.getloadavg()[0]:.1f}")
+    print(
+        f"\nRF 3 vs RF 1 on 3 brokers (--dev, loopback), acks=all idempotent producer, {args.records:,} x "
+        f"{args.record_size} B ({mb:.0f} MB) per topic, load average {load0:.1f} -> {os.getloadavg()[0]:.1f}"
+    )
     for name, got in rows:
         (r1, c1), (r3, c3) = got["rf1"], got["rf3"]
-        print(f"  {name:6}: RF 1 {r1:6.1f} MB/s ({c1 * 1000:5.1f} ms broker CPU/MB)   RF 3 {r3:6.1f} MB/s "
-              f"({c3 * 1000:5.1f} ms broker CPU/MB)   RF 3 = {r3 / r1:.2f}x RF 1")
+        print(
+            f"  {name:6}: RF 1 {r1:6.1f} MB/s ({c1 * 1000:5.1f} ms broker CPU/MB)   RF 3 {r3:6.1f} MB/s "
+            f"({c3 * 1000:5.1f} ms broker CPU/MB)   RF 3 = {r3 / r1:.2f}x RF 1"
+        )
 
 
 def main() -> int:
@@ -237,11 +276,21 @@ def main() -> int:
     ap.add_argument("--dir", default="", help="where the in-process logs are written (default: the temp dir)")
     ap.add_argument("--cluster", action="store_true", help="also RF 3 vs RF 1 with three brokers")
     ap.add_argument("--records", type=int, default=50_000, help="--cluster: records per topic")
-    ap.add_argument("--base", default="", help="a source tree to measure too (before): in-process and --cluster")
-    ap.add_argument("--segment-kb", type=int, default=0,
-                    help="in-process segment.bytes in KB (default: LogConfig's; 1024 for --base's comparison)")
-    ap.add_argument("--prefill-segments", type=int, default=0,
-                    help="--base: the log holds this many (one-record) segments before the timed appends")
+    ap.add_argument(
+        "--base", default="", help="a source tree to measure too (before): in-process and --cluster"
+    )
+    ap.add_argument(
+        "--segment-kb",
+        type=int,
+        default=0,
+        help="in-process segment.bytes in KB (default: LogConfig's; 1024 for --base's comparison)",
+    )
+    ap.add_argument(
+        "--prefill-segments",
+        type=int,
+        default=0,
+        help="--base: the log holds this many (one-record) segments before the timed appends",
+    )
     ap.add_argument("--log-dir", default="", help=argparse.SUPPRESS)
     ap.add_argument("--one-pass", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--skip-paths", action="store_true", help="no hot path vs general path comparison")

@@ -15,7 +15,8 @@ import argparse
 import datetime
 import io
 import sys
-import time
+
+from _timing import best_cpu_us
 
 
 def main() -> int:
@@ -41,24 +42,59 @@ def main() -> int:
     for n in (1, 100, 1000, 10_000):
         parts = [(p, 5, 1000 + p, 4, 0, 1 << 20) for p in range(n)]
         answer = rs.FetchResponse(
-            throttle_time=i32Timedelta.parse(datetime.timedelta(0)), error_code=ErrorCode.none, session_id=i32(0),
-            responses=(rs.FetchableTopicResponse(topic=TopicName("t"), partitions=tuple(
-                rs.PartitionData(partition_index=i32(p), error_code=ErrorCode.none, high_watermark=i64(2000),
-                                 last_stable_offset=i64(2000), log_start_offset=i64(0), aborted_transactions=None,
-                                 preferred_read_replica=BrokerId(-1), records=records) for p in range(n))),))
+            throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+            error_code=ErrorCode.none,
+            session_id=i32(0),
+            responses=(
+                rs.FetchableTopicResponse(
+                    topic=TopicName("t"),
+                    partitions=tuple(
+                        rs.PartitionData(
+                            partition_index=i32(p),
+                            error_code=ErrorCode.none,
+                            high_watermark=i64(2000),
+                            last_stable_offset=i64(2000),
+                            log_start_offset=i64(0),
+                            aborted_transactions=None,
+                            preferred_read_replica=BrokerId(-1),
+                            records=records,
+                        )
+                        for p in range(n)
+                    ),
+                ),
+            ),
+        )
         out = io.BytesIO()
         entity_writer(rs.FetchResponse)(out, answer)
         frame = out.getvalue()
 
         def with_kio(parts: list = parts, frame: bytes = frame) -> None:
             req = rq.FetchRequest(
-                replica_id=BrokerId(1), max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=500)),
-                min_bytes=i32(1), max_bytes=i32(10 << 20), isolation_level=i8(0), session_id=i32(0),
-                session_epoch=i32(-1), topics=(rq.FetchTopic(topic=TopicName("t"), partitions=tuple(
-                    rq.FetchPartition(partition=i32(p), current_leader_epoch=i32(e), fetch_offset=i64(o),
-                                      last_fetched_epoch=i32(le), log_start_offset=i64(s),
-                                      partition_max_bytes=i32(m)) for p, e, o, le, s, m in parts)),),
-                forgotten_topics_data=())
+                replica_id=BrokerId(1),
+                max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=500)),
+                min_bytes=i32(1),
+                max_bytes=i32(10 << 20),
+                isolation_level=i8(0),
+                session_id=i32(0),
+                session_epoch=i32(-1),
+                topics=(
+                    rq.FetchTopic(
+                        topic=TopicName("t"),
+                        partitions=tuple(
+                            rq.FetchPartition(
+                                partition=i32(p),
+                                current_leader_epoch=i32(e),
+                                fetch_offset=i64(o),
+                                last_fetched_epoch=i32(le),
+                                log_start_offset=i64(s),
+                                partition_max_bytes=i32(m),
+                            )
+                            for p, e, o, le, s, m in parts
+                        ),
+                    ),
+                ),
+                forgotten_topics_data=(),
+            )
             write_req(io.BytesIO(), req)
             resp, _ = read_resp(frame, 0)
             for t in resp.responses:
@@ -72,17 +108,12 @@ def main() -> int:
                     p.records  # noqa: B018 - the view the log appends from, no copy
 
         count = max(3, 3000 // n)
-        best: dict[str, float] = {}
-        for _ in range(args.repeat):
-            for name, fn in (("kio", with_kio), ("hand", by_hand)):
-                t = time.process_time()
-                for _ in range(count):
-                    fn()
-                per = (time.process_time() - t) / count * 1e6
-                best[name] = min(best.get(name, per), per)
+        best = best_cpu_us((("kio", with_kio), ("hand", by_hand)), count, args.repeat)
         rows.append((n, best["kio"], best["hand"]))
-    print(f"follower Fetch v12 round (request encoded, answer decoded), {args.record_bytes} B of records per "
-          f"partition, CPU µs, best of {args.repeat}")
+    print(
+        f"follower Fetch v12 round (request encoded, answer decoded), {args.record_bytes} B of records per "
+        f"partition, CPU µs, best of {args.repeat}"
+    )
     print("| partitions | kio (µs) | by hand (µs) | µs per partition, kio -> hand | ratio |")
     print("|---|---|---|---|---|")
     for n, kio, hand in rows:

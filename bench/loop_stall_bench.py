@@ -27,7 +27,6 @@ import argparse
 import os
 import re
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -44,7 +43,7 @@ from kaflite.protocol.record_batch import build_record_batch
 from kaflite.storage import LogConfig, LogManager
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from broker_bench import free_port, wait_port  # noqa: E402
+from broker_bench import free_port, stop_process, wait_port  # noqa: E402
 
 BIG, DOOMED, FLUSHY, PROBE = "stall-compacted", "stall-doomed", "stall-flush", "stall-probe"
 
@@ -52,35 +51,38 @@ BIG, DOOMED, FLUSHY, PROBE = "stall-compacted", "stall-doomed", "stall-flush", "
 # the broker as `python -m kaflite.server`, with the watchdog's windows shortened to 2 s (60 s in the product)
 # so that a reading of kaflite_eventloop_lag_max_ms covers the last 2-4 s: sampled every second, the phases'
 # maxima are told apart, and the startup's loading is not counted in the idle figure
-_SERVE = ("import sys; from kaflite.server import loop_watchdog as w; d = list(w.LoopWatchdog.__init__.__defaults__); "
-          "d[2] = 2.0; w.LoopWatchdog.__init__.__defaults__ = tuple(d); from kaflite.server.__main__ import main; "
-          "sys.exit(main(sys.argv[1:]))")
+_SERVE = (
+    "import sys; from kaflite.server import loop_watchdog as w; d = list(w.LoopWatchdog.__init__.__defaults__); "
+    "d[2] = 2.0; w.LoopWatchdog.__init__.__defaults__ = tuple(d); from kaflite.server.__main__ import main; "
+    "sys.exit(main(sys.argv[1:]))"
+)
 
 
 # --cleaner-no-yield: the cleaner's interpreter-lock yields (storage/cleaner.py rule 10) off, to compare
-_NO_YIELD = "from kaflite.storage import cleaner as c; c.CleanerThrottle.__init__.__kwdefaults__['yield_s'] = 0; "
+_NO_YIELD = (
+    "from kaflite.storage import cleaner as c; c.CleanerThrottle.__init__.__kwdefaults__['yield_s'] = 0; "
+)
 
 
-def start_broker(data_dir: Path, port: int, metrics_port: int, extra: dict[str, str],
-                 no_yield: bool = False) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-c", (_NO_YIELD if no_yield else "") + _SERVE,
-           "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-           "--override", f"log.dirs={data_dir / 'data'}",
-           "--override", f"metrics.listener=http://127.0.0.1:{metrics_port}"]
+def start_broker(
+    data_dir: Path, port: int, metrics_port: int, extra: dict[str, str], no_yield: bool = False
+) -> subprocess.Popen[bytes]:
+    cmd = [
+        sys.executable,
+        "-c",
+        (_NO_YIELD if no_yield else "") + _SERVE,
+        "--override",
+        f"listeners=PLAINTEXT://127.0.0.1:{port}",
+        "--override",
+        f"log.dirs={data_dir / 'data'}",
+        "--override",
+        f"metrics.listener=http://127.0.0.1:{metrics_port}",
+    ]
     for k, v in extra.items():
         cmd += ["--override", f"{k}={v}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(data_dir / "broker.log", "ab"))
     wait_port(port)
     return proc
-
-
-def stop_broker(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def metric(metrics_port: int, name: str) -> float:
@@ -94,13 +96,23 @@ def prepare(tmp: Path, bootstrap_port: int, metrics_port: int, mb: int, delete_p
     proc = start_broker(tmp, bootstrap_port, metrics_port, {})
     try:
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{bootstrap_port}"})
-        futures = admin.create_topics([
-            NewTopic(BIG, 1, 1, config={"cleanup.policy": "compact", "segment.bytes": str(1 << 20),
-                                        "min.compaction.lag.ms": "0"}),
-            NewTopic(DOOMED, delete_partitions, 1),
-            NewTopic(FLUSHY, 2, 1, config={"flush.messages": "1"}),
-            NewTopic(PROBE, 1, 1),
-        ])
+        futures = admin.create_topics(
+            [
+                NewTopic(
+                    BIG,
+                    1,
+                    1,
+                    config={
+                        "cleanup.policy": "compact",
+                        "segment.bytes": str(1 << 20),
+                        "min.compaction.lag.ms": "0",
+                    },
+                ),
+                NewTopic(DOOMED, delete_partitions, 1),
+                NewTopic(FLUSHY, 2, 1, config={"flush.messages": "1"}),
+                NewTopic(PROBE, 1, 1),
+            ]
+        )
         for f in futures.values():
             f.result(60)
         p = Producer({"bootstrap.servers": f"127.0.0.1:{bootstrap_port}", "linger.ms": 5})
@@ -108,14 +120,17 @@ def prepare(tmp: Path, bootstrap_port: int, metrics_port: int, mb: int, delete_p
             p.produce(DOOMED, b"x" * 100, partition=i)
         p.flush(60)
     finally:
-        stop_broker(proc)
+        stop_process(proc, grace=60)
     manager = LogManager([tmp / "data"])
     manager.load()
-    log = manager.get_or_create(BIG, 0, LogConfig(segment_bytes=1 << 20, cleanup_policy="compact",
-                                                  min_compaction_lag_ms=0))
+    log = manager.get_or_create(
+        BIG, 0, LogConfig(segment_bytes=1 << 20, cleanup_policy="compact", min_compaction_lag_ms=0)
+    )
     value = b"v" * 60
-    batches = [build_record_batch([(b"key-%d" % ((j * 100 + i) % 5000), value, []) for i in range(100)])
-               for j in range(50)]
+    batches = [
+        build_record_batch([(b"key-%d" % ((j * 100 + i) % 5000), value, []) for i in range(100)])
+        for j in range(50)
+    ]
     n = 0
     while log.size < mb << 20:
         log.append(batches[n % len(batches)])
@@ -183,8 +198,15 @@ class Probe:
         p.flush(10)
 
     def _consume(self) -> None:
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "stall-probe", "enable.auto.commit": False,
-                      "fetch.wait.max.ms": 100, "fetch.min.bytes": 1})
+        c = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "stall-probe",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 100,
+                "fetch.min.bytes": 1,
+            }
+        )
         c.assign([TopicPartition(PROBE, 0, -1)])  # the end: only this run's records
         while not self._stop.is_set():
             m = c.poll(0.1)
@@ -222,16 +244,30 @@ def pct(xs: list[float], q: float) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=int, default=200, help="size of the compacted topic (MB)")
-    ap.add_argument("--gib", type=float, default=None, help="size of the compacted topic in GiB (overrides --mb)")
+    ap.add_argument(
+        "--gib", type=float, default=None, help="size of the compacted topic in GiB (overrides --mb)"
+    )
     ap.add_argument("--delete-partitions", type=int, default=200)
     ap.add_argument("--flush-producers", type=int, default=2)
-    ap.add_argument("--flush-rate", type=float, default=1000, help="records/s of each flush.messages=1 producer")
-    ap.add_argument("--loads", default="compact,delete,flush",
-                    help="which loads run in the loaded phase (to attribute a stall): compact, delete, flush")
-    ap.add_argument("--cleaner-no-yield", action="store_true",
-                    help="the cleaner does not yield the interpreter lock (the code before, to compare)")
-    ap.add_argument("--broker-log", type=Path, default=None,
-                    help="copy the broker's log there at the end (the watchdog's stall stacks)")
+    ap.add_argument(
+        "--flush-rate", type=float, default=1000, help="records/s of each flush.messages=1 producer"
+    )
+    ap.add_argument(
+        "--loads",
+        default="compact,delete,flush",
+        help="which loads run in the loaded phase (to attribute a stall): compact, delete, flush",
+    )
+    ap.add_argument(
+        "--cleaner-no-yield",
+        action="store_true",
+        help="the cleaner does not yield the interpreter lock (the code before, to compare)",
+    )
+    ap.add_argument(
+        "--broker-log",
+        type=Path,
+        default=None,
+        help="copy the broker's log there at the end (the watchdog's stall stacks)",
+    )
     ap.add_argument("--idle-seconds", type=float, default=10)
     ap.add_argument("--min-load-seconds", type=float, default=5)
     ap.add_argument("--max-load-seconds", type=float, default=300)
@@ -242,12 +278,19 @@ def main() -> int:
         port, metrics_port = free_port(), free_port()
         t0 = time.monotonic()
         prepare(tmp, port, metrics_port, mb, args.delete_partitions)
-        print(f"prepared {mb} MB compacted + {args.delete_partitions} partitions in {time.monotonic() - t0:.1f} s",
-              flush=True)
+        print(
+            f"prepared {mb} MB compacted + {args.delete_partitions} partitions in {time.monotonic() - t0:.1f} s",
+            flush=True,
+        )
         # the first cleaner pass starts once the idle phase is over (startup + warm-up + idle + margin)
         backoff_ms = int((args.idle_seconds + 8) * 1000) if "compact" in args.loads else 3_600_000
-        proc = start_broker(tmp, port, metrics_port, {"log.cleaner.backoff.ms": str(backoff_ms)},
-                            no_yield=args.cleaner_no_yield)
+        proc = start_broker(
+            tmp,
+            port,
+            metrics_port,
+            {"log.cleaner.backoff.ms": str(backoff_ms)},
+            no_yield=args.cleaner_no_yield,
+        )
         started = time.monotonic()
         bootstrap = f"127.0.0.1:{port}"
         probe = Probe(bootstrap)
@@ -264,8 +307,10 @@ def main() -> int:
             stop = threading.Event()
             sent: list[int] = []
             loads = set(args.loads.split(","))
-            producers = [threading.Thread(target=flush_producer, args=(bootstrap, stop, sent, args.flush_rate))
-                         for _ in range(args.flush_producers if "flush" in loads else 0)]
+            producers = [
+                threading.Thread(target=flush_producer, args=(bootstrap, stop, sent, args.flush_rate))
+                for _ in range(args.flush_producers if "flush" in loads else 0)
+            ]
             for t in producers:
                 t.start()
             admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -293,26 +338,34 @@ def main() -> int:
         finally:
             probe.stop()
             lags.stop()
-            stop_broker(proc)
+            stop_process(proc, grace=60)
         segments_left = len(list((tmp / "data" / f"{BIG}-0").glob("*.log")))
         if args.broker_log is not None:
             shutil.copyfile(tmp / "broker.log", args.broker_log)
     idle, loaded = probe.by_phase["idle"], probe.by_phase["loaded"]
     idle_lag, loaded_lag = lags.max("idle"), lags.max("loaded")
-    print(f"\ncleaner yields {'OFF' if args.cleaner_no_yield else 'on'}; load average {os.getloadavg()[0]:.1f}")
-    print(f"loads: {args.loads}; compacted {mb} MB ({'pass ended' if cleaned_at else 'pass NOT seen ending'}, "
-          f"{segments_left} segments left), deleted {args.delete_partitions} partitions, {args.flush_producers} "
-          f"flush.messages=1 producers ({sum(sent)} records); loaded phase {load_s:.1f} s, "
-          f"run {time.monotonic() - started:.1f} s")
+    print(
+        f"\ncleaner yields {'OFF' if args.cleaner_no_yield else 'on'}; load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"loads: {args.loads}; compacted {mb} MB ({'pass ended' if cleaned_at else 'pass NOT seen ending'}, "
+        f"{segments_left} segments left), deleted {args.delete_partitions} partitions, {args.flush_producers} "
+        f"flush.messages=1 producers ({sum(sent)} records); loaded phase {load_s:.1f} s, "
+        f"run {time.monotonic() - started:.1f} s"
+    )
     print(f"{'phase':8} {'probe n':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'loop lag max ms':>16}")
     print("-" * 60)
     for name, xs, lag in (("idle", idle, idle_lag), ("loaded", loaded, loaded_lag)):
-        print(f"{name:8} {len(xs):8d} {pct(xs, 0.5):8.2f} {pct(xs, 0.99):8.2f} {max(xs, default=float('nan')):8.2f} "
-              f"{lag:16.1f}")
+        print(
+            f"{name:8} {len(xs):8d} {pct(xs, 0.5):8.2f} {pct(xs, 0.99):8.2f} {max(xs, default=float('nan')):8.2f} "
+            f"{lag:16.1f}"
+        )
     ratio = pct(loaded, 0.99) / pct(idle, 0.99)
     print(f"loop stalls > 100 ms while loaded: {stalls:.0f}")
-    print(f"targets: longest stall {loaded_lag:.1f} ms <= 50 ms: {'met' if loaded_lag <= 50 else 'NOT met'}; "
-          f"probe p99 loaded/idle {ratio:.2f}x <= 3x: {'met' if ratio <= 3 else 'NOT met'}")
+    print(
+        f"targets: longest stall {loaded_lag:.1f} ms <= 50 ms: {'met' if loaded_lag <= 50 else 'NOT met'}; "
+        f"probe p99 loaded/idle {ratio:.2f}x <= 3x: {'met' if ratio <= 3 else 'NOT met'}"
+    )
     return 0
 
 

@@ -16,7 +16,8 @@ import datetime
 import importlib
 import io
 import sys
-import time
+
+from _timing import best_cpu_us
 
 
 def main() -> int:
@@ -37,9 +38,19 @@ def main() -> int:
     batch = build_record_batch([(None, b"x" * 100, [])] * 160)
     rows = []
     for parts in (1, 6, 100, 1000):
-        req = m.ProduceRequest(transactional_id=None, acks=i16(-1), timeout=datetime.timedelta(seconds=30),
-                               topic_data=(m.TopicProduceData(name="t", partition_data=tuple(
-                                   m.PartitionProduceData(index=i32(p), records=batch) for p in range(parts))),))
+        req = m.ProduceRequest(
+            transactional_id=None,
+            acks=i16(-1),
+            timeout=datetime.timedelta(seconds=30),
+            topic_data=(
+                m.TopicProduceData(
+                    name="t",
+                    partition_data=tuple(
+                        m.PartitionProduceData(index=i32(p), records=batch) for p in range(parts)
+                    ),
+                ),
+            ),
+        )
         out = io.BytesIO()
         entity_writer(m.ProduceRequest)(out, req)
         body = out.getvalue()
@@ -52,21 +63,16 @@ def main() -> int:
         def by_hand(body: bytes = body) -> None:
             produce_request.decode_request(body, 0, args.version)
 
-        best: dict[str, float] = {}
-        for _ in range(args.repeat):
-            for name, fn in (("kio", with_kio), ("hand", by_hand)):
-                t = time.process_time()
-                for _ in range(n):
-                    fn()
-                per = (time.process_time() - t) / n * 1e6
-                best[name] = min(best.get(name, per), per)
+        best = best_cpu_us((("kio", with_kio), ("hand", by_hand)), n, args.repeat)
         rows.append((parts, len(body), best["kio"], best["hand"]))
     print(f"Produce v{args.version} decode, CPU µs per request, best of {args.repeat}")
     print("| partitions | request bytes | kio (µs) | by hand (µs) | µs per partition, kio -> hand | ratio |")
     print("|---|---|---|---|---|---|")
     for parts, size, kio, hand in rows:
-        print(f"| {parts:,} | {size:,} | {kio:,.1f} | {hand:,.1f} | {kio / parts:.2f} -> {hand / parts:.2f} "
-              f"| {hand / kio:.2f} |")
+        print(
+            f"| {parts:,} | {size:,} | {kio:,.1f} | {hand:,.1f} | {kio / parts:.2f} -> {hand / parts:.2f} "
+            f"| {hand / kio:.2f} |"
+        )
     return 0
 
 

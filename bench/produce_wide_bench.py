@@ -23,6 +23,7 @@ import time
 from kaflite.protocol.messages import RequestHeader
 from kaflite.protocol.produce_request import decode_request
 from kaflite.protocol.record_batch import build_record_batch
+from kaflite.protocol.varint import uvarint
 from kaflite.server.broker import Broker
 from kaflite.server.context import RequestContext
 from kaflite.server.embedded import load_broker_config
@@ -31,23 +32,14 @@ from kaflite.server.handlers.produce import handle_produce
 VERSION = 9  # flexible (compact arrays and varints), as librdkafka sends Produce
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def produce_body(topic: str, partitions: range, batch: bytes) -> bytes:
     """A Produce v9 body: acks=-1, one topic, `batch` for each partition."""
     name = topic.encode()
     out = bytearray(b"\x00")  # null transactional id
     out += struct.pack(">hi", -1, 30_000)
-    out += _uvarint(2) + _uvarint(len(name) + 1) + name + _uvarint(len(partitions) + 1)
+    out += uvarint(2) + uvarint(len(name) + 1) + name + uvarint(len(partitions) + 1)
     for p in partitions:
-        out += struct.pack(">i", p) + _uvarint(len(batch) + 1) + batch + b"\x00"
+        out += struct.pack(">i", p) + uvarint(len(batch) + 1) + batch + b"\x00"
     out += b"\x00\x00"  # the topic's and the body's tagged fields
     return bytes(out)
 
@@ -59,10 +51,13 @@ async def measure(partitions: int, per_request: int, rounds: int) -> float:
     try:
         broker.create_topic("wide", partitions, None)
         batch = build_record_batch([(None, b"x" * 100, [])])
-        bodies = [produce_body("wide", range(s, min(partitions, s + per_request)), batch)
-                  for s in range(0, partitions, per_request)]
+        bodies = [
+            produce_body("wide", range(s, min(partitions, s + per_request)), batch)
+            for s in range(0, partitions, per_request)
+        ]
         ctx = RequestContext(broker, RequestHeader(0, VERSION, 1, "bench"))
-        for body in bodies:  # warm-up: every partition's first append (its segment, its epoch) before the clock
+        # warm-up: every partition's first append (its segment, its epoch) before the clock
+        for body in bodies:
             await handle_produce(ctx, decode_request(body, 0, VERSION))
         t0 = time.process_time()
         for _ in range(rounds):
@@ -80,13 +75,17 @@ async def measure(partitions: int, per_request: int, rounds: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--partitions", type=int, default=2000)
     parser.add_argument("--per-request", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args()
     us = asyncio.run(measure(args.partitions, args.per_request, args.rounds))
-    print(f"produce over {args.partitions} partitions, {args.per_request} a request: {us:.2f} us CPU per partition")
+    print(
+        f"produce over {args.partitions} partitions, {args.per_request} a request: {us:.2f} us CPU per partition"
+    )
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ import argparse
 import json
 import multiprocessing
 import shutil
-import signal
 import statistics
 import struct
 import subprocess
@@ -41,7 +40,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from broker_bench import free_port, wait_port  # noqa: E402
+from broker_bench import free_port, stop_process, wait_port  # noqa: E402
 
 from kaflite.cli.quotas_cmd import alter  # noqa: E402
 
@@ -57,8 +56,17 @@ def _p(samples: list[float], q: float) -> float:
 def _a_produce(conf: dict[str, Any], topic: str, seconds: float, warmup: float, out: Any) -> None:
     # one request of at most 16 KB in flight, as tests/quota/test_clients.py: the allowance is not
     # overshot by megabytes of pipelined requests recorded before the first throttle reaches A
-    p = Producer({**conf, "client.id": "A", "acks": "1", "linger.ms": 5, "queue.buffering.max.kbytes": 2048,
-                  "batch.size": 16384, "max.in.flight.requests.per.connection": 1})
+    p = Producer(
+        {
+            **conf,
+            "client.id": "A",
+            "acks": "1",
+            "linger.ms": 5,
+            "queue.buffering.max.kbytes": 2048,
+            "batch.size": 16384,
+            "max.in.flight.requests.per.connection": 1,
+        }
+    )
     value = b"a" * 1000
     acked = [0]
     start = time.monotonic()
@@ -82,8 +90,15 @@ def _a_produce(conf: dict[str, Any], topic: str, seconds: float, warmup: float, 
 
 
 def _a_consume(conf: dict[str, Any], topic: str, seconds: float, warmup: float, out: Any) -> None:
-    c = Consumer({**conf, "client.id": "A", "group.id": "quota-bench-a", "enable.auto.commit": False,
-                  "enable.partition.eof": True})
+    c = Consumer(
+        {
+            **conf,
+            "client.id": "A",
+            "group.id": "quota-bench-a",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     got = 0
     start = time.monotonic()
@@ -118,8 +133,11 @@ def _b_produce(conf: dict[str, Any], topic: str, seconds: float) -> list[float]:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         sent = time.monotonic()
-        b.produce(topic, b"b" * 100, on_delivery=lambda err, _m, s=sent: err is None and
-                  latencies.append(time.monotonic() - s))
+        b.produce(
+            topic,
+            b"b" * 100,
+            on_delivery=lambda err, _m, s=sent: err is None and latencies.append(time.monotonic() - s),
+        )
         b.poll(0.01)
     b.flush(10)
     return latencies
@@ -128,8 +146,15 @@ def _b_produce(conf: dict[str, Any], topic: str, seconds: float) -> list[float]:
 def _b_end_to_end(conf: dict[str, Any], topic: str, seconds: float) -> list[float]:
     """Send-to-receive latency of records sent every 10 ms (the send time in the value; one process, so
     one monotonic clock)."""
-    c = Consumer({**conf, "client.id": "B", "group.id": f"quota-bench-b-{time.monotonic_ns()}",
-                  "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    c = Consumer(
+        {
+            **conf,
+            "client.id": "B",
+            "group.id": f"quota-bench-b-{time.monotonic_ns()}",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
     c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     latencies: list[float] = []
     stop = threading.Event()
@@ -180,8 +205,9 @@ def _fill(conf: dict[str, Any], topic: str, total: int) -> None:
     p.flush(120)
 
 
-def _beside_a(a_target: Any, conf: dict[str, Any], a_topic: str, args: argparse.Namespace, b: Any,
-              b_topic: str) -> dict[str, float]:
+def _beside_a(
+    a_target: Any, conf: dict[str, Any], a_topic: str, args: argparse.Namespace, b: Any, b_topic: str
+) -> dict[str, float]:
     """B's phase with A running flat out meanwhile (A starts 1.5 s before B and ends after it)."""
     a, q = _run_a(a_target, conf, a_topic, args.seconds + 3.5, args.warmup + 1.5)
     time.sleep(1.5)  # A connected and past its first burst before B measures
@@ -192,7 +218,11 @@ def _beside_a(a_target: Any, conf: dict[str, Any], a_topic: str, args: argparse.
 
 
 def _summary(latencies: list[float]) -> dict[str, float]:
-    return {"p50_ms": _p(latencies, 0.5) * 1000, "p99_ms": _p(latencies, 0.99) * 1000, "samples": len(latencies)}
+    return {
+        "p50_ms": _p(latencies, 0.5) * 1000,
+        "p99_ms": _p(latencies, 0.99) * 1000,
+        "samples": len(latencies),
+    }
 
 
 def main() -> None:
@@ -210,14 +240,22 @@ def main() -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="kaflite-quotabench-"))
     port = free_port()
     bootstrap = f"127.0.0.1:{port}"
-    overrides = {"listeners": f"PLAINTEXT://{bootstrap}", "log.dirs": str(data_dir),
-                 "quota.window.num": str(args.window_num), "quota.window.size.seconds": "1"}
+    overrides = {
+        "listeners": f"PLAINTEXT://{bootstrap}",
+        "log.dirs": str(data_dir),
+        "quota.window.num": str(args.window_num),
+        "quota.window.size.seconds": "1",
+    }
     cmd = [sys.executable, "-m", "kaflite.server"]
     for k, v in overrides.items():
         cmd += ["--override", f"{k}={v}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(data_dir / "broker.log", "wb"))
-    results: dict[str, Any] = {"quota": args.quota, "window_num": args.window_num, "seconds": args.seconds,
-                               "repeat": args.repeat}
+    results: dict[str, Any] = {
+        "quota": args.quota,
+        "window_num": args.window_num,
+        "seconds": args.seconds,
+        "repeat": args.repeat,
+    }
     try:
         wait_port(port, timeout=60)
         conf = {"bootstrap.servers": bootstrap}
@@ -233,32 +271,36 @@ def main() -> None:
                 r = runs.setdefault("produce", {})
                 r.setdefault("baseline", []).append(_summary(_b_produce(conf, "qb", args.seconds)))
                 alter(bootstrap, client_a, {"producer_byte_rate": str(args.quota)}, [], 10)
-                r.setdefault("throttled", []).append(_beside_a(_a_produce, conf, "qa", args, _b_produce, "qb"))
+                r.setdefault("throttled", []).append(
+                    _beside_a(_a_produce, conf, "qa", args, _b_produce, "qb")
+                )
                 alter(bootstrap, client_a, {}, ["producer_byte_rate"], 10)
-                r.setdefault("unthrottled", []).append(_beside_a(_a_produce, conf, "qa", args, _b_produce, "qb"))
+                r.setdefault("unthrottled", []).append(
+                    _beside_a(_a_produce, conf, "qa", args, _b_produce, "qb")
+                )
             if "fetch" in cases:
                 r = runs.setdefault("fetch", {})
                 r.setdefault("baseline", []).append(_summary(_b_end_to_end(conf, "fb", args.seconds)))
                 alter(bootstrap, client_a, {"consumer_byte_rate": str(args.quota)}, [], 10)
-                r.setdefault("throttled", []).append(_beside_a(_a_consume, conf, "fa", args, _b_end_to_end, "fb"))
+                r.setdefault("throttled", []).append(
+                    _beside_a(_a_consume, conf, "fa", args, _b_end_to_end, "fb")
+                )
                 alter(bootstrap, client_a, {}, ["consumer_byte_rate"], 10)
         for case, phases in runs.items():
-            results[case] = {phase: {k: statistics.median(x[k] for x in xs) for k in xs[0]}
-                             for phase, xs in phases.items()}
+            results[case] = {
+                phase: {k: statistics.median(x[k] for x in xs) for k in xs[0]} for phase, xs in phases.items()
+            }
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_process(proc)
         shutil.rmtree(data_dir, ignore_errors=True)
 
     if args.json:
         print(json.dumps(results, indent=1))
         return
-    print(f"quota {args.quota:,.0f} B/s, quota.window.num={args.window_num}, phases of {args.seconds:.0f} s, "
-          f"medians of {args.repeat} round(s)")
+    print(
+        f"quota {args.quota:,.0f} B/s, quota.window.num={args.window_num}, phases of {args.seconds:.0f} s, "
+        f"medians of {args.repeat} round(s)"
+    )
     for case in ("produce", "fetch"):
         if case not in results:
             continue
@@ -268,9 +310,20 @@ def main() -> None:
         for phase, figures in r.items():
             ratio = figures["p99_ms"] / max(base, P99_FLOOR_S * 1000)
             a_rate = figures.get("a_rate")
-            a_text = "" if a_rate is None else ("backlog ran out" if a_rate < 0 else f"{a_rate / args.quota:.2f}x"
-                                                if phase == "throttled" else f"{a_rate / 1e6:.1f} MB/s")
-            print(f"  {phase:<24} {figures['p50_ms']:8.2f} {figures['p99_ms']:8.2f}   {ratio:14.2f}   {a_text}")
+            a_text = (
+                ""
+                if a_rate is None
+                else (
+                    "backlog ran out"
+                    if a_rate < 0
+                    else f"{a_rate / args.quota:.2f}x"
+                    if phase == "throttled"
+                    else f"{a_rate / 1e6:.1f} MB/s"
+                )
+            )
+            print(
+                f"  {phase:<24} {figures['p50_ms']:8.2f} {figures['p99_ms']:8.2f}   {ratio:14.2f}   {a_text}"
+            )
 
 
 if __name__ == "__main__":

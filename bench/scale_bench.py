@@ -54,6 +54,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from _timing import proc_cpu_seconds as cpu_seconds
 from kio.index import load_response_schema
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.heartbeat.v3.request import HeartbeatRequest
@@ -65,8 +66,9 @@ from kio.schema.sync_group.v3.request import SyncGroupRequest, SyncGroupRequestA
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-PER_IP_2 = 5  # the per-address limit given to 127.0.0.2 (connections from 127.0.0.1 have no limit of their own)
+PER_IP_2 = (
+    5  # the per-address limit given to 127.0.0.2 (connections from 127.0.0.1 have no limit of their own)
+)
 IDLE_S = 1.0  # an idle broker's CPU is sampled over this long (10 ms ticks)
 MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID = 79, 27, 25
 
@@ -76,12 +78,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def rss_mib(pid: int) -> float:
@@ -104,13 +100,24 @@ class Broker:
         return self.proc.pid
 
     def start(self) -> Broker:
-        cmd = [sys.executable, "-m", "kaflite", "serve", "--host", "127.0.0.1", "--port", str(self.port),
-               "--log-dir", str(self.data)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "kaflite",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-dir",
+            str(self.data),
+        ]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
         self.started = time.perf_counter()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
-                                     stderr=open(self.data.parent / f"broker-{self.port}.log", "ab"))  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=open(self.data.parent / f"broker-{self.port}.log", "ab")
+        )  # noqa: SIM115
         return self
 
     def stop(self) -> float:
@@ -138,9 +145,15 @@ class Broker:
 def encode(request: Any, corr: int) -> bytes:
     header_cls = HeaderV2 if request.__flexible__ else HeaderV1
     buf = io.BytesIO()
-    entity_writer(header_cls)(buf, header_cls(request_api_key=i16(request.__api_key__),
-                                              request_api_version=i16(request.__version__),
-                                              correlation_id=i32(corr), client_id="scale-bench"))
+    entity_writer(header_cls)(
+        buf,
+        header_cls(
+            request_api_key=i16(request.__api_key__),
+            request_api_version=i16(request.__version__),
+            correlation_id=i32(corr),
+            client_id="scale-bench",
+        ),
+    )
     entity_writer(type(request))(buf, request)
     body = buf.getvalue()
     return struct.pack(">i", len(body)) + body
@@ -177,7 +190,9 @@ class Conn:
 
 
 API_VERSIONS = ApiVersionsRequest(client_software_name="scale-bench", client_software_version="1")
-METADATA_ALL = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+METADATA_ALL = MetadataRequest(
+    topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+)
 
 
 async def wait_metadata(port: int, timeout: float = 120) -> Any:
@@ -285,12 +300,29 @@ async def connections_phase(b: Broker, n: int, probes: int, limit: int) -> dict[
     holder.close()
     await asyncio.sleep(1)
     after_answered, _ = await try_extra(b.port, 1)
-    return {"n": n, "accept_per_s": n / secs, "open_s": secs, "accept_cpu_ms": accept_cpu / n * 1000, "rss0": rss0, "rss1": rss1,
-            "kib_per_conn": (rss1 - rss0) * 1024 / n, "base_p50": pct(base_lat, 0.5), "base_p99": pct(base_lat, 0.99),
-            "p50": pct(loaded_lat, 0.5), "p99": pct(loaded_lat, 0.99), "idle_cpu_none": idle_cpu_none,
-            "idle_cpu_n": idle_cpu_n, "limit": limit, "extra": extra, "extra_answered": answered,
-            "extra_refused": refused, "expected_answered": max(0, min(extra, limit - n - 1)),
-            "after_close_answered": after_answered, "ip2_answered": ip2[0], "ip2_refused": ip2[1]}
+    return {
+        "n": n,
+        "accept_per_s": n / secs,
+        "open_s": secs,
+        "accept_cpu_ms": accept_cpu / n * 1000,
+        "rss0": rss0,
+        "rss1": rss1,
+        "kib_per_conn": (rss1 - rss0) * 1024 / n,
+        "base_p50": pct(base_lat, 0.5),
+        "base_p99": pct(base_lat, 0.99),
+        "p50": pct(loaded_lat, 0.5),
+        "p99": pct(loaded_lat, 0.99),
+        "idle_cpu_none": idle_cpu_none,
+        "idle_cpu_n": idle_cpu_n,
+        "limit": limit,
+        "extra": extra,
+        "extra_answered": answered,
+        "extra_refused": refused,
+        "expected_answered": max(0, min(extra, limit - n - 1)),
+        "after_close_answered": after_answered,
+        "ip2_answered": ip2[0],
+        "ip2_refused": ip2[1],
+    }
 
 
 # -- 2. groups --------------------------------------------------------------------------------------------
@@ -302,13 +334,20 @@ class GroupStats:
 
 
 def join_request(group: str, member_id: str, metadata: bytes) -> JoinGroupRequest:
-    return JoinGroupRequest(group_id=group, session_timeout=timedelta(seconds=30),
-                            rebalance_timeout=timedelta(seconds=30), member_id=member_id, group_instance_id=None,
-                            protocol_type="consumer",
-                            protocols=(JoinGroupRequestProtocol(name="range", metadata=metadata),))
+    return JoinGroupRequest(
+        group_id=group,
+        session_timeout=timedelta(seconds=30),
+        rebalance_timeout=timedelta(seconds=30),
+        member_id=member_id,
+        group_instance_id=None,
+        protocol_type="consumer",
+        protocols=(JoinGroupRequestProtocol(name="range", metadata=metadata),),
+    )
 
 
-async def join_and_sync(c: Conn, group: str, member_id: str, metadata: bytes, stats: GroupStats) -> tuple[str, int]:
+async def join_and_sync(
+    c: Conn, group: str, member_id: str, metadata: bytes, stats: GroupStats
+) -> tuple[str, int]:
     """Until this member is in a generation and has its assignment: (member id, generation)."""
     while True:
         r = await c.call(join_request(group, member_id, metadata))
@@ -322,16 +361,28 @@ async def join_and_sync(c: Conn, group: str, member_id: str, metadata: bytes, st
             await asyncio.sleep(0.1)
             continue
         member_id = r.member_id
-        assignments = tuple(SyncGroupRequestAssignment(member_id=m.member_id, assignment=b"")
-                            for m in r.members) if r.leader == member_id else ()
-        s = await c.call(SyncGroupRequest(group_id=group, generation_id=r.generation_id, member_id=member_id,
-                                          group_instance_id=None, assignments=assignments))
+        assignments = (
+            tuple(SyncGroupRequestAssignment(member_id=m.member_id, assignment=b"") for m in r.members)
+            if r.leader == member_id
+            else ()
+        )
+        s = await c.call(
+            SyncGroupRequest(
+                group_id=group,
+                generation_id=r.generation_id,
+                member_id=member_id,
+                group_instance_id=None,
+                assignments=assignments,
+            )
+        )
         if s.error_code == 0:
             return member_id, r.generation_id
         stats.errors[s.error_code] += 1
 
 
-async def heartbeating_member(c: Conn, group: str, hb_s: float, stats: GroupStats, stop: asyncio.Event) -> None:
+async def heartbeating_member(
+    c: Conn, group: str, hb_s: float, stats: GroupStats, stop: asyncio.Event
+) -> None:
     member_id = ""
     try:
         while not stop.is_set():
@@ -341,8 +392,11 @@ async def heartbeating_member(c: Conn, group: str, hb_s: float, stats: GroupStat
                 await asyncio.sleep(hb_s)  # (not wait_for(stop.wait()): a task per beat slows 3,000 members)
                 if stop.is_set():
                     break
-                h = await c.call(HeartbeatRequest(group_id=group, generation_id=gen, member_id=member_id,
-                                                  group_instance_id=None))
+                h = await c.call(
+                    HeartbeatRequest(
+                        group_id=group, generation_id=gen, member_id=member_id, group_instance_id=None
+                    )
+                )
                 if h.error_code != 0:
                     stats.errors[h.error_code] += 1
                     break  # rejoin
@@ -361,8 +415,14 @@ async def rebalances(port: int, group: str, rounds: int) -> list[float]:
         times = []
         for i in range(1, rounds + 1):
             t0 = time.perf_counter()
-            ids = list(await asyncio.gather(*(join_and_sync(c, group, mid, b"r%d" % i, stats)
-                                              for c, (mid, _) in zip(conns, ids, strict=True))))
+            ids = list(
+                await asyncio.gather(
+                    *(
+                        join_and_sync(c, group, mid, b"r%d" % i, stats)
+                        for c, (mid, _) in zip(conns, ids, strict=True)
+                    )
+                )
+            )
             times.append((time.perf_counter() - t0) * 1000)
             if len({g for _, g in ids}) != 1:
                 raise RuntimeError(f"members of {group} ended in different generations: {ids}")
@@ -387,8 +447,10 @@ async def groups_phase(b: Broker, m: int, hb_ms: int, window: float, rounds: int
             return await Conn.open(b.port)
 
     conns = await asyncio.gather(*(opened() for _ in range(3 * m)))
-    tasks = [asyncio.ensure_future(heartbeating_member(c, f"g{i // 3}", hb_ms / 1000, stats, stop))
-             for i, c in enumerate(conns)]
+    tasks = [
+        asyncio.ensure_future(heartbeating_member(c, f"g{i // 3}", hb_ms / 1000, stats, stop))
+        for i, c in enumerate(conns)
+    ]
     while stats.synced < 3 * m:
         if any(t.done() for t in tasks):
             for t in tasks:
@@ -404,11 +466,22 @@ async def groups_phase(b: Broker, m: int, hb_ms: int, window: float, rounds: int
     loaded = await rebalances(b.port, "measured-loaded", rounds)
     stop.set()
     await asyncio.gather(*tasks)
-    return {"m": m, "formed_s": formed, "hb": hb, "hb_per_s": hb / secs, "cpu": cpu, "idle_cpu": idle_cpu * secs,
-            "us_per_hb": (cpu - idle_cpu * secs) / hb * 1e6 if hb else float("nan"),
-            "cpu_share": cpu / secs, "alone_p50": statistics.median(alone), "alone_max": max(alone),
-            "loaded_p50": statistics.median(loaded), "loaded_max": max(loaded),
-            "errors": dict(stats.errors), "errors_in_window": errors_before}
+    return {
+        "m": m,
+        "formed_s": formed,
+        "hb": hb,
+        "hb_per_s": hb / secs,
+        "cpu": cpu,
+        "idle_cpu": idle_cpu * secs,
+        "us_per_hb": (cpu - idle_cpu * secs) / hb * 1e6 if hb else float("nan"),
+        "cpu_share": cpu / secs,
+        "alone_p50": statistics.median(alone),
+        "alone_max": max(alone),
+        "loaded_p50": statistics.median(loaded),
+        "loaded_max": max(loaded),
+        "errors": dict(stats.errors),
+        "errors_in_window": errors_before,
+    }
 
 
 # -- 3. start-up ------------------------------------------------------------------------------------------
@@ -418,12 +491,23 @@ def fill(port: int, partitions: int, records: int = 10, size: int = 100) -> int:
 
     bootstrap = f"127.0.0.1:{port}"
     per_topic = min(100, partitions)
-    topics = {f"t{i:04d}": min(per_topic, partitions - i * per_topic) for i in range(-(-partitions // per_topic))}
+    topics = {
+        f"t{i:04d}": min(per_topic, partitions - i * per_topic) for i in range(-(-partitions // per_topic))
+    }
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for f in admin.create_topics([NewTopic(t, p, 1) for t, p in topics.items()], operation_timeout=120).values():
+    for f in admin.create_topics(
+        [NewTopic(t, p, 1) for t, p in topics.items()], operation_timeout=120
+    ).values():
         f.result(timeout=300)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "acks": "all", "log_level": 0,
-                         "queue.buffering.max.messages": 1_000_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "acks": "all",
+            "log_level": 0,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     payload = b"x" * size
     for t, p in topics.items():
         for part in range(p):
@@ -455,8 +539,9 @@ async def timed_start(data: Path, overrides: dict[str, str], last: bool) -> tupl
     return secs, cpu, parts, stop_s
 
 
-async def startup_phase(tmp: Path, partitions: int, repeat: int, overrides: dict[str, str],
-                        records: int = 10, size: int = 100) -> dict[str, Any]:
+async def startup_phase(
+    tmp: Path, partitions: int, repeat: int, overrides: dict[str, str], records: int = 10, size: int = 100
+) -> dict[str, Any]:
     big, empty = tmp / "big", tmp / "empty"
     big.mkdir()
     empty.mkdir()
@@ -482,8 +567,11 @@ async def restarts(data: Path, repeat: int) -> None:
     for _ in range(repeat):
         load = os.getloadavg()[0]
         secs, cpu, parts, stop_s = await timed_start(data, overrides, False)
-        print(f"start to Metadata answered {secs:.2f} s, broker CPU {cpu:.2f} s by then, {parts:,} partitions; "
-              f"clean stop {stop_s:.2f} s; load average {load:.1f}", flush=True)
+        print(
+            f"start to Metadata answered {secs:.2f} s, broker CPU {cpu:.2f} s by then, {parts:,} partitions; "
+            f"clean stop {stop_s:.2f} s; load average {load:.1f}",
+            flush=True,
+        )
 
 
 # -- the run ------------------------------------------------------------------------------------------------
@@ -497,8 +585,11 @@ def raise_nofile(want: int) -> str:
 
 
 async def run(args: argparse.Namespace, tmp: Path) -> None:
-    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
-          f"{raise_nofile(max(args.connections, 3 * args.groups) + 200)} (the broker inherits it)", flush=True)
+    print(
+        f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+        f"{raise_nofile(max(args.connections, 3 * args.groups) + 200)} (the broker inherits it)",
+        flush=True,
+    )
     overrides = {"group.initial.rebalance.delay.ms": "100", "auto.create.topics.enable": "false"}
     # the groups phase holds 3 M + 3 connections (and 6 more may still be closing): room for them all
     limit = max(args.connections + 1, 3 * args.groups + 20)
@@ -510,21 +601,27 @@ async def run(args: argparse.Namespace, tmp: Path) -> None:
 
     if not args.skip_connections or not args.skip_groups:
         (tmp / "live").mkdir()
-        b = Broker(tmp / "live", overrides | {"max.connections": str(limit),
-                                          "max.connections.per.ip.overrides": f"127.0.0.2:{PER_IP_2}"}).start()
+        b = Broker(
+            tmp / "live",
+            overrides
+            | {"max.connections": str(limit), "max.connections.per.ip.overrides": f"127.0.0.2:{PER_IP_2}"},
+        ).start()
         try:
             await wait_metadata(b.port)
             if not args.skip_connections:
                 out["conn"] = await connections_phase(b, args.connections, args.probes, limit)
                 done("connections phase")
             if not args.skip_groups:
-                out["groups"] = await groups_phase(b, args.groups, args.heartbeat_ms, args.window, args.rebalances)
+                out["groups"] = await groups_phase(
+                    b, args.groups, args.heartbeat_ms, args.window, args.rebalances
+                )
                 done("groups phase")
         finally:
             b.stop()
     if not args.skip_startup:
-        out["start"] = await startup_phase(tmp, args.partitions, args.repeat, overrides, args.fill_records,
-                                           args.fill_size)
+        out["start"] = await startup_phase(
+            tmp, args.partitions, args.repeat, overrides, args.fill_records, args.fill_size
+        )
         done("start-up phase")
     report(out, args)
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -545,38 +642,69 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> None:
         row("broker RSS KiB per idle connection", "", f"{c['kib_per_conn']:.1f}")
         row("accept rate conn/s (connect + ApiVersions, 100 in flight)", "", f"{c['accept_per_s']:,.0f}")
         row("  broker CPU ms per accepted connection (its ApiVersions too)", "", f"{c['accept_cpu_ms']:.2f}")
-        row("broker CPU while idle, % of a core", f"{c['idle_cpu_none'] * 100:.1f}", f"{c['idle_cpu_n'] * 100:.1f}")
+        row(
+            "broker CPU while idle, % of a core",
+            f"{c['idle_cpu_none'] * 100:.1f}",
+            f"{c['idle_cpu_n'] * 100:.1f}",
+        )
         row(f"probe Metadata p50 ms ({args.probes} round trips)", f"{c['base_p50']:.2f}", f"{c['p50']:.2f}")
         row("probe Metadata p99 ms", f"{c['base_p99']:.2f}", f"{c['p99']:.2f}")
-        row(f"max.connections={c['limit']:,}: of {c['extra']} more, answered / closed", "",
-            f"{c['extra_answered']} / {c['extra_refused']}")
+        row(
+            f"max.connections={c['limit']:,}: of {c['extra']} more, answered / closed",
+            "",
+            f"{c['extra_answered']} / {c['extra_refused']}",
+        )
         row("  (expected answered)", "", f"{c['expected_answered']}")
         row("  a new connection after the idle ones closed: answered", "", f"{c['after_close_answered']}")
-        row(f"max.connections.per.ip.overrides=127.0.0.2:{PER_IP_2}: of {PER_IP_2 + 3} from it, answered / closed",
-            "", f"{c['ip2_answered']} / {c['ip2_refused']}")
+        row(
+            f"max.connections.per.ip.overrides=127.0.0.2:{PER_IP_2}: of {PER_IP_2 + 3} from it, answered / closed",
+            "",
+            f"{c['ip2_answered']} / {c['ip2_refused']}",
+        )
     if "groups" in out:
         g = out["groups"]
         row(f"classic groups x 3 members heartbeating every {args.heartbeat_ms} ms", "0", f"{g['m']:,}")
         row("  time for all of them to form (s)", "", f"{g['formed_s']:.1f}")
-        row(f"  heartbeats answered in {args.window:.0f} s (per s)", "", f"{g['hb']:,} ({g['hb_per_s']:,.0f})")
-        row("  broker CPU s in the window (idle broker's CPU for as long)", f"{g['idle_cpu']:.2f}", f"{g['cpu']:.2f}")
+        row(
+            f"  heartbeats answered in {args.window:.0f} s (per s)", "", f"{g['hb']:,} ({g['hb_per_s']:,.0f})"
+        )
+        row(
+            "  broker CPU s in the window (idle broker's CPU for as long)",
+            f"{g['idle_cpu']:.2f}",
+            f"{g['cpu']:.2f}",
+        )
         row("  broker CPU us per heartbeat (idle CPU taken off)", "", f"{g['us_per_hb']:.0f}")
         row("  broker CPU, % of a core", "", f"{g['cpu_share'] * 100:.0f}")
-        row(f"one group's rebalance ms, median of {args.rebalances}", f"{g['alone_p50']:.1f}", f"{g['loaded_p50']:.1f}")
+        row(
+            f"one group's rebalance ms, median of {args.rebalances}",
+            f"{g['alone_p50']:.1f}",
+            f"{g['loaded_p50']:.1f}",
+        )
         row("one group's rebalance ms, max", f"{g['alone_max']:.1f}", f"{g['loaded_max']:.1f}")
         if g["errors"]:
             codes = ", ".join(f"{int(k)} x{v}" for k, v in sorted(g["errors"].items()))
             row(f"  error codes the members saw (while forming): {codes}", "", "")
     if "start" in out:
         s = out["start"]
-        row(f"start-up: partitions (topics of 100), {args.fill_records} x {args.fill_size} B each", "0", f"{s['p']:,}")
-        row("  create + fill s; first clean stop (SIGTERM) s", "", f"{s['fill_s']:.1f}; {s['first_stop_s']:.1f}")
+        row(
+            f"start-up: partitions (topics of 100), {args.fill_records} x {args.fill_size} B each",
+            "0",
+            f"{s['p']:,}",
+        )
+        row(
+            "  create + fill s; first clean stop (SIGTERM) s",
+            "",
+            f"{s['fill_s']:.1f}; {s['first_stop_s']:.1f}",
+        )
         for i, (e, bg) in enumerate(zip(s["empty"], s["big"], strict=True), 1):
             what = "start (empty: its first)" if i == 1 else "start"
             row(f"  {what} {i}: s until Metadata answered", f"{e[0]:.2f}", f"{bg[0]:.2f}")
             row(f"  start {i}: broker CPU s by then", f"{e[1]:.2f}", f"{bg[1]:.2f}")
-            row(f"  start {i}: partitions in the answer; clean stop s", f"{e[2]}; {e[3]:.1f}",
-                f"{bg[2]:,}; {bg[3]:.1f}")
+            row(
+                f"  start {i}: partitions in the answer; clean stop s",
+                f"{e[2]}; {e[3]:.1f}",
+                f"{bg[2]:,}; {bg[3]:.1f}",
+            )
 
 
 def main() -> None:
@@ -585,13 +713,17 @@ def main() -> None:
     ap.add_argument("--probes", type=int, default=500, help="Metadata round trips of the probe, each time")
     ap.add_argument("--groups", type=int, default=200)
     ap.add_argument("--heartbeat-ms", type=int, default=1000)
-    ap.add_argument("--window", type=float, default=4.0, help="seconds of heartbeats the CPU is measured over")
+    ap.add_argument(
+        "--window", type=float, default=4.0, help="seconds of heartbeats the CPU is measured over"
+    )
     ap.add_argument("--rebalances", type=int, default=20)
     # 500 by default: the clean stop of filled partitions takes 2.5-13 ms each (about 5 fsyncs; 27 s for 2,000
     # once at load 4), and a default run at 1,000 passed 60 s at load 5.6 on the shared 2-core machine
     ap.add_argument("--partitions", type=int, default=500)
     ap.add_argument("--repeat", type=int, default=1, help="restarts of each broker, alternated")
-    ap.add_argument("--fill-records", type=int, default=10, help="start-up: records written into each partition")
+    ap.add_argument(
+        "--fill-records", type=int, default=10, help="start-up: records written into each partition"
+    )
     ap.add_argument("--fill-size", type=int, default=100, help="start-up: bytes of each record's value")
     ap.add_argument("--skip-connections", action="store_true")
     ap.add_argument("--skip-groups", action="store_true")

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -47,7 +46,7 @@ from confluent_kafka.admin import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from broker_bench import cpu_seconds, free_port, wait_port  # noqa: E402
+from broker_bench import cpu_seconds, free_port, stop_process, wait_port  # noqa: E402
 
 from kaflite.server.security.testkit import SecurityKit  # noqa: E402
 
@@ -88,35 +87,55 @@ def _start(case: Case, data_dir: Path) -> tuple[subprocess.Popen[bytes], dict[st
     return proc, conf, kit
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
-
-
 def _add_acls(conf: dict[str, Any], count: int) -> None:
     """`count` ACLs: the bench's own ALLOWs (User:ANONYMOUS on its topic and group, then the cluster, which
     ends allow.everyone for the cluster), the rest literal and prefixed topic ACLs of other principals."""
     admin = AdminClient(conf)
     me, anyhost = "User:ANONYMOUS", "*"
-    own = [AclBinding(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, me, anyhost, op,
-                      AclPermissionType.ALLOW)
-           for op in (AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE, AclOperation.CREATE)]
-    own.append(AclBinding(ResourceType.GROUP, "sec-bench-", ResourcePatternType.PREFIXED, me, anyhost,
-                          AclOperation.READ, AclPermissionType.ALLOW))
+    own = [
+        AclBinding(
+            ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, me, anyhost, op, AclPermissionType.ALLOW
+        )
+        for op in (AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE, AclOperation.CREATE)
+    ]
+    own.append(
+        AclBinding(
+            ResourceType.GROUP,
+            "sec-bench-",
+            ResourcePatternType.PREFIXED,
+            me,
+            anyhost,
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        )
+    )
     others = []
     for i in range(count - len(own) - 1):
         pattern = ResourcePatternType.PREFIXED if i % 4 == 0 else ResourcePatternType.LITERAL
-        others.append(AclBinding(ResourceType.TOPIC, f"team-{i % 50}.orders-{i}", pattern, f"User:svc-{i % 97}",
-                                 anyhost, AclOperation.WRITE if i % 2 else AclOperation.READ,
-                                 AclPermissionType.ALLOW))
-    cluster = [AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, me, anyhost,
-                          AclOperation.IDEMPOTENT_WRITE, AclPermissionType.ALLOW)]
+        others.append(
+            AclBinding(
+                ResourceType.TOPIC,
+                f"team-{i % 50}.orders-{i}",
+                pattern,
+                f"User:svc-{i % 97}",
+                anyhost,
+                AclOperation.WRITE if i % 2 else AclOperation.READ,
+                AclPermissionType.ALLOW,
+            )
+        )
+    cluster = [
+        AclBinding(
+            ResourceType.BROKER,
+            "kafka-cluster",
+            ResourcePatternType.LITERAL,
+            me,
+            anyhost,
+            AclOperation.IDEMPOTENT_WRITE,
+            AclPermissionType.ALLOW,
+        )
+    ]
     for batch_start in range(0, len(own) + len(others), 200):
-        batch = (own + others)[batch_start:batch_start + 200]
+        batch = (own + others)[batch_start : batch_start + 200]
         for fut in admin.create_acls(batch).values():
             fut.result(30)
     for fut in admin.create_acls(cluster).values():  # last: from here the cluster is no longer open
@@ -150,8 +169,7 @@ def _produce(conf: dict[str, Any], n: int, size: int) -> float:
 
 
 def _consume(conf: dict[str, Any], n: int) -> float:
-    c = Consumer({**conf, "group.id": "sec-bench-c", "enable.auto.commit": False,
-                  "fetch.wait.max.ms": 100})
+    c = Consumer({**conf, "group.id": "sec-bench-c", "enable.auto.commit": False, "fetch.wait.max.ms": 100})
     c.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     got, start, deadline = 0, time.perf_counter(), time.monotonic() + 300
     while got < n and time.monotonic() < deadline:
@@ -192,7 +210,7 @@ def run_case(case: Case, args: argparse.Namespace) -> None:
         results["consume"] = _consume(conf, args.records)
         results["connect_ms"] = _connect(conf, args.connects)
     finally:
-        _stop(proc)
+        stop_process(proc)
         if kit is not None:
             kit.cleanup()
         shutil.rmtree(data_dir, ignore_errors=True)
@@ -205,8 +223,12 @@ def main() -> int:
     ap.add_argument("--connects", type=int, default=20)
     ap.add_argument("--acls", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3, help="rounds over every case, in turn; medians reported")
-    ap.add_argument("--only", action="append", default=[],
-                    help="run only the cases whose name contains this (repeatable); PLAINTEXT always runs")
+    ap.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        help="run only the cases whose name contains this (repeatable); PLAINTEXT always runs",
+    )
     args = ap.parse_args()
     cases = [
         Case("PLAINTEXT", None),
@@ -224,20 +246,26 @@ def main() -> int:
             print(f"... round {round_ + 1}: {case.name}", file=sys.stderr, flush=True)
             run_case(case, args)
     base = cases[0].results
-    print(f"\n{args.records:,} records x {args.size} B, {PARTITIONS} partitions, acks=all; "
-          f"connect: median of {args.connects}; medians of {args.repeat} rounds; load average at start "
-          f"{load:.1f}, at end {os.getloadavg()[0]:.1f}\n")
-    print("| case | produce msg/s | x PLAINTEXT | consume msg/s | x PLAINTEXT | broker CPU s / M produced "
-          "| connect ms |")
+    print(
+        f"\n{args.records:,} records x {args.size} B, {PARTITIONS} partitions, acks=all; "
+        f"connect: median of {args.connects}; medians of {args.repeat} rounds; load average at start "
+        f"{load:.1f}, at end {os.getloadavg()[0]:.1f}\n"
+    )
+    print(
+        "| case | produce msg/s | x PLAINTEXT | consume msg/s | x PLAINTEXT | broker CPU s / M produced "
+        "| connect ms |"
+    )
     print("|---|---|---|---|---|---|---|")
     for case in cases:
         r = case.results
         if args.repeat > 1:
             rounds = ", ".join(f"{x['produce']:,.0f}" for x in case.runs)
             print(f"<!-- {case.name} produce per round: {rounds} -->")
-        print(f"| {case.name} | {r['produce']:,.0f} | {r['produce'] / base['produce']:.2f} | "
-              f"{r['consume']:,.0f} | {r['consume'] / base['consume']:.2f} | {r['cpu_per_m']:.2f} | "
-              f"{r['connect_ms']:.1f} |")
+        print(
+            f"| {case.name} | {r['produce']:,.0f} | {r['produce'] / base['produce']:.2f} | "
+            f"{r['consume']:,.0f} | {r['consume'] / base['consume']:.2f} | {r['cpu_per_m']:.2f} | "
+            f"{r['connect_ms']:.1f} |"
+        )
     return 0
 
 

@@ -25,8 +25,6 @@ count. The last column is the broker process's CPU time over the run's wall time
 from __future__ import annotations
 
 import argparse
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -39,7 +37,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import confluent_kafka as ck  # noqa: E402
-from broker_bench import BrokerProc, cpu_seconds, free_port, wait_port  # noqa: E402
+from broker_bench import BrokerProc, cpu_seconds, start_kaflite  # noqa: E402
 from confluent_kafka.admin import (  # noqa: E402
     AdminClient,
     AlterConfigOpType,
@@ -56,9 +54,22 @@ VALUE = b"x" * 100
 class Run:
     """One group's members in threads: they poll until stopped, counting the records they receive."""
 
-    def __init__(self, bootstrap: str, topic: str, kind: str, members: int, delay_s: float,
-                 max_poll_records: int | None = None) -> None:
-        self.bootstrap, self.topic, self.kind, self.members, self.delay_s = bootstrap, topic, kind, members, delay_s
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        kind: str,
+        members: int,
+        delay_s: float,
+        max_poll_records: int | None = None,
+    ) -> None:
+        self.bootstrap, self.topic, self.kind, self.members, self.delay_s = (
+            bootstrap,
+            topic,
+            kind,
+            members,
+            delay_s,
+        )
         self.max_poll_records = max_poll_records
         self.group = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
         self.counts = [0] * members
@@ -67,10 +78,19 @@ class Run:
         self.threads = [threading.Thread(target=self._member, args=(i,), daemon=True) for i in range(members)]
 
     def start(self) -> None:
-        if self.kind == "share":  # members heartbeat every 300 ms, so the group settles in well under a second
+        if (
+            self.kind == "share"
+        ):  # members heartbeat every 300 ms, so the group settles in well under a second
             admin = AdminClient({"bootstrap.servers": self.bootstrap})
-            res = ConfigResource(ResourceType.GROUP, self.group, incremental_configs=[ConfigEntry(
-                "share.heartbeat.interval.ms", "300", incremental_operation=AlterConfigOpType.SET)])
+            res = ConfigResource(
+                ResourceType.GROUP,
+                self.group,
+                incremental_configs=[
+                    ConfigEntry(
+                        "share.heartbeat.interval.ms", "300", incremental_operation=AlterConfigOpType.SET
+                    )
+                ],
+            )
             admin.incremental_alter_configs([res])[res].result(10)
         for t in self.threads:
             t.start()
@@ -79,7 +99,8 @@ class Run:
         conf = {"bootstrap.servers": self.bootstrap, "group.id": self.group, "log_level": 0}
         if self.kind == "share":
             if self.max_poll_records:
-                conf["max.poll.records"] = self.max_poll_records  # ShareFetch MaxRecords: records one fetch locks
+                # ShareFetch MaxRecords: records one fetch locks
+                conf["max.poll.records"] = self.max_poll_records
             c = ck.ShareConsumer(conf)
             c.subscribe([self.topic])
             while not self.stop.is_set():
@@ -90,8 +111,15 @@ class Run:
                         self.counts[i] += 1
             c.close()
         else:
-            classic = ck.Consumer({**conf, "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                                   "heartbeat.interval.ms": 300, "partition.assignment.strategy": "range"})
+            classic = ck.Consumer(
+                {
+                    **conf,
+                    "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest",
+                    "heartbeat.interval.ms": 300,
+                    "partition.assignment.strategy": "range",
+                }
+            )
             classic.subscribe([self.topic])
             while not self.stop.is_set():
                 for m in classic.consume(500, 0.1):
@@ -114,8 +142,11 @@ class Run:
         except ShareGroupViewError:
             return False
         g = view["group"]
-        return (g["state"] == "Stable" and len(g["members"]) == self.members
-                and len(view["partitions"]) == PARTITIONS)
+        return (
+            g["state"] == "Stable"
+            and len(g["members"]) == self.members
+            and len(view["partitions"]) == PARTITIONS
+        )
 
     def close(self) -> None:
         self.stop.set()
@@ -124,25 +155,14 @@ class Run:
 
 
 def start_broker(data_dir: Path, dev: bool) -> BrokerProc:
-    port = free_port()
-    cmd = [sys.executable, "-m", "kaflite.server", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-           "--override", f"log.dirs={data_dir}", "--override", "group.initial.rebalance.delay.ms=0"]
-    proc = subprocess.Popen([*cmd, *(["--dev"] if dev else [])], stdout=subprocess.DEVNULL,
-                            stderr=open(data_dir / "broker.log", "wb"))
-    wait_port(port)
-
-    def stop() -> None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-    return BrokerProc("kaflite", f"127.0.0.1:{port}", proc.pid, stop)
+    return start_kaflite(
+        data_dir, extra=("group.initial.rebalance.delay.ms=0",), flags=("--dev",) if dev else ()
+    )
 
 
-def measure(b: BrokerProc, kind: str, members: int, records: int, delay_s: float,
-            max_poll_records: int | None = None) -> tuple[float, float, float]:
+def measure(
+    b: BrokerProc, kind: str, members: int, records: int, delay_s: float, max_poll_records: int | None = None
+) -> tuple[float, float, float]:
     """(records/s, seconds the producing alone took, the broker's CPU use in that time as a share of one
     core) for one group of `members`."""
     topic = f"bench-{uuid.uuid4().hex[:8]}"
@@ -191,13 +211,23 @@ def measure(b: BrokerProc, kind: str, members: int, records: int, delay_s: float
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--members", default="1,4,16", help="comma-separated group sizes (default 1,4,16)")
-    ap.add_argument("--records", type=int, default=12000, help="records per run without delay (default 12000)")
-    ap.add_argument("--delay-records", type=int, default=3000,
-                    help="records per run with the processing delay (default 3000)")
+    ap.add_argument(
+        "--records", type=int, default=12000, help="records per run without delay (default 12000)"
+    )
+    ap.add_argument(
+        "--delay-records",
+        type=int,
+        default=3000,
+        help="records per run with the processing delay (default 3000)",
+    )
     ap.add_argument("--delay-ms", type=float, default=1.0, help="processing delay per record (default 1 ms)")
-    ap.add_argument("--max-poll-records", type=int, default=20,
-                    help="the share consumers' max.poll.records in the runs with a delay (default 20; "
-                         "librdkafka's 500 lets one member lock a whole partition's backlog)")
+    ap.add_argument(
+        "--max-poll-records",
+        type=int,
+        default=20,
+        help="the share consumers' max.poll.records in the runs with a delay (default 20; "
+        "librdkafka's 500 lets one member lock a whole partition's backlog)",
+    )
     ap.add_argument("--dev", action="store_true", help="the broker's development profile (not durable)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.members.split(",") if s.strip()]
@@ -209,19 +239,36 @@ def main() -> None:
             for delay_ms, records in ((0.0, args.records), (args.delay_ms, args.delay_records)):
                 for n in sizes:
                     classic, classic_p, classic_cpu = measure(b, "classic", n, records, delay_ms / 1000)
-                    share, share_p, share_cpu = measure(b, "share", n, records, delay_ms / 1000,
-                                                        args.max_poll_records if delay_ms else None)
-                    rows.append((delay_ms, n, records, classic, share, max(classic_p, share_p), classic_cpu,
-                                 share_cpu))
+                    share, share_p, share_cpu = measure(
+                        b, "share", n, records, delay_ms / 1000, args.max_poll_records if delay_ms else None
+                    )
+                    rows.append(
+                        (
+                            delay_ms,
+                            n,
+                            records,
+                            classic,
+                            share,
+                            max(classic_p, share_p),
+                            classic_cpu,
+                            share_cpu,
+                        )
+                    )
         finally:
             b.stop()  # type: ignore[operator]
-    print(f"records/s through a group on {PARTITIONS} partitions, 100 B records, one kaflite broker "
-          f"({'--dev' if args.dev else 'default'} profile), librdkafka {ck.libversion()[0]}; {time.monotonic() - started:.0f} s in all")
-    print(f"{'delay/record':>12} {'members':>7} {'records':>7} {'classic rec/s':>13} {'share rec/s':>11} "
-          f"{'share/classic':>13} {'produce s':>9} {'broker CPU classic/share':>24}")
+    print(
+        f"records/s through a group on {PARTITIONS} partitions, 100 B records, one kaflite broker "
+        f"({'--dev' if args.dev else 'default'} profile), librdkafka {ck.libversion()[0]}; {time.monotonic() - started:.0f} s in all"
+    )
+    print(
+        f"{'delay/record':>12} {'members':>7} {'records':>7} {'classic rec/s':>13} {'share rec/s':>11} "
+        f"{'share/classic':>13} {'produce s':>9} {'broker CPU classic/share':>24}"
+    )
     for delay_ms, n, records, classic, share, produced, classic_cpu, share_cpu in rows:
-        print(f"{delay_ms:10.1f}ms {n:7d} {records:7d} {classic:13,.0f} {share:11,.0f} {share / classic:13.2f} "
-              f"{produced:9.2f} {classic_cpu:11.0%} / {share_cpu:4.0%}")
+        print(
+            f"{delay_ms:10.1f}ms {n:7d} {records:7d} {classic:13,.0f} {share:11,.0f} {share / classic:13.2f} "
+            f"{produced:9.2f} {classic_cpu:11.0%} / {share_cpu:4.0%}"
+        )
 
 
 if __name__ == "__main__":

@@ -4,42 +4,39 @@
 
 Every ShareFetch / ShareAcknowledge runs `ShareGroupCoordinator.session()`, and every ShareGroupHeartbeat
 `heartbeat()`; both first call `expire(now)`. The baseline (measured in the same run, same calls) is the
-former `expire`, kept here only: a scan of every member and every share session at each call. The new
-one returns at once while now is before the earliest deadline it knows (kaflite.coordinator.share.group's
-rules). Pure, in one process, with a simulated clock: `--members` members in one group (built directly
-as their joins would leave it: epoch 1, the simple assignor's target), each with an open share session; requests 1 ms apart, each member's session step in turn,
-and every member heartbeating every 5 s (Kafka's default interval, 45 s session timeout), so no member
-expires and the scans find nothing, as in a healthy group. Reported: microseconds per request (session
-steps and heartbeats together) and per session step alone, CPU time, the ratio. Runs well under 30 s.
+former `expire`, kept in tests/coordinator/share/expiry_reference.py (the tests' reference too): a scan of
+every member and every share session at each call. The new one returns at once while now is before the
+earliest deadline it knows (kaflite.coordinator.share.group's rules). Pure, in one process, with a
+simulated clock: `--members` members in one group (built directly as their joins would leave it: epoch 1,
+the simple assignor's target), each with an open share session; requests 1 ms apart, each member's
+session step in turn, and every member heartbeating every 5 s (Kafka's default interval, 45 s session
+timeout), so no member expires and the scans find nothing, as in a healthy group. Reported: microseconds
+per request (session steps and heartbeats together) and per session step alone, CPU time, the ratio.
+Runs well under 30 s.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
+import sys
 import time
+from pathlib import Path
 
-from kaflite.coordinator.share.group import ShareGroup, ShareGroupCoordinator, ShareMember, simple_assign
-from kaflite.coordinator.share.partition import ShareConfig
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from _timing import clock  # noqa: E402
+
+from coordinator.share.expiry_reference import ScanEveryCall  # noqa: E402
+from kaflite.coordinator.share.group import (  # noqa: E402
+    ShareGroup,
+    ShareGroupCoordinator,
+    ShareMember,
+    simple_assign,
+)
+from kaflite.coordinator.share.partition import ShareConfig  # noqa: E402
 
 TOPICS = {"t": 6}
 HEARTBEAT_MS = 5_000
-
-
-class ScanEveryCall(ShareGroupCoordinator):
-    """The baseline: `expire` as before its bound (a scan at every call)."""
-
-    def expire(self, now: int) -> list[tuple[str, str]]:
-        self._now_ms = now
-        gone = [(g.group_id, m.member_id) for g in self.groups.values() for m in g.members.values()
-                if now >= m.deadline_ms]
-        for group_id, member_id in gone:
-            self._remove(self.groups[group_id], member_id, "session-timeout")
-        for (group_id, member_id), sess in list(self._sessions.items()):
-            if sess.left_at is not None and now >= sess.left_at + self.config_for(group_id).record_lock_duration_ms:
-                del self._sessions[(group_id, member_id)]
-                self._release_held(group_id, member_id)
-        return gone
 
 
 def run(cls: type[ShareGroupCoordinator], members: int, requests: int) -> tuple[float, float, float]:
@@ -51,30 +48,30 @@ def run(cls: type[ShareGroupCoordinator], members: int, requests: int) -> tuple[
     target = simple_assign(dict.fromkeys(ids, frozenset(TOPICS)), TOPICS)
     group = ShareGroup("g", group_epoch=1, assignment_epoch=1, target=target, topics_seen=dict(TOPICS))
     for m in ids:
-        group.members[m] = ShareMember(m, 1, frozenset(TOPICS), c.session_timeout_for("g"), assigned=target[m])
+        group.members[m] = ShareMember(
+            m, 1, frozenset(TOPICS), c.session_timeout_for("g"), assigned=target[m]
+        )
     c.groups["g"] = group
     epochs = dict.fromkeys(ids, 1)
     for m in ids:
         assert c.session("g", m, 0, [("t", int(m[-1]) % 6)], [], now=0).error == 0
     session_epoch = dict.fromkeys(ids, 1)
     last_beat = dict.fromkeys(ids, 0)
-    gc.collect()
     step_s = 0.0
-    t0, c0 = time.perf_counter(), time.process_time()
-    for i in range(requests):
-        now = 1 + i
-        m = ids[i % members]
-        if now - last_beat[m] >= HEARTBEAT_MS:
-            c.heartbeat("g", m, epochs[m], None, TOPICS, now=now)
-            last_beat[m] = now
-        s0 = time.perf_counter()
-        answer = c.session("g", m, session_epoch[m], (), (), now)
-        step_s += time.perf_counter() - s0
-        assert answer.error == 0, answer
-        session_epoch[m] += 1
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    with clock() as took:
+        for i in range(requests):
+            now = 1 + i
+            m = ids[i % members]
+            if now - last_beat[m] >= HEARTBEAT_MS:
+                c.heartbeat("g", m, epochs[m], None, TOPICS, now=now)
+                last_beat[m] = now
+            s0 = time.perf_counter()
+            answer = c.session("g", m, session_epoch[m], (), (), now)
+            step_s += time.perf_counter() - s0
+            assert answer.error == 0, answer
+            session_epoch[m] += 1
     assert len(c.groups["g"].members) == members  # nobody expired: the scans found nothing
-    return wall / requests * 1e6, step_s / requests * 1e6, cpu
+    return took.wall / requests * 1e6, step_s / requests * 1e6, took.cpu
 
 
 def main() -> None:
@@ -82,7 +79,9 @@ def main() -> None:
     ap.add_argument("--members", type=int, default=1000)
     ap.add_argument("--requests", type=int, default=10_000)
     args = ap.parse_args()
-    print(f"{args.members} members, {args.requests} requests (session steps, heartbeats every {HEARTBEAT_MS} ms)")
+    print(
+        f"{args.members} members, {args.requests} requests (session steps, heartbeats every {HEARTBEAT_MS} ms)"
+    )
     print(f"{'expire':<22}{'us/request':>12}{'us/session step':>17}{'cpu s':>8}")
     results = {}
     for name, cls in (("scan every call (old)", ScanEveryCall), ("bounded (new)", ShareGroupCoordinator)):

@@ -22,11 +22,11 @@ Runs in well under a minute.
 from __future__ import annotations
 
 import argparse
-import gc
-import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
+
+from _timing import clock
 
 from kaflite.coordinator.share import membership_records as mr
 from kaflite.coordinator.share.group import (
@@ -58,8 +58,9 @@ class ScanMembers(ShareGroupCoordinator):
         if group.assignment_epoch == group.group_epoch:
             return
         group.topics_seen = seen
-        group.target = simple_assign({m.member_id: m.subscribed for m in group.members.values()}, topics,
-                                     assignable)
+        group.target = simple_assign(
+            {m.member_id: m.subscribed for m in group.members.values()}, topics, assignable
+        )
         group.assignment_epoch = group.group_epoch
 
     def _start_initializing(self, group: ShareGroup, topics: Mapping[str, int], now: int) -> Assignment:
@@ -72,7 +73,9 @@ class ScanMembers(ShareGroupCoordinator):
         return answer
 
 
-def run(cls: type[ShareGroupCoordinator], members: int, heartbeats: int, shell: bool = False) -> tuple[float, float]:
+def run(
+    cls: type[ShareGroupCoordinator], members: int, heartbeats: int, shell: bool = False
+) -> tuple[float, float]:
     """(µs per heartbeat, CPU seconds) over `heartbeats` heartbeats of a Stable group; `shell`: each
     heartbeat that touched the group also builds what the broker shell's write step builds (the group's
     records and their difference from those written, share_membership.write; no I/O)."""
@@ -90,19 +93,17 @@ def run(cls: type[ShareGroupCoordinator], members: int, heartbeats: int, shell: 
     epoch = group.group_epoch
     written = mr.group_records(group, IDS)
     c.touched.clear()
-    gc.collect()
     base = members + 2
-    t0, c0 = time.perf_counter(), time.process_time()
-    for i in range(heartbeats):
-        m = ids[i % members]
-        answer = c.heartbeat("g", m, epochs[m], None, TOPICS, now=base + i)
-        assert answer.assignment is None, answer
-        if shell and c.touched:
-            c.touched.clear()
-            assert not mr.diff(written, mr.group_records(group, IDS))  # nothing changed: an empty step
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    with clock() as took:
+        for i in range(heartbeats):
+            m = ids[i % members]
+            answer = c.heartbeat("g", m, epochs[m], None, TOPICS, now=base + i)
+            assert answer.assignment is None, answer
+            if shell and c.touched:
+                c.touched.clear()
+                assert not mr.diff(written, mr.group_records(group, IDS))  # nothing changed: an empty step
     assert group.group_epoch == epoch and len(group.members) == members  # nothing changed, nobody expired
-    return wall / heartbeats * 1e6, cpu
+    return took.wall / heartbeats * 1e6, took.cpu
 
 
 def main() -> None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from kaflite.protocol.varint import uvarint
 
 TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]  # (topic id, partitions), by topic id
+PartitionMetadataTopics = tuple[tuple[uuid.UUID, str, int], ...]  # (topic id, name, partition count)
 
 # Kafka's MemberState byte values
 MEMBER_STATES = {"STABLE": 0, "UNREVOKED_PARTITIONS": 1, "UNRELEASED_PARTITIONS": 2}
@@ -59,7 +60,7 @@ class ConsumerGroupPartitionMetadataKey:
 
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupPartitionMetadataValue:
-    topics: tuple[tuple[uuid.UUID, str, int], ...]  # (topic id, name, partition count)
+    topics: PartitionMetadataTopics
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +169,17 @@ def _topic_partitions(tps: TopicPartitions) -> bytes:
     return bytes(out)
 
 
+def _partition_metadata(topics: PartitionMetadataTopics) -> bytes:
+    """The topics array of a PartitionMetadata value, the same in the consumer-group (key 4) and share-group
+    (key 9) records: per topic its id, name, partition count and partition racks, none recorded (kaflite's
+    assignors do not use racks)."""
+    out = bytearray(uvarint(len(topics) + 1))
+    for topic_id, name, count in topics:
+        out += topic_id.bytes + _compact_string(name) + struct.pack(">i", count)
+        out += uvarint(1) + b"\x00"  # no partition racks; the topic's tagged fields
+    return bytes(out)
+
+
 def encode_consumer_key(key: ConsumerRecordKey) -> bytes:
     out = struct.pack(">h", KEY_VERSIONS[type(key)]) + _legacy_string(key.group)
     member = getattr(key, "member", None)
@@ -181,11 +193,7 @@ def encode_consumer_value(value: ConsumerRecordValue) -> bytes:
     if isinstance(value, ConsumerGroupMetadataValue):
         out += struct.pack(">i", value.epoch)
     elif isinstance(value, ConsumerGroupPartitionMetadataValue):
-        out += uvarint(len(value.topics) + 1)
-        for topic_id, name, count in value.topics:
-            out += topic_id.bytes + _compact_string(name) + struct.pack(">i", count)
-            out += uvarint(1)  # PartitionMetadata: no racks recorded
-            out += b"\x00"
+        out += _partition_metadata(value.topics)
     elif isinstance(value, ConsumerGroupMemberMetadataValue):
         out += _compact_string(value.instance_id) + _compact_string(value.rack_id)
         out += _compact_string(value.client_id) + _compact_string(value.client_host)
@@ -269,6 +277,20 @@ class _Reader:
             out[tag] = bytes(self.take(self.uvarint()))
         return out
 
+    def partition_metadata(self) -> PartitionMetadataTopics:
+        """A PartitionMetadata value's topics (see `_partition_metadata`); partition racks are read past."""
+        topics = []
+        for _ in range(self.array()):
+            topic_id, name, count = self.uuid(), self.string(), self.unpack(">i")[0]
+            for _ in range(self.array()):  # partition racks: not used by kaflite's assignors
+                self.unpack(">i")
+                for _ in range(self.array()):
+                    self.string()
+                self.tagged_fields()
+            self.tagged_fields()
+            topics.append((topic_id, name, count))
+        return tuple(topics)
+
     def topic_partitions(self) -> TopicPartitions:
         out = []
         for _ in range(self.array()):
@@ -302,17 +324,7 @@ def decode_consumer_value(key: ConsumerRecordKey, data: bytes | None) -> Consume
     if isinstance(key, ConsumerGroupMetadataKey):
         value = ConsumerGroupMetadataValue(r.unpack(">i")[0])
     elif isinstance(key, ConsumerGroupPartitionMetadataKey):
-        topics = []
-        for _ in range(r.array()):
-            topic_id, name, count = r.uuid(), r.string(), r.unpack(">i")[0]
-            for _ in range(r.array()):  # partition racks: not used by kaflite's assignors
-                r.unpack(">i")
-                for _ in range(r.array()):
-                    r.string()
-                r.tagged_fields()
-            r.tagged_fields()
-            topics.append((topic_id, name, count))
-        value = ConsumerGroupPartitionMetadataValue(tuple(topics))
+        value = ConsumerGroupPartitionMetadataValue(r.partition_metadata())
     elif isinstance(key, ConsumerGroupMemberMetadataKey):
         instance_id, rack_id = r.compact_string(), r.compact_string()
         client_id, client_host = r.string(), r.string()

@@ -8,6 +8,7 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
+from coordinator.share.expiry_reference import ScanEveryCall
 from kaflite.coordinator.share.group import ShareGroupCoordinator, simple_assign
 from kaflite.coordinator.share.partition import RecordState, ShareConfig
 from kaflite.protocol.errors import ErrorCode
@@ -334,22 +335,6 @@ def test_touched_names_the_groups_to_write_and_session_timeout_for_reads_the_gro
     assert (c.session_timeout_for("g"), c.session_timeout_for("h")) == (777, 1000)
 
 
-class _ScanEveryCall(ShareGroupCoordinator):
-    """The reference: `expire` as it was before the bound, a scan of every member and session each call."""
-
-    def expire(self, now: int) -> list[tuple[str, str]]:
-        self._now_ms = now
-        gone = [(g.group_id, m.member_id) for g in self.groups.values() for m in g.members.values()
-                if now >= m.deadline_ms]
-        for group_id, member_id in gone:
-            self._remove(self.groups[group_id], member_id, "session-timeout")
-        for (group_id, member_id), sess in list(self._sessions.items()):
-            if sess.left_at is not None and now >= sess.left_at + self.config_for(group_id).record_lock_duration_ms:
-                del self._sessions[(group_id, member_id)]
-                self._release_held(group_id, member_id)
-        return gone
-
-
 def _view(c: ShareGroupCoordinator) -> tuple[object, ...]:
     return (sorted((g.group_id, g.group_epoch, sorted((m.member_id, m.deadline_ms) for m in g.members.values()))
                    for g in c.groups.values()),
@@ -366,7 +351,7 @@ _OPS = st.lists(st.tuples(st.sampled_from(["hb", "leave", "open", "close", "acqu
 def test_expiry_with_its_bound_removes_what_a_scan_every_call_removes(ops: list[tuple[str, str, int]]) -> None:
     """Members time out, and left sessions release, at the same `now` as with a scan at every call, whatever
     the heartbeats, leaves, sessions, group configs (session timeout, lock duration) and imports between."""
-    fast, ref = coord(session=1000), _ScanEveryCall(ShareConfig(record_lock_duration_ms=1000, delivery_count_limit=3),
+    fast, ref = coord(session=1000), ScanEveryCall(ShareConfig(record_lock_duration_ms=1000, delivery_count_limit=3),
                                                      session_timeout_ms=1000, heartbeat_interval_ms=500)
     now = 0
     for op, member, dt in ops:

@@ -44,9 +44,11 @@ from dataclasses import dataclass
 
 from kaflite.coordinator.consumer_records import (
     ConsumerRecordFormatError,
+    PartitionMetadataTopics,
     TopicPartitions,
     _compact_string,
     _legacy_string,
+    _partition_metadata,
     _Reader,
     _topic_partitions,
 )
@@ -65,7 +67,7 @@ class ShareGroupPartitionMetadataKey:
 
 @dataclass(frozen=True, slots=True)
 class ShareGroupPartitionMetadataValue:
-    topics: tuple[tuple[uuid.UUID, str, int], ...]  # (topic id, name, partition count)
+    topics: PartitionMetadataTopics  # (topic id, name, partition count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,10 +186,7 @@ def encode_share_value(value: ShareRecordValue) -> bytes:
         out += struct.pack(">i", value.epoch if isinstance(value, ShareGroupMetadataValue)
                            else value.assignment_epoch)
     elif isinstance(value, ShareGroupPartitionMetadataValue):
-        out += uvarint(len(value.topics) + 1)
-        for topic_id, name, count in value.topics:
-            out += topic_id.bytes + _compact_string(name) + struct.pack(">i", count)
-            out += uvarint(1) + b"\x00"  # no partition racks recorded; the topic's tagged fields
+        out += _partition_metadata(value.topics)
     elif isinstance(value, ShareGroupMemberMetadataValue):
         out += _compact_string(value.rack_id) + _compact_string(value.client_id)
         out += _compact_string(value.client_host) + uvarint(len(value.subscribed_topic_names) + 1)
@@ -237,17 +236,7 @@ def decode_share_value(key: ShareRecordKey, data: bytes | None) -> ShareRecordVa
     elif isinstance(key, ShareGroupTargetAssignmentMetadataKey):
         value = ShareGroupTargetAssignmentMetadataValue(r.unpack(">i")[0])
     elif isinstance(key, ShareGroupPartitionMetadataKey):
-        topics = []
-        for _ in range(r.array()):
-            topic_id, name, count = r.uuid(), r.string(), r.unpack(">i")[0]
-            for _ in range(r.array()):  # partition racks: the simple assignor does not use them
-                r.unpack(">i")
-                for _ in range(r.array()):
-                    r.string()
-                r.tagged_fields()
-            r.tagged_fields()
-            topics.append((topic_id, name, count))
-        value = ShareGroupPartitionMetadataValue(tuple(topics))
+        value = ShareGroupPartitionMetadataValue(r.partition_metadata())
     elif isinstance(key, ShareGroupMemberMetadataKey):
         rack_id, client_id, client_host = r.compact_string(), r.string(), r.string()
         value = ShareGroupMemberMetadataValue(rack_id, client_id, client_host,
