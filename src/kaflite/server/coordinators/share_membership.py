@@ -61,8 +61,6 @@ log = logging.getLogger("kaflite.share")
 
 # partition -> the shard object its share groups were imported from
 LOADED: Slot[dict[int, Any]] = Slot("share_membership_loaded")
-# the writes `flush_soon` started, held until done (the loop keeps only weak references to tasks)
-FLUSHES: Slot[set[asyncio.Future[Any]]] = Slot("share_membership_flushes")
 # the share coordinator `follow` keeps in step with the shards, and its listener (in SHARD_LISTENERS)
 FOLLOWING: Slot[tuple[ShareGroupCoordinator, Any]] = Slot("share_membership_following")
 
@@ -208,16 +206,14 @@ async def write_touched(broker: ShareBroker, coord: ShareGroupCoordinator) -> di
     return await write(broker, coord, touched) if touched else {}
 
 
-def flush_soon(broker: ShareBroker, coord: ShareGroupCoordinator) -> None:
-    """`write_touched` from code that cannot wait (a member expired while listing): not waited for, a
-    failure logged (and the memory re-imported) by `write`."""
+def flush_soon(broker: ShareBroker, coord: ShareGroupCoordinator) -> asyncio.Task[Any] | None:
+    """`write_touched` from code that cannot wait (a member expired while listing): not waited for (a
+    background job of the broker's services, cancelled at its stop), a failed write logged (and the memory
+    re-imported) by `write`; the task, None when there is nothing to write."""
     if not coord.touched or _service(broker) is None:
-        return
+        return None
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # a tool's call off the event loop: the next heartbeat or describe writes them
-        return
-    tasks = broker.services.get_or_make(FLUSHES, set)
-    fut = asyncio.ensure_future(write_touched(broker, coord))
-    tasks.add(fut)  # held until done (the loop keeps only weak references to tasks)
-    fut.add_done_callback(tasks.discard)
+        return None
+    return broker.services.spawn(write_touched(broker, coord), name="share-membership-flush")
