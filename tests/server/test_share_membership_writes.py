@@ -144,3 +144,55 @@ def test_a_topic_created_again_under_its_name_has_every_members_records_written_
     assert shard.share_records["g"] == mr.group_records(coord.groups["g"], now_ids)
     imported = mr.group_from_records("g", shard.share_records["g"], {i: n for n, i in now_ids.items()}, 0)
     assert imported is not None and _same(imported, coord.groups["g"])
+
+
+def test_a_heartbeat_that_changes_nothing_is_answered_only_after_the_groups_earlier_writes_commit() -> None:
+    """The order itself, at the coordinator runtime (a real CoordinatorRuntime over a writer whose commits
+    the test releases by hand; tests/coordinator/test_runtime.py's HandWriter): b's join and a's move to
+    b's epoch are written, not committed; a's next heartbeat changes nothing (no records), but its answer
+    shows the epoch those writes made, so it is released only once both are committed, not before, and not
+    after the first only (as handlers/share.py answers it: `after_pending_writes` when nothing changed).
+    tests/groups/test_share_wire.py's test of the same name checks, over the wire, that the step is taken."""
+    from coordinator.test_runtime import HandWriter, make_runtime, settle
+
+    async def body() -> None:
+        writer = HandWriter()
+        runtime = make_runtime(writer)  # one __consumer_offsets partition: every group's is 0
+        await runtime.load(0)
+        services = BrokerServices()
+        services.set(GROUP_SERVICE, SimpleNamespace(runtime=runtime, partition_for=lambda _g: 0))
+        broker: Any = SimpleNamespace(services=services, now_ms=lambda: 0, metadata=SimpleNamespace(
+            topics={"t": SimpleNamespace(topic_id=uuid.UUID(int=1))}))
+        coord = ShareGroupCoordinator()
+        share_membership.follow(broker, coord)  # the active shard imported: this broker writes group g
+
+        async def heartbeat(member: str, epoch: int, topics: list[str] | None) -> tuple[int, bool]:
+            """handlers/share.py's order: the step, its write, the barrier when nothing changed."""
+            answer = coord.heartbeat("g", member, epoch, topics, {"t": 2}, now=0)
+            changed = "g" in coord.touched
+            assert await share_membership.write_touched(broker, coord) == {}
+            if not changed:
+                assert await share_membership.after_pending_writes(broker, "g") is None
+            return answer.member_epoch, changed
+
+        first = asyncio.ensure_future(heartbeat("a", 0, ["t"]))
+        await settle()
+        writer.commit_all()
+        epoch_a, _ = await first
+        join = asyncio.ensure_future(heartbeat("b", 0, ["t"]))  # written, held uncommitted
+        await settle()
+        move = asyncio.ensure_future(heartbeat("a", epoch_a, None))  # a moves to b's epoch: written, held
+        await settle()
+        assert not join.done() and not move.done() and len(writer.uncommitted) == 2
+        quiet = asyncio.ensure_future(heartbeat("a", epoch_a + 1, None))  # changes nothing: no records
+        await settle()
+        assert len(writer.uncommitted) == 2 and not quiet.done()  # held behind both writes
+        _partition, join_commit = writer.uncommitted.pop(0)
+        join_commit.set_result(None)  # b's join committed; a's move not yet
+        await settle()
+        assert join.done() and not move.done() and not quiet.done()
+        writer.commit_all()
+        assert await move == (epoch_a + 1, True)
+        assert await quiet == (epoch_a + 1, False)
+
+    asyncio.run(asyncio.wait_for(body(), 10))
