@@ -196,3 +196,26 @@ def test_a_heartbeat_that_changes_nothing_is_answered_only_after_the_groups_earl
         assert await quiet == (epoch_a + 1, False)
 
     asyncio.run(asyncio.wait_for(body(), 10))
+
+
+def test_flush_soon_is_a_job_of_the_brokers_services_held_until_written() -> None:
+    """A write nobody waits for (an expiry noticed by ListGroups) runs as `BrokerServices.spawn`'s task:
+    held until done, cancelled at the broker's stop (tests/server/test_services.py)."""
+    ids = {"t": uuid.UUID(int=1), "u": uuid.UUID(int=2)}
+    broker = _broker(ids)
+    runtime = broker.services.get(GROUP_SERVICE).runtime
+    coord = ShareGroupCoordinator()
+    share_membership.reconcile(broker, coord)
+
+    async def scenario() -> tuple[bool, bool]:
+        coord.heartbeat("g", "a", 0, ["t"], TOPICS, now=0)
+        task = share_membership.flush_soon(broker, coord)
+        held = task is not None and broker.services.spawned() == [task]
+        assert task is not None
+        await task
+        return held, share_membership.flush_soon(broker, coord) is None  # nothing left to write
+
+    held, nothing_more = asyncio.run(scenario())
+    assert held and nothing_more
+    assert runtime.shards[partition_for("g", PARTITIONS)].share_records["g"] == mr.group_records(
+        coord.groups["g"], ids)
