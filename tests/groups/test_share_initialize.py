@@ -169,7 +169,7 @@ def test_an_initialization_finishing_after_its_group_was_deleted_leaves_no_state
             assert await share_admin.delete_share_group(b, group) is ErrorCode.none
 
         async def initialized() -> None:
-            await asyncio.gather(*list(b.services.get(share_initialize.RUNNING) or ()))
+            await asyncio.gather(*b.services.spawned())
 
         # 1. deleted between the join's commit and the initialization's start (this broker's shard)
         answer = await join("init-deleted-before")

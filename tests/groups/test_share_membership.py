@@ -134,3 +134,30 @@ def test_a_failed_write_answers_the_error_and_changes_nothing(tmp_path: Path) ->
         assert _heartbeat(a, a.epoch).error_code == 0
         a.close()
         joining.close()
+
+
+def test_many_joins_then_a_restart_give_the_same_group(tmp_path: Path) -> None:
+    """Writes in part (each heartbeat writes its member's records and the targets its join moved, not the
+    group's: share_membership's rules): 25 members join one at a time, after each join only the 3 members
+    before it heartbeat (the others stay at older epochs), one leaves; a restart replays the records into
+    the same group, every member's epoch and assignment as described before."""
+    data, port = tmp_path / "data", free_port()
+    overrides = {"group.share.session.timeout.ms": "120000"}  # nobody expires while the others join
+    with EmbeddedBroker(data_dir=data, port=port, overrides=overrides) as b:
+        topic, _tid = new_topic(b, 4)
+        client = WireClient(b.bootstrap)
+        members: list[Member] = []
+        for i in range(25):
+            m = Member.__new__(Member)
+            m.client, m.group, m.member_id, m.epoch, m.assignment = client, "many-joins", f"m-{i:02d}", 0, []
+            assert m.heartbeat([topic]).error_code == 0
+            for other in members[-3:]:
+                assert other.heartbeat().error_code == 0
+            members.append(m)
+        assert _heartbeat(members[7], -1).error_code == 0
+        before = _view(_describe(b, "many-joins"))
+        epochs = {epoch for epoch, _a, _s in before[3].values()}
+        assert len(before[3]) == 24 and len(epochs) > 6 and before[2] == "Reconciling"  # epochs of all ages
+        client.close()
+    with EmbeddedBroker(data_dir=data, port=port, overrides=overrides) as b:
+        assert _view(_describe(b, "many-joins")) == before

@@ -153,11 +153,14 @@ class GroupCoordinator:
 
     def handle_share_group_write(self, group_id: str, records: Mapping[share_records.ShareRecordKey,
                                                                        share_records.ShareRecordValue],
-                                 now_ms: int) -> CoordinatorResult:
+                                 now_ms: int, covered: Iterable[share_records.ShareRecordKey] | None = None
+                                 ) -> CoordinatorResult:
         """Make the share group's written records `records` (its whole live state; empty: deleted): the
-        step writes their difference from what this shard holds (membership_records.diff)."""
+        step writes their difference from what this shard holds (membership_records.diff). `covered`: the
+        keys `records` stands for (a partial `group_records`: the group's own and some members'); every
+        other record of the group stays as written."""
         def run() -> ErrorCode:
-            for key, value in share_records.diff(self.share_records.get(group_id, {}), records):
+            for key, value in share_records.diff(self.share_records.get(group_id, {}), records, covered):
                 self.ctx.append(key, value)
             return ErrorCode.none
         return self._step(now_ms, run)

@@ -359,6 +359,10 @@ class Broker:
         fetchers = self.services.pop(REPLICA_FETCHERS)
         if fetchers is not None:
             await fetchers.stop()
+        # the services' background jobs (membership writes, share-state initializations, transaction
+        # markers) before what they use (the persister, the logs) closes
+        for task in self.services.close_spawned():
+            await cancel_until_done(task)
         persister = self.services.pop(SHARE_PERSISTER)  # handlers/share.py's, made on first use
         if persister is not None:
             persister.close()

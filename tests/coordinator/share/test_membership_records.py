@@ -7,7 +7,7 @@ import dataclasses
 import struct
 import uuid
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kaflite.coordinator.coordinator import GroupCoordinator
@@ -198,3 +198,95 @@ def test_replaying_the_written_records_gives_the_group(ops: list[tuple[str, str,
         group = c.groups.get("g")
         back = mr.group_from_records("g", store.get("g", {}), NAMES, 5)
         assert back == (None if group is None else _with_deadline(group, 5))
+
+
+def test_a_partial_write_covers_the_groups_own_records_and_the_named_members_only() -> None:
+    c = coord()
+    for m in ("a", "b", "c"):
+        c.heartbeat("g", m, 0, ["t"], TOPICS, now=0)
+    group = c.groups["g"]
+    whole = mr.group_records(group, IDS)
+    part = mr.group_records(group, IDS, {"b", "gone"})  # a member not in the group has no records
+    assert set(part) == set(mr.record_keys("g", ["b"])) & set(whole)
+    assert all(whole[k] == v for k, v in part.items()) and list(part) == [k for k in whole if k in part]
+    # the other members' records are kept as written; a covered member absent from `new` is tombstoned
+    shard = GroupCoordinator()
+    shard.handle_share_group_write("g", whole, 1)
+    c.heartbeat("g", "b", -1, None, TOPICS, now=2)
+    written = shard.handle_share_group_write("g", mr.group_records(c.groups["g"], IDS, {"b"}), 3,
+                                             mr.record_keys("g", ["b"]))
+    assert {type(r.record_key).__name__ for r in written.records if r.value is None} == {
+        "ShareGroupMemberMetadataKey", "ShareGroupTargetAssignmentMemberKey",
+        "ShareGroupCurrentMemberAssignmentKey"}
+    assert all(isinstance(r.record_key, mr.ShareGroupMetadataKey) or getattr(r.record_key, "member", None) == "b"
+               for r in written.records)
+    assert shard.share_records["g"] == {**{k: v for k, v in whole.items() if getattr(k, "member", "") != "b"},
+                                        **mr.group_records(c.groups["g"], IDS, ())}
+
+
+_partial_ops = st.lists(st.tuples(st.sampled_from(["join", "beat", "leave", "resubscribe", "expire", "grow",
+                                                   "initialized", "init-failed", "topic-deleted", "delete"]),
+                                  st.sampled_from(["m1", "m2", "m3", "m4"]),
+                                  st.sampled_from([("t",), ("u",), ("t", "u")])), max_size=30)
+
+
+@settings(max_examples=120, deadline=None)
+@given(_partial_ops, st.booleans())
+@example([("join", "m1", ("t",)), ("join", "m2", ("t",))], False)  # m1's target moves at m2's join
+@example([("join", "m1", ("t",)), ("join", "m2", ("u",)), ("leave", "m1", ()), ("delete", "m1", ()),
+          ("join", "m1", ("t", "u"))], True)
+def test_writing_only_the_touched_members_keeps_the_shard_equal_to_the_whole_groups_records(
+        ops: list[tuple[str, str, tuple[str, ...]]], initialize: bool) -> None:
+    """The shell's partial writes (`take_touched`: the group's own records and the members named): after
+    every step the shard holds exactly the records a whole write would have left (every member's record,
+    not only the group replayed from them), and a fresh shard replaying the bytes gives back the group.
+    `initialize` False: every partition assignable at once, so targets move at every join."""
+    c = coord(initialize=initialize)
+    topics = dict(TOPICS)
+    shard = GroupCoordinator()
+    written: list[tuple[bytes, bytes | None]] = []
+    now = 0
+    for op, member, subs in ops:
+        now += 1000
+        group = c.groups.get("g")
+        mb = group.members.get(member) if group is not None else None
+        if op == "join":
+            c.heartbeat("g", member, 0, list(subs), topics, now=now)
+        elif op == "beat" and mb is not None:
+            c.heartbeat("g", member, mb.member_epoch, None, topics, now=now)
+        elif op == "leave" and mb is not None:
+            c.heartbeat("g", member, -1, None, topics, now=now)
+        elif op == "resubscribe" and mb is not None:
+            c.heartbeat("g", member, mb.member_epoch, list(subs), topics, now=now)
+        elif op == "expire":
+            c.expire(now + 20_000)
+            now += 20_000
+        elif op == "grow":
+            topics["u"] += 1
+        elif op in ("initialized", "init-failed") and group is not None:
+            some = {t: sorted(ps)[:1] for t, ps in group.initializing.items()}
+            if op == "initialized":
+                c.initialized("g", some, now)
+            else:
+                c.initialize_failed("g", some)
+        elif op == "topic-deleted":
+            c.uninitialize_topics(list(subs))
+        elif op == "delete" and group is not None and not group.members:
+            c.delete_group("g")
+        for group_id, members in c.take_touched().items():
+            group = c.groups.get(group_id)
+            if members is None or group is None:
+                result = shard.handle_share_group_write(group_id, mr.group_records(group, IDS), now)
+            else:
+                result = shard.handle_share_group_write(group_id, mr.group_records(group, IDS, members), now,
+                                                        mr.record_keys(group_id, members))
+            written += [(r.key, r.value) for r in result.records]
+        group = c.groups.get("g")
+        assert shard.share_records.get("g", {}) == mr.group_records(group, IDS)
+    fresh = GroupCoordinator()
+    for kb, vb in written:
+        fresh.replay(kb, vb)
+    assert fresh.share_records == shard.share_records
+    group = c.groups.get("g")
+    back = mr.group_from_records("g", fresh.share_records.get("g", {}), NAMES, 5)
+    assert back == (None if group is None else _with_deadline(group, 5))

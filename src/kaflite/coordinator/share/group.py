@@ -85,6 +85,15 @@ Rules (each is checked by tests/coordinator/share/test_group.py or test_group_su
   group's epochs or its member's metadata, epoch or assignment, a member removed, a group deleted, key 15
   changed) for the broker shell, which writes their records (membership_records) and
   clears it; `session_timeout_for(group)` is the session timeout of a group's members (group config first).
+  With it, `touched_members` names, per touched group, the members whose own records (keys 10, 13, 14)
+  may have changed: the heartbeating member, a member removed, and, when the target is recomputed, every
+  member whose target changed (compared then, as the assignment already looks at every member); every
+  other record of the group is its own (keys 9, 11, 12, 15: O(topics)). So the shell writes a heartbeat
+  that moves one member's epoch by building and diffing that member's records only, not the group's (as
+  Kafka's GroupMetadataManager writes per-member records): a rebalance of N members no longer costs
+  O(N) per heartbeat in records built. A group touched with no entry there, or marked by `rewrite_all`
+  (the topic ids changed: the member records name topics by id) or deleted, is written whole. The shell
+  takes both with `take_touched()`.
 - `counts[group]` is one ShareCounts shared by every share partition of the group (partition.py's rules
   say what it counts), so a share partition rebuilt after a failed write keeps adding to the same
   totals; deleting the group drops it.
@@ -333,6 +342,9 @@ class ShareGroupCoordinator:
         self.counts: dict[str, ShareCounts] = {}
         # groups whose records may need writing (the shell writes them to __consumer_offsets and clears it)
         self.touched: set[str] = set()
+        # group -> the members whose own records may have changed since its last write (None: every
+        # member's, the group is written whole); see the rules
+        self.touched_members: dict[str, set[str] | None] = {}
 
     # --- group configs ----------------------------------------------------------------------------
     def set_group_configs(self, group_id: str, configs: Mapping[str, str | None]) -> None:
@@ -447,7 +459,7 @@ class ShareGroupCoordinator:
         interval = self._group_int(group_id, "share.heartbeat.interval.ms", self.heartbeat_interval_ms)
         initialize = self._start_initializing(group, topics, now) if self.initialize_partitions else {}
         if self._record_view(group, member) != recorded:
-            self.touched.add(group_id)  # else its records are as written: no write, nothing to wait for
+            self._touch(group_id, member_id)  # else its records are as written: no write, nothing to wait for
         return HeartbeatAnswer(ErrorCode.none, member_id, member.member_epoch, interval, assignment,
                                initialize=initialize, state_epoch=group.group_epoch)
 
@@ -484,6 +496,31 @@ class ShareGroupCoordinator:
         self._expiry_due = min([due, *(m.deadline_ms for g in self.groups.values() for m in g.members.values())])
         return gone
 
+    def _touch(self, group_id: str, *member_ids: str) -> None:
+        """The group's records may have changed: its own, and those of `member_ids` (see the rules)."""
+        self.touched.add(group_id)
+        if group_id not in self.touched_members:
+            self.touched_members[group_id] = set(member_ids)
+        else:
+            known = self.touched_members[group_id]
+            if known is not None:
+                known.update(member_ids)
+
+    def rewrite_all(self) -> None:
+        """Every group's next write is whole (the topic ids its member records name changed)."""
+        for group_id in self.groups:
+            self.touched_members[group_id] = None
+
+    def take_touched(self) -> dict[str, frozenset[str] | None]:
+        """The touched groups, each with the members whose records may have changed (None: write it whole),
+        now no longer touched (the shell writes them)."""
+        out: dict[str, frozenset[str] | None] = {}
+        for group_id in self.touched:
+            members = self.touched_members.pop(group_id, None)
+            out[group_id] = None if members is None else frozenset(members)
+        self.touched = set()
+        return out
+
     def _forget_expiry_due(self) -> None:
         self._expiry_due = _SCAN
 
@@ -497,7 +534,7 @@ class ShareGroupCoordinator:
 
     def _remove(self, group: ShareGroup, member_id: str, cause: str = "leave-group") -> None:
         group.subscribe(group.members.pop(member_id).subscribed, -1)
-        self.touched.add(group.group_id)
+        self._touch(group.group_id, member_id)  # its records' tombstones
         group.group_epoch += 1
         self._event(group, "member-left", cause, member_id)
         group.target.pop(member_id, None)
@@ -538,9 +575,12 @@ class ShareGroupCoordinator:
         if group.assignment_epoch == group.group_epoch:
             return
         group.topics_seen = seen
-        group.target = simple_assign({m.member_id: m.subscribed for m in group.members.values()}, topics,
-                                     assignable)
+        before, group.target = group.target, simple_assign(
+            {m.member_id: m.subscribed for m in group.members.values()}, topics, assignable)
         group.assignment_epoch = group.group_epoch
+        # the members whose target record changed (O(members), as the assignment itself)
+        self._touch(group.group_id, *(m for m in before.keys() | group.target.keys()
+                                      if before.get(m) != group.target.get(m)))
 
     @staticmethod
     def _assignable(group: ShareGroup, seen: Mapping[str, int]) -> dict[str, frozenset[int]]:
@@ -567,7 +607,7 @@ class ShareGroupCoordinator:
         for topic, ps in out.items():
             group.initializing[topic] = group.initializing.get(topic, frozenset()) | ps
         if out:
-            self.touched.add(group.group_id)
+            self._touch(group.group_id)
         return {t: frozenset(ps) for t, ps in out.items()}
 
     def initialized(self, group_id: str, parts: Mapping[str, Iterable[int]], now: int) -> None:
@@ -583,7 +623,7 @@ class ShareGroupCoordinator:
                 continue
             self._drop_initializing(group, topic, moved)
             group.initialized[topic] = group.initialized.get(topic, frozenset()) | moved
-            self.touched.add(group_id)
+            self._touch(group_id)
 
     def initialize_failed(self, group_id: str, parts: Mapping[str, Iterable[int]]) -> None:
         """Initializing these partitions failed: no longer initializing, so the next heartbeat sends them
@@ -595,7 +635,7 @@ class ShareGroupCoordinator:
             gone = frozenset(ps) & group.initializing.get(topic, frozenset())
             if gone:
                 self._drop_initializing(group, topic, gone)
-                self.touched.add(group_id)
+                self._touch(group_id)
 
     def mark_initialized(self, group_id: str, topic: str, partitions: Iterable[int]) -> None:
         """AlterShareGroupOffsets wrote these partitions' state: they are initialized (as Kafka's)."""
@@ -605,7 +645,7 @@ class ShareGroupCoordinator:
             return
         self._drop_initializing(group, topic, ps)
         group.initialized[topic] = group.initialized.get(topic, frozenset()) | ps
-        self.touched.add(group_id)
+        self._touch(group_id)
 
     def uninitialize_topics(self, topics: Iterable[str], group_id: str | None = None) -> None:
         """The state of these topics is gone (the topic deleted: every group; DeleteShareGroupOffsets: one
@@ -617,7 +657,7 @@ class ShareGroupCoordinator:
             for topic in names & (set(group.initialized) | set(group.initializing)):
                 group.initialized.pop(topic, None)
                 self._drop_initializing(group, topic, group.initializing.get(topic, frozenset()))
-                self.touched.add(group.group_id)
+                self._touch(group.group_id)
 
     @staticmethod
     def _drop_initializing(group: ShareGroup, topic: str, ps: frozenset[int]) -> None:
@@ -739,6 +779,7 @@ class ShareGroupCoordinator:
             return ErrorCode.non_empty_group
         del self.groups[group_id]
         self.touched.add(group_id)
+        self.touched_members[group_id] = None  # written whole: every record of it goes
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]
         self.timeline.delete(group_id)

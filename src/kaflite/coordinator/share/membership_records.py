@@ -24,9 +24,15 @@ Rules (tests/coordinator/share/test_membership_records.py):
   a null value is a tombstone; unknown tagged fields are skipped when read;
 - `group_records(group, ids)` is every record of a group's state (none for a missing group; key 15 only
   while some partition is initializing or initialized, topics without an id in `ids` left out);
+  `group_records(group, ids, members)` only the group's own records (keys 9, 11, 12, 15) and those of
+  `members` (keys 10, 13, 14; a member not in the group has none), which are exactly the records with a
+  key in `record_keys(group id, members)`: a write of a heartbeat that changed one member's records
+  builds O(topics + 1) records, not O(members);
   `diff(old, new)` the records that turn the written records `old` into `new`: tombstones for keys that are
   gone (member keys before the group's own, the group epoch last, as Kafka deletes a group), then the changed
-  values, so compaction keeps exactly the live state;
+  values, so compaction keeps exactly the live state; `diff(old, new, covered)` does so for the keys in
+  `covered` only (`new` holding the records of those keys: a partial `group_records`), every other
+  record of `old` kept as written;
 - `apply(store, key, value)` replays one record into `store` (group id -> its records), a tombstone
   dropping the key and a group without records dropping out, so replaying `diff`s in order gives `new`;
 - `group_from_records(records, names, deadline_ms)` rebuilds the ShareGroup: epochs, members with their
@@ -39,7 +45,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from kaflite.coordinator.consumer_records import (
@@ -57,7 +63,7 @@ from kaflite.protocol.varint import uvarint
 
 __all__ = ["KEY_TYPES", "SHARE_KEY_VERSIONS", "VALUE_TYPES", "ShareRecordKey", "ShareRecordValue", "ShareRecords", "apply", "decode_share_key",
            "decode_share_value", "diff", "encode_share_key", "encode_share_value", "group_from_records",
-           "group_records"]
+           "group_records", "record_keys"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,20 +281,26 @@ def _by_name(tps: TopicPartitions, names: Mapping[uuid.UUID, str]) -> dict[str, 
     return {names[i]: frozenset(ps) for i, ps in tps if i in names and ps}
 
 
-def group_records(group: ShareGroup | None, ids: Mapping[str, uuid.UUID]) -> ShareRecords:
-    """Every record of the group's state, in the order Kafka writes a new group's; none for None."""
+def group_records(group: ShareGroup | None, ids: Mapping[str, uuid.UUID],
+                  members: Collection[str] | None = None) -> ShareRecords:
+    """Every record of the group's state, in the order Kafka writes a new group's; none for None.
+    `members`: only the group's own records and those members' (see the rules)."""
     if group is None:
         return {}
     g = group.group_id
     out: ShareRecords = {}
-    for mid, mb in sorted(group.members.items()):
+    if members is None:
+        listed = sorted(group.members.items())
+    else:
+        listed = sorted((m, group.members[m]) for m in members if m in group.members)
+    for mid, mb in listed:
         out[ShareGroupMemberMetadataKey(g, mid)] = ShareGroupMemberMetadataValue(
             mb.rack_id, mb.client_id, mb.client_host, tuple(sorted(mb.subscribed)))
     out[ShareGroupPartitionMetadataKey(g)] = ShareGroupPartitionMetadataValue(
         # a subscribed topic that does not exist (count 0) has no id: the nil id keeps its name and count
         tuple((ids.get(t, _NO_ID), t, n) for t, n in sorted(group.topics_seen.items())))
     out[ShareGroupMetadataKey(g)] = ShareGroupMetadataValue(group.group_epoch)
-    for mid in sorted(group.members):
+    for mid, _mb in listed:
         out[ShareGroupTargetAssignmentMemberKey(g, mid)] = ShareGroupTargetAssignmentMemberValue(
             _by_id(group.target.get(mid, {}), ids))
     out[ShareGroupTargetAssignmentMetadataKey(g)] = ShareGroupTargetAssignmentMetadataValue(group.assignment_epoch)
@@ -296,7 +308,7 @@ def group_records(group: ShareGroup | None, ids: Mapping[str, uuid.UUID]) -> Sha
     if initializing or initialized:
         out[ShareGroupStatePartitionMetadataKey(g)] = ShareGroupStatePartitionMetadataValue(initializing,
                                                                                             initialized)
-    for mid, mb in sorted(group.members.items()):
+    for mid, mb in listed:
         # kaflite keeps no previous epoch for share members (nothing is revoked): the current one is written
         out[ShareGroupCurrentMemberAssignmentKey(g, mid)] = ShareGroupCurrentMemberAssignmentValue(
             mb.member_epoch, mb.member_epoch, 0, _by_id(mb.assigned, ids))
@@ -311,10 +323,18 @@ _GROUP_KEY_ORDER = (ShareGroupStatePartitionMetadataKey, ShareGroupTargetAssignm
                     ShareGroupPartitionMetadataKey, ShareGroupMetadataKey)
 
 
-def diff(old: Mapping[ShareRecordKey, ShareRecordValue], new: Mapping[ShareRecordKey, ShareRecordValue]
-         ) -> list[tuple[ShareRecordKey, ShareRecordValue | None]]:
-    """The records that turn `old` into `new` (see the rules)."""
-    gone = [k for k in old if k not in new]
+def record_keys(group_id: str, members: Iterable[str]) -> list[ShareRecordKey]:
+    """The keys a `group_records(group, ids, members)` covers: the group's own and those of `members`."""
+    keys: list[ShareRecordKey] = [kind(group_id) for kind in _GROUP_KEY_ORDER]
+    for member in members:
+        keys += [kind(group_id, member) for kind in _MEMBER_KEYS]
+    return keys
+
+
+def diff(old: Mapping[ShareRecordKey, ShareRecordValue], new: Mapping[ShareRecordKey, ShareRecordValue],
+         covered: Iterable[ShareRecordKey] | None = None) -> list[tuple[ShareRecordKey, ShareRecordValue | None]]:
+    """The records that turn `old` into `new`, over the keys in `covered` only when given (see the rules)."""
+    gone = [k for k in (old if covered is None else covered) if k in old and k not in new]
     members = sorted((k for k in gone if isinstance(k, _MEMBER_KEYS)),
                      key=lambda k: (k.member, -KEY_TYPES[type(k)]))  # current assignment first, metadata last
     own = sorted((k for k in gone if not isinstance(k, _MEMBER_KEYS)),

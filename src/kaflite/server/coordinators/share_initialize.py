@@ -40,7 +40,6 @@ from kaflite.coordinator.share.state_shard import ShareStateResult, ShareStateSh
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.server.coordinators import share_membership, share_state
 from kaflite.server.coordinators.broker_api import ShareBroker
-from kaflite.server.services import Slot
 from kaflite.server.share_persister import SharePersister
 
 __all__ = ["UNINITIALIZED_START_OFFSET", "start"]
@@ -48,20 +47,18 @@ __all__ = ["UNINITIALIZED_START_OFFSET", "start"]
 log = logging.getLogger("kaflite.share")
 
 UNINITIALIZED_START_OFFSET = -1  # Kafka's PartitionFactory.UNINITIALIZED_START_OFFSET
-# the initializations running, held until done (the loop keeps only weak references to tasks)
-RUNNING: Slot[set[asyncio.Future[Any]]] = Slot("share_initializations")
 
 
 def start(broker: ShareBroker, coord: ShareGroupCoordinator, group_id: str,
-          partitions: Mapping[str, frozenset[int]], state_epoch: int, persister: Callable[[], SharePersister]) -> None:
-    """Initialize the partitions' state in the background (see the rules); `persister` gives the broker's
-    persister (made by the handlers) for state held by another broker."""
+          partitions: Mapping[str, frozenset[int]], state_epoch: int,
+          persister: Callable[[], SharePersister]) -> asyncio.Task[None] | None:
+    """Initialize the partitions' state in the background (see the rules: a job of the broker's services,
+    cancelled at its stop); `persister` gives the broker's persister (made by the handlers) for state held
+    by another broker. The task (None: no partition)."""
     if not partitions:
-        return
-    tasks = broker.services.get_or_make(RUNNING, set)
-    fut = asyncio.ensure_future(_initialize(broker, coord, group_id, dict(partitions), state_epoch, persister))
-    tasks.add(fut)
-    fut.add_done_callback(tasks.discard)
+        return None
+    return broker.services.spawn(_initialize(broker, coord, group_id, dict(partitions), state_epoch, persister),
+                                 name=f"share-initialize-{group_id}")
 
 
 def _if_absent(key: ShareStateKey, state_epoch: int) -> Any:

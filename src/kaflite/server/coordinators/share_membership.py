@@ -18,7 +18,13 @@ tests/cluster/test_share_cluster.py):
   load); a partition no longer active here (unloaded: another broker leads it, or reloading) takes its
   share groups out of memory;
 - `write` after a change: one step per touched group on its shard, writing the difference between the
-  group's records now and the shard's, answered once committed. The writers (each through `write_touched`,
+  group's records now and the shard's, answered once committed. A group the coordinator names with the
+  members whose records may have changed (`take_touched`) is written in part: its own records and those
+  members' are built and diffed, every other member's kept as written (a heartbeat's write costs O(1) in
+  the group's size, not O(members): bench/share_heartbeat_bench.py); it is written whole when no members
+  are named, and every group is at its next write after the topic ids changed since the last write
+  (`TOPIC_IDS`: a topic created or deleted; member records name topics by id, and a topic created again
+  under a name gets another). The writers (each through `write_touched`,
   or `flush_soon` where the caller cannot wait): ShareGroupHeartbeat (handlers/share.py: a join, leave,
   epoch, assignment, subscription or client metadata change, and the partitions it moved to
   initializing, key 15, before the answer; one that changed none of the group's records writes nothing);
@@ -45,7 +51,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kaflite.coordinator.share import membership_records as mr
@@ -61,8 +67,8 @@ log = logging.getLogger("kaflite.share")
 
 # partition -> the shard object its share groups were imported from
 LOADED: Slot[dict[int, Any]] = Slot("share_membership_loaded")
-# the writes `flush_soon` started, held until done (the loop keeps only weak references to tasks)
-FLUSHES: Slot[set[asyncio.Future[Any]]] = Slot("share_membership_flushes")
+# the topic ids (name -> id) of the last write: when they changed, every group is written whole
+TOPIC_IDS: Slot[dict[str, uuid.UUID]] = Slot("share_membership_topic_ids")
 # the share coordinator `follow` keeps in step with the shards, and its listener (in SHARD_LISTENERS)
 FOLLOWING: Slot[tuple[ShareGroupCoordinator, Any]] = Slot("share_membership_following")
 
@@ -147,21 +153,37 @@ async def prepare(broker: ShareBroker, coord: ShareGroupCoordinator, group_id: s
     return None
 
 
-async def write(broker: ShareBroker, coord: ShareGroupCoordinator, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
-    """Write the groups' records (see the rules); the error per group whose write failed."""
+async def write(broker: ShareBroker, coord: ShareGroupCoordinator, group_ids: Iterable[str],
+                members: Mapping[str, frozenset[str] | None] | None = None) -> dict[str, ErrorCode]:
+    """Write the groups' records (see the rules); the error per group whose write failed. `members`: per
+    group, the members whose records may have changed (None, or a group not in it: the whole group)."""
     svc = _service(broker)
     if svc is None:
         return {}
     ids = {name: t.topic_id for name, t in broker.metadata.topics.items()}
+    seen = broker.services.get_or_make(TOPIC_IDS, dict)
+    group_ids = sorted(set(group_ids))
+    if ids != seen:  # the member records of every group may name a topic by an id no longer its own
+        coord.rewrite_all()
+        for group_id in group_ids:  # written whole now
+            coord.touched_members.pop(group_id, None)
+        members = None
+        seen.clear()
+        seen.update(ids)
     loaded = _loaded(broker)
     steps: list[tuple[str, asyncio.Future[Any]]] = []
     ran_on: dict[str, Any] = {}  # group -> the shard its step ran on
-    for group_id in sorted(set(group_ids)):
+    for group_id in group_ids:
         if svc.partition_for(group_id) not in loaded:
             continue  # not a group this broker coordinates (its memory of it was dropped)
         def op(shard: Any, now: int, group_id: str = group_id) -> Any:
             ran_on[group_id] = shard
-            return shard.handle_share_group_write(group_id, mr.group_records(coord.groups.get(group_id), ids), now)
+            group = coord.groups.get(group_id)
+            changed = None if members is None or group is None else members.get(group_id)
+            if changed is None:
+                return shard.handle_share_group_write(group_id, mr.group_records(group, ids), now)
+            return shard.handle_share_group_write(group_id, mr.group_records(group, ids, changed), now,
+                                                  mr.record_keys(group_id, changed))
         # the runtime runs the step now, before this coroutine first waits: the records are those of the
         # change just made, with no other request (a re-import by `reconcile`) in between
         steps.append((group_id, svc.runtime.write(svc.partition_for(group_id), op)))
@@ -203,21 +225,20 @@ async def after_pending_writes(broker: ShareBroker, group_id: str) -> ErrorCode 
 
 
 async def write_touched(broker: ShareBroker, coord: ShareGroupCoordinator) -> dict[str, ErrorCode]:
-    """`write` of every group changed since the last write (`coord.touched`)."""
-    touched, coord.touched = coord.touched, set()
-    return await write(broker, coord, touched) if touched else {}
+    """`write` of every group changed since the last write (`coord.touched`), in part where the coordinator
+    names the members changed (`coord.take_touched()`)."""
+    touched = coord.take_touched()
+    return await write(broker, coord, touched, touched) if touched else {}
 
 
-def flush_soon(broker: ShareBroker, coord: ShareGroupCoordinator) -> None:
-    """`write_touched` from code that cannot wait (a member expired while listing): not waited for, a
-    failure logged (and the memory re-imported) by `write`."""
+def flush_soon(broker: ShareBroker, coord: ShareGroupCoordinator) -> asyncio.Task[Any] | None:
+    """`write_touched` from code that cannot wait (a member expired while listing): not waited for (a
+    background job of the broker's services, cancelled at its stop), a failed write logged (and the memory
+    re-imported) by `write`; the task, None when there is nothing to write."""
     if not coord.touched or _service(broker) is None:
-        return
+        return None
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # a tool's call off the event loop: the next heartbeat or describe writes them
-        return
-    tasks = broker.services.get_or_make(FLUSHES, set)
-    fut = asyncio.ensure_future(write_touched(broker, coord))
-    tasks.add(fut)  # held until done (the loop keeps only weak references to tasks)
-    fut.add_done_callback(tasks.discard)
+        return None
+    return broker.services.spawn(write_touched(broker, coord), name="share-membership-flush")

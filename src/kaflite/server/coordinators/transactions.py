@@ -77,7 +77,6 @@ class TransactionService:
         self.runtime: CoordinatorRuntime[TransactionCoordinatorShard] = CoordinatorRuntime(
             self._new_shard, self.writer, broker.now_ms, "transaction coordinator")
         self._in_flight: set[str] = set()  # transactional ids whose markers are being written
-        self._tasks: set[asyncio.Future[Any]] = set()
         self.channel = TransactionMarkerChannelManager(
             broker.node_id, lambda: broker.metadata, self.write_markers,
             listener=broker.config.inter_broker_listener_name, connector=broker.inter_broker_connector,
@@ -166,9 +165,8 @@ class TransactionService:
         if job.transactional_id in self._in_flight:
             return
         self._in_flight.add(job.transactional_id)
-        task = asyncio.ensure_future(self._complete(job))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        # held by the broker's services until done, cancelled at its stop (server/services.py)
+        self.broker.services.spawn(self._complete(job), name=f"txn-markers-{job.transactional_id}")
 
     async def _complete(self, job: MarkerJob) -> None:
         try:
