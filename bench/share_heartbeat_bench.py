@@ -33,6 +33,8 @@ Runs in well under a minute.
 from __future__ import annotations
 
 import argparse
+import gc
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
