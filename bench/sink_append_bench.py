@@ -8,9 +8,10 @@ it), and in this process the sink's task body, `kaflite.spark.writer.produce_arr
 idempotent client (acks=all, the compiled encoder when it is built): the rows of bench/spark_bench.py's
 synthetic source (keys `key-%06d` of i % 1000, 100 B values, Arrow batches of 10,000 rows) into a topic
 of 3 partitions. Measured per run: the broker process's CPU (utime + stime from /proc) over the produce,
-per million rows, the wall time and this process's CPU. With --base, every run is made with that source
-tree for the broker too, alternating with this tree (base first), each run with a fresh broker and log
-directory. --profile runs the broker (this tree) once under cProfile and prints its top functions.
+per million rows, the wall time and this process's CPU. With --base, runs of a broker on that source tree
+alternate with runs of one on this tree (base first; the client is this process's code in both), each
+run with a fresh broker and log directory. --profile runs the broker (this tree) once under cProfile (its start-up and the warm-up
+included) and prints its top functions.
 """
 
 from __future__ import annotations
