@@ -7,9 +7,9 @@ Rules:
 - bytes may arrive split anywhere: the decoder buffers until a frame is whole, and hands back every
   complete frame in arrival order;
 - a frame is `bytes`, except one larger than the receive buffer: that one was read into a `bytearray` of
-  its own, and is handed back as that very buffer (no copy: a producer's 1 MB requests are the bytes the
-  broker handles most), which the decoder never touches again. Whoever needs
-  `bytes` (kio's readers: every request but Produce) makes them (server/dispatcher.py).
+  its own, and is handed back as that very buffer, not copied (a producer's 1 MB requests are most of the
+  bytes a broker receives); the decoder never touches it again. Whoever needs `bytes` (kio's readers:
+  every request but Produce) makes them (server/dispatcher.py).
 """
 
 from __future__ import annotations

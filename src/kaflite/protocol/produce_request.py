@@ -70,7 +70,7 @@ def decode_request(frame: bytes | bytearray | memoryview, offset: int, version: 
     """The body of a Produce request of `version` (0-13) starting at `offset` (module rules)."""
     try:
         # read-only views, also of a bytearray frame (a large request, protocol/framing.py): nothing
-        # downstream can write into the request, and a records view hashes as one of bytes does
+        # downstream can write into the request it was handed
         return _Reader(memoryview(frame).toreadonly(), offset, version >= FLEXIBLE_VERSION).request(version)
     except (struct.error, UnicodeDecodeError, ValueError) as e:
         raise ProtocolError(f"Produce v{version}: {e}") from None
