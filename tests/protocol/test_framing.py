@@ -65,7 +65,8 @@ def test_reading_into_the_decoder_frames_any_sizes_across_any_reads(sizes: list[
         out += dec.buffer_updated(n)
     assert pos == len(stream) and out == payloads
     assert dec.buffered == 0
-    assert all(type(f) is bytes for f in out)
+    # a frame that fits the receive buffer is sliced out as bytes; a larger one is its own buffer
+    assert [type(f) for f in out] == [bytearray if len(f) + 4 > FrameDecoder.RECEIVE_BYTES else bytes for f in out]
 
 
 def test_a_frame_larger_than_the_receive_buffer_is_read_into_its_own() -> None:
@@ -78,8 +79,30 @@ def test_a_frame_larger_than_the_receive_buffer_is_read_into_its_own() -> None:
     room = dec.get_buffer()
     assert len(room) == len(payload) - 996  # the frame's own buffer, the rest of it exactly
     room[:] = data[1000:]
-    assert dec.buffer_updated(len(room)) == [payload]
+    out = dec.buffer_updated(len(room))
+    assert out == [payload]
     assert dec.buffered == 0 and len(dec.get_buffer()) <= FrameDecoder.RECEIVE_BYTES
+
+
+def test_a_frame_read_into_its_own_buffer_is_that_buffer_not_a_copy() -> None:
+    """A producer's 1 MB request is handed on as the bytearray the socket filled (no copy in the broker), and
+    the decoder never writes into it again: the next frames, large or small, go to buffers of their own."""
+    dec = FrameDecoder()
+    first, second = b"a" * 200_000, b"b" * 150_000
+    data = memoryview(b"".join(struct.pack(">i", len(p)) + p for p in (first, second, b"small-frame")))
+    pos, out = 0, []
+    rooms = []
+    while pos < len(data):
+        room = dec.get_buffer()
+        rooms.append(room.obj)
+        n = min(len(room), len(data) - pos)
+        room[:n] = data[pos:pos + n]
+        pos += n
+        out += dec.buffer_updated(n)
+    assert out == [first, second, b"small-frame"]
+    assert type(out[0]) is bytearray and type(out[1]) is bytearray and type(out[2]) is bytes
+    assert any(obj is out[0] for obj in rooms) and any(obj is out[1] for obj in rooms), "the frames were copied"
+    assert out[0] == first and out[1] == second  # untouched by what was read after them
 
 
 def test_an_idle_connections_decoder_holds_no_buffer() -> None:

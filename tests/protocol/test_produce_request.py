@@ -123,3 +123,16 @@ def test_a_partition_with_tagged_fields_is_read_by_the_general_reader() -> None:
     assert [(p.index, bytes(p.records or b"")) for p in ours.topic_data[0].partition_data] == [(0, b"abc"), (1, b"d")]
     with pytest.raises(ProtocolError):  # the same tagged field cut short
         decode_request(head + struct.pack(">i", 0) + b"\x04abc" + b"\x01\x05\x09zz", 0, 9)
+
+
+def test_a_large_frame_read_into_a_bytearray_gives_read_only_records_without_a_copy() -> None:
+    """A Produce request larger than the receive buffer arrives as the bytearray the socket filled
+    (protocol/framing.py): its records are views of that buffer (not copies) that cannot be written through."""
+    records = b"r" * 100_000
+    frame = bytearray(b"\x00" * 3 + _encode(9, None, -1, 1000, [("t", uuid.uuid4(), [(0, records)])]))
+    part = decode_request(frame, 3, 9).topic_data[0].partition_data[0]
+    assert part.records is not None and bytes(part.records) == records
+    assert part.records.obj is frame, "the records were copied out of the frame"
+    assert part.records.readonly
+    with pytest.raises(TypeError):
+        part.records[0] = 0

@@ -232,3 +232,35 @@ def test_disk_errors_answer_kafka_storage_error(tmp_path: Path, caplog) -> None:
         finally:
             plog.append, plog.read = real_append, real_read
     assert any("No space left" in r.getMessage() for r in caplog.records)
+
+
+def test_requests_larger_than_the_receive_buffer(broker) -> None:
+    """A request over 64 KiB is read into a buffer of its own and handed on uncopied (protocol/framing.py):
+    a Produce of it is appended byte for byte, and any other request (here Metadata, decoded by kio from a
+    bytes copy) is answered as a small one is; both on the same connection, between small requests."""
+    from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+
+    _create(broker, "big-raw")
+    values = [bytes([i]) * 30_000 for i in range(10)]  # about 300 KB of records in one batch
+    batch = build_record_batch([(b"k%d" % i, v, []) for i, v in enumerate(values)])
+    names = [f"absent-{i:04d}-" + "n" * 200 for i in range(400)]  # about 85 KB of topic names
+    with WireClient(broker.bootstrap) as c:
+        small = c.request(_produce("big-raw", build_record_batch([(None, b"first", [])])))
+        big = c.request(_produce("big-raw", batch)).responses[0].partition_responses[0]
+        assert small.responses[0].partition_responses[0].error_code == ErrorCode.none
+        assert (big.error_code, big.base_offset) == (ErrorCode.none, 1)
+        meta = c.request(MetadataRequest(
+            topics=tuple(MetadataRequestTopic(topic_id=None, name=n) for n in names),
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+        assert [t.name for t in meta.topics] == names
+        assert {t.error_code for t in meta.topics} == {ErrorCode.unknown_topic_or_partition}
+        got = bytearray()
+        offset = 0
+        for _ in range(20):  # the batch's bytes, whatever the fetch splits them into
+            data = c.request(_fetch("big-raw", offset)).responses[0].partitions[0]
+            got += data.records or b""
+            if data.high_watermark == 11 and b"".join(values[-1:]) in got:
+                break
+            offset = 1
+        assert all(v in got for v in values), "the large batch was not stored as sent"
+        assert batch[61:] in got, "the records of the large batch changed on their way to the log"

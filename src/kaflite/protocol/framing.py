@@ -5,18 +5,23 @@ Rules:
   `max_frame_bytes` (Kafka's `socket.request.max.bytes`, 100 MiB) is a protocol violation: the decoder
   raises `FrameError` and the shell closes the connection (what Kafka does) instead of allocating it;
 - bytes may arrive split anywhere: the decoder buffers until a frame is whole, and hands back every
-  complete frame in arrival order.
+  complete frame in arrival order;
+- a frame is `bytes`, except one larger than the receive buffer: that one was read into a `bytearray` of
+  its own, and is handed back as that very buffer, not copied (a producer's 1 MB requests are most of the
+  bytes a broker receives); the decoder never touches it again. Whoever needs `bytes` (kio's readers:
+  every request but Produce) makes them (server/dispatcher.py).
 """
 
 from __future__ import annotations
 
 import struct
 
-__all__ = ["DEFAULT_MAX_FRAME_BYTES", "FrameDecoder", "FrameError", "frame"]
+__all__ = ["DEFAULT_MAX_FRAME_BYTES", "Frame", "FrameDecoder", "FrameError", "frame"]
 
 DEFAULT_MAX_FRAME_BYTES = 104_857_600
 MIN_FRAME_BYTES = 8
 _SIZE = struct.Struct(">i")
+Frame = bytes | bytearray  # a request without its size prefix (module rules: bytearray for a large one)
 
 
 class FrameError(Exception):
@@ -24,13 +29,13 @@ class FrameError(Exception):
 
 
 class FrameDecoder:
-    """Turns a byte stream into complete frames (each a `bytes`, without its size prefix).
+    """Turns a byte stream into complete frames (each without its size prefix; `Frame`, module rules).
 
     Two ways in: `feed(data)` for bytes already read, and the pair `get_buffer()` / `buffer_updated(n)` for
-    a socket that reads straight into the decoder (asyncio's BufferedProtocol). The second copies each
+    a socket that reads straight into the decoder (asyncio's BufferedProtocol). The second copies a small
     frame once: the socket fills a receive buffer and every whole frame in it is sliced out as its own
-    `bytes`; a frame larger than that buffer gets a buffer of its own size once its prefix is read, and
-    the socket fills that directly (then one copy makes it `bytes`, which the decoders downstream take).
+    `bytes`; a frame larger than that buffer gets a `bytearray` of its own size once its prefix is read,
+    the socket fills that directly, and that buffer is the frame handed back: never copied in this process.
 
     The receive buffer is let go when a read that did not fill its room leaves nothing to frame (the socket
     had no more for now), so an idle connection holds none (10,000 idle connections must not cost 64 KiB
@@ -82,14 +87,14 @@ class FrameDecoder:
             self._start, self._end = 0, len(pending)
         return self._view[self._end:]
 
-    def buffer_updated(self, nbytes: int) -> list[bytes]:
+    def buffer_updated(self, nbytes: int) -> list[Frame]:
         """`nbytes` were written at the start of the last `get_buffer()`: the frames now complete."""
-        frames: list[bytes] = []
+        frames: list[Frame] = []
         if self._big is not None:
             self._filled += nbytes
             if self._filled < len(self._big):
                 return frames
-            frames.append(bytes(self._big))
+            frames.append(self._big)  # the buffer itself (module rules): let go of below, never written again
             self._big = self._big_view = None
             self._filled = 0
             return frames
@@ -127,9 +132,9 @@ class FrameDecoder:
                     self._size = max(self.MIN_RECEIVE_BYTES, self._size // 2)
         return frames
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
         """The frames completed by `data` (bytes read elsewhere), in order."""
-        frames: list[bytes] = []
+        frames: list[Frame] = []
         src = memoryview(data)
         while src:
             room = self.get_buffer()

@@ -3,7 +3,8 @@
 Produce is the request that carries the data, and kio's generic reader is slow for it: a 17 KB request of
 one partition took 47 µs to decode and 100 partitions 37 µs each, most of it walking the schema and
 copying each records field out of the frame. This module reads the few fields with `struct` and hands back
-each partition's records as a memoryview of the frame (no copy); the log appends from that view.
+each partition's records as a read-only memoryview of the frame (no copy, also of a large frame, which
+arrives as the bytearray it was read into); the log appends from that view.
 
 Rules:
 - v0-v2 (kio's schemas start at v3, Kafka 4.0's floor; protocol/legacy_produce.py up-converts their message
@@ -65,10 +66,12 @@ class ProduceRequest:
     topic_data: tuple[TopicProduceData, ...]
 
 
-def decode_request(frame: bytes | memoryview, offset: int, version: int) -> ProduceRequest:
+def decode_request(frame: bytes | bytearray | memoryview, offset: int, version: int) -> ProduceRequest:
     """The body of a Produce request of `version` (0-13) starting at `offset` (module rules)."""
     try:
-        return _Reader(memoryview(frame), offset, version >= FLEXIBLE_VERSION).request(version)
+        # read-only views, also of a bytearray frame (a large request, protocol/framing.py): nothing
+        # downstream can write into the request it was handed
+        return _Reader(memoryview(frame).toreadonly(), offset, version >= FLEXIBLE_VERSION).request(version)
     except (struct.error, UnicodeDecodeError, ValueError) as e:
         raise ProtocolError(f"Produce v{version}: {e}") from None
 

@@ -57,7 +57,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from kaflite.protocol.framing import FrameDecoder, FrameError
+from kaflite.protocol.framing import Frame, FrameDecoder, FrameError
 from kaflite.server.authorizer import Session
 from kaflite.server.dispatcher import CloseConnection, Dispatcher, HalfCloseConnection
 from kaflite.server.stopping import cancel_until_done
@@ -155,7 +155,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.decoder = FrameDecoder(limits.max_frame_bytes)
         self.last_active = time.monotonic()
         self.busy = False
-        self.frames: deque[bytes] = deque()
+        self.frames: deque[Frame] = deque()
         self.queued_bytes = 0
         self.transport: asyncio.Transport | None = None
         self.peer = ""
@@ -260,7 +260,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self._arrived(frames)
 
-    def _arrived(self, frames: list[bytes]) -> None:
+    def _arrived(self, frames: list[Frame]) -> None:
         self.last_active = time.monotonic()
         if frames:
             self.frames.extend(frames)
@@ -428,11 +428,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._muted.set_result(None)
         self._maybe_resume_reading()
 
-    async def _authenticate(self, frame: bytes) -> bool:
+    async def _authenticate(self, frame: Frame) -> bool:
         """One frame of a SASL exchange; True when the frame is ApiVersions, for the dispatcher."""
         assert self.sasl is not None
         try:
-            step = self.sasl.receive(frame)
+            # a large frame is a bytearray (protocol/framing.py); the authenticator's readers want bytes
+            step = self.sasl.receive(bytes(frame) if isinstance(frame, bytearray) else frame)
         except Exception as e:  # a client's malformed exchange: its fault, closed like a protocol violation
             self.abort(f"SASL exchange failed: {type(e).__name__}")
             return False
@@ -466,7 +467,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                       "re-authenticated" if reauth else "authenticated", step.principal)
         return False
 
-    async def _session_allows(self, frame: bytes) -> bool:
+    async def _session_allows(self, frame: Frame) -> bool:
         """KIP-368 on an authenticated connection whose session ends: True to serve the frame; a
         SaslHandshake that begins a re-authentication is handled here; after the session's end the
         connection is closed (Kafka's SocketServer closes an expired channel on its next request)."""

@@ -19,7 +19,10 @@ Rules (what Kafka's SocketServer/KafkaApis do):
   run), a delay sleeps before the handler, a dropped connection closes it unanswered; a DescribeConfigs or
   IncrementalAlterConfigs of the pseudo resource `kaflite.faults` lists or changes the rules
   (`faults_admin.py`, what `kaflite faults` sends); a throttle fault becomes the context's throttle time
-  (answered and muted like a quota's), a half-close fault raises `HalfCloseConnection`.
+  (answered and muted like a quota's), a half-close fault raises `HalfCloseConnection`;
+- a large frame arrives as the bytearray it was read into (protocol/framing.py): Produce is decoded from it
+  as it is (its records appended from a read-only view, never copied in this process), any other request
+  from a `bytes` copy of it (kio's readers and the bytes fields they return want bytes).
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ if TYPE_CHECKING:
 __all__ = ["CloseConnection", "Dispatcher", "HalfCloseConnection"]
 
 log = logging.getLogger("kaflite.server")
+PRODUCE_KEY = 0
 # called with the id of each client connection that ends (after its last request was answered)
 CONNECTION_CLOSED: Slot[list[Callable[[int], None]]] = Slot("connection_closed")
 
@@ -90,13 +94,18 @@ class Dispatcher:
                 log.exception("a connection-closed hook failed")
 
     async def dispatch(
-        self, frame: bytes, client_host: str = "", connection_id: int = 0, session: Session | None = None,
-        on_throttle: Callable[[int], None] | None = None,
+        self, frame: bytes | bytearray, client_host: str = "", connection_id: int = 0,
+        session: Session | None = None, on_throttle: Callable[[int], None] | None = None,
     ) -> list[bytes | memoryview] | None:
+        # module rules: a large frame (a bytearray) is read through a read-only view (kio's varint reader
+        # refuses writable buffers), and copied into bytes for any request but Produce
+        body: bytes | memoryview = memoryview(frame).toreadonly() if isinstance(frame, bytearray) else frame
         try:
-            header, offset = parse_request_header(frame)
+            header, offset = parse_request_header(body)
         except ProtocolError as e:
             raise CloseConnection(f"bad request header: {e}") from e
+        if header.api_key != PRODUCE_KEY and isinstance(frame, bytearray):
+            body = bytes(frame)
         handler = self.registry.lookup(header.api_key, header.api_version)
         if handler is None:
             if header.api_key == API_VERSIONS_KEY:
@@ -107,7 +116,7 @@ class Dispatcher:
                 )
             raise CloseConnection(f"unknown api key {header.api_key} (version {header.api_version})")
         try:
-            request = decode_request(header, frame, offset)
+            request = decode_request(header, body, offset)
         except ProtocolError as e:
             raise CloseConnection(str(e)) from e
         if session is None:  # a caller without a connection (tests): the listener's anonymous session
