@@ -115,7 +115,7 @@ class FileCache:
     def call(self, f: CachedFile, fn: Callable[[int, _A, _B], _T], a: _A, b: _B) -> _T:
         """`fn(fd, a, b)` on `f`'s descriptor pinned for the call (`acquire`, `fn`, `release`), with their
         usual case inlined (module rules). Two arguments, not `*args`: a call of exact arity is the one
-        CPython 3.11 specialises (a `*args` form measured 150-200 ns more per append)."""
+        CPython 3.11 specialises (a `*args` form measured about 200 ns more per append)."""
         lock = self.lock
         with lock:
             fd = f._fd  # noqa: SLF001
