@@ -141,6 +141,7 @@ def test_call_pins_for_the_call_only_and_reopens_a_shed_descriptor(tmp_path: Pat
 
     def during(fd: int, n: int, pos: int) -> bytes:
         seen.append((seg._pins, fd))  # noqa: SLF001
+        seg._used = False  # noqa: SLF001 - pinned only: a shed would otherwise take it first
         file_cache.shed(len(file_cache) * 2)  # another thread's shed: skips the pinned descriptor
         return os.pread(fd, n, pos)
 
