@@ -63,3 +63,36 @@ def test_a_watch_sees_a_completion_made_before_its_wait() -> None:
         assert p.watching(("fetch", "a", 0)) == 0
 
     asyncio.run(run())
+
+
+def test_idle_while_nobody_waits_on_any_key() -> None:
+    """`idle`: no key watched at all (a caller may then skip building keys to complete); a wait, a watch or a
+    cancelled waiter each leave it as they found it."""
+
+    async def run() -> None:
+        p = Purgatory()
+        assert p.idle
+        waiter = asyncio.ensure_future(p.wait([("fetch", "a", 0), ("produce", "a", 0)], 5000))
+        await asyncio.sleep(0)
+        assert not p.idle
+        assert p.complete(("produce", "a", 0)) == 1
+        assert await waiter is True
+        assert p.idle, "the woken waiter's other key is released too"
+        watch = p.watch([("join", "g")])
+        assert not p.idle
+        watch.close()
+        assert p.idle
+        assert await p.wait([("fetch", "b", 1)], 20) is False  # a timed-out wait
+        assert p.idle
+        cancelled = asyncio.ensure_future(p.wait([("fetch", "c", 2)], 5000))
+        await asyncio.sleep(0)
+        assert not p.idle
+        cancelled.cancel()
+        try:
+            await cancelled
+        except asyncio.CancelledError:
+            pass
+        assert p.idle
+        assert p.complete(("fetch", "c", 2)) == 0  # idle: a completion wakes nobody
+
+    asyncio.run(run())

@@ -4,6 +4,7 @@ bytes, or fails with EBADF, when the number is reused by the next open."""
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import threading
@@ -105,7 +106,7 @@ def test_a_shed_never_closes_a_descriptor_in_use(tmp_path: Path, tiny_cache: Non
 
 def test_retire_while_pinned_defers_the_close(tmp_path: Path) -> None:
     seg = _segment(tmp_path, 0)
-    fd = seg._acquire()  # noqa: SLF001 - a read in flight
+    fd = file_cache.acquire(seg)  # a read in flight
     seg.retire_fd()
     assert seg.retired and seg not in file_cache._open  # noqa: SLF001
     os.fstat(fd)  # still open: the read in flight completes on its own file
@@ -120,7 +121,7 @@ def test_retire_while_pinned_defers_the_close(tmp_path: Path) -> None:
 def test_shed_skips_a_pinned_descriptor(tmp_path: Path) -> None:
     a, b = _segment(tmp_path, 0), _segment(tmp_path, 1)
     a._used = b._used = False  # noqa: SLF001
-    fd = a._acquire()  # noqa: SLF001
+    fd = file_cache.acquire(a)
     a._used = False  # noqa: SLF001 - pinned only: a shed would otherwise take it first
     before = file_cache.evictions
     file_cache.shed(len(file_cache) * 2)
@@ -129,3 +130,51 @@ def test_shed_skips_a_pinned_descriptor(tmp_path: Path) -> None:
     file_cache.release(a)
     a.close()
     b.close()
+
+
+def test_call_pins_for_the_call_only_and_reopens_a_shed_descriptor(tmp_path: Path) -> None:
+    seg = _segment(tmp_path, 0)
+    seg.append([_fill(0)], [(CHUNK, 0, 0, 0)])
+    file_cache.shed(len(file_cache) * 2)  # closed by the cache: the call reopens it
+    assert seg._fd == -1  # noqa: SLF001
+    seen: list[tuple[int, int]] = []
+
+    def during(fd: int, n: int, pos: int) -> bytes:
+        seen.append((seg._pins, fd))  # noqa: SLF001
+        seg._used = False  # noqa: SLF001 - pinned only: a shed would otherwise take it first
+        file_cache.shed(len(file_cache) * 2)  # another thread's shed: skips the pinned descriptor
+        return os.pread(fd, n, pos)
+
+    assert file_cache.call(seg, during, 10, 0) == _fill(0)[:10]
+    assert seen and seen[0][0] == 1 and seen[0][1] >= 0
+    assert seg._pins == 0 and seg._fd == seen[0][1]  # noqa: SLF001 - unpinned, still open
+
+    def failing(fd: int, a: int, b: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError):
+        file_cache.call(seg, failing, 0, 0)
+    assert seg._pins == 0  # noqa: SLF001 - a failed call unpins too
+    seg.close()
+
+
+def test_call_on_a_file_retired_meanwhile_closes_it_at_its_end(tmp_path: Path) -> None:
+    from kaflite.storage.file_cache import FileRetired
+
+    seg = _segment(tmp_path, 0)
+    fds: list[int] = []
+
+    def retire_during(fd: int, a: int, b: int) -> int:
+        fds.append(fd)
+        seg.retire_fd()  # a close or delete from another thread while the call is in flight
+        return os.fstat(fd).st_size  # the descriptor stays open for this call
+
+    assert file_cache.call(seg, retire_during, 0, 0) == 0
+    with pytest.raises(OSError):  # closed by the call's end, the last user
+        os.fstat(fds[0])
+    assert seg._fd == -1 and seg._pins == 0  # noqa: SLF001
+    with pytest.raises(FileRetired) as e:  # nothing reopens a retired file, nothing is left pinned
+        file_cache.call(seg, retire_during, 0, 0)
+    assert e.value.errno == errno.EBADF and seg._pins == 0 and len(fds) == 1  # noqa: SLF001
+    seg.index.close()
+    seg.time_index.close()

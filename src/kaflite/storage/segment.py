@@ -24,7 +24,6 @@ Rules:
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import struct
@@ -45,14 +44,13 @@ from kaflite.protocol.record_batch import (
     decode_records,
 )
 from kaflite.storage.checkpoint import fsync_dir
-from kaflite.storage.file_cache import file_cache, open_file
+from kaflite.storage.file_cache import FileRetired, file_cache, open_file
 from kaflite.storage.file_slice import FileSlice
 from kaflite.storage.index import IndexCorrupt, OffsetIndex, TimeIndex
 
 __all__ = ["LogSegment", "RecoveryNote", "segment_file_name", "HeaderFields", "SegmentRetired"]
 
 _T = TypeVar("_T")
-_cache_lock = file_cache.lock
 DELETED_SUFFIX = ".deleted"  # a deleted segment's files until file.delete.delay.ms passed (Kafka's suffix)
 
 
@@ -66,8 +64,8 @@ _DEFERRED = frozenset({"index", "time_index", "next_offset", "max_timestamp", "o
 _lazy_lock = threading.RLock()
 
 
-class SegmentRetired(OSError):
-    """A read or write on a segment closed or deleted for good (EBADF, as the closed descriptor was)."""
+# a read or write on a segment closed or deleted for good (EBADF, as the closed descriptor was)
+SegmentRetired = FileRetired
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD  # 49
@@ -264,59 +262,24 @@ class LogSegment:
 
     # ------------------------------------------------------------------------------------------
     # the descriptor: opened on use, closed by the FileCache when idle (storage/file_cache.py). Every
-    # system call on it goes through `_acquire`/`_release` (pinned), so a shed from another thread never
-    # closes it in the middle of a pread/pwritev; there is deliberately no unpinned accessor.
+    # system call on it is pinned by the cache (`file_cache.call`, or `acquire`/`release` around it), so a
+    # shed from another thread never closes it in the middle of a pread/pwritev; there is deliberately no
+    # unpinned accessor. The pins are the cache's code only (its rules live there, in one place).
     def _open_fd(self) -> int:
         """Called by the FileCache, under its lock, to reopen a closed descriptor."""
         return open_file(self.log_path, os.O_RDWR)
 
-    def _acquire(self) -> int:
-        # FileCache.acquire's fast path inlined (every read and append of the hot path comes here): an
-        # open descriptor is pinned with one lock round trip and no further call
-        with _cache_lock:
-            fd = self._fd
-            if fd >= 0:
-                self._pins += 1
-                self._used = True
-                return fd
-        fd = file_cache.acquire(self)
-        if fd < 0:
-            raise SegmentRetired(errno.EBADF, f"segment {self.log_path.name} is closed or deleted")
-        return fd
-
-    def _release(self) -> None:
-        with _cache_lock:
-            pins = self._pins = self._pins - 1
-            if pins or not self._retired:
-                return
-        file_cache.release_retired(self)
-
     def pread(self, n: int, pos: int) -> bytes:
         """os.pread on the segment's file, the descriptor pinned for the call; SegmentRetired (an OSError)
-        once the segment is closed or deleted. (`_acquire` / `_release` inlined: the hottest call.)"""
-        lock = _cache_lock
-        with lock:
-            fd = self._fd
-            if fd >= 0:
-                self._pins += 1
-                self._used = True
-        if fd < 0:
-            fd = self._acquire()
-        try:
-            return os.pread(fd, n, pos)
-        finally:
-            with lock:
-                pins = self._pins = self._pins - 1
-                last_of_retired = not pins and self._retired
-            if last_of_retired:
-                file_cache.release_retired(self)
+        once the segment is closed or deleted."""
+        return file_cache.call(self, os.pread, n, pos)
 
     def _fd_call(self, fn: Callable[[int], _T]) -> _T:
-        fd = self._acquire()
+        fd = file_cache.acquire(self)
         try:
             return fn(fd)
         finally:
-            self._release()
+            file_cache.release(self)
 
     @property
     def retired(self) -> bool:
@@ -391,7 +354,7 @@ class LogSegment:
             self.ensure_loaded()
         start = self.size
         try:
-            self._fd_call(lambda fd: _pwrite_all(fd, pieces, start))
+            file_cache.call(self, _pwrite_all, pieces, start)
         except OSError:
             self._undo_write(start)
             raise
@@ -422,24 +385,10 @@ class LogSegment:
             self.ensure_loaded()
         pos = self.size
         try:
-            # _acquire / _release inlined for an open descriptor (one call each fewer per partition appended)
-            with _cache_lock:
-                fd = self._fd
-                if fd >= 0:
-                    self._pins += 1
-                    self._used = True
-            if fd < 0:
-                fd = self._acquire()
-            try:
-                n = os.pwritev(fd, (header, body), pos)
-                if n != size:
-                    _pwrite_all(fd, [memoryview(bytes(header) + bytes(body))[n:]], pos + n)  # short write
-            finally:
-                with _cache_lock:
-                    pins = self._pins = self._pins - 1
-                    retired = not pins and self._retired
-                if retired:
-                    file_cache.release_retired(self)
+            n = file_cache.call(self, os.pwritev, (header, body), pos)
+            if n != size:  # a short write: the rest (positional, so a second pin changes nothing)
+                rest: list[bytes | bytearray | memoryview] = [memoryview(bytes(header) + bytes(body))[n:]]
+                file_cache.call(self, _pwrite_all, rest, pos + n)
         except OSError:
             self._undo_write(pos)
             raise

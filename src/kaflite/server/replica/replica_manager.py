@@ -393,10 +393,10 @@ class ReplicaManager:
                 self._run_file_work(work, f"deleting log {key[0]}-{key[1]}", inline=inline)
         part.log = None
         self._follower_log_start.pop(key, None)
-        # waiters re-check and find the partition gone
-        self.purgatory.complete(fetch_key(*key))
-        self.purgatory.complete(produce_key(*key))
-        self.purgatory.complete(delete_records_key(*key))
+        if not self.purgatory.idle:  # waiters re-check and find the partition gone
+            self.purgatory.complete(fetch_key(*key))
+            self.purgatory.complete(produce_key(*key))
+            self.purgatory.complete(delete_records_key(*key))
 
     @staticmethod
     def _run_file_work(work: Callable[[], None], what: str, *, inline: bool = False) -> None:
@@ -413,6 +413,8 @@ class ReplicaManager:
         loop.run_in_executor(None, run)
 
     def _high_watermark_moved(self, part: Partition) -> None:
+        if self.purgatory.idle:  # nobody to wake: no keys built (a follower's fetch per partition comes here)
+            return
         self.purgatory.complete(produce_key(part.topic, part.partition))
         self.purgatory.complete(fetch_key(part.topic, part.partition))
         if self._delayed_deletes:  # a leadership change: waiting DeleteRecords re-check
@@ -584,7 +586,7 @@ class ReplicaManager:
             log.error("append to %s-%d failed: %s", topic, partition, e)
             raise KafkaError(ErrorCode.kafka_storage_error, str(e)) from e
         # nothing to wake when nobody waits (a producer to 10,000 partitions pays no key per partition)
-        if self.purgatory._watchers:  # noqa: SLF001 - Purgatory.complete's first check, inlined
+        if not self.purgatory.idle:
             if self._delayed_produces:  # someone may wait for this partition's high watermark
                 self.purgatory.complete(produce_key(topic, partition))
             self.purgatory.complete(fetch_key(topic, partition))
@@ -601,9 +603,10 @@ class ReplicaManager:
         except OSError as e:
             log.error("marker append to %s-%d failed: %s", topic, partition, e)
             raise KafkaError(ErrorCode.kafka_storage_error, str(e)) from e
-        if self._delayed_produces:
-            self.purgatory.complete(produce_key(topic, partition))
-        self.purgatory.complete(fetch_key(topic, partition))
+        if not self.purgatory.idle:
+            if self._delayed_produces:
+                self.purgatory.complete(produce_key(topic, partition))
+            self.purgatory.complete(fetch_key(topic, partition))
         return part, result
 
     async def wait_committed(self, part: Partition, required_offset: int, deadline_ms: float) -> ErrorCode:
