@@ -510,6 +510,39 @@ def test_a_clean_load_reads_each_small_file_once_and_joins_one_path_per_log(
     m.close()
 
 
+def test_a_clean_load_rewrites_no_offset_checkpoint_but_a_changed_one(tmp_path: Path) -> None:
+    """The load's closing checkpoint writes only the files whose offsets it changed: after a clean stop
+    none (three files of 10,000 lines and their fsyncs at every start of 10,000 partitions); a partition
+    gone since (its directory removed) changes all three, which are rewritten without it."""
+    import shutil
+
+    from kaflite.storage.checkpoint import (
+        HIGH_WATERMARK_CHECKPOINT,
+        LOG_START_OFFSET_CHECKPOINT,
+        RECOVERY_POINT_CHECKPOINT,
+    )
+
+    names = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT)
+    _filled(tmp_path, 3)
+
+    def inodes() -> list[int]:
+        return [os.stat(tmp_path / n).st_ino for n in names]
+
+    before = inodes()
+    m = LogManager([tmp_path], LogConfig())
+    m.load()
+    assert inodes() == before  # (an atomic rewrite replaces the file: a new inode)
+    assert read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT) == {("t", 0): 1, ("t", 1): 2, ("t", 2): 3}
+    m.close()
+    shutil.rmtree(tmp_path / "t-1")
+    before = inodes()
+    m = LogManager([tmp_path], LogConfig())
+    m.load()
+    assert all(a != b for a, b in zip(inodes(), before, strict=True))
+    assert read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT) == {("t", 0): 1, ("t", 2): 3}
+    m.close()
+
+
 def test_a_failed_load_closes_without_the_clean_shutdown_marker(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """After an unclean stop, a start whose load fails (one log does not open) must not leave a
