@@ -13,25 +13,11 @@ from pathlib import Path
 import pytest
 
 from kaflite.storage import Log, LogConfig, LogManager
-from kaflite.storage.index import _IndexFile
 from kaflite.storage.segment import LogSegment
 from storage.storage_util import batch, every_batch_range, fetched_offsets
 
 CFG = LogConfig(segment_bytes=1000, index_interval_bytes=50, retention_ms=-1)
 PID = 7
-
-
-@pytest.fixture
-def index_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    reads: list[Path] = []
-    real = _IndexFile._read_entries
-
-    def counting(self: _IndexFile) -> list[tuple[int, int]]:
-        reads.append(self.path)
-        return real(self)
-
-    monkeypatch.setattr(_IndexFile, "_read_entries", counting)
-    return reads
 
 
 def _stopped(d: Path, n: int = 30) -> tuple[list[tuple[int, int]], int]:

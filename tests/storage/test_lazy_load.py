@@ -13,7 +13,6 @@ import pytest
 
 from kaflite.storage import Log, LogConfig
 from kaflite.storage.cleaner import compact_log
-from kaflite.storage.index import _IndexFile
 from kaflite.storage.segment import LogSegment
 from storage.storage_util import batch, every_batch_range, fetched_offsets
 
@@ -26,20 +25,6 @@ def _fill(path: Path, n: int = 60, cfg: LogConfig = CFG, keys: int = 0) -> Log:
         log.append(batch(1, key=b"k%d" % (i % keys) if keys else b"k", value=b"x" * 40))
     log.update_high_watermark(log.log_end_offset)
     return log
-
-
-@pytest.fixture
-def index_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """Every index file read, by path."""
-    reads: list[Path] = []
-    real = _IndexFile._read_entries
-
-    def counting(self: _IndexFile) -> list[tuple[int, int]]:
-        reads.append(self.path)
-        return real(self)
-
-    monkeypatch.setattr(_IndexFile, "_read_entries", counting)
-    return reads
 
 
 def _crashed(tmp_path: Path) -> tuple[Path, list[tuple[int, int]], int, int]:
