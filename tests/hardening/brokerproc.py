@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,15 @@ class BrokerProcess:
             self.kill()
             raise
         return self
+
+    def wait_warmed(self, timeout: float = 30) -> None:
+        """Until the broker has loaded its protocol schemas (SCHEMA_WARM_UP_DELAY_S after it listens) and
+        frozen its start-up heap: what a test measuring the broker's memory takes as its baseline."""
+        deadline = time.monotonic() + timeout
+        while "start-up heap frozen" not in self.log():
+            if time.monotonic() > deadline or not self.alive():
+                raise RuntimeError(f"the broker did not finish its start-up within {timeout} s:\n{self.log()[-3000:]}")
+            time.sleep(0.05)
 
     def log(self) -> str:
         try:

@@ -257,3 +257,44 @@ def test_close_writes_no_producer_snapshot_when_one_is_at_the_log_end(
     log = _lazy(d, end + 1)
     assert log.producer_state.producers[PID].retained[-1][3] == end
     log.close()
+
+
+def test_a_clean_load_reads_the_producer_snapshot_on_first_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    """Log rules: after a clean stop the stop's producer snapshot (at the log end offset) is read on the first
+    use of the producer state, not by the load (10,000 snapshots read and parsed at every start); what it
+    then holds is what the load read before: the idempotent producer's last batch is recognised as a
+    duplicate, a torn snapshot is replayed from the log instead, and a close without a write keeps the file."""
+    from kaflite.storage import log as log_module
+
+    d = tmp_path / "t-0"
+    expected, end = _stopped(d)
+    snapshot = d / f"{end:020d}.snapshot"
+    mtime = snapshot.stat().st_mtime_ns
+    read: list[str] = []
+    real = log_module.read_small_file
+
+    def counting(path: str | Path) -> bytes:
+        read.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(log_module, "read_small_file", counting)
+    log = _lazy(d, end)
+    assert read == [] and "producer_state" not in vars(log)
+    log.close()  # nothing written: the snapshot stays as it was, and none was read
+    assert read == [] and snapshot.stat().st_mtime_ns == mtime
+    log = _lazy(d, end)
+    assert log.last_stable_offset == end  # a use: the snapshot is read now, once
+    assert read == [str(snapshot)] and log.producer_state.producers[PID].retained[-1][3] == end - 1
+    dup = log.append(batch(1, value=b"x" * 40, producer_id=PID, producer_epoch=0, base_sequence=len(expected) - 1))
+    assert dup.duplicate and dup.base_offset == end - 1 and len(read) == 1
+    log.close()
+    snapshot.write_bytes(b"{torn")  # (as a crash after the stop would leave it: replayed from the log)
+    log = _lazy(d, end)
+    entry = log.producer_state.producers[PID]
+    assert entry.retained[-1][3] == end - 1 and not snapshot.exists()
+    assert log.append(batch(1, producer_id=PID, producer_epoch=0, base_sequence=len(expected))).base_offset == end
+    log.close()
+    again = Log(d, CFG, had_clean_shutdown=False, recovery_point=0)  # an unclean load reads it at once
+    assert "producer_state" in vars(again) and again.producer_state.producers[PID].retained[-1][3] == end
+    again.close()

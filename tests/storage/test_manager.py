@@ -470,6 +470,79 @@ def test_a_clean_load_makes_no_leader_epoch_syscall_per_log(tmp_path: Path, monk
     m.close()
 
 
+def test_a_clean_load_reads_each_small_file_once_and_joins_one_path_per_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """10,000 partitions at start (issue 28): a clean load's cost is per log, so per log it reads each small
+    file it needs (leader-epoch checkpoint, producer snapshot) with one `read` (a short read is the end of a
+    regular file: no second read to find it) and builds one Path, its directory's (the files it reads are
+    named by strings, a lazy segment's path is made on first use)."""
+    from pathlib import PurePath
+
+    _filled(tmp_path, 5)
+    small_files = sum(1 for f in tmp_path.glob("t-*/*") if f.name.endswith((".snapshot", "leader-epoch-checkpoint")))
+    assert small_files >= 5  # (every log has its stop's producer snapshot)
+    reads: list[int] = []
+    joins: list[str] = []
+    real_read, real_div = os.read, PurePath.__truediv__
+
+    def read(fd: int, n: int) -> bytes:
+        reads.append(fd)
+        return real_read(fd, n)
+
+    def div(self: PurePath, key: str) -> PurePath:
+        joins.append(str(key))
+        return real_div(self, key)
+
+    monkeypatch.setattr(os, "read", read)
+    monkeypatch.setattr(PurePath, "__truediv__", div)
+    m = LogManager([tmp_path], LogConfig(), io_threads=1)
+    joins.clear()  # (the manager's own files: its lock, the checkpoints)
+    m.load()
+    monkeypatch.undo()
+    assert len(m.logs()) == 5
+    assert len(reads) <= small_files + 3  # + the three offset checkpoints of the log dir
+    per_log = [j for j in joins if j.startswith("t-") or j.endswith((".log", "leader-epoch-checkpoint", ".snapshot"))]
+    assert len(per_log) <= 5, per_log
+    logs = sorted(m.logs().values(), key=lambda lg: lg.partition)
+    assert all(seg.lazy for lg in logs for seg in lg.segments)
+    assert [lg.log_end_offset for lg in logs] == [1, 2, 3, 4, 5]
+    m.close()
+
+
+def test_a_clean_load_rewrites_no_offset_checkpoint_but_a_changed_one(tmp_path: Path) -> None:
+    """The load's closing checkpoint writes only the files whose offsets it changed: after a clean stop
+    none (three files of 10,000 lines and their fsyncs at every start of 10,000 partitions); a partition
+    gone since (its directory removed) changes all three, which are rewritten without it."""
+    import shutil
+
+    from kaflite.storage.checkpoint import (
+        HIGH_WATERMARK_CHECKPOINT,
+        LOG_START_OFFSET_CHECKPOINT,
+        RECOVERY_POINT_CHECKPOINT,
+    )
+
+    names = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT)
+    _filled(tmp_path, 3)
+
+    def inodes() -> list[int]:
+        return [os.stat(tmp_path / n).st_ino for n in names]
+
+    before = inodes()
+    m = LogManager([tmp_path], LogConfig())
+    m.load()
+    assert inodes() == before  # (an atomic rewrite replaces the file: a new inode)
+    assert read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT) == {("t", 0): 1, ("t", 1): 2, ("t", 2): 3}
+    m.close()
+    shutil.rmtree(tmp_path / "t-1")
+    before = inodes()
+    m = LogManager([tmp_path], LogConfig())
+    m.load()
+    assert all(a != b for a, b in zip(inodes(), before, strict=True))
+    assert read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT) == {("t", 0): 1, ("t", 2): 3}
+    m.close()
+
+
 def test_a_failed_load_closes_without_the_clean_shutdown_marker(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """After an unclean stop, a start whose load fails (one log does not open) must not leave a

@@ -76,18 +76,24 @@ def fsync_file(path: Path) -> bool:
     return True
 
 
+_SMALL_READ = 1 << 16
+
+
 def read_small_file(path: str | Path) -> bytes:
     """A whole (small) file's bytes through a bare descriptor: a start reads two such files per partition (its
     leader-epoch checkpoint and producer snapshot), and `Path.read_text`'s buffered text object cost more
     than the reads themselves (a third of a 10,000-partition load's CPU went to opening files)."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
+        first = os.read(fd, _SMALL_READ)
+        if len(first) < _SMALL_READ:  # a regular file reads short only at its end: no second read to find it
+            return first
+        chunks = [first]
+        while chunk := os.read(fd, _SMALL_READ):
             chunks.append(chunk)
     finally:
         os.close(fd)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return b"".join(chunks)
 
 
 def write_offset_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:

@@ -51,9 +51,11 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 
 class LeaderEpochFileCache:
-    def __init__(self, path: Path, *, read: bool = True) -> None:
-        """`read=False`: the caller knows the file does not exist (a log directory it just created)."""
-        self.path = path
+    def __init__(self, path: Path | str, *, read: bool = True) -> None:
+        """`read=False`: the caller knows the file does not exist (a log directory it just created). `path`
+        may be a string: it becomes a Path only when a write or a caller needs one (a start opens 10,000 logs
+        that only read the file)."""
+        self._path = path
         self.entries: list[tuple[int, int]] = self._read() if read else []
         self._durable_empty = not self.entries  # the file on disk holds no entry, durably
         self._unwritten = False  # the last entry is in memory only (a new leader's epoch, no batch yet)
@@ -62,9 +64,16 @@ class LeaderEpochFileCache:
         self.pending_write = False  # changed in memory by a truncation, the file not rewritten yet
         self._file_lock = threading.Lock()  # one write_pending at a time
 
+    @property
+    def path(self) -> Path:
+        p = self._path
+        if not isinstance(p, Path):
+            p = self._path = Path(p)
+        return p
+
     def _read(self) -> list[tuple[int, int]]:
         try:
-            lines = read_small_file(self.path).decode().splitlines()
+            lines = read_small_file(self._path).decode().splitlines()
             if not lines or lines[0].strip() != "0":
                 return []
             n = int(lines[1])

@@ -5,7 +5,8 @@ Rules:
   fewest partitions (Kafka's placement).
 - Per log dir, Kafka's checkpoint files: `recovery-point-offset-checkpoint`,
   `log-start-offset-checkpoint`, `replication-offset-checkpoint` (high watermarks). They are rewritten
-  (atomically) by `checkpoint()`, called from `flush_due`, retention, DeleteRecords, truncation and close,
+  (atomically) by `checkpoint()`, called from `flush_due`, retention, DeleteRecords, truncation, close and
+  the end of `load()` (there only the files whose offsets the load changed: a clean start rewrites none),
   never under a Log's lock; `truncate_logs` (a follower's truncation round) writes them once for all the
   logs it truncated.
 - `close()` flushes everything and leaves `.kafka_cleanshutdown`; `load()` skips recovery for logs in a
@@ -224,6 +225,7 @@ class LogManager:
             jobs: list[tuple[Path, Path, tuple[str, int], bool, int, int, int]] = []
             seen: dict[tuple[str, int], Path] = {}
             markers: list[tuple[Path, bool]] = []
+            on_disk: dict[Path, tuple[tuple[str, dict[tuple[str, int], int]], ...]] = {}
             for d in self.log_dirs:
                 clean_marker = d / CLEAN_SHUTDOWN_FILE
                 clean = clean_marker.exists()
@@ -231,6 +233,8 @@ class LogManager:
                 recovery = read_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
                 starts = read_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
                 hws = read_offset_checkpoint(d / HIGH_WATERMARK_CHECKPOINT)
+                on_disk[d] = ((RECOVERY_POINT_CHECKPOINT, recovery), (LOG_START_OFFSET_CHECKPOINT, starts),
+                              (HIGH_WATERMARK_CHECKPOINT, hws))
                 # names as strings, directories told by the listing's entry type (no stat, no Path per
                 # entry: 10,000 Paths built, sorted and stat'ed were a tenth of a clean load's CPU)
                 with os.scandir(d) as listing:
@@ -310,7 +314,13 @@ class LogManager:
                     "empty",
                     sum(lg.lazy_at_open for lg in loaded), sum(len(lg.segments) for lg in loaded),
                 )
-            self._checkpoint_quietly(force=True)  # a full disk must not stop the broker from starting
+            # the checkpoint files as read count as written: only those the load changed (a recovery, an
+            # offset clamped, a partition gone) are rewritten, not three files of 10,000 lines with their
+            # fsyncs at every clean start; a full disk must not stop the broker from starting
+            for d, files in on_disk.items():
+                for name, offsets in files:
+                    self._written[(d, name)] = offsets
+            self._checkpoint_quietly()
 
     # ------------------------------------------------------------------------------------------
     def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:

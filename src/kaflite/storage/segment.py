@@ -9,10 +9,10 @@ Rules:
 - The segment is never trusted blindly after an unclean stop: `recover()` rescans the file, checks each
   batch's structure and CRC-32C, truncates at the first bad byte and rebuilds both indexes.
 - A sealed segment below the recovery point opens lazily (`LogSegment.lazy`, Kafka's LazyIndex): its size is
-  the file's length (one stat), nothing is opened or read; its descriptor is opened by the FileCache on
-  first use, and its indexes are read and sanity-checked (`load`) on the first access to any of the
-  `_DEFERRED` attributes, under `_lazy_lock`, the results assigned only once complete (a thread never sees
-  half a load). A failed check then rebuilds that segment's indexes from its `.log` (`recover`), and only
+  the file's length (one stat), nothing is opened or read (its `log_path` is made on first use, too); its
+  descriptor is opened by the FileCache on first use, and its indexes are read and sanity-checked (`load`)
+  on the first access to any of the `_DEFERRED` attributes, under `_lazy_lock`, the results assigned only
+  once complete (a thread never sees half a load). A failed check then rebuilds that segment's indexes from its `.log` (`recover`), and only
   that segment's: the later ones were flushed before the crash and stay. A lazy segment closed, flushed or
   deleted is never loaded for it (nothing of it is pending).
 - The active segment of a cleanly stopped log opens lazily too when its Log knows its next offset from the
@@ -168,7 +168,8 @@ class LogSegment:
         the clean shutdown recorded (module rules)."""
         self.dir = directory
         self.base_offset = base_offset
-        self.log_path = directory / segment_file_name(base_offset, suffix)
+        if not lazy or suffix != ".log":  # a lazy segment's path is made on first use (__getattr__)
+            self.log_path = directory / segment_file_name(base_offset, suffix)
         self._retired = False  # closed or deleted for good: no descriptor from then on
         self._pins = 0  # calls using the descriptor now (the FileCache does not close it meanwhile)
         self._fd = -1
@@ -187,7 +188,9 @@ class LogSegment:
         self._known_next = -1  # a lazy active segment's next offset as its Log knew it at open (-1: sealed)
         if lazy:
             # the FileCache opens the descriptor on first use
-            self.size = os.stat(self.log_path).st_size if size is None else size
+            if size is None:
+                size = os.stat(f"{directory}/{segment_file_name(base_offset, suffix)}").st_size
+            self.size = size
             if known_next_offset is not None:
                 self.next_offset = self._known_next = known_next_offset
             LogSegment.lazy_opened += 1
@@ -213,10 +216,14 @@ class LogSegment:
     # ------------------------------------------------------------------------------------------
     # lazy open (module rules)
     def __getattr__(self, name: str) -> object:
-        # only reached for an unset slot: a lazy segment's deferred state, loaded now
+        # only reached for an unset slot: a lazy segment's deferred state, loaded now, or its path (a Path per
+        # segment built at open was a tenth of a clean start's load CPU; most segments are never opened)
         if name in _DEFERRED and self._lazy:
             self.ensure_loaded()
             return object.__getattribute__(self, name)
+        if name == "log_path":
+            path = self.log_path = self.dir / segment_file_name(self.base_offset, ".log")
+            return path
         raise AttributeError(name)
 
     @property
