@@ -280,7 +280,7 @@ def test_a_clean_load_reads_the_producer_snapshot_on_first_use(tmp_path: Path, m
 
     monkeypatch.setattr(log_module, "read_small_file", counting)
     log = _lazy(d, end)
-    assert read == [] and "producer_state" not in vars(log)
+    assert read == [] and vars(log)["_producer_state"] is None
     log.close()  # nothing written: the snapshot stays as it was, and none was read
     assert read == [] and snapshot.stat().st_mtime_ns == mtime
     log = _lazy(d, end)
@@ -296,5 +296,5 @@ def test_a_clean_load_reads_the_producer_snapshot_on_first_use(tmp_path: Path, m
     assert log.append(batch(1, producer_id=PID, producer_epoch=0, base_sequence=len(expected))).base_offset == end
     log.close()
     again = Log(d, CFG, had_clean_shutdown=False, recovery_point=0)  # an unclean load reads it at once
-    assert "producer_state" in vars(again) and again.producer_state.producers[PID].retained[-1][3] == end
+    assert vars(again)["_producer_state"] is not None and again.producer_state.producers[PID].retained[-1][3] == end
     again.close()

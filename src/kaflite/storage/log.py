@@ -108,7 +108,7 @@ from bisect import bisect_right, insort
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from kaflite.protocol.control_record import build_marker_batch, parse_marker
 from kaflite.protocol.errors import ErrorCode, KafkaError
@@ -306,7 +306,7 @@ class Log:
         # offset -> (segment base, position, the segment, truncations then): position_of's memory
         self._positions: dict[int, tuple[int, int, LogSegment, int]] = {}
         self._roll_flush_to = 0  # rolled segments below this offset await their flush (flush_rolled)
-        self.producer_state = ProducerStateManager()
+        self._producer_state: ProducerStateManager | None = ProducerStateManager()
         self._txn_indexes: dict[int, TransactionIndex] = {}  # segment base -> its aborted transactions
         # segments deleted (retention, DeleteRecords, truncation) whose files wait, renamed `.deleted`, for
         # file.delete.delay.ms: (when due, the segment, its renamed .txnindex)
@@ -596,22 +596,28 @@ class Log:
         reading it waits for the first use of `producer_state` (Log rules)."""
         self._load_txn_indexes(names)
         if defer and self._snapshots and self._snapshots[-1] == self._next_offset >= self._log_start_offset:
-            self.__dict__.pop("producer_state", None)  # (__getattr__ reads it on first use)
+            self._producer_state = None  # (read on first use: the producer_state property)
             return
         self.producer_state = self._read_producer_state()
 
-    if not TYPE_CHECKING:  # (hidden from mypy: a __getattr__ would make every unknown attribute of Log Any)
+    # A property, not a __getattr__: a class with __getattr__ loses CPython 3.11's specialised attribute
+    # reads for every attribute of every instance (all of Log's hot path, about 2x per read measured); the
+    # property costs one call where the producer state is used.
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        state = self._producer_state
+        if state is None:
+            # deferred by a clean load (Log rules): read now, under the lock (another thread's first use
+            # waits for this one's and finds it set)
+            with self._lock:
+                state = self._producer_state
+                if state is None:
+                    state = self._producer_state = self._read_producer_state()
+        return state
 
-        def __getattr__(self, name: str) -> Any:
-            # only reached when `producer_state` was deferred by a clean load (Log rules): read now, under
-            # the lock (another thread's first use waits for this one's and finds it set)
-            if name == "producer_state" and "_lock" in self.__dict__:
-                with self._lock:
-                    state = self.__dict__.get("producer_state")
-                    if state is None:
-                        state = self.producer_state = self._read_producer_state()
-                    return state
-            raise AttributeError(name)
+    @producer_state.setter
+    def producer_state(self, state: ProducerStateManager) -> None:
+        self._producer_state = state
 
     def _read_producer_state(self) -> ProducerStateManager:
         """The producer state from the latest readable snapshot at or below the log end offset and the batch
