@@ -136,3 +136,21 @@ def test_compaction_of_a_log_opened_lazily(tmp_path: Path) -> None:
     kept = every_batch_range(log)
     assert kept[-1][1] == end - 1 and len(kept) < end
     log.close()
+
+
+def test_a_loaded_segment_is_a_plain_log_segment_whose_class_has_no_getattr_hook(tmp_path: Path) -> None:
+    # CPython 3.11 specialises no attribute read of an instance whose class defines __getattr__: the lazy
+    # hook lives on a subclass that a segment leaves when it loads (segment.py, _LazyLogSegment)
+    log = _fill(tmp_path / "t-0")
+    expected = every_batch_range(log)
+    log.close()
+    log = Log(tmp_path / "t-0", CFG, had_clean_shutdown=True, recovery_point=expected[-1][1] + 1)
+    assert "__getattr__" not in vars(LogSegment)
+    first = log.segments[0]
+    assert first.lazy and isinstance(first, LogSegment) and type(first) is not LogSegment
+    assert every_batch_range(log) == expected  # reads every segment: each loads
+    assert not first.lazy and type(first) is LogSegment
+    assert first.log_path == tmp_path / "t-0" / f"{first.base_offset:020d}.log"  # made before the class changed
+    log.append(batch(1, value=b"y"))  # the active segment loads before its write
+    assert all(type(s) is LogSegment for s in log.segments if not s.lazy)
+    log.close()

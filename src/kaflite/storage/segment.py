@@ -56,7 +56,7 @@ DELETED_SUFFIX = ".deleted"  # a deleted segment's files until file.delete.delay
 
 _log = logging.getLogger("kaflite.storage")
 # the attributes a lazy segment leaves unset until its load (an unset slot raises AttributeError, so the
-# first access goes to __getattr__: a loaded segment pays nothing for laziness on the hot path)
+# first access goes to _LazyLogSegment.__getattr__: a loaded segment is a plain LogSegment again)
 _DEFERRED = frozenset({"index", "time_index", "next_offset", "max_timestamp", "offset_of_max_timestamp",
                        "rolling_based_timestamp", "bytes_since_last_index_entry"})
 # serialises deferred loads: a segment may be first used by the event loop (a fetch, under its Log's lock)
@@ -187,6 +187,8 @@ class LogSegment:
         self._idx_suffix = ""  # ".deleted" once a lazy segment's index files were renamed (rename_deleted)
         self._known_next = -1  # a lazy active segment's next offset as its Log knew it at open (-1: sealed)
         if lazy:
+            # the deferred attributes are read through _LazyLogSegment.__getattr__ until the load
+            self.__class__ = _LazyLogSegment
             # the FileCache opens the descriptor on first use
             if size is None:
                 size = os.stat(f"{directory}/{segment_file_name(base_offset, suffix)}").st_size
@@ -214,18 +216,7 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
 
     # ------------------------------------------------------------------------------------------
-    # lazy open (module rules)
-    def __getattr__(self, name: str) -> object:
-        # only reached for an unset slot: a lazy segment's deferred state, loaded now, or its path (a Path per
-        # segment built at open was a tenth of a clean start's load CPU; most segments are never opened)
-        if name in _DEFERRED and self._lazy:
-            self.ensure_loaded()
-            return object.__getattribute__(self, name)
-        if name == "log_path":
-            path = self.log_path = self.dir / segment_file_name(self.base_offset, ".log")
-            return path
-        raise AttributeError(name)
-
+    # lazy open (module rules; the deferred attributes are read through _LazyLogSegment.__getattr__)
     @property
     def lazy(self) -> bool:
         """Opened lazily and not loaded yet: no index read, no descriptor opened for it."""
@@ -264,7 +255,13 @@ class LogSegment:
                 _log.error("%s: the active segment %d ends at offset %d, but the clean shutdown recorded %d "
                            "(the file was changed after the stop)", self.dir.name, self.base_offset,
                            self.next_offset, self._known_next)
+            try:
+                object.__getattribute__(self, "log_path")
+            except AttributeError:  # (still deferred: the plain class below has no __getattr__ to make it)
+                self.log_path = self.dir / segment_file_name(self.base_offset, ".log")
             self._lazy = False
+            # a loaded segment is a plain LogSegment again: no __getattr__ on its class (see _LazyLogSegment)
+            self.__class__ = LogSegment
             LogSegment.lazy_loaded += 1
 
     # ------------------------------------------------------------------------------------------
@@ -947,3 +944,24 @@ def write_swap_file(seg: LogSegment, pieces: Sequence[bytes | memoryview]) -> st
     os.replace(cleaned, swap)
     fsync_dir(seg.dir)
     return swap
+
+
+class _LazyLogSegment(LogSegment):
+    """A LogSegment opened lazily and not loaded yet (module rules). Its unset slots (the `_DEFERRED` state,
+    `log_path`) are made on first access by `__getattr__`; the load makes it a plain `LogSegment` again.
+    The hook lives on this subclass only because a class with `__getattr__` loses CPython 3.11's
+    specialised attribute reads on every instance: every loaded segment's append and read paths paid for
+    laziness (append_one about 15 % slower, bench/segment_append_bench.py)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> object:
+        # only reached for an unset slot: a lazy segment's deferred state, loaded now, or its path (a Path per
+        # segment built at open was a tenth of a clean start's load CPU; most segments are never opened)
+        if name in _DEFERRED and self._lazy:
+            self.ensure_loaded()
+            return object.__getattribute__(self, name)
+        if name == "log_path":
+            path = self.log_path = self.dir / segment_file_name(self.base_offset, ".log")
+            return path
+        raise AttributeError(name)
