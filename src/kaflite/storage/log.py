@@ -303,6 +303,8 @@ class Log:
         # the housekeeping queue (Log rules): the manager's callback, and whether this log is in its queue
         self._hk_queue: Callable[[Log], None] | None = None
         self._hk_queued = False
+        # the manager's "an offset it checkpoints moved" flag, shared by its logs (one item store per change)
+        self._offsets_moved: list[bool] = [False]
         self.producer_state = ProducerStateManager()
         self._txn_indexes: dict[int, TransactionIndex] = {}  # segment base -> its aborted transactions
         # segments deleted (retention, DeleteRecords, truncation) whose files wait, renamed `.deleted`, for
@@ -371,6 +373,7 @@ class Log:
             hw = min(offset, self._next_offset)
             if hw > self._high_watermark:
                 self._high_watermark = hw
+                self._offsets_moved[0] = True
             return self._high_watermark
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
@@ -389,9 +392,13 @@ class Log:
 
     # ==========================================================================================
     # the housekeeping queue (Log rules)
-    def attach_housekeeping(self, queue: Callable[[Log], None]) -> None:
+    def attach_housekeeping(self, queue: Callable[[Log], None], offsets_moved: list[bool] | None = None) -> None:
         """The manager's queue: `queue(log)` adds this log to the next housekeeping pass. Queued once now (a
-        loaded log may hold a roll's work, a crash's unflushed tail, an epoch file to write)."""
+        loaded log may hold a roll's work, a crash's unflushed tail, an epoch file to write).
+        `offsets_moved[0]` is set whenever the high watermark or the recovery point moves forward (what the
+        periodic checkpoint writes; the other changes call on_log_start_offset_change)."""
+        if offsets_moved is not None:
+            self._offsets_moved = offsets_moved
         self._hk_queue = queue
         self._hk_queued = False
         self._request_housekeeping()
@@ -1631,6 +1638,7 @@ class Log:
                 rp = min(plan.upto, self._next_offset)
                 if rp > self.recovery_point:
                     self.recovery_point = rp
+                    self._offsets_moved[0] = True
 
     def _flush_all_segments(self) -> None:
         for seg in self._segments:
