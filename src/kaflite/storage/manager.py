@@ -586,8 +586,7 @@ class LogManager:
         if flushed or (now - self._last_checkpoint_ms >= HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS
                        and self._offsets_moved[0]):
             self._offsets_moved[0] = False  # before reading the offsets: a move meanwhile sets it again
-            if not self._checkpoint_quietly():
-                self._offsets_moved[0] = True
+            self._checkpoint_quietly()  # (a failure sets it again)
             self._last_checkpoint_ms = now
         return flushed
 
@@ -600,8 +599,9 @@ class LogManager:
         try:
             self.checkpoint(force=force)
             return True
-        except OSError as e:  # retried at the next flush_due; the previous files stay valid (atomic)
+        except OSError as e:  # retried by the next periodic one; the previous files stay valid (atomic)
             storage_errors.report(f"{e.filename or self.log_dirs[0]}", "offset checkpoint", e)
+            self._offsets_moved[0] = True
             return False
 
     def checkpoint(self, *, force: bool = False) -> None:
