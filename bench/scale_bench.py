@@ -3,6 +3,7 @@
     .venv/bin/python bench/scale_bench.py                 # 2,000 connections, 200 groups, 500 partitions
     .venv/bin/python bench/scale_bench.py --connections 10000 --groups 1000 --partitions 10000   # the issue's
     .venv/bin/python bench/scale_bench.py --partitions 2000 --skip-connections --skip-groups     # one phase
+    .venv/bin/python bench/scale_bench.py --idle 60 --start-dir /tmp/idle10k --partitions 10000 --fill-records 0
 
 The broker is `python -m kaflite serve` in its own process on a free loopback port, stopped by its pid
 (SIGTERM). Clients are raw sockets speaking kio-encoded requests from one asyncio loop in this process.
@@ -29,6 +30,10 @@ Each figure has its baseline measured in the same run:
    `--start-dir DIR` instead: only starts (--repeat) of an existing, cleanly stopped broker's directory,
    each stopped with SIGTERM, no fill; run it with the PYTHONPATH of one tree, then another, on the same
    directory, to compare trees (the broker inherits this process's PYTHONPATH).
+4. idle (`--idle SECONDS --start-dir DIR`): the CPU of a broker doing nothing, started on DIR (created once
+   with --partitions partitions and --fill-records records each when empty), sampled over SECONDS after
+   --settle s, per start (--repeat); as with --start-dir, the PYTHONPATH picks the tree. `--idle-produce N`:
+   N records into each partition after the start, before --settle (unflushed data in every log).
 
 The machine is shared: the load average is printed at the start and the end.
 """
@@ -485,7 +490,7 @@ async def groups_phase(b: Broker, m: int, hb_ms: int, window: float, rounds: int
 
 
 # -- 3. start-up ------------------------------------------------------------------------------------------
-def fill(port: int, partitions: int, records: int = 10, size: int = 100) -> int:
+def fill(port: int, partitions: int, records: int = 10, size: int = 100, create: bool = True) -> int:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -494,11 +499,12 @@ def fill(port: int, partitions: int, records: int = 10, size: int = 100) -> int:
     topics = {
         f"t{i:04d}": min(per_topic, partitions - i * per_topic) for i in range(-(-partitions // per_topic))
     }
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for f in admin.create_topics(
-        [NewTopic(t, p, 1) for t, p in topics.items()], operation_timeout=120
-    ).values():
-        f.result(timeout=300)
+    if create:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for f in admin.create_topics(
+            [NewTopic(t, p, 1) for t, p in topics.items()], operation_timeout=120
+        ).values():
+            f.result(timeout=300)
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -572,6 +578,61 @@ async def restarts(data: Path, repeat: int) -> None:
             f"clean stop {stop_s:.2f} s; load average {load:.1f}",
             flush=True,
         )
+
+
+async def idle(data: Path, partitions: int, seconds: float, settle: float, repeat: int, records: int,
+               size: int, produce: int = 0) -> None:
+    """--idle: a broker's CPU while nothing happens, one line per start of `data` (--start-dir). An empty or
+    missing directory is first given --partitions partitions (topics of 100), with --fill-records records
+    each (0: created only), and stopped. Each start waits for its Metadata answer, then `settle` s (the
+    first housekeeping passes after a start visit every log), then reads utime + stime of the broker from
+    /proc/<pid>/stat over `seconds` s (10 ms ticks), and stops with SIGTERM. `produce` > 0: first, after the
+    start, that many records into each of the --partitions partitions (unflushed data in every log under
+    the default flush settings, high watermarks moved), then the settle time."""
+    overrides = {"group.initial.rebalance.delay.ms": "100", "auto.create.topics.enable": "false"}
+    data.mkdir(parents=True, exist_ok=True)
+    if not any(data.iterdir()):
+        b = Broker(data, overrides).start()
+        try:
+            await wait_metadata(b.port)
+            t0 = time.perf_counter()
+            if records > 0:
+                fill(b.port, partitions, records, size)
+            else:
+                create_topics(b.port, partitions)
+            print(f"created {partitions:,} partitions ({records} x {size} B each) in "
+                  f"{time.perf_counter() - t0:.1f} s", flush=True)
+        finally:
+            b.stop()
+    for _ in range(repeat):
+        b = Broker(data, overrides).start()
+        try:
+            md = await wait_metadata(b.port)
+            parts = sum(len(t.partitions) for t in md.topics if not t.is_internal)
+            if produce > 0:
+                await asyncio.to_thread(fill, b.port, partitions, produce, size, False)
+            await asyncio.sleep(settle)
+            load0 = os.getloadavg()[0]
+            cpu0, t0 = cpu_seconds(b.pid), time.perf_counter()
+            await asyncio.sleep(seconds)
+            cpu, secs = cpu_seconds(b.pid) - cpu0, time.perf_counter() - t0
+            load1 = os.getloadavg()[0]
+        finally:
+            b.stop()
+        what = f" ({produce} record(s) each produced after the start)" if produce else ""
+        print(f"idle broker of {parts:,} partitions{what}: {cpu:.2f} s CPU in {secs:.1f} s = "
+              f"{cpu / secs * 100:.2f} % of a core; load average {load0:.1f} -> {load1:.1f}", flush=True)
+
+
+def create_topics(port: int, partitions: int) -> int:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    per_topic = min(100, partitions)
+    topics = {f"t{i:04d}": min(per_topic, partitions - i * per_topic) for i in range(-(-partitions // per_topic))}
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+    for f in admin.create_topics([NewTopic(t, p, 1) for t, p in topics.items()], operation_timeout=120).values():
+        f.result(timeout=300)
+    return len(topics)
 
 
 # -- the run ------------------------------------------------------------------------------------------------
@@ -729,7 +790,19 @@ def main() -> None:
     ap.add_argument("--skip-groups", action="store_true")
     ap.add_argument("--skip-startup", action="store_true")
     ap.add_argument("--start-dir", type=Path, help="only time starts of this stopped broker's directory")
+    ap.add_argument("--idle", type=float, metavar="SECONDS",
+                    help="with --start-dir: the idle broker's CPU over SECONDS, each start (--repeat); an empty "
+                         "directory first gets --partitions partitions with --fill-records records each")
+    ap.add_argument("--settle", type=float, default=10.0, help="--idle: seconds after the start before sampling")
+    ap.add_argument("--idle-produce", type=int, default=0, metavar="N",
+                    help="--idle: N records into each partition after the start, before --settle")
     args = ap.parse_args()
+    if args.idle is not None:
+        if args.start_dir is None:
+            ap.error("--idle needs --start-dir (the directory to create once and start again)")
+        asyncio.run(idle(args.start_dir, args.partitions, args.idle, args.settle, args.repeat, args.fill_records,
+                         args.fill_size, args.idle_produce))
+        return
     if args.start_dir is not None:
         asyncio.run(restarts(args.start_dir, args.repeat))
         return

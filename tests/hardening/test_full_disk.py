@@ -74,6 +74,35 @@ def _fetch_all(c: WireClient, topic: str) -> list[bytes]:
             offset = view.last_offset + 1
 
 
+def _files(data: Path, dir_glob: str, name_glob: str) -> list[Path]:
+    out: list[Path] = []
+    for d in data.glob(dir_glob):
+        try:
+            out += [p for p in d.glob(name_glob) if p.is_file()]
+        except FileNotFoundError:  # removed meanwhile
+            pass
+    return out
+
+
+def _wait_removed(data: Path, dir_glob: str, name_glob: str, what: str) -> None:
+    """Until the housekeeping pass (every second) has removed these files: the space they free must be
+    there before the test fills the disk again, not arrive in the middle of a later step (see below)."""
+    deadline = time.monotonic() + 10
+    while _files(data, dir_glob, name_glob):
+        assert time.monotonic() < deadline, f"{what}: still on disk 10 s later"
+        time.sleep(0.05)
+
+
+def _tail(c: WireClient, topic: str, acked: list[bytes], prefix: bytes) -> None:
+    """Small records to the last page, until even those fail (by a full disk, not the count)."""
+    for i in range(2000):  # a 64 KiB request that failed leaves at most 16 pages: about 900 of these
+        value = prefix + b"-%d" % i
+        if _produce(c, topic, [value])[0] != 0:
+            return
+        acked.append(value)
+    raise AssertionError("2,000 small records and the disk is not full: space was freed meanwhile")
+
+
 def _fill(c: WireClient, topic: str, acked: list[bytes], requests: int = 400, until_full: bool = True) -> int:
     """Produce 64 KiB requests until one fails (or `requests` were sent); returns the failing code."""
     for _ in range(requests):
@@ -105,36 +134,32 @@ def test_full_disk_delete_frees_space_and_shutdown_is_clean(small_disk: Path) ->
             for _ in range(20):  # more failures: logged once per partition per minute
                 assert _produce(c, "junk", [b"y" * 1000] * 64)[0] == ErrorCode.kafka_storage_error.value
         admin.delete_topics(["junk"])["junk"].result(timeout=15)
+        # The deleted partition's files go at the next housekeeping pass (0-1 s). Waited for here: when they
+        # went during a later step instead (the tail below, or DeleteRecords), the refill after DeleteRecords
+        # used junk's space at once, DeleteRecords' own segments were removed by a pass after that refill,
+        # and the stop found 2 MiB free and nothing to report (the flake of a branch whose passes ran at
+        # another phase; the same order of events seen on the base too, a few ms from failing)
+        _wait_removed(data, "junk-0*", "*", "the deleted topic's files")
         with WireClient(broker.bootstrap) as c:
             more = [b"after-delete-%d" % i for i in range(100)]
             assert _produce(c, "keep", more)[0] == 0, "no write after the deletion freed space"
             acked["keep"] += more
             code = _fill(c, "keep", acked["keep"])  # full again: the shutdown happens on a full disk
             assert code == ErrorCode.kafka_storage_error.value
-            for i in range(2000):  # to the last page: small records until even those fail
-                value = b"tail-%d" % i
-                if _produce(c, "keep", [value])[0] != 0:
-                    break
-                acked["keep"].append(value)
+            _tail(c, "keep", acked["keep"], b"tail")
         # DeleteRecords frees space on the full disk too (its checkpoint is written after the deletion)
         cut = len(acked["keep"]) // 2
         done = admin.delete_records([TopicPartition("keep", 0, cut)])
         for f in done.values():
             f.result(timeout=15)
         del acked["keep"][:cut]
+        _wait_removed(data, "keep-0", "*.deleted", "the segments DeleteRecords deleted")  # the next pass's
         with WireClient(broker.bootstrap) as c:
             value = b"after-delete-records"
-            deadline = time.monotonic() + 10  # the files go at the next housekeeping pass
-            while (code := _produce(c, "keep", [value])[0]) != 0 and time.monotonic() < deadline:
-                time.sleep(0.2)
-            assert code == 0, "no write after DeleteRecords freed space"
+            assert _produce(c, "keep", [value])[0] == 0, "no write after DeleteRecords freed space"
             acked["keep"].append(value)
             assert _fill(c, "keep", acked["keep"]) == ErrorCode.kafka_storage_error.value  # full again
-            for i in range(2000):  # to the last page, for the shutdown
-                value = b"tail2-%d" % i
-                if _produce(c, "keep", [value])[0] != 0:
-                    break
-                acked["keep"].append(value)
+            _tail(c, "keep", acked["keep"], b"tail2")  # to the last page, for the shutdown
         assert broker.stop() == 0
     finally:
         broker.kill()

@@ -87,6 +87,17 @@ Rules:
   tests/storage/test_snapshot_offsets.py checks the list against the directory after each operation.
   Close writes a snapshot only when none is at the log end offset (Kafka's takeSnapshot): a log closed
   without a write since its open keeps the one it opened with.
+- Housekeeping queue (`attach_housekeeping`, the LogManager's): the housekeeping pass visits only the logs
+  that queued themselves, not all 10,000 of a big broker every second. A log queues itself (at most once:
+  `_hk_queued`) after every change that can give the pass work: an append or a marker (unflushed data, a
+  roll's snapshot, rolled segments to flush, an epoch file to write), a segment doomed by retention,
+  DeleteRecords, truncation or compaction (files to remove after file.delete.delay.ms), an epoch file write
+  that failed, a flush that failed, a config change (flush.ms / flush.messages). The pass clears the flag
+  before it reads the log's state, then keeps the log queued while `housekeeping_wanted` (work now, or work
+  that time alone will make due: flush.ms elapsing, a doomed segment's delay); a change made meanwhile either
+  is seen by that read or queues the log again. Unflushed data without flush.ms and below flush.messages is
+  the only state left unqueued: no pass would flush it before (only an append, which queues, or a config
+  change, which queues, can make it due), and `close` flushes every log, queued or not.
 All methods take an internal lock, so a Log may be shared by the event loop and a flusher thread.
 
 Logging (`kaflite.storage`, as Kafka's LogLoader / UnifiedLog): a recovered partition says what was
@@ -306,6 +317,11 @@ class Log:
         # offset -> (segment base, position, the segment, truncations then): position_of's memory
         self._positions: dict[int, tuple[int, int, LogSegment, int]] = {}
         self._roll_flush_to = 0  # rolled segments below this offset await their flush (flush_rolled)
+        # the housekeeping queue (Log rules): the manager's callback, and whether this log is in its queue
+        self._hk_queue: Callable[[Log], None] | None = None
+        self._hk_queued = False
+        # the manager's "an offset it checkpoints moved" flag, shared by its logs (one item store per change)
+        self._offsets_moved: list[bool] = [False]
         self._producer_state: ProducerStateManager | None = ProducerStateManager()
         self._txn_indexes: dict[int, TransactionIndex] = {}  # segment base -> its aborted transactions
         # segments deleted (retention, DeleteRecords, truncation) whose files wait, renamed `.deleted`, for
@@ -357,6 +373,10 @@ class Log:
         return list(self._segments)
 
     @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
     def active_segment(self) -> LogSegment:
         return self._segments[-1]
 
@@ -370,6 +390,7 @@ class Log:
             hw = min(offset, self._next_offset)
             if hw > self._high_watermark:
                 self._high_watermark = hw
+                self._offsets_moved[0] = True
             return self._high_watermark
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
@@ -384,6 +405,43 @@ class Log:
             for seg in self._segments:
                 seg.index_interval_bytes = config.index_interval_bytes
             self._derive_config()
+        self._request_housekeeping()  # a new flush.ms / flush.messages may make unflushed data due
+
+    # ==========================================================================================
+    # the housekeeping queue (Log rules)
+    def attach_housekeeping(self, queue: Callable[[Log], None], offsets_moved: list[bool] | None = None) -> None:
+        """The manager's queue: `queue(log)` adds this log to the next housekeeping pass. Queued once now (a
+        loaded log may hold a roll's work, a crash's unflushed tail, an epoch file to write).
+        `offsets_moved[0]` is set whenever the high watermark or the recovery point moves forward (what the
+        periodic checkpoint writes; the other changes call on_log_start_offset_change)."""
+        if offsets_moved is not None:
+            self._offsets_moved = offsets_moved
+        self._hk_queue = queue
+        self._hk_queued = False
+        self._request_housekeeping()
+
+    def _request_housekeeping(self) -> None:
+        """After a change that may give the housekeeping pass work: queue this log, unless it is queued.
+        Cheap when queued (one attribute read): called on every append."""
+        if not self._hk_queued:
+            queue = self._hk_queue
+            if queue is not None:
+                self._hk_queued = True
+                queue(self)
+
+    def housekeeping_wanted(self) -> bool:
+        """Without a lock (as `housekeeping_idle`): does this log need a housekeeping pass, now or once time
+        alone has passed (flush.ms, file.delete.delay.ms), with no further call on it? The pass keeps a log
+        queued while this holds (Log rules)."""
+        if self._closed:
+            return False
+        if self._unsynced_snapshots or self.leader_epoch_cache.pending_write or self._doomed or self._doomed_snapshots:
+            return True
+        rp = self.recovery_point
+        if min(self._roll_flush_to, self._next_offset) > rp:
+            return True
+        unflushed = self._next_offset - rp
+        return unflushed > 0 and (self.config.flush_interval_ms is not None or unflushed >= self._flush_messages)
 
     def _derive_config(self) -> None:
         """Config values the hot path reads, computed once per config change."""
@@ -759,6 +817,9 @@ class Log:
         except OSError as e:  # disk full, I/O error: the partition's KAFKA_STORAGE_ERROR, logged once a minute
             storage_errors.report(self.dir.name, "append", e)
             raise KafkaError(ErrorCode.kafka_storage_error, f"append to {self.dir.name} failed: {e.strerror or e}") from e
+        finally:  # (also after a failure: a roll may have happened before the write that failed)
+            if not self._hk_queued:
+                self._request_housekeeping()
 
     def _append(self, buf: memoryview, leader_epoch: int, now_ms: int | None, assign_offsets: bool) -> AppendResult:
         if not assign_offsets:
@@ -1040,13 +1101,18 @@ class Log:
         except OSError as e:
             storage_errors.report(self.dir.name, "append", e)
             raise KafkaError(ErrorCode.kafka_storage_error, f"append to {self.dir.name} failed: {e.strerror or e}") from e
+        finally:
+            self._request_housekeeping()
 
     def assign_leader_epoch_start(self, epoch: int) -> bool:
         """This replica leads from now on under `epoch`, starting at the log end offset: recorded in the
         leader-epoch cache at once, in memory (Kafka's `maybeAssignEpochStartOffset` at the election; the
         file is written after the epoch's first batch, off the appending thread: LeaderEpochFileCache)."""
-        with self._lock:
-            return self.leader_epoch_cache.assign_unwritten(epoch, self._next_offset)
+        try:
+            with self._lock:
+                return self.leader_epoch_cache.assign_unwritten(epoch, self._next_offset)
+        finally:
+            self._request_housekeeping()
 
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
         if self.leader_epoch_cache.assign(epoch, start_offset):
@@ -1075,8 +1141,11 @@ class Log:
 
     def roll(self) -> LogSegment:
         """Force a new active segment at the log end offset (tests, admin)."""
-        with self._lock:
-            return self._roll(self._next_offset)
+        try:
+            with self._lock:
+                return self._roll(self._next_offset)
+        finally:
+            self._request_housekeeping()  # the rolled segment's flush, the snapshot's fsync
 
     # ==========================================================================================
     # read
@@ -1275,6 +1344,8 @@ class Log:
             self.leader_epoch_cache.write_pending(self._lock)
         except OSError as e:  # full disk: rewritten at the next change; the next load drops stale entries
             storage_errors.report(self.dir.name, "leader-epoch checkpoint", e)
+        if self.leader_epoch_cache.pending_write:  # the write failed: the housekeeping pass retries it
+            self._request_housekeeping()
         if self._lso_changed and checkpoint:
             self._lso_changed = False
             if self._on_lso_change is not None:
@@ -1332,6 +1403,7 @@ class Log:
             txn_doomed = None
         seg.rename_deleted()
         self._doomed.append((self._now() + self.config.file_delete_delay_ms, seg, txn_doomed))
+        self._request_housekeeping()  # its files go at the first pass after file.delete.delay.ms
 
     @property
     def doomed_segments(self) -> int:
@@ -1439,6 +1511,7 @@ class Log:
                     # a fetch answer being sent from it (a FileSlice) completes with the old bytes
                     seg.link_deleted()
                     self._doomed.append((self._now() + self.config.file_delete_delay_ms, seg, None))
+                    self._request_housekeeping()
                 except OSError:  # no hard links here: the old file goes now (the reader's answer is cut)
                     seg.index.delete()
                     seg.time_index.delete()
@@ -1501,7 +1574,7 @@ class Log:
         if self._unsynced_snapshots or self.leader_epoch_cache.pending_write or self._closed:
             return False
         rp = self.recovery_point
-        if self._roll_flush_to > rp:
+        if min(self._roll_flush_to, self._next_offset) > rp:  # (a truncation below the roll: nothing to flush)
             return False
         unflushed = self._next_offset - rp
         if unflushed <= 0:
@@ -1611,6 +1684,7 @@ class Log:
                     owner.mark_unsynced()
                 self._unsynced_snapshots[:0] = plan.snapshots
                 self._dir_dirty = self._dir_dirty or plan.dir
+            self._request_housekeeping()
             raise
         with self._lock:
             if any(owner is self.leader_epoch_cache for _p, owner in plan.files):
@@ -1619,6 +1693,7 @@ class Log:
                 rp = min(plan.upto, self._next_offset)
                 if rp > self.recovery_point:
                     self.recovery_point = rp
+                    self._offsets_moved[0] = True
 
     def _flush_all_segments(self) -> None:
         for seg in self._segments:
