@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 import uuid
+from typing import Any
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -149,6 +150,38 @@ _ops = st.lists(st.tuples(st.sampled_from(["join", "beat", "leave", "resubscribe
                           st.sampled_from([("t",), ("u",), ("t", "u")])), max_size=25)
 
 
+def _step(c: Any, topics: dict[str, int], op: str, member: str, subs: Any, now: int) -> int:
+    """One operation of the generated sequences on group "g" (a heartbeat of some kind, an expiry, a topic
+    grown or deleted, an initialization answered, the group deleted once empty); the clock after it."""
+    now += 1000
+    group = c.groups.get("g")
+    mb = group.members.get(member) if group is not None else None
+    if op == "join":
+        c.heartbeat("g", member, 0, list(subs), topics, now=now)
+    elif op == "beat" and mb is not None:
+        c.heartbeat("g", member, mb.member_epoch, None, topics, now=now)
+    elif op == "leave" and mb is not None:
+        c.heartbeat("g", member, -1, None, topics, now=now)
+    elif op == "resubscribe" and mb is not None:
+        c.heartbeat("g", member, mb.member_epoch, list(subs), topics, now=now)
+    elif op == "expire":
+        c.expire(now + 20_000)
+        now += 20_000
+    elif op == "grow":
+        topics["u"] += 1
+    elif op in ("initialized", "init-failed") and group is not None:
+        some = {t: sorted(ps)[:1] for t, ps in group.initializing.items()}
+        if op == "initialized":
+            c.initialized("g", some, now)
+        else:
+            c.initialize_failed("g", some)
+    elif op == "topic-deleted":
+        c.uninitialize_topics(list(subs))
+    elif op == "delete" and group is not None and not group.members:
+        c.delete_group("g")
+    return now
+
+
 @settings(max_examples=60, deadline=None)
 @given(_ops)
 def test_replaying_the_written_records_gives_the_group(ops: list[tuple[str, str, tuple[str, ...]]]) -> None:
@@ -161,30 +194,7 @@ def test_replaying_the_written_records_gives_the_group(ops: list[tuple[str, str,
     compacted: dict[bytes, bytes | None] = {}
     now = 0
     for op, member, subs in ops:
-        now += 1000
-        group = c.groups.get("g")
-        mb = group.members.get(member) if group is not None else None
-        if op == "join":
-            c.heartbeat("g", member, 0, list(subs), topics, now=now)
-        elif op == "beat" and mb is not None:
-            c.heartbeat("g", member, mb.member_epoch, None, topics, now=now)
-        elif op == "leave" and mb is not None:
-            c.heartbeat("g", member, -1, None, topics, now=now)
-        elif op == "resubscribe" and mb is not None:
-            c.heartbeat("g", member, mb.member_epoch, list(subs), topics, now=now)
-        elif op == "expire":
-            c.expire(now + 20_000)
-            now += 20_000
-        elif op == "grow":
-            topics["u"] += 1
-        elif op in ("initialized", "init-failed") and group is not None:
-            some = {t: sorted(ps)[:1] for t, ps in group.initializing.items()}
-            if op == "initialized":
-                c.initialized("g", some, now)
-            else:
-                c.initialize_failed("g", some)
-        elif op == "topic-deleted":
-            c.uninitialize_topics(list(subs))
+        now = _step(c, topics, op, member, subs, now)
         for k, v in mr.diff(store.get("g", {}), mr.group_records(c.groups.get("g"), IDS)):
             kb, vb = encode_key(k), None if v is None else encode_value(v)
             dk, dv = decode_record(kb, vb)
@@ -247,32 +257,7 @@ def test_writing_only_the_touched_members_keeps_the_shard_equal_to_the_whole_gro
     written: list[tuple[bytes, bytes | None]] = []
     now = 0
     for op, member, subs in ops:
-        now += 1000
-        group = c.groups.get("g")
-        mb = group.members.get(member) if group is not None else None
-        if op == "join":
-            c.heartbeat("g", member, 0, list(subs), topics, now=now)
-        elif op == "beat" and mb is not None:
-            c.heartbeat("g", member, mb.member_epoch, None, topics, now=now)
-        elif op == "leave" and mb is not None:
-            c.heartbeat("g", member, -1, None, topics, now=now)
-        elif op == "resubscribe" and mb is not None:
-            c.heartbeat("g", member, mb.member_epoch, list(subs), topics, now=now)
-        elif op == "expire":
-            c.expire(now + 20_000)
-            now += 20_000
-        elif op == "grow":
-            topics["u"] += 1
-        elif op in ("initialized", "init-failed") and group is not None:
-            some = {t: sorted(ps)[:1] for t, ps in group.initializing.items()}
-            if op == "initialized":
-                c.initialized("g", some, now)
-            else:
-                c.initialize_failed("g", some)
-        elif op == "topic-deleted":
-            c.uninitialize_topics(list(subs))
-        elif op == "delete" and group is not None and not group.members:
-            c.delete_group("g")
+        now = _step(c, topics, op, member, subs, now)
         for group_id, members in c.take_touched().items():
             group = c.groups.get(group_id)
             if members is None or group is None:
