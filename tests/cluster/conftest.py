@@ -196,11 +196,13 @@ class BrokerProcesses:
             if broker_id.isdigit():
                 self.log_marks[int(broker_id)] = path.stat().st_size
 
-    def ensure_healthy(self, zk: KafkaZkClient, ids: Sequence[int], timeout: float = 60.0) -> None:
+    def ensure_healthy(
+        self, zk: KafkaZkClient, ids: Sequence[int], overrides: Sequence[str] = (), timeout: float = 60.0
+    ) -> None:
         """Bring a shared cluster back to brokers `ids`, all registered, a controller elected and every
         partition led, whatever the test before did: resume a frozen broker, stop one it added, restart
-        one it stopped (once ZooKeeper has dropped the dead one's registration, which its session timeout
-        bounds: a new broker of the same id would be refused). Each wait is bounded."""
+        one it stopped, with `overrides` (once ZooKeeper has dropped the dead one's registration, which its
+        session timeout bounds: a new broker of the same id would be refused). Each wait is bounded."""
         from helpers import stop_process, wait_until
 
         for broker_id, proc in list(self.procs.items()):
@@ -220,7 +222,7 @@ class BrokerProcesses:
                 timeout=self.session_timeout_ms / 1000 + 10,
             )
             for broker_id in missing:
-                self.start(broker_id)
+                self.start(broker_id, *overrides)
         wanted = sorted(ids)
         wait_until(
             f"brokers {wanted} registered",
@@ -284,7 +286,8 @@ def brokers(zk_connect: str, tmp_path: Path) -> Iterator[BrokerProcesses]:
 def _module_cluster(
     zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[BrokerProcesses, KafkaZkClient]]:
-    """The brokers and a ZooKeeper client (in a chroot of this module alone) behind `three_brokers`."""
+    """The brokers and a ZooKeeper client (in a chroot of this module alone) behind `three_brokers`; the
+    brokers start at the first test that asks for them."""
     connect = f"{zookeeper.connect}/kaflite-module-{uuid.uuid4().hex[:12]}"
     b = BrokerProcesses(connect, tmp_path_factory.mktemp("brokers"))
     c = KafkaZkClient(connect, session_timeout_ms=10000)
@@ -297,15 +300,18 @@ def _module_cluster(
 
 
 @pytest.fixture
-def three_brokers(_module_cluster: tuple[BrokerProcesses, KafkaZkClient]) -> BrokerProcesses:
+def three_brokers(
+    request: pytest.FixtureRequest, _module_cluster: tuple[BrokerProcesses, KafkaZkClient]
+) -> BrokerProcesses:
     """Brokers 1, 2 and 3 (`BrokerProcesses`' defaults) shared by the tests of one module: three broker
     starts and stops a test, most of a cluster test's time on 2 cores, once a module instead. Each test
     begins on a healthy cluster (`ensure_healthy`: what an earlier test stopped or froze is back, every
     partition led) and sees only its own part of the brokers' logs; it names its own topics and groups. A
     test that needs a fresh cluster (other broker settings, ZooKeeper state such as the producer id block
-    counted from zero, the whole cluster stopped) keeps `brokers`."""
+    counted from zero, the whole cluster stopped) keeps `brokers`. A module's THREE_BROKERS_OVERRIDES
+    (`--override`s) apply to every start of them, its tests' restarts giving the same."""
     b, c = _module_cluster
-    b.ensure_healthy(c, (1, 2, 3))
+    b.ensure_healthy(c, (1, 2, 3), overrides=getattr(request.module, "THREE_BROKERS_OVERRIDES", ()))
     b.mark_logs()
     return b
 
