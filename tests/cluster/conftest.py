@@ -2,6 +2,8 @@
 
 `zookeeper` is one server for the whole session (a JVM start costs about a second on this machine);
 each test that uses `zk_connect` gets its own chroot under it, so tests never see each other's znodes.
+`three_brokers` is brokers 1-3 shared by the tests of one module (in a chroot of the module), brought back
+to health before each test; `brokers` starts a test's own.
 Tests that stop or kill ZooKeeper itself use `zookeeper_private`. Every fixture is skipped, with the
 reason, only where Java or ZooKeeper's jars are missing.
 """
@@ -205,6 +207,10 @@ class BrokerProcesses:
         session timeout bounds: a new broker of the same id would be refused). Each wait is bounded."""
         from helpers import stop_process, wait_until
 
+        for proc in self.started:  # one a test took out of `procs` to stop it, and failed before it exited
+            if proc.poll() is None and all(proc is not p for p in self.procs.values()):
+                os.kill(proc.pid, signal.SIGCONT)
+                stop_process(proc, timeout=15)
         for broker_id, proc in list(self.procs.items()):
             if proc.poll() is not None:
                 del self.procs[broker_id]
