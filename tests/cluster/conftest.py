@@ -2,6 +2,8 @@
 
 `zookeeper` is one server for the whole session (a JVM start costs about a second on this machine);
 each test that uses `zk_connect` gets its own chroot under it, so tests never see each other's znodes.
+`three_brokers` is brokers 1-3 shared by the tests of one module (in a chroot of the module), brought back
+to health before each test; `brokers` starts a test's own.
 Tests that stop or kill ZooKeeper itself use `zookeeper_private`. Every fixture is skipped, with the
 reason, only where Java or ZooKeeper's jars are missing.
 """
@@ -133,6 +135,9 @@ class BrokerProcesses:
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.started: list[subprocess.Popen[bytes]] = []  # every process, even one whose id was reused
         self.ports: dict[int, int] = {}
+        # broker -> where `log` starts reading: a test on a shared cluster sees only what its brokers logged
+        # since it began (`mark_logs`), never an earlier test's line
+        self.log_marks: dict[int, int] = {}
 
     def bootstrap(self, *ids: int) -> str:
         return ",".join(f"127.0.0.1:{self.ports[b]}" for b in (ids or sorted(self.procs)))
@@ -181,7 +186,71 @@ class BrokerProcesses:
         wait_listening(proc, port, lambda: self.log(broker_id), timeout, name=f"broker {broker_id}")
 
     def log(self, broker_id: int) -> str:
-        return (self.directory / f"broker-{broker_id}.log").read_text(errors="replace")
+        """Broker `broker_id`'s log since `mark_logs` (the whole of it without a mark)."""
+        with open(self.directory / f"broker-{broker_id}.log", "rb") as f:
+            f.seek(self.log_marks.get(broker_id, 0))
+            return f.read().decode(errors="replace")
+
+    def mark_logs(self) -> None:
+        """From now on `log` starts at each log's present end."""
+        for path in self.directory.glob("broker-*.log"):
+            broker_id = path.name.removeprefix("broker-").removesuffix(".log")
+            if broker_id.isdigit():
+                self.log_marks[int(broker_id)] = path.stat().st_size
+
+    def ensure_healthy(
+        self, zk: KafkaZkClient, ids: Sequence[int], overrides: Sequence[str] = (), timeout: float = 60.0
+    ) -> None:
+        """Bring a shared cluster back to brokers `ids`, all registered, a controller elected and every
+        partition led, whatever the test before did: resume a frozen broker, stop one it added, restart
+        one it stopped, with `overrides` (once ZooKeeper has dropped the dead one's registration, which its
+        session timeout bounds: a new broker of the same id would be refused). Each wait is bounded."""
+        from helpers import stop_process, wait_until
+
+        for proc in self.started:  # one a test took out of `procs` to stop it, and failed before it exited
+            if proc.poll() is None and all(proc is not p for p in self.procs.values()):
+                os.kill(proc.pid, signal.SIGCONT)
+                stop_process(proc, timeout=15)
+        for broker_id, proc in list(self.procs.items()):
+            if proc.poll() is not None:
+                del self.procs[broker_id]
+            elif broker_id not in ids:
+                os.kill(proc.pid, signal.SIGCONT)
+                stop_process(proc, timeout=15)
+                del self.procs[broker_id]
+            else:
+                os.kill(proc.pid, signal.SIGCONT)  # a test that froze it and failed before resuming it
+        missing = [b for b in ids if b not in self.procs]
+        if missing:
+            wait_until(
+                f"the registrations of stopped brokers {missing} gone",
+                lambda: not set(missing) & set(zk.get_broker_ids()),
+                timeout=self.session_timeout_ms / 1000 + 10,
+            )
+            for broker_id in missing:
+                self.start(broker_id, *overrides)
+        wanted = sorted(ids)
+        wait_until(
+            f"brokers {wanted} registered",
+            lambda: zk.get_broker_ids() == wanted,
+            timeout=timeout,
+            context=zk.get_broker_ids,
+        )
+        wait_until("a controller", zk.get_controller_id, timeout=timeout)
+
+        def offline() -> list[tuple[str, int]]:
+            deleting = zk.get_topics_marked_for_deletion()
+            partitions = []
+            for topic in sorted(zk.get_all_topics() - deleting):
+                got = zk.get_topic_assignment(topic)
+                if got is not None:
+                    partitions += [(topic, p) for p in got[0].partitions]
+            states = zk.get_partition_states(partitions)
+            return sorted(tp for tp, s in states.items() if s is None or s.leader not in ids)
+
+        wait_until(
+            "every partition led", lambda: not offline(), timeout=timeout, interval=0.2, context=offline
+        )
 
     def kill(self, broker_id: int) -> None:
         proc = self.procs.pop(broker_id)
@@ -217,3 +286,43 @@ def brokers(zk_connect: str, tmp_path: Path) -> Iterator[BrokerProcesses]:
         yield b
     finally:
         b.stop_all()
+
+
+@pytest.fixture(scope="module")
+def _module_cluster(
+    zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[BrokerProcesses, KafkaZkClient]]:
+    """The brokers and a ZooKeeper client (in a chroot of this module alone) behind `three_brokers`; the
+    brokers start at the first test that asks for them."""
+    connect = f"{zookeeper.connect}/kaflite-module-{uuid.uuid4().hex[:12]}"
+    b = BrokerProcesses(connect, tmp_path_factory.mktemp("brokers"))
+    c = KafkaZkClient(connect, session_timeout_ms=10000)
+    c.start()
+    try:
+        yield b, c
+    finally:
+        c.close()
+        b.stop_all()
+
+
+@pytest.fixture
+def three_brokers(
+    request: pytest.FixtureRequest, _module_cluster: tuple[BrokerProcesses, KafkaZkClient]
+) -> BrokerProcesses:
+    """Brokers 1, 2 and 3 (`BrokerProcesses`' defaults) shared by the tests of one module: three broker
+    starts and stops a test, most of a cluster test's time on 2 cores, once a module instead. Each test
+    begins on a healthy cluster (`ensure_healthy`: what an earlier test stopped or froze is back, every
+    partition led) and sees only its own part of the brokers' logs; it names its own topics and groups. A
+    test that needs a fresh cluster (other broker settings, ZooKeeper state such as the producer id block
+    counted from zero, the whole cluster stopped) keeps `brokers`. A module's THREE_BROKERS_OVERRIDES
+    (`--override`s) apply to every start of them, its tests' restarts giving the same."""
+    b, c = _module_cluster
+    b.ensure_healthy(c, (1, 2, 3), overrides=getattr(request.module, "THREE_BROKERS_OVERRIDES", ()))
+    b.mark_logs()
+    return b
+
+
+@pytest.fixture
+def three_brokers_zk(_module_cluster: tuple[BrokerProcesses, KafkaZkClient]) -> KafkaZkClient:
+    """A ZooKeeper client in `three_brokers`' chroot (as `zk` is in a test's own)."""
+    return _module_cluster[1]

@@ -21,12 +21,11 @@ from helpers import poll_values, wait_until
 from kaflite.cluster.zk import KafkaZkClient
 
 
-def test_clients_see_the_cluster_and_follow_leaders(brokers: BrokerProcesses, zk_connect: str) -> None:
-    zk = KafkaZkClient(zk_connect)
+def test_clients_see_the_cluster_and_follow_leaders(three_brokers: BrokerProcesses) -> None:
+    zk = KafkaZkClient(three_brokers.connect)
     zk.start()
     try:
-        brokers.start_registered(zk, 1, 2, 3)
-        admin = AdminClient({"bootstrap.servers": brokers.bootstrap(1)})
+        admin = AdminClient({"bootstrap.servers": three_brokers.bootstrap(1)})
         # CreateTopics on broker 1 places the partitions over the three brokers (RF 1: replication is
         # the next issue), the controller elects, every broker learns the leaders
         admin.create_topics([NewTopic("orders", 6, 1)])["orders"].result(30)
@@ -43,20 +42,20 @@ def test_clients_see_the_cluster_and_follow_leaders(brokers: BrokerProcesses, zk
         assert set(leaders.values()) == {1, 2, 3}  # spread over the cluster
         md = admin.list_topics(timeout=10)
         assert sorted(md.brokers) == [1, 2, 3]
-        assert {b.port for b in md.brokers.values()} == set(brokers.ports.values())
+        assert {b.port for b in md.brokers.values()} == {three_brokers.ports[b] for b in (1, 2, 3)}
         controller = zk.get_controller_id()
         assert md.controller_id == controller
         got = zk.get_topic_assignment("orders")
         assert got is not None and {p: r[0] for p, r in got[0].partitions.items()} == leaders
 
         # produce through broker 1 only: the client follows each partition's leader
-        producer = Producer({"bootstrap.servers": brokers.bootstrap(1), "acks": "all"})
+        producer = Producer({"bootstrap.servers": three_brokers.bootstrap(1), "acks": "all"})
         errors: list[object] = []
         for i in range(60):
             producer.produce("orders", value=f"v{i}".encode(), partition=i % 6,
                              on_delivery=lambda err, msg: errors.append(err) if err else None)  # fmt: skip
         assert producer.flush(30) == 0 and not errors
-        consumer = Consumer({"bootstrap.servers": brokers.bootstrap(2), "group.id": f"g-{uuid.uuid4().hex[:6]}",
+        consumer = Consumer({"bootstrap.servers": three_brokers.bootstrap(2), "group.id": f"g-{uuid.uuid4().hex[:6]}",
                              "enable.auto.commit": False, "auto.offset.reset": "earliest"})  # fmt: skip
         consumer.assign([TopicPartition("orders", p, 0) for p in range(6)])
         seen = poll_values(consumer, 60)
@@ -64,25 +63,24 @@ def test_clients_see_the_cluster_and_follow_leaders(brokers: BrokerProcesses, zk
         assert sorted(seen) == sorted(f"v{i}".encode() for i in range(60))
         # each partition's records live only on its leader's disk
         for p, leader in leaders.items():
-            assert (brokers.directory / f"broker-{leader}" / f"orders-{p}").is_dir()
+            assert (three_brokers.directory / f"broker-{leader}" / f"orders-{p}").is_dir()
             for other in {1, 2, 3} - {leader}:
-                assert not (brokers.directory / f"broker-{other}" / f"orders-{p}").exists()
+                assert not (three_brokers.directory / f"broker-{other}" / f"orders-{p}").exists()
     finally:
         zk.close()
 
 
-def test_kill_9_of_the_controller_broker(brokers: BrokerProcesses, zk_connect: str) -> None:
-    zk = KafkaZkClient(zk_connect)
+def test_kill_9_of_the_controller_broker(three_brokers: BrokerProcesses) -> None:
+    zk = KafkaZkClient(three_brokers.connect)
     zk.start()
     try:
-        brokers.start_registered(zk, 1, 2, 3)
         controller = wait_until("a controller", zk.get_controller_id)
         epoch = zk.get_controller_epoch()
         assert epoch is not None
         survivor = next(b for b in (1, 2, 3) if b != controller)
-        admin = AdminClient({"bootstrap.servers": brokers.bootstrap(survivor)})
+        admin = AdminClient({"bootstrap.servers": three_brokers.bootstrap(survivor)})
         t0 = time.monotonic()
-        brokers.kill(controller)
+        three_brokers.kill(controller)
         new = wait_until("a new controller", lambda: (c := zk.get_controller_id()) not in (None, controller) and c)
         elapsed = time.monotonic() - t0
         assert elapsed <= 3 + 2, f"controller failover took {elapsed:.2f}s"
@@ -103,15 +101,14 @@ def test_kill_9_of_the_controller_broker(brokers: BrokerProcesses, zk_connect: s
         zk.close()
 
 
-def test_duplicate_broker_id_is_refused_with_one_line(brokers: BrokerProcesses, zk_connect: str) -> None:
-    zk = KafkaZkClient(zk_connect)
+def test_duplicate_broker_id_is_refused_with_one_line(three_brokers: BrokerProcesses) -> None:
+    zk = KafkaZkClient(three_brokers.connect)
     zk.start()
     try:
-        brokers.start(1)
-        wait_until("broker 1", lambda: zk.get_broker_ids() == [1])
-        proc = brokers.start(11, "broker.id=1", wait=False)
+        wait_until("broker 1", lambda: 1 in zk.get_broker_ids())  # live: the fixture started it
+        proc = three_brokers.start(11, "broker.id=1", wait=False)
         assert proc.wait(60) == 2
-        out = brokers.log(11)
+        out = three_brokers.log(11)
         assert "error: broker.id 1 is already registered in ZooKeeper by a live broker" in out
         assert "Traceback" not in out
     finally:
@@ -162,24 +159,23 @@ def test_producer_ids_are_unique_across_brokers(brokers: BrokerProcesses, zk_con
         zk.close()
 
 
-def test_consumer_group_on_the_cluster(brokers: BrokerProcesses, zk_connect: str) -> None:
+def test_consumer_group_on_the_cluster(three_brokers: BrokerProcesses) -> None:
     from confluent_kafka.admin import ConsumerGroupDescription
 
     from kaflite.coordinator.offsets_topic import partition_for
 
-    zk = KafkaZkClient(zk_connect)
+    zk = KafkaZkClient(three_brokers.connect)
     zk.start()
     try:
-        brokers.start_registered(zk, 1, 2, 3)
-        admin = AdminClient({"bootstrap.servers": brokers.bootstrap(1)})
+        admin = AdminClient({"bootstrap.servers": three_brokers.bootstrap(1)})
         admin.create_topics([NewTopic("events", 3, 1)])["events"].result(30)
         wait_until("events led", lambda: all(zk.get_partition_states([("events", p) for p in range(3)]).values()))
-        producer = Producer({"bootstrap.servers": brokers.bootstrap(1)})
+        producer = Producer({"bootstrap.servers": three_brokers.bootstrap(1)})
         for i in range(30):
             producer.produce("events", value=f"e{i}".encode(), partition=i % 3)
         assert producer.flush(30) == 0
         group = f"g-{uuid.uuid4().hex[:6]}"
-        consumer = Consumer({"bootstrap.servers": brokers.bootstrap(3), "group.id": group,
+        consumer = Consumer({"bootstrap.servers": three_brokers.bootstrap(3), "group.id": group,
                              "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
         consumer.subscribe(["events"])
         seen = poll_values(consumer, 30, 60)
@@ -198,15 +194,14 @@ def test_consumer_group_on_the_cluster(brokers: BrokerProcesses, zk_connect: str
         zk.close()
 
 
-def test_elect_leaders_preferred_and_unclean(brokers: BrokerProcesses, zk_connect: str) -> None:
+def test_elect_leaders_preferred_and_unclean(three_brokers: BrokerProcesses) -> None:
     from confluent_kafka import ElectionType
 
     from kaflite.cluster.admin import ZkAdmin
 
-    zk = KafkaZkClient(zk_connect)
+    zk = KafkaZkClient(three_brokers.connect)
     zk.start()
     try:
-        brokers.start_registered(zk, 1, 2, 3)
         # "p" on [1, 2] and "u" on [2, 3] (explicit placements; replication factor 2, no data needed)
         ZkAdmin(zk).create_topic("p", -1, -1, {}, assignment=[[1, 2]])
         ZkAdmin(zk).create_topic("u", -1, -1, {}, assignment=[[2, 3]])
@@ -216,12 +211,12 @@ def test_elect_leaders_preferred_and_unclean(brokers: BrokerProcesses, zk_connec
             return (s.leader, s.isr) if s is not None else None
 
         wait_until("leaders", lambda: state("p") == (1, (1, 2)) and state("u") == (2, (2, 3)))
-        brokers.kill(1)  # p-0 moves to 2, the only one left in sync
+        three_brokers.kill(1)  # p-0 moves to 2, the only one left in sync
         wait_until("p led by 2", lambda: state("p") == (2, (2,)))
 
         def elect(kind: ElectionType, tps: list[TopicPartition]) -> dict[tuple[str, int], int]:
             controller = wait_until("a controller", zk.get_controller_id)
-            admin = AdminClient({"bootstrap.servers": brokers.bootstrap(controller)})
+            admin = AdminClient({"bootstrap.servers": three_brokers.bootstrap(controller)})
             got = admin.elect_leaders(kind, tps).result(30)
             return {
                 (tp.topic, tp.partition): (
@@ -235,17 +230,17 @@ def test_elect_leaders_preferred_and_unclean(brokers: BrokerProcesses, zk_connec
         assert codes == {("p", 0): 80, ("u", 0): 84}  # PREFERRED_LEADER_NOT_AVAILABLE, ELECTION_NOT_NEEDED
         assert state("p") == (2, (2,))
         # 1 comes back, catches up from 2 and rejoins the ISR (replication); then the election gives p back
-        brokers.start(1)
+        three_brokers.start(1)
         wait_until("1 back", lambda: zk.get_broker_ids() == [1, 2, 3])
         wait_until("1 in sync again", lambda: (st := state("p")) is not None and sorted(st[1]) == [1, 2])
         assert elect(ElectionType.PREFERRED, [TopicPartition("p", 0)]) == {("p", 0): 0}
         assert wait_until("p led by 1", lambda: (st := state("p")) is not None and st[0] == 1)
         # unclean: u-0 loses both replicas (3 last), then 2 comes back out of sync
-        brokers.kill(2)
+        three_brokers.kill(2)
         wait_until("u led by 3", lambda: state("u") == (3, (3,)))
-        brokers.kill(3)
+        three_brokers.kill(3)
         wait_until("u offline", lambda: state("u") == (-1, (3,)))
-        brokers.start(2)
+        three_brokers.start(2)
         wait_until("2 back", lambda: 2 in zk.get_broker_ids())
         assert state("u") == (-1, (3,))  # unclean election is off: it stays offline
         codes = elect(ElectionType.UNCLEAN, [TopicPartition("u", 0)])
@@ -255,7 +250,7 @@ def test_elect_leaders_preferred_and_unclean(brokers: BrokerProcesses, zk_connec
         zk.close()
 
 
-def test_alter_partition_on_the_wire(brokers: BrokerProcesses, zk_connect: str) -> None:
+def test_alter_partition_on_the_wire(three_brokers: BrokerProcesses) -> None:
     from kio.schema.alter_partition.v3.request import (
         AlterPartitionRequest,
         BrokerState,
@@ -267,10 +262,9 @@ def test_alter_partition_on_the_wire(brokers: BrokerProcesses, zk_connect: str) 
     from kaflite.cluster.admin import ZkAdmin
     from server.kwire import WireClient
 
-    zk = KafkaZkClient(zk_connect)
+    zk = KafkaZkClient(three_brokers.connect)
     zk.start()
     try:
-        brokers.start_registered(zk, 1, 2, 3)
         created = ZkAdmin(zk).create_topic("a", -1, -1, {}, assignment=[[1, 2, 3]])
         wait_until("a-0 led", lambda: zk.get_partition_states([("a", 0)])[("a", 0)])
         controller = wait_until("a controller", zk.get_controller_id)
@@ -283,9 +277,9 @@ def test_alter_partition_on_the_wire(brokers: BrokerProcesses, zk_connect: str) 
             return AlterPartitionRequest(broker_id=1, broker_epoch=broker_epoch,
                                          topics=(TopicData(topic_id=created.topic_id, partitions=(part,)),))  # fmt: skip
 
-        with WireClient(brokers.bootstrap(other)) as c:
+        with WireClient(three_brokers.bootstrap(other)) as c:
             assert c.request(request((1, 2), 0, epochs[1])).error_code == ErrorCode.not_controller
-        with WireClient(brokers.bootstrap(controller)) as c:
+        with WireClient(three_brokers.bootstrap(controller)) as c:
             assert c.request(request((1, 2), 0, epochs[1] + 999)).error_code == ErrorCode.stale_broker_epoch
             ok = c.request(request((1, 2), 0, epochs[1]))
             assert ok.error_code == ErrorCode.none
@@ -300,7 +294,7 @@ def test_alter_partition_on_the_wire(brokers: BrokerProcesses, zk_connect: str) 
         s = zk.get_partition_states([("a", 0)])[("a", 0)]
         assert s is not None and (s.leader, s.leader_epoch, s.isr, s.zk_version) == (1, 0, (1, 2), 1)
         # every broker's Metadata shows the new ISR
-        admin = AdminClient({"bootstrap.servers": brokers.bootstrap(3)})
+        admin = AdminClient({"bootstrap.servers": three_brokers.bootstrap(3)})
         wait_until(
             "ISR in Metadata",
             lambda: admin.list_topics("a", timeout=10).topics["a"].partitions[0].isrs == [1, 2],
@@ -380,7 +374,7 @@ def test_sigterm_still_answers_while_leadership_moves(brokers: BrokerProcesses, 
         zk.close()
 
 
-def test_frozen_leader_resumes_as_follower(brokers: BrokerProcesses, zk_connect: str) -> None:
+def test_frozen_leader_resumes_as_follower(three_brokers: BrokerProcesses) -> None:
     """A leader frozen (SIGSTOP) past its ZooKeeper session loses its partition to the in-sync follower;
     resumed, it never acknowledges a write at its old leadership: not the produce already waiting on its
     socket when it resumes (the first thing it reads), nor any sent to it directly after, until it has
@@ -395,10 +389,9 @@ def test_frozen_leader_resumes_as_follower(brokers: BrokerProcesses, zk_connect:
     from kaflite.protocol.record_batch import build_record_batch
     from server.kwire import WireClient, decode_response
 
-    zk = KafkaZkClient(zk_connect)
+    zk = KafkaZkClient(three_brokers.connect)
     zk.start()
     try:
-        brokers.start_registered(zk, 1, 2, 3)
         ZkAdmin(zk).create_topic("f", -1, -1, {}, assignment=[[1, 2]])
 
         def state() -> Any:
@@ -416,11 +409,12 @@ def test_frozen_leader_resumes_as_follower(brokers: BrokerProcesses, zk_connect:
         def code_of(frame: bytes, corr: int) -> ErrorCode:
             return decode_response(0, 9, frame, corr).responses[0].partition_responses[0].error_code
 
-        proc = brokers.procs[1]
+        proc = three_brokers.procs[1]
         os.kill(proc.pid, signal.SIGSTOP)
         try:
             wait_until("2 leads f-0", lambda: (s := state()) and s.leader == 2, timeout=20)
-            early = WireClient(brokers.bootstrap(1))  # the kernel accepts it; broker 1 reads it on resuming
+            # the kernel accepts it; broker 1 reads it on resuming
+            early = WireClient(three_brokers.bootstrap(1))
             corr = early.send(produce)
         finally:
             os.kill(proc.pid, signal.SIGCONT)
@@ -429,7 +423,7 @@ def test_frozen_leader_resumes_as_follower(brokers: BrokerProcesses, zk_connect:
         # one produce after the other, straight after the resume, until broker 1 has registered again and
         # answered for a second after that (bounded: 20 s, 2,000 requests)
         deadline, registered_at = time.monotonic() + 20, None
-        with WireClient(brokers.bootstrap(1)) as c:
+        with WireClient(three_brokers.bootstrap(1)) as c:
             for _ in range(2000):
                 now = time.monotonic()
                 if now > deadline or (registered_at is not None and now - registered_at > 1):

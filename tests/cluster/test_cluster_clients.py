@@ -62,13 +62,15 @@ def _value(phase: int, p: int, i: int) -> bytes:
 
 
 # -- kafka-python ----------------------------------------------------------------------------------------------
-def test_kafka_python_follows_leaders_through_kill_9(brokers: BrokerProcesses, zk: KafkaZkClient) -> None:
+def test_kafka_python_follows_leaders_through_kill_9(
+    three_brokers: BrokerProcesses, three_brokers_zk: KafkaZkClient
+) -> None:
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KTP
     from kafka.admin import KafkaAdminClient
     from kafka.admin import NewTopic as KNewTopic
 
-    brokers.start_registered(zk, 1, 2, 3)
+    brokers, zk = three_brokers, three_brokers_zk  # the module's cluster, all three up
     topic = "kp"
     admin = KafkaAdminClient(bootstrap_servers=brokers.bootstrap(1))
     admin.create_topics([KNewTopic(topic, PARTITIONS, 3, topic_configs={"min.insync.replicas": "2"})])
@@ -125,13 +127,15 @@ def test_kafka_python_follows_leaders_through_kill_9(brokers: BrokerProcesses, z
 
 
 # -- aiokafka --------------------------------------------------------------------------------------------------
-def test_aiokafka_follows_leaders_through_kill_9(brokers: BrokerProcesses, zk: KafkaZkClient) -> None:
+def test_aiokafka_follows_leaders_through_kill_9(
+    three_brokers: BrokerProcesses, three_brokers_zk: KafkaZkClient
+) -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka import TopicPartition as ATP
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.admin import NewTopic as ANewTopic
 
-    brokers.start_registered(zk, 1, 2, 3)
+    brokers, zk = three_brokers, three_brokers_zk  # the module's cluster, all three up
     topic = "aio"
     acked: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
     got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
@@ -331,7 +335,7 @@ def test_describe_cluster_lists_live_brokers_with_racks(brokers: BrokerProcesses
                    timeout=20, context=lambda via=via: describe(via))  # fmt: skip
 
 
-def test_create_then_configure_through_any_broker(brokers: BrokerProcesses, zk: KafkaZkClient) -> None:
+def test_create_then_configure_through_any_broker(three_brokers: BrokerProcesses) -> None:
     """Issue 34: CreateTopics answers once the answering broker's metadata has a leader for every new
     partition, and a configuration request to a broker whose image lags finds the topic in ZooKeeper:
     create-then-configure succeeds 100 of 100 with confluent-kafka and 30 of 30 with kafka-python on three
@@ -342,7 +346,7 @@ def test_create_then_configure_through_any_broker(brokers: BrokerProcesses, zk: 
     from kafka.admin import ConfigResourceType, KafkaAdminClient
     from kafka.admin import NewTopic as KpNewTopic
 
-    brokers.start_registered(zk, 1, 2, 3)
+    brokers = three_brokers  # the module's cluster, all three up
     admin = AdminClient({"bootstrap.servers": brokers.bootstrap()})
     wait_until("AdminClient sees three brokers", lambda: len(admin.list_topics(timeout=5).brokers) == 3)
     for i in range(100):

@@ -40,13 +40,13 @@ def _create(admin: object, names: list[str], timeout_s: float = BOUND_S) -> tupl
     return time.monotonic() - start, out
 
 
-def test_many_topics_created_deleted_and_created_again(brokers: BrokerProcesses, zk_connect: str) -> None:
+def test_many_topics_created_deleted_and_created_again(three_brokers: BrokerProcesses) -> None:
     from confluent_kafka.admin import AdminClient
 
-    zk = KafkaZkClient(zk_connect)
+    brokers = three_brokers  # the module's cluster, all three up
+    zk = KafkaZkClient(brokers.connect)
     zk.start()
     try:
-        brokers.start_registered(zk, 1, 2, 3)
         admin = AdminClient({"bootstrap.servers": brokers.bootstrap()})
         names = [f"many-{i}" for i in range(N)]
         took, errors = _create(admin, names)
@@ -79,27 +79,22 @@ def test_many_topics_created_deleted_and_created_again(brokers: BrokerProcesses,
         zk.close()
 
 
-def test_small_create_answered_while_a_big_one_runs(brokers: BrokerProcesses, zk_connect: str) -> None:
+def test_small_create_answered_while_a_big_one_runs(three_brokers: BrokerProcesses) -> None:
     from confluent_kafka.admin import AdminClient
 
-    zk = KafkaZkClient(zk_connect)
-    zk.start()
-    try:
-        brokers.start_registered(zk, 1, 2, 3)
-        big_admin = AdminClient({"bootstrap.servers": brokers.bootstrap()})
-        small_admin = AdminClient({"bootstrap.servers": brokers.bootstrap()})
-        big: dict[str, object] = {}
-        def run_big() -> None:
-            big["took"], big["errors"] = _create(big_admin, [f"big-{i}" for i in range(N)])
+    brokers = three_brokers  # the module's cluster, all three up
+    big_admin = AdminClient({"bootstrap.servers": brokers.bootstrap()})
+    small_admin = AdminClient({"bootstrap.servers": brokers.bootstrap()})
+    big: dict[str, object] = {}
+    def run_big() -> None:
+        big["took"], big["errors"] = _create(big_admin, [f"big-{i}" for i in range(N)])
 
-        thread = threading.Thread(target=run_big)
-        thread.start()
-        time.sleep(0.3)  # the big request is being served
-        took, errors = _create(small_admin, ["small"])
-        thread.join(BOUND_S + 20)
-        print(f"small create during a big one: {took:.1f} s; big: {big.get('took', -1.0):.1f} s")
-        assert errors == {"small": ""}
-        assert took < 15.0
-        assert set(big["errors"].values()) == {""}  # type: ignore[attr-defined]
-    finally:
-        zk.close()
+    thread = threading.Thread(target=run_big)
+    thread.start()
+    time.sleep(0.3)  # the big request is being served
+    took, errors = _create(small_admin, ["small"])
+    thread.join(BOUND_S + 20)
+    print(f"small create during a big one: {took:.1f} s; big: {big.get('took', -1.0):.1f} s")
+    assert errors == {"small": ""}
+    assert took < 15.0
+    assert set(big["errors"].values()) == {""}  # type: ignore[attr-defined]
