@@ -406,3 +406,25 @@ def test_no_election_picks_a_broker_in_controlled_shutdown() -> None:
     zk.run(c, BrokerChange(dict(zk.live)))
     st = zk.states[("u", 0)]
     assert st.leader == 2 and st.isr == (2,), st
+
+
+def test_a_topic_created_with_the_unclean_override_elects_unclean_without_a_config_change() -> None:
+    # the override comes with the topic (its config znode is written first; no change notification follows a
+    # creation): before, the controller knew it only from a later change, and the partition stayed offline
+    zk = SimZk(live={0: 100, 1: 101})
+    c = Controller(0, ControllerConfig())
+    zk.elect(c)
+    a = TopicAssignment("t", {0: (0, 1)}, uuid.uuid4())
+    zk.topics["t"] = a
+    zk.run(c, TopicChange(frozenset(zk.topics), {"t": a}, {"t": True}))
+    _isr(zk, c, ("t", 0), (0,))
+    _down(zk, c, 0)
+    assert zk.states[("t", 0)].leader == 1 and zk.states[("t", 0)].isr == (1,)
+    # and a topic created with the override off stays offline under a broker default that allows it
+    zk2, c2 = _cluster(unclean_leader_election_enable=True)
+    b = TopicAssignment("u", {0: (0, 1)}, uuid.uuid4())
+    zk2.topics["u"] = b
+    zk2.run(c2, TopicChange(frozenset(zk2.topics), {"u": b}, {"u": False}))
+    _isr(zk2, c2, ("u", 0), (0,))
+    _down(zk2, c2, 0)
+    assert zk2.states[("u", 0)].leader == -1

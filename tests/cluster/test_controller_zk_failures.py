@@ -24,6 +24,7 @@ from kaflite.cluster.zk import (
     ControllerEpochZkVersion,
     ControllerMovedError,
     KafkaZkClient,
+    TopicsChanged,
 )
 from kaflite.cluster.zkcontroller import ControllerService, _GiveUpAgain
 from kaflite.cluster.zkdata import BrokerInfo, ControllerInfo, LeaderAndIsr, TopicAssignment, ZkEndpoint
@@ -44,6 +45,7 @@ class FakeZk:
         self.states: dict[TP, LeaderAndIsr] = {}
         self.fail_updates: list[str] = []
         self.resigned = 0
+        self.configs: dict[str, dict[str, str]] = {}  # topic -> its config overrides
 
     # election
     def register_controller_and_increment_epoch(self, broker_id: int) -> ControllerEpochZkVersion:
@@ -72,7 +74,7 @@ class FakeZk:
         return (self.topics[topic], 0) if topic in self.topics else None
 
     def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
-        return {}
+        return dict(self.configs.get(name, {})) if entity_type == "topics" else {}
 
     def get_partition_states(self, tps: Iterable[TP]) -> dict[TP, LeaderAndIsr | None]:
         return {tp: self.states.get(tp) for tp in tps}
@@ -392,3 +394,18 @@ def test_a_broker_watch_reads_nothing_on_kazoos_callback_thread(monkeypatch: pyt
     assert sorted(event.brokers) == [1, 2] and set(fake.reads) == {"zk-watch"}
     client._closed = True
     client._work.put(None)
+
+
+def test_a_topic_created_while_the_controller_runs_brings_its_unclean_override() -> None:
+    """Kafka's AdminZkClient writes a new topic's config znode before its topic znode and sends no change
+    notification for it: the controller reads the override when it sees the topic, or never learns it
+    (before: a topic created with unclean.leader.election.enable=true stayed offline when its ISR died)."""
+    zk, svc = _cluster()
+    zk.configs["w"] = {"unclean.leader.election.enable": "true"}
+    zk.configs["x"] = {"unclean.leader.election.enable": "false", "retention.ms": "1000"}
+    zk.topics["w"] = TopicAssignment("w", {0: (1, 2)})
+    zk.topics["x"] = TopicAssignment("x", {0: (1, 2)})
+    zk.topics["y"] = TopicAssignment("y", {0: (1, 2)})
+    svc.process(TopicsChanged(frozenset(zk.topics)))
+    assert svc.controller.topic_unclean == {"w": True, "x": False}
+    assert {tp for tp in zk.states if tp[0] in "wxy"} == {("w", 0), ("x", 0), ("y", 0)}

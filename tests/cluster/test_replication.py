@@ -196,10 +196,9 @@ def test_unclean_election_off_keeps_acknowledged_records_and_on_reports_the_loss
         zk.close()
 
 
-# not on the module's shared cluster: there the controller had seen "w" created and never read its
-# unclean.leader.election.enable=true (the controller learns a topic's override from a config change
-# notification only, while Kafka's reads the topic's config when it elects), so "2 leads" timed out; here the
-# controller failover at the leader's death reads it
+# on a fresh cluster: broker 3 hosts no replica and stays the controller only where it started first. (On the
+# shared cluster this test found that a controller which had seen "w" created never read its override: the
+# controller now reads a new topic's unclean.leader.election.enable with it, tests/cluster/test_controller*.py)
 def test_unclean_election_on_loses_what_the_new_leader_lacks_and_the_old_leader_truncates(
         brokers: BrokerProcesses, zk_connect: str) -> None:
     from kaflite.cluster.admin import ZkAdmin

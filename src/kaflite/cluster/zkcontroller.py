@@ -273,11 +273,16 @@ class ControllerService:
             return BrokerChange(dict(item.epochs))
         if isinstance(item, TopicsChanged):
             new = {}
+            unclean: dict[str, bool] = {}
             for t in item.topics - set(self.controller.assignments):
                 got = self.zk.get_topic_assignment(t)
                 if got is not None:
                     new[t] = got[0]
-            return TopicChange(frozenset(item.topics), new)
+                    # a topic created with the override: no config-change notification ever tells of it
+                    override = self._unclean_override(t)
+                    if override is not None:
+                        unclean[t] = override
+            return TopicChange(frozenset(item.topics), new, unclean)
         if isinstance(item, TopicAssignmentChanged):
             return PartitionModifications(item.assignment) if item.assignment is not None else None
         if isinstance(item, TopicDeletionRequested):
@@ -304,13 +309,15 @@ class ControllerService:
         if isinstance(item, ConfigChanged):
             if item.entity_type != "topics":
                 return None
-            value = self.zk.get_entity_config("topics", item.name).get("unclean.leader.election.enable")
-            return TopicUncleanElectionChange(
-                item.name, None if value is None else value.strip().lower() == "true"
-            )
+            return TopicUncleanElectionChange(item.name, self._unclean_override(item.name))
         if isinstance(item, ControllerEvent):
             return item
         return None
+
+    def _unclean_override(self, topic: str) -> bool | None:
+        """The topic's unclean.leader.election.enable override in ZooKeeper (None: none, the broker's)."""
+        value = self.zk.get_entity_config("topics", topic).get("unclean.leader.election.enable")
+        return None if value is None else value.strip().lower() == "true"
 
     # --- election ---------------------------------------------------------------------------------------------
     def _elect(self) -> None:
@@ -345,9 +352,9 @@ class ControllerService:
             got = self.zk.get_topic_assignment(t)
             if got is not None:
                 topics[t] = got[0]
-            override = self.zk.get_entity_config("topics", t).get("unclean.leader.election.enable")
+            override = self._unclean_override(t)
             if override is not None:
-                unclean[t] = override.strip().lower() == "true"
+                unclean[t] = override
         tps = [(t, p) for t, a in topics.items() for p in a.partitions]
         states = self.zk.get_partition_states(tps)
         return ControllerStartup(

@@ -518,6 +518,8 @@ class Controller:
                 continue
             self.topic_ids[topic] = a.topic_id
             self.assignments[topic] = {}
+            if topic in ev.new_unclean:  # before its first elections, which may need it
+                self.topic_unclean[topic] = ev.new_unclean[topic]
             self._new_partitions(topic, a.partitions)
 
     def _partition_modifications(self, ev: PartitionModifications) -> None:

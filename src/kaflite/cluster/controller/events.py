@@ -45,10 +45,13 @@ class BrokerChange:
 
 @dataclass(frozen=True)
 class TopicChange:
-    """The topics now in /brokers/topics, with the assignment of each topic new to the controller."""
+    """The topics now in /brokers/topics, with the assignment of each topic new to the controller, and the
+    unclean.leader.election.enable override each new topic was created with (its config znode is written
+    before its topic znode, and no config-change notification follows a creation)."""
 
     topics: frozenset[str]
     new_assignments: Mapping[str, TopicAssignment]
+    new_unclean: Mapping[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
