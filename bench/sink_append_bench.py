@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import pstats
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,60 +28,39 @@ from collections.abc import Iterator
 from pathlib import Path
 from shutil import rmtree
 
-CLK = os.sysconf("SC_CLK_TCK")
+from _timing import proc_cpu
+from broker_bench import free_port, stop_process, wait_port
+
 HERE = Path(__file__).resolve().parent.parent / "src"
 
 
-def cpu_seconds(pid: int) -> tuple[float, float]:
-    """(user, system) CPU seconds of process `pid`."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) / CLK, int(fields[12]) / CLK
-
-
 def start_broker(src: Path, data_dir: Path, profile: str | None) -> tuple[subprocess.Popen[bytes], int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(os.environ, PYTHONPATH=str(src))
+    """`kaflite serve` of the tree `src` (its own PYTHONPATH), under cProfile when `profile` names a file."""
+    port = free_port()
     prefix = ["-m", "cProfile", "-o", profile] if profile else []
+    cmd = [
+        sys.executable,
+        *prefix,
+        "-m",
+        "kaflite",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-dir",
+        str(data_dir),
+    ]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            *prefix,
-            "-m",
-            "kaflite",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-dir",
-            str(data_dir),
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        cmd, env=dict(os.environ, PYTHONPATH=str(src)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, port
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                proc.wait()
-                raise RuntimeError("the broker did not start") from None
-            time.sleep(0.1)
-
-
-def stop_broker(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
     try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
+        wait_port(port, 60)
+    except RuntimeError:
         proc.kill()
         proc.wait()
+        raise RuntimeError("the broker did not start") from None
+    return proc, port
 
 
 def batches(rows: int, value_bytes: int) -> Iterator[object]:
@@ -117,13 +95,13 @@ def one_run(src: Path, rows: int, value_bytes: int, profile: str | None) -> tupl
         options = parse_writer_options({"kafka.bootstrap.servers": bootstrap, "topic": "sink"})
         with ArrowProducer({"bootstrap.servers": bootstrap}).start() as warm:  # connections, first segment
             produce_arrow(warm, options, batches(20_000, value_bytes), None)  # type: ignore[arg-type]
-        broker0, wall0, own0 = cpu_seconds(proc.pid), time.perf_counter(), time.process_time()
+        broker0, wall0, own0 = proc_cpu(proc.pid), time.perf_counter(), time.process_time()
         with ArrowProducer({"bootstrap.servers": bootstrap}).start() as producer:
             assert produce_arrow(producer, options, batches(rows, value_bytes), None) == rows  # type: ignore[arg-type]
-        user, system = cpu_seconds(proc.pid)
+        user, system = proc_cpu(proc.pid)
         return user - broker0[0], system - broker0[1], time.perf_counter() - wall0, time.process_time() - own0
     finally:
-        stop_broker(proc)
+        stop_process(proc, 60)
         rmtree(data_dir, ignore_errors=True)
 
 
