@@ -798,10 +798,8 @@ def _session_ended(broker: ShareBroker, coord: ShareGroupCoordinator, group_id: 
     """The member's share session here ended: what it holds in the session's partitions here is released
     (written by the caller's `persist`), and ShareFetches waiting on those partitions wake."""
     _session_connections(broker).pop((group_id, member_id), None)
-    released = coord.release_session(group_id, member_id, partitions)
-    if not broker.purgatory.idle:
-        for topic, partition in released:
-            broker.purgatory.complete(fetch_key(topic, partition))
+    for topic, partition in coord.release_session(group_id, member_id, partitions):
+        broker.purgatory.complete(fetch_key(topic, partition))
 
 
 def _maybe_group_empty(broker: ShareBroker, coord: ShareGroupCoordinator, group_id: str) -> None:

@@ -393,10 +393,10 @@ class ReplicaManager:
                 self._run_file_work(work, f"deleting log {key[0]}-{key[1]}", inline=inline)
         part.log = None
         self._follower_log_start.pop(key, None)
-        if not self.purgatory.idle:  # waiters re-check and find the partition gone
-            self.purgatory.complete(fetch_key(*key))
-            self.purgatory.complete(produce_key(*key))
-            self.purgatory.complete(delete_records_key(*key))
+        # waiters re-check and find the partition gone
+        self.purgatory.complete(fetch_key(*key))
+        self.purgatory.complete(produce_key(*key))
+        self.purgatory.complete(delete_records_key(*key))
 
     @staticmethod
     def _run_file_work(work: Callable[[], None], what: str, *, inline: bool = False) -> None:
