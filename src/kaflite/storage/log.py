@@ -187,6 +187,9 @@ POSITION_CACHE = 64  # offsets whose position `position_of` remembers (high wate
 _new_tuple = tuple.__new__  # builds a NamedTuple without the Python-level __new__ frame (hot path)
 
 
+# a time past every flush.ms: `housekeeping_idle` then answers whether time alone would make the log due
+_FOREVER_MS = 1 << 80  # (beyond any flush.ms a config takes: Kafka bounds it by a Java long)
+
 class AppendResult(NamedTuple):
     """What an append did (a NamedTuple: cheap to build on the hot path)."""
 
@@ -432,16 +435,11 @@ class Log:
     def housekeeping_wanted(self) -> bool:
         """Without a lock (as `housekeeping_idle`): does this log need a housekeeping pass, now or once time
         alone has passed (flush.ms, file.delete.delay.ms), with no further call on it? The pass keeps a log
-        queued while this holds (Log rules)."""
+        queued while this holds (Log rules): segments waiting out their delay, or a log not idle at any
+        time to come (what `housekeeping_idle` reads, with flush.ms elapsed)."""
         if self._closed:
             return False
-        if self._unsynced_snapshots or self.leader_epoch_cache.pending_write or self._doomed or self._doomed_snapshots:
-            return True
-        rp = self.recovery_point
-        if min(self._roll_flush_to, self._next_offset) > rp:
-            return True
-        unflushed = self._next_offset - rp
-        return unflushed > 0 and (self.config.flush_interval_ms is not None or unflushed >= self._flush_messages)
+        return bool(self._doomed or self._doomed_snapshots) or not self.housekeeping_idle(_FOREVER_MS)
 
     def _derive_config(self) -> None:
         """Config values the hot path reads, computed once per config change."""
