@@ -119,12 +119,18 @@ class Cluster:
 
 
 def produce_acks_all(
-    bootstrap: str, topic: str, records: int, size: int, partitions: int = 3, warm_up: bool = False
+    bootstrap: str,
+    topic: str,
+    records: int,
+    size: int,
+    partitions: int = 3,
+    warm_up: bool = False,
+    config: dict[str, Any] | None = None,
 ) -> float:
     """Seconds one idempotent acks=all producer (linger.ms=5, batch.size 1 MB) takes to write `records`
     records of `size` bytes round robin over `partitions` partitions, until all are acknowledged.
     `warm_up`: a record per partition first, off the clock (the producer id and the connections exist
-    before it starts)."""
+    before it starts). `config`: producer settings that replace or add to those."""
     p = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -135,6 +141,7 @@ def produce_acks_all(
             "queue.buffering.max.kbytes": 65536,
             "message.timeout.ms": 300000,
         }
+        | (config or {})
     )
     failed = [0]
 

@@ -13,6 +13,7 @@ per MB and as a share of wall x cores (2 here): a sum near 1.0 means the run was
 `--one-leader` places all 3 partitions on broker 1 (replicas [1, 2, 3]): broker 1 is then the leader of
 everything and brokers 2 and 3 are pure followers, so leader and follower CPU per MB are apart.
 `--src` runs the brokers from another tree's src (before / after comparisons on the same machine state).
+`--producer KEY=VALUE` (repeatable) changes the producer's settings, e.g. `enable.idempotence=false`.
 """
 
 from __future__ import annotations
@@ -67,7 +68,18 @@ def main() -> int:
     ap.add_argument("--profile", help="directory: py-spy raw profiles of each broker during the RF 3 runs")
     ap.add_argument("--logs", help="directory: the brokers' logs are copied there at the end")
     ap.add_argument("--override", action="append", default=[], help="broker override key=value")
+    ap.add_argument(
+        "--producer",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="producer setting (librdkafka name) replacing the bench's, e.g. enable.idempotence=false",
+    )
     args = ap.parse_args()
+    try:
+        args.producer_config = dict(kv.split("=", 1) for kv in args.producer)
+    except ValueError:
+        ap.error(f"--producer takes KEY=VALUE, got {args.producer}")
     reason = missing_reason()
     if reason:
         print(f"cannot run: {reason}", file=sys.stderr)
@@ -136,7 +148,9 @@ def run_rounds(c: Cluster, args: argparse.Namespace, mb: float) -> list[float]:
                     )
                 time.sleep(1)
             s0 = self_cpu_s()
-            took = produce_acks_all(c.bootstrap, topic, args.records, args.size, warm_up=True)
+            took = produce_acks_all(
+                c.bootstrap, topic, args.records, args.size, warm_up=True, config=args.producer_config
+            )
             c1 = {b: proc_cpu_seconds(brokers.procs[b].pid) for b in (1, 2, 3)}
             sys1 = {b: proc_cpu(brokers.procs[b].pid)[1] for b in (1, 2, 3)}
             d1 = sum(run_delay_s(brokers.procs[b].pid) for b in (1, 2, 3)) + run_delay_s(os.getpid())
@@ -158,7 +172,7 @@ def run_rounds(c: Cluster, args: argparse.Namespace, mb: float) -> list[float]:
                     for b in (1, 2, 3)
                 )
                 + f" sum {sum(per.values()) * 1000 / mb:5.1f}  producer {prod * 1000 / mb:5.1f}  "
-                f"busy {share:4.2f} of {CORES} cores  waiting for a core {(d1 - d0) / took:4.2f}",
+                f"cores busy {share * CORES:4.2f} of {CORES}  waiting for a core {(d1 - d0) / took:4.2f}",
                 flush=True,
             )
         ratios.append(got[3] / got[1])
