@@ -209,11 +209,12 @@ class BrokerProcess:
         Path(self.log.name).unlink(missing_ok=True)  # kept only when the broker did not start
 
 
-def produce_raw(bootstrap: str, topic: str, rows: int, value_bytes: int) -> float:
+def produce_raw(bootstrap: str, topic: str, rows: int, value_bytes: int, compression: str = "none") -> float:
     from confluent_kafka import Producer
 
     p = Producer(
-        {"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 5, "acks": "all"}
+        {"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 5, "acks": "all",
+         "compression.codec": compression}
     )
     value = b"x" * value_bytes
     t0 = time.perf_counter()
@@ -244,6 +245,9 @@ def main() -> None:
                     help="spark.driver.memory (Spark's default 1g spills the cached rows of a 10M-row run)")
     ap.add_argument("--no-producer", action="store_true",
                     help="do not measure confluent-kafka producing the rows alone (long at 10M rows)")
+    ap.add_argument("--compression", choices=("none", "gzip", "snappy", "lz4", "zstd"), default="none",
+                    help="the source topic's batches (written by confluent-kafka) and the sink's "
+                         "(kafka.compression.type) compressed with this codec; the baselines are unchanged")
     ap.add_argument("--eos", action="store_true",
                     help="measure the exactly-once sink's task only (no Spark): kaflite's client and librdkafka")
     args = ap.parse_args()
@@ -305,7 +309,7 @@ def run(args: Any, bootstrap: str) -> None:
         return
     if not args.sink_only:
         print(f"loading {args.rows} rows ({args.value_bytes} B values) into {src} ...", file=sys.stderr)
-        load_s = produce_raw(bootstrap, src, args.rows, args.value_bytes)
+        load_s = produce_raw(bootstrap, src, args.rows, args.value_bytes, args.compression)
 
     builder = (
         SparkSession.builder.master("local[2]")
@@ -371,7 +375,7 @@ def run(args: Any, bootstrap: str) -> None:
     if args.no_producer:
         report(args, results, None)
         return
-    raw_s = produce_raw(bootstrap, raw, args.rows, args.value_bytes)
+    raw_s = produce_raw(bootstrap, raw, args.rows, args.value_bytes, args.compression)
     report(args, results, (raw_s, load_s))
 
 
@@ -386,6 +390,7 @@ def measure_sink(args: Any, spark: Any, bootstrap: str, dst: str, rows_df: Any, 
             rows_df.write.format("kaflite")
             .option("kafka.bootstrap.servers", bootstrap)
             .option("topic", dst)
+            .option("kafka.compression.type", args.compression)
             .mode("append")
             .save()
         ),
@@ -456,7 +461,7 @@ def report(args: Any, results: list[tuple[str, float, float, float]],
     n = args.rows
     print(
         f"\nSpark connector throughput: {n} rows, {args.value_bytes} B values, {args.partitions} partitions, local[2], "
-        f"best of {args.repeat}; broker: {args.bootstrap or args.broker}"
+        f"best of {args.repeat}; broker: {args.bootstrap or args.broker}; compression: {args.compression}"
     )
     print(f"{'measurement':58} {'rows/s':>10} {'CPU-s/M rows':>13} {'vs baseline':>12} {'broker CPU-s/M':>15}")
     for i, (name, wall, cpu, broker) in enumerate(results):
