@@ -682,7 +682,7 @@ class LogManager:
                 unflushed = [log.dir.name for log in logs if not log.flushed_at_close]
                 if unflushed:  # no marker: the next start recovers these logs from their recovery points
                     problems.append(f"clean-shutdown marker not written: {len(unflushed)} log(s) could not be "
-                                    f"flushed ({', '.join(unflushed[:5])}{', ...' if len(unflushed) > 5 else ''})")
+                                    f"flushed or their indexes written ({', '.join(unflushed[:5])}{', ...' if len(unflushed) > 5 else ''})")
                 else:
                     for d in self.log_dirs:
                         try:
