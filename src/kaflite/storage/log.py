@@ -164,8 +164,8 @@ from kaflite.storage.segment import (
 )
 from kaflite.storage.txn_index import AbortedTxn, TransactionIndex
 
-__all__ = ["Log", "AppendResult", "FetchDataInfo", "parse_topic_partition", "EARLIEST_TIMESTAMP",
-           "LATEST_TIMESTAMP", "MAX_TIMESTAMP"]
+__all__ = ["Log", "AppendResult", "FetchDataInfo", "OffsetsMoved", "parse_topic_partition",
+           "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP"]
 
 log = logging.getLogger("kaflite.storage")
 
@@ -231,6 +231,19 @@ def _fdatasync_path(path: Path) -> None:
         os.fdatasync(fd)
     finally:
         os.close(fd)
+
+
+class OffsetsMoved:
+    """The LogManager's "a checkpointed offset moved" flag, one object shared by the manager and every log
+    of its table: a log sets `value` when its high watermark or recovery point moves forward (under its own
+    lock, one attribute store), the manager's pass clears it before it reads the offsets for the periodic
+    checkpoint (no log lock: a move meanwhile sets it again, so none is missed). A log no manager attached
+    has one of its own that nobody reads."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bool = False) -> None:
+        self.value = value
 
 
 class _Syncable(Protocol):
@@ -325,8 +338,8 @@ class Log:
         # the housekeeping queue (Log rules): the manager's callback, and whether this log is in its queue
         self._hk_queue: Callable[[Log], None] | None = None
         self._hk_queued = False
-        # the manager's "an offset it checkpoints moved" flag, shared by its logs (one item store per change)
-        self._offsets_moved: list[bool] = [False]
+        # the manager's "an offset it checkpoints moved" flag, shared by its logs (one attribute store per change)
+        self._offsets_moved = OffsetsMoved()
         self._producer_state: ProducerStateManager | None = ProducerStateManager()
         self._txn_indexes: dict[int, TransactionIndex] = {}  # segment base -> its aborted transactions
         # segments deleted (retention, DeleteRecords, truncation) whose files wait, renamed `.deleted`, for
@@ -397,7 +410,7 @@ class Log:
             hw = min(offset, self._next_offset)
             if hw > self._high_watermark:
                 self._high_watermark = hw
-                self._offsets_moved[0] = True
+                self._offsets_moved.value = True
             return self._high_watermark
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
@@ -416,10 +429,10 @@ class Log:
 
     # ==========================================================================================
     # the housekeeping queue (Log rules)
-    def attach_housekeeping(self, queue: Callable[[Log], None], offsets_moved: list[bool] | None = None) -> None:
+    def attach_housekeeping(self, queue: Callable[[Log], None], offsets_moved: OffsetsMoved | None = None) -> None:
         """The manager's queue: `queue(log)` adds this log to the next housekeeping pass. Queued once now (a
         loaded log may hold a roll's work, a crash's unflushed tail, an epoch file to write).
-        `offsets_moved[0]` is set whenever the high watermark or the recovery point moves forward (what the
+        `offsets_moved.value` is set whenever the high watermark or the recovery point moves forward (what the
         periodic checkpoint writes; the other changes call on_log_start_offset_change)."""
         if offsets_moved is not None:
             self._offsets_moved = offsets_moved
@@ -1706,7 +1719,7 @@ class Log:
                 rp = min(plan.upto, self._next_offset)
                 if rp > self.recovery_point:
                     self.recovery_point = rp
-                    self._offsets_moved[0] = True
+                    self._offsets_moved.value = True
 
     def _unplan(self, plan: _FlushPlan) -> None:
         """Under the lock: a flush of `plan` failed, everything it marked synced is marked unsynced again."""
