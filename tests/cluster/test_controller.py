@@ -257,13 +257,31 @@ def test_controlled_shutdown_moves_leadership_off_the_broker() -> None:
     assert zk.states[("t", 0)] == LeaderAndIsr(1, 1, (1, 2), 1, 1)
     assert zk.states[("t", 1)] == LeaderAndIsr(1, 1, (1, 2), 1, 1)
     res = _of(out, ControlledShutdownResult)[0]
-    assert res.remaining == {("single", 0)}  # replication factor 1: nobody else can lead it
+    assert res.remaining == frozenset()  # replication factor 1: nobody else can lead it, nothing left to move
+    assert [e.message for e in _of(out, Log) if "controlled shutdown" in e.message] == [
+        "controlled shutdown of broker 0: 0 partition(s) left led there, leadership of 1 moved; "
+        "1 partition(s) of a single replica stay led there"
+    ]
     # while it shuts down it cannot rejoin an ISR
     out = _isr(zk, c, ("t", 0), (1, 2, 0))
     assert _of(out, AlterPartitionResult)[0].error is ErrorCode.ineligible_replica
     out = zk.run(c, ControlledShutdown(1, 5))
     assert _of(out, ControlledShutdownResult)[0].remaining == frozenset()
     assert "stale broker epoch" in _of(out, Log)[0].message
+
+
+def test_controlled_shutdown_reports_what_it_could_not_move_apart_from_what_was_moved() -> None:
+    """t-0's other replica is down: its leadership stays (reported as left); t-1's moves; a partition of one
+    replica is neither (Kafka's replicatedPartitionsBrokerLeads leaves it out of what remains)."""
+    zk, c = _cluster(topics={"t": {0: (0, 1), 1: (0, 2)}, "single": {0: (0,), 1: (0,)}})
+    _down(zk, c, 1)
+    out = zk.run(c, ControlledShutdown(0, 100))
+    assert _of(out, ControlledShutdownResult)[0].remaining == {("t", 0)}
+    assert zk.states[("t", 0)].leader == 0 and zk.states[("t", 1)].leader == 2
+    assert [e.message for e in _of(out, Log) if "controlled shutdown" in e.message] == [
+        "controlled shutdown of broker 0: 1 partition(s) left led there, leadership of 1 moved; "
+        "2 partition(s) of a single replica stay led there"
+    ]
 
 
 def test_reassignment_copies_then_switches() -> None:

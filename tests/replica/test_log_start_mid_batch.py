@@ -111,6 +111,28 @@ def test_an_append_below_the_log_end_is_still_refused_when_the_log_holds_records
     assert mine.log_end_offset == 15
 
 
+def test_the_restart_offset_is_read_from_the_first_batch_header_alone(tmp_path: Path) -> None:
+    """`restart_offset_for` runs on the event loop over a refused fetch answer: it reads the first batch's
+    header only, so damage further on (a CRC mismatch in the second batch) neither costs a walk of the set
+    nor changes its answer (the append after the restart refuses the damaged set, and the fetcher then
+    truncates). A first batch that is cut short, or not magic 2, still leaves the refusal standing."""
+    lead = leader_with_mid_batch_start(tmp_path)
+    mine = Log(tmp_path / "follower" / "t-0")
+    mine.truncate_fully_and_start_at(12)
+    part = follower(mine, 0)
+    held = lead.read(12, 1 << 20, max_offset=20, min_one_message=True)
+    records = bytearray(b"".join(bytes(r) for r in held.records))  # the batches 10-14 and 15-19
+    first_size = int.from_bytes(records[8:12], "big") + 12  # batchLength + the 12 bytes it does not count
+    assert part.restart_offset_for(bytes(records)) == 10
+    records[-1] ^= 0xFF  # the second batch's last record byte: its CRC no longer matches
+    assert part.restart_offset_for(bytes(records)) == 10
+    assert part.restart_offset_for(bytes(records[: first_size - 1])) is None  # the first batch cut short
+    records[16] = 1  # the first batch's magic
+    assert part.restart_offset_for(bytes(records)) is None
+    mine.close()
+    lead.close()
+
+
 def test_the_restart_runs_off_the_event_loop_and_gives_up_when_the_partition_moved(tmp_path: Path) -> None:
     """The restart deletes segments and writes checkpoints: a worker thread does it. If the partition left
     this fetcher meanwhile (a new leader), the fetched batch is not appended."""

@@ -33,6 +33,7 @@ from kaflite.protocol.guard import check_request_lengths
 
 __all__ = [
     "API_VERSIONS_KEY",
+    "PRODUCE_KEY",
     "ProtocolError",
     "RequestHeader",
     "decode_request",
@@ -43,6 +44,8 @@ __all__ = [
     "schema_known",
 ]
 
+# the api keys the request path itself tests for (the handlers name theirs); kio has no enum of them
+PRODUCE_KEY = 0
 API_VERSIONS_KEY = 18
 _HEADER = struct.Struct(">hhih")
 _SIZE = struct.Struct(">i")
@@ -174,7 +177,7 @@ def _writer(schema: Any) -> Any:
 def decode_request(header: RequestHeader, frame: bytes | memoryview, offset: int) -> Any:
     """Decode the body of a request with kio (Produce by hand: v0-v2, which kio lacks, and v3-v13 for speed);
     trailing bytes are ignored."""
-    if header.api_key == 0:  # the request that carries the data: by hand, its records left in the frame
+    if header.api_key == PRODUCE_KEY:  # the request that carries the data: by hand, its records left in the frame
         if header.api_version in produce_request.VERSIONS:
             return produce_request.decode_request(frame, offset, header.api_version)
     schema = request_schema(header.api_key, header.api_version)

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from kaflite.protocol.errors import ErrorCode
 from kaflite.protocol.messages import (
     API_VERSIONS_KEY,
+    PRODUCE_KEY,
     ProtocolError,
     RequestHeader,
     decode_request,
@@ -59,7 +60,6 @@ if TYPE_CHECKING:
 __all__ = ["CloseConnection", "Dispatcher", "HalfCloseConnection"]
 
 log = logging.getLogger("kaflite.server")
-PRODUCE_KEY = 0
 # called with the id of each client connection that ends (after its last request was answered)
 CONNECTION_CLOSED: Slot[list[Callable[[int], None]]] = Slot("connection_closed")
 

@@ -7,6 +7,14 @@ Rules (as Kafka's AbstractIndex / OffsetIndex / TimeIndex):
 - `.timeindex`: 12-byte entries, big-endian (int64 timestamp, int32 relative offset); a new entry only when
   the segment's max timestamp grew. Lookup: the greatest entry whose timestamp < target.
 - An entry is added when more than `index.interval.bytes` were appended since the last entry.
+- The file holds exactly the first `_written` entries, whole, whatever a write of pending entries did: a
+  short write or ENOSPC halfway (a full disk) counts the whole entries it wrote, cuts the torn rest off
+  (shrinking a file needs no space) and raises; the next `write_pending` writes from the next entry, so no
+  entry is written twice or skipped, and the file never holds an entry shifted by a torn one (a later load
+  would read positions that are not batch starts). Should the cut fail too, `_torn` makes the next write
+  cut first. A truncation only shrinks the file (never rewrites it). Lookups use the arrays, never the
+  file, so a failed write changes no answer; a load of a torn file (a crash mid-write) fails the size check
+  and the segment's indexes are rebuilt from its `.log` (Kafka: an index is a cache recovery rebuilds).
 
 Kafka preallocates these files (mmap) and trims them on roll. kaflite keeps the entries in memory
 (`array`), appends new entries to the file with one write per flush/roll/close (the entries not yet
@@ -17,6 +25,7 @@ are loaded lazily on first lookup.
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from array import array
@@ -38,7 +47,8 @@ class IndexCorrupt(Exception):
 class _IndexFile:
     """Entries live in two parallel arrays (`_keys`, `_values`); the first `_written` are in the file."""
 
-    __slots__ = ("path", "base_offset", "max_entries", "_keys", "_values", "_written", "_fd", "_unsynced")
+    __slots__ = ("path", "base_offset", "max_entries", "_keys", "_values", "_written", "_fd", "_unsynced",
+                 "_torn")
     entry: struct.Struct = _OFF_ENTRY
     key_type = "i"
     value_type = "i"
@@ -52,6 +62,7 @@ class _IndexFile:
         self._written = 0
         self._fd: int | None = None  # never held between calls: one descriptor per index would grow with segments
         self._unsynced = False  # entries written since the last fsync
+        self._torn = False  # the file may end in part of an entry (a failed write whose cut failed): cut first
 
     @property
     def entries(self) -> int:
@@ -63,18 +74,40 @@ class _IndexFile:
 
     # file handling -------------------------------------------------------------------------------
     def write_pending(self) -> None:
+        """Write the entries not in the file yet, after the `_written` ones (module rules: a failure leaves
+        the file holding whole entries only, counted in `_written`, and raises)."""
         n = len(self._keys)
-        if self._written < n:
-            pack = self.entry.pack
-            data = b"".join(pack(k, v) for k, v in zip(self._keys[self._written :], self._values[self._written :],
-                                                          strict=True))
-            fd = open_file(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        if self._written >= n and not self._torn:
+            return
+        size = self.entry.size
+        pack = self.entry.pack
+        data = b"".join(pack(k, v) for k, v in zip(self._keys[self._written :], self._values[self._written :],
+                                                      strict=True))
+        fd = open_file(self.path, os.O_RDWR | os.O_CREAT)
+        try:
+            start = self._written * size
+            if self._torn:
+                os.ftruncate(fd, start)
+                self._torn = False
+            done = 0
             try:
-                os.write(fd, data)
+                while done < len(data):
+                    k = os.pwrite(fd, data[done:] if done else data, start + done)
+                    if k <= 0:
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.path))
+                    done += k
             finally:
-                os.close(fd)
-            self._written = n
-            self._unsynced = True
+                # (also when a write raised: the whole entries it wrote count, a torn one is cut off)
+                whole = done // size
+                if whole:
+                    self._written += whole
+                    self._unsynced = True
+                if done % size:
+                    self._torn = True
+                    os.ftruncate(fd, start + whole * size)
+                    self._torn = False
+        finally:
+            os.close(fd)
 
     def flush(self) -> None:
         """Write pending entries and fsync (through a descriptor opened for it: an fsync flushes the
@@ -114,6 +147,7 @@ class _IndexFile:
     def delete(self) -> None:
         self._close_fd()
         self._written = len(self._keys)
+        self._torn = False
         self.path.unlink(missing_ok=True)
 
     def _read_entries(self) -> list[tuple[int, int]]:
@@ -133,18 +167,24 @@ class _IndexFile:
         self._keys = array(self.key_type)
         self._values = array(self.value_type)
         self._written = 0
+        self._torn = False
 
     def _truncate_entries(self, i: int) -> None:
-        """Keep the first i entries, in memory and in the file."""
+        """Keep the first i entries, in memory and in the file (cut to the whole entries it keeps: shrinking
+        needs no space, and a torn tail goes with it)."""
         if i >= len(self._keys):
             return
         del self._keys[i:]
         del self._values[i:]
-        self._close_fd()
-        pack = self.entry.pack
-        with open(self.path, "wb") as f:
-            f.write(b"".join(pack(k, v) for k, v in zip(self._keys, self._values, strict=True)))
-        self._written = len(self._keys)
+        if i < self._written or self._torn:
+            self._close_fd()
+            self._written = min(i, self._written)
+            fd = open_file(self.path, os.O_RDWR | os.O_CREAT)
+            try:
+                os.ftruncate(fd, self._written * self.entry.size)
+            finally:
+                os.close(fd)
+            self._torn = False
 
 
 class OffsetIndex(_IndexFile):

@@ -19,7 +19,9 @@ Rules:
 - Flush (`flush_up_to`, `flush_due`, `flush_rolled`): what to fsync is captured under the lock
   (`_plan_flush`: each dirty file is marked clean there, so an append made during the fsyncs marks it
   again), the fsyncs run after releasing it, then the recovery point moves to the planned offset under the
-  lock (never past the log end, and not at all if a truncation happened meanwhile). Flush passes are
+  lock (never past the log end, and not at all if a truncation happened meanwhile). A flush that fails,
+  in its plan (a sealed segment's pending index entries are written there: a full disk) or in an fsync,
+  marks everything it had marked clean unsynced again (`_unplan`), for the next flush. Flush passes are
   serialised by `_flush_lock` (taken before the log lock): one pass covers every append before it (group
   commit). Only `close` fsyncs under the lock.
 - Flush on roll (Kafka's `flushUptoOffsetExclusive(newSegment.baseOffset)`): a roll records its new base;
@@ -162,8 +164,8 @@ from kaflite.storage.segment import (
 )
 from kaflite.storage.txn_index import AbortedTxn, TransactionIndex
 
-__all__ = ["Log", "AppendResult", "FetchDataInfo", "parse_topic_partition", "EARLIEST_TIMESTAMP",
-           "LATEST_TIMESTAMP", "MAX_TIMESTAMP"]
+__all__ = ["Log", "AppendResult", "FetchDataInfo", "OffsetsMoved", "parse_topic_partition",
+           "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP"]
 
 log = logging.getLogger("kaflite.storage")
 
@@ -229,6 +231,19 @@ def _fdatasync_path(path: Path) -> None:
         os.fdatasync(fd)
     finally:
         os.close(fd)
+
+
+class OffsetsMoved:
+    """The LogManager's "a checkpointed offset moved" flag, one object shared by the manager and every log
+    of its table: a log sets `value` when its high watermark or recovery point moves forward (under its own
+    lock, one attribute store), the manager's pass clears it before it reads the offsets for the periodic
+    checkpoint (no log lock: a move meanwhile sets it again, so none is missed). A log no manager attached
+    has one of its own that nobody reads."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bool = False) -> None:
+        self.value = value
 
 
 class _Syncable(Protocol):
@@ -323,8 +338,8 @@ class Log:
         # the housekeeping queue (Log rules): the manager's callback, and whether this log is in its queue
         self._hk_queue: Callable[[Log], None] | None = None
         self._hk_queued = False
-        # the manager's "an offset it checkpoints moved" flag, shared by its logs (one item store per change)
-        self._offsets_moved: list[bool] = [False]
+        # the manager's "an offset it checkpoints moved" flag, shared by its logs (one attribute store per change)
+        self._offsets_moved = OffsetsMoved()
         self._producer_state: ProducerStateManager | None = ProducerStateManager()
         self._txn_indexes: dict[int, TransactionIndex] = {}  # segment base -> its aborted transactions
         # segments deleted (retention, DeleteRecords, truncation) whose files wait, renamed `.deleted`, for
@@ -337,7 +352,9 @@ class Log:
         self.recovered_bytes_truncated = 0
         self.recovered = False  # recovery rescanned at least one segment on open
         self.lazy_at_open = 0  # segments opened lazily by the load (LogSegment.lazy: nothing read yet)
-        self.flushed_at_close = True  # False when close() could not flush (disk full)
+        # False when close() could not write what a start after a clean stop trusts without a rescan: the data
+        # (flush), or the active segment's index entries (that start loads them as they are)
+        self.flushed_at_close = True
         self.cleaner_checkpoint = 0  # compaction: offsets below this were cleaned (in memory only)
         self._load(recovery_point, log_start_offset, high_watermark, had_clean_shutdown, fresh=fresh)
         if self.leader_epoch_cache.pending_write:  # a load that restarted the log empty
@@ -393,7 +410,7 @@ class Log:
             hw = min(offset, self._next_offset)
             if hw > self._high_watermark:
                 self._high_watermark = hw
-                self._offsets_moved[0] = True
+                self._offsets_moved.value = True
             return self._high_watermark
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
@@ -412,10 +429,10 @@ class Log:
 
     # ==========================================================================================
     # the housekeeping queue (Log rules)
-    def attach_housekeeping(self, queue: Callable[[Log], None], offsets_moved: list[bool] | None = None) -> None:
+    def attach_housekeeping(self, queue: Callable[[Log], None], offsets_moved: OffsetsMoved | None = None) -> None:
         """The manager's queue: `queue(log)` adds this log to the next housekeeping pass. Queued once now (a
         loaded log may hold a roll's work, a crash's unflushed tail, an epoch file to write).
-        `offsets_moved[0]` is set whenever the high watermark or the recovery point moves forward (what the
+        `offsets_moved.value` is set whenever the high watermark or the recovery point moves forward (what the
         periodic checkpoint writes; the other changes call on_log_start_offset_change)."""
         if offsets_moved is not None:
             self._offsets_moved = offsets_moved
@@ -616,8 +633,17 @@ class Log:
         self._latest_epoch = epochs.latest_epoch
         if recovered_any:
             # recovered bytes may only be in the page cache: make them durable before trusting them
-            self._flush_all_segments()
-            self.recovery_point = self._next_offset
+            try:
+                self._flush_all_segments()
+                self.recovery_point = self._next_offset
+            except OSError as e:
+                # a full disk (the rebuilt indexes could not be written) must not keep the broker from
+                # starting: the recovery point stays (a crash before the next flush rescans the same
+                # segments), and the segments not fsync'd stay dirty for the next flush, which writes the
+                # indexes first
+                storage_errors.report(self.dir.name, "flush after recovery", e)
+                self.recovery_point = min(max(recovery_point, self._log_start_offset), self._next_offset)
+                self._dir_dirty = True
         else:
             self.recovery_point = min(max(recovery_point, self._log_start_offset), self._next_offset)
             if clean:
@@ -1629,18 +1655,25 @@ class Log:
         segments = self._segments
         start = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
         last = len(segments) - 1
-        for i in range(start, last + 1):
-            seg = segments[i]
-            if seg.base_offset >= upto and i:
-                break
-            if seg.dirty:
-                seg.dirty = False
-                plan.data.append(seg)
-            if i < last:  # a sealed segment's indexes are complete: the active one's are rebuilt on recovery
-                for idx in (seg.index, seg.time_index):
-                    path = idx.take_unsynced()
-                    if path is not None:
-                        plan.files.append((path, idx))
+        try:
+            for i in range(start, last + 1):
+                seg = segments[i]
+                if seg.base_offset >= upto and i:
+                    break
+                if seg.dirty:
+                    seg.dirty = False
+                    plan.data.append(seg)
+                if i < last:  # a sealed segment's indexes are complete: the active one's are rebuilt on recovery
+                    for idx in (seg.index, seg.time_index):
+                        path = idx.take_unsynced()  # writes its pending entries: may fail (a full disk)
+                        if path is not None:
+                            plan.files.append((path, idx))
+        except OSError:
+            # what was marked clean above is not fsync'd by anyone now: marked again, or a later flush would
+            # skip it and move the recovery point past data never fsync'd
+            self._unplan(plan)
+            self._request_housekeeping()
+            raise
         for txn in self._txn_indexes.values():
             path = txn.take_unsynced()
             if path is not None:
@@ -1676,12 +1709,7 @@ class Log:
                 fsync_dir(self.dir)
         except OSError:
             with self._lock:  # fsync again next time
-                for seg in plan.data:
-                    seg.dirty = True
-                for _path, owner in plan.files:
-                    owner.mark_unsynced()
-                self._unsynced_snapshots[:0] = plan.snapshots
-                self._dir_dirty = self._dir_dirty or plan.dir
+                self._unplan(plan)
             self._request_housekeeping()
             raise
         with self._lock:
@@ -1691,7 +1719,16 @@ class Log:
                 rp = min(plan.upto, self._next_offset)
                 if rp > self.recovery_point:
                     self.recovery_point = rp
-                    self._offsets_moved[0] = True
+                    self._offsets_moved.value = True
+
+    def _unplan(self, plan: _FlushPlan) -> None:
+        """Under the lock: a flush of `plan` failed, everything it marked synced is marked unsynced again."""
+        for seg in plan.data:
+            seg.dirty = True
+        for _path, owner in plan.files:
+            owner.mark_unsynced()
+        self._unsynced_snapshots[:0] = plan.snapshots
+        self._dir_dirty = self._dir_dirty or plan.dir
 
     def _flush_all_segments(self) -> None:
         for seg in self._segments:
@@ -1722,7 +1759,8 @@ class Log:
     def close(self) -> list[str]:
         """Flush, write the producer snapshot and close every segment. Never leaves a descriptor open:
         what could not be written (disk full) is returned as one line each, and `flushed_at_close` says
-        whether the data itself reached the disk (a clean-shutdown marker must not vouch for it if not)."""
+        whether the data and the indexes reached the disk (a clean-shutdown marker must not vouch for them
+        if not: the next start then rescans the segments from the recovery point and rebuilds their indexes)."""
         problems: list[str] = []
         with self._lock:
             if self._closed:
@@ -1743,7 +1781,8 @@ class Log:
             for seg in self._segments:
                 try:
                     seg.close()
-                except OSError as e:  # indexes are rebuilt from the log on the next start
+                except OSError as e:  # rebuilt from the log by the next start, which this makes a recovery
+                    self.flushed_at_close = False
                     problems.append(f"{self.dir.name}: index of segment {seg.base_offset}: {e.strerror or e}")
             self._closed = True
             try:  # deleted segments waiting for file.delete.delay.ms go now (no descriptor left open)

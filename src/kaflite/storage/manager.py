@@ -81,7 +81,7 @@ from kaflite.storage.checkpoint import (
 from kaflite.storage.cleaner import CleanerThrottle, compact_log
 from kaflite.storage.config import LONG_MAX, LogConfig
 from kaflite.storage.errors import storage_errors
-from kaflite.storage.log import Log, parse_topic_partition
+from kaflite.storage.log import Log, OffsetsMoved, parse_topic_partition
 
 __all__ = ["LogManager", "validate_topic_name", "compaction_overdue"]
 
@@ -217,7 +217,7 @@ class LogManager:
         self._due_lock = threading.Lock()  # never held while a Log's lock is taken (a Log queues under its own)
         # set by the logs when a high watermark or recovery point moves, and here when the table changes: the
         # periodic checkpoint (every 5 s) is skipped while nothing moved (rules)
-        self._offsets_moved = [True]
+        self._offsets_moved = OffsetsMoved(True)
         if io_threads < 1:
             raise ValueError(f"LogManager: io_threads must be >= 1, not {io_threads}")
         self.io_threads = io_threads
@@ -372,7 +372,7 @@ class LogManager:
             self._log_dir_of[key] = target
             counts[target] = counts.get(target, 0) + 1
             log.attach_housekeeping(self._queue_housekeeping, self._offsets_moved)
-            self._offsets_moved[0] = True  # a new entry in the checkpoints
+            self._offsets_moved.value = True  # a new entry in the checkpoints
             return log
 
     def _queue_housekeeping(self, log: Log) -> None:
@@ -594,8 +594,8 @@ class LogManager:
         # every 5 s, if an offset moved since the last write: building the three files' contents of 10,000
         # logs to find them unchanged cost 31 ms (0.6% of a core for an idle broker)
         if flushed or (now - self._last_checkpoint_ms >= HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS
-                       and self._offsets_moved[0]):
-            self._offsets_moved[0] = False  # before reading the offsets: a move meanwhile sets it again
+                       and self._offsets_moved.value):
+            self._offsets_moved.value = False  # before reading the offsets: a move meanwhile sets it again
             self._checkpoint_quietly()  # (a failure sets it again)
             self._last_checkpoint_ms = now
         return flushed
@@ -603,7 +603,7 @@ class LogManager:
     def _checkpoint_soon(self) -> None:
         """The next `flush_due` rewrites the checkpoints (a failed write, a table change)."""
         self._last_checkpoint_ms = 0
-        self._offsets_moved[0] = True
+        self._offsets_moved.value = True
 
     def _checkpoint_quietly(self, *, force: bool = False) -> bool:
         try:
@@ -611,7 +611,7 @@ class LogManager:
             return True
         except OSError as e:  # retried by the next periodic one; the previous files stay valid (atomic)
             storage_errors.report(f"{e.filename or self.log_dirs[0]}", "offset checkpoint", e)
-            self._offsets_moved[0] = True
+            self._offsets_moved.value = True
             return False
 
     def checkpoint(self, *, force: bool = False) -> None:
@@ -682,7 +682,7 @@ class LogManager:
                 unflushed = [log.dir.name for log in logs if not log.flushed_at_close]
                 if unflushed:  # no marker: the next start recovers these logs from their recovery points
                     problems.append(f"clean-shutdown marker not written: {len(unflushed)} log(s) could not be "
-                                    f"flushed ({', '.join(unflushed[:5])}{', ...' if len(unflushed) > 5 else ''})")
+                                    f"flushed or their indexes written ({', '.join(unflushed[:5])}{', ...' if len(unflushed) > 5 else ''})")
                 else:
                     for d in self.log_dirs:
                         try:

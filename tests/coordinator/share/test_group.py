@@ -320,17 +320,45 @@ def test_group_max_size() -> None:
     assert c.heartbeat("other", "c", 0, ["t"], TOPICS, now=0).error is ErrorCode.none
 
 
+def test_touched_is_one_map_of_groups_to_the_members_changed_and_rewrite_all_waits_for_a_change() -> None:
+    """`touched` holds the groups to write and, per group, the members whose records changed, in one map: a
+    group cleared and touched again names only the members of the new change. After `rewrite_all` a touched
+    group is written whole, an untouched one stays untouched until its next change, which is written whole
+    once; the groups being written whole at that moment (`written`) are left as they are."""
+    c = coord()
+
+    def a_heartbeat(now: int, **kw: str) -> None:
+        a = c.groups["g"].members["a"]
+        assert c.heartbeat("g", "a", a.member_epoch, None, TOPICS, now=now, **kw).error == 0  # type: ignore[arg-type]
+
+    c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0)
+    c.heartbeat("g", "b", 0, ["t"], TOPICS, now=1)  # a's target moves too: both named
+    c.touched.clear()
+    a_heartbeat(2, rack_id="r1")  # a's own record only
+    assert c.take_touched() == {"g": frozenset({"a"})}
+    c.heartbeat("h", "x", 0, ["t"], TOPICS, now=3)
+    c.rewrite_all(written=["k"])
+    assert c.touched == {"h": None}  # g waits for its next change
+    a_heartbeat(4, rack_id="r2")
+    assert c.take_touched() == {"h": None, "g": None}
+    a_heartbeat(5, rack_id="r3")
+    assert c.take_touched() == {"g": frozenset({"a"})}  # whole once only
+    c.rewrite_all(written=["g", "h"])  # both written whole now: nothing left for later
+    a_heartbeat(6, rack_id="r4")
+    assert c.take_touched() == {"g": frozenset({"a"})}
+
+
 def test_touched_names_the_groups_to_write_and_session_timeout_for_reads_the_group_config() -> None:
     c = coord(session=1000)
     c.heartbeat("g", "a", 0, ["t"], TOPICS, now=0)
     c.heartbeat("h", "b", 0, ["t"], TOPICS, now=0)
-    assert c.touched == {"g", "h"}
+    assert c.touched.keys() == {"g", "h"}
     c.touched.clear()
     c.heartbeat("g", "a", 1, None, TOPICS, now=2000)  # b's session (group h) ended meanwhile: removed
-    assert c.touched == {"g", "h"} and "b" not in c.groups["h"].members
+    assert c.touched.keys() == {"g", "h"} and "b" not in c.groups["h"].members
     c.touched.clear()
     c.heartbeat("g", "a", 1, None, TOPICS, now=2100)  # a expired too: UNKNOWN_MEMBER_ID, nothing changed
-    assert c.delete_group("h").value == 0 and c.touched == {"h"}
+    assert c.delete_group("h").value == 0 and c.touched.keys() == {"h"}
     c.set_group_configs("g", {"share.session.timeout.ms": "777"})
     assert (c.session_timeout_for("g"), c.session_timeout_for("h")) == (777, 1000)
 
@@ -462,7 +490,7 @@ def test_a_deleted_topic_is_uninitialized_and_initialized_again_when_back() -> N
     assert c.groups["g"].members["a"].assigned == {"t": frozenset({0, 1, 2})}
     c.touched.clear()
     c.uninitialize_topics(["t"])
-    assert c.groups["g"].initialized == {} and c.touched == {"g"}
+    assert c.groups["g"].initialized == {} and c.touched.keys() == {"g"}
     # the topic created again (same name): its partitions are initialized again before being assigned
     answer = c.heartbeat("g", "a", epoch, None, {"t": 2}, now=3)
     assert answer.initialize == {"t": frozenset({0, 1})} and answer.assignment == {}

@@ -25,7 +25,9 @@ Rules:
   ISR; auto rebalance does it for the partitions of a broker whose share of "not led by its preferred
   replica" exceeds leader.imbalance.per.broker.percentage, and never while a reassignment runs;
 - controlled shutdown moves leadership off the broker (to a live ISR member not shutting down) and takes
-  it out of every ISR; the partitions it still leads (no other in-sync replica) are reported;
+  it out of every ISR; the partitions of several replicas it still leads (no other live in-sync replica)
+  are reported (Kafka's replicatedPartitionsBrokerLeads: a partition of one replica, or of a topic being
+  deleted, is not: nothing is to be moved there);
 - reassignment (KIP-455, Kafka's onPartitionReassignment): a request (the /admin/reassign_partitions
   znode, or AlterPartitionReassignments where the latest request wins and takes the partition out of the
   znode) is checked as Kafka checks it (a non-empty list of distinct ids >= 0 whose added replicas are
@@ -725,21 +727,32 @@ class Controller:
         self.shutting_down.add(b)
         live = set(self.live_brokers)
         followers = []
+        remaining: set[TopicPartition] = set()
+        moved = unreplicated = 0
         for tp in self._partitions():
             replicas = self._replicas(tp)
             st = self.leadership.get(tp)
-            if b not in replicas or st is None or len(replicas) < 2 or tp[0] in self.topics_to_delete:
+            if b not in replicas or st is None or tp[0] in self.topics_to_delete:
+                continue
+            if len(replicas) < 2:  # nobody else could lead it, and no ISR to leave: left alone
+                if st.leader == b:
+                    unreplicated += 1
                 continue
             if st.leader == b:
                 e = controlled_shutdown_election(replicas, st.isr, live, self.shutting_down)
-                if e is not None:
+                if e is None:
+                    remaining.add(tp)
+                else:
                     self._write(tp, e.leader, st.leader_epoch + 1, e.isr)
+                    moved += 1
             elif b in st.isr:
                 followers.append(tp)
         self._replicas_offline({b}, followers)
-        remaining = frozenset(tp for tp, st in self.leadership.items() if st.leader == b)
-        self._log("info", f"controlled shutdown of broker {b}: {len(remaining)} partition(s) left led there")
-        self._emit(ControlledShutdownResult(self.epoch, b, remaining))
+        # (a partition of one replica has nobody to hand off to: counted apart, neither moved nor left behind)
+        single = f"; {unreplicated} partition(s) of a single replica stay led there" if unreplicated else ""
+        self._log("info", f"controlled shutdown of broker {b}: {len(remaining)} partition(s) left led there, "
+                          f"leadership of {moved} moved{single}")
+        self._emit(ControlledShutdownResult(self.epoch, b, frozenset(remaining)))
 
     # --- reassignment (Kafka's onPartitionReassignment, KIP-455) ------------------------------------------------
     def _reassignment(self, ev: PartitionReassignment) -> None:

@@ -255,7 +255,8 @@ class AlterPartitionResult:
 
 @dataclass(frozen=True)
 class ControlledShutdownResult:
-    """Partitions the broker still leads (those with no other live in-sync replica)."""
+    """Partitions of several replicas the broker still leads (no other live in-sync replica to take over;
+    those of one replica or of a topic being deleted are not counted, as in Kafka)."""
 
     controller_epoch: int
     broker_id: int

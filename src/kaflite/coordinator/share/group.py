@@ -81,19 +81,19 @@ Rules (each is checked by tests/coordinator/share/test_group.py or test_group_su
   time), which completes when every member is at the group epoch (Stable) or none is left (Empty), with
   the partitions whose members changed (a share partition may have several: its owner is the sorted
   member ids joined by ","). Deleting the group deletes its timeline.
-- `touched` collects the ids of the groups whose records may have changed (a heartbeat that changed the
+- `touched` maps the ids of the groups whose records may have changed (a heartbeat that changed the
   group's epochs or its member's metadata, epoch or assignment, a member removed, a group deleted, key 15
-  changed) for the broker shell, which writes their records (membership_records) and
-  clears it; `session_timeout_for(group)` is the session timeout of a group's members (group config first).
-  With it, `touched_members` names, per touched group, the members whose own records (keys 10, 13, 14)
-  may have changed: the heartbeating member, a member removed, and, when the target is recomputed, every
-  member whose target changed (compared then, as the assignment already looks at every member); every
-  other record of the group is its own (keys 9, 11, 12, 15: O(topics)). So the shell writes a heartbeat
-  that moves one member's epoch by building and diffing that member's records only, not the group's (as
-  Kafka's GroupMetadataManager writes per-member records): a rebalance of N members no longer costs
-  O(N) per heartbeat in records built. A group touched with no entry there, or marked by `rewrite_all`
-  (the topic ids changed: the member records name topics by id) or deleted, is written whole. The shell
-  takes both with `take_touched()`.
+  changed) to the members whose own records (keys 10, 13, 14) may have changed, or to None when the
+  group is to be written whole; the broker shell writes their records (membership_records) and empties
+  it (`take_touched()`). The members named are the heartbeating member, a member removed, and, when the
+  target is recomputed, every member whose target changed (compared then, as the assignment already
+  looks at every member); every other record of the group is its own (keys 9, 11, 12, 15: O(topics)).
+  So the shell writes a heartbeat that moves one member's epoch by building and diffing that member's
+  records only, not the group's (as Kafka's GroupMetadataManager writes per-member records): a rebalance
+  of N members no longer costs O(N) per heartbeat in records built. A deleted group is written whole, and
+  so is every group after the topic ids changed (`rewrite_all`: the member records name topics by id),
+  at its next write: a group not touched then waits in `_rewrite_whole` until it is.
+  `session_timeout_for(group)` is the session timeout of a group's members (group config first).
 - `counts[group]` is one ShareCounts shared by every share partition of the group (partition.py's rules
   say what it counts), so a share partition rebuilt after a failed write keeps adding to the same
   totals; deleting the group drops it.
@@ -340,11 +340,12 @@ class ShareGroupCoordinator:
         self.timeline = RebalanceTimeline(history_size, lambda: self._now_ms, lambda: True, durable=False)
         # what happened to each group's records, summed over its share partitions (the broker's metrics)
         self.counts: dict[str, ShareCounts] = {}
-        # groups whose records may need writing (the shell writes them to __consumer_offsets and clears it)
-        self.touched: set[str] = set()
-        # group -> the members whose own records may have changed since its last write (None: every
+        # groups whose records may need writing (the shell writes them to __consumer_offsets and takes them),
+        # each with the members whose own records may have changed since its last write (None: every
         # member's, the group is written whole); see the rules
-        self.touched_members: dict[str, set[str] | None] = {}
+        self.touched: dict[str, set[str] | None] = {}
+        # groups not touched since the topic ids changed: written whole when they next are (rewrite_all)
+        self._rewrite_whole: set[str] = set()
 
     # --- group configs ----------------------------------------------------------------------------
     def set_group_configs(self, group_id: str, configs: Mapping[str, str | None]) -> None:
@@ -498,27 +499,35 @@ class ShareGroupCoordinator:
 
     def _touch(self, group_id: str, *member_ids: str) -> None:
         """The group's records may have changed: its own, and those of `member_ids` (see the rules)."""
-        self.touched.add(group_id)
-        if group_id not in self.touched_members:
-            self.touched_members[group_id] = set(member_ids)
-        else:
-            known = self.touched_members[group_id]
+        touched = self.touched
+        if group_id in touched:
+            known = touched[group_id]
             if known is not None:
                 known.update(member_ids)
+        elif group_id in self._rewrite_whole:
+            self._rewrite_whole.discard(group_id)
+            touched[group_id] = None
+        else:
+            touched[group_id] = set(member_ids)
 
-    def rewrite_all(self) -> None:
-        """Every group's next write is whole (the topic ids its member records name changed)."""
+    def rewrite_all(self, written: Iterable[str] = ()) -> None:
+        """The topic ids the member records name changed: every group's next write is whole, but for the
+        groups of `written` (being written whole now)."""
+        done = set(written)
         for group_id in self.groups:
-            self.touched_members[group_id] = None
+            if group_id in done:
+                self._rewrite_whole.discard(group_id)
+            elif group_id in self.touched:
+                self.touched[group_id] = None
+            else:
+                self._rewrite_whole.add(group_id)
 
     def take_touched(self) -> dict[str, frozenset[str] | None]:
         """The touched groups, each with the members whose records may have changed (None: write it whole),
         now no longer touched (the shell writes them)."""
-        out: dict[str, frozenset[str] | None] = {}
-        for group_id in self.touched:
-            members = self.touched_members.pop(group_id, None)
-            out[group_id] = None if members is None else frozenset(members)
-        self.touched = set()
+        out = {group_id: None if members is None else frozenset(members)
+               for group_id, members in self.touched.items()}
+        self.touched = {}
         return out
 
     def _forget_expiry_due(self) -> None:
@@ -778,8 +787,8 @@ class ShareGroupCoordinator:
         if group.members:
             return ErrorCode.non_empty_group
         del self.groups[group_id]
-        self.touched.add(group_id)
-        self.touched_members[group_id] = None  # written whole: every record of it goes
+        self.touched[group_id] = None  # written whole: every record of it goes
+        self._rewrite_whole.discard(group_id)
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]
         self.timeline.delete(group_id)

@@ -164,9 +164,7 @@ async def write(broker: ShareBroker, coord: ShareGroupCoordinator, group_ids: It
     seen = broker.services.get_or_make(TOPIC_IDS, dict)
     group_ids = sorted(set(group_ids))
     if ids != seen:  # the member records of every group may name a topic by an id no longer its own
-        coord.rewrite_all()
-        for group_id in group_ids:  # written whole now
-            coord.touched_members.pop(group_id, None)
+        coord.rewrite_all(written=group_ids)  # those written whole now; the others at their next write
         members = None
         seen.clear()
         seen.update(ids)

@@ -57,6 +57,7 @@ from kaflite.protocol.compression import CODECS
 from kaflite.protocol.encoders import ProducePartitionData, encode_produce_response
 from kaflite.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from kaflite.protocol.legacy_produce import to_record_batch
+from kaflite.protocol.messages import PRODUCE_KEY
 from kaflite.protocol.record_batch import iter_batches
 from kaflite.server.acl import rules
 from kaflite.server.context import RequestContext
@@ -70,7 +71,7 @@ from kaflite.server.replica import Partition
 from kaflite.storage.errors import storage_errors
 from kaflite.storage.log import Log
 
-API_KEY = 0
+API_KEY = PRODUCE_KEY
 TOPIC_IDS_VERSION = 13  # KIP-516: topics named by id from this version on
 RECORD_BATCH_VERSION = 3  # the first Produce version carrying record batches (magic 2) rather than message sets
 ZSTD_VERSION = 7  # the first Produce version allowed to carry zstd batches (KIP-110)

@@ -83,8 +83,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from kaflite.protocol.errors import ErrorCode, KafkaError
+from kaflite.protocol.record_batch import MAGIC_V2, RecordBatchView
 from kaflite.storage.log import AppendResult, Log
-from kaflite.storage.log_validator import validate_replica_batches
 
 __all__ = ["ISR_RETRY_BACKOFF_MS", "NO_LEADER", "Partition", "PartitionState", "PendingIsrChange"]
 
@@ -449,11 +449,14 @@ class Partition:
         """After `append_records_to_follower` refused `records`: the offset to restart this replica's log at
         before appending them again, or None when the refusal stands (Kafka's
         `appendRecordsToFollowerOrFutureReplica` on UnexpectedAppendOffsetException). That is the first
-        batch's base offset when the log is empty (log end == log start) and the set holds its log end
-        below its first offset: the log start lies inside the leader's batch (DeleteRecords put it there
+        batch's base offset when the log is empty (log end == log start) and that batch holds the log end
+        past its base offset: the log start lies inside the leader's batch (DeleteRecords put it there
         on the leader, or a truncation to it removed that batch here), and the batch cannot be appended
         after it. The restart itself deletes segments and writes checkpoints: the caller runs it off the
-        event loop (`Log.truncate_fully_and_start_at`)."""
+        event loop (`Log.truncate_fully_and_start_at`).
+        Only the first batch's header is read (on the event loop: the refused set may be a whole fetch
+        answer, and it is validated again by the append that follows the restart anyway); the CRC covers
+        neither its base offset nor its length, so checking it would protect nothing used here."""
         log = self.log
         if log is None or self.state.leader == self.broker_id or not records:
             return None
@@ -461,11 +464,13 @@ class Partition:
         if end != log.log_start_offset:
             return None  # records here that the batch overlaps: a real divergence, truncation decides
         try:
-            views = validate_replica_batches(memoryview(records).cast("B"), 0)
+            head = RecordBatchView.parse(memoryview(records).cast("B"))  # (raises unless the first batch is whole)
         except KafkaError:
-            return None  # corrupt: the refusal stands
-        first, last = views[0].base_offset, views[-1].last_offset
-        return first if first < end <= last else None
+            return None  # truncated: the refusal stands
+        if head.magic != MAGIC_V2:
+            return None
+        first = head.base_offset
+        return first if first < end <= head.last_offset else None
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
         log = self.log
