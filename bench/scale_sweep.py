@@ -494,7 +494,8 @@ def render(data: dict[str, Any], out_dir: Path) -> list[Path] | None:
             ax.set_ylabel(panel.ylabel)
             ax.set_xlabel(p.xlabel, fontsize=7)
             ax.set_ylim(bottom=0)
-            ax.set_xlim(left=0)
+            xmax = max(x for s in panel.series for x, _ in s.points)
+            ax.set_xlim(-0.04 * xmax, 1.04 * xmax)  # a size-0 baseline's dots whole, beside the y axis
             ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
             ax.xaxis.set_major_locator(MaxNLocator(5))  # each tick is a few hundred bytes of SVG
             ax.yaxis.set_major_locator(MaxNLocator(5))
