@@ -143,7 +143,13 @@ def commit() -> str:
     return out.stdout.strip() or "unknown"
 
 
-async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+def save(raw: Path, data: dict[str, Any]) -> None:
+    raw.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"raw results: {raw}", flush=True)
+
+
+async def run(args: argparse.Namespace, tmp: Path, raw: Path) -> dict[str, Any]:
+    """The sweeps asked for; `raw` is written after each (a failure late in a long run keeps the rest)."""
     only = set(args.only or KINDS)
     nofile = raise_nofile(max([*args.connections, *(3 * m for m in args.groups), 0]) + 200)
     data: dict[str, Any] = {
@@ -169,6 +175,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         data["connections"] = await sweep(
             "connections", args.connections, args.repeat, lambda n: one_connections(tmp, n, args.probes)
         )
+        save(raw, data)
     if "groups" in only:
         data["groups"] = await sweep(
             "groups",
@@ -176,6 +183,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             args.repeat,
             lambda m: one_groups(tmp, m, args.heartbeat_ms, args.window, args.rebalances),
         )
+        save(raw, data)
     if "partitions" in only:
         t0 = time.perf_counter()
         dirs = await prepare(args.cache, args.partitions, args.fill_records, args.fill_size)
@@ -185,6 +193,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         )
     data["meta"]["load_end"] = os.getloadavg()
     data["meta"]["ended"] = datetime.now(UTC).isoformat(timespec="seconds")
+    save(raw, data)
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     return data
 
@@ -551,13 +560,10 @@ def main() -> None:
         args.out.mkdir(parents=True, exist_ok=True)
         try:
             with tempfile.TemporaryDirectory(prefix="kaflite-sweep-") as d:
-                data = asyncio.run(run(args, Path(d)))
+                data = asyncio.run(run(args, Path(d), args.out / "scale-sweep.json"))
         finally:
             if not args.keep_cache:
                 shutil.rmtree(args.cache, ignore_errors=True)
-        raw = args.out / "scale-sweep.json"
-        raw.write_text(json.dumps(data, indent=1) + "\n")
-        print(f"raw results: {raw}")
     print("\n".join(summary(data)))
     written = render(data, args.out if args.plot_only is None else args.plot_only.parent)
     if written is None:
