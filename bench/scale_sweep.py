@@ -250,7 +250,7 @@ def title(what: str, rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     loads = [x for r in rows for x in (r["load"], r["load_end"])]
     return (
         f"kaflite, {what}: {meta['started'][:16].replace('T', ' ')} UTC, {meta['cores']} cores shared with "
-        f"other jobs (load average {min(loads):.1f}-{max(loads):.1f}), {meta['repeat']} repeats"
+        f"other jobs (load average {min(loads):.1f}-{max(loads):.1f}), {meta['repeat']} runs of each size"
     )
 
 
