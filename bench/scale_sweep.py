@@ -37,6 +37,7 @@ import asyncio
 import io
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -216,6 +217,7 @@ class Panel:
     ylabel: str
     series: list[Series]
     hlines: list[tuple[float, str]] = field(default_factory=list)
+    log: bool = False  # a logarithmic y axis: for tails, where one run's outlier would flatten the rest
 
 
 @dataclass
@@ -374,7 +376,7 @@ def plots(data: dict[str, Any]) -> list[Plot]:
                     ),
                     Panel(
                         f"one more group's rebalance, worst of {meta['rebalances']}",
-                        "ms",
+                        "ms (log scale)",
                         [
                             Series("with the M heartbeating", [(r["m"], r["loaded_max"]) for r in rows]),
                             Series(
@@ -382,6 +384,7 @@ def plots(data: dict[str, Any]) -> list[Plot]:
                                 [(r["m"], r["alone_max"]) for r in rows],
                             ),
                         ],
+                        log=True,
                     ),
                     Panel(
                         "time for all M groups to form",
@@ -459,6 +462,18 @@ def summary(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def compact(svg: str) -> str:
+    """matplotlib's SVG without its indentation, and its coordinates to 1/100 of a point (it writes six
+    decimals): a third smaller. A label's text is left as it is."""
+    out = []
+    for line in svg.splitlines():
+        line = line.lstrip(" ")
+        head, text = (line.split(">", 1) + [""])[:2] if line.startswith("<text") else (line, "")
+        head = re.sub(r"(\d\.\d\d)\d+", r"\1", head)
+        out.append(f"{head}>{text}" if text else head)
+    return "\n".join(out) + "\n"
+
+
 # -- the plots (matplotlib) ---------------------------------------------------------------------------------
 def render(data: dict[str, Any], out_dir: Path) -> list[Path] | None:
     """An SVG per sweep in `out_dir`; None (and a line saying what to install) without matplotlib."""
@@ -492,9 +507,8 @@ def render(data: dict[str, Any], out_dir: Path) -> list[Path] | None:
         for ax, panel in zip(axes.flat, p.panels, strict=False):
             for i, s in enumerate(panel.series):
                 colour = f"C{i}"
-                ax.plot(
-                    [x for x, _ in s.points], [y for _, y in s.points], "o", color=colour, ms=3, alpha=0.6
-                )
+                # no alpha, no edge: a dot's style is one fill colour (it is written out for every dot)
+                ax.plot([x for x, _ in s.points], [y for _, y in s.points], "o", color=colour, ms=3, mew=0)
                 med = by_size(s.points)
                 ax.plot([m[0] for m in med], [m[2] for m in med], "-", color=colour, lw=1, label=fit_label(s))
             for y, label in panel.hlines:
@@ -502,12 +516,15 @@ def render(data: dict[str, Any], out_dir: Path) -> list[Path] | None:
             ax.set_title(panel.title, fontsize=8)
             ax.set_ylabel(panel.ylabel)
             ax.set_xlabel(p.xlabel, fontsize=7)
-            ax.set_ylim(bottom=0)
+            if panel.log:
+                ax.set_yscale("log")
+            else:
+                ax.set_ylim(bottom=0)
+                ax.yaxis.set_major_locator(MaxNLocator(5))
             xmax = max(x for s in panel.series for x, _ in s.points)
             ax.set_xlim(-0.04 * xmax, 1.04 * xmax)  # a size-0 baseline's dots whole, beside the y axis
             ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
             ax.xaxis.set_major_locator(MaxNLocator(5))  # each tick is a few hundred bytes of SVG
-            ax.yaxis.set_major_locator(MaxNLocator(5))
             ax.grid(True, axis="y", lw=0.3)
             ax.legend(fontsize=6.5, loc="best")
         for ax in list(axes.flat)[len(p.panels) :]:
@@ -518,8 +535,7 @@ def render(data: dict[str, Any], out_dir: Path) -> list[Path] | None:
         fig.savefig(svg, format="svg", metadata={"Date": None})
         plt.close(fig)
         path = out_dir / f"{p.name}.svg"
-        # without matplotlib's indentation (a sixth of the file); no line's content is touched
-        path.write_text("\n".join(line.lstrip(" ") for line in svg.getvalue().splitlines()) + "\n")
+        path.write_text(compact(svg.getvalue()))
         written.append(path)
     return written
 
