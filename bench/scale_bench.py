@@ -35,7 +35,8 @@ Each figure has its baseline measured in the same run:
    --settle s, per start (--repeat); as with --start-dir, the PYTHONPATH picks the tree. `--idle-produce N`:
    N records into each partition after the start, before --settle (unflushed data in every log).
 
-The machine is shared: the load average is printed at the start and the end.
+The machine is shared: the load average is printed at the start and the end. bench/scale_sweep.py runs
+phases 1-3 at several sizes, repeated, and plots cost against connections, groups and partitions.
 """
 
 from __future__ import annotations
