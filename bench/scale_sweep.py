@@ -2,9 +2,10 @@
 several sizes, each size repeated, the raw results in a JSON file and drawn as SVG plots.
 
     PYTHONPATH=src .venv/bin/python bench/scale_sweep.py                 # the three sweeps, 3 repeats each
+                                          # (14 min at load 11-18 on 2 cores, then 1.5 min removing --cache)
     PYTHONPATH=src .venv/bin/python bench/scale_sweep.py --only partitions --repeat 5 --cache /tmp/sweep
     PYTHONPATH=src .venv/bin/python bench/scale_sweep.py --connections 200 500 --groups 20 50 \\
-        --partitions 0 100 --repeat 1 --out /tmp/quick                    # a check of the plumbing, 2 minutes
+        --partitions 0 100 --repeat 1 --out /tmp/quick                    # a check of the plumbing, 1-3 minutes
     PYTHONPATH=src .venv/bin/python bench/scale_sweep.py --plot-only docs/img/scale-sweep.json
 
 What is measured is scale_bench's, one broker process per size and repeat (a new directory each, left
@@ -19,15 +20,16 @@ SETTLE_S after its first Metadata answer before the phase begins), so no size in
 - partitions (`timed_start`): a cleanly stopped directory of P partitions (topics of 100, --fill-records x
   --fill-size B each, P = 0 the empty broker) started: seconds and broker CPU seconds until the first
   Metadata answer, then its clean stop (SIGTERM). The directories are created once under --cache (a
-  `.ready` file beside each says its creation finished, so an interrupted one is made again), reused by
-  later runs, and removed at the end unless --keep-cache.
+  `.ready` file beside each says its creation finished, so an interrupted one is made again) and removed
+  at the end, unless --keep-cache (then a later run with the same --cache reuses them).
 
 Sizes are visited in turn within each repeat, in reverse order every other repeat, so a change of the
 machine's load falls on all sizes alike. The load average is recorded beside every measurement: the machine
 is shared, and the plots' titles give its range. The per-unit figures (KiB per connection, CPU per
 connection, per heartbeat, per partition) are the steadier ones; wall times and tails move with the load.
 
-Plots need matplotlib (the `bench` extra: pip install -e '.[bench]'); without it the JSON is still written.
+Plots need matplotlib (the `bench` extra: pip install -e '.[bench]'); without it the JSON is still written,
+a line says what to install, and the exit status is 1.
 """
 
 from __future__ import annotations

@@ -194,3 +194,16 @@ def test_the_json_of_a_run_round_trips_into_the_same_plots(tmp_path: Path) -> No
     path = tmp_path / "scale-sweep.json"
     path.write_text(json.dumps(_data()))
     assert sweep.summary(json.loads(path.read_text())) == sweep.summary(_data())
+
+
+def test_compact_rounds_coordinates_but_not_a_labels_text() -> None:
+    svg = (
+        '  <path d="M 52.542628 240.22002 \n'
+        '    L 257.977812 51.88 " style="stroke-width: 0.8"/>\n'
+        '   <text x="35.761234" y="163.153089">fit: 0.000123 s per 1,000</text>\n'
+    )
+    assert sweep.compact(svg) == (
+        '<path d="M 52.54 240.22 \n'
+        'L 257.97 51.88 " style="stroke-width: 0.8"/>\n'
+        '<text x="35.76" y="163.15">fit: 0.000123 s per 1,000</text>\n'
+    )
