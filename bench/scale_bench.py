@@ -35,7 +35,8 @@ Each figure has its baseline measured in the same run:
    --settle s, per start (--repeat); as with --start-dir, the PYTHONPATH picks the tree. `--idle-produce N`:
    N records into each partition after the start, before --settle (unflushed data in every log).
 
-The machine is shared: the load average is printed at the start and the end.
+The machine is shared: the load average is printed at the start and the end. bench/scale_sweep.py runs
+phases 1-3 at several sizes, repeated, and plots cost against connections, groups and partitions.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ PER_IP_2 = (
 )
 IDLE_S = 1.0  # an idle broker's CPU is sampled over this long (10 ms ticks)
 MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID = 79, 27, 25
+# every broker of the bench: groups form after 100 ms (not 3 s), and no topic appears unless created
+OVERRIDES = {"group.initial.rebalance.delay.ms": "100", "auto.create.topics.enable": "false"}
 
 
 # -- the broker process ---------------------------------------------------------------------------------
@@ -476,6 +479,7 @@ async def groups_phase(b: Broker, m: int, hb_ms: int, window: float, rounds: int
         "formed_s": formed,
         "hb": hb,
         "hb_per_s": hb / secs,
+        "window_s": secs,
         "cpu": cpu,
         "idle_cpu": idle_cpu * secs,
         "us_per_hb": (cpu - idle_cpu * secs) / hb * 1e6 if hb else float("nan"),
@@ -569,15 +573,37 @@ async def startup_phase(
 
 async def restarts(data: Path, repeat: int) -> None:
     """--start-dir: each start's figures, one line each (the directory is left cleanly stopped)."""
-    overrides = {"group.initial.rebalance.delay.ms": "100", "auto.create.topics.enable": "false"}
     for _ in range(repeat):
         load = os.getloadavg()[0]
-        secs, cpu, parts, stop_s = await timed_start(data, overrides, False)
+        secs, cpu, parts, stop_s = await timed_start(data, OVERRIDES, False)
         print(
             f"start to Metadata answered {secs:.2f} s, broker CPU {cpu:.2f} s by then, {parts:,} partitions; "
             f"clean stop {stop_s:.2f} s; load average {load:.1f}",
             flush=True,
         )
+
+
+async def populate(data: Path, partitions: int, records: int, size: int) -> float:
+    """An empty or missing directory `data` given `partitions` partitions (topics of 100, none when 0) with
+    `records` records of `size` B each (0: created only) by a broker started on it, then stopped cleanly
+    (SIGTERM): the seconds the creation and fill took. A directory that holds anything is left as it is
+    (0.0)."""
+    data.mkdir(parents=True, exist_ok=True)
+    if any(data.iterdir()):
+        return 0.0
+    b = Broker(data, OVERRIDES).start()
+    try:
+        await wait_metadata(b.port)
+        t0 = time.perf_counter()
+        if partitions > 0 and records > 0:
+            fill(b.port, partitions, records, size)
+        elif partitions > 0:
+            create_topics(b.port, partitions)
+        took = time.perf_counter() - t0
+        print(f"created {partitions:,} partitions ({records} x {size} B each) in {took:.1f} s", flush=True)
+    finally:
+        b.stop()
+    return took
 
 
 async def idle(data: Path, partitions: int, seconds: float, settle: float, repeat: int, records: int,
@@ -589,23 +615,9 @@ async def idle(data: Path, partitions: int, seconds: float, settle: float, repea
     /proc/<pid>/stat over `seconds` s (10 ms ticks), and stops with SIGTERM. `produce` > 0: first, after the
     start, that many records into each of the --partitions partitions (unflushed data in every log under
     the default flush settings, high watermarks moved), then the settle time."""
-    overrides = {"group.initial.rebalance.delay.ms": "100", "auto.create.topics.enable": "false"}
-    data.mkdir(parents=True, exist_ok=True)
-    if not any(data.iterdir()):
-        b = Broker(data, overrides).start()
-        try:
-            await wait_metadata(b.port)
-            t0 = time.perf_counter()
-            if records > 0:
-                fill(b.port, partitions, records, size)
-            else:
-                create_topics(b.port, partitions)
-            print(f"created {partitions:,} partitions ({records} x {size} B each) in "
-                  f"{time.perf_counter() - t0:.1f} s", flush=True)
-        finally:
-            b.stop()
+    await populate(data, partitions, records, size)
     for _ in range(repeat):
-        b = Broker(data, overrides).start()
+        b = Broker(data, OVERRIDES).start()
         try:
             md = await wait_metadata(b.port)
             parts = sum(len(t.partitions) for t in md.topics if not t.is_internal)
@@ -645,15 +657,22 @@ def raise_nofile(want: int) -> str:
     return f"RLIMIT_NOFILE {soft} (hard {hard}){' - CAPPED below the ' + str(want) + ' wanted' if soft < want else ''}"
 
 
+def live_broker(data: Path, connections: int, groups: int) -> tuple[Broker, int]:
+    """The broker of the connections and groups phases, started on a new directory `data`, and its
+    `max.connections`: the connections phase holds N + 1 open, the groups phase 3 M + 3 (and 6 more may
+    still be closing): room for them all."""
+    limit = max(connections + 1, 3 * groups + 20)
+    data.mkdir()
+    limits = {"max.connections": str(limit), "max.connections.per.ip.overrides": f"127.0.0.2:{PER_IP_2}"}
+    return Broker(data, OVERRIDES | limits).start(), limit
+
+
 async def run(args: argparse.Namespace, tmp: Path) -> None:
     print(
         f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
         f"{raise_nofile(max(args.connections, 3 * args.groups) + 200)} (the broker inherits it)",
         flush=True,
     )
-    overrides = {"group.initial.rebalance.delay.ms": "100", "auto.create.topics.enable": "false"}
-    # the groups phase holds 3 M + 3 connections (and 6 more may still be closing): room for them all
-    limit = max(args.connections + 1, 3 * args.groups + 20)
     out: dict[str, Any] = {}
     t0 = time.perf_counter()
 
@@ -661,12 +680,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> None:
         print(f"{what} done at {time.perf_counter() - t0:.0f} s", flush=True)
 
     if not args.skip_connections or not args.skip_groups:
-        (tmp / "live").mkdir()
-        b = Broker(
-            tmp / "live",
-            overrides
-            | {"max.connections": str(limit), "max.connections.per.ip.overrides": f"127.0.0.2:{PER_IP_2}"},
-        ).start()
+        b, limit = live_broker(tmp / "live", args.connections, args.groups)
         try:
             await wait_metadata(b.port)
             if not args.skip_connections:
@@ -681,7 +695,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> None:
             b.stop()
     if not args.skip_startup:
         out["start"] = await startup_phase(
-            tmp, args.partitions, args.repeat, overrides, args.fill_records, args.fill_size
+            tmp, args.partitions, args.repeat, OVERRIDES, args.fill_records, args.fill_size
         )
         done("start-up phase")
     report(out, args)
