@@ -17,7 +17,7 @@ import importlib
 import logging
 import re
 import sys
-from collections.abc import Iterator, MutableMapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, get_args, get_origin
 
@@ -150,20 +150,29 @@ def _light_value(param: Any, value: Any, ctx: Any) -> Any:
         if plain_list and isinstance(value, (list, tuple)) and all(type(v) is str for v in value):
             return list(value)
         return _NOT_LIGHT
-    if type(value) is not str:
-        return _NOT_LIGHT
-    if annotation is str:
-        return value
-    if annotation is int and not info.clamp and _INTEGER.fullmatch(value):
-        number = int(value)
+    if (
+        annotation is int
+        and not info.clamp
+        and (type(value) is int or type(value) is str and _INTEGER.fullmatch(value))
+    ):
+        number = int(value)  # a default is an int already
         if (info.min is None or number >= info.min) and (info.max is None or number <= info.max):
             return number
         return _NOT_LIGHT
-    if annotation is Path and info.path_type is None and value and str(Path(value)) == value:
+    if annotation is Path and info.path_type is None:
+        # a default is a Path already; a str only when Path writes it back the same (typer's messages show
+        # the value as given)
+        path = value if isinstance(value, Path) else None
+        if type(value) is str and value and str(Path(value)) == value:
+            path = Path(value)
+        if path is None:
+            return _NOT_LIGHT
         from typer._param_types import coerce_cli_path
 
         # what typer's path adapter does once pydantic made the Path: the same checks and messages
-        return coerce_cli_path(Path(value), info, path_type=Path, param=param, ctx=ctx)
+        return coerce_cli_path(path, info, path_type=Path, param=param, ctx=ctx)
+    if annotation is str and type(value) is str:
+        return value
     return _NOT_LIGHT
 
 
@@ -201,19 +210,13 @@ def _coerce_lightly() -> None:
     parameter.get_runtime_param = get_runtime_param
 
 
-class Registered(MutableMapping[str, bool]):
+class Registered(Mapping[str, bool]):
     """Whether each optional module registered its commands (asking imports the module, once)."""
 
     def __getitem__(self, module_name: str) -> bool:
         if module_name not in CONTRIBUTED_COMMAND_MODULES:
             raise KeyError(module_name)
         return _load(module_name) is not None
-
-    def __setitem__(self, module_name: str, value: bool) -> None:
-        raise TypeError("REGISTERED is read-only: it says what importing each module gave")
-
-    def __delitem__(self, module_name: str) -> None:
-        raise TypeError("REGISTERED is read-only: it says what importing each module gave")
 
     def __iter__(self) -> Iterator[str]:
         return iter(CONTRIBUTED_COMMAND_MODULES)
