@@ -1,26 +1,272 @@
 """The `kaflite` Typer application: our own commands plus the ones other packages contribute.
 
-Sub-command modules written elsewhere (`assign_cmd`, `groups_cmd`, `pipeline_cmd`) expose
-`register(app: typer.Typer) -> None`; each is imported under a guard so that a module that is missing
-(or fails to import) removes only its own commands, never the whole CLI.
+A command's module is imported when that command runs or its help is shown, not before (issue 28, start-up):
+`kaflite serve` imports the broker, not the console, the admin tools or the schema registry's client.
+`COMMAND_MODULES` says which module registers which command, so that `kaflite serve` finds its module by
+name; `kaflite --help`, an unknown command (its error lists every command) and anything that walks the
+root's commands import them all, in the order below, which is the order the help lists them in.
+
+Each module exposes `register(app: typer.Typer) -> None`. The optional ones (`OPTIONAL_COMMAND_MODULES`,
+written elsewhere) are imported under a guard so that a module that is missing (or fails to import) removes
+only its own commands, never the whole CLI.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import re
 import sys
-from collections.abc import Sequence
-from typing import Annotated, Any
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, get_args, get_origin
 
 import typer
 from typer.core import TyperGroup
 
-from kaflite.cli import cluster_cmd, console, dump_log, kafka_flags, offsets_cmd, records_cmd, serve, topics
+from kaflite.cli import kafka_flags
 from kaflite.cli.common import EXIT_FAILURE, EXIT_USAGE, command_client_properties, print_error
 from kaflite.version import __version__
 
 log = logging.getLogger("kaflite.cli")
+
+# The modules that register commands, in the order `kaflite --help` lists their commands (Typer's order:
+# the plain commands of every module, then the groups), each with the names it registers
+# (tests/cli/test_lazy_commands.py checks these names against what each `register` adds).
+OWN_COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "kaflite.cli.serve": ("serve",),
+    "kaflite.cli.topics": ("topics", "configs"),
+    "kaflite.cli.offsets_cmd": ("get-offsets",),
+    "kaflite.cli.console": ("produce", "consume"),
+    "kaflite.cli.cluster_cmd": ("cluster", "leader-election", "reassign-partitions"),
+    "kaflite.cli.records_cmd": ("delete-records",),
+    "kaflite.cli.dump_log": ("dump-log",),
+}
+# Commands contributed by other packages; each optional.
+CONTRIBUTED_COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "kaflite.cli.assign_cmd": ("assign", "partition"),
+    "kaflite.cli.groups_cmd": ("groups",),
+    "kaflite.cli.pipeline_cmd": ("pipeline",),
+    "kaflite.cli.console_cmd": ("console",),
+    "kaflite.cli.transactions_cmd": ("transactions",),
+    "kaflite.cli.certs_cmd": ("certs",),
+    "kaflite.cli.users_cmd": ("users",),
+    "kaflite.cli.acls_cmd": ("acls",),
+    "kaflite.cli.schema_registry_cmd": ("schema-registry",),
+    "kaflite.cli.schemas_cmd": ("schemas",),
+    "kaflite.cli.faults_cmd": ("faults",),
+    "kaflite.cli.share_groups_cmd": ("share-groups",),
+}
+OPTIONAL_COMMAND_MODULES = tuple(CONTRIBUTED_COMMAND_MODULES)
+COMMAND_MODULES: dict[str, str] = {
+    command: module
+    for module, commands in (OWN_COMMAND_MODULES | CONTRIBUTED_COMMAND_MODULES).items()
+    for command in commands
+}
+
+
+class _Loaded:
+    """The Click commands one module registered, converted as Typer converts a root's commands."""
+
+    def __init__(self, commands: list[tuple[str, Any]], groups: list[tuple[str, Any]]) -> None:
+        self.commands = commands
+        self.groups = groups
+
+
+# module name -> its commands, or None when an optional module is missing or broken; filled on first use
+# and kept for the process (every `app()` / CliRunner.invoke builds a new root group, not new commands)
+_LOADED: dict[str, _Loaded | None] = {}
+
+
+def _load(module_name: str) -> _Loaded | None:
+    """Import `module_name` and convert the commands its `register` adds (once per process)."""
+    if module_name in _LOADED:
+        return _LOADED[module_name]
+    # registered on a Typer of its own, then converted with the root's settings: the root `app` stays
+    # without commands, so that building it (every `app()`) costs no import
+    scratch = typer.Typer()
+    if module_name in CONTRIBUTED_COMMAND_MODULES:
+        try:
+            importlib.import_module(module_name).register(scratch)
+        except ModuleNotFoundError as err:
+            if err.name != module_name:  # the module exists but one of its imports is missing
+                log.warning("commands of %s unavailable: %s", module_name, err)
+            _LOADED[module_name] = None
+            return None
+        except Exception as err:  # a broken contributed module must not break `kaflite serve`
+            log.warning("commands of %s unavailable: %s", module_name, err)
+            _LOADED[module_name] = None
+            return None
+    else:
+        importlib.import_module(module_name).register(scratch)
+    from typer.main import get_command_from_info, get_group_from_info
+
+    commands: list[tuple[str, Any]] = []
+    groups: list[tuple[str, Any]] = []
+    for command_info in scratch.registered_commands:
+        command = get_command_from_info(
+            command_info,
+            pretty_exceptions_short=app.pretty_exceptions_short,
+            rich_markup_mode=app.rich_markup_mode,
+        )
+        if command.name:
+            commands.append((command.name, command))
+    for group_info in scratch.registered_groups:
+        group = get_group_from_info(
+            group_info,
+            pretty_exceptions_short=app.pretty_exceptions_short,
+            rich_markup_mode=app.rich_markup_mode,
+            suggest_commands=app.suggest_commands,
+        )
+        if group.name:
+            groups.append((group.name, group))
+        else:  # `add_typer` without a name: its commands join the root's, as Typer does
+            groups.extend(group.commands.items())
+    _LOADED[module_name] = loaded = _Loaded(commands, groups)
+    return loaded
+
+
+# --- coercion without pydantic ---------------------------------------------------------------------------
+# Typer 0.29 coerces a parameter's value with a pydantic TypeAdapter, which it builds (importing pydantic:
+# docs/performance.md, "The CLI's start-up") for every parameter of the command that runs, whether given or
+# not. `LightCoercion` stands in for it: the values whose coercion is plain (left out; a str for a str; a
+# list of str for a list of str; an integer written canonically, within the parameter's min and max; a
+# path written as Path writes it, for a Path) get what typer's coercion gives, without pydantic (the two
+# are compared in tests/cli/test_lazy_commands.py); any other value goes to typer's own, built then, with
+# its messages.
+_NOT_LIGHT = object()
+_INTEGER = re.compile(r"-?[1-9][0-9]{0,17}|0")
+
+
+def _light_value(param: Any, value: Any, ctx: Any) -> Any:
+    """`value` coerced as typer would coerce it for `param`, or _NOT_LIGHT when that is not plain."""
+    descriptor = param.type_descriptor
+    info = descriptor.parameter_info
+    annotation = descriptor.annotation
+    if info.parser is not None or descriptor.file_annotation is not None:
+        return _NOT_LIGHT
+    if param.multiple or param.nargs == -1:
+        plain_list = get_origin(annotation) is list and get_args(annotation) == (str,)
+        if plain_list and isinstance(value, (list, tuple)) and all(type(v) is str for v in value):
+            return list(value)
+        return _NOT_LIGHT
+    if (
+        annotation is int
+        and not info.clamp
+        and (type(value) is int or type(value) is str and _INTEGER.fullmatch(value))
+    ):
+        number = int(value)  # a default is an int already
+        if (info.min is None or number >= info.min) and (info.max is None or number <= info.max):
+            return number
+        return _NOT_LIGHT
+    if annotation is Path and info.path_type is None:
+        # a default is a Path already; a str only when Path writes it back the same (typer's messages show
+        # the value as given)
+        path = value if isinstance(value, Path) else None
+        if type(value) is str and value and str(Path(value)) == value:
+            path = Path(value)
+        if path is None:
+            return _NOT_LIGHT
+        from typer._param_types import coerce_cli_path
+
+        # what typer's path adapter does once pydantic made the Path: the same checks and messages
+        return coerce_cli_path(path, info, path_type=Path, param=param, ctx=ctx)
+    if annotation is str and type(value) is str:
+        return value
+    return _NOT_LIGHT
+
+
+class LightCoercion:
+    """A parameter's coercion: the plain values here, the others by typer's own (see above)."""
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        if value is None:  # typer's RuntimeParam.coerce says the same of a value left out
+            return () if param.multiple or param.nargs == -1 else None
+        light = _light_value(param, value, ctx)
+        if light is not _NOT_LIGHT:
+            return light
+        from typer._coercion import build_runtime_param
+
+        param._runtime_param = typers = build_runtime_param(param.type_descriptor)
+        return typers.coerce(value, param=param, ctx=ctx)
+
+
+def _coerce_lightly() -> None:
+    """Every typer parameter (ours, the root's, the --help options typer makes on demand) gets a
+    LightCoercion where this typer builds its coercion on first use (another typer keeps its own)."""
+    from typer import core
+
+    parameter = getattr(core, "_TyperParameter", None)
+    built = getattr(parameter, "get_runtime_param", None)
+    if parameter is None or built is None or getattr(built, "_kaflite", False):
+        return
+
+    def get_runtime_param(self: Any) -> Any:
+        if self._runtime_param is None:
+            self._runtime_param = LightCoercion()
+        return self._runtime_param
+
+    get_runtime_param._kaflite = True  # type: ignore[attr-defined]
+    parameter.get_runtime_param = get_runtime_param
+
+
+class Registered(Mapping[str, bool]):
+    """Whether each optional module registered its commands (asking imports the module, once)."""
+
+    def __getitem__(self, module_name: str) -> bool:
+        if module_name not in CONTRIBUTED_COMMAND_MODULES:
+            raise KeyError(module_name)
+        return _load(module_name) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(CONTRIBUTED_COMMAND_MODULES)
+
+    def __len__(self) -> int:
+        return len(CONTRIBUTED_COMMAND_MODULES)
+
+
+REGISTERED = Registered()
+
+
+class LazyCommands(MutableMapping[str, Any]):
+    """The root group's `commands`: a command's module is imported when the command is looked up;
+    iterating (the help's list, an unknown command's error, shell completion) imports every module.
+    Commands added with `add_command` are kept beside them, after them in the order."""
+
+    def __init__(self, added: MutableMapping[str, Any]) -> None:
+        self.added = dict(added)
+
+    def _module_commands(self, module_names: Sequence[str]) -> dict[str, Any]:
+        loaded = [x for x in (_load(name) for name in module_names) if x is not None]
+        return {name: cmd for x in loaded for name, cmd in x.commands} | {
+            name: cmd for x in loaded for name, cmd in x.groups
+        }
+
+    def _all(self) -> dict[str, Any]:
+        return self._module_commands([*OWN_COMMAND_MODULES, *CONTRIBUTED_COMMAND_MODULES]) | self.added
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self.added:
+            return self.added[name]
+        module_name = COMMAND_MODULES.get(name)
+        if module_name is not None:
+            found = self._module_commands([module_name])
+            if name in found:
+                return found[name]
+        # a name of no module's table (or one its module no longer registers): every module, then the name
+        return self._all()[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self.added[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self.added[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
 
 
 def usage_message(err: Any) -> str:
@@ -43,7 +289,12 @@ def usage_message(err: Any) -> str:
 
 class KafliteGroup(TyperGroup):
     """The root command: usage errors become one `error: ...` line and exit 2, like every other error
-    (Typer would draw a Rich box with a usage banner); --help output is unchanged."""
+    (Typer would draw a Rich box with a usage banner); --help output is unchanged. Its commands are
+    `LazyCommands`: a command's module is imported when the command is looked up."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = LazyCommands(self.commands)
 
     def main(  # type: ignore[override]
         self,
@@ -67,8 +318,14 @@ class KafliteGroup(TyperGroup):
         with command_client_properties(translation.client_properties):
             return self._main(translation.argv, prog_name, complete_var, standalone_mode, **extra)
 
-    def _main(self, args: list[str], prog_name: str | None, complete_var: str | None, standalone_mode: bool,
-              **extra: Any) -> Any:
+    def _main(
+        self,
+        args: list[str],
+        prog_name: str | None,
+        complete_var: str | None,
+        standalone_mode: bool,
+        **extra: Any,
+    ) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:  # typer >= 0.26 vendors Click
@@ -140,8 +397,29 @@ def _join_wrapped_lines() -> None:
     rich_utils._fix_linebreaks = fix_linebreaks
 
 
+def _join_wrapped_lines_when_help_renders() -> None:
+    """`_join_wrapped_lines` patches typer.rich_utils, whose import brings rich's Markdown and markdown-it
+    (tens of ms of CPU, docs/performance.md): it runs when a help is rendered (every help, a command's,
+    a group's, or the one a group without its subcommand shows, goes through `format_help`), not when the
+    CLI is imported to run a command."""
+    from typer.core import TyperCommand
+
+    for cls in (TyperCommand, TyperGroup):
+        render = cls.format_help
+        if getattr(render, "_kaflite", False):
+            continue
+
+        def format_help(self: Any, ctx: Any, formatter: Any, _render: Any = render) -> None:
+            _join_wrapped_lines()
+            _render(self, ctx, formatter)
+
+        format_help._kaflite = True  # type: ignore[attr-defined]
+        cls.format_help = format_help  # type: ignore[method-assign]
+
+
 _hide_flag_types()
-_join_wrapped_lines()
+_join_wrapped_lines_when_help_renders()
+_coerce_lightly()
 
 app = typer.Typer(
     name="kaflite",
@@ -169,31 +447,3 @@ def _root(
     ] = False,
 ) -> None:
     """kaflite: a Kafka-compatible broker and tools."""
-
-
-serve.register(app)
-topics.register(app)
-offsets_cmd.register(app)
-console.register(app)
-cluster_cmd.register(app)
-records_cmd.register(app)
-dump_log.register(app)
-
-# Commands contributed by other packages; each optional.
-OPTIONAL_COMMAND_MODULES = ("kaflite.cli.assign_cmd", "kaflite.cli.groups_cmd", "kaflite.cli.pipeline_cmd",
-                            "kaflite.cli.console_cmd", "kaflite.cli.transactions_cmd",
-                            "kaflite.cli.certs_cmd", "kaflite.cli.users_cmd",
-                            "kaflite.cli.acls_cmd", "kaflite.cli.schema_registry_cmd",
-                            "kaflite.cli.schemas_cmd", "kaflite.cli.faults_cmd", "kaflite.cli.share_groups_cmd")
-REGISTERED: dict[str, bool] = {}
-for _name in OPTIONAL_COMMAND_MODULES:
-    try:
-        importlib.import_module(_name).register(app)
-        REGISTERED[_name] = True
-    except ModuleNotFoundError as _err:
-        if _err.name != _name:  # the module exists but one of its imports is missing
-            log.warning("commands of %s unavailable: %s", _name, _err)
-        REGISTERED[_name] = False
-    except Exception as _err:  # a broken contributed module must not break `kaflite serve`
-        log.warning("commands of %s unavailable: %s", _name, _err)
-        REGISTERED[_name] = False
