@@ -357,16 +357,18 @@ def check(directory: Path, plan: Plan, n: int, timeout_s: float = 300) -> list[s
         finally:
             consumer.close()
     finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(120)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(10)
-                raise RuntimeError("the broker did not stop within 120 s of SIGTERM") from None
-    stopped = log_path.read_text()
-    log_path.unlink()
+        try:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(120)
+                except subprocess.TimeoutExpired:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    proc.wait(10)
+                    raise RuntimeError("the broker did not stop within 120 s of SIGTERM") from None
+        finally:
+            stopped = log_path.read_text(errors="replace")
+            log_path.unlink(missing_ok=True)
     if proc.returncode != 0:
         raise RuntimeError(f"the broker exited with {proc.returncode}: {stopped[-2000:]}")
     if "__consumer_offsets" in {p.name.rpartition("-")[0] for p in directory.iterdir()}:

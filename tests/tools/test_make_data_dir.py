@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import missing_module, require
 from kaflite.protocol.record_batch import decode_records, iter_batches
 from kaflite.storage.checkpoint import CLEAN_SHUTDOWN_FILE, HIGH_WATERMARK_CHECKPOINT, read_offset_checkpoint
 from kaflite.storage.file_slice import FileSlice
@@ -114,3 +115,28 @@ def test_a_small_directory_loads_clean_with_what_was_written(tmp_path: Path) -> 
         assert rolled >= 2  # the hot partitions hold more than a segment
     finally:
         manager.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_the_check_reads_back_through_a_broker_process_and_refuses_an_unclean_load(tmp_path: Path) -> None:
+    """`--check`: `kaflite serve` on the directory, its load line, kafka-python reading partitions back (about
+    10 s: two broker processes)."""
+    require(missing_module("kafka"))
+    plan = mdd.Plan(
+        6, 6 * 2**18, per_topic=3, batch_bytes=32 * 1024, value_bytes=4 * 1024, idempotent_every=2
+    )
+    data = tmp_path / "data"
+    mdd.make_data_dir(data, plan, threads=2)
+    lines = mdd.check(data, plan, 3)
+    assert "clean shutdown; 6 of 6 segments opened lazily" in lines[0]
+    assert [line.split(":")[0] for line in lines[1:]] == [
+        "t0000-0 (idempotent)",
+        "t0001-2 (idempotent)",
+        "t0000-2 (idempotent)",
+    ]
+    assert all("64 records read back" in line for line in lines[1:])
+    assert (data / CLEAN_SHUTDOWN_FILE).exists()  # the check's broker stopped cleanly too
+    (data / CLEAN_SHUTDOWN_FILE).unlink()  # as after a crash: the load recovers, which the check refuses
+    with pytest.raises(RuntimeError, match="not a clean load"):
+        mdd.check(data, plan, 1)
