@@ -137,6 +137,12 @@ def _burn(stop: Event) -> None:
             x += i
 
 
+def minor_faults(pid: int) -> int:
+    """The process's minor page faults so far (/proc/<pid>/stat): a page it touched for the first time."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
+
+
 def switches(pid: int) -> tuple[int, int]:
     """(voluntary, involuntary) context switches of the process's live threads."""
     vol = invol = 0
@@ -167,6 +173,7 @@ class Sample:
     voluntary: int
     involuntary: int
     steal: float
+    faults: int
     reported_before: float
     reported_during: float
 
@@ -210,6 +217,7 @@ def measured(pid: int, bootstrap: str, rows: int, value_bytes: int, producers: i
             ready.get(timeout=120)
     try:
         broker0, switches0, steal0, reported0 = proc_cpu(pid), switches(pid), steal_seconds(), reported_gb()
+        faults0 = minor_faults(pid)
         wall0, own0 = time.perf_counter(), time.process_time()
         if workers:
             go.set()
@@ -223,7 +231,7 @@ def measured(pid: int, bootstrap: str, rows: int, value_bytes: int, producers: i
             client = time.process_time() - own0
         wall = time.perf_counter() - wall0
         (user, system), (vol, invol), steal = proc_cpu(pid), switches(pid), steal_seconds() - steal0
-        reported = reported_gb()
+        reported, faults = reported_gb(), minor_faults(pid) - faults0
     finally:
         stop.set()
         for p in [*workers, *burners]:
@@ -239,6 +247,7 @@ def measured(pid: int, bootstrap: str, rows: int, value_bytes: int, producers: i
         vol - switches0[0],
         invol - switches0[1],
         steal,
+        faults,
         reported0 - _reported_mark[0],
         reported - reported0,
     )
@@ -279,6 +288,7 @@ def report(name: str, i: int, rows: int, s: Sample) -> None:
         f"run {i} {name}: broker {s.per_m(rows):.3f} CPU-s per million rows (user {s.user:.2f} s, system "
         f"{s.system:.2f} s); wall {s.wall:.2f} s ({rows / s.wall:,.0f} rows/s), producers' CPU {s.client:.2f} s; "
         f"broker switches per MB: {s.voluntary / mb:.1f} voluntary, {s.involuntary / mb:.1f} involuntary; "
+        f"broker minor faults per MB {s.faults / mb:.1f}; "
         f"machine steal {s.steal:.2f} s; memory reported to the host {s.reported_before:.2f} GB before, "
         f"{s.reported_during:.2f} GB during; load {os.getloadavg()[0]:.1f}"
     )
