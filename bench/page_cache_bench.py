@@ -97,10 +97,13 @@ def main() -> None:
         ap.error("--gb in (0, 8], --passes in [1, 20], --pause in [0, 600]")
     total = int(args.gb * 1e9)
     print(f"{args.mode}: {args.gb} GB per pass, pause {args.pause:g} s; load {os.getloadavg()[0]:.1f}")
+    ended = reported_gb()  # at the end of the previous pass
     for i in range(args.passes):
         if i and args.pause:
             time.sleep(args.pause)
         t0, reported0 = time.perf_counter(), reported_gb()
+        if i:
+            print(f"reported to the host between passes {reported0 - ended:.2f} GB")
         steps = file_pass(args.dir, total) if args.mode == "file" else anon_pass(total)
         wall = time.perf_counter() - t0
         gb = sum(s[0] for s in steps)
@@ -112,6 +115,7 @@ def main() -> None:
             f"load {os.getloadavg()[0]:.1f}",
             flush=True,
         )
+        ended = reported_gb()
 
 
 if __name__ == "__main__":

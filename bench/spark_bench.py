@@ -16,7 +16,10 @@ same rows outside Spark (`--no-producer`: not measured). Both sinks are measured
 `df.write` of the same cached rows, in the same run, and the rows the kaflite sink wrote are counted
 (the output topic's offsets) at the end. `--eos`: the exactly-once sink's task on kaflite's transactional client against
 its librdkafka path, same rows, same run, without Spark (`run_eos`). Rows/s is wall-clock; CPU-s per million rows counts the Spark processes (JVM and
-Python workers; not the broker), and the broker's column the broker's own CPU over the same runs.
+Python workers; not the broker), and the broker's columns the broker's own CPU over the same runs, with
+its user/system split (each run's, and the memory the VM reported to its host meanwhile, on stderr: the
+broker's system time per GB written depends on it, docs/spark.md "Why the broker costs more per row
+under Spark").
 
 The broker, unless --bootstrap is given, is a kaflite broker in a process of its own (`kaflite serve`, as
 deployed): `--broker embedded` runs it inside this process instead, as the bench did before 2026-11-29,
