@@ -112,8 +112,13 @@ def produce(bootstrap: str, rows: int, value_bytes: int) -> None:
 def _producer_process(bootstrap: str, rows: int, value_bytes: int, ready: Any, go: Event, out: Any) -> None:
     """A producing process of --producers: imports done and the rows' first batch built before `ready`,
     then waits for `go`; puts its CPU seconds over the produce (or the error) on `out`."""
-    import pyarrow  # noqa: F401 - imported before the clock starts, as a Spark worker has it
+    # imported before the clock starts, as a Spark worker has them after its first batch
+    import numpy  # noqa: F401
+    import pyarrow  # noqa: F401
 
+    import kaflite.spark.encode
+    import kaflite.spark.options
+    import kaflite.spark.produce
     import kaflite.spark.writer  # noqa: F401
 
     next(batches(1, value_bytes))
