@@ -44,6 +44,21 @@ def _cpu() -> tuple[float, float]:
     return t.user, t.system
 
 
+WATCHED = ("compact_stall", "compact_isolated", "pgscan_direct", "pgscan_kswapd")
+
+
+def vmstat() -> dict[str, int]:
+    """The kernel's counters of WATCHED (/proc/vmstat): direct compaction (a process waited for the kernel
+    to move pages and make a larger free block), and reclaim (direct: in the allocating process)."""
+    out = dict.fromkeys(WATCHED, 0)
+    with open("/proc/vmstat") as f:
+        for line in f:
+            name, _, value = line.partition(" ")
+            if name in out:
+                out[name] = int(value)
+    return out
+
+
 def file_pass(directory: Path, total: int) -> list[tuple[float, float, float]]:
     """Write `total` bytes to a new file, 400 KB at a time; (GB, user s, system s) of each step."""
     buf = memoryview(bytearray(b"x" * CHUNK))
@@ -101,7 +116,7 @@ def main() -> None:
     for i in range(args.passes):
         if i and args.pause:
             time.sleep(args.pause)
-        t0, reported0 = time.perf_counter(), reported_gb()
+        t0, reported0, vm0 = time.perf_counter(), reported_gb(), vmstat()
         if i:
             print(f"reported to the host between passes {reported0 - ended:.2f} GB")
         steps = file_pass(args.dir, total) if args.mode == "file" else anon_pass(total)
@@ -115,6 +130,8 @@ def main() -> None:
             f"load {os.getloadavg()[0]:.1f}",
             flush=True,
         )
+        vm = vmstat()
+        print("    kernel counters over the pass: " + ", ".join(f"{k} +{vm[k] - vm0[k]}" for k in WATCHED))
         ended = reported_gb()
 
 
