@@ -16,7 +16,10 @@ same rows outside Spark (`--no-producer`: not measured). Both sinks are measured
 `df.write` of the same cached rows, in the same run, and the rows the kaflite sink wrote are counted
 (the output topic's offsets) at the end. `--eos`: the exactly-once sink's task on kaflite's transactional client against
 its librdkafka path, same rows, same run, without Spark (`run_eos`). Rows/s is wall-clock; CPU-s per million rows counts the Spark processes (JVM and
-Python workers; not the broker), and the broker's column the broker's own CPU over the same runs.
+Python workers; not the broker), and the broker's columns the broker's own CPU over the same runs, with
+its user/system split (each run's, and the memory the VM reported to its host meanwhile, on stderr: the
+broker's system time per GB written depends on it, docs/spark.md "Why the broker costs more per row
+under Spark").
 
 The broker, unless --bootstrap is given, is a kaflite broker in a process of its own (`kaflite serve`, as
 deployed): `--broker embedded` runs it inside this process instead, as the bench did before 2026-11-29,
@@ -37,6 +40,8 @@ from tempfile import mkdtemp
 from typing import Any
 
 import pyarrow as pa
+from _timing import proc_cpu
+from page_cache_bench import reported_gb
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -162,15 +167,22 @@ class DiscardWriter(DataSourceArrowWriter):
         return WriterCommitMessage()
 
 
-def broker_cpu_seconds() -> float:
-    return process_cpu_seconds(BROKER_PID) if BROKER_PID is not None else float("nan")
+def broker_cpu() -> tuple[float, float]:
+    """The broker process's (user, system) CPU seconds so far."""
+    return proc_cpu(BROKER_PID) if BROKER_PID is not None else (float("nan"), float("nan"))
 
 
-def timed(fn: Any) -> tuple[float, float, float]:
-    """(wall s, Spark processes' CPU s, broker CPU s) of one call."""
-    cpu0, broker0, t0 = spark_cpu_seconds(), broker_cpu_seconds(), time.perf_counter()
+Timing = tuple[float, float, float, float, float]
+Result = tuple[str, float, float, float, float, float]  # a measurement's name and its best Timing
+
+
+def timed(fn: Any) -> Timing:
+    """(wall s, Spark processes' CPU s, broker user CPU s, broker system CPU s, GB of free memory the VM
+    reported to its host meanwhile) of one call."""
+    cpu0, broker0, reported0, t0 = spark_cpu_seconds(), broker_cpu(), reported_gb(), time.perf_counter()
     fn()
-    return time.perf_counter() - t0, spark_cpu_seconds() - cpu0, broker_cpu_seconds() - broker0
+    wall, cpu, broker = time.perf_counter() - t0, spark_cpu_seconds() - cpu0, broker_cpu()
+    return wall, cpu, broker[0] - broker0[0], broker[1] - broker0[1], reported_gb() - reported0
 
 
 class BrokerProcess:
@@ -341,13 +353,15 @@ def run(args: Any, bootstrap: str) -> None:
             .load()
         )
 
-    results: list[tuple[str, float, float, float]] = []
+    results: list[Result] = []
 
     def measure(name: str, fn: Any) -> None:
         fn()  # warm-up: Python workers, JIT
-        best = min((timed(fn) for _ in range(args.repeat)), key=lambda x: x[0])
-        results.append((name, *best))
-        print(f"  {name}: {best[0]:.2f} s", file=sys.stderr)
+        runs = [timed(fn) for _ in range(args.repeat)]
+        for wall, _cpu, user, system, reported in runs:
+            print(f"  {name}: {wall:.2f} s; broker user {user:.2f} s, system {system:.2f} s; memory reported "
+                  f"to the host {reported:.2f} GB; load {os.getloadavg()[0]:.1f}", file=sys.stderr)
+        results.append((name, *min(runs, key=lambda x: x[0])))
 
     if args.sink_only:
         # the source is not measured: the sink's rows are the synthetic source's (same keys and values)
@@ -456,17 +470,19 @@ def run_eos(args: Any, bootstrap: str, dst: str) -> None:
     print(f"kaflite client vs librdkafka (same run): {ratio:.2f}x the rows/s")
 
 
-def report(args: Any, results: list[tuple[str, float, float, float]],
+def report(args: Any, results: list[Result],
            producer: tuple[float, float] | None) -> None:
     n = args.rows
     print(
         f"\nSpark connector throughput: {n} rows, {args.value_bytes} B values, {args.partitions} partitions, local[2], "
         f"best of {args.repeat}; broker: {args.bootstrap or args.broker}; compression: {args.compression}"
     )
-    print(f"{'measurement':58} {'rows/s':>10} {'CPU-s/M rows':>13} {'vs baseline':>12} {'broker CPU-s/M':>15}")
-    for i, (name, wall, cpu, broker) in enumerate(results):
+    print(f"{'measurement':58} {'rows/s':>10} {'CPU-s/M rows':>13} {'vs baseline':>12} {'broker CPU-s/M':>15} "
+          f"{'(user/system)':>13}")
+    for i, (name, wall, cpu, user, system, _reported) in enumerate(results):
         base = results[i - i % 2][1]  # each measurement follows its baseline
-        print(f"{name:58} {n / wall:>10,.0f} {cpu / n * 1e6:>13.2f} {base / wall:>11.2f}x {broker / n * 1e6:>15.2f}")
+        print(f"{name:58} {n / wall:>10,.0f} {cpu / n * 1e6:>13.2f} {base / wall:>11.2f}x "
+              f"{(user + system) / n * 1e6:>15.2f} {user / n * 1e6:>6.2f}/{system / n * 1e6:.2f}")
     if producer is None:
         return
     raw_s, load_s = producer
