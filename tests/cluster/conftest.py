@@ -3,8 +3,9 @@
 `zookeeper` is one server for the whole session (a JVM start costs about a second on this machine);
 each test that uses `zk_connect` gets its own chroot under it, so tests never see each other's znodes.
 `three_brokers` is brokers 1-3 shared by the tests of one module (in a chroot of the module), brought back
-to health before each test; `brokers` starts a test's own. `three_members` shares members 1-3
-(`python -m kaflite.cluster.member`, the control plane alone) the same way; `members` starts a test's own.
+to health before each test (rebuilt from nothing when that fails: `SharedCluster`); `brokers` starts a
+test's own. `three_members` shares members 1-3 (`python -m kaflite.cluster.member`, the control plane
+alone) the same way; `members` starts a test's own.
 Tests that stop or kill ZooKeeper itself use `zookeeper_private`. Every fixture is skipped, with the
 reason, only where Java or ZooKeeper's jars are missing.
 """
