@@ -88,6 +88,20 @@ def wait_until(
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}{extra}")
 
 
+def holds_by(what: str, fn: Callable[[], T | None], deadline: float, interval: float = 0.1) -> T:
+    """A "within N s" promise checked as soon as it holds: poll `fn` until it returns something truthy
+    (returned), at least once and the last time at or after `deadline` (time.monotonic()); falsy then, fail
+    naming `what`. The same check as a sleep to the deadline and one look, without the rest of the sleep."""
+    while True:
+        final = time.monotonic() >= deadline
+        got = fn()
+        if got:
+            return got
+        if final:
+            raise AssertionError(f"{what}: not so by the deadline")
+        time.sleep(max(0.0, min(interval, deadline - time.monotonic())))
+
+
 def stop_process(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout: float = 20.0) -> None:
     """Stop `proc` if it still runs: `sig` first (the clean shutdown under test elsewhere), SIGKILL if it
     has not exited within `timeout` s, so a failed test never leaves a broker or a cluster behind."""

@@ -2,7 +2,11 @@
 (`python -m kaflite.cluster.member`, 3 s sessions). Brokers register, one is elected controller, topics
 get leaders as Kafka places them; kill -9 of the controller elects another within the session timeout +
 2 s with the epoch bumped; kill -9 of a leader moves each of its partitions to an ISR member with
-leader_epoch + 1; a controller frozen past its session and resumed changes nothing (fenced)."""
+leader_epoch + 1; a controller frozen past its session and resumed changes nothing (fenced).
+
+The first test starts its own members (it checks the cluster's first election, epoch 1); the others share
+members 1-3 with the module (`three_members`, which restarts or resumes what a test killed or froze), each
+on a topic of its own, and compare epochs with the ones they found at their start."""
 
 from __future__ import annotations
 
@@ -29,6 +33,11 @@ def _cluster_of_three(members: MemberProcesses, zk: KafkaZkClient) -> tuple[int,
     for b in (1, 2, 3):
         members.start(b)
     wait_until("3 registered brokers", lambda: zk.get_broker_ids() == [1, 2, 3])
+    return _controller(zk)
+
+
+def _controller(zk: KafkaZkClient) -> tuple[int, int]:
+    """The controller and its epoch."""
     controller = wait_until("a controller", zk.get_controller_id)
     epoch = zk.get_controller_epoch()
     assert epoch is not None
@@ -57,12 +66,17 @@ def test_registration_election_and_placement(members: MemberProcesses, zk: Kafka
     assert "broker.id 2 is already registered in ZooKeeper by a live broker" in members.log(2)
 
 
+def _topic() -> str:
+    return f"t-{uuid.uuid4().hex[:8]}"
+
+
 def test_kill_9_of_the_controller_elects_another_in_time(
-    members: MemberProcesses, zk: KafkaZkClient
+    three_members: MemberProcesses, three_members_zk: KafkaZkClient
 ) -> None:
-    controller, epoch = _cluster_of_three(members, zk)
-    placed = _create_topic(zk, "t", 6)
-    before = _states(zk, "t", 6)
+    members, zk, t = three_members, three_members_zk, _topic()
+    controller, epoch = _controller(zk)
+    placed = _create_topic(zk, t, 6)
+    before = _states(zk, t, 6)
     t0 = time.monotonic()
     os.kill(members.procs[controller].pid, signal.SIGKILL)
     members.procs[controller].wait(10)
@@ -77,9 +91,9 @@ def test_kill_9_of_the_controller_elects_another_in_time(
     # the dead controller was a broker too: its partitions moved, it left every ISR
     wait_until(
         "the dead broker out of every ISR",
-        lambda: all(controller not in s.isr for s in _states(zk, "t", 6).values()),
+        lambda: all(controller not in s.isr for s in _states(zk, t, 6).values()),
     )
-    for p, s in _states(zk, "t", 6).items():
+    for p, s in _states(zk, t, 6).items():
         assert s.controller_epoch == epoch + 1
         if before[p].leader == controller:
             assert s.leader == next(
@@ -91,11 +105,14 @@ def test_kill_9_of_the_controller_elects_another_in_time(
     assert new != controller
 
 
-def test_kill_9_of_a_leader_moves_its_partitions(members: MemberProcesses, zk: KafkaZkClient) -> None:
-    controller, _ = _cluster_of_three(members, zk)
-    placed = _create_topic(zk, "t", 6)
+def test_kill_9_of_a_leader_moves_its_partitions(
+    three_members: MemberProcesses, three_members_zk: KafkaZkClient
+) -> None:
+    members, zk, t = three_members, three_members_zk, _topic()
+    controller, _ = _controller(zk)
+    placed = _create_topic(zk, t, 6)
     victim = next(b for b in (1, 2, 3) if b != controller)
-    before = _states(zk, "t", 6)
+    before = _states(zk, t, 6)
     led = [p for p, s in before.items() if s.leader == victim]
     assert led
     t0 = time.monotonic()
@@ -103,7 +120,7 @@ def test_kill_9_of_a_leader_moves_its_partitions(members: MemberProcesses, zk: K
     members.procs[victim].wait(10)
 
     def moved() -> dict[int, LeaderAndIsr] | None:
-        now = _states(zk, "t", 6)
+        now = _states(zk, t, 6)
         return (
             now
             if all(now[p].leader != victim for p in led) and all(victim not in s.isr for s in now.values())
@@ -125,10 +142,11 @@ def test_kill_9_of_a_leader_moves_its_partitions(members: MemberProcesses, zk: K
 
 
 def test_frozen_controller_is_fenced_after_resuming(
-    members: MemberProcesses, zk: KafkaZkClient
+    three_members: MemberProcesses, three_members_zk: KafkaZkClient
 ) -> None:
-    controller, epoch = _cluster_of_three(members, zk)
-    _create_topic(zk, "t", 3)
+    members, zk, t = three_members, three_members_zk, _topic()
+    controller, epoch = _controller(zk)
+    _create_topic(zk, t, 3)
     proc = members.procs[controller]
     os.kill(proc.pid, signal.SIGSTOP)
     try:
@@ -141,9 +159,9 @@ def test_frozen_controller_is_fenced_after_resuming(
         assert new_epoch is not None and new_epoch.epoch == epoch + 1
         wait_until(
             "the frozen broker out of every ISR",
-            lambda: all(controller not in s.isr for s in _states(zk, "t", 3).values()),
+            lambda: all(controller not in s.isr for s in _states(zk, t, 3).values()),
         )
-        settled = _states(zk, "t", 3)
+        settled = _states(zk, t, 3)
     finally:
         os.kill(proc.pid, signal.SIGCONT)
     # resumed: it finds its session expired, resigns, registers again; it never writes with its old epoch
@@ -156,4 +174,4 @@ def test_frozen_controller_is_fenced_after_resuming(
     assert zk.get_controller_id() == new
     epoch_now = zk.get_controller_epoch()
     assert epoch_now is not None and epoch_now.epoch == epoch + 1
-    assert _states(zk, "t", 3) == settled
+    assert _states(zk, t, 3) == settled

@@ -10,7 +10,11 @@ coordinators' internal topics replicated as Kafka replicates them (offsets.topic
   after the last commit;
 - a group's `__consumer_offsets` partition moved A -> B -> A by preferred elections with a commit on B:
   A answers NOT_COORDINATOR once B leads, and B's offset once A leads again (issue 24); a librdkafka
-  Consumer of the group (in a subprocess) reads B's offset and commits on A again."""
+  Consumer of the group (in a subprocess) reads B's offset and commits on A again.
+
+The first test starts its brokers one by one (the internal topics must not exist yet); the other two share
+the module's brokers 1-3 (`three_brokers`, THREE_BROKERS_OVERRIDES, brought back whole before each test),
+each on a topic and a group of its own."""
 
 from __future__ import annotations
 
@@ -31,6 +35,10 @@ from server.kwire import WireClient
 
 RF3 = ("offsets.topic.replication.factor=3", "transaction.state.log.replication.factor=3")
 FAST = ("replica.lag.time.max.ms=4000", "replica.fetch.backoff.ms=200")
+N_OFFSETS = 10  # __consumer_offsets partitions of the shared brokers
+# the shared brokers: no automatic preferred election moves a coordinator behind a test's back
+THREE_BROKERS_OVERRIDES = (*RF3, *FAST, f"offsets.topic.num.partitions={N_OFFSETS}",
+                           "auto.leader.rebalance.enable=false")
 
 
 def _find(bootstrap: str, key_type: int, key: str) -> Any:
@@ -103,38 +111,39 @@ def _replicas_in_sync(brokers: BrokerProcesses, topic: str, n: int) -> bool:
         for p in range(n))
 
 
-def _offsets(admin: AdminClient, group: str) -> dict[int, int]:
+def _offsets(admin: AdminClient, group: str, topic: str) -> dict[int, int]:
     from confluent_kafka import ConsumerGroupTopicPartitions
 
     got = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(10)
-    return {tp.partition: tp.offset for tp in got.topic_partitions if tp.topic == "events" and tp.offset >= 0}
+    return {tp.partition: tp.offset for tp in got.topic_partitions if tp.topic == topic and tp.offset >= 0}
 
 
-def test_group_survives_the_kill_of_its_coordinator(brokers: BrokerProcesses, zk_connect: str) -> None:
-    n_offsets = 10
-    settings = (*RF3, *FAST, f"offsets.topic.num.partitions={n_offsets}")
-    zk = KafkaZkClient(zk_connect)
-    zk.start()
+def test_group_survives_the_kill_of_its_coordinator(
+    three_brokers: BrokerProcesses, three_brokers_zk: KafkaZkClient
+) -> None:
+    brokers, zk, events = three_brokers, three_brokers_zk, f"events-{uuid.uuid4().hex[:6]}"
+    n_offsets = N_OFFSETS
     consumer: Consumer | None = None
     try:
-        brokers.start_registered(zk, 1, 2, 3, overrides=settings)
         admin = AdminClient({"bootstrap.servers": brokers.bootstrap()})
-        admin.create_topics([NewTopic("events", 3, 3)])["events"].result(30)
-        wait_until("events led", lambda: all(zk.get_partition_states([("events", p) for p in range(3)]).values()))
+        admin.create_topics([NewTopic(events, 3, 3)])[events].result(30)
+        wait_until("events led",
+                   lambda: all(zk.get_partition_states([(events, p) for p in range(3)]).values()))
         producer = Producer({"bootstrap.servers": brokers.bootstrap(), "acks": "all"})
         for i in range(300):
-            producer.produce("events", value=f"e{i}".encode(), partition=i % 3)
+            producer.produce(events, value=f"e{i}".encode(), partition=i % 3)
         assert producer.flush(30) == 0
         # DescribeLogDirs on each broker: its replica of every partition, the same size everywhere once
         # the followers have caught up, no offset lag
-        wait_until("three equal replicas without lag", lambda: _replicas_in_sync(brokers, "events", 3), interval=0.2)
+        wait_until("three equal replicas without lag", lambda: _replicas_in_sync(brokers, events, 3),
+                   interval=0.2)
 
         group = f"g-{uuid.uuid4().hex[:6]}"
         conf = {"bootstrap.servers": brokers.bootstrap(), "group.id": group, "group.protocol": "classic",
                 "auto.offset.reset": "earliest", "enable.auto.commit": False, "session.timeout.ms": 6000,
                 "heartbeat.interval.ms": 500, "enable.partition.eof": False}
         consumer = Consumer(conf)
-        consumer.subscribe(["events"])
+        consumer.subscribe([events])
         seen: list[bytes] = []
         where: list[tuple[int, int]] = []  # (partition, offset) of each record in `seen`
 
@@ -158,12 +167,19 @@ def test_group_survives_the_kill_of_its_coordinator(brokers: BrokerProcesses, zk
 
         # the coordinator is the leader of the group's __consumer_offsets partition
         p = partition_for(group, n_offsets)
-        old = zk.get_partition_states([("__consumer_offsets", p)])[("__consumer_offsets", p)]
+
+        def offsets_partition() -> Any:
+            return zk.get_partition_states([("__consumer_offsets", p)])[("__consumer_offsets", p)]
+
+        # on the shared brokers, one restarted for this test may still be catching up on it
+        wait_until("the group's offsets partition in sync on all three",
+                   lambda: (s := offsets_partition()) is not None and sorted(s.isr) == [1, 2, 3])
+        old = offsets_partition()
         assert old is not None and sorted(old.isr) == [1, 2, 3]
         desc = admin.describe_consumer_groups([group])[group].result(30)
         assert desc.coordinator.id == old.leader
         killed = old.leader
-        consumer.commit(offsets=[TopicPartition("events", part, o) for part, o in committed.items()],
+        consumer.commit(offsets=[TopicPartition(events, part, o) for part, o in committed.items()],
                         asynchronous=False)
         # killed as soon as the commit is acknowledged: only a commit answered after replication survives
         brokers.kill(killed)
@@ -180,7 +196,7 @@ def test_group_survives_the_kill_of_its_coordinator(brokers: BrokerProcesses, zk
         # the new coordinator loaded the group: its committed offsets are there (nothing acknowledged lost)
         def kept() -> dict[int, int] | None:
             try:
-                got = _offsets(survivors, group)
+                got = _offsets(survivors, group, events)
             except KafkaException:
                 return None  # COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR while it moves
             return got if got == committed else None
@@ -212,16 +228,16 @@ def test_group_survives_the_kill_of_its_coordinator(brokers: BrokerProcesses, zk
                 break
             except KafkaException:
                 time.sleep(0.2)
-        assert _offsets(survivors, group) == {0: 100, 1: 100, 2: 100}
+        assert _offsets(survivors, group, events) == {0: 100, 1: 100, 2: 100}
         consumer.close()
         consumer = None
 
         # a new consumer in the group resumes from the committed offsets: only the records produced since
         for i in range(300, 330):
-            producer.produce("events", value=f"e{i}".encode(), partition=i % 3)
+            producer.produce(events, value=f"e{i}".encode(), partition=i % 3)
         assert producer.flush(30) == 0
         consumer = Consumer(conf)
-        consumer.subscribe(["events"])
+        consumer.subscribe([events])
         seen = []
         poll_until(30)
         end = time.monotonic() + 2
@@ -234,12 +250,11 @@ def test_group_survives_the_kill_of_its_coordinator(brokers: BrokerProcesses, zk
     finally:
         if consumer is not None:
             consumer.close()
-        zk.close()
-        _kill_all(brokers)
 
 
-def test_offsets_committed_on_b_survive_leadership_returning_to_a(brokers: BrokerProcesses, zk_connect: str,
-                                                                  tmp_path: Path) -> None:
+def test_offsets_committed_on_b_survive_leadership_returning_to_a(
+    three_brokers: BrokerProcesses, three_brokers_zk: KafkaZkClient, tmp_path: Path
+) -> None:
     """Issue 24: the group's `__consumer_offsets` partition moves A -> B -> A by preferred elections (the
     replica order changed by a reassignment of the same replicas, then ElectLeaders), with a commit on B in
     between. Back on A the group's offsets are B's: A dropped its shard when it resigned and replayed the
@@ -253,17 +268,14 @@ def test_offsets_committed_on_b_survive_leadership_returning_to_a(brokers: Broke
     from groups.coord_wire import commit, fetch
     from groups.rdkafka_offsets_client import OffsetsClient
 
-    settings = (*RF3, *FAST, "offsets.topic.num.partitions=1", "auto.leader.rebalance.enable=false")
-    tp = ("__consumer_offsets", 0)
-    zk = KafkaZkClient(zk_connect)
-    zk.start()
+    brokers, zk, events = three_brokers, three_brokers_zk, f"events-{uuid.uuid4().hex[:6]}"
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    tp = ("__consumer_offsets", partition_for(group, N_OFFSETS))  # the group's partition, moved by this test
     consumer: OffsetsClient | None = None
     try:
-        brokers.start_registered(zk, 1, 2, 3, overrides=settings)
         admin = AdminClient({"bootstrap.servers": brokers.bootstrap()})
-        admin.create_topics([NewTopic("events", 1, 3)])["events"].result(30)
-        group = f"g-{uuid.uuid4().hex[:6]}"
-        consumer = OffsetsClient(brokers.bootstrap(), group, "events", tmp_path / "consumer.err")
+        admin.create_topics([NewTopic(events, 1, 3)])[events].result(30)
+        consumer = OffsetsClient(brokers.bootstrap(), group, events, tmp_path / "consumer.err")
 
         def consumer_says(command: str, answer: str) -> bool:
             """`command` answered `answer` (a NOT_COORDINATOR while the consumer finds the coordinator: retried)."""
@@ -278,9 +290,9 @@ def test_offsets_committed_on_b_survive_leadership_returning_to_a(brokers: Broke
             """Commit `offset` (an empty group's commit) on `broker`, or read the group's offset there;
             None while it does not answer as the coordinator."""
             with WireClient(brokers.bootstrap(broker)) as c:
-                if offset is not None and commit(c, group, "events", "", -1, offset) is not ErrorCode.none:
+                if offset is not None and commit(c, group, events, "", -1, offset) is not ErrorCode.none:
                     return None
-                code, got = fetch(c, group, "events")
+                code, got = fetch(c, group, events)
             return got if code is ErrorCode.none else None
 
         def moved_to(leader: int) -> None:
@@ -310,5 +322,3 @@ def test_offsets_committed_on_b_survive_leadership_returning_to_a(brokers: Broke
     finally:
         if consumer is not None:
             consumer.close()
-        zk.close()
-        _kill_all(brokers)

@@ -7,7 +7,9 @@ offset (a consumer never sees what could vanish).
 
 The default suite runs a short version of each (about a minute each on the shared machine); the 20-cycle
 kill -9 run is marked slow. Each cycle waits until the returning broker is back in every ISR before the
-next fault, so at most one broker is out at a time (the guarantee RF 3 / min.insync 2 gives)."""
+next fault, so at most one broker is out at a time (the guarantee RF 3 / min.insync 2 gives). The runs
+share the module's brokers 1-3 (`three_brokers`, started with SETTINGS; a run ends with all three back in
+every ISR), each on a topic of its own."""
 
 from __future__ import annotations
 
@@ -15,74 +17,72 @@ import os
 import random
 import signal
 import time
+import uuid
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster.conftest import BrokerProcesses
-from cluster.workload import PARTITIONS, TOPIC, Run, Workload, check_exactly_once, read_back
+from cluster.workload import PARTITIONS, Run, Workload, check_exactly_once, read_back
 from kaflite.cluster.zk import KafkaZkClient
 
 SETTINGS = ("replica.lag.time.max.ms=4000", "replica.fetch.backoff.ms=200")
+THREE_BROKERS_OVERRIDES = SETTINGS  # every start of the module's brokers (cluster/conftest.py)
 
 
-def _isr_full(zk: KafkaZkClient) -> bool:
-    states = zk.get_partition_states([(TOPIC, p) for p in range(PARTITIONS)])
+def _isr_full(zk: KafkaZkClient, topic: str) -> bool:
+    states = zk.get_partition_states([(topic, p) for p in range(PARTITIONS)])
     return all(s is not None and s.leader > 0 and sorted(s.isr) == [1, 2, 3] for s in states.values())
 
 
-def _leaders(zk: KafkaZkClient) -> set[int]:
-    states = zk.get_partition_states([(TOPIC, p) for p in range(PARTITIONS)])
+def _leaders(zk: KafkaZkClient, topic: str) -> set[int]:
+    states = zk.get_partition_states([(topic, p) for p in range(PARTITIONS)])
     return {s.leader for s in states.values() if s is not None and s.leader > 0}
 
 
-def _fault_run(brokers: BrokerProcesses, zk_connect: str, cycles: int, mode: str, seed: int,
+def _fault_run(brokers: BrokerProcesses, zk: KafkaZkClient, cycles: int, mode: str, seed: int,
                budget_s: float) -> Run:
-    zk = KafkaZkClient(zk_connect)
-    zk.start()
     run = Run()
     rng = random.Random(seed)
     started = time.monotonic()
-    try:
-        for b in (1, 2, 3):
-            brokers.start(b, *SETTINGS)
-        admin = AdminClient({"bootstrap.servers": brokers.bootstrap()})
-        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(30)
-        w = Workload(brokers, run)
-        assert w.pump(30, lambda: _isr_full(zk)), "the topic never had a full ISR"
+    topic = f"faults-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": brokers.bootstrap()})
+    new = NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})
+    admin.create_topics([new])[topic].result(30)
+    w = Workload(brokers, run, topic=topic)
+    assert w.pump(30, lambda: _isr_full(zk, topic)), "the topic never had a full ISR"
+    w.pump(1.0)
+    for i in range(cycles):
+        assert time.monotonic() - started < budget_s, f"over budget after {i} cycles: {run.cycles}"
+        leaders = _leaders(zk, topic)
+        # alternate: a leader, then a broker chosen at random (leader or not)
+        victim = rng.choice(sorted(leaders)) if i % 2 == 0 and leaders else rng.choice([1, 2, 3])
+        t0 = time.monotonic()
+        if mode == "kill":
+            brokers.kill(victim)
+            w.pump(rng.uniform(1.0, 3.0))
+            # its registration must be gone (session expired) before it can register again, as in Kafka
+            assert w.pump(30, lambda v=victim: v not in zk.get_broker_ids()), \
+                f"broker {victim} still registered"
+            brokers.start(victim, *SETTINGS, wait=False)
+            w.pump(30, lambda v=victim: _listening(brokers, v))
+        else:
+            proc = brokers.procs[victim]
+            os.kill(proc.pid, signal.SIGSTOP)
+            w.pump(rng.uniform(4.0, 6.0))  # past the 3 s session: the cluster moves on without it
+            os.kill(proc.pid, signal.SIGCONT)
+        back = w.pump(45, lambda: _isr_full(zk, topic))
+        run.cycles.append(f"{mode} {victim}{' (leader)' if victim in leaders else ''}: "
+                          f"{time.monotonic() - t0:.1f} s to a full ISR")
+        assert back, f"broker {victim} not back in every ISR within 45 s ({run.cycles})"
         w.pump(1.0)
-        for i in range(cycles):
-            assert time.monotonic() - started < budget_s, f"over budget after {i} cycles: {run.cycles}"
-            leaders = _leaders(zk)
-            # alternate: a leader, then a broker chosen at random (leader or not)
-            victim = rng.choice(sorted(leaders)) if i % 2 == 0 and leaders else rng.choice([1, 2, 3])
-            t0 = time.monotonic()
-            if mode == "kill":
-                brokers.kill(victim)
-                w.pump(rng.uniform(1.0, 3.0))
-                # its registration must be gone (session expired) before it can register again, as in Kafka
-                assert w.pump(30, lambda v=victim: v not in zk.get_broker_ids()), f"broker {victim} still registered"
-                brokers.start(victim, *SETTINGS, wait=False)
-                w.pump(30, lambda v=victim: _listening(brokers, v))
-            else:
-                proc = brokers.procs[victim]
-                os.kill(proc.pid, signal.SIGSTOP)
-                w.pump(rng.uniform(4.0, 6.0))  # past the 3 s session: the cluster moves on without it
-                os.kill(proc.pid, signal.SIGCONT)
-            back = w.pump(45, lambda: _isr_full(zk))
-            run.cycles.append(f"{mode} {victim}{' (leader)' if victim in leaders else ''}: "
-                              f"{time.monotonic() - t0:.1f} s to a full ISR")
-            assert back, f"broker {victim} not back in every ISR within 45 s ({run.cycles})"
-            w.pump(1.0)
-        w.close()
-        total = sum(map(len, run.acked.values()))
-        final = read_back(brokers, total)
-        check_exactly_once(run, final)
-        print(f"\n{mode}: {cycles} cycles, {total} acknowledged, {run.failed} failed, {len(run.seen)} seen live, "
-              f"{time.monotonic() - started:.1f} s; " + "; ".join(run.cycles))
-        return run
-    finally:
-        zk.close()
+    w.close()
+    total = sum(map(len, run.acked.values()))
+    final = read_back(brokers, total, topic)
+    check_exactly_once(run, final)
+    print(f"\n{mode}: {cycles} cycles, {total} acknowledged, {run.failed} failed, {len(run.seen)} seen live, "
+          f"{time.monotonic() - started:.1f} s; " + "; ".join(run.cycles))
+    return run
 
 
 def _listening(brokers: BrokerProcesses, broker: int) -> bool:
@@ -95,13 +95,17 @@ def _listening(brokers: BrokerProcesses, broker: int) -> bool:
         return False
 
 
-def test_kill_9_brokers_loses_nothing_acknowledged(brokers: BrokerProcesses, zk_connect: str) -> None:
-    run = _fault_run(brokers, zk_connect, cycles=3, mode="kill", seed=13, budget_s=60)
+def test_kill_9_brokers_loses_nothing_acknowledged(
+    three_brokers: BrokerProcesses, three_brokers_zk: KafkaZkClient
+) -> None:
+    run = _fault_run(three_brokers, three_brokers_zk, cycles=3, mode="kill", seed=13, budget_s=60)
     assert run.failed == 0 and sum(map(len, run.acked.values())) > 0
 
 
-def test_sigstop_brokers_loses_nothing_acknowledged(brokers: BrokerProcesses, zk_connect: str) -> None:
-    run = _fault_run(brokers, zk_connect, cycles=2, mode="stop", seed=31, budget_s=60)
+def test_sigstop_brokers_loses_nothing_acknowledged(
+    three_brokers: BrokerProcesses, three_brokers_zk: KafkaZkClient
+) -> None:
+    run = _fault_run(three_brokers, three_brokers_zk, cycles=2, mode="stop", seed=31, budget_s=60)
     assert run.failed == 0 and sum(map(len, run.acked.values())) > 0
 
 
@@ -117,13 +121,19 @@ soak_only = pytest.mark.skipif(not SOAK, reason="20 kill or pause cycles (about 
 
 @pytest.mark.slow
 @soak_only
-def test_kill_9_soak_cycles(brokers: BrokerProcesses, zk_connect: str) -> None:
-    run = _fault_run(brokers, zk_connect, cycles=SOAK_CYCLES, mode="kill", seed=2026, budget_s=600)
+def test_kill_9_soak_cycles(
+    three_brokers: BrokerProcesses, three_brokers_zk: KafkaZkClient
+) -> None:
+    run = _fault_run(three_brokers, three_brokers_zk, cycles=SOAK_CYCLES, mode="kill", seed=2026,
+                     budget_s=600)
     assert run.failed == 0
 
 
 @pytest.mark.slow
 @soak_only
-def test_sigstop_soak_cycles(brokers: BrokerProcesses, zk_connect: str) -> None:
-    run = _fault_run(brokers, zk_connect, cycles=SOAK_CYCLES, mode="stop", seed=2027, budget_s=600)
+def test_sigstop_soak_cycles(
+    three_brokers: BrokerProcesses, three_brokers_zk: KafkaZkClient
+) -> None:
+    run = _fault_run(three_brokers, three_brokers_zk, cycles=SOAK_CYCLES, mode="stop", seed=2027,
+                     budget_s=600)
     assert run.failed == 0

@@ -30,8 +30,9 @@ class Run:
 class Workload:
     """Producer (paced) and a live consumer, pumped from the test's thread."""
 
-    def __init__(self, brokers: BrokerProcesses, run: Run, rate: float = 300.0) -> None:
+    def __init__(self, brokers: BrokerProcesses, run: Run, rate: float = 300.0, topic: str = TOPIC) -> None:
         self.run = run
+        self.topic = topic
         self.rate = rate
         self.next_seq = {p: 0 for p in range(PARTITIONS)}
         self.producer = Producer({"bootstrap.servers": brokers.bootstrap(), "acks": "all",
@@ -40,7 +41,7 @@ class Workload:
         self.consumer = Consumer({"bootstrap.servers": brokers.bootstrap(), "group.id": f"g-{uuid.uuid4().hex[:6]}",
                                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
                                   "topic.metadata.refresh.interval.ms": 1000})
-        self.consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
         self._t0 = time.monotonic()
 
     def _delivered(self, err: KafkaError | None, msg: object) -> None:
@@ -59,7 +60,7 @@ class Workload:
                 seq = self.next_seq[p]
                 self.next_seq[p] += 1
                 try:
-                    self.producer.produce(TOPIC, value=f"{p}:{seq}".encode(), partition=p,
+                    self.producer.produce(self.topic, value=f"{p}:{seq}".encode(), partition=p,
                                           on_delivery=self._delivered)
                 except BufferError:
                     self.next_seq[p] -= 1
@@ -78,21 +79,32 @@ class Workload:
         self.consumer.close()
 
 
-def read_back(brokers: BrokerProcesses, expected: int) -> dict[int, list[tuple[int, bytes]]]:
+def read_back(
+    brokers: BrokerProcesses, expected: int, topic: str = TOPIC
+) -> dict[int, list[tuple[int, bytes]]]:
+    """Every record of `topic` from offset 0 to each partition's high watermark, which librdkafka reports
+    as a partition EOF once it has fetched up to it, and at least `expected` of them (within 60 s; the check
+    fails on what did arrive). A run reads back after every record it sent was acknowledged with acks=all,
+    so each one written is below the high watermark: no idle wait decides the end (one of 2 s did)."""
     consumer = Consumer({"bootstrap.servers": brokers.bootstrap(), "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "enable.partition.eof": True})
     try:
-        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
         got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
+        at_end: set[int] = set()
         deadline = time.monotonic() + 60
-        idle_since = time.monotonic()
-        while time.monotonic() < deadline:
-            m = consumer.poll(0.5)
-            if m is not None and m.error() is None:
-                got[m.partition()].append((m.offset(), m.value()))
-                idle_since = time.monotonic()
-            elif sum(map(len, got.values())) >= expected and time.monotonic() - idle_since > 2:
-                break
+        while time.monotonic() < deadline and (
+            len(at_end) < PARTITIONS or sum(map(len, got.values())) < expected
+        ):
+            m = consumer.poll(0.2)
+            if m is None or (part := m.partition()) is None:
+                continue
+            if (err := m.error()) is None:
+                got[part].append((m.offset(), m.value()))  # type: ignore[arg-type]
+                at_end.discard(part)  # more may follow
+            elif err.code() == KafkaError._PARTITION_EOF:
+                at_end.add(part)
         return got
     finally:
         consumer.close()
