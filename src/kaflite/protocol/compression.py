@@ -33,10 +33,11 @@ _XERIAL_CHUNK = 32 * 1024  # snappy-java's default block size
 _MAX_DECOMPRESSED = 1 << 31  # a bound on what one batch may inflate to (Kafka's batches are int32-sized)
 
 
-def compress(codec: int, data: bytes) -> bytes:
-    """The compressed form of a batch's records section for `codec` (0-4)."""
+def compress(codec: int, data: bytes | memoryview) -> bytes:
+    """The compressed form of a batch's records section for `codec` (0-4); `data` is read in place (the
+    sink's encoder hands a view of its buffer, not a copy)."""
     if codec == NONE:
-        return data
+        return bytes(data)
     if codec == GZIP:
         c = zlib.compressobj(wbits=31)
         return c.compress(data) + c.flush()
