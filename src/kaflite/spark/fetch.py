@@ -55,9 +55,10 @@ MAX_WAIT_MS = 500
 RETRY_BACKOFF_S = 0.1
 DEFAULT_PARTITION_MAX_BYTES = 4 * 1024 * 1024
 # records decoded into one Arrow batch (about 8,700 rows of 100 B values, near Spark's 10,000-row Arrow
-# batches): with whole fetches, a zstd or lz4 fetch of 4 MiB inflated to about 40 MB per call and glibc
-# page-faulted every buffer afresh; with 1 MiB windows the source's task body (no Spark) spent 0.07-0.13
-# CPU-s per million rows on lz4 and zstd topics instead of 0.15-0.20 (docs/spark.md)
+# batches): with whole fetches, a zstd or lz4 fetch of 4 MiB inflated to about 40 MB per call, every
+# buffer page-faulted afresh; with 1 MiB windows the source's task body (no Spark) spent 0.08-0.09 CPU-s
+# per million rows on lz4 instead of 0.12-0.14, and 0.145-0.149 on zstd instead of 0.160-0.175
+# (bench/spark_codec_bench.py, docs/spark.md)
 DECODE_WINDOW_BYTES = 1024 * 1024
 _MAX_FRAME = 512 * 1024 * 1024
 _LEADERSHIP_ERRORS = frozenset({
