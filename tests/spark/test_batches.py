@@ -30,7 +30,7 @@ from kaflite.protocol.record_batch import (
 )
 from kaflite.spark import batches as decoder
 from kaflite.spark.arrow import arrow_schema
-from kaflite.spark.batches import UnsupportedBatch, decode_batches
+from kaflite.spark.batches import UnsupportedBatch, decode_batches, decode_windows
 
 
 @pytest.fixture(autouse=True, scope="module", params=["pure", "compiled"])
@@ -211,6 +211,52 @@ def test_read_committed_drops_aborted_transactions() -> None:
     assert everything is not None
     assert everything.column("value").to_pylist() == [b"a0", b"a1", b"c2", b"plain3", b"c6", b"a8"]
     assert everything.column("offset").to_pylist() == [0, 1, 2, 3, 6, 8]
+
+
+@pytest.mark.parametrize("codec", [0, 3, 4], ids=["none", "lz4", "zstd"])
+def test_windows_cut_the_rows_of_one_call_after_window_bytes(codec: int) -> None:
+    # five batches of 20 records of 100 B (about 2.3 KB of records each), compressed: windows of 5,000
+    # decompressed bytes end with the third batch and the fifth
+    data = b"".join(build_record_batch([(b"k%d" % i, bytes([65 + b]) * 100, []) for i in range(20)],
+                                       base_offset=10 + 20 * b, timestamp_ms=1, compression=codec)
+                    for b in range(5))
+    whole, after = decode_batches(data, "t", 3, 15, 200, True)
+    windows = list(decode_windows(data, "t", 3, 15, 200, True, window_bytes=5_000))
+    assert [w.num_rows if w is not None else 0 for w, _ in windows] == [55, 40]
+    assert [nxt for _, nxt in windows] == [70, after] and after == 110
+    assert whole is not None and pa.Table.from_batches([w for w, _ in windows]) == pa.Table.from_batches([whole])
+    # no window_bytes: one window, the whole call
+    assert len(list(decode_windows(data, "t", 3, 15, 200, True))) == 1
+    # a window of only skipped or filtered batches still says where to fetch next
+    assert list(decode_windows(data, "t", 3, 105, 106, True, window_bytes=1))[-1][1] == 110
+
+
+def test_windows_carry_read_committed_state_from_window_to_window() -> None:
+    # producer 1 aborts, its ABORT marker in the first window (which a plain batch ends); its next
+    # transaction, committed, in the second: a window starting afresh from the aborted list would drop it
+    data = b"".join([
+        _txn(1, 0, [b"a0", b"a1"]),
+        build_marker_batch(1, 0, False, 0, 1, base_offset=2),
+        build_record_batch([(None, b"plain3", [])], base_offset=3, timestamp_ms=1),
+        _txn(1, 4, [b"c4"]),
+        build_marker_batch(1, 0, True, 0, 1, base_offset=5),
+    ])
+    got = list(decode_windows(data, "t", 0, 0, 10, False, aborted=[(1, 0)], window_bytes=1))
+    assert [w.column("value").to_pylist() if w is not None else None for w, _ in got] == [
+        [b"plain3"], [b"c4"], None]
+    assert [after for _, after in got] == [4, 5, 6]
+
+
+def test_an_old_format_batch_names_the_start_of_its_window() -> None:
+    good = build_record_batch([(b"k", b"v", [])], base_offset=2, timestamp_ms=1)
+    old = bytearray(build_record_batch([(b"k", b"v", [])], base_offset=3, timestamp_ms=1))
+    old[16] = 1  # magic 1: message format v1
+    windows = decode_windows(good + bytes(old), "t", 0, 2, 10, False, window_bytes=1)
+    rows, after = next(windows)
+    assert rows is not None and rows.num_rows == 1 and after == 3
+    with pytest.raises(UnsupportedBatch) as err:
+        next(windows)
+    assert err.value.offset == 3  # the first window's rows stand; the caller reads on from 3
 
 
 def test_transactional_flag_alone_does_not_drop_rows() -> None:

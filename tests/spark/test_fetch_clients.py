@@ -270,3 +270,25 @@ def test_kaflite_spark_fast_path_0_reads_through_librdkafka(kafka: Any, monkeypa
     monkeypatch.delenv("KAFLITE_SPARK_FAST_PATH")
     with pytest.raises(AssertionError, match="the fast path was used"):
         list(read_range({"bootstrap.servers": kafka.bootstrap}, OffsetRange(topic, 0, 0, 2), False, True, 30_000))
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_a_compressed_fetch_is_decoded_in_windows(kafka: Any, codec: str) -> None:
+    # 30,000 rows of 120 B compress into one fetch; decoded whole, they were one Arrow batch of 3.6 MB
+    from confluent_kafka import Producer
+
+    from kaflite.spark.fetch import DECODE_WINDOW_BYTES
+
+    topic = kafka.topic(f"windows-{codec}", 1)
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "compression.type": codec, "linger.ms": 50,
+                  "batch.num.messages": 1000})
+    for i in range(30_000):
+        p.produce(topic, b"x" * 100, b"key-%06d" % i, partition=0)
+    assert p.flush(30) == 0
+    conf = {"bootstrap.servers": kafka.bootstrap}
+    rng = OffsetRange(topic, 0, 0, 30_000)
+    fast = list(read_range(conf, rng, False, True, 30_000, fast=True))
+    assert len(fast) >= 3
+    for b in fast:  # a window ends with the librdkafka batch (1,000 records) that fills it
+        assert b.column("value").buffers()[2].size <= DECODE_WINDOW_BYTES + 1000 * 100
+    assert table(fast) == table(list(read_range(conf, rng, False, True, 30_000, fast=False)))

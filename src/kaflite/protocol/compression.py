@@ -22,7 +22,7 @@ import zlib
 
 from kaflite.protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["CODECS", "compress", "decompress"]
+__all__ = ["CODECS", "compress", "decompress", "decompress_view"]
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODECS = {"none": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
@@ -33,10 +33,11 @@ _XERIAL_CHUNK = 32 * 1024  # snappy-java's default block size
 _MAX_DECOMPRESSED = 1 << 31  # a bound on what one batch may inflate to (Kafka's batches are int32-sized)
 
 
-def compress(codec: int, data: bytes) -> bytes:
-    """The compressed form of a batch's records section for `codec` (0-4)."""
+def compress(codec: int, data: bytes | memoryview) -> bytes:
+    """The compressed form of a batch's records section for `codec` (0-4); `data` is read in place (the
+    sink's encoder hands a view of its buffer, not a copy)."""
     if codec == NONE:
-        return data
+        return bytes(data)
     if codec == GZIP:
         c = zlib.compressobj(wbits=31)
         return c.compress(data) + c.flush()
@@ -70,28 +71,35 @@ def compress(codec: int, data: bytes) -> bytes:
 
 def decompress(codec: int, data: bytes | memoryview) -> bytes:
     """The records section of a batch compressed with `codec`; CORRUPT_MESSAGE when it does not decode."""
-    raw = bytes(data)
+    out = decompress_view(codec, data)
+    return out if isinstance(out, bytes) else bytes(out)
+
+
+def decompress_view(codec: int, data: bytes | memoryview) -> bytes | memoryview:
+    """`decompress` for a reader that only reads the records once (kaflite.spark's fetch decoder): the
+    input is read in place where the codec library takes a buffer, and the output may be the library's
+    own buffer (cramjam's zstd), read through a read-only memoryview, not copied into a bytes object."""
     if codec == NONE:
-        return raw
+        return bytes(data)
     try:
         if codec == GZIP:
             d = zlib.decompressobj(wbits=31)
-            out = d.decompress(raw, _MAX_DECOMPRESSED)
+            out = d.decompress(data, _MAX_DECOMPRESSED)
             if d.unconsumed_tail:
                 raise ValueError("gzip data inflates beyond 2 GiB")
             if not d.eof:
                 raise ValueError("gzip stream is truncated")
             return out
         if codec == SNAPPY:
-            return _snappy_decompress(raw)
+            return _snappy_decompress(bytes(data))
         if codec == LZ4:
             import lz4.frame
 
-            return bytes(lz4.frame.decompress(raw))
+            return bytes(lz4.frame.decompress(data))
         if codec == ZSTD:
             import cramjam
 
-            return bytes(cramjam.zstd.decompress(raw))
+            return memoryview(cramjam.zstd.decompress(data)).toreadonly()
     except KafkaError:
         raise
     except Exception as err:  # every codec library raises its own error type

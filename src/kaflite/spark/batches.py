@@ -20,9 +20,12 @@ Rules:
   base timestamp plus the record's delta; `timestampType` is the batch's (0 CreateTime, 1 LogAppendTime);
 - a key, value or header value of length -1 is null; a record without headers has a null `headers`;
 - `next_offset` is where the next fetch starts: one past the last batch read whole (skipped ones included),
-  `start` when none was.
-Every codec goes through kaflite.protocol.compression (one bulk decompression per batch); the records of a
-fetch are then parsed together, by one of two decoders giving the same columns and raising on the same
+  `start` when none was;
+- `decode_windows` cuts the same rows into windows, each ending with the batch that takes its decompressed
+  records to `window_bytes` (the fetch path's DECODE_WINDOW_BYTES, 1 MiB), the read_committed state carried from window to window; each
+  window comes with the offset to fetch next after it.
+Every codec goes through kaflite.protocol.compression (one bulk decompression per batch, its output read
+in place); the records of a window are then parsed together, by one of two decoders giving the same columns and raising on the same
 corrupt records (tests/spark/test_batches_compiled.py):
 - compiled (kaflite.spark._decode, built from _decode.c when a C compiler is there at install): one C step
   per record fills the column buffers, which pyarrow wraps without copying them;
@@ -38,14 +41,14 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from kaflite.protocol.compression import decompress
+from kaflite.protocol.compression import decompress_view
 from kaflite.protocol.control_record import ABORT, parse_marker
 from kaflite.protocol.errors import ErrorCode, KafkaError
 from kaflite.protocol.record_batch import (
@@ -61,7 +64,7 @@ from kaflite.protocol.record_batch import (
 )
 from kaflite.spark.arrow import HEADERS_TYPE, arrow_schema
 
-__all__ = ["DECODER", "PURE_DECODER_ENV", "UnsupportedBatch", "compiled_missing", "decode_batches"]
+__all__ = ["DECODER", "PURE_DECODER_ENV", "UnsupportedBatch", "compiled_missing", "decode_batches", "decode_windows"]
 
 log = logging.getLogger(__name__)
 
@@ -261,17 +264,46 @@ def decode_batches(
     are none, the offset to fetch next). `aborted`: None under read_uncommitted, else the fetch response's
     (producer id, first offset) pairs. `pure`: None for `DECODER`, True for the pure decoder, False for the
     compiled one (ImportError when it is not built)."""
+    ((rows, next_offset),) = decode_windows(data, topic, partition, start, until, include_headers, aborted,
+                                            pure=pure)
+    return rows, next_offset
+
+
+def decode_windows(
+    data: bytes | bytearray | memoryview,
+    topic: str,
+    partition: int,
+    start: int,
+    until: int,
+    include_headers: bool,
+    aborted: Iterable[tuple[int, int]] | None = None,
+    *,
+    window_bytes: int | None = None,
+    pure: bool | None = None,
+) -> Iterator[tuple[pa.RecordBatch | None, int]]:
+    """`decode_batches` one window at a time: (rows or None, the offset to fetch next after them) for
+    every run of batches whose records sections (decompressed) add up to `window_bytes` or more, the
+    batch that reaches it included, then once for the rest (rows or None, the final offset to fetch
+    next). None: one window, the whole of `data`.
+
+    Why: a compressed fetch inflates many times over (bench/spark_bench.py's rows: one 4 MiB fetch held a
+    whole partition, about 40 MB of records), and decoding it in one call made buffers of tens of MB, page
+    faulted in afresh every call (27,000 minor faults per million rows; 9,500-18,600 with 1 MiB windows,
+    bench/spark_codec_bench.py) and out of cache by the time they were read. A window decodes what was just decompressed
+    while it is still in cache, into buffers the allocator reuses. An UnsupportedBatch
+    names the start of the window it occurs in: the rows of the windows before it stand."""
     mv = memoryview(data)
     end = len(mv)
     pos = 0
-    next_offset = start
-    txn = _Aborted(aborted) if aborted is not None else None
+    next_offset = window_start = start
+    txn = _Aborted(aborted) if aborted is not None else None  # one state over every window
     sections: list[bytes | memoryview] = []
     meta: list[tuple[int, int, int, int, int]] = []  # base offset, count, base ts, max ts, log-append
+    inflated = 0
     while end - pos >= BATCH_HEADER_SIZE:
         if mv[pos + _MAGIC_AT] != MAGIC_V2:
-            # no row of this call is returned: the caller reads all of [start, ...) another way
-            raise UnsupportedBatch(start, f"message format magic {mv[pos + _MAGIC_AT]}")
+            # no row of this window is returned: the caller reads all of [window_start, ...) another way
+            raise UnsupportedBatch(window_start, f"message format magic {mv[pos + _MAGIC_AT]}")
         fields = _HEADER.unpack_from(mv, pos)
         base, length = fields[0], fields[1]
         if length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
@@ -301,16 +333,26 @@ def decode_batches(
             continue
         body = mv[batch_at + BATCH_HEADER_SIZE : batch_at + size]
         codec = attributes & 0x07
-        sections.append(decompress(codec, body) if codec else body)
+        section = decompress_view(codec, body) if codec else body
+        sections.append(section)
         meta.append((base, count, fields[7], fields[8], 1 if attributes & TIMESTAMP_TYPE_MASK else 0))
+        inflated += len(section)
+        if window_bytes is not None and inflated >= window_bytes:
+            yield _pick(pure)(sections, meta, topic, partition, window_start, until, include_headers), next_offset
+            sections, meta, inflated, window_start = [], [], 0, next_offset
     if not meta:
-        return None, next_offset
+        yield None, next_offset
+        return
+    yield _pick(pure)(sections, meta, topic, partition, window_start, until, include_headers), next_offset
+
+
+def _pick(pure: bool | None) -> Any:
+    """The columns function of the decoder `pure` asks for (decode_batches's docstring)."""
     if pure is None:
         pure = DECODER == "pure"
     if not pure and _compiled is None:
         raise ImportError(compiled_missing)
-    columns = _columns if pure else _compiled_columns
-    return columns(sections, meta, topic, partition, start, until, include_headers), next_offset
+    return _columns if pure else _compiled_columns
 
 
 def _check_size(sections: list[bytes | memoryview], start: int) -> None:

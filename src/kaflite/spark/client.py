@@ -189,7 +189,7 @@ def read_range(
     Records missing inside the range because of compaction or transaction markers are simply absent;
     records missing because retention deleted them are data loss (raised, or skipped with a warning).
     With `fast` (and settings it supports, kaflite.spark.fetch) the records come over kaflite's own Fetch
-    client, decoded a whole fetch at a time; else, and from where the fast path stops, through librdkafka.
+    client, decoded about 1 MiB of records at a time; else, and from where the fast path stops, through librdkafka.
     """
     report = data_loss_reporter(fail_on_data_loss)
     config = consumer_config(conf, "executor")

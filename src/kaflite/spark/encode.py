@@ -546,7 +546,7 @@ def seal(
 ) -> list[bytes | memoryview]:
     """The batch on the wire, as [header, payload] (written one after the other; not joined, to avoid a
     copy of the records)."""
-    payload: bytes | memoryview = compress(codec, bytes(batch.records)) if codec else batch.records
+    payload: bytes | memoryview = compress(codec, batch.records) if codec else batch.records
     attributes = (codec & 0x07) | (TRANSACTIONAL_MASK if transactional else 0)
     tail = _TAIL.pack(attributes, batch.count - 1, batch.base_timestamp, batch.max_timestamp, producer_id,
                       producer_epoch, base_sequence, batch.count)
