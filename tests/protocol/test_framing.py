@@ -178,3 +178,19 @@ def test_the_pool_is_bounded_and_lets_go_when_unused() -> None:
     assert pool.buffers
     pool.trim()  # unused for a whole period: let go
     assert pool.buffers == [] and pool.held == 0
+
+
+def test_a_kept_buffer_serves_any_length_its_allocation_holds_without_giving_it_back() -> None:
+    """A buffer cut for a shorter frame grows back for a longer one, within its allocation: the lengths of a
+    producer's requests vary from one to the next. A frame below half of the allocation gets a buffer of its
+    own (cutting to it would give the memory back)."""
+    pool = FrameBufferPool()
+    first = pool.take(400_000)
+    first_id, alloc = id(first), first.__alloc__()
+    del first
+    for size in (250_000, 390_000, 200_000, 399_000):
+        buf = pool.take(size)
+        assert id(buf) == first_id and len(buf) == size and buf.__alloc__() == alloc
+        del buf
+    small = pool.take(150_000)
+    assert id(small) != first_id and pool.reused == 4

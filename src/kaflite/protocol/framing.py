@@ -62,22 +62,26 @@ class FrameBufferPool:
         return sys.getrefcount(self.buffers[i]) == self.FREE_REFS
 
     def take(self, size: int) -> bytearray:
-        """A bytearray of exactly `size` bytes, of unspecified content: the shortest free kept buffer at least
-        that long, cut to it, else a new one (kept if the bounds allow)."""
+        """A bytearray of exactly `size` bytes, of unspecified content: a free kept buffer whose allocation
+        holds `size` bytes without being given back (the smallest such), made that long, else a new one
+        (kept if the bounds allow)."""
         self.used = True
         buffers = self.buffers
         best = -1
-        best_len = 0
+        best_alloc = 0
         for i in range(len(buffers)):
-            n = len(buffers[i])
-            if n >= size and (best < 0 or n < best_len) and self._free(i):
-                best, best_len = i, n
+            # CPython's bytearray keeps its allocation for any length from half of it up to all of it but
+            # its trailing NUL: in that range a length changes without a realloc (a copy) or a memset
+            alloc = buffers[i].__alloc__()
+            if alloc // 2 <= size < alloc and (best < 0 or alloc < best_alloc) and self._free(i):
+                best, best_alloc = i, alloc
         if best >= 0:
             buf = buffers[best]
-            if best_len > size:
-                # CPython keeps the allocation unless the new length is below half of it (then it gives
-                # the memory back, and a later larger frame gets a new buffer, as without a pool)
+            have = len(buf)
+            if have > size:
                 del buf[size:]
+            elif have < size:
+                buf += bytes(size - have)  # within the allocation: only the difference is written
             self.reused += 1
             return buf
         buf = bytearray(size)
