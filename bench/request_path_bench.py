@@ -44,6 +44,7 @@ from kaflite.server.handlers import load_registry
 PARTITIONS = 6
 VERSION = 10
 CRC, BASE_SEQUENCE = 17, 53  # offsets in a record batch (v2) header
+VARY = (1.0, 0.55, 0.8, 0.65, 0.95, 0.7, 0.6, 0.85)  # --vary: batch lengths, fractions of --records
 READ = 65_536  # the most a socket read hands over here (a loopback read of a large request: 64-256 KiB)
 
 
@@ -85,24 +86,36 @@ class Transport:
         self.closed = True
 
 
-def produce_frames(n: int, records: int, idempotent: bool) -> list[bytes]:
+def produce_frames(n: int, records: int, idempotent: bool, vary: bool = False) -> tuple[list[bytes], int]:
     """`n` framed Produce v10 requests, request i to partition i % 6 (idempotent: producer 1, epoch 0, each
-    partition's sequences consecutive). One batch is encoded; each request's copy gets its base sequence
-    and CRC patched in (encoding thousands of records per request in Python would take minutes)."""
+    partition's sequences consecutive), and the records they carry in all. A batch of each size is encoded
+    once; each request's copy gets its base sequence and CRC patched in (encoding thousands of records per
+    request in Python would take minutes). `vary`: the batches cycle through VARY x `records` records, as a
+    producer's requests differ in length from one to the next."""
     pq = load_payload_module(0, VERSION, EntityType.request)
     writer = entity_writer(request_schema(0, VERSION))
-    values = [(None, b"x" * 100, []) for _ in range(records)]
-    template = build_record_batch(
-        values, producer_id=1 if idempotent else -1, producer_epoch=0 if idempotent else -1
-    )
+    counts = [max(1, int(records * f)) for f in (VARY if vary else (1.0,))]
+    templates = [
+        build_record_batch(
+            [(None, b"x" * 100, [])] * count,
+            producer_id=1 if idempotent else -1,
+            producer_epoch=0 if idempotent else -1,
+        )
+        for count in counts
+    ]
     client = b"rdkafka"
     frames = []
+    sequences = [0] * PARTITIONS
+    total = 0
     for i in range(n):
         p = i % PARTITIONS
-        batch = bytearray(template)
+        k = i % len(counts)
+        batch = bytearray(templates[k])
         if idempotent:
-            struct.pack_into(">i", batch, BASE_SEQUENCE, records * (i // PARTITIONS))
+            struct.pack_into(">i", batch, BASE_SEQUENCE, sequences[p])
             struct.pack_into(">I", batch, CRC, crc32c(memoryview(batch)[CRC + 4 :]))
+        sequences[p] += counts[k]
+        total += counts[k]
         body = pq.ProduceRequest(
             transactional_id=None,
             acks=-1,
@@ -119,17 +132,17 @@ def produce_frames(n: int, records: int, idempotent: bool) -> list[bytes]:
         head = struct.pack(">hhih", 0, VERSION, i, len(client)) + client + b"\x00"
         payload = head + buf.getvalue()
         frames.append(struct.pack(">i", len(payload)) + payload)
-    return frames
+    return frames, total
 
 
-async def measure(requests: int, records: int, idempotent: bool, in_flight: int) -> float:
+async def measure(requests: int, records: int, idempotent: bool, in_flight: int, vary: bool) -> float:
     data = tempfile.mkdtemp(prefix="kaflite-rpb-")
     broker = Broker(load_broker_config({"log.dirs": data, "listeners": "PLAINTEXT://127.0.0.1:0"}, False))
     await broker.start()
     try:
         broker.create_topic("bench", PARTITIONS, None)
         warm = 600
-        frames = produce_frames(warm + requests, records, idempotent)
+        frames, total = produce_frames(warm + requests, records, idempotent, vary)
         conns = Connections()
         conn = KafkaConnection(Dispatcher(broker, load_registry()), ConnectionLimits(), conns)
         transport = Transport()
@@ -157,7 +170,7 @@ async def measure(requests: int, records: int, idempotent: bool, in_flight: int)
         t1 = time.process_time()
         assert broker.log_manager is not None
         appended = sum(broker.log_manager.get("bench", p).log_end_offset for p in range(PARTITIONS))  # type: ignore[union-attr]
-        assert appended == records * len(frames), appended  # every request appended: no cheap error measured
+        assert appended == total, appended  # every request appended: no cheap error measured
         await conn.shutdown()
         pool = getattr(conns, "frame_buffers", None)  # (a tree before the pool has none)
         if pool is not None:
@@ -176,6 +189,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=10, help="records of 100 B per batch")
     parser.add_argument("--in-flight", type=int, default=1, help="requests handed over per read")
     parser.add_argument("--idempotent", action="store_true")
+    parser.add_argument("--vary", action="store_true", help="batches of varying lengths (VARY x --records)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     runs = []
@@ -183,7 +197,9 @@ def main() -> None:
         loop = new_event_loop()
         try:
             runs.append(
-                loop.run_until_complete(measure(args.requests, args.records, args.idempotent, args.in_flight))
+                loop.run_until_complete(
+                    measure(args.requests, args.records, args.idempotent, args.in_flight, args.vary)
+                )
             )
         finally:
             loop.close()
