@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kaflite.protocol.framing import FrameBufferPool, FrameDecoder, FrameError, frame
+from kaflite.protocol.framing import FrameDecoder, FrameError, frame
 
 
 def _framed(payloads: list[bytes]) -> bytes:
@@ -119,78 +119,3 @@ def test_an_idle_connections_decoder_holds_no_buffer() -> None:
     room[:len(data) - 10] = data[10:]
     assert dec.buffer_updated(len(data) - 10) == [payload]
     assert dec.held == 0
-
-
-def _read_all(dec: FrameDecoder, data: bytes, step: int = 65_536) -> list[bytes | bytearray]:
-    out: list[bytes | bytearray] = []
-    pos = 0
-    while pos < len(data):
-        room = dec.get_buffer()
-        n = min(len(room), len(data) - pos, step)
-        room[:n] = data[pos:pos + n]
-        pos += n
-        out += dec.buffer_updated(n)
-    return out
-
-
-def test_a_large_frames_buffer_is_read_into_again_once_nothing_refers_to_it() -> None:
-    """With a FrameBufferPool the next large frame is read into the buffer of one that was handled and let go
-    (no new zero-filled allocation per request), cut to its size."""
-    pool = FrameBufferPool()
-    dec = FrameDecoder(pool=pool)
-    first, second = b"a" * 300_000, b"b" * 200_000
-    (got,) = _read_all(dec, _framed([first]))
-    assert got == first and type(got) is bytearray
-    buffer_id = id(got)
-    del got  # handled: nothing refers to it but the pool
-    (again,) = _read_all(dec, _framed([second]))
-    assert again == second and len(again) == len(second)
-    assert id(again) == buffer_id and pool.reused == 1
-
-
-def test_a_frame_still_referred_to_is_never_overwritten() -> None:
-    """A frame (or a view of its records) still held, by the connection's queue or the request being handled,
-    keeps its buffer out of the pool: the next large frames get buffers of their own."""
-    pool = FrameBufferPool()
-    dec = FrameDecoder(pool=pool)
-    first = b"a" * 300_000
-    (held,) = _read_all(dec, _framed([first]))
-    (other,) = _read_all(dec, _framed([b"b" * 300_000]))
-    assert held == first and other is not held
-    view = memoryview(held)[100:200].toreadonly()  # a request's records: a view, no reference by name
-    del held, other
-    # `other` is free now, the first frame's buffer only referred to through the view
-    got = _read_all(dec, _framed([b"c" * 250_000, b"d" * 250_000]))
-    assert [bytes(g[:1]) for g in got] == [b"c", b"d"]
-    assert bytes(view) == b"a" * 100  # never overwritten
-    assert pool.reused == 1
-
-
-def test_the_pool_is_bounded_and_lets_go_when_unused() -> None:
-    pool = FrameBufferPool(max_buffers=2, max_bytes=1 << 20, max_buffer_bytes=600_000)
-    held = [pool.take(n) for n in (300_000, 300_000, 300_000)]  # the third is not kept: two in use already
-    assert len(pool.buffers) == 2 and pool.held == 600_000
-    assert pool.take(700_000) not in pool.buffers  # larger than max_buffer_bytes: never kept
-    del held
-    pool.take(500_000)  # no free buffer is long enough: a new one, kept in place of a free one
-    assert len(pool.buffers) == 2 and pool.held <= 1 << 20
-    pool.trim()  # used since the last trim: kept
-    assert pool.buffers
-    pool.trim()  # unused for a whole period: let go
-    assert pool.buffers == [] and pool.held == 0
-
-
-def test_a_kept_buffer_serves_any_length_its_allocation_holds_without_giving_it_back() -> None:
-    """A buffer cut for a shorter frame grows back for a longer one, within its allocation: the lengths of a
-    producer's requests vary from one to the next. A frame below half of the allocation gets a buffer of its
-    own (cutting to it would give the memory back)."""
-    pool = FrameBufferPool()
-    first = pool.take(400_000)
-    first_id, alloc = id(first), first.__alloc__()
-    del first
-    for size in (250_000, 390_000, 200_000, 399_000):
-        buf = pool.take(size)
-        assert id(buf) == first_id and len(buf) == size and buf.__alloc__() == alloc
-        del buf
-    small = pool.take(150_000)
-    assert id(small) != first_id and pool.reused == 4

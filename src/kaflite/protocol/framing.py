@@ -9,22 +9,14 @@ Rules:
 - a frame is `bytes`, except one larger than the receive buffer: that one was read into a `bytearray` of
   its own, and is handed back as that very buffer, not copied (a producer's 1 MB requests are most of the
   bytes a broker receives); the decoder never touches it again. Whoever needs `bytes` (kio's readers:
-  every request but Produce) makes them (server/dispatcher.py);
-- such a large frame's buffer may come from a `FrameBufferPool` (one per server, shared by its
-  connections, one event loop): a buffer is handed out again only once nothing but the pool refers to it
-  (no frame variable, no memoryview of it: a view holds a reference to its bytearray), so a frame still
-  being handled or referred to is never overwritten. Why: `bytearray(n)` zero-fills n bytes, and at a
-  producer's 0.1-1 MB per request the allocator hands back fresh pages each time (page faults, `brk`), about
-  an eighth of the broker's CPU under a producer at linger.ms=5 (docs/performance.md). The pool is bounded
-  (buffers and bytes) and emptied when unused for a whole `trim` period.
+  every request but Produce) makes them (server/dispatcher.py).
 """
 
 from __future__ import annotations
 
 import struct
-import sys
 
-__all__ = ["DEFAULT_MAX_FRAME_BYTES", "Frame", "FrameBufferPool", "FrameDecoder", "FrameError", "frame"]
+__all__ = ["DEFAULT_MAX_FRAME_BYTES", "Frame", "FrameDecoder", "FrameError", "frame"]
 
 DEFAULT_MAX_FRAME_BYTES = 104_857_600
 MIN_FRAME_BYTES = 8
@@ -34,84 +26,6 @@ Frame = bytes | bytearray  # a request without its size prefix (module rules: by
 
 class FrameError(Exception):
     """The byte stream is not a sequence of Kafka frames; the connection cannot continue."""
-
-
-class FrameBufferPool:
-    """The buffers of large frames, handed out again once free (module rules). One event loop only: taking a
-    buffer is a check then a use, with no lock.
-
-    A buffer is free when `sys.getrefcount(self.buffers[i])` is FREE_REFS: only the pool's list and the
-    call's argument refer to it. A frame handed on to the dispatcher, the request's memoryviews of its
-    records, a caller's variable: each one is one more, and the buffer is not handed out.
-    """
-
-    __slots__ = ("buffers", "max_buffers", "max_bytes", "max_buffer_bytes", "used", "reused")
-
-    FREE_REFS = 2
-
-    def __init__(self, max_buffers: int = 16, max_bytes: int = 32 << 20, max_buffer_bytes: int = 8 << 20) -> None:
-        self.buffers: list[bytearray] = []
-        self.max_buffers = max_buffers
-        self.max_bytes = max_bytes  # of all the buffers kept together
-        self.max_buffer_bytes = max_buffer_bytes  # a larger frame's buffer is never kept
-        self.used = False  # a buffer was asked for since the last trim
-        self.reused = 0  # buffers handed out again (tests, benches)
-
-    def _free(self, i: int) -> bool:
-        # no local name for the buffer here: it would be one more reference
-        return sys.getrefcount(self.buffers[i]) == self.FREE_REFS
-
-    def take(self, size: int) -> bytearray:
-        """A bytearray of exactly `size` bytes, of unspecified content: a free kept buffer whose allocation
-        holds `size` bytes without being given back (the smallest such), made that long, else a new one
-        (kept if the bounds allow)."""
-        self.used = True
-        buffers = self.buffers
-        best = -1
-        best_alloc = 0
-        for i in range(len(buffers)):
-            # CPython's bytearray keeps its allocation for any length from half of it up to all of it but
-            # its trailing NUL: in that range a length changes without a realloc (a copy) or a memset
-            alloc = buffers[i].__alloc__()
-            if alloc // 2 <= size < alloc and (best < 0 or alloc < best_alloc) and self._free(i):
-                best, best_alloc = i, alloc
-        if best >= 0:
-            buf = buffers[best]
-            have = len(buf)
-            if have > size:
-                del buf[size:]
-            elif have < size:
-                buf += bytes(size - have)  # within the allocation: only the difference is written
-            self.reused += 1
-            return buf
-        buf = bytearray(size)
-        if size <= self.max_buffer_bytes:
-            self._keep(buf)
-        return buf
-
-    def _keep(self, buf: bytearray) -> None:
-        buffers = self.buffers
-        total = sum(len(b) for b in buffers) + len(buf)
-        # room is made by letting go of free buffers, the shortest first (a long one serves more frames)
-        while buffers and (len(buffers) >= self.max_buffers or total > self.max_bytes):
-            free = [i for i in range(len(buffers)) if self._free(i)]
-            if not free:
-                return  # every kept buffer is in use: this one is not kept
-            shortest = min(free, key=lambda i: len(buffers[i]))
-            total -= len(buffers.pop(shortest))
-        buffers.append(buf)
-
-    def trim(self) -> None:
-        """Called periodically (the server's idle-connection sweep): a pool not used since the last call
-        lets go of every buffer, so an idle broker holds none."""
-        if not self.used:
-            self.buffers.clear()
-        self.used = False
-
-    @property
-    def held(self) -> int:
-        """Bytes of the buffers kept (in use or free)."""
-        return sum(len(b) for b in self.buffers)
 
 
 class FrameDecoder:
@@ -129,13 +43,12 @@ class FrameDecoder:
     much next time, a short one for half. A stream in full flow keeps its 64 KiB buffer.
     """
 
-    __slots__ = ("_recv", "_view", "_size", "_start", "_end", "_big", "_big_view", "_filled", "max_frame_bytes",
-                 "pool")
+    __slots__ = ("_recv", "_view", "_size", "_start", "_end", "_big", "_big_view", "_filled", "max_frame_bytes")
 
     RECEIVE_BYTES = 65_536  # the largest receive buffer
     MIN_RECEIVE_BYTES = 4_096
 
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, pool: FrameBufferPool | None = None) -> None:
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self._recv: bytearray | None = None  # None while nothing is pending (see the class comment)
         self._view: memoryview | None = None
         self._size = self.MIN_RECEIVE_BYTES  # of the next receive buffer
@@ -145,7 +58,6 @@ class FrameDecoder:
         self._big_view: memoryview | None = None
         self._filled = 0  # bytes of _big received so far
         self.max_frame_bytes = max_frame_bytes
-        self.pool = pool  # where a large frame's buffer comes from (module rules); None: a new one each time
 
     @property
     def buffered(self) -> int:
@@ -203,7 +115,7 @@ class FrameDecoder:
                 continue
             if size + 4 > self.RECEIVE_BYTES:  # it cannot fit: a buffer of its own, filled from here on
                 have = end - pos - 4
-                self._big = bytearray(size) if self.pool is None else self.pool.take(size)
+                self._big = bytearray(size)
                 self._big[:have] = view[pos + 4:end]
                 self._big_view = memoryview(self._big)
                 self._filled = have

@@ -233,7 +233,6 @@ class KafkaServer:
             await asyncio.sleep(min(max(idle_s / 4, 0.05), 30.0))
             now = time.monotonic()
             self._connections.refusals.maybe_report()
-            self._connections.frame_buffers.trim()  # unused since the last sweep: let go of its buffers
             for conn in list(self._connections):
                 if not conn.busy and not conn.frames and now - conn.last_active >= idle_s:
                     log.info("closing connection from %s: idle for %.0f ms", conn.peer, (now - conn.last_active) * 1000)

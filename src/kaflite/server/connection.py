@@ -57,7 +57,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from kaflite.protocol.framing import Frame, FrameBufferPool, FrameDecoder, FrameError
+from kaflite.protocol.framing import Frame, FrameDecoder, FrameError
 from kaflite.server.authorizer import Session
 from kaflite.server.dispatcher import CloseConnection, Dispatcher, HalfCloseConnection
 from kaflite.server.stopping import cancel_until_done
@@ -112,8 +112,7 @@ class RefusalCounter:
 
 class Connections(set["KafkaConnection"]):
     """The server's live connections plus what they share: the request bytes read ahead by all of them
-    (bounded by `queued.max.request.bytes`), the refusal counter and the buffers of large request frames
-    (protocol/framing.py's FrameBufferPool: a producer's requests are read into buffers used before)."""
+    (bounded by `queued.max.request.bytes`) and the refusal counter."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -121,7 +120,6 @@ class Connections(set["KafkaConnection"]):
         self.paused_for_budget: set[KafkaConnection] = set()
         self.refusals = RefusalCounter()
         self.per_ip: dict[str, int] = {}  # live connections per client address (max.connections.per.ip)
-        self.frame_buffers = FrameBufferPool()
 
     def release(self, nbytes: int, budget: int) -> None:
         self.queued_request_bytes -= nbytes
@@ -154,9 +152,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.sasl: SaslAuthenticator | None = None  # set until a SASL listener's client has authenticated
         self.gate: SessionGate | None = None  # an authenticated SASL session that ends (KIP-368)
         self.limits = limits
-        self._all = registry_of
-        self._shared = registry_of if isinstance(registry_of, Connections) else Connections()
-        self.decoder = FrameDecoder(limits.max_frame_bytes, self._shared.frame_buffers)
+        self.decoder = FrameDecoder(limits.max_frame_bytes)
         self.last_active = time.monotonic()
         self.busy = False
         self.frames: deque[Frame] = deque()
@@ -172,6 +168,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._half_closed = False  # a half-close fault shut our write side; nothing is answered any more
         self._closed = False
         self._worker: asyncio.Task[None] | None = None
+        self._all = registry_of
+        self._shared = registry_of if isinstance(registry_of, Connections) else Connections()
         self._ip: str | None = None  # counted in _shared.per_ip while set
 
     # -- asyncio.Protocol --------------------------------------------------------------------------
@@ -371,9 +369,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 continue
             try:
                 out = await self.dispatcher.dispatch(frame, host, self.id, self.session, self._throttled)
-                # handled: a large frame's buffer may serve the next large frame (protocol/framing.py's
-                # FrameBufferPool hands it out once nothing refers to it; this name did until the next one)
-                del frame
                 self.busy = False
                 self.last_active = time.monotonic()
             except HalfCloseConnection as e:
