@@ -172,9 +172,6 @@ async def measure(requests: int, records: int, idempotent: bool, in_flight: int,
         appended = sum(broker.log_manager.get("bench", p).log_end_offset for p in range(PARTITIONS))  # type: ignore[union-attr]
         assert appended == total, appended  # every request appended: no cheap error measured
         await conn.shutdown()
-        pool = getattr(conns, "frame_buffers", None)  # (a tree before the pool has none)
-        if pool is not None:
-            print(f"  large frames read into a buffer used before: {pool.reused} of {len(frames)}")
         return 1e6 * (t1 - t0) / requests
     finally:
         await broker.stop()
