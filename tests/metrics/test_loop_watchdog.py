@@ -41,6 +41,31 @@ def test_stall_detector_samples_once_per_stall() -> None:
     assert d.should_sample(0.8)
 
 
+def test_the_watcher_sleeps_until_a_stall_could_be_seen() -> None:
+    d = StallDetector(interval_s=0.05, stall_ms=100, now=0.0)
+    assert d.next_look(0.01) == pytest.approx(0.14)  # the next tick 100 ms overdue: 150 ms after the last
+    d.ticked(0.05)
+    assert d.next_look(0.1) == pytest.approx(0.1)  # the loop ticked meanwhile: from its new last tick
+    assert d.next_look(0.3) == 0.001  # already past: look (almost) at once
+    assert d.should_sample(0.3)
+    assert d.next_look(0.3) == 0.05  # sampled: nothing more before the loop ticks again
+
+
+def test_a_healthy_loop_wakes_the_watcher_a_few_times_a_second() -> None:
+    """The watcher thread takes the GIL from the loop each time it looks: on a loop that ticks, it looks
+    when a stall would first be visible (every 100-150 ms), not every 25 ms."""
+    watchdog = LoopWatchdog()
+
+    async def main() -> None:
+        watchdog.start()
+        await asyncio.sleep(1.0)
+        watchdog.stop()
+
+    asyncio.run(main())
+    # about 7 (40 when it looked every interval / 2); a stall of a loaded machine adds a look per 50 ms of it
+    assert 3 <= watchdog.looks <= 20, watchdog.looks
+
+
 def _block_the_loop_deliberately(seconds: float) -> None:
     time.sleep(seconds)  # what an fsync or a whole-log scan on the loop would do
 

@@ -10,9 +10,12 @@ Rules:
 - `LagWindows` keeps the latenesses of the current window and of the previous one (`window_s` each) and
   reports their max and 99th percentile (the metric `kaflite_eventloop_lag_{max,p99}_ms`) over both, so a
   scrape always covers at least the last whole window; the sort happens when read (at scrape), not per tick;
-- a watcher thread looks every `interval_s / 2`; when the loop's last tick is more than `stall_ms` overdue
-  it logs, once per stall, a warning with the loop thread's current stack (sys._current_frames): the
-  call that blocks, while it blocks;
+- a watcher thread sleeps until the moment the loop's next tick would be `stall_ms` overdue (its last tick
+  + `interval_s` + `stall_ms`; `StallDetector.next_look`) and looks then: if the loop has ticked since, it
+  sleeps until the new moment, else it logs, once per stall, a warning with the loop thread's current
+  stack (sys._current_frames): the call that blocks, while it blocks. A healthy loop so wakes the thread
+  every 100-150 ms, not every `interval_s / 2` (its wake-ups, each taking the GIL from the loop, were about
+  half of an idle broker's CPU);
 - the tick that ends a stall of more than `stall_ms` counts it (`kaflite_eventloop_stalls_total`) and logs
   how long it lasted;
 - `StallDetector` (the watcher's decisions) and `LagWindows` are pure, with the clock passed in.
@@ -76,6 +79,13 @@ class StallDetector:
         self.last_tick = now
         self.reported = False
 
+    def next_look(self, now: float) -> float:
+        """Seconds until a stall could be seen: when the next tick is stall_ms overdue (at least 1 ms). Once
+        a stall was sampled, the interval: nothing more is due before the loop ticks again."""
+        if self.reported:
+            return self.interval_s
+        return max(0.001, self.last_tick + self.interval_s + self.stall_s - now)
+
     def should_sample(self, now: float) -> bool:
         """True once when the next tick is more than stall_ms overdue."""
         if self.reported or now - (self.last_tick + self.interval_s) <= self.stall_s:
@@ -97,6 +107,7 @@ class LoopWatchdog:
         self.detector = StallDetector(interval_s, stall_ms, now)
         self.stalls = 0
         self.last_stack = ""  # the last stack sampled (for tests and the console)
+        self.looks = 0  # times the watcher thread woke up to look (tests)
         self._due = now
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
@@ -146,14 +157,22 @@ class LoopWatchdog:
 
     # -- on the watcher thread -------------------------------------------------------------------------
     def _watch(self) -> None:
-        period = self.interval_s / 2
-        while not self._stop.wait(period):
+        detector = self.detector
+        delay = detector.next_look(self.clock())
+        while not self._stop.wait(delay):
+            self.looks += 1
             loop = self._loop
             if loop is None or loop.is_closed():
                 return
-            # a loop that is not running (stopping, or between run_until_complete calls) runs no timers
-            if loop.is_running() and self.detector.should_sample(self.clock()):
+            # a loop that is not running (stopping, or between run_until_complete calls) runs no timers:
+            # no stall to see, and a look every interval (not at a moment long past, over and over)
+            if not loop.is_running():
+                delay = self.interval_s
+                continue
+            now = self.clock()
+            if detector.should_sample(now):
                 self._sample()
+            delay = detector.next_look(now)
 
     def _sample(self) -> None:
         frame = sys._current_frames().get(self._loop_thread)  # noqa: SLF001 - the documented way to sample
