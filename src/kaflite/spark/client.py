@@ -197,16 +197,7 @@ def read_range(
     timeout_s = poll_timeout_ms / 1000
     try:
         tp = TopicPartition(r.topic, r.partition)
-        low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
         begin, until = r.from_offset, r.until_offset
-        if low > begin:
-            report(
-                f"Cannot fetch offset {begin} of {r.topic}-{r.partition} (earliest available offset is {low})"
-            )
-            begin = low
-        if high < until:
-            report(f"Offsets [{high}, {until}) of {r.topic}-{r.partition} are no longer in the log")
-            until = high
         if begin >= until:
             return
 
@@ -218,8 +209,12 @@ def read_range(
                 report(f"Offsets [{high}, {until}) of {r.topic}-{r.partition} are no longer in the log")
 
         def out_of_range(offset: int) -> int:
-            # retention deleted the offset between the watermark check and the fetch
-            low = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)[0]
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+            if offset > high:
+                # past the log's end: it was truncated below the range (deleted and created again)
+                report(f"Offsets [{high}, {until}) of {r.topic}-{r.partition} are no longer in the log")
+                return until
+            # retention deleted the offset (before the range was read, or while it was)
             report(
                 f"Cannot fetch offset {offset} of {r.topic}-{r.partition} (earliest available offset is {low})"
             )
@@ -243,6 +238,11 @@ def read_range(
                     raise ConnectionError(f"{r.topic}-{r.partition} has no leader in the metadata")
                 return str(broker.host), int(broker.port)
 
+            # no watermark query first: the Fetch answers say where the log starts and ends (OFFSET_OUT_OF_RANGE
+            # below its start, `at_end` at its end), and a fresh librdkafka consumer's first ListOffsets
+            # took 0.7 s instead of 3 ms one time in ten (its bootstrap broker handle is replaced by the
+            # broker's own while the leader lookup is under way, and the lookup waits for a retry): a task's
+            # wall time, with no CPU to show for it (bench/spark_bench.py --rows 10000000)
             rest = yield from fetch.fetch_range(
                 leader, config, r.topic, r.partition, begin, until, include_headers, poll_timeout_ms,
                 at_end, out_of_range,
@@ -250,6 +250,17 @@ def read_range(
             if rest is None:
                 return
             begin = rest
+        low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+        if low > begin:
+            report(
+                f"Cannot fetch offset {begin} of {r.topic}-{r.partition} (earliest available offset is {low})"
+            )
+            begin = low
+        if high < until:
+            report(f"Offsets [{high}, {until}) of {r.topic}-{r.partition} are no longer in the log")
+            until = high
+        if begin >= until:
+            return
         log.debug("kaflite source: %s-%d from %d through librdkafka", r.topic, r.partition, begin)
         yield from _consume(consumer, r, begin, until, include_headers, poll_timeout_ms, at_end, out_of_range)
     finally:
