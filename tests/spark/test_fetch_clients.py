@@ -92,7 +92,7 @@ def raw_records(bootstrap: str, topic: str, read_committed: bool) -> tuple[bytes
     try:
         assert conn.supports_fetch_v12()
         part = conn.receive_fetch(conn.send_fetch(topic, 0, 0, 16 << 20, read_committed), topic, 0)
-        aborted = [(int(a.producer_id), int(a.first_offset)) for a in (part.aborted_transactions or ())]
+        aborted = list(part.aborted_transactions or ())  # (producer id, first offset)
         return bytes(part.records), aborted
     finally:
         conn.close()
@@ -209,8 +209,13 @@ def test_read_range_fast_path_asks_no_watermarks_and_reports_data_loss(
     from kaflite.spark.client import DataLossError
 
     queries: list[TopicPartition] = []
+    made: list[int] = []
 
     class CountingConsumer(Consumer):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            made.append(1)
+            super().__init__(*args, **kwargs)
+
         def get_watermark_offsets(self, tp: TopicPartition, *args: Any, **kwargs: Any) -> Any:
             queries.append(tp)
             return super().get_watermark_offsets(tp, *args, **kwargs)
@@ -226,6 +231,7 @@ def test_read_range_fast_path_asks_no_watermarks_and_reports_data_loss(
 
     assert offsets(0, 30, True) == list(range(30))
     assert queries == []  # the whole range read without a watermark query
+    assert made == []  # nor a librdkafka consumer: the leader came from kaflite's own Metadata request
     admin = kafka.admin()  # kept alive until the future resolves
     admin.delete_records([TopicPartition(topic, 0, 10)])[TopicPartition(topic, 0, 10)].result(30)
     assert offsets(0, 20, False) == list(range(10, 20))  # below the log start: skipped, with a warning
@@ -237,6 +243,52 @@ def test_read_range_fast_path_asks_no_watermarks_and_reports_data_loss(
     assert offsets(35, 40, False) == []  # wholly past the log's end: over at once, not retried forever
     with pytest.raises(DataLossError, match=r"Offsets \[30, 40\)"):
         offsets(35, 40, True)
+
+
+def test_many_fetches_into_one_buffer_give_librdkafka_s_rows(kafka: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each answer's records are a view of the connection's one receive buffer, and the next Fetch is sent
+    before they are decoded: with a small max.partition.fetch.bytes a range takes dozens of answers, and
+    every row still equals librdkafka's."""
+    from kaflite.spark.fetch import FetchConnection
+
+    topic = kafka.topic("fast-many-fetches", 1)
+    for start in range(0, 3000, 100):  # a flush per call: 30 batches or more
+        kafka.produce(topic, [{"key": b"k%d" % i, "value": b"v%05d" % i * (1 + i % 7), "partition": 0,
+                               "headers": [("h", b"%d" % i)] if i % 3 == 0 else None}
+                              for i in range(start, start + 100)])
+    sent: list[int] = []
+    send = FetchConnection.send_fetch
+
+    def counting(self: Any, *args: Any) -> int:
+        sent.append(args[2])
+        return send(self, *args)
+
+    monkeypatch.setattr(FetchConnection, "send_fetch", counting)
+    conf = {"bootstrap.servers": kafka.bootstrap, "max.partition.fetch.bytes": "4096"}
+    rng = OffsetRange(topic, 0, 0, 3000)
+    fast = table(list(read_range(conf, rng, True, True, 30_000, fast=True)))
+    assert len(sent) >= 30 and sent == sorted(sent)  # one answer per batch or so, pipelined in order
+    assert fast == table(list(read_range(conf, rng, True, True, 30_000, fast=False)))
+    assert [r["offset"] for r in fast] == list(range(3000))
+
+
+def test_find_leader_asks_the_bootstrap_brokers(kafka: Any) -> None:
+    import socket
+
+    from kaflite.spark.fetch import find_leader
+
+    topic = kafka.topic("fast-leader", 2)
+    host, port = kafka.bootstrap.rsplit(":", 1)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]  # nothing listens there: the next bootstrap broker is asked
+    conf = {"bootstrap.servers": f"127.0.0.1:{dead},{kafka.bootstrap}"}
+    assert find_leader(conf, topic, 1, 10) == (host, int(port))
+    with pytest.raises(ConnectionError, match="no leader"):
+        find_leader(conf, topic, 5, 10)  # no such partition
+    with pytest.raises(ConnectionError, match="no leader"):
+        find_leader(conf, "no-such-topic", 0, 10)  # not created: auto-creation is not asked for
+    assert find_leader({"bootstrap.servers": f"127.0.0.1:{dead}"}, topic, 0, 10) is None  # librdkafka's turn
 
 
 def test_unreachable_leader_times_out(kafka: Any) -> None:

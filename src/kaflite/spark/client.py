@@ -193,23 +193,31 @@ def read_range(
     """
     report = data_loss_reporter(fail_on_data_loss)
     config = consumer_config(conf, "executor")
-    consumer = Consumer(config | {"enable.partition.eof": True})
     timeout_s = poll_timeout_ms / 1000
+    begin, until = r.from_offset, r.until_offset
+    if begin >= until:
+        return
+    tp = TopicPartition(r.topic, r.partition)
+    # librdkafka's consumer is made when first needed: the fast path reads a whole range without it (its
+    # creation and first metadata request cost a task 1-60 ms, kaflite.spark.fetch.find_leader)
+    made: list[Consumer] = []
+
+    def rdkafka() -> Consumer:
+        if not made:
+            made.append(Consumer(config | {"enable.partition.eof": True}))
+        return made[0]
+
     try:
-        tp = TopicPartition(r.topic, r.partition)
-        begin, until = r.from_offset, r.until_offset
-        if begin >= until:
-            return
 
         def at_end(offset: int) -> None:
             # the end of the log before `until`: the offsets left were compaction or transaction
             # marker gaps, unless the log was truncated below `until` since the range was planned
-            high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)[1]
+            high = rdkafka().get_watermark_offsets(tp, timeout=timeout_s, cached=False)[1]
             if high < until:
                 report(f"Offsets [{high}, {until}) of {r.topic}-{r.partition} are no longer in the log")
 
         def out_of_range(offset: int) -> int:
-            low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+            low, high = rdkafka().get_watermark_offsets(tp, timeout=timeout_s, cached=False)
             if offset > high:
                 # past the log's end: it was truncated below the range (deleted and created again)
                 report(f"Offsets [{high}, {until}) of {r.topic}-{r.partition} are no longer in the log")
@@ -230,7 +238,10 @@ def read_range(
                       r.topic, r.partition, begin, batches.DECODER)
 
             def leader() -> tuple[str, int]:
-                md = consumer.list_topics(r.topic, timeout=timeout_s)
+                found = fetch.find_leader(config, r.topic, r.partition, timeout_s)
+                if found is not None:
+                    return found
+                md = rdkafka().list_topics(r.topic, timeout=timeout_s)
                 topic = md.topics.get(r.topic)
                 part = topic.partitions.get(r.partition) if topic is not None and topic.error is None else None
                 broker = md.brokers.get(part.leader) if part is not None else None
@@ -250,6 +261,7 @@ def read_range(
             if rest is None:
                 return
             begin = rest
+        consumer = rdkafka()
         low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
         if low > begin:
             report(
@@ -264,7 +276,8 @@ def read_range(
         log.debug("kaflite source: %s-%d from %d through librdkafka", r.topic, r.partition, begin)
         yield from _consume(consumer, r, begin, until, include_headers, poll_timeout_ms, at_end, out_of_range)
     finally:
-        consumer.close()
+        for consumer in made:
+            consumer.close()
 
 
 def _consume(

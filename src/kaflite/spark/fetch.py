@@ -23,7 +23,6 @@ Rules:
 
 from __future__ import annotations
 
-import datetime
 import io
 import socket
 import struct
@@ -34,17 +33,19 @@ from typing import Any
 import pyarrow as pa
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.api_versions.v0.response import ApiVersionsResponse
-from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
-from kio.schema.fetch.v12.response import FetchResponse, PartitionData
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader
-from kio.schema.types import BrokerId, TopicName
+from kio.schema.types import TopicName
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
+from kio.static.primitive import i16, i32
 
-from kaflite.protocol.errors import ErrorCode
+from kaflite.protocol import fetch_v12
+from kaflite.protocol.errors import ErrorCode, ProtocolError, error_name
+from kaflite.protocol.fetch_v12 import PartitionAnswer
 from kaflite.spark.batches import UnsupportedBatch, decode_windows
 
 __all__ = ["FetchConnection", "fast_path_supported", "fetch_range"]
@@ -68,8 +69,10 @@ _LEADERSHIP_ERRORS = frozenset({
 })
 _read_header_v0 = entity_reader(ResponseHeaderV0)
 _read_header_v1 = entity_reader(ResponseHeader)
-_read_fetch = entity_reader(FetchResponse)
 _read_versions = entity_reader(ApiVersionsResponse)
+_read_metadata = entity_reader(MetadataResponse)
+METADATA_API_KEY = 3
+METADATA_VERSION = 12
 
 
 class FetchError(RuntimeError):
@@ -118,6 +121,14 @@ class FetchConnection:
         self.sock.sendall(struct.pack(">i", len(body)) + body)
         return self.correlation
 
+    def _send_body(self, api_key: int, version: int, body: bytes) -> int:
+        """A request whose body is already encoded, under a request header v2 (flexible versions)."""
+        self.correlation += 1
+        client = self.client_id.encode("utf-8")
+        head = struct.pack(">hhih", api_key, version, self.correlation, len(client)) + client + b"\x00"
+        self.sock.sendall(struct.pack(">i", len(head) + len(body)) + head + body)
+        return self.correlation
+
     def _receive_exactly(self, n: int) -> bytearray:
         out = bytearray(n)
         self._receive_into(memoryview(out))
@@ -148,45 +159,91 @@ class FetchConnection:
         _header, offset = (_read_header_v1 if flexible else _read_header_v0)(frame, 0)
         return frame, offset
 
-    def supports_fetch_v12(self) -> bool:
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        """{api key: (min version, max version)} of the broker; empty if it answers with an error."""
         corr = self._send(ApiVersionsRequest())
         frame, offset = self._receive(corr, flexible=False)  # ApiVersions answers with header v0, always
         resp, _ = _read_versions(frame, offset)
         if int(getattr(resp.error_code, "value", resp.error_code)) != 0:
-            return False
-        return any(
-            int(k.api_key) == FETCH_API_KEY and int(k.min_version) <= FETCH_VERSION <= int(k.max_version)
-            for k in resp.api_keys
-        )
+            return {}
+        return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
+
+    def request(self, req: Any, reader: Any) -> Any:
+        """A flexible-version request and its decoded answer (kio)."""
+        corr = self._send(req)
+        frame, offset = self._receive(corr, flexible=True)
+        return reader(frame, offset)[0]
+
+    def supports_fetch_v12(self) -> bool:
+        lo, hi = self.api_versions().get(FETCH_API_KEY, (1, 0))
+        return lo <= FETCH_VERSION <= hi
 
     def send_fetch(self, topic: str, partition: int, offset: int, max_bytes: int, read_committed: bool) -> int:
-        req = FetchRequest(
-            replica_id=BrokerId(-1),
-            max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=MAX_WAIT_MS)),
-            min_bytes=i32(1), max_bytes=i32(max(max_bytes, 1024 * 1024)),
-            isolation_level=i8(1 if read_committed else 0),
-            session_id=i32(0), session_epoch=i32(-1),
-            topics=(FetchTopic(topic=TopicName(topic), partitions=(FetchPartition(
-                partition=i32(partition), current_leader_epoch=i32(-1), fetch_offset=i64(offset),
-                last_fetched_epoch=i32(-1), log_start_offset=i64(-1), partition_max_bytes=i32(max_bytes)),)),),
-            forgotten_topics_data=(), rack_id="")
-        return self._send(req)
+        body = fetch_v12.encode_request(
+            replica_id=-1, max_wait_ms=MAX_WAIT_MS, min_bytes=1, max_bytes=max(max_bytes, 1024 * 1024),
+            isolation_level=1 if read_committed else 0, session_id=0, session_epoch=-1,
+            # (partition, current leader epoch, fetch offset, last fetched epoch, log start offset, max bytes)
+            topics=[(topic, [(partition, -1, offset, -1, -1, max_bytes)])])
+        return self._send_body(FETCH_API_KEY, FETCH_VERSION, body)
 
-    def receive_fetch(self, correlation: int, topic: str, partition: int) -> PartitionData:
+    def receive_fetch(self, correlation: int, topic: str, partition: int) -> PartitionAnswer:
+        """The partition's part of the answer. Its `records` is a view of the connection's buffer, valid
+        until the next receive: decoded by hand (kaflite.protocol.fetch_v12), because kio copied every
+        answer's records out of the frame, a memcpy of the whole fetch (about a tenth of the task body's
+        CPU, bench/spark_codec_bench.py)."""
         frame, offset = self._receive(correlation, flexible=True)
-        resp, _ = _read_fetch(frame, offset)
-        code = ErrorCode(int(getattr(resp.error_code, "value", resp.error_code)))
-        if code is not ErrorCode.none:
-            raise FetchError(f"Fetch of {topic}-{partition} refused: {code.name}")
+        try:
+            resp = fetch_v12.decode_response(frame, offset)
+        except ProtocolError as e:
+            raise ConnectionError(str(e)) from None
+        if resp.error_code != ErrorCode.none:
+            raise FetchError(f"Fetch of {topic}-{partition} refused: {error_name(resp.error_code)}")
         for t in resp.responses:
-            if str(t.topic) == topic:
+            if t.topic == topic:
                 for p in t.partitions:
-                    if int(p.partition_index) == partition:
+                    if p.partition_index == partition:
                         return p
         raise ConnectionError(f"the Fetch answer has no {topic}-{partition}")
 
 
-def _peek_next(data: bytes, offset: int) -> int:
+def find_leader(conf: dict[str, Any], topic: str, partition: int, timeout_s: float) -> tuple[str, int] | None:
+    """The partition's leader (host, port) from a Metadata v12 request to the first bootstrap broker that
+    answers; None when no bootstrap broker answers or takes Metadata v12 (the caller asks librdkafka).
+
+    Why not librdkafka: a fresh librdkafka consumer's first `list_topics` took 50-60 ms instead of 1 ms
+    one time in three (a task's first batch that late, with no CPU to show for it); this is one connection,
+    ApiVersions and Metadata, about 1 ms on loopback."""
+    client_id = str(conf.get("client.id", "kaflite-spark"))
+    for server in str(conf.get("bootstrap.servers", "")).split(","):
+        host, _, port = server.strip().rpartition(":")
+        if not host:
+            continue
+        try:
+            conn = FetchConnection(host.strip("[]"), int(port), client_id, timeout_s)
+        except (OSError, ValueError):
+            continue
+        try:
+            lo, hi = conn.api_versions().get(METADATA_API_KEY, (1, 0))
+            if not lo <= METADATA_VERSION <= hi:
+                return None
+            resp = conn.request(MetadataRequest(
+                topics=(MetadataRequestTopic(topic_id=None, name=TopicName(topic)),),
+                allow_auto_topic_creation=False, include_topic_authorized_operations=False), _read_metadata)
+        except (OSError, ConnectionError, ValueError):
+            continue
+        finally:
+            conn.close()
+        brokers = {int(b.node_id): (str(b.host), int(b.port)) for b in resp.brokers}
+        for t in resp.topics:
+            if str(t.name) == topic and int(getattr(t.error_code, "value", t.error_code)) == 0:
+                for p in t.partitions:
+                    if int(p.partition_index) == partition and int(p.leader_id) in brokers:
+                        return brokers[int(p.leader_id)]
+        raise ConnectionError(f"{topic}-{partition} has no leader in the metadata")
+    return None
+
+
+def _peek_next(data: bytes | memoryview, offset: int) -> int:
     """The fetch offset after the whole batches of `data` (headers only), for the pipelined request."""
     pos, end = 0, len(data)
     while end - pos >= 61:
@@ -251,8 +308,8 @@ def fetch_range(
                 conn, in_flight = None, None
                 time.sleep(RETRY_BACKOFF_S)
                 continue
-            code = ErrorCode(int(getattr(part.error_code, "value", part.error_code)))
-            if code is ErrorCode.offset_out_of_range:
+            code = part.error_code  # an int: ErrorCode is an IntEnum, and a newer broker's code is named below
+            if code == ErrorCode.offset_out_of_range:
                 next_offset = out_of_range(next_offset)
                 deadline = time.monotonic() + poll_timeout_ms / 1000
                 continue
@@ -261,16 +318,17 @@ def fetch_range(
                 conn = None
                 time.sleep(RETRY_BACKOFF_S)
                 continue
-            if code is not ErrorCode.none:
-                raise FetchError(f"Fetch of {topic}-{partition} at offset {next_offset} answered {code.name}")
-            data = bytes(part.records) if part.records else b""
+            if code != ErrorCode.none:
+                raise FetchError(f"Fetch of {topic}-{partition} at offset {next_offset} answered {error_name(code)}")
+            # a view of the connection's buffer: decoded (copied into Arrow buffers) before the next receive
+            data = part.records if part.records is not None else memoryview(b"")
             ahead = _peek_next(data, next_offset)
             if next_offset < ahead < until:
                 # the next request goes out before this answer is decoded: the broker reads meanwhile
                 in_flight = (conn.send_fetch(topic, partition, ahead, max_bytes, read_committed), ahead)
             aborted = None
             if read_committed:
-                aborted = [(int(a.producer_id), int(a.first_offset)) for a in (part.aborted_transactions or ())]
+                aborted = list(part.aborted_transactions or ())
             fetched_at = next_offset
             try:
                 # a compressed fetch inflates many times over: decoded a window at a time (batches.py)
@@ -284,7 +342,7 @@ def fetch_range(
             if next_offset > fetched_at:
                 deadline = time.monotonic() + poll_timeout_ms / 1000
                 continue
-            end = int(part.last_stable_offset) if read_committed else int(part.high_watermark)
+            end = part.last_stable_offset if read_committed else part.high_watermark
             if 0 <= end <= next_offset:
                 at_end(next_offset)
                 return None

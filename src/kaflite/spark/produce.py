@@ -38,8 +38,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from kio.schema.api_versions.v0.request import ApiVersionsRequest
-from kio.schema.api_versions.v0.response import ApiVersionsResponse
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
@@ -63,7 +61,6 @@ MAX_IN_FLIGHT = 5
 MAX_IN_FLIGHT_PER_PARTITION = 5
 RETRY_BACKOFF_S = 0.1
 REQUEST_TIMEOUT_MS = 30_000
-_read_versions = entity_reader(ApiVersionsResponse)
 _read_init = entity_reader(InitProducerIdResponse)
 _read_metadata = entity_reader(MetadataResponse)
 _read_produce = entity_reader(ProduceResponse)
@@ -119,21 +116,9 @@ def _compact_string(text: str) -> bytes:
 
 
 class ProducerConnection(FetchConnection):
-    """One blocking connection to a broker: ApiVersions, Metadata, InitProducerId (kio) and Produce v9,
-    whose request is written by hand so the record batches go out without being copied into one buffer."""
-
-    def api_versions(self) -> dict[int, tuple[int, int]]:
-        corr = self._send(ApiVersionsRequest())
-        frame, offset = self._receive(corr, flexible=False)
-        resp, _ = _read_versions(frame, offset)
-        if _code(resp.error_code) is not ErrorCode.none:
-            return {}
-        return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
-
-    def request(self, req: Any, reader: Any) -> Any:
-        corr = self._send(req)
-        frame, offset = self._receive(corr, flexible=True)
-        return reader(frame, offset)[0]
+    """One blocking connection to a broker: ApiVersions, Metadata, InitProducerId (kio, FetchConnection's
+    `request`) and Produce v9, whose request is written by hand so the record batches go out without being
+    copied into one buffer."""
 
     def send_produce(self, parts: Sequence[tuple[str, int, list[bytes | memoryview]]], timeout_ms: int,
                      transactional_id: str | None = None) -> int:
