@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 
+from kaflite.server.allocator import tune_allocator
 from kaflite.server.broker import Broker
 from kaflite.server.config import BrokerConfig, Listener
 from kaflite.server.config.keys_network import parse_per_ip_overrides
@@ -336,6 +337,7 @@ def run_broker(config: BrokerConfig, on_started: Callable[[KafkaServer], None] |
     the broker stops (a co-hosted service, such as the schema registry, stops while its broker still
     answers)."""
     configure_logging()
+    tune_allocator()  # this process is the broker's own: freed memory kept for reuse (server/allocator.py)
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     server = KafkaServer(config)
