@@ -11,7 +11,8 @@ other tree's, alternating, base first):
 - sink: `kaflite.spark.writer.produce_arrow` of the same rows (Arrow batches of 10,000 rows) into another
   topic with `compression.type` = the codec, as the sink's tasks write them.
 Per run: the process's CPU (time.process_time) per million rows and its minor page faults (getrusage)
-over the read or the write alone; a warm-up read or write comes first in each process. Spark's own cost
+over the read or the write alone, and the broker process's CPU per million rows and minor faults over the
+same read or write (/proc; the broker runs this tree's code in both columns of a --base comparison); a warm-up read or write comes first in each process. Spark's own cost
 is not in it: bench/spark_bench.py --compression CODEC measures that.
 """
 
@@ -44,13 +45,23 @@ def child(args: argparse.Namespace) -> None:
     from spark_bench import SyntheticReader
 
     conf = {"bootstrap.servers": args.bootstrap}
+    from confluent_kafka import Consumer, TopicPartition
+
+    probe = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "spark-codec-bench"})
+    ends = [probe.get_watermark_offsets(TopicPartition("src", p), timeout=30)[1] for p in range(3)]
+    probe.close()
 
     def source() -> int:
         n = 0
-        for p in range(3):
-            for batch in read_range(conf, OffsetRange("src", p, 0, args.rows), False, False, 30_000):
+        for p in range(3):  # each partition's range ends at its end: as planned by the source's driver
+            for batch in read_range(conf, OffsetRange("src", p, 0, ends[p]), False, False, 30_000):
                 n += batch.num_rows
         return n
+
+    def broker() -> tuple[float, int]:
+        """The broker process's CPU seconds and minor page faults so far."""
+        fields = Path(f"/proc/{args.broker_pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[7])
 
     reader = SyntheticReader(args.rows, 1, 100)
     rows = [b.select(["key", "value"]) for b in reader.read(reader.partitions()[0])]
@@ -64,10 +75,12 @@ def child(args: argparse.Namespace) -> None:
     out = {}
     for name, fn in (("source", source), ("sink", sink)):
         fn()  # warm-up: imports, connections, the allocator's first growth
-        faults, cpu = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.process_time()
+        faults, cpu, (broker_cpu, broker_faults) = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.process_time(), broker()
         n = fn()
         assert n == args.rows, f"{name}: {n} rows"
-        out[name] = ((time.process_time() - cpu) / n * 1e6, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults)
+        after_cpu, after_faults = broker()
+        out[name] = ((time.process_time() - cpu) / n * 1e6, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults,
+                     (after_cpu - broker_cpu) / n * 1e6, after_faults - broker_faults)
     print(json.dumps(out))
 
 
@@ -79,6 +92,7 @@ def main() -> None:
     ap.add_argument("--base", type=Path, default=None, help="another tree's src/, run alternately with this one")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--bootstrap", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--broker-pid", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args)
@@ -101,12 +115,14 @@ def main() -> None:
             for name, src in trees:
                 got = subprocess.run(
                     [sys.executable, __file__, "--child", "--bootstrap", broker.bootstrap, "--rows", str(args.rows),
+                     "--broker-pid", str(broker.proc.pid),
                      "--codec", args.codec], env=dict(os.environ, PYTHONPATH=str(src)), capture_output=True,
                     text=True, timeout=600, check=True)
                 res = json.loads(got.stdout.strip().splitlines()[-1])
-                print(f"run {i + 1} {name}: source {res['source'][0]:.3f} CPU-s/M ({res['source'][1]} minor faults), "
-                      f"sink {res['sink'][0]:.3f} CPU-s/M ({res['sink'][1]} minor faults); "
-                      f"load {os.getloadavg()[0]:.1f}", flush=True)
+                src_, dst_ = res["source"], res["sink"]
+                print(f"run {i + 1} {name}: source {src_[0]:.3f} CPU-s/M ({src_[1]} minor faults; broker {src_[2]:.3f}, "
+                      f"{src_[3]} faults), sink {dst_[0]:.3f} CPU-s/M ({dst_[1]} minor faults; broker {dst_[2]:.3f}, "
+                      f"{dst_[3]} faults); load {os.getloadavg()[0]:.1f}", flush=True)
     finally:
         broker.stop()
         rmtree(data_dir, ignore_errors=True)

@@ -38,9 +38,10 @@ def _minor_faults(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
 
 
-def _broker_faults_per_fetch_pass(tmp_path: Path, **env: str) -> int:
-    """A broker process (`python -m kaflite serve`) holding 32 MiB in one partition, read whole twice with
-    Fetch v12 and 4 MiB per answer: the broker's minor page faults during the second read."""
+def _broker_faults(tmp_path: Path, **env: str) -> tuple[int, int]:
+    """A broker process (`python -m kaflite serve`): its minor page faults while 32 MiB in one partition are
+    read whole with Fetch v12 and 4 MiB per answer (after a first read), and while 64 MiB of 100-byte
+    rows are produced by the Spark sink's client (after a first 16 MiB)."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -102,7 +103,30 @@ def _broker_faults_per_fetch_pass(tmp_path: Path, **env: str) -> int:
         read_all()  # warm-up: the heap grows to what a pass needs
         before = _minor_faults(proc.pid)
         read_all()
-        return _minor_faults(proc.pid) - before
+        fetch_faults = _minor_faults(proc.pid) - before
+
+        admin.create_topics([NewTopic("frames", 3, 1)])["frames"].result(30)
+        # the Spark sink's client: one batch of up to 1 MB per partition in each Produce request, keyed
+        # rows over three partitions, frames of up to 3 MB
+        import pyarrow as pa
+
+        from kaflite.spark.options import parse_writer_options
+        from kaflite.spark.produce import ArrowProducer
+        from kaflite.spark.writer import produce_arrow
+
+        options = parse_writer_options({"kafka.bootstrap.servers": bootstrap, "topic": "frames"})
+        keys = pa.array([b"key-%06d" % (i % 1000) for i in range(10_000)], pa.binary())
+        rows = pa.record_batch([keys, pa.array([b"x" * 100] * 10_000, pa.binary())], names=["key", "value"])
+
+        def produce(mib: int) -> None:
+            n = mib * 1024 * 1024 // 120 // 10_000
+            with ArrowProducer({"bootstrap.servers": bootstrap}).start() as producer:
+                assert produce_arrow(producer, options, iter([rows] * n), None) == n * 10_000
+
+        produce(16)
+        before = _minor_faults(proc.pid)
+        produce(64)
+        return fetch_faults, _minor_faults(proc.pid) - before
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -113,11 +137,14 @@ def _broker_faults_per_fetch_pass(tmp_path: Path, **env: str) -> int:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt, /proc")
-def test_a_fetch_pass_faults_no_fresh_pages_in_the_broker(tmp_path: Path) -> None:
-    tuned = _broker_faults_per_fetch_pass(tmp_path)
-    # glibc's defaults, fixed (the knob also turns the tuning off): every chunk's pages faulted in afresh
-    default = _broker_faults_per_fetch_pass(
+def test_fetched_and_produced_bytes_fault_no_fresh_pages_in_the_broker(tmp_path: Path) -> None:
+    tuned = _broker_faults(tmp_path)
+    # glibc's defaults, fixed (the knob also turns the tuning off): every chunk's and frame's pages
+    # faulted in afresh
+    default = _broker_faults(
         tmp_path, GLIBC_TUNABLES="glibc.malloc.trim_threshold=131072:glibc.malloc.mmap_threshold=131072")
-    # measured 2,210-2,665 faults with glibc's defaults and 0-1 tuned
-    assert default > 1000
-    assert tuned < default / 10, (tuned, default)
+    # fetch: measured 2,210-2,665 faults with glibc's defaults and 0-1 tuned
+    assert default[0] > 1000
+    assert tuned[0] < default[0] / 10, (tuned, default)
+    # produce: 16,120 with the defaults, 4-1,254 tuned, 4,631 with the mmap threshold at 1 MiB (frames above it)
+    assert tuned[1] < default[1] / 5, (tuned, default)
