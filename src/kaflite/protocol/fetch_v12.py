@@ -1,6 +1,7 @@
-"""The client half of Fetch v12 by hand, for the replica fetcher: the request encoded with `struct` and
-the response decoded into plain slotted objects, each partition's records a memoryview of the answer
-frame (no copy; the follower's log appends from it).
+"""The client half of Fetch v12 by hand, for the replica fetcher and the Spark source's fast path
+(kaflite.spark.fetch): the request encoded with `struct` and the response decoded into plain slotted
+objects, each partition's records a memoryview of the answer frame (no copy; the follower's log appends
+from it, the Spark source decodes it into Arrow).
 
 A follower of thousands of partitions sends one Fetch for all of them each round and reads one answer:
 kio built and walked a dataclass per partition both ways, which grew to the largest per-round cost of
