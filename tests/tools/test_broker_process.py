@@ -90,6 +90,31 @@ def test_a_broker_that_ignores_sigterm_is_killed_after_the_grace_time(tmp_path: 
     assert 1 <= other.stop(grace=1, strict=False) < 20 and other.proc.returncode == -9
 
 
+@pytest.mark.timeout(60)
+def test_a_broker_that_does_not_listen_in_time_is_killed(tmp_path: Path) -> None:
+    b = bp.BrokerProcess(
+        tmp_path / "data", python_args=["-c", "import time; print('stuck', flush=True); time.sleep(60)"]
+    )
+    with pytest.raises(RuntimeError, match=r"did not listen within 1 s; its log .* ends:\nstuck"):
+        b.start(wait=1)
+    assert b.proc.returncode == -9  # not left running behind the failed bench
+
+
+@pytest.mark.timeout(60)
+def test_a_broker_that_exited_by_itself_is_named_at_the_stop(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = (
+        "import socket, sys, time; s = socket.socket(); "
+        "s.bind(('127.0.0.1', int(sys.argv[sys.argv.index('--port') + 1]))); s.listen(); time.sleep(0.5)"
+    )
+    b = bp.BrokerProcess(tmp_path / "data", python_args=["-c", code]).start(wait=30)
+    b.proc.wait(30)
+    assert b.stop() == 0.0
+    assert f"had exited by itself (0); its log: {b.log_path}" in capsys.readouterr().err
+    assert b.log_path is not None and b.log_path.exists()  # kept for a look
+
+
 def test_the_in_process_broker_is_stopped_and_its_directory_removed() -> None:
     async def run() -> Path:
         async with timing.in_process_broker("kaflite-test-ipb-") as broker:
