@@ -1,5 +1,6 @@
 """Timing helpers the benches share: the CPU a process has spent (from the kernel's accounting), the wall
-and CPU time of a block, and the best-of-rounds CPU cost of a call, several candidates alternating.
+and CPU time of a block, the best-of-rounds CPU cost of a call, several candidates alternating, and the
+in-process broker the handler-level benches time their calls against.
 
 Rules:
 - CPU time, not wall time, wherever the work is this process's or a known pid's: the machine is shared,
@@ -13,10 +14,16 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
+import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kaflite.server.broker import Broker
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -72,3 +79,22 @@ def best_cpu_us(
             per = (time.process_time() - t) / calls * 1e6
             best[name] = min(best.get(name, per), per)
     return best
+
+
+@asynccontextmanager
+async def in_process_broker(prefix: str, dev: bool = True) -> AsyncIterator[Broker]:
+    """A started `Broker` (kaflite.server.broker) in this process, on the running event loop, with its data
+    in a new temporary directory named `prefix`..., on a loopback port of the kernel's choosing; `dev`: the
+    development profile (load_broker_config). Stopped, and its directory removed, when the block ends."""
+    # imported here: the other helpers serve benches that never load the broker
+    from kaflite.server.broker import Broker
+    from kaflite.server.embedded import load_broker_config
+
+    data = tempfile.mkdtemp(prefix=prefix)
+    broker = Broker(load_broker_config({"log.dirs": data, "listeners": "PLAINTEXT://127.0.0.1:0"}, dev))
+    await broker.start()
+    try:
+        yield broker
+    finally:
+        await broker.stop()
+        shutil.rmtree(data, ignore_errors=True)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import statistics
 import struct
 import subprocess
@@ -30,7 +29,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from _timing import proc_cpu_seconds as cpu_seconds  # the name other benches import from here
+# free_port, wait_port, stop_process and cpu_seconds: names other benches import from here
+from _broker_process import BrokerProcess, free_port, peak_rss_mib, stop_process, wait_port  # noqa: F401
+from _timing import proc_cpu_seconds as cpu_seconds
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -48,49 +49,12 @@ TANSU = next(
 PRODUCER_EXTRA: dict[str, object] = {}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listening on {port}")
-
-
-def peak_rss_mib(pid: int) -> float:
-    """The process's peak resident memory (VmHWM), from the kernel."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 @dataclass
 class BrokerProc:
     name: str
     bootstrap: str
     pid: int
     stop: object
-
-
-def stop_process(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
-    """SIGTERM (the broker's clean stop), then SIGKILL if it has not exited after `grace` seconds; reaped
-    either way."""
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
 
 
 def start_kaflite(
@@ -100,28 +64,18 @@ def start_kaflite(
     flags: tuple[str, ...] = (),
     grace: float = 20.0,
 ) -> BrokerProc:
-    """A `python -m kaflite.server` on a free loopback port with its data in `data_dir` (its stderr in
-    data_dir/broker.log): `extra` more key=value overrides, `flags` more arguments (--dev), `grace` the
+    """A `python -m kaflite.server` on a free loopback port with its data in `data_dir` (its output in
+    data_dir/broker.log; bench/_broker_process.py): `extra` more key=value overrides, `flags` more arguments (--dev), `grace` the
     seconds its stop waits for a clean exit before SIGKILL."""
-    port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "kaflite.server",
-        *flags,
-        "--override",
-        f"listeners=PLAINTEXT://127.0.0.1:{port}",
-        "--override",
-        f"log.dirs={data_dir}",
-    ]
-    if flush_each:
-        cmd += ["--override", "log.flush.interval.messages=1"]
+    overrides = {"log.flush.interval.messages": "1"} if flush_each else {}
     for item in extra:
-        cmd += ["--override", item]
+        key, _, value = item.partition("=")
+        overrides[key] = value
     data_dir.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(data_dir / "broker.log", "wb"))
-    wait_port(port)
-    return BrokerProc("kaflite", f"127.0.0.1:{port}", proc.pid, lambda: stop_process(proc, grace))
+    b = BrokerProcess(
+        data_dir, overrides=overrides, args=flags, server_module=True, log_path=data_dir / "broker.log"
+    ).start(wait=20)
+    return BrokerProc("kaflite", b.bootstrap, b.pid, lambda: b.stop(grace, strict=False))
 
 
 def start_tansu() -> BrokerProc:

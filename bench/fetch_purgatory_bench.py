@@ -17,19 +17,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import shutil
-import tempfile
 import time
 from typing import Any
 
+from _timing import in_process_broker
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
 from kaflite.protocol.messages import RequestHeader
 from kaflite.protocol.record_batch import build_record_batch
-from kaflite.server.broker import Broker
 from kaflite.server.context import RequestContext
-from kaflite.server.embedded import load_broker_config
 from kaflite.server.handlers.fetch import handle_fetch
 from kaflite.storage.log import Log
 
@@ -37,54 +34,50 @@ MIN_BYTES = 1 << 30  # never reached: each partition counts at most its partitio
 
 
 async def measure(fetches: int, partitions: int, appends: int) -> dict[str, float]:
-    data = tempfile.mkdtemp(prefix="kaflite-fpb-")
-    broker = Broker(load_broker_config({"log.dirs": data, "listeners": "PLAINTEXT://127.0.0.1:0"}, True))
-    await broker.start()
-    reads = 0
-    real_read = Log.read
-
-    def counting(self: Log, *args: Any, **kwargs: Any) -> Any:
-        nonlocal reads
-        reads += 1
-        return real_read(self, *args, **kwargs)
-
-    Log.read = counting  # type: ignore[method-assign]
-    try:
-        broker.create_topic("bench", partitions, None)
-        replicas = broker.replica_manager
-        small = build_record_batch([(None, b"x" * 100, []) for _ in range(10)])
-        for p in range(partitions):  # something behind each fetch offset, as a consumer mid-stream has
-            replicas.append_records("bench", p, small, 1)
-        fq = load_payload_module(1, 12, EntityType.request)
-        request = fq.FetchRequest(
-            max_wait=datetime.timedelta(seconds=120), min_bytes=MIN_BYTES, max_bytes=50 << 20, isolation_level=0,
-            session_id=0, session_epoch=-1, topics=(fq.FetchTopic(topic="bench", partitions=tuple(
-                fq.FetchPartition(partition=p, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
-                                  log_start_offset=-1, partition_max_bytes=1 << 20) for p in range(partitions))),),
-            forgotten_topics_data=(), rack_id="")
-        tasks = [asyncio.ensure_future(handle_fetch(RequestContext(broker, RequestHeader(1, 12, i, "b")), request))
-                 for i in range(fetches)]
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
-        parked_reads = reads
+    async with in_process_broker("kaflite-fpb-") as broker:
         reads = 0
-        cpu0, wall0 = time.process_time(), time.perf_counter()
-        for i in range(appends):
-            replicas.append_records("bench", i % partitions, small, 1)
+        real_read = Log.read
+
+        def counting(self: Log, *args: Any, **kwargs: Any) -> Any:
+            nonlocal reads
+            reads += 1
+            return real_read(self, *args, **kwargs)
+
+        Log.read = counting  # type: ignore[method-assign]
+        try:
+            broker.create_topic("bench", partitions, None)
+            replicas = broker.replica_manager
+            small = build_record_batch([(None, b"x" * 100, []) for _ in range(10)])
+            for p in range(partitions):  # something behind each fetch offset, as a consumer mid-stream has
+                replicas.append_records("bench", p, small, 1)
+            fq = load_payload_module(1, 12, EntityType.request)
+            request = fq.FetchRequest(
+                max_wait=datetime.timedelta(seconds=120), min_bytes=MIN_BYTES, max_bytes=50 << 20, isolation_level=0,
+                session_id=0, session_epoch=-1, topics=(fq.FetchTopic(topic="bench", partitions=tuple(
+                    fq.FetchPartition(partition=p, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                                      log_start_offset=-1, partition_max_bytes=1 << 20) for p in range(partitions))),),
+                forgotten_topics_data=(), rack_id="")
+            tasks = [asyncio.ensure_future(handle_fetch(RequestContext(broker, RequestHeader(1, 12, i, "b")), request))
+                     for i in range(fetches)]
             await asyncio.sleep(0)
-        cpu = time.process_time() - cpu0
-        wall = time.perf_counter() - wall0
-        phase_reads = reads
-        assert not any(t.done() for t in tasks), "a fetch answered before min_bytes"
-        for t in tasks:  # min_bytes is out of reach (partition_max_bytes caps each partition): cancel them
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        return {"parked_reads": parked_reads, "reads_per_append": phase_reads / appends,
-                "cpu_us_per_append": cpu / appends * 1e6, "wall_s": wall}
-    finally:
-        Log.read = real_read  # type: ignore[method-assign]
-        await broker.stop()
-        shutil.rmtree(data, ignore_errors=True)
+            await asyncio.sleep(0)
+            parked_reads = reads
+            reads = 0
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            for i in range(appends):
+                replicas.append_records("bench", i % partitions, small, 1)
+                await asyncio.sleep(0)
+            cpu = time.process_time() - cpu0
+            wall = time.perf_counter() - wall0
+            phase_reads = reads
+            assert not any(t.done() for t in tasks), "a fetch answered before min_bytes"
+            for t in tasks:  # min_bytes is out of reach (partition_max_bytes caps each partition): cancel them
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            return {"parked_reads": parked_reads, "reads_per_append": phase_reads / appends,
+                    "cpu_us_per_append": cpu / appends * 1e6, "wall_s": wall}
+        finally:
+            Log.read = real_read  # type: ignore[method-assign]
 
 
 def main() -> None:

@@ -15,19 +15,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import shutil
-import tempfile
 import time
 from typing import Any
 
+from _timing import in_process_broker
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
 from kaflite.protocol.messages import RequestHeader
 from kaflite.protocol.record_batch import build_record_batch
-from kaflite.server.broker import Broker
 from kaflite.server.context import RequestContext
-from kaflite.server.embedded import load_broker_config
 from kaflite.server.handlers.fetch import handle_fetch
 from kaflite.server.handlers.produce import handle_produce
 
@@ -35,10 +32,7 @@ PARTITIONS = 6
 
 
 async def measure(requests: int, idempotent: bool) -> tuple[float, float]:
-    data = tempfile.mkdtemp(prefix="kaflite-hpb-")
-    broker = Broker(load_broker_config({"log.dirs": data, "listeners": "PLAINTEXT://127.0.0.1:0"}, True))
-    await broker.start()
-    try:
+    async with in_process_broker("kaflite-hpb-") as broker:
         broker.create_topic("bench", PARTITIONS, None)
         pq = load_payload_module(0, 9, EntityType.request)
         records = [(None, b"x" * 100, []) for _ in range(10)]
@@ -85,9 +79,6 @@ async def measure(requests: int, idempotent: bool) -> tuple[float, float]:
             await handle_fetch(fetch_ctx, fetch((i * 10) % max(1, written - 10)))
         t2 = time.process_time()
         return 1e6 * (t1 - t0) / requests, 1e6 * (t2 - t1) / fetches
-    finally:
-        await broker.stop()
-        shutil.rmtree(data, ignore_errors=True)
 
 
 def main() -> None:

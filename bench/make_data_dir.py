@@ -41,11 +41,7 @@ import argparse
 import asyncio
 import os
 import re
-import signal
-import socket
 import struct
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -53,6 +49,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+from _broker_process import BrokerProcess
 
 from kaflite.protocol.record_batch import BATCH_HEADER_SIZE, build_record_batch, crc32c
 
@@ -240,12 +238,6 @@ def make_data_dir(
 
 
 # -- the check: a real broker process and a real client -----------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def sample(plan: Plan, n: int) -> list[int]:
     """Partition numbers to read back: the first, the last, an idempotent one past the first, a hot one, then
     spread evenly."""
@@ -266,36 +258,16 @@ def check(directory: Path, plan: Plan, n: int, timeout_s: float = 300) -> list[s
     one line each. Raises on any difference."""
     from kafka import KafkaConsumer, TopicPartition  # kafka-python
 
-    port = _free_port()
     with tempfile.NamedTemporaryFile(prefix="make-data-dir-broker-", suffix=".log", delete=False) as f:
         log_path = Path(f.name)
-    cmd = [
-        sys.executable,
-        "-m",
-        "kaflite",
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-dir",
-        str(directory),
-    ]
     out: list[str] = []
-    with open(log_path, "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.monotonic() + timeout_s
+    try:  # the port answers once the logs are loaded and the listener is bound
+        broker = BrokerProcess(directory, log_path=log_path).start(wait=timeout_s)
+    except BaseException:
+        log_path.unlink(missing_ok=True)  # (its tail is in the error)
+        raise
     try:
-        deadline = time.monotonic() + timeout_s
-        while True:  # the port answers once the logs are loaded and the listener is bound
-            if proc.poll() is not None:
-                raise RuntimeError(f"the broker exited ({proc.returncode}): {log_path.read_text()[-2000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", port), 1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the broker did not listen within {timeout_s:.0f} s") from None
-                time.sleep(0.05)
         loaded: list[str] = []
         while not loaded and time.monotonic() < deadline:  # (written before the port is bound, as a rule)
             loaded = [
@@ -316,7 +288,7 @@ def check(directory: Path, plan: Plan, n: int, timeout_s: float = 300) -> list[s
             raise RuntimeError(f"not a clean load of {plan.partitions} logs: {loaded[0]}")
         out.append(loaded[0].split(": ", 1)[1])
         consumer = KafkaConsumer(
-            bootstrap_servers=f"127.0.0.1:{port}",
+            bootstrap_servers=broker.bootstrap,
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
@@ -358,19 +330,13 @@ def check(directory: Path, plan: Plan, n: int, timeout_s: float = 300) -> list[s
             consumer.close()
     finally:
         try:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(120)
-                except subprocess.TimeoutExpired:
-                    os.kill(proc.pid, signal.SIGKILL)
-                    proc.wait(10)
-                    raise RuntimeError("the broker did not stop within 120 s of SIGTERM") from None
+            broker.stop(grace=120)  # (a clean stop again; RuntimeError if it takes longer)
         finally:
             stopped = log_path.read_text(errors="replace")
             log_path.unlink(missing_ok=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the broker exited with {proc.returncode}: {stopped[-2000:]}")
+    assert broker.proc is not None
+    if broker.proc.returncode != 0:
+        raise RuntimeError(f"the broker exited with {broker.proc.returncode}: {stopped[-2000:]}")
     if "__consumer_offsets" in {p.name.rpartition("-")[0] for p in directory.iterdir()}:
         raise RuntimeError("the check created __consumer_offsets in the directory")
     return out

@@ -15,18 +15,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import struct
-import tempfile
 import time
+
+from _timing import in_process_broker
 
 from kaflite.protocol.messages import RequestHeader
 from kaflite.protocol.produce_request import decode_request
 from kaflite.protocol.record_batch import build_record_batch
 from kaflite.protocol.varint import uvarint
-from kaflite.server.broker import Broker
 from kaflite.server.context import RequestContext
-from kaflite.server.embedded import load_broker_config
 from kaflite.server.handlers.produce import handle_produce
 
 VERSION = 9  # flexible (compact arrays and varints), as librdkafka sends Produce
@@ -45,10 +43,7 @@ def produce_body(topic: str, partitions: range, batch: bytes) -> bytes:
 
 
 async def measure(partitions: int, per_request: int, rounds: int) -> float:
-    data = tempfile.mkdtemp(prefix="kaflite-pwb-")
-    broker = Broker(load_broker_config({"log.dirs": data, "listeners": "PLAINTEXT://127.0.0.1:0"}, True))
-    await broker.start()
-    try:
+    async with in_process_broker("kaflite-pwb-") as broker:
         broker.create_topic("wide", partitions, None)
         batch = build_record_batch([(None, b"x" * 100, [])])
         bodies = [
@@ -69,9 +64,6 @@ async def measure(partitions: int, per_request: int, rounds: int) -> float:
         ends = {broker.log_manager.get("wide", p).log_end_offset for p in range(partitions)}  # type: ignore[union-attr]
         assert ends == {rounds + 1}, ends  # every append succeeded (an error would be a cheap answer)
         return 1e6 * (t1 - t0) / (rounds * partitions)
-    finally:
-        await broker.stop()
-        shutil.rmtree(data, ignore_errors=True)
 
 
 def main() -> None:

@@ -21,13 +21,12 @@ import argparse
 import asyncio
 import datetime
 import io
-import shutil
 import statistics
 import struct
-import tempfile
 import time
 from typing import Any
 
+from _timing import in_process_broker
 from kio.index import load_payload_module
 from kio.serial import entity_writer
 from kio.static.constants import EntityType
@@ -35,10 +34,8 @@ from kio.static.constants import EntityType
 from kaflite.protocol.messages import request_schema
 from kaflite.protocol.record_batch import build_record_batch, crc32c
 from kaflite.server.app import new_event_loop
-from kaflite.server.broker import Broker
 from kaflite.server.connection import ConnectionLimits, Connections, KafkaConnection
 from kaflite.server.dispatcher import Dispatcher
-from kaflite.server.embedded import load_broker_config
 from kaflite.server.handlers import load_registry
 
 PARTITIONS = 6
@@ -136,10 +133,7 @@ def produce_frames(n: int, records: int, idempotent: bool, vary: bool = False) -
 
 
 async def measure(requests: int, records: int, idempotent: bool, in_flight: int, vary: bool) -> float:
-    data = tempfile.mkdtemp(prefix="kaflite-rpb-")
-    broker = Broker(load_broker_config({"log.dirs": data, "listeners": "PLAINTEXT://127.0.0.1:0"}, False))
-    await broker.start()
-    try:
+    async with in_process_broker("kaflite-rpb-", dev=False) as broker:
         broker.create_topic("bench", PARTITIONS, None)
         warm = 600
         frames, total = produce_frames(warm + requests, records, idempotent, vary)
@@ -173,9 +167,6 @@ async def measure(requests: int, records: int, idempotent: bool, in_flight: int,
         assert appended == total, appended  # every request appended: no cheap error measured
         await conn.shutdown()
         return 1e6 * (t1 - t0) / requests
-    finally:
-        await broker.stop()
-        shutil.rmtree(data, ignore_errors=True)
 
 
 def main() -> None:

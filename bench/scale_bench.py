@@ -46,12 +46,8 @@ import asyncio
 import io
 import os
 import resource
-import signal
-import socket
 import statistics
 import struct
-import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -60,6 +56,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from _broker_process import BrokerProcess, free_port, rss_mib
 from _timing import proc_cpu_seconds as cpu_seconds
 from kio.index import load_response_schema
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
@@ -82,71 +79,22 @@ OVERRIDES = {"group.initial.rebalance.delay.ms": "100", "auto.create.topics.enab
 
 
 # -- the broker process ---------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+class Broker(BrokerProcess):
+    """`kaflite serve` on `data` with `overrides` (bench/_broker_process.py), its log appended to
+    data/../broker-<port>.log; `start()` does not wait for the port (the start-up phase times the start
+    from the Popen to the first Metadata answer, `self.started`), and `stop()` returns the seconds the
+    clean stop took (RuntimeError after 60 s, the broker killed)."""
 
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
-
-
-class Broker:
     def __init__(self, data: Path, overrides: dict[str, str]) -> None:
-        self.data, self.overrides = data, overrides
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.started = 0.0
+        port = free_port()
+        super().__init__(
+            data, overrides=overrides, port=port, log_path=data.parent / f"broker-{port}.log", log_mode="ab"
+        )
+        self.data = data  # (bench/scale_sweep.py removes data.parent after each run)
 
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def start(self) -> Broker:
-        cmd = [
-            sys.executable,
-            "-m",
-            "kaflite",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--log-dir",
-            str(self.data),
-        ]
-        for k, v in self.overrides.items():
-            cmd += ["--override", f"{k}={v}"]
-        self.started = time.perf_counter()
-        self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=open(self.data.parent / f"broker-{self.port}.log", "ab")
-        )  # noqa: SIM115
+    def start(self, wait: float | None = None) -> Broker:
+        super().start(wait)
         return self
-
-    def stop(self) -> float:
-        """SIGTERM to the pid and wait: the seconds the clean shutdown took."""
-        if self.proc is None or self.proc.poll() is not None:
-            return 0.0
-        t0 = time.perf_counter()
-        os.kill(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-            raise RuntimeError("the broker did not stop within 60 s of SIGTERM") from None
-        return time.perf_counter() - t0
-
-    def kill(self) -> float:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-        return float("nan")
 
 
 # -- the wire ---------------------------------------------------------------------------------------------
@@ -544,7 +492,11 @@ async def timed_start(data: Path, overrides: dict[str, str], last: bool) -> tupl
         secs = time.perf_counter() - b.started
         cpu = cpu_seconds(b.pid)
     finally:
-        stop_s = b.kill() if last else b.stop()
+        if last:
+            b.kill()
+            stop_s = float("nan")
+        else:
+            stop_s = b.stop()
     parts = sum(len(t.partitions) for t in md.topics if not t.is_internal)
     return secs, cpu, parts, stop_s
 

@@ -36,7 +36,6 @@ import multiprocessing as mp
 import os
 import pstats
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,42 +46,13 @@ from pathlib import Path
 from shutil import rmtree
 from typing import Any
 
+from _broker_process import BrokerProcess, minor_faults, switches
 from _timing import CLK_TCK, proc_cpu
-from broker_bench import free_port, stop_process, wait_port
 from page_cache_bench import reported_gb
 
 HERE = Path(__file__).resolve().parent.parent / "src"
 TOPIC = "sink"
 BUSY_MAX_S = 900.0  # a CPU burner stops by itself after this long, whatever happens to the bench
-
-
-def start_broker(src: Path, data_dir: Path, profile: str | None) -> tuple[subprocess.Popen[bytes], int]:
-    """`kaflite serve` of the tree `src` (its own PYTHONPATH), under cProfile when `profile` names a file."""
-    port = free_port()
-    prefix = ["-m", "cProfile", "-o", profile] if profile else []
-    cmd = [
-        sys.executable,
-        *prefix,
-        "-m",
-        "kaflite",
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-dir",
-        str(data_dir),
-    ]
-    proc = subprocess.Popen(
-        cmd, env=dict(os.environ, PYTHONPATH=str(src)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        wait_port(port, 60)
-    except RuntimeError:
-        proc.kill()
-        proc.wait()
-        raise RuntimeError("the broker did not start") from None
-    return proc, port
 
 
 def batches(rows: int, value_bytes: int) -> Iterator[object]:
@@ -140,28 +110,6 @@ def _burn(stop: Event) -> None:
         x = 0
         for i in range(200_000):
             x += i
-
-
-def minor_faults(pid: int) -> int:
-    """The process's minor page faults so far (/proc/<pid>/stat): a page it touched for the first time."""
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[7])
-
-
-def switches(pid: int) -> tuple[int, int]:
-    """(voluntary, involuntary) context switches of the process's live threads."""
-    vol = invol = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            text = (task / "status").read_text()
-        except OSError:  # the thread ended meanwhile
-            continue
-        for line in text.splitlines():
-            if line.startswith("voluntary_ctxt_switches:"):
-                vol += int(line.split()[1])
-            elif line.startswith("nonvoluntary_ctxt_switches:"):
-                invol += int(line.split()[1])
-    return vol, invol
 
 
 @dataclass
@@ -259,21 +207,25 @@ def measured(pid: int, bootstrap: str, rows: int, value_bytes: int, producers: i
     _reported_mark[0] = reported
 
 
-class Broker:
-    """A broker of tree `src` with topic `sink` (3 partitions) in a temporary directory, warmed up by
-    `warm_rows` rows from this process (connections, first segments, imports)."""
+class Broker(BrokerProcess):
+    """`kaflite serve` of the tree `src` (its own PYTHONPATH; under cProfile when `profile` names a file)
+    with topic `sink` (3 partitions) in a temporary directory, warmed up by `warm_rows` rows from this
+    process (connections, first segments, imports)."""
 
     def __init__(self, src: Path, value_bytes: int, warm_rows: int, profile: str | None = None) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        self.data_dir = Path(tempfile.mkdtemp(prefix="kaflite-sab-"))
+        super().__init__(
+            Path(tempfile.mkdtemp(prefix="kaflite-sab-")),
+            env={"PYTHONPATH": str(src)},
+            python_args=["-m", "cProfile", "-o", profile] if profile else [],
+        )
         try:
-            self.proc, port = start_broker(src, self.data_dir, profile)
+            self.start(wait=60)
         except BaseException:
             rmtree(self.data_dir, ignore_errors=True)
             raise
         try:
-            self.bootstrap = f"127.0.0.1:{port}"
             admin = AdminClient({"bootstrap.servers": self.bootstrap})
             for f in admin.create_topics([NewTopic(TOPIC, 3, 1)]).values():
                 f.result(30)
@@ -282,9 +234,11 @@ class Broker:
             self.stop()
             raise
 
-    def stop(self) -> None:
-        stop_process(self.proc, 60)
-        rmtree(self.data_dir, ignore_errors=True)
+    def stop(self, grace: float = 60, strict: bool = False) -> float:
+        try:
+            return super().stop(grace, strict)
+        finally:
+            rmtree(self.data_dir, ignore_errors=True)
 
 
 def report(name: str, i: int, rows: int, s: Sample) -> None:
@@ -325,7 +279,7 @@ def main() -> None:
     if args.profile:
         broker = Broker(HERE, args.value_bytes, 20_000, args.profile)
         try:
-            s = measured(broker.proc.pid, broker.bootstrap, args.rows, args.value_bytes, *shape)
+            s = measured(broker.pid, broker.bootstrap, args.rows, args.value_bytes, *shape)
         finally:
             broker.stop()
         report("profiled", 1, args.rows, s)
@@ -343,7 +297,7 @@ def main() -> None:
                 broker = kept.get(name) or Broker(src, args.value_bytes, 20_000)
                 time.sleep(args.pause)
                 try:
-                    s = measured(broker.proc.pid, broker.bootstrap, args.rows, args.value_bytes, *shape)
+                    s = measured(broker.pid, broker.bootstrap, args.rows, args.value_bytes, *shape)
                 finally:
                     if name not in kept:
                         broker.stop()

@@ -39,6 +39,7 @@ from shutil import rmtree
 from tempfile import mkdtemp
 from typing import Any
 
+import _broker_process
 import pyarrow as pa
 from _timing import proc_cpu
 from page_cache_bench import reported_gb
@@ -69,14 +70,6 @@ def _children() -> dict[int, list[int]]:
 
 
 BROKER_PID: int | None = None  # the broker process's pid, not counted among Spark's processes
-
-
-def process_cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLK  # utime + stime
 
 
 def spark_cpu_seconds() -> float:
@@ -185,40 +178,17 @@ def timed(fn: Any) -> Timing:
     return wall, cpu, broker[0] - broker0[0], broker[1] - broker0[1], reported_gb() - reported0
 
 
-class BrokerProcess:
-    """`kaflite serve` in a process of its own, on a free port, its data in a temporary directory."""
+class BrokerProcess(_broker_process.BrokerProcess):
+    """`kaflite serve` in a process of its own, on a free port, its data in `data_dir`
+    (bench/_broker_process.py), started and listening once constructed; its stop waits 30 s for the
+    clean stop, then kills (bench/spark_codec_bench.py starts its broker the same way)."""
 
     def __init__(self, data_dir: Path) -> None:
-        import socket
-        import subprocess
+        super().__init__(data_dir)
+        self.start(wait=60)
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.log = open(data_dir.parent / f"{data_dir.name}.log", "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kaflite", "serve", "--host", "127.0.0.1", "--port", str(self.port),
-             "--log-dir", str(data_dir)], stdout=self.log, stderr=subprocess.STDOUT)
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                break
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the broker did not start (see {self.log.name})") from None
-                time.sleep(0.1)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except Exception:  # noqa: BLE001 - a broker that does not stop is killed
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-        Path(self.log.name).unlink(missing_ok=True)  # kept only when the broker did not start
+    def stop(self, grace: float = 30, strict: bool = False) -> float:
+        return super().stop(grace, strict)
 
 
 def produce_raw(bootstrap: str, topic: str, rows: int, value_bytes: int, compression: str = "none") -> float:
@@ -287,7 +257,7 @@ def main() -> None:
         else:
             global BROKER_PID
             broker = BrokerProcess(data_dir)
-            BROKER_PID = broker.proc.pid
+            BROKER_PID = broker.pid
         bootstrap = broker.bootstrap
     started, load = time.perf_counter(), os.getloadavg()[0]
     try:

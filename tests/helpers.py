@@ -9,10 +9,12 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 import pytest
@@ -30,6 +32,27 @@ def load_vectors() -> list[dict[str, Any]]:
 def vectors_of_kind(prefix: str) -> list[dict[str, Any]]:
     """Every reference case whose kind starts with `prefix` (for pytest.mark.parametrize)."""
     return [c for c in load_vectors() if c["kind"].startswith(prefix)]
+
+
+def load_bench(name: str) -> ModuleType:
+    """bench/`name`.py as the module `name`, for a test of a bench's data side. It is registered in
+    sys.modules before it runs (dataclasses look their module up by name), and bench/ is on sys.path while
+    it loads (a bench imports its siblings by name: _timing, _broker_process, ...; what it imports at the
+    top stays in sys.modules afterwards)."""
+    bench = str(REPO / "bench")
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+    assert spec is not None and spec.loader is not None, f"no bench/{name}.py"
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    sys.path.insert(0, bench)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    finally:
+        sys.path.remove(bench)
+    return module
 
 
 def free_port() -> int:

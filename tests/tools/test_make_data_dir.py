@@ -4,33 +4,19 @@ offsets, leader epochs, producer state and records the plan says."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import missing_module, require
+from helpers import load_bench, missing_module, require
 from kaflite.protocol.record_batch import decode_records, iter_batches
 from kaflite.storage.checkpoint import CLEAN_SHUTDOWN_FILE, HIGH_WATERMARK_CHECKPOINT, read_offset_checkpoint
 from kaflite.storage.file_slice import FileSlice
 from kaflite.storage.log import Log
 from kaflite.storage.manager import LogManager
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("make_data_dir", ROOT / "bench" / "make_data_dir.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["make_data_dir"] = mod  # dataclasses look their module up by name
-    spec.loader.exec_module(mod)
-    return mod
-
-
-mdd = _load()
+mdd = load_bench("make_data_dir")
 
 
 def _read_all(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:

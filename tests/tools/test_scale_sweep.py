@@ -4,7 +4,6 @@ test dependency), the line naming the extra to install. The sweep itself runs br
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -12,23 +11,9 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from helpers import load_bench
 
-
-def _load() -> Any:
-    sys.path.insert(0, str(ROOT / "bench"))  # scale_sweep imports scale_bench, which imports _timing
-    try:
-        spec = importlib.util.spec_from_file_location("scale_sweep", ROOT / "bench" / "scale_sweep.py")
-        assert spec and spec.loader
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["scale_sweep"] = mod  # dataclasses look their module up by name
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-
-
-sweep = _load()
+sweep = load_bench("scale_sweep")  # (it imports scale_bench, which imports _timing and _broker_process)
 
 
 def _data() -> dict[str, Any]:
