@@ -18,9 +18,14 @@ from helpers import free_port
 PROBE = "from kaflite.server.allocator import tune_allocator; print(tune_allocator())"
 
 
-def _probe(**env: str) -> str:
+def _env(**env: str) -> dict[str, str]:
+    """This environment without glibc's malloc knobs (which turn the tuning off), plus `env`."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
-    out = subprocess.run([sys.executable, "-c", PROBE], env=clean | env, capture_output=True, text=True,
+    return clean | env
+
+
+def _probe(**env: str) -> str:
+    out = subprocess.run([sys.executable, "-c", PROBE], env=_env(**env), capture_output=True, text=True,
                          timeout=60, check=True)
     return out.stdout.strip()
 
@@ -48,10 +53,9 @@ def _broker_faults(tmp_path: Path, **env: str) -> tuple[int, int]:
     from kaflite.spark.fetch import FetchConnection
 
     port = free_port()
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "kaflite", "serve", "--host", "127.0.0.1", "--port", str(port), "--log-dir",
-         str(tmp_path / f"data-{port}")], env=clean | env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+         str(tmp_path / f"data-{port}")], env=_env(**env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
         while True:

@@ -121,11 +121,16 @@ class FetchConnection:
         self.sock.sendall(struct.pack(">i", len(body)) + body)
         return self.correlation
 
-    def _send_body(self, api_key: int, version: int, body: bytes) -> int:
-        """A request whose body is already encoded, under a request header v2 (flexible versions)."""
+    def _next_header(self, api_key: int, version: int) -> bytes:
+        """The next request's header v2 (flexible versions), by hand: api key, version, a new correlation
+        id, the client id and no tagged fields."""
         self.correlation += 1
         client = self.client_id.encode("utf-8")
-        head = struct.pack(">hhih", api_key, version, self.correlation, len(client)) + client + b"\x00"
+        return struct.pack(">hhih", api_key, version, self.correlation, len(client)) + client + b"\x00"
+
+    def _send_body(self, api_key: int, version: int, body: bytes) -> int:
+        """A request whose body is already encoded, under a request header v2 (flexible versions)."""
+        head = self._next_header(api_key, version)
         self.sock.sendall(struct.pack(">i", len(head) + len(body)) + head + body)
         return self.correlation
 

@@ -123,11 +123,7 @@ class ProducerConnection(FetchConnection):
     def send_produce(self, parts: Sequence[tuple[str, int, list[bytes | memoryview]]], timeout_ms: int,
                      transactional_id: str | None = None) -> int:
         """Produce v9, acks=-1, with the batches of `parts` = [(topic, partition, [header, payload])]."""
-        self.correlation += 1
-        client = self.client_id.encode("utf-8")
-        head = bytearray(struct.pack(">hhih", 0, PRODUCE_VERSION, self.correlation, len(client)))
-        head += client
-        head += b"\x00"  # request header tagged fields
+        head = bytearray(self._next_header(0, PRODUCE_VERSION))
         # transactional_id: a compact nullable string (0: null)
         head += b"\x00" if transactional_id is None else _compact_string(transactional_id)
         head += struct.pack(">hi", -1, timeout_ms)
